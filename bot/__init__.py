@@ -1,0 +1,1 @@
+"""genbot: the Generation Service API in Discord servers."""

@@ -1,0 +1,1 @@
+"""Discord extensions, one per command group; each module has ``setup(bot)``."""
