@@ -1,0 +1,111 @@
+"""Settings, read once in ``main()`` from the environment and ``.env`` (pydantic-settings).
+
+Every field here is listed in the README's configuration table and in ``.env.example``; a test
+keeps the three in step. Secrets are :class:`pydantic.SecretStr`, so they never print.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Literal
+
+from cryptography.fernet import Fernet
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DISCORD_API_BASE_URL = "https://discord.com/api/v10"
+DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+NonNegativeCents = Annotated[int, Field(ge=0)]
+
+
+class Settings(BaseSettings):
+    """The bot's configuration. Field names are the environment variables, upper-cased."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", hide_input_in_errors=True
+    )
+
+    discord_token: SecretStr
+    genapi_base_url: str | None = None
+    genapi_api_key: SecretStr | None = None
+    database_path: Path = Path("data/bot.db")
+    discord_api_base_url: str = DISCORD_API_BASE_URL
+    discord_gateway_url: str = DISCORD_GATEWAY_URL
+    dev_guild_id: int | None = None
+    log_level: LogLevel = "INFO"
+    key_encryption_key: SecretStr | None = None
+
+    default_guild_monthly_budget_cents: NonNegativeCents | None = None
+    default_user_daily_budget_cents: NonNegativeCents | None = None
+    default_max_pending_videos_per_user: Annotated[int, Field(ge=1)] = 3
+    default_max_pending_videos_per_guild: Annotated[int, Field(ge=1)] = 20
+
+    job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
+    genapi_rate_limit: Annotated[int, Field(ge=1)] = 30
+    genapi_rate_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    sandbox_time_scale: Annotated[float, Field(gt=0)] = 1.0
+
+    @field_validator("genapi_base_url")
+    @classmethod
+    def _base_url_is_v1(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        value = value.rstrip("/")
+        if not value.startswith(("http://", "https://")) or not value.endswith("/api/v1"):
+            raise ValueError("must be an http(s) URL ending in /api/v1")
+        return value
+
+    @field_validator("discord_api_base_url", "discord_gateway_url")
+    @classmethod
+    def _is_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://", "ws://", "wss://")):
+            raise ValueError("must be an http(s) or ws(s) URL")
+        return value
+
+    @field_validator("key_encryption_key")
+    @classmethod
+    def _is_fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value():
+            return None
+        try:
+            Fernet(value.get_secret_value())
+        except ValueError:
+            raise ValueError(
+                "must be a Fernet key (make one with: python -c "
+                '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())")'
+            ) from None
+        return value
+
+    @property
+    def sandbox(self) -> bool:
+        """True when no ``GENAPI_BASE_URL`` is set: the bot runs the built-in emulator."""
+        return self.genapi_base_url is None
+
+    @property
+    def log_level_number(self) -> int:
+        """The ``logging`` level of ``log_level``."""
+        return logging.getLevelNamesMapping()[self.log_level]
+
+
+class SettingsError(Exception):
+    """A setting is missing or malformed; the message names it and never shows its value."""
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from the environment, ``.env`` and ``overrides``.
+
+    Raises:
+        SettingsError: with one line per bad setting, e.g. ``DISCORD_TOKEN: missing``.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors():
+            name = str(error["loc"][0]).upper() if error["loc"] else "settings"
+            reason = "missing" if error["type"] == "missing" else error["msg"]
+            lines.append(f"{name}: {reason}")
+        raise SettingsError("; ".join(lines)) from None

@@ -1,0 +1,137 @@
+"""Domain errors, and the one place that turns any error into the sentence a user sees.
+
+Services raise these (or :mod:`bot.genapi.errors`); the command tree's error handler calls
+:func:`user_message` and sends the result as one ephemeral sentence.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bot.genapi import errors as api
+
+
+class BotError(Exception):
+    """Base of the bot's own domain errors."""
+
+
+class ValidationFailed(BotError):
+    """A request failed a check before any upstream call (bad option, not allowed here...).
+
+    Attributes:
+        sentence: the complete sentence to show the user.
+    """
+
+    def __init__(self, sentence: str) -> None:
+        super().__init__(sentence)
+        self.sentence = sentence
+
+
+class NoApiKeyConfigured(BotError):
+    """Neither the guild's own key nor ``GENAPI_API_KEY`` is set."""
+
+
+class KeyEncryptionUnavailable(BotError):
+    """An admin tried to store a key but ``KEY_ENCRYPTION_KEY`` is not configured."""
+
+
+class BudgetExceeded(BotError):
+    """A budget would be exceeded by the request.
+
+    Attributes:
+        scope: ``"guild"`` (monthly guild budget) or ``"user"`` (daily per-user budget).
+        remaining_cents: what is left of that budget, in cents (never negative).
+        needed_cents: what the request would cost or is estimated to cost, in cents.
+    """
+
+    def __init__(self, scope: str, remaining_cents: int, needed_cents: int) -> None:
+        super().__init__(f"{scope} budget: {remaining_cents} left, {needed_cents} needed")
+        self.scope = scope
+        self.remaining_cents = remaining_cents
+        self.needed_cents = needed_cents
+
+
+class ConcurrencyLimitReached(BotError):
+    """Too many videos pending already.
+
+    Attributes:
+        scope: ``"user"`` or ``"guild"``.
+        limit: the cap that was reached.
+    """
+
+    def __init__(self, scope: str, limit: int) -> None:
+        super().__init__(f"{scope} pending-video cap of {limit} reached")
+        self.scope = scope
+        self.limit = limit
+
+
+def format_cents(cents: int | float) -> str:
+    """Render an amount of cents as dollars, e.g. ``1234 -> "$12.34"``."""
+    return f"${cents / 100:,.2f}"
+
+
+def user_message(exc: BaseException, *, now: float | None = None) -> str:
+    """Return the one sentence a Discord user sees for ``exc``.
+
+    Args:
+        exc: any exception raised while serving a command.
+        now: wall time (UTC epoch seconds) used to render "try again" timestamps; when None a
+            relative phrase in seconds is used.
+
+    Returns:
+        A short sentence; a generic one (without details) for unknown exceptions.
+    """
+    match exc:
+        case ValidationFailed():
+            return exc.sentence
+        case NoApiKeyConfigured():
+            return (
+                "No Generation API key is set for this server. "
+                "An admin can set one with `/config api-key set`."
+            )
+        case KeyEncryptionUnavailable():
+            return (
+                "Keys cannot be stored: the bot owner must set `KEY_ENCRYPTION_KEY` (make one with "
+                '`python -c "from cryptography.fernet import Fernet; '
+                'print(Fernet.generate_key().decode())"`).'
+            )
+        case BudgetExceeded(scope="guild"):
+            return (
+                f"This server's monthly budget has {format_cents(exc.remaining_cents)} left; "
+                f"this request needs about {format_cents(exc.needed_cents)}."
+            )
+        case BudgetExceeded():
+            return (
+                f"Your daily budget has {format_cents(exc.remaining_cents)} left; "
+                f"this request needs about {format_cents(exc.needed_cents)}."
+            )
+        case ConcurrencyLimitReached(scope="user"):
+            return f"You already have {exc.limit} videos in progress; wait for one to finish."
+        case ConcurrencyLimitReached():
+            return f"This server already has {exc.limit} videos in progress; try again later."
+        case api.RateLimitedError():
+            wait = max(1, math.ceil(exc.retry_after))
+            if now is not None:
+                return f"The service is busy; try again <t:{math.ceil(now + wait)}:R>."
+            return f"The service is busy; try again in {wait} s."
+        case api.InvalidModelError():
+            return "That model does not exist; pick one from the list."
+        case api.InvalidParamsError():
+            return f"The service refused the request: {exc.message.rstrip('.')}."
+        case api.UnauthorizedError():
+            return "The service rejected this server's API key; ask an admin to check it."
+        case api.InsufficientCreditsError():
+            return "The API key is out of credits; ask an admin to top it up."
+        case api.GenerationFailedError():
+            return "The generation failed at the provider; nothing was produced. Try again."
+        case api.APITimeoutError():
+            return (
+                "The service did not answer in time; the request may still have been charged, "
+                "so check `/usage` before trying again."
+            )
+        case api.APIConnectionError():
+            return "The generation service cannot be reached right now; try again later."
+        case api.APIStatusError() | api.MalformedResponseError():
+            return "The generation service had a problem; try again later."
+        case _:
+            return "Something went wrong on our side; it has been logged."

@@ -1,0 +1,122 @@
+"""Exceptions raised by the Generation API client.
+
+One class per error code of spec part 7, under :class:`APIStatusError`; transport failures and
+timeouts have their own classes, and a body that is not the spec's JSON raises
+:class:`MalformedResponseError`.
+
+=====  ======================  ============================
+HTTP   code                    exception
+=====  ======================  ============================
+400    INVALID_PARAMS          :class:`InvalidParamsError`
+400    INVALID_MODEL           :class:`InvalidModelError`
+401    UNAUTHORIZED            :class:`UnauthorizedError`
+402    INSUFFICIENT_CREDITS    :class:`InsufficientCreditsError`
+404    (not in spec)           :class:`TaskNotFoundError`
+429    RATE_LIMITED            :class:`RateLimitedError`
+500    GENERATION_FAILED       :class:`GenerationFailedError`
+other  other                   :class:`APIStatusError`
+=====  ======================  ============================
+
+The sentence a Discord user sees for each lives in :func:`bot.errors.user_message`, nowhere else.
+"""
+
+from __future__ import annotations
+
+
+class GenAPIError(Exception):
+    """Base of every error the client raises."""
+
+
+class APIStatusError(GenAPIError):
+    """The service answered with an error status.
+
+    Attributes:
+        status: the HTTP status code.
+        code: the spec's ``error.code`` (e.g. ``"INVALID_PARAMS"``), or ``""`` if absent.
+        message: the service's ``error.message``.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class InvalidParamsError(APIStatusError):
+    """400 ``INVALID_PARAMS``: a request parameter is missing or invalid."""
+
+
+class InvalidModelError(APIStatusError):
+    """400 ``INVALID_MODEL``: the model identifier does not exist."""
+
+
+class UnauthorizedError(APIStatusError):
+    """401 ``UNAUTHORIZED``: the API key is missing, invalid or revoked."""
+
+
+class InsufficientCreditsError(APIStatusError):
+    """402 ``INSUFFICIENT_CREDITS``: the key's credit balance is too low."""
+
+
+class TaskNotFoundError(APIStatusError):
+    """404 on a status poll: the service does not know the task (shape not in the spec)."""
+
+
+class RateLimitedError(APIStatusError):
+    """429 ``RATE_LIMITED``, or our own limiter refusing to wait that long.
+
+    Attributes:
+        retry_after: seconds to wait before the key may send again (``Retry-After``, read as
+            seconds; an HTTP date is converted).
+    """
+
+    def __init__(self, status: int, code: str, message: str, retry_after: float) -> None:
+        super().__init__(status, code, message)
+        self.retry_after = retry_after
+
+
+class GenerationFailedError(APIStatusError):
+    """500 ``GENERATION_FAILED``: generation failed at the upstream provider."""
+
+
+class APIConnectionError(GenAPIError):
+    """The request could not be completed at the transport level.
+
+    Attributes:
+        request_sent: False only when the request provably never left (connect failure); a
+            generation POST may have been charged whenever this is True.
+    """
+
+    def __init__(self, message: str, *, request_sent: bool) -> None:
+        super().__init__(message)
+        self.request_sent = request_sent
+
+
+class APITimeoutError(APIConnectionError):
+    """The service did not answer in time; the request may have been processed."""
+
+    def __init__(self, message: str = "request timed out") -> None:
+        super().__init__(message, request_sent=True)
+
+
+class MalformedResponseError(GenAPIError):
+    """The body is not the spec's JSON (an HTML error page, a missing required field...).
+
+    Attributes:
+        status: the HTTP status of the response.
+    """
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"malformed response (HTTP {status}): {detail}")
+        self.status = status
+
+
+ERROR_CODES: dict[str, type[APIStatusError]] = {
+    "INVALID_PARAMS": InvalidParamsError,
+    "INVALID_MODEL": InvalidModelError,
+    "UNAUTHORIZED": UnauthorizedError,
+    "INSUFFICIENT_CREDITS": InsufficientCreditsError,
+    "GENERATION_FAILED": GenerationFailedError,
+}
+"""Spec part 7 codes to classes; ``RATE_LIMITED`` is built apart since it carries a delay."""
