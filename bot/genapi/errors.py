@@ -120,3 +120,13 @@ ERROR_CODES: dict[str, type[APIStatusError]] = {
     "GENERATION_FAILED": GenerationFailedError,
 }
 """Spec part 7 codes to classes; ``RATE_LIMITED`` is built apart since it carries a delay."""
+
+
+class RateLimitWaitTooLong(RateLimitedError):
+    """Our own limiter would make an interactive caller wait longer than it may.
+
+    Nothing was sent. ``retry_after`` is the estimated wait in seconds.
+    """
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(0, "RATE_LIMITED", "local rate limit: wait too long", retry_after)

@@ -1,0 +1,349 @@
+"""The Generation API client: one pooled ``httpx.AsyncClient``, typed results, safe retries.
+
+Every method takes the API key to use (a guild's own or the bot's default) as a
+:class:`~pydantic.SecretStr`, and goes through that key's :class:`~bot.genapi.ratelimit.KeyLimiter`.
+
+Retry rules (money is real, spec part 7 and the project's rules):
+
+* A generation ``POST`` that may have reached the service is never sent again: a retry could
+  charge twice. It is retried only after a 429 (the service refused it, nothing was charged)
+  and after a connection that provably never opened (connect error, connect or pool timeout).
+* ``GET`` requests (catalogue, status polls) are idempotent and also retry on transport errors,
+  5xx answers and non-JSON bodies, with exponential backoff (tenacity).
+* A 429's ``Retry-After`` blocks the whole key in the limiter; an interactive caller that would
+  wait longer than ``interactive_max_wait`` gets :class:`RateLimitedError` at once instead.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import logging
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, SecretStr, ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity.wait import wait_exponential_jitter
+
+from bot.clock import Clock
+from bot.genapi import errors
+from bot.genapi.models import (
+    Catalogue,
+    ImageRequest,
+    ImageResult,
+    ModelsResponse,
+    PendingTask,
+    TaskState,
+    TextRequest,
+    TextResult,
+    VideoRequest,
+)
+from bot.genapi.ratelimit import Priority, RateLimiter
+
+log = logging.getLogger(__name__)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+DEFAULT_RETRY_AFTER = 5.0
+"""Seconds to wait after a 429 without a usable ``Retry-After`` (its unit is not shown)."""
+
+GENERATION_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=15.0, pool=10.0)
+"""Synchronous text and image generation may take a while; connecting may not."""
+
+STATUS_TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=10.0, pool=10.0)
+
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Transport failures that prove the request never reached the service."""
+
+
+def key_fingerprint(key: SecretStr | str) -> str:
+    """Return a short, non-reversible name of an API key, safe to log and to store.
+
+    The first 12 hex digits of its SHA-256.
+    """
+    raw = key.get_secret_value() if isinstance(key, SecretStr) else key
+    return hashlib.sha256(raw.encode()).hexdigest()[:12]
+
+
+def parse_retry_after(value: str | None) -> float:
+    """Read a ``Retry-After`` header as seconds (spec part 7 does not show its unit).
+
+    Accepts delta-seconds (integer or decimal, the common form) and an HTTP date (RFC 9110);
+    anything else gives :data:`DEFAULT_RETRY_AFTER`.
+    """
+    if not value:
+        return DEFAULT_RETRY_AFTER
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return DEFAULT_RETRY_AFTER
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def error_from_response(response: httpx.Response) -> errors.GenAPIError:
+    """Turn an error response into the exception of its spec part 7 code.
+
+    The single place where HTTP statuses and ``error.code`` become exceptions (see the table in
+    :mod:`bot.genapi.errors`).
+    """
+    try:
+        body = response.json()
+        error = body["error"]
+        code, message = str(error.get("code", "")), str(error.get("message", ""))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return errors.MalformedResponseError(
+            response.status_code,
+            f"error body is not the spec's JSON error object ({_kind(response)})",
+        )
+    status = response.status_code
+    if status == 429 or code == "RATE_LIMITED":
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        return errors.RateLimitedError(status, code, message, retry_after)
+    if code in errors.ERROR_CODES:
+        return errors.ERROR_CODES[code](status, code, message)
+    if status == 404:
+        return errors.TaskNotFoundError(status, code, message)
+    return errors.APIStatusError(status, code, message)
+
+
+def _kind(response: httpx.Response) -> str:
+    content_type: str = response.headers.get("content-type", "no content type")
+    return content_type.split(";")[0]
+
+
+def _is_retryable(exc: BaseException, *, idempotent: bool) -> bool:
+    if isinstance(exc, errors.RateLimitWaitTooLong):
+        return False
+    if isinstance(exc, errors.RateLimitedError):
+        return True
+    if isinstance(exc, errors.APIConnectionError):
+        return idempotent or not exc.request_sent
+    if not idempotent:
+        return False
+    if isinstance(exc, errors.MalformedResponseError):
+        return True
+    return isinstance(exc, errors.APIStatusError) and exc.status >= 500
+
+
+class GenAPIClient:
+    """Async client of the Generation Service API v1 (``shared/generation-api-v1.md``).
+
+    Args:
+        base_url: the spec's ``{base_url}``, ending in ``/api/v1``.
+        http: the shared, pooled HTTP client (owned by the caller).
+        limiter: the process-wide per-key limiter.
+        clock: used for backoff sleeps, so tests never wait.
+        interactive_max_wait: seconds an interactive request may queue in the limiter before
+            :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
+        attempts: tries per request, the first included, when the failure is retryable.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        http: httpx.AsyncClient,
+        limiter: RateLimiter,
+        clock: Clock,
+        interactive_max_wait: float = 8.0,
+        attempts: int = 3,
+    ) -> None:
+        self._base = httpx.URL(base_url.rstrip("/") + "/")
+        self._http = http
+        self._limiter = limiter
+        self._clock = clock
+        self._interactive_max_wait = interactive_max_wait
+        self._attempts = attempts
+
+    def __repr__(self) -> str:
+        return f"GenAPIClient(base_url={str(self._base)!r})"
+
+    @property
+    def limiter(self) -> RateLimiter:
+        """The limiter every request of this client goes through."""
+        return self._limiter
+
+    def poll_target(self, poll_url: str) -> httpx.URL:
+        """Resolve a ``poll_url`` against the host of ``{base_url}`` (spec, Conventions).
+
+        The path already starts with ``/api/v1``, so it replaces the base path rather than
+        being appended to it; its query (``provider``, ``pollUrl``) is kept as given.
+
+        Raises:
+            MalformedResponseError: an absolute URL on another host (our key must not leave).
+        """
+        target = self._base.join(poll_url)
+        if (target.scheme, target.host, target.port) != (
+            self._base.scheme,
+            self._base.host,
+            self._base.port,
+        ):
+            raise errors.MalformedResponseError(200, "poll_url points to another host")
+        return target
+
+    async def list_models(
+        self, key: SecretStr, *, priority: Priority = Priority.INTERACTIVE
+    ) -> Catalogue:
+        """``GET /models`` (spec 4.1): the catalogue. Free, so also used to check a key.
+
+        Raises:
+            GenAPIError: any subclass; see :mod:`bot.genapi.errors`.
+        """
+        response = await self._request("GET", "models", key, priority=priority)
+        return self._parse(response, ModelsResponse).models
+
+    async def generate_video(self, key: SecretStr, request: VideoRequest) -> PendingTask:
+        """``POST /video/generate`` (spec 4.2): submit a video task. Charged; never re-sent.
+
+        Raises:
+            GenAPIError: any subclass; :class:`APITimeoutError` means it may have been charged.
+        """
+        response = await self._request("POST", "video/generate", key, json=request.body())
+        return self._parse(response, PendingTask)
+
+    async def video_status(
+        self,
+        key: SecretStr,
+        task_id: str,
+        provider: str | None = None,
+        *,
+        priority: Priority = Priority.BACKGROUND,
+    ) -> TaskState:
+        """``GET /video/:taskId`` (spec 4.3), passing ``provider`` as the generate response gave it.
+
+        Raises:
+            TaskNotFoundError: the service does not know the task.
+            GenAPIError: any other subclass.
+        """
+        params = {"provider": provider} if provider else None
+        response = await self._request(
+            "GET", f"video/{task_id}", key, params=params, priority=priority
+        )
+        return self._parse(response, TaskState)
+
+    async def poll(
+        self, key: SecretStr, poll_url: str, *, priority: Priority = Priority.BACKGROUND
+    ) -> TaskState:
+        """Poll a video or image task at the ``poll_url`` the service returned (spec 4.3).
+
+        Raises:
+            TaskNotFoundError: the service does not know the task.
+            GenAPIError: any other subclass.
+        """
+        response = await self._request("GET", self.poll_target(poll_url), key, priority=priority)
+        return self._parse(response, TaskState)
+
+    async def generate_image(
+        self, key: SecretStr, request: ImageRequest
+    ) -> ImageResult | PendingTask:
+        """``POST /image/generate`` (spec 4.4). Charged; never re-sent.
+
+        Returns:
+            :class:`ImageResult` for a synchronous model, or :class:`PendingTask` (with
+            ``poll_url``) for one that is not; poll that with :meth:`poll`.
+        """
+        response = await self._request("POST", "image/generate", key, json=request.body())
+        data = self._json(response)
+        if isinstance(data, dict) and data.get("poll_url"):
+            return self._validate(response, data, PendingTask)
+        return self._validate(response, data, ImageResult)
+
+    async def generate_text(self, key: SecretStr, request: TextRequest) -> TextResult:
+        """``POST /text/generate`` (spec 4.5), synchronous. Charged; never re-sent."""
+        response = await self._request("POST", "text/generate", key, json=request.body())
+        return self._parse(response, TextResult)
+
+    async def _request(
+        self,
+        method: str,
+        path: str | httpx.URL,
+        key: SecretStr,
+        *,
+        json: dict[str, Any] | None = None,
+        params: dict[str, str] | None = None,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> httpx.Response:
+        idempotent = method == "GET"
+        url = path if isinstance(path, httpx.URL) else self._base.join(path)
+        limiter = self._limiter.for_key(key_fingerprint(key))
+        max_wait = self._interactive_max_wait if priority is Priority.INTERACTIVE else None
+        headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
+        timeout = STATUS_TIMEOUT if idempotent else GENERATION_TIMEOUT
+
+        async def attempt() -> httpx.Response:
+            await limiter.acquire(priority, max_wait=max_wait)
+            try:
+                response = await self._http.request(
+                    method, url, json=json, params=params, headers=headers, timeout=timeout
+                )
+            except _NOT_SENT as exc:
+                raise errors.APIConnectionError(
+                    f"could not connect ({type(exc).__name__})", request_sent=False
+                ) from exc
+            except httpx.TimeoutException as exc:
+                raise errors.APITimeoutError() from exc
+            except httpx.TransportError as exc:
+                raise errors.APIConnectionError(
+                    f"connection failed ({type(exc).__name__})", request_sent=True
+                ) from exc
+            if response.is_error:
+                error = error_from_response(response)
+                if isinstance(error, errors.RateLimitedError):
+                    limiter.block_for(error.retry_after)
+                    if max_wait is not None and error.retry_after > max_wait:
+                        raise errors.RateLimitWaitTooLong(error.retry_after) from error
+                raise error
+            if idempotent:
+                self._json(response)  # a non-JSON 200 is worth another try for a GET
+            return response
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._attempts),
+            wait=self._backoff,
+            retry=retry_if_exception(lambda exc: _is_retryable(exc, idempotent=idempotent)),
+            sleep=self._clock.sleep,
+            before_sleep=lambda state: log.warning(
+                "retrying %s %s after %r",
+                method,
+                url.path,
+                state.outcome and state.outcome.exception(),
+            ),
+            reraise=True,
+        )
+        response: httpx.Response = await retrying(attempt)
+        return response
+
+    @staticmethod
+    def _backoff(state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, errors.RateLimitedError):
+            return 0.0  # the limiter already holds the key for Retry-After
+        return float(wait_exponential_jitter(initial=0.5, max=8.0)(state))
+
+    @staticmethod
+    def _json(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            raise errors.MalformedResponseError(
+                response.status_code, f"body is not JSON ({_kind(response)})"
+            ) from None
+
+    def _parse(self, response: httpx.Response, model: type[ModelT]) -> ModelT:
+        return self._validate(response, self._json(response), model)
+
+    @staticmethod
+    def _validate(response: httpx.Response, data: Any, model: type[ModelT]) -> ModelT:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            fields = ", ".join(".".join(map(str, e["loc"])) or "body" for e in exc.errors())
+            raise errors.MalformedResponseError(
+                response.status_code, f"{model.__name__} invalid at {fields}"
+            ) from None

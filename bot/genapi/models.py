@@ -1,0 +1,213 @@
+"""Typed resources of the Generation API, spec part 2.
+
+Unknown extra fields are kept (``extra="allow"``) so a newer service does not break us; a
+missing required field raises :class:`pydantic.ValidationError`, which the client turns into
+:class:`~bot.genapi.errors.MalformedResponseError`. Money is in integer-valued cents.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TaskStatus = Literal["processing", "completed", "failed"]
+
+
+class _Resource(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class TextModel(_Resource):
+    """Catalogue entry of a text model (spec 2.1)."""
+
+    id: str
+    label: str
+    type: Literal["text"] = "text"
+
+
+class ImageModel(_Resource):
+    """Catalogue entry of an image model (spec 2.1). Whether it answers synchronously: not shown."""
+
+    id: str
+    label: str
+    type: Literal["image"] = "image"
+
+
+class VideoModel(_Resource):
+    """Catalogue entry of a video model (spec 2.1), with every field the spec lists.
+
+    ``durations`` are seconds; ``cost_cents_per_5s`` is cents per 5 seconds of video.
+    """
+
+    id: str
+    label: str
+    tier: str
+    supports_audio: bool
+    supports_lock_camera: bool
+    durations: tuple[float, ...]
+    cost_cents_per_5s: float
+    type: Literal["video"] = "video"
+    mode: str
+    provider: str
+
+    @property
+    def needs_image(self) -> bool:
+        """Whether the mode takes a source image (an image-to-video mode)."""
+        mode = self.mode.lower().replace("_", "-")
+        return "image-to" in mode or mode.startswith(("i2v", "img2"))
+
+    def cost_cents(self, duration: float) -> int:
+        """Price of a video of ``duration`` seconds: ``cost_cents_per_5s * duration / 5``.
+
+        Rounded up to a whole cent, as the sandbox charges (docs/genapi-choices.md); a reported
+        ``cost_cents`` always wins over this estimate.
+        """
+        return -(-round(self.cost_cents_per_5s * duration * 1000) // 5000)
+
+
+class Catalogue(_Resource):
+    """The ``models`` object of ``GET /models`` (spec 4.1)."""
+
+    text: tuple[TextModel, ...] = ()
+    video: tuple[VideoModel, ...] = ()
+    image: tuple[ImageModel, ...] = ()
+
+    def video_model(self, model_id: str) -> VideoModel | None:
+        """Return the video model ``model_id``, or None."""
+        return next((m for m in self.video if m.id == model_id), None)
+
+    def image_model(self, model_id: str) -> ImageModel | None:
+        """Return the image model ``model_id``, or None."""
+        return next((m for m in self.image if m.id == model_id), None)
+
+    def text_model(self, model_id: str) -> TextModel | None:
+        """Return the text model ``model_id``, or None."""
+        return next((m for m in self.text if m.id == model_id), None)
+
+
+class ModelsResponse(_Resource):
+    """Body of ``GET /models``."""
+
+    models: Catalogue
+
+
+class Charged(_Resource):
+    """Fields every charging response carries: cents charged and cents left on the key."""
+
+    cost_cents: int
+    remaining_credits_cents: int
+
+
+class PendingTask(Charged):
+    """An accepted asynchronous task, to be polled at ``poll_url``.
+
+    The response of ``POST /video/generate`` (spec 2.2), and of an image model that does not
+    answer synchronously (spec 4.4; its shape is not shown, we assume this one).
+
+    ``poll_url`` is a path from the host root carrying ``provider``; poll it as given.
+    """
+
+    task_id: str
+    status: TaskStatus = "processing"
+    provider: str | None = None
+    poll_url: str
+
+
+class TaskState(_Resource):
+    """Response of a status poll (spec 2.3). ``error`` is a readable message when failed.
+
+    The spec does not show the shape of ``error``; a string, an object with ``message`` and an
+    absent value are all accepted and reduced to a message.
+    """
+
+    task_id: str
+    status: TaskStatus
+    outputs: tuple[str, ...] = ()
+    provider: str | None = None
+    error: str | None = None
+
+    @field_validator("outputs", mode="before")
+    @classmethod
+    def _null_outputs(cls, value: Any) -> Any:
+        return () if value is None else value
+
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_message(cls, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            message = value.get("message") or value.get("code")
+            return str(message) if message else None
+        return str(value)
+
+    @property
+    def finished(self) -> bool:
+        """True once the task is ``completed`` or ``failed``."""
+        return self.status != "processing"
+
+
+class ImageResult(Charged):
+    """Synchronous response of ``POST /image/generate`` (spec 2.4)."""
+
+    task_id: str
+    status: TaskStatus = "completed"
+    outputs: tuple[str, ...] = ()
+
+
+class Usage(_Resource):
+    """Token counts of a text result."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class TextResult(Charged):
+    """Response of ``POST /text/generate`` (spec 2.5)."""
+
+    content: str
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body, without the options left unset (the service applies its defaults)."""
+        return self.model_dump(exclude_none=True)
+
+
+class VideoRequest(_Request):
+    """Body of ``POST /video/generate`` (spec 4.2). ``duration`` is seconds."""
+
+    model: str
+    prompt: str
+    duration: float | None = None
+    aspect_ratio: str | None = None
+    image_url: str | None = None
+    generate_audio: bool | None = None
+    lock_camera: bool | None = None
+
+
+class ImageRequest(_Request):
+    """Body of ``POST /image/generate`` (spec 4.4)."""
+
+    model: str
+    prompt: str
+    aspect_ratio: str | None = None
+    mode: Literal["t2i", "i2i", "i2i_text"] | None = None
+    image_url: str | None = None
+    image_urls: tuple[str, ...] | None = None
+
+
+class TextRequest(_Request):
+    """Body of ``POST /text/generate`` (spec 4.5); ``temperature`` is 0 to 2 (spec part 8)."""
+
+    prompt: str
+    model: str | None = None
+    system: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)

@@ -1,0 +1,186 @@
+"""Per-key request limiter: spec part 8, 30 requests per rolling minute per key, all endpoints.
+
+A sliding-window log, not a token bucket: a bucket that refills continuously lets a 31st
+request through less than 60 s after the first of a burst of 30, which the service would
+answer with 429. The log keeps the send times of the last ``limit`` requests, so a request is
+released only when at most ``limit - 1`` others were sent in the preceding ``window`` seconds.
+
+Two priorities share each key. Interactive requests (a user is waiting on a command) always go
+first, and background requests (polls, catalogue refreshes) may only use ``limit - reserve``
+slots of any window, so a backlog of polls leaves headroom for commands. ``aiolimiter`` and
+similar libraries offer neither a strict rolling window nor priorities, hence this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from enum import IntEnum
+from typing import Any
+
+from bot.clock import Clock
+from bot.genapi.errors import RateLimitWaitTooLong
+
+
+class Priority(IntEnum):
+    """Who is waiting for a request; lower values are served first."""
+
+    INTERACTIVE = 0
+    BACKGROUND = 1
+
+
+class KeyLimiter:
+    """The limiter of one API key. Create through :class:`RateLimiter`.
+
+    Args:
+        limit: requests allowed per window (spec: 30).
+        window: the rolling window in seconds (spec: 60).
+        reserve: slots of every window that background requests may not take.
+        clock: source of monotonic time and of sleeping.
+    """
+
+    def __init__(self, limit: int, window: float, reserve: int, clock: Clock) -> None:
+        self._limit = limit
+        self._window = window
+        self._background_cap = max(1, limit - reserve)
+        self._clock = clock
+        self._sent: deque[float] = deque()
+        self._blocked_until = 0.0
+        self._queue: list[tuple[int, int]] = []
+        self._tickets = itertools.count()
+        self._changed = asyncio.Event()
+
+    @property
+    def sent_in_window(self) -> int:
+        """How many requests were released in the current rolling window."""
+        self._prune(self._clock.monotonic())
+        return len(self._sent)
+
+    @property
+    def waiting(self) -> int:
+        """How many callers are queued."""
+        return len(self._queue)
+
+    def block_for(self, seconds: float) -> None:
+        """Release nothing for ``seconds`` (a 429's ``Retry-After``), whatever the window says."""
+        self._blocked_until = max(self._blocked_until, self._clock.monotonic() + seconds)
+        self._notify()
+
+    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+        """Wait until one request may be sent now, and count it as sent.
+
+        Args:
+            priority: interactive requests overtake every queued background one.
+            max_wait: seconds the caller is willing to wait; None waits as long as needed.
+
+        Raises:
+            RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
+        """
+        ticket = (int(priority), next(self._tickets))
+        heapq.heappush(self._queue, ticket)
+        try:
+            while True:
+                now = self._clock.monotonic()
+                delay = self._delay(priority, now)
+                if self._queue[0] == ticket and delay <= 0:
+                    heapq.heappop(self._queue)
+                    self._sent.append(now)
+                    self._notify()
+                    return
+                if max_wait is not None:
+                    estimate = self._estimate(ticket, now)
+                    if estimate > max_wait:
+                        raise RateLimitWaitTooLong(estimate)
+                # Only the head of the queue needs a timer; the rest wake when it moves.
+                await self._wait(delay if self._queue[0] == ticket else None)
+        finally:
+            if ticket in self._queue:
+                self._queue.remove(ticket)
+                heapq.heapify(self._queue)
+                self._notify()
+
+    def _prune(self, now: float) -> None:
+        horizon = now - self._window
+        while self._sent and self._sent[0] <= horizon:
+            self._sent.popleft()
+
+    def _delay(self, priority: Priority, now: float) -> float:
+        """Seconds until a request of ``priority`` could be released, ignoring the queue."""
+        self._prune(now)
+        cap = self._limit if priority is Priority.INTERACTIVE else self._background_cap
+        delay = self._blocked_until - now
+        if len(self._sent) >= cap:
+            delay = max(delay, self._sent[len(self._sent) - cap] + self._window - now)
+        return delay
+
+    def _estimate(self, ticket: tuple[int, int], now: float) -> float:
+        """Seconds until ``ticket`` is released, counting the tickets queued before it."""
+        ahead = sum(1 for other in self._queue if other < ticket)
+        delay = self._blocked_until - now
+        needed = len(self._sent) + ahead + 1 - self._limit
+        if needed > 0:
+            windows, index = divmod(needed - 1, self._limit)
+            start = self._sent[index] if index < len(self._sent) else now
+            delay = max(delay, start + self._window * (windows + 1) - now)
+        return max(0.0, delay)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait(self, delay: float | None) -> None:
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._changed.wait())}
+        if delay is not None:
+            waiters.add(asyncio.ensure_future(self._clock.sleep(delay)))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+
+class RateLimiter:
+    """One :class:`KeyLimiter` per API key, shared by every caller in the process.
+
+    Keys are identified by their fingerprint, so no secret is held here.
+
+    Args:
+        clock: source of time and sleeping (inject a manual clock in tests).
+        limit: requests per window per key (spec part 8: 30).
+        window: rolling window in seconds (spec part 8: 60).
+        reserve: slots per window kept for interactive requests.
+    """
+
+    def __init__(
+        self, clock: Clock, *, limit: int = 30, window: float = 60.0, reserve: int = 6
+    ) -> None:
+        self._clock = clock
+        self._limit = limit
+        self._window = window
+        self._reserve = min(reserve, limit - 1)
+        self._keys: dict[str, KeyLimiter] = {}
+
+    @property
+    def limit(self) -> int:
+        """Requests per window per key."""
+        return self._limit
+
+    @property
+    def window(self) -> float:
+        """The rolling window, seconds."""
+        return self._window
+
+    @property
+    def background_share(self) -> int:
+        """Requests per window per key that background work may use."""
+        return self._limit - self._reserve
+
+    def for_key(self, fingerprint: str) -> KeyLimiter:
+        """Return the limiter of the key with ``fingerprint``, creating it on first use."""
+        limiter = self._keys.get(fingerprint)
+        if limiter is None:
+            limiter = KeyLimiter(self._limit, self._window, self._reserve, self._clock)
+            self._keys[fingerprint] = limiter
+        return limiter
