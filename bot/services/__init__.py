@@ -1,0 +1,1 @@
+"""Business logic over the API client and the store; no Discord imports here."""

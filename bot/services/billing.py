@@ -1,0 +1,306 @@
+"""Budgets, reservations and the credit ledger.
+
+Flow of a paid call::
+
+    reservation = await billing.reserve(...)      # BudgetExceeded / ConcurrencyLimitReached
+    try:
+        result = await client.generate(...)
+    except NoChargeError:                          # the call failed and nothing was charged
+        await billing.release(reservation)
+        raise
+    job = await billing.settle(reservation, charge, new_job)   # committed before replying
+
+The check and the reservation happen in one write transaction, so concurrent requests can
+never both pass a budget that fits only one. A reservation that is neither settled nor released
+(a crash, a lost task) stops counting at ``expires_at`` and is deleted by the next reservation.
+
+Budgets: a guild's per UTC calendar month, a user's per UTC day (within the guild). What counts
+against them is the ledger since the period's start plus the unexpired reservations. Money is
+integer cents; times are UTC epoch seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TypeVar
+
+from bot.clock import Clock, utc_datetime
+from bot.config import Settings
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached
+from bot.storage import Charge, GuildSettings, Job, Kind, NewJob, Reservation, Store, Transaction
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+ESTIMATE_WINDOW = 20
+"""How many of a model's latest charges its cost estimate averages."""
+
+DEFAULT_RESERVATION_TTL = 900.0
+"""Seconds after which an unsettled reservation stops holding budget (15 minutes)."""
+
+
+def month_start(now: float) -> float:
+    """Return the start of ``now``'s UTC calendar month, UTC epoch seconds."""
+    moment = utc_datetime(now)
+    return moment.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def day_start(now: float) -> float:
+    """Return the start of ``now``'s UTC day, UTC epoch seconds."""
+    moment = utc_datetime(now)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def video_cost_cents(cost_cents_per_5s: float, duration_seconds: float) -> int:
+    """Return the price of a video: ``cost_cents_per_5s * duration / 5`` cents, rounded up.
+
+    Computed with exact fractions of the decimal values so that e.g. 0.7 x 5 / 5 is 1, not 2.
+    """
+    exact = Fraction(str(cost_cents_per_5s)) * Fraction(str(duration_seconds)) / 5
+    return math.ceil(exact)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A guild's effective limits: its own settings, else the Settings defaults.
+
+    Attributes:
+        monthly_budget_cents: guild budget per UTC calendar month; None = unlimited.
+        user_daily_budget_cents: per-user budget per UTC day; None = unlimited.
+        max_pending_videos_per_user: cap on a user's pending videos.
+        max_pending_videos_per_guild: cap on the guild's pending videos.
+    """
+
+    monthly_budget_cents: int | None
+    user_daily_budget_cents: int | None
+    max_pending_videos_per_user: int
+    max_pending_videos_per_guild: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReport:
+    """A guild's (or one user's) spending, from the ledger.
+
+    Attributes:
+        month_cents: charged since the start of the UTC month.
+        today_cents: charged since the start of the UTC day.
+        reserved_cents: held right now by requests in flight (not yet charged).
+        by_user: ``(user_id, cents)`` this month, largest first.
+        by_kind: cents this month per kind (every kind present, 0 if unused).
+        by_model: ``(model, count, cents)`` this month, largest first.
+        last_remaining_credits_cents: the balance the service last reported for the key in
+            use; None if unknown.
+    """
+
+    month_cents: int
+    today_cents: int
+    reserved_cents: int
+    by_user: list[tuple[int, int]]
+    by_kind: dict[Kind, int]
+    by_model: list[tuple[str, int, int]]
+    last_remaining_credits_cents: int | None
+
+
+class Billing:
+    """Enforces budgets and pending-video caps and records charges.
+
+    Args:
+        store: the database.
+        defaults: the Settings whose ``default_*`` fields apply where a guild set nothing.
+        clock: the wall clock (UTC epoch seconds) that defines months, days and expiries.
+        reservation_ttl: seconds an unsettled reservation holds budget.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        defaults: Settings,
+        clock: Clock,
+        reservation_ttl: float = DEFAULT_RESERVATION_TTL,
+    ) -> None:
+        self._store = store
+        self._defaults = defaults
+        self._clock = clock
+        self._ttl = reservation_ttl
+
+    def _limits(self, settings: GuildSettings) -> Limits:
+        d = self._defaults
+        return Limits(
+            monthly_budget_cents=_first(
+                settings.monthly_budget_cents, d.default_guild_monthly_budget_cents
+            ),
+            user_daily_budget_cents=_first(
+                settings.user_daily_budget_cents, d.default_user_daily_budget_cents
+            ),
+            max_pending_videos_per_user=_first(
+                settings.max_pending_videos_per_user, d.default_max_pending_videos_per_user
+            ),
+            max_pending_videos_per_guild=_first(
+                settings.max_pending_videos_per_guild, d.default_max_pending_videos_per_guild
+            ),
+        )
+
+    async def limits(self, guild_id: int) -> Limits:
+        """Return the guild's effective limits."""
+        return self._limits(await self._store.guild_settings(guild_id))
+
+    async def reserve(
+        self, *, guild_id: int, user_id: int, kind: Kind, model: str, cost_cents: int | None
+    ) -> Reservation:
+        """Check the budgets and caps and hold the request's cost, atomically.
+
+        Args:
+            guild_id: the guild paying.
+            user_id: the requesting user.
+            kind: what is generated.
+            model: the model id.
+            cost_cents: the known price (videos: :func:`video_cost_cents`); None when unknown
+                (text, image): the model's learned estimate is held instead, 0 without history.
+
+        Returns:
+            The reservation, to :meth:`settle` or :meth:`release`.
+
+        Raises:
+            ConcurrencyLimitReached: (videos) the user's or the guild's pending videos, counting
+                reservations in flight, are at the cap.
+            BudgetExceeded: the guild's monthly or the user's daily budget is spent, or has
+                less left than the cost (estimate).
+            ValueError: ``cost_cents`` is negative.
+        """
+        if cost_cents is not None and cost_cents < 0:
+            raise ValueError(f"negative cost: {cost_cents}")
+        now = self._clock.time()
+        async with self._store.write() as tx:
+            await tx.expire_reservations(now)
+            limits = self._limits(await tx.guild_settings(guild_id))
+            if kind is Kind.VIDEO:
+                await self._check_video_caps(tx, limits, guild_id, user_id, now)
+            needed = cost_cents if cost_cents is not None else await _estimate(tx, model)
+            if limits.monthly_budget_cents is not None:
+                spent = await tx.spent_since(guild_id, month_start(now))
+                held = await tx.reserved_cents(guild_id, now)
+                _check_budget("guild", limits.monthly_budget_cents - spent - held, needed)
+            if limits.user_daily_budget_cents is not None:
+                spent = await tx.spent_since(guild_id, day_start(now), user_id=user_id)
+                held = await tx.reserved_cents(guild_id, now, user_id=user_id)
+                _check_budget("user", limits.user_daily_budget_cents - spent - held, needed)
+            return await tx.add_reservation(
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind,
+                model=model,
+                amount_cents=needed,
+                created_at=now,
+                expires_at=now + self._ttl,
+            )
+
+    @staticmethod
+    async def _check_video_caps(
+        tx: Transaction, limits: Limits, guild_id: int, user_id: int, now: float
+    ) -> None:
+        # A reserved video is one being submitted right now: it counts as pending, or two
+        # concurrent requests could both pass a cap that has room for one.
+        user_pending = await tx.pending_video_jobs(
+            guild_id, user_id=user_id
+        ) + await tx.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
+        if user_pending >= limits.max_pending_videos_per_user:
+            raise ConcurrencyLimitReached("user", limits.max_pending_videos_per_user)
+        guild_pending = await tx.pending_video_jobs(guild_id) + await tx.active_reservations(
+            guild_id, now, kind=Kind.VIDEO
+        )
+        if guild_pending >= limits.max_pending_videos_per_guild:
+            raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
+
+    async def settle(
+        self, reservation: Reservation, charge: Charge, job: NewJob | None = None
+    ) -> Job | None:
+        """Replace the reservation by the charge the service reported (and store the job).
+
+        One transaction: when this returns, the charge is committed to the ledger.
+
+        Returns:
+            The stored job, or None when ``job`` is None.
+        """
+        if charge.cost_cents > reservation.amount_cents:
+            log.debug(
+                "%s charged %d cents, %d were reserved",
+                charge.model,
+                charge.cost_cents,
+                reservation.amount_cents,
+            )
+        return await self._store.settle_reservation(reservation.id, charge, job)
+
+    async def release(self, reservation: Reservation) -> None:
+        """Give back a reservation whose call failed without a charge."""
+        await self._store.release_reservation(reservation.id)
+
+    async def record_charge(self, charge: Charge) -> None:
+        """Record a charge made without a reservation (committed when this returns)."""
+        await self._store.settle_reservation(None, charge)
+
+    async def expire_stale(self) -> int:
+        """Delete the reservations expired by now; return how many (for a periodic sweep)."""
+        return await self._store.expire_reservations(self._clock.time())
+
+    async def report(
+        self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
+    ) -> UsageReport:
+        """Summarise the guild's (or one user's) spending this UTC month and day.
+
+        Args:
+            guild_id: the guild.
+            user_id: restrict the report to this user; None for the whole guild.
+            key_fingerprint: fingerprint of the key the guild uses, for the last reported
+                balance; None to skip it.
+        """
+        now = self._clock.time()
+        month = await self._store.usage(guild_id, month_start(now), user_id)
+        today = await self._store.usage(guild_id, day_start(now), user_id)
+        reserved = await self._store.reserved_cents(guild_id, now, user_id=user_id)
+        by_user: dict[int, int] = defaultdict(int)
+        by_kind = dict.fromkeys(Kind, 0)
+        by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for row in month:
+            by_user[row.user_id] += row.cents
+            by_kind[row.kind] += row.cents
+            by_model[row.model][0] += row.count
+            by_model[row.model][1] += row.cents
+        remaining = (
+            None
+            if key_fingerprint is None
+            else await self._store.last_remaining_credits(key_fingerprint)
+        )
+        return UsageReport(
+            month_cents=sum(row.cents for row in month),
+            today_cents=sum(row.cents for row in today),
+            reserved_cents=reserved,
+            by_user=sorted(by_user.items(), key=lambda item: (-item[1], item[0])),
+            by_kind=by_kind,
+            by_model=sorted(
+                ((model, n, cents) for model, (n, cents) in by_model.items()),
+                key=lambda item: (-item[2], item[0]),
+            ),
+            last_remaining_credits_cents=remaining,
+        )
+
+
+def _first(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
+
+
+async def _estimate(tx: Transaction, model: str) -> int:
+    """Return the mean of the model's recent charges, cents rounded up; 0 without history."""
+    costs = await tx.recent_costs(model, ESTIMATE_WINDOW)
+    return -(-sum(costs) // len(costs)) if costs else 0
+
+
+def _check_budget(scope: str, remaining: int, needed: int) -> None:
+    # A spent budget refuses even a request estimated at 0: the estimate may be wrong, the
+    # overrun is certain.
+    if remaining <= 0 or needed > remaining:
+        raise BudgetExceeded(scope, max(0, remaining), needed)

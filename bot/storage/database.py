@@ -1,0 +1,901 @@
+"""The one module with SQL: the SQLite store, its migrations and every query.
+
+One database file, opened twice: a *writer* connection whose transactions are serialised by an
+:class:`asyncio.Lock` and ``BEGIN IMMEDIATE`` (so a check-then-write such as a budget reservation
+is atomic, also against another process on the same file), and a ``query_only`` *reader*
+connection that, thanks to WAL, sees only committed data and never waits for the writer.
+
+Migrations are ``migrations/NNNN_name.sql``, applied in order at :meth:`Store.open`, each in
+its own transaction together with the ``PRAGMA user_version`` bump, so a crash leaves the
+database at the previous version, never in between.
+
+Money is integer cents; times are UTC epoch seconds (``float``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Any, Final, TypeAlias
+
+import aiosqlite
+
+from bot.clock import Clock, utc_datetime
+from bot.storage.models import (
+    Charge,
+    GuildSettings,
+    Job,
+    JobStatus,
+    Kind,
+    NewJob,
+    Reservation,
+    UsageRow,
+)
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS: Final = 5000
+"""How long a connection waits for another one's write lock before failing, milliseconds."""
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+class _Unset(Enum):
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset.UNSET
+"""Sentinel of :meth:`Store.update_limits`: leave this limit as it is."""
+
+LimitUpdate: TypeAlias = int | _Unset | None
+"""A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was written by a newer version of the bot; start-up must stop.
+
+    Attributes:
+        found: the database's schema version (``PRAGMA user_version``).
+        supported: the newest version this code knows.
+    """
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            f"The database has schema version {found}, but this version of the bot only knows "
+            f"versions up to {supported}: it was last used by a newer release. Run that release "
+            "(or restore a backup taken before the upgrade); refusing to start so that the "
+            "data is not damaged."
+        )
+        self.found = found
+        self.supported = supported
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One numbered schema step: ``version`` is the ``user_version`` after it is applied."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def load_migrations() -> list[Migration]:
+    """Return the packaged migrations in order.
+
+    Raises:
+        RuntimeError: if the files are not numbered 1, 2, 3... without gaps (a packaging bug).
+    """
+    found: list[Migration] = []
+    for entry in resources.files("bot.storage").joinpath("migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations are not numbered 1..n: {[m.version for m in found]}")
+    return found
+
+
+def split_statements(script: str) -> list[str]:
+    """Split an SQL script into statements.
+
+    ``sqlite3.complete_statement`` decides where a statement ends, so semicolons inside
+    strings, comments or trigger bodies do not split. We run statements one by one rather
+    than with ``executescript`` because that commits any open transaction first, and a
+    migration must share one transaction with its ``user_version`` bump.
+    """
+    statements: list[str] = []
+    pending = ""
+    *pieces, tail = script.split(";")
+    for piece in pieces:
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    # Text after the last complete statement: whitespace, a comment, or an unterminated
+    # statement that SQLite will then report.
+    pending += tail
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements
+
+
+async def _connect(path: Path, *, query_only: bool) -> aiosqlite.Connection:
+    # isolation_level=None: the sqlite3 module opens no implicit transactions; we issue
+    # BEGIN IMMEDIATE / COMMIT ourselves.
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        conn.row_factory = sqlite3.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        async with conn.execute("PRAGMA journal_mode = WAL") as cursor:
+            row = await cursor.fetchone()
+        if row is None or str(row[0]).lower() != "wal":
+            raise RuntimeError(f"cannot put {path} in WAL mode (got {row and row[0]!r})")
+        # FULL, not NORMAL: a reported charge must survive a power cut once committed.
+        await conn.execute("PRAGMA synchronous = FULL")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        if query_only:
+            await conn.execute("PRAGMA query_only = ON")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def _user_version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("PRAGMA user_version") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _rollback(conn: aiosqlite.Connection) -> None:
+    # Unconditional: a cancelled BEGIN may still be queued in aiosqlite's thread and run just
+    # before this; the queue keeps the order, so this ROLLBACK undoes it. "No transaction is
+    # active" is then the harmless outcome of an error that SQLite already rolled back.
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError as exc:
+        if "no transaction is active" not in str(exc):
+            raise
+
+
+async def _migrate(conn: aiosqlite.Connection, clock: Clock) -> int:
+    migrations = load_migrations()
+    supported = len(migrations)
+    current = await _user_version(conn)
+    if current > supported:
+        raise SchemaTooNewError(current, supported)
+    for migration in migrations[current:]:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the write lock.
+            if await _user_version(conn) >= migration.version:
+                await conn.execute("ROLLBACK")
+                continue
+            for statement in split_statements(migration.sql):
+                await conn.execute(statement)
+            await conn.execute(f"PRAGMA user_version = {migration.version:d}")
+            await conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                (
+                    f"migration.{migration.version:04d}",
+                    f"{migration.name} applied {utc_datetime(clock.time()).isoformat()}",
+                ),
+            )
+            await conn.execute("COMMIT")
+        except BaseException:
+            await _rollback(conn)
+            raise
+        log.info("database migrated to version %d (%s)", migration.version, migration.name)
+    return supported
+
+
+_JOB_COLUMNS: Final = (
+    "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
+    "prompt_summary, details, cost_cents, key_fingerprint, created_at, next_poll_at, status, "
+    "finished_at, outputs, error, poll_count, announced_at, last_progress_at"
+)
+
+_RESERVATION_COLUMNS: Final = (
+    "id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at"
+)
+
+_LIMIT_COLUMNS: Final = (
+    "monthly_budget_cents",
+    "user_daily_budget_cents",
+    "max_pending_videos_per_user",
+    "max_pending_videos_per_guild",
+)
+
+
+# The hot queries of the poller, named so that tests can check their plans (query_plan).
+# Literal 'pending' (not a parameter) is what lets SQLite use the partial indexes of 0002.
+DUE_JOBS_SQL: Final = (
+    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?"
+    " ORDER BY next_poll_at LIMIT ?"
+)
+NEXT_DUE_SQL: Final = "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending'"
+UNANNOUNCED_JOBS_SQL: Final = (
+    f"SELECT {_JOB_COLUMNS} FROM jobs"
+    " WHERE status <> 'pending' AND announced_at IS NULL ORDER BY finished_at"
+)
+
+
+def _job(row: sqlite3.Row) -> Job:
+    return Job(
+        id=row["id"],
+        task_id=row["task_id"],
+        provider=row["provider"],
+        poll_url=row["poll_url"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        prompt_summary=row["prompt_summary"],
+        details=json.loads(row["details"]),
+        cost_cents=row["cost_cents"],
+        key_fingerprint=row["key_fingerprint"],
+        created_at=row["created_at"],
+        next_poll_at=row["next_poll_at"],
+        status=JobStatus(row["status"]),
+        finished_at=row["finished_at"],
+        outputs=tuple(json.loads(row["outputs"])),
+        error=row["error"],
+        poll_count=row["poll_count"],
+        announced_at=row["announced_at"],
+        last_progress_at=row["last_progress_at"],
+    )
+
+
+def _reservation(row: sqlite3.Row) -> Reservation:
+    return Reservation(
+        id=row["id"],
+        guild_id=row["guild_id"],
+        user_id=row["user_id"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        amount_cents=row["amount_cents"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+    )
+
+
+class Queries:
+    """Read queries over one connection; shared by :class:`Store` and :class:`Transaction`."""
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return list(await self._conn.execute_fetchall(sql, params))
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._conn.execute(sql, params) as cursor:
+            row: sqlite3.Row | None = await cursor.fetchone()
+        return row
+
+    async def _int(self, sql: str, params: Sequence[Any] = ()) -> int:
+        # For aggregates written as COALESCE(..., 0): always exactly one row.
+        row = await self._one(sql, params)
+        assert row is not None
+        return int(row[0])
+
+    async def query_plan(self, sql: str, params: Sequence[Any] = ()) -> list[str]:
+        """Return the ``EXPLAIN QUERY PLAN`` details of ``sql`` (for tests and diagnostics)."""
+        rows = await self._all(f"EXPLAIN QUERY PLAN {sql}", params)
+        return [str(r["detail"]) for r in rows]
+
+    # -- meta ---------------------------------------------------------------------------------
+
+    async def get_meta(self, key: str) -> str | None:
+        """Return the value stored under ``key``, or None."""
+        row = await self._one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row["value"])
+
+    # -- guild settings -----------------------------------------------------------------------
+
+    async def guild_settings(self, guild_id: int) -> GuildSettings:
+        """Return the guild's settings; defaults (all None, no channels) if it has none."""
+        row = await self._one("SELECT * FROM guild_settings WHERE guild_id = ?", (guild_id,))
+        if row is None:
+            return GuildSettings.default(guild_id)
+        channels = await self._all(
+            "SELECT channel_id FROM allowed_channels WHERE guild_id = ?", (guild_id,)
+        )
+        return GuildSettings(
+            guild_id=guild_id,
+            api_key_ciphertext=row["api_key_ciphertext"],
+            api_key_last4=row["api_key_last4"],
+            monthly_budget_cents=row["monthly_budget_cents"],
+            user_daily_budget_cents=row["user_daily_budget_cents"],
+            max_pending_videos_per_user=row["max_pending_videos_per_user"],
+            max_pending_videos_per_guild=row["max_pending_videos_per_guild"],
+            allowed_channel_ids=frozenset(r["channel_id"] for r in channels),
+            admin_channel_id=row["admin_channel_id"],
+            notified_problem=row["notified_problem"],
+        )
+
+    # -- budgets --------------------------------------------------------------------------------
+
+    async def spent_since(self, guild_id: int, since: float, *, user_id: int | None = None) -> int:
+        """Return the cents charged to the guild (or one user in it) at or after ``since``."""
+        sql = "SELECT COALESCE(SUM(cost_cents), 0) FROM ledger WHERE guild_id = ? AND at >= ?"
+        params: list[Any] = [guild_id, since]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        return await self._int(sql, params)
+
+    async def reserved_cents(self, guild_id: int, now: float, *, user_id: int | None = None) -> int:
+        """Return the cents held by the guild's (or a user's) reservations unexpired at ``now``."""
+        sql = (
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM reservations"
+            " WHERE guild_id = ? AND expires_at > ?"
+        )
+        params: list[Any] = [guild_id, now]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        return await self._int(sql, params)
+
+    async def active_reservations(
+        self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None
+    ) -> int:
+        """Return how many reservations of ``kind`` the guild (or a user) holds at ``now``."""
+        sql = "SELECT COUNT(*) FROM reservations WHERE guild_id = ? AND expires_at > ? AND kind = ?"
+        params: list[Any] = [guild_id, now, kind.value]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        return await self._int(sql, params)
+
+    async def pending_video_jobs(self, guild_id: int, *, user_id: int | None = None) -> int:
+        """Return how many video jobs of the guild (or a user) are still pending."""
+        # The literals must stay literals: they are what lets SQLite use the partial index.
+        sql = (
+            "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video' AND guild_id = ?"
+        )
+        params: list[Any] = [guild_id]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        return await self._int(sql, params)
+
+    async def recent_costs(self, model: str, limit: int = 20) -> list[int]:
+        """Return the cents of the model's last ``limit`` charges, newest first."""
+        rows = await self._all(
+            "SELECT cost_cents FROM ledger WHERE model = ? ORDER BY at DESC, id DESC LIMIT ?",
+            (model, limit),
+        )
+        return [int(r[0]) for r in rows]
+
+    # -- ledger reports -------------------------------------------------------------------------
+
+    async def usage(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[UsageRow]:
+        """Return the guild's charges at or after ``since``, per user, kind and model.
+
+        Rows are ordered by cents, largest first.
+        """
+        sql = (
+            "SELECT user_id, kind, model, COUNT(*) AS n, SUM(cost_cents) AS cents FROM ledger"
+            " WHERE guild_id = ? AND at >= ?"
+        )
+        params: list[Any] = [guild_id, since]
+        if user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(user_id)
+        sql += " GROUP BY user_id, kind, model ORDER BY cents DESC, user_id, kind, model"
+        return [
+            UsageRow(r["user_id"], Kind(r["kind"]), r["model"], r["n"], r["cents"])
+            for r in await self._all(sql, params)
+        ]
+
+    async def ledger_total(self, guild_id: int) -> int:
+        """Return all cents ever charged to the guild."""
+        return await self._int(
+            "SELECT COALESCE(SUM(cost_cents), 0) FROM ledger WHERE guild_id = ?", (guild_id,)
+        )
+
+    async def last_remaining_credits(self, key_fingerprint: str) -> int | None:
+        """Return the balance, cents, the service last reported for the key; None if never."""
+        row = await self._one(
+            "SELECT remaining_credits_cents FROM ledger WHERE key_fingerprint = ?"
+            " ORDER BY at DESC, id DESC LIMIT 1",
+            (key_fingerprint,),
+        )
+        return None if row is None else int(row[0])
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        """Return the job, or None."""
+        row = await self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return None if row is None else _job(row)
+
+    async def job_by_task(self, task_id: str) -> Job | None:
+        """Return the job of the service's ``task_id``, or None."""
+        row = await self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE task_id = ?", (task_id,))
+        return None if row is None else _job(row)
+
+    async def due_jobs(self, now: float, limit: int) -> list[Job]:
+        """Return up to ``limit`` pending jobs whose ``next_poll_at <= now``, earliest first.
+
+        Served by the partial index ``jobs_due``: the cost follows the due jobs, not all jobs.
+        """
+        rows = await self._all(DUE_JOBS_SQL, (now, limit))
+        return [_job(r) for r in rows]
+
+    async def pending_jobs(self) -> list[Job]:
+        """Return every pending job, earliest next poll first."""
+        rows = await self._all(
+            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' ORDER BY next_poll_at"
+        )
+        return [_job(r) for r in rows]
+
+    async def next_due_at(self) -> float | None:
+        """Return the earliest ``next_poll_at`` of the pending jobs, or None if there are none."""
+        row = await self._one(NEXT_DUE_SQL)
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def unannounced_jobs(self) -> list[Job]:
+        """Return the finished jobs whose result was not posted yet, oldest first."""
+        rows = await self._all(UNANNOUNCED_JOBS_SQL)
+        return [_job(r) for r in rows]
+
+    async def completion_seconds(self, model: str, limit: int = 20) -> list[float]:
+        """Return how long the model's last ``limit`` completed jobs took, seconds, newest first."""
+        rows = await self._all(
+            "SELECT finished_at - created_at FROM jobs WHERE status = 'completed' AND model = ?"
+            " ORDER BY finished_at DESC LIMIT ?",
+            (model, limit),
+        )
+        return [float(r[0]) for r in rows]
+
+
+class Transaction(Queries):
+    """The writes, usable only inside :meth:`Store.write` (one ``BEGIN IMMEDIATE`` transaction).
+
+    Reads made through it see the transaction's own writes and nobody else's in-between, which
+    is what makes a check followed by a write atomic.
+    """
+
+    async def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Execute a write and return the number of rows it changed."""
+        async with self._conn.execute(sql, params) as cursor:
+            return cursor.rowcount
+
+    async def _insert(self, sql: str, params: Sequence[Any]) -> int:
+        """Execute an INSERT and return the new row id."""
+        async with self._conn.execute(sql, params) as cursor:
+            rowid = cursor.lastrowid
+        assert rowid is not None
+        return rowid
+
+    async def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+        await self._run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    async def _ensure_guild(self, guild_id: int) -> None:
+        await self._run("INSERT OR IGNORE INTO guild_settings (guild_id) VALUES (?)", (guild_id,))
+
+    async def set_api_key(self, guild_id: int, ciphertext: bytes, last4: str) -> None:
+        """Store the guild's encrypted API key and its last four characters."""
+        await self._ensure_guild(guild_id)
+        await self._run(
+            "UPDATE guild_settings SET api_key_ciphertext = ?, api_key_last4 = ?"
+            " WHERE guild_id = ?",
+            (ciphertext, last4, guild_id),
+        )
+
+    async def clear_api_key(self, guild_id: int) -> None:
+        """Forget the guild's API key."""
+        await self._run(
+            "UPDATE guild_settings SET api_key_ciphertext = NULL, api_key_last4 = NULL"
+            " WHERE guild_id = ?",
+            (guild_id,),
+        )
+
+    async def update_limits(self, guild_id: int, changes: dict[str, int | None]) -> None:
+        """Set the given limit columns (names from a fixed list, values cents or counts).
+
+        Raises:
+            ValueError: for a name that is not a limit column.
+        """
+        unknown = set(changes) - set(_LIMIT_COLUMNS)
+        if unknown:
+            raise ValueError(f"not limit columns: {sorted(unknown)}")
+        if not changes:
+            return
+        await self._ensure_guild(guild_id)
+        # Column names come from _LIMIT_COLUMNS (checked above), never from user input.
+        assignments = ", ".join(f"{name} = ?" for name in changes)
+        await self._run(
+            f"UPDATE guild_settings SET {assignments} WHERE guild_id = ?",
+            [*changes.values(), guild_id],
+        )
+
+    async def set_allowed_channels(self, guild_id: int, channel_ids: Iterable[int]) -> None:
+        """Replace the guild's allowed channels (empty = commands allowed everywhere)."""
+        await self._ensure_guild(guild_id)
+        await self._run("DELETE FROM allowed_channels WHERE guild_id = ?", (guild_id,))
+        await self._conn.executemany(
+            "INSERT OR IGNORE INTO allowed_channels (guild_id, channel_id) VALUES (?, ?)",
+            [(guild_id, channel_id) for channel_id in channel_ids],
+        )
+
+    async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
+        """Set (or with None, clear) the channel for admin notices."""
+        await self._ensure_guild(guild_id)
+        await self._run(
+            "UPDATE guild_settings SET admin_channel_id = ? WHERE guild_id = ?",
+            (channel_id, guild_id),
+        )
+
+    async def set_notified_problem(self, guild_id: int, problem: str | None) -> bool:
+        """Record the problem admins were told about; return True if it differs from before."""
+        current = (await self.guild_settings(guild_id)).notified_problem
+        if current == problem:
+            return False
+        await self._ensure_guild(guild_id)
+        await self._run(
+            "UPDATE guild_settings SET notified_problem = ? WHERE guild_id = ?",
+            (problem, guild_id),
+        )
+        return True
+
+    async def add_reservation(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        amount_cents: int,
+        created_at: float,
+        expires_at: float,
+    ) -> Reservation:
+        """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds)."""
+        reservation_id = await self._insert(
+            "INSERT INTO reservations"
+            " (guild_id, user_id, kind, model, amount_cents, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (guild_id, user_id, kind.value, model, amount_cents, created_at, expires_at),
+        )
+        return Reservation(
+            reservation_id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at
+        )
+
+    async def delete_reservation(self, reservation_id: int) -> bool:
+        """Drop a reservation; return False if it was already gone (expired or settled)."""
+        return await self._run("DELETE FROM reservations WHERE id = ?", (reservation_id,)) > 0
+
+    async def expire_reservations(self, now: float) -> int:
+        """Drop reservations expired at ``now``; return how many."""
+        return await self._run("DELETE FROM reservations WHERE expires_at <= ?", (now,))
+
+    async def insert_charge(self, charge: Charge) -> bool:
+        """Append the charge to the ledger; return False if its task was already recorded."""
+        changed = await self._run(
+            "INSERT OR IGNORE INTO ledger (guild_id, channel_id, user_id, kind, model, task_id,"
+            " cost_cents, remaining_credits_cents, key_fingerprint, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                charge.guild_id,
+                charge.channel_id,
+                charge.user_id,
+                charge.kind.value,
+                charge.model,
+                charge.task_id,
+                charge.cost_cents,
+                charge.remaining_credits_cents,
+                charge.key_fingerprint,
+                charge.at,
+            ),
+        )
+        return changed > 0
+
+    async def insert_job(self, job: NewJob) -> Job:
+        """Store a pending job and return it; if its task is already stored, return that one."""
+        await self._run(
+            "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+            " message_id, user_id, prompt_summary, details, cost_cents, key_fingerprint,"
+            " created_at, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (task_id) DO NOTHING",
+            (
+                job.task_id,
+                job.provider,
+                job.poll_url,
+                job.kind.value,
+                job.model,
+                job.guild_id,
+                job.channel_id,
+                job.message_id,
+                job.user_id,
+                job.prompt_summary,
+                json.dumps(dict(job.details), sort_keys=True),
+                job.cost_cents,
+                job.key_fingerprint,
+                job.created_at,
+                job.next_poll_at,
+            ),
+        )
+        stored = await self.job_by_task(job.task_id)
+        assert stored is not None
+        return stored
+
+    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
+        """Set when a pending job is polled next and how many polls were made."""
+        await self._run(
+            "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'",
+            (next_poll_at, poll_count, job_id),
+        )
+
+    async def finish_job(
+        self,
+        job_id: int,
+        status: JobStatus,
+        outputs: Sequence[str],
+        error: str | None,
+        finished_at: float,
+    ) -> bool:
+        """Mark a pending job finished; return True only the first time (exactly once).
+
+        Raises:
+            ValueError: if ``status`` is PENDING.
+        """
+        if status is JobStatus.PENDING:
+            raise ValueError("a job cannot finish as pending")
+        return (
+            await self._run(
+                "UPDATE jobs SET status = ?, outputs = ?, error = ?, finished_at = ?"
+                " WHERE id = ? AND status = 'pending'",
+                (status.value, json.dumps(list(outputs)), error, finished_at, job_id),
+            )
+            > 0
+        )
+
+    async def mark_announced(self, job_id: int, at: float) -> bool:
+        """Record that the job's result was posted; return True only the first time."""
+        return (
+            await self._run(
+                "UPDATE jobs SET announced_at = ? WHERE id = ? AND announced_at IS NULL",
+                (at, job_id),
+            )
+            > 0
+        )
+
+    async def set_progress_at(self, job_id: int, at: float) -> None:
+        """Record when the job's placeholder message was last updated."""
+        await self._run("UPDATE jobs SET last_progress_at = ? WHERE id = ?", (at, job_id))
+
+    async def set_job_message(self, job_id: int, message_id: int) -> None:
+        """Record the job's placeholder message."""
+        await self._run("UPDATE jobs SET message_id = ? WHERE id = ?", (message_id, job_id))
+
+
+class Store(Queries):
+    """The bot's database. Reads go straight to the reader connection; writes via :meth:`write`.
+
+    Build it with :meth:`open`, release it with :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        schema_version: int,
+    ) -> None:
+        super().__init__(reader)
+        self._writer = writer
+        self._tx = Transaction(writer)
+        self._write_lock = asyncio.Lock()
+        self._schema_version = schema_version
+
+    @classmethod
+    async def open(cls, path: Path, *, clock: Clock) -> Store:
+        """Open (creating if needed) the database at ``path`` and migrate it to the latest schema.
+
+        Args:
+            path: the database file; its parent directory is created if missing.
+            clock: stamps the migration records in ``meta``.
+
+        Raises:
+            SchemaTooNewError: the database was written by a newer version of the bot.
+            sqlite3.Error: the file cannot be opened or a migration failed (nothing of that
+                migration is kept).
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path, query_only=False)
+        try:
+            version = await _migrate(writer, clock)
+            reader = await _connect(path, query_only=True)
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(writer, reader, version)
+
+    async def close(self) -> None:
+        """Close both connections (waits for a write in progress to finish)."""
+        async with self._write_lock:
+            await self._conn.close()
+            await self._writer.close()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version (``PRAGMA user_version``) the database is at."""
+        return self._schema_version
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[Transaction]:
+        """Run the block as one ``BEGIN IMMEDIATE`` transaction, one writer at a time.
+
+        Commits when the block exits normally; rolls back (leaving nothing half-written) when it
+        raises or is cancelled.
+
+        Yields:
+            The :class:`Transaction` whose methods read and write inside the transaction.
+        """
+        async with self._write_lock:
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+                yield self._tx
+                await self._writer.execute("COMMIT")
+            except BaseException:
+                await _rollback(self._writer)
+                raise
+
+    # -- single writes, each its own transaction ----------------------------------------------
+
+    async def set_meta(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+        async with self.write() as tx:
+            await tx.set_meta(key, value)
+
+    async def set_api_key(self, guild_id: int, ciphertext: bytes, last4: str) -> None:
+        """Store the guild's encrypted API key (never a plaintext key) and its last four chars."""
+        async with self.write() as tx:
+            await tx.set_api_key(guild_id, ciphertext, last4)
+
+    async def clear_api_key(self, guild_id: int) -> None:
+        """Forget the guild's API key."""
+        async with self.write() as tx:
+            await tx.clear_api_key(guild_id)
+
+    async def update_limits(
+        self,
+        guild_id: int,
+        *,
+        monthly_budget_cents: LimitUpdate = UNSET,
+        user_daily_budget_cents: LimitUpdate = UNSET,
+        max_pending_videos_per_user: LimitUpdate = UNSET,
+        max_pending_videos_per_guild: LimitUpdate = UNSET,
+    ) -> None:
+        """Change some of the guild's limits.
+
+        Args:
+            guild_id: the guild.
+            monthly_budget_cents: cents per UTC calendar month.
+            user_daily_budget_cents: cents per user per UTC day.
+            max_pending_videos_per_user: cap on a user's pending videos.
+            max_pending_videos_per_guild: cap on the guild's pending videos.
+
+        Each argument is a value, None (back to the Settings default) or :data:`UNSET` (keep).
+
+        Raises:
+            sqlite3.IntegrityError: a negative budget or a cap below 1.
+        """
+        given = {
+            "monthly_budget_cents": monthly_budget_cents,
+            "user_daily_budget_cents": user_daily_budget_cents,
+            "max_pending_videos_per_user": max_pending_videos_per_user,
+            "max_pending_videos_per_guild": max_pending_videos_per_guild,
+        }
+        changes = {name: value for name, value in given.items() if not isinstance(value, _Unset)}
+        async with self.write() as tx:
+            await tx.update_limits(guild_id, changes)
+
+    async def set_allowed_channels(self, guild_id: int, ids: Iterable[int]) -> None:
+        """Replace the channels the commands may be used in (empty = everywhere)."""
+        async with self.write() as tx:
+            await tx.set_allowed_channels(guild_id, ids)
+
+    async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
+        """Set (or with None, clear) the channel for admin notices."""
+        async with self.write() as tx:
+            await tx.set_admin_channel(guild_id, channel_id)
+
+    async def set_notified_problem(self, guild_id: int, problem: str | None) -> bool:
+        """Record the problem admins were last told about (None = resolved).
+
+        Returns:
+            True if it changed, i.e. admins should be notified (once per problem).
+        """
+        async with self.write() as tx:
+            return await tx.set_notified_problem(guild_id, problem)
+
+    async def settle_reservation(
+        self, reservation_id: int | None, charge: Charge, job: NewJob | None = None
+    ) -> Job | None:
+        """Record a reported charge, in one transaction with what depends on it.
+
+        Drops the reservation (if any and not expired already), appends the charge to the
+        ledger unless its task was recorded before, and stores the job if given.
+
+        Returns:
+            The stored job (the existing one if its task was stored before), or None.
+        """
+        async with self.write() as tx:
+            if reservation_id is not None:
+                await tx.delete_reservation(reservation_id)
+            if not await tx.insert_charge(charge):
+                log.info(
+                    "charge of task %s already in the ledger; not counted again", charge.task_id
+                )
+            return None if job is None else await tx.insert_job(job)
+
+    async def release_reservation(self, reservation_id: int) -> bool:
+        """Drop a reservation whose call failed without a charge; False if already gone."""
+        async with self.write() as tx:
+            return await tx.delete_reservation(reservation_id)
+
+    async def expire_reservations(self, now: float) -> int:
+        """Drop the reservations expired at ``now`` (UTC epoch seconds); return how many."""
+        async with self.write() as tx:
+            return await tx.expire_reservations(now)
+
+    async def insert_job(self, job: NewJob) -> Job:
+        """Store a pending job without a charge (e.g. one that was already charged)."""
+        async with self.write() as tx:
+            return await tx.insert_job(job)
+
+    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
+        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far."""
+        async with self.write() as tx:
+            await tx.schedule_poll(job_id, next_poll_at, poll_count)
+
+    async def finish_job(
+        self,
+        job_id: int,
+        status: JobStatus,
+        outputs: Sequence[str],
+        error: str | None,
+        finished_at: float,
+    ) -> bool:
+        """Mark a pending job COMPLETED or FAILED; return True only the first time.
+
+        Raises:
+            ValueError: if ``status`` is PENDING.
+        """
+        async with self.write() as tx:
+            return await tx.finish_job(job_id, status, outputs, error, finished_at)
+
+    async def mark_announced(self, job_id: int, at: float) -> bool:
+        """Record that the result was posted (UTC epoch seconds); True only the first time."""
+        async with self.write() as tx:
+            return await tx.mark_announced(job_id, at)
+
+    async def set_progress_at(self, job_id: int, at: float) -> None:
+        """Record when the placeholder was last updated (UTC epoch seconds)."""
+        async with self.write() as tx:
+            await tx.set_progress_at(job_id, at)
+
+    async def set_job_message(self, job_id: int, message_id: int) -> None:
+        """Record the job's placeholder message id."""
+        async with self.write() as tx:
+            await tx.set_job_message(job_id, message_id)

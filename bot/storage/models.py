@@ -1,0 +1,188 @@
+"""Typed rows of the store: what :class:`bot.storage.database.Store` takes and returns.
+
+Money is integer cents; times are UTC epoch seconds (``float``). ``None`` in a
+:class:`GuildSettings` limit means "use the default from Settings".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Kind(StrEnum):
+    """What a generation produces; also the ledger's ``kind`` column."""
+
+    TEXT = "text"
+    IMAGE = "image"
+    VIDEO = "video"
+
+
+class JobStatus(StrEnum):
+    """Life of an asynchronous job; only ``PENDING`` jobs are polled."""
+
+    PENDING = "pending"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class GuildSettings:
+    """A guild's own settings; a guild without a row gets :meth:`default`.
+
+    Attributes:
+        guild_id: the Discord guild id.
+        api_key_ciphertext: the guild's API key, Fernet-encrypted; None when not set.
+        api_key_last4: the key's last four characters, for display; None when not set.
+        monthly_budget_cents: guild budget per UTC calendar month; None = Settings default.
+        user_daily_budget_cents: per-user budget per UTC day; None = Settings default.
+        max_pending_videos_per_user: cap on a user's pending videos; None = Settings default.
+        max_pending_videos_per_guild: cap on the guild's pending videos; None = Settings default.
+        allowed_channel_ids: channels the commands may be used in; empty = everywhere.
+        admin_channel_id: channel for admin notices; None = none.
+        notified_problem: the last problem admins were told about (to notify once).
+    """
+
+    guild_id: int
+    api_key_ciphertext: bytes | None = None
+    api_key_last4: str | None = None
+    monthly_budget_cents: int | None = None
+    user_daily_budget_cents: int | None = None
+    max_pending_videos_per_user: int | None = None
+    max_pending_videos_per_guild: int | None = None
+    allowed_channel_ids: frozenset[int] = frozenset()
+    admin_channel_id: int | None = None
+    notified_problem: str | None = None
+
+    @classmethod
+    def default(cls, guild_id: int) -> GuildSettings:
+        """Return the settings of a guild that never changed any."""
+        return cls(guild_id=guild_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """One charge the service reported (``cost_cents`` of a generate response).
+
+    Attributes:
+        task_id: the service's task id; None for text, which has none. A charge with a
+            task id is recorded at most once per kind.
+        cost_cents: what the service charged, cents.
+        remaining_credits_cents: the balance the service reported after the charge, cents.
+        key_fingerprint: :func:`bot.services.keys.fingerprint` of the key charged.
+        at: when the charge was reported, UTC epoch seconds.
+    """
+
+    guild_id: int
+    channel_id: int
+    user_id: int
+    kind: Kind
+    model: str
+    task_id: str | None
+    cost_cents: int
+    remaining_credits_cents: int
+    key_fingerprint: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """An asynchronous task to poll until it finishes, as first stored.
+
+    Attributes:
+        message_id: the placeholder message to edit; None until it has been sent.
+        prompt_summary: a short, display-safe summary of the prompt.
+        details: JSON-serialisable display parameters (duration, aspect_ratio...).
+        cost_cents: what the service charged for the task, cents.
+        created_at: UTC epoch seconds.
+        next_poll_at: when to poll first, UTC epoch seconds.
+    """
+
+    task_id: str
+    provider: str
+    poll_url: str
+    kind: Kind
+    model: str
+    guild_id: int
+    channel_id: int
+    message_id: int | None
+    user_id: int
+    prompt_summary: str
+    details: Mapping[str, Any]
+    cost_cents: int
+    key_fingerprint: str
+    created_at: float
+    next_poll_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A stored job: the :class:`NewJob` fields plus its progress.
+
+    Attributes:
+        id: the store's id of the job.
+        status: PENDING until :meth:`Store.finish_job`.
+        finished_at: UTC epoch seconds; None while pending.
+        outputs: result URLs (completed jobs).
+        error: failure text (failed jobs).
+        poll_count: how many polls were made.
+        announced_at: when the result was posted to Discord, UTC epoch seconds; None = not yet.
+        last_progress_at: when the placeholder was last updated, UTC epoch seconds.
+    """
+
+    id: int
+    task_id: str
+    provider: str
+    poll_url: str
+    kind: Kind
+    model: str
+    guild_id: int
+    channel_id: int
+    message_id: int | None
+    user_id: int
+    prompt_summary: str
+    details: Mapping[str, Any]
+    cost_cents: int
+    key_fingerprint: str
+    created_at: float
+    next_poll_at: float
+    status: JobStatus
+    finished_at: float | None
+    outputs: tuple[str, ...]
+    error: str | None
+    poll_count: int
+    announced_at: float | None
+    last_progress_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """Ledger charges grouped by user, kind and model: ``count`` charges, ``cents`` in total."""
+
+    user_id: int
+    kind: Kind
+    model: str
+    count: int
+    cents: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Budget held for a request in flight, until settled, released or expired.
+
+    Attributes:
+        amount_cents: cents held (known video cost, or the learned estimate).
+        created_at: UTC epoch seconds.
+        expires_at: UTC epoch seconds; after it the hold no longer counts.
+    """
+
+    id: int
+    guild_id: int
+    user_id: int
+    kind: Kind
+    model: str
+    amount_cents: int
+    created_at: float
+    expires_at: float

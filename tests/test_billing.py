@@ -1,0 +1,583 @@
+"""Budgets, reservations, pending-video caps, UTC periods and usage reports."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.config import Settings
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached
+from bot.services.billing import (
+    Billing,
+    Limits,
+    day_start,
+    month_start,
+    video_cost_cents,
+)
+from bot.storage import Charge, JobStatus, Kind, NewJob, Reservation, Store
+
+GUILD = 100
+VIDEO = "vid/t2v"
+CHAT = "acme/chat"
+
+
+def ts(text: str) -> float:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+def settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "discord_token": SecretStr("token"),
+        "default_guild_monthly_budget_cents": None,
+        "default_user_daily_budget_cents": None,
+        "default_max_pending_videos_per_user": 3,
+        "default_max_pending_videos_per_guild": 20,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(ts("2026-01-15T12:00:00"))
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "bot.db", clock=clock)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def billing(store: Store, clock: ManualClock) -> Billing:
+    return Billing(store, settings(), clock)
+
+
+def charge_for(
+    reservation: Reservation,
+    cost: int,
+    clock: ManualClock,
+    *,
+    task_id: str | None = None,
+    remaining: int = 10_000,
+    key: str = "fp-default",
+) -> Charge:
+    return Charge(
+        guild_id=reservation.guild_id,
+        channel_id=7,
+        user_id=reservation.user_id,
+        kind=reservation.kind,
+        model=reservation.model,
+        task_id=task_id,
+        cost_cents=cost,
+        remaining_credits_cents=remaining,
+        key_fingerprint=key,
+        at=clock.time(),
+    )
+
+
+def job_for(reservation: Reservation, task_id: str, clock: ManualClock) -> NewJob:
+    return NewJob(
+        task_id=task_id,
+        provider="alpha",
+        poll_url=f"/api/v1/video/{task_id}",
+        kind=reservation.kind,
+        model=reservation.model,
+        guild_id=reservation.guild_id,
+        channel_id=7,
+        message_id=None,
+        user_id=reservation.user_id,
+        prompt_summary="a cat",
+        details={"duration": 5},
+        cost_cents=reservation.amount_cents,
+        key_fingerprint="fp-default",
+        created_at=clock.time(),
+        next_poll_at=clock.time() + 5,
+    )
+
+
+async def spend(
+    billing: Billing,
+    clock: ManualClock,
+    cost: int,
+    *,
+    user: int = 1,
+    kind: Kind = Kind.TEXT,
+    model: str = CHAT,
+    remaining: int = 10_000,
+    key: str = "fp-default",
+) -> None:
+    """Reserve and settle one call that the service charged ``cost`` cents for."""
+    known = cost if kind is Kind.VIDEO else None
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=user, kind=kind, model=model, cost_cents=known
+    )
+    task_id = None if kind is Kind.TEXT else f"task-{clock.time()}-{user}-{cost}-{model}"
+    await billing.settle(
+        reservation,
+        charge_for(reservation, cost, clock, task_id=task_id, remaining=remaining, key=key),
+    )
+
+
+# -- periods and prices --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now", "month", "day"),
+    [
+        ("2026-01-15T12:00:00", "2026-01-01T00:00:00", "2026-01-15T00:00:00"),
+        ("2026-01-31T23:59:59.999", "2026-01-01T00:00:00", "2026-01-31T00:00:00"),
+        ("2026-02-01T00:00:00", "2026-02-01T00:00:00", "2026-02-01T00:00:00"),
+        ("2028-02-29T08:00:00", "2028-02-01T00:00:00", "2028-02-29T00:00:00"),
+        ("2026-12-31T23:00:00", "2026-12-01T00:00:00", "2026-12-31T00:00:00"),
+    ],
+)
+def test_month_and_day_start_are_utc(now: str, month: str, day: str) -> None:
+    assert month_start(ts(now)) == ts(month)
+    assert day_start(ts(now)) == ts(day)
+
+
+@pytest.mark.parametrize(
+    ("per_5s", "duration", "cents"),
+    [(10, 5, 10), (10, 10, 20), (7, 4, 6), (12, 8, 20), (12, 12, 29), (0.7, 5, 1), (0, 8, 0)],
+)
+def test_video_cost_is_rounded_up(per_5s: float, duration: float, cents: int) -> None:
+    assert video_cost_cents(per_5s, duration) == cents
+
+
+# -- limits --------------------------------------------------------------------------------------
+
+
+async def test_limits_come_from_the_guild_else_the_settings(
+    store: Store, clock: ManualClock
+) -> None:
+    billing = Billing(
+        store,
+        settings(default_guild_monthly_budget_cents=10_000, default_max_pending_videos_per_user=2),
+        clock,
+    )
+    assert await billing.limits(GUILD) == Limits(10_000, None, 2, 20)
+    await store.update_limits(GUILD, monthly_budget_cents=0, user_daily_budget_cents=300)
+    assert await billing.limits(GUILD) == Limits(0, 300, 2, 20)
+    await store.update_limits(GUILD, monthly_budget_cents=None)
+    assert await billing.limits(GUILD) == Limits(10_000, 300, 2, 20)
+
+
+# -- budgets -------------------------------------------------------------------------------------
+
+
+async def test_a_video_that_exceeds_the_guild_budget_is_refused(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=1000)
+    await spend(billing, clock, 700, kind=Kind.VIDEO, model=VIDEO)
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=301
+        )
+    assert (info.value.scope, info.value.remaining_cents, info.value.needed_cents) == (
+        "guild",
+        300,
+        301,
+    )
+    exact = await billing.reserve(
+        guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=300
+    )
+    assert exact.amount_cents == 300
+
+
+async def test_the_user_daily_budget_is_per_user(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, user_daily_budget_cents=500)
+    await spend(billing, clock, 400, user=1, kind=Kind.VIDEO, model=VIDEO)
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=200
+        )
+    assert (info.value.scope, info.value.remaining_cents, info.value.needed_cents) == (
+        "user",
+        100,
+        200,
+    )
+    other = await billing.reserve(
+        guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=200
+    )
+    assert other.amount_cents == 200
+
+
+async def test_a_spent_budget_refuses_even_an_unknown_price(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=100)
+    await spend(billing, clock, 100)  # no history: estimated 0, charged 100
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/new", cost_cents=None
+        )
+    assert (info.value.remaining_cents, info.value.needed_cents) == (0, 0)
+    await store.update_limits(GUILD, monthly_budget_cents=0)
+    with pytest.raises(BudgetExceeded):
+        await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=0)
+
+
+async def test_an_overrun_leaves_the_budget_negative_and_refuses(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=100)
+    await spend(billing, clock, 150)  # estimated 0, the service charged more than was left
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+        )
+    assert info.value.remaining_cents == 0  # never negative in the message
+
+
+async def test_text_uses_the_mean_of_the_models_last_20_charges(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    for cost in [1000] * 5 + [10, 20, 31] + [30] * 17:  # only the last 20 count
+        await spend(billing, clock, cost)
+        clock.advance(1)
+    expected = -(-(10 + 20 + 31 + 30 * 17) // 20)  # 571 / 20 = 28.55 -> 29
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+    )
+    assert reservation.amount_cents == expected == 29
+    await billing.release(reservation)
+
+    spent = await store.spent_since(GUILD, 0.0)
+    await store.update_limits(GUILD, monthly_budget_cents=spent + 28)
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+        )
+    assert (info.value.remaining_cents, info.value.needed_cents) == (28, 29)
+    other_model = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model="acme/other", cost_cents=None
+    )
+    assert other_model.amount_cents == 0
+
+
+async def test_settle_replaces_the_hold_by_the_reported_cost(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=1000)
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=400
+    )
+    assert await store.reserved_cents(GUILD, clock.time()) == 400
+    job = await billing.settle(
+        reservation,
+        charge_for(reservation, 380, clock, task_id="t1"),
+        job_for(reservation, "t1", clock),
+    )
+    assert job is not None
+    assert job.status is JobStatus.PENDING
+    assert job.task_id == "t1"
+    assert await store.reserved_cents(GUILD, clock.time()) == 0
+    assert await store.ledger_total(GUILD) == 380
+    # 620 left: a 620 video fits, 621 does not.
+    with pytest.raises(BudgetExceeded):
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=621
+        )
+
+
+async def test_release_gives_the_budget_back(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=500)
+    held = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
+    )
+    with pytest.raises(BudgetExceeded):
+        await billing.reserve(guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=1)
+    await billing.release(held)
+    assert await store.ledger_total(GUILD) == 0
+    again = await billing.reserve(
+        guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
+    )
+    assert again.amount_cents == 500
+
+
+async def test_a_stale_reservation_expires_after_the_ttl(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "bot.db"
+    store = await Store.open(path, clock=clock)
+    await store.update_limits(GUILD, monthly_budget_cents=500)
+    held = await Billing(store, settings(), clock).reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
+    )
+    await store.close()  # the bot "crashes" before settling or releasing
+
+    store = await Store.open(path, clock=clock)
+    try:
+        billing = Billing(store, settings(), clock)
+        clock.advance(899)
+        with pytest.raises(BudgetExceeded):
+            await billing.reserve(
+                guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1
+            )
+        clock.advance(1)  # 15 minutes after the reservation
+        fresh = await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
+        )
+        assert fresh.amount_cents == 500
+        assert await store.reserved_cents(GUILD, 0.0) == 500  # the stale row was deleted
+        # A late settle of the expired reservation still records what the service charged.
+        await billing.settle(held, charge_for(held, 500, clock, task_id="late"))
+        assert await store.ledger_total(GUILD) == 500
+    finally:
+        await store.close()
+
+
+async def test_expire_stale_deletes_expired_reservations(store: Store, clock: ManualClock) -> None:
+    billing = Billing(store, settings(), clock, reservation_ttl=60)
+    for user in (1, 2):
+        await billing.reserve(
+            guild_id=GUILD, user_id=user, kind=Kind.TEXT, model=CHAT, cost_cents=5
+        )
+    assert await billing.expire_stale() == 0
+    clock.advance(60)
+    assert await billing.expire_stale() == 2
+
+
+# -- concurrency ---------------------------------------------------------------------------------
+
+
+async def attempt(billing: Billing, **kwargs: Any) -> Reservation | Exception:
+    try:
+        return await billing.reserve(guild_id=GUILD, model=VIDEO, kind=Kind.VIDEO, **kwargs)
+    except (BudgetExceeded, ConcurrencyLimitReached) as exc:
+        return exc
+
+
+async def test_concurrent_reservations_never_overspend(store: Store, clock: ManualClock) -> None:
+    billing = Billing(
+        store,
+        settings(
+            default_max_pending_videos_per_user=1000, default_max_pending_videos_per_guild=1000
+        ),
+        clock,
+    )
+    await store.update_limits(GUILD, monthly_budget_cents=1000, user_daily_budget_cents=300)
+    results = await asyncio.gather(
+        *(attempt(billing, user_id=i % 5, cost_cents=100) for i in range(60))
+    )
+    granted = [r for r in results if isinstance(r, Reservation)]
+    refused = [r for r in results if isinstance(r, BudgetExceeded)]
+    assert len(granted) == 10
+    assert len(refused) == 50
+    assert sum(r.amount_cents for r in granted) == 1000
+    per_user = {u: sum(r.amount_cents for r in granted if r.user_id == u) for u in range(5)}
+    assert all(cents <= 300 for cents in per_user.values())
+    assert await store.reserved_cents(GUILD, clock.time()) == 1000
+
+
+async def test_concurrent_reservations_across_two_connections(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # Two stores on one file stand for two bot processes: BEGIN IMMEDIATE still serialises.
+    path = tmp_path / "bot.db"
+    first = await Store.open(path, clock=clock)
+    second = await Store.open(path, clock=clock)
+    try:
+        await first.update_limits(GUILD, monthly_budget_cents=700)
+        generous = settings(
+            default_max_pending_videos_per_user=100, default_max_pending_videos_per_guild=100
+        )
+        billings = [Billing(first, generous, clock), Billing(second, generous, clock)]
+        results = await asyncio.gather(
+            *(attempt(billings[i % 2], user_id=i, cost_cents=100) for i in range(30))
+        )
+        assert sum(isinstance(r, Reservation) for r in results) == 7
+        assert await first.reserved_cents(GUILD, clock.time()) == 700
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_concurrent_video_requests_respect_the_pending_caps(
+    store: Store, clock: ManualClock
+) -> None:
+    billing = Billing(
+        store,
+        settings(default_max_pending_videos_per_user=2, default_max_pending_videos_per_guild=5),
+        clock,
+    )
+    results = await asyncio.gather(
+        *(attempt(billing, user_id=1, cost_cents=10) for _ in range(10)),
+        *(attempt(billing, user_id=2 + i % 4, cost_cents=10) for i in range(10)),
+    )
+    granted = [r for r in results if isinstance(r, Reservation)]
+    assert len(granted) == 5
+    assert sum(r.user_id == 1 for r in granted) == 2
+    scopes = {r.scope for r in results if isinstance(r, ConcurrencyLimitReached)}
+    assert scopes == {"user", "guild"}
+
+
+async def test_pending_jobs_count_against_the_caps_until_they_finish(
+    store: Store, clock: ManualClock
+) -> None:
+    billing = Billing(store, settings(default_max_pending_videos_per_user=2), clock)
+    jobs = []
+    for n in range(2):
+        reservation = await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+        )
+        jobs.append(
+            await billing.settle(
+                reservation,
+                charge_for(reservation, 10, clock, task_id=f"t{n}"),
+                job_for(reservation, f"t{n}", clock),
+            )
+        )
+    with pytest.raises(ConcurrencyLimitReached) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+        )
+    assert (info.value.scope, info.value.limit) == ("user", 2)
+    # Text and images are not videos: no cap applies.
+    text = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+    )
+    assert text.amount_cents == 0
+
+    job = jobs[0]
+    assert job is not None
+    await store.finish_job(job.id, JobStatus.FAILED, [], "provider error", clock.time())
+    third = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+    )
+    assert third.kind is Kind.VIDEO
+
+
+# -- periods -------------------------------------------------------------------------------------
+
+
+async def test_the_monthly_budget_renews_at_the_utc_month_boundary(
+    store: Store, tmp_path: Path
+) -> None:
+    clock = ManualClock(ts("2026-01-31T23:00:00"))
+    billing = Billing(store, settings(default_guild_monthly_budget_cents=1000), clock)
+    await spend(billing, clock, 1000, kind=Kind.VIDEO, model=VIDEO)
+    clock.advance(3599)  # 23:59:59
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1)
+    assert info.value.scope == "guild"
+    clock.advance(1)  # 2026-02-01T00:00:00Z
+    renewed = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1000
+    )
+    assert renewed.amount_cents == 1000
+    report = await billing.report(GUILD)
+    assert (report.month_cents, report.today_cents, report.reserved_cents) == (0, 0, 1000)
+
+
+async def test_the_user_daily_budget_renews_at_utc_midnight(store: Store) -> None:
+    clock = ManualClock(ts("2026-03-10T23:30:00"))
+    billing = Billing(store, settings(default_user_daily_budget_cents=200), clock)
+    await spend(billing, clock, 200, user=1)
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+        )
+    assert info.value.scope == "user"
+    clock.advance(30 * 60)  # 2026-03-11T00:00:00Z
+    next_day = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+    )
+    assert next_day.amount_cents == 200  # the estimate learned from yesterday's charge
+    report = await billing.report(GUILD)
+    assert (report.month_cents, report.today_cents) == (200, 0)
+
+
+# -- ledger and reports --------------------------------------------------------------------------
+
+
+async def test_settling_twice_charges_once(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=250
+    )
+    the_charge = charge_for(reservation, 250, clock, task_id="t1")
+    first = await billing.settle(reservation, the_charge, job_for(reservation, "t1", clock))
+    second = await billing.settle(reservation, the_charge, job_for(reservation, "t1", clock))
+    await billing.record_charge(the_charge)
+    assert first == second
+    assert await store.ledger_total(GUILD) == 250
+
+
+async def test_ledger_total_equals_the_sum_of_reported_charges(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    reported = 0
+    for i in range(40):
+        kind = [Kind.TEXT, Kind.IMAGE, Kind.VIDEO][i % 3]
+        cost = (i * 53) % 97
+        reservation = await billing.reserve(
+            guild_id=GUILD,
+            user_id=i % 4,
+            kind=kind,
+            model=VIDEO if kind is Kind.VIDEO else CHAT,
+            cost_cents=cost if kind is Kind.VIDEO else None,
+        )
+        if i % 7 == 0:  # the call failed without a charge
+            await billing.release(reservation)
+            continue
+        task_id = None if kind is Kind.TEXT else f"task-{i}"
+        await billing.settle(reservation, charge_for(reservation, cost, clock, task_id=task_id))
+        reported += cost
+        if kind is Kind.VIDEO:  # the poller finishing the task must not charge it again
+            await billing.record_charge(charge_for(reservation, cost, clock, task_id=task_id))
+        clock.advance(600)
+    assert await store.ledger_total(GUILD) == reported
+    assert (await billing.report(GUILD)).month_cents == reported
+    assert await store.reserved_cents(GUILD, clock.time()) == 0
+
+
+async def test_report_breaks_spending_down(
+    billing: Billing, store: Store, clock: ManualClock
+) -> None:
+    clock.advance(-86_400)  # yesterday, same month
+    await spend(billing, clock, 300, user=1, kind=Kind.VIDEO, model=VIDEO, remaining=9000)
+    clock.advance(86_400)
+    await spend(billing, clock, 40, user=2, kind=Kind.IMAGE, model="img/x", remaining=8960)
+    await spend(billing, clock, 5, user=2, remaining=8955)
+    await spend(billing, clock, 7, user=2, remaining=8948)
+    await spend(billing, clock, 1, user=3, remaining=77, key="fp-guild-own")
+    await billing.reserve(guild_id=GUILD, user_id=3, kind=Kind.VIDEO, model=VIDEO, cost_cents=90)
+
+    report = await billing.report(GUILD, key_fingerprint="fp-default")
+    assert report.month_cents == 353
+    assert report.today_cents == 53
+    assert report.reserved_cents == 90
+    assert report.by_user == [(1, 300), (2, 52), (3, 1)]
+    assert report.by_kind == {Kind.VIDEO: 300, Kind.IMAGE: 40, Kind.TEXT: 13}
+    assert report.by_model == [(VIDEO, 1, 300), ("img/x", 1, 40), (CHAT, 3, 13)]
+    assert report.last_remaining_credits_cents == 8948
+
+    mine = await billing.report(GUILD, 2, key_fingerprint="fp-guild-own")
+    assert (mine.month_cents, mine.today_cents, mine.reserved_cents) == (52, 52, 0)
+    assert mine.by_user == [(2, 52)]
+    assert mine.last_remaining_credits_cents == 77
+    assert (await billing.report(GUILD + 1)).by_kind == dict.fromkeys(Kind, 0)
+    assert (await billing.report(GUILD)).last_remaining_credits_cents is None
+
+
+async def test_a_negative_cost_is_a_programming_error(billing: Billing) -> None:
+    with pytest.raises(ValueError, match="negative"):
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=-1
+        )

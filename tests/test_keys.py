@@ -1,0 +1,151 @@
+"""Guild API keys: encrypted at rest, never stored in clear, and which key a request uses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from cryptography.fernet import Fernet
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured, user_message
+from bot.services.keys import (
+    KeyResolver,
+    KeyVault,
+    ResolvedKey,
+    StoredKeyUnreadable,
+    fingerprint,
+)
+from bot.storage import Store
+
+GUILD = 100
+GUILD_KEY = "gk_live_9f8e7d6c5b4a39281706f5e4"
+DEFAULT_KEY = "gk_live_default_0123456789abcdef"
+
+
+@pytest.fixture
+def secret() -> SecretStr:
+    return SecretStr(Fernet.generate_key().decode())
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "bot.db", clock=ManualClock())
+    yield opened
+    await opened.close()
+
+
+def test_fingerprint_is_short_stable_and_distinct() -> None:
+    fp = fingerprint(GUILD_KEY)
+    assert fp == fingerprint(GUILD_KEY)
+    assert len(fp) == 12
+    assert all(c in "0123456789abcdef" for c in fp)
+    assert fp != fingerprint(DEFAULT_KEY)
+    assert GUILD_KEY[-8:] not in fp
+
+
+def test_vault_round_trip(secret: SecretStr) -> None:
+    vault = KeyVault(secret)
+    ciphertext = vault.encrypt(GUILD_KEY)
+    assert GUILD_KEY.encode() not in ciphertext
+    assert vault.encrypt(GUILD_KEY) != ciphertext  # random IV: equal keys do not look equal
+    assert vault.decrypt(ciphertext) == GUILD_KEY
+
+
+def test_vault_without_a_secret_refuses() -> None:
+    vault = KeyVault(None)
+    assert not vault.available
+    with pytest.raises(KeyEncryptionUnavailable):
+        vault.encrypt(GUILD_KEY)
+    with pytest.raises(KeyEncryptionUnavailable):
+        vault.decrypt(b"anything")
+
+
+def test_vault_with_another_secret_cannot_read(secret: SecretStr) -> None:
+    ciphertext = KeyVault(secret).encrypt(GUILD_KEY)
+    other = KeyVault(SecretStr(Fernet.generate_key().decode()))
+    with pytest.raises(StoredKeyUnreadable) as info:
+        other.decrypt(ciphertext)
+    # Shown to users as "no key is set; an admin can set one", which is the remedy.
+    assert isinstance(info.value, NoApiKeyConfigured)
+    assert "/config api-key set" in user_message(info.value)
+
+
+async def test_the_database_never_holds_the_plaintext_key(
+    store: Store, secret: SecretStr, tmp_path: Path
+) -> None:
+    resolver = KeyResolver(store, KeyVault(secret), None)
+    assert await resolver.store_key(GUILD, f"  {GUILD_KEY}\n") == GUILD_KEY[-4:]
+
+    settings = await store.guild_settings(GUILD)
+    assert settings.api_key_last4 == GUILD_KEY[-4:]
+    assert settings.api_key_ciphertext is not None
+    assert GUILD_KEY.encode() not in settings.api_key_ciphertext
+    # Nowhere in the files either: the main file and the WAL, where the write is now.
+    files = [p for p in tmp_path.iterdir() if p.name.startswith("bot.db")]
+    assert any(p.name.endswith("-wal") for p in files)
+    for path in files:
+        assert GUILD_KEY.encode() not in path.read_bytes(), path.name
+
+    resolved = await resolver.resolve(GUILD)
+    assert resolved.key.get_secret_value() == GUILD_KEY
+    assert (resolved.source, resolved.fingerprint) == ("guild", fingerprint(GUILD_KEY))
+
+
+async def test_without_key_encryption_key_nothing_is_stored(store: Store) -> None:
+    resolver = KeyResolver(store, KeyVault(None), SecretStr(DEFAULT_KEY))
+    with pytest.raises(KeyEncryptionUnavailable) as info:
+        await resolver.store_key(GUILD, GUILD_KEY)
+    assert "Fernet.generate_key()" in user_message(info.value)
+    assert (await store.guild_settings(GUILD)).api_key_ciphertext is None
+    assert (await resolver.resolve(GUILD)).source == "default"
+
+
+async def test_an_empty_key_is_refused(store: Store, secret: SecretStr) -> None:
+    resolver = KeyResolver(store, KeyVault(secret), None)
+    with pytest.raises(ValueError, match="empty"):
+        await resolver.store_key(GUILD, "   ")
+    assert (await store.guild_settings(GUILD)).api_key_ciphertext is None
+
+
+async def test_resolution_order_guild_then_default_then_error(
+    store: Store, secret: SecretStr
+) -> None:
+    with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
+    without_default = KeyResolver(store, KeyVault(secret), None)
+    empty_default = KeyResolver(store, KeyVault(secret), SecretStr(""))
+
+    default = await with_default.resolve(GUILD)
+    assert (default.key.get_secret_value(), default.source) == (DEFAULT_KEY, "default")
+    assert default.fingerprint == fingerprint(DEFAULT_KEY)
+    for resolver in (without_default, empty_default):
+        with pytest.raises(NoApiKeyConfigured):
+            await resolver.resolve(GUILD)
+
+    await with_default.store_key(GUILD, GUILD_KEY)
+    assert (await with_default.resolve(GUILD)).source == "guild"
+    assert (await without_default.resolve(GUILD)).source == "guild"
+    assert (await with_default.resolve(GUILD + 1)).source == "default"  # other guilds unaffected
+
+    await with_default.clear_key(GUILD)
+    assert (await with_default.resolve(GUILD)).source == "default"
+
+
+async def test_an_unreadable_guild_key_does_not_fall_back_to_the_default(
+    store: Store, secret: SecretStr
+) -> None:
+    await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
+    rotated = KeyVault(SecretStr(Fernet.generate_key().decode()))
+    with pytest.raises(StoredKeyUnreadable):
+        await KeyResolver(store, rotated, SecretStr(DEFAULT_KEY)).resolve(GUILD)
+    with pytest.raises(KeyEncryptionUnavailable):
+        await KeyResolver(store, KeyVault(None), SecretStr(DEFAULT_KEY)).resolve(GUILD)
+
+
+def test_resolved_key_never_shows_the_key() -> None:
+    resolved = ResolvedKey(SecretStr(GUILD_KEY), fingerprint(GUILD_KEY), "guild")
+    for text in (repr(resolved), str(resolved), f"{resolved}"):
+        assert GUILD_KEY not in text
+        assert fingerprint(GUILD_KEY) in text

@@ -1,0 +1,599 @@
+"""The SQLite store: migrations, guild settings, ledger, jobs, transactions and query plans."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.clock import ManualClock
+from bot.storage import (
+    UNSET,
+    Charge,
+    GuildSettings,
+    JobStatus,
+    Kind,
+    NewJob,
+    SchemaTooNewError,
+    Store,
+    database,
+)
+from bot.storage.database import (
+    DUE_JOBS_SQL,
+    NEXT_DUE_SQL,
+    UNANNOUNCED_JOBS_SQL,
+    Migration,
+    load_migrations,
+    split_statements,
+)
+
+GUILD = 100
+LATEST = len(load_migrations())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "bot.db", clock=clock)
+    yield opened
+    await opened.close()
+
+
+def charge(
+    *,
+    task_id: str | None = None,
+    cost: int = 10,
+    kind: Kind = Kind.TEXT,
+    model: str = "acme/chat",
+    user: int = 1,
+    guild: int = GUILD,
+    at: float = 1_767_225_600.0,
+    remaining: int = 5000,
+    key: str = "fp-default",
+) -> Charge:
+    return Charge(guild, 7, user, kind, model, task_id, cost, remaining, key, at)
+
+
+def new_job(
+    task_id: str,
+    *,
+    next_poll_at: float = 1_767_225_600.0,
+    created_at: float = 1_767_225_600.0,
+    model: str = "vid/t2v",
+    user: int = 1,
+    guild: int = GUILD,
+    kind: Kind = Kind.VIDEO,
+    cost: int = 50,
+) -> NewJob:
+    return NewJob(
+        task_id=task_id,
+        provider="alpha",
+        poll_url=f"/api/v1/video/{task_id}?provider=alpha",
+        kind=kind,
+        model=model,
+        guild_id=guild,
+        channel_id=7,
+        message_id=None,
+        user_id=user,
+        prompt_summary="a cat on a skateboard",
+        details={"duration": 5, "aspect_ratio": "16:9"},
+        cost_cents=cost,
+        key_fingerprint="fp-default",
+        created_at=created_at,
+        next_poll_at=next_poll_at,
+    )
+
+
+def build_db_at(path: Path, version: int) -> None:
+    """Create a database as the code of schema ``version`` would have left it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for migration in load_migrations()[:version]:
+            for statement in split_statements(migration.sql):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    finally:
+        conn.close()
+
+
+def schema_of(path: Path) -> dict[str, Any]:
+    """Tables' columns and indexes' definitions, comparable between two databases."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return {
+            "tables": {t: conn.execute(f"PRAGMA table_xinfo({t})").fetchall() for t in tables},
+            "indexes": conn.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+            ).fetchall(),
+        }
+    finally:
+        conn.close()
+
+
+# -- opening and migrations ----------------------------------------------------------------------
+
+
+async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "nested" / "dir" / "bot.db"
+    store = await Store.open(path, clock=clock)
+    try:
+        assert path.exists()
+        assert store.schema_version == LATEST == 2
+        assert (await store._one("PRAGMA journal_mode"))[0] == "wal"  # type: ignore[index]
+        assert (await store._one("PRAGMA foreign_keys"))[0] == 1  # type: ignore[index]
+        assert (await store._one("PRAGMA busy_timeout"))[0] == database.BUSY_TIMEOUT_MS  # type: ignore[index]
+        assert await store.get_meta("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
+        assert (await store.get_meta("migration.0002") or "").startswith("job_schedule applied")
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
+
+
+async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "bot.db"
+    first = await Store.open(path, clock=clock)
+    await first.set_meta("k", "v")
+    await first.close()
+    clock.advance(3600)
+    again = await Store.open(path, clock=clock)
+    try:
+        assert again.schema_version == LATEST
+        assert await again.get_meta("k") == "v"
+        # The stamp is from the first open: the migration did not run again.
+        assert await again.get_meta("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
+    finally:
+        await again.close()
+
+
+def test_migrations_are_numbered_without_gaps() -> None:
+    assert [(m.version, m.name) for m in load_migrations()] == [
+        (1, "initial"),
+        (2, "job_schedule"),
+    ]
+
+
+@pytest.mark.parametrize("start", range(LATEST))
+async def test_upgrade_from_every_earlier_version_matches_a_fresh_database(
+    tmp_path: Path, clock: ManualClock, start: int
+) -> None:
+    old = tmp_path / "old.db"
+    build_db_at(old, start)
+    upgraded = await Store.open(old, clock=clock)
+    fresh = await Store.open(tmp_path / "fresh.db", clock=clock)
+    await upgraded.close()
+    await fresh.close()
+    assert schema_of(old) == schema_of(tmp_path / "fresh.db")
+    assert upgraded.schema_version == LATEST
+
+
+async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "v1.db"
+    build_db_at(path, 1)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO guild_settings (guild_id, monthly_budget_cents, admin_channel_id)"
+            " VALUES (?, 5000, 42)",
+            (GUILD,),
+        )
+        conn.execute("INSERT INTO allowed_channels VALUES (?, 7)", (GUILD,))
+        conn.execute(
+            "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, cost_cents,"
+            " remaining_credits_cents, key_fingerprint, at)"
+            " VALUES (?, 7, 1, 'video', 'vid/t2v', 'done', 250, 9750, 'fp', 100.0)",
+            (GUILD,),
+        )
+        for task_id, status, finished in (("done", "completed", 200.0), ("busy", "pending", None)):
+            conn.execute(
+                "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+                " user_id, prompt_summary, cost_cents, key_fingerprint, status, created_at,"
+                " next_poll_at, finished_at, outputs)"
+                " VALUES (?, 'alpha', '/p', 'video', 'vid/t2v', ?, 7, 1, 'cat', 250, 'fp', ?,"
+                " 100.0, 150.0, ?, ?)",
+                (task_id, GUILD, status, finished, '["https://x/v.mp4"]' if finished else "[]"),
+            )
+
+    store = await Store.open(path, clock=clock)
+    try:
+        assert store.schema_version == 2
+        settings = await store.guild_settings(GUILD)
+        assert settings.monthly_budget_cents == 5000
+        assert settings.admin_channel_id == 42
+        assert settings.allowed_channel_ids == {7}
+        assert await store.ledger_total(GUILD) == 250
+        done = await store.job_by_task("done")
+        assert done is not None
+        assert done.announced_at == 200.0
+        assert done.outputs == ("https://x/v.mp4",)
+        assert await store.unannounced_jobs() == []
+        assert [j.task_id for j in await store.due_jobs(1000.0, 10)] == ["busy"]
+    finally:
+        await store.close()
+
+
+async def test_a_database_newer_than_the_code_stops_start_up(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    path = tmp_path / "bot.db"
+    build_db_at(path, LATEST)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+    with pytest.raises(SchemaTooNewError) as info:
+        await Store.open(path, clock=clock)
+    assert (info.value.found, info.value.supported) == (LATEST + 1, LATEST)
+    assert f"schema version {LATEST + 1}" in str(info.value)
+    assert "newer release" in str(info.value)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST + 1
+
+
+async def test_a_failing_migration_leaves_the_previous_version_intact(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bot.db"
+    store = await Store.open(path, clock=clock)
+    await store.close()
+    broken = Migration(
+        LATEST + 1,
+        "broken",
+        "CREATE TABLE half (x INTEGER);\nINSERT INTO no_such_table VALUES (1);",
+    )
+    real = load_migrations()
+    monkeypatch.setattr(database, "load_migrations", lambda: [*real, broken])
+    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
+        await Store.open(path, clock=clock)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
+
+
+def test_split_statements_respects_strings_and_trigger_bodies() -> None:
+    script = """
+        CREATE TABLE t (x TEXT); -- a comment; with a semicolon
+        INSERT INTO t VALUES ('a;b');
+        CREATE TRIGGER tr AFTER INSERT ON t BEGIN
+            INSERT INTO t VALUES ('c'); INSERT INTO t VALUES ('d');
+        END;
+    """
+    statements = split_statements(script)
+    assert len(statements) == 3
+    assert statements[1].endswith("INSERT INTO t VALUES ('a;b');")
+    assert statements[2].startswith("CREATE TRIGGER")
+    assert statements[2].endswith("END;")
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+async def test_a_failing_write_block_leaves_nothing(store: Store) -> None:
+    async def crash_midway() -> None:
+        async with store.write() as tx:
+            await tx.set_meta("a", "1")
+            await tx.set_api_key(GUILD, b"cipher", "abcd")
+            raise RuntimeError("crash in the middle")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        await crash_midway()
+    assert await store.get_meta("a") is None
+    assert await store.guild_settings(GUILD) == GuildSettings.default(GUILD)
+    await store.set_meta("a", "2")  # the store is still usable
+    assert await store.get_meta("a") == "2"
+
+
+async def test_a_cancelled_write_block_is_rolled_back(store: Store) -> None:
+    entered = asyncio.Event()
+
+    async def slow_writer() -> None:
+        async with store.write() as tx:
+            await tx.set_meta("a", "1")
+            entered.set()
+            await asyncio.Event().wait()  # never returns: cancelled here
+
+    task = asyncio.create_task(slow_writer())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await store.get_meta("a") is None
+    await store.set_meta("b", "2")
+    assert await store.get_meta("b") == "2"
+
+
+async def test_readers_see_only_committed_writes(store: Store) -> None:
+    async with store.write() as tx:
+        await tx.set_meta("k", "new")
+        assert await tx.get_meta("k") == "new"  # the transaction sees its own write
+        assert await store.get_meta("k") is None  # the reader does not, yet
+    assert await store.get_meta("k") == "new"
+
+
+async def test_the_reader_connection_cannot_write(store: Store) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        await store._all("DELETE FROM meta")
+
+
+# -- guild settings --------------------------------------------------------------------------
+
+
+async def test_a_guild_without_a_row_gets_defaults(store: Store) -> None:
+    assert await store.guild_settings(5) == GuildSettings(
+        guild_id=5,
+        api_key_ciphertext=None,
+        api_key_last4=None,
+        monthly_budget_cents=None,
+        user_daily_budget_cents=None,
+        max_pending_videos_per_user=None,
+        max_pending_videos_per_guild=None,
+        allowed_channel_ids=frozenset(),
+        admin_channel_id=None,
+        notified_problem=None,
+    )
+
+
+async def test_update_limits_leaves_unset_values_and_resets_none(store: Store) -> None:
+    await store.update_limits(GUILD, monthly_budget_cents=5000, max_pending_videos_per_user=2)
+    await store.update_limits(GUILD, user_daily_budget_cents=300)
+    s = await store.guild_settings(GUILD)
+    assert (s.monthly_budget_cents, s.user_daily_budget_cents) == (5000, 300)
+    assert (s.max_pending_videos_per_user, s.max_pending_videos_per_guild) == (2, None)
+    await store.update_limits(GUILD, monthly_budget_cents=None, user_daily_budget_cents=UNSET)
+    s = await store.guild_settings(GUILD)
+    assert (s.monthly_budget_cents, s.user_daily_budget_cents) == (None, 300)
+
+
+async def test_limits_are_checked_by_the_schema(store: Store) -> None:
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.update_limits(GUILD, monthly_budget_cents=-1)
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.update_limits(GUILD, max_pending_videos_per_guild=0)
+    assert await store.guild_settings(GUILD) == GuildSettings.default(GUILD)
+
+
+async def test_channels_api_key_and_admin_channel(store: Store) -> None:
+    await store.set_allowed_channels(GUILD, [1, 2, 2, 3])
+    await store.set_allowed_channels(GUILD, [3, 4])
+    await store.set_admin_channel(GUILD, 9)
+    await store.set_api_key(GUILD, b"\x00cipher", "wxyz")
+    s = await store.guild_settings(GUILD)
+    assert s.allowed_channel_ids == {3, 4}
+    assert s.admin_channel_id == 9
+    assert (s.api_key_ciphertext, s.api_key_last4) == (b"\x00cipher", "wxyz")
+    await store.clear_api_key(GUILD)
+    await store.set_admin_channel(GUILD, None)
+    await store.set_allowed_channels(GUILD, [])
+    s = await store.guild_settings(GUILD)
+    assert (s.api_key_ciphertext, s.api_key_last4, s.admin_channel_id) == (None, None, None)
+    assert s.allowed_channel_ids == frozenset()
+
+
+async def test_notified_problem_reports_a_change_once(store: Store) -> None:
+    assert await store.set_notified_problem(GUILD, None) is False
+    assert await store.set_notified_problem(GUILD, "unauthorized") is True
+    assert await store.set_notified_problem(GUILD, "unauthorized") is False
+    assert await store.set_notified_problem(GUILD, "out of credits") is True
+    assert await store.set_notified_problem(GUILD, None) is True
+    assert await store.set_notified_problem(GUILD, None) is False
+
+
+async def test_meta_round_trip(store: Store) -> None:
+    assert await store.get_meta("tree_hash") is None
+    await store.set_meta("tree_hash", "abc")
+    await store.set_meta("tree_hash", "def")
+    assert await store.get_meta("tree_hash") == "def"
+
+
+# -- ledger ------------------------------------------------------------------------------------
+
+
+async def test_a_task_is_charged_once_per_kind(store: Store) -> None:
+    await store.settle_reservation(None, charge(task_id="t1", cost=100, kind=Kind.VIDEO))
+    await store.settle_reservation(None, charge(task_id="t1", cost=100, kind=Kind.VIDEO))
+    await store.settle_reservation(None, charge(task_id="t1", cost=30, kind=Kind.IMAGE))
+    await store.settle_reservation(None, charge(task_id=None, cost=5))
+    await store.settle_reservation(None, charge(task_id=None, cost=5))
+    assert await store.ledger_total(GUILD) == 100 + 30 + 5 + 5
+
+
+async def test_ledger_totals_equal_the_reported_charges(store: Store) -> None:
+    reported: dict[tuple[Kind, str | None, int], int] = {}
+    for i in range(200):
+        kind = list(Kind)[i % 3]
+        task_id = None if kind is Kind.TEXT else f"task-{i % 50}"
+        c = charge(task_id=task_id, cost=(i * 37) % 251, kind=kind, guild=GUILD + i % 2)
+        await store.settle_reservation(None, c)
+        # What the service charged: once per task, every text call.
+        key = (kind, task_id, i if task_id is None else -1)
+        if c.guild_id == GUILD:
+            reported.setdefault(key, c.cost_cents)
+    assert await store.ledger_total(GUILD) == sum(reported.values())
+
+
+async def test_usage_groups_by_user_kind_and_model_since_a_time(store: Store) -> None:
+    await store.settle_reservation(None, charge(cost=10, user=1, at=100.0))
+    await store.settle_reservation(None, charge(cost=20, user=1, at=200.0))
+    await store.settle_reservation(None, charge(cost=5, user=2, at=200.0))
+    await store.settle_reservation(
+        None, charge(task_id="v", cost=300, user=2, kind=Kind.VIDEO, model="vid/t2v", at=250.0)
+    )
+    await store.settle_reservation(None, charge(cost=999, guild=GUILD + 1, at=200.0))
+    rows = await store.usage(GUILD, since=150.0)
+    assert [(r.user_id, r.kind, r.model, r.count, r.cents) for r in rows] == [
+        (2, Kind.VIDEO, "vid/t2v", 1, 300),
+        (1, Kind.TEXT, "acme/chat", 1, 20),
+        (2, Kind.TEXT, "acme/chat", 1, 5),
+    ]
+    mine = await store.usage(GUILD, since=0.0, user_id=1)
+    assert [(r.count, r.cents) for r in mine] == [(2, 30)]
+    assert await store.spent_since(GUILD, 150.0) == 325
+    assert await store.spent_since(GUILD, 150.0, user_id=2) == 305
+
+
+async def test_last_remaining_credits_and_recent_costs(store: Store) -> None:
+    assert await store.last_remaining_credits("fp-a") is None
+    await store.settle_reservation(None, charge(cost=1, remaining=900, key="fp-a", at=10.0))
+    await store.settle_reservation(None, charge(cost=2, remaining=800, key="fp-a", at=20.0))
+    await store.settle_reservation(None, charge(cost=3, remaining=50, key="fp-b", at=30.0))
+    assert await store.last_remaining_credits("fp-a") == 800
+    assert await store.last_remaining_credits("fp-b") == 50
+    assert await store.recent_costs("acme/chat", limit=2) == [3, 2]
+
+
+async def test_settle_is_all_or_nothing(store: Store, clock: ManualClock) -> None:
+    async with store.write() as tx:
+        reservation = await tx.add_reservation(
+            guild_id=GUILD,
+            user_id=1,
+            kind=Kind.VIDEO,
+            model="vid/t2v",
+            amount_cents=50,
+            created_at=clock.time(),
+            expires_at=clock.time() + 900,
+        )
+    bad_job = new_job("t1", cost=-1)  # violates the jobs CHECK: the insert fails last
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.settle_reservation(reservation.id, charge(task_id="t1"), bad_job)
+    assert await store.ledger_total(GUILD) == 0
+    assert await store.reserved_cents(GUILD, clock.time()) == 50
+    assert await store.job_by_task("t1") is None
+
+    job = await store.settle_reservation(
+        reservation.id, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
+    )
+    assert job is not None
+    assert job.status is JobStatus.PENDING
+    assert await store.ledger_total(GUILD) == 50
+    assert await store.reserved_cents(GUILD, clock.time()) == 0
+    # Settling the same task again (a retry after a crash) neither charges nor duplicates.
+    again = await store.settle_reservation(
+        None, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
+    )
+    assert again == job
+    assert await store.ledger_total(GUILD) == 50
+
+
+async def test_expire_and_release_reservations(store: Store) -> None:
+    async with store.write() as tx:
+        for expires in (100.0, 200.0, 300.0):
+            last = await tx.add_reservation(
+                guild_id=GUILD,
+                user_id=1,
+                kind=Kind.TEXT,
+                model="m",
+                amount_cents=10,
+                created_at=0.0,
+                expires_at=expires,
+            )
+    assert await store.reserved_cents(GUILD, 150.0) == 20
+    assert await store.expire_reservations(200.0) == 2
+    assert await store.release_reservation(last.id) is True
+    assert await store.release_reservation(last.id) is False
+    assert await store.reserved_cents(GUILD, 0.0) == 0
+
+
+# -- jobs --------------------------------------------------------------------------------------
+
+
+async def test_job_life_cycle(store: Store) -> None:
+    job = await store.insert_job(new_job("t1", next_poll_at=50.0, created_at=10.0))
+    assert job.status is JobStatus.PENDING
+    assert job.details == {"duration": 5, "aspect_ratio": "16:9"}
+    assert (job.outputs, job.poll_count, job.finished_at, job.announced_at) == ((), 0, None, None)
+    assert await store.next_due_at() == 50.0
+    assert await store.due_jobs(49.0, 10) == []
+
+    await store.set_job_message(job.id, 555)
+    await store.set_progress_at(job.id, 60.0)
+    await store.schedule_poll(job.id, next_poll_at=80.0, poll_count=1)
+    job = await store.get_job(job.id)  # type: ignore[assignment]
+    assert (job.message_id, job.last_progress_at, job.next_poll_at, job.poll_count) == (
+        555,
+        60.0,
+        80.0,
+        1,
+    )
+    assert [j.id for j in await store.pending_jobs()] == [job.id]
+
+    assert await store.finish_job(job.id, JobStatus.COMPLETED, ["https://x/1.mp4"], None, 130.0)
+    assert not await store.finish_job(job.id, JobStatus.FAILED, [], "late", 140.0)
+    done = await store.get_job(job.id)
+    assert done is not None
+    assert (done.status, done.outputs, done.error, done.finished_at) == (
+        JobStatus.COMPLETED,
+        ("https://x/1.mp4",),
+        None,
+        130.0,
+    )
+    assert await store.next_due_at() is None
+    assert await store.pending_jobs() == []
+    assert [j.id for j in await store.unannounced_jobs()] == [job.id]
+    assert await store.mark_announced(job.id, 131.0) is True
+    assert await store.mark_announced(job.id, 132.0) is False
+    assert await store.unannounced_jobs() == []
+    assert await store.completion_seconds("vid/t2v") == [120.0]
+
+
+async def test_finish_job_refuses_pending(store: Store) -> None:
+    job = await store.insert_job(new_job("t1"))
+    with pytest.raises(ValueError, match="pending"):
+        await store.finish_job(job.id, JobStatus.PENDING, [], None, 1.0)
+
+
+async def test_completion_seconds_takes_the_latest_completed_of_the_model(store: Store) -> None:
+    for i in range(25):
+        job = await store.insert_job(new_job(f"t{i}", created_at=float(i * 100)))
+        await store.finish_job(job.id, JobStatus.COMPLETED, [], None, float(i * 100 + i))
+    failed = await store.insert_job(new_job("f", created_at=0.0))
+    await store.finish_job(failed.id, JobStatus.FAILED, [], "boom", 99_999.0)
+    other = await store.insert_job(new_job("o", created_at=0.0, model="vid/other"))
+    await store.finish_job(other.id, JobStatus.COMPLETED, [], None, 99_999.0)
+    assert await store.completion_seconds("vid/t2v", limit=3) == [24.0, 23.0, 22.0]
+    assert len(await store.completion_seconds("vid/t2v")) == 20
+
+
+async def test_due_jobs_among_thousands_use_the_partial_index(store: Store) -> None:
+    now = 1_000_000.0
+    due: list[str] = []
+    async with store.write() as tx:
+        for i in range(5000):
+            job = await tx.insert_job(new_job(f"t{i}", next_poll_at=now - 5000 + i * 2))
+            if i % 50 != 0:
+                await tx.finish_job(job.id, JobStatus.COMPLETED, [], None, now)
+                await tx.mark_announced(job.id, now)
+            elif now - 5000 + i * 2 <= now:
+                due.append(job.task_id)
+    assert len(due) == 51  # pending: every 50th; due: i <= 2500 (next_poll_at <= now)
+
+    got = await store.due_jobs(now, limit=1000)
+    assert [j.task_id for j in got] == due
+    assert [j.task_id for j in await store.due_jobs(now, limit=3)] == due[:3]
+    assert await store.next_due_at() == now - 5000
+    assert len(await store.pending_jobs()) == 100
+
+    plan = " | ".join(await store.query_plan(DUE_JOBS_SQL, (now, 10)))
+    assert "USING INDEX jobs_due" in plan
+    assert "SCAN jobs" not in plan
+    assert "TEMP B-TREE" not in plan
+    # A SCAN of a partial index reads only its rows (pending / unannounced jobs): fine.
+    assert await store.query_plan(NEXT_DUE_SQL) in (
+        ["SEARCH jobs USING COVERING INDEX jobs_due"],
+        ["SEARCH jobs USING INDEX jobs_due"],
+    )
+    assert await store.query_plan(UNANNOUNCED_JOBS_SQL) == [
+        "SCAN jobs USING INDEX jobs_unannounced"
+    ]
