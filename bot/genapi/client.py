@@ -54,6 +54,9 @@ GENERATION_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=15.0, pool=10.
 
 STATUS_TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=10.0, pool=10.0)
 
+_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8.0, jitter=0.5)
+"""Between retries of idempotent requests: 0.5 s, 1 s, 2 s... up to 8 s, plus jitter."""
+
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport failures that prove the request never reached the service."""
 
@@ -142,6 +145,8 @@ class GenAPIClient:
         interactive_max_wait: seconds an interactive request may queue in the limiter before
             :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
         attempts: tries per request, the first included, when the failure is retryable.
+        generation_timeout: timeouts of generation POSTs, seconds.
+        status_timeout: timeouts of GETs, seconds.
     """
 
     def __init__(
@@ -153,6 +158,8 @@ class GenAPIClient:
         clock: Clock,
         interactive_max_wait: float = 8.0,
         attempts: int = 3,
+        generation_timeout: httpx.Timeout = GENERATION_TIMEOUT,
+        status_timeout: httpx.Timeout = STATUS_TIMEOUT,
     ) -> None:
         self._base = httpx.URL(base_url.rstrip("/") + "/")
         self._http = http
@@ -160,6 +167,8 @@ class GenAPIClient:
         self._clock = clock
         self._interactive_max_wait = interactive_max_wait
         self._attempts = attempts
+        self._generation_timeout = generation_timeout
+        self._status_timeout = status_timeout
 
     def __repr__(self) -> str:
         return f"GenAPIClient(base_url={str(self._base)!r})"
@@ -274,7 +283,7 @@ class GenAPIClient:
         limiter = self._limiter.for_key(key_fingerprint(key))
         max_wait = self._interactive_max_wait if priority is Priority.INTERACTIVE else None
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
-        timeout = STATUS_TIMEOUT if idempotent else GENERATION_TIMEOUT
+        timeout = self._status_timeout if idempotent else self._generation_timeout
 
         async def attempt() -> httpx.Response:
             await limiter.acquire(priority, max_wait=max_wait)
@@ -324,7 +333,7 @@ class GenAPIClient:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, errors.RateLimitedError):
             return 0.0  # the limiter already holds the key for Retry-After
-        return float(wait_exponential_jitter(initial=0.5, max=8.0)(state))
+        return float(_BACKOFF(state))
 
     @staticmethod
     def _json(response: httpx.Response) -> Any:

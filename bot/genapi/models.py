@@ -57,14 +57,6 @@ class VideoModel(_Resource):
         mode = self.mode.lower().replace("_", "-")
         return "image-to" in mode or mode.startswith(("i2v", "img2"))
 
-    def cost_cents(self, duration: float) -> int:
-        """Price of a video of ``duration`` seconds: ``cost_cents_per_5s * duration / 5``.
-
-        Rounded up to a whole cent, as the sandbox charges (docs/genapi-choices.md); a reported
-        ``cost_cents`` always wins over this estimate.
-        """
-        return -(-round(self.cost_cents_per_5s * duration * 1000) // 5000)
-
 
 class Catalogue(_Resource):
     """The ``models`` object of ``GET /models`` (spec 4.1)."""

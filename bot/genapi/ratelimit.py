@@ -18,9 +18,8 @@ import heapq
 import itertools
 from collections import deque
 from enum import IntEnum
-from typing import Any
 
-from bot.clock import Clock
+from bot.clock import Clock, sleep_or_wake
 from bot.genapi.errors import RateLimitWaitTooLong
 
 
@@ -94,7 +93,9 @@ class KeyLimiter:
                     if estimate > max_wait:
                         raise RateLimitWaitTooLong(estimate)
                 # Only the head of the queue needs a timer; the rest wake when it moves.
-                await self._wait(delay if self._queue[0] == ticket else None)
+                await sleep_or_wake(
+                    self._clock, self._changed, delay if self._queue[0] == ticket else None
+                )
         finally:
             if ticket in self._queue:
                 self._queue.remove(ticket)
@@ -129,16 +130,6 @@ class KeyLimiter:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-
-    async def _wait(self, delay: float | None) -> None:
-        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._changed.wait())}
-        if delay is not None:
-            waiters.add(asyncio.ensure_future(self._clock.sleep(delay)))
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
 
 
 class RateLimiter:

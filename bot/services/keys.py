@@ -8,7 +8,6 @@ its last four characters, for display). A request uses the guild's key if it has
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,6 +16,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from pydantic import SecretStr
 
 from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured
+from bot.genapi.client import key_fingerprint as fingerprint
 from bot.storage import Store
 
 log = logging.getLogger(__name__)
@@ -28,15 +28,6 @@ class StoredKeyUnreadable(NoApiKeyConfigured):
     A :class:`~bot.errors.NoApiKeyConfigured`, so the user is told that an admin must set the
     key again, which is the remedy.
     """
-
-
-def fingerprint(api_key: str) -> str:
-    """Return a short, stable, non-reversible id of ``api_key`` (safe to log and store).
-
-    Returns:
-        The first 12 hex digits of the key's SHA-256.
-    """
-    return hashlib.sha256(api_key.encode("utf-8")).hexdigest()[:12]
 
 
 class KeyVault:
@@ -132,6 +123,25 @@ class KeyResolver:
             key = self._default.get_secret_value()
             return ResolvedKey(self._default, fingerprint(key), "default")
         raise NoApiKeyConfigured
+
+    async def resolve_fingerprint(self, guild_id: int, key_fingerprint: str) -> ResolvedKey | None:
+        """Return the key with ``key_fingerprint`` among those the guild may use, or None.
+
+        A job is polled with the key it was submitted with: a task belongs to the account that
+        made it, so after an admin changes the guild's key the old tasks are polled with the old
+        key while it is still configured (as the default), and otherwise cannot be.
+        """
+        candidates: list[ResolvedKey] = []
+        try:
+            candidates.append(await self.resolve(guild_id))
+        except NoApiKeyConfigured:
+            pass
+        except KeyEncryptionUnavailable:
+            return None
+        if self._default is not None and self._default.get_secret_value():
+            default = self._default.get_secret_value()
+            candidates.append(ResolvedKey(self._default, fingerprint(default), "default"))
+        return next((key for key in candidates if key.fingerprint == key_fingerprint), None)
 
     async def store_key(self, guild_id: int, api_key: str) -> str:
         """Encrypt and store the guild's own key.

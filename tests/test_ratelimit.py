@@ -1,0 +1,101 @@
+"""The per-key limiter, on a manual clock: nothing here sleeps for real."""
+
+import asyncio
+
+import pytest
+
+from bot.clock import ManualClock
+from bot.genapi.errors import RateLimitWaitTooLong
+from bot.genapi.ratelimit import Priority, RateLimiter
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    best, start = 0, 0
+    for end, t in enumerate(times):
+        while times[start] <= t - window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+async def test_never_releases_a_31st_request_within_any_rolling_minute() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6).for_key("k")
+    released: list[float] = []
+
+    async def request(priority: Priority) -> None:
+        await limiter.acquire(priority)
+        released.append(clock.monotonic())
+
+    priorities = [Priority.INTERACTIVE if i % 3 == 0 else Priority.BACKGROUND for i in range(150)]
+    await asyncio.gather(*(request(p) for p in priorities))
+
+    assert len(released) == 150
+    assert most_in_any_window(released, 60.0) == 30
+    assert clock.monotonic() >= 4 * 60  # 150 requests need at least five windows
+
+
+async def test_background_leaves_headroom_for_interactive() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6).for_key("k")
+    for _ in range(24):
+        await limiter.acquire(Priority.BACKGROUND)
+    start = clock.monotonic()
+
+    # The 25th background request must wait for the window; an interactive one goes now.
+    background = asyncio.ensure_future(limiter.acquire(Priority.BACKGROUND))
+    await asyncio.sleep(0)
+    await limiter.acquire(Priority.INTERACTIVE)
+    assert clock.monotonic() == start
+    assert not background.done()
+    await background
+    assert clock.monotonic() >= start + 60
+
+
+async def test_interactive_overtakes_a_queue_of_background_requests() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=0).for_key("k")
+    for _ in range(30):
+        await limiter.acquire(Priority.BACKGROUND)
+    order: list[str] = []
+
+    async def request(name: str, priority: Priority) -> None:
+        await limiter.acquire(priority)
+        order.append(name)
+
+    tasks = [asyncio.ensure_future(request(f"poll{i}", Priority.BACKGROUND)) for i in range(5)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.ensure_future(request("user", Priority.INTERACTIVE)))
+    await asyncio.gather(*tasks)
+    assert order[0] == "user"
+
+
+async def test_retry_after_blocks_the_key() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0).for_key("k")
+    limiter.block_for(12.5)
+    await limiter.acquire(Priority.INTERACTIVE)
+    assert clock.monotonic() == pytest.approx(12.5)
+
+
+async def test_interactive_caller_is_told_to_come_back_instead_of_waiting_long() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0).for_key("k")
+    for _ in range(30):
+        await limiter.acquire(Priority.INTERACTIVE)
+    clock.advance(20)
+    with pytest.raises(RateLimitWaitTooLong) as caught:
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=10)
+    assert caught.value.retry_after == pytest.approx(40)
+    assert limiter.waiting == 0
+    assert limiter.sent_in_window == 30
+
+
+async def test_keys_are_limited_separately() -> None:
+    clock = ManualClock()
+    limiters = RateLimiter(clock, limit=30, window=60.0)
+    for _ in range(30):
+        await limiters.for_key("a").acquire(Priority.INTERACTIVE)
+    await limiters.for_key("b").acquire(Priority.INTERACTIVE)
+    assert clock.monotonic() == 0
