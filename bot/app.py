@@ -1,0 +1,210 @@
+"""The bot: a ``commands.Bot`` that loads the cogs, syncs commands deliberately, runs the poller."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+import discord
+from discord.ext import commands
+
+from bot.announce import DiscordAnnouncer
+from bot.clock import Clock
+from bot.config import Settings
+from bot.errors import BotError
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.client import GenAPIClient
+from bot.genapi.models import Catalogue
+from bot.poller import Poller
+from bot.render import job_placeholder
+from bot.services.billing import Billing
+from bot.services.generation import GenerationService, KeyProblem
+from bot.services.keys import KeyResolver, KeyVault
+from bot.services.schedule import PollSchedule
+from bot.storage.database import Store
+from bot.storage.models import Job
+from bot.tree import GenTree
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = ("cogs.text", "cogs.image", "cogs.video", "cogs.models", "cogs.config", "cogs.usage")
+
+RESERVATION_SWEEP_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything the cogs and the poller share; built once in ``main()``.
+
+    Attributes:
+        sandbox: results come from the built-in emulator, and say so.
+    """
+
+    settings: Settings
+    clock: Clock
+    store: Store
+    client: GenAPIClient
+    catalogue: CatalogueCache
+    billing: Billing
+    vault: KeyVault
+    keys: KeyResolver
+    schedule: PollSchedule
+    sandbox: bool
+
+
+class GenBot(commands.Bot):
+    """The genbot Discord client.
+
+    Needs no privileged intent: only ``guilds``, for the channels and permissions it checks.
+
+    Args:
+        services: the shared services.
+        sync: ``"auto"`` syncs the command tree when its definitions changed since the last sync
+            (a hash kept in the database); ``"force"`` syncs regardless; ``"only"`` syncs and
+            starts nothing else (``python -m bot sync``).
+    """
+
+    def __init__(self, services: Services, *, sync: str = "auto") -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        super().__init__(
+            command_prefix=commands.when_mentioned,
+            intents=intents,
+            tree_cls=GenTree,
+            help_command=None,
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        self.services = services
+        self._sync = sync
+        self._tasks: list[asyncio.Task[None]] = []
+        self.generation = GenerationService(
+            client=services.client,
+            catalogue=services.catalogue,
+            billing=services.billing,
+            keys=services.keys,
+            store=services.store,
+            schedule=services.schedule,
+            clock=services.clock,
+            notify_admins=self._notify_admins,
+        )
+        self.poller = Poller(
+            store=services.store,
+            client=services.client,
+            keys=services.keys,
+            schedule=services.schedule,
+            announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
+            clock=services.clock,
+            job_timeout=services.settings.job_timeout_seconds,
+        )
+
+    async def setup_hook(self) -> None:
+        """Load the cogs, sync if needed, then resume pending jobs and start the poller."""
+        for extension in EXTENSIONS:
+            await self.load_extension(extension)
+        await self.sync_commands(force=self._sync in ("force", "only"))
+        if self._sync == "only":
+            return
+        self._start(self.poller.run(), "poller")
+        self._start(self.services.catalogue.run(), "catalogue-refresh")
+        self._start(self._sweep_reservations(), "reservation-sweep")
+        default_key = self.services.settings.genapi_api_key
+        if default_key is not None:
+            self.services.catalogue.refresh_soon(default_key)
+
+    def _start(self, coro: object, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+        task.add_done_callback(self._task_ended)
+        self._tasks.append(task)
+
+    @staticmethod
+    def _task_ended(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.critical("background task %s died", task.get_name(), exc_info=task.exception())
+
+    async def close(self) -> None:
+        """Stop the background tasks, then disconnect."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await super().close()
+
+    async def sync_commands(self, *, force: bool = False) -> bool:
+        """Sync the command tree if its definitions changed since the last sync, or if forced.
+
+        Syncing on every start would burn Discord's daily command-create limit. Commands go to
+        ``DEV_GUILD_ID`` when it is set (instant), else globally.
+
+        Returns:
+            Whether a sync was made.
+        """
+        guild_id = self.services.settings.dev_guild_id
+        guild = discord.Object(guild_id) if guild_id else None
+        if guild is not None:
+            self.tree.copy_global_to(guild=guild)
+        payload = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        meta_key = f"command_hash:{self.application_id}:{guild_id or 'global'}"
+        if not force and await self.services.store.get_meta(meta_key) == digest:
+            log.info("application commands unchanged; not syncing")
+            return False
+        synced = await self.tree.sync(guild=guild)
+        await self.services.store.set_meta(meta_key, digest)
+        log.info("synced %d application commands to %s", len(synced), guild_id or "all guilds")
+        return True
+
+    async def _sweep_reservations(self) -> None:
+        while True:
+            expired = await self.services.store.expire_reservations(self.services.clock.time())
+            if expired:
+                log.info("released %d stale budget reservations", expired)
+            await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
+
+    async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
+        text = {
+            "unauthorized": "The Generation API rejected this server's API key. "
+            "Set a valid one with `/config api-key set`.",
+            "insufficient_credits": "The Generation API key of this server is out of credits; "
+            "generation commands will fail until it is topped up.",
+        }[problem]
+        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
+        try:
+            await channel.send(text)
+        except discord.HTTPException as exc:
+            log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
+
+    async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
+        """Return the cached catalogue without waiting on the network (for autocomplete).
+
+        When nothing is cached yet, a background fetch starts with the guild's key and None is
+        returned: Discord allows autocomplete no deferral, so it must answer now.
+        """
+        catalogue = self.services.catalogue.current
+        if catalogue is None and guild_id is not None:
+            with contextlib.suppress(BotError):
+                key = await self.services.keys.resolve(guild_id)
+                self.services.catalogue.refresh_soon(key.key)
+        return catalogue
+
+    async def post_placeholder(self, job: Job) -> str:
+        """Post ``job``'s public placeholder in its channel and hand the job to the poller.
+
+        The placeholder is an ordinary message, edited later with the bot's own token: an
+        interaction token dies after 15 minutes (Discord: 401, code 50027).
+
+        Returns:
+            A link to the placeholder, or a sentence saying the result will be posted later.
+        """
+        parts = job_placeholder(job, now=self.services.clock.time(), sandbox=self.services.sandbox)
+        channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
+        try:
+            message = await channel.send(**parts.kwargs())
+        except discord.HTTPException as exc:
+            log.warning("job %s: placeholder not posted (%s); result will be posted", job.id, exc)
+            return "the result will be posted in this channel"
+        await self.generation.attach_message(job, message.id)
+        self.poller.wake()
+        return message.jump_url

@@ -1,0 +1,61 @@
+"""Small pieces of Discord glue the cogs share: who asked, what the bot may do, choices."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import discord
+from discord import app_commands
+
+from bot.errors import ValidationFailed
+from bot.services.generation import Requester
+
+PLACEHOLDER_PERMISSIONS = ("view_channel", "send_messages", "embed_links", "read_message_history")
+"""What posting, editing and replying to a placeholder needs in the channel (Discord docs:
+replies need Read Message History; embeds need Embed Links)."""
+
+MAX_CHOICES = 25
+"""Discord accepts at most 25 autocomplete choices (application command docs)."""
+
+
+def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
+    """Return who invoked ``interaction`` and where (commands are guild-only).
+
+    Raises:
+        ValidationFailed: used outside a guild.
+    """
+    if interaction.guild_id is None or interaction.channel_id is None:
+        raise ValidationFailed("This command works in servers only.")
+    return Requester(interaction.guild_id, interaction.channel_id, interaction.user.id)
+
+
+def require_permissions(interaction: discord.Interaction[discord.Client], *names: str) -> None:
+    """Check the bot's permissions in the channel (``app_permissions``) before posting.
+
+    Raises:
+        ValidationFailed: naming every missing permission, e.g. "Send Messages, Embed Links".
+    """
+    granted = interaction.app_permissions
+    missing = [name for name in names if not getattr(granted, name)]
+    if missing:
+        pretty = ", ".join(name.replace("_", " ").title() for name in missing)
+        raise ValidationFailed(f"I need these permissions in this channel first: {pretty}.")
+
+
+def model_choices(
+    models: Iterable[tuple[str, str]], current: str
+) -> list[app_commands.Choice[str]]:
+    """Filter ``(id, label)`` pairs by what the user typed, for autocomplete.
+
+    Matches on id or label, case-insensitively; at most :data:`MAX_CHOICES`, names cut to
+    Discord's 100 characters.
+    """
+    typed = current.casefold().strip()
+    choices = []
+    for model_id, label in models:
+        if typed in model_id.casefold() or typed in label.casefold():
+            name = f"{label} ({model_id})"
+            choices.append(app_commands.Choice(name=name[:100], value=model_id))
+            if len(choices) == MAX_CHOICES:
+                break
+    return choices

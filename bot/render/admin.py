@@ -1,0 +1,78 @@
+"""Embeds for admins and members: ``/config show`` and ``/usage``. Nothing here pings."""
+
+from __future__ import annotations
+
+import discord
+
+from bot.errors import format_cents
+from bot.services.billing import UsageReport
+from bot.services.guild_config import GuildConfig
+
+TOP_USERS = 10
+"""Members listed in a guild report; the embed field value limit is 1,024 characters."""
+
+
+def _budget(cents: int | None) -> str:
+    return "unlimited" if cents is None else format_cents(cents)
+
+
+def config_embed(config: GuildConfig) -> discord.Embed:
+    """Render a guild's settings; the key appears only as set or not, with its last 4."""
+    embed = discord.Embed(title="genbot settings", colour=discord.Colour.blurple())
+    if config.key_source == "guild":
+        key = f"this server's own key, ending in `{config.key_last4}`"
+    elif config.key_source == "default":
+        key = "not set; the bot's default key is used"
+    else:
+        key = "not set; commands will not work until an admin runs `/config api-key set`"
+    if not config.encryption_available:
+        key += "\n(the bot owner has not enabled key storage: `KEY_ENCRYPTION_KEY`)"
+    embed.add_field(name="API key", value=key, inline=False)
+    limits = config.limits
+    embed.add_field(name="Monthly budget", value=_budget(limits.monthly_budget_cents))
+    embed.add_field(name="Daily budget per member", value=_budget(limits.user_daily_budget_cents))
+    embed.add_field(
+        name="Videos in progress",
+        value=f"{limits.max_pending_videos_per_user} per member, "
+        f"{limits.max_pending_videos_per_guild} per server",
+    )
+    channels = config.allowed_channel_ids
+    embed.add_field(
+        name="Channels",
+        value=" ".join(f"<#{c}>" for c in sorted(channels))[:1024] if channels else "all",
+        inline=False,
+    )
+    admin = config.admin_channel_id
+    embed.add_field(name="Admin notices", value=f"<#{admin}>" if admin else "off", inline=False)
+    return embed
+
+
+def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
+    """Render a usage report: a member's own (``user_id``) or the whole guild's (None)."""
+    title = "This server's usage" if user_id is None else "Usage"
+    embed = discord.Embed(title=title, colour=discord.Colour.blurple())
+    if user_id is not None:
+        embed.description = f"<@{user_id}>"
+    embed.add_field(name="This month (UTC)", value=format_cents(report.month_cents))
+    embed.add_field(name="Today (UTC)", value=format_cents(report.today_cents))
+    if report.reserved_cents:
+        embed.add_field(name="In flight", value=format_cents(report.reserved_cents))
+    kinds = " · ".join(f"{kind.value}: {format_cents(c)}" for kind, c in report.by_kind.items())
+    embed.add_field(name="By kind, this month", value=kinds, inline=False)
+    if user_id is None and report.by_user:
+        top = "\n".join(
+            f"{rank}. <@{member}> {format_cents(cents)}"
+            for rank, (member, cents) in enumerate(report.by_user[:TOP_USERS], start=1)
+        )
+        embed.add_field(name="Top members, this month", value=top, inline=False)
+    if report.by_model:
+        models = "\n".join(
+            f"`{model}` × {count}: {format_cents(cents)}"
+            for model, count, cents in report.by_model[:TOP_USERS]
+        )
+        embed.add_field(name="By model, this month", value=models[:1024], inline=False)
+    if report.last_remaining_credits_cents is not None:
+        embed.set_footer(
+            text=f"Credits left on the key: {format_cents(report.last_remaining_credits_cents)}"
+        )
+    return embed

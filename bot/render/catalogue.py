@@ -1,0 +1,112 @@
+"""The model catalogue as pages of embeds, for ``/models``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import discord
+
+from bot.errors import format_cents
+from bot.genapi.models import Catalogue, ImageModel, TextModel, VideoModel
+from bot.render import limits
+from bot.render.text import truncate
+
+CATALOGUE_COLOUR = discord.Colour.blurple()
+KINDS: Final = ("video", "image", "text")
+# Fields per page, a multiple of 3 as Discord shows inline fields three to a row. Video entries
+# are five lines each, so fewer of them make a page one can read without scrolling far.
+_PER_PAGE: Final = {"video": 12, "image": 24, "text": 24}
+# Room kept in each page's 6000 characters for the footer "Page i/n", set once n is known.
+_FOOTER_ROOM: Final = 32
+
+
+def catalogue_pages(catalogue: Catalogue, kind: str | None) -> list[discord.Embed]:
+    """Render the catalogue as embeds, one per page, footed "Page i/n".
+
+    Each model is one inline field: its label as the name, its id and details as the value.
+    Video entries show tier, mode, durations, audio, camera lock and the price per 5 s; image
+    entries are marked "async" when the service flags them so. A page holds at most 25 fields
+    and 6000 characters (Discord's embed limits), names truncated to 256 and values to 1024.
+
+    Args:
+        catalogue: the service's catalogue.
+        kind: ``"video"``, ``"image"`` or ``"text"``; None for all three, video first.
+
+    Returns:
+        At least one embed; a single "no models" page when there is nothing to list.
+
+    Raises:
+        ValueError: for another ``kind``.
+    """
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown model kind {kind!r}")
+    pages: list[discord.Embed] = []
+    for each in KINDS if kind is None else (kind,):
+        pages += _kind_pages(each, _entries(catalogue, each))
+    if not pages:
+        what = "models" if kind is None else f"{kind} models"
+        pages = [discord.Embed(title="Models", description=f"No {what} are available.")]
+    for number, page in enumerate(pages, start=1):
+        page.set_footer(text=f"Page {number}/{len(pages)}")
+    return pages
+
+
+def _entries(catalogue: Catalogue, kind: str) -> list[tuple[str, str]]:
+    if kind == "video":
+        return [_video_entry(model) for model in catalogue.video]
+    if kind == "image":
+        return [_plain_entry(model) for model in catalogue.image]
+    return [_plain_entry(model) for model in catalogue.text]
+
+
+def _kind_pages(kind: str, entries: list[tuple[str, str]]) -> list[discord.Embed]:
+    pages: list[discord.Embed] = []
+    title = f"{kind.capitalize()} models"
+    page: discord.Embed | None = None
+    for name, value in entries:
+        full = page is not None and (
+            len(page.fields) >= min(_PER_PAGE[kind], limits.EMBED_FIELDS)
+            or len(page) + len(name) + len(value) > limits.EMBED_TOTAL - _FOOTER_ROOM
+        )
+        if page is None or full:
+            page = discord.Embed(title=title, colour=CATALOGUE_COLOUR)
+            if not pages:
+                page.description = f"{len(entries)} available"
+            pages.append(page)
+        page.add_field(name=name, value=value, inline=True)
+    return pages
+
+
+def _video_entry(model: VideoModel) -> tuple[str, str]:
+    durations = ", ".join(f"{seconds:g} s" for seconds in model.durations) or "—"
+    lines = [
+        _code(model.id),
+        f"Tier: {model.tier} · Mode: {model.mode}",
+        f"Durations: {durations}",
+        f"Audio: {_yes_no(model.supports_audio)} · "
+        f"Camera lock: {_yes_no(model.supports_lock_camera)}",
+        f"{format_cents(model.cost_cents_per_5s)} per 5 s",
+    ]
+    return _name(model.label), truncate("\n".join(lines), limits.FIELD_VALUE)
+
+
+def _plain_entry(model: ImageModel | TextModel) -> tuple[str, str]:
+    value = _code(model.id)
+    # The spec does not show whether an image model answers at once; a newer service may say
+    # so in an extra "async" field, and such a model's result arrives later.
+    if isinstance(model, ImageModel) and (model.model_extra or {}).get("async"):
+        value += " · async"
+    return _name(model.label), truncate(value, limits.FIELD_VALUE)
+
+
+def _name(label: str) -> str:
+    return truncate(discord.utils.escape_markdown(label) or "—", limits.FIELD_NAME)
+
+
+def _code(text: str) -> str:
+    # A backtick would end the inline code early; ids do not contain one in practice.
+    return f"`{text.replace('`', 'ˋ')}`"
+
+
+def _yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"

@@ -1,0 +1,243 @@
+"""Messages about an asynchronous job: its placeholder, its result, the reply that notifies.
+
+The placeholder is sent when the job starts and edited as it progresses and when it finishes;
+an edit notifies nobody, so a finished job also gets :func:`completion_reply`, the one message
+that pings (only the requester).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol
+
+import discord
+
+from bot.errors import format_cents
+from bot.render import limits
+from bot.render.parts import MessageParts, ping_only
+from bot.render.results import image_buttons, is_web_url
+from bot.render.text import format_duration, one_line, truncate
+
+PENDING_COLOUR = discord.Colour.blurple()
+DONE_COLOUR = discord.Colour.green()
+FAILED_COLOUR = discord.Colour.red()
+NO_REASON = "The service gave no reason."
+# The failure reason in the notifying reply is a glimpse; the full text is in the edited embed.
+_REPLY_REASON_CHARS: Final = 300
+
+
+class JobView(Protocol):
+    """What rendering needs of a job; :class:`bot.storage.models.Job` has all of it.
+
+    Read-only properties, so a frozen dataclass satisfies it and ``kind`` and ``status`` may
+    be ``str`` enums.
+    """
+
+    @property
+    def prompt_summary(self) -> str:
+        """A short, display-safe summary of the prompt."""
+
+    @property
+    def model(self) -> str:
+        """The model id."""
+
+    @property
+    def kind(self) -> str:
+        """``"video"`` or ``"image"``."""
+
+    @property
+    def details(self) -> Mapping[str, Any]:
+        """Display options: ``duration`` (s), ``aspect_ratio``, ``generate_audio``, ..."""
+
+    @property
+    def cost_cents(self) -> int:
+        """What the service charged, cents."""
+
+    @property
+    def user_id(self) -> int:
+        """The Discord user who asked."""
+
+    @property
+    def created_at(self) -> float:
+        """When the job started, UTC epoch seconds."""
+
+    @property
+    def status(self) -> str:
+        """``"pending"``, ``"completed"`` or ``"failed"``."""
+
+    @property
+    def finished_at(self) -> float | None:
+        """When the job finished, UTC epoch seconds; None while pending."""
+
+    @property
+    def outputs(self) -> Sequence[str]:
+        """Result URLs of a completed job."""
+
+    @property
+    def error(self) -> str | None:
+        """The service's failure text, if any."""
+
+    @property
+    def poll_count(self) -> int:
+        """How many times the service was polled."""
+
+
+def job_placeholder(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
+    """Build the public placeholder shown while ``job`` is pending.
+
+    An embed titled "Generating video…" (or image) with the prompt as description (at most
+    4096 characters, Discord's limit), the model, options, cost, requester and a status line
+    with a live Discord timestamp of the start and the time elapsed at ``now``. The requester
+    is mentioned inside the embed, where Discord never pings.
+
+    Args:
+        job: the pending job.
+        now: the current time, UTC epoch seconds.
+        sandbox: whether the job runs on the sandbox service (noted in the footer).
+
+    Returns:
+        The message, to send first and then to edit in place; it pings nobody.
+    """
+    elapsed = format_duration(now - job.created_at)
+    status = f"Processing · started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
+    embed = _job_embed(job, f"Generating {_noun(job)}…", PENDING_COLOUR, status, sandbox=sandbox)
+    return MessageParts(embeds=(embed,))
+
+
+def job_finished(job: JobView, *, sandbox: bool) -> MessageParts:
+    """Build what the placeholder becomes once ``job`` has finished.
+
+    A completed video puts its URL alone in the content, so Discord shows its player, with a
+    green embed ("Completed in 1 m 23 s") and an "Open video" link button. A completed image
+    shows each output as an embed image (Discord allows 10 embeds) with "Open image N"
+    buttons. A failure gets a red embed with the service's reason (at most 1024 characters, a
+    field's limit) and no content. Send it with ``edit_kwargs()`` so old parts are replaced.
+
+    Args:
+        job: the finished job.
+        sandbox: whether the job ran on the sandbox service.
+
+    Returns:
+        The message; it pings nobody, since an edit cannot notify (see :func:`completion_reply`).
+
+    Raises:
+        ValueError: when the job is still pending.
+    """
+    if job.status == "pending":
+        raise ValueError("a pending job has not finished")
+    noun = _noun(job)
+    if job.status != "completed":
+        embed = _job_embed(
+            job, f"{noun.capitalize()} failed", FAILED_COLOUR, "Failed", sandbox=sandbox
+        )
+        embed.add_field(
+            name="Reason", value=truncate(job.error or NO_REASON, limits.FIELD_VALUE), inline=False
+        )
+        return MessageParts(embeds=(embed,))
+
+    took = ""
+    if job.finished_at is not None:
+        took = f" in {format_duration(job.finished_at - job.created_at)}"
+    urls = [url for url in job.outputs if is_web_url(url)]
+    embed = _job_embed(
+        job, f"{noun.capitalize()} ready", DONE_COLOUR, f"Completed{took}", sandbox=sandbox
+    )
+    if not urls:
+        embed.add_field(name="Result", value=f"The service returned no {noun}.", inline=False)
+        return MessageParts(embeds=(embed,))
+    if job.kind == "video":
+        return _finished_video(embed, urls)
+    embeds = [embed.set_image(url=urls[0])]
+    embeds += [
+        discord.Embed(colour=DONE_COLOUR).set_image(url=url)
+        for url in urls[1 : limits.EMBEDS_PER_MESSAGE]
+    ]
+    return MessageParts(embeds=tuple(embeds), link_buttons=image_buttons(urls))
+
+
+def _finished_video(embed: discord.Embed, urls: list[str]) -> MessageParts:
+    # Discord renders a player for a video link only when it is in the content, not an embed.
+    lines: list[str] = []
+    for url in urls:
+        if sum(len(line) + 1 for line in lines) + len(url) > limits.CONTENT:
+            break
+        lines.append(url)
+    buttons = [url for url in urls if len(url) <= limits.BUTTON_URL][: limits.BUTTONS]
+    labels = (
+        ["Open video"]
+        if len(buttons) == 1
+        else [f"Open video {number}" for number in range(1, len(buttons) + 1)]
+    )
+    return MessageParts(
+        content="\n".join(lines) or None,
+        embeds=(embed,),
+        link_buttons=tuple(zip(labels, buttons, strict=True)),
+    )
+
+
+def completion_reply(job: JobView) -> MessageParts:
+    """Build the reply to the placeholder that tells the requester their job is done.
+
+    "<@user> your video is ready." or "<@user> your video failed: reason." It is the only job
+    message that pings, and only the requester: the reason comes from the service, so its
+    mentions are defused and its length capped (300 characters, well inside Discord's 2000).
+
+    Args:
+        job: the finished job.
+
+    Returns:
+        The reply, allowed to ping ``job.user_id`` only.
+
+    Raises:
+        ValueError: when the job is still pending.
+    """
+    if job.status == "pending":
+        raise ValueError("a pending job has no completion to announce")
+    mention = f"<@{job.user_id}>"
+    noun = _noun(job)
+    if job.status == "completed":
+        content = f"{mention} your {noun} is ready."
+    else:
+        reason = one_line(job.error or "") or NO_REASON
+        reason = discord.utils.escape_mentions(reason.rstrip(".")) or NO_REASON.rstrip(".")
+        content = f"{mention} your {noun} failed: {truncate(reason, _REPLY_REASON_CHARS)}."
+    return MessageParts(content=content, allowed_mentions=ping_only(job.user_id))
+
+
+def _noun(job: JobView) -> str:
+    return "video" if job.kind == "video" else "image"
+
+
+def _job_embed(
+    job: JobView, title: str, colour: discord.Colour, status: str, *, sandbox: bool
+) -> discord.Embed:
+    """The embed every job message shares: prompt, model, options, cost, requester, status."""
+    embed = discord.Embed(
+        title=title,
+        description=truncate(job.prompt_summary, limits.EMBED_DESCRIPTION) or None,
+        colour=colour,
+    )
+    embed.add_field(name="Model", value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
+    for name, value in _option_fields(job):
+        embed.add_field(name=name, value=truncate(value, limits.FIELD_VALUE))
+    embed.add_field(name="Cost", value=format_cents(job.cost_cents))
+    embed.add_field(name="Requested by", value=f"<@{job.user_id}>")
+    embed.add_field(name="Status", value=status, inline=False)
+    if sandbox:
+        embed.set_footer(text="sandbox")
+    return embed
+
+
+def _option_fields(job: JobView) -> list[tuple[str, str]]:
+    details = job.details
+    fields: list[tuple[str, str]] = []
+    duration = details.get("duration")
+    if job.kind == "video" and isinstance(duration, int | float):
+        fields.append(("Duration", f"{duration:g} s"))
+    if details.get("aspect_ratio"):
+        fields.append(("Aspect ratio", str(details["aspect_ratio"])))
+    # Shown only when the request set them; otherwise the service's default applied.
+    for key, name in (("generate_audio", "Audio"), ("lock_camera", "Camera lock")):
+        if job.kind == "video" and isinstance(details.get(key), bool):
+            fields.append((name, "yes" if details[key] else "no"))
+    return fields

@@ -1,0 +1,106 @@
+"""What one Discord message is made of, and who it may ping."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+
+from bot.render import limits
+from bot.render.text import truncate
+
+NO_PINGS = discord.AllowedMentions.none()
+"""Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
+
+
+def ping_only(user_id: int) -> discord.AllowedMentions:
+    """Allowed mentions that can ping ``user_id`` and nobody else (no roles, no @everyone).
+
+    Even a mention of someone else inside the same content (say, from a service's error text)
+    stays silent, as Discord pings only the users listed.
+    """
+    return discord.AllowedMentions(
+        everyone=False, users=[discord.Object(id=user_id)], roles=False, replied_user=False
+    )
+
+
+@dataclass(frozen=True)
+class MessageParts:
+    """The parts of one message, built without a bot or an event loop.
+
+    Limits (Discord developer docs): content 2000 characters, 10 embeds and 6000 embed
+    characters per message, 25 link buttons (5 rows of 5), 10 files. The render functions
+    respect them; :meth:`kwargs` does not check them again.
+
+    Attributes:
+        content: the message text; None for none.
+        embeds: the embeds, at most 10.
+        link_buttons: ``(label, url)`` pairs shown as link buttons, at most 25.
+        files: ``(filename, data)`` pairs sent as attachments, at most 10.
+        allowed_mentions: who the message may ping; nobody unless stated.
+    """
+
+    content: str | None = None
+    embeds: tuple[discord.Embed, ...] = ()
+    link_buttons: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, bytes], ...] = ()
+    allowed_mentions: discord.AllowedMentions = NO_PINGS
+
+    def view(self) -> discord.ui.View | None:
+        """A view holding the link buttons, five to a row; None when there are none.
+
+        Built on each call: a view belongs to one message, and discord.py ties it to the
+        running event loop, which pure render code does not have.
+        """
+        if not self.link_buttons:
+            return None
+        # Link buttons send no interaction, so the view needs no timeout and no state.
+        view = discord.ui.View(timeout=None)
+        for index, (label, url) in enumerate(self.link_buttons[: limits.BUTTONS]):
+            view.add_item(
+                discord.ui.Button(
+                    label=truncate(label, limits.BUTTON_LABEL),
+                    url=url,
+                    row=index // limits.BUTTONS_PER_ROW,
+                )
+            )
+        return view
+
+    def discord_files(self) -> list[discord.File]:
+        """Fresh :class:`discord.File` objects; a File is read once, so each send needs new."""
+        return [discord.File(io.BytesIO(data), filename=name) for name, data in self.files]
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``Messageable.send`` or ``Interaction.followup.send``.
+
+        Parts that are empty are left out rather than passed as None: a webhook (and so an
+        interaction followup) refuses ``view=None``.
+        """
+        out: dict[str, Any] = {"allowed_mentions": self.allowed_mentions}
+        if self.content is not None:
+            out["content"] = self.content
+        if self.embeds:
+            out["embeds"] = list(self.embeds)
+        view = self.view()
+        if view is not None:
+            out["view"] = view
+        if self.files:
+            out["files"] = self.discord_files()
+        return out
+
+    def edit_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``Message.edit`` (or ``edit_original_response``).
+
+        Every part is passed, empty ones included, so the edit replaces the whole message: no
+        content clears the text, no view removes old buttons, and files go in
+        ``attachments`` (the edit methods have no ``files``), replacing the old ones.
+        """
+        return {
+            "content": self.content,
+            "embeds": list(self.embeds),
+            "view": self.view(),
+            "attachments": self.discord_files(),
+            "allowed_mentions": self.allowed_mentions,
+        }

@@ -1,0 +1,511 @@
+"""Generation requests from Discord users: validate, check the budget, call, record the charge.
+
+No Discord here: cogs parse options into the ``*Options`` dataclasses, call these methods and
+render what they return. Every check that can fail does so before the upstream call, so bad
+input costs nothing; every charge the service reports is committed to the ledger before the
+method returns, so before the user is answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from bot.clock import Clock
+from bot.errors import ValidationFailed
+from bot.genapi import errors as api
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.client import GenAPIClient
+from bot.genapi.models import (
+    Catalogue,
+    ImageRequest,
+    ImageResult,
+    PendingTask,
+    TextRequest,
+    TextResult,
+    VideoModel,
+    VideoRequest,
+)
+from bot.services.billing import Billing, video_cost_cents
+from bot.services.keys import KeyResolver, ResolvedKey
+from bot.services.schedule import PollSchedule
+from bot.storage.database import Store
+from bot.storage.models import Charge, Job, Kind, NewJob, Reservation
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_PROMPT_LENGTH = 4000
+"""Characters; the spec shows no maximum, and Discord's string options allow 6,000."""
+
+ASPECT_RATIOS = ("16:9", "9:16", "1:1")
+"""The aspect ratios the spec names as examples (4.2, 4.4); offered as choices."""
+
+ImageMode = Literal["t2i", "i2i", "i2i_text"]
+IMAGE_MODES: dict[str, ImageMode] = {"t2i": "t2i", "i2i": "i2i", "i2i_text": "i2i_text"}
+"""Spec 4.4's modes: text to image, image to image, edit the text in an image."""
+
+KeyProblem = Literal["unauthorized", "insufficient_credits"]
+NotifyAdmins = Callable[[int, int, KeyProblem], Awaitable[None]]
+"""``async (guild_id, admin_channel_id, problem)``: tell a guild's admins of a key problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Who asked, and where: Discord snowflakes."""
+
+    guild_id: int
+    channel_id: int
+    user_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TextOptions:
+    """``/text`` options (spec 4.5); ``temperature`` 0 to 2, ``max_tokens`` at least 1."""
+
+    prompt: str
+    model: str | None = None
+    system: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageOptions:
+    """``/image`` options (spec 4.4)."""
+
+    prompt: str
+    model: str | None = None
+    aspect_ratio: str | None = None
+    mode: str | None = None
+    image_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VideoOptions:
+    """``/video`` options (spec 4.2); ``duration`` in seconds."""
+
+    prompt: str
+    model: str
+    duration: float | None = None
+    aspect_ratio: str | None = None
+    image_url: str | None = None
+    generate_audio: bool | None = None
+    lock_camera: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageOutcome:
+    """A synchronous image (``result``), or a job the poller will finish (``job``).
+
+    Attributes:
+        model: the model used (the default one when none was asked for).
+    """
+
+    model: str
+    result: ImageResult | None = None
+    job: Job | None = None
+
+
+def summarize(prompt: str, limit: int = 300) -> str:
+    """Collapse whitespace and cut ``prompt`` to ``limit`` characters for display and storage."""
+    text = " ".join(prompt.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_prompt(prompt: str) -> str:
+    prompt = prompt.strip()
+    if not prompt:
+        raise ValidationFailed("The prompt is empty.")
+    if len(prompt) > MAX_PROMPT_LENGTH:
+        raise ValidationFailed(f"The prompt is too long (at most {MAX_PROMPT_LENGTH} characters).")
+    return prompt
+
+
+def _check_url(url: str | None) -> str | None:
+    if url is not None and not url.startswith(("https://", "http://")):
+        raise ValidationFailed("The image URL must start with https://.")
+    return url
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel, VideoRequest]:
+    """Validate ``/video`` options against the catalogue (spec 2.1, 4.2), before any call.
+
+    Returns:
+        The model and the request to send; ``duration`` defaults to 5 s (spec part 8) where
+        the model allows it, else to the model's shortest duration.
+
+    Raises:
+        ValidationFailed: with the sentence to show.
+    """
+    prompt = _check_prompt(options.prompt)
+    model = catalogue.video_model(options.model)
+    if model is None:
+        raise ValidationFailed(f"`{options.model}` is not a video model; pick one from the list.")
+    duration = options.duration
+    if duration is None:
+        duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
+    elif model.durations and duration not in model.durations:
+        allowed = ", ".join(_seconds(d) for d in model.durations)
+        raise ValidationFailed(
+            f"{model.label} makes videos of {allowed}, not {_seconds(duration)}."
+        )
+    if options.aspect_ratio is not None and options.aspect_ratio not in ASPECT_RATIOS:
+        raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+    if options.generate_audio and not model.supports_audio:
+        raise ValidationFailed(f"{model.label} cannot generate audio.")
+    if options.lock_camera and not model.supports_lock_camera:
+        raise ValidationFailed(f"{model.label} cannot lock the camera.")
+    image_url = _check_url(options.image_url)
+    if model.needs_image and image_url is None:
+        raise ValidationFailed(f"{model.label} animates an image: attach one or give image_url.")
+    if image_url is not None and not model.needs_image:
+        raise ValidationFailed(
+            f"{model.label} does not take a source image; pick an image-to-video model."
+        )
+    request = VideoRequest(
+        model=model.id,
+        prompt=prompt,
+        duration=duration,
+        aspect_ratio=options.aspect_ratio,
+        image_url=image_url,
+        generate_audio=options.generate_audio,
+        lock_camera=options.lock_camera,
+    )
+    return model, request
+
+
+def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
+    """Validate ``/image`` options (spec 4.4) before any call; the model defaults to the first.
+
+    Raises:
+        ValidationFailed: with the sentence to show.
+    """
+    prompt = _check_prompt(options.prompt)
+    if options.model is None:
+        if not catalogue.image:
+            raise ValidationFailed("The service offers no image model right now.")
+        model_id = catalogue.image[0].id
+    elif catalogue.image_model(options.model) is None:
+        raise ValidationFailed(f"`{options.model}` is not an image model; pick one from the list.")
+    else:
+        model_id = options.model
+    image_url = _check_url(options.image_url)
+    mode = IMAGE_MODES.get(options.mode or "t2i")
+    if mode is None:
+        raise ValidationFailed(f"Mode must be one of {', '.join(IMAGE_MODES)}.")
+    if mode != "t2i" and image_url is None:
+        raise ValidationFailed(
+            f"Mode `{options.mode}` edits an image: attach one or give image_url."
+        )
+    if options.aspect_ratio is not None and options.aspect_ratio not in ASPECT_RATIOS:
+        raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+    return ImageRequest(
+        model=model_id,
+        prompt=prompt,
+        aspect_ratio=options.aspect_ratio,
+        mode=None if options.mode is None else mode,
+        image_url=image_url,
+    )
+
+
+def check_text(catalogue: Catalogue | None, options: TextOptions) -> TextRequest:
+    """Validate ``/text`` options (spec 4.5, part 8) before any call.
+
+    Raises:
+        ValidationFailed: with the sentence to show.
+    """
+    prompt = _check_prompt(options.prompt)
+    known = catalogue is None or options.model is None or catalogue.text_model(options.model)
+    if not known:
+        raise ValidationFailed(f"`{options.model}` is not a text model; pick one from the list.")
+    if options.temperature is not None and not 0 <= options.temperature <= 2:
+        raise ValidationFailed("Temperature must be between 0 and 2.")
+    if options.max_tokens is not None and options.max_tokens < 1:
+        raise ValidationFailed("max_tokens must be at least 1.")
+    if options.system is not None and len(options.system) > MAX_PROMPT_LENGTH:
+        raise ValidationFailed(f"The system prompt is too long (at most {MAX_PROMPT_LENGTH}).")
+    return TextRequest(
+        prompt=prompt,
+        model=options.model,
+        system=options.system or None,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+    )
+
+
+class GenerationService:
+    """Runs ``/text``, ``/image`` and ``/video`` requests against the service, money-safely.
+
+    Args:
+        client: the API client.
+        catalogue: the cached catalogue.
+        billing: budgets, reservations and the ledger.
+        keys: which key a guild's requests use.
+        store: the database.
+        schedule: first poll times of new jobs.
+        clock: wall time for charges and jobs.
+        notify_admins: called once per key problem per guild, if it has an admin channel.
+    """
+
+    def __init__(
+        self,
+        *,
+        client: GenAPIClient,
+        catalogue: CatalogueCache,
+        billing: Billing,
+        keys: KeyResolver,
+        store: Store,
+        schedule: PollSchedule,
+        clock: Clock,
+        notify_admins: NotifyAdmins | None = None,
+    ) -> None:
+        self._client = client
+        self._catalogue = catalogue
+        self._billing = billing
+        self._keys = keys
+        self._store = store
+        self._schedule = schedule
+        self._clock = clock
+        self._notify_admins = notify_admins
+
+    async def check_channel(self, who: Requester) -> None:
+        """Refuse when the guild limits the commands to other channels.
+
+        Raises:
+            ValidationFailed: naming the allowed channels.
+        """
+        settings = await self._store.guild_settings(who.guild_id)
+        allowed = settings.allowed_channel_ids
+        if allowed and who.channel_id not in allowed:
+            where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
+            raise ValidationFailed(f"Generation commands are available in {where}.")
+
+    async def catalogue(self, guild_id: int) -> Catalogue:
+        """Return the catalogue (cached; fetched with the guild's key if none is cached).
+
+        Raises:
+            NoApiKeyConfigured: no key to fetch it with.
+            GenAPIError: the first fetch failed.
+        """
+        if self._catalogue.current is not None:
+            return self._catalogue.current
+        key = await self._keys.resolve(guild_id)
+        return await self._call(guild_id, self._catalogue.get(key.key))
+
+    async def text(self, who: Requester, options: TextOptions) -> TextResult:
+        """Generate text (spec 4.5); the charge is in the ledger when this returns.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
+            GenAPIError: the call failed.
+        """
+        await self.check_channel(who)
+        key = await self._keys.resolve(who.guild_id)
+        request = check_text(self._catalogue.current, options)
+        model = request.model or "default"
+        reservation = await self._billing.reserve(
+            guild_id=who.guild_id, user_id=who.user_id, kind=Kind.TEXT, model=model, cost_cents=None
+        )
+        result = await self._charged(
+            reservation, who.guild_id, self._client.generate_text(key.key, request)
+        )
+        await self._billing.settle(
+            reservation, self._charge(who, key, Kind.TEXT, model, None, result)
+        )
+        return result
+
+    async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
+        """Generate an image (spec 4.4): a result, or a job for an asynchronous model.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
+            GenAPIError: the call failed.
+        """
+        await self.check_channel(who)
+        key = await self._keys.resolve(who.guild_id)
+        request = check_image(await self.catalogue(who.guild_id), options)
+        reservation = await self._billing.reserve(
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            kind=Kind.IMAGE,
+            model=request.model,
+            cost_cents=None,
+        )
+        result = await self._charged(
+            reservation, who.guild_id, self._client.generate_image(key.key, request)
+        )
+        charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+        if isinstance(result, ImageResult):
+            await self._billing.settle(reservation, charge)
+            return ImageOutcome(request.model, result=result)
+        details = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
+        job = await self._settle_job(
+            reservation,
+            who,
+            key,
+            Kind.IMAGE,
+            request.model,
+            request.prompt,
+            details,
+            charge,
+            result,
+        )
+        return ImageOutcome(request.model, job=job)
+
+    async def plan_video(
+        self, who: Requester, options: VideoOptions
+    ) -> tuple[VideoModel, VideoRequest]:
+        """Validate ``/video`` options and return the model and request, calling nothing.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured: with the sentence to show.
+            GenAPIError: no catalogue cached and fetching it failed.
+        """
+        await self.check_channel(who)
+        return check_video(await self.catalogue(who.guild_id), options)
+
+    async def video(self, who: Requester, options: VideoOptions) -> Job:
+        """Submit a video (spec 4.2) and store its job; the charge is in the ledger on return.
+
+        The known price (``cost_cents_per_5s`` x duration / 5) is reserved first, together with
+        the pending-video caps, so concurrent requests cannot overrun a budget.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, ConcurrencyLimitReached:
+                before any call.
+            GenAPIError: the call failed.
+        """
+        model, request = await self.plan_video(who, options)
+        key = await self._keys.resolve(who.guild_id)
+        assert request.duration is not None  # check_video always sets it
+        reservation = await self._billing.reserve(
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            kind=Kind.VIDEO,
+            model=model.id,
+            cost_cents=video_cost_cents(model.cost_cents_per_5s, request.duration),
+        )
+        task = await self._charged(
+            reservation, who.guild_id, self._client.generate_video(key.key, request)
+        )
+        charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+        details = {
+            "duration": request.duration,
+            "aspect_ratio": request.aspect_ratio or "16:9",
+            "generate_audio": bool(request.generate_audio),
+            "lock_camera": bool(request.lock_camera),
+        }
+        return await self._settle_job(
+            reservation, who, key, Kind.VIDEO, model.id, request.prompt, details, charge, task
+        )
+
+    async def attach_message(self, job: Job, message_id: int) -> None:
+        """Record the placeholder message that the poller will edit when ``job`` finishes."""
+        await self._store.set_job_message(job.id, message_id)
+
+    async def _settle_job(
+        self,
+        reservation: Reservation,
+        who: Requester,
+        key: ResolvedKey,
+        kind: Kind,
+        model: str,
+        prompt: str,
+        details: dict[str, Any],
+        charge: Charge,
+        task: PendingTask,
+    ) -> Job:
+        now = self._clock.time()
+        new_job = NewJob(
+            task_id=task.task_id,
+            provider=task.provider or "",
+            poll_url=task.poll_url,
+            kind=kind,
+            model=model,
+            guild_id=who.guild_id,
+            channel_id=who.channel_id,
+            message_id=None,
+            user_id=who.user_id,
+            prompt_summary=summarize(prompt),
+            details=details,
+            cost_cents=task.cost_cents,
+            key_fingerprint=key.fingerprint,
+            created_at=now,
+            next_poll_at=await self._schedule.first_poll_at(model, kind, now),
+        )
+        job = await self._billing.settle(reservation, charge, new_job)
+        assert job is not None  # settle returns the job it was given
+        return job
+
+    def _charge(
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        kind: Kind,
+        model: str,
+        task_id: str | None,
+        reported: TextResult | ImageResult | PendingTask,
+    ) -> Charge:
+        return Charge(
+            guild_id=who.guild_id,
+            channel_id=who.channel_id,
+            user_id=who.user_id,
+            kind=kind,
+            model=model,
+            task_id=task_id,
+            cost_cents=reported.cost_cents,
+            remaining_credits_cents=reported.remaining_credits_cents,
+            key_fingerprint=key.fingerprint,
+            at=self._clock.time(),
+        )
+
+    async def _charged(self, reservation: Reservation, guild_id: int, call: Awaitable[T]) -> T:
+        """Await a charging call; release the reservation only if nothing can have been charged.
+
+        A timeout or a dropped connection may still have been charged, so their reservation
+        is kept until it expires, holding the budget conservatively.
+        """
+        try:
+            result = await call
+        except api.GenAPIError as exc:
+            if not (isinstance(exc, api.APIConnectionError) and exc.request_sent):
+                await self._billing.release(reservation)
+            await self._key_problem(guild_id, exc)
+            raise
+        except BaseException:
+            await self._billing.release(reservation)
+            raise
+        await self._key_problem(guild_id, None)
+        return result
+
+    async def _call(self, guild_id: int, call: Awaitable[T]) -> T:
+        try:
+            result = await call
+        except api.GenAPIError as exc:
+            await self._key_problem(guild_id, exc)
+            raise
+        await self._key_problem(guild_id, None)
+        return result
+
+    async def _key_problem(self, guild_id: int, exc: api.GenAPIError | None) -> None:
+        """Tell the guild's admins once when its key is rejected or out of credits."""
+        problem: KeyProblem | None = None
+        if isinstance(exc, api.UnauthorizedError):
+            problem = "unauthorized"
+        elif isinstance(exc, api.InsufficientCreditsError):
+            problem = "insufficient_credits"
+        elif exc is not None:
+            return
+        if not await self._store.set_notified_problem(guild_id, problem) or problem is None:
+            return
+        settings = await self._store.guild_settings(guild_id)
+        if settings.admin_channel_id is not None and self._notify_admins is not None:
+            await self._notify_admins(guild_id, settings.admin_channel_id, problem)

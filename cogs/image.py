@@ -1,0 +1,86 @@
+"""``/image``: image generation (spec 4.4), synchronous or finished by the poller."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.interactions import PLACEHOLDER_PERMISSIONS, model_choices, requester, require_permissions
+from bot.render import image_result
+from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, ImageOptions
+from bot.tree import PUBLIC_DEFER
+
+MODES = [
+    app_commands.Choice(name="Text to image", value="t2i"),
+    app_commands.Choice(name="Image to image", value="i2i"),
+    app_commands.Choice(name="Edit the text in an image", value="i2i_text"),
+]
+RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
+
+
+class ImageCog(commands.Cog):
+    """Make images."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="image")
+    @app_commands.guild_only()
+    @app_commands.choices(mode=MODES, aspect_ratio=RATIOS)
+    async def image(
+        self,
+        interaction: discord.Interaction[GenBot],
+        prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
+        model: str | None = None,
+        aspect_ratio: str | None = None,
+        mode: str | None = None,
+        image_url: str | None = None,
+        image: discord.Attachment | None = None,
+    ) -> None:
+        """Generate an image.
+
+        Args:
+            interaction: the interaction.
+            prompt: what the image shows
+            model: the image model (default: the first in /models)
+            aspect_ratio: the image's shape
+            mode: text to image (default), image to image, or edit the text in an image
+            image_url: a source image's URL, for the image modes
+            image: a source image to upload, for the image modes
+        """
+        who = requester(interaction)
+        # Checked up front: an asynchronous model's result comes as a channel message.
+        require_permissions(interaction, *PLACEHOLDER_PERMISSIONS)
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        source = image.url if image is not None else image_url
+        options = ImageOptions(prompt, model, aspect_ratio, mode, source)
+        outcome = await self.bot.generation.image(who, options)
+        if outcome.job is not None:
+            link = await self.bot.post_placeholder(outcome.job)
+            await interaction.edit_original_response(content=f"Your image is on its way: {link}")
+            return
+        assert outcome.result is not None
+        parts = image_result(
+            outcome.result,
+            prompt=prompt,
+            model=outcome.model,
+            requester_id=who.user_id,
+            sandbox=self.bot.services.sandbox,
+        )
+        await interaction.edit_original_response(**parts.edit_kwargs())
+
+    @image.autocomplete("model")
+    async def _model(
+        self, interaction: discord.Interaction[GenBot], current: str
+    ) -> list[app_commands.Choice[str]]:
+        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
+        models = [] if catalogue is None else [(m.id, m.label) for m in catalogue.image]
+        return model_choices(models, current)
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(ImageCog(bot))

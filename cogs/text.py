@@ -1,0 +1,64 @@
+"""``/text``: synchronous text generation (spec 4.5)."""
+
+from __future__ import annotations
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.interactions import model_choices, requester
+from bot.render import text_answer
+from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
+from bot.tree import PUBLIC_DEFER
+
+
+class TextCog(commands.Cog):
+    """Ask a language model."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="text")
+    @app_commands.guild_only()
+    async def text(
+        self,
+        interaction: discord.Interaction[GenBot],
+        prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
+        model: str | None = None,
+        system: app_commands.Range[str, 1, MAX_PROMPT_LENGTH] | None = None,
+        max_tokens: app_commands.Range[int, 1, 8192] | None = None,
+        temperature: app_commands.Range[float, 0.0, 2.0] | None = None,
+    ) -> None:
+        """Generate text with a language model.
+
+        Args:
+            interaction: the interaction.
+            prompt: what to ask or write about
+            model: the text model (default: the service's default)
+            system: a system prompt that sets the model's behaviour
+            max_tokens: the longest answer, in tokens (default 1000)
+            temperature: randomness, from 0 to 2 (default 0.7)
+        """
+        who = requester(interaction)
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        options = TextOptions(prompt, model, system, max_tokens, temperature)
+        result = await self.bot.generation.text(who, options)
+        first, *rest = text_answer(result, prompt=prompt, sandbox=self.bot.services.sandbox)
+        await interaction.edit_original_response(**first.edit_kwargs())
+        for part in rest:
+            await interaction.followup.send(**part.kwargs())
+
+    @text.autocomplete("model")
+    async def _model(
+        self, interaction: discord.Interaction[GenBot], current: str
+    ) -> list[app_commands.Choice[str]]:
+        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
+        models = [] if catalogue is None else [(m.id, m.label) for m in catalogue.text]
+        return model_choices(models, current)
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(TextCog(bot))

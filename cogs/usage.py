@@ -1,0 +1,57 @@
+"""``/usage``: what the server and its members spent (the ledger)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.errors import BotError, ValidationFailed
+from bot.interactions import requester
+from bot.render.admin import usage_embed
+
+
+class UsageCog(commands.Cog):
+    """Spending reports."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="usage")
+    @app_commands.guild_only()
+    async def usage(
+        self, interaction: discord.Interaction[GenBot], user: discord.Member | None = None
+    ) -> None:
+        """Show spending this month and today; admins see the whole server or anyone.
+
+        Args:
+            interaction: the interaction.
+            user: whose spending (admins only, for anyone but yourself)
+        """
+        who = requester(interaction)
+        is_admin = interaction.permissions.manage_guild
+        if user is not None and user.id != who.user_id and not is_admin:
+            raise ValidationFailed(
+                "Seeing other members' usage needs Manage Server."
+            )
+        if user is None and not is_admin:
+            user_id: int | None = who.user_id
+        else:
+            user_id = None if user is None else user.id
+        fingerprint = None
+        with contextlib.suppress(BotError):
+            fingerprint = (await self.bot.services.keys.resolve(who.guild_id)).fingerprint
+        report = await self.bot.services.billing.report(
+            who.guild_id, user_id, key_fingerprint=fingerprint if is_admin else None
+        )
+        await interaction.response.send_message(
+            embed=usage_embed(report, user_id=user_id), ephemeral=True
+        )
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(UsageCog(bot))

@@ -1,0 +1,100 @@
+"""Shared fixtures: the services of the bot on a manual clock, against the sandbox emulator.
+
+Everything is real but Discord: the emulator over loopback HTTP, a SQLite file in tmp_path. The
+emulator and the bot read the same manual clock, so task durations, rate windows and budgets'
+days pass without sleeping.
+"""
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.config import Settings
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.client import GenAPIClient
+from bot.genapi.ratelimit import RateLimiter
+from bot.sandbox import GenApiEmulator
+from bot.services.billing import Billing
+from bot.services.generation import GenerationService, KeyProblem, Requester
+from bot.services.keys import KeyResolver, KeyVault
+from bot.services.schedule import PollSchedule
+from bot.storage import Store
+
+GENERATION_TIMEOUT = httpx.Timeout(5.0, read=1.0)
+"""The emulator answers in milliseconds; a short read timeout lets tests provoke one."""
+
+
+def make_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {"discord_token": SecretStr("test-token")}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@dataclass
+class Stack:
+    """The bot's services, wired as ``bot.__main__`` wires them."""
+
+    clock: ManualClock
+    api: GenApiEmulator
+    key: str
+    store: Store
+    client: GenAPIClient
+    billing: Billing
+    keys: KeyResolver
+    schedule: PollSchedule
+    catalogue: CatalogueCache
+    generation: GenerationService
+    notices: list[tuple[int, int, KeyProblem]] = field(default_factory=list)
+
+    def posts(self) -> int:
+        return sum(1 for r in self.api.requests if r.method == "POST")
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    clock = ManualClock()
+    async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
+        key = api.create_key(balance_cents=100_000)
+        settings = make_settings(genapi_api_key=key)
+        store = await Store.open(tmp_path / "bot.db", clock=clock)
+        client = GenAPIClient(
+            api.base_url,
+            http=http,
+            limiter=RateLimiter(clock),
+            clock=clock,
+            generation_timeout=GENERATION_TIMEOUT,
+        )
+        billing = Billing(store, settings, clock)
+        keys = KeyResolver(store, KeyVault(None), SecretStr(key))
+        schedule = PollSchedule(store.completion_seconds)
+        catalogue = CatalogueCache(client, clock)
+        notices: list[tuple[int, int, KeyProblem]] = []
+
+        async def notify(guild_id: int, channel_id: int, problem: KeyProblem) -> None:
+            notices.append((guild_id, channel_id, problem))
+
+        generation = GenerationService(
+            client=client,
+            catalogue=catalogue,
+            billing=billing,
+            keys=keys,
+            store=store,
+            schedule=schedule,
+            clock=clock,
+            notify_admins=notify,
+        )
+        yield Stack(
+            clock, api, key, store, client, billing, keys, schedule, catalogue, generation, notices
+        )
+        await store.close()
+
+
+@pytest.fixture
+def who() -> Requester:
+    return Requester(guild_id=1, channel_id=10, user_id=100)

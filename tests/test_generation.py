@@ -1,0 +1,140 @@
+"""The generation service: checks before any call, charges in the ledger before any answer."""
+
+import pytest
+
+from bot.errors import BudgetExceeded, ValidationFailed
+from bot.genapi import errors as api_errors
+from bot.services.billing import video_cost_cents
+from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
+from bot.storage import JobStatus, Kind
+from tests.conftest import Stack
+
+
+async def video_model(stack: Stack, **wanted: object):
+    catalogue = await stack.generation.catalogue(guild_id=1)
+    return next(
+        m
+        for m in catalogue.video
+        if all(getattr(m, name) == value for name, value in wanted.items())
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "sentence"),
+    [
+        ({"duration": 7.5}, "makes videos of"),
+        ({"generate_audio": True}, "cannot generate audio"),
+        ({"lock_camera": True}, "cannot lock the camera"),
+        ({"prompt": "   "}, "prompt is empty"),
+        ({"model": "no/such-model"}, "not a video model"),
+        ({"aspect_ratio": "5:4"}, "Aspect ratio"),
+        ({"image_url": "ftp://x/y.png"}, "https://"),
+    ],
+)
+async def test_a_bad_video_request_is_refused_before_any_call(
+    stack: Stack, who: Requester, change: dict[str, object], sentence: str
+) -> None:
+    model = await video_model(
+        stack, supports_audio=False, supports_lock_camera=False, needs_image=False
+    )
+    options = {"prompt": "a fox", "model": model.id, **change}
+    with pytest.raises(ValidationFailed, match=sentence):
+        await stack.generation.video(who, VideoOptions(**options))  # type: ignore[arg-type]
+    assert stack.posts() == 0
+    assert await stack.store.ledger_total(who.guild_id) == 0
+
+
+async def test_an_image_to_video_model_needs_an_image(stack: Stack, who: Requester) -> None:
+    model = await video_model(stack, needs_image=True)
+    with pytest.raises(ValidationFailed, match="attach one"):
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    assert stack.posts() == 0
+
+
+async def test_an_accepted_video_is_charged_and_stored_as_a_job(
+    stack: Stack, who: Requester
+) -> None:
+    model = await video_model(stack, needs_image=False)
+    duration = max(model.durations)
+    job = await stack.generation.video(who, VideoOptions("a fox", model.id, duration=duration))
+    assert job.status is JobStatus.PENDING
+    assert job.cost_cents == video_cost_cents(model.cost_cents_per_5s, duration)
+    assert job.details["duration"] == duration
+    assert job.next_poll_at >= job.created_at + 3
+    assert await stack.store.ledger_total(who.guild_id) == job.cost_cents
+    assert stack.api.balance(stack.key) == 100_000 - job.cost_cents
+
+
+async def test_a_spent_budget_refuses_with_no_upstream_call(stack: Stack, who: Requester) -> None:
+    await stack.store.update_limits(who.guild_id, monthly_budget_cents=10)
+    model = await video_model(stack, needs_image=False)
+    posts = stack.posts()
+    with pytest.raises(BudgetExceeded) as refused:
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    assert refused.value.scope == "guild"
+    assert stack.posts() == posts
+
+
+async def test_text_is_charged_once_and_the_daily_user_budget_holds(
+    stack: Stack, who: Requester
+) -> None:
+    result = await stack.generation.text(who, TextOptions("hello"))
+    assert await stack.store.ledger_total(who.guild_id) == result.cost_cents
+    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=result.cost_cents)
+    with pytest.raises(BudgetExceeded) as refused:
+        await stack.generation.text(who, TextOptions("again"))
+    assert refused.value.scope == "user"
+    other = Requester(who.guild_id, who.channel_id, user_id=999)
+    await stack.generation.text(other, TextOptions("someone else may"))
+
+
+async def test_an_async_image_becomes_a_job_and_a_sync_one_a_result(
+    stack: Stack, who: Requester
+) -> None:
+    catalogue = await stack.generation.catalogue(who.guild_id)
+    outcomes = [
+        await stack.generation.image(who, ImageOptions("a fox", model.id))
+        for model in catalogue.image
+    ]
+    assert any(o.result is not None and o.result.outputs for o in outcomes)
+    jobs = [o.job for o in outcomes if o.job is not None]
+    assert jobs
+    assert jobs[0].kind is Kind.IMAGE
+    report = await stack.billing.report(who.guild_id)
+    assert report.month_cents == sum(
+        (o.result.cost_cents if o.result else o.job.cost_cents)  # type: ignore[union-attr]
+        for o in outcomes
+    )
+
+
+async def test_an_edit_mode_without_a_source_image_is_refused(stack: Stack, who: Requester) -> None:
+    with pytest.raises(ValidationFailed, match="edits an image"):
+        await stack.generation.image(who, ImageOptions("fix the sign", mode="i2i"))
+    assert stack.posts() == 0
+
+
+async def test_commands_can_be_limited_to_channels(stack: Stack, who: Requester) -> None:
+    await stack.store.set_allowed_channels(who.guild_id, [55])
+    with pytest.raises(ValidationFailed, match="<#55>"):
+        await stack.generation.text(who, TextOptions("hello"))
+    assert stack.posts() == 0
+
+
+async def test_a_timed_out_generation_keeps_its_budget_held(stack: Stack, who: Requester) -> None:
+    model = await video_model(stack, needs_image=False)
+    stack.api.inject_fault("slow", 1, delay=1.5)
+    with pytest.raises(api_errors.APITimeoutError):
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+
+
+async def test_admins_hear_of_a_rejected_key_once(stack: Stack, who: Requester) -> None:
+    await stack.store.set_admin_channel(who.guild_id, 77)
+    stack.api.revoke_key(stack.key)
+    for _ in range(3):
+        with pytest.raises(api_errors.UnauthorizedError):
+            await stack.generation.text(who, TextOptions("hello"))
+    assert stack.notices == [(who.guild_id, 77, "unauthorized")]
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == 0

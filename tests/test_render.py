@@ -1,0 +1,391 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import discord
+import pytest
+
+from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
+from bot.render import (
+    NO_PINGS,
+    MessageParts,
+    catalogue_pages,
+    completion_reply,
+    format_duration,
+    image_result,
+    job_finished,
+    job_placeholder,
+    ping_only,
+    split_message,
+    text_answer,
+    truncate,
+)
+
+VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
+IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))
+CREATED = 1_700_000_000.0
+
+
+@dataclass(frozen=True)
+class FakeJob:
+    prompt_summary: str = "a red fox running through snow @everyone"
+    model: str = "veo-fast"
+    kind: str = "video"
+    details: Mapping[str, Any] = field(
+        default_factory=lambda: {"duration": 8, "aspect_ratio": "16:9", "generate_audio": True}
+    )
+    cost_cents: int = 120
+    user_id: int = 111_111_111_111_111_111
+    created_at: float = CREATED
+    status: str = "pending"
+    finished_at: float | None = None
+    outputs: Sequence[str] = ()
+    error: str | None = None
+    poll_count: int = 0
+
+
+def fence_lines(chunk: str) -> list[str]:
+    return [line for line in chunk.split("\n") if line.lstrip().startswith("```")]
+
+
+def fields(embed: discord.Embed) -> dict[str, str]:
+    return {f.name or "": f.value or "" for f in embed.fields}
+
+
+def buttons(parts: MessageParts) -> list[discord.ui.Button[discord.ui.View]]:
+    view = parts.kwargs().get("view")
+    if view is None:
+        return []
+    return [item for item in view.children if isinstance(item, discord.ui.Button)]
+
+
+def assert_pings_nobody(mentions: discord.AllowedMentions) -> None:
+    assert mentions.everyone is False
+    assert mentions.users is False
+    assert mentions.roles is False
+    assert mentions.replied_user is False
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def test_truncate_marks_the_cut() -> None:
+    assert truncate("short", 10) == "short"
+    cut = truncate("word " * 100, 50)
+    assert len(cut) <= 50
+    assert cut.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(45, "45 s"), (125, "2 m 05 s"), (3720, "1 h 02 m"), (0.4, "0 s"), (-3, "0 s")],
+)
+def test_format_duration(seconds: float, shown: str) -> None:
+    assert format_duration(seconds) == shown
+
+
+# -- split_message ---------------------------------------------------------------------------
+
+
+def test_split_long_prose_on_paragraphs() -> None:
+    paragraph = ("The quick brown fox jumps over the lazy dog. " * 12).strip()
+    text = "\n\n".join([paragraph] * 20)
+    chunks = split_message(text)
+    assert len(chunks) > 1
+    assert all(0 < len(chunk) <= 2000 for chunk in chunks)
+    assert "".join(chunks) == text
+    # Every chunk but the last ends at a paragraph break, so no paragraph is cut in two.
+    assert all(chunk.endswith("\n\n") for chunk in chunks[:-1])
+
+
+def test_split_long_code_block_keeps_fences_and_language() -> None:
+    code = "\n".join(f"    value_{i} = compute({i})  # step {i}" for i in range(400))
+    text = f"Here is the script:\n\n```python\n{code}\n```\n\nRun it with python."
+    chunks = split_message(text)
+    assert len(chunks) > 2
+    for chunk in chunks:
+        assert 0 < len(chunk) <= 2000
+        fences = fence_lines(chunk)
+        assert len(fences) % 2 == 0, chunk[:80]
+        assert all(opening == "```python" for opening in fences[::2])
+    assert all(chunk.startswith("```python\n") for chunk in chunks[1:])
+    # The code survives whole and in order, indentation included.
+    body_lines = [
+        line for chunk in chunks for line in chunk.split("\n") if line.startswith("    value_")
+    ]
+    assert body_lines == code.split("\n")
+    assert chunks[-1].rstrip().endswith("Run it with python.")
+
+
+def test_split_single_long_line_is_cut_hard() -> None:
+    text = "x" * 5000
+    chunks = split_message(text)
+    assert [len(chunk) for chunk in chunks] == [2000, 2000, 1000]
+    assert "".join(chunks) == text
+
+
+def test_split_prefers_spaces_over_hard_cuts() -> None:
+    text = " ".join(f"word{i}" for i in range(1500))
+    chunks = split_message(text)
+    assert "".join(chunks) == text
+    assert all(chunk.endswith(" ") for chunk in chunks[:-1])
+
+
+def test_split_drops_blank_text() -> None:
+    assert split_message("") == []
+    assert split_message(" \n\n ") == []
+
+
+# -- text_answer -----------------------------------------------------------------------------
+
+
+def text_result(content: str, tokens: int = 123, cents: int = 2) -> TextResult:
+    return TextResult(
+        content=content,
+        model="gpt-mini",
+        usage=Usage(total_tokens=tokens),
+        cost_cents=cents,
+        remaining_credits_cents=1000,
+    )
+
+
+def test_text_answer_pings_nobody() -> None:
+    parts = text_answer(text_result("@everyone <@123> <@&456> hi"), prompt="x", sandbox=False)
+    assert len(parts) == 1
+    assert "@everyone <@123>" in (parts[0].content or "")
+    mentions = parts[0].kwargs()["allowed_mentions"]
+    assert_pings_nobody(mentions)
+    assert mentions.to_dict() == {"parse": []}
+
+
+def test_text_answer_footer_on_last_message() -> None:
+    parts = text_answer(text_result("The answer is 42."), prompt="x", sandbox=True)
+    assert parts[0].content == "The answer is 42.\n-# gpt-mini · 123 tokens · $0.02 · sandbox"
+
+
+def test_text_answer_long_answer_is_split_with_footer_at_end() -> None:
+    content = "\n\n".join(("Sentence number one is here. " * 10).strip() for _ in range(15))
+    parts = text_answer(text_result(content), prompt="x", sandbox=False)
+    assert len(parts) > 1
+    assert all(len(p.content or "") <= 2000 for p in parts)
+    assert all(p.allowed_mentions is NO_PINGS for p in parts)
+    assert (parts[-1].content or "").endswith("\n-# gpt-mini · 123 tokens · $0.02")
+    assert not any("-# gpt-mini" in (p.content or "") for p in parts[:-1])
+
+
+def test_text_answer_footer_alone_when_last_chunk_is_full() -> None:
+    parts = text_answer(text_result("y" * 2000), prompt="x", sandbox=False)
+    assert [p.content for p in parts] == ["y" * 2000, "-# gpt-mini · 123 tokens · $0.02"]
+
+
+def test_text_answer_attaches_very_long_answers() -> None:
+    content = "Ünïcode answer line.\n" * 500  # > 6000 characters
+    parts = text_answer(text_result(content), prompt="x", sandbox=False)
+    assert len(parts) == 1
+    only = parts[0]
+    assert only.files == (("answer.md", content.encode("utf-8")),)
+    assert len(only.content or "") <= 2000
+    assert (only.content or "").startswith("Ünïcode answer line.")
+    assert (only.content or "").endswith("-# gpt-mini · 123 tokens · $0.02")
+    sent = only.kwargs()["files"]
+    assert [f.filename for f in sent] == ["answer.md"]
+    assert sent[0].fp.read() == content.encode("utf-8")
+    # An edit of the deferred reply takes the file as an attachment.
+    assert [f.filename for f in only.edit_kwargs()["attachments"]] == ["answer.md"]
+
+
+def test_text_answer_footer_stays_out_of_an_unclosed_code_block() -> None:
+    parts = text_answer(text_result("Intro\n\n```\ncode\n"), prompt="x", sandbox=False)
+    assert [p.content for p in parts] == [
+        "Intro\n\n```\ncode\n",
+        "-# gpt-mini · 123 tokens · $0.02",
+    ]
+
+
+def test_text_answer_attachment_excerpt_of_code_is_closed() -> None:
+    content = "Sure:\n\n```py\n" + "print(1)\n" * 900
+    (only,) = text_answer(text_result(content), prompt="x", sandbox=False)
+    text = only.content or ""
+    assert len(fence_lines(text)) == 2
+    assert text.count("print(1)") <= 12
+
+
+def test_plain_message_kwargs_leave_out_empty_parts() -> None:
+    # An interaction followup refuses view=None, so a send without buttons must not pass one.
+    assert MessageParts(content="hi").kwargs() == {"content": "hi", "allowed_mentions": NO_PINGS}
+
+
+# -- image_result ----------------------------------------------------------------------------
+
+
+async def test_image_result_embeds_and_buttons() -> None:
+    result = ImageResult(
+        task_id="t1", outputs=IMAGE_URLS, cost_cents=4, remaining_credits_cents=100
+    )
+    parts = image_result(
+        result, prompt="a cat <@999> " * 40, model="flux", requester_id=42, sandbox=True
+    )
+    assert [e.image.url for e in parts.embeds] == list(IMAGE_URLS)
+    first = parts.embeds[0]
+    assert first.title is not None
+    assert len(first.title) <= 256
+    assert first.title.startswith("a cat")
+    assert first.footer.text == "flux · $0.04 · sandbox"
+    assert "<@42>" in (first.description or "")
+    assert [(b.label, b.url) for b in buttons(parts)] == [
+        (f"Open image {i}", url) for i, url in enumerate(IMAGE_URLS, 1)
+    ]
+    assert_pings_nobody(parts.allowed_mentions)
+
+
+async def test_image_result_caps_embeds_and_button_rows() -> None:
+    urls = tuple(f"https://cdn.example.com/{i}.png" for i in range(30))
+    result = ImageResult(task_id="t", outputs=urls, cost_cents=1, remaining_credits_cents=1)
+    parts = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False)
+    assert len(parts.embeds) == 10
+    shown = buttons(parts)
+    assert len(shown) == 25
+    assert {b.row for b in shown} == {0, 1, 2, 3, 4}
+
+
+# -- catalogue_pages -------------------------------------------------------------------------
+
+
+def video_model(i: int) -> VideoModel:
+    return VideoModel(
+        id=f"video-model-{i}",
+        label=f"Video Model {i} Ultra",
+        tier="premium",
+        supports_audio=i % 2 == 0,
+        supports_lock_camera=False,
+        durations=(4, 8),
+        cost_cents_per_5s=50,
+        mode="text-to-video",
+        provider="acme",
+    )
+
+
+def test_catalogue_pages_stay_within_embed_limits() -> None:
+    catalogue = Catalogue(video=tuple(video_model(i) for i in range(60)))
+    pages = catalogue_pages(catalogue, "video")
+    assert len(pages) > 1
+    for number, page in enumerate(pages, 1):
+        assert len(page.fields) <= 25
+        assert len(page) <= 6000
+        assert page.footer.text == f"Page {number}/{len(pages)}"
+    values = [f.value or "" for page in pages for f in page.fields]
+    assert len(values) == 60
+    assert "`video-model-0`" in values[0]
+    assert "4 s, 8 s" in values[0]
+    assert "Audio: yes" in values[0]
+    assert "Audio: no" in values[1]
+    assert "Camera lock: no" in values[0]
+    assert "$0.50 per 5 s" in values[0]
+
+
+def test_catalogue_pages_all_kinds_and_async_images() -> None:
+    catalogue = Catalogue(
+        video=(video_model(1),),
+        image=(
+            ImageModel.model_validate({"id": "img-fast", "label": "Fast", "async": True}),
+            ImageModel(id="img-sync", label="Sync"),
+        ),
+    )
+    pages = catalogue_pages(catalogue, None)
+    assert [p.title for p in pages] == ["Video models", "Image models"]
+    image_values = [f.value for f in pages[1].fields]
+    assert image_values == ["`img-fast` · async", "`img-sync`"]
+    empty = catalogue_pages(Catalogue(), "text")
+    assert len(empty) == 1
+    assert "No text models" in (empty[0].description or "")
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+
+def test_job_placeholder() -> None:
+    parts = job_placeholder(FakeJob(), now=CREATED + 130, sandbox=True)
+    assert parts.content is None
+    (embed,) = parts.embeds
+    assert embed.title == "Generating video…"
+    assert embed.description == "a red fox running through snow @everyone"
+    shown = fields(embed)
+    assert shown["Duration"] == "8 s"
+    assert shown["Aspect ratio"] == "16:9"
+    assert shown["Cost"] == "$1.20"
+    assert shown["Requested by"] == "<@111111111111111111>"
+    assert shown["Status"] == f"Processing · started <t:{int(CREATED)}:R> · 2 m 10 s elapsed"
+    assert embed.footer.text == "sandbox"
+    assert_pings_nobody(parts.allowed_mentions)
+
+
+async def test_job_finished_video() -> None:
+    job = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    parts = job_finished(job, sandbox=False)
+    assert parts.content == VIDEO_URL
+    assert fields(parts.embeds[0])["Status"] == "Completed in 1 m 23 s"
+    assert parts.embeds[0].colour == discord.Colour.green()
+    assert [(b.label, b.url) for b in buttons(parts)] == [("Open video", VIDEO_URL)]
+    assert_pings_nobody(parts.allowed_mentions)
+    # An edit replaces everything: old buttons and text of the placeholder go away.
+    edit = parts.edit_kwargs()
+    assert edit["content"] == VIDEO_URL
+    assert edit["attachments"] == []
+
+
+async def test_job_finished_image() -> None:
+    job = FakeJob(kind="image", status="completed", finished_at=CREATED + 5, outputs=IMAGE_URLS)
+    parts = job_finished(job, sandbox=False)
+    assert parts.content is None
+    assert [e.image.url for e in parts.embeds] == list(IMAGE_URLS)
+    assert parts.embeds[0].title == "Image ready"
+    assert "Duration" not in fields(parts.embeds[0])
+    assert [b.label for b in buttons(parts)] == ["Open image 1", "Open image 2", "Open image 3"]
+
+
+def test_job_finished_failed_shows_reason() -> None:
+    job = FakeJob(status="failed", finished_at=CREATED + 60, error="Content policy violation.")
+    parts = job_finished(job, sandbox=False)
+    assert parts.content is None
+    assert parts.link_buttons == ()
+    (embed,) = parts.embeds
+    assert embed.colour == discord.Colour.red()
+    assert fields(embed)["Status"] == "Failed"
+    assert fields(embed)["Reason"] == "Content policy violation."
+    assert parts.edit_kwargs()["view"] is None
+    no_reason = job_finished(FakeJob(status="failed"), sandbox=False)
+    assert fields(no_reason.embeds[0])["Reason"] == "The service gave no reason."
+    long = job_finished(FakeJob(status="failed", error="e" * 5000), sandbox=False)
+    assert len(fields(long.embeds[0])["Reason"]) <= 1024
+
+
+def test_completion_reply_pings_only_the_requester() -> None:
+    done = completion_reply(FakeJob(status="completed", outputs=(VIDEO_URL,)))
+    assert done.content == "<@111111111111111111> your video is ready."
+    mentions = done.kwargs()["allowed_mentions"]
+    assert mentions.to_dict() == {"parse": [], "users": [111111111111111111]}
+    assert mentions.everyone is False
+    assert mentions.roles is False
+
+    image = completion_reply(FakeJob(kind="image", status="completed"))
+    assert image.content == "<@111111111111111111> your image is ready."
+
+
+def test_completion_reply_failure_reason_cannot_ping() -> None:
+    error = "@everyone blocked by <@&222222222222222222>.\n" + "x" * 3000
+    parts = completion_reply(FakeJob(status="failed", error=error))
+    content = parts.content or ""
+    assert content.startswith("<@111111111111111111> your video failed: ")
+    assert len(content) <= 2000
+    assert "@everyone" not in content  # defused with a zero-width space
+    assert re.search(r"<@&\d+>", content) is None
+    assert parts.allowed_mentions.to_dict() == {"parse": [], "users": [111111111111111111]}
+    assert ping_only(5).to_dict() == {"parse": [], "users": [5]}
+
+
+def test_pending_job_has_no_completion() -> None:
+    with pytest.raises(ValueError, match="pending"):
+        completion_reply(FakeJob())
