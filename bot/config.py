@@ -25,7 +25,11 @@ class Settings(BaseSettings):
     """The bot's configuration. Field names are the environment variables, upper-cased."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", hide_input_in_errors=True
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+        hide_input_in_errors=True,
     )
 
     discord_token: SecretStr

@@ -34,9 +34,7 @@ class UsageCog(commands.Cog):
         who = requester(interaction)
         is_admin = interaction.permissions.manage_guild
         if user is not None and user.id != who.user_id and not is_admin:
-            raise ValidationFailed(
-                "Seeing other members' usage needs Manage Server."
-            )
+            raise ValidationFailed("Seeing other members' usage needs Manage Server.")
         if user is None and not is_admin:
             user_id: int | None = who.user_id
         else:

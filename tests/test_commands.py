@@ -1,0 +1,114 @@
+"""The slash commands as Discord will see them: names, options and descriptions."""
+
+import importlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import discord
+import pytest
+
+from bot.app import EXTENSIONS, GenBot, Services
+from bot.services.keys import KeyVault
+from tests.conftest import Stack, make_settings
+
+
+@pytest.fixture
+async def tree(stack: Stack) -> AsyncIterator[list[dict[str, Any]]]:
+    services = Services(
+        settings=make_settings(),
+        clock=stack.clock,
+        store=stack.store,
+        client=stack.client,
+        catalogue=stack.catalogue,
+        billing=stack.billing,
+        vault=KeyVault(None),
+        keys=stack.keys,
+        schedule=stack.schedule,
+        sandbox=True,
+    )
+    bot = GenBot(services)
+    for extension in EXTENSIONS:
+        await bot.load_extension(extension)
+    yield [command.to_dict(bot.tree) for command in bot.tree.get_commands()]
+    await bot.close()
+
+
+def options_of(command: dict[str, Any], *path: str) -> dict[str, dict[str, Any]]:
+    for name in path:
+        command = next(o for o in command["options"] if o["name"] == name)
+    return {o["name"]: o for o in command.get("options", [])}
+
+
+def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [command]
+    for option in command.get("options", []):
+        found += walk(option)
+    return found
+
+
+async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
+    commands = {c["name"]: c for c in tree}
+    assert set(commands) == {"text", "image", "video", "models", "config", "usage"}
+    assert list(options_of(commands["text"])) == [
+        "prompt",
+        "model",
+        "system",
+        "max_tokens",
+        "temperature",
+    ]
+    assert list(options_of(commands["image"])) == [
+        "prompt",
+        "model",
+        "aspect_ratio",
+        "mode",
+        "image_url",
+        "image",
+    ]
+    assert list(options_of(commands["video"])) == [
+        "prompt",
+        "model",
+        "duration",
+        "aspect_ratio",
+        "image_url",
+        "image",
+        "generate_audio",
+        "lock_camera",
+    ]
+    assert list(options_of(commands["models"])) == ["type"]
+    assert list(options_of(commands["usage"])) == ["user"]
+
+
+async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
+    commands = {c["name"]: c for c in tree}
+    text, image, video = (options_of(commands[n]) for n in ("text", "image", "video"))
+    assert text["model"]["autocomplete"] and video["model"]["autocomplete"]
+    assert video["duration"]["autocomplete"]
+    assert video["model"]["required"] and video["prompt"]["required"]
+    assert (text["temperature"]["min_value"], text["temperature"]["max_value"]) == (0, 2)
+    assert text["max_tokens"]["min_value"] == 1
+    assert [c["value"] for c in image["mode"]["choices"]] == ["t2i", "i2i", "i2i_text"]
+    assert image["image"]["type"] == discord.AppCommandOptionType.attachment.value
+    assert video["image"]["type"] == discord.AppCommandOptionType.attachment.value
+
+
+async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
+    tree: list[dict[str, Any]],
+) -> None:
+    config = next(c for c in tree if c["name"] == "config")
+    assert int(config["default_member_permissions"]) == 1 << 5  # Manage Server
+    assert options_of(config, "api-key", "set") == {}  # the key comes through a modal
+    assert {o["name"] for o in config["options"]} >= {"api-key", "budget", "limits", "show"}
+
+
+async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:
+    for command in tree:
+        for item in walk(command):
+            assert 1 <= len(item["description"]) <= 100, item["name"]
+            assert item["description"] != "…"
+            assert len(item.get("options", [])) <= 25
+        assert command.get("contexts") in (None, [0])  # guild only
+
+
+def test_every_extension_has_setup() -> None:
+    for extension in EXTENSIONS:
+        assert callable(importlib.import_module(extension).setup)

@@ -1,0 +1,53 @@
+"""Settings: documented everywhere, clear when wrong, and secrets never printed."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import Settings, SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = {name.upper() for name in Settings.model_fields}
+
+
+def test_every_setting_is_in_env_example_and_the_readme() -> None:
+    example = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    readme = set(re.findall(r"^\| `([A-Z_]+)` \|", (ROOT / "README.md").read_text(), re.M))
+    assert example == FIELDS
+    assert readme == FIELDS
+
+
+def test_a_bad_setting_is_named_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "tok-secret-123")
+    monkeypatch.setenv("GENAPI_BASE_URL", "https://example.com/v2")
+    monkeypatch.setenv("KEY_ENCRYPTION_KEY", "not-a-fernet-key-secret")
+    with pytest.raises(SettingsError) as bad:
+        load_settings(_env_file=None)
+    message = str(bad.value)
+    assert "GENAPI_BASE_URL" in message
+    assert "KEY_ENCRYPTION_KEY" in message
+    assert "secret" not in message
+
+
+def test_secrets_do_not_show_in_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISCORD_TOKEN", "tok-secret-123")
+    monkeypatch.setenv("GENAPI_API_KEY", "sk-gen-secret-456")
+    settings = load_settings(_env_file=None)
+    assert "secret" not in repr(settings)
+    assert settings.sandbox
+
+
+def test_starting_without_a_token_prints_one_clear_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "genbot: cannot start: DISCORD_TOKEN: missing"
