@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Clock(Protocol):
@@ -78,3 +78,15 @@ class ManualClock:
 def utc_datetime(epoch_seconds: float) -> datetime:
     """Return the aware UTC datetime of ``epoch_seconds``."""
     return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+
+
+async def sleep_or_wake(clock: Clock, event: asyncio.Event, delay: float | None) -> None:
+    """Return when ``event`` is set or ``delay`` seconds of ``clock`` have passed (None: never)."""
+    waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(event.wait())}
+    if delay is not None:
+        waiters.add(asyncio.ensure_future(clock.sleep(delay)))
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
