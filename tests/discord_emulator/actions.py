@@ -1,0 +1,422 @@
+"""User-side actions on the emulator: slash commands, autocomplete, components, modals."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from . import permissions as perms
+from .errors import InvocationError
+from .gateway import GUILD_MEMBERS_INTENT, GatewayHub
+from .interactions import (
+    APPLICATION_COMMAND,
+    AUTOCOMPLETE,
+    MESSAGE_COMPONENT,
+    MODAL_SUBMIT,
+    InteractionHandle,
+    InteractionState,
+    OptionBuilder,
+    leaf_spec,
+    wrap_options,
+)
+from .messages import MessageService
+from .models import Member, Message, World
+from .payloads import (
+    attachment_payload,
+    channel_payload,
+    member_payload,
+    message_payload,
+    user_payload,
+)
+from .waiting import ChangeSignal
+
+ATTACHMENT_SIZE_LIMIT = 10 * 1024 * 1024
+
+
+class UserActions:
+    """Mixin of what a Discord *user* can do; DiscordEmulator provides the state."""
+
+    world: World
+    hub: GatewayHub
+    msgs: MessageService
+    signal: ChangeSignal
+    clock: Callable[[], float]
+    interactions: dict[int, InteractionState]
+    interactions_by_token: dict[str, InteractionState]
+    open_modals: dict[str, InteractionState]
+
+    def add_member(self, guild_id: int, user_id: int) -> Member:
+        """Make a user a guild member (GUILD_MEMBER_ADD if the bot has that intent)."""
+        member, joined = self.world.ensure_member(guild_id, user_id)
+        if joined:
+            added = {**member_payload(self.world, member), "guild_id": str(guild_id)}
+            self.hub.dispatch("GUILD_MEMBER_ADD", added, intent=GUILD_MEMBERS_INTENT)
+        return member
+
+    def _dispatch_interaction(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        *,
+        guild_id: int,
+        channel_id: int,
+        user_id: int,
+        permissions: int,
+        message: Message | None = None,
+    ) -> InteractionState:
+        if self.hub.session is None:
+            raise InvocationError("the bot has not identified on the gateway yet")
+        if user_id not in self.world.users:
+            raise InvocationError(f"unknown user {user_id}; use add_user()")
+        guild = self.world.guilds[guild_id]
+        channel = guild.channels[channel_id]
+        member = self.add_member(guild_id, user_id)
+        app_permissions = self.world.bot_permissions(channel_id)
+        interaction_id = self.world.snowflake()
+        token = "aW50ZXJhY3Rpb246" + secrets.token_urlsafe(48)
+        payload: dict[str, Any] = {
+            "id": str(interaction_id),
+            "application_id": str(self.world.application_id),
+            "type": kind,
+            "data": data,
+            "guild": {"id": str(guild_id), "locale": "en-US", "features": []},
+            "guild_id": str(guild_id),
+            "channel": channel_payload(channel, permissions),
+            "channel_id": str(channel_id),
+            "member": member_payload(self.world, member, permissions=permissions),
+            "token": token,
+            "version": 1,
+            "app_permissions": str(app_permissions),
+            "locale": "en-US",
+            "guild_locale": "en-US",
+            "entitlements": [],
+            "entitlement_sku_ids": [],
+            "authorizing_integration_owners": {"0": str(guild_id)},
+            "context": 0,
+            "attachment_size_limit": ATTACHMENT_SIZE_LIMIT,
+        }
+        if message is not None:
+            payload["message"] = message_payload(self.world, message)
+        state = InteractionState(
+            id=interaction_id,
+            token=token,
+            type=kind,
+            guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            dispatched_at=self.clock(),
+            payload=payload,
+            message_id=message.id if message is not None else None,
+            app_permissions=app_permissions,
+        )
+        self.interactions[interaction_id] = state
+        self.interactions_by_token[token] = state
+        self.hub.dispatch("INTERACTION_CREATE", payload)
+        self.signal.notify()
+        return state
+
+    def response_fields(self, state: InteractionState, *, followup: bool) -> dict[str, Any]:
+        """Message fields of an interaction response/followup (author, metadata, type)."""
+        meta: dict[str, Any] = {
+            "id": str(state.id),
+            "type": state.type,
+            "user": user_payload(self.world.users[state.user_id]),
+            "authorizing_integration_owners": {"0": str(state.guild_id)},
+        }
+        if state.type == APPLICATION_COMMAND:
+            meta["name"] = _full_name(state.payload["data"])
+            meta["command_type"] = 1
+        if state.type == MESSAGE_COMPONENT and state.message_id is not None:
+            meta["interacted_message_id"] = str(state.message_id)
+        if followup and state.original_id is not None:
+            meta["original_response_message_id"] = str(state.original_id)
+        return {
+            "type": 20 if state.type == APPLICATION_COMMAND else 0,
+            "webhook_id": self.world.application_id,
+            "application_id": self.world.application_id,
+            "interaction_id": state.id,
+            "interaction_metadata": meta,
+        }
+
+    def _command_data(
+        self,
+        name: str,
+        options: dict[str, Any] | None,
+        *,
+        guild_id: int,
+        permissions: int,
+        subcommand: str | None,
+        group: str | None,
+        focused: str | None = None,
+        attachments: dict[str, dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        command = self.world.find_command(name, guild_id)
+        if command is not None:
+            required = command.get("default_member_permissions")
+            if required is not None and not (
+                permissions & perms.ADMINISTRATOR or int(required) & ~permissions == 0
+            ):
+                raise InvocationError(f"/{name} is hidden from members without {required}")
+        builder = OptionBuilder(self.world, guild_id, permissions, self.add_member)
+        leaf = builder.build(
+            leaf_spec(command, subcommand, group),
+            options or {},
+            focused=focused,
+            attachments=attachments,
+        )
+        data: dict[str, Any] = {
+            "id": command["id"] if command else str(self.world.snowflake()),
+            "name": name,
+            "type": 1,
+        }
+        wrapped = wrap_options(leaf, subcommand, group)
+        if wrapped:
+            data["options"] = wrapped
+        if command is not None and command.get("guild_id"):
+            data["guild_id"] = command["guild_id"]
+        if builder.resolved:
+            data["resolved"] = builder.resolved
+        return data
+
+    async def invoke(
+        self,
+        name: str,
+        options: dict[str, Any] | None = None,
+        *,
+        guild_id: int,
+        channel_id: int,
+        user_id: int,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+        subcommand: str | None = None,
+        group: str | None = None,
+        attachments: dict[str, tuple[str, bytes, str]] | None = None,
+    ) -> InteractionHandle:
+        """Run a slash command as a user.
+
+        Args:
+            name: Top-level command name.
+            options: Option values by name (types inferred from the registered command;
+                users/channels/roles may be given as ids or emulator objects).
+            guild_id: Guild to run it in.
+            channel_id: Channel to run it in.
+            user_id: Invoking user (made a guild member if needed).
+            permissions: The member's permissions in the channel.
+            subcommand: Subcommand name.
+            group: Subcommand group name.
+            attachments: Attachment options: ``{option: (filename, bytes, content_type)}``.
+
+        Returns:
+            A handle to await the bot's responses.
+        """
+        stored = {
+            option: attachment_payload(
+                self.msgs.store_attachment(channel_id, filename, data, ctype, ephemeral=True)
+            )
+            for option, (filename, data, ctype) in (attachments or {}).items()
+        }
+        data = self._command_data(
+            name,
+            options,
+            guild_id=guild_id,
+            permissions=permissions,
+            subcommand=subcommand,
+            group=group,
+            attachments=stored,
+        )
+        state = self._dispatch_interaction(
+            APPLICATION_COMMAND,
+            data,
+            guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            permissions=permissions,
+        )
+        return InteractionHandle(self, state)
+
+    async def autocomplete(
+        self,
+        name: str,
+        options: dict[str, Any],
+        focused: str,
+        *,
+        guild_id: int,
+        channel_id: int,
+        user_id: int,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+        subcommand: str | None = None,
+        group: str | None = None,
+        timeout: float = 5,
+    ) -> list[dict[str, Any]]:
+        """Type into option ``focused`` and return the bot's autocomplete choices."""
+        if focused not in options:
+            raise InvocationError(f"focused option {focused!r} must be in options")
+        data = self._command_data(
+            name,
+            options,
+            guild_id=guild_id,
+            permissions=permissions,
+            subcommand=subcommand,
+            group=group,
+            focused=focused,
+        )
+        state = self._dispatch_interaction(
+            AUTOCOMPLETE,
+            data,
+            guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            permissions=permissions,
+        )
+        record = await InteractionHandle(self, state).wait_callback(timeout)
+        if not record.accepted or record.type != 8:
+            raise InvocationError(f"autocomplete answered {record.type} / {record.error}")
+        return list(state.choices or [])
+
+    def _find_component(self, message: Message, custom_id: str) -> dict[str, Any]:
+        stack = list(message.components)
+        while stack:
+            item = stack.pop()
+            if item.get("custom_id") == custom_id:
+                return item
+            for key in ("components", "accessory", "component"):
+                nested = item.get(key)
+                if isinstance(nested, list):
+                    stack.extend(nested)
+                elif isinstance(nested, dict):
+                    stack.append(nested)
+        raise InvocationError(f"message {message.id} has no component {custom_id!r}")
+
+    async def press_button(
+        self,
+        message_id: int,
+        custom_id: str,
+        *,
+        user_id: int,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+    ) -> InteractionHandle:
+        """Click a button on a bot message."""
+        return await self._use_component(message_id, custom_id, None, user_id, permissions)
+
+    async def select(
+        self,
+        message_id: int,
+        custom_id: str,
+        values: list[str],
+        *,
+        user_id: int,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+    ) -> InteractionHandle:
+        """Choose ``values`` in a select menu on a bot message."""
+        return await self._use_component(message_id, custom_id, values, user_id, permissions)
+
+    async def _use_component(
+        self,
+        message_id: int,
+        custom_id: str,
+        values: list[str] | None,
+        user_id: int,
+        permissions: int,
+    ) -> InteractionHandle:
+        message = self.world.messages.get(message_id)
+        if message is None or message.deleted:
+            raise InvocationError(f"message {message_id} does not exist")
+        component = self._find_component(message, custom_id)
+        if component.get("disabled"):
+            raise InvocationError(f"component {custom_id!r} is disabled")
+        kind = component.get("type")
+        data: dict[str, Any] = {"custom_id": custom_id, "component_type": kind}
+        if values is None:
+            if kind != 2:
+                raise InvocationError(f"component {custom_id!r} is not a button")
+        else:
+            if kind == 2:
+                raise InvocationError(f"component {custom_id!r} is a button")
+            if kind == 3:
+                allowed = {o["value"] for o in component.get("options", [])}
+                if not set(values) <= allowed:
+                    raise InvocationError(f"{values} not among the options {sorted(allowed)}")
+            data["values"] = values
+        if "id" in component:
+            data["id"] = component["id"]
+        state = self._dispatch_interaction(
+            MESSAGE_COMPONENT,
+            data,
+            guild_id=message.guild_id or 0,
+            channel_id=message.channel_id,
+            user_id=user_id,
+            permissions=permissions,
+            message=message,
+        )
+        return InteractionHandle(self, state)
+
+    async def submit_modal(
+        self,
+        custom_id: str,
+        values: dict[str, str],
+        *,
+        guild_id: int | None = None,
+        channel_id: int | None = None,
+        user_id: int | None = None,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+    ) -> InteractionHandle:
+        """Fill in and submit the modal the bot showed with ``custom_id``.
+
+        The submission mirrors the modal's layout (action rows or labels); location and
+        user default to those of the interaction that opened it.
+        """
+        opener = self.open_modals.pop(custom_id, None)
+        if opener is None or opener.modal is None:
+            raise InvocationError(f"no open modal with custom_id {custom_id!r}")
+        unused = set(values)
+        components = []
+        for row in opener.modal.get("components", []):
+            if row.get("type") == 1:
+                children = [_submitted(c, values, unused) for c in row.get("components", [])]
+                components.append({"type": 1, "components": children})
+            elif row.get("type") == 18:
+                child = _submitted(row["component"], values, unused)
+                components.append({"type": 18, "id": row.get("id"), "component": child})
+        if unused:
+            raise InvocationError(f"modal has no inputs {sorted(unused)}")
+        source = self.world.messages.get(opener.message_id or 0)
+        state = self._dispatch_interaction(
+            MODAL_SUBMIT,
+            {"custom_id": custom_id, "components": components},
+            guild_id=guild_id if guild_id is not None else opener.guild_id,
+            channel_id=channel_id if channel_id is not None else opener.channel_id,
+            user_id=user_id if user_id is not None else opener.user_id,
+            permissions=permissions,
+            message=source,
+        )
+        return InteractionHandle(self, state)
+
+
+def _submitted(
+    component: dict[str, Any], values: dict[str, str], unused: set[str]
+) -> dict[str, Any]:
+    custom_id = component.get("custom_id", "")
+    unused.discard(custom_id)
+    if component.get("type") == 4:
+        value = values.get(custom_id, component.get("value") or "")
+        if component.get("required", True) and not value:
+            raise InvocationError(f"modal input {custom_id!r} is required")
+        low, high = component.get("min_length") or 0, component.get("max_length") or 4000
+        if value and not low <= len(value) <= high:
+            raise InvocationError(f"modal input {custom_id!r} must be {low}..{high} characters")
+        result = {"type": 4, "custom_id": custom_id, "value": value}
+    else:
+        chosen = values.get(custom_id, [])
+        result = {"type": component.get("type"), "custom_id": custom_id, "values": list(chosen)}
+    if "id" in component:
+        result["id"] = component["id"]
+    return result
+
+
+def _full_name(data: dict[str, Any]) -> str:
+    parts = [data["name"]]
+    options = data.get("options") or []
+    while options and options[0].get("type") in (1, 2):
+        parts.append(options[0]["name"])
+        options = options[0].get("options") or []
+    return " ".join(parts)

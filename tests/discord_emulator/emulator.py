@@ -1,0 +1,392 @@
+"""DiscordEmulator: the facade tests use to run a fake Discord for a real discord.py bot."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+from . import permissions as perms
+from .actions import UserActions
+from .gateway import GatewayHub, GatewaySession
+from .interactions import (
+    InteractionState,
+)
+from .messages import MessageService
+from .models import Channel, Guild, Message, Overwrite, SnowflakeGenerator, User, World
+from .payloads import (
+    channel_payload,
+    guild_create_payload,
+    me_payload,
+    member_payload,
+    user_payload,
+)
+from .recorder import RecordedEvent, RecordedRequest
+from .server import API_PREFIX, RestApi
+from .waiting import ChangeSignal
+
+#: GATEWAY_GUILD_MEMBERS_LIMITED | GATEWAY_MESSAGE_CONTENT_LIMITED | APPLICATION_COMMAND_BADGE
+APPLICATION_FLAGS = (1 << 15) | (1 << 19) | (1 << 23)
+ALL_PRIVILEGED_INTENTS = (1 << 1) | (1 << 8) | (1 << 15)
+
+
+class DiscordEmulator(UserActions):
+    """A local, faithful-enough Discord (REST v10 + gateway v10) for end-to-end tests.
+
+    Args:
+        bot_token: The token the bot must present.
+        token_lifetime: Seconds an interaction token stays valid (Discord: 900).
+        ack_deadline: Seconds to acknowledge an interaction (Discord: 3).
+        clock: Time source for deadlines and records (inject to control expiry).
+        heartbeat_interval_ms: Sent in HELLO.
+        privileged_intents: Privileged intents "enabled in the developer portal"
+            (IDENTIFY asking for others is closed with 4014).
+        bot_name: The bot user's username.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        token_lifetime: float = 900.0,
+        ack_deadline: float = 3.0,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat_interval_ms: int = 41250,
+        privileged_intents: int = ALL_PRIVILEGED_INTENTS,
+        bot_name: str = "genbot",
+    ) -> None:
+        self.bot_token = bot_token
+        self.token_lifetime = token_lifetime
+        self.ack_deadline = ack_deadline
+        self.clock = clock
+        self.signal = ChangeSignal()
+        snowflake = SnowflakeGenerator()
+        bot = User(snowflake(), bot_name, bot=True)
+        self.world = World(bot.id, bot, snowflake)
+        self.app_owner = self.world.add_user("app-owner")
+        self.hub = GatewayHub(
+            bot_token=bot_token,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            privileged_intents=privileged_intents,
+            ready_builder=self._ready_payload,
+            guild_creates=lambda: [
+                guild_create_payload(self.world, g) for g in self.world.guilds.values()
+            ],
+            member_chunk=self._member_chunk,
+            clock=clock,
+            on_change=self.signal.notify,
+        )
+        self.msgs = MessageService(self.world, self.hub, self.signal, clock, lambda: self.base_url)
+        self.requests: list[RecordedRequest] = []
+        self.unhandled: list[RecordedRequest] = []
+        self.server_errors: list[Exception] = []
+        self.interactions: dict[int, InteractionState] = {}
+        self.interactions_by_token: dict[str, InteractionState] = {}
+        self.open_modals: dict[str, InteractionState] = {}
+        self.command_syncs = 0
+        self._rate_limits: list[list[Any]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.host = "127.0.0.1"
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Start serving on ``host:port`` (0 picks a free port)."""
+        self._runner = web.AppRunner(
+            RestApi(self).build_app(), handle_signals=False, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.host = host
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        """Close gateway connections and stop serving."""
+        await self.hub.close_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def api_base_url(self) -> str:
+        """Value for ``discord.http.Route.BASE``."""
+        return self.base_url + API_PREFIX
+
+    @property
+    def gateway_url(self) -> str:
+        """Value for ``DiscordWebSocket.DEFAULT_GATEWAY`` (wrap in ``yarl.URL``)."""
+        return f"ws://{self.host}:{self.port}/gateway"
+
+    @property
+    def application_id(self) -> int:
+        return self.world.application_id
+
+    @property
+    def bot_user(self) -> User:
+        return self.world.bot_user
+
+    @property
+    def messages(self) -> dict[int, Message]:
+        return self.world.messages
+
+    @property
+    def guilds(self) -> dict[int, Guild]:
+        return self.world.guilds
+
+    @property
+    def events(self) -> list[RecordedEvent]:
+        """Every payload sent to the bot on the gateway."""
+        return self.hub.sent
+
+    @property
+    def gateway_received(self) -> list[RecordedEvent]:
+        """Every payload the bot sent on the gateway."""
+        return self.hub.received
+
+    # -- world setup -----------------------------------------------------------------------
+
+    def add_user(self, name: str) -> User:
+        """Create a global user (joins guilds implicitly when invoking)."""
+        return self.world.add_user(name)
+
+    def add_guild(self, name: str = "Test Guild", *, owner_id: int | None = None) -> Guild:
+        """Create a guild with @everyone, a "general" text channel and the bot as member."""
+        owner = owner_id if owner_id is not None else self.add_user(f"{name} owner").id
+        guild = self.world.add_guild(name, owner)
+        self.hub.dispatch("GUILD_CREATE", guild_create_payload(self.world, guild), intent=1)
+        return guild
+
+    def add_channel(self, guild_id: int, name: str) -> Channel:
+        """Create a text channel."""
+        channel = self.world.add_channel(guild_id, name)
+        self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
+        return channel
+
+    def _bot_overwrite(self, channel_id: int) -> Overwrite:
+        channel = self.world.channels[channel_id]
+        bot_id = self.bot_user.id
+        return channel.overwrites.setdefault(bot_id, Overwrite(bot_id, 1))
+
+    def set_bot_permissions(self, channel_id: int, permissions: int) -> None:
+        """Make the bot's computed permissions in a channel exactly ``permissions``."""
+        overwrite = self._bot_overwrite(channel_id)
+        overwrite.allow = permissions
+        overwrite.deny = perms.ALL_PERMISSIONS & ~permissions
+        self.hub.dispatch(
+            "CHANNEL_UPDATE", channel_payload(self.world.channels[channel_id]), intent=1
+        )
+
+    def revoke_channel_access(self, channel_id: int) -> None:
+        """Deny the bot View Channel (REST then answers 403 50001 Missing Access)."""
+        overwrite = self._bot_overwrite(channel_id)
+        overwrite.allow &= ~perms.VIEW_CHANNEL
+        overwrite.deny |= perms.VIEW_CHANNEL
+        self.hub.dispatch(
+            "CHANNEL_UPDATE", channel_payload(self.world.channels[channel_id]), intent=1
+        )
+
+    def bot_permissions(self, channel_id: int) -> int:
+        """The bot's computed permissions in a channel."""
+        return self.world.bot_permissions(channel_id)
+
+    # -- gateway control --------------------------------------------------------------------
+
+    async def wait_ready(self, timeout: float = 30) -> None:
+        """Wait until a bot identified and READY + all GUILD_CREATEs were sent to it."""
+
+        def check() -> bool | None:
+            session = self.hub.session
+            ok = session is not None and session.ready_seq and session.sent_seq >= session.ready_seq
+            return True if ok else None
+
+        await self.signal.wait_for(check, timeout, "READY")
+
+    async def wait_resumed(self, count: int = 1, timeout: float = 30) -> None:
+        """Wait until the bot has RESUMEd ``count`` times in total."""
+        await self.signal.wait_for(
+            lambda: True if self.hub.resumed_count >= count else None, timeout, "RESUMED"
+        )
+
+    async def wait_commands_synced(self, timeout: float = 30, count: int = 1) -> None:
+        """Wait until ``count`` bulk command overwrites (global or guild) happened."""
+        await self.signal.wait_for(
+            lambda: True if self.command_syncs >= count else None, timeout, "command sync"
+        )
+
+    async def drop_gateway(self, code: int | None = None) -> None:
+        """Drop the bot's socket: TCP abort (``None``, like 1006) or a close frame ``code``."""
+        await self.hub.drop(code)
+
+    def request_heartbeat(self) -> None:
+        """Send op 1 to the bot."""
+        self.hub.request_heartbeat()
+
+    def send_reconnect(self) -> None:
+        """Send op 7 RECONNECT to the bot."""
+        self.hub.send_reconnect()
+
+    def _ready_payload(self, session: GatewaySession, shard: list[int] | None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "v": 10,
+            "user": me_payload(self.bot_user),
+            "guilds": [{"id": str(g), "unavailable": True} for g in self.world.guilds],
+            "session_id": session.id,
+            "session_type": "normal",
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": str(self.application_id), "flags": APPLICATION_FLAGS},
+            "private_channels": [],
+            "presences": [],
+            "relationships": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": ["local"],
+            "user_settings": {},
+            "auth": {},
+            "_trace": ["emulator"],
+        }
+        if shard is not None:
+            data["shard"] = shard
+        return data
+
+    def _member_chunk(self, data: dict[str, Any]) -> dict[str, Any] | None:
+        guild = self.world.guilds.get(int(data.get("guild_id") or 0))
+        if guild is None:
+            return None
+        wanted = {int(u) for u in data.get("user_ids") or []}
+        members = [m for m in guild.members.values() if not wanted or m.user_id in wanted]
+        chunk: dict[str, Any] = {
+            "guild_id": str(guild.id),
+            "members": [member_payload(self.world, m) for m in members],
+            "chunk_index": 0,
+            "chunk_count": 1,
+            "not_found": [str(u) for u in wanted - set(guild.members)],
+        }
+        if data.get("presences"):
+            chunk["presences"] = []
+        if data.get("nonce"):
+            chunk["nonce"] = data["nonce"]
+        return chunk
+
+    def application_payload(self) -> dict[str, Any]:
+        """The ``/oauth2/applications/@me`` body."""
+        return {
+            "id": str(self.application_id),
+            "name": self.bot_user.username,
+            "icon": None,
+            "description": "",
+            "summary": "",
+            "type": None,
+            "hook": True,
+            "bot_public": True,
+            "bot_require_code_grant": False,
+            "verify_key": "0" * 64,
+            "owner": user_payload(self.app_owner),
+            "team": None,
+            "flags": APPLICATION_FLAGS,
+            "bot": user_payload(self.bot_user),
+            "rpc_origins": [],
+            "redirect_uris": [],
+            "tags": [],
+            "interactions_endpoint_url": None,
+            "role_connections_verification_url": None,
+            "terms_of_service_url": None,
+            "privacy_policy_url": None,
+            "custom_install_url": None,
+            "approximate_guild_count": len(self.world.guilds),
+            "integration_types_config": {"0": {}},
+            "is_monetized": False,
+        }
+
+    # -- REST helpers ------------------------------------------------------------------------
+
+    def inject_rate_limit(
+        self, path_contains: str, count: int = 1, retry_after: float = 0.5
+    ) -> None:
+        """Answer the next ``count`` requests whose path contains ``path_contains`` with 429."""
+        self._rate_limits.append([path_contains, count, retry_after])
+
+    def take_rate_limit(self, path: str) -> float | None:
+        for entry in self._rate_limits:
+            if entry[1] > 0 and entry[0] in path:
+                entry[1] -= 1
+                return float(entry[2])
+        return None
+
+    def registered_commands(self, guild_id: int | None = None) -> list[dict[str, Any]]:
+        """Commands registered globally (``None``) or for a guild."""
+        return list(self.world.commands.get(guild_id, []))
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def channel_messages(self, channel_id: int) -> list[Message]:
+        """Non-deleted messages in a channel, oldest first (ephemeral ones included)."""
+        return [
+            m for m in self.world.messages.values() if m.channel_id == channel_id and not m.deleted
+        ]
+
+    async def wait_for_message(
+        self,
+        predicate: Callable[[Message], bool] = lambda m: True,
+        timeout: float = 10,
+        *,
+        include_existing: bool = False,
+    ) -> Message:
+        """Wait for a message created by the bot after this call that matches ``predicate``.
+
+        Deferred "thinking" placeholders are skipped until their first real content
+        arrives; later edits of new messages are re-checked.
+        """
+        known = set() if include_existing else set(self.world.messages)
+
+        def check() -> Message | None:
+            for message in list(self.world.messages.values()):
+                if message.id in known or message.loading or message.deleted:
+                    continue
+                if predicate(message):
+                    return message
+            return None
+
+        return await self.signal.wait_for(check, timeout, "a new bot message")
+
+    async def wait_for_edit(
+        self,
+        message_id: int,
+        predicate: Callable[[Message], bool] = lambda m: True,
+        timeout: float = 10,
+    ) -> Message:
+        """Wait until the message has been edited at least once and matches ``predicate``."""
+
+        def check() -> Message | None:
+            message = self.world.messages[message_id]
+            return message if len(message.history) > 1 and predicate(message) else None
+
+        return await self.signal.wait_for(check, timeout, f"an edit of message {message_id}")
+
+    def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete a message as a moderator would (dispatches MESSAGE_DELETE)."""
+        message = self.world.messages[message_id]
+        if message.channel_id != channel_id:
+            raise KeyError(message_id)
+        self.msgs.delete(message)

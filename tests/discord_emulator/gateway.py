@@ -1,0 +1,327 @@
+"""Gateway v10 over websockets: HELLO/IDENTIFY/READY/RESUME, heartbeats, dispatches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from .recorder import RecordedEvent
+
+DISPATCH, HEARTBEAT, IDENTIFY, PRESENCE, VOICE, RESUME = 0, 1, 2, 3, 4, 6
+RECONNECT, REQUEST_MEMBERS, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 7, 8, 9, 10, 11
+GUILDS_INTENT = 1 << 0
+GUILD_MEMBERS_INTENT = 1 << 1
+GUILD_MESSAGES_INTENT = 1 << 9
+
+
+class _Compressor:
+    """Transport compression as negotiated by ``?compress=`` (zlib-stream or zstd-stream)."""
+
+    def __init__(self, kind: str | None) -> None:
+        self.kind = kind
+        self._zlib: Any = zlib.compressobj() if kind == "zlib-stream" else None
+        self._zstd: Any = None
+        if kind == "zstd-stream":
+            try:
+                import zstandard  # type: ignore[import-not-found]
+
+                self._zstd = zstandard.ZstdCompressor().compressobj()
+                self._flush = zstandard.COMPRESSOBJ_FLUSH_BLOCK
+            except ImportError:
+                self.kind = None
+
+    def encode(self, text: str) -> bytes | str:
+        if self._zlib is not None:
+            return self._zlib.compress(text.encode()) + self._zlib.flush(zlib.Z_SYNC_FLUSH)
+        if self._zstd is not None:
+            return self._zstd.compress(text.encode()) + self._zstd.flush(self._flush)
+        return text
+
+
+class GatewayConnection:
+    """One websocket; sends are serialised through a queue (compression is stateful)."""
+
+    def __init__(self, ws: web.WebSocketResponse, request: web.Request, compress: str | None):
+        self.ws = ws
+        self.request = request
+        self.compressor = _Compressor(compress)
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.session: GatewaySession | None = None
+        self.writer: asyncio.Task[None] | None = None
+
+    def send(self, payload: dict[str, Any]) -> None:
+        self.queue.put_nowait(payload)
+
+    def abort(self) -> None:
+        """Drop the TCP connection without a close frame (like a network failure)."""
+        transport = self.request.transport
+        if transport is not None:
+            transport.abort()
+
+
+class GatewaySession:
+    """A gateway session that survives reconnects; keeps its dispatch log for RESUME."""
+
+    def __init__(self, session_id: str, intents: int) -> None:
+        self.id = session_id
+        self.intents = intents
+        self.seq = 0
+        self.log: list[dict[str, Any]] = []
+        self.connection: GatewayConnection | None = None
+        self.ready_seq = 0
+        self.sent_seq = 0
+
+
+class GatewayHub:
+    """Accepts bot connections and dispatches events to the current session.
+
+    Args:
+        bot_token: The only token IDENTIFY/RESUME accept.
+        heartbeat_interval_ms: Sent in HELLO.
+        privileged_intents: Privileged intents enabled "in the developer portal".
+        ready_builder: Builds the READY body for a session.
+        guild_creates: Builds the GUILD_CREATE bodies sent after READY.
+        clock: Emulator clock for records.
+        on_change: Called after anything observable happens.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        heartbeat_interval_ms: int,
+        privileged_intents: int,
+        ready_builder: Callable[[GatewaySession, list[int] | None], dict[str, Any]],
+        guild_creates: Callable[[], list[dict[str, Any]]],
+        member_chunk: Callable[[dict[str, Any]], dict[str, Any] | None],
+        clock: Callable[[], float],
+        on_change: Callable[[], None],
+    ) -> None:
+        self.bot_token = bot_token
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.privileged_intents = privileged_intents
+        self._ready_builder = ready_builder
+        self._guild_creates = guild_creates
+        self._member_chunk = member_chunk
+        self._clock = clock
+        self._on_change = on_change
+        self.session: GatewaySession | None = None
+        self.sessions: dict[str, GatewaySession] = {}
+        self.connections: list[GatewayConnection] = []
+        self.sent: list[RecordedEvent] = []
+        self.received: list[RecordedEvent] = []
+        self.ready_count = 0
+        self.resumed_count = 0
+        self.identify_count = 0
+
+    # -- dispatching -------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """Whether an identified session currently has a live socket."""
+        return self.session is not None and self.session.connection is not None
+
+    def dispatch(self, event: str, data: Any, *, intent: int | None = None) -> bool:
+        """Dispatch an event to the current session (buffered while disconnected).
+
+        Returns:
+            False when there is no session or it lacks ``intent``.
+        """
+        session = self.session
+        if session is None or (intent is not None and not session.intents & intent):
+            return False
+        session.seq += 1
+        payload = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
+        session.log.append(payload)
+        if session.connection is not None:
+            session.connection.send(payload)
+        return True
+
+    def request_heartbeat(self) -> None:
+        """Send op 1, asking the bot to heartbeat immediately."""
+        if self.session and self.session.connection:
+            self.session.connection.send({"op": HEARTBEAT, "d": None})
+
+    def send_reconnect(self) -> None:
+        """Send op 7 RECONNECT (the bot should reconnect and RESUME)."""
+        if self.session and self.session.connection:
+            self.session.connection.send({"op": RECONNECT, "d": None})
+
+    async def drop(self, code: int | None = None) -> None:
+        """Drop the current connection: abort TCP (``code=None``) or send a close frame."""
+        session = self.session
+        if session is None or session.connection is None:
+            return
+        conn = session.connection
+        session.connection = None
+        if code is None:
+            conn.abort()
+        else:
+            conn.send({"__close__": code})
+
+    async def close_all(self) -> None:
+        for conn in list(self.connections):
+            with contextlib.suppress(Exception):
+                await conn.ws.close(code=1001)
+
+    # -- websocket handling ------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """aiohttp handler for the gateway URL."""
+        ws = web.WebSocketResponse(max_msg_size=0)
+        await ws.prepare(request)
+        conn = GatewayConnection(ws, request, request.query.get("compress"))
+        self.connections.append(conn)
+        conn.writer = asyncio.create_task(self._write_loop(conn))
+        conn.send(
+            {
+                "op": HELLO,
+                "s": None,
+                "t": None,
+                "d": {"heartbeat_interval": self.heartbeat_interval_ms, "_trace": ["emulator"]},
+            }
+        )
+        try:
+            async for msg in ws:
+                if msg.type is not WSMsgType.TEXT:
+                    if msg.type is WSMsgType.BINARY:
+                        await self._close(conn, 4002, "Error while decoding payload.")
+                    break
+                try:
+                    payload = json.loads(msg.data)
+                except ValueError:
+                    await self._close(conn, 4002, "Error while decoding payload.")
+                    break
+                self.received.append(
+                    RecordedEvent(self._clock(), payload.get("op", -1), None, payload.get("d"))
+                )
+                if not await self._on_payload(conn, payload):
+                    break
+        finally:
+            if conn.session is not None and conn.session.connection is conn:
+                conn.session.connection = None
+            conn.queue.put_nowait(None)
+            self.connections.remove(conn)
+            self._on_change()
+        return ws
+
+    async def _on_payload(self, conn: GatewayConnection, payload: dict[str, Any]) -> bool:
+        op, data = payload.get("op"), payload.get("d")
+        if op == HEARTBEAT:
+            conn.send({"op": HEARTBEAT_ACK, "s": None, "t": None, "d": None})
+            return True
+        if op == IDENTIFY:
+            return await self._identify(conn, data or {})
+        if op == RESUME:
+            return await self._resume(conn, data or {})
+        if conn.session is None:
+            await self._close(conn, 4003, "Not authenticated.")
+            return False
+        if op == REQUEST_MEMBERS:
+            chunk = self._member_chunk(data or {})
+            if chunk is not None:
+                self.dispatch("GUILD_MEMBERS_CHUNK", chunk)
+            return True
+        if op in (PRESENCE, VOICE):
+            return True
+        await self._close(conn, 4001, "Unknown opcode.")
+        return False
+
+    def _token_ok(self, token: Any) -> bool:
+        return isinstance(token, str) and token.removeprefix("Bot ") == self.bot_token
+
+    async def _identify(self, conn: GatewayConnection, data: dict[str, Any]) -> bool:
+        if conn.session is not None:
+            await self._close(conn, 4005, "Already authenticated.")
+            return False
+        if not self._token_ok(data.get("token")):
+            await self._close(conn, 4004, "Authentication failed.")
+            return False
+        intents = data.get("intents")
+        if not isinstance(intents, int) or intents < 0:
+            await self._close(conn, 4013, "Invalid intent(s).")
+            return False
+        privileged = (1 << 1) | (1 << 8) | (1 << 15)
+        if intents & privileged & ~self.privileged_intents:
+            await self._close(conn, 4014, "Disallowed intent(s).")
+            return False
+        if self.session is not None and self.session.connection is not None:
+            self.session.connection.abort()
+        session = GatewaySession(secrets.token_hex(16), intents)
+        self.sessions[session.id] = session
+        self.session = session
+        session.connection = conn
+        conn.session = session
+        self.identify_count += 1
+        self.dispatch("READY", self._ready_builder(session, data.get("shard")))
+        if intents & GUILDS_INTENT:
+            for guild in self._guild_creates():
+                self.dispatch("GUILD_CREATE", guild)
+        session.ready_seq = session.seq
+        self.ready_count += 1
+        self._on_change()
+        return True
+
+    async def _resume(self, conn: GatewayConnection, data: dict[str, Any]) -> bool:
+        if not self._token_ok(data.get("token")):
+            await self._close(conn, 4004, "Authentication failed.")
+            return False
+        session = self.sessions.get(str(data.get("session_id")))
+        seq = data.get("seq")
+        if session is None or session is not self.session or not isinstance(seq, int):
+            conn.send({"op": INVALID_SESSION, "s": None, "t": None, "d": False})
+            return True
+        if seq > session.seq:
+            await self._close(conn, 4007, "Invalid seq.")
+            return False
+        if session.connection is not None and session.connection is not conn:
+            session.connection.abort()
+        session.connection = conn
+        conn.session = session
+        for payload in session.log:
+            if payload["s"] > seq:
+                conn.send(payload)
+        self.dispatch("RESUMED", {"_trace": ["emulator"]})
+        self.resumed_count += 1
+        self._on_change()
+        return True
+
+    async def _close(self, conn: GatewayConnection, code: int, reason: str) -> None:
+        conn.send({"__close__": code, "reason": reason})
+        if conn.writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(conn.writer), 5)
+
+    async def _write_loop(self, conn: GatewayConnection) -> None:
+        while True:
+            payload = await conn.queue.get()
+            if payload is None or conn.ws.closed:
+                return
+            if "__close__" in payload:
+                with contextlib.suppress(Exception):
+                    await conn.ws.close(
+                        code=payload["__close__"], message=payload.get("reason", "").encode()
+                    )
+                return
+            frame = conn.compressor.encode(json.dumps(payload, separators=(",", ":")))
+            try:
+                if isinstance(frame, bytes):
+                    await conn.ws.send_bytes(frame)
+                else:
+                    await conn.ws.send_str(frame)
+            except (ConnectionError, RuntimeError):
+                return
+            seq = payload.get("s")
+            self.sent.append(
+                RecordedEvent(self._clock(), payload["op"], payload.get("t"), payload.get("d"), seq)
+            )
+            if conn.session is not None and seq is not None:
+                conn.session.sent_seq = max(conn.session.sent_seq, seq)
+            self._on_change()

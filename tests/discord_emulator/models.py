@@ -1,0 +1,293 @@
+"""The emulator's in-memory world: users, guilds, channels, messages, commands."""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import permissions as perms
+
+DISCORD_EPOCH_MS = 1_420_070_400_000
+TEXT_CHANNEL = 0
+EPHEMERAL = 1 << 6
+LOADING = 1 << 7
+
+
+def iso_now() -> str:
+    """Return the current UTC time in Discord's ISO-8601 format."""
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+class SnowflakeGenerator:
+    """Generates increasing Discord snowflakes from wall-clock time."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+        self._last = 0
+
+    def __call__(self) -> int:
+        ms = int(time.time() * 1000) - DISCORD_EPOCH_MS
+        value = (ms << 22) | (1 << 17) | (next(self._counter) & 0xFFF)
+        self._last = max(value, self._last + 1)
+        return self._last
+
+
+@dataclass
+class User:
+    """A Discord user (global)."""
+
+    id: int
+    username: str
+    global_name: str | None = None
+    bot: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.username
+
+
+@dataclass
+class Role:
+    """A guild role."""
+
+    id: int
+    name: str
+    permissions: int
+    position: int = 0
+    managed: bool = False
+    mentionable: bool = False
+    bot_id: int | None = None
+
+
+@dataclass
+class Overwrite:
+    """A channel permission overwrite (type 0 = role, 1 = member)."""
+
+    id: int
+    type: int
+    allow: int = 0
+    deny: int = 0
+
+
+@dataclass
+class Channel:
+    """A guild text channel."""
+
+    id: int
+    guild_id: int
+    name: str
+    type: int = TEXT_CHANNEL
+    position: int = 0
+    topic: str | None = None
+    overwrites: dict[int, Overwrite] = field(default_factory=dict)
+    last_message_id: int | None = None
+
+
+@dataclass
+class Member:
+    """A user's membership in a guild."""
+
+    user_id: int
+    role_ids: list[int] = field(default_factory=list)
+    joined_at: str = field(default_factory=iso_now)
+    nick: str | None = None
+
+
+@dataclass
+class Guild:
+    """A guild (server)."""
+
+    id: int
+    name: str
+    owner_id: int
+    roles: dict[int, Role] = field(default_factory=dict)
+    channels: dict[int, Channel] = field(default_factory=dict)
+    members: dict[int, Member] = field(default_factory=dict)
+    joined_at: str = field(default_factory=iso_now)
+
+    @property
+    def everyone_role(self) -> Role:
+        return self.roles[self.id]
+
+    def channel(self, name: str) -> Channel:
+        """Return the channel called ``name``."""
+        return next(c for c in self.channels.values() if c.name == name)
+
+
+@dataclass
+class Attachment:
+    """A stored, served attachment (``data`` holds the bytes)."""
+
+    id: int
+    filename: str
+    data: builtins.bytes
+    content_type: str | None
+    url: str
+    description: str | None = None
+    ephemeral: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def bytes(self) -> builtins.bytes:
+        """Alias of ``data``."""
+        return self.data
+
+
+@dataclass(frozen=True)
+class Mentions:
+    """Who a message (would) notify."""
+
+    users: frozenset[int] = frozenset()
+    roles: frozenset[int] = frozenset()
+    everyone: bool = False
+
+
+@dataclass
+class Message:
+    """A message the bot created (channel message or interaction response).
+
+    ``history`` holds a snapshot of every version (creation first).
+    """
+
+    id: int
+    channel_id: int
+    guild_id: int | None
+    author_id: int
+    content: str = ""
+    embeds: list[dict[str, Any]] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
+    flags: int = 0
+    type: int = 0
+    tts: bool = False
+    pinned: bool = False
+    allowed_mentions: dict[str, Any] | None = None
+    message_reference: dict[str, Any] | None = None
+    webhook_id: int | None = None
+    application_id: int | None = None
+    interaction_id: int | None = None
+    interaction_metadata: dict[str, Any] | None = None
+    deleted: bool = False
+    created_at: float = 0.0
+    edited_at: float | None = None
+    timestamp: str = field(default_factory=iso_now)
+    edited_timestamp: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    mentions: Mentions = field(default_factory=Mentions)
+    pings: Mentions | None = None
+    reactions: list[str] = field(default_factory=list)
+
+    @property
+    def ephemeral(self) -> bool:
+        return bool(self.flags & EPHEMERAL)
+
+    @property
+    def loading(self) -> bool:
+        """True while this is a deferred "thinking…" placeholder."""
+        return bool(self.flags & LOADING)
+
+    @property
+    def is_interaction_response(self) -> bool:
+        return self.interaction_id is not None
+
+    def pinged_user_ids(self) -> set[int]:
+        """Users notified when the message was sent (edits never ping)."""
+        return set(self.pings.users) if self.pings else set()
+
+    def pinged_role_ids(self) -> set[int]:
+        """Roles notified when the message was sent."""
+        return set(self.pings.roles) if self.pings else set()
+
+    def pings_everyone(self) -> bool:
+        """Whether @everyone/@here notified anyone when the message was sent."""
+        return bool(self.pings and self.pings.everyone)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return a plain copy of the mutable fields for ``history``."""
+        return {
+            "content": self.content,
+            "embeds": [dict(e) for e in self.embeds],
+            "components": list(self.components),
+            "attachments": [a.filename for a in self.attachments],
+            "flags": self.flags,
+            "at": self.edited_at if self.edited_at is not None else self.created_at,
+        }
+
+
+class World:
+    """All emulated Discord state, shared by the REST server and the gateway."""
+
+    def __init__(
+        self, application_id: int, bot_user: User, snowflake: SnowflakeGenerator | None = None
+    ) -> None:
+        self.snowflake = snowflake or SnowflakeGenerator()
+        self.application_id = application_id
+        self.bot_user = bot_user
+        self.users: dict[int, User] = {bot_user.id: bot_user}
+        self.guilds: dict[int, Guild] = {}
+        self.channels: dict[int, Channel] = {}
+        self.messages: dict[int, Message] = {}
+        self.attachments: dict[int, Attachment] = {}
+        self.commands: dict[int | None, list[dict[str, Any]]] = {}
+
+    def add_user(self, name: str, *, bot: bool = False) -> User:
+        """Create a global user."""
+        user = User(id=self.snowflake(), username=name, global_name=name, bot=bot)
+        self.users[user.id] = user
+        return user
+
+    def add_guild(self, name: str, owner_id: int) -> Guild:
+        """Create a guild with @everyone, the bot's managed role and a "general" channel."""
+        guild = Guild(id=self.snowflake(), name=name, owner_id=owner_id)
+        guild.roles[guild.id] = Role(guild.id, "@everyone", perms.DEFAULT_MEMBER_PERMISSIONS)
+        bot_role = Role(
+            self.snowflake(),
+            self.bot_user.username,
+            perms.DEFAULT_BOT_PERMISSIONS,
+            position=1,
+            managed=True,
+            bot_id=self.bot_user.id,
+        )
+        guild.roles[bot_role.id] = bot_role
+        guild.members[self.bot_user.id] = Member(self.bot_user.id, [bot_role.id])
+        guild.members.setdefault(owner_id, Member(owner_id))
+        self.guilds[guild.id] = guild
+        self.add_channel(guild.id, "general")
+        return guild
+
+    def add_channel(self, guild_id: int, name: str) -> Channel:
+        """Create a text channel in a guild."""
+        guild = self.guilds[guild_id]
+        channel = Channel(self.snowflake(), guild_id, name, position=len(guild.channels))
+        guild.channels[channel.id] = channel
+        self.channels[channel.id] = channel
+        return channel
+
+    def ensure_member(self, guild_id: int, user_id: int) -> tuple[Member, bool]:
+        """Return the member, adding the user to the guild if needed (and whether it was new)."""
+        guild = self.guilds[guild_id]
+        if user_id in guild.members:
+            return guild.members[user_id], False
+        member = Member(user_id)
+        guild.members[user_id] = member
+        return member, True
+
+    def bot_permissions(self, channel_id: int) -> int:
+        """The bot's computed permissions in a channel."""
+        channel = self.channels[channel_id]
+        return perms.compute_permissions(self.guilds[channel.guild_id], channel, self.bot_user.id)
+
+    def find_command(self, name: str, guild_id: int | None) -> dict[str, Any] | None:
+        """Find a registered chat-input command, guild scope first."""
+        for scope in (guild_id, None):
+            for command in self.commands.get(scope, []):
+                if command["name"] == name and command.get("type", 1) == 1:
+                    return command
+        return None

@@ -1,0 +1,101 @@
+"""Discord permission bits and channel permission computation."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .models import Channel, Guild
+
+CREATE_INSTANT_INVITE = 1 << 0
+ADMINISTRATOR = 1 << 3
+ADD_REACTIONS = 1 << 6
+VIEW_CHANNEL = 1 << 10
+SEND_MESSAGES = 1 << 11
+SEND_TTS_MESSAGES = 1 << 12
+MANAGE_MESSAGES = 1 << 13
+EMBED_LINKS = 1 << 14
+ATTACH_FILES = 1 << 15
+READ_MESSAGE_HISTORY = 1 << 16
+MENTION_EVERYONE = 1 << 17
+USE_EXTERNAL_EMOJIS = 1 << 18
+CONNECT = 1 << 20
+SPEAK = 1 << 21
+CHANGE_NICKNAME = 1 << 26
+USE_APPLICATION_COMMANDS = 1 << 31
+MANAGE_THREADS = 1 << 34
+CREATE_PUBLIC_THREADS = 1 << 35
+USE_EXTERNAL_STICKERS = 1 << 37
+SEND_MESSAGES_IN_THREADS = 1 << 38
+
+ALL_PERMISSIONS = (1 << 51) - 1
+
+#: What an ordinary member has (Discord's default @everyone permissions, roughly).
+DEFAULT_MEMBER_PERMISSIONS = (
+    CREATE_INSTANT_INVITE
+    | ADD_REACTIONS
+    | VIEW_CHANNEL
+    | SEND_MESSAGES
+    | EMBED_LINKS
+    | ATTACH_FILES
+    | READ_MESSAGE_HISTORY
+    | USE_EXTERNAL_EMOJIS
+    | CONNECT
+    | SPEAK
+    | CHANGE_NICKNAME
+    | USE_APPLICATION_COMMANDS
+    | CREATE_PUBLIC_THREADS
+    | USE_EXTERNAL_STICKERS
+    | SEND_MESSAGES_IN_THREADS
+)
+
+#: The bot's managed role: "admin-like" minus Administrator.
+DEFAULT_BOT_PERMISSIONS = (
+    DEFAULT_MEMBER_PERMISSIONS
+    | SEND_TTS_MESSAGES
+    | MANAGE_MESSAGES
+    | MENTION_EVERYONE
+    | MANAGE_THREADS
+)
+
+
+def compute_permissions(guild: Guild, channel: Channel | None, user_id: int) -> int:
+    """Compute a member's permissions in a channel the way Discord does.
+
+    Args:
+        guild: The guild.
+        channel: The channel, or ``None`` for guild-level permissions.
+        user_id: The member's user id.
+
+    Returns:
+        The permission bitfield.
+    """
+    if user_id == guild.owner_id:
+        return ALL_PERMISSIONS
+    member = guild.members.get(user_id)
+    role_ids = set(member.role_ids) if member else set()
+    base = guild.roles[guild.id].permissions
+    for role_id in role_ids:
+        if role_id in guild.roles:
+            base |= guild.roles[role_id].permissions
+    if base & ADMINISTRATOR:
+        return ALL_PERMISSIONS
+    if channel is None:
+        return base
+    overwrites = channel.overwrites
+    everyone = overwrites.get(guild.id)
+    if everyone:
+        base = (base & ~everyone.deny) | everyone.allow
+    allow = deny = 0
+    for role_id in role_ids:
+        ow = overwrites.get(role_id)
+        if ow and ow.type == 0:
+            allow |= ow.allow
+            deny |= ow.deny
+    base = (base & ~deny) | allow
+    own = overwrites.get(user_id)
+    if own and own.type == 1:
+        base = (base & ~own.deny) | own.allow
+    if not base & VIEW_CHANNEL:
+        return 0
+    return base

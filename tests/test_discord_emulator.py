@@ -1,0 +1,294 @@
+"""Proves the Discord emulator against a real, in-process discord.py bot."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import discord
+import pytest
+import yarl
+from discord import app_commands
+from discord.ext import commands
+
+from tests.discord_emulator import DiscordEmulator, Guild, User
+from tests.discord_emulator import permissions as perms
+
+TOKEN = "emulated.bot.token"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FeedbackModal(discord.ui.Modal, title="Feedback"):
+    comment: discord.ui.TextInput[Any] = discord.ui.TextInput(label="Comment", custom_id="comment")
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        await interaction.response.send_message(f"thanks: {self.comment.value}", ephemeral=True)
+
+
+class PostView(discord.ui.View):
+    def __init__(self) -> None:
+        super().__init__(timeout=None)
+
+    @discord.ui.button(label="Press me", custom_id="press")
+    async def press(self, interaction: discord.Interaction, button: discord.ui.Button[Any]) -> None:
+        await interaction.response.send_message(f"pressed by {interaction.user.id}")
+
+
+class EmuBot(commands.Bot):
+    def __init__(self) -> None:
+        super().__init__(command_prefix="!", intents=discord.Intents.default())
+        self.release = asyncio.Event()
+        self.release.set()
+        self.outcomes: asyncio.Queue[BaseException | None] = asyncio.Queue()
+        self.add_commands()
+
+    async def setup_hook(self) -> None:
+        await self.tree.sync()
+
+    def add_commands(self) -> None:
+        @self.tree.command(description="Defer, then edit the original response")
+        async def slow(interaction: discord.Interaction, count: int = 1) -> None:
+            await interaction.response.defer(thinking=True)
+            await self.release.wait()
+            try:
+                await interaction.edit_original_response(content=f"done {count}")
+            except discord.HTTPException as exc:
+                await self.outcomes.put(exc)
+            else:
+                await self.outcomes.put(None)
+
+        @self.tree.command(description="Pick a fruit")
+        async def pick(interaction: discord.Interaction, fruit: str) -> None:
+            await interaction.response.send_message(f"picked {fruit}")
+
+        @pick.autocomplete("fruit")
+        async def fruit_choices(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            fruits = ["apple", "apricot", "banana"]
+            return [app_commands.Choice(name=f, value=f) for f in fruits if f.startswith(current)]
+
+        @self.tree.command(description="Leave feedback")
+        async def feedback(interaction: discord.Interaction) -> None:
+            await interaction.response.send_modal(FeedbackModal())
+
+        @self.tree.command(description="Post a message with a button")
+        async def post(interaction: discord.Interaction) -> None:
+            assert isinstance(interaction.channel, discord.TextChannel)
+            await interaction.channel.send("Click below", view=PostView())
+            await interaction.response.send_message("posted", ephemeral=True)
+
+        tools = app_commands.Group(name="tools", description="Tools")
+
+        @tools.command(description="Echo text")
+        async def echo(interaction: discord.Interaction, text: str, times: int = 1) -> None:
+            await interaction.response.send_message(" ".join([text] * times))
+
+        self.tree.add_command(tools)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def emu(clock: FakeClock) -> AsyncIterator[DiscordEmulator]:
+    async with DiscordEmulator(bot_token=TOKEN, token_lifetime=0.5, clock=clock) as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def guild(emu: DiscordEmulator) -> Guild:
+    return emu.add_guild("Test Guild")
+
+
+@pytest.fixture
+def user(emu: DiscordEmulator) -> User:
+    return emu.add_user("alice")
+
+
+@pytest.fixture
+async def bot(
+    emu: DiscordEmulator,
+    guild: Guild,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> AsyncIterator[EmuBot]:
+    caplog.set_level(logging.INFO, logger="discord")
+    monkeypatch.setattr(discord.http.Route, "BASE", emu.api_base_url)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(emu.gateway_url)
+    )
+    client = EmuBot()
+    task = asyncio.create_task(client.start(TOKEN))
+    await emu.wait_ready(timeout=10)
+    await emu.wait_commands_synced(timeout=10)
+    yield client
+    await client.close()
+    await asyncio.wait_for(task, 10)
+    assert emu.unhandled == []
+    assert emu.server_errors == []
+    records = [r for phase in ("setup", "call") for r in caplog.get_records(phase)]
+    problems = [
+        r.getMessage()
+        for r in [*records, *caplog.records]
+        if r.name.startswith("discord") and r.levelno >= logging.ERROR
+    ]
+    assert problems == []
+
+
+def where(guild: Guild, user: User) -> dict[str, int]:
+    return {"guild_id": guild.id, "channel_id": guild.channel("general").id, "user_id": user.id}
+
+
+def channel_of(bot: EmuBot, guild: Guild) -> discord.TextChannel:
+    channel = bot.get_channel(guild.channel("general").id)
+    assert isinstance(channel, discord.TextChannel)
+    return channel
+
+
+async def test_ready_guild_create_and_command_sync(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild
+) -> None:
+    assert [e.t for e in emu.events if e.op == 0][:2] == ["READY", "GUILD_CREATE"]
+    cached = bot.get_guild(guild.id)
+    assert cached is not None
+    assert cached.me is not None
+    assert bot.user is not None
+    assert bot.user.id == emu.bot_user.id
+    commands_by_name = {c["name"]: c for c in emu.registered_commands()}
+    assert set(commands_by_name) == {"slow", "pick", "feedback", "post", "tools"}
+    count = commands_by_name["slow"]["options"][0]
+    assert (count["name"], count["type"], count.get("required", False)) == ("count", 4, False)
+    assert commands_by_name["pick"]["options"][0]["autocomplete"] is True
+    assert commands_by_name["tools"]["options"][0]["type"] == 1
+
+
+async def test_defer_then_edit_original(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    handle = await emu.invoke("slow", {"count": 3}, **where(guild, user))
+    callback = await handle.wait_callback()
+    assert callback.type == 5
+    assert callback.accepted
+    assert callback.latency < 3
+    original = await handle.wait_original()
+    assert original.content == "done 3"
+    assert not original.loading
+    assert original.is_interaction_response
+    assert original.edited_at is None
+    assert await bot.outcomes.get() is None
+    assert handle.payload["data"]["options"] == [{"name": "count", "type": 4, "value": 3}]
+
+
+async def test_subcommand_and_autocomplete(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    choices = await emu.autocomplete("pick", {"fruit": "ap"}, "fruit", **where(guild, user))
+    assert [c["value"] for c in choices] == ["apple", "apricot"]
+    handle = await emu.invoke(
+        "tools", {"text": "hi", "times": 2}, subcommand="echo", **where(guild, user)
+    )
+    assert (await handle.wait_original()).content == "hi hi"
+
+
+async def test_modal_round_trip(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    handle = await emu.invoke("feedback", **where(guild, user))
+    assert (await handle.wait_callback()).type == 9
+    assert handle.modal is not None
+    assert handle.modal["title"] == "Feedback"
+    submitted = await emu.submit_modal(handle.modal["custom_id"], {"comment": "great"})
+    reply = await submitted.wait_original()
+    assert reply.content == "thanks: great"
+    assert reply.ephemeral
+
+
+async def test_button_press(emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User) -> None:
+    handle = await emu.invoke("post", **where(guild, user))
+    posted = await emu.wait_for_message(lambda m: m.content == "Click below", include_existing=True)
+    assert (await handle.wait_original()).ephemeral
+    pressed = await emu.press_button(posted.id, "press", user_id=user.id)
+    reply = await pressed.wait_original()
+    assert reply.content == f"pressed by {user.id}"
+
+
+async def test_discord_limits_and_errors(emu: DiscordEmulator, bot: EmuBot, guild: Guild) -> None:
+    channel = channel_of(bot, guild)
+    with pytest.raises(discord.HTTPException) as too_long:
+        await channel.send("x" * 2001)
+    assert too_long.value.status == 400
+    assert too_long.value.code == 50035
+    with pytest.raises(discord.HTTPException) as big_embed:
+        await channel.send(embed=discord.Embed(title="t" * 257))
+    assert big_embed.value.code == 50035
+    assert "embeds.0.title" in big_embed.value.text
+    message = await channel.send("hello")
+    emu.delete_message(channel.id, message.id)
+    with pytest.raises(discord.NotFound) as gone:
+        await message.edit(content="edited")
+    assert gone.value.code == 10008
+
+
+async def test_permissions_and_rate_limit(emu: DiscordEmulator, bot: EmuBot, guild: Guild) -> None:
+    channel = channel_of(bot, guild)
+    emu.inject_rate_limit("/messages", count=1, retry_after=0.05)
+    await channel.send("after a 429")
+    assert [r.status for r in emu.requests if r.method == "POST"][-2:] == [429, 200]
+    emu.set_bot_permissions(channel.id, perms.VIEW_CHANNEL | perms.READ_MESSAGE_HISTORY)
+    with pytest.raises(discord.Forbidden) as forbidden:
+        await channel.send("nope")
+    assert forbidden.value.code == 50013
+    emu.revoke_channel_access(channel.id)
+    with pytest.raises(discord.Forbidden) as hidden:
+        await channel.send("nope")
+    assert hidden.value.code == 50001
+
+
+async def test_expired_token_and_double_callback(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User, clock: FakeClock
+) -> None:
+    bot.release.clear()
+    handle = await emu.invoke("slow", **where(guild, user))
+    await handle.wait_callback()
+    clock.now += 1.0
+    bot.release.set()
+    outcome = await asyncio.wait_for(bot.outcomes.get(), 5)
+    assert isinstance(outcome, discord.HTTPException)
+    assert outcome.status == 401
+    assert outcome.code == 50027
+    url = f"{emu.api_base_url}/interactions/{handle.id}/{handle.token}/callback"
+    async with aiohttp.ClientSession() as http, http.post(url, json={"type": 5}) as response:
+        assert response.status == 400
+        assert (await response.json())["code"] == 40060
+
+
+async def test_allowed_mentions(emu: DiscordEmulator, bot: EmuBot, guild: Guild) -> None:
+    channel = channel_of(bot, guild)
+    quiet = await channel.send("@everyone hi", allowed_mentions=discord.AllowedMentions.none())
+    assert not emu.messages[quiet.id].pings_everyone()
+    loud = await channel.send("@everyone hi")
+    assert emu.messages[loud.id].pings_everyone()
+
+
+async def test_resume_after_drop(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    await emu.drop_gateway()
+    await emu.wait_resumed(timeout=15)
+    assert any(e.t == "RESUMED" for e in emu.events)
+    assert emu.hub.identify_count == 1
+    handle = await emu.invoke("slow", {"count": 2}, **where(guild, user))
+    assert (await handle.wait_original()).content == "done 2"
