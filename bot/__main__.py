@@ -34,6 +34,19 @@ from bot.storage.database import SchemaTooNewError, Store
 log = logging.getLogger("bot")
 
 
+def quiet_library_loggers(level: int) -> None:
+    """Keep secrets and noise out of the log, whatever ``LOG_LEVEL`` says.
+
+    discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
+    API key typed into ``/config api-key set``) and interaction tokens. httpx and aiosqlite log a
+    line per request or query.
+    """
+    for name in ("discord.gateway", "discord.webhook", "discord.http"):
+        logging.getLogger(name).setLevel(max(logging.INFO, level))
+    for name in ("httpx", "httpcore", "aiosqlite"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, level))
+
+
 def point_discord_at(settings: Settings) -> None:
     """Send REST calls and the gateway connection where the settings say (proxy, emulator).
 
@@ -84,6 +97,7 @@ async def run(settings: Settings, *, sync: str) -> None:
             keys=KeyResolver(store, vault, default_key),
             schedule=PollSchedule(store.completion_seconds),
             sandbox=settings.sandbox,
+            default_key=default_key,
         )
         bot = GenBot(services, sync=sync)
         async with bot:
@@ -115,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)-8s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("httpx").setLevel(max(logging.WARNING, settings.log_level_number))
+    quiet_library_loggers(settings.log_level_number)
     point_discord_at(settings)
     try:
         asyncio.run(run(settings, sync="only" if args.command == "sync" else "auto"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import discord
 from discord.ext import commands
+from pydantic import SecretStr
 
 from bot.announce import DiscordAnnouncer
 from bot.clock import Clock
@@ -18,6 +19,7 @@ from bot.config import Settings
 from bot.errors import BotError
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
+from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.poller import Poller
 from bot.render import job_placeholder
@@ -42,6 +44,7 @@ class Services:
 
     Attributes:
         sandbox: results come from the built-in emulator, and say so.
+        default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
     """
 
     settings: Settings
@@ -54,6 +57,7 @@ class Services:
     keys: KeyResolver
     schedule: PollSchedule
     sandbox: bool
+    default_key: SecretStr | None = None
 
 
 class GenBot(commands.Bot):
@@ -111,9 +115,19 @@ class GenBot(commands.Bot):
         self._start(self.poller.run(), "poller")
         self._start(self.services.catalogue.run(), "catalogue-refresh")
         self._start(self._sweep_reservations(), "reservation-sweep")
-        default_key = self.services.settings.genapi_api_key
-        if default_key is not None:
-            self.services.catalogue.refresh_soon(default_key)
+        await self._prime_catalogue()
+
+    async def _prime_catalogue(self) -> None:
+        """Fetch the catalogue before going online, so the first autocomplete has choices."""
+        key = self.services.default_key
+        if key is None:
+            return
+        self.services.catalogue.use_key(key)
+        try:
+            async with asyncio.timeout(10):
+                await self.services.catalogue.refresh(key)
+        except (GenAPIError, TimeoutError) as exc:
+            log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
     def _start(self, coro: object, name: str) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]

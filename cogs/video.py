@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -76,8 +78,9 @@ class VideoCog(commands.Cog):
 
     @video.autocomplete("duration")
     async def _duration(
-        self, interaction: discord.Interaction[GenBot], current: str
+        self, interaction: discord.Interaction[GenBot], current: str | float
     ) -> list[app_commands.Choice[float]]:
+        # discord.py hands a number option's partial value over as typed, or as NaN when empty.
         catalogue = await self.bot.cached_catalogue(interaction.guild_id)
         chosen = getattr(interaction.namespace, "model", None)
         model = None if catalogue is None or not chosen else catalogue.video_model(chosen)
@@ -87,7 +90,10 @@ class VideoCog(commands.Cog):
             durations = sorted({d for m in catalogue.video for d in m.durations})
         else:
             durations = []
-        typed = current.strip()
+        if isinstance(current, str):
+            typed = current.strip()
+        else:
+            typed = "" if math.isnan(current) else f"{current:g}"
         return [
             app_commands.Choice(name=f"{d:g} seconds", value=float(d))
             for d in durations

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 
 from bot.storage.models import Kind
 
-DEFAULT_EXPECTED_SECONDS = {Kind.VIDEO: 60.0, Kind.IMAGE: 15.0, Kind.TEXT: 0.0}
-"""Typical completion times before any job of a model has finished, seconds."""
+DEFAULT_EXPECTATION = {Kind.VIDEO: (5.0, 30.0), Kind.IMAGE: (3.0, 10.0), Kind.TEXT: (0.0, 0.0)}
+"""``(earliest, typical)`` completion seconds before any job of a model has finished: modest,
+so that a fast model is not left waiting; its own history takes over after one job."""
 
 
 class PollSchedule:
@@ -48,7 +49,7 @@ class PollSchedule:
         """Return ``(earliest, typical)`` completion seconds for ``model``.
 
         ``earliest`` is the 20th percentile of recent durations, ``typical`` the median; both
-        fall back to :data:`DEFAULT_EXPECTED_SECONDS` with no history.
+        fall back to :data:`DEFAULT_EXPECTATION` with no history.
         """
         if model not in self._learned:
             durations = await self._history(model)
@@ -58,8 +59,7 @@ class PollSchedule:
             elif durations:
                 self._learned[model] = (min(durations), statistics.median(durations))
             else:
-                default = DEFAULT_EXPECTED_SECONDS[kind]
-                self._learned[model] = (default * 0.5, default)
+                self._learned[model] = DEFAULT_EXPECTATION[kind]
         return self._learned[model]
 
     async def first_poll_at(self, model: str, kind: Kind, created_at: float) -> float:

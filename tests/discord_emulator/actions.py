@@ -45,6 +45,12 @@ class UserActions:
     interactions: dict[int, InteractionState]
     interactions_by_token: dict[str, InteractionState]
     open_modals: dict[str, InteractionState]
+    command_overrides: set[tuple[int, str]]
+
+    def override_command_permissions(self, guild_id: int, name: str) -> None:
+        """Let every member of a guild use ``/name``, as an admin can in Server Settings ->
+        Integrations, whatever the command's ``default_member_permissions``."""
+        self.command_overrides.add((guild_id, name))
 
     def add_member(self, guild_id: int, user_id: int) -> Member:
         """Make a user a guild member (GUILD_MEMBER_ADD if the bot has that intent)."""
@@ -154,8 +160,11 @@ class UserActions:
         command = self.world.find_command(name, guild_id)
         if command is not None:
             required = command.get("default_member_permissions")
-            if required is not None and not (
-                permissions & perms.ADMINISTRATOR or int(required) & ~permissions == 0
+            overridden = (guild_id, name) in self.command_overrides
+            if (
+                required is not None
+                and not overridden
+                and not (permissions & perms.ADMINISTRATOR or int(required) & ~permissions == 0)
             ):
                 raise InvocationError(f"/{name} is hidden from members without {required}")
         builder = OptionBuilder(self.world, guild_id, permissions, self.add_member)

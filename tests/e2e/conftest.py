@@ -1,0 +1,22 @@
+"""One bot process per test module: started once, shared by that module's scenarios."""
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.harness import World, close_world, open_world
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    opened = await open_world(Path(tmp_path_factory.mktemp("e2e")))
+    yield opened
+    await close_world(opened)
+    # Whatever the scenarios did, the bot never made Discord choke or leak a secret.
+    assert opened.discord.unhandled == []
+    assert opened.discord.server_errors == []
+    log = opened.bot.log()
+    assert opened.key not in log
+    assert "Traceback" not in log

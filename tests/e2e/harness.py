@@ -1,0 +1,177 @@
+"""Runs the real ``python -m bot`` process against the Discord and Generation API emulators."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.fernet import Fernet
+
+from bot.sandbox import GenApiEmulator
+from tests.discord_emulator import DiscordEmulator
+from tests.discord_emulator.interactions import InteractionHandle
+from tests.discord_emulator.models import Channel, Guild, Message, User
+
+ROOT = Path(__file__).resolve().parents[2]
+BOT_TOKEN = "e2e.bot-token.secret"
+MANAGE_GUILD = 1 << 5
+RATE_WINDOW = 6.0
+"""The API's rate window, scaled down from 60 s for both the emulator and the bot."""
+
+
+class OffsetClock:
+    """Real monotonic time plus an offset the test can advance (token lifetimes)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+class BotProcess:
+    """The unmodified bot as a subprocess, its log in a file."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", cwd=ROOT, env=self.env, stdout=log, stderr=log
+        )
+        log.close()
+
+    async def kill(self) -> None:
+        """SIGKILL: no chance to clean up, as in a crash."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+    async def stop(self) -> None:
+        """Ctrl-C, then wait for a clean exit."""
+        if self.process is not None and self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(self.process.wait(), 15)
+            except TimeoutError:
+                await self.kill()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@dataclass
+class World:
+    """Both emulators, a guild with an admin and a member, and the bot process."""
+
+    discord: DiscordEmulator
+    api: GenApiEmulator
+    discord_clock: OffsetClock
+    key: str
+    guild: Guild
+    channel: Channel
+    admin: User
+    member: User
+    bot: BotProcess
+    handles: list[InteractionHandle] = field(default_factory=list)
+
+    async def command(
+        self, name: str, options: dict[str, Any] | None = None, *, admin: bool = False, **kw: Any
+    ) -> InteractionHandle:
+        """Invoke a slash command in the world's channel, as the member (or the admin)."""
+        user = self.admin if admin else self.member
+        kw.setdefault("permissions", ADMIN_PERMISSIONS if admin else MEMBER_PERMISSIONS)
+        handle = await self.discord.invoke(
+            name,
+            options,
+            guild_id=self.guild.id,
+            channel_id=kw.pop("channel_id", self.channel.id),
+            user_id=kw.pop("user_id", user.id),
+            **kw,
+        )
+        self.handles.append(handle)
+        return handle
+
+    async def answer(self, handle: InteractionHandle, timeout: float = 15) -> Message:
+        """What the user sees in answer: the original response once filled, or, when the bot
+        replaced a public "thinking…" with an ephemeral error, that followup."""
+
+        def check() -> Message | None:
+            original = handle.original()
+            if original is not None and not original.loading and not original.deleted:
+                return original
+            return handle.followups[-1] if handle.followups else None
+
+        return await self.discord.signal.wait_for(check, timeout, f"an answer to {handle.id}")
+
+    def posts_to(self, path_part: str) -> int:
+        return sum(1 for r in self.api.requests if r.method == "POST" and path_part in r.path)
+
+
+def _perms(*bits: int) -> int:
+    value = 0
+    for bit in bits:
+        value |= 1 << bit
+    return value
+
+
+# View Channel, Send Messages, Embed Links, Attach Files, Read History, Use App Commands
+MEMBER_PERMISSIONS = _perms(10, 11, 14, 15, 16, 31)
+ADMIN_PERMISSIONS = MEMBER_PERMISSIONS | MANAGE_GUILD
+
+
+def bot_env(
+    world_dir: Path, discord: DiscordEmulator, api: GenApiEmulator, key: str
+) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "DISCORD_TOKEN": BOT_TOKEN,
+        "GENAPI_BASE_URL": api.base_url,
+        "GENAPI_API_KEY": key,
+        "KEY_ENCRYPTION_KEY": Fernet.generate_key().decode(),
+        "DATABASE_PATH": str(world_dir / "bot.db"),
+        "DISCORD_API_BASE_URL": discord.api_base_url,
+        "DISCORD_GATEWAY_URL": discord.gateway_url,
+        "LOG_LEVEL": "DEBUG",
+        "GENAPI_RATE_WINDOW_SECONDS": str(RATE_WINDOW),
+        "JOB_TIMEOUT_SECONDS": "600",
+    }
+
+
+async def open_world(world_dir: Path) -> World:
+    """Start both emulators and the bot; return once its commands are synced."""
+    clock = OffsetClock()
+    discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=clock)
+    await discord.start()
+    api = GenApiEmulator(rate_window=RATE_WINDOW)
+    await api.start()
+    api.set_task_duration(lambda model, body: 4.0)
+    key = api.create_key(balance_cents=1_000_000)
+    admin = discord.add_user("admin")
+    member = discord.add_user("member")
+    guild = discord.add_guild("Test Guild", owner_id=admin.id)
+    channel = discord.add_channel(guild.id, "generate")
+    bot = BotProcess(bot_env(world_dir, discord, api, key), world_dir / "bot.log")
+    await bot.start()
+    await discord.wait_ready(timeout=60)
+    await discord.wait_commands_synced(timeout=60)
+    return World(discord, api, clock, key, guild, channel, admin, member, bot)
+
+
+async def close_world(world: World) -> None:
+    await world.bot.stop()
+    await world.api.stop()
+    await world.discord.stop()
