@@ -269,7 +269,7 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
     assert "try again" in answer.content.lower()
     assert "Traceback" not in answer.content
 
-    world.api.inject_fault("429", 1, retry_after=42)
+    world.api.inject_fault("429", 1, delay=42)
     handle = await world.command("text", {"prompt": "hello again"})
     answer = await world.answer(handle)
     assert answer.ephemeral

@@ -1,0 +1,44 @@
+"""Tiny placeholder output files served at ``/files/<name>`` (no auth, like a CDN)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    crc = zlib.crc32(kind + data)
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+
+def _one_pixel_png() -> bytes:
+    # A real 1x1 RGB PNG, so that Discord or an image library accepts it as an image.
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(b"\x00\x5a\x8c\xd2")  # filter byte, then one blue-ish pixel
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", pixels)
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+PNG_BYTES: Final = _one_pixel_png()
+# Only an ISO-BMFF "ftyp" box and an empty "free" box: enough to be sniffed as MP4, not playable.
+MP4_BYTES: Final = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\x08free"
+
+CONTENT_TYPES: Final = {".mp4": ("video/mp4", MP4_BYTES), ".png": ("image/png", PNG_BYTES)}
+
+
+def task_id_of(name: str) -> str | None:
+    """Return the task id a file name belongs to (``<id>.mp4`` or ``<id>-<n>.png``), or None."""
+    stem, dot, ext = name.rpartition(".")
+    if not dot:
+        return None
+    if ext == "mp4":
+        return stem
+    if ext == "png":
+        task_id, dash, _ = stem.rpartition("-")
+        return task_id if dash else None
+    return None

@@ -1,0 +1,337 @@
+"""A local emulator of the Generation Service API v1, on aiohttp.
+
+It follows the wire contract in ``docs/genapi-choices.md`` and adds knobs that the real service
+does not have (balances, forced failures, injected transport faults), for tests, for the bot's
+sandbox mode and for benchmarks.
+
+Order of processing for a request under ``/api/v1``:
+
+1. record it (:attr:`GenApiEmulator.requests`) and read its body;
+2. an injected fault, if one is queued, answers instead (nothing processed or charged), except
+   ``slow``, which lets the request through and holds the response back;
+3. the rate limiter, per bearer string (so before authentication; unknown keys are limited too);
+4. authentication, then the endpoint, whose validation runs before any charge.
+
+Time: ``clock`` gives monotonic seconds; service time runs ``time_scale`` times faster, so a
+task taking 60 service seconds completes 60 / time_scale clock seconds after submission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Self
+from urllib.parse import quote
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from bot.sandbox import catalogue as cat
+from bot.sandbox import files
+from bot.sandbox.ledger import FAIL_MARKER, Ledger
+from bot.sandbox.state import ApiError, EmulatedTask, Fault, RecordedRequest, invalid
+from bot.sandbox.validation import parse_image, parse_text, parse_video
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1"
+
+_RECORD = web.RequestKey("sandbox_record", RecordedRequest)
+_KEY = web.RequestKey("sandbox_key", str)
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": {"message": message, "code": code}}, status=status)
+
+
+def _bearer(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization", "")
+    if header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip() or None
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:  # also UnicodeDecodeError
+        return None
+
+
+class GenApiEmulator(Ledger):
+    """The Generation Service API, served locally with controllable time, money and faults.
+
+    The knobs (keys, balances, forced failures, faults, statistics) come from :class:`Ledger`.
+
+    Args:
+        time_scale: how many service seconds pass per clock second (> 0).
+        rate_limit: requests allowed per key within ``rate_window``.
+        rate_window: the rolling rate window in clock seconds (not scaled).
+        clock: monotonic time source in seconds; tests pass a fake one.
+        default_balance_cents: balance of keys created without one, in cents.
+    """
+
+    def __init__(
+        self,
+        *,
+        time_scale: float = 1.0,
+        rate_limit: int = 30,
+        rate_window: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        default_balance_cents: int = 100_000,
+    ) -> None:
+        super().__init__(
+            time_scale=time_scale,
+            rate_limit=rate_limit,
+            rate_window=rate_window,
+            clock=clock,
+            default_balance_cents=default_balance_cents,
+        )
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        """Listen on ``host``:``port`` (0 picks a free port).
+
+        Raises:
+            RuntimeError: if already started.
+        """
+        if self._runner is not None:
+            raise RuntimeError("emulator already started")
+        app = web.Application(middlewares=[self._middleware])
+        app.router.add_get(f"{API_PREFIX}/models", self._models)
+        app.router.add_post(f"{API_PREFIX}/video/generate", self._video_generate)
+        app.router.add_get(f"{API_PREFIX}/video/{{task_id}}", self._video_status)
+        app.router.add_post(f"{API_PREFIX}/image/generate", self._image_generate)
+        app.router.add_get(f"{API_PREFIX}/image/{{task_id}}", self._image_status)
+        app.router.add_post(f"{API_PREFIX}/text/generate", self._text_generate)
+        app.router.add_get("/files/{name}", self._file)
+        # A short shutdown timeout: stop() must not wait on a held-back "slow" response.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
+        await runner.setup()
+        # A large backlog: benchmarks open hundreds of connections at once.
+        site = web.TCPSite(runner, host, port, backlog=2048)
+        await site.start()
+        self._runner = runner
+        bound_port = runner.addresses[0][1]
+        shown = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+        shown = f"[{shown}]" if ":" in shown else shown
+        self._origin = f"http://{shown}:{bound_port}"
+        log.info("Generation API emulator listening on %s", self._origin)
+
+    async def stop(self) -> None:
+        """Stop listening; a no-op if not started."""
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """The ``{base_url}`` of the spec, e.g. ``http://127.0.0.1:8765/api/v1``."""
+        return self.origin + API_PREFIX
+
+    # -- request pipeline ------------------------------------------------------------------
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        record = RecordedRequest(
+            time=self._clock(), key=_bearer(request), method=request.method, path=request.path_qs
+        )
+        self.requests.append(record)
+        if not request.path.startswith(API_PREFIX + "/"):
+            try:
+                response = await handler(request)
+            except web.HTTPException as exc:
+                record.status = exc.status
+                raise
+            record.status = response.status
+            return response
+        record.json = _parse_json(await request.read())
+        fault = self._faults.popleft() if self._faults else None
+        if fault is not None and fault.kind != "slow":
+            return self._fault_response(fault, request, record)
+        response = await self._serve_api(request, handler, record)
+        record.status = response.status
+        if fault is not None:
+            await asyncio.sleep(fault.delay)
+        return response
+
+    def _fault_response(
+        self, fault: Fault, request: web.Request, record: RecordedRequest
+    ) -> web.Response:
+        kind = fault.kind
+        if kind == "drop":
+            if request.transport is not None:
+                request.transport.abort()
+            record.status = 0  # aiohttp's write of the response below fails silently
+            return web.Response(status=204)
+        if kind == "500":
+            response = _error(500, "INTERNAL", "Sandbox: injected internal error")
+        elif kind == "429":
+            response = _error(429, "RATE_LIMITED", "Sandbox: injected rate limit")
+            response.headers["Retry-After"] = str(math.ceil(fault.delay))
+        elif kind == "html_502":
+            page = (
+                "<html><head><title>502 Bad Gateway</title></head><body>Bad Gateway</body></html>"
+            )
+            response = web.Response(status=502, text=page, content_type="text/html")
+        else:
+            response = web.Response(text="{not json", content_type="application/json")
+        record.status = response.status
+        return response
+
+    async def _serve_api(
+        self, request: web.Request, handler: Handler, record: RecordedRequest
+    ) -> web.StreamResponse:
+        retry_after = self._limiter.acquire(record.key or "", record.time)
+        if retry_after is not None:
+            response = _error(429, "RATE_LIMITED", "More than the allowed requests per minute")
+            response.headers["Retry-After"] = str(retry_after)
+            return response
+        record.counted = True
+        try:
+            request[_KEY] = self._authenticate(record.key)
+            request[_RECORD] = record
+            return await handler(request)
+        except ApiError as exc:
+            return _error(exc.status, exc.code, exc.message)
+        except web.HTTPException as exc:  # the router's 404 and 405, in the spec's shape
+            code = "NOT_FOUND" if exc.status == 404 else "METHOD_NOT_ALLOWED"
+            return _error(exc.status, code, exc.reason)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response(cat.catalogue_json())
+
+    async def _video_generate(self, request: web.Request) -> web.Response:
+        body = self._body(request)
+        req = parse_video(body)
+        cost = math.ceil(req.model.cost_cents_per_5s * req.duration / 5)
+        remaining = self._charge(request[_KEY], cost)
+        task = self._new_task(request[_KEY], "video", req.model.id, req.model.provider, cost, body)
+        self._schedule(task, req.prompt, req.model.task_seconds)
+        poll_url = f"{API_PREFIX}/video/{task.task_id}?provider={task.provider}"
+        if task.provider == cat.DEFAULT_PROVIDER:
+            upstream = f"https://{task.provider}.upstream.invalid/v1/jobs/{task.task_id}"
+            poll_url += "&pollUrl=" + quote(upstream, safe="")
+        return self._submitted(task, poll_url, remaining)
+
+    async def _image_generate(self, request: web.Request) -> web.Response:
+        body = self._body(request)
+        req = parse_image(body)
+        model = req.model
+        if not model.is_async and FAIL_MARKER in req.prompt:
+            raise ApiError(500, "GENERATION_FAILED", "Sandbox: the prompt asked to fail")
+        remaining = self._charge(request[_KEY], model.cost_cents)
+        task = self._new_task(
+            request[_KEY], "image", model.id, model.provider, model.cost_cents, body
+        )
+        if model.is_async:
+            self._schedule(task, req.prompt, model.task_seconds)
+            poll_url = f"{API_PREFIX}/image/{task.task_id}?provider={task.provider}"
+            return self._submitted(task, poll_url, remaining)
+        self._settle(task)
+        result = {"task_id": task.task_id, "status": task.status, "outputs": task.outputs}
+        return web.json_response(
+            result | {"cost_cents": model.cost_cents, "remaining_credits_cents": remaining}
+        )
+
+    async def _text_generate(self, request: web.Request) -> web.Response:
+        req = parse_text(self._body(request))
+        if FAIL_MARKER in req.prompt:
+            raise ApiError(500, "GENERATION_FAILED", "Sandbox: the prompt asked to fail")
+        content = (
+            self._next_text if self._next_text is not None else f"Sandbox reply to: {req.prompt}"
+        )
+        finish_reason = "stop"
+        if len(content) > req.max_tokens * 4:  # about 4 characters per token
+            content, finish_reason = content[: req.max_tokens * 4], "length"
+        prompt_tokens = max(1, math.ceil((len(req.prompt) + len(req.system)) / 4))
+        completion_tokens = math.ceil(len(content) / 4)
+        total = prompt_tokens + completion_tokens
+        cost = max(1, math.ceil(total * req.model.cents_per_1k_tokens / 1000))
+        remaining = self._charge(request[_KEY], cost)
+        self._next_text = None
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": total,
+        }
+        return web.json_response(
+            {
+                "content": content,
+                "model": req.model.id,
+                "usage": usage,
+                "finish_reason": finish_reason,  # not in the spec: clients must tolerate extras
+                "cost_cents": cost,
+                "remaining_credits_cents": remaining,
+            }
+        )
+
+    async def _video_status(self, request: web.Request) -> web.Response:
+        return self._status(request, "video")
+
+    async def _image_status(self, request: web.Request) -> web.Response:
+        return self._status(request, "image")
+
+    def _status(self, request: web.Request, kind: str) -> web.Response:
+        task = self.tasks.get(request.match_info["task_id"])
+        provider = request.query.get("provider", cat.DEFAULT_PROVIDER)
+        # Another key's task is as unknown as a missing one; the provider must match too.
+        if task is None or task.kind != kind or task.key != request[_KEY]:
+            raise ApiError(404, "NOT_FOUND", f"No such {kind} task")
+        if task.provider != provider:
+            raise ApiError(404, "NOT_FOUND", f"No such {kind} task for provider {provider}")
+        self._settle(task)
+        status: dict[str, Any] = {
+            "task_id": task.task_id,
+            "status": task.status,
+            "outputs": task.outputs,
+            "provider": task.provider,
+        }
+        if task.error is not None:
+            status["error"] = task.error
+        return web.json_response(status)
+
+    async def _file(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        task = self.tasks.get(files.task_id_of(name) or "")
+        if task is not None:
+            self._settle(task)
+        if task is None or f"{self.origin}/files/{name}" not in task.outputs:
+            return web.Response(status=404, text="Not found")
+        content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
+        return web.Response(body=data, content_type=content_type)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _body(self, request: web.Request) -> dict[str, Any]:
+        body = request[_RECORD].json
+        if not isinstance(body, dict):
+            raise invalid("The request body must be a JSON object")
+        return body
+
+    def _submitted(self, task: EmulatedTask, poll_url: str, remaining: int) -> web.Response:
+        return web.json_response(
+            {
+                "task_id": task.task_id,
+                "status": "processing",
+                "provider": task.provider,
+                "poll_url": poll_url,
+                "cost_cents": task.cost_cents,
+                "remaining_credits_cents": remaining,
+            }
+        )
