@@ -97,8 +97,14 @@ class Poller:
 
     async def run(self) -> None:
         """Announce what a previous run left unannounced, then poll forever."""
-        for job in await self._store.unannounced_jobs():
+        unannounced = await self._store.unannounced_jobs()
+        for job in unannounced:
             await self._announce(job)
+        log.info(
+            "poller started: %d pending jobs resumed, %d finished jobs announced",
+            await self._store.pending_count(),
+            len(unannounced),
+        )
         try:
             while True:
                 self._wake.clear()

@@ -441,12 +441,9 @@ class Queries:
         rows = await self._all(DUE_JOBS_SQL, (now, limit))
         return [_job(r) for r in rows]
 
-    async def pending_jobs(self) -> list[Job]:
-        """Return every pending job, earliest next poll first."""
-        rows = await self._all(
-            f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' ORDER BY next_poll_at"
-        )
-        return [_job(r) for r in rows]
+    async def pending_count(self) -> int:
+        """Return how many jobs are pending (counted on the ``jobs_due`` index)."""
+        return await self._int("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
 
     async def next_due_at(self) -> float | None:
         """Return the earliest ``next_poll_at`` of the pending jobs, or None if there are none."""
