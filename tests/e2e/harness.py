@@ -151,8 +151,12 @@ def bot_env(
     }
 
 
-async def open_world(world_dir: Path) -> World:
-    """Start both emulators and the bot; return once its commands are synced."""
+async def open_world(world_dir: Path, *, sandbox: bool = False) -> World:
+    """Start both emulators and the bot; return once its commands are synced.
+
+    With ``sandbox`` the bot gets no ``GENAPI_*`` settings and runs its own built-in emulator;
+    the world's API emulator is then idle.
+    """
     clock = OffsetClock()
     discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=clock)
     await discord.start()
@@ -164,7 +168,10 @@ async def open_world(world_dir: Path) -> World:
     member = discord.add_user("member")
     guild = discord.add_guild("Test Guild", owner_id=admin.id)
     channel = discord.add_channel(guild.id, "generate")
-    bot = BotProcess(bot_env(world_dir, discord, api, key), world_dir / "bot.log")
+    env = bot_env(world_dir, discord, api, key)
+    if sandbox:
+        del env["GENAPI_BASE_URL"], env["GENAPI_API_KEY"]
+    bot = BotProcess(env, world_dir / "bot.log")
     await bot.start()
     await discord.wait_ready(timeout=60)
     await discord.wait_commands_synced(timeout=60)
