@@ -146,6 +146,8 @@ async def test_images_sync_and_async(
     state = await client.poll(key, task.poll_url)
     assert state.status == "completed"
     assert state.outputs
+    by_id = await client.image_status(key, task.task_id, task.provider)
+    assert by_id.outputs == state.outputs
 
 
 async def test_text_result_has_usage_and_tolerates_unknown_fields(

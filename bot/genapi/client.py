@@ -230,11 +230,26 @@ class GenAPIClient:
             TaskNotFoundError: the service does not know the task.
             GenAPIError: any other subclass.
         """
-        params = {"provider": provider} if provider else None
-        response = await self._request(
-            "GET", f"video/{task_id}", key, params=params, priority=priority
-        )
-        return self._parse(response, TaskState)
+        return await self._status("video", key, task_id, provider, priority)
+
+    async def image_status(
+        self,
+        key: SecretStr,
+        task_id: str,
+        provider: str | None = None,
+        *,
+        priority: Priority = Priority.BACKGROUND,
+    ) -> TaskState:
+        """``GET /image/:taskId``: an asynchronous image task's state.
+
+        The spec does not show this endpoint (4.4); we assume it mirrors ``GET /video/:taskId``
+        (docs/genapi-choices.md). Prefer :meth:`poll` with the ``poll_url`` the service gave.
+
+        Raises:
+            TaskNotFoundError: the service does not know the task.
+            GenAPIError: any other subclass.
+        """
+        return await self._status("image", key, task_id, provider, priority)
 
     async def poll(
         self, key: SecretStr, poll_url: str, *, priority: Priority = Priority.BACKGROUND
@@ -267,6 +282,15 @@ class GenAPIClient:
         """``POST /text/generate`` (spec 4.5), synchronous. Charged; never re-sent."""
         response = await self._request("POST", "text/generate", key, json=request.body())
         return self._parse(response, TextResult)
+
+    async def _status(
+        self, kind: str, key: SecretStr, task_id: str, provider: str | None, priority: Priority
+    ) -> TaskState:
+        params = {"provider": provider} if provider else None
+        response = await self._request(
+            "GET", f"{kind}/{task_id}", key, params=params, priority=priority
+        )
+        return self._parse(response, TaskState)
 
     async def _request(
         self,

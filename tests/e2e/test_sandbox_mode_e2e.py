@@ -48,3 +48,24 @@ async def test_a_rejected_discord_token_is_one_clear_line(world: World, tmp_path
         .endswith("genbot: cannot start: DISCORD_TOKEN was rejected by Discord")
     )
     assert "not-the-token" not in stderr.decode()
+
+
+async def test_sync_subcommand_registers_the_commands_and_exits(
+    world: World, tmp_path: Path
+) -> None:
+    syncs = world.discord.command_syncs
+    env = dict(world.bot.env, DATABASE_PATH=str(tmp_path / "sync.db"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "sync",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    assert world.discord.command_syncs == syncs + 1
+    names = {c["name"] for c in world.discord.registered_commands()}
+    assert names == {"text", "image", "video", "models", "config", "usage"}
