@@ -7,7 +7,9 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import discord
 from discord.ext import commands
@@ -129,8 +131,8 @@ class GenBot(commands.Bot):
         except (GenAPIError, TimeoutError) as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
-    def _start(self, coro: object, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)  # type: ignore[arg-type]
+    def _start(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         task.add_done_callback(self._task_ended)
         self._tasks.append(task)
 

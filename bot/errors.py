@@ -131,7 +131,12 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             )
         case api.APIConnectionError():
             return "The generation service cannot be reached right now; try again later."
-        case api.APIStatusError() | api.MalformedResponseError():
+        case api.MalformedResponseError():
+            return (
+                "The generation service gave an answer we could not read; it may still have "
+                "charged for it, so check `/usage` before trying again."
+            )
+        case api.APIStatusError():
             return "The generation service had a problem; try again later."
         case _:
             return "Something went wrong on our side; it has been logged."

@@ -80,6 +80,8 @@ async def test_text_is_charged_once_and_the_daily_user_budget_holds(
 ) -> None:
     result = await stack.generation.text(who, TextOptions("hello"))
     assert await stack.store.ledger_total(who.guild_id) == result.cost_cents
+    report = await stack.billing.report(who.guild_id)
+    assert [model for model, _, _ in report.by_model] == [result.model]  # the default it used
     await stack.store.update_limits(who.guild_id, user_daily_budget_cents=result.cost_cents)
     with pytest.raises(BudgetExceeded) as refused:
         await stack.generation.text(who, TextOptions("again"))
@@ -127,6 +129,25 @@ async def test_a_timed_out_generation_keeps_its_budget_held(stack: Stack, who: R
         await stack.generation.video(who, VideoOptions("a fox", model.id))
     report = await stack.billing.report(who.guild_id)
     assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+
+
+async def test_an_unreadable_answer_keeps_its_budget_held(stack: Stack, who: Requester) -> None:
+    model = await video_model(stack, needs_image=False)
+    stack.api.inject_fault("malformed_json", 1)
+    with pytest.raises(api_errors.MalformedResponseError):
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+
+
+async def test_a_refused_generation_releases_its_budget(stack: Stack, who: Requester) -> None:
+    model = await video_model(stack, needs_image=False)
+    stack.api.set_balance(stack.key, 0)
+    with pytest.raises(api_errors.InsufficientCreditsError):
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == 0
+    assert report.month_cents == 0
 
 
 async def test_admins_hear_of_a_rejected_key_once(stack: Stack, who: Requester) -> None:

@@ -32,7 +32,7 @@ from bot.services.billing import Billing, video_cost_cents
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
-from bot.storage.models import Charge, Job, Kind, NewJob, Reservation
+from bot.storage.models import Charge, GuildSettings, Job, Kind, NewJob, Reservation
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,17 @@ class ImageOutcome:
     model: str
     result: ImageResult | None = None
     job: Job | None = None
+
+
+def may_have_charged(exc: api.GenAPIError) -> bool:
+    """Whether a failed generation call may still have been charged by the service.
+
+    True when the request reached the service and we could not read its answer: a timeout, a
+    dropped connection, or a body that is not the spec's JSON.
+    """
+    if isinstance(exc, api.APIConnectionError):
+        return exc.request_sent
+    return isinstance(exc, api.MalformedResponseError)
 
 
 def summarize(prompt: str, limit: int = 300) -> str:
@@ -275,9 +286,13 @@ class GenerationService:
         self._schedule = schedule
         self._clock = clock
         self._notify_admins = notify_admins
+        self._default_text_model: str | None = None
 
-    async def check_channel(self, who: Requester) -> None:
+    async def check_channel(self, who: Requester) -> GuildSettings:
         """Refuse when the guild limits the commands to other channels.
+
+        Returns:
+            The guild's settings, for the rest of the request.
 
         Raises:
             ValidationFailed: naming the allowed channels.
@@ -287,6 +302,7 @@ class GenerationService:
         if allowed and who.channel_id not in allowed:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
             raise ValidationFailed(f"Generation commands are available in {where}.")
+        return settings
 
     async def catalogue(self, guild_id: int) -> Catalogue:
         """Return the catalogue (cached; fetched with the guild's key if none is cached).
@@ -298,7 +314,8 @@ class GenerationService:
         if self._catalogue.current is not None:
             return self._catalogue.current
         key = await self._keys.resolve(guild_id)
-        return await self._call(guild_id, self._catalogue.get(key.key))
+        settings = await self._store.guild_settings(guild_id)
+        return await self._call(settings, self._catalogue.get(key.key))
 
     async def text(self, who: Requester, options: TextOptions) -> TextResult:
         """Generate text (spec 4.5); the charge is in the ledger when this returns.
@@ -307,18 +324,22 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
-        await self.check_channel(who)
+        settings = await self.check_channel(who)
         key = await self._keys.resolve(who.guild_id)
         request = check_text(self._catalogue.current, options)
-        model = request.model or "default"
+        # Without a model the service picks its default (spec 4.5); the estimate is learned
+        # under the model it reports, so remember which one that was.
+        model = request.model or self._default_text_model or ""
         reservation = await self._billing.reserve(
             guild_id=who.guild_id, user_id=who.user_id, kind=Kind.TEXT, model=model, cost_cents=None
         )
         result = await self._charged(
-            reservation, who.guild_id, self._client.generate_text(key.key, request)
+            reservation, settings, self._client.generate_text(key.key, request)
         )
+        if request.model is None:
+            self._default_text_model = result.model
         await self._billing.settle(
-            reservation, self._charge(who, key, Kind.TEXT, model, None, result)
+            reservation, self._charge(who, key, Kind.TEXT, result.model, None, result)
         )
         return result
 
@@ -329,7 +350,7 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
-        await self.check_channel(who)
+        settings = await self.check_channel(who)
         key = await self._keys.resolve(who.guild_id)
         request = check_image(await self.catalogue(who.guild_id), options)
         reservation = await self._billing.reserve(
@@ -340,7 +361,7 @@ class GenerationService:
             cost_cents=None,
         )
         result = await self._charged(
-            reservation, who.guild_id, self._client.generate_image(key.key, request)
+            reservation, settings, self._client.generate_image(key.key, request)
         )
         charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
         if isinstance(result, ImageResult):
@@ -360,18 +381,6 @@ class GenerationService:
         )
         return ImageOutcome(request.model, job=job)
 
-    async def plan_video(
-        self, who: Requester, options: VideoOptions
-    ) -> tuple[VideoModel, VideoRequest]:
-        """Validate ``/video`` options and return the model and request, calling nothing.
-
-        Raises:
-            ValidationFailed, NoApiKeyConfigured: with the sentence to show.
-            GenAPIError: no catalogue cached and fetching it failed.
-        """
-        await self.check_channel(who)
-        return check_video(await self.catalogue(who.guild_id), options)
-
     async def video(self, who: Requester, options: VideoOptions) -> Job:
         """Submit a video (spec 4.2) and store its job; the charge is in the ledger on return.
 
@@ -383,8 +392,9 @@ class GenerationService:
                 before any call.
             GenAPIError: the call failed.
         """
-        model, request = await self.plan_video(who, options)
+        settings = await self.check_channel(who)
         key = await self._keys.resolve(who.guild_id)
+        model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
         reservation = await self._billing.reserve(
             guild_id=who.guild_id,
@@ -394,7 +404,7 @@ class GenerationService:
             cost_cents=video_cost_cents(model.cost_cents_per_5s, request.duration),
         )
         task = await self._charged(
-            reservation, who.guild_id, self._client.generate_video(key.key, request)
+            reservation, settings, self._client.generate_video(key.key, request)
         )
         charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
         details = {
@@ -467,36 +477,40 @@ class GenerationService:
             at=self._clock.time(),
         )
 
-    async def _charged(self, reservation: Reservation, guild_id: int, call: Awaitable[T]) -> T:
+    async def _charged(
+        self, reservation: Reservation, settings: GuildSettings, call: Awaitable[T]
+    ) -> T:
         """Await a charging call; release the reservation only if nothing can have been charged.
 
-        A timeout or a dropped connection may still have been charged, so their reservation
-        is kept until it expires, holding the budget conservatively.
+        A refusal (4xx, ``GENERATION_FAILED``) charged nothing. A timeout, a dropped connection,
+        a body we could not read, or a cancellation may still have been charged: that
+        reservation is kept until it expires, holding the budget conservatively.
         """
         try:
             result = await call
         except api.GenAPIError as exc:
-            if not (isinstance(exc, api.APIConnectionError) and exc.request_sent):
+            if not may_have_charged(exc):
                 await self._billing.release(reservation)
-            await self._key_problem(guild_id, exc)
+            await self._key_problem(settings, exc)
             raise
-        except BaseException:
-            await self._billing.release(reservation)
-            raise
-        await self._key_problem(guild_id, None)
+        await self._key_problem(settings, None)
         return result
 
-    async def _call(self, guild_id: int, call: Awaitable[T]) -> T:
+    async def _call(self, settings: GuildSettings, call: Awaitable[T]) -> T:
         try:
             result = await call
         except api.GenAPIError as exc:
-            await self._key_problem(guild_id, exc)
+            await self._key_problem(settings, exc)
             raise
-        await self._key_problem(guild_id, None)
+        await self._key_problem(settings, None)
         return result
 
-    async def _key_problem(self, guild_id: int, exc: api.GenAPIError | None) -> None:
-        """Tell the guild's admins once when its key is rejected or out of credits."""
+    async def _key_problem(self, settings: GuildSettings, exc: api.GenAPIError | None) -> None:
+        """Tell the guild's admins once when its key is rejected or out of credits.
+
+        The state is in the database, so "once" holds across restarts; it is cleared by the
+        next call that succeeds.
+        """
         problem: KeyProblem | None = None
         if isinstance(exc, api.UnauthorizedError):
             problem = "unauthorized"
@@ -504,8 +518,9 @@ class GenerationService:
             problem = "insufficient_credits"
         elif exc is not None:
             return
-        if not await self._store.set_notified_problem(guild_id, problem) or problem is None:
+        if problem == settings.notified_problem:
             return
-        settings = await self._store.guild_settings(guild_id)
-        if settings.admin_channel_id is not None and self._notify_admins is not None:
-            await self._notify_admins(guild_id, settings.admin_channel_id, problem)
+        if not await self._store.set_notified_problem(settings.guild_id, problem):
+            return
+        if problem and settings.admin_channel_id is not None and self._notify_admins is not None:
+            await self._notify_admins(settings.guild_id, settings.admin_channel_id, problem)
