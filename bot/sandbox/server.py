@@ -22,8 +22,6 @@ import asyncio
 import json
 import logging
 import math
-import time
-from collections.abc import Callable
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -65,33 +63,11 @@ def _parse_json(raw: bytes) -> Any:
 class GenApiEmulator(Ledger):
     """The Generation Service API, served locally with controllable time, money and faults.
 
-    The knobs (keys, balances, forced failures, faults, statistics) come from :class:`Ledger`.
-
-    Args:
-        time_scale: how many service seconds pass per clock second (> 0).
-        rate_limit: requests allowed per key within ``rate_window``.
-        rate_window: the rolling rate window in clock seconds (not scaled).
-        clock: monotonic time source in seconds; tests pass a fake one.
-        default_balance_cents: balance of keys created without one, in cents.
+    Constructed as :class:`Ledger` is (time scale, rate limit and window, clock, default
+    balance), which also provides the knobs: keys, balances, forced failures, faults, statistics.
     """
 
-    def __init__(
-        self,
-        *,
-        time_scale: float = 1.0,
-        rate_limit: int = 30,
-        rate_window: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
-        default_balance_cents: int = 100_000,
-    ) -> None:
-        super().__init__(
-            time_scale=time_scale,
-            rate_limit=rate_limit,
-            rate_window=rate_window,
-            clock=clock,
-            default_balance_cents=default_balance_cents,
-        )
-        self._runner: web.AppRunner | None = None
+    _runner: web.AppRunner | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
