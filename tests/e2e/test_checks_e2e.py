@@ -1,0 +1,117 @@
+"""What a member gets wrong, and what an admin limits: one ephemeral sentence, no charge."""
+
+import pytest
+
+from bot.sandbox.catalogue import catalogue_json
+from tests.discord_emulator.permissions import DEFAULT_BOT_PERMISSIONS, EMBED_LINKS
+from tests.e2e.harness import World
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def text_to_video() -> dict:
+    return next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+
+
+def generation_posts(world: World) -> int:
+    return sum(1 for r in world.api.requests if r.method == "POST")
+
+
+async def refused(world: World, name: str, options: dict, **kw: object) -> str:
+    """Run a command that must be refused before any call; return the sentence shown."""
+    posts = generation_posts(world)
+    answer = await world.answer(await world.command(name, options, **kw))
+    assert answer.ephemeral
+    assert generation_posts(world) == posts
+    return answer.content
+
+
+async def test_a_duration_the_model_does_not_offer(world: World) -> None:
+    model = text_to_video()
+    sentence = await refused(world, "video", {"prompt": "x", "model": model["id"], "duration": 7.5})
+    assert "7.5 s" in sentence
+    assert f"{model['durations'][0]:g} s" in sentence
+
+
+async def test_audio_on_a_model_without_it(world: World) -> None:
+    model = next(m for m in catalogue_json()["models"]["video"] if not m["supports_audio"])
+    sentence = await refused(
+        world, "video", {"prompt": "x", "model": model["id"], "generate_audio": True}
+    )
+    assert "cannot generate audio" in sentence
+
+
+async def test_an_image_edit_without_a_source_image(world: World) -> None:
+    sentence = await refused(world, "image", {"prompt": "fix the sign", "mode": "i2i"})
+    assert "attach one" in sentence
+
+
+async def test_an_uploaded_image_becomes_the_source(world: World) -> None:
+    handle = await world.command(
+        "image",
+        {"prompt": "make it blue", "mode": "i2i"},
+        attachments={"image": ("fox.png", b"\x89PNG fake", "image/png")},
+    )
+    answer = await world.answer(handle)
+    assert answer.embeds
+    (call,) = [r for r in world.api.requests if r.json and r.json.get("prompt") == "make it blue"]
+    assert call.json["image_url"].startswith(world.discord.base_url)
+    assert call.json["image_url"].endswith("fox.png")
+
+
+async def test_a_missing_permission_is_named(world: World) -> None:
+    channel = world.discord.add_channel(world.guild.id, "no-embeds")
+    world.discord.set_bot_permissions(channel.id, DEFAULT_BOT_PERMISSIONS & ~EMBED_LINKS)
+    model = text_to_video()
+    sentence = await refused(
+        world, "video", {"prompt": "x", "model": model["id"]}, channel_id=channel.id
+    )
+    assert "Embed Links" in sentence
+
+
+async def test_commands_limited_to_a_channel(world: World) -> None:
+    elsewhere = world.discord.add_channel(world.guild.id, "elsewhere")
+    allow = await world.command(
+        "config", {"channel": world.channel.id}, admin=True, group="channels", subcommand="allow"
+    )
+    assert (await world.answer(allow)).ephemeral
+    sentence = await refused(world, "text", {"prompt": "hi"}, channel_id=elsewhere.id)
+    assert f"<#{world.channel.id}>" in sentence
+    answer = await world.answer(await world.command("text", {"prompt": "hi here"}))
+    assert "hi here" in answer.content
+    reset = await world.command("config", {}, admin=True, group="channels", subcommand="everywhere")
+    await world.answer(reset)
+
+
+async def test_a_budget_that_is_not_an_amount(world: World) -> None:
+    answer = await world.answer(
+        await world.command("config", {"monthly": "lots"}, admin=True, subcommand="budget")
+    )
+    assert answer.ephemeral
+    assert "not an amount" in answer.content
+
+
+async def test_models_pages_turn_with_buttons(world: World) -> None:
+    handle = await world.command("models", {})
+    first = await world.answer(handle)
+    buttons = [c for row in first.components for c in row["components"]]
+    next_button = next(b for b in buttons if b.get("label") == "Next")
+    title = first.embeds[0].get("title")
+    pressed = await world.discord.press_button(
+        first.id, next_button["custom_id"], user_id=world.member.id
+    )
+    callback = await pressed.wait_callback()
+    assert callback.type == 7  # UPDATE_MESSAGE: the same message shows the next page
+    assert world.discord.messages[first.id].embeds[0].get("title") != title
+
+
+async def test_usage_members_see_their_own_and_admins_everyone(world: World) -> None:
+    mine = await world.answer(await world.command("usage", {}))
+    assert mine.ephemeral
+    assert f"<@{world.member.id}>" in str(mine.embeds)
+    other = await world.answer(await world.command("usage", {"user": world.admin.id}))
+    assert "Manage Server" in other.content
+    guild = await world.answer(await world.command("usage", {}, admin=True))
+    assert "This server's usage" in str(guild.embeds)
+    assert "Top members" in str(guild.embeds)
+    assert "Credits left" in str(guild.embeds)
