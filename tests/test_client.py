@@ -323,3 +323,9 @@ async def test_a_missing_required_field_is_a_clear_error(clock: ManualClock) -> 
         with pytest.raises(errors.MalformedResponseError) as bad:
             await client.generate_text(SecretStr("sk-gen-x"), TextRequest(prompt="hi"))
     assert "cost_cents" in str(bad.value)
+
+
+def test_whole_second_durations_are_sent_as_integers() -> None:
+    assert VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"] == 5
+    assert isinstance(VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"], int)
+    assert VideoRequest(model="m", prompt="p", duration=7.5).body()["duration"] == 7.5

@@ -177,11 +177,18 @@ class VideoRequest(_Request):
 
     model: str
     prompt: str
-    duration: float | None = None
+    duration: int | float | None = None
     aspect_ratio: str | None = None
     image_url: str | None = None
     generate_audio: bool | None = None
     lock_camera: bool | None = None
+
+    @field_validator("duration")
+    @classmethod
+    def _whole_seconds_as_int(cls, value: float | None) -> float | None:
+        # Discord's number options arrive as floats; "5" matches a catalogue's [5, 10] even
+        # for a service that compares types strictly, "5.0" might not.
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 class ImageRequest(_Request):
