@@ -29,12 +29,18 @@ def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
     return Requester(interaction.guild_id, interaction.channel_id, interaction.user.id)
 
 
-def require_permissions(interaction: discord.Interaction[discord.Client], *names: str) -> None:
-    """Check the bot's permissions in the channel (``app_permissions``) before posting.
+def require_placeholder_permissions(interaction: discord.Interaction[discord.Client]) -> None:
+    """Check that the bot may post, edit and reply to a placeholder where it was asked.
+
+    Uses the interaction's ``app_permissions`` (the bot's permissions in that channel); in a
+    thread, posting needs Send Messages in Threads instead of Send Messages.
 
     Raises:
         ValidationFailed: naming every missing permission, e.g. "Send Messages, Embed Links".
     """
+    names = list(PLACEHOLDER_PERMISSIONS)
+    if isinstance(interaction.channel, discord.Thread):
+        names[names.index("send_messages")] = "send_messages_in_threads"
     granted = interaction.app_permissions
     missing = [name for name in names if not getattr(granted, name)]
     if missing:

@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.interactions import PLACEHOLDER_PERMISSIONS, model_choices, requester, require_permissions
+from bot.interactions import model_choices, requester, require_placeholder_permissions
 from bot.render import image_result
 from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, ImageOptions
 from bot.tree import PUBLIC_DEFER
@@ -52,7 +52,7 @@ class ImageCog(commands.Cog):
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
-        require_permissions(interaction, *PLACEHOLDER_PERMISSIONS)
+        require_placeholder_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         source = image.url if image is not None else image_url

@@ -11,10 +11,9 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.interactions import (
     MAX_CHOICES,
-    PLACEHOLDER_PERMISSIONS,
     model_choices,
     requester,
-    require_permissions,
+    require_placeholder_permissions,
 )
 from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, VideoOptions
 
@@ -56,7 +55,7 @@ class VideoCog(commands.Cog):
             lock_camera: keep the camera still (models that support it)
         """
         who = requester(interaction)
-        require_permissions(interaction, *PLACEHOLDER_PERMISSIONS)
+        require_placeholder_permissions(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         source = image.url if image is not None else image_url
         options = VideoOptions(
