@@ -35,13 +35,8 @@ def sentence_for(error: Exception) -> str:
         return user_message(original, now=time.time())
     if isinstance(error, app_commands.MissingPermissions):
         return "You need the Manage Server permission for this."
-    if isinstance(error, app_commands.BotMissingPermissions):
-        missing = ", ".join(p.replace("_", " ").title() for p in error.missing_permissions)
-        return f"I am missing permissions in this channel: {missing}."
     if isinstance(error, app_commands.NoPrivateMessage):
         return "This command works in servers only."
-    if isinstance(error, app_commands.CommandOnCooldown):
-        return f"Slow down; try again in {error.retry_after:.0f} s."
     if isinstance(error, app_commands.TransformerError | app_commands.CheckFailure):
         return str(error) or "That option is not valid."
     error_id = secrets.token_hex(4)
