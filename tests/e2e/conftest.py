@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import World, close_world, open_world
+from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -19,4 +19,5 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
     assert opened.discord.server_errors == []
     log = opened.bot.log()
     assert opened.key not in log
+    assert BOT_TOKEN not in log
     assert "Traceback" not in log
