@@ -1,6 +1,7 @@
 """The per-key limiter, on a manual clock: nothing here sleeps for real."""
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -38,26 +39,46 @@ async def test_never_releases_a_31st_request_within_any_rolling_minute() -> None
 
 async def test_background_leaves_headroom_for_interactive() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6).for_key("k")
+    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6, margin=0).for_key("k")
     for _ in range(24):
         await limiter.acquire(Priority.BACKGROUND)
     start = clock.monotonic()
 
-    # The 25th background request must wait for the window; an interactive one goes now.
+    # The 25th background request must wait for the first to leave the window; an
+    # interactive one goes now.
     background = asyncio.ensure_future(limiter.acquire(Priority.BACKGROUND))
     await asyncio.sleep(0)
     await limiter.acquire(Priority.INTERACTIVE)
     assert clock.monotonic() == start
     assert not background.done()
     await background
-    assert clock.monotonic() >= start + 60
+    assert clock.monotonic() >= 60
+
+
+async def test_background_requests_are_paced_not_burst() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6, margin=0).for_key("k")
+    released = []
+    for _ in range(5):
+        await limiter.acquire(Priority.BACKGROUND)
+        released.append(clock.monotonic())
+    gaps = [later - earlier for earlier, later in itertools.pairwise(released)]
+    assert gaps == pytest.approx([60 / 24] * 4)
+
+
+async def test_the_window_has_a_margin_for_the_requests_travel_time() -> None:
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=2, window=60.0, reserve=0).for_key("k")
+    for _ in range(3):
+        await limiter.acquire(Priority.INTERACTIVE)
+    assert clock.monotonic() == pytest.approx(61)
 
 
 async def test_interactive_overtakes_a_queue_of_background_requests() -> None:
     clock = ManualClock()
     limiter = RateLimiter(clock, limit=30, window=60.0, reserve=0).for_key("k")
     for _ in range(30):
-        await limiter.acquire(Priority.BACKGROUND)
+        await limiter.acquire(Priority.INTERACTIVE)
     order: list[str] = []
 
     async def request(name: str, priority: Priority) -> None:
@@ -81,7 +102,7 @@ async def test_retry_after_blocks_the_key() -> None:
 
 async def test_interactive_caller_is_told_to_come_back_instead_of_waiting_long() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0).for_key("k")
+    limiter = RateLimiter(clock, limit=30, window=60.0, margin=0).for_key("k")
     for _ in range(30):
         await limiter.acquire(Priority.INTERACTIVE)
     clock.advance(20)

@@ -72,6 +72,7 @@ def new_job(
     guild: int = GUILD,
     kind: Kind = Kind.VIDEO,
     cost: int = 50,
+    key: str = "fp-default",
 ) -> NewJob:
     return NewJob(
         task_id=task_id,
@@ -86,7 +87,7 @@ def new_job(
         prompt_summary="a cat on a skateboard",
         details={"duration": 5, "aspect_ratio": "16:9"},
         cost_cents=cost,
-        key_fingerprint="fp-default",
+        key_fingerprint=key,
         created_at=created_at,
         next_poll_at=next_poll_at,
     )
@@ -564,6 +565,24 @@ async def test_completion_seconds_takes_the_latest_completed_of_the_model(store:
     await store.finish_job(other.id, JobStatus.COMPLETED, [], None, 99_999.0)
     assert await store.completion_seconds("vid/t2v", limit=3) == [24.0, 23.0, 22.0]
     assert len(await store.completion_seconds("vid/t2v")) == 20
+
+
+async def test_leased_jobs_and_busy_keys_are_left_out_of_the_due_set(store: Store) -> None:
+    now = 1_000_000.0
+    busy = [
+        await store.insert_job(new_job(f"b{i}", next_poll_at=now - 100 + i, key="busy"))
+        for i in range(3)
+    ]
+    calm = await store.insert_job(new_job("c", next_poll_at=now - 1, key="calm"))
+    assert [j.id for j in await store.due_jobs(now, limit=2)] == [busy[0].id, busy[1].id]
+    # A key with no room to poll cannot fill the batch and starve the others.
+    assert [j.id for j in await store.due_jobs(now, limit=2, skip_keys=["busy"])] == [calm.id]
+
+    await store.lease_jobs([busy[0].id, calm.id], now + 30)
+    assert [j.id for j in await store.due_jobs(now, limit=10)] == [busy[1].id, busy[2].id]
+    assert busy[0].id in [j.id for j in await store.due_jobs(now + 30, limit=10)]  # lease over
+    await store.schedule_poll(calm.id, now + 5, 1)  # the poll's own reschedule ends the lease
+    assert (await store.get_job(calm.id)).next_poll_at == now + 5  # type: ignore[union-attr]
 
 
 async def test_due_jobs_among_thousands_use_the_partial_index(store: Store) -> None:

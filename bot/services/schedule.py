@@ -1,10 +1,12 @@
 """When to poll an asynchronous job (spec part 3's polling rule, made thrifty).
 
 The spec suggests polling every 3 to 5 s; with 30 requests a minute per key that serves fewer
-than ten pending videos. So a job is first polled only when it could plausibly be done — a low
-quantile of how long the model's recent jobs took — and then at least every ``min_interval``
-seconds, backing off the longer it runs past its expected time. The per-key limiter spreads
-whatever is due within the key's budget.
+than ten pending videos. So a job is first polled only when it could plausibly be done — the
+20th percentile of how long the model's recent jobs took — and then at intervals proportional
+to its age (15 %, between 3 s and 30 s): a 20 s old job is polled every 3 s, a two-minute-old
+one every 18 s. The detection delay stays a small fraction of the job's own duration while the
+polls per job grow only with the logarithm of it. When the key's budget is the bottleneck, the
+per-key limiter serves the most overdue polls first.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from collections.abc import Awaitable, Callable
 
 from bot.storage.models import Kind
 
-DEFAULT_EXPECTATION = {Kind.VIDEO: (5.0, 30.0), Kind.IMAGE: (3.0, 10.0), Kind.TEXT: (0.0, 0.0)}
-"""``(earliest, typical)`` completion seconds before any job of a model has finished: modest,
-so that a fast model is not left waiting; its own history takes over after one job."""
+DEFAULT_EARLIEST_SECONDS = {Kind.VIDEO: 10.0, Kind.IMAGE: 3.0, Kind.TEXT: 0.0}
+"""When a job may be done, before any job of its model has finished: modest, so that a fast
+model is not left waiting; the model's own history takes over after its first job."""
+
+AGE_FRACTION = 0.15
+"""The interval between two polls of a job, as a fraction of its age."""
 
 
 class PollSchedule:
-    """Learns each model's completion time and turns it into poll times.
+    """Learns how soon each model's jobs can finish and turns it into poll times.
 
     Args:
         history: ``async (model) -> durations`` of its recent completed jobs, seconds
@@ -39,41 +44,33 @@ class PollSchedule:
         self._history = history
         self._min = min_interval
         self._max = max_interval
-        self._learned: dict[str, tuple[float, float]] = {}
+        self._earliest: dict[str, float] = {}
 
     def forget(self, model: str) -> None:
         """Drop what was learned of ``model`` (call when one of its jobs finishes)."""
-        self._learned.pop(model, None)
+        self._earliest.pop(model, None)
 
-    async def expectation(self, model: str, kind: Kind) -> tuple[float, float]:
-        """Return ``(earliest, typical)`` completion seconds for ``model``.
+    async def earliest(self, model: str, kind: Kind) -> float:
+        """Return how many seconds after submission a job of ``model`` may first be done.
 
-        ``earliest`` is the 20th percentile of recent durations, ``typical`` the median; both
-        fall back to :data:`DEFAULT_EXPECTATION` with no history.
+        The 20th percentile of the model's recent durations (the shortest, with fewer than
+        three), else :data:`DEFAULT_EARLIEST_SECONDS`.
         """
-        if model not in self._learned:
+        if model not in self._earliest:
             durations = await self._history(model)
             if len(durations) >= 3:
-                cuts = statistics.quantiles(durations, n=5, method="inclusive")
-                self._learned[model] = (cuts[0], statistics.median(durations))
+                self._earliest[model] = statistics.quantiles(durations, n=5, method="inclusive")[0]
             elif durations:
-                self._learned[model] = (min(durations), statistics.median(durations))
+                self._earliest[model] = min(durations)
             else:
-                self._learned[model] = DEFAULT_EXPECTATION[kind]
-        return self._learned[model]
+                self._earliest[model] = DEFAULT_EARLIEST_SECONDS[kind]
+        return self._earliest[model]
 
     async def first_poll_at(self, model: str, kind: Kind, created_at: float) -> float:
         """When to poll a job submitted at ``created_at`` first (UTC epoch seconds)."""
-        earliest, _ = await self.expectation(model, kind)
-        return created_at + max(self._min, earliest)
+        return created_at + max(self._min, await self.earliest(model, kind))
 
-    async def next_poll_at(self, model: str, kind: Kind, created_at: float, now: float) -> float:
-        """When to poll a still-running job again (UTC epoch seconds).
-
-        Every ``min_interval`` until the typical time, then backing off in proportion to how far
-        past it the job runs, up to ``max_interval``.
-        """
-        _, typical = await self.expectation(model, kind)
-        overdue = max(0.0, now - created_at - typical)
-        interval = self._min + overdue * 0.25
+    def next_poll_at(self, created_at: float, now: float) -> float:
+        """When to poll a still-running job again (UTC epoch seconds)."""
+        interval = AGE_FRACTION * (now - created_at)
         return now + min(self._max, max(self._min, interval))

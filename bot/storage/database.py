@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -222,10 +222,11 @@ _LIMIT_COLUMNS: Final = (
 
 # The hot queries of the poller, named so that tests can check their plans (query_plan).
 # Literal 'pending' (not a parameter) is what lets SQLite use the partial indexes of 0002.
-DUE_JOBS_SQL: Final = (
-    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?"
+_DUE_JOBS_SQL: Final = (
+    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?{{skip}}"
     " ORDER BY next_poll_at LIMIT ?"
 )
+DUE_JOBS_SQL: Final = _DUE_JOBS_SQL.format(skip="")
 NEXT_DUE_SQL: Final = "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending'"
 UNANNOUNCED_JOBS_SQL: Final = (
     f"SELECT {_JOB_COLUMNS} FROM jobs"
@@ -433,12 +434,23 @@ class Queries:
         row = await self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE task_id = ?", (task_id,))
         return None if row is None else _job(row)
 
-    async def due_jobs(self, now: float, limit: int) -> list[Job]:
+    async def due_jobs(
+        self, now: float, limit: int, *, skip_keys: Collection[str] = ()
+    ) -> list[Job]:
         """Return up to ``limit`` pending jobs whose ``next_poll_at <= now``, earliest first.
 
         Served by the partial index ``jobs_due``: the cost follows the due jobs, not all jobs.
+
+        Args:
+            now: UTC epoch seconds.
+            limit: the most jobs to return.
+            skip_keys: key fingerprints whose jobs are left out (keys with no room to poll now),
+                so that one key's backlog cannot fill the batch and starve the others.
         """
-        rows = await self._all(DUE_JOBS_SQL, (now, limit))
+        skip = ""
+        if skip_keys:
+            skip = f" AND key_fingerprint NOT IN ({', '.join('?' * len(skip_keys))})"
+        rows = await self._all(_DUE_JOBS_SQL.format(skip=skip), (now, *skip_keys, limit))
         return [_job(r) for r in rows]
 
     async def pending_count(self) -> int:
@@ -641,6 +653,14 @@ class Transaction(Queries):
         await self._run(
             "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'",
             (next_poll_at, poll_count, job_id),
+        )
+
+    async def lease_jobs(self, job_ids: Collection[int], until: float) -> None:
+        """Push pending jobs' next poll to ``until`` while a poll of each is under way."""
+        await self._run(
+            f"UPDATE jobs SET next_poll_at = ? WHERE status = 'pending'"
+            f" AND id IN ({', '.join('?' * len(job_ids))})",
+            (until, *job_ids),
         )
 
     async def finish_job(
@@ -865,6 +885,16 @@ class Store(Queries):
         """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far."""
         async with self.write() as tx:
             await tx.schedule_poll(job_id, next_poll_at, poll_count)
+
+    async def lease_jobs(self, job_ids: Collection[int], until: float) -> None:
+        """Take jobs out of the due set until ``until`` (UTC epoch seconds), in one write.
+
+        The poller leases the jobs it starts polling: their own reschedule ends the lease, and
+        if the process dies first they fall due again when it expires.
+        """
+        if job_ids:
+            async with self.write() as tx:
+                await tx.lease_jobs(job_ids, until)
 
     async def finish_job(
         self,
