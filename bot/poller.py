@@ -192,7 +192,7 @@ class Poller:
             await self._finish(job, JobStatus.FAILED, (), reason)
         else:
             now = self._clock.time()
-            next_at = self._schedule.next_poll_at(job.created_at, now)
+            next_at = await self._schedule.next_poll_at(job.model, job.created_at, now)
             await self._store.schedule_poll(job.id, next_at, job.poll_count + 1)
             if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
                 await self._announcer.progress(job, now)
