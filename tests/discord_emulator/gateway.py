@@ -14,6 +14,9 @@ from aiohttp import WSMsgType, web
 
 from .recorder import RecordedEvent
 
+ACK_ROUND_TRIP = 0.05
+"""Seconds between a heartbeat and its ACK, as over a network."""
+
 DISPATCH, HEARTBEAT, IDENTIFY, PRESENCE, VOICE, RESUME = 0, 1, 2, 3, 4, 6
 RECONNECT, REQUEST_MEMBERS, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 7, 8, 9, 10, 11
 GUILDS_INTENT = 1 << 0
@@ -215,7 +218,11 @@ class GatewayHub:
     async def _on_payload(self, conn: GatewayConnection, payload: dict[str, Any]) -> bool:
         op, data = payload.get("op"), payload.get("d")
         if op == HEARTBEAT:
-            conn.send({"op": HEARTBEAT_ACK, "s": None, "t": None, "d": None})
+            # Real ACKs come a network round trip later. An instant one on loopback beats
+            # discord.py's heartbeat thread to recording its send time, and it then logs
+            # "Can't keep up, websocket is 41.3s behind" for a latency of zero.
+            ack = {"op": HEARTBEAT_ACK, "s": None, "t": None, "d": None}
+            asyncio.get_running_loop().call_later(ACK_ROUND_TRIP, conn.send, ack)
             return True
         if op == IDENTIFY:
             return await self._identify(conn, data or {})
