@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from bench.report import Table, secs
 from bench.world import Bench, new_discord, running_bot, wait_for_log
 from bot.clock import SystemClock
-from bot.sandbox import EmulatedTask, GenApiEmulator
+from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
 from bot.storage.database import Store
@@ -45,18 +45,6 @@ class ScaleSize:
     """The steady window over which CPU and polls are measured."""
 
 
-def _seed_task(api: GenApiEmulator, key: str, model: dict[str, object]) -> EmulatedTask:
-    """Create a running task in the emulator as ``POST /video/generate`` would.
-
-    Through the emulator's internals: 10,000 submissions over HTTP would need its rate limit
-    lifted for the seeding and restored for the bot, which it has no public knob for.
-    """
-    cost = int(model["cost_cents_per_5s"])  # type: ignore[call-overload]
-    task = api._new_task(key, "video", str(model["id"]), str(model["provider"]), cost, {})
-    api._schedule(task, "scale benchmark", TASK_SECONDS)
-    return task
-
-
 async def _seed(api: GenApiEmulator, db: Path, kek: str, size: ScaleSize) -> None:
     rng = random.Random(3)
     model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
@@ -73,7 +61,7 @@ async def _seed(api: GenApiEmulator, db: Path, kek: str, size: ScaleSize) -> Non
             for j in range(size.jobs):
                 guild = guilds[j % size.guilds]
                 key = guild_key[guild]
-                task = _seed_task(api, key, model)
+                task = api.seed_video_task(key, str(model["id"]), TASK_SECONDS)
                 created = now - rng.uniform(30, 600)
                 await tx.insert_job(
                     NewJob(

@@ -218,6 +218,25 @@ class Ledger:
         account.balance_cents -= cents
         return account.balance_cents
 
+    def seed_video_task(self, key: str, model_id: str, seconds: float) -> EmulatedTask:
+        """Create a running video task as ``POST /video/generate`` would, without HTTP.
+
+        For benchmarks that need thousands of pending tasks at once: submitting them over HTTP
+        would run into the rate limit the benchmark then measures. Nothing is charged.
+
+        Args:
+            key: the key the task belongs to (its polls must use it).
+            model_id: a video model of the catalogue.
+            seconds: service seconds until it completes.
+
+        Raises:
+            KeyError: an unknown model.
+        """
+        model = cat.VIDEO_BY_ID[model_id]
+        task = self._new_task(key, "video", model.id, model.provider, 0, {})
+        task.completes_at = task.created_at + seconds / self.time_scale
+        return task
+
     def _new_task(
         self,
         key: str,
