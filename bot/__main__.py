@@ -13,6 +13,7 @@ import contextlib
 import logging
 import sys
 
+import aiohttp
 import discord
 import httpx
 import yarl
@@ -136,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     except discord.LoginFailure:
         print("genbot: cannot start: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2
+    except (aiohttp.ClientConnectionError, discord.GatewayNotFound) as exc:
+        where = settings.discord_api_base_url
+        print(f"genbot: cannot start: Discord is unreachable at {where} ({exc})", file=sys.stderr)
+        return 1
     except SchemaTooNewError as exc:
         print(f"genbot: cannot start: {exc}", file=sys.stderr)
         return 2

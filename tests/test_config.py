@@ -51,3 +51,25 @@ def test_starting_without_a_token_prints_one_clear_line(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "genbot: cannot start: DISCORD_TOKEN: missing"
+
+
+def test_an_unreachable_discord_is_one_clear_line(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "DISCORD_TOKEN": "token-never-printed",
+        "DISCORD_API_BASE_URL": "http://127.0.0.1:9/api/v10",  # the discard port: refused
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "bot"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("genbot: cannot start: Discord is unreachable at http://127.0.0.1:9")
+    assert "Traceback" not in result.stderr
+    assert "token-never-printed" not in result.stderr
