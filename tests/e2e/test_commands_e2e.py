@@ -70,6 +70,16 @@ async def test_text_answer_over_2000_characters_is_split_and_pings_nobody(world:
         assert message.pinged_role_ids() == set()
 
 
+async def test_a_very_long_answer_is_attached_as_markdown(world: World) -> None:
+    world.api.set_next_text("```python\n" + "print('x')\n" * 1200 + "```")
+    handle = await world.command("text", {"prompt": "all the code", "max_tokens": 8192})
+    answer = await world.answer(handle)
+    assert len(answer.content) <= 2000
+    (attachment,) = answer.attachments
+    assert attachment.filename == "answer.md"
+    assert attachment.data.decode().count("print('x')") == 1200
+
+
 async def test_image_sync_and_async(world: World) -> None:
     images = catalogue("image")
     sync_model = next(m for m in images if not m.get("async"))
