@@ -118,7 +118,7 @@ class NewJob:
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
+class Job(NewJob):
     """A stored job: the :class:`NewJob` fields plus its progress.
 
     Attributes:
@@ -133,21 +133,6 @@ class Job:
     """
 
     id: int
-    task_id: str
-    provider: str
-    poll_url: str
-    kind: Kind
-    model: str
-    guild_id: int
-    channel_id: int
-    message_id: int | None
-    user_id: int
-    prompt_summary: str
-    details: Mapping[str, Any]
-    cost_cents: int
-    key_fingerprint: str
-    created_at: float
-    next_poll_at: float
     status: JobStatus
     finished_at: float | None
     outputs: tuple[str, ...]
