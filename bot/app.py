@@ -27,6 +27,7 @@ from bot.poller import Poller
 from bot.render import job_placeholder
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem
+from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
@@ -96,6 +97,14 @@ class GenBot(commands.Bot):
             schedule=services.schedule,
             clock=services.clock,
             notify_admins=self._notify_admins,
+        )
+        self.guild_config = GuildConfigService(
+            store=services.store,
+            keys=services.keys,
+            vault=services.vault,
+            billing=services.billing,
+            client=services.client,
+            default_key_set=services.default_key is not None,
         )
         self.poller = Poller(
             store=services.store,

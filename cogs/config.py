@@ -61,15 +61,7 @@ class ConfigCog(
 
     def __init__(self, bot: GenBot) -> None:
         self.bot = bot
-        services = bot.services
-        self.service = GuildConfigService(
-            store=services.store,
-            keys=services.keys,
-            vault=services.vault,
-            billing=services.billing,
-            client=services.client,
-            default_key_set=services.settings.genapi_api_key is not None or services.sandbox,
-        )
+        self.service = bot.guild_config
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
