@@ -45,7 +45,7 @@ class TextCog(commands.Cog):
         await interaction.response.defer(thinking=True)
         options = TextOptions(prompt, model, system, max_tokens, temperature)
         result = await self.bot.generation.text(who, options)
-        first, *rest = text_answer(result, prompt=prompt, sandbox=self.bot.services.sandbox)
+        first, *rest = text_answer(result, sandbox=self.bot.services.sandbox)
         await interaction.edit_original_response(**first.edit_kwargs())
         for part in rest:
             await interaction.followup.send(**part.kwargs())

@@ -153,7 +153,7 @@ def text_result(content: str, tokens: int = 123, cents: int = 2) -> TextResult:
 
 
 def test_text_answer_pings_nobody() -> None:
-    parts = text_answer(text_result("@everyone <@123> <@&456> hi"), prompt="x", sandbox=False)
+    parts = text_answer(text_result("@everyone <@123> <@&456> hi"), sandbox=False)
     assert len(parts) == 1
     assert "@everyone <@123>" in (parts[0].content or "")
     mentions = parts[0].kwargs()["allowed_mentions"]
@@ -162,13 +162,13 @@ def test_text_answer_pings_nobody() -> None:
 
 
 def test_text_answer_footer_on_last_message() -> None:
-    parts = text_answer(text_result("The answer is 42."), prompt="x", sandbox=True)
+    parts = text_answer(text_result("The answer is 42."), sandbox=True)
     assert parts[0].content == "The answer is 42.\n-# gpt-mini · 123 tokens · $0.02 · sandbox"
 
 
 def test_text_answer_long_answer_is_split_with_footer_at_end() -> None:
     content = "\n\n".join(("Sentence number one is here. " * 10).strip() for _ in range(15))
-    parts = text_answer(text_result(content), prompt="x", sandbox=False)
+    parts = text_answer(text_result(content), sandbox=False)
     assert len(parts) > 1
     assert all(len(p.content or "") <= 2000 for p in parts)
     assert all(p.allowed_mentions is NO_PINGS for p in parts)
@@ -177,13 +177,13 @@ def test_text_answer_long_answer_is_split_with_footer_at_end() -> None:
 
 
 def test_text_answer_footer_alone_when_last_chunk_is_full() -> None:
-    parts = text_answer(text_result("y" * 2000), prompt="x", sandbox=False)
+    parts = text_answer(text_result("y" * 2000), sandbox=False)
     assert [p.content for p in parts] == ["y" * 2000, "-# gpt-mini · 123 tokens · $0.02"]
 
 
 def test_text_answer_attaches_very_long_answers() -> None:
     content = "Ünïcode answer line.\n" * 500  # > 6000 characters
-    parts = text_answer(text_result(content), prompt="x", sandbox=False)
+    parts = text_answer(text_result(content), sandbox=False)
     assert len(parts) == 1
     only = parts[0]
     assert only.files == (("answer.md", content.encode("utf-8")),)
@@ -198,7 +198,7 @@ def test_text_answer_attaches_very_long_answers() -> None:
 
 
 def test_text_answer_footer_stays_out_of_an_unclosed_code_block() -> None:
-    parts = text_answer(text_result("Intro\n\n```\ncode\n"), prompt="x", sandbox=False)
+    parts = text_answer(text_result("Intro\n\n```\ncode\n"), sandbox=False)
     assert [p.content for p in parts] == [
         "Intro\n\n```\ncode\n",
         "-# gpt-mini · 123 tokens · $0.02",
@@ -207,7 +207,7 @@ def test_text_answer_footer_stays_out_of_an_unclosed_code_block() -> None:
 
 def test_text_answer_attachment_excerpt_of_code_is_closed() -> None:
     content = "Sure:\n\n```py\n" + "print(1)\n" * 900
-    (only,) = text_answer(text_result(content), prompt="x", sandbox=False)
+    (only,) = text_answer(text_result(content), sandbox=False)
     text = only.content or ""
     assert len(fence_lines(text)) == 2
     assert text.count("print(1)") <= 12

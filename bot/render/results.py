@@ -18,7 +18,7 @@ IMAGE_COLOUR = discord.Colour.blurple()
 
 
 def text_answer(
-    result: TextResult, *, prompt: str, sandbox: bool, attach_over: int = 6000
+    result: TextResult, *, sandbox: bool, attach_over: int = 6000
 ) -> list[MessageParts]:
     """Build the messages answering ``/text``: the model's answer and a subtext footer.
 
@@ -32,8 +32,6 @@ def text_answer(
 
     Args:
         result: the service's answer.
-        prompt: the user's prompt. Not echoed: Discord already shows who ran ``/text``, and
-            repeating the prompt would only lengthen the reply.
         sandbox: whether the answer came from the sandbox service.
         attach_over: the answer length above which it is attached instead of split.
 
