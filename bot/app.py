@@ -183,7 +183,7 @@ class GenBot(commands.Bot):
 
     async def _sweep_reservations(self) -> None:
         while True:
-            expired = await self.services.store.expire_reservations(self.services.clock.time())
+            expired = await self.services.billing.expire_stale()
             if expired:
                 log.info("released %d stale budget reservations", expired)
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
