@@ -288,7 +288,7 @@ class GenerationService:
         self._notify_admins = notify_admins
         self._default_text_model: str | None = None
 
-    async def check_channel(self, who: Requester) -> GuildSettings:
+    async def _check_channel(self, who: Requester) -> GuildSettings:
         """Refuse when the guild limits the commands to other channels.
 
         Returns:
@@ -324,7 +324,7 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
-        settings = await self.check_channel(who)
+        settings = await self._check_channel(who)
         key = await self._keys.resolve(who.guild_id)
         request = check_text(self._catalogue.current, options)
         # Without a model the service picks its default (spec 4.5); the estimate is learned
@@ -350,7 +350,7 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
-        settings = await self.check_channel(who)
+        settings = await self._check_channel(who)
         key = await self._keys.resolve(who.guild_id)
         request = check_image(await self.catalogue(who.guild_id), options)
         reservation = await self._billing.reserve(
@@ -392,7 +392,7 @@ class GenerationService:
                 before any call.
             GenAPIError: the call failed.
         """
-        settings = await self.check_channel(who)
+        settings = await self._check_channel(who)
         key = await self._keys.resolve(who.guild_id)
         model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
