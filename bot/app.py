@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import pkgutil
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ import discord
 from discord.ext import commands
 from pydantic import SecretStr
 
+import cogs
 from bot.announce import DiscordAnnouncer
 from bot.clock import Clock
 from bot.config import Settings
@@ -36,7 +38,23 @@ from bot.tree import GenTree
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.text", "cogs.image", "cogs.video", "cogs.models", "cogs.config", "cogs.usage")
+
+def discover_extensions() -> tuple[str, ...]:
+    """Return every module of the ``cogs`` package, each an extension with a ``setup``.
+
+    A new command is a new file in ``cogs/``; nothing else lists it. Modules whose names start
+    with ``_`` are helpers, not extensions.
+    """
+    return tuple(
+        sorted(
+            f"cogs.{module.name}"
+            for module in pkgutil.iter_modules(cogs.__path__)
+            if not module.name.startswith("_")
+        )
+    )
+
+
+EXTENSIONS = discover_extensions()
 
 RESERVATION_SWEEP_SECONDS = 300.0
 

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Literal
 
 import discord
 from discord import app_commands
 
 from bot.errors import ValidationFailed
+from bot.genapi.models import ImageModel, TextModel, VideoModel
 from bot.services.generation import Requester
+
+if TYPE_CHECKING:
+    from bot.app import GenBot
+
+ModelKind = Literal["text", "image", "video"]
+ModelAutocomplete = Callable[
+    ["discord.Interaction[GenBot]", str], Coroutine[Any, Any, list[app_commands.Choice[str]]]
+]
 
 PLACEHOLDER_PERMISSIONS = ("view_channel", "send_messages", "embed_links", "read_message_history")
 """What posting, editing and replying to a placeholder needs in the channel (Discord docs:
@@ -65,3 +75,29 @@ def model_choices(
             if len(choices) == MAX_CHOICES:
                 break
     return choices
+
+
+def model_autocomplete(kind: ModelKind) -> ModelAutocomplete:
+    """Return the autocomplete callback of a ``model`` option offering the ``kind`` models.
+
+    One helper for every command with a model option: it reads the cached catalogue (Discord
+    allows autocomplete no deferral) and filters it with :func:`model_choices`. Use it as
+    ``@app_commands.autocomplete(model=model_autocomplete("video"))``.
+    """
+
+    async def complete(
+        interaction: discord.Interaction[GenBot], current: str
+    ) -> list[app_commands.Choice[str]]:
+        catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+        if catalogue is None:
+            return []
+        models: tuple[TextModel | ImageModel | VideoModel, ...]
+        if kind == "text":
+            models = catalogue.text
+        elif kind == "image":
+            models = catalogue.image
+        else:
+            models = catalogue.video
+        return model_choices(((m.id, m.label) for m in models), current)
+
+    return complete

@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.interactions import model_choices, requester, require_placeholder_permissions
+from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.render import image_result
 from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, ImageOptions
 from bot.tree import PUBLIC_DEFER
@@ -28,6 +28,7 @@ class ImageCog(commands.Cog):
 
     @app_commands.command(name="image")
     @app_commands.guild_only()
+    @app_commands.autocomplete(model=model_autocomplete("image"))
     @app_commands.choices(mode=MODES, aspect_ratio=RATIOS)
     async def image(
         self,
@@ -71,14 +72,6 @@ class ImageCog(commands.Cog):
             sandbox=self.bot.services.sandbox,
         )
         await interaction.edit_original_response(**parts.edit_kwargs())
-
-    @image.autocomplete("model")
-    async def _model(
-        self, interaction: discord.Interaction[GenBot], current: str
-    ) -> list[app_commands.Choice[str]]:
-        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
-        models = [] if catalogue is None else [(m.id, m.label) for m in catalogue.image]
-        return model_choices(models, current)
 
 
 async def setup(bot: GenBot) -> None:

@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.interactions import model_choices, requester
+from bot.interactions import model_autocomplete, requester
 from bot.render import text_answer
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
 from bot.tree import PUBLIC_DEFER
@@ -21,6 +21,7 @@ class TextCog(commands.Cog):
 
     @app_commands.command(name="text")
     @app_commands.guild_only()
+    @app_commands.autocomplete(model=model_autocomplete("text"))
     async def text(
         self,
         interaction: discord.Interaction[GenBot],
@@ -49,14 +50,6 @@ class TextCog(commands.Cog):
         await interaction.edit_original_response(**first.edit_kwargs())
         for part in rest:
             await interaction.followup.send(**part.kwargs())
-
-    @text.autocomplete("model")
-    async def _model(
-        self, interaction: discord.Interaction[GenBot], current: str
-    ) -> list[app_commands.Choice[str]]:
-        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
-        models = [] if catalogue is None else [(m.id, m.label) for m in catalogue.text]
-        return model_choices(models, current)
 
 
 async def setup(bot: GenBot) -> None:

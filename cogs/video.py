@@ -11,7 +11,7 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.interactions import (
     MAX_CHOICES,
-    model_choices,
+    model_autocomplete,
     requester,
     require_placeholder_permissions,
 )
@@ -28,6 +28,7 @@ class VideoCog(commands.Cog):
 
     @app_commands.command(name="video")
     @app_commands.guild_only()
+    @app_commands.autocomplete(model=model_autocomplete("video"))
     @app_commands.choices(aspect_ratio=RATIOS)
     async def video(
         self,
@@ -66,14 +67,6 @@ class VideoCog(commands.Cog):
         await interaction.edit_original_response(
             content=f"Your video is on its way: {link}. You will be pinged when it is ready."
         )
-
-    @video.autocomplete("model")
-    async def _model(
-        self, interaction: discord.Interaction[GenBot], current: str
-    ) -> list[app_commands.Choice[str]]:
-        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
-        models = [] if catalogue is None else [(m.id, m.label) for m in catalogue.video]
-        return model_choices(models, current)
 
     @video.autocomplete("duration")
     async def _duration(
