@@ -89,6 +89,14 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
     assert [c["value"] for c in image["mode"]["choices"]] == ["t2i", "i2i", "i2i_text"]
     assert image["image"]["type"] == discord.AppCommandOptionType.attachment.value
     assert video["image"]["type"] == discord.AppCommandOptionType.attachment.value
+    assert (video["duration"]["min_value"], video["duration"]["max_value"]) == (1, 60)
+    assert image["image_url"]["max_length"] == video["image_url"]["max_length"] == 2000
+
+
+async def test_commands_install_to_servers_only(tree: list[dict[str, Any]]) -> None:
+    # A user install would let anyone run the commands on the owner's default key.
+    for command in tree:
+        assert command["integration_types"] == [0], command["name"]  # GUILD_INSTALL only
 
 
 async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
