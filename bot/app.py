@@ -37,7 +37,15 @@ from bot.tree import GenTree
 
 log = logging.getLogger(__name__)
 
-EXTENSIONS = ("cogs.text", "cogs.image", "cogs.video", "cogs.models", "cogs.config", "cogs.usage")
+EXTENSIONS = (
+    "cogs.text",
+    "cogs.image",
+    "cogs.video",
+    "cogs.models",
+    "cogs.config",
+    "cogs.usage",
+    "cogs.jobs",
+)
 
 RESERVATION_SWEEP_SECONDS = 300.0
 

@@ -48,7 +48,7 @@ def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
     commands = {c["name"]: c for c in tree}
-    assert set(commands) == {"text", "image", "video", "models", "config", "usage"}
+    assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
     assert list(options_of(commands["text"])) == [
         "prompt",
         "model",
@@ -76,6 +76,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
     ]
     assert list(options_of(commands["models"])) == ["type"]
     assert list(options_of(commands["usage"])) == ["user"]
+    assert list(options_of(commands["jobs"])) == ["member", "everyone"]
 
 
 async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
