@@ -132,6 +132,17 @@ async def test_threads_and_forum_posts_inherit_their_parents_setting(world: Worl
                 await world.command("text", {"prompt": f"hi in {place.name}"}, channel_id=place.id)
             )
             assert f"hi in {place.name}" in answer.content
+        # A video's placeholder goes into the forum post itself (Send Messages in Threads).
+        handle = await world.command(
+            "video",
+            {"prompt": "a heron in a post", "model": text_to_video()["id"]},
+            channel_id=post.id,
+        )
+        assert (await world.answer(handle)).ephemeral
+        await world.discord.wait_for_message(
+            lambda m: m.channel_id == post.id and "heron in a post" in str(m.embeds),
+            include_existing=True,
+        )
         elsewhere = world.discord.add_channel(world.guild.id, "off-topic")
         stray = world.discord.add_thread(elsewhere.id, "stray")
         sentence = await refused(world, "text", {"prompt": "hi"}, channel_id=stray.id)
