@@ -61,6 +61,15 @@ def point_discord_at(settings: Settings) -> None:
 async def run(settings: Settings, *, sync: str) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
+    if settings.genapi_api_key is not None and (
+        settings.default_guild_monthly_budget_cents is None
+        and settings.default_user_daily_budget_cents is None
+    ):
+        log.warning(
+            "GENAPI_API_KEY is set with no default budget: servers without their own key spend "
+            "it without limit (set DEFAULT_GUILD_MONTHLY_BUDGET_CENTS or "
+            "DEFAULT_USER_DAILY_BUDGET_CENTS)"
+        )
     async with contextlib.AsyncExitStack() as stack:
         base_url = settings.genapi_base_url
         default_key = settings.genapi_api_key

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import discord
+from discord import app_commands
 from discord.ext import commands
 from pydantic import SecretStr
 
@@ -102,6 +103,8 @@ class GenBot(commands.Bot):
             tree_cls=GenTree,
             help_command=None,
             allowed_mentions=discord.AllowedMentions.none(),
+            # Server installs only: a user install would spend the owner's default key anywhere.
+            allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
         )
         self.services = services
         self._sync = sync

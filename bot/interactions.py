@@ -31,12 +31,22 @@ MAX_CHOICES = 25
 def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
     """Return who invoked ``interaction`` and where (commands are guild-only).
 
+    In a thread (a forum post is one), ``parent_channel_id`` is the thread's parent, from the
+    interaction's partial channel (Discord sends ``parent_id`` for threads).
+
     Raises:
         ValidationFailed: used outside a guild.
     """
     if interaction.guild_id is None or interaction.channel_id is None:
         raise ValidationFailed("This command works in servers only.")
-    return Requester(interaction.guild_id, interaction.channel_id, interaction.user.id)
+    channel = interaction.channel
+    parent_id = channel.parent_id if isinstance(channel, discord.Thread) else None
+    return Requester(
+        interaction.guild_id,
+        interaction.channel_id,
+        interaction.user.id,
+        parent_channel_id=parent_id,
+    )
 
 
 def require_placeholder_permissions(interaction: discord.Interaction[discord.Client]) -> None:

@@ -129,7 +129,9 @@ class ConfigCog(
 
     @channels.command(name="allow")
     async def channels_allow(
-        self, interaction: discord.Interaction[GenBot], channel: discord.TextChannel
+        self,
+        interaction: discord.Interaction[GenBot],
+        channel: discord.TextChannel | discord.ForumChannel,
     ) -> None:
         """Allow the commands in a channel (once any is allowed, only those are).
 
@@ -143,7 +145,9 @@ class ConfigCog(
 
     @channels.command(name="disallow")
     async def channels_disallow(
-        self, interaction: discord.Interaction[GenBot], channel: discord.TextChannel
+        self,
+        interaction: discord.Interaction[GenBot],
+        channel: discord.TextChannel | discord.ForumChannel,
     ) -> None:
         """Stop allowing the commands in a channel.
 

@@ -9,7 +9,13 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.render import image_result
-from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, ImageOptions
+from bot.services.generation import (
+    ASPECT_RATIOS,
+    MAX_PROMPT_LENGTH,
+    MAX_URL_LENGTH,
+    ImageOptions,
+    check_attachment,
+)
 from bot.tree import PUBLIC_DEFER
 
 MODES = [
@@ -37,7 +43,7 @@ class ImageCog(commands.Cog):
         model: str | None = None,
         aspect_ratio: str | None = None,
         mode: str | None = None,
-        image_url: str | None = None,
+        image_url: app_commands.Range[str, 1, MAX_URL_LENGTH] | None = None,
         image: discord.Attachment | None = None,
     ) -> None:
         """Generate an image.
@@ -54,10 +60,14 @@ class ImageCog(commands.Cog):
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
         require_placeholder_permissions(interaction)
+        if image is not None:
+            check_attachment(image.content_type, image.size)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         source = image.url if image is not None else image_url
-        options = ImageOptions(prompt, model, aspect_ratio, mode, source)
+        options = ImageOptions(
+            prompt, model, aspect_ratio, mode, source, image_uploaded=image is not None
+        )
         outcome = await self.bot.generation.image(who, options)
         if outcome.job is not None:
             link = await self.bot.post_placeholder(outcome.job)

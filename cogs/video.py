@@ -15,7 +15,15 @@ from bot.interactions import (
     requester,
     require_placeholder_permissions,
 )
-from bot.services.generation import ASPECT_RATIOS, MAX_PROMPT_LENGTH, VideoOptions
+from bot.services.generation import (
+    ASPECT_RATIOS,
+    MAX_DURATION_SECONDS,
+    MAX_PROMPT_LENGTH,
+    MAX_URL_LENGTH,
+    MIN_DURATION_SECONDS,
+    VideoOptions,
+    check_attachment,
+)
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -35,9 +43,10 @@ class VideoCog(commands.Cog):
         interaction: discord.Interaction[GenBot],
         prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
         model: str,
-        duration: float | None = None,
+        duration: app_commands.Range[float, MIN_DURATION_SECONDS, MAX_DURATION_SECONDS]
+        | None = None,
         aspect_ratio: str | None = None,
-        image_url: str | None = None,
+        image_url: app_commands.Range[str, 1, MAX_URL_LENGTH] | None = None,
         image: discord.Attachment | None = None,
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
@@ -57,10 +66,19 @@ class VideoCog(commands.Cog):
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
+        if image is not None:
+            check_attachment(image.content_type, image.size)
         await interaction.response.defer(ephemeral=True, thinking=True)
         source = image.url if image is not None else image_url
         options = VideoOptions(
-            prompt, model, duration, aspect_ratio, source, generate_audio, lock_camera
+            prompt,
+            model,
+            duration,
+            aspect_ratio,
+            source,
+            generate_audio,
+            lock_camera,
+            image_uploaded=image is not None,
         )
         job = await self.bot.generation.video(who, options)
         link = await self.bot.post_placeholder(job)

@@ -48,7 +48,7 @@ def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
     commands = {c["name"]: c for c in tree}
-    assert set(commands) == {"text", "image", "video", "models", "config", "usage"}
+    assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
     assert list(options_of(commands["text"])) == [
         "prompt",
         "model",
@@ -76,6 +76,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
     ]
     assert list(options_of(commands["models"])) == ["type"]
     assert list(options_of(commands["usage"])) == ["user"]
+    assert list(options_of(commands["jobs"])) == ["member", "everyone"]
 
 
 async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
@@ -89,6 +90,14 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
     assert [c["value"] for c in image["mode"]["choices"]] == ["t2i", "i2i", "i2i_text"]
     assert image["image"]["type"] == discord.AppCommandOptionType.attachment.value
     assert video["image"]["type"] == discord.AppCommandOptionType.attachment.value
+    assert (video["duration"]["min_value"], video["duration"]["max_value"]) == (1, 60)
+    assert image["image_url"]["max_length"] == video["image_url"]["max_length"] == 2000
+
+
+async def test_commands_install_to_servers_only(tree: list[dict[str, Any]]) -> None:
+    # A user install would let anyone run the commands on the owner's default key.
+    for command in tree:
+        assert command["integration_types"] == [0], command["name"]  # GUILD_INSTALL only
 
 
 async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(

@@ -5,7 +5,13 @@ import pytest
 from bot.errors import BudgetExceeded, ValidationFailed
 from bot.genapi import errors as api_errors
 from bot.services.billing import video_cost_cents
-from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
+from bot.services.generation import (
+    ImageOptions,
+    Requester,
+    TextOptions,
+    VideoOptions,
+    check_attachment,
+)
 from bot.storage import JobStatus, Kind
 from tests.conftest import Stack
 
@@ -29,6 +35,12 @@ async def video_model(stack: Stack, **wanted: object):
         ({"model": "no/such-model"}, "not a video model"),
         ({"aspect_ratio": "5:4"}, "Aspect ratio"),
         ({"image_url": "ftp://x/y.png"}, "https://"),
+        ({"image_url": "http://example.com/y.png"}, "must start with https://"),
+        ({"image_url": "https://example.com/" + "a" * 2000}, "URL is too long"),
+        ({"duration": -5.0}, "between 1 and 60 seconds"),
+        ({"duration": 0.0}, "between 1 and 60 seconds"),
+        ({"duration": 3600.0}, "between 1 and 60 seconds"),
+        ({"prompt": "\u200b \u200c\u200d\u2060\ufeff\n"}, "prompt is empty"),
     ],
 )
 async def test_a_bad_video_request_is_refused_before_any_call(
@@ -113,6 +125,52 @@ async def test_an_edit_mode_without_a_source_image_is_refused(stack: Stack, who:
     with pytest.raises(ValidationFailed, match="edits an image"):
         await stack.generation.image(who, ImageOptions("fix the sign", mode="i2i"))
     assert stack.posts() == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "sentence"),
+    [
+        ({"image_url": "http://example.com/y.png"}, "must start with https://"),
+        ({"image_url": "https://example.com/" + "a" * 2000}, "URL is too long"),
+        ({"prompt": "\u200b\u2060\ufeff"}, "prompt is empty"),
+        ({"prompt": "\u3164 \u2800"}, "prompt is empty"),
+    ],
+)
+async def test_a_bad_image_request_is_refused_before_any_call(
+    stack: Stack, who: Requester, change: dict[str, object], sentence: str
+) -> None:
+    options = {"prompt": "a fox", **change}
+    with pytest.raises(ValidationFailed, match=sentence):
+        await stack.generation.image(who, ImageOptions(**options))  # type: ignore[arg-type]
+    assert stack.posts() == 0
+    assert await stack.store.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester) -> None:
+    with pytest.raises(ValidationFailed, match="prompt is empty"):
+        await stack.generation.text(who, TextOptions("\u200b\u200b \ufeff"))
+    assert stack.posts() == 0
+
+
+@pytest.mark.parametrize(
+    ("content_type", "size", "sentence"),
+    [
+        ("text/plain", 10, "not an image"),
+        (None, 10, "not an image"),
+        ("application/pdf", 10, "not an image"),
+        ("image/png", 20 * 1024 * 1024 + 1, "at most 20 MiB"),
+    ],
+)
+def test_an_attachment_must_be_a_small_enough_image(
+    content_type: str | None, size: int, sentence: str
+) -> None:
+    with pytest.raises(ValidationFailed, match=sentence):
+        check_attachment(content_type, size)
+
+
+def test_an_image_attachment_within_the_bound_is_accepted() -> None:
+    check_attachment("image/png", 20 * 1024 * 1024)
+    check_attachment("image/jpeg; charset=binary", 1)
 
 
 async def test_commands_can_be_limited_to_channels(stack: Stack, who: Requester) -> None:

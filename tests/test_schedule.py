@@ -61,3 +61,13 @@ async def test_forget_relearns_the_history() -> None:
     assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == 10.0  # cached until told
     plan.forget("m")
     assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == pytest.approx(54.0)
+
+
+async def test_a_pending_job_gets_an_estimate_from_its_models_history() -> None:
+    plan = schedule([20.0 + 5 * i for i in range(21)])  # 20 s to 120 s, evenly
+    # Young: the median of the whole history; later: the median of the jobs still longer.
+    assert await plan.estimated_finish("m", 1000.0, now=1005.0) == pytest.approx(1070.0)
+    assert await plan.estimated_finish("m", 1000.0, now=1100.0) == pytest.approx(1112.5)
+    # Older than every job seen so far, or no history worth the name: no estimate.
+    assert await plan.estimated_finish("m", 1000.0, now=1200.0) is None
+    assert await schedule([30.0, 40.0]).estimated_finish("m", 1000.0, now=1001.0) is None

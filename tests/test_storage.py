@@ -24,6 +24,7 @@ from bot.storage import (
 )
 from bot.storage.database import (
     DUE_JOBS_SQL,
+    JOBS_LISTING_SQL,
     NEXT_DUE_SQL,
     UNANNOUNCED_JOBS_SQL,
     Migration,
@@ -133,7 +134,7 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
     store = await Store.open(path, clock=clock)
     try:
         assert path.exists()
-        assert store.schema_version == LATEST == 2
+        assert store.schema_version == LATEST
         assert (await store._one("PRAGMA journal_mode"))[0] == "wal"  # type: ignore[index]
         assert (await store._one("PRAGMA foreign_keys"))[0] == 1  # type: ignore[index]
         assert (await store._one("PRAGMA busy_timeout"))[0] == database.BUSY_TIMEOUT_MS  # type: ignore[index]
@@ -165,6 +166,7 @@ def test_migrations_are_numbered_without_gaps() -> None:
     assert [(m.version, m.name) for m in load_migrations()] == [
         (1, "initial"),
         (2, "job_schedule"),
+        (3, "jobs_listing"),
     ]
 
 
@@ -212,7 +214,7 @@ async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
 
     store = await Store.open(path, clock=clock)
     try:
-        assert store.schema_version == 2
+        assert store.schema_version == LATEST
         settings = await store.guild_settings(GUILD)
         assert settings.monthly_budget_cents == 5000
         assert settings.admin_channel_id == 42
@@ -616,3 +618,30 @@ async def test_due_jobs_among_thousands_use_the_partial_index(store: Store) -> N
     assert await store.query_plan(UNANNOUNCED_JOBS_SQL) == [
         "SCAN jobs USING INDEX jobs_unannounced"
     ]
+
+
+async def test_recent_jobs_newest_first_per_member_or_server(store: Store) -> None:
+    now = 1_767_225_600.0
+    async with store.write() as tx:
+        for i in range(30):
+            job = await tx.insert_job(
+                new_job(f"t{i}", created_at=now + i, user=1 if i % 3 else 2, guild=GUILD)
+            )
+            if i % 2:
+                await tx.finish_job(job.id, JobStatus.COMPLETED, ["https://x/v.mp4"], None, now)
+        await tx.insert_job(new_job("elsewhere", created_at=now + 99, user=1, guild=GUILD + 1))
+
+    mine = await store.recent_jobs(GUILD, user_id=1, limit=100)
+    assert [j.task_id for j in mine] == [f"t{i}" for i in reversed(range(30)) if i % 3]
+    everyone = await store.recent_jobs(GUILD, user_id=None, limit=25)
+    assert [j.task_id for j in everyone] == [f"t{i}" for i in reversed(range(5, 30))]
+    assert {j.status for j in everyone} == {JobStatus.PENDING, JobStatus.COMPLETED}
+
+    # Both listings walk an index in order: no scan of every job, no sort.
+    for user_id in (1, None):
+        sql = JOBS_LISTING_SQL[user_id is not None]
+        params = (GUILD, 1, 25) if user_id is not None else (GUILD, 25)
+        plan = " | ".join(await store.query_plan(sql, params))
+        assert "USING INDEX jobs_listing" in plan or "USING INDEX jobs_guild_listing" in plan
+        assert "TEMP B-TREE" not in plan
+        assert "SCAN jobs" not in plan

@@ -7,6 +7,7 @@ pings, and only the requester.
 """
 
 from bot.render.catalogue import catalogue_pages
+from bot.render.job_list import job_list_pages
 from bot.render.jobs import JobView, completion_reply, job_finished, job_placeholder
 from bot.render.parts import NO_PINGS, MessageParts, ping_only
 from bot.render.results import image_result, text_answer
@@ -21,6 +22,7 @@ __all__ = [
     "format_duration",
     "image_result",
     "job_finished",
+    "job_list_pages",
     "job_placeholder",
     "ping_only",
     "split_message",

@@ -9,6 +9,7 @@ method returns, so before the user is answered.
 from __future__ import annotations
 
 import logging
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -41,6 +42,23 @@ T = TypeVar("T")
 MAX_PROMPT_LENGTH = 4000
 """Characters; the spec shows no maximum, and Discord's string options allow 6,000."""
 
+MAX_URL_LENGTH = 2000
+"""Characters in an image URL; the spec shows no maximum, and a longer URL is no real image's."""
+
+MIN_DURATION_SECONDS = 1
+MAX_DURATION_SECONDS = 60
+"""Bounds of ``/video``'s ``duration``, seconds: the spec gives none, the catalogue's models
+offer 4 to 12 s, and a model without a ``durations`` list is priced per 5 s of whatever is
+asked, so an unbounded duration could reserve any amount."""
+
+MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
+"""Largest source image accepted as an attachment (20 MiB): the service fetches it by URL, and
+Discord lets a member upload more than any image model needs."""
+
+INVISIBLE = frozenset("\u115f\u1160\u2800\u3164\uffa0")
+"""Characters that draw nothing but are neither whitespace nor format characters (Hangul
+fillers, the blank Braille pattern); a prompt of these alone is empty."""
+
 ASPECT_RATIOS = ("16:9", "9:16", "1:1")
 """The aspect ratios the spec names as examples (4.2, 4.4); offered as choices."""
 
@@ -55,11 +73,18 @@ NotifyAdmins = Callable[[int, int, KeyProblem], Awaitable[None]]
 
 @dataclass(frozen=True, slots=True)
 class Requester:
-    """Who asked, and where: Discord snowflakes."""
+    """Who asked, and where: Discord snowflakes.
+
+    Attributes:
+        channel_id: where the command was used (a thread's own id in a thread); results go here.
+        parent_channel_id: in a thread or a forum post, its parent channel or forum, whose
+            allowed-channel setting it inherits; None elsewhere.
+    """
 
     guild_id: int
     channel_id: int
     user_id: int
+    parent_channel_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +100,23 @@ class TextOptions:
 
 @dataclass(frozen=True, slots=True)
 class ImageOptions:
-    """``/image`` options (spec 4.4)."""
+    """``/image`` options (spec 4.4); ``image_uploaded`` as in :class:`VideoOptions`."""
 
     prompt: str
     model: str | None = None
     aspect_ratio: str | None = None
     mode: str | None = None
     image_url: str | None = None
+    image_uploaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class VideoOptions:
-    """``/video`` options (spec 4.2); ``duration`` in seconds."""
+    """``/video`` options (spec 4.2); ``duration`` in seconds.
+
+    ``image_uploaded``: ``image_url`` is a Discord attachment's (already checked by
+    :func:`check_attachment`), not a URL the member typed.
+    """
 
     prompt: str
     model: str
@@ -95,6 +125,7 @@ class VideoOptions:
     image_url: str | None = None
     generate_audio: bool | None = None
     lock_camera: bool | None = None
+    image_uploaded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +158,54 @@ def summarize(prompt: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _visible(text: str) -> bool:
+    """Whether ``text`` draws anything.
+
+    Whitespace, format characters (Unicode category Cf: U+200B, U+200C, U+200D, U+2060,
+    U+FEFF...) and :data:`INVISIBLE` draw nothing.
+    """
+    return any(
+        not ch.isspace() and unicodedata.category(ch) != "Cf" and ch not in INVISIBLE for ch in text
+    )
+
+
 def _check_prompt(prompt: str) -> str:
     prompt = prompt.strip()
-    if not prompt:
+    if not _visible(prompt):
         raise ValidationFailed("The prompt is empty.")
     if len(prompt) > MAX_PROMPT_LENGTH:
         raise ValidationFailed(f"The prompt is too long (at most {MAX_PROMPT_LENGTH} characters).")
     return prompt
 
 
-def _check_url(url: str | None) -> str | None:
-    if url is not None and not url.startswith(("https://", "http://")):
+def _check_url(url: str | None, *, uploaded: bool) -> str | None:
+    if url is None or uploaded:
+        # An attachment's URL is Discord's own (https on Discord's CDN), not the member's.
+        return url
+    url = url.strip()
+    if len(url) > MAX_URL_LENGTH:
+        raise ValidationFailed(f"The image URL is too long (at most {MAX_URL_LENGTH} characters).")
+    # Plain http would let anyone on the path swap the image the service is paid to use.
+    if not url.lower().startswith("https://") or len(url) == len("https://"):
         raise ValidationFailed("The image URL must start with https://.")
     return url
+
+
+def check_attachment(content_type: str | None, size: int) -> None:
+    """Check an uploaded source image before it is used (``discord.Attachment`` fields).
+
+    Args:
+        content_type: the MIME type Discord reports, e.g. ``"image/png"``; None if unknown.
+        size: the file's size, bytes.
+
+    Raises:
+        ValidationFailed: not ``image/*``, or over :data:`MAX_ATTACHMENT_BYTES`.
+    """
+    if content_type is None or not content_type.lower().startswith("image/"):
+        raise ValidationFailed("The attached file is not an image; attach a PNG, JPEG or WebP.")
+    if size > MAX_ATTACHMENT_BYTES:
+        mib = MAX_ATTACHMENT_BYTES // (1024 * 1024)
+        raise ValidationFailed(f"The attached image is too large (at most {mib} MiB).")
 
 
 def _seconds(value: float) -> str:
@@ -161,6 +227,10 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
     if model is None:
         raise ValidationFailed(f"`{options.model}` is not a video model; pick one from the list.")
     duration = options.duration
+    if duration is not None and not MIN_DURATION_SECONDS <= duration <= MAX_DURATION_SECONDS:
+        raise ValidationFailed(
+            f"Duration must be between {MIN_DURATION_SECONDS} and {MAX_DURATION_SECONDS} seconds."
+        )
     if duration is None:
         duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
     elif model.durations and duration not in model.durations:
@@ -174,7 +244,7 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
         raise ValidationFailed(f"{model.label} cannot generate audio.")
     if options.lock_camera and not model.supports_lock_camera:
         raise ValidationFailed(f"{model.label} cannot lock the camera.")
-    image_url = _check_url(options.image_url)
+    image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
     if model.needs_image and image_url is None:
         raise ValidationFailed(f"{model.label} animates an image: attach one or give image_url.")
     if image_url is not None and not model.needs_image:
@@ -208,7 +278,7 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
         raise ValidationFailed(f"`{options.model}` is not an image model; pick one from the list.")
     else:
         model_id = options.model
-    image_url = _check_url(options.image_url)
+    image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
     mode = IMAGE_MODES.get(options.mode or "t2i")
     if mode is None:
         raise ValidationFailed(f"Mode must be one of {', '.join(IMAGE_MODES)}.")
@@ -291,6 +361,9 @@ class GenerationService:
     async def _check_channel(self, who: Requester) -> GuildSettings:
         """Refuse when the guild limits the commands to other channels.
 
+        A thread (or forum post) is allowed when it or its parent is: threads inherit their
+        parent's setting, and a forum's posts are threads of the forum.
+
         Returns:
             The guild's settings, for the rest of the request.
 
@@ -299,7 +372,7 @@ class GenerationService:
         """
         settings = await self._store.guild_settings(who.guild_id)
         allowed = settings.allowed_channel_ids
-        if allowed and who.channel_id not in allowed:
+        if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
             raise ValidationFailed(f"Generation commands are available in {where}.")
         return settings

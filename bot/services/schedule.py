@@ -102,3 +102,26 @@ class PollSchedule:
             longest = durations[-1] if durations else 0.0
             interval = AGE_FRACTION * (age - longest if longest else age)
         return now + min(self._max, max(self._min, interval))
+
+    async def estimated_finish(self, model: str, created_at: float, *, now: float) -> float | None:
+        """Estimate when a pending job will finish, for people (``/jobs``); changes no schedule.
+
+        The median of the model's recent durations that are longer than the job's age: what
+        the jobs that took at least this long usually took.
+
+        Args:
+            model: the job's model.
+            created_at: when the job started, UTC epoch seconds.
+            now: the current time, UTC epoch seconds.
+
+        Returns:
+            UTC epoch seconds; None with fewer than :data:`MIN_HISTORY` completed jobs, or when
+            the job is older than every one of them.
+        """
+        durations = await self._learned(model)
+        if len(durations) < MIN_HISTORY:
+            return None
+        longer = durations[bisect.bisect_right(durations, now - created_at) :]
+        if not longer:
+            return None
+        return created_at + quantile(longer, 0.5)

@@ -233,6 +233,14 @@ UNANNOUNCED_JOBS_SQL: Final = (
     " WHERE status <> 'pending' AND announced_at IS NULL ORDER BY finished_at"
 )
 
+JOBS_LISTING_SQL: Final = {
+    # Keyed by "for one member?"; served by jobs_listing and jobs_guild_listing (0003).
+    True: f"SELECT {_JOB_COLUMNS} FROM jobs WHERE guild_id = ? AND user_id = ?"
+    " ORDER BY created_at DESC, id DESC LIMIT ?",
+    False: f"SELECT {_JOB_COLUMNS} FROM jobs WHERE guild_id = ?"
+    " ORDER BY created_at DESC, id DESC LIMIT ?",
+}
+
 
 def _job(row: sqlite3.Row) -> Job:
     return Job(
@@ -465,6 +473,20 @@ class Queries:
     async def unannounced_jobs(self) -> list[Job]:
         """Return the finished jobs whose result was not posted yet, oldest first."""
         rows = await self._all(UNANNOUNCED_JOBS_SQL)
+        return [_job(r) for r in rows]
+
+    async def recent_jobs(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
+        """Return a guild's most recent jobs, newest first, whatever their status (``/jobs``).
+
+        Args:
+            guild_id: the guild.
+            user_id: only this member's jobs; None for the whole guild's.
+            limit: the most jobs to return.
+        """
+        if user_id is None:
+            rows = await self._all(JOBS_LISTING_SQL[False], (guild_id, limit))
+        else:
+            rows = await self._all(JOBS_LISTING_SQL[True], (guild_id, user_id, limit))
         return [_job(r) for r in rows]
 
     async def completion_seconds(self, model: str, limit: int = 20) -> list[float]:

@@ -16,7 +16,17 @@ from .interactions import (
     InteractionState,
 )
 from .messages import MessageService
-from .models import Channel, Guild, Message, Overwrite, SnowflakeGenerator, User, World
+from .models import (
+    FORUM_CHANNEL,
+    PUBLIC_THREAD,
+    Channel,
+    Guild,
+    Message,
+    Overwrite,
+    SnowflakeGenerator,
+    User,
+    World,
+)
 from .payloads import (
     channel_payload,
     guild_create_payload,
@@ -184,6 +194,27 @@ class DiscordEmulator(UserActions):
         """Create a text channel."""
         channel = self.world.add_channel(guild_id, name)
         self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
+        return channel
+
+    def add_forum(self, guild_id: int, name: str) -> Channel:
+        """Create a forum channel (its posts are threads: :meth:`add_thread`)."""
+        channel = self.world.add_channel(guild_id, name, type=FORUM_CHANNEL)
+        self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
+        return channel
+
+    def add_thread(self, parent_id: int, name: str) -> Channel:
+        """Create a public thread in a text channel, or a post in a forum.
+
+        A thread has its parent's permissions (Discord computes them from the parent), and
+        posting in it needs Send Messages in Threads.
+        """
+        parent = self.world.channels[parent_id]
+        channel = self.world.add_channel(
+            parent.guild_id, name, type=PUBLIC_THREAD, parent_id=parent_id
+        )
+        self.hub.dispatch(
+            "THREAD_CREATE", {**channel_payload(channel), "newly_created": True}, intent=1
+        )
         return channel
 
     def _bot_overwrite(self, channel_id: int) -> Overwrite:

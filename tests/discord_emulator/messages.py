@@ -252,7 +252,8 @@ class MessageService:
         have = self.world.bot_permissions(channel_id)
         if not have & perms.VIEW_CHANNEL:
             raise err.missing_access()
-        needed = perms.SEND_MESSAGES
+        thread = self.world.channels[channel_id].is_thread
+        needed = perms.SEND_MESSAGES_IN_THREADS if thread else perms.SEND_MESSAGES
         if payload.get("embeds"):
             needed |= perms.EMBED_LINKS
         if files:

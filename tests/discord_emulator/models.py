@@ -13,6 +13,9 @@ from . import permissions as perms
 
 DISCORD_EPOCH_MS = 1_420_070_400_000
 TEXT_CHANNEL = 0
+PUBLIC_THREAD = 11
+FORUM_CHANNEL = 15
+THREAD_TYPES = (10, 11, 12)
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
 
@@ -75,7 +78,7 @@ class Overwrite:
 
 @dataclass
 class Channel:
-    """A guild text channel."""
+    """A guild text channel, a forum, or a thread (``parent_id`` set: a channel or a forum)."""
 
     id: int
     guild_id: int
@@ -85,6 +88,12 @@ class Channel:
     topic: str | None = None
     overwrites: dict[int, Overwrite] = field(default_factory=dict)
     last_message_id: int | None = None
+    parent_id: int | None = None
+
+    @property
+    def is_thread(self) -> bool:
+        """Whether this is a thread (a forum post is a thread in a forum)."""
+        return self.type in THREAD_TYPES
 
 
 @dataclass
@@ -262,10 +271,19 @@ class World:
         self.add_channel(guild.id, "general")
         return guild
 
-    def add_channel(self, guild_id: int, name: str) -> Channel:
-        """Create a text channel in a guild."""
+    def add_channel(
+        self, guild_id: int, name: str, *, type: int = TEXT_CHANNEL, parent_id: int | None = None
+    ) -> Channel:
+        """Create a channel in a guild: text by default, a forum, or a thread of ``parent_id``."""
         guild = self.guilds[guild_id]
-        channel = Channel(self.snowflake(), guild_id, name, position=len(guild.channels))
+        channel = Channel(
+            self.snowflake(),
+            guild_id,
+            name,
+            type=type,
+            position=len(guild.channels),
+            parent_id=parent_id,
+        )
         guild.channels[channel.id] = channel
         self.channels[channel.id] = channel
         return channel
@@ -280,8 +298,10 @@ class World:
         return member, True
 
     def bot_permissions(self, channel_id: int) -> int:
-        """The bot's computed permissions in a channel."""
+        """The bot's computed permissions in a channel (a thread's are its parent's)."""
         channel = self.channels[channel_id]
+        if channel.is_thread and channel.parent_id is not None:
+            channel = self.channels[channel.parent_id]
         return perms.compute_permissions(self.guilds[channel.guild_id], channel, self.bot_user.id)
 
     def find_command(self, name: str, guild_id: int | None) -> dict[str, Any] | None:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import Attachment, Channel, Guild, Member, Message, Role, User, World
+from .models import (
+    FORUM_CHANNEL,
+    Attachment,
+    Channel,
+    Guild,
+    Member,
+    Message,
+    Role,
+    User,
+    World,
+    iso_now,
+)
 
 
 def user_payload(user: User) -> dict[str, Any]:
@@ -73,7 +84,7 @@ def channel_payload(channel: Channel, permissions: int | None = None) -> dict[st
             {"id": str(o.id), "type": o.type, "allow": str(o.allow), "deny": str(o.deny)}
             for o in channel.overwrites.values()
         ],
-        "parent_id": None,
+        "parent_id": str(channel.parent_id) if channel.parent_id else None,
         "nsfw": False,
         "topic": channel.topic,
         "last_message_id": str(channel.last_message_id) if channel.last_message_id else None,
@@ -81,6 +92,21 @@ def channel_payload(channel: Channel, permissions: int | None = None) -> dict[st
         "default_thread_rate_limit_per_user": 0,
         "flags": 0,
     }
+    if channel.is_thread:
+        data.update(
+            owner_id=str(channel.guild_id),
+            message_count=0,
+            member_count=0,
+            thread_metadata={
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": iso_now(),
+                "locked": False,
+            },
+        )
+        del data["permission_overwrites"]
+    elif channel.type == FORUM_CHANNEL:
+        data.update(available_tags=[], default_forum_layout=0, default_sort_order=None)
     if permissions is not None:
         data["permissions"] = str(permissions)
     return data
@@ -169,8 +195,9 @@ def guild_create_payload(world: World, guild: Guild) -> dict[str, Any]:
         "channels": [
             {k: v for k, v in channel_payload(c).items() if k != "guild_id"}
             for c in guild.channels.values()
+            if not c.is_thread
         ],
-        "threads": [],
+        "threads": [channel_payload(c) for c in guild.channels.values() if c.is_thread],
         "presences": [],
         "stage_instances": [],
         "guild_scheduled_events": [],

@@ -53,7 +53,7 @@ async def test_an_uploaded_image_becomes_the_source(world: World) -> None:
         attachments={"image": ("fox.png", b"\x89PNG fake", "image/png")},
     )
     answer = await world.answer(handle)
-    assert answer.embeds
+    assert answer.embeds, answer.content
     (call,) = [r for r in world.api.requests if r.json and r.json.get("prompt") == "make it blue"]
     assert call.json["image_url"].startswith(world.discord.base_url)
     assert call.json["image_url"].endswith("fox.png")
@@ -115,3 +115,62 @@ async def test_usage_members_see_their_own_and_admins_everyone(world: World) -> 
     assert "This server's usage" in str(guild.embeds)
     assert "Top members" in str(guild.embeds)
     assert "Credits left" in str(guild.embeds)
+
+
+async def test_threads_and_forum_posts_inherit_their_parents_setting(world: World) -> None:
+    thread = world.discord.add_thread(world.channel.id, "ideas")
+    forum = world.discord.add_forum(world.guild.id, "gallery")
+    post = world.discord.add_thread(forum.id, "my post")
+    for channel in (world.channel, forum):
+        allow = await world.command(
+            "config", {"channel": channel.id}, admin=True, group="channels", subcommand="allow"
+        )
+        assert "allowed" in (await world.answer(allow)).content
+    try:
+        for place in (thread, post):
+            answer = await world.answer(
+                await world.command("text", {"prompt": f"hi in {place.name}"}, channel_id=place.id)
+            )
+            assert f"hi in {place.name}" in answer.content
+        # A video's placeholder goes into the forum post itself (Send Messages in Threads).
+        handle = await world.command(
+            "video",
+            {"prompt": "a heron in a post", "model": text_to_video()["id"]},
+            channel_id=post.id,
+        )
+        assert (await world.answer(handle)).ephemeral
+        await world.discord.wait_for_message(
+            lambda m: m.channel_id == post.id and "heron in a post" in str(m.embeds),
+            include_existing=True,
+        )
+        elsewhere = world.discord.add_channel(world.guild.id, "off-topic")
+        stray = world.discord.add_thread(elsewhere.id, "stray")
+        sentence = await refused(world, "text", {"prompt": "hi"}, channel_id=stray.id)
+        assert f"<#{world.channel.id}>" in sentence
+    finally:
+        reset = await world.command(
+            "config", {}, admin=True, group="channels", subcommand="everywhere"
+        )
+        await world.answer(reset)
+
+
+async def test_an_attachment_that_is_not_an_image_is_refused(world: World) -> None:
+    posts = generation_posts(world)
+    handle = await world.command(
+        "image",
+        {"prompt": "make it blue", "mode": "i2i"},
+        attachments={"image": ("notes.txt", b"not an image", "text/plain")},
+    )
+    answer = await world.answer(handle)
+    assert answer.ephemeral
+    assert "not an image" in answer.content
+    assert generation_posts(world) == posts
+
+
+async def test_a_plain_http_url_is_refused_with_the_rule(world: World) -> None:
+    sentence = await refused(
+        world,
+        "image",
+        {"prompt": "make it blue", "mode": "i2i", "image_url": "http://example.com/fox.png"},
+    )
+    assert "must start with https://" in sentence

@@ -21,7 +21,7 @@ def option_names(command: dict) -> list[str]:
 
 async def test_the_registered_commands_are_the_interface(world: World) -> None:
     commands = {c["name"]: c for c in world.discord.registered_commands()}
-    assert set(commands) == {"text", "image", "video", "models", "config", "usage"}
+    assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
     assert option_names(commands["video"]) == [
         "prompt",
         "model",

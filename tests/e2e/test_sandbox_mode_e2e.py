@@ -68,4 +68,4 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
     assert await asyncio.wait_for(process.wait(), 60) == 0
     assert world.discord.command_syncs == syncs + 1
     names = {c["name"] for c in world.discord.registered_commands()}
-    assert names == {"text", "image", "video", "models", "config", "usage"}
+    assert names == {"text", "image", "video", "models", "config", "usage", "jobs"}

@@ -1,0 +1,179 @@
+"""``/jobs``: a member's (or a server's) recent jobs as pages of embeds.
+
+One inline-free field per job, newest first: what was asked, where it stands (pending with
+the time elapsed and an estimate, finished with links to its outputs and to its message,
+failed with the reason) and what it cost. A status this module does not know (a later
+version may add one, e.g. "expired") is shown by name, with whatever outputs, error and
+message the job has, so no job is ever hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final, Protocol
+
+import discord
+
+from bot.errors import format_cents
+from bot.render import limits
+from bot.render.jobs import NO_REASON, JobView
+from bot.render.results import is_web_url
+from bot.render.text import format_duration, one_line, truncate
+
+LIST_COLOUR = discord.Colour.blurple()
+JOBS_PER_PAGE: Final = 10
+"""Jobs (fields) per page: ten entries of up to five lines read without much scrolling."""
+_PROMPT_CHARS: Final = 200
+_REASON_CHARS: Final = 300
+# What the prompt keeps at least when long links need the room of a field's 1024 characters.
+_MIN_PROMPT_CHARS: Final = 60
+# Room kept in each page's 6000 characters for the footer "Page i/n", set once n is known.
+_FOOTER_ROOM: Final = 40
+_ICONS: Final = {"pending": "⏳", "completed": "✅", "failed": "❌"}
+
+
+class ListedJob(JobView, Protocol):
+    """What the listing needs of a job beyond :class:`JobView`; a stored ``Job`` has it all."""
+
+    @property
+    def id(self) -> int:
+        """The store's id of the job."""
+
+    @property
+    def guild_id(self) -> int:
+        """The guild it was made in."""
+
+    @property
+    def channel_id(self) -> int:
+        """The channel (or thread) its messages are in."""
+
+    @property
+    def message_id(self) -> int | None:
+        """Its placeholder or result message; None if none was posted."""
+
+
+def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
+    """Return a Discord jump link to a message (``https://discord.com/channels/g/c/m``)."""
+    return f"https://discord.com/channels/{guild_id}/{channel_id}/{message_id}"
+
+
+def job_list_pages(
+    jobs: Sequence[ListedJob],
+    *,
+    now: float,
+    estimates: Mapping[int, float | None],
+    whose: str,
+    show_requester: bool,
+) -> list[discord.Embed]:
+    """Render recent jobs as embeds, one per page of at most :data:`JOBS_PER_PAGE`.
+
+    Each job is one field: its name is the kind and model, its value the prompt (at most 200
+    characters), the status line, links to its outputs and its message, the cost and, with
+    ``show_requester``, who asked. Every page stays within Discord's embed limits (field
+    value 1024, field name 256, 25 fields, 6000 characters) and is footed "Page i/n".
+
+    Args:
+        jobs: the jobs, newest first.
+        now: the current time, UTC epoch seconds (for the time elapsed).
+        estimates: job id -> estimated finish of pending jobs, UTC epoch seconds, or None
+            when there is no estimate.
+        whose: the description's subject, e.g. ``"your"``, ``"<@123>'s"``, ``"this server's"``.
+        show_requester: name who asked each job (listings of the whole server).
+
+    Returns:
+        At least one embed; a single "no jobs" page when ``jobs`` is empty. They ping nobody
+        (mentions inside embeds never ping).
+    """
+    if not jobs:
+        return [
+            discord.Embed(
+                title="Jobs",
+                description=f"No jobs in {whose} history yet: videos and images that take a "
+                "while appear here.",
+                colour=LIST_COLOUR,
+            )
+        ]
+    pages: list[discord.Embed] = []
+    page: discord.Embed | None = None
+    for job in jobs:
+        name, value = _entry(job, now, estimates.get(job.id), show_requester=show_requester)
+        full = page is not None and (
+            len(page.fields) >= min(JOBS_PER_PAGE, limits.EMBED_FIELDS)
+            or len(page) + len(name) + len(value) > limits.EMBED_TOTAL - _FOOTER_ROOM
+        )
+        if page is None or full:
+            page = discord.Embed(title="Jobs", colour=LIST_COLOUR)
+            if not pages:
+                page.description = f"{len(jobs)} most recent of {whose} jobs, newest first."
+            pages.append(page)
+        page.add_field(name=name, value=value, inline=False)
+    for number, each in enumerate(pages, start=1):
+        each.set_footer(text=f"Page {number}/{len(pages)}")
+    return pages
+
+
+def _entry(
+    job: ListedJob, now: float, estimate: float | None, *, show_requester: bool
+) -> tuple[str, str]:
+    status = str(job.status)
+    noun = "Video" if job.kind == "video" else "Image"
+    icon = _ICONS.get(status, "•")
+    name = truncate(f"{icon} {noun} #{job.id} · {job.model}", limits.FIELD_NAME)
+    state = _status_line(job, status, now, estimate)
+    tail = f"Cost {format_cents(job.cost_cents)}"
+    if show_requester:
+        tail += f" · by <@{job.user_id}>"
+    # The links come before the prompt: they may be the only way to the result, and a
+    # provider's signed URL can be long. Each is shown whole or not at all.
+    room = limits.FIELD_VALUE - len(state) - len(tail) - _MIN_PROMPT_CHARS - 3
+    shown: list[str] = []
+    for link in _links(job):
+        if sum(len(item) + 3 for item in shown) + len(link) > room:
+            break
+        shown.append(link)
+    links = " · ".join(shown)
+    if len(shown) < len(_links(job)):
+        more = "more in its message" if job.message_id is not None else "links too long to list"
+        links += (" · " if links else "") + more
+    prompt_room = limits.FIELD_VALUE - len(state) - len(tail) - len(links) - 4
+    prompt = truncate(f"> {_plain(job.prompt_summary) or '—'}", min(_PROMPT_CHARS, prompt_room))
+    lines = [prompt, state, links, tail] if links else [prompt, state, tail]
+    return name, truncate("\n".join(lines), limits.FIELD_VALUE)
+
+
+def _status_line(job: ListedJob, status: str, now: float, estimate: float | None) -> str:
+    started = f"started <t:{int(job.created_at)}:R>"
+    if status == "pending":
+        elapsed = format_duration(max(0.0, now - job.created_at))
+        ready = f"ready <t:{int(estimate)}:R>" if estimate is not None else "no estimate yet"
+        return f"Processing · {started} · {elapsed} elapsed · {ready}"
+    when = f" <t:{int(job.finished_at)}:R>" if job.finished_at is not None else ""
+    if status == "completed":
+        took = ""
+        if job.finished_at is not None:
+            took = f" in {format_duration(job.finished_at - job.created_at)}"
+        return f"Completed{took} ·{when or ' ' + started}"
+    reason = truncate(_plain(one_line(job.error or "")), _REASON_CHARS)
+    if status == "failed":
+        return f"Failed{when}: {reason or NO_REASON}"
+    # A status added after this module: shown by name, with the service's note if any.
+    label = status.replace("_", " ").capitalize() or "Unknown"
+    return f"{label}{when or ' · ' + started}" + (f": {reason}" if reason else "")
+
+
+def _links(job: ListedJob) -> list[str]:
+    noun = "Video" if job.kind == "video" else "Image"
+    urls = [url for url in job.outputs if is_web_url(url)]
+    links = [
+        f"[{noun}{'' if len(urls) == 1 else f' {number}'}]({url})"
+        for number, url in enumerate(urls, start=1)
+    ]
+    if job.message_id is not None:
+        link = message_link(job.guild_id, job.channel_id, job.message_id)
+        links.insert(0, f"[Message]({link})")
+    return links
+
+
+def _plain(text: str) -> str:
+    # Prompts and reasons are free text: no markdown links, headings or masked mentions.
+    return discord.utils.escape_markdown(" ".join(text.split()))

@@ -1,0 +1,77 @@
+"""``/jobs``: a member's recent videos and asynchronous images, wherever they stand."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.errors import ValidationFailed
+from bot.interactions import requester
+from bot.render import NO_PINGS, job_list_pages
+from cogs.models import Pager
+
+JOBS_LISTED: Final = 50
+"""The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""
+
+
+class JobsCog(commands.Cog):
+    """Find one's jobs and their results."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="jobs")
+    @app_commands.guild_only()
+    async def jobs(
+        self,
+        interaction: discord.Interaction[GenBot],
+        member: discord.Member | None = None,
+        everyone: bool = False,
+    ) -> None:
+        """Show your recent videos and images: pending, finished with links, or failed.
+
+        Args:
+            interaction: the interaction.
+            member: whose jobs (Manage Server needed for anyone but yourself)
+            everyone: the whole server's jobs (Manage Server only)
+        """
+        who = requester(interaction)
+        is_admin = interaction.permissions.manage_guild
+        if everyone and not is_admin:
+            raise ValidationFailed("Seeing the whole server's jobs needs Manage Server.")
+        if member is not None and member.id != who.user_id and not is_admin:
+            raise ValidationFailed("Seeing other members' jobs needs Manage Server.")
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        user_id = None if everyone else (member.id if member is not None else who.user_id)
+        services = self.bot.services
+        jobs = await services.store.recent_jobs(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
+        now = services.clock.time()
+        estimates = {
+            job.id: await services.schedule.estimated_finish(job.model, job.created_at, now=now)
+            for job in jobs
+            if job.status == "pending"
+        }
+        if user_id is None:
+            whose = "this server's"
+        elif user_id == who.user_id:
+            whose = "your"
+        else:
+            whose = f"<@{user_id}>'s"
+        pages = job_list_pages(
+            jobs, now=now, estimates=estimates, whose=whose, show_requester=user_id is None
+        )
+        if len(pages) == 1:
+            await interaction.edit_original_response(embed=pages[0], allowed_mentions=NO_PINGS)
+        else:
+            await interaction.edit_original_response(
+                embed=pages[0], view=Pager(pages, who.user_id), allowed_mentions=NO_PINGS
+            )
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(JobsCog(bot))
