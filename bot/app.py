@@ -105,6 +105,7 @@ class GenBot(commands.Bot):
             billing=services.billing,
             client=services.client,
             default_key_set=services.default_key is not None,
+            catalogue=services.catalogue,
         )
         self.poller = Poller(
             store=services.store,
