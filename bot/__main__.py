@@ -86,7 +86,13 @@ async def run(settings: Settings, *, sync: str) -> None:
         limiter = RateLimiter(
             clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
         )
-        client = GenAPIClient(base_url, http=http, limiter=limiter, clock=clock)
+        client = GenAPIClient(
+            base_url,
+            http=http,
+            limiter=limiter,
+            clock=clock,
+            known_keys=() if default_key is None else (default_key,),
+        )
         vault = KeyVault(settings.key_encryption_key)
         services = Services(
             settings=settings,
