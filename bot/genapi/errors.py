@@ -56,7 +56,15 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
 
 
 class GenAPIError(Exception):
-    """Base of every error the client raises."""
+    """Base of every error the client raises.
+
+    Attributes:
+        on_shared_key: the request used the bot's shared default key (``GENAPI_API_KEY``), not
+            a server's own. Set by the service that chose the key (the client does not know
+            whose key it holds), so that a 401 or 402 is not blamed on the server's key.
+    """
+
+    on_shared_key: bool = False
 
 
 class APIStatusError(GenAPIError):

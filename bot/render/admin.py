@@ -49,6 +49,33 @@ def config_embed(config: GuildConfig) -> discord.Embed:
     return embed
 
 
+def key_problem_notice(problem: str, *, shared: bool) -> str:
+    """The notice posted in a server's admin channel when its key is refused or out of credits.
+
+    Args:
+        problem: ``"unauthorized"`` or ``"insufficient_credits"``
+            (:data:`bot.services.generation.KeyProblem`).
+        shared: the server has no key of its own and uses the bot's default key: it cannot top
+            that up, only tell the bot owner or set its own.
+    """
+    if shared:
+        what = {
+            "unauthorized": "The Generation API rejected the bot's shared API key",
+            "insufficient_credits": "The bot's shared Generation API key is out of credits",
+        }[problem]
+        return (
+            f"{what} (this server has no key of its own); generation commands fail until the "
+            "bot's owner fixes it, or until an admin sets this server's own key with "
+            "`/config api-key set`."
+        )
+    return {
+        "unauthorized": "The Generation API rejected this server's API key. "
+        "Set a valid one with `/config api-key set`.",
+        "insufficient_credits": "The Generation API key of this server is out of credits; "
+        "generation commands will fail until it is topped up.",
+    }[problem]
+
+
 def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 
