@@ -274,3 +274,20 @@ async def test_an_unknown_key_is_retried_only_while_the_default_key_is_unset(
         await without.resolve_fingerprint(GUILD, "0123456789ab")
     found = await with_default.resolve_fingerprint(GUILD, fingerprint(DEFAULT_KEY))
     assert found is not None and found.source == "default"
+
+
+async def test_a_key_retired_while_unreadable_is_kept_then_found(
+    store: Store, secret: SecretStr
+) -> None:
+    await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
+    # Removed by an admin while KEY_ENCRYPTION_KEY was missing: its jobs cannot be counted.
+    change = await KeyResolver(store, KeyVault(None), None).clear_key(GUILD)
+    assert change.had_key and change.jobs_on_old_key is None
+    (kept,) = await store.retired_keys(GUILD)
+    assert kept.fingerprint is None
+    # Back with the setting: the key is found, and deleted as no pending job uses it.
+    found = await KeyResolver(store, KeyVault(secret), None).resolve_fingerprint(
+        GUILD, fingerprint(GUILD_KEY)
+    )
+    assert found is not None and found.key.get_secret_value() == GUILD_KEY
+    assert await store.retired_keys(GUILD) == []

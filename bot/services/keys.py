@@ -242,6 +242,7 @@ class KeyResolver:
             found = fingerprint(key)
             if unknown_id is not None:
                 await self._store.set_retired_fingerprint(unknown_id, found)
+                await self.sweep_retired()  # now known: deleted if no pending job uses it
             if found == key_fingerprint:
                 return ResolvedKey(SecretStr(key), found, "guild")
         if unreadable:
@@ -327,8 +328,9 @@ class KeyResolver:
     async def sweep_retired(self) -> int:
         """Delete retired keys no pending job uses any more; return how many.
 
-        Migration 0003's trigger does this as each job ends; this catches the rest (keys whose
-        fingerprint was learned after their last job ended).
+        Migration 0003's trigger does this as each job ends, and retiring a key no job uses
+        keeps nothing; this catches keys whose fingerprint was learned after their last job
+        ended (they were retired while they could not be decrypted).
         """
         return await self._store.delete_released_keys()
 
