@@ -573,6 +573,10 @@ class Transaction(Queries):
             "UPDATE OR IGNORE retired_keys SET fingerprint = ? WHERE id = ?",
             (key_fingerprint, retired_id),
         )
+        # Ignored: another row holds the same key already; this copy is not needed.
+        await self._run(
+            "DELETE FROM retired_keys WHERE id = ? AND fingerprint IS NULL", (retired_id,)
+        )
 
     async def delete_released_keys(self) -> int:
         """Delete the retired keys no pending job uses; return how many."""
