@@ -23,12 +23,13 @@ from pydantic import SecretStr
 from bot.app import GenBot, Services
 from bot.clock import SystemClock
 from bot.config import Settings, SettingsError, load_settings
+from bot.errors import KeyEncryptionUnavailable
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
-from bot.services.keys import KeyResolver, KeyVault
+from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.services.schedule import PollSchedule
 from bot.storage.database import SchemaTooNewError, Store
 
@@ -94,7 +95,13 @@ async def run(settings: Settings, *, sync: str) -> None:
         limiter = RateLimiter(
             clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
         )
-        client = GenAPIClient(base_url, http=http, limiter=limiter, clock=clock)
+        client = GenAPIClient(
+            base_url,
+            http=http,
+            limiter=limiter,
+            clock=clock,
+            known_keys=() if default_key is None else (default_key,),
+        )
         vault = KeyVault(settings.key_encryption_key)
         services = Services(
             settings=settings,
@@ -104,7 +111,7 @@ async def run(settings: Settings, *, sync: str) -> None:
             catalogue=CatalogueCache(client, clock),
             billing=Billing(store, settings, clock),
             vault=vault,
-            keys=KeyResolver(store, vault, default_key),
+            keys=KeyResolver(store, vault, default_key, clock=clock),
             schedule=PollSchedule(store.completion_seconds),
             sandbox=settings.sandbox,
             default_key=default_key,
@@ -118,6 +125,40 @@ async def run(settings: Settings, *, sync: str) -> None:
                 await bot.start(token)
 
 
+def rotate_keys(settings: Settings) -> int:
+    """``python -m bot rotate-keys``: re-encrypt every stored key with the first encryption key.
+
+    Run it after putting a new Fernet key first in ``KEY_ENCRYPTION_KEY`` (old ones after it);
+    then the old ones can be dropped. All or nothing, in one transaction.
+
+    Returns:
+        The exit status: 0 done, 1 a stored key is unreadable, 2 ``KEY_ENCRYPTION_KEY`` unset.
+    """
+
+    async def rotate() -> int:
+        store = await Store.open(settings.database_path, clock=SystemClock())
+        try:
+            vault = KeyVault(settings.key_encryption_key)
+            return await KeyResolver(store, vault, None).rotate()
+        finally:
+            await store.close()
+
+    try:
+        count = asyncio.run(rotate())
+    except KeyEncryptionUnavailable:
+        print("genbot: rotate-keys: KEY_ENCRYPTION_KEY is not set", file=sys.stderr)
+        return 2
+    except StoredKeyUnreadable:
+        print(
+            "genbot: rotate-keys: a stored key was made with none of the keys in "
+            "KEY_ENCRYPTION_KEY (add the old one after the new one); nothing was changed",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"re-encrypted {count} stored API keys with the first KEY_ENCRYPTION_KEY")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bot``; returns the process exit status."""
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
@@ -125,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         "command",
         nargs="?",
         default="run",
-        choices=("run", "sync"),
-        help="run the bot (default), or sync its slash commands with Discord and exit",
+        choices=("run", "sync", "rotate-keys"),
+        help="run the bot (default), or sync its slash commands with Discord and exit, or "
+        "rotate-keys: re-encrypt stored API keys with the first KEY_ENCRYPTION_KEY",
     )
     args = parser.parse_args(argv)
     try:
@@ -140,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     quiet_library_loggers(settings.log_level_number)
+    if args.command == "rotate-keys":
+        return rotate_keys(settings)
     point_discord_at(settings)
     try:
         asyncio.run(run(settings, sync="only" if args.command == "sync" else "auto"))

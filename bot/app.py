@@ -28,6 +28,7 @@ from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.poller import Poller
 from bot.render import job_placeholder
+from bot.render.admin import key_problem_notice
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem
 from bot.services.guild_config import GuildConfigService
@@ -126,6 +127,7 @@ class GenBot(commands.Bot):
             billing=services.billing,
             client=services.client,
             default_key_set=services.default_key is not None,
+            catalogue=services.catalogue,
         )
         self.poller = Poller(
             store=services.store,
@@ -210,12 +212,8 @@ class GenBot(commands.Bot):
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
-        text = {
-            "unauthorized": "The Generation API rejected this server's API key. "
-            "Set a valid one with `/config api-key set`.",
-            "insufficient_credits": "The Generation API key of this server is out of credits; "
-            "generation commands will fail until it is topped up.",
-        }[problem]
+        settings = await self.services.store.guild_settings(guild_id)
+        text = key_problem_notice(problem, shared=settings.api_key_ciphertext is None)
         channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
         try:
             await channel.send(text)

@@ -72,14 +72,15 @@ class Settings(BaseSettings):
     @field_validator("key_encryption_key")
     @classmethod
     def _is_fernet_key(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is None or not value.get_secret_value():
+        if value is None or not value.get_secret_value().strip(" ,"):
             return None
         try:
-            Fernet(value.get_secret_value())
-        except ValueError:
+            fernet_keys(value.get_secret_value())
+        except ValueError as exc:
             raise ValueError(
-                "must be a Fernet key (make one with: python -c "
-                '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())")'
+                f"{exc}; give one Fernet key, or several separated by commas (the first "
+                "encrypts, all decrypt). Make one with: python -c "
+                '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
             ) from None
         return value
 
@@ -92,6 +93,25 @@ class Settings(BaseSettings):
     def log_level_number(self) -> int:
         """The ``logging`` level of ``log_level``."""
         return logging.getLevelNamesMapping()[self.log_level]
+
+
+def fernet_keys(secret: str) -> list[str]:
+    """Split a ``KEY_ENCRYPTION_KEY`` value into its comma-separated Fernet keys.
+
+    The first encrypts, all decrypt (``cryptography.fernet.MultiFernet``); listing an old key
+    after a new one lets ``python -m bot rotate-keys`` re-encrypt what the old one made.
+
+    Raises:
+        ValueError: an entry is not a Fernet key (urlsafe base64 of 32 bytes); the message
+            gives its position, never its value.
+    """
+    keys = [part.strip() for part in secret.split(",") if part.strip()]
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ValueError(f"entry {position} is not a Fernet key") from None
+    return keys
 
 
 class SettingsError(Exception):

@@ -65,6 +65,13 @@ class ConcurrencyLimitReached(BotError):
         self.limit = limit
 
 
+_SHARED_KEY_REMEDY = (
+    "Tell the bot's owner, or a server admin can set the server's own key with "
+    "`/config api-key set`."
+)
+"""What a server on the default key can do about it: the key is not its own to top up."""
+
+
 def format_cents(cents: int | float) -> str:
     """Render an amount of cents as dollars, e.g. ``1234 -> "$12.34"``."""
     return f"${cents / 100:,.2f}"
@@ -118,10 +125,14 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return "That model does not exist; pick one from the list."
         case api.InvalidParamsError():
             return f"The service refused the request: {exc.message.rstrip('.')}."
+        case api.UnauthorizedError(on_shared_key=True):
+            return f"The service rejected the bot's shared API key. {_SHARED_KEY_REMEDY}"
         case api.UnauthorizedError():
             return "The service rejected this server's API key; ask an admin to check it."
+        case api.InsufficientCreditsError(on_shared_key=True):
+            return f"The bot's shared API key is out of credits. {_SHARED_KEY_REMEDY}"
         case api.InsufficientCreditsError():
-            return "The API key is out of credits; ask an admin to top it up."
+            return "This server's API key is out of credits; ask an admin to top it up."
         case api.GenerationFailedError():
             return "The generation failed at the provider; nothing was produced. Try again."
         case api.APITimeoutError():

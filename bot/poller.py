@@ -24,7 +24,7 @@ from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
 from bot.render import format_duration
-from bot.services.keys import KeyResolver
+from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
 from bot.storage.models import Job, JobStatus
@@ -165,7 +165,13 @@ class Poller:
             limit = format_duration(self._timeout)
             await self._finish(job, JobStatus.FAILED, (), f"It did not finish within {limit}.")
             return
-        key = await self._keys.resolve_fingerprint(job.guild_id, job.key_fingerprint)
+        try:
+            key = await self._keys.resolve_fingerprint(job.guild_id, job.key_fingerprint)
+        except KeyUnavailable as exc:
+            # A setting the owner can fix (KEY_ENCRYPTION_KEY, GENAPI_API_KEY): never fail for it.
+            log.warning("job %s waits for its API key: %s", job.id, exc)
+            await self._retry(job, KEY_RETRY_SECONDS)
+            return
         if key is None:
             reason = "The API key it was submitted with is no longer configured."
             await self._finish(job, JobStatus.FAILED, (), reason)

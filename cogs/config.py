@@ -9,7 +9,7 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.errors import ValidationFailed
 from bot.interactions import requester
-from bot.render.admin import config_embed
+from bot.render.admin import config_embed, old_key_note
 from bot.services.guild_config import GuildConfigService, parse_budget
 from bot.storage.database import UNSET, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
@@ -37,9 +37,10 @@ class ApiKeyModal(discord.ui.Modal, title="Set the Generation API key"):
         """Check the key with the service, then store it encrypted; never echo it."""
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        last4 = await self.service.set_api_key(self.guild_id, self.key.value)
+        change = await self.service.set_api_key(self.guild_id, self.key.value)
         await interaction.edit_original_response(
-            content=f"API key saved (ending in `{last4}`); this server's requests now use it."
+            content=f"API key saved (ending in `{change.last4}`); this server's requests now "
+            f"use it.{old_key_note(change)}"
         )
 
     async def on_error(  # type: ignore[override]
@@ -76,12 +77,16 @@ class ConfigCog(
 
     @api_key.command(name="remove")
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:
-        """Forget this server's API key."""
+        """Remove this server's API key (kept only until the jobs made with it finish)."""
         who = requester(interaction)
-        await self.service.remove_api_key(who.guild_id)
-        await interaction.response.send_message(
-            "This server's API key was removed.", ephemeral=True
-        )
+        change = await self.service.remove_api_key(who.guild_id)
+        if not change.had_key:
+            text = "This server has no API key of its own; nothing was removed."
+        elif self.bot.services.default_key is not None:
+            text = "This server's API key was removed; requests now use the bot's shared key."
+        else:
+            text = "This server's API key was removed; commands need a key again to work."
+        await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
 
     @app_commands.command(name="budget")
     async def budget(

@@ -41,7 +41,9 @@ class UsageCog(commands.Cog):
             user_id = None if user is None else user.id
         fingerprint = None
         with contextlib.suppress(BotError):
-            fingerprint = (await self.bot.services.keys.resolve(who.guild_id)).fingerprint
+            key = await self.bot.services.keys.resolve(who.guild_id)
+            # The balance of the bot's shared key is its owner's business, not the server's.
+            fingerprint = key.fingerprint if key.source == "guild" else None
         report = await self.bot.services.billing.report(
             who.guild_id, user_id, key_fingerprint=fingerprint if is_admin else None
         )

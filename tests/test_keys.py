@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -10,16 +13,19 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.config import SettingsError, load_settings
 from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured, user_message
 from bot.services.keys import (
     KeyResolver,
+    KeyUnavailable,
     KeyVault,
     ResolvedKey,
     StoredKeyUnreadable,
     fingerprint,
 )
-from bot.storage import Store
+from bot.storage import Kind, NewJob, Store
 
+ROOT = Path(__file__).resolve().parents[1]
 GUILD = 100
 GUILD_KEY = "gk_live_9f8e7d6c5b4a39281706f5e4"
 DEFAULT_KEY = "gk_live_default_0123456789abcdef"
@@ -149,3 +155,139 @@ def test_resolved_key_never_shows_the_key() -> None:
     for text in (repr(resolved), str(resolved), f"{resolved}"):
         assert GUILD_KEY not in text
         assert fingerprint(GUILD_KEY) in text
+
+
+def test_several_encryption_keys_the_first_encrypts_all_decrypt() -> None:
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    made_with_old = KeyVault(SecretStr(old)).encrypt(GUILD_KEY)
+    both = KeyVault(SecretStr(f"{new}, {old}"))
+    assert both.decrypt(made_with_old) == GUILD_KEY
+    made_now = both.encrypt(GUILD_KEY)
+    assert KeyVault(SecretStr(new)).decrypt(made_now) == GUILD_KEY  # the first one encrypts
+    with pytest.raises(StoredKeyUnreadable):
+        KeyVault(SecretStr(old)).decrypt(made_now)
+
+
+def test_a_bad_entry_in_the_list_is_named_by_position_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    good = Fernet.generate_key().decode()
+    monkeypatch.setenv("DISCORD_TOKEN", "tok")
+    monkeypatch.setenv("KEY_ENCRYPTION_KEY", f"{good},not-a-fernet-secret")
+    with pytest.raises(SettingsError) as bad:
+        load_settings(_env_file=None)
+    message = str(bad.value)
+    assert "KEY_ENCRYPTION_KEY" in message
+    assert "entry 2" in message
+    assert "secret" not in message
+    assert good not in message
+    monkeypatch.setenv("KEY_ENCRYPTION_KEY", f"{good},{Fernet.generate_key().decode()}")
+    assert load_settings(_env_file=None).key_encryption_key is not None
+
+
+async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -> None:
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    path = tmp_path / "bot.db"
+    store = await Store.open(path, clock=ManualClock())
+    resolver = KeyResolver(store, KeyVault(SecretStr(old)), None)
+    await resolver.store_key(GUILD, "gk_live_retired_key_0123456789")
+    await store.insert_job(
+        NewJob(
+            task_id="t1",
+            provider="alpha",
+            poll_url="/api/v1/video/t1",
+            kind=Kind.VIDEO,
+            model="m",
+            guild_id=GUILD,
+            channel_id=1,
+            message_id=None,
+            user_id=2,
+            prompt_summary="p",
+            details={},
+            cost_cents=10,
+            key_fingerprint=fingerprint("gk_live_retired_key_0123456789"),
+            created_at=0.0,
+            next_poll_at=0.0,
+        )
+    )
+    await resolver.store_key(GUILD, GUILD_KEY)  # the first is retired: a job still uses it
+    await resolver.store_key(GUILD + 1, DEFAULT_KEY)
+    await store.close()
+
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "DISCORD_TOKEN": "tok",
+        "DATABASE_PATH": str(path),
+        "KEY_ENCRYPTION_KEY": f"{new},{old}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "rotate-keys"],
+        cwd=tmp_path,  # no .env
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "re-encrypted 3 stored API keys" in done.stdout
+    assert old not in done.stdout + done.stderr
+
+    store = await Store.open(path, clock=ManualClock())
+    try:
+        ciphertexts = [
+            (await store.guild_settings(GUILD)).api_key_ciphertext,
+            (await store.guild_settings(GUILD + 1)).api_key_ciphertext,
+            *(r.ciphertext for r in await store.retired_keys(GUILD)),
+        ]
+        assert len(ciphertexts) == 3
+        for ciphertext in ciphertexts:
+            assert ciphertext is not None
+            KeyVault(SecretStr(new)).decrypt(ciphertext)
+            with pytest.raises(StoredKeyUnreadable):
+                KeyVault(SecretStr(old)).decrypt(ciphertext)
+        resolved = await KeyResolver(store, KeyVault(SecretStr(new)), None).resolve_fingerprint(
+            GUILD, fingerprint("gk_live_retired_key_0123456789")
+        )
+        assert resolved is not None
+    finally:
+        await store.close()
+
+
+async def test_rotate_keys_without_the_old_key_changes_nothing(store: Store) -> None:
+    old = SecretStr(Fernet.generate_key().decode())
+    await KeyResolver(store, KeyVault(old), None).store_key(GUILD, GUILD_KEY)
+    before = (await store.guild_settings(GUILD)).api_key_ciphertext
+    stranger = KeyResolver(store, KeyVault(SecretStr(Fernet.generate_key().decode())), None)
+    with pytest.raises(StoredKeyUnreadable):
+        await stranger.rotate()
+    assert (await store.guild_settings(GUILD)).api_key_ciphertext == before
+
+
+async def test_an_unknown_key_is_retried_only_while_the_default_key_is_unset(
+    store: Store, secret: SecretStr
+) -> None:
+    with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
+    assert await with_default.resolve_fingerprint(GUILD, "0123456789ab") is None
+    without = KeyResolver(store, KeyVault(secret), None)
+    with pytest.raises(KeyUnavailable):
+        await without.resolve_fingerprint(GUILD, "0123456789ab")
+    found = await with_default.resolve_fingerprint(GUILD, fingerprint(DEFAULT_KEY))
+    assert found is not None and found.source == "default"
+
+
+async def test_a_key_retired_while_unreadable_is_kept_then_found(
+    store: Store, secret: SecretStr
+) -> None:
+    await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
+    # Removed by an admin while KEY_ENCRYPTION_KEY was missing: its jobs cannot be counted.
+    change = await KeyResolver(store, KeyVault(None), None).clear_key(GUILD)
+    assert change.had_key and change.jobs_on_old_key is None
+    (kept,) = await store.retired_keys(GUILD)
+    assert kept.fingerprint is None
+    # Back with the setting: the key is found, and deleted as no pending job uses it.
+    found = await KeyResolver(store, KeyVault(secret), None).resolve_fingerprint(
+        GUILD, fingerprint(GUILD_KEY)
+    )
+    assert found is not None and found.key.get_secret_value() == GUILD_KEY
+    assert await store.retired_keys(GUILD) == []

@@ -13,7 +13,7 @@ import logging
 from pydantic import SecretStr
 
 from bot.clock import Clock
-from bot.genapi.client import GenAPIClient
+from bot.genapi.client import GenAPIClient, key_fingerprint
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
@@ -48,6 +48,16 @@ class CatalogueCache:
     def use_key(self, key: SecretStr) -> None:
         """Remember a key the background refresh may use (the bot's default, or a guild's)."""
         self._key = key
+
+    def forget_key(self, fingerprint: str, fallback: SecretStr | None) -> None:
+        """Stop using the key with ``fingerprint`` for refreshes: a guild removed or replaced it.
+
+        Args:
+            fingerprint: :func:`~bot.genapi.client.key_fingerprint` of the key to forget.
+            fallback: the key to refresh with instead (the bot's default), or None.
+        """
+        if self._key is not None and key_fingerprint(self._key) == fingerprint:
+            self._key = fallback
 
     async def get(self, key: SecretStr) -> Catalogue:
         """Return the catalogue, fetching it (interactive priority) if none is cached yet.

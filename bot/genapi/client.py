@@ -19,6 +19,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import logging
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -89,16 +90,20 @@ def parse_retry_after(value: str | None) -> float:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def error_from_response(response: httpx.Response) -> errors.GenAPIError:
+def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> errors.GenAPIError:
     """Turn an error response into the exception of its spec part 7 code.
 
     The single place where HTTP statuses and ``error.code`` become exceptions (see the table in
-    :mod:`bot.genapi.errors`).
+    :mod:`bot.genapi.errors`), and where the service's message is redacted
+    (:func:`~bot.genapi.errors.redact`): the key the request carried, the ``known`` keys and
+    anything shaped like a key never reach a log or a user.
     """
     try:
         body = response.json()
         error = body["error"]
         code, message = str(error.get("code", "")), str(error.get("message", ""))
+        secrets = (*known, *_request_key(response))
+        code, message = errors.redact(code, secrets), errors.redact(message, secrets)
     except (ValueError, KeyError, TypeError, AttributeError):
         return errors.MalformedResponseError(
             response.status_code,
@@ -113,6 +118,15 @@ def error_from_response(response: httpx.Response) -> errors.GenAPIError:
     if status == 404:
         return errors.TaskNotFoundError(status, code, message)
     return errors.APIStatusError(status, code, message)
+
+
+def _request_key(response: httpx.Response) -> list[str]:
+    try:
+        header = response.request.headers.get("Authorization", "")
+    except RuntimeError:  # a response built without its request
+        return []
+    scheme, _, token = str(header).partition(" ")
+    return [token.strip()] if scheme.lower() == "bearer" and token.strip() else []
 
 
 def _kind(response: httpx.Response) -> str:
@@ -147,6 +161,8 @@ class GenAPIClient:
         attempts: tries per request, the first included, when the failure is retryable.
         generation_timeout: timeouts of generation POSTs, seconds.
         status_timeout: timeouts of GETs, seconds.
+        known_keys: keys to redact from every message of the service besides the request's own
+            (the bot's default key).
     """
 
     def __init__(
@@ -160,6 +176,7 @@ class GenAPIClient:
         attempts: int = 3,
         generation_timeout: httpx.Timeout = GENERATION_TIMEOUT,
         status_timeout: httpx.Timeout = STATUS_TIMEOUT,
+        known_keys: Iterable[SecretStr] = (),
     ) -> None:
         self._base = httpx.URL(base_url.rstrip("/") + "/")
         self._http = http
@@ -169,6 +186,7 @@ class GenAPIClient:
         self._attempts = attempts
         self._generation_timeout = generation_timeout
         self._status_timeout = status_timeout
+        self._known_keys = tuple(k.get_secret_value() for k in known_keys)
 
     def __repr__(self) -> str:
         return f"GenAPIClient(base_url={str(self._base)!r})"
@@ -261,7 +279,7 @@ class GenAPIClient:
             GenAPIError: any other subclass.
         """
         response = await self._request("GET", self.poll_target(poll_url), key, priority=priority)
-        return self._parse(response, TaskState)
+        return self._redacted(self._parse(response, TaskState), key)
 
     async def generate_image(
         self, key: SecretStr, request: ImageRequest
@@ -290,7 +308,14 @@ class GenAPIClient:
         response = await self._request(
             "GET", f"{kind}/{task_id}", key, params=params, priority=priority
         )
-        return self._parse(response, TaskState)
+        return self._redacted(self._parse(response, TaskState), key)
+
+    def _redacted(self, state: TaskState, key: SecretStr) -> TaskState:
+        # A failed task's reason is shown to users: the same redaction as error messages.
+        if state.error is None:
+            return state
+        known = (key.get_secret_value(), *self._known_keys)
+        return state.model_copy(update={"error": errors.redact(state.error, known)})
 
     async def _request(
         self,
@@ -326,7 +351,7 @@ class GenAPIClient:
                     f"connection failed ({type(exc).__name__})", request_sent=True
                 ) from exc
             if response.is_error:
-                error = error_from_response(response)
+                error = error_from_response(response, (key.get_secret_value(), *self._known_keys))
                 if isinstance(error, errors.RateLimitedError):
                     limiter.block_for(error.retry_after)
                     if max_wait is not None and error.retry_after > max_wait:

@@ -18,13 +18,53 @@ other  other                   :class:`APIStatusError`
 =====  ======================  ============================
 
 The sentence a Discord user sees for each lives in :func:`bot.errors.user_message`, nowhere else.
+
+Every message the service sends is passed through :func:`redact` before an exception carries
+it: a 401 may echo the key it refused, and exceptions are logged and shown.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
+REDACTED = "[redacted]"
+
+_BEARER = re.compile(r"(?i)\bbearer\s+[^\s\"',;]+")
+_KEY_SHAPED = re.compile(
+    r"(?<![A-Za-z0-9_-])[A-Za-z]{2,12}[-_](?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{16,}"
+)
+"""A word prefix (``sk-``, ``gk_live_``...) then 16+ letters, digits, ``-`` or ``_`` with a digit:
+an API key's shape (spec part 5: keys begin with a fixed prefix)."""
+
+
+def redact(text: str, known: Iterable[str] = ()) -> str:
+    """Return ``text`` without secrets: the ``known`` keys, bearer tokens, key-shaped words.
+
+    Args:
+        text: a message from the service.
+        known: secrets to remove wherever they appear (the request's key, the default key);
+            empty strings are ignored.
+
+    Returns:
+        ``text`` with each secret replaced by ``[redacted]``.
+    """
+    for secret in sorted({k for k in known if len(k) >= 4}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _BEARER.sub(f"Bearer {REDACTED}", text)
+    return _KEY_SHAPED.sub(REDACTED, text)
+
 
 class GenAPIError(Exception):
-    """Base of every error the client raises."""
+    """Base of every error the client raises.
+
+    Attributes:
+        on_shared_key: the request used the bot's shared default key (``GENAPI_API_KEY``), not
+            a server's own. Set by the service that chose the key (the client does not know
+            whose key it holds), so that a 401 or 402 is not blamed on the server's key.
+    """
+
+    on_shared_key: bool = False
 
 
 class APIStatusError(GenAPIError):

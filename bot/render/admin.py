@@ -7,6 +7,8 @@ import discord
 from bot.errors import format_cents
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
+from bot.services.keys import KeyChange
+from bot.storage.models import Kind
 
 TOP_USERS = 10
 """Members listed in a guild report; the embed field value limit is 1,024 characters."""
@@ -45,6 +47,57 @@ def config_embed(config: GuildConfig) -> discord.Embed:
     admin = config.admin_channel_id
     embed.add_field(name="Admin notices", value=f"<#{admin}>" if admin else "off", inline=False)
     return embed
+
+
+def key_problem_notice(problem: str, *, shared: bool) -> str:
+    """The notice posted in a server's admin channel when its key is refused or out of credits.
+
+    Args:
+        problem: ``"unauthorized"`` or ``"insufficient_credits"``
+            (:data:`bot.services.generation.KeyProblem`).
+        shared: the server has no key of its own and uses the bot's default key: it cannot top
+            that up, only tell the bot owner or set its own.
+    """
+    if shared:
+        what = {
+            "unauthorized": "The Generation API rejected the bot's shared API key",
+            "insufficient_credits": "The bot's shared Generation API key is out of credits",
+        }[problem]
+        return (
+            f"{what} (this server has no key of its own); generation commands fail until the "
+            "bot's owner fixes it, or until an admin sets this server's own key with "
+            "`/config api-key set`."
+        )
+    return {
+        "unauthorized": "The Generation API rejected this server's API key. "
+        "Set a valid one with `/config api-key set`.",
+        "insufficient_credits": "The Generation API key of this server is out of credits; "
+        "generation commands will fail until it is topped up.",
+    }[problem]
+
+
+def old_key_note(change: KeyChange) -> str:
+    """Tell an admin who replaced or removed the server's key what happens to the old one.
+
+    Jobs belong to the key that submitted them, so it is kept until they end (module doc of
+    :mod:`bot.services.keys`). Empty when the server had no key of its own.
+    """
+    if not change.had_key:
+        return ""
+    jobs = change.jobs_on_old_key
+    if jobs is None:
+        return " The old key is kept (encrypted) until the jobs submitted with it finish."
+    total = sum(jobs.values())
+    if total == 0:
+        return " No job was using the old key; it was deleted."
+    counts = " and ".join(
+        f"{jobs[kind]} {kind.value}{'' if jobs[kind] == 1 else 's'}"
+        for kind in (Kind.VIDEO, Kind.IMAGE, Kind.TEXT)
+        if jobs.get(kind)
+    )
+    if total == 1:
+        return f" {counts} is still being made with the old key; it is kept until it finishes."
+    return f" {counts} are still being made with the old key; it is kept until they finish."
 
 
 def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:

@@ -63,6 +63,7 @@ class Ledger:
         self._fail_next: deque[str] = deque()
         self._task_duration: TaskDuration | None = None
         self._next_text: str | None = None
+        self._echo_key = False
         self._origin: str | None = None
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
@@ -113,6 +114,13 @@ class Ledger:
         return self._accounts[key].balance_cents
 
     # -- behaviour knobs -------------------------------------------------------------------
+
+    def echo_keys_in_errors(self, echo: bool = True) -> None:
+        """Make 401 messages name the key they refused, as some services do (default: off).
+
+        For tests that the bot never logs or shows a service's message unredacted.
+        """
+        self._echo_key = echo
 
     def fail_next_tasks(self, count: int = 1, message: str = "Sandbox: forced failure") -> None:
         """Make the next ``count`` async tasks (video or async image) fail at completion."""
@@ -200,11 +208,12 @@ class Ledger:
             raise ApiError(401, "UNAUTHORIZED", "Missing header 'Authorization: Bearer <key>'")
         if not key.startswith(KEY_PREFIX):
             raise ApiError(401, "UNAUTHORIZED", f"API keys begin with {KEY_PREFIX}")
+        echoed = f": {key}" if self._echo_key else ""
         account = self._accounts.get(key)
         if account is None:
-            raise ApiError(401, "UNAUTHORIZED", "Invalid API key")
+            raise ApiError(401, "UNAUTHORIZED", f"Invalid API key{echoed}")
         if account.revoked:
-            raise ApiError(401, "UNAUTHORIZED", "This API key has been revoked")
+            raise ApiError(401, "UNAUTHORIZED", f"This API key has been revoked{echoed}")
         return key
 
     def _charge(self, key: str, cents: int) -> int:

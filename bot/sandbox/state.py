@@ -21,7 +21,8 @@ class ApiError(Exception):
     Args:
         status: HTTP status code.
         code: the spec's error code, e.g. ``"INVALID_PARAMS"``.
-        message: a sentence for the developer; never contains the API key.
+        message: a sentence for the developer; never contains the API key unless
+            ``echo_keys_in_errors`` is on.
     """
 
     def __init__(self, status: int, code: str, message: str) -> None:

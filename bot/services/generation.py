@@ -584,6 +584,8 @@ class GenerationService:
         The state is in the database, so "once" holds across restarts; it is cleared by the
         next call that succeeds.
         """
+        if exc is not None and settings.api_key_ciphertext is None:
+            exc.on_shared_key = True  # no key of its own: the call used the bot's default key
         problem: KeyProblem | None = None
         if isinstance(exc, api.UnauthorizedError):
             problem = "unauthorized"

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pydantic import SecretStr
 
 from bot.errors import KeyEncryptionUnavailable, ValidationFailed
+from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.services.billing import Billing, Limits
-from bot.services.keys import KeyResolver, KeyVault
+from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.storage.database import UNSET, LimitUpdate, Store
 
 _KEY_SHAPE = re.compile(r"^\S{8,256}$")
@@ -71,6 +72,8 @@ class GuildConfigService:
         billing: the effective limits.
         client: the API client, to check a key before storing it.
         default_key_set: whether ``GENAPI_API_KEY`` is set.
+        catalogue: the catalogue cache, told to stop refreshing with a key that is replaced or
+            removed (it then uses the default key).
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class GuildConfigService:
         billing: Billing,
         client: GenAPIClient,
         default_key_set: bool,
+        catalogue: CatalogueCache | None = None,
     ) -> None:
         self._store = store
         self._keys = keys
@@ -89,12 +93,15 @@ class GuildConfigService:
         self._billing = billing
         self._client = client
         self._default_key_set = default_key_set
+        self._catalogue = catalogue
 
-    async def set_api_key(self, guild_id: int, api_key: str) -> str:
+    async def set_api_key(self, guild_id: int, api_key: str) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
 
+        The previous key is kept (encrypted) until the jobs submitted with it end.
+
         Returns:
-            The key's last four characters.
+            What changed: the new key's last four characters, the jobs left on the old key.
 
         Raises:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is unset; checked before any call.
@@ -110,13 +117,26 @@ class GuildConfigService:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
             raise ValidationFailed("The service rejected that key; nothing was stored.") from None
-        last4 = await self._keys.store_key(guild_id, api_key)
+        change = await self._keys.replace_key(guild_id, api_key)
         await self._store.set_notified_problem(guild_id, None)
-        return last4
+        self._forget(change)
+        return change
 
-    async def remove_api_key(self, guild_id: int) -> None:
-        """Forget the guild's own key; requests then use ``GENAPI_API_KEY`` if set."""
-        await self._keys.clear_key(guild_id)
+    async def remove_api_key(self, guild_id: int) -> KeyChange:
+        """Remove the guild's own key; requests then use ``GENAPI_API_KEY`` if set.
+
+        The key is kept (encrypted) until the jobs submitted with it end.
+
+        Returns:
+            What changed, with the jobs left on the removed key.
+        """
+        change = await self._keys.clear_key(guild_id)
+        self._forget(change)
+        return change
+
+    def _forget(self, change: KeyChange) -> None:
+        if self._catalogue is not None and change.old_fingerprint is not None:
+            self._catalogue.forget_key(change.old_fingerprint, self._keys.default_key)
 
     async def set_budgets(
         self, guild_id: int, *, monthly: LimitUpdate = UNSET, daily_per_user: LimitUpdate = UNSET

@@ -4,6 +4,16 @@ A guild's own key is stored only as Fernet ciphertext made with ``KEY_ENCRYPTION
 its last four characters, for display). A request uses the guild's key if it has one, else
 ``GENAPI_API_KEY``. Keys are handled as :class:`pydantic.SecretStr` so they never print; a
 :func:`fingerprint` identifies a key in logs and in the ledger without revealing it.
+
+A task belongs to the key that submitted it (its status can only be read with that key), so a
+key an admin replaces or removes is *retired*, not forgotten: it stays encrypted in
+``retired_keys`` until the guild's last pending job on it ends (a trigger of migration 0003
+deletes it then). A key that cannot be decrypted right now (``KEY_ENCRYPTION_KEY`` missing or
+changed) makes the poller try again later (:class:`KeyUnavailable`), never fail the job.
+
+``KEY_ENCRYPTION_KEY`` may hold several comma-separated Fernet keys (``MultiFernet``): the
+first encrypts, all decrypt, and :meth:`KeyResolver.rotate` re-encrypts every stored key with
+the first (``python -m bot rotate-keys``).
 """
 
 from __future__ import annotations
@@ -12,14 +22,19 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from pydantic import SecretStr
 
-from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured
+from bot.clock import Clock, SystemClock
+from bot.config import fernet_keys
+from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
-from bot.storage import Store
+from bot.storage import Kind, Store
 
 log = logging.getLogger(__name__)
+
+KEY_RETRY_SECONDS = 300.0
+"""When a job's key cannot be used right now, seconds until its next poll (no upstream call)."""
 
 
 class StoredKeyUnreadable(NoApiKeyConfigured):
@@ -30,15 +45,29 @@ class StoredKeyUnreadable(NoApiKeyConfigured):
     """
 
 
+class KeyUnavailable(BotError):
+    """A job's key is stored but cannot be decrypted right now: poll the job again later.
+
+    ``KEY_ENCRYPTION_KEY`` is unset, or holds no key that made the ciphertext; the owner may
+    fix the setting and restart, so the job must not be failed for it.
+    """
+
+
 class KeyVault:
-    """Encrypts and decrypts guild API keys with the ``KEY_ENCRYPTION_KEY`` Fernet key.
+    """Encrypts and decrypts guild API keys with the ``KEY_ENCRYPTION_KEY`` Fernet keys.
 
     Args:
-        secret: the Fernet key (urlsafe base64 of 32 bytes); None when the owner has not set it.
+        secret: one Fernet key (urlsafe base64 of 32 bytes) or several, comma-separated: the
+            first encrypts, every one decrypts (``cryptography.fernet.MultiFernet``). None when
+            the owner has not set it.
+
+    Raises:
+        ValueError: an entry is not a Fernet key (settings validation checks this first).
     """
 
     def __init__(self, secret: SecretStr | None) -> None:
-        self._fernet = None if secret is None else Fernet(secret.get_secret_value())
+        keys = [] if secret is None else fernet_keys(secret.get_secret_value())
+        self._fernet = MultiFernet([Fernet(key) for key in keys]) if keys else None
 
     @property
     def available(self) -> bool:
@@ -70,6 +99,20 @@ class KeyVault:
         except InvalidToken:
             raise StoredKeyUnreadable from None
 
+    def rotate(self, ciphertext: bytes) -> bytes:
+        """Return ``ciphertext`` re-encrypted with the first ``KEY_ENCRYPTION_KEY``.
+
+        Raises:
+            KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is not set.
+            StoredKeyUnreadable: no configured key made the ciphertext.
+        """
+        if self._fernet is None:
+            raise KeyEncryptionUnavailable
+        try:
+            return self._fernet.rotate(ciphertext)
+        except InvalidToken:
+            raise StoredKeyUnreadable from None
+
 
 @dataclass(frozen=True, slots=True)
 class ResolvedKey:
@@ -86,6 +129,26 @@ class ResolvedKey:
     source: Literal["guild", "default"]
 
 
+@dataclass(frozen=True, slots=True)
+class KeyChange:
+    """What replacing or removing a guild's key did, for the admin's answer.
+
+    Attributes:
+        last4: the new key's last four characters; None when the key was removed.
+        had_key: whether the guild had a key of its own before.
+        old_fingerprint: the previous key's fingerprint; None without one, or when it cannot be
+            decrypted now.
+        jobs_on_old_key: pending jobs submitted with the previous key, by kind; the key is kept
+            until they end. None when they cannot be counted (the key cannot be decrypted now;
+            it is kept anyway).
+    """
+
+    last4: str | None
+    had_key: bool
+    old_fingerprint: str | None
+    jobs_on_old_key: dict[Kind, int] | None
+
+
 class KeyResolver:
     """Chooses the key of each request and stores guilds' keys encrypted.
 
@@ -93,12 +156,31 @@ class KeyResolver:
         store: the database.
         vault: encrypts and decrypts the guilds' keys.
         default_key: ``GENAPI_API_KEY``, or None.
+        clock: wall time, for when a key was retired (UTC epoch seconds).
     """
 
-    def __init__(self, store: Store, vault: KeyVault, default_key: SecretStr | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        vault: KeyVault,
+        default_key: SecretStr | None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
         self._store = store
         self._vault = vault
-        self._default = default_key
+        self._default = default_key if default_key and default_key.get_secret_value() else None
+        self._clock = clock or SystemClock()
+
+    @property
+    def default_key(self) -> SecretStr | None:
+        """The bot's default key (``GENAPI_API_KEY``), or None when unset."""
+        return self._default
+
+    def _default_resolved(self) -> ResolvedKey | None:
+        if self._default is None:
+            return None
+        return ResolvedKey(self._default, fingerprint(self._default), "default")
 
     async def resolve(self, guild_id: int) -> ResolvedKey:
         """Return the guild's own key if it has one, else the default key.
@@ -119,32 +201,114 @@ class KeyResolver:
                 log.warning("guild %d: its stored API key cannot be decrypted", guild_id)
                 raise
             return ResolvedKey(SecretStr(key), fingerprint(key), "guild")
-        if self._default is not None and self._default.get_secret_value():
-            key = self._default.get_secret_value()
-            return ResolvedKey(self._default, fingerprint(key), "default")
-        raise NoApiKeyConfigured
+        default = self._default_resolved()
+        if default is None:
+            raise NoApiKeyConfigured
+        return default
 
     async def resolve_fingerprint(self, guild_id: int, key_fingerprint: str) -> ResolvedKey | None:
-        """Return the key with ``key_fingerprint`` among those the guild may use, or None.
+        """Return the key a job was submitted with, to poll it: a task belongs to its key.
 
-        A job is polled with the key it was submitted with: a task belongs to the account that
-        made it, so after an admin changes the guild's key the old tasks are polled with the old
-        key while it is still configured (as the default), and otherwise cannot be.
+        Looked for among the bot's default key, the guild's current key and its retired keys.
+
+        Returns:
+            The key, or None when it is known nowhere (the owner replaced ``GENAPI_API_KEY``
+            while the job was pending, or the key was replaced before retired keys were kept).
+
+        Raises:
+            KeyUnavailable: the key may be one that cannot be decrypted right now, or the job
+                may be on the default key while ``GENAPI_API_KEY`` is unset: poll it later.
         """
-        candidates: list[ResolvedKey] = []
-        try:
-            candidates.append(await self.resolve(guild_id))
-        except NoApiKeyConfigured:
-            pass
-        except KeyEncryptionUnavailable:
-            return None
-        if self._default is not None and self._default.get_secret_value():
-            default = self._default.get_secret_value()
-            candidates.append(ResolvedKey(self._default, fingerprint(default), "default"))
-        return next((key for key in candidates if key.fingerprint == key_fingerprint), None)
+        default = self._default_resolved()
+        if default is not None and default.fingerprint == key_fingerprint:
+            return default
+        settings = await self._store.guild_settings(guild_id)
+        # (ciphertext, id of a retired row whose fingerprint is not known yet)
+        candidates: list[tuple[bytes, int | None]] = []
+        if settings.api_key_ciphertext is not None:
+            candidates.append((settings.api_key_ciphertext, None))
+        for retired in await self._store.retired_keys(guild_id):
+            if retired.fingerprint is None:
+                candidates.append((retired.ciphertext, retired.id))
+            elif retired.fingerprint == key_fingerprint:
+                candidates.append((retired.ciphertext, None))
+        unreadable = False
+        for ciphertext, unknown_id in candidates:
+            try:
+                key = self._vault.decrypt(ciphertext)
+            except (StoredKeyUnreadable, KeyEncryptionUnavailable):
+                unreadable = True
+                continue
+            found = fingerprint(key)
+            if unknown_id is not None:
+                await self._store.set_retired_fingerprint(unknown_id, found)
+                await self.sweep_retired()  # now known: deleted if no pending job uses it
+            if found == key_fingerprint:
+                return ResolvedKey(SecretStr(key), found, "guild")
+        if unreadable:
+            raise KeyUnavailable(
+                f"guild {guild_id}: key {key_fingerprint} may be a stored key that "
+                "KEY_ENCRYPTION_KEY cannot decrypt now (unset, or missing the key that made it)"
+            )
+        if default is None:
+            raise KeyUnavailable(
+                f"guild {guild_id}: key {key_fingerprint} is not stored; it may be "
+                "GENAPI_API_KEY, which is unset now"
+            )
+        return None
+
+    async def replace_key(self, guild_id: int, api_key: str | None) -> KeyChange:
+        """Store a new key for the guild (``api_key``) or remove its key (None).
+
+        The previous key is retired, not forgotten, while a pending job uses it (module doc).
+
+        Raises:
+            KeyEncryptionUnavailable: a new key was given and ``KEY_ENCRYPTION_KEY`` is not set;
+                nothing changed.
+            ValueError: ``api_key`` is empty or only whitespace; nothing changed.
+        """
+        new: tuple[bytes, str] | None = None
+        new_fingerprint = None
+        if api_key is not None:
+            api_key = api_key.strip()
+            if not api_key:
+                raise ValueError("empty API key")
+            new = (self._vault.encrypt(api_key), api_key[-4:])
+            new_fingerprint = fingerprint(api_key)
+        settings = await self._store.guild_settings(guild_id)
+        had_key = settings.api_key_ciphertext is not None
+        old_fingerprint: str | None = None
+        jobs: dict[Kind, int] | None = {}
+        if settings.api_key_ciphertext is not None:
+            try:
+                old_fingerprint = fingerprint(self._vault.decrypt(settings.api_key_ciphertext))
+            except (StoredKeyUnreadable, KeyEncryptionUnavailable):
+                jobs = None  # kept whatever happens, as its jobs cannot be counted
+        retire = had_key and (old_fingerprint is None or old_fingerprint != new_fingerprint)
+        if retire and old_fingerprint is not None:
+            jobs = await self._store.pending_jobs_on_key(guild_id, old_fingerprint)
+        await self._store.replace_api_key(
+            guild_id, new, retire=retire, old_fingerprint=old_fingerprint, at=self._clock.time()
+        )
+        if new_fingerprint is not None:
+            log.info("guild %d: API key %s stored", guild_id, new_fingerprint)
+        if retire:
+            pending = "uncounted" if jobs is None else str(sum(jobs.values()))
+            log.info(
+                "guild %d: API key %s retired (%s pending jobs on it)",
+                guild_id,
+                old_fingerprint or "(unreadable now)",
+                pending,
+            )
+        return KeyChange(
+            new[1] if new else None,
+            had_key,
+            old_fingerprint if retire else None,
+            jobs if retire else {},
+        )
 
     async def store_key(self, guild_id: int, api_key: str) -> str:
-        """Encrypt and store the guild's own key.
+        """Encrypt and store the guild's own key, retiring the previous one.
 
         Returns:
             The key's last four characters, as stored for display.
@@ -153,15 +317,36 @@ class KeyResolver:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is not set; nothing is stored.
             ValueError: ``api_key`` is empty or only whitespace.
         """
-        api_key = api_key.strip()
-        if not api_key:
-            raise ValueError("empty API key")
-        ciphertext = self._vault.encrypt(api_key)
-        last4 = api_key[-4:]
-        await self._store.set_api_key(guild_id, ciphertext, last4)
-        log.info("guild %d: API key %s stored", guild_id, fingerprint(api_key))
-        return last4
+        change = await self.replace_key(guild_id, api_key)
+        assert change.last4 is not None  # a key was given
+        return change.last4
 
-    async def clear_key(self, guild_id: int) -> None:
-        """Forget the guild's own key; its requests then use the default key."""
-        await self._store.clear_api_key(guild_id)
+    async def clear_key(self, guild_id: int) -> KeyChange:
+        """Remove the guild's own key (retired while jobs use it); requests use the default."""
+        return await self.replace_key(guild_id, None)
+
+    async def sweep_retired(self) -> int:
+        """Delete retired keys no pending job uses any more; return how many.
+
+        Migration 0003's trigger does this as each job ends, and retiring a key no job uses
+        keeps nothing; this catches keys whose fingerprint was learned after their last job
+        ended (they were retired while they could not be decrypted).
+        """
+        return await self._store.delete_released_keys()
+
+    async def rotate(self) -> int:
+        """Re-encrypt every stored key (current and retired) with the first encryption key.
+
+        All or nothing, in one transaction (``MultiFernet.rotate``).
+
+        Returns:
+            How many keys were re-encrypted.
+
+        Raises:
+            KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is not set.
+            StoredKeyUnreadable: a stored key was made with none of the configured keys; nothing
+                was changed.
+        """
+        if not self._vault.available:
+            raise KeyEncryptionUnavailable
+        return await self._store.reencrypt_keys(self._vault.rotate)

@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from enum import Enum
@@ -38,6 +38,7 @@ from bot.storage.models import (
     Kind,
     NewJob,
     Reservation,
+    RetiredKey,
     UsageRow,
 )
 
@@ -340,6 +341,24 @@ class Queries:
 
     # -- budgets --------------------------------------------------------------------------------
 
+    async def retired_keys(self, guild_id: int) -> list[RetiredKey]:
+        """Return the guild's retired API keys (migration 0003), most recently retired first."""
+        rows = await self._all(
+            "SELECT id, guild_id, fingerprint, ciphertext, last4, retired_at FROM retired_keys"
+            " WHERE guild_id = ? ORDER BY retired_at DESC, id DESC",
+            (guild_id,),
+        )
+        return [RetiredKey(**dict(row)) for row in rows]
+
+    async def pending_jobs_on_key(self, guild_id: int, key_fingerprint: str) -> dict[Kind, int]:
+        """Return how many of the guild's jobs submitted with the key are pending, by kind."""
+        rows = await self._all(
+            "SELECT kind, COUNT(*) AS n FROM jobs WHERE status = 'pending'"
+            " AND guild_id = ? AND key_fingerprint = ? GROUP BY kind",
+            (guild_id, key_fingerprint),
+        )
+        return {Kind(row["kind"]): int(row["n"]) for row in rows}
+
     async def spent_since(self, guild_id: int, since: float, *, user_id: int | None = None) -> int:
         """Return the cents charged to the guild (or one user in it) at or after ``since``."""
         sql = "SELECT COALESCE(SUM(cost_cents), 0) FROM ledger WHERE guild_id = ? AND at >= ?"
@@ -541,6 +560,78 @@ class Transaction(Queries):
             " WHERE guild_id = ?",
             (guild_id,),
         )
+
+    async def retire_api_key(self, guild_id: int, key_fingerprint: str | None, at: float) -> None:
+        """Move the guild's current key to ``retired_keys`` (if a pending job uses it) and clear it.
+
+        Args:
+            guild_id: the guild.
+            key_fingerprint: the current key's fingerprint; None when it cannot be decrypted now
+                (the key is then kept, as its jobs cannot be counted).
+            at: UTC epoch seconds.
+        """
+        row = await self._one(
+            "SELECT api_key_ciphertext, api_key_last4 FROM guild_settings WHERE guild_id = ?",
+            (guild_id,),
+        )
+        if row is None or row["api_key_ciphertext"] is None:
+            return
+        in_use = key_fingerprint is None or await self._int(
+            "SELECT COUNT(*) FROM jobs WHERE status = 'pending'"
+            " AND guild_id = ? AND key_fingerprint = ?",
+            (guild_id, key_fingerprint),
+        )
+        if in_use:
+            await self._run(
+                "INSERT OR REPLACE INTO retired_keys"
+                " (guild_id, fingerprint, ciphertext, last4, retired_at) VALUES (?, ?, ?, ?, ?)",
+                (guild_id, key_fingerprint, row["api_key_ciphertext"], row["api_key_last4"], at),
+            )
+        await self.clear_api_key(guild_id)
+
+    async def set_retired_fingerprint(self, retired_id: int, key_fingerprint: str) -> None:
+        """Record the fingerprint of a retired key first decrypted after it was retired."""
+        await self._run(
+            "UPDATE OR IGNORE retired_keys SET fingerprint = ? WHERE id = ?",
+            (key_fingerprint, retired_id),
+        )
+        # Ignored: another row holds the same key already; this copy is not needed.
+        await self._run(
+            "DELETE FROM retired_keys WHERE id = ? AND fingerprint IS NULL", (retired_id,)
+        )
+
+    async def delete_released_keys(self) -> int:
+        """Delete the retired keys no pending job uses; return how many."""
+        return await self._run(
+            "DELETE FROM retired_keys WHERE fingerprint IS NOT NULL AND NOT EXISTS ("
+            " SELECT 1 FROM jobs WHERE jobs.status = 'pending'"
+            " AND jobs.guild_id = retired_keys.guild_id"
+            " AND jobs.key_fingerprint = retired_keys.fingerprint)"
+        )
+
+    async def reencrypt_keys(self, reencrypt: Callable[[bytes], bytes]) -> int:
+        """Replace every stored key's ciphertext (current and retired) by ``reencrypt(it)``.
+
+        Returns:
+            How many ciphertexts were replaced.
+        """
+        count = 0
+        for row in await self._all(
+            "SELECT guild_id, api_key_ciphertext FROM guild_settings"
+            " WHERE api_key_ciphertext IS NOT NULL"
+        ):
+            await self._run(
+                "UPDATE guild_settings SET api_key_ciphertext = ? WHERE guild_id = ?",
+                (reencrypt(row["api_key_ciphertext"]), row["guild_id"]),
+            )
+            count += 1
+        for row in await self._all("SELECT id, ciphertext FROM retired_keys"):
+            await self._run(
+                "UPDATE retired_keys SET ciphertext = ? WHERE id = ?",
+                (reencrypt(row["ciphertext"]), row["id"]),
+            )
+            count += 1
+        return count
 
     async def update_limits(self, guild_id: int, changes: dict[str, int | None]) -> None:
         """Set the given limit columns (names from a fixed list, values cents or counts).
@@ -815,6 +906,43 @@ class Store(Queries):
         """Forget the guild's API key."""
         async with self.write() as tx:
             await tx.clear_api_key(guild_id)
+
+    async def replace_api_key(
+        self,
+        guild_id: int,
+        new: tuple[bytes, str] | None,
+        *,
+        retire: bool,
+        old_fingerprint: str | None,
+        at: float,
+    ) -> None:
+        """Store ``new`` (ciphertext, last4) as the guild's key, or remove its key (None).
+
+        With ``retire``, the current key is first retired (see ``Transaction.retire_api_key``),
+        in the same transaction: a pending job's key is never missing in between.
+        """
+        async with self.write() as tx:
+            if retire:
+                await tx.retire_api_key(guild_id, old_fingerprint, at)
+            if new is not None:
+                await tx.set_api_key(guild_id, *new)
+            else:
+                await tx.clear_api_key(guild_id)
+
+    async def set_retired_fingerprint(self, retired_id: int, key_fingerprint: str) -> None:
+        """Record the fingerprint of a retired key first decrypted after it was retired."""
+        async with self.write() as tx:
+            await tx.set_retired_fingerprint(retired_id, key_fingerprint)
+
+    async def delete_released_keys(self) -> int:
+        """Delete the retired keys no pending job uses; return how many."""
+        async with self.write() as tx:
+            return await tx.delete_released_keys()
+
+    async def reencrypt_keys(self, reencrypt: Callable[[bytes], bytes]) -> int:
+        """Re-encrypt every stored key in one transaction; return how many (all or none)."""
+        async with self.write() as tx:
+            return await tx.reencrypt_keys(reencrypt)
 
     async def update_limits(
         self,

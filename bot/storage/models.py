@@ -171,3 +171,24 @@ class Reservation:
     amount_cents: int
     created_at: float
     expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredKey:
+    """A guild's replaced or removed API key, kept until its last pending job ends.
+
+    Attributes:
+        id: the row id.
+        fingerprint: :func:`bot.services.keys.fingerprint` of the key; None when it could not
+            be decrypted when it was retired.
+        ciphertext: the key, Fernet-encrypted as in :class:`GuildSettings`.
+        last4: the key's last four characters, for display.
+        retired_at: UTC epoch seconds.
+    """
+
+    id: int
+    guild_id: int
+    fingerprint: str | None
+    ciphertext: bytes
+    last4: str
+    retired_at: float

@@ -114,7 +114,8 @@ async def test_usage_members_see_their_own_and_admins_everyone(world: World) -> 
     guild = await world.answer(await world.command("usage", {}, admin=True))
     assert "This server's usage" in str(guild.embeds)
     assert "Top members" in str(guild.embeds)
-    assert "Credits left" in str(guild.embeds)
+    # The server runs on the bot's shared key: its balance is the owner's, not shown here.
+    assert "Credits left" not in str(guild.embeds)
 
 
 async def test_threads_and_forum_posts_inherit_their_parents_setting(world: World) -> None:

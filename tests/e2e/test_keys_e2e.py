@@ -1,0 +1,84 @@
+"""Key changes, the shared key and redaction, with the real bot process (issue 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import ADMIN_PERMISSIONS, World
+from tests.e2e.test_commands_e2e import submit_video
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+async def set_key(world: World, key: str) -> str:
+    """Run ``/config api-key set`` as the admin, submit ``key`` in the modal; return the answer."""
+    handle = await world.command("config", {}, admin=True, group="api-key", subcommand="set")
+    await handle.wait_callback()
+    assert handle.modal is not None
+    custom_id = handle.modal["custom_id"]
+    field_id = handle.modal["components"][0]["components"][0]["custom_id"]
+    submitted = await world.discord.submit_modal(
+        custom_id, {field_id: key}, permissions=ADMIN_PERMISSIONS
+    )
+    answer = await submitted.wait_original(timeout=15)
+    return answer.content
+
+
+async def test_a_video_outlives_the_key_that_made_it(world: World) -> None:
+    old_key = world.api.create_key(balance_cents=50_000)
+    await set_key(world, old_key)
+    _, placeholder = await submit_video(world, "a lighthouse in a storm")
+
+    new_key = world.api.create_key(balance_cents=50_000)
+    answer = await set_key(world, new_key)
+    assert "1 video is still being made with the old key" in answer
+    assert old_key not in answer
+
+    remove = await world.command("config", {}, admin=True, group="api-key", subcommand="remove")
+    removed = await world.answer(remove)
+    assert "removed" in removed.content
+    assert "shared key" in removed.content
+
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+    )
+    assert done.content.strip().endswith(".mp4")
+    task_polls = [r for r in world.api.requests if r.method == "GET" and "/video/" in r.path]
+    assert task_polls and {r.key for r in task_polls} == {old_key}
+    log = world.bot.log()
+    assert "no longer configured" not in log
+    for key in (old_key, new_key):
+        assert key not in log
+
+
+async def test_a_server_on_the_shared_key_sees_neither_its_balance_nor_top_up_advice(
+    world: World,
+) -> None:
+    text = await world.command("text", {"prompt": "a charge on the shared key"})
+    await world.answer(text)
+    usage = await world.command("usage", {}, admin=True)
+    report = await world.answer(usage)
+    assert "Credits left" not in str(report.embeds)
+
+    world.api.set_balance(world.key, 0)
+    handle = await world.command("text", {"prompt": "no credits left"})
+    answer = await world.answer(handle)
+    assert "shared" in answer.content
+    assert "top it up" not in answer.content
+    world.api.set_balance(world.key, 1_000_000)
+
+
+async def test_a_key_echoed_by_the_service_is_never_logged_or_shown(world: World) -> None:
+    world.api.echo_keys_in_errors()
+    world.api.revoke_key(world.key)
+    handle = await world.command("text", {"prompt": "on a revoked key"})
+    answer = await world.answer(handle)
+    assert answer.ephemeral
+    assert "rejected" in answer.content
+    # Logged before the answer was sent: the service's message, with the key taken out.
+    log = world.bot.log()
+    assert "upstream refused a command: 401" in log
+    assert "revoked: [redacted]" in log
+    assert world.key not in log
+    everything = " ".join(m.content + str(m.embeds) for m in world.discord.messages.values())
+    assert world.key not in everything

@@ -1,0 +1,214 @@
+"""A task belongs to the key that submitted it: key changes never lose a pending job.
+
+The poller against the emulator (as in ``test_poller``), with guild keys stored encrypted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from cryptography.fernet import Fernet
+from pydantic import SecretStr
+
+from bot.genapi.catalogue import CatalogueCache
+from bot.poller import Poller
+from bot.render.admin import old_key_note
+from bot.services.generation import GenerationService, Requester
+from bot.services.guild_config import GuildConfigService
+from bot.services.keys import KeyResolver, KeyVault, fingerprint
+from bot.storage import JobStatus
+from tests.conftest import Stack
+from tests.test_poller import RecordingAnnouncer, run_until, submit
+
+SECRET = SecretStr(Fernet.generate_key().decode())
+
+
+def resolver(stack: Stack, secret: SecretStr | None = SECRET) -> KeyResolver:
+    return KeyResolver(stack.store, KeyVault(secret), SecretStr(stack.key), clock=stack.clock)
+
+
+def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
+    """The stack, its generation service and poller resolving keys with ``keys``."""
+    stack.keys = keys
+    stack.generation = GenerationService(
+        client=stack.client,
+        catalogue=stack.catalogue,
+        billing=stack.billing,
+        keys=keys,
+        store=stack.store,
+        schedule=stack.schedule,
+        clock=stack.clock,
+    )
+    return stack
+
+
+def poller(stack: Stack, announcer: RecordingAnnouncer) -> Poller:
+    return Poller(
+        store=stack.store,
+        client=stack.client,
+        keys=stack.keys,
+        schedule=stack.schedule,
+        announcer=announcer,
+        clock=stack.clock,
+    )
+
+
+def config_service(stack: Stack) -> GuildConfigService:
+    return GuildConfigService(
+        store=stack.store,
+        keys=stack.keys,
+        vault=KeyVault(SECRET),
+        billing=stack.billing,
+        client=stack.client,
+        default_key_set=True,
+        catalogue=stack.catalogue,
+    )
+
+
+def polls_with(stack: Stack, key: str, task_id: str) -> int:
+    return sum(
+        1 for r in stack.api.requests if r.method == "GET" and task_id in r.path and r.key == key
+    )
+
+
+@pytest.mark.parametrize("change", ["replace", "remove"])
+async def test_a_pending_video_survives_a_key_change(
+    stack: Stack, who: Requester, change: str
+) -> None:
+    on_keys(stack, resolver(stack))
+    old_key = stack.api.create_key(balance_cents=10_000)
+    config = config_service(stack)
+    await config.set_api_key(who.guild_id, old_key)
+    (job,) = await submit(stack, who)
+    assert job.key_fingerprint == fingerprint(old_key)
+
+    if change == "replace":
+        result = await config.set_api_key(who.guild_id, stack.api.create_key())
+    else:
+        result = await config.remove_api_key(who.guild_id)
+    # The admin is told, with the count.
+    note = old_key_note(result)
+    assert "1 video is still being made with the old key" in note, note
+
+    announcer = RecordingAnnouncer()
+    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    finished = await stack.store.get_job(job.id)
+    assert finished is not None
+    assert finished.status is JobStatus.COMPLETED, finished.error
+    assert announcer.notified == [job.id]
+    assert polls_with(stack, old_key, job.task_id) >= 1
+    # Its last job ended: the old key is deleted.
+    assert await stack.store.retired_keys(who.guild_id) == []
+
+
+async def test_the_admin_is_told_how_many_jobs_keep_the_old_key(
+    stack: Stack, who: Requester
+) -> None:
+    on_keys(stack, resolver(stack))
+    old_key = stack.api.create_key(balance_cents=10_000)
+    config = config_service(stack)
+    first = await config.set_api_key(who.guild_id, old_key)
+    assert old_key_note(first) == ""  # the server had no key of its own
+    await stack.store.update_limits(who.guild_id, max_pending_videos_per_user=5)
+    await submit(stack, who, count=3)
+    change = await config.set_api_key(who.guild_id, stack.api.create_key())
+    assert (
+        old_key_note(change)
+        == " 3 videos are still being made with the old key; it is kept until they finish."
+    )
+    # The next key replaced has no job: it is not kept.
+    again = await config.remove_api_key(who.guild_id)
+    assert "No job was using the old key" in old_key_note(again)
+    retired = await stack.store.retired_keys(who.guild_id)
+    assert [r.fingerprint for r in retired] == [fingerprint(old_key)]
+    assert old_key.encode() not in retired[0].ciphertext
+
+
+async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_them(
+    stack: Stack, who: Requester, caplog: pytest.LogCaptureFixture
+) -> None:
+    on_keys(stack, resolver(stack))
+    guild_key = stack.api.create_key(balance_cents=10_000)
+    await config_service(stack).set_api_key(who.guild_id, guild_key)
+    (job,) = await submit(stack, who)
+
+    # Restarted once without KEY_ENCRYPTION_KEY: the job is due, its key cannot be read.
+    on_keys(stack, resolver(stack, None))
+    stack.clock.advance(120)
+    slip = RecordingAnnouncer()
+    broken = poller(stack, slip)
+    with caplog.at_level(logging.WARNING, logger="bot.poller"):
+        assert await broken.poll_due() == 1
+        while broken.in_flight:
+            await asyncio.sleep(0.01)
+    waiting = await stack.store.get_job(job.id)
+    assert waiting is not None
+    assert waiting.status is JobStatus.PENDING
+    assert waiting.next_poll_at >= stack.clock.time() + 60  # not a tight retry loop
+    assert slip.results == []
+    assert "waits for its API key" in caplog.text
+    assert guild_key not in caplog.text
+
+    # Restarted with it: the job completes.
+    on_keys(stack, resolver(stack))
+    announcer = RecordingAnnouncer()
+    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    finished = await stack.store.get_job(job.id)
+    assert finished is not None
+    assert finished.status is JobStatus.COMPLETED, finished.error
+
+
+async def test_a_key_unreadable_with_the_configured_keys_is_retried_not_failed(
+    stack: Stack, who: Requester
+) -> None:
+    on_keys(stack, resolver(stack))
+    await config_service(stack).set_api_key(who.guild_id, stack.api.create_key())
+    (job,) = await submit(stack, who)
+    # KEY_ENCRYPTION_KEY replaced by a new key without the old one after it.
+    on_keys(stack, resolver(stack, SecretStr(Fernet.generate_key().decode())))
+    slip = RecordingAnnouncer()
+    broken = poller(stack, slip)
+    assert await broken.poll_due() + 1  # whether or not it is due yet
+    stack.clock.advance(120)
+    await broken.poll_due()
+    while broken.in_flight:
+        await asyncio.sleep(0.01)
+    still = await stack.store.get_job(job.id)
+    assert still is not None and still.status is JobStatus.PENDING
+    assert slip.results == []
+
+
+async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
+    stack: Stack, who: Requester
+) -> None:
+    on_keys(stack, resolver(stack))
+    guild_key = stack.api.create_key()
+    config = config_service(stack)
+    await config.set_api_key(who.guild_id, guild_key)
+    # The catalogue was first fetched for this guild, with its key.
+    cache = CatalogueCache(stack.client, stack.clock, ttl=10.0)
+    config = GuildConfigService(
+        store=stack.store,
+        keys=stack.keys,
+        vault=KeyVault(SECRET),
+        billing=stack.billing,
+        client=stack.client,
+        default_key_set=True,
+        catalogue=cache,
+    )
+    await cache.get((await stack.keys.resolve(who.guild_id)).key)
+    await config.remove_api_key(who.guild_id)
+    stack.api.revoke_key(guild_key)
+
+    refresher = asyncio.create_task(cache.run())
+    before = len(stack.api.requests)
+    try:
+        while not [r for r in stack.api.requests[before:] if r.path.endswith("/models")]:
+            await asyncio.sleep(0.01)
+    finally:
+        refresher.cancel()
+        await asyncio.gather(refresher, return_exceptions=True)
+    refreshes = [r for r in stack.api.requests[before:] if r.path.endswith("/models")]
+    assert {r.key for r in refreshes} == {stack.key}  # the bot's default key
