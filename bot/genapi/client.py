@@ -20,6 +20,7 @@ import email.utils
 import hashlib
 import logging
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
@@ -361,8 +362,10 @@ class GenAPIClient:
 
     @staticmethod
     def _json(response: httpx.Response) -> Any:
+        # Decimal for every non-integer number (and NaN/Infinity, which Python's json accepts):
+        # money must reach the models as written, 0.35 not 0.34999999999999997779.
         try:
-            return response.json()
+            return response.json(parse_float=Decimal, parse_constant=Decimal)
         except ValueError:
             raise errors.MalformedResponseError(
                 response.status_code, f"body is not JSON ({_kind(response)})"

@@ -2,16 +2,27 @@
 
 Unknown extra fields are kept (``extra="allow"``) so a newer service does not break us; a
 missing required field raises :class:`pydantic.ValidationError`, which the client turns into
-:class:`~bot.genapi.errors.MalformedResponseError`. Money is in integer-valued cents.
+:class:`~bot.genapi.errors.MalformedResponseError`.
+
+Money is :class:`~decimal.Decimal` cents, exactly as the service wrote it: the spec types every
+amount as a JSON *number* (2.1, 2.2, 2.4, 2.5), so ``0.35`` is as valid as ``35``. The client
+decodes bodies with ``parse_float=Decimal`` (no float round trip) and :data:`Cents` accepts any
+number, NaN, infinities and negatives included: whether a reported charge makes sense is
+:func:`bot.services.billing.charge_anomaly`'s to judge, after the paid result is safe. A value
+that is not a number at all (a string of letters, ``true``, ``null``) is still malformed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 TaskStatus = Literal["processing", "completed", "failed"]
+
+Cents = Annotated[Decimal, Field(allow_inf_nan=True)]
+"""An amount of cents as reported, exact; NaN and infinities are kept to be judged, not refused."""
 
 
 class _Resource(BaseModel):
@@ -46,7 +57,7 @@ class VideoModel(_Resource):
     supports_audio: bool
     supports_lock_camera: bool
     durations: tuple[float, ...]
-    cost_cents_per_5s: float
+    cost_cents_per_5s: Cents
     type: Literal["video"] = "video"
     mode: str
     provider: str
@@ -87,8 +98,8 @@ class ModelsResponse(_Resource):
 class Charged(_Resource):
     """Fields every charging response carries: cents charged and cents left on the key."""
 
-    cost_cents: int
-    remaining_credits_cents: int
+    cost_cents: Cents
+    remaining_credits_cents: Cents
 
 
 class PendingTask(Charged):
