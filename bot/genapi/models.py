@@ -6,10 +6,11 @@ missing required field raises :class:`pydantic.ValidationError`, which the clien
 
 Money is :class:`~decimal.Decimal` cents, exactly as the service wrote it: the spec types every
 amount as a JSON *number* (2.1, 2.2, 2.4, 2.5), so ``0.35`` is as valid as ``35``. The client
-decodes bodies with ``parse_float=Decimal`` (no float round trip) and :data:`Cents` accepts any
-number, NaN, infinities and negatives included: whether a reported charge makes sense is
-:func:`bot.services.billing.charge_anomaly`'s to judge, after the paid result is safe. A value
-that is not a number at all (a string of letters, ``true``, ``null``) is still malformed.
+decodes bodies with ``parse_float=Decimal`` (no float round trip) and :data:`ReportedCents`
+accepts any number, NaN, infinities and negatives included, and reads anything else (a string
+of letters, ``true``, ``null``) as NaN: whether a reported charge makes sense is
+:func:`bot.services.billing.charge_anomaly`'s to judge, after the paid result is safe. Only a
+money field that is *absent* makes the response malformed.
 """
 
 from __future__ import annotations
@@ -17,12 +18,31 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 TaskStatus = Literal["processing", "completed", "failed"]
 
 Cents = Annotated[Decimal, Field(allow_inf_nan=True)]
 """An amount of cents as reported, exact; NaN and infinities are kept to be judged, not refused."""
+
+
+def _number_or_nan(value: Any) -> Any:
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return Decimal(value)
+        except ArithmeticError:
+            pass
+    return Decimal("NaN")
+
+
+ReportedCents = Annotated[Cents, BeforeValidator(_number_or_nan)]
+"""A charge or balance in a generate response: any value reads, what is not a number as NaN.
+
+A charging response is a paid result; an unreadable amount must not discard it (the anomaly is
+recorded for the admins instead).
+"""
 
 
 class _Resource(BaseModel):
@@ -98,8 +118,8 @@ class ModelsResponse(_Resource):
 class Charged(_Resource):
     """Fields every charging response carries: cents charged and cents left on the key."""
 
-    cost_cents: Cents
-    remaining_credits_cents: Cents
+    cost_cents: ReportedCents
+    remaining_credits_cents: ReportedCents
 
 
 class PendingTask(Charged):
