@@ -69,6 +69,9 @@ class ConcurrencyLimitReached(BotError):
 _SMALLEST_SHOWN = Decimal("0.000001")
 """Dollars: amounts are shown to a ten-thousandth of a cent at most."""
 
+_LARGEST_EXACT = Decimal(10**15)
+"""Dollars from which amounts are shown in scientific notation (only an absurd report is)."""
+
 
 def format_cents(cents: Decimal | int) -> str:
     """Render an amount of cents as dollars for people, e.g. ``1234 -> "$12.34"``.
@@ -76,9 +79,14 @@ def format_cents(cents: Decimal | int) -> str:
     For display only, never for the ledger: at least two decimals, more when the amount has
     them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``), rounded half up to
     :data:`_SMALLEST_SHOWN` dollars; a non-zero amount below that reads
-    ``"less than $0.000001"``.
+    ``"less than $0.000001"``. NaN or infinite (a protocol anomaly shown as reported) reads
+    ``"an unreadable amount"``; an absurdly large one is shown in scientific notation.
     """
     dollars = Decimal(cents) / 100
+    if not dollars.is_finite():
+        return "an unreadable amount"
+    if abs(dollars) >= _LARGEST_EXACT:
+        return f"${dollars:.3E}"
     shown = dollars.quantize(_SMALLEST_SHOWN, rounding=ROUND_HALF_UP)
     if shown == 0 and dollars != 0:
         return f"{'-' if dollars < 0 else ''}less than ${_SMALLEST_SHOWN}"

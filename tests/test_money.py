@@ -132,6 +132,17 @@ async def test_an_absurd_cost_is_recorded_for_admins_and_the_video_still_stored(
     assert report.anomalies == 1
 
 
+async def test_a_text_answer_with_an_unreadable_cost_is_still_given(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.report_next_costs("free!")
+    result = await stack.generation.text(who, TextOptions("hi"))
+    assert result.content
+    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    assert anomaly.kind is Kind.TEXT
+    assert anomaly.task_id is None
+
+
 async def test_a_sub_micro_cent_charge_is_rounded_up_and_its_exact_text_kept(
     stack: Stack, who: Requester
 ) -> None:
@@ -220,6 +231,9 @@ async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path:
         (0, "$0.00"),
         (Decimal("0.0000001"), "less than $0.000001"),
         (Decimal("123456789"), "$1,234,567.89"),
+        (Decimal("NaN"), "an unreadable amount"),
+        (Decimal("-Infinity"), "an unreadable amount"),
+        (Decimal("1E+400"), "$1.000E+398"),
     ],
 )
 def test_amounts_are_rounded_for_people(cents: Decimal, shown: str) -> None:

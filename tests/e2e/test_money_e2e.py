@@ -74,3 +74,18 @@ async def test_a_negative_charge_is_kept_for_admins_and_the_video_still_delivere
     ) == [("-2",)]
     report = await world.answer(await world.command("usage", {}, admin=True))
     assert "Charges to check" in str(report.embeds)
+
+
+async def test_a_connection_dropped_after_sending_is_not_an_invitation_to_pay_twice(
+    world: World,
+) -> None:
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    world.api.inject_fault("drop", 1)
+    handle = await world.command(
+        "video", {"prompt": "a fox on a bad line", "model": model["id"], "duration": 5}
+    )
+    answer = await world.answer(handle)
+    assert answer.ephemeral
+    assert "may still have been charged" in answer.content
+    assert "`/usage`" in answer.content and "`/jobs`" in answer.content
+    assert "try again later" not in answer.content
