@@ -21,7 +21,7 @@ from bot.genapi.models import TextRequest
 from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions, VideoOptions
 from bot.storage import Charge, JobStatus, Kind, Store
-from bot.storage.database import load_migrations, split_statements
+from bot.storage.database import from_micro, load_migrations, split_statements, to_micro
 from tests.conftest import Stack
 
 GUILD = 1
@@ -152,6 +152,13 @@ async def test_a_sub_micro_cent_charge_is_rounded_up_and_its_exact_text_kept(
     (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
     assert anomaly.reported_cost == "1E-7"
     assert "rounded up" in anomaly.reason
+
+
+def test_micro_cents_round_up_on_every_digit_sent() -> None:
+    assert to_micro(Decimal("0.35")) == 350_000
+    # 38 significant digits: more than Decimal's default precision of 28 may not round down.
+    assert to_micro(Decimal("0.0000010000000000000000000000000000001")) == 2
+    assert from_micro(to_micro(Decimal("123.456789"))) == Decimal("123.456789")
 
 
 # -- the ledger's constraints ---------------------------------------------------------------------

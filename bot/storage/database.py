@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
+from decimal import ROUND_CEILING, Decimal, localcontext
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -51,7 +51,8 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS: Final = 5000
 """How long a connection waits for another one's write lock before failing, milliseconds."""
 
-MICRO_PER_CENT: Final = 1_000_000
+_MICRO_DIGITS: Final = 6
+MICRO_PER_CENT: Final = 10**_MICRO_DIGITS
 """Units of the money columns per cent: a micro-cent, far below any price the spec shows."""
 
 
@@ -64,14 +65,18 @@ def to_micro(cents: Decimal | int) -> int:
     Raises:
         ValueError: ``cents`` is NaN or infinite.
     """
-    if isinstance(cents, Decimal) and not cents.is_finite():
+    if isinstance(cents, Decimal) and not cents.is_finite():  # before: no ceiling of NaN
         raise ValueError(f"not a finite amount of cents: {cents}")
-    return int((Decimal(cents) * MICRO_PER_CENT).to_integral_value(rounding=ROUND_CEILING))
+    cents = Decimal(cents)
+    with localcontext() as ctx:
+        # Enough digits that the shift never rounds: the ceiling must see every digit sent.
+        ctx.prec = max(ctx.prec, len(cents.as_tuple().digits) + 8)
+        return int(cents.scaleb(_MICRO_DIGITS).to_integral_value(rounding=ROUND_CEILING))
 
 
 def from_micro(micro: int) -> Decimal:
     """Return integer micro-cents as exact Decimal cents (``350_000 -> Decimal("0.35")``)."""
-    cents = Decimal(micro).scaleb(-6)  # exact: a shift of the decimal point
+    cents = Decimal(micro).scaleb(-_MICRO_DIGITS)  # exact: a shift of the decimal point
     return cents.to_integral_value() if cents == cents.to_integral_value() else cents.normalize()
 
 
