@@ -7,6 +7,7 @@ Services raise these (or :mod:`bot.genapi.errors`); the command tree's error han
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 from bot.genapi import errors as api
 
@@ -44,7 +45,7 @@ class BudgetExceeded(BotError):
         needed_cents: what the request would cost or is estimated to cost, in cents.
     """
 
-    def __init__(self, scope: str, remaining_cents: int, needed_cents: int) -> None:
+    def __init__(self, scope: str, remaining_cents: Decimal, needed_cents: Decimal) -> None:
         super().__init__(f"{scope} budget: {remaining_cents} left, {needed_cents} needed")
         self.scope = scope
         self.remaining_cents = remaining_cents
@@ -72,9 +73,33 @@ _SHARED_KEY_REMEDY = (
 """What a server on the default key can do about it: the key is not its own to top up."""
 
 
-def format_cents(cents: int | float) -> str:
-    """Render an amount of cents as dollars, e.g. ``1234 -> "$12.34"``."""
-    return f"${cents / 100:,.2f}"
+_SMALLEST_SHOWN = Decimal("0.000001")
+"""Dollars: amounts are shown to a ten-thousandth of a cent at most."""
+
+_LARGEST_EXACT = Decimal(10**15)
+"""Dollars from which amounts are shown in scientific notation (only an absurd report is)."""
+
+
+def format_cents(cents: Decimal | int) -> str:
+    """Render an amount of cents as dollars for people, e.g. ``1234 -> "$12.34"``.
+
+    For display only, never for the ledger: at least two decimals, more when the amount has
+    them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``), rounded half up to
+    :data:`_SMALLEST_SHOWN` dollars; a non-zero amount below that reads
+    ``"less than $0.000001"``. NaN or infinite (a protocol anomaly shown as reported) reads
+    ``"an unreadable amount"``; an absurdly large one is shown in scientific notation.
+    """
+    dollars = Decimal(cents) / 100
+    if not dollars.is_finite():
+        return "an unreadable amount"
+    if abs(dollars) >= _LARGEST_EXACT:
+        return f"${dollars:.3E}"
+    shown = dollars.quantize(_SMALLEST_SHOWN, rounding=ROUND_HALF_UP)
+    if shown == 0 and dollars != 0:
+        return f"{'-' if dollars < 0 else ''}less than ${_SMALLEST_SHOWN}"
+    text = f"{shown:,f}".rstrip("0")
+    whole, _, fraction = text.partition(".")
+    return f"${whole}.{fraction.ljust(2, '0')}"
 
 
 def user_message(exc: BaseException, *, now: float | None = None) -> str:
@@ -138,14 +163,20 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
         case api.APITimeoutError():
             return (
                 "The service did not answer in time; the request may still have been charged, "
-                "so check `/usage` before trying again."
+                "so check `/usage` and `/jobs` before trying again."
+            )
+        case api.APIConnectionError(request_sent=True):
+            return (
+                "The connection to the generation service dropped after the request was sent; "
+                "it may still have been charged, so check `/usage` and `/jobs` before trying "
+                "again."
             )
         case api.APIConnectionError():
             return "The generation service cannot be reached right now; try again later."
         case api.MalformedResponseError():
             return (
                 "The generation service gave an answer we could not read; it may still have "
-                "charged for it, so check `/usage` before trying again."
+                "charged for it, so check `/usage` and `/jobs` before trying again."
             )
         case api.APIStatusError():
             return "The generation service had a problem; try again later."

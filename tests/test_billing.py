@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -247,20 +248,20 @@ async def test_text_uses_the_mean_of_the_models_last_20_charges(
     for cost in [1000] * 5 + [10, 20, 31] + [30] * 17:  # only the last 20 count
         await spend(billing, clock, cost)
         clock.advance(1)
-    expected = -(-(10 + 20 + 31 + 30 * 17) // 20)  # 571 / 20 = 28.55 -> 29
+    expected = Decimal(10 + 20 + 31 + 30 * 17) / 20  # 571 / 20 = 28.55, exactly
     reservation = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
     )
-    assert reservation.amount_cents == expected == 29
+    assert reservation.amount_cents == expected == Decimal("28.55")
     await billing.release(reservation)
 
     spent = await store.spent_since(GUILD, 0.0)
-    await store.update_limits(GUILD, monthly_budget_cents=spent + 28)
+    await store.update_limits(GUILD, monthly_budget_cents=int(spent) + 28)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
             guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
         )
-    assert (info.value.remaining_cents, info.value.needed_cents) == (28, 29)
+    assert (info.value.remaining_cents, info.value.needed_cents) == (28, Decimal("28.55"))
     other_model = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.TEXT, model="acme/other", cost_cents=None
     )

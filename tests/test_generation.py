@@ -94,7 +94,7 @@ async def test_text_is_charged_once_and_the_daily_user_budget_holds(
     assert await stack.store.ledger_total(who.guild_id) == result.cost_cents
     report = await stack.billing.report(who.guild_id)
     assert [model for model, _, _ in report.by_model] == [result.model]  # the default it used
-    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=result.cost_cents)
+    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=int(result.cost_cents))
     with pytest.raises(BudgetExceeded) as refused:
         await stack.generation.text(who, TextOptions("again"))
     assert refused.value.scope == "user"

@@ -21,6 +21,7 @@ import hashlib
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import httpx
@@ -386,8 +387,10 @@ class GenAPIClient:
 
     @staticmethod
     def _json(response: httpx.Response) -> Any:
+        # Decimal for every non-integer number (and NaN/Infinity, which Python's json accepts):
+        # money must reach the models as written, 0.35 not 0.34999999999999997779.
         try:
-            return response.json()
+            return response.json(parse_float=Decimal, parse_constant=Decimal)
         except ValueError:
             raise errors.MalformedResponseError(
                 response.status_code, f"body is not JSON ({_kind(response)})"

@@ -2,16 +2,47 @@
 
 Unknown extra fields are kept (``extra="allow"``) so a newer service does not break us; a
 missing required field raises :class:`pydantic.ValidationError`, which the client turns into
-:class:`~bot.genapi.errors.MalformedResponseError`. Money is in integer-valued cents.
+:class:`~bot.genapi.errors.MalformedResponseError`.
+
+Money is :class:`~decimal.Decimal` cents, exactly as the service wrote it: the spec types every
+amount as a JSON *number* (2.1, 2.2, 2.4, 2.5), so ``0.35`` is as valid as ``35``. The client
+decodes bodies with ``parse_float=Decimal`` (no float round trip) and :data:`ReportedCents`
+accepts any number, NaN, infinities and negatives included, and reads anything else (a string
+of letters, ``true``, ``null``) as NaN: whether a reported charge makes sense is
+:func:`bot.services.billing.charge_anomaly`'s to judge, after the paid result is safe. Only a
+money field that is *absent* makes the response malformed.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 TaskStatus = Literal["processing", "completed", "failed"]
+
+Cents = Annotated[Decimal, Field(allow_inf_nan=True)]
+"""An amount of cents as reported, exact; NaN and infinities are kept to be judged, not refused."""
+
+
+def _number_or_nan(value: Any) -> Any:
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return Decimal(value)
+        except ArithmeticError:
+            pass
+    return Decimal("NaN")
+
+
+ReportedCents = Annotated[Cents, BeforeValidator(_number_or_nan)]
+"""A charge or balance in a generate response: any value reads, what is not a number as NaN.
+
+A charging response is a paid result; an unreadable amount must not discard it (the anomaly is
+recorded for the admins instead).
+"""
 
 
 class _Resource(BaseModel):
@@ -46,7 +77,7 @@ class VideoModel(_Resource):
     supports_audio: bool
     supports_lock_camera: bool
     durations: tuple[float, ...]
-    cost_cents_per_5s: float
+    cost_cents_per_5s: Cents
     type: Literal["video"] = "video"
     mode: str
     provider: str
@@ -87,8 +118,8 @@ class ModelsResponse(_Resource):
 class Charged(_Resource):
     """Fields every charging response carries: cents charged and cents left on the key."""
 
-    cost_cents: int
-    remaining_credits_cents: int
+    cost_cents: ReportedCents
+    remaining_credits_cents: ReportedCents
 
 
 class PendingTask(Charged):

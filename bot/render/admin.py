@@ -124,6 +124,16 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
             for model, count, cents in report.by_model[:TOP_USERS]
         )
         embed.add_field(name="By model, this month", value=models[:1024], inline=False)
+    if user_id is None and report.anomalies:
+        embed.add_field(
+            name="Charges to check",
+            value=(
+                f"{report.anomalies} charge(s) this month came with an amount that makes no "
+                "sense (negative, not a number, absurd); they are logged and not counted here. "
+                "Check them with the provider."
+            ),
+            inline=False,
+        )
     if report.last_remaining_credits_cents is not None:
         embed.set_footer(
             text=f"Credits left on the key: {format_cents(report.last_remaining_credits_cents)}"

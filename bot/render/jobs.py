@@ -8,6 +8,7 @@ that pings (only the requester).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final, Protocol
 
 import discord
@@ -50,8 +51,8 @@ class JobView(Protocol):
         """Display options: ``duration`` (s), ``aspect_ratio``, ``generate_audio``, ..."""
 
     @property
-    def cost_cents(self) -> int:
-        """What the service charged, cents."""
+    def cost_cents(self) -> Decimal:
+        """What the service charged, exact cents."""
 
     @property
     def user_id(self) -> int:

@@ -2,7 +2,8 @@
 
 :class:`Ledger` is the base of :class:`bot.sandbox.server.GenApiEmulator`; its public methods
 are the emulator's test knobs. Times are seconds of the injected ``clock`` (monotonic, not
-scaled); money is integer cents.
+scaled); money is cents, :class:`~decimal.Decimal` (whole by default; fractional when a test
+asks with :meth:`Ledger.report_next_costs`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, Literal
 
 from bot.sandbox import catalogue as cat
@@ -30,6 +32,18 @@ FAIL_MARKER = "[fail]"
 """A prompt containing this fails its task (or a sync call with 500 GENERATION_FAILED)."""
 
 TaskDuration = Callable[[str, dict[str, Any]], float]
+
+ReportedCost = Decimal | int | float | str
+"""A ``cost_cents`` as the emulator reports it: normally a number, anything when a test says so."""
+
+
+def chargeable(cost: ReportedCost) -> Decimal:
+    """Return what ``cost`` takes off a balance: itself if a finite number >= 0, else 0."""
+    try:
+        amount = Decimal(str(cost)) if not isinstance(cost, bool) else Decimal(0)
+    except ArithmeticError:
+        return Decimal(0)
+    return amount if amount.is_finite() and amount >= 0 else Decimal(0)
 
 
 class Ledger:
@@ -64,6 +78,7 @@ class Ledger:
         self._task_duration: TaskDuration | None = None
         self._next_text: str | None = None
         self._echo_key = False
+        self._next_costs: deque[ReportedCost] = deque()
         self._origin: str | None = None
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
@@ -98,18 +113,18 @@ class Ledger:
         if not key.startswith(KEY_PREFIX) or key in self._accounts:
             raise ValueError(f"key must start with {KEY_PREFIX!r} and be new")
         balance = self._default_balance if balance_cents is None else balance_cents
-        self._accounts[key] = Account(balance_cents=balance)
+        self._accounts[key] = Account(balance_cents=Decimal(balance))
         return key
 
     def revoke_key(self, key: str) -> None:
         """Revoke ``key``: its requests get 401 from now on. Raises KeyError if unknown."""
         self._accounts[key].revoked = True
 
-    def set_balance(self, key: str, cents: int) -> None:
+    def set_balance(self, key: str, cents: int | Decimal) -> None:
         """Set the balance of ``key`` in cents. Raises KeyError if unknown."""
-        self._accounts[key].balance_cents = cents
+        self._accounts[key].balance_cents = Decimal(cents)
 
-    def balance(self, key: str) -> int:
+    def balance(self, key: str) -> Decimal:
         """Return the balance of ``key`` in cents. Raises KeyError if unknown."""
         return self._accounts[key].balance_cents
 
@@ -162,6 +177,20 @@ class Ledger:
         None restores the per-model defaults of the catalogue.
         """
         self._task_duration = fn
+
+    def report_next_costs(self, *costs: ReportedCost) -> None:
+        """Make the next charging responses report these ``cost_cents``, one each, in order.
+
+        A finite number >= 0 (``Decimal("0.35")``) is also what the key is charged; anything
+        else (negative, ``float("nan")``, a string) is reported as given and charges nothing, so
+        tests can play a service that breaks the protocol. Decimals go on the wire as the
+        shortest JSON number that reads back to the same value (up to 15 significant digits).
+        """
+        self._next_costs.extend(costs)
+
+    def _cost(self, price: int) -> ReportedCost:
+        """The ``cost_cents`` of the next charging response: the catalogue's unless overridden."""
+        return self._next_costs.popleft() if self._next_costs else price
 
     def set_next_text(self, content: str) -> None:
         """Make the next successful ``/text/generate`` answer ``content``."""
@@ -216,8 +245,9 @@ class Ledger:
             raise ApiError(401, "UNAUTHORIZED", f"This API key has been revoked{echoed}")
         return key
 
-    def _charge(self, key: str, cents: int) -> int:
+    def _charge(self, key: str, cost: ReportedCost) -> Decimal:
         account = self._accounts[key]
+        cents = chargeable(cost)
         if account.balance_cents < cents:
             raise ApiError(
                 402,
@@ -252,7 +282,7 @@ class Ledger:
         kind: Literal["video", "image"],
         model: str,
         provider: str,
-        cost: int,
+        cost: ReportedCost,
         body: dict[str, Any],
     ) -> EmulatedTask:
         now = self._clock()

@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import math
+from decimal import Decimal
 from typing import Any, Self
 from urllib.parse import quote
 
@@ -51,6 +52,20 @@ def _bearer(request: web.Request) -> str | None:
     if header[:7].lower() != "bearer ":
         return None
     return header[7:].strip() or None
+
+
+def _wire(value: Any) -> Any:
+    """Return a money value ready for JSON.
+
+    A whole Decimal becomes an int; any other Decimal the float whose shortest form is the same
+    digits (``Decimal("0.35")`` is written ``0.35``, exact up to 15 significant digits); other
+    values are left as they are (tests use them to break the protocol).
+    """
+    if isinstance(value, Decimal):
+        return (
+            int(value) if value.is_finite() and value == value.to_integral_value() else float(value)
+        )
+    return value
 
 
 def _parse_json(raw: bytes) -> Any:
@@ -195,7 +210,7 @@ class GenApiEmulator(Ledger):
     async def _video_generate(self, request: web.Request) -> web.Response:
         body = self._body(request)
         req = parse_video(body)
-        cost = math.ceil(req.model.cost_cents_per_5s * req.duration / 5)
+        cost = self._cost(math.ceil(req.model.cost_cents_per_5s * req.duration / 5))
         remaining = self._charge(request[_KEY], cost)
         task = self._new_task(request[_KEY], "video", req.model.id, req.model.provider, cost, body)
         self._schedule(task, req.prompt, req.model.task_seconds)
@@ -211,10 +226,9 @@ class GenApiEmulator(Ledger):
         model = req.model
         if not model.is_async and FAIL_MARKER in req.prompt:
             raise ApiError(500, "GENERATION_FAILED", "Sandbox: the prompt asked to fail")
-        remaining = self._charge(request[_KEY], model.cost_cents)
-        task = self._new_task(
-            request[_KEY], "image", model.id, model.provider, model.cost_cents, body
-        )
+        cost = self._cost(model.cost_cents)
+        remaining = self._charge(request[_KEY], cost)
+        task = self._new_task(request[_KEY], "image", model.id, model.provider, cost, body)
         if model.is_async:
             self._schedule(task, req.prompt, model.task_seconds)
             poll_url = f"{API_PREFIX}/image/{task.task_id}?provider={task.provider}"
@@ -222,7 +236,7 @@ class GenApiEmulator(Ledger):
         self._settle(task)
         result = {"task_id": task.task_id, "status": task.status, "outputs": task.outputs}
         return web.json_response(
-            result | {"cost_cents": model.cost_cents, "remaining_credits_cents": remaining}
+            result | {"cost_cents": _wire(cost), "remaining_credits_cents": _wire(remaining)}
         )
 
     async def _text_generate(self, request: web.Request) -> web.Response:
@@ -238,7 +252,7 @@ class GenApiEmulator(Ledger):
         prompt_tokens = max(1, math.ceil((len(req.prompt) + len(req.system)) / 4))
         completion_tokens = math.ceil(len(content) / 4)
         total = prompt_tokens + completion_tokens
-        cost = max(1, math.ceil(total * req.model.cents_per_1k_tokens / 1000))
+        cost = self._cost(max(1, math.ceil(total * req.model.cents_per_1k_tokens / 1000)))
         remaining = self._charge(request[_KEY], cost)
         self._next_text = None
         usage = {
@@ -252,8 +266,8 @@ class GenApiEmulator(Ledger):
                 "model": req.model.id,
                 "usage": usage,
                 "finish_reason": finish_reason,  # not in the spec: clients must tolerate extras
-                "cost_cents": cost,
-                "remaining_credits_cents": remaining,
+                "cost_cents": _wire(cost),
+                "remaining_credits_cents": _wire(remaining),
             }
         )
 
@@ -300,14 +314,14 @@ class GenApiEmulator(Ledger):
             raise invalid("The request body must be a JSON object")
         return body
 
-    def _submitted(self, task: EmulatedTask, poll_url: str, remaining: int) -> web.Response:
+    def _submitted(self, task: EmulatedTask, poll_url: str, remaining: Decimal) -> web.Response:
         return web.json_response(
             {
                 "task_id": task.task_id,
                 "status": "processing",
                 "provider": task.provider,
                 "poll_url": poll_url,
-                "cost_cents": task.cost_cents,
-                "remaining_credits_cents": remaining,
+                "cost_cents": _wire(task.cost_cents),
+                "remaining_credits_cents": _wire(remaining),
             }
         )

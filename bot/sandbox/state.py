@@ -9,6 +9,7 @@ import math
 from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 TaskStatus = Literal["processing", "completed", "failed"]
@@ -89,7 +90,7 @@ class EmulatedTask:
     status: TaskStatus
     created_at: float
     completes_at: float
-    cost_cents: int
+    cost_cents: Decimal | int | float | str
     key: str
     completed_at: float | None = None
     outputs: list[str] = field(default_factory=list)
@@ -102,7 +103,7 @@ class EmulatedTask:
 class Account:
     """An API key's balance in cents and whether it has been revoked."""
 
-    balance_cents: int
+    balance_cents: Decimal
     revoked: bool = False
 
 

@@ -15,8 +15,13 @@ never both pass a budget that fits only one. A reservation that is neither settl
 (a crash, a lost task) stops counting at ``expires_at`` and is deleted by the next reservation.
 
 Budgets: a guild's per UTC calendar month, a user's per UTC day (within the guild). What counts
-against them is the ledger since the period's start plus the unexpired reservations. Money is
-integer cents; times are UTC epoch seconds.
+against them is the ledger since the period's start plus the unexpired reservations.
+
+Money is :class:`~decimal.Decimal` cents, exact, end to end (the spec types amounts as numbers:
+``0.35`` is a valid charge); budgets admins set are whole cents and are compared as Decimal.
+A reported charge that breaks the protocol (see :func:`charge_anomaly`) is recorded for the
+admins and never summed into budgets, and the paid result it came with is kept all the same.
+Times are UTC epoch seconds.
 """
 
 from __future__ import annotations
@@ -24,14 +29,26 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached
-from bot.storage import Charge, GuildSettings, Job, Kind, NewJob, Reservation, Store, Transaction
+from bot.storage import (
+    Charge,
+    ChargeAnomaly,
+    GuildSettings,
+    Job,
+    Kind,
+    NewJob,
+    Reservation,
+    Store,
+    Transaction,
+)
+from bot.storage.database import from_micro, to_micro
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +59,12 @@ ESTIMATE_WINDOW = 20
 
 DEFAULT_RESERVATION_TTL = 900.0
 """Seconds after which an unsettled reservation stops holding budget (15 minutes)."""
+
+MAX_CHARGE_CENTS = Decimal(10_000_000)
+"""A single reported charge above this ($100,000) is absurd: recorded as an anomaly, not summed."""
+
+MAX_BALANCE_CENTS = Decimal(10**12)
+"""A reported balance beyond +/- this is unusable (and would not fit the micro-cent column)."""
 
 
 def month_start(now: float) -> float:
@@ -56,13 +79,64 @@ def day_start(now: float) -> float:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
 
 
-def video_cost_cents(cost_cents_per_5s: float, duration_seconds: float) -> int:
-    """Return the price of a video: ``cost_cents_per_5s * duration / 5`` cents, rounded up.
+def video_cost_cents(cost_cents_per_5s: Decimal | float, duration_seconds: float) -> Decimal | None:
+    """Return the hold for a video: ``cost_cents_per_5s * duration / 5`` cents, rounded up.
 
-    Computed with exact fractions of the decimal values so that e.g. 0.7 x 5 / 5 is 1, not 2.
+    Rounded up to whole cents: a reservation is a hold, never the ledger, and holding at least
+    the price is the safe side (the charge recorded is the one reported, exactly). Computed with
+    exact fractions of the decimal values so that e.g. 0.7 x 5 / 5 is 1, not 2.
+
+    Returns:
+        The cents to hold; None when the catalogue's price is not a finite number >= 0 (the
+        caller then holds the model's learned estimate).
     """
-    exact = Fraction(str(cost_cents_per_5s)) * Fraction(str(duration_seconds)) / 5
-    return math.ceil(exact)
+    price = Decimal(str(cost_cents_per_5s))
+    if not price.is_finite() or price < 0:
+        return None
+    exact = Fraction(price) * Fraction(str(duration_seconds)) / 5
+    return Decimal(math.ceil(exact))
+
+
+def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:
+    """Split a reported charge into what the ledger may hold and what breaks the protocol.
+
+    Rules (spec 2.2, 2.4, 2.5 type amounts as numbers, nothing more; the bounds are ours):
+
+    * ``cost_cents`` NaN, infinite, negative or above :data:`MAX_CHARGE_CENTS`: no ledger
+      row; an anomaly with the reported text.
+    * ``cost_cents`` finer than a micro-cent: the ledger holds it rounded up to the next
+      micro-cent, and an anomaly keeps the exact reported text.
+    * ``remaining_credits_cents`` not finite or beyond :data:`MAX_BALANCE_CENTS`: the ledger
+      row has no balance (None) and an anomaly says so.
+
+    Returns:
+        ``(charge for the ledger or None, anomaly or None)``.
+    """
+    # Decimal() also takes the int a caller may pass; it is exact either way.
+    cost = Decimal(charge.cost_cents)
+    remaining = (
+        None if charge.remaining_credits_cents is None else Decimal(charge.remaining_credits_cents)
+    )
+    reasons: list[str] = []
+    ledger: Charge | None = charge
+    if not cost.is_finite():
+        reasons.append("cost_cents is not a finite number")
+        ledger = None
+    elif cost < 0:
+        reasons.append("negative cost_cents")
+        ledger = None
+    elif cost > MAX_CHARGE_CENTS:
+        reasons.append(f"cost_cents above the sane ceiling of {MAX_CHARGE_CENTS} cents")
+        ledger = None
+    elif from_micro(to_micro(cost)) != cost:
+        reasons.append("cost_cents finer than a micro-cent; the ledger holds it rounded up")
+    if remaining is not None and (not remaining.is_finite() or abs(remaining) > MAX_BALANCE_CENTS):
+        reasons.append("remaining_credits_cents is not a usable number")
+        if ledger is not None:
+            ledger = replace(ledger, remaining_credits_cents=None)
+    if not reasons:
+        return charge, None
+    return ledger, ChargeAnomaly.of(charge, remaining, "; ".join(reasons))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +169,20 @@ class UsageReport:
         by_model: ``(model, count, cents)`` this month, largest first.
         last_remaining_credits_cents: the balance the service last reported for the key in
             use; None if unknown.
+        anomalies: charges reported this month that broke the protocol (see
+            :func:`charge_anomaly`), for the admins to check with the provider.
+
+    Amounts are exact Decimal cents.
     """
 
-    month_cents: int
-    today_cents: int
-    reserved_cents: int
-    by_user: list[tuple[int, int]]
-    by_kind: dict[Kind, int]
-    by_model: list[tuple[str, int, int]]
-    last_remaining_credits_cents: int | None
+    month_cents: Decimal
+    today_cents: Decimal
+    reserved_cents: Decimal
+    by_user: list[tuple[int, Decimal]]
+    by_kind: dict[Kind, Decimal]
+    by_model: list[tuple[str, int, Decimal]]
+    last_remaining_credits_cents: Decimal | None
+    anomalies: int = 0
 
 
 class Billing:
@@ -150,7 +229,13 @@ class Billing:
         return self._limits(await self._store.guild_settings(guild_id))
 
     async def reserve(
-        self, *, guild_id: int, user_id: int, kind: Kind, model: str, cost_cents: int | None
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int | None,
     ) -> Reservation:
         """Check the budgets and caps and hold the request's cost, atomically.
 
@@ -180,7 +265,7 @@ class Billing:
             limits = self._limits(await tx.guild_settings(guild_id))
             if kind is Kind.VIDEO:
                 await self._check_video_caps(tx, limits, guild_id, user_id, now)
-            needed = cost_cents if cost_cents is not None else await _estimate(tx, model)
+            needed = Decimal(cost_cents) if cost_cents is not None else await _estimate(tx, model)
             if limits.monthly_budget_cents is not None:
                 spent = await tx.spent_since(guild_id, month_start(now))
                 held = await tx.reserved_cents(guild_id, now)
@@ -221,27 +306,50 @@ class Billing:
     ) -> Job | None:
         """Replace the reservation by the charge the service reported (and store the job).
 
-        One transaction: when this returns, the charge is committed to the ledger.
+        One transaction: when this returns, the charge is committed to the ledger, or, if it
+        broke the protocol (:func:`charge_anomaly`), recorded as an anomaly for the admins; the
+        job is stored either way, since its result is paid for.
 
         Returns:
             The stored job, or None when ``job`` is None.
+
+        Raises:
+            sqlite3.IntegrityError: a constraint failed other than "task already recorded".
         """
-        if charge.cost_cents > reservation.amount_cents:
-            log.debug(
-                "%s charged %d cents, %d were reserved",
+        ledger, anomaly = charge_anomaly(charge)
+        if anomaly is not None:
+            log.error(
+                "protocol anomaly in a charge of %s (task %s, guild %s): %s; reported"
+                " cost_cents=%s remaining_credits_cents=%s",
                 charge.model,
-                charge.cost_cents,
+                charge.task_id,
+                charge.guild_id,
+                anomaly.reason,
+                anomaly.reported_cost,
+                anomaly.reported_remaining,
+            )
+        if ledger is not None and ledger.cost_cents > reservation.amount_cents:
+            log.debug(
+                "%s charged %s cents, %s were reserved",
+                charge.model,
+                ledger.cost_cents,
                 reservation.amount_cents,
             )
-        return await self._store.settle_reservation(reservation.id, charge, job)
+        if job is not None and ledger is None:
+            job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
+        return await self._store.settle_reservation(reservation.id, ledger, job, anomaly)
 
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge."""
         await self._store.release_reservation(reservation.id)
 
     async def record_charge(self, charge: Charge) -> None:
-        """Record a charge made without a reservation (committed when this returns)."""
-        await self._store.settle_reservation(None, charge)
+        """Record a charge made without a reservation (committed when this returns).
+
+        Screened by :func:`charge_anomaly` like :meth:`settle`.
+        """
+        ledger, anomaly = charge_anomaly(charge)
+        await self._store.settle_reservation(None, ledger, None, anomaly)
 
     async def expire_stale(self) -> int:
         """Delete the reservations expired by now; return how many (for a periodic sweep)."""
@@ -262,30 +370,32 @@ class Billing:
         month = await self._store.usage(guild_id, month_start(now), user_id)
         today = await self._store.usage(guild_id, day_start(now), user_id)
         reserved = await self._store.reserved_cents(guild_id, now, user_id=user_id)
-        by_user: dict[int, int] = defaultdict(int)
-        by_kind = dict.fromkeys(Kind, 0)
-        by_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        by_user: dict[int, Decimal] = defaultdict(Decimal)
+        by_kind = dict.fromkeys(Kind, Decimal(0))
+        counts: dict[str, int] = defaultdict(int)
+        by_model: dict[str, Decimal] = defaultdict(Decimal)
         for row in month:
             by_user[row.user_id] += row.cents
             by_kind[row.kind] += row.cents
-            by_model[row.model][0] += row.count
-            by_model[row.model][1] += row.cents
+            counts[row.model] += row.count
+            by_model[row.model] += row.cents
         remaining = (
             None
             if key_fingerprint is None
             else await self._store.last_remaining_credits(key_fingerprint)
         )
         return UsageReport(
-            month_cents=sum(row.cents for row in month),
-            today_cents=sum(row.cents for row in today),
+            month_cents=sum((row.cents for row in month), Decimal(0)),
+            today_cents=sum((row.cents for row in today), Decimal(0)),
             reserved_cents=reserved,
             by_user=sorted(by_user.items(), key=lambda item: (-item[1], item[0])),
             by_kind=by_kind,
             by_model=sorted(
-                ((model, n, cents) for model, (n, cents) in by_model.items()),
+                ((model, counts[model], cents) for model, cents in by_model.items()),
                 key=lambda item: (-item[2], item[0]),
             ),
             last_remaining_credits_cents=remaining,
+            anomalies=await self._store.anomaly_count(guild_id, month_start(now)),
         )
 
 
@@ -293,14 +403,19 @@ def _first(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-async def _estimate(tx: Transaction, model: str) -> int:
-    """Return the mean of the model's recent charges, cents rounded up; 0 without history."""
+async def _estimate(tx: Transaction, model: str) -> Decimal:
+    """Return the mean of the model's recent charges, cents rounded up to a micro-cent.
+
+    0 without history.
+    """
     costs = await tx.recent_costs(model, ESTIMATE_WINDOW)
-    return -(-sum(costs) // len(costs)) if costs else 0
+    if not costs:
+        return Decimal(0)
+    return from_micro(to_micro(sum(costs, Decimal(0)) / len(costs)))
 
 
-def _check_budget(scope: str, remaining: int, needed: int) -> None:
+def _check_budget(scope: str, remaining: Decimal, needed: Decimal) -> None:
     # A spent budget refuses even a request estimated at 0: the estimate may be wrong, the
     # overrun is certain.
     if remaining <= 0 or needed > remaining:
-        raise BudgetExceeded(scope, max(0, remaining), needed)
+        raise BudgetExceeded(scope, max(Decimal(0), remaining), needed)

@@ -9,7 +9,10 @@ Migrations are ``migrations/NNNN_name.sql``, applied in order at :meth:`Store.op
 its own transaction together with the ``PRAGMA user_version`` bump, so a crash leaves the
 database at the previous version, never in between.
 
-Money is integer cents; times are UTC epoch seconds (``float``).
+Money: the columns hold INTEGER micro-cents (1 cent = :data:`MICRO_PER_CENT`), so sums are
+exact in SQL; every method takes and returns :class:`~decimal.Decimal` cents, converted by
+:func:`to_micro` and :func:`from_micro` and nowhere else. Times are UTC epoch seconds
+(``float``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal, localcontext
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -32,6 +36,7 @@ import aiosqlite
 from bot.clock import Clock, utc_datetime
 from bot.storage.models import (
     Charge,
+    ChargeAnomaly,
     GuildSettings,
     Job,
     JobStatus,
@@ -46,6 +51,35 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 5000
 """How long a connection waits for another one's write lock before failing, milliseconds."""
+
+_MICRO_DIGITS: Final = 6
+MICRO_PER_CENT: Final = 10**_MICRO_DIGITS
+"""Units of the money columns per cent: a micro-cent, far below any price the spec shows."""
+
+
+def to_micro(cents: Decimal | int) -> int:
+    """Return ``cents`` as integer micro-cents, rounded *up* when finer than a micro-cent.
+
+    Up, because a stored amount counts against budgets: it must never be less than what was
+    charged. :func:`bot.services.billing.charge_anomaly` records the exact text of such a value.
+
+    Raises:
+        ValueError: ``cents`` is NaN or infinite.
+    """
+    if isinstance(cents, Decimal) and not cents.is_finite():  # before: no ceiling of NaN
+        raise ValueError(f"not a finite amount of cents: {cents}")
+    cents = Decimal(cents)
+    with localcontext() as ctx:
+        # Enough digits that the shift never rounds: the ceiling must see every digit sent.
+        ctx.prec = max(ctx.prec, len(cents.as_tuple().digits) + 8)
+        return int(cents.scaleb(_MICRO_DIGITS).to_integral_value(rounding=ROUND_CEILING))
+
+
+def from_micro(micro: int) -> Decimal:
+    """Return integer micro-cents as exact Decimal cents (``350_000 -> Decimal("0.35")``)."""
+    cents = Decimal(micro).scaleb(-_MICRO_DIGITS)  # exact: a shift of the decimal point
+    return cents.to_integral_value() if cents == cents.to_integral_value() else cents.normalize()
+
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -205,12 +239,12 @@ async def _migrate(conn: aiosqlite.Connection, clock: Clock) -> int:
 
 _JOB_COLUMNS: Final = (
     "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
-    "prompt_summary, details, cost_cents, key_fingerprint, created_at, next_poll_at, status, "
+    "prompt_summary, details, cost_micro, key_fingerprint, created_at, next_poll_at, status, "
     "finished_at, outputs, error, poll_count, announced_at, last_progress_at"
 )
 
 _RESERVATION_COLUMNS: Final = (
-    "id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at"
+    "id, guild_id, user_id, kind, model, amount_micro, created_at, expires_at"
 )
 
 _LIMIT_COLUMNS: Final = (
@@ -257,7 +291,7 @@ def _job(row: sqlite3.Row) -> Job:
         user_id=row["user_id"],
         prompt_summary=row["prompt_summary"],
         details=json.loads(row["details"]),
-        cost_cents=row["cost_cents"],
+        cost_cents=from_micro(row["cost_micro"]),
         key_fingerprint=row["key_fingerprint"],
         created_at=row["created_at"],
         next_poll_at=row["next_poll_at"],
@@ -278,7 +312,7 @@ def _reservation(row: sqlite3.Row) -> Reservation:
         user_id=row["user_id"],
         kind=Kind(row["kind"]),
         model=row["model"],
-        amount_cents=row["amount_cents"],
+        amount_cents=from_micro(row["amount_micro"]),
         created_at=row["created_at"],
         expires_at=row["expires_at"],
     )
@@ -303,6 +337,10 @@ class Queries:
         row = await self._one(sql, params)
         assert row is not None
         return int(row[0])
+
+    async def _cents(self, sql: str, params: Sequence[Any] = ()) -> Decimal:
+        # For sums of a micro-cent column written as COALESCE(SUM(...), 0).
+        return from_micro(await self._int(sql, params))
 
     async def query_plan(self, sql: str, params: Sequence[Any] = ()) -> list[str]:
         """Return the ``EXPLAIN QUERY PLAN`` details of ``sql`` (for tests and diagnostics)."""
@@ -342,7 +380,7 @@ class Queries:
     # -- budgets --------------------------------------------------------------------------------
 
     async def retired_keys(self, guild_id: int) -> list[RetiredKey]:
-        """Return the guild's retired API keys (migration 0003), most recently retired first."""
+        """Return the guild's retired API keys (migration 0004), most recently retired first."""
         rows = await self._all(
             "SELECT id, guild_id, fingerprint, ciphertext, last4, retired_at FROM retired_keys"
             " WHERE guild_id = ? ORDER BY retired_at DESC, id DESC",
@@ -359,26 +397,30 @@ class Queries:
         )
         return {Kind(row["kind"]): int(row["n"]) for row in rows}
 
-    async def spent_since(self, guild_id: int, since: float, *, user_id: int | None = None) -> int:
+    async def spent_since(
+        self, guild_id: int, since: float, *, user_id: int | None = None
+    ) -> Decimal:
         """Return the cents charged to the guild (or one user in it) at or after ``since``."""
-        sql = "SELECT COALESCE(SUM(cost_cents), 0) FROM ledger WHERE guild_id = ? AND at >= ?"
+        sql = "SELECT COALESCE(SUM(cost_micro), 0) FROM ledger WHERE guild_id = ? AND at >= ?"
         params: list[Any] = [guild_id, since]
         if user_id is not None:
             sql += " AND user_id = ?"
             params.append(user_id)
-        return await self._int(sql, params)
+        return await self._cents(sql, params)
 
-    async def reserved_cents(self, guild_id: int, now: float, *, user_id: int | None = None) -> int:
+    async def reserved_cents(
+        self, guild_id: int, now: float, *, user_id: int | None = None
+    ) -> Decimal:
         """Return the cents held by the guild's (or a user's) reservations unexpired at ``now``."""
         sql = (
-            "SELECT COALESCE(SUM(amount_cents), 0) FROM reservations"
+            "SELECT COALESCE(SUM(amount_micro), 0) FROM reservations"
             " WHERE guild_id = ? AND expires_at > ?"
         )
         params: list[Any] = [guild_id, now]
         if user_id is not None:
             sql += " AND user_id = ?"
             params.append(user_id)
-        return await self._int(sql, params)
+        return await self._cents(sql, params)
 
     async def active_reservations(
         self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None
@@ -403,13 +445,13 @@ class Queries:
             params.append(user_id)
         return await self._int(sql, params)
 
-    async def recent_costs(self, model: str, limit: int = 20) -> list[int]:
+    async def recent_costs(self, model: str, limit: int = 20) -> list[Decimal]:
         """Return the cents of the model's last ``limit`` charges, newest first."""
         rows = await self._all(
-            "SELECT cost_cents FROM ledger WHERE model = ? ORDER BY at DESC, id DESC LIMIT ?",
+            "SELECT cost_micro FROM ledger WHERE model = ? ORDER BY at DESC, id DESC LIMIT ?",
             (model, limit),
         )
-        return [int(r[0]) for r in rows]
+        return [from_micro(r[0]) for r in rows]
 
     # -- ledger reports -------------------------------------------------------------------------
 
@@ -421,33 +463,66 @@ class Queries:
         Rows are ordered by cents, largest first.
         """
         sql = (
-            "SELECT user_id, kind, model, COUNT(*) AS n, SUM(cost_cents) AS cents FROM ledger"
+            "SELECT user_id, kind, model, COUNT(*) AS n, SUM(cost_micro) AS micro FROM ledger"
             " WHERE guild_id = ? AND at >= ?"
         )
         params: list[Any] = [guild_id, since]
         if user_id is not None:
             sql += " AND user_id = ?"
             params.append(user_id)
-        sql += " GROUP BY user_id, kind, model ORDER BY cents DESC, user_id, kind, model"
+        sql += " GROUP BY user_id, kind, model ORDER BY micro DESC, user_id, kind, model"
         return [
-            UsageRow(r["user_id"], Kind(r["kind"]), r["model"], r["n"], r["cents"])
+            UsageRow(r["user_id"], Kind(r["kind"]), r["model"], r["n"], from_micro(r["micro"]))
             for r in await self._all(sql, params)
         ]
 
-    async def ledger_total(self, guild_id: int) -> int:
+    async def ledger_total(self, guild_id: int) -> Decimal:
         """Return all cents ever charged to the guild."""
-        return await self._int(
-            "SELECT COALESCE(SUM(cost_cents), 0) FROM ledger WHERE guild_id = ?", (guild_id,)
+        return await self._cents(
+            "SELECT COALESCE(SUM(cost_micro), 0) FROM ledger WHERE guild_id = ?", (guild_id,)
         )
 
-    async def last_remaining_credits(self, key_fingerprint: str) -> int | None:
-        """Return the balance, cents, the service last reported for the key; None if never."""
+    async def last_remaining_credits(self, key_fingerprint: str) -> Decimal | None:
+        """Return the balance, cents, the service last reported for the key; None if never.
+
+        Charges whose reported balance was unusable (NULL) are skipped.
+        """
         row = await self._one(
-            "SELECT remaining_credits_cents FROM ledger WHERE key_fingerprint = ?"
-            " ORDER BY at DESC, id DESC LIMIT 1",
+            "SELECT remaining_credits_micro FROM ledger WHERE key_fingerprint = ?"
+            " AND remaining_credits_micro IS NOT NULL ORDER BY at DESC, id DESC LIMIT 1",
             (key_fingerprint,),
         )
-        return None if row is None else int(row[0])
+        return None if row is None else from_micro(row[0])
+
+    async def charge_anomalies(self, guild_id: int, since: float) -> list[ChargeAnomaly]:
+        """Return the guild's protocol anomalies reported at or after ``since``, oldest first."""
+        rows = await self._all(
+            "SELECT * FROM charge_anomalies WHERE guild_id = ? AND at >= ? ORDER BY at, id",
+            (guild_id, since),
+        )
+        return [
+            ChargeAnomaly(
+                guild_id=r["guild_id"],
+                channel_id=r["channel_id"],
+                user_id=r["user_id"],
+                kind=Kind(r["kind"]),
+                model=r["model"],
+                task_id=r["task_id"],
+                reported_cost=r["reported_cost"],
+                reported_remaining=r["reported_remaining"],
+                reason=r["reason"],
+                key_fingerprint=r["key_fingerprint"],
+                at=r["at"],
+            )
+            for r in rows
+        ]
+
+    async def anomaly_count(self, guild_id: int, since: float) -> int:
+        """Return how many protocol anomalies the guild had at or after ``since``."""
+        return await self._int(
+            "SELECT COUNT(*) FROM charge_anomalies WHERE guild_id = ? AND at >= ?",
+            (guild_id, since),
+        )
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -688,16 +763,16 @@ class Transaction(Queries):
         user_id: int,
         kind: Kind,
         model: str,
-        amount_cents: int,
+        amount_cents: Decimal,
         created_at: float,
         expires_at: float,
     ) -> Reservation:
         """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds)."""
         reservation_id = await self._insert(
             "INSERT INTO reservations"
-            " (guild_id, user_id, kind, model, amount_cents, created_at, expires_at)"
+            " (guild_id, user_id, kind, model, amount_micro, created_at, expires_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (guild_id, user_id, kind.value, model, amount_cents, created_at, expires_at),
+            (guild_id, user_id, kind.value, model, to_micro(amount_cents), created_at, expires_at),
         )
         return Reservation(
             reservation_id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at
@@ -712,11 +787,21 @@ class Transaction(Queries):
         return await self._run("DELETE FROM reservations WHERE expires_at <= ?", (now,))
 
     async def insert_charge(self, charge: Charge) -> bool:
-        """Append the charge to the ledger; return False if its task was already recorded."""
+        """Append the charge to the ledger; return False if its task was already recorded.
+
+        Only that uniqueness conflict is ignored: any other constraint violation (a negative
+        cost...) raises, never passing for "already recorded".
+
+        Raises:
+            sqlite3.IntegrityError: the charge breaks a constraint of the ledger.
+            ValueError: an amount is not a finite number.
+        """
+        remaining = charge.remaining_credits_cents
         changed = await self._run(
-            "INSERT OR IGNORE INTO ledger (guild_id, channel_id, user_id, kind, model, task_id,"
-            " cost_cents, remaining_credits_cents, key_fingerprint, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id,"
+            " cost_micro, remaining_credits_micro, key_fingerprint, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (kind, task_id) WHERE task_id IS NOT NULL DO NOTHING",
             (
                 charge.guild_id,
                 charge.channel_id,
@@ -724,10 +809,33 @@ class Transaction(Queries):
                 charge.kind.value,
                 charge.model,
                 charge.task_id,
-                charge.cost_cents,
-                charge.remaining_credits_cents,
+                to_micro(charge.cost_cents),
+                None if remaining is None else to_micro(remaining),
                 charge.key_fingerprint,
                 charge.at,
+            ),
+        )
+        return changed > 0
+
+    async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
+        """Record a charge that breaks the protocol; False if its task was recorded already."""
+        changed = await self._run(
+            "INSERT INTO charge_anomalies (guild_id, channel_id, user_id, kind, model, task_id,"
+            " reported_cost, reported_remaining, reason, key_fingerprint, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (kind, task_id) WHERE task_id IS NOT NULL DO NOTHING",
+            (
+                anomaly.guild_id,
+                anomaly.channel_id,
+                anomaly.user_id,
+                anomaly.kind.value,
+                anomaly.model,
+                anomaly.task_id,
+                anomaly.reported_cost,
+                anomaly.reported_remaining,
+                anomaly.reason,
+                anomaly.key_fingerprint,
+                anomaly.at,
             ),
         )
         return changed > 0
@@ -736,7 +844,7 @@ class Transaction(Queries):
         """Store a pending job and return it; if its task is already stored, return that one."""
         await self._run(
             "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
-            " message_id, user_id, prompt_summary, details, cost_cents, key_fingerprint,"
+            " message_id, user_id, prompt_summary, details, cost_micro, key_fingerprint,"
             " created_at, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (task_id) DO NOTHING",
             (
@@ -751,7 +859,7 @@ class Transaction(Queries):
                 job.user_id,
                 job.prompt_summary,
                 json.dumps(dict(job.details), sort_keys=True),
-                job.cost_cents,
+                to_micro(job.cost_cents),
                 job.key_fingerprint,
                 job.created_at,
                 job.next_poll_at,
@@ -997,23 +1105,41 @@ class Store(Queries):
             return await tx.set_notified_problem(guild_id, problem)
 
     async def settle_reservation(
-        self, reservation_id: int | None, charge: Charge, job: NewJob | None = None
+        self,
+        reservation_id: int | None,
+        charge: Charge | None,
+        job: NewJob | None = None,
+        anomaly: ChargeAnomaly | None = None,
     ) -> Job | None:
         """Record a reported charge, in one transaction with what depends on it.
 
         Drops the reservation (if any and not expired already), appends the charge to the
-        ledger unless its task was recorded before, and stores the job if given.
+        ledger unless its task was recorded before, records the anomaly if given, and stores
+        the job if given.
+
+        Args:
+            reservation_id: the reservation the charge replaces; None if there is none.
+            charge: the charge for the ledger; None when the report could not be trusted
+                (then ``anomaly`` says why).
+            job: the job to store with it.
+            anomaly: what was wrong with the report, for the admins.
 
         Returns:
             The stored job (the existing one if its task was stored before), or None.
+
+        Raises:
+            sqlite3.IntegrityError: a constraint other than "task already recorded" failed;
+                nothing of the transaction is kept.
         """
         async with self.write() as tx:
             if reservation_id is not None:
                 await tx.delete_reservation(reservation_id)
-            if not await tx.insert_charge(charge):
+            if charge is not None and not await tx.insert_charge(charge):
                 log.info(
                     "charge of task %s already in the ledger; not counted again", charge.task_id
                 )
+            if anomaly is not None:
+                await tx.insert_anomaly(anomaly)
             return None if job is None else await tx.insert_job(job)
 
     async def release_reservation(self, reservation_id: int) -> bool:

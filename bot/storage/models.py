@@ -1,13 +1,16 @@
 """Typed rows of the store: what :class:`bot.storage.database.Store` takes and returns.
 
-Money is integer cents; times are UTC epoch seconds (``float``). ``None`` in a
-:class:`GuildSettings` limit means "use the default from Settings".
+Money is :class:`~decimal.Decimal` cents, exact (the database holds integer micro-cents; see
+``docs/storage.md``), except the budgets admins set, which are whole ``int`` cents. Times are
+UTC epoch seconds (``float``). ``None`` in a :class:`GuildSettings` limit means "use the default
+from Settings".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -69,8 +72,9 @@ class Charge:
     Attributes:
         task_id: the service's task id; None for text, which has none. A charge with a
             task id is recorded at most once per kind.
-        cost_cents: what the service charged, cents.
-        remaining_credits_cents: the balance the service reported after the charge, cents.
+        cost_cents: what the service charged, cents, exactly as reported.
+        remaining_credits_cents: the balance the service reported after the charge, cents;
+            None when it reported no usable number.
         key_fingerprint: :func:`bot.services.keys.fingerprint` of the key charged.
         at: when the charge was reported, UTC epoch seconds.
     """
@@ -81,10 +85,53 @@ class Charge:
     kind: Kind
     model: str
     task_id: str | None
-    cost_cents: int
-    remaining_credits_cents: int
+    cost_cents: Decimal
+    remaining_credits_cents: Decimal | None
     key_fingerprint: str
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeAnomaly:
+    """A reported charge that breaks the protocol, kept for the admins (not summed in budgets).
+
+    Attributes:
+        reported_cost: ``cost_cents`` as the service reported it (``str`` of the Decimal).
+        reported_remaining: ``remaining_credits_cents`` as reported.
+        reason: what is wrong with it, e.g. ``"negative cost_cents"``.
+        at: when it was reported, UTC epoch seconds.
+
+    The other fields are those of the :class:`Charge` it came with.
+    """
+
+    guild_id: int
+    channel_id: int
+    user_id: int
+    kind: Kind
+    model: str
+    task_id: str | None
+    reported_cost: str
+    reported_remaining: str
+    reason: str
+    key_fingerprint: str
+    at: float
+
+    @classmethod
+    def of(cls, charge: Charge, reported_remaining: Decimal | None, reason: str) -> ChargeAnomaly:
+        """Build the anomaly of ``charge``, keeping the reported amounts' exact text."""
+        return cls(
+            charge.guild_id,
+            charge.channel_id,
+            charge.user_id,
+            charge.kind,
+            charge.model,
+            charge.task_id,
+            str(charge.cost_cents),
+            str(reported_remaining),
+            reason,
+            charge.key_fingerprint,
+            charge.at,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +142,8 @@ class NewJob:
         message_id: the placeholder message to edit; None until it has been sent.
         prompt_summary: a short, display-safe summary of the prompt.
         details: JSON-serialisable display parameters (duration, aspect_ratio...).
-        cost_cents: what the service charged for the task, cents.
+        cost_cents: what the service charged for the task, cents (0 when the report was an
+            anomaly, see :class:`ChargeAnomaly`).
         created_at: UTC epoch seconds.
         next_poll_at: when to poll first, UTC epoch seconds.
     """
@@ -111,7 +159,7 @@ class NewJob:
     user_id: int
     prompt_summary: str
     details: Mapping[str, Any]
-    cost_cents: int
+    cost_cents: Decimal
     key_fingerprint: str
     created_at: float
     next_poll_at: float
@@ -150,7 +198,7 @@ class UsageRow:
     kind: Kind
     model: str
     count: int
-    cents: int
+    cents: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +216,7 @@ class Reservation:
     user_id: int
     kind: Kind
     model: str
-    amount_cents: int
+    amount_cents: Decimal
     created_at: float
     expires_at: float
 

@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
+from bot.storage.database import from_micro
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -62,6 +63,6 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
     assert world.discord.command_syncs == 1  # unchanged commands are not synced again
     charged = [t.cost_cents for t in world.api.tasks.values() if t.kind == "video"]
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
-        rows = db.execute("SELECT cost_cents FROM ledger WHERE kind = 'video'").fetchall()
-    assert sorted(r[0] for r in rows) == sorted(charged)
+        rows = db.execute("SELECT cost_micro FROM ledger WHERE kind = 'video'").fetchall()
+    assert sorted(from_micro(r[0]) for r in rows) == sorted(charged)
     assert len(rows) == len(PROMPTS)

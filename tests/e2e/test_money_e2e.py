@@ -1,0 +1,91 @@
+"""The real bot process charged fractions of a cent, or nonsense: the user still gets the video.
+
+The API emulator reports the charge a test asks for (``report_next_costs``); the ledger is read
+from the bot's own database file.
+"""
+
+import sqlite3
+from decimal import Decimal
+
+import pytest
+
+from bot.sandbox.catalogue import catalogue_json
+from tests.discord_emulator.models import Message
+from tests.e2e.harness import World
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def ledger(world: World, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def shows(message: Message, task_id: str) -> bool:
+    """Whether the message shows the task's video, as a link or as an attached file."""
+    names = [a.filename for a in message.attachments]
+    return task_id in message.content + str(message.embeds) + str(names)
+
+
+async def video_for(world: World, prompt: str) -> tuple[str, Message]:
+    """Order a video; return its task id and the placeholder once it shows the result."""
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    handle = await world.command(
+        "video", {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]}
+    )
+    answer = await world.answer(handle)
+    assert answer.ephemeral
+    (task_id,) = [t for t, task in world.api.tasks.items() if task.request.get("prompt") == prompt]
+    placeholder = await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.channel.id and prompt in str(m.embeds),
+        include_existing=True,
+    )
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: shows(m, task_id), timeout=40
+    )
+    return task_id, done
+
+
+async def test_a_video_charged_035_cents_is_delivered_and_the_ledger_is_exact(
+    world: World,
+) -> None:
+    balance = world.api.balance(world.key)
+    world.api.report_next_costs(Decimal("0.35"))
+    task_id, _ = await video_for(world, "a fox counting pennies")
+    assert world.api.balance(world.key) == balance - Decimal("0.35")
+    assert ledger(world, f"SELECT cost_micro FROM ledger WHERE task_id = '{task_id}'") == [
+        (350_000,)
+    ]
+    usage = await world.answer(await world.command("usage", {}))
+    assert "$0.0035" in str(usage.embeds)
+
+
+async def test_a_negative_charge_is_kept_for_admins_and_the_video_still_delivered(
+    world: World,
+) -> None:
+    world.api.report_next_costs(Decimal("-2"))
+    task_id, _ = await video_for(world, "a fox refunded by mistake")
+    assert ledger(world, f"SELECT COUNT(*) FROM ledger WHERE task_id = '{task_id}'") == [(0,)]
+    assert ledger(
+        world, f"SELECT reported_cost FROM charge_anomalies WHERE task_id = '{task_id}'"
+    ) == [("-2",)]
+    report = await world.answer(await world.command("usage", {}, admin=True))
+    assert "Charges to check" in str(report.embeds)
+
+
+async def test_a_connection_dropped_after_sending_is_not_an_invitation_to_pay_twice(
+    world: World,
+) -> None:
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    world.api.inject_fault("drop", 1)
+    handle = await world.command(
+        "video", {"prompt": "a fox on a bad line", "model": model["id"], "duration": 5}
+    )
+    answer = await world.answer(handle)
+    assert answer.ephemeral
+    assert "may still have been charged" in answer.content
+    assert "`/usage`" in answer.content and "`/jobs`" in answer.content
+    assert "try again later" not in answer.content

@@ -1,0 +1,272 @@
+"""Money is exact: fractional cents parsed, stored, summed and budgeted without rounding.
+
+The spec types ``cost_cents`` and ``remaining_credits_cents`` as numbers (spec 2.2, 2.4, 2.5);
+the ledger keeps them as integer micro-cents, and what breaks the protocol is recorded for the
+admins, never dropped with the paid result.
+"""
+
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.errors import BudgetExceeded, format_cents, user_message
+from bot.genapi import errors as api_errors
+from bot.genapi.client import GenAPIClient
+from bot.genapi.models import TextRequest
+from bot.genapi.ratelimit import RateLimiter
+from bot.services.generation import Requester, TextOptions, VideoOptions
+from bot.storage import Charge, JobStatus, Kind, Store
+from bot.storage.database import from_micro, load_migrations, split_statements, to_micro
+from tests.conftest import Stack
+
+GUILD = 1
+
+
+async def text_only_client(body: str, clock: ManualClock) -> tuple[GenAPIClient, httpx.AsyncClient]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=body, headers={"content-type": "application/json"})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    client = GenAPIClient(
+        "http://gen.test/api/v1", http=http, limiter=RateLimiter(clock), clock=clock
+    )
+    return client, http
+
+
+async def video_model_id(stack: Stack) -> str:
+    catalogue = await stack.generation.catalogue(GUILD)
+    return next(m.id for m in catalogue.video if not m.needs_image)
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+async def test_the_client_reads_money_exactly_without_a_float_round_trip() -> None:
+    clock = ManualClock()
+    # 0.30000000000000001 is 0.3 as a float: only a decimal parse keeps the last digit.
+    body = (
+        '{"content": "ok", "model": "m", "cost_cents": 0.30000000000000001,'
+        ' "remaining_credits_cents": 12345.65}'
+    )
+    client, http = await text_only_client(body, clock)
+    async with http:
+        result = await client.generate_text(SecretStr("sk-gen-x"), TextRequest(prompt="hi"))
+    assert result.cost_cents == Decimal("0.30000000000000001")
+    assert result.remaining_credits_cents == Decimal("12345.65")
+
+
+async def test_a_video_charged_035_cents_is_stored_exactly_and_polled(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.report_next_costs(Decimal("0.35"))
+    job = await stack.generation.video(who, VideoOptions("a fox", await video_model_id(stack)))
+    assert job.cost_cents == Decimal("0.35")
+    assert await stack.store.ledger_total(who.guild_id) == Decimal("0.35")
+    assert stack.api.balance(stack.key) == Decimal("99999.65")
+    report = await stack.billing.report(who.guild_id, key_fingerprint=job.key_fingerprint)
+    assert report.month_cents == Decimal("0.35")
+    assert report.last_remaining_credits_cents == Decimal("99999.65")
+    stack.clock.advance(600)
+    assert [j.task_id for j in await stack.store.due_jobs(stack.clock.time(), 10)] == [job.task_id]
+    key = await stack.keys.resolve(who.guild_id)
+    state = await stack.client.poll(key.key, job.poll_url)
+    assert state.status == "completed"
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+async def test_budgets_compare_exactly(stack: Stack, who: Requester) -> None:
+    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=1)
+    # Nine charges of 0.1 leave exactly 0.1 (as floats: 0.10000000000000009).
+    for _ in range(9):
+        stack.api.report_next_costs(Decimal("0.1"))
+        await stack.generation.text(who, TextOptions("hi"))
+    report = await stack.billing.report(who.guild_id, who.user_id)
+    assert report.today_cents == Decimal("0.9")
+    # The tenth, estimated at the mean 0.1, fits exactly; after it the budget is spent.
+    stack.api.report_next_costs(Decimal("0.1"))
+    await stack.generation.text(who, TextOptions("hi"))
+    assert (await stack.billing.report(who.guild_id, who.user_id)).today_cents == 1
+    posts = stack.posts()
+    with pytest.raises(BudgetExceeded) as refused:
+        await stack.generation.text(who, TextOptions("hi"))
+    assert refused.value.remaining_cents == 0
+    assert stack.posts() == posts
+
+
+# -- protocol anomalies ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reported", "reason", "kept"),
+    [
+        (Decimal("-5"), "negative", "-5"),
+        (float("nan"), "not a finite number", "NaN"),
+        (float("inf"), "not a finite number", "Infinity"),
+        (Decimal("1000000000000000"), "above", "1000000000000000"),
+        ("five cents", "not a finite number", "NaN"),
+    ],
+)
+async def test_an_absurd_cost_is_recorded_for_admins_and_the_video_still_stored(
+    stack: Stack, who: Requester, reported: object, reason: str, kept: str
+) -> None:
+    stack.api.set_balance(stack.key, Decimal("1e16"))  # room for the absurd charge
+    stack.api.report_next_costs(reported)  # type: ignore[arg-type]
+    job = await stack.generation.video(who, VideoOptions("a fox", await video_model_id(stack)))
+    stored = await stack.store.job_by_task(job.task_id)
+    assert stored is not None
+    assert stored.status is JobStatus.PENDING
+    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    assert anomaly.task_id == job.task_id
+    assert reason in anomaly.reason
+    assert anomaly.reported_cost == kept
+    # Nothing we cannot trust is summed into budgets.
+    assert await stack.store.ledger_total(who.guild_id) == 0
+    report = await stack.billing.report(who.guild_id)
+    assert report.anomalies == 1
+
+
+async def test_a_text_answer_with_an_unreadable_cost_is_still_given(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.report_next_costs("free!")
+    result = await stack.generation.text(who, TextOptions("hi"))
+    assert result.content
+    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    assert anomaly.kind is Kind.TEXT
+    assert anomaly.task_id is None
+
+
+async def test_a_sub_micro_cent_charge_is_rounded_up_and_its_exact_text_kept(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.report_next_costs(Decimal("0.0000001"))
+    await stack.generation.text(who, TextOptions("hi"))
+    assert await stack.store.ledger_total(who.guild_id) == Decimal("0.000001")
+    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    assert anomaly.reported_cost == "1E-7"
+    assert "rounded up" in anomaly.reason
+
+
+def test_micro_cents_round_up_on_every_digit_sent() -> None:
+    assert to_micro(Decimal("0.35")) == 350_000
+    # 38 significant digits: more than Decimal's default precision of 28 may not round down.
+    assert to_micro(Decimal("0.0000010000000000000000000000000000001")) == 2
+    assert from_micro(to_micro(Decimal("123.456789"))) == Decimal("123.456789")
+
+
+# -- the ledger's constraints ---------------------------------------------------------------------
+
+
+def charge(cost: Decimal, task_id: str | None = "t-1") -> Charge:
+    return Charge(GUILD, 7, 1, Kind.VIDEO, "vid", task_id, cost, Decimal(100), "fp", 1000.0)
+
+
+async def test_only_a_duplicate_task_is_ignored_by_the_ledger(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "bot.db", clock=ManualClock())
+    try:
+        await store.settle_reservation(None, charge(Decimal("0.35")))
+        await store.settle_reservation(None, charge(Decimal("0.35")))  # the same task again
+        assert await store.ledger_total(GUILD) == Decimal("0.35")
+        with pytest.raises(sqlite3.IntegrityError):
+            await store.settle_reservation(None, charge(Decimal(-1), task_id="t-2"))
+        assert await store.ledger_total(GUILD) == Decimal("0.35")
+    finally:
+        await store.close()
+
+
+# -- the migration --------------------------------------------------------------------------------
+
+
+async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    before = next(m.version for m in load_migrations() if m.name == "exact_money") - 1
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in load_migrations()[:before]:
+        for statement in split_statements(migration.sql):
+            conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {before}")
+    big = 9_000_000_000_000  # cents: 90 billion dollars still fit in micro-cents
+    conn.execute(
+        "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, cost_cents,"
+        " remaining_credits_cents, key_fingerprint, at) VALUES"
+        " (1, 7, 1, 'video', 'v', 'a', 250, 9750, 'fp', 100.0),"
+        " (1, 7, 1, 'text', 't', NULL, 3, ?, 'fp', 200.0)",
+        (big,),
+    )
+    conn.execute(
+        "INSERT INTO reservations (guild_id, user_id, kind, model, amount_cents, created_at,"
+        " expires_at) VALUES (1, 1, 'video', 'v', 40, 100.0, 1e12)"
+    )
+    conn.execute(
+        "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+        " user_id, prompt_summary, cost_cents, key_fingerprint, created_at, next_poll_at)"
+        " VALUES ('a', 'alpha', '/p', 'video', 'v', 1, 7, 1, 'cat', 250, 'fp', 100.0, 150.0)"
+    )
+    conn.close()
+    store = await Store.open(path, clock=ManualClock())
+    try:
+        assert await store.ledger_total(1) == Decimal(253)
+        assert await store.last_remaining_credits("fp") == Decimal(big)
+        assert await store.reserved_cents(1, 0.0) == Decimal(40)
+        job = await store.job_by_task("a")
+        assert job is not None
+        assert job.cost_cents == Decimal(250)
+        assert await store.recent_costs("v") == [Decimal(250)]
+    finally:
+        await store.close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT SUM(cost_micro) FROM ledger").fetchone() == (253_000_000,)
+    conn.close()
+
+
+# -- what people see -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cents", "shown"),
+    [
+        (Decimal("0.35"), "$0.0035"),
+        (Decimal("1234"), "$12.34"),
+        (Decimal("1234.5"), "$12.345"),
+        (0, "$0.00"),
+        (Decimal("0.0000001"), "less than $0.000001"),
+        (Decimal("123456789"), "$1,234,567.89"),
+        (Decimal("NaN"), "an unreadable amount"),
+        (Decimal("-Infinity"), "an unreadable amount"),
+        (Decimal("1E+400"), "$1.000E+398"),
+    ],
+)
+def test_amounts_are_rounded_for_people(cents: Decimal, shown: str) -> None:
+    assert format_cents(cents) == shown
+
+
+async def test_a_dropped_connection_after_sending_says_it_may_have_charged(
+    stack: Stack, who: Requester
+) -> None:
+    model = await video_model_id(stack)
+    stack.api.inject_fault("drop", 1)
+    with pytest.raises(api_errors.APIConnectionError) as dropped:
+        await stack.generation.video(who, VideoOptions("a fox", model))
+    sentence = user_message(dropped.value)
+    assert "may" in sentence and "charged" in sentence
+    assert "`/usage`" in sentence and "`/jobs`" in sentence
+    assert "try again later" not in sentence
+
+
+def test_every_may_have_charged_error_points_to_usage_and_jobs() -> None:
+    for exc in (
+        api_errors.APITimeoutError(),
+        api_errors.APIConnectionError("dropped", request_sent=True),
+        api_errors.MalformedResponseError(200, "not JSON"),
+    ):
+        assert "`/usage`" in user_message(exc) and "`/jobs`" in user_message(exc)
+    never_sent = user_message(api_errors.APIConnectionError("refused", request_sent=False))
+    assert "try again later" in never_sent
+    assert "charged" not in never_sent
