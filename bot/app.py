@@ -23,6 +23,7 @@ from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
+from bot.genapi.ratelimit import Priority
 from bot.poller import Poller
 from bot.render import job_placeholder
 from bot.services.billing import Billing
@@ -136,7 +137,9 @@ class GenBot(commands.Bot):
         self.services.catalogue.use_key(key)
         try:
             async with asyncio.timeout(10):
-                await self.services.catalogue.refresh(key)
+                # Interactive: start-up waits on it, and the limiter assumes the minute before
+                # start-up used (genapi/ratelimit.py), which holds background requests ~14 s.
+                await self.services.catalogue.refresh(key, priority=Priority.INTERACTIVE)
         except (GenAPIError, TimeoutError) as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
