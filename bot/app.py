@@ -163,11 +163,6 @@ class GenBot(commands.Bot):
         task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
 
-    @property
-    def closing(self) -> bool:
-        """Whether the bot is shutting down: new commands are refused."""
-        return self._closing
-
     def admit_command(self) -> bool:
         """Count the command running in the current task as in flight, unless shutting down.
 

@@ -1,11 +1,11 @@
 """Keeps the bot's background tasks alive: restart on an unexpected exception, with backoff.
 
-The poller, the catalogue refresh and the reservation sweep each run forever. Before this module
-an exception ended such a task silently, and the bot kept taking ``/video`` orders it would
-never announce. :func:`supervise` runs one of them and, when it raises, logs the exception with
-a short error id (the same 8 hex digits style as command errors, ``bot/tree.py``) and starts it
-again after a backoff: 1 s, doubling to at most 60 s, back to 1 s once a run lasted a healthy
-minute. Cancellation (shutdown) still stops it at once.
+The poller, the catalogue refresh and the reservation sweep each run forever; one that ended
+on an exception would leave the bot taking ``/video`` orders it never announces.
+:func:`supervise` runs one of them and, when it raises, logs the exception with a short error
+id (8 hex digits, as command errors in ``bot/tree.py``) and starts it again after a backoff:
+1 s, doubling to at most 60 s, back to 1 s once a run lasted a healthy minute. Cancellation
+(shutdown) still stops it at once.
 
 A locked database (an operator's ``sqlite3`` session, a ``VACUUM``: SQLite's ``SQLITE_BUSY``
 after the busy timeout) is the failure an operator meets first; it is logged as one line that

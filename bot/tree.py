@@ -45,6 +45,7 @@ def sentence_for(error: Exception) -> str:
 
 
 RESTARTING = "The bot is restarting; try again in a minute."
+"""The answer to a command that arrives during a shutdown (it is not run)."""
 
 
 class GenTree(app_commands.CommandTree["GenBot"]):
