@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 
 import aiohttp
@@ -117,6 +118,10 @@ async def run(settings: Settings, *, sync: str) -> None:
             default_key=default_key,
         )
         bot = GenBot(services, sync=sync)
+        # SIGTERM (docker stop, systemd) and Ctrl-C: finish running commands, then close.
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, bot.close_on_signal, signum.name)
         async with bot:
             token = settings.discord_token.get_secret_value()
             if sync == "only":

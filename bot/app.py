@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 import pkgutil
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
+from bot.genapi.ratelimit import Priority
 from bot.poller import Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice
@@ -36,6 +37,7 @@ from bot.services.keys import KeyResolver, KeyVault
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
 from bot.storage.models import Job
+from bot.supervisor import supervise
 from bot.tree import GenTree
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,9 @@ def discover_extensions() -> tuple[str, ...]:
 EXTENSIONS = discover_extensions()
 
 RESERVATION_SWEEP_SECONDS = 300.0
+
+SHUTDOWN_GRACE_SECONDS = 20.0
+"""How long a shutdown waits for commands already running (their charges to be recorded)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +98,16 @@ class GenBot(commands.Bot):
         sync: ``"auto"`` syncs the command tree when its definitions changed since the last sync
             (a hash kept in the database); ``"force"`` syncs regardless; ``"only"`` syncs and
             starts nothing else (``python -m bot sync``).
+        shutdown_grace: seconds :meth:`close` waits for the commands already running.
     """
 
-    def __init__(self, services: Services, *, sync: str = "auto") -> None:
+    def __init__(
+        self,
+        services: Services,
+        *,
+        sync: str = "auto",
+        shutdown_grace: float = SHUTDOWN_GRACE_SECONDS,
+    ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
         super().__init__(
@@ -110,6 +122,10 @@ class GenBot(commands.Bot):
         self.services = services
         self._sync = sync
         self._tasks: list[asyncio.Task[None]] = []
+        self._shutdown_grace = shutdown_grace
+        self._closing = False
+        self._commands: set[asyncio.Task[Any]] = set()
+        self._shutdown: asyncio.Task[None] | None = None
         self.generation = GenerationService(
             client=services.client,
             catalogue=services.catalogue,
@@ -146,9 +162,9 @@ class GenBot(commands.Bot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
-        self._start(self.poller.run(), "poller")
-        self._start(self.services.catalogue.run(), "catalogue-refresh")
-        self._start(self._sweep_reservations(), "reservation-sweep")
+        self._start(self.poller.run, "poller")
+        self._start(self.services.catalogue.run, "catalogue-refresh")
+        self._start(self._sweep_reservations, "reservation-sweep")
         await self._prime_catalogue()
 
     async def _prime_catalogue(self) -> None:
@@ -159,22 +175,65 @@ class GenBot(commands.Bot):
         self.services.catalogue.use_key(key)
         try:
             async with asyncio.timeout(10):
-                await self.services.catalogue.refresh(key)
+                # Interactive: start-up waits on it, and the limiter assumes the minute before
+                # start-up used (genapi/ratelimit.py), which holds background requests ~14 s.
+                await self.services.catalogue.refresh(key, priority=Priority.INTERACTIVE)
         except (GenAPIError, TimeoutError) as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
-    def _start(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        task.add_done_callback(self._task_ended)
+    def _start(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        """Run a background task for as long as the bot runs, restarted if it fails."""
+        task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
 
-    @staticmethod
-    def _task_ended(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            log.critical("background task %s died", task.get_name(), exc_info=task.exception())
+    def admit_command(self) -> bool:
+        """Count the command running in the current task as in flight, unless shutting down.
+
+        Called by the command tree before every command; :meth:`close` waits for the admitted
+        ones, so that a command that reached the service records its charge and answers.
+
+        Returns:
+            False while shutting down: the command must not run.
+        """
+        if self._closing:
+            return False
+        task = asyncio.current_task()
+        if task is not None:
+            self._commands.add(task)
+            task.add_done_callback(self._commands.discard)
+        return True
+
+    def close_on_signal(self, name: str) -> None:
+        """Start a graceful :meth:`close` (a SIGTERM or SIGINT handler; see ``__main__``)."""
+        if self._closing:
+            log.warning("%s received: already shutting down", name)
+            return
+        self._closing = True
+        log.warning(
+            "%s received: taking no new commands; waiting up to %.0f s for %d running ones",
+            name,
+            self._shutdown_grace,
+            len(self._commands),
+        )
+        self._shutdown = asyncio.create_task(self.close(), name="shutdown")
 
     async def close(self) -> None:
-        """Stop the background tasks, then disconnect."""
+        """Shut down: refuse new commands, let running ones finish, stop the tasks, disconnect.
+
+        Commands already running get up to ``shutdown_grace`` seconds, the gateway and REST
+        still open, so that a charge the service reported is recorded and its result shown.
+        """
+        self._closing = True
+        running = set(self._commands)
+        if running:
+            _, unfinished = await asyncio.wait(running, timeout=self._shutdown_grace)
+            if unfinished:
+                log.error(
+                    "shutting down with %d commands still running after %.0f s; a charge "
+                    "they incurred may be missing from the ledger (its reservation is kept)",
+                    len(unfinished),
+                    self._shutdown_grace,
+                )
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -28,6 +28,7 @@ from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
 from bot.storage.models import Job, JobStatus
+from bot.supervisor import database_busy
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,13 @@ class Poller:
                 continue
             self._key_load[job.key_fingerprint] += 1
             started.append(job)
-        await self._store.lease_jobs([job.id for job in started], now + self._lease)
+        try:
+            await self._store.lease_jobs([job.id for job in started], now + self._lease)
+        except BaseException:
+            # No poll starts (a locked database): give the keys their room back, or a few
+            # failed passes would leave a key looking full for good.
+            self._key_load.subtract(job.key_fingerprint for job in started)
+            raise
         for job in started:
             self._in_flight[job.id] = asyncio.create_task(self._poll(job), name=f"poll-{job.id}")
         return len(started)
@@ -151,9 +158,17 @@ class Poller:
     async def _poll(self, job: Job) -> None:
         try:
             await self._poll_once(job)
-        except Exception:
-            log.exception("polling job %s failed unexpectedly; retrying in a minute", job.id)
-            await self._store.schedule_poll(job.id, self._clock.time() + 60, job.poll_count)
+        except Exception as exc:
+            if database_busy(exc):
+                log.warning("polling job %s: %s; retrying in a minute", job.id, exc)
+            else:
+                log.exception("polling job %s failed unexpectedly; retrying in a minute", job.id)
+            try:
+                await self._store.schedule_poll(job.id, self._clock.time() + 60, job.poll_count)
+            except Exception as again:  # the same locked database, most likely
+                log.warning(
+                    "job %s not rescheduled (%s); due again when its lease ends", job.id, again
+                )
         finally:
             del self._in_flight[job.id]
             self._key_load[job.key_fingerprint] -= 1

@@ -44,8 +44,20 @@ def sentence_for(error: Exception) -> str:
     return f"Something went wrong on our side (error id `{error_id}`); it has been logged."
 
 
+RESTARTING = "The bot is restarting; try again in a minute."
+"""The answer to a command that arrives during a shutdown (it is not run)."""
+
+
 class GenTree(app_commands.CommandTree["GenBot"]):
     """Command tree whose :meth:`on_error` answers every failure with one ephemeral sentence."""
+
+    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:
+        """Run a command only while the bot is not shutting down (then say so, ephemerally)."""
+        if self.client.admit_command():
+            return True
+        if interaction.type is discord.InteractionType.application_command:
+            await send_ephemeral(interaction, RESTARTING)
+        return False
 
     async def on_error(
         self, interaction: discord.Interaction[GenBot], error: app_commands.AppCommandError

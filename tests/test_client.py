@@ -12,7 +12,12 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.genapi import errors
-from bot.genapi.client import GenAPIClient, error_from_response, parse_retry_after
+from bot.genapi.client import (
+    MAX_RETRY_AFTER,
+    GenAPIClient,
+    error_from_response,
+    parse_retry_after,
+)
 from bot.genapi.models import ImageRequest, ImageResult, PendingTask, TextRequest, VideoRequest
 from bot.genapi.ratelimit import Priority, RateLimiter
 from bot.sandbox import GenApiEmulator
@@ -329,3 +334,61 @@ def test_whole_second_durations_are_sent_as_integers() -> None:
     assert VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"] == 5
     assert isinstance(VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"], int)
     assert VideoRequest(model="m", prompt="p", duration=7.5).body()["duration"] == 7.5
+
+
+async def test_a_429_with_a_non_json_body_still_honours_retry_after(clock: ManualClock) -> None:
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # a proxy's own page, not the spec's JSON error object
+            return httpx.Response(
+                429, text="<html>Too Many Requests</html>", headers={"Retry-After": "20"}
+            )
+        return httpx.Response(200, json={"models": {"video": [], "image": [], "text": []}})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        client = make_client("http://gen.test/api/v1", http, clock)
+        await client.list_models(SecretStr("sk-gen-x"), priority=Priority.BACKGROUND)
+    assert calls == 2
+    assert clock.monotonic() >= 20  # the second try waited out Retry-After
+
+
+def test_a_429_with_a_non_json_body_is_a_rate_limit_error() -> None:
+    response = httpx.Response(429, text="slow down", headers={"Retry-After": "12"})
+    error = error_from_response(response)
+    assert isinstance(error, errors.RateLimitedError)
+    assert error.retry_after == 12
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "-5",
+        "nan",
+        "NaN",
+        "inf",
+        "-inf",
+        "1e400",
+        "99999999999",
+        "garbage",
+        "",
+        "Fri, 31 Dec 9999 23:59:59 GMT",
+        "Wed, 21 Oct 2015 07:28:00 -0000",  # parses to a naive datetime
+        "Wed, 32 Foo 2015 99:99:99 GMT",
+        "\x00\xff",
+    ],
+)
+def test_a_nonsensical_retry_after_gives_a_bounded_wait(value: str) -> None:
+    seconds = parse_retry_after(value)
+    assert 0 <= seconds <= MAX_RETRY_AFTER
+    response = httpx.Response(429, text="x", headers={"Retry-After": value.encode("latin-1")})
+    error = error_from_response(response)
+    assert isinstance(error, errors.RateLimitedError)
+    assert 0 <= error.retry_after <= MAX_RETRY_AFTER
+
+
+def test_a_huge_retry_after_is_capped() -> None:
+    assert parse_retry_after("86400") == MAX_RETRY_AFTER
+    assert parse_retry_after("inf") == MAX_RETRY_AFTER

@@ -10,6 +10,20 @@ from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority, RateLimiter
 
 
+def settled(
+    clock: ManualClock,
+    *,
+    limit: int = 30,
+    window: float = 60.0,
+    reserve: int = 6,
+    margin: float = 1.0,
+) -> RateLimiter:
+    """A limiter past the window it assumes used at start-up: the steady state."""
+    limiter = RateLimiter(clock, limit=limit, window=window, reserve=reserve, margin=margin)
+    clock.advance(window + margin)
+    return limiter
+
+
 def most_in_any_window(times: list[float], window: float) -> int:
     times = sorted(times)
     best, start = 0, 0
@@ -68,10 +82,11 @@ async def test_background_requests_are_paced_not_burst() -> None:
 
 async def test_the_window_has_a_margin_for_the_requests_travel_time() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=2, window=60.0, reserve=0).for_key("k")
+    limiter = settled(clock, limit=2, window=60.0, reserve=0).for_key("k")
+    start = clock.monotonic()
     for _ in range(3):
         await limiter.acquire(Priority.INTERACTIVE)
-    assert clock.monotonic() == pytest.approx(61)
+    assert clock.monotonic() - start == pytest.approx(61)
 
 
 async def test_interactive_overtakes_a_queue_of_background_requests() -> None:
@@ -102,7 +117,7 @@ async def test_retry_after_blocks_the_key() -> None:
 
 async def test_interactive_caller_is_told_to_come_back_instead_of_waiting_long() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, margin=0).for_key("k")
+    limiter = settled(clock, limit=30, window=60.0, margin=0).for_key("k")
     for _ in range(30):
         await limiter.acquire(Priority.INTERACTIVE)
     clock.advance(20)
@@ -115,8 +130,27 @@ async def test_interactive_caller_is_told_to_come_back_instead_of_waiting_long()
 
 async def test_keys_are_limited_separately() -> None:
     clock = ManualClock()
-    limiters = RateLimiter(clock, limit=30, window=60.0)
+    limiters = settled(clock, limit=30, window=60.0)
+    start = clock.monotonic()
     for _ in range(30):
         await limiters.for_key("a").acquire(Priority.INTERACTIVE)
     await limiters.for_key("b").acquire(Priority.INTERACTIVE)
-    assert clock.monotonic() == 0
+    assert clock.monotonic() == start
+
+
+async def test_after_a_restart_the_previous_minute_counts_as_evenly_used() -> None:
+    # The process that ran before may have sent 30 requests in the last minute: a fresh
+    # limiter releases slots one by one, never a burst of 30 at start-up.
+    clock = ManualClock()
+    limiter = RateLimiter(clock, limit=30, window=60.0, margin=0).for_key("k")
+    released: list[float] = []
+
+    async def request() -> None:
+        await limiter.acquire(Priority.INTERACTIVE)
+        released.append(clock.monotonic())
+
+    await asyncio.gather(*(request() for _ in range(30)))
+
+    assert sum(1 for t in released if t < 10) <= 5  # one slot every 2 s
+    assert released[0] <= 2  # nobody is locked out for a whole minute
+    assert max(released) <= 60

@@ -11,7 +11,10 @@ Retry rules (money is real, spec part 7 and the project's rules):
 * ``GET`` requests (catalogue, status polls) are idempotent and also retry on transport errors,
   5xx answers and non-JSON bodies, with exponential backoff (tenacity).
 * A 429's ``Retry-After`` blocks the whole key in the limiter; an interactive caller that would
-  wait longer than ``interactive_max_wait`` gets :class:`RateLimitedError` at once instead.
+  wait longer than ``interactive_max_wait`` gets :class:`RateLimitedError` at once instead. A
+  429 counts as refused whatever its body (JSON or a proxy's page), and ``Retry-After`` is read
+  defensively and capped at :data:`MAX_RETRY_AFTER` (10 min): one bad header must not silence
+  a key for good.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import logging
+import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -51,6 +55,9 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 DEFAULT_RETRY_AFTER = 5.0
 """Seconds to wait after a 429 without a usable ``Retry-After`` (its unit is not shown)."""
 
+MAX_RETRY_AFTER = 600.0
+"""The longest a ``Retry-After`` may hold a key, seconds (a larger value is read as this)."""
+
 GENERATION_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=15.0, pool=10.0)
 """Synchronous text and image generation may take a while; connecting may not."""
 
@@ -75,19 +82,29 @@ def key_fingerprint(key: SecretStr | str) -> str:
 def parse_retry_after(value: str | None) -> float:
     """Read a ``Retry-After`` header as seconds (spec part 7 does not show its unit).
 
-    Accepts delta-seconds (integer or decimal, the common form) and an HTTP date (RFC 9110);
-    anything else gives :data:`DEFAULT_RETRY_AFTER`.
+    Accepts delta-seconds (integer or decimal, the common form) and an HTTP date (RFC 9110).
+    The result is always within ``[0, MAX_RETRY_AFTER]``: a value we cannot read (garbage,
+    negative, NaN) gives :data:`DEFAULT_RETRY_AFTER`, a larger one (``inf``, a date far away)
+    :data:`MAX_RETRY_AFTER`, a past date 0. Never raises: it runs on the error path.
     """
     if not value:
         return DEFAULT_RETRY_AFTER
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = _seconds_until_http_date(value)
+    if math.isnan(seconds) or seconds < 0:
+        return DEFAULT_RETRY_AFTER
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def _seconds_until_http_date(value: str) -> float:
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return DEFAULT_RETRY_AFTER
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+    if when.tzinfo is None:  # "-0000" means UTC with no claim about the local zone (RFC 5322)
+        when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
@@ -98,7 +115,11 @@ def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> 
     :mod:`bot.genapi.errors`), and where the service's message is redacted
     (:func:`~bot.genapi.errors.redact`): the key the request carried, the ``known`` keys and
     anything shaped like a key never reach a log or a user.
+
+    A 429 is a :class:`~bot.genapi.errors.RateLimitedError` whatever its body: a proxy in front
+    of the service may answer with its own page, and its ``Retry-After`` still holds.
     """
+    status = response.status_code
     try:
         body = response.json()
         error = body["error"]
@@ -106,11 +127,12 @@ def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> 
         secrets = (*known, *_request_key(response))
         code, message = errors.redact(code, secrets), errors.redact(message, secrets)
     except (ValueError, KeyError, TypeError, AttributeError):
-        return errors.MalformedResponseError(
-            response.status_code,
-            f"error body is not the spec's JSON error object ({_kind(response)})",
-        )
-    status = response.status_code
+        if status == 429:
+            code, message = "RATE_LIMITED", f"rate limited ({_kind(response)} body)"
+        else:
+            return errors.MalformedResponseError(
+                status, f"error body is not the spec's JSON error object ({_kind(response)})"
+            )
     if status == 429 or code == "RATE_LIMITED":
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
         return errors.RateLimitedError(status, code, message, retry_after)

@@ -14,8 +14,19 @@ Two priorities share each key. Interactive requests (a user is waiting on a comm
 first. Background requests (polls, catalogue refreshes) may only use ``limit - reserve`` slots
 of any window, so a backlog of polls leaves headroom for commands, and are released at an even
 pace (one every ``window / (limit - reserve)`` seconds) rather than in a burst that would leave
-the rest of the minute silent. ``aiolimiter`` and similar libraries offer neither a strict
-rolling window nor priorities, hence this module.
+the rest of the minute silent.
+
+After a restart the limiter cannot know what the previous process sent, and the service still
+counts it: starting empty would allow a burst of ``limit`` requests that a full previous minute
+turns into 429s. So a new :class:`RateLimiter` assumes the window before it was built was
+*evenly* filled: ``limit`` requests, one every ``window / limit`` seconds, the last one now.
+Slots then free up one by one (about every 2 s), so nobody is locked out for a whole minute,
+and after one window the assumption has expired. The worst case left (the previous process
+burst its 30 requests just before dying) costs a few refused 429s, which charge nothing and
+whose ``Retry-After`` the limiter honours.
+
+``aiolimiter`` and similar libraries offer neither a strict rolling window nor priorities,
+hence this module.
 """
 
 from __future__ import annotations
@@ -45,15 +56,22 @@ class KeyLimiter:
         window: the rolling window in seconds (spec: 60), margin included.
         reserve: slots of every window that background requests may not take.
         clock: source of monotonic time and of sleeping.
+        assumed_until: monotonic time up to which the window is assumed evenly filled by
+            requests we did not see (the limiter's start; see the module docstring).
     """
 
-    def __init__(self, limit: int, window: float, reserve: int, clock: Clock) -> None:
+    def __init__(
+        self, limit: int, window: float, reserve: int, clock: Clock, *, assumed_until: float
+    ) -> None:
         self._limit = limit
         self._window = window
         self._background_cap = max(1, limit - reserve)
         self._background_spacing = window / self._background_cap
         self._clock = clock
-        self._sent: deque[float] = deque()
+        spacing = window / limit
+        self._sent: deque[float] = deque(
+            assumed_until - window + spacing * (i + 1) for i in range(limit)
+        )
         self._last_background = float("-inf")
         self._blocked_until = 0.0
         self._queue: list[tuple[int, int]] = []
@@ -148,7 +166,8 @@ class KeyLimiter:
 class RateLimiter:
     """One :class:`KeyLimiter` per API key, shared by every caller in the process.
 
-    Keys are identified by their fingerprint, so no secret is held here.
+    Keys are identified by their fingerprint, so no secret is held here. Every key starts with
+    the window before this limiter was built assumed evenly filled (a restart; module docstring).
 
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
@@ -172,11 +191,14 @@ class RateLimiter:
         self._window = window + margin
         self._reserve = min(reserve, limit - 1)
         self._keys: dict[str, KeyLimiter] = {}
+        self._started = clock.monotonic()
 
     def for_key(self, fingerprint: str) -> KeyLimiter:
         """Return the limiter of the key with ``fingerprint``, creating it on first use."""
         limiter = self._keys.get(fingerprint)
         if limiter is None:
-            limiter = KeyLimiter(self._limit, self._window, self._reserve, self._clock)
+            limiter = KeyLimiter(
+                self._limit, self._window, self._reserve, self._clock, assumed_until=self._started
+            )
             self._keys[fingerprint] = limiter
         return limiter
