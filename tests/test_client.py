@@ -329,3 +329,13 @@ def test_whole_second_durations_are_sent_as_integers() -> None:
     assert VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"] == 5
     assert isinstance(VideoRequest(model="m", prompt="p", duration=5.0).body()["duration"], int)
     assert VideoRequest(model="m", prompt="p", duration=7.5).body()["duration"] == 7.5
+
+
+async def test_an_unreachable_service_is_logged_with_its_address_not_the_key(
+    clock: ManualClock, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = make_client("http://127.0.0.1:9/api/v1", http, clock)  # the discard port: refused
+    with pytest.raises(errors.APIConnectionError):
+        await client.generate_text(SecretStr("sk-gen-never-logged"), TextRequest(prompt="hi"))
+    assert "http://127.0.0.1:9/api/v1" in caplog.text
+    assert "sk-gen-never-logged" not in caplog.text
