@@ -112,6 +112,15 @@ def test_an_existing_database_on_a_read_only_disk_is_one_line(tmp_path: Path) ->
     assert str(folder) in line
 
 
+def test_a_database_path_naming_another_kind_of_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not a database, but long enough to be read as one " * 9)
+    result = run_bot(tmp_path, DATABASE_PATH=str(tmp_path / "notes.txt"))
+    assert result.returncode == 2
+    line = one_line(result)
+    assert line.startswith(f"genbot: cannot start: DATABASE_PATH: cannot open {tmp_path}")
+    assert "not a database" in line
+
+
 # -- the Generation API settings ---------------------------------------------------------------
 
 
