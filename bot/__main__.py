@@ -121,7 +121,7 @@ def backup_database(source: Path, target: Path) -> None:
     if not source.is_file():
         raise SettingsError(f"DATABASE_PATH: {source} does not exist")
     if target.exists():
-        raise SettingsError(f"backup: {target} exists already; choose a new file")
+        raise SettingsError(f"{target} exists already; choose a new file")
     # mode=ro: a backup must not create, migrate or lock out the live database.
     with (
         contextlib.closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as db,
@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         check_database_path(settings.database_path)
     except SettingsError as exc:
-        print(f"genbot: cannot start: {exc}", file=sys.stderr)
+        doing = "cannot start" if command in ("run", "sync") else f"{command} failed"
+        print(f"genbot: {doing}: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:
         print(f"genbot: backup failed: {exc}", file=sys.stderr)

@@ -216,7 +216,7 @@ def test_invite_with_a_token_that_is_not_a_bot_token_is_one_line(tmp_path: Path)
     result = run_bot(tmp_path, "invite", DISCORD_TOKEN="not-base64-secret!")
     assert result.returncode == 2
     line = one_line(result)
-    assert line.startswith("genbot: cannot start: DISCORD_TOKEN: ")
+    assert line.startswith("genbot: invite failed: DISCORD_TOKEN: ")
     assert "--application-id" in line
     assert "secret" not in line
 
@@ -246,6 +246,7 @@ def test_backup_never_overwrites_a_file(tmp_path: Path) -> None:
     (tmp_path / "copy.db").write_text("keep me")
     result = run_bot(tmp_path, "backup", "copy.db", DATABASE_PATH=str(tmp_path / "bot.db"))
     assert result.returncode == 2
+    assert one_line(result).startswith("genbot: backup failed: copy.db exists already")
     assert "copy.db exists already" in one_line(result)
     assert (tmp_path / "copy.db").read_text() == "keep me"
 
