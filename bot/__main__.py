@@ -1,18 +1,25 @@
-"""``python -m bot [run|sync]``: build the settings and the services, then run the bot.
+"""``python -m bot [run|sync|invite|backup PATH]``: the bot and its operator commands.
 
 ``run`` (the default) starts the bot; ``sync`` registers the slash commands with Discord and
-exits. Without ``GENAPI_BASE_URL`` the built-in emulator of the Generation API runs in-process
-(sandbox mode), so every flow can be tried without spending credits.
+exits; ``invite`` prints the URL that adds the bot to a server; ``backup PATH`` copies the
+database while the bot may be running. Without ``GENAPI_BASE_URL`` the built-in emulator of the
+Generation API runs in-process (sandbox mode), so every flow can be tried without spending
+credits; its key and tasks are kept beside the database (:func:`sandbox_state_path`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import binascii
 import contextlib
+import importlib.metadata
 import logging
 import signal
+import sqlite3
 import sys
+from pathlib import Path
 
 import aiohttp
 import discord
@@ -23,11 +30,12 @@ from pydantic import SecretStr
 
 from bot.app import GenBot, Services
 from bot.clock import SystemClock
-from bot.config import Settings, SettingsError, load_settings
+from bot.config import Settings, SettingsError, check_database_path, load_settings
 from bot.errors import KeyEncryptionUnavailable
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
+from bot.interactions import invite_url
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
@@ -60,11 +68,78 @@ def point_discord_at(settings: Settings) -> None:
     DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(settings.discord_gateway_url)
 
 
+def silence_voice_warnings() -> None:
+    """Stop discord.py's start-up warnings that PyNaCl and davey are missing.
+
+    The bot has no voice, so neither is needed (discord.py 2.7 ``Client.__init__`` checks
+    both flags).
+    """
+    discord.VoiceClient.warn_nacl = False
+    discord.VoiceClient.warn_dave = False
+
+
+def sandbox_state_path(database_path: Path) -> Path:
+    """Where sandbox mode keeps its emulator's key and tasks: beside the database.
+
+    ``data/bot.db`` gives ``data/bot.sandbox.json``. Kept with the database, so a pending
+    sandbox video survives a restart exactly as the job row that waits for it does.
+    """
+    return database_path.with_name(database_path.stem + ".sandbox.json")
+
+
+def application_id_from_token(token: str) -> int:
+    """Read the application id from a bot token, without asking Discord.
+
+    A bot token's first dot-separated part is the bot user's id in base64, and a bot user's id
+    is its application's id (Discord developer docs, "Bot users"; true of every application
+    since 2018).
+
+    Raises:
+        SettingsError: the token's first part is not a base64 number.
+    """
+    first = token.split(".", 1)[0]
+    try:
+        decoded = base64.b64decode(first + "=" * (-len(first) % 4), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        decoded = ""
+    if not decoded.isdigit():
+        raise SettingsError(
+            "DISCORD_TOKEN: its first part is not an application id; "
+            "pass --application-id (developer portal, General Information)"
+        )
+    return int(decoded)
+
+
+def backup_database(source: Path, target: Path) -> None:
+    """Copy the database at ``source`` to ``target`` with SQLite's online backup API.
+
+    Consistent while the bot runs: the copy is one snapshot that includes the committed
+    transactions still in the WAL file (SQLite docs, "Online Backup API").
+
+    Raises:
+        SettingsError: ``source`` does not exist, or ``target`` exists already.
+        sqlite3.Error: the copy failed.
+    """
+    if not source.is_file():
+        raise SettingsError(f"DATABASE_PATH: {source} does not exist")
+    if target.exists():
+        raise SettingsError(f"{target} exists already; choose a new file")
+    # mode=ro: a backup must not create, migrate or lock out the live database.
+    with (
+        contextlib.closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as db,
+        contextlib.closing(sqlite3.connect(target)) as copy,
+    ):
+        db.backup(copy)
+
+
 async def run(settings: Settings, *, sync: str) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
-    if settings.genapi_api_key is not None and (
-        settings.default_guild_monthly_budget_cents is None
+    # In sandbox mode the key is not used (a warning below says so), and nothing costs money.
+    if (
+        settings.genapi_api_key is not None
+        and not settings.sandbox
+        and settings.default_guild_monthly_budget_cents is None
         and settings.default_user_daily_budget_cents is None
     ):
         log.warning(
@@ -73,26 +148,47 @@ async def run(settings: Settings, *, sync: str) -> None:
             "DEFAULT_USER_DAILY_BUDGET_CENTS)"
         )
     async with contextlib.AsyncExitStack() as stack:
+        try:
+            store = await Store.open(settings.database_path, clock=clock)
+        except (sqlite3.Error, OSError) as exc:
+            # e.g. a read-only disk that os.access could not see (check_database_path).
+            raise SettingsError(
+                f"DATABASE_PATH: cannot open {settings.database_path}: {exc}"
+            ) from None
+        stack.push_async_callback(store.close)
         base_url = settings.genapi_base_url
         default_key = settings.genapi_api_key
         if base_url is None:
+            if settings.genapi_api_key is not None:
+                log.warning(
+                    "GENAPI_API_KEY is set but GENAPI_BASE_URL is not: running in sandbox "
+                    "mode, and that key is not used; set GENAPI_BASE_URL to use the real API."
+                )
             emulator = GenApiEmulator(time_scale=settings.sandbox_time_scale)
+            state_path = sandbox_state_path(settings.database_path)
+            try:
+                keys = emulator.load(state_path)
+                default_key = SecretStr(keys[0] if keys else emulator.create_key())
+                emulator.persist_to(state_path)
+            except (OSError, ValueError) as exc:
+                raise SettingsError(
+                    f"DATABASE_PATH: cannot keep the sandbox state in {state_path}: {exc}"
+                ) from None
             await emulator.start()
             stack.push_async_callback(emulator.stop)
             base_url = emulator.base_url
-            default_key = SecretStr(emulator.create_key())
             log.warning(
                 "SANDBOX MODE: GENAPI_BASE_URL is not set, so the built-in emulator at %s "
-                "answers every request; results are marked as sandbox and cost nothing.",
+                "answers every request; results are marked as sandbox and cost nothing. "
+                "Its key and tasks are kept in %s.",
                 base_url,
+                state_path,
             )
         http = await stack.enter_async_context(
             httpx.AsyncClient(
                 limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)
             )
         )
-        store = await Store.open(settings.database_path, clock=clock)
-        stack.push_async_callback(store.close)
         limiter = RateLimiter(
             clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
         )
@@ -122,6 +218,13 @@ async def run(settings: Settings, *, sync: str) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, bot.close_on_signal, signum.name)
+
+        async def say_ready() -> None:
+            user, servers = bot.user, len(bot.guilds)
+            url = invite_url(bot.application_id or (user.id if user else 0))
+            log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+
+        bot.add_listener(say_ready, "on_ready")
         async with bot:
             token = settings.discord_token.get_secret_value()
             if sync == "only":
@@ -164,34 +267,88 @@ def rotate_keys(settings: Settings) -> int:
     return 0
 
 
+HELP_EPILOG = """\
+Settings come from the environment, or from a .env file in the working directory
+(copy .env.example). Every setting is described in the Configuration table of README.md;
+the only one required is DISCORD_TOKEN. Without GENAPI_BASE_URL the bot runs in sandbox mode.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``python -m bot [--version] [run|sync|invite|rotate-keys|backup PATH]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bot",
+        description="genbot: a Discord bot for the Generation Service API (video, image, text).",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    try:
+        version = importlib.metadata.version("genbot")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        version = "(not installed)"
+    parser.add_argument("--version", action="version", version=f"genbot {version}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    commands.add_parser("run", help="run the bot (the default)")
+    commands.add_parser("sync", help="register the slash commands with Discord, then exit")
+    invite = commands.add_parser(
+        "invite", help="print the URL that adds the bot to a server, with the permissions it needs"
+    )
+    invite.add_argument(
+        "--application-id",
+        type=int,
+        help="the application id (default: read from DISCORD_TOKEN)",
+    )
+    commands.add_parser(
+        "rotate-keys",
+        help="re-encrypt the stored API keys with the first KEY_ENCRYPTION_KEY, then exit",
+    )
+    backup = commands.add_parser(
+        "backup", help="copy the database to PATH, safely while the bot runs"
+    )
+    backup.add_argument("path", type=Path, metavar="PATH", help="the new backup file")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bot``; returns the process exit status."""
-    parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "command",
-        nargs="?",
-        default="run",
-        choices=("run", "sync", "rotate-keys"),
-        help="run the bot (default), or sync its slash commands with Discord and exit, or "
-        "rotate-keys: re-encrypt stored API keys with the first KEY_ENCRYPTION_KEY",
-    )
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
+    command = args.command or "run"
+    if command == "invite" and args.application_id:
+        print(invite_url(args.application_id))
+        return 0
     try:
         settings = load_settings()
+        if command == "invite":
+            token = settings.discord_token.get_secret_value()
+            print(invite_url(application_id_from_token(token)))
+            return 0
+        if command == "backup":
+            backup_database(settings.database_path, args.path)
+            print(f"genbot: backed up {settings.database_path} to {args.path}")
+            return 0
+        check_database_path(settings.database_path)
     except SettingsError as exc:
-        print(f"genbot: cannot start: {exc}", file=sys.stderr)
+        doing = "cannot start" if command in ("run", "sync") else f"{command} failed"
+        print(f"genbot: {doing}: {exc}", file=sys.stderr)
         return 2
+    except sqlite3.Error as exc:
+        print(f"genbot: backup failed: {exc}", file=sys.stderr)
+        return 1
+    silence_voice_warnings()
     logging.basicConfig(
         level=settings.log_level_number,
         format="%(asctime)s %(levelname)-8s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     quiet_library_loggers(settings.log_level_number)
-    if args.command == "rotate-keys":
+    if command == "rotate-keys":
         return rotate_keys(settings)
     point_discord_at(settings)
     try:
-        asyncio.run(run(settings, sync="only" if args.command == "sync" else "auto"))
+        asyncio.run(run(settings, sync="only" if command == "sync" else "auto"))
+    except (SettingsError, SchemaTooNewError) as exc:
+        print(f"genbot: cannot start: {exc}", file=sys.stderr)
+        return 2
     except discord.LoginFailure:
         print("genbot: cannot start: DISCORD_TOKEN was rejected by Discord", file=sys.stderr)
         return 2
@@ -199,9 +356,6 @@ def main(argv: list[str] | None = None) -> int:
         where = settings.discord_api_base_url
         print(f"genbot: cannot start: Discord is unreachable at {where} ({exc})", file=sys.stderr)
         return 1
-    except SchemaTooNewError as exc:
-        print(f"genbot: cannot start: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         pass
     return 0

@@ -7,8 +7,10 @@ keeps the three in step. Secrets are :class:`pydantic.SecretStr`, so they never 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -60,6 +62,15 @@ class Settings(BaseSettings):
         value = value.rstrip("/")
         if not value.startswith(("http://", "https://")) or not value.endswith("/api/v1"):
             raise ValueError("must be an http(s) URL ending in /api/v1")
+        parts = urlsplit(value)
+        if not parts.hostname:
+            raise ValueError("has no host name")
+        try:
+            port = parts.port
+        except ValueError:  # out of range or not a number
+            port = 0
+        if port == 0 or parts.netloc.endswith(":"):
+            raise ValueError("has a port outside 1-65535")
         return value
 
     @field_validator("discord_api_base_url", "discord_gateway_url")
@@ -116,6 +127,35 @@ def fernet_keys(secret: str) -> list[str]:
 
 class SettingsError(Exception):
     """A setting is missing or malformed; the message names it and never shows its value."""
+
+
+def check_database_path(path: Path) -> None:
+    """Check that the bot can create or write the SQLite database at ``path``, before opening it.
+
+    SQLite in WAL mode writes two files beside the database (``-wal``, ``-shm``), so its folder
+    must be writable as well as the file. The checks use the process's own permissions
+    (``os.access``); a read-only mount that they cannot see fails later, when the database is
+    opened, and ``main()`` reports that in the same one-line form.
+
+    Raises:
+        SettingsError: ``DATABASE_PATH: <path> is a directory`` and the like, one line.
+    """
+    if path.is_dir():
+        raise SettingsError(f"DATABASE_PATH: {path} is a directory, not a database file")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise SettingsError(
+            f"DATABASE_PATH: {folder} is a file, so nothing can be created below it"
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise SettingsError(f"DATABASE_PATH: {path} is not writable by this user")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SettingsError(
+            f"DATABASE_PATH: folder {folder} is not writable by this user "
+            "(SQLite needs to create its -wal and -shm files beside the database)"
+        )
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -20,9 +20,21 @@ ModelAutocomplete = Callable[
     ["discord.Interaction[GenBot]", str], Coroutine[Any, Any, list[app_commands.Choice[str]]]
 ]
 
-PLACEHOLDER_PERMISSIONS = ("view_channel", "send_messages", "embed_links", "read_message_history")
+PLACEHOLDER_PERMISSIONS = (
+    "view_channel",
+    "send_messages",
+    "send_messages_in_threads",
+    "embed_links",
+    "attach_files",
+    "read_message_history",
+)
 """What posting, editing and replying to a placeholder needs in the channel (Discord docs:
-replies need Read Message History; embeds need Embed Links)."""
+replies need Read Message History; embeds need Embed Links; a result edited in as a file needs
+Attach Files; a thread needs Send Messages in Threads instead of Send Messages). The one list
+behind both the check and the invite URL (:func:`invite_url`)."""
+
+INVITE_SCOPES = ("bot", "applications.commands")
+"""OAuth2 scopes of the invite: the bot user and its slash commands (Discord OAuth2 docs)."""
 
 MAX_CHOICES = 25
 """Discord accepts at most 25 autocomplete choices (application command docs)."""
@@ -58,14 +70,33 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     Raises:
         ValidationFailed: naming every missing permission, e.g. "Send Messages, Embed Links".
     """
-    names = list(PLACEHOLDER_PERMISSIONS)
-    if isinstance(interaction.channel, discord.Thread):
-        names[names.index("send_messages")] = "send_messages_in_threads"
+    thread = isinstance(interaction.channel, discord.Thread)
+    not_here = "send_messages" if thread else "send_messages_in_threads"
+    names = [name for name in PLACEHOLDER_PERMISSIONS if name != not_here]
     granted = interaction.app_permissions
     missing = [name for name in names if not getattr(granted, name)]
     if missing:
         pretty = ", ".join(name.replace("_", " ").title() for name in missing)
         raise ValidationFailed(f"I need these permissions in this channel first: {pretty}.")
+
+
+def invite_permissions() -> discord.Permissions:
+    """Return every permission :func:`require_placeholder_permissions` may ask for.
+
+    Its ``value`` is the ``permissions`` integer of the invite URL.
+    """
+    return discord.Permissions(**dict.fromkeys(PLACEHOLDER_PERMISSIONS, True))
+
+
+def invite_url(application_id: int) -> str:
+    """Return the URL that adds the bot to a server with the permissions its checks need.
+
+    Args:
+        application_id: the Discord application's id (the bot user's id, for bots).
+    """
+    return discord.utils.oauth_url(
+        application_id, permissions=invite_permissions(), scopes=INVITE_SCOPES
+    )
 
 
 def model_choices(

@@ -392,3 +392,13 @@ def test_a_nonsensical_retry_after_gives_a_bounded_wait(value: str) -> None:
 def test_a_huge_retry_after_is_capped() -> None:
     assert parse_retry_after("86400") == MAX_RETRY_AFTER
     assert parse_retry_after("inf") == MAX_RETRY_AFTER
+
+
+async def test_an_unreachable_service_is_logged_with_its_address_not_the_key(
+    clock: ManualClock, http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = make_client("http://127.0.0.1:9/api/v1", http, clock)  # the discard port: refused
+    with pytest.raises(errors.APIConnectionError):
+        await client.generate_text(SecretStr("sk-gen-never-logged"), TextRequest(prompt="hi"))
+    assert "http://127.0.0.1:9/api/v1" in caplog.text
+    assert "sk-gen-never-logged" not in caplog.text

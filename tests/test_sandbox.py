@@ -216,3 +216,37 @@ def test_command_line_help() -> None:
     )
     assert result.returncode == 0
     assert "--time-scale" in result.stdout
+
+
+async def test_keys_and_tasks_survive_a_restart_through_the_state_file(
+    api: GenApiEmulator, key: str, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    state = tmp_path / "bot.sandbox.json"
+    api.persist_to(state)
+    submitted = (await http.post("/video/generate", json=VIDEO)).json()  # due in 3 clock s
+    assert state.stat().st_mode & 0o777 == 0o600  # it holds the keys
+
+    later = FakeClock()
+    later.now = 5000.0  # a new process: another monotonic origin
+    async with GenApiEmulator(time_scale=10.0, clock=later) as restarted:
+        assert restarted.load(state) == [key]
+        assert restarted.balance(key) == 980
+        poll = restarted.origin + submitted["poll_url"]
+        headers = {"Authorization": f"Bearer {key}"}
+        async with httpx.AsyncClient(headers=headers) as client:
+            assert (await client.get(poll)).json()["status"] == "processing"
+            later.now += 3.5
+            done = (await client.get(poll)).json()
+            assert done["status"] == "completed"
+            assert done["outputs"][0].startswith(restarted.origin + "/files/")
+            assert (await client.get(done["outputs"][0])).status_code == 200
+
+
+def test_a_missing_state_file_is_a_fresh_start(tmp_path: Path) -> None:
+    assert GenApiEmulator().load(tmp_path / "none.json") == []
+
+
+def test_a_damaged_state_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text('{"accounts": 3}')
+    with pytest.raises(ValueError, match="not a saved sandbox state"):
+        GenApiEmulator().load(tmp_path / "bad.json")

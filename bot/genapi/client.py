@@ -364,12 +364,15 @@ class GenAPIClient:
                     method, url, json=json, params=params, headers=headers, timeout=timeout
                 )
             except _NOT_SENT as exc:
+                # Users only see "cannot be reached"; the operator needs the address (no key).
+                log.warning("cannot reach the Generation API at %s: %r", self._base, exc)
                 raise errors.APIConnectionError(
                     f"could not connect ({type(exc).__name__})", request_sent=False
                 ) from exc
             except httpx.TimeoutException as exc:
                 raise errors.APITimeoutError() from exc
             except httpx.TransportError as exc:
+                log.warning("connection to the Generation API at %s failed: %r", self._base, exc)
                 raise errors.APIConnectionError(
                     f"connection failed ({type(exc).__name__})", request_sent=True
                 ) from exc

@@ -9,6 +9,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import sys
 
 from bot.sandbox.server import GenApiEmulator
 
@@ -55,8 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve(args))
+    except OSError as exc:  # e.g. the port is in use; one line, not a traceback
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(
+            f"genbot sandbox: cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr
+        )
+        return 1
     return 0
 
 

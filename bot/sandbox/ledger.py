@@ -8,12 +8,16 @@ asks with :meth:`Ledger.report_next_costs`).
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import secrets
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal
 
 from bot.sandbox import catalogue as cat
@@ -26,6 +30,8 @@ from bot.sandbox.state import (
     RateLimiter,
     RecordedRequest,
 )
+
+log = logging.getLogger(__name__)
 
 KEY_PREFIX = "sk-gen-"
 FAIL_MARKER = "[fail]"
@@ -80,6 +86,7 @@ class Ledger:
         self._echo_key = False
         self._next_costs: deque[ReportedCost] = deque()
         self._origin: str | None = None
+        self._state_path: Path | None = None
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.tasks: dict[str, EmulatedTask] = {}
@@ -127,6 +134,110 @@ class Ledger:
     def balance(self, key: str) -> Decimal:
         """Return the balance of ``key`` in cents. Raises KeyError if unknown."""
         return self._accounts[key].balance_cents
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the accounts and tasks to ``path`` (JSON, mode 0600: it holds the keys).
+
+        Times are stored as Unix seconds, since the monotonic clock restarts with the process;
+        amounts as decimal strings (exact); output URLs are not stored, as they name this run's
+        port and are rebuilt on observation. The write is atomic (a temporary file, then a
+        rename), so a crash leaves the old state.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        shift = time.time() - self._clock()
+        state = {
+            "accounts": {
+                key: {"balance_cents": str(a.balance_cents), "revoked": a.revoked}
+                for key, a in self._accounts.items()
+            },
+            "tasks": [
+                {
+                    "task_id": t.task_id,
+                    "kind": t.kind,
+                    "model": t.model,
+                    "provider": t.provider,
+                    "created_at": t.created_at + shift,
+                    "completes_at": t.completes_at + shift,
+                    "cost_cents": str(t.cost_cents),
+                    "key": t.key,
+                    "fail_message": t.fail_message,
+                    "request": t.request,
+                }
+                for t in self.tasks.values()
+            ],
+        }
+        temporary = path.with_name(path.name + ".tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            json.dump(state, file)
+        os.replace(temporary, path)
+
+    def load(self, path: Path) -> list[str]:
+        """Restore the accounts and tasks that :meth:`save` wrote to ``path``, if it exists.
+
+        A task due while the emulator was down completes (or fails) when next observed.
+
+        Returns:
+            The restored keys, oldest first; empty when there was no file.
+
+        Raises:
+            OSError: the file exists but cannot be read.
+            ValueError: the file is not a saved state.
+        """
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        shift = time.time() - self._clock()
+        try:
+            state = json.loads(raw)
+            for key, account in state["accounts"].items():
+                self._accounts[key] = Account(
+                    balance_cents=Decimal(account["balance_cents"]),
+                    revoked=bool(account["revoked"]),
+                )
+            for t in state["tasks"]:
+                task = EmulatedTask(
+                    task_id=t["task_id"],
+                    kind=t["kind"],
+                    model=t["model"],
+                    provider=t["provider"],
+                    status="processing",
+                    created_at=float(t["created_at"]) - shift,
+                    completes_at=float(t["completes_at"]) - shift,
+                    cost_cents=Decimal(t["cost_cents"]),
+                    key=t["key"],
+                    fail_message=t["fail_message"],
+                    request=t["request"],
+                )
+                self.tasks[task.task_id] = task
+        except (KeyError, TypeError, AttributeError, ArithmeticError) as exc:
+            raise ValueError(f"not a saved sandbox state ({exc!r})") from None
+        return list(state["accounts"])
+
+    def persist_to(self, path: Path) -> None:
+        """Save the state to ``path`` now, after every request that may change it, and at stop.
+
+        The bot's sandbox mode keeps its key and tasks across restarts this way.
+
+        Raises:
+            OSError: the first save failed (later failures are logged).
+        """
+        self.save(path)
+        self._state_path = path
+
+    def _persist(self) -> None:
+        if self._state_path is None:
+            return
+        try:
+            self.save(self._state_path)
+        except OSError as exc:
+            # The answer is already decided; a sandbox losing state must not fail requests.
+            log.warning("could not save the sandbox state to %s: %s", self._state_path, exc)
 
     # -- behaviour knobs -------------------------------------------------------------------
 

@@ -120,6 +120,7 @@ class GenApiEmulator(Ledger):
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+            self._persist()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -155,6 +156,8 @@ class GenApiEmulator(Ledger):
             return self._fault_response(fault, request, record)
         response = await self._serve_api(request, handler, record)
         record.status = response.status
+        if request.method == "POST":
+            self._persist()
         if fault is not None:
             await asyncio.sleep(fault.delay)
         return response

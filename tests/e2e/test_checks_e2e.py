@@ -3,7 +3,7 @@
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.permissions import DEFAULT_BOT_PERMISSIONS, EMBED_LINKS
+from tests.discord_emulator.permissions import ATTACH_FILES, DEFAULT_BOT_PERMISSIONS, EMBED_LINKS
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -67,6 +67,18 @@ async def test_a_missing_permission_is_named(world: World) -> None:
         world, "video", {"prompt": "x", "model": model["id"]}, channel_id=channel.id
     )
     assert "Embed Links" in sentence
+
+
+async def test_a_channel_where_the_result_file_cannot_be_attached_is_refused(
+    world: World,
+) -> None:
+    channel = world.discord.add_channel(world.guild.id, "no-files")
+    world.discord.set_bot_permissions(channel.id, DEFAULT_BOT_PERMISSIONS & ~ATTACH_FILES)
+    model = text_to_video()
+    sentence = await refused(
+        world, "video", {"prompt": "x", "model": model["id"]}, channel_id=channel.id
+    )
+    assert "Attach Files" in sentence
 
 
 async def test_commands_limited_to_a_channel(world: World) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from bot.interactions import invite_permissions
 from tests.e2e.harness import ROOT, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -27,6 +28,25 @@ async def test_sandbox_mode_says_so_and_marks_results(world: World) -> None:
     answer = await world.answer(handle)
     assert "hello sandbox" in answer.content
     assert "sandbox" in answer.content.lower().split("hello sandbox", 1)[1]
+
+
+async def test_start_up_says_ready_as_whom_where_and_the_invite_url(world: World) -> None:
+    # on_ready follows the last GUILD_CREATE; the bot's log file is the only signal of it.
+    for _ in range(300):
+        log = world.bot.log()
+        if " ready as " in log:
+            break
+        await asyncio.sleep(0.1)
+    (line,) = [line for line in log.splitlines() if " ready as " in line]
+    bot_user = world.discord.world.bot_user
+    assert f"ready as {bot_user.username}" in line
+    assert "in 1 server(s)" in line
+    app_id = world.discord.world.application_id
+    assert f"https://discord.com/oauth2/authorize?client_id={app_id}&" in line
+    assert f"permissions={invite_permissions().value}" in line
+    assert "PyNaCl" not in log
+    assert "davey" not in log
+    assert "voice will NOT be supported" not in log
 
 
 async def test_a_rejected_discord_token_is_one_clear_line(world: World, tmp_path: Path) -> None:
@@ -69,3 +89,31 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
     assert world.discord.command_syncs == syncs + 1
     names = {c["name"] for c in world.discord.registered_commands()}
     assert names == {"text", "image", "video", "models", "config", "usage", "jobs"}
+
+
+async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World) -> None:
+    model = "aurora-lite/text-to-video"  # 30 service seconds in the built-in emulator
+    handle = await world.command("video", {"prompt": "a sandbox comet", "model": model})
+    await world.answer(handle)
+    placeholder = await world.discord.wait_for_message(
+        lambda m: "a sandbox comet" in str(m.embeds), include_existing=True
+    )
+    identifies = sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+    await world.bot.kill()  # a crash: only what was saved before it survives
+    assert "/files/" not in placeholder.content
+    await world.bot.start()
+    await world.discord.signal.wait_for(
+        lambda: (
+            True
+            if sum(1 for e in world.discord.gateway_received if e.op == 2) > identifies
+            else None
+        ),
+        60,
+        "a second IDENTIFY",
+    )
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=90
+    )
+    assert "sandbox" in (done.content + str(done.embeds)).lower()
+    assert "no longer configured" not in world.bot.log()

@@ -1,0 +1,67 @@
+"""What ``pyproject.toml`` promises: every package imported is declared, nothing idle, a license."""
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+OWN = {"bot", "cogs", "tests", "bench"}
+NOT_IMPORTED = {"sniffio"}
+"""Declared for httpcore's speed, not imported by us (the comment in pyproject.toml says why)."""
+OPTIONAL = {"zstandard"}
+"""Imported inside ``try``: the Discord emulator works without it."""
+
+
+def top_level_imports(*folders: str) -> set[str]:
+    names = set()
+    for folder in folders:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module.split(".")[0])
+    return names - OWN - set(sys.stdlib_module_names) - OPTIONAL
+
+
+def distributions(modules: set[str]) -> set[str]:
+    found = packages_distributions()
+    return {canonical(found[module][0]) for module in modules}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared(requirements: list[str]) -> set[str]:
+    return {canonical(re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0]) for line in requirements}
+
+
+def test_every_package_the_bot_imports_is_a_dependency() -> None:
+    assert distributions(top_level_imports("bot", "cogs")) <= declared(PROJECT["dependencies"])
+
+
+def test_every_package_the_tests_import_is_declared() -> None:
+    everything = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"])
+    assert distributions(top_level_imports("tests", "bench")) <= everything
+
+
+def test_no_declared_package_goes_unused() -> None:
+    used = distributions(top_level_imports("bot", "cogs", "tests", "bench"))
+    # mypy and ruff are tools run from the command line, not imported.
+    tools = {"mypy", "ruff"} | NOT_IMPORTED
+    idle = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"]) - used
+    assert idle <= tools
+
+
+def test_the_project_is_mit_licensed() -> None:
+    assert PROJECT["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License")
+    assert "Copyright (c) 2026 genbot contributors" in text
+    assert "3.11" in PROJECT["requires-python"]
+    assert "Python ≥ 3.11" in (ROOT / "README.md").read_text()
