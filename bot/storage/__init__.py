@@ -3,6 +3,7 @@
 from bot.storage.database import UNSET, LimitUpdate, SchemaTooNewError, Store, Transaction
 from bot.storage.models import (
     Charge,
+    DeliveryRoute,
     GuildSettings,
     Job,
     JobStatus,
@@ -15,6 +16,7 @@ from bot.storage.models import (
 __all__ = [
     "UNSET",
     "Charge",
+    "DeliveryRoute",
     "GuildSettings",
     "Job",
     "JobStatus",
