@@ -64,6 +64,9 @@ class Ledger:
         self._task_duration: TaskDuration | None = None
         self._next_text: str | None = None
         self._origin: str | None = None
+        self.file_size: int | None = None
+        """Bytes each output file is padded to (None: the tiny real file); see
+        :meth:`set_file_size`."""
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.tasks: dict[str, EmulatedTask] = {}
@@ -154,6 +157,10 @@ class Ledger:
         None restores the per-model defaults of the catalogue.
         """
         self._task_duration = fn
+
+    def set_file_size(self, size: int | None) -> None:
+        """Serve every output file padded to ``size`` bytes (a large result); None: as is."""
+        self.file_size = size
 
     def set_next_text(self, content: str) -> None:
         """Make the next successful ``/text/generate`` answer ``content``."""
