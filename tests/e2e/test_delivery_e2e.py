@@ -136,17 +136,25 @@ async def test_an_instant_job_ends_in_its_placeholder_even_if_posting_it_was_slo
     world: World,
 ) -> None:
     world.api.set_task_duration(lambda model, body: 0.0)
-    # The placeholder's post waits out a 429 while the service has already finished the job.
-    world.discord.inject_rate_limit(f"/channels/{world.channel.id}/messages", retry_after=8.0)
+    quiet = world.discord.add_channel(world.guild.id, "instant")  # no other traffic there
+    # The placeholder's post waits out a 429 (longer than a first poll waits, 10 s) while the
+    # service has already finished the job.
+    world.discord.inject_rate_limit(f"/channels/{quiet.id}/messages", retry_after=14.0)
     prompt = "a paper boat racing"
-    _, placeholder = await submit_video(world, prompt)
+    model = video_model(world)
+    handle = await world.command(
+        "video",
+        {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]},
+        channel_id=quiet.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    await world.answer(handle, timeout=30)
+    placeholder = await world.discord.wait_for_message(
+        lambda m: m.channel_id == quiet.id and prompt in str(m.embeds), include_existing=True
+    )
     done = await world.discord.wait_for_edit(
         placeholder.id, lambda m: "/files/" in m.content, timeout=40
     )
     assert done.id == placeholder.id
-    mine = [
-        m
-        for m in world.discord.channel_messages(world.channel.id)
-        if prompt in str(m.embeds) and not m.ephemeral
-    ]
-    assert [m.id for m in mine] == [placeholder.id]
+    shown = [m for m in world.discord.channel_messages(quiet.id) if prompt in str(m.embeds)]
+    assert [m.id for m in shown] == [placeholder.id]
