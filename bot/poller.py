@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Final, Protocol
 
 from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
@@ -27,10 +28,56 @@ from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import PollSchedule
 from bot.storage.database import Store
-from bot.storage.models import Job, JobStatus
+from bot.storage.models import DeliveryRoute, Job, JobStatus
 from bot.supervisor import database_busy
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """The outcome of one delivery attempt by one route.
+
+    Attributes:
+        shown: the result is shown (or the requester told where it is); the job is delivered.
+        permanent: this route can never show it (unknown message or channel, missing access
+            or permissions, archived thread, DMs closed): fall back to the next route now.
+        error: what went wrong, for the logs and ``/jobs``; None when shown.
+        retry_after: seconds the other side asked us to wait (a 429), if any.
+    """
+
+    shown: bool
+    permanent: bool = False
+    error: str | None = None
+    retry_after: float | None = None
+
+
+SHOWN: Final = Attempt(shown=True)
+
+NEXT_ROUTE: Final = {
+    DeliveryRoute.PLACEHOLDER: DeliveryRoute.CHANNEL,
+    DeliveryRoute.CHANNEL: DeliveryRoute.DM,
+    DeliveryRoute.DM: DeliveryRoute.JOBS,
+}
+"""The fallback order of issue 9: the placeholder, a new channel message, a DM, ``/jobs``."""
+
+DELIVERY_BACKOFF_FIRST = 30.0
+"""Seconds before the first retry of a transient delivery failure; doubled each time."""
+
+DELIVERY_BACKOFF_MAX = 900.0
+"""The longest wait between two delivery attempts, seconds."""
+
+DELIVERY_ATTEMPTS_PER_ROUTE = 8
+"""Transient failures of one route (about 45 min of backoff) before falling back to the next."""
+
+
+def delivery_backoff(attempts: int, retry_after: float | None = None) -> float:
+    """Seconds to wait after the ``attempts``-th transient failure (1-based): 30, 60, ... 900.
+
+    A ``retry_after`` asked by Discord (a 429) is honoured when longer, within the cap.
+    """
+    delay = min(DELIVERY_BACKOFF_MAX, DELIVERY_BACKOFF_FIRST * 2.0 ** max(0, attempts - 1))
+    return min(DELIVERY_BACKOFF_MAX, max(delay, retry_after or 0.0))
 
 
 class JobAnnouncer(Protocol):
@@ -39,15 +86,28 @@ class JobAnnouncer(Protocol):
     async def progress(self, job: Job, now: float) -> None:
         """Refresh the placeholder of a running job (elapsed time). Must not raise."""
 
-    async def show_result(self, job: Job) -> bool:
-        """Edit the placeholder into the result; False if it is gone. Must not raise."""
+    async def stopped_watching(self, job: Job, now: float) -> None:
+        """Say on the placeholder that the bot stopped watching the job. Must not raise."""
 
-    async def notify(self, job: Job) -> None:
-        """Tell the requester (an edit notifies nobody). Must not raise."""
+    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+        """Show a finished job's result by ``route`` (never JOBS); report how it went.
+
+        Must be safe to repeat: an edit replaces the whole message; a new message or DM
+        carries its own notice to the requester.
+        """
+
+    async def notify(self, job: Job, route: DeliveryRoute) -> None:
+        """Tell the requester, once, after a delivery by ``route`` was recorded. Must not raise."""
 
 
 class Poller:
-    """Polls due jobs until they complete, fail or time out.
+    """Polls due jobs until they finish, then delivers each result: poll, settle, deliver.
+
+    A job is always polled before anything is decided about it: only one the service still
+    reports processing past ``job_timeout`` stops being watched (it stays pending, and
+    :meth:`recheck` polls it again on request). A finished job is settled once
+    (``Store.finish_job``), then delivered once by the first route that works, each transient
+    failure retried with :func:`delivery_backoff` (docs/architecture.md, "Delivery").
 
     Args:
         store: the database holding the jobs.
@@ -56,13 +116,17 @@ class Poller:
         schedule: when to poll next.
         announcer: the Discord side.
         clock: wall time (UTC epoch seconds) and sleeping.
-        job_timeout: seconds after which a job still processing is marked failed.
+        job_timeout: seconds after which a job the service still reports processing stops being
+            watched (it is not failed: the service may still finish it).
         progress_interval: seconds between two progress edits of a placeholder.
         per_key_in_flight: polls of one key that may wait in its limiter at once.
         batch: due jobs read per pass.
         lease: seconds a job being polled is kept out of the due set (its poll ends it sooner;
             after a crash it is polled again when the lease ends).
         min_pass_interval: seconds between two passes over the due jobs.
+        max_deliveries: deliveries under way at once.
+        delivery_lease: seconds a job being delivered is kept out of the due deliveries
+            (after a crash its delivery is attempted again when the lease ends).
     """
 
     def __init__(
@@ -80,6 +144,8 @@ class Poller:
         batch: int = 500,
         lease: float = 30.0,
         min_pass_interval: float = 0.25,
+        max_deliveries: int = 20,
+        delivery_lease: float = 300.0,
     ) -> None:
         self._store = store
         self._client = client
@@ -93,38 +159,36 @@ class Poller:
         self._batch = batch
         self._lease = lease
         self._min_pass_interval = min_pass_interval
+        self._max_deliveries = max_deliveries
+        self._delivery_lease = delivery_lease
         self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._delivering: dict[int, asyncio.Task[None]] = {}
         self._key_load: Counter[str] = Counter()
         self._wake = asyncio.Event()
 
     @property
     def in_flight(self) -> int:
-        """Polls under way."""
-        return len(self._in_flight)
+        """Polls and deliveries under way."""
+        return len(self._in_flight) + len(self._delivering)
 
     def wake(self) -> None:
         """Look for due jobs now (a job was just submitted, or a poll finished)."""
         self._wake.set()
 
     async def run(self) -> None:
-        """Announce what a previous run left unannounced, then poll forever."""
-        unannounced = await self._store.unannounced_jobs()
-        for job in unannounced:
-            await self._announce(job)
-        log.info(
-            "poller started: %d pending jobs resumed, %d finished jobs announced",
-            await self._store.pending_count(),
-            len(unannounced),
-        )
+        """Poll and deliver forever; what a previous run left undelivered is simply due."""
+        log.info("poller started: %d pending jobs resumed", await self._store.pending_count())
         try:
             while True:
                 self._wake.clear()
                 await self.poll_due()
+                await self.deliver_due()
                 await self._sleep_until_due()
         finally:
-            for task in self._in_flight.values():
+            tasks = [*self._in_flight.values(), *self._delivering.values()]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def poll_due(self) -> int:
         """Start a poll for every due job its key has room for; return how many started."""
@@ -147,10 +211,41 @@ class Poller:
             self._in_flight[job.id] = asyncio.create_task(self._poll(job), name=f"poll-{job.id}")
         return len(started)
 
+    async def deliver_due(self) -> int:
+        """Start the delivery of every finished job that is due, within ``max_deliveries``."""
+        room = self._max_deliveries - len(self._delivering)
+        if room <= 0:
+            return 0
+        now = self._clock.time()
+        due = await self._store.due_deliveries(now, room + len(self._delivering))
+        started = [job for job in due if job.id not in self._delivering][:room]
+        await self._store.lease_deliveries([job.id for job in started], now + self._delivery_lease)
+        for job in started:
+            self._delivering[job.id] = asyncio.create_task(
+                self._deliver_task(job), name=f"deliver-{job.id}"
+            )
+        return len(started)
+
+    async def recheck(self, job_id: int) -> Job | None:
+        """Poll one job now, even one no longer watched; deliver it if it is done.
+
+        For "check again" on a job listed by ``/jobs``. The result is delivered by the poller's
+        next pass (moments later), by the usual routes.
+
+        Returns:
+            The job as it stands after the poll; None if there is no such job.
+        """
+        job = await self._store.get_job(job_id)
+        if job is None or job.status is not JobStatus.PENDING or job_id in self._in_flight:
+            return job
+        await self._poll_once(job)
+        return await self._store.get_job(job_id)
+
     async def _sleep_until_due(self) -> None:
         await self._clock.sleep(self._min_pass_interval)
-        next_due = await self._store.next_due_at()
-        delay = 5.0 if next_due is None else next_due - self._clock.time()
+        times = [await self._store.next_due_at(), await self._store.next_delivery_at()]
+        upcoming = [at for at in times if at is not None]
+        delay = 5.0 if not upcoming else min(upcoming) - self._clock.time()
         if delay <= 0:
             delay = 1.0  # what is due waits for its key: a poll ending wakes us
         await sleep_or_wake(self._clock, self._wake, min(delay, 5.0))
@@ -175,11 +270,6 @@ class Poller:
             self.wake()
 
     async def _poll_once(self, job: Job) -> None:
-        now = self._clock.time()
-        if now - job.created_at > self._timeout:
-            limit = format_duration(self._timeout)
-            await self._finish(job, JobStatus.FAILED, (), f"It did not finish within {limit}.")
-            return
         try:
             key = await self._keys.resolve_fingerprint(job.guild_id, job.key_fingerprint)
         except KeyUnavailable as exc:
@@ -213,6 +303,9 @@ class Poller:
             await self._finish(job, JobStatus.FAILED, (), reason)
         else:
             now = self._clock.time()
+            if now - job.created_at > self._timeout:
+                await self._stop_watching(job, now)
+                return
             next_at = await self._schedule.next_poll_at(job.model, job.created_at, now)
             await self._store.schedule_poll(job.id, next_at, job.poll_count + 1)
             if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
@@ -222,20 +315,80 @@ class Poller:
     async def _retry(self, job: Job, delay: float) -> None:
         await self._store.schedule_poll(job.id, self._clock.time() + delay, job.poll_count + 1)
 
+    async def _stop_watching(self, job: Job, now: float) -> None:
+        # Still processing past the timeout: polling it forever would spend the key's requests
+        # on a task that may never end, but failing it would throw away a result the service
+        # may still deliver (and has charged for). /jobs lists it; recheck() polls it again.
+        if job.unwatched_at is not None:
+            await self._store.schedule_poll(job.id, job.next_poll_at, job.poll_count + 1)
+            return
+        if await self._store.set_unwatched(job.id, now):
+            log.info(
+                "job %s still processing after %s; stopped watching it",
+                job.id,
+                format_duration(self._timeout),
+            )
+            await self._store.schedule_poll(job.id, now, job.poll_count + 1)
+            await self._announcer.stopped_watching(job, now)
+
     async def _finish(
         self, job: Job, status: JobStatus, outputs: tuple[str, ...], error: str | None
     ) -> None:
         if not await self._store.finish_job(job.id, status, outputs, error, self._clock.time()):
-            return  # finished already (another pass); announced there
+            return  # finished already (another pass); delivered from there
         self._schedule.forget(job.model)
-        finished = await self._store.get_job(job.id)
-        if finished is not None:
-            await self._announce(finished)
+        self.wake()  # its delivery is due now
 
-    async def _announce(self, job: Job) -> None:
-        # Edit first (idempotent), then record, then ping: a crash in between can cost a ping,
-        # never a second one. A deleted placeholder means nobody is left to ping.
-        shown = await self._announcer.show_result(job)
-        await self._store.mark_announced(job.id, self._clock.time())
-        if shown:
-            await self._announcer.notify(job)
+    async def _deliver_task(self, job: Job) -> None:
+        try:
+            await self._deliver(job)
+        except Exception:
+            # A bug must not lose a paid result: retry it like a transient failure.
+            log.exception("delivery of job %s failed unexpectedly", job.id)
+            attempts = job.delivery_attempts + 1
+            await self._store.schedule_delivery(
+                job.id,
+                job.delivery_route,
+                attempts,
+                self._clock.time() + delivery_backoff(attempts),
+                "unexpected error",
+            )
+        finally:
+            del self._delivering[job.id]
+            self.wake()
+
+    async def _deliver(self, job: Job) -> None:
+        # Route by route in fallback order. Each step is recorded before the next, so a crash
+        # resumes where it stopped; the placeholder edit is idempotent and the ping comes only
+        # after the delivery is recorded, so a crash can cost a ping, never send two.
+        route, attempts = job.delivery_route, job.delivery_attempts
+        while route is not DeliveryRoute.JOBS:
+            outcome = await self._announcer.deliver(job, route)
+            now = self._clock.time()
+            if outcome.shown:
+                if await self._store.mark_announced(job.id, now, route):
+                    await self._announcer.notify(job, route)
+                return
+            if not outcome.permanent:
+                attempts += 1
+                if attempts < DELIVERY_ATTEMPTS_PER_ROUTE:
+                    delay = delivery_backoff(attempts, outcome.retry_after)
+                    log.info(
+                        "delivery of job %s by %s failed (%s); retrying in %.0f s",
+                        job.id,
+                        route,
+                        outcome.error,
+                        delay,
+                    )
+                    await self._store.schedule_delivery(
+                        job.id, route, attempts, now + delay, outcome.error
+                    )
+                    return
+            log.info("delivery of job %s by %s impossible (%s)", job.id, route, outcome.error)
+            route, attempts = NEXT_ROUTE[route], 0
+            await self._store.schedule_delivery(
+                job.id, route, attempts, now + self._delivery_lease, outcome.error
+            )
+        # No route took it: /jobs lists it for its requester, who is told nothing else.
+        log.warning("job %s could not be shown anywhere; /jobs lists it", job.id)
+        await self._store.mark_announced(job.id, self._clock.time(), DeliveryRoute.JOBS)

@@ -4,30 +4,65 @@ The Discord side is replaced by a recorder here; the end-to-end tests drive the 
 """
 
 import asyncio
+import itertools
 from collections.abc import Callable
 
-from bot.poller import Poller
+from bot.clock import ManualClock
+from bot.poller import SHOWN, Attempt, Poller
 from bot.services.generation import Requester, VideoOptions
-from bot.storage import Job, JobStatus
+from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack
+
+GONE = Attempt(shown=False, permanent=True, error="404 10008 Unknown Message")
+BUSY = Attempt(shown=False, error="503 0 Service Unavailable")
 
 
 class RecordingAnnouncer:
-    def __init__(self, *, placeholder_exists: bool = True) -> None:
-        self.placeholder_exists = placeholder_exists
+    """The Discord side, replaced: records what the poller asks, answers as told.
+
+    Args:
+        refuse: routes that fail for good (a deleted placeholder, a closed DM...).
+        failures: transient failures answered, in order, before anything is shown.
+    """
+
+    def __init__(
+        self,
+        *,
+        placeholder_exists: bool = True,
+        refuse: tuple[DeliveryRoute, ...] = (),
+        failures: int = 0,
+        clock: ManualClock | None = None,
+    ) -> None:
+        self.refuse = refuse + (() if placeholder_exists else (DeliveryRoute.PLACEHOLDER,))
+        self.failures = failures
+        self.clock = clock
         self.progress_edits: list[int] = []
+        self.unwatched: list[int] = []
+        self.attempts: list[tuple[int, DeliveryRoute, float]] = []
         self.results: list[Job] = []
+        self.routes: list[DeliveryRoute] = []
         self.notified: list[int] = []
 
     async def progress(self, job: Job, now: float) -> None:
         self.progress_edits.append(job.id)
 
-    async def show_result(self, job: Job) -> bool:
-        self.results.append(job)
-        return self.placeholder_exists
+    async def stopped_watching(self, job: Job, now: float) -> None:
+        self.unwatched.append(job.id)
 
-    async def notify(self, job: Job) -> None:
-        self.notified.append(job.id)
+    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+        self.attempts.append((job.id, route, self.clock.time() if self.clock else 0.0))
+        if route in self.refuse or (route is DeliveryRoute.PLACEHOLDER and not job.message_id):
+            return GONE
+        if self.failures:
+            self.failures -= 1
+            return BUSY
+        self.results.append(job)
+        self.routes.append(route)
+        return SHOWN
+
+    async def notify(self, job: Job, route: DeliveryRoute) -> None:
+        if route is DeliveryRoute.PLACEHOLDER:
+            self.notified.append(job.id)
 
 
 def make_poller(stack: Stack, announcer: RecordingAnnouncer, **kw: float) -> Poller:
@@ -42,10 +77,19 @@ def make_poller(stack: Stack, announcer: RecordingAnnouncer, **kw: float) -> Pol
     )
 
 
-async def submit(stack: Stack, who: Requester, count: int = 1, prompt: str = "a fox") -> list[Job]:
+async def submit(
+    stack: Stack, who: Requester, count: int = 1, prompt: str = "a fox", *, placeholder: bool = True
+) -> list[Job]:
+    """Submit videos as /video does, each with its placeholder posted (message id 1000 + n)."""
     catalogue = await stack.generation.catalogue(who.guild_id)
     model = next(m for m in catalogue.video if not m.needs_image)
-    return [await stack.generation.video(who, VideoOptions(prompt, model.id)) for _ in range(count)]
+    jobs = []
+    for _ in range(count):
+        job = await stack.generation.video(who, VideoOptions(prompt, model.id))
+        if placeholder:
+            await stack.generation.attach_message(job, 1000 + job.id)
+        jobs.append(job)
+    return jobs
 
 
 async def run_until(poller: Poller, done: Callable[[], bool], limit: float = 20.0) -> None:
@@ -107,7 +151,7 @@ async def test_a_restart_announces_what_finished_but_was_not_shown(
     assert again.results == []
 
 
-async def test_a_deleted_placeholder_still_finishes_the_job_without_pinging(
+async def test_a_deleted_placeholder_gets_its_result_posted_as_a_new_message(
     stack: Stack, who: Requester
 ) -> None:
     (job,) = await submit(stack, who)
@@ -117,23 +161,113 @@ async def test_a_deleted_placeholder_still_finishes_the_job_without_pinging(
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED
     assert finished.announced_at is not None
-    assert announcer.notified == []
+    assert finished.delivery_route is DeliveryRoute.CHANNEL
+    assert announcer.routes == [DeliveryRoute.CHANNEL]
+    assert announcer.notified == []  # the new message carries its own ping
 
 
-async def test_a_job_past_the_limit_is_failed_with_a_clear_message(
+async def test_permanent_failures_fall_back_in_order_down_to_jobs(
+    stack: Stack, who: Requester
+) -> None:
+    (job,) = await submit(stack, who)
+    refuse = (DeliveryRoute.PLACEHOLDER, DeliveryRoute.CHANNEL, DeliveryRoute.DM)
+    announcer = RecordingAnnouncer(refuse=refuse)
+    poller = make_poller(stack, announcer)
+
+    async def delivered() -> bool:
+        found = await stack.store.get_job(job.id)
+        return found is not None and found.announced_at is not None
+
+    await run_until(poller, lambda: len(announcer.attempts) >= 3)
+    assert [route for _, route, _ in announcer.attempts] == list(refuse)
+    assert await delivered()
+    finished = await stack.store.get_job(job.id)
+    assert finished is not None and finished.delivery_route is DeliveryRoute.JOBS
+    assert "Unknown Message" in (finished.delivery_error or "")
+
+
+async def test_a_transient_discord_failure_is_retried_with_backoff_then_shown_once(
+    stack: Stack, who: Requester
+) -> None:
+    (job,) = await submit(stack, who)
+    announcer = RecordingAnnouncer(failures=3, clock=stack.clock)
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified), limit=30)
+    routes = [route for _, route, _ in announcer.attempts]
+    assert routes == [DeliveryRoute.PLACEHOLDER] * 4  # retried where it belongs, not elsewhere
+    times = [at for _, _, at in announcer.attempts]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert gaps[0] >= 30 and gaps[1] >= 60 and gaps[2] >= 120  # no retry storm
+    assert announcer.notified == [job.id]
+    finished = await stack.store.get_job(job.id)
+    assert finished is not None and finished.announced_at is not None
+
+
+async def test_an_outage_longer_than_the_timeout_still_delivers_every_job(
+    stack: Stack, who: Requester
+) -> None:
+    await stack.store.update_limits(who.guild_id, max_pending_videos_per_user=5)
+    jobs = await submit(stack, who, count=3)
+    stack.clock.advance(3600)  # the bot was down for an hour; the service finished them
+    announcer = RecordingAnnouncer()
+    await run_until(
+        make_poller(stack, announcer, job_timeout=1800.0), lambda: len(announcer.notified) == 3
+    )
+    assert sorted(announcer.notified) == sorted(job.id for job in jobs)
+    for job in jobs:
+        finished = await stack.store.get_job(job.id)
+        assert finished is not None and finished.status is JobStatus.COMPLETED
+
+
+async def test_a_job_still_processing_past_the_timeout_is_unwatched_then_rechecked(
     stack: Stack, who: Requester
 ) -> None:
     stack.api.set_task_duration(lambda model, body: 10_000.0)
     (job,) = await submit(stack, who)
     announcer = RecordingAnnouncer()
-    await run_until(
-        make_poller(stack, announcer, job_timeout=600.0), lambda: bool(announcer.results)
-    )
-    (shown,) = announcer.results
-    assert shown.id == job.id
-    assert shown.status is JobStatus.FAILED
-    assert "did not finish within 10 m" in (shown.error or "")
+    poller = make_poller(stack, announcer, job_timeout=600.0)
+    await run_until(poller, lambda: bool(announcer.unwatched))
+    waiting = await stack.store.get_job(job.id)
+    assert waiting is not None
+    assert waiting.status is JobStatus.PENDING  # not failed: the service may still finish it
+    assert waiting.unwatched_at is not None
+    assert announcer.results == []
     assert announcer.progress_edits  # the placeholder showed it was alive meanwhile
+    polls = len([r for r in stack.api.requests if r.method == "GET" and job.task_id in r.path])
+    stack.clock.advance(3600)
+    assert await stack.store.due_jobs(stack.clock.time(), 10) == []  # no longer polled
+
+    still = await poller.recheck(job.id)
+    assert still is not None and still.status is JobStatus.PENDING
+    stack.clock.advance(10_000)
+    done = await poller.recheck(job.id)
+    assert done is not None and done.status is JobStatus.COMPLETED
+    await run_until(poller, lambda: bool(announcer.notified))
+    assert announcer.notified == [job.id]
+    after = [r for r in stack.api.requests if r.method == "GET" and job.task_id in r.path]
+    assert len(after) == polls + 2
+
+
+async def test_a_job_is_due_only_once_its_placeholder_is_attached(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.set_task_duration(lambda model, body: 0.0)
+    (job,) = await submit(stack, who, placeholder=False)
+    stack.clock.advance(12)  # a slow placeholder post: the job finished meanwhile
+    assert await stack.store.due_jobs(stack.clock.time(), 10) == []
+    await stack.generation.attach_message(job, 555)
+    (due,) = await stack.store.due_jobs(stack.clock.time(), 10)
+    assert due.message_id == 555
+
+
+async def test_a_job_whose_placeholder_never_came_is_still_delivered(
+    stack: Stack, who: Requester
+) -> None:
+    (job,) = await submit(stack, who, placeholder=False)
+    announcer = RecordingAnnouncer()
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.results))
+    finished = await stack.store.get_job(job.id)
+    assert finished is not None and finished.status is JobStatus.COMPLETED
+    assert announcer.routes == [DeliveryRoute.CHANNEL]  # as a message of its own
 
 
 async def test_many_pending_videos_never_exceed_the_keys_rate_limit(

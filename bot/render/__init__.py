@@ -8,7 +8,13 @@ pings, and only the requester.
 
 from bot.render.catalogue import catalogue_pages
 from bot.render.job_list import job_list_pages
-from bot.render.jobs import JobView, completion_reply, job_finished, job_placeholder
+from bot.render.jobs import (
+    JobView,
+    completion_reply,
+    job_finished,
+    job_placeholder,
+    job_unwatched,
+)
 from bot.render.parts import NO_PINGS, MessageParts, ping_only
 from bot.render.results import image_result, text_answer
 from bot.render.text import format_duration, split_message, truncate
@@ -24,6 +30,7 @@ __all__ = [
     "job_finished",
     "job_list_pages",
     "job_placeholder",
+    "job_unwatched",
     "ping_only",
     "split_message",
     "text_answer",

@@ -105,6 +105,31 @@ def job_placeholder(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
     return MessageParts(embeds=(embed,))
 
 
+def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
+    """Build the placeholder of a job the bot stopped watching, still processing at the service.
+
+    Not a failure: the service may still finish it (and charged for it), so the status says
+    the bot stopped checking and that ``/jobs`` can check again and show the result.
+
+    Args:
+        job: the pending job.
+        now: the current time, UTC epoch seconds.
+        sandbox: whether the job runs on the sandbox service.
+
+    Returns:
+        The placeholder to edit in; it pings nobody.
+    """
+    elapsed = format_duration(now - job.created_at)
+    status = (
+        f"Still processing at the service after {elapsed}; the bot stopped checking it. "
+        "Use `/jobs` to check again: a result that arrives later is still shown."
+    )
+    embed = _job_embed(
+        job, f"{_noun(job).capitalize()} still processing", PENDING_COLOUR, status, sandbox=sandbox
+    )
+    return MessageParts(embeds=(embed,))
+
+
 def job_finished(job: JobView, *, sandbox: bool) -> MessageParts:
     """Build what the placeholder becomes once ``job`` has finished.
 

@@ -31,6 +31,11 @@ MP4_BYTES: Final = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\
 CONTENT_TYPES: Final = {".mp4": ("video/mp4", MP4_BYTES), ".png": ("image/png", PNG_BYTES)}
 
 
+def padded(data: bytes, size: int) -> bytes:
+    """``data`` followed by zeros up to ``size`` bytes: a large file for upload-limit tests."""
+    return data + bytes(max(0, size - len(data)))
+
+
 def task_id_of(name: str) -> str | None:
     """Return the task id a file name belongs to (``<id>.mp4`` or ``<id>-<n>.png``), or None."""
     stem, dot, ext = name.rpartition(".")

@@ -87,6 +87,9 @@ class Ledger:
         self._next_costs: deque[ReportedCost] = deque()
         self._origin: str | None = None
         self._state_path: Path | None = None
+        self.file_size: int | None = None
+        """Bytes each output file is padded to (None: the tiny real file); see
+        :meth:`set_file_size`."""
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.tasks: dict[str, EmulatedTask] = {}
@@ -302,6 +305,10 @@ class Ledger:
     def _cost(self, price: int) -> ReportedCost:
         """The ``cost_cents`` of the next charging response: the catalogue's unless overridden."""
         return self._next_costs.popleft() if self._next_costs else price
+
+    def set_file_size(self, size: int | None) -> None:
+        """Serve every output file padded to ``size`` bytes (a large result); None: as is."""
+        self.file_size = size
 
     def set_next_text(self, content: str) -> None:
         """Make the next successful ``/text/generate`` answer ``content``."""

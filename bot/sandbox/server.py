@@ -307,6 +307,9 @@ class GenApiEmulator(Ledger):
         if task is None or f"{self.origin}/files/{name}" not in task.outputs:
             return web.Response(status=404, text="Not found")
         content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
+        if self.file_size is not None and self.file_size > len(data):
+            # Trailing zeros: a valid header followed by padding, as large as a test needs.
+            data = files.padded(data, self.file_size)
         return web.Response(body=data, content_type=content_type)
 
     # -- helpers ---------------------------------------------------------------------------

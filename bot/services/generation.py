@@ -59,6 +59,9 @@ INVISIBLE = frozenset("\u115f\u1160\u2800\u3164\uffa0")
 """Characters that draw nothing but are neither whitespace nor format characters (Hangul
 fillers, the blank Braille pattern); a prompt of these alone is empty."""
 
+PLACEHOLDER_GRACE = 30.0
+"""Seconds a new job waits for its placeholder before it falls due anyway."""
+
 ASPECT_RATIOS = ("16:9", "9:16", "1:1")
 """The aspect ratios the spec names as examples (4.2, 4.4); offered as choices."""
 
@@ -491,8 +494,14 @@ class GenerationService:
         )
 
     async def attach_message(self, job: Job, message_id: int) -> None:
-        """Record the placeholder message that the poller will edit when ``job`` finishes."""
-        await self._store.set_job_message(job.id, message_id)
+        """Record the placeholder message that the poller will edit when ``job`` finishes.
+
+        Only now does the job fall due for its first poll: polled before its placeholder
+        existed, a fast job would be shown in a message of its own while the placeholder,
+        posted after, said "Generating…" forever (issue 9, item 7).
+        """
+        first = await self._schedule.first_poll_at(job.model, job.kind, job.created_at)
+        await self._store.set_job_message(job.id, message_id, due_at=first)
 
     async def _settle_job(
         self,
@@ -522,7 +531,11 @@ class GenerationService:
             cost_cents=task.cost_cents,
             key_fingerprint=key.fingerprint,
             created_at=now,
-            next_poll_at=await self._schedule.first_poll_at(model, kind, now),
+            # Due once attach_message records its placeholder; this grace is the safety net
+            # when none gets posted (a Discord failure, a crash): shown as a new message then.
+            next_poll_at=max(
+                await self._schedule.first_poll_at(model, kind, now), now + PLACEHOLDER_GRACE
+            ),
         )
         job = await self._billing.settle(reservation, charge, new_job)
         assert job is not None  # settle returns the job it was given

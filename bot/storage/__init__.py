@@ -4,6 +4,7 @@ from bot.storage.database import UNSET, LimitUpdate, SchemaTooNewError, Store, T
 from bot.storage.models import (
     Charge,
     ChargeAnomaly,
+    DeliveryRoute,
     GuildSettings,
     Job,
     JobStatus,
@@ -17,6 +18,7 @@ __all__ = [
     "UNSET",
     "Charge",
     "ChargeAnomaly",
+    "DeliveryRoute",
     "GuildSettings",
     "Job",
     "JobStatus",

@@ -37,6 +37,7 @@ from bot.clock import Clock, utc_datetime
 from bot.storage.models import (
     Charge,
     ChargeAnomaly,
+    DeliveryRoute,
     GuildSettings,
     Job,
     JobStatus,
@@ -240,7 +241,8 @@ async def _migrate(conn: aiosqlite.Connection, clock: Clock) -> int:
 _JOB_COLUMNS: Final = (
     "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
     "prompt_summary, details, cost_micro, key_fingerprint, created_at, next_poll_at, status, "
-    "finished_at, outputs, error, poll_count, announced_at, last_progress_at"
+    "finished_at, outputs, error, poll_count, announced_at, last_progress_at, unwatched_at, "
+    "delivery_route, delivery_attempts, next_delivery_at, delivery_error"
 )
 
 _RESERVATION_COLUMNS: Final = (
@@ -258,11 +260,20 @@ _LIMIT_COLUMNS: Final = (
 # The hot queries of the poller, named so that tests can check their plans (query_plan).
 # Literal 'pending' (not a parameter) is what lets SQLite use the partial indexes of 0002.
 _DUE_JOBS_SQL: Final = (
-    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?{{skip}}"
-    " ORDER BY next_poll_at LIMIT ?"
+    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?"
+    " AND unwatched_at IS NULL{skip} ORDER BY next_poll_at LIMIT ?"
 )
 DUE_JOBS_SQL: Final = _DUE_JOBS_SQL.format(skip="")
-NEXT_DUE_SQL: Final = "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending'"
+NEXT_DUE_SQL: Final = (
+    "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending' AND unwatched_at IS NULL"
+)
+DUE_DELIVERIES_SQL: Final = (
+    f"SELECT {_JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
+    " AND next_delivery_at <= ? ORDER BY next_delivery_at LIMIT ?"
+)
+NEXT_DELIVERY_SQL: Final = (
+    "SELECT MIN(next_delivery_at) FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
+)
 UNANNOUNCED_JOBS_SQL: Final = (
     f"SELECT {_JOB_COLUMNS} FROM jobs"
     " WHERE status <> 'pending' AND announced_at IS NULL ORDER BY finished_at"
@@ -302,6 +313,11 @@ def _job(row: sqlite3.Row) -> Job:
         poll_count=row["poll_count"],
         announced_at=row["announced_at"],
         last_progress_at=row["last_progress_at"],
+        unwatched_at=row["unwatched_at"],
+        delivery_route=DeliveryRoute(row["delivery_route"]),
+        delivery_attempts=row["delivery_attempts"],
+        next_delivery_at=row["next_delivery_at"],
+        delivery_error=row["delivery_error"],
     )
 
 
@@ -582,6 +598,21 @@ class Queries:
         else:
             rows = await self._all(JOBS_LISTING_SQL[True], (guild_id, user_id, limit))
         return [_job(r) for r in rows]
+
+    async def due_deliveries(self, now: float, limit: int) -> list[Job]:
+        """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first.
+
+        Args:
+            now: UTC epoch seconds.
+            limit: the most jobs to return.
+        """
+        rows = await self._all(DUE_DELIVERIES_SQL, (now, limit))
+        return [_job(r) for r in rows]
+
+    async def next_delivery_at(self) -> float | None:
+        """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
+        row = await self._one(NEXT_DELIVERY_SQL)
+        return None if row is None or row[0] is None else float(row[0])
 
     async def completion_seconds(self, model: str, limit: int = 20) -> list[float]:
         """Return how long the model's last ``limit`` completed jobs took, seconds, newest first."""
@@ -901,18 +932,54 @@ class Transaction(Queries):
             raise ValueError("a job cannot finish as pending")
         return (
             await self._run(
-                "UPDATE jobs SET status = ?, outputs = ?, error = ?, finished_at = ?"
-                " WHERE id = ? AND status = 'pending'",
-                (status.value, json.dumps(list(outputs)), error, finished_at, job_id),
+                "UPDATE jobs SET status = ?, outputs = ?, error = ?, finished_at = ?,"
+                " next_delivery_at = ?, unwatched_at = NULL WHERE id = ? AND status = 'pending'",
+                (status.value, json.dumps(list(outputs)), error, finished_at, finished_at, job_id),
             )
             > 0
         )
 
-    async def mark_announced(self, job_id: int, at: float) -> bool:
-        """Record that the job's result was posted; return True only the first time."""
+    async def mark_announced(
+        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+    ) -> bool:
+        """Record that the job's result was delivered by ``route``; True only the first time."""
         return (
             await self._run(
-                "UPDATE jobs SET announced_at = ? WHERE id = ? AND announced_at IS NULL",
+                "UPDATE jobs SET announced_at = ?, delivery_route = ?, next_delivery_at = NULL"
+                " WHERE id = ? AND announced_at IS NULL",
+                (at, route.value, job_id),
+            )
+            > 0
+        )
+
+    async def schedule_delivery(
+        self,
+        job_id: int,
+        route: DeliveryRoute,
+        attempts: int,
+        next_at: float,
+        error: str | None,
+    ) -> None:
+        """Set an undelivered job's next delivery attempt: its route, failures so far, when."""
+        await self._run(
+            "UPDATE jobs SET delivery_route = ?, delivery_attempts = ?, next_delivery_at = ?,"
+            " delivery_error = ? WHERE id = ? AND announced_at IS NULL AND status <> 'pending'",
+            (route.value, attempts, next_at, error, job_id),
+        )
+
+    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
+        """Push undelivered jobs' next delivery attempt to ``until`` while one is under way."""
+        await self._run(
+            "UPDATE jobs SET next_delivery_at = ? WHERE announced_at IS NULL"
+            f" AND id IN ({', '.join('?' * len(job_ids))})",
+            (until, *job_ids),
+        )
+
+    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+        """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
+        return (
+            await self._run(
+                "UPDATE jobs SET unwatched_at = ? WHERE id = ? AND status = 'pending'",
                 (at, job_id),
             )
             > 0
@@ -922,9 +989,16 @@ class Transaction(Queries):
         """Record when the job's placeholder message was last updated."""
         await self._run("UPDATE jobs SET last_progress_at = ? WHERE id = ?", (at, job_id))
 
-    async def set_job_message(self, job_id: int, message_id: int) -> None:
-        """Record the job's placeholder message."""
-        await self._run("UPDATE jobs SET message_id = ? WHERE id = ?", (message_id, job_id))
+    async def set_job_message(
+        self, job_id: int, message_id: int, due_at: float | None = None
+    ) -> None:
+        """Record the job's placeholder message; a pending job falls due by ``due_at``."""
+        await self._run(
+            "UPDATE jobs SET message_id = ?,"
+            " next_poll_at = CASE WHEN ? IS NULL OR status <> 'pending' THEN next_poll_at"
+            " ELSE MIN(next_poll_at, ?) END WHERE id = ?",
+            (message_id, due_at, due_at, job_id),
+        )
 
 
 class Store(Queries):
@@ -1188,17 +1262,59 @@ class Store(Queries):
         async with self.write() as tx:
             return await tx.finish_job(job_id, status, outputs, error, finished_at)
 
-    async def mark_announced(self, job_id: int, at: float) -> bool:
-        """Record that the result was posted (UTC epoch seconds); True only the first time."""
+    async def mark_announced(
+        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+    ) -> bool:
+        """Record that the result was delivered (UTC epoch seconds) by ``route``.
+
+        Returns:
+            True only the first time: a job is delivered once.
+        """
         async with self.write() as tx:
-            return await tx.mark_announced(job_id, at)
+            return await tx.mark_announced(job_id, at, route)
+
+    async def schedule_delivery(
+        self,
+        job_id: int,
+        route: DeliveryRoute,
+        attempts: int,
+        next_at: float,
+        error: str | None,
+    ) -> None:
+        """Set the next delivery attempt of a finished job (``next_at``: UTC epoch seconds)."""
+        async with self.write() as tx:
+            await tx.schedule_delivery(job_id, route, attempts, next_at, error)
+
+    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
+        """Take finished jobs out of the due deliveries until ``until`` (UTC epoch seconds)."""
+        if job_ids:
+            async with self.write() as tx:
+                await tx.lease_deliveries(job_ids, until)
+
+    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+        """Stop watching a pending job at ``at`` (UTC epoch seconds), or resume (None).
+
+        Returns:
+            Whether the job was still pending.
+        """
+        async with self.write() as tx:
+            return await tx.set_unwatched(job_id, at)
 
     async def set_progress_at(self, job_id: int, at: float) -> None:
         """Record when the placeholder was last updated (UTC epoch seconds)."""
         async with self.write() as tx:
             await tx.set_progress_at(job_id, at)
 
-    async def set_job_message(self, job_id: int, message_id: int) -> None:
-        """Record the job's placeholder message id."""
+    async def set_job_message(
+        self, job_id: int, message_id: int, due_at: float | None = None
+    ) -> None:
+        """Record the job's placeholder message id; a pending job falls due by ``due_at``.
+
+        Args:
+            job_id: the job.
+            message_id: the placeholder's Discord message id.
+            due_at: poll the job no later than this (UTC epoch seconds); None leaves its
+                schedule alone.
+        """
         async with self.write() as tx:
-            await tx.set_job_message(job_id, message_id)
+            await tx.set_job_message(job_id, message_id, due_at)

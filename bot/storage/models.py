@@ -31,6 +31,20 @@ class JobStatus(StrEnum):
     FAILED = "failed"
 
 
+class DeliveryRoute(StrEnum):
+    """Where a finished job's result is shown, in fallback order (docs/architecture.md).
+
+    ``PLACEHOLDER``: the placeholder is edited into the result; ``CHANNEL``: a new message in
+    the job's channel; ``DM``: a direct message to the requester; ``JOBS``: nowhere else took
+    it, and ``/jobs`` lists it for the requester.
+    """
+
+    PLACEHOLDER = "placeholder"
+    CHANNEL = "channel"
+    DM = "dm"
+    JOBS = "jobs"
+
+
 @dataclass(frozen=True, slots=True)
 class GuildSettings:
     """A guild's own settings; a guild without a row gets :meth:`default`.
@@ -178,6 +192,14 @@ class Job(NewJob):
         poll_count: how many polls were made.
         announced_at: when the result was posted to Discord, UTC epoch seconds; None = not yet.
         last_progress_at: when the placeholder was last updated, UTC epoch seconds.
+        unwatched_at: when the poller stopped watching it, still processing past the job
+            timeout, UTC epoch seconds; None while watched. It stays PENDING.
+        delivery_route: the route the next delivery attempt takes; once delivered, the route
+            that showed it.
+        delivery_attempts: delivery attempts that failed transiently so far.
+        next_delivery_at: when to attempt delivery next, UTC epoch seconds; None while pending
+            or once delivered.
+        delivery_error: the last delivery failure, for people; None if none.
     """
 
     id: int
@@ -188,6 +210,11 @@ class Job(NewJob):
     poll_count: int
     announced_at: float | None
     last_progress_at: float | None
+    unwatched_at: float | None = None
+    delivery_route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+    delivery_attempts: int = 0
+    next_delivery_at: float | None = None
+    delivery_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from . import permissions as perms
 from .actions import UserActions
+from .errors import DiscordAPIError
 from .gateway import GatewayHub, GatewaySession
 from .interactions import (
     InteractionState,
@@ -99,6 +100,7 @@ class DiscordEmulator(UserActions):
         self.command_overrides: set[tuple[int, str]] = set()
         self.command_syncs = 0
         self._rate_limits: list[list[Any]] = []
+        self._errors: list[list[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.host = "127.0.0.1"
@@ -358,6 +360,26 @@ class DiscordEmulator(UserActions):
     ) -> None:
         """Answer the next ``count`` requests whose path contains ``path_contains`` with 429."""
         self._rate_limits.append([path_contains, count, retry_after])
+
+    def inject_error(
+        self,
+        path_contains: str,
+        error: DiscordAPIError,
+        *,
+        method: str | None = None,
+        count: int = 1,
+    ) -> None:
+        """Answer the next ``count`` requests (of ``method``, if given) whose path contains
+        ``path_contains`` with ``error`` (e.g. a 500, or 403 / 50001 missing access)."""
+        self._errors.append([path_contains, method, count, error])
+
+    def take_error(self, method: str, path: str) -> DiscordAPIError | None:
+        for entry in self._errors:
+            if entry[2] > 0 and entry[0] in path and entry[1] in (None, method):
+                entry[2] -= 1
+                error: DiscordAPIError = entry[3]
+                return error
+        return None
 
     def take_rate_limit(self, path: str) -> float | None:
         for entry in self._rate_limits:

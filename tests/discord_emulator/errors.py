@@ -85,6 +85,10 @@ def unknown_guild() -> DiscordAPIError:
     return DiscordAPIError(404, 10004, "Unknown Guild")
 
 
+def unknown_user() -> DiscordAPIError:
+    return DiscordAPIError(404, 10013, "Unknown User")
+
+
 def unknown_member() -> DiscordAPIError:
     return DiscordAPIError(404, 10007, "Unknown Member")
 
@@ -131,3 +135,7 @@ def not_found() -> DiscordAPIError:
 
 def invalid_json() -> DiscordAPIError:
     return DiscordAPIError(400, 50109, "The request body contains invalid JSON.")
+
+
+def cannot_dm() -> DiscordAPIError:
+    return DiscordAPIError(403, 50007, "Cannot send messages to this user")

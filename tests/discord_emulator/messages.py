@@ -149,7 +149,7 @@ class MessageService:
         message = Message(
             id=self.world.snowflake(),
             channel_id=channel_id,
-            guild_id=channel.guild_id,
+            guild_id=channel.guild_id or None,  # 0: a DM channel
             author_id=self.world.bot_user.id,
             content=str(payload.get("content") or ""),
             embeds=list(payload.get("embeds") or []),

@@ -16,6 +16,7 @@ TEXT_CHANNEL = 0
 PUBLIC_THREAD = 11
 FORUM_CHANNEL = 15
 THREAD_TYPES = (10, 11, 12)
+DM_CHANNEL = 1
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
 
@@ -245,6 +246,20 @@ class World:
         self.messages: dict[int, Message] = {}
         self.attachments: dict[int, Attachment] = {}
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
+        self.dm_recipients: dict[int, int] = {}
+        """DM channel id -> the user the bot talks to there."""
+        self.closed_dms: set[int] = set()
+        """Users whose privacy settings refuse the bot's DMs (50007)."""
+
+    def open_dm(self, user_id: int) -> Channel:
+        """Return the bot's DM channel with ``user_id``, created on first use."""
+        for channel_id, recipient in self.dm_recipients.items():
+            if recipient == user_id:
+                return self.channels[channel_id]
+        channel = Channel(id=self.snowflake(), guild_id=0, name="", type=DM_CHANNEL)
+        self.channels[channel.id] = channel
+        self.dm_recipients[channel.id] = user_id
+        return channel
 
     def add_user(self, name: str, *, bot: bool = False) -> User:
         """Create a global user."""
@@ -298,8 +313,11 @@ class World:
         return member, True
 
     def bot_permissions(self, channel_id: int) -> int:
-        """The bot's computed permissions in a channel (a thread's are its parent's)."""
+        """The bot's computed permissions in a channel (a thread's are its parent's; in a DM,
+        what any user has)."""
         channel = self.channels[channel_id]
+        if channel.type == DM_CHANNEL:
+            return perms.DM_PERMISSIONS
         if channel.is_thread and channel.parent_id is not None:
             channel = self.channels[channel.parent_id]
         return perms.compute_permissions(self.guilds[channel.guild_id], channel, self.bot_user.id)

@@ -99,3 +99,9 @@ def compute_permissions(guild: Guild, channel: Channel | None, user_id: int) -> 
     if not base & VIEW_CHANNEL:
         return 0
     return base
+
+
+#: What anyone may do in a DM (there are no overwrites there).
+DM_PERMISSIONS = (
+    VIEW_CHANNEL | SEND_MESSAGES | EMBED_LINKS | ATTACH_FILES | READ_MESSAGE_HISTORY | ADD_REACTIONS
+)

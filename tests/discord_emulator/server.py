@@ -22,6 +22,7 @@ from .payloads import (
     member_payload,
     message_payload,
     role_payload,
+    user_payload,
 )
 from .recorder import RecordedFile, RecordedRequest
 from .routing import API_PREFIX, FILES, PAYLOAD, RESPONSE, ROUTE, _flag, _int
@@ -35,6 +36,7 @@ class RestApi(InteractionRoutes):
         add = app.router.add_route
         routes: list[tuple[str, str, Any]] = [
             ("GET", "/users/@me", self.get_me),
+            ("POST", "/users/@me/channels", self.create_dm),
             ("GET", "/gateway", self.get_gateway),
             ("GET", "/gateway/bot", self.get_gateway_bot),
             ("GET", "/oauth2/applications/@me", self.get_application),
@@ -113,6 +115,9 @@ class RestApi(InteractionRoutes):
             request[PAYLOAD] = record.json
             request[FILES] = record.files
             limited = self.emu.take_rate_limit(record.path)
+            injected = self.emu.take_error(request.method, record.path)
+            if injected is not None:
+                raise injected
             if limited is not None:
                 response: web.StreamResponse = self._rate_limited(request, limited)
             else:
@@ -196,6 +201,22 @@ class RestApi(InteractionRoutes):
 
     async def get_me(self, request: web.Request) -> web.Response:
         return self._json(request, me_payload(self.world.bot_user))
+
+    async def create_dm(self, request: web.Request) -> web.Response:
+        payload = request[PAYLOAD] or {}
+        user_id = _int(str(payload.get("recipient_id", "")), err.unknown_user())
+        user = self.world.users.get(user_id)
+        if user is None:
+            raise err.unknown_user()
+        channel = self.world.open_dm(user_id)
+        data = {
+            "id": str(channel.id),
+            "type": channel.type,
+            "last_message_id": None,
+            "recipients": [user_payload(user)],
+            "flags": 0,
+        }
+        return self._json(request, data)
 
     async def get_gateway(self, request: web.Request) -> web.Response:
         return self._json(request, {"url": self.emu.gateway_url})
@@ -292,6 +313,8 @@ class RestApi(InteractionRoutes):
     async def post_message(self, request: web.Request) -> web.Response:
         channel_id = self._channel_id(request)
         payload = request[PAYLOAD] or {}
+        if self.world.dm_recipients.get(channel_id) in self.world.closed_dms:
+            raise err.cannot_dm()
         have = self.emu.msgs.check_send(channel_id, payload, request[FILES])
         extra: dict[str, Any] = {}
         ref = payload.get("message_reference")

@@ -151,11 +151,13 @@ def bot_env(
     }
 
 
-async def open_world(world_dir: Path, *, sandbox: bool = False) -> World:
+async def open_world(
+    world_dir: Path, *, sandbox: bool = False, overrides: dict[str, str] | None = None
+) -> World:
     """Start both emulators and the bot; return once its commands are synced.
 
     With ``sandbox`` the bot gets no ``GENAPI_*`` settings and runs its own built-in emulator;
-    the world's API emulator is then idle.
+    the world's API emulator is then idle. ``overrides`` replace parts of the bot's environment.
     """
     clock = OffsetClock()
     discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=clock)
@@ -171,6 +173,7 @@ async def open_world(world_dir: Path, *, sandbox: bool = False) -> World:
     env = bot_env(world_dir, discord, api, key)
     if sandbox:
         del env["GENAPI_BASE_URL"], env["GENAPI_API_KEY"]
+    env.update(overrides or {})
     bot = BotProcess(env, world_dir / "bot.log")
     await bot.start()
     await discord.wait_ready(timeout=60)

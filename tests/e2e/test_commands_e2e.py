@@ -1,6 +1,5 @@
 """The real bot process, driven the way Discord drives it, against the API emulator."""
 
-import asyncio
 import time
 
 import pytest
@@ -181,12 +180,11 @@ async def test_a_deleted_placeholder_does_not_stop_the_job(world: World) -> None
     world.discord.delete_message(world.channel.id, placeholder.id)
     task_ids = [t for t, task in world.api.tasks.items() if task.status == "processing"]
     assert task_ids
-    deadline = time.monotonic() + 40
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.5)
-        if "finished but its placeholder is gone" in world.bot.log():
-            break
-    assert "finished but its placeholder is gone" in world.bot.log()
+    # The paid result is posted anew (issue 9, item 3), pinging its requester.
+    result = await world.discord.wait_for_message(
+        lambda m: "vanishing" in str(m.embeds) and "/files/" in m.content, timeout=40
+    )
+    assert result.pinged_user_ids() == {world.member.id}
     usage = await world.command("usage", {})
     assert (await world.answer(usage)).embeds  # the bot still answers
 

@@ -1,0 +1,160 @@
+"""Delivering finished jobs through Discord's failures (issue 9, items 3, 6 and 7).
+
+Each scenario makes Discord refuse something the way it does in production (a deleted
+placeholder, a channel the bot lost, a 503, a 413, a slow placeholder post) and checks what the
+requester ends up seeing: the result, once, with the file attached when it fits.
+"""
+
+import sqlite3
+
+import pytest
+
+from tests.discord_emulator.errors import DiscordAPIError
+from tests.discord_emulator.models import Message
+from tests.e2e.harness import MEMBER_PERMISSIONS, World
+from tests.e2e.test_commands_e2e import submit_video, video_model
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def file_name(message: Message) -> str:
+    """The provider's file name of the video linked in ``message`` (``<task_id>.mp4``)."""
+    url = next(word for word in message.content.split() if "/files/" in word)
+    return url.rsplit("/", 1)[1]
+
+
+def delivery_route(world: World, prompt: str) -> str:
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        row = db.execute(
+            "SELECT delivery_route FROM jobs WHERE prompt_summary = ?", (prompt,)
+        ).fetchone()
+    return str(row[0])
+
+
+async def test_a_finished_video_is_attached_under_the_providers_file_name(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    _, placeholder = await submit_video(world, "a heron taking off")
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+    )
+    (attachment,) = done.attachments
+    assert attachment.filename == file_name(done)
+    assert attachment.data.startswith(b"\x00\x00\x00\x18ftyp")
+    assert "Attached as" in str(done.embeds)
+
+
+async def test_a_transient_discord_failure_is_retried_and_shown_once(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    _, placeholder = await submit_video(world, "a tram in the rain")
+    unavailable = DiscordAPIError(503, 0, "503: Service Unavailable")
+    world.discord.inject_error(f"/messages/{placeholder.id}", unavailable, method="PATCH")
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=90
+    )
+    finals = [v for v in done.history if "/files/" in (v.get("content") or "")]
+    assert len(finals) == 1
+    reply = await world.discord.wait_for_message(
+        lambda m: str((m.message_reference or {}).get("message_id")) == str(placeholder.id),
+        include_existing=True,
+    )
+    assert reply.pinged_user_ids() == {world.member.id}
+    failed = [
+        r
+        for r in world.discord.requests
+        if r.method == "PATCH" and str(placeholder.id) in r.path and r.status == 503
+    ]
+    assert len(failed) == 1  # then a backoff, not a storm
+
+
+async def test_a_deleted_placeholder_gets_the_result_as_a_new_message(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 4.0)
+    _, placeholder = await submit_video(world, "a lantern on a lake")
+    world.discord.delete_message(world.channel.id, placeholder.id)
+    result = await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.channel.id and "/files/" in m.content, timeout=40
+    )
+    assert result.pinged_user_ids() == {world.member.id}
+    assert [a.filename for a in result.attachments] == [file_name(result)]
+    assert "lantern" in str(result.embeds)
+    assert delivery_route(world, "a lantern on a lake") == "channel"
+
+
+async def test_a_channel_the_bot_lost_gets_the_result_by_direct_message(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 4.0)
+    lost = world.discord.add_channel(world.guild.id, "soon-hidden")
+    model = video_model(world)
+    handle = await world.command(
+        "video",
+        {"prompt": "a glacier calving", "model": model["id"], "duration": model["durations"][0]},
+        channel_id=lost.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    await world.answer(handle)
+    await world.discord.wait_for_message(
+        lambda m: m.channel_id == lost.id and "glacier" in str(m.embeds), include_existing=True
+    )
+    world.discord.revoke_channel_access(lost.id)  # edits and posts there now get 403 50001
+    dm = await world.discord.wait_for_message(
+        lambda m: m.channel_id in world.discord.world.dm_recipients and "/files/" in m.content,
+        timeout=40,
+    )
+    assert world.discord.world.dm_recipients[dm.channel_id] == world.member.id
+    assert "glacier" in str(dm.embeds)
+    assert f"<#{lost.id}>" in dm.content
+    assert delivery_route(world, "a glacier calving") == "dm"
+
+
+async def test_a_video_over_the_upload_limit_is_linked_with_the_reason(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    world.api.set_file_size(11 * 1024 * 1024)  # over the 10 MiB of a guild without boosts
+    try:
+        _, placeholder = await submit_video(world, "a storm over the plains")
+        done = await world.discord.wait_for_edit(
+            placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        )
+    finally:
+        world.api.set_file_size(None)
+    assert done.attachments == []
+    assert "upload limit (10 MB)" in str(done.embeds)
+
+
+async def test_discord_refusing_the_file_as_too_large_falls_back_to_the_link(
+    world: World,
+) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    _, placeholder = await submit_video(world, "a bridge in fog")
+    too_large = DiscordAPIError(413, 40005, "Request entity too large")
+    world.discord.inject_error(f"/messages/{placeholder.id}", too_large, method="PATCH")
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+    )
+    assert done.attachments == []
+    assert "too large" in str(done.embeds)
+
+
+async def test_an_instant_job_ends_in_its_placeholder_even_if_posting_it_was_slow(
+    world: World,
+) -> None:
+    world.api.set_task_duration(lambda model, body: 0.0)
+    quiet = world.discord.add_channel(world.guild.id, "instant")  # no other traffic there
+    # The placeholder's post waits out a 429 (longer than a first poll waits, 10 s) while the
+    # service has already finished the job.
+    world.discord.inject_rate_limit(f"/channels/{quiet.id}/messages", retry_after=14.0)
+    prompt = "a paper boat racing"
+    model = video_model(world)
+    handle = await world.command(
+        "video",
+        {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]},
+        channel_id=quiet.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    await world.answer(handle, timeout=30)
+    placeholder = await world.discord.wait_for_message(
+        lambda m: m.channel_id == quiet.id and prompt in str(m.embeds), include_existing=True
+    )
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+    )
+    assert done.id == placeholder.id
+    shown = [m for m in world.discord.channel_messages(quiet.id) if prompt in str(m.embeds)]
+    assert [m.id for m in shown] == [placeholder.id]

@@ -1,0 +1,71 @@
+"""An outage longer than JOB_TIMEOUT_SECONDS: every video finished meanwhile is still shown.
+
+Issue 9, item 1: the poller failed a job from its age before polling it, so a restart after
+more than the timeout threw away results the service had finished (and charged for). The
+timeout is scaled down to a few seconds for this bot process.
+"""
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.sandbox.catalogue import catalogue_json
+from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+TIMEOUT = 5.0
+"""JOB_TIMEOUT_SECONDS of this bot process."""
+
+PROMPTS = ("a harbour at night", "a kite over the dunes")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    opened = await open_world(
+        Path(tmp_path_factory.mktemp("outage")), overrides={"JOB_TIMEOUT_SECONDS": str(TIMEOUT)}
+    )
+    yield opened
+    await close_world(opened)
+    assert opened.discord.unhandled == []
+    assert opened.discord.server_errors == []
+    log = opened.bot.log()
+    assert opened.key not in log
+    assert BOT_TOKEN not in log
+    assert "Traceback" not in log
+
+
+async def test_every_job_pending_through_a_long_outage_is_shown_none_failed(world: World) -> None:
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    world.api.set_task_duration(lambda model, body: 2.0)
+    placeholders = []
+    for prompt in PROMPTS:
+        handle = await world.command(
+            "video", {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]}
+        )
+        await world.answer(handle)
+        placeholders.append(
+            await world.discord.wait_for_message(
+                lambda m, p=prompt: p in str(m.embeds), include_existing=True
+            )
+        )
+    # Down before the first poll (a new model's first poll waits 10 s), and for longer than
+    # the timeout: the service finishes every task meanwhile.
+    await world.bot.kill()
+    await asyncio.sleep(TIMEOUT + 3)
+    assert all("/files/" not in p.content for p in world.discord.messages.values())
+
+    await world.bot.start()
+    for placeholder in placeholders:
+        done = await world.discord.wait_for_edit(
+            placeholder.id, lambda m: "/files/" in m.content or "ailed" in str(m.embeds), 60
+        )
+        assert "/files/" in done.content, f"not shown: {done.embeds}"
+        assert "ailed" not in str(done.embeds)
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        statuses = [r[0] for r in db.execute("SELECT status FROM jobs").fetchall()]
+    assert statuses == ["completed"] * len(PROMPTS)
