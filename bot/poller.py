@@ -1,8 +1,9 @@
 """The background task that finishes every pending job (videos and asynchronous images).
 
 Jobs live in the database, so a restart (kill -9 included) loses none: :meth:`Poller.run`
-first announces jobs that finished but were not yet shown, then polls whatever is due. Each job
-is finished once (``Store.finish_job`` succeeds only for a pending job) and announced once.
+polls whatever is due and delivers whatever finished and is not yet shown. Each job is polled
+first, then settled once (``Store.finish_job`` succeeds only for a pending job), then delivered
+once, with its own retries and fallbacks (docs/architecture.md, "Delivery").
 
 Polls go through the client's per-key limiter at background priority, so they never take the
 slots interactive commands keep, and at most ``per_key_in_flight`` polls of one key wait in that
