@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 import discord
@@ -12,10 +13,18 @@ from bot.app import GenBot
 from bot.errors import ValidationFailed
 from bot.interactions import requester
 from bot.render import NO_PINGS, job_list_pages
+from bot.storage.models import Job
 from cogs.models import Pager
 
 JOBS_LISTED: Final = 50
 """The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""
+
+RECHECKED_PER_LISTING: Final = 3
+"""Jobs no longer watched that one ``/jobs`` polls again (each poll is one of the key's 30
+requests a minute)."""
+
+RECHECK_SECONDS: Final = 8.0
+"""How long one such poll may take, waiting for the key's rate budget included."""
 
 
 class JobsCog(commands.Cog):
@@ -49,6 +58,7 @@ class JobsCog(commands.Cog):
         user_id = None if everyone else (member.id if member is not None else who.user_id)
         services = self.bot.services
         jobs = await services.store.recent_jobs(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
+        jobs = await self._check_again(jobs)
         now = services.clock.time()
         estimates = {
             job.id: await services.schedule.estimated_finish(job.model, job.created_at, now=now)
@@ -70,6 +80,27 @@ class JobsCog(commands.Cog):
             await interaction.edit_original_response(
                 embed=pages[0], view=Pager(pages, who.user_id), allowed_mentions=NO_PINGS
             )
+
+    async def _check_again(self, jobs: list[Job]) -> list[Job]:
+        """Poll again the listed jobs the poller stopped watching, so the list is current.
+
+        A job still processing past ``JOB_TIMEOUT_SECONDS`` is no longer polled on a schedule
+        (bot/poller.py); its placeholder sends its requester here. At most
+        :data:`RECHECKED_PER_LISTING` of them, newest first, each within
+        :data:`RECHECK_SECONDS`: the answer is deferred, but a key's rate budget is shared.
+        A job found finished is delivered by the poller's next pass, by the usual routes.
+        """
+        stale = [job for job in jobs if job.status == "pending" and job.unwatched_at is not None]
+        fresh: dict[int, Job] = {}
+        for job in stale[:RECHECKED_PER_LISTING]:
+            try:
+                async with asyncio.timeout(RECHECK_SECONDS):
+                    again = await self.bot.poller.recheck(job.id)
+            except TimeoutError:
+                continue
+            if again is not None:
+                fresh[job.id] = again
+        return [fresh.get(job.id, job) for job in jobs]
 
 
 async def setup(bot: GenBot) -> None:

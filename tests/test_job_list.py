@@ -33,6 +33,8 @@ class Listed:
     guild_id: int = GUILD
     channel_id: int = CHANNEL
     message_id: int | None = None
+    unwatched_at: float | None = None
+    delivery_route: str = "placeholder"
 
 
 def text(embed: discord.Embed) -> str:
@@ -135,3 +137,30 @@ def test_long_prompts_reasons_and_urls_stay_within_discords_limits() -> None:
 def test_no_jobs_is_one_page_saying_so() -> None:
     (page,) = job_list_pages([], now=NOW, estimates={}, whose="your", show_requester=False)
     assert "No jobs" in (page.description or "")
+
+
+def test_a_job_no_longer_watched_says_so_and_that_jobs_checks_it() -> None:
+    (page,) = job_list_pages(
+        [Listed(1, unwatched_at=NOW - 30)],
+        now=NOW,
+        estimates={},
+        whose="your",
+        show_requester=False,
+    )
+    shown = text(page)
+    assert "Still processing at the service" in shown
+    assert "checked again now" in shown
+    assert "no estimate" not in shown
+
+
+def test_a_result_only_reachable_here_says_so() -> None:
+    done = Listed(
+        1,
+        status="completed",
+        finished_at=NOW - 5,
+        outputs=("https://cdn.example.com/1.mp4",),
+        delivery_route="jobs",
+    )
+    (page,) = job_list_pages([done], now=NOW, estimates={}, whose="your", show_requester=False)
+    assert "could not be posted in its channel or by DM" in text(page)
+    assert "https://cdn.example.com/1.mp4" in text(page)

@@ -51,6 +51,14 @@ class ListedJob(JobView, Protocol):
     def message_id(self) -> int | None:
         """Its placeholder or result message; None if none was posted."""
 
+    @property
+    def unwatched_at(self) -> float | None:
+        """When the poller stopped watching it (still processing past the job timeout)."""
+
+    @property
+    def delivery_route(self) -> str:
+        """How its result was (or will be) shown: ``placeholder``, ``channel``, ``dm``, ``jobs``."""
+
 
 def message_link(guild_id: int, channel_id: int, message_id: int) -> str:
     """Return a Discord jump link to a message (``https://discord.com/channels/g/c/m``)."""
@@ -143,6 +151,13 @@ def _entry(
 
 def _status_line(job: ListedJob, status: str, now: float, estimate: float | None) -> str:
     started = f"started <t:{int(job.created_at)}:R>"
+    if status == "pending" and job.unwatched_at is not None:
+        # /jobs has just polled it again (cogs/jobs.py): say so, rather than a stale estimate.
+        elapsed = format_duration(max(0.0, now - job.created_at))
+        return (
+            f"Still processing at the service after {elapsed} · {started} · checked again now;"
+            " the bot no longer checks it by itself, `/jobs` does"
+        )
     if status == "pending":
         elapsed = format_duration(max(0.0, now - job.created_at))
         ready = f"ready <t:{int(estimate)}:R>" if estimate is not None else "no estimate yet"
@@ -152,7 +167,10 @@ def _status_line(job: ListedJob, status: str, now: float, estimate: float | None
         took = ""
         if job.finished_at is not None:
             took = f" in {format_duration(job.finished_at - job.created_at)}"
-        return f"Completed{took} ·{when or ' ' + started}"
+        line = f"Completed{took} ·{when or ' ' + started}"
+        if job.delivery_route == "jobs":
+            line += " · could not be posted in its channel or by DM: the links here are its result"
+        return line
     reason = truncate(_plain(one_line(job.error or "")), _REASON_CHARS)
     if status == "failed":
         return f"Failed{when}: {reason or NO_REASON}"

@@ -69,3 +69,32 @@ async def test_every_job_pending_through_a_long_outage_is_shown_none_failed(worl
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
         statuses = [r[0] for r in db.execute("SELECT status FROM jobs").fetchall()]
     assert statuses == ["completed"] * len(PROMPTS)
+
+
+async def test_a_job_no_longer_watched_is_checked_again_by_jobs_and_shown(world: World) -> None:
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    world.api.set_task_duration(lambda model, body: 3600.0)  # still processing when unwatched
+    handle = await world.command(
+        "video", {"prompt": "a lantern festival", "model": model["id"], "duration": 5}
+    )
+    await world.answer(handle)
+    placeholder = await world.discord.wait_for_message(
+        lambda m: "a lantern festival" in str(m.embeds), include_existing=True
+    )
+    # Polled past the timeout while still processing: not failed, no longer watched.
+    await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "stopped checking" in str(m.embeds), timeout=60
+    )
+    assert "ailed" not in str(world.discord.messages[placeholder.id].embeds)
+    (task,) = [
+        t for t in world.api.tasks.values() if t.request.get("prompt") == "a lantern festival"
+    ]
+    world.api.complete_task_now(task.task_id)
+
+    listing = await world.answer(await world.command("jobs", {}))
+    assert listing.ephemeral
+    assert "Completed" in str(listing.embeds)
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.content, timeout=30
+    )
+    assert "ailed" not in str(done.embeds)
