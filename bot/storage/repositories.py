@@ -1,0 +1,619 @@
+"""The engine-neutral storage interface: one repository per concern, and the database.
+
+Services, the poller and the cogs depend on these Protocols only; an engine (SQLite in
+:mod:`bot.storage.sqlite`, PostgreSQL in :mod:`bot.storage.postgres`) implements them.
+
+Shapes and units, for every engine:
+
+- Rows are the dataclasses of :mod:`bot.storage.models`.
+- Money is :class:`~decimal.Decimal` cents, exact as the service reported it (budgets admins set
+  stay whole ``int`` cents). How an engine stores it (INTEGER micro-cents in both engines today,
+  see :mod:`bot.storage.money`) is its own business; an amount finer than a micro-cent is
+  stored rounded *up* to the next micro-cent.
+- Times are UTC epoch seconds (``float``). Ids of Discord objects are ``int`` snowflakes.
+
+Transactions:
+
+- Used directly (``db.jobs.finish(...)``), every method is atomic on its own: a method that
+  writes several rows (``guilds.replace_api_key``, ``guilds.reencrypt_keys``) commits all of
+  them or none. Reads made this way see committed data only.
+- ``async with db.transaction() as tx:`` gives the same repositories bound to one transaction:
+  reads see its own writes, it commits when the block exits normally and rolls back (nothing
+  kept) when the block raises or is cancelled. Keep blocks short and free of network calls.
+- A check followed by a write (a budget check and reservation) must not interleave with another
+  one for the same guild, in this process or another: the block calls
+  :meth:`GuildRepository.lock` first, and so does every block that changes what such a check
+  sums (settling a charge). SQLite serialises all write transactions anyway; PostgreSQL takes
+  a per-guild lock held until the transaction ends.
+
+Errors (engines translate their drivers' errors into these; the driver's error is the
+``__cause__``):
+
+- :class:`ConstraintError`: a write broke a constraint of the schema (a negative cost, a cap
+  below 1); nothing of the transaction it ran in is kept once the error leaves the block.
+- :class:`SchemaTooNewError`: at open, the database was written by a newer release.
+- :class:`StorageUnavailableError`: :meth:`Database.ping` got no answer.
+- Anything else the driver raises (a busy or lost connection) propagates as it is; see
+  :mod:`bot.supervisor` for the ones treated as transient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from decimal import Decimal
+from enum import Enum
+from typing import Final, Protocol, TypeAlias
+
+from bot.storage.models import (
+    Charge,
+    ChargeAnomaly,
+    DeliveryRoute,
+    GuildSettings,
+    Job,
+    JobStatus,
+    Kind,
+    NewJob,
+    Reservation,
+    RetiredKey,
+    UsageRow,
+)
+
+
+class StorageError(Exception):
+    """Base of the storage errors that do not depend on the engine."""
+
+
+class ConstraintError(StorageError):
+    """A write broke a constraint of the schema (e.g. a negative amount, a cap below 1).
+
+    Only the conflicts a method documents as expected ("task already recorded") are not errors.
+    The transaction the write ran in is rolled back when the error leaves its block.
+    """
+
+
+class StorageUnavailableError(StorageError):
+    """The database did not answer (closed, unreachable, or refusing connections).
+
+    Raised by :meth:`Database.ping`; the driver's error is the ``__cause__`` (its text never
+    contains a password: engines build it from the error, not from the connection string).
+    """
+
+
+class SchemaTooNewError(StorageError, RuntimeError):
+    """The database was written by a newer version of the bot; start-up must stop.
+
+    Attributes:
+        found: the database's schema version.
+        supported: the newest version this code knows.
+    """
+
+    def __init__(self, found: int, supported: int) -> None:
+        super().__init__(
+            f"The database has schema version {found}, but this version of the bot only knows "
+            f"versions up to {supported}: it was last used by a newer release. Run that release "
+            "(or restore a backup taken before the upgrade); refusing to start so that the "
+            "data is not damaged."
+        )
+        self.found = found
+        self.supported = supported
+
+
+class _Unset(Enum):
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset.UNSET
+"""Sentinel of :meth:`GuildRepository.update_limits`: leave this limit as it is."""
+
+LimitUpdate: TypeAlias = int | _Unset | None
+"""A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
+
+LIMIT_NAMES: Final = (
+    "monthly_budget_cents",
+    "user_daily_budget_cents",
+    "max_pending_videos_per_user",
+    "max_pending_videos_per_guild",
+)
+"""The limits of :class:`~bot.storage.models.GuildSettings` that admins change."""
+
+
+class JobRepository(Protocol):
+    """Asynchronous jobs: storing, polling (with leases), delivery and listing.
+
+    A job is PENDING until :meth:`finish`; a finished job is undelivered until
+    :meth:`mark_announced`. The poller's reads (:meth:`due`, :meth:`due_deliveries`) cost
+    O(due jobs), not O(all jobs): engines serve them from indexes.
+    """
+
+    async def get(self, job_id: int) -> Job | None:
+        """Return the job with the store's id ``job_id``, or None."""
+        ...
+
+    async def by_task(self, task_id: str) -> Job | None:
+        """Return the job of the service's ``task_id``, or None."""
+        ...
+
+    async def insert(self, job: NewJob) -> Job:
+        """Store a PENDING job and return it as stored.
+
+        Idempotent on ``task_id``: if the task is stored already, nothing is written and the
+        stored job is returned.
+
+        Raises:
+            ConstraintError: the job breaks a constraint (e.g. a negative cost).
+        """
+        ...
+
+    # -- polling ------------------------------------------------------------------------------
+
+    async def due(self, now: float, limit: int, *, skip_keys: Collection[str] = ()) -> list[Job]:
+        """Return up to ``limit`` watched pending jobs with ``next_poll_at <= now``, earliest first.
+
+        Args:
+            now: UTC epoch seconds.
+            limit: the most jobs to return (>= 1).
+            skip_keys: key fingerprints whose jobs are left out (keys with no room to poll now),
+                so that one key's backlog cannot fill the batch and starve the others.
+
+        Jobs with ``unwatched_at`` set are never due.
+        """
+        ...
+
+    async def next_due_at(self) -> float | None:
+        """Return the earliest ``next_poll_at`` of the watched pending jobs; None if none."""
+        ...
+
+    async def pending_count(self) -> int:
+        """Return how many jobs are PENDING (watched or not)."""
+        ...
+
+    async def lease(self, job_ids: Collection[int], until: float) -> None:
+        """Take pending jobs out of the due set until ``until`` (UTC epoch seconds).
+
+        The poller leases the jobs it starts polling: their own :meth:`schedule_poll` ends the
+        lease, and if the process dies first they fall due again when it expires. An empty
+        ``job_ids`` writes nothing.
+        """
+        ...
+
+    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
+        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
+
+        A job that is no longer PENDING is left alone.
+        """
+        ...
+
+    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+        """Stop watching a pending job at ``at`` (UTC epoch seconds), or resume it (None).
+
+        Returns:
+            Whether the job was still PENDING (only then is anything changed).
+        """
+        ...
+
+    async def set_progress_at(self, job_id: int, at: float) -> None:
+        """Record when the job's placeholder was last updated (UTC epoch seconds)."""
+        ...
+
+    async def set_message(self, job_id: int, message_id: int, due_at: float | None = None) -> None:
+        """Record the job's placeholder message; a pending job falls due no later than ``due_at``.
+
+        Args:
+            job_id: the job.
+            message_id: the placeholder's Discord message id.
+            due_at: poll the pending job no later than this (UTC epoch seconds); an earlier
+                ``next_poll_at`` stays. None, or a finished job: the schedule is left alone.
+        """
+        ...
+
+    async def finish(
+        self,
+        job_id: int,
+        status: JobStatus,
+        outputs: Sequence[str],
+        error: str | None,
+        finished_at: float,
+    ) -> bool:
+        """Mark a pending job COMPLETED or FAILED; it becomes due for delivery at ``finished_at``.
+
+        Args:
+            job_id: the job.
+            status: COMPLETED or FAILED.
+            outputs: result URLs (completed jobs), in the service's order.
+            error: failure text for people (failed jobs); None otherwise.
+            finished_at: UTC epoch seconds.
+
+        Returns:
+            True only the first time (a job finishes exactly once); False if it was not pending.
+
+        Raises:
+            ValueError: ``status`` is PENDING.
+        """
+        ...
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    async def due_deliveries(self, now: float, limit: int) -> list[Job]:
+        """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first.
+
+        Due means ``next_delivery_at <= now`` (UTC epoch seconds).
+        """
+        ...
+
+    async def next_delivery_at(self) -> float | None:
+        """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
+        ...
+
+    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
+        """Take undelivered jobs out of the due deliveries until ``until`` (UTC epoch seconds).
+
+        An empty ``job_ids`` writes nothing.
+        """
+        ...
+
+    async def schedule_delivery(
+        self,
+        job_id: int,
+        route: DeliveryRoute,
+        attempts: int,
+        next_at: float,
+        error: str | None,
+    ) -> None:
+        """Set a finished, undelivered job's next delivery attempt.
+
+        Args:
+            job_id: the job.
+            route: the route the next attempt takes.
+            attempts: transient failures on that route so far.
+            next_at: when to try, UTC epoch seconds.
+            error: the last failure, for people; None if none.
+
+        A pending or delivered job is left alone.
+        """
+        ...
+
+    async def mark_announced(
+        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+    ) -> bool:
+        """Record that the job's result was delivered at ``at`` (UTC epoch seconds) by ``route``.
+
+        Returns:
+            True only the first time: a job is delivered once.
+        """
+        ...
+
+    # -- listing and statistics ---------------------------------------------------------------
+
+    async def recent(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
+        """Return a guild's most recent jobs, newest first, whatever their status (``/jobs``).
+
+        Args:
+            guild_id: the guild.
+            user_id: only this member's jobs; None for the whole guild's.
+            limit: the most jobs to return.
+        """
+        ...
+
+    async def completion_seconds(self, model: str, limit: int = 20) -> list[float]:
+        """Return how long the model's last ``limit`` completed jobs took, seconds, newest first."""
+        ...
+
+    async def pending_videos(self, guild_id: int, *, user_id: int | None = None) -> int:
+        """Return how many of the guild's (or a member's) video jobs are pending and watched.
+
+        A job the poller stopped watching (``unwatched_at`` set) is no longer progressing and
+        does not count toward the pending-video caps.
+        """
+        ...
+
+    async def pending_on_key(self, guild_id: int, key_fingerprint: str) -> dict[Kind, int]:
+        """Return how many of the guild's jobs submitted with the key are pending, by kind.
+
+        Kinds without a pending job are absent.
+        """
+        ...
+
+
+class LedgerRepository(Protocol):
+    """The ledger (charges the service reported), protocol anomalies, and reservations.
+
+    The ledger and the anomalies are append-only. Sums are exact Decimal cents.
+    """
+
+    async def insert_charge(self, charge: Charge) -> bool:
+        """Append the charge to the ledger.
+
+        Returns:
+            False if a charge of the same kind and task was recorded before (nothing written);
+            charges without a task id (text) are always appended.
+
+        Raises:
+            ConstraintError: the charge breaks another constraint (a negative cost...); it never
+                passes for "already recorded".
+            ValueError: an amount is not a finite number.
+        """
+        ...
+
+    async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
+        """Record a reported charge that breaks the protocol (not summed into budgets).
+
+        Returns:
+            False if an anomaly of the same kind and task was recorded before.
+        """
+        ...
+
+    async def spent_since(
+        self, guild_id: int, since: float, *, user_id: int | None = None
+    ) -> Decimal:
+        """Return the cents charged to the guild (or one member in it) at or after ``since``."""
+        ...
+
+    async def recent_costs(self, model: str, limit: int = 20) -> list[Decimal]:
+        """Return the cents of the model's last ``limit`` charges, newest first."""
+        ...
+
+    async def usage(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[UsageRow]:
+        """Return the guild's (or a member's) charges at or after ``since``, per user, kind, model.
+
+        Rows are ordered by cents, largest first, then user id, kind and model.
+        """
+        ...
+
+    async def total(self, guild_id: int) -> Decimal:
+        """Return all cents ever charged to the guild."""
+        ...
+
+    async def last_remaining_credits(self, key_fingerprint: str) -> Decimal | None:
+        """Return the balance, cents, the service last reported for the key; None if never.
+
+        Charges whose reported balance was unusable are skipped.
+        """
+        ...
+
+    async def anomalies(self, guild_id: int, since: float) -> list[ChargeAnomaly]:
+        """Return the guild's protocol anomalies reported at or after ``since``, oldest first."""
+        ...
+
+    async def anomaly_count(self, guild_id: int, since: float) -> int:
+        """Return how many protocol anomalies the guild had at or after ``since``."""
+        ...
+
+    # -- reservations -------------------------------------------------------------------------
+
+    async def add_reservation(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        amount_cents: Decimal,
+        created_at: float,
+        expires_at: float,
+    ) -> Reservation:
+        """Hold ``amount_cents`` (>= 0) for a request in flight until ``expires_at``.
+
+        Raises:
+            ConstraintError: a negative amount.
+        """
+        ...
+
+    async def delete_reservation(self, reservation_id: int) -> bool:
+        """Drop a reservation; False if it was already gone (expired or settled)."""
+        ...
+
+    async def expire_reservations(self, now: float) -> int:
+        """Drop the reservations with ``expires_at <= now``; return how many."""
+        ...
+
+    async def reserved_cents(
+        self, guild_id: int, now: float, *, user_id: int | None = None
+    ) -> Decimal:
+        """Return the cents held by the guild's (or a member's) reservations live at ``now``."""
+        ...
+
+    async def active_reservations(
+        self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None
+    ) -> int:
+        """Return how many unexpired reservations of ``kind`` the guild (or a member) holds."""
+        ...
+
+
+class GuildRepository(Protocol):
+    """Per-guild settings: limits, channels, the notified problem, current and retired API keys.
+
+    Keys are stored Fernet-encrypted only (``ciphertext``) with their last four characters for
+    display; a plaintext key never reaches storage.
+    """
+
+    async def lock(self, guild_id: int) -> None:
+        """Serialise this transaction against every other one that locks ``guild_id``.
+
+        Only meaningful inside :meth:`Database.transaction`; held until it ends. A budget check
+        and the writes that change what it sums call it first.
+        """
+        ...
+
+    async def settings(self, guild_id: int) -> GuildSettings:
+        """Return the guild's settings; :meth:`GuildSettings.default` if it never changed any."""
+        ...
+
+    async def update_limits(
+        self,
+        guild_id: int,
+        *,
+        monthly_budget_cents: LimitUpdate = UNSET,
+        user_daily_budget_cents: LimitUpdate = UNSET,
+        max_pending_videos_per_user: LimitUpdate = UNSET,
+        max_pending_videos_per_guild: LimitUpdate = UNSET,
+    ) -> None:
+        """Change some of the guild's limits.
+
+        Args:
+            guild_id: the guild.
+            monthly_budget_cents: whole cents per UTC calendar month.
+            user_daily_budget_cents: whole cents per member per UTC day.
+            max_pending_videos_per_user: cap on a member's pending videos.
+            max_pending_videos_per_guild: cap on the guild's pending videos.
+
+        Each limit is a value, None (back to the Settings default) or :data:`UNSET` (kept).
+
+        Raises:
+            ConstraintError: a negative budget or a cap below 1.
+        """
+        ...
+
+    async def set_allowed_channels(self, guild_id: int, channel_ids: Iterable[int]) -> None:
+        """Replace the channels the commands may be used in (empty = everywhere)."""
+        ...
+
+    async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
+        """Set (or with None, clear) the channel for admin notices."""
+        ...
+
+    async def set_notified_problem(self, guild_id: int, problem: str | None) -> bool:
+        """Record the problem admins were last told about (None = resolved).
+
+        Returns:
+            True if it changed, i.e. admins should be notified (once per problem).
+        """
+        ...
+
+    # -- API keys -----------------------------------------------------------------------------
+
+    async def set_api_key(self, guild_id: int, ciphertext: bytes, last4: str) -> None:
+        """Store the guild's encrypted API key and its last four characters."""
+        ...
+
+    async def clear_api_key(self, guild_id: int) -> None:
+        """Forget the guild's API key (not retiring it)."""
+        ...
+
+    async def replace_api_key(
+        self,
+        guild_id: int,
+        new: tuple[bytes, str] | None,
+        *,
+        retire: bool,
+        old_fingerprint: str | None,
+        at: float,
+    ) -> None:
+        """Store ``new`` (ciphertext, last4) as the guild's key, or remove its key (None).
+
+        Args:
+            guild_id: the guild.
+            new: the new key's ciphertext and last four characters; None to remove the key.
+            retire: first move the current key to the retired keys if a pending job of the
+                guild uses it (all in one transaction: a pending job's key is never missing).
+            old_fingerprint: the current key's fingerprint; None when it cannot be decrypted
+                now (then it is retired whatever its jobs, as they cannot be counted).
+            at: UTC epoch seconds, the retirement time.
+        """
+        ...
+
+    async def retired_keys(self, guild_id: int) -> list[RetiredKey]:
+        """Return the guild's retired API keys, most recently retired first."""
+        ...
+
+    async def set_retired_fingerprint(self, retired_id: int, key_fingerprint: str) -> None:
+        """Record the fingerprint of a retired key first decrypted after it was retired.
+
+        If the guild has another retired row with that fingerprint, this one is deleted instead.
+        """
+        ...
+
+    async def delete_released_keys(self) -> int:
+        """Delete the retired keys (fingerprint known) no pending job uses; return how many."""
+        ...
+
+    async def reencrypt_keys(self, reencrypt: Callable[[bytes], bytes]) -> int:
+        """Replace every stored ciphertext (current and retired keys) by ``reencrypt(it)``.
+
+        All or none: one transaction.
+
+        Returns:
+            How many ciphertexts were replaced.
+        """
+        ...
+
+
+class MetaRepository(Protocol):
+    """Small named values of bot state (e.g. the hash of the last synced command tree)."""
+
+    async def get(self, key: str) -> str | None:
+        """Return the value stored under ``key``, or None."""
+        ...
+
+    async def set(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+        ...
+
+
+class Repositories(Protocol):
+    """The repositories of one scope: the database itself, or one transaction."""
+
+    @property
+    def jobs(self) -> JobRepository:
+        """Jobs: polling, leases, delivery, listing."""
+        ...
+
+    @property
+    def ledger(self) -> LedgerRepository:
+        """Ledger, anomalies and reservations."""
+        ...
+
+    @property
+    def guilds(self) -> GuildRepository:
+        """Guild settings, limits, channels and keys."""
+        ...
+
+    @property
+    def meta(self) -> MetaRepository:
+        """Small named values (command-sync hash...)."""
+        ...
+
+
+class Database(Repositories, Protocol):
+    """An open database: the repositories plus transactions, health and shutdown.
+
+    Built by an engine's ``open`` (e.g. :meth:`bot.storage.sqlite.SqliteDatabase.open`), which
+    migrates the schema first and raises :class:`SchemaTooNewError` for a newer one.
+    """
+
+    @property
+    def engine(self) -> str:
+        """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""
+        ...
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version the database is at (the engine's own numbering)."""
+        ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Repositories]:
+        """Open one transaction; ``async with db.transaction() as tx:`` yields its repositories.
+
+        Commits when the block exits normally; rolls back when it raises or is cancelled. The
+        yielded repositories must not be used after the block. Not re-entrant: inside the
+        block use only the yielded repositories (an engine may make ``db.*`` wait for the
+        block to end, as SQLite's single writer does).
+        """
+        ...
+
+    async def ping(self) -> None:
+        """Check cheaply that the database answers (a trivial query; for health checks).
+
+        Raises:
+            StorageUnavailableError: the database did not answer.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Close the connections once a write in progress finishes; unusable afterwards."""
+        ...
