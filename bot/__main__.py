@@ -35,7 +35,10 @@ from bot.errors import KeyEncryptionUnavailable
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
+from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
+from bot.logs import RedactionFilter, setup_logging
+from bot.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
@@ -132,9 +135,49 @@ def backup_database(source: Path, target: Path) -> None:
         db.backup(copy)
 
 
-async def run(settings: Settings, *, sync: str) -> None:
+def known_secrets(settings: Settings) -> list[str]:
+    """The secrets in the settings, for the log redaction filter (``bot.logs``)."""
+    secrets = [settings.discord_token.get_secret_value()]
+    if settings.genapi_api_key is not None:
+        secrets.append(settings.genapi_api_key.get_secret_value())
+    if settings.key_encryption_key is not None:
+        encryption_keys = settings.key_encryption_key.get_secret_value().split(",")
+        secrets.extend(part.strip() for part in encryption_keys)
+    return secrets
+
+
+async def serve_health(
+    settings: Settings, bot: GenBot, store: Store, metrics: Metrics
+) -> HealthServer | None:
+    """Start ``/metrics``, ``/livez`` and ``/readyz`` when ``METRICS_PORT`` is set.
+
+    Raises:
+        SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
+    """
+    if settings.metrics_port is None:
+        return None
+    health = HealthServer(
+        bot,
+        metrics,
+        # Any indexed read proves the database answers.
+        ping=lambda: store.get_meta("schema_version"),
+        refresh=lambda: refresh_job_counts(metrics, store.job_state_counts),
+    )
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    try:
+        url = await health.start(settings.metrics_host, settings.metrics_port)
+    except OSError as exc:
+        raise SettingsError(
+            f"METRICS_PORT: cannot listen on {where}: {exc.strerror or exc}"
+        ) from None
+    log.info("metrics and health checks at %s (/metrics, /livez, /readyz)", url)
+    return health
+
+
+async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
+    metrics = Metrics()
     # In sandbox mode the key is not used (a warning below says so), and nothing costs money.
     if (
         settings.genapi_api_key is not None
@@ -174,6 +217,8 @@ async def run(settings: Settings, *, sync: str) -> None:
                 raise SettingsError(
                     f"DATABASE_PATH: cannot keep the sandbox state in {state_path}: {exc}"
                 ) from None
+            if redaction is not None:
+                redaction.add(default_key.get_secret_value())
             await emulator.start()
             stack.push_async_callback(emulator.stop)
             base_url = emulator.base_url
@@ -190,7 +235,10 @@ async def run(settings: Settings, *, sync: str) -> None:
             )
         )
         limiter = RateLimiter(
-            clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
+            clock,
+            limit=settings.genapi_rate_limit,
+            window=settings.genapi_rate_window_seconds,
+            metrics=metrics,
         )
         client = GenAPIClient(
             base_url,
@@ -198,22 +246,30 @@ async def run(settings: Settings, *, sync: str) -> None:
             limiter=limiter,
             clock=clock,
             known_keys=() if default_key is None else (default_key,),
+            metrics=metrics,
         )
-        vault = KeyVault(settings.key_encryption_key)
+        vault = KeyVault(
+            settings.key_encryption_key, on_key=redaction.add if redaction is not None else None
+        )
         services = Services(
             settings=settings,
             clock=clock,
             store=store,
             client=client,
             catalogue=CatalogueCache(client, clock),
-            billing=Billing(store, settings, clock),
+            billing=Billing(store, settings, clock, metrics=metrics),
             vault=vault,
             keys=KeyResolver(store, vault, default_key, clock=clock),
             schedule=PollSchedule(store.completion_seconds),
             sandbox=settings.sandbox,
             default_key=default_key,
+            metrics=metrics,
         )
         bot = GenBot(services, sync=sync)
+        if sync != "only":
+            health = await serve_health(settings, bot, store, metrics)
+            if health is not None:
+                stack.push_async_callback(health.stop)
         # SIGTERM (docker stop, systemd) and Ctrl-C: finish running commands, then close.
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -335,17 +391,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"genbot: backup failed: {exc}", file=sys.stderr)
         return 1
     silence_voice_warnings()
-    logging.basicConfig(
-        level=settings.log_level_number,
-        format="%(asctime)s %(levelname)-8s %(name)s: %(message)s",
-        stream=sys.stderr,
+    redaction = setup_logging(
+        settings.log_level_number, settings.log_format, secrets=known_secrets(settings)
     )
     quiet_library_loggers(settings.log_level_number)
     if command == "rotate-keys":
         return rotate_keys(settings)
     point_discord_at(settings)
     try:
-        asyncio.run(run(settings, sync="only" if command == "sync" else "auto"))
+        asyncio.run(
+            run(settings, sync="only" if command == "sync" else "auto", redaction=redaction)
+        )
     except (SettingsError, SchemaTooNewError) as exc:
         print(f"genbot: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ import json
 import logging
 import pkgutil
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import discord
@@ -27,6 +27,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.metrics import Metrics
 from bot.poller import Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice
@@ -73,6 +74,8 @@ class Services:
     Attributes:
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
+        metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
+            limiter and billing where they are built.
     """
 
     settings: Settings
@@ -86,6 +89,7 @@ class Services:
     schedule: PollSchedule
     sandbox: bool
     default_key: SecretStr | None = None
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 class GenBot(commands.Bot):
@@ -153,6 +157,7 @@ class GenBot(commands.Bot):
             announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
+            metrics=services.metrics,
         )
 
     async def setup_hook(self) -> None:

@@ -1318,3 +1318,18 @@ class Store(Queries):
         """
         async with self.write() as tx:
             await tx.set_job_message(job_id, message_id, due_at)
+
+    # --- ops (issue 14): reads for the metrics; to move into a repository at merge ---
+
+    async def job_state_counts(self) -> dict[tuple[str, str], int]:
+        """Count jobs by ``(state, kind)`` for ``genbot_jobs``.
+
+        States: ``pending``; ``undelivered`` (finished, result not yet shown); ``completed``
+        and ``failed`` (finished and shown, or listed by ``/jobs``).
+        """
+        rows = await self._all(
+            "SELECT CASE WHEN status = 'pending' THEN 'pending' "
+            "WHEN announced_at IS NULL THEN 'undelivered' ELSE status END AS state, "
+            "kind, COUNT(*) AS n FROM jobs GROUP BY state, kind"
+        )
+        return {(str(row["state"]), str(row["kind"])): int(row["n"]) for row in rows}
