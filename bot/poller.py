@@ -358,6 +358,7 @@ class Poller:
     ) -> None:
         if not await self._store.finish_job(job.id, status, outputs, error, self._clock.time()):
             return  # finished already (another pass); delivered from there
+        log.info("job %s %s after %d polls", job.id, status.value, job.poll_count + 1)
         self._schedule.forget(job.model)
         self.wake()  # its delivery is due now
 
@@ -394,6 +395,7 @@ class Poller:
             if outcome.shown:
                 if await self._store.mark_announced(job.id, now, route):
                     self._count_shown(job, route, now)
+                    log.info("job %s shown by %s", job.id, route.value)
                     await self._announcer.notify(job, route)
                 return
             if self._metrics is not None:
