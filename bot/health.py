@@ -163,8 +163,8 @@ class HealthServer:
         return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
 
-JOB_STATES = ("pending", "undelivered", "completed", "failed")
-"""``genbot_jobs`` states: pending, finished but not yet shown, and shown (by status)."""
+JOB_STATES = ("pending", "undelivered")
+"""``genbot_jobs`` states: being made, and finished but not yet shown."""
 
 
 async def refresh_job_counts(

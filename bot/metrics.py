@@ -76,9 +76,15 @@ class Metrics:
         )
         self.jobs = Gauge(
             "genbot_jobs",
-            "Jobs in the database by state (pending, undelivered, delivered) and kind, "
-            "read at each scrape.",
+            "Open jobs by state (pending, undelivered) and kind, read from the database at "
+            "each scrape.",
             ["state", "kind"],
+            registry=r,
+        )
+        self.jobs_finished = Counter(
+            "genbot_jobs_finished",
+            "Jobs the poller saw finish, by status (completed, failed) and kind.",
+            ["status", "kind"],
             registry=r,
         )
         self.poll_lag = Histogram(

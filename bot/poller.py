@@ -359,6 +359,8 @@ class Poller:
         if not await self._store.finish_job(job.id, status, outputs, error, self._clock.time()):
             return  # finished already (another pass); delivered from there
         log.info("job %s %s after %d polls", job.id, status.value, job.poll_count + 1)
+        if self._metrics is not None:
+            self._metrics.jobs_finished.labels(status.value, job.kind.value).inc()
         self._schedule.forget(job.model)
         self.wake()  # its delivery is due now
 

@@ -1322,14 +1322,16 @@ class Store(Queries):
     # --- ops (issue 14): reads for the metrics; to move into a repository at merge ---
 
     async def job_state_counts(self) -> dict[tuple[str, str], int]:
-        """Count jobs by ``(state, kind)`` for ``genbot_jobs``.
+        """Count the open jobs by ``(state, kind)`` for ``genbot_jobs``.
 
-        States: ``pending``; ``undelivered`` (finished, result not yet shown); ``completed``
-        and ``failed`` (finished and shown, or listed by ``/jobs``).
+        States: ``pending`` (being made); ``undelivered`` (finished, result not yet shown).
+        Both read partial indexes: finished and shown jobs, which only grow, are not scanned
+        (a full scan took 130 ms at 100,000 jobs, holding the connection at every scrape).
         """
         rows = await self._all(
-            "SELECT CASE WHEN status = 'pending' THEN 'pending' "
-            "WHEN announced_at IS NULL THEN 'undelivered' ELSE status END AS state, "
-            "kind, COUNT(*) AS n FROM jobs GROUP BY state, kind"
+            "SELECT 'pending' AS state, kind, COUNT(*) AS n FROM jobs "
+            "WHERE status = 'pending' GROUP BY kind "
+            "UNION ALL SELECT 'undelivered', kind, COUNT(*) FROM jobs "
+            "WHERE status <> 'pending' AND announced_at IS NULL GROUP BY kind"
         )
         return {(str(row["state"]), str(row["kind"])): int(row["n"]) for row in rows}

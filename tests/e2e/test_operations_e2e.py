@@ -155,7 +155,8 @@ async def test_metrics_count_a_text_an_image_and_a_video(operated: Operated) -> 
     assert moved("genbot_poll_lag_seconds_count") >= 1
     assert moved("genbot_detection_delay_seconds_count", kind="video") == 1
     assert moved("genbot_deliveries_total", route="placeholder") == 1
-    assert value(after, "genbot_jobs", state="completed", kind="video") >= 1
+    assert moved("genbot_jobs_finished_total", status="completed", kind="video") == 1
+    assert value(after, "genbot_jobs", state="undelivered", kind="video") == 0
     assert value(after, "genbot_jobs", state="pending", kind="video") == 0
     assert value(after, "genbot_ready") == 1
     assert value(after, "genbot_poller_last_pass_timestamp_seconds") > 0
