@@ -159,6 +159,7 @@ async def test_metrics_count_a_text_an_image_and_a_video(operated: Operated) -> 
     assert value(after, "genbot_jobs", state="undelivered", kind="video") == 0
     assert value(after, "genbot_jobs", state="pending", kind="video") == 0
     assert value(after, "genbot_ready") == 1
+    assert ("genbot_gateway_latency_seconds", frozenset({("shard", "0")})) in after
     assert value(after, "genbot_poller_last_pass_timestamp_seconds") > 0
 
 
