@@ -150,14 +150,14 @@ class RedactionFilter(logging.Filter):
 def json_formatter() -> logging.Formatter:
     """The JSON formatter: one object per line.
 
-    Fields: ``time`` (ISO 8601 with its UTC offset), ``level``, ``logger``, ``message``, then
+    Fields: ``time`` (UTC, ISO 8601 to the microsecond), ``level``, ``logger``, ``message``, then
     the context fields that apply and ``exc_info`` for a traceback.
     """
     return JsonFormatter(
-        "{asctime}{levelname}{name}{message}",
+        "{levelname}{name}{message}",
         style="{",
-        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        datefmt="%Y-%m-%dT%H:%M:%S%z",
+        rename_fields={"levelname": "level", "name": "logger"},
+        timestamp="time",  # UTC, ISO 8601 with microseconds
         json_ensure_ascii=False,
     )
 
