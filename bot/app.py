@@ -191,6 +191,11 @@ class GenBot(commands.Bot):
         task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
 
+    @property
+    def closing(self) -> bool:
+        """True once a shutdown began: new commands are refused (``/readyz`` says 503)."""
+        return self._closing
+
     def admit_command(self) -> bool:
         """Count the command running in the current task as in flight, unless shutting down.
 

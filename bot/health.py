@@ -4,7 +4,7 @@ Served by ``aiohttp.web``, which discord.py already brings, on the bot's own eve
 ``/livez`` answer proves that loop runs. In a multi-process deployment each process serves its
 own. The checks of ``/readyz`` (each one a reason in its 503 body):
 
-* ``gateway``: the bot is connected and has received READY (``Client.is_ready``), not closing;
+* ``gateway``: the bot has received READY (``Client.is_ready``) and is not shutting down;
 * ``database``: a trivial query answers within :data:`DATABASE_TIMEOUT` (1 s);
 * ``poller``: the poller finished a pass within :data:`POLLER_STALE_SECONDS` (it passes at
   least every 5 s when idle, so a minute without one means it is stuck or dead).
@@ -59,7 +59,9 @@ async def check_readiness(
         now: the bot's monotonic time, to compare with the poller's last pass.
     """
     reasons: dict[str, str] = {}
-    if bot.is_closed() or not bot.is_ready():
+    if bot.closing or bot.is_closed():
+        reasons["gateway"] = "shutting down"
+    elif not bot.is_ready():
         reasons["gateway"] = "not connected to the Discord gateway (no READY yet)"
     try:
         async with asyncio.timeout(DATABASE_TIMEOUT):
