@@ -19,7 +19,10 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -42,6 +45,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # The library's process_*, python_gc_* and python_info metrics, in our registry.
+        ProcessCollector(registry=r)
+        GCCollector(registry=r)
+        PlatformCollector(registry=r)
         self.upstream_requests = Counter(
             "genbot_upstream_requests",
             "Generation API requests sent, by operation and outcome.",
