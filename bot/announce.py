@@ -111,14 +111,17 @@ def classify(exc: Exception) -> Attempt | None:
     route cannot work.
     """
     if isinstance(exc, discord.RateLimited):
-        return Attempt(shown=False, error="rate limited by Discord", retry_after=exc.retry_after)
+        return Attempt(
+            shown=False, error="rate limited by Discord", retry_after=exc.retry_after, code="429"
+        )
     if isinstance(exc, discord.HTTPException):
         error = f"{exc.status} {exc.code} {exc.text}"[:200]
+        code = str(exc.code) if exc.code else ("429" if exc.status == 429 else f"http_{exc.status}")
         if exc.status >= 500 or exc.status in (401, 408, 429):
-            return Attempt(shown=False, error=error)
-        return Attempt(shown=False, permanent=True, error=error)
+            return Attempt(shown=False, error=error, code=code)
+        return Attempt(shown=False, permanent=True, error=error, code=code)
     if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
-        return Attempt(shown=False, error=f"network: {type(exc).__name__}")
+        return Attempt(shown=False, error=f"network: {type(exc).__name__}", code="network")
     return None
 
 
@@ -248,7 +251,12 @@ class DiscordAnnouncer:
         if route is DeliveryRoute.PLACEHOLDER:
             message = self._message(job)
             if message is None:
-                return Attempt(shown=False, permanent=True, error="no placeholder was posted")
+                return Attempt(
+                    shown=False,
+                    permanent=True,
+                    error="no placeholder was posted",
+                    code="no_placeholder",
+                )
             await message.edit(**parts.edit_kwargs())
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to.

@@ -106,6 +106,7 @@ class GenBot(commands.Bot):
             announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
+            metrics=services.metrics,
         )
 
     async def setup_hook(self) -> None:
@@ -138,6 +139,11 @@ class GenBot(commands.Bot):
         """Run a background task for as long as the bot runs, restarted if it fails."""
         task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
+
+    @property
+    def closing(self) -> bool:
+        """True once a shutdown began: new commands are refused (``/readyz`` says 503)."""
+        return self._closing
 
     def admit_command(self) -> bool:
         """Count the command running in the current task as in flight, unless shutting down.

@@ -20,6 +20,7 @@ DISCORD_API_BASE_URL = "https://discord.com/api/v10"
 DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogFormat = Literal["text", "json"]
 NonNegativeCents = Annotated[int, Field(ge=0)]
 
 
@@ -42,6 +43,9 @@ class Settings(BaseSettings):
     discord_gateway_url: str = DISCORD_GATEWAY_URL
     dev_guild_id: int | None = None
     log_level: LogLevel = "INFO"
+    log_format: LogFormat = "text"
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: str = "127.0.0.1"
     key_encryption_key: SecretStr | None = None
 
     default_guild_monthly_budget_cents: NonNegativeCents | None = None

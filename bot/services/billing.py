@@ -37,6 +37,7 @@ from typing import TypeVar
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached
+from bot.metrics import Metrics
 from bot.storage import (
     Charge,
     ChargeAnomaly,
@@ -193,6 +194,7 @@ class Billing:
         defaults: the Settings whose ``default_*`` fields apply where a guild set nothing.
         clock: the wall clock (UTC epoch seconds) that defines months, days and expiries.
         reservation_ttl: seconds an unsettled reservation holds budget.
+        metrics: counts cents reserved, charged and released; None counts nothing.
     """
 
     def __init__(
@@ -201,8 +203,10 @@ class Billing:
         defaults: Settings,
         clock: Clock,
         reservation_ttl: float = DEFAULT_RESERVATION_TTL,
+        metrics: Metrics | None = None,
     ) -> None:
         self._db = db
+        self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
         self._ttl = reservation_ttl
@@ -275,7 +279,7 @@ class Billing:
                 spent = await tx.ledger.spent_since(guild_id, day_start(now), user_id=user_id)
                 held = await tx.ledger.reserved_cents(guild_id, now, user_id=user_id)
                 _check_budget("user", limits.user_daily_budget_cents - spent - held, needed)
-            return await tx.ledger.add_reservation(
+            reservation = await tx.ledger.add_reservation(
                 guild_id=guild_id,
                 user_id=user_id,
                 kind=kind,
@@ -284,6 +288,8 @@ class Billing:
                 created_at=now,
                 expires_at=now + self._ttl,
             )
+        self._count("reserved", kind, needed)
+        return reservation
 
     @staticmethod
     async def _check_video_caps(
@@ -340,11 +346,19 @@ class Billing:
             )
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
-        return await self._settle(reservation, charge.guild_id, ledger, job, anomaly)
+        stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly)
+        if ledger is not None:
+            self._count("charged", charge.kind, ledger.cost_cents)
+        return stored
 
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge."""
         await self._db.ledger.delete_reservation(reservation.id)
+        self._count("released", reservation.kind, reservation.amount_cents)
+
+    def _count(self, what: str, kind: Kind, cents: Decimal) -> None:
+        if self._metrics is not None:
+            self._metrics.credits(what, kind.value, cents)
 
     async def record_charge(self, charge: Charge) -> None:
         """Record a charge made without a reservation (committed when this returns).
@@ -353,6 +367,8 @@ class Billing:
         """
         ledger, anomaly = charge_anomaly(charge)
         await self._settle(None, charge.guild_id, ledger, None, anomaly)
+        if ledger is not None:
+            self._count("charged", charge.kind, ledger.cost_cents)
 
     async def _settle(
         self,

@@ -317,6 +317,15 @@ class JobRepository(Protocol):
         """
         ...
 
+    async def state_counts(self) -> dict[tuple[str, str], int]:
+        """Count the open jobs by ``(state, kind)``, for the ``genbot_jobs`` gauge.
+
+        States: ``pending`` (being made) and ``undelivered`` (finished, result not yet shown).
+        Pairs with no job are absent. Reads only open jobs (partial indexes), never the
+        finished and shown ones, which only grow.
+        """
+        ...
+
 
 class LedgerRepository(Protocol):
     """The ledger (charges the service reported), protocol anomalies, and reservations.

@@ -295,3 +295,17 @@ class SqliteJobs:
             (guild_id, key_fingerprint),
         )
         return {Kind(row["kind"]): int(row["n"]) for row in rows}
+
+    async def state_counts(self) -> dict[tuple[str, str], int]:
+        """Count the open jobs by ``(state, kind)``: ``pending`` and ``undelivered``.
+
+        Both halves read partial indexes (``jobs_due``, ``jobs_delivery_due``): a full scan took
+        130 ms at 100,000 jobs, holding the reader at every metrics scrape.
+        """
+        rows = await self._sql.all(
+            "SELECT 'pending' AS state, kind, COUNT(*) AS n FROM jobs"
+            " WHERE status = 'pending' GROUP BY kind"
+            " UNION ALL SELECT 'undelivered', kind, COUNT(*) FROM jobs"
+            " WHERE status <> 'pending' AND announced_at IS NULL GROUP BY kind"
+        )
+        return {(str(row["state"]), str(row["kind"])): int(row["n"]) for row in rows}
