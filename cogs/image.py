@@ -7,8 +7,8 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import start_image
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
-from bot.render import image_result
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
@@ -68,20 +68,7 @@ class ImageCog(commands.Cog):
         options = ImageOptions(
             prompt, model, aspect_ratio, mode, source, image_uploaded=image is not None
         )
-        outcome = await self.bot.generation.image(who, options)
-        if outcome.job is not None:
-            link = await self.bot.post_placeholder(outcome.job)
-            await interaction.edit_original_response(content=f"Your image is on its way: {link}")
-            return
-        assert outcome.result is not None
-        parts = image_result(
-            outcome.result,
-            prompt=prompt,
-            model=outcome.model,
-            requester_id=who.user_id,
-            sandbox=self.bot.services.sandbox,
-        )
-        await interaction.edit_original_response(**parts.edit_kwargs())
+        await start_image(interaction, who, options)
 
 
 async def setup(bot: GenBot) -> None:

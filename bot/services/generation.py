@@ -380,6 +380,17 @@ class GenerationService:
             raise ValidationFailed(f"Generation commands are available in {where}.")
         return settings
 
+    async def check_channel(self, who: Requester) -> None:
+        """Refuse as the commands do when ``who`` may not generate in this channel.
+
+        For entry points that ask something before the request (a modal, a price
+        confirmation): the member hears the command's refusal first, not after answering.
+
+        Raises:
+            ValidationFailed: naming the allowed channels.
+        """
+        await self._check_channel(who)
+
     async def catalogue(self, guild_id: int) -> Catalogue:
         """Return the catalogue (cached; fetched with the guild's key if none is cached).
 

@@ -1318,3 +1318,111 @@ class Store(Queries):
         """
         async with self.write() as tx:
             await tx.set_job_message(job_id, message_id, due_at)
+
+    # == cards (issue 12): result requests and the confirmation threshold =======================
+    # New small methods only, kept together so they can move into a repository at merge.
+
+    async def add_result_request(
+        self,
+        *,
+        kind: str,
+        guild_id: int,
+        user_id: int,
+        options: dict[str, Any],
+        outputs: Sequence[str] = (),
+        job_id: int | None = None,
+        at: float,
+    ) -> int:
+        """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
+
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            guild_id: where it was asked.
+            user_id: the requester, who may delete the result.
+            options: the command's options, JSON-serialisable.
+            outputs: result URLs of a synchronous answer.
+            job_id: the job of an asynchronous result (its buttons carry ``j<job_id>``).
+            at: when, UTC epoch seconds.
+        """
+        async with self.write() as tx:
+            return await tx._insert(
+                "INSERT INTO result_requests "
+                "(kind, guild_id, user_id, job_id, options, outputs, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kind,
+                    guild_id,
+                    user_id,
+                    job_id,
+                    json.dumps(options),
+                    json.dumps(list(outputs)),
+                    at,
+                ),
+            )
+
+    async def result_request(self, ref: str) -> ResultRequest | None:
+        """The request behind a button's reference: ``j<job id>`` or ``r<result request id>``."""
+        column = "job_id" if ref.startswith("j") else "id"
+        if not ref[1:].isdigit():
+            return None
+        row = await self._one(
+            f"SELECT * FROM result_requests WHERE {column} = ?",  # column is one of two literals
+            (int(ref[1:]),),
+        )
+        if row is None:
+            return None
+        return ResultRequest(
+            id=int(row["id"]),
+            kind=str(row["kind"]),
+            guild_id=int(row["guild_id"]),
+            user_id=int(row["user_id"]),
+            job_id=None if row["job_id"] is None else int(row["job_id"]),
+            options=json.loads(row["options"]),
+            outputs=tuple(json.loads(row["outputs"])),
+        )
+
+    async def confirm_above_cents(self, guild_id: int) -> Decimal | None:
+        """The guild's confirmation threshold (``/config confirm-above``), cents; None: off."""
+        row = await self._one(
+            "SELECT confirm_above_micro FROM card_settings WHERE guild_id = ?", (guild_id,)
+        )
+        if row is None or row[0] is None:
+            return None
+        return from_micro(int(row[0]))
+
+    async def set_confirm_above_cents(self, guild_id: int, cents: Decimal | None) -> None:
+        """Set the guild's confirmation threshold in cents, or turn it off (None)."""
+        micro = None if cents is None else to_micro(cents)
+        async with self.write() as tx:
+            await tx._run(
+                "INSERT INTO card_settings (guild_id, confirm_above_micro) VALUES (?, ?) "
+                "ON CONFLICT (guild_id) DO UPDATE "
+                "SET confirm_above_micro = excluded.confirm_above_micro",
+                (guild_id, micro),
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRequest:
+    """The stored request behind a result (issue 12's buttons).
+
+    Attributes:
+        id: the row id (``r<id>``).
+        kind: ``"text"``, ``"image"`` or ``"video"``.
+        guild_id: where it was asked.
+        user_id: the requester.
+        job_id: the job of an asynchronous result, else None.
+        options: the command's options as stored (JSON object).
+        outputs: result URLs of a synchronous answer.
+    """
+
+    id: int
+    kind: str
+    guild_id: int
+    user_id: int
+    job_id: int | None
+    options: dict[str, Any]
+    outputs: tuple[str, ...]
+
+
+# == end of cards block ==========================================================================
