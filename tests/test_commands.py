@@ -65,6 +65,10 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "mode",
         "image_url",
         "image",
+        "image_urls",
+        "image2",
+        "image3",
+        "image4",
     ]
     assert list(options_of(commands["video"])) == [
         "prompt",
