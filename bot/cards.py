@@ -14,6 +14,7 @@ import dataclasses
 import logging
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
 
 import discord
 
@@ -159,6 +160,37 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
     await interaction.edit_original_response(**first.edit_kwargs())
     for part in rest:
         await interaction.followup.send(**part.kwargs())
+
+
+def upload_expired(url: str, now: float) -> bool:
+    """Whether a Discord attachment URL's signature has expired (its ``ex`` query parameter).
+
+    Discord signs attachment URLs for about a day (``ex``: expiry, hex UTC epoch seconds); a
+    service asked to fetch an expired one fails after charging, so Again refuses it first.
+    """
+    values = parse_qs(urlsplit(url).query).get("ex")
+    if not values:
+        return False
+    try:
+        return int(values[0], 16) <= now
+    except ValueError:
+        return False
+
+
+def check_uploads_fresh(options: dict[str, Any], now: float) -> None:
+    """Refuse a stored request whose uploaded source image's link has expired.
+
+    Raises:
+        ValidationFailed: saying to use the image again instead.
+    """
+    uploads = list(options.get("uploaded_image_urls") or [])
+    if options.get("image_uploaded") and options.get("image_url"):
+        uploads.append(options["image_url"])
+    if any(upload_expired(str(url), now) for url in uploads):
+        raise ValidationFailed(
+            "The uploaded source image's link has expired; use Animate image or Edit image on "
+            "the image's message, or the command again."
+        )
 
 
 def varied(options: TextOptions) -> TextOptions:

@@ -19,6 +19,8 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.cards import (
     SourceImage,
+    check_uploads_fresh,
+    message_image,
     require_source,
     start_image,
     start_text,
@@ -95,6 +97,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     request = await _request(interaction, ref)
     who = requester(interaction)
     options = request.options
+    check_uploads_fresh(options, interaction.client.services.clock.time())
     if request.kind == "video":
         require_placeholder_permissions(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
@@ -136,7 +139,7 @@ async def _delete(interaction: Interaction, ref: str) -> None:
 async def _source(interaction: Interaction, request: ResultRequest) -> SourceImage:
     assert interaction.client.user is not None
     if interaction.message is not None:
-        found = require_source(interaction.message, interaction.client.user.id)
+        found = message_image(interaction.message, interaction.client.user.id)
         if found is not None:
             return found
     if request.outputs:

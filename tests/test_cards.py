@@ -7,7 +7,7 @@ from pathlib import Path
 import discord
 import pytest
 
-from bot.cards import varied
+from bot.cards import upload_expired, varied
 from bot.clock import ManualClock
 from bot.render import MessageParts
 from bot.render.cards import confirm_above_text, confirm_label, custom_id, result_buttons
@@ -80,3 +80,10 @@ async def test_the_confirmation_threshold_is_off_until_set(store: Store) -> None
     assert await store.confirm_above_cents(5) == Decimal("150.5")
     await store.set_confirm_above_cents(5, None)
     assert await store.confirm_above_cents(5) is None
+
+
+def test_an_expired_discord_upload_link_is_recognised() -> None:
+    url = "https://cdn.discordapp.com/attachments/1/2/a.png?ex=65f0a000&is=1&hm=ff"
+    assert upload_expired(url, now=0x65F0A000)
+    assert not upload_expired(url, now=0x65F0A000 - 1)
+    assert not upload_expired("https://example.com/a.png", now=1e12)
