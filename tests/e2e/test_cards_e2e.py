@@ -200,6 +200,13 @@ async def test_refused_clicks_cost_nothing(world: World) -> None:
     for action in ("Again", "Animate", "Edit", "Vary"):
         refusal = await world.answer(await press(world, results["image"], action, world.member.id))
         assert refusal.ephemeral and "available in" in refusal.content, action
+    for menu in ("Animate image", "Edit image"):
+        refusal = await world.answer(
+            await world.discord.invoke_message_command(
+                menu, results["image"].id, user_id=world.member.id, permissions=MEMBER_PERMISSIONS
+            )
+        )
+        assert refusal.ephemeral and "available in" in refusal.content, menu
     await world.answer(
         await world.command("config", {}, admin=True, group="channels", subcommand="everywhere")
     )
