@@ -16,6 +16,7 @@ from tests.e2e.harness import MEMBER_PERMISSIONS, World
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 IMAGE_MODEL = "black-forest-labs/flux-schnell"
+ASYNC_IMAGE_MODEL = "ideogram/ideogram-v2"
 VIDEO_MODEL = "aurora-lite/text-to-video"
 CHEAPEST_I2V = "aurora-lite/image-to-video"  # 25 c per 5 s, cheaper than Nimbus Pro (image)
 EXPENSIVE_VIDEO = "zenith-ultra/text-to-video"  # 150 c per 5 s: 6 s cost $1.80
@@ -96,7 +97,15 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
         if "custom_id" in item
     ]
     assert labels == ["Again · $0.20", "Vary · $0.20", "Delete"]  # the known video price
-    results.update(image=image, text=text, video=card)
+    await world.answer(
+        await world.command("image", {"prompt": "an owl at night", "model": ASYNC_IMAGE_MODEL})
+    )
+    owl = await world.discord.wait_for_message(
+        lambda m: "an owl at night" in str(m.embeds), include_existing=True
+    )
+    owl = await world.discord.wait_for_edit(owl.id, lambda m: bool(m.attachments), 30)
+    assert set(buttons(owl)) == {"Again", "Vary", "Animate", "Edit", "Delete"}
+    results.update(image=image, text=text, video=card, owl=owl)
 
     identifies = sum(1 for e in world.discord.gateway_received if e.op == 2)
     await world.bot.stop()
@@ -147,6 +156,20 @@ async def test_animate_opens_a_model_select_and_makes_a_video_from_the_image(
     assert sent["model"] == CHEAPEST_I2V
     assert sent["image_url"] == results["image"].embeds[0]["image"]["url"]
     assert ledger(world)[before:] == [(world.member.id, "video", CHEAPEST_I2V)]
+
+
+async def test_an_asynchronous_image_is_animated_from_its_attachment(world: World) -> None:
+    owl = results["owl"]
+    pressed = await press(world, owl, "Animate", world.member.id)
+    await pressed.wait_callback()
+    assert pressed.modal is not None
+    prompt = pressed.modal["components"][0]["components"][0]
+    assert prompt.get("value") == "an owl at night"  # the image's own prompt to start from
+    answer = await world.answer(await world.discord.submit_modal(pressed.modal["custom_id"], {}))
+    assert "on its way" in answer.content
+    sent = last_request(world, "video")
+    assert sent["image_url"] == owl.attachments[0].url  # the result as Discord keeps it
+    assert sent["prompt"] == "an owl at night"
 
 
 async def test_edit_applies_a_new_prompt_to_the_image(world: World) -> None:
@@ -268,26 +291,35 @@ async def test_an_expensive_video_asks_first(world: World) -> None:
     await world.answer(
         await world.command("config", {"dollars": "1.00"}, admin=True, subcommand="confirm-above")
     )
+    buyer = world.discord.add_user("buyer")  # the member may be at the cap of videos by now
     calls = generations(world)
     ask = await world.answer(
-        await world.command("video", {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6})
+        await world.command(
+            "video",
+            {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6},
+            user_id=buyer.id,
+        )
     )
     assert ask.ephemeral and "$1.80" in ask.content
     labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
     assert set(labels) == {"Generate · $1.80", "Cancel"}
     cancel = await world.discord.press_button(
-        ask.id, labels["Cancel"], user_id=world.member.id, permissions=MEMBER_PERMISSIONS
+        ask.id, labels["Cancel"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
     )
     await cancel.wait_callback()
     assert "nothing was charged" in world.discord.messages[ask.id].content
     assert generations(world) == calls
 
     ask = await world.answer(
-        await world.command("video", {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6})
+        await world.command(
+            "video",
+            {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6},
+            user_id=buyer.id,
+        )
     )
     labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
     go = await world.discord.press_button(
-        ask.id, labels["Generate · $1.80"], user_id=world.member.id, permissions=MEMBER_PERMISSIONS
+        ask.id, labels["Generate · $1.80"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
     )
     await go.wait_callback()
     await world.discord.signal.wait_for(
@@ -295,7 +327,7 @@ async def test_an_expensive_video_asks_first(world: World) -> None:
         15,
         "the confirmed video",
     )
-    assert ledger(world)[-1] == (world.member.id, "video", EXPENSIVE_VIDEO)
+    assert ledger(world)[-1] == (buyer.id, "video", EXPENSIVE_VIDEO)
     # Below the threshold it runs at once, as before (asked by the admin: the member may be
     # at the cap of videos in progress).
     cheap = await world.answer(
