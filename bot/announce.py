@@ -35,6 +35,7 @@ from bot.render import completion_reply, job_finished, job_placeholder, job_unwa
 from bot.render import limits as discord_limits
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import is_web_url
+from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,8 @@ class DiscordAnnouncer:
         clock: wall time, for the elapsed time shown.
         sandbox: mark every result as made by the sandbox emulator.
         http: the client results are downloaded with; one is made per download if None.
+        schedule: estimates when a pending job will be ready (shown on its card); None shows
+            no estimate.
     """
 
     def __init__(
@@ -146,8 +149,10 @@ class DiscordAnnouncer:
         clock: Clock,
         sandbox: bool,
         http: httpx.AsyncClient | None = None,
+        schedule: PollSchedule | None = None,
     ) -> None:
         self._client = client
+        self._schedule = schedule
         self._clock = clock
         self._sandbox = sandbox
         self._http = http
@@ -161,8 +166,12 @@ class DiscordAnnouncer:
         return self._channel(job).get_partial_message(job.message_id)
 
     async def progress(self, job: Job, now: float) -> None:
-        """Refresh the placeholder's elapsed time."""
-        await self._edit_quietly(job, job_placeholder(job, now=now, sandbox=self._sandbox))
+        """Refresh the placeholder's elapsed time and its ``ready`` estimate."""
+        ready_at = None
+        if self._schedule is not None:
+            ready_at = await self._schedule.estimated_finish(job.model, job.created_at, now=now)
+        parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
+        await self._edit_quietly(job, parts)
 
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
@@ -244,7 +253,7 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
     ) -> Attempt:
-        parts = job_finished(job, sandbox=self._sandbox)
+        parts = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
         if note is not None and parts.embeds:
             parts.embeds[0].add_field(name="File", value=note, inline=False)
         parts = dataclasses.replace(parts, files=files)

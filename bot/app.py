@@ -103,7 +103,9 @@ class GenBot(commands.Bot):
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
-            announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
+            announcer=DiscordAnnouncer(
+                self, clock=services.clock, sandbox=services.sandbox, schedule=services.schedule
+            ),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
             metrics=services.metrics,
@@ -260,7 +262,9 @@ class GenBot(commands.Bot):
         Returns:
             A link to the placeholder, or a sentence saying the result will be posted later.
         """
-        parts = job_placeholder(job, now=self.services.clock.time(), sandbox=self.services.sandbox)
+        now = self.services.clock.time()
+        ready_at = await self.services.schedule.estimated_finish(job.model, job.created_at, now=now)
+        parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:
             message = await channel.send(**parts.kwargs())

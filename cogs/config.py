@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import discord
 from discord import app_commands
 from discord.ext import commands
@@ -10,6 +12,7 @@ from bot.app import GenBot
 from bot.errors import ValidationFailed
 from bot.interactions import requester
 from bot.render.admin import config_embed, old_key_note
+from bot.render.cards import confirm_above_text
 from bot.services.guild_config import GuildConfigService, parse_budget
 from bot.storage import UNSET, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
@@ -185,16 +188,33 @@ class ConfigCog(
         await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
         await self._show(interaction, "Admin channel updated.")
 
+    @app_commands.command(name="confirm-above")
+    async def confirm_above(self, interaction: discord.Interaction[GenBot], dollars: str) -> None:
+        """Ask members to confirm requests costing more than this (e.g. 1.50; "off" never asks).
+
+        Args:
+            interaction: the interaction.
+            dollars: the price above which a request asks first, or off
+        """
+        who = requester(interaction)
+        cents = parse_budget(dollars)
+        await self.bot.services.db.cards.set_confirm_above(
+            who.guild_id, None if cents is None else Decimal(cents)
+        )
+        await self._show(interaction, "Confirmation threshold updated.")
+
     @app_commands.command(name="show")
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
         """Show this server's settings."""
         await self._show(interaction, None)
 
     async def _show(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
-        config = await self.service.show(requester(interaction).guild_id)
-        await interaction.response.send_message(
-            content=note, embed=config_embed(config), ephemeral=True
-        )
+        guild_id = requester(interaction).guild_id
+        config = await self.service.show(guild_id)
+        embed = config_embed(config)
+        threshold = await self.bot.services.db.cards.confirm_above(guild_id)
+        embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 
 async def setup(bot: GenBot) -> None:

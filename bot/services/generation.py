@@ -62,6 +62,10 @@ fillers, the blank Braille pattern); a prompt of these alone is empty."""
 PLACEHOLDER_GRACE = 30.0
 """Seconds a new job waits for its placeholder before it falls due anyway."""
 
+MAX_REFERENCE_IMAGES = 4
+"""Source images one ``/image`` request may send in ``image_urls``: the spec does not show the
+number (part 8); 4 bounds what one member can make the service fetch (docs/genapi-choices.md)."""
+
 ASPECT_RATIOS = ("16:9", "9:16", "1:1")
 """The aspect ratios the spec names as examples (4.2, 4.4); offered as choices."""
 
@@ -103,7 +107,12 @@ class TextOptions:
 
 @dataclass(frozen=True, slots=True)
 class ImageOptions:
-    """``/image`` options (spec 4.4); ``image_uploaded`` as in :class:`VideoOptions`."""
+    """``/image`` options (spec 4.4); ``image_uploaded`` as in :class:`VideoOptions`.
+
+    ``image_urls`` are reference images the member typed, ``uploaded_image_urls`` those of
+    Discord attachments (already checked by :func:`check_attachment`); both are sent as the
+    spec's ``image_urls``, for models that take several references.
+    """
 
     prompt: str
     model: str | None = None
@@ -111,6 +120,8 @@ class ImageOptions:
     mode: str | None = None
     image_url: str | None = None
     image_uploaded: bool = False
+    image_urls: tuple[str, ...] = ()
+    uploaded_image_urls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +293,17 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
     else:
         model_id = options.model
     image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
+    references = tuple(
+        url for url in (_check_url(u, uploaded=False) for u in options.image_urls) if url
+    ) + tuple(options.uploaded_image_urls)
+    if len(references) > MAX_REFERENCE_IMAGES:
+        raise ValidationFailed(
+            f"At most {MAX_REFERENCE_IMAGES} reference images per request, not {len(references)}."
+        )
     mode = IMAGE_MODES.get(options.mode or "t2i")
     if mode is None:
         raise ValidationFailed(f"Mode must be one of {', '.join(IMAGE_MODES)}.")
-    if mode != "t2i" and image_url is None:
+    if mode != "t2i" and image_url is None and not references:
         raise ValidationFailed(
             f"Mode `{options.mode}` edits an image: attach one or give image_url."
         )
@@ -297,6 +315,7 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
         aspect_ratio=options.aspect_ratio,
         mode=None if options.mode is None else mode,
         image_url=image_url,
+        image_urls=references or None,
     )
 
 
@@ -388,6 +407,17 @@ class GenerationService:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
             raise ValidationFailed(f"Generation commands are available in {where}.")
         return settings
+
+    async def check_channel(self, who: Requester) -> None:
+        """Refuse as the commands do when ``who`` may not generate in this channel.
+
+        For entry points that ask something before the request (a modal, a price
+        confirmation): the member hears the command's refusal first, not after answering.
+
+        Raises:
+            ValidationFailed: naming the allowed channels.
+        """
+        await self._check_channel(who)
 
     async def catalogue(self, guild_id: int) -> Catalogue:
         """Return the catalogue (cached; fetched with the guild's key if none is cached).

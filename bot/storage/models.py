@@ -267,3 +267,26 @@ class RetiredKey:
     ciphertext: bytes
     last4: str
     retired_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRequest:
+    """The stored request behind a result, for the buttons under it (issue 12).
+
+    Attributes:
+        id: the row id (buttons of a synchronous result carry ``r<id>``).
+        kind: ``"text"``, ``"image"`` or ``"video"``.
+        guild_id: where it was asked.
+        user_id: the requester (who may delete the result).
+        job_id: the job of an asynchronous result (its buttons carry ``j<job_id>``), else None.
+        options: the command's options as stored (a JSON object).
+        outputs: result URLs of a synchronous answer (a job keeps its own).
+    """
+
+    id: int
+    kind: str
+    guild_id: int
+    user_id: int
+    job_id: int | None
+    options: dict[str, Any]
+    outputs: tuple[str, ...]

@@ -39,11 +39,11 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
 from enum import Enum
-from typing import Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from bot.storage.models import (
     Charge,
@@ -55,6 +55,7 @@ from bot.storage.models import (
     Kind,
     NewJob,
     Reservation,
+    ResultRequest,
     RetiredKey,
     UsageRow,
 )
@@ -564,6 +565,53 @@ class MetaRepository(Protocol):
         ...
 
 
+class CardRepository(Protocol):
+    """What the buttons under a result need after any restart (issue 12).
+
+    The request behind each result, found by the reference its buttons' custom ids carry
+    (``j<job id>`` or ``r<request id>``), and each guild's confirmation threshold.
+    """
+
+    async def add_request(
+        self,
+        *,
+        kind: str,
+        guild_id: int,
+        user_id: int,
+        options: Mapping[str, Any],
+        outputs: Sequence[str] = (),
+        job_id: int | None = None,
+        at: float,
+    ) -> int:
+        """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
+
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            guild_id: where it was asked.
+            user_id: the requester.
+            options: the command's options, JSON-serialisable.
+            outputs: result URLs of a synchronous answer.
+            job_id: the job of an asynchronous result (at most one request per job).
+            at: when, UTC epoch seconds.
+        """
+        ...
+
+    async def request(self, ref: str) -> ResultRequest | None:
+        """Return the request behind ``ref`` (``j<job id>`` or ``r<id>``); None if unknown."""
+        ...
+
+    async def confirm_above(self, guild_id: int) -> Decimal | None:
+        """Return the guild's confirmation threshold (``/config confirm-above``), cents.
+
+        None when it is off (the default).
+        """
+        ...
+
+    async def set_confirm_above(self, guild_id: int, cents: Decimal | None) -> None:
+        """Set the guild's confirmation threshold, cents (exact), or turn it off with None."""
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -585,6 +633,11 @@ class Repositories(Protocol):
     @property
     def meta(self) -> MetaRepository:
         """Small named values (command-sync hash...)."""
+        ...
+
+    @property
+    def cards(self) -> CardRepository:
+        """Result requests and confirmation thresholds (the buttons under results)."""
         ...
 
 
