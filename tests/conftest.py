@@ -5,11 +5,13 @@ emulator and the bot read the same manual clock, so task durations, rate windows
 days pass without sleeping.
 """
 
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -25,6 +27,8 @@ from bot.services.generation import GenerationService, KeyProblem, Requester
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.schedule import PollSchedule
 from bot.storage import Store
+from tests.pg_server import SKIP_REASON as PG_SKIP_REASON
+from tests.pg_server import PgServer, find_bin_dir
 
 GENERATION_TIMEOUT = httpx.Timeout(5.0, read=1.0)
 """The emulator answers in milliseconds; a short read timeout lets tests provoke one."""
@@ -98,3 +102,29 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
 @pytest.fixture
 def who() -> Requester:
     return Requester(guild_id=1, channel_id=10, user_id=100)
+
+
+# -- PostgreSQL: one server per session (tests/pg_server.py), a fresh database per test --------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip(PG_SKIP_REASON)
+    server = PgServer.start(bin_dir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def pg_url(pg_server: PgServer) -> AsyncIterator[str]:
+    """The URL of a new, empty database, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(pg_server.url())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+        yield pg_server.url(name)
+        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
