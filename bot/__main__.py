@@ -30,7 +30,14 @@ from pydantic import SecretStr
 
 from bot.app import GenBot, Services
 from bot.clock import SystemClock
-from bot.config import Settings, SettingsError, check_database_path, load_settings
+from bot.config import (
+    Settings,
+    SettingsError,
+    check_database_path,
+    check_database_url,
+    load_settings,
+    redact_database_url,
+)
 from bot.errors import KeyEncryptionUnavailable
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
@@ -41,6 +48,8 @@ from bot.services.billing import Billing
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.services.schedule import PollSchedule
 from bot.storage.database import SchemaTooNewError, Store
+from bot.storage.postgres import DatabaseUnavailable
+from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
 
 log = logging.getLogger("bot")
 
@@ -267,6 +276,34 @@ def rotate_keys(settings: Settings) -> int:
     return 0
 
 
+def copy_db(settings: Settings, url: str) -> int:
+    """``python -m bot copy-db --to URL``: copy the SQLite database into an empty PostgreSQL one.
+
+    Prints the rows copied per table and the ledger's exact totals per guild, verified against
+    the source before the one transaction commits (:mod:`bot.storage.postgres.copy`).
+
+    Returns:
+        The exit status: 0 copied, 1 the copy failed its check or the server failed, 2 refused
+        (a bad URL, a missing or unmigrated source, a non-empty target).
+    """
+    try:
+        check_database_url(url)
+    except ValueError as exc:
+        print(f"genbot: copy-db failed: --to: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(
+            copy_sqlite_to_postgres(settings.database_path, url, clock=SystemClock())
+        )
+    except (CopyError, SchemaTooNewError, DatabaseUnavailable) as exc:
+        print(f"genbot: copy-db failed: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, DatabaseUnavailable) else 2
+    print(f"genbot: copied {settings.database_path} to {redact_database_url(url)}, verified:")
+    for line in report.lines():
+        print(f"  {line}")
+    return 0
+
+
 HELP_EPILOG = """\
 Settings come from the environment, or from a .env file in the working directory
 (copy .env.example). Every setting is described in the Configuration table of README.md;
@@ -306,6 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
         "backup", help="copy the database to PATH, safely while the bot runs"
     )
     backup.add_argument("path", type=Path, metavar="PATH", help="the new backup file")
+    copy = commands.add_parser(
+        "copy-db",
+        help="copy the SQLite database (DATABASE_PATH) into an empty PostgreSQL database, "
+        "verify the totals, then exit",
+    )
+    copy.add_argument(
+        "--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname"
+    )
     return parser
 
 
@@ -343,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_loggers(settings.log_level_number)
     if command == "rotate-keys":
         return rotate_keys(settings)
+    if command == "copy-db":
+        return copy_db(settings, args.to)
     point_discord_at(settings)
     try:
         asyncio.run(run(settings, sync="only" if command == "sync" else "auto"))

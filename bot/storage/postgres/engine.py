@@ -157,6 +157,17 @@ class Executor:
         self._begin = begin
         self._locked: set[int] = set()
 
+    @property
+    def connection(self) -> Connection:
+        """The transaction's connection, for bulk work (``copy_records_to_table``).
+
+        Raises:
+            RuntimeError: this executor is not bound to a transaction.
+        """
+        if self._begin is not None or isinstance(self._target, asyncpg.Pool):
+            raise RuntimeError("not bound to a transaction")
+        return self._target
+
     def write(self) -> AbstractAsyncContextManager[Executor]:
         """Yield an executor bound to a transaction: this one's, or a new one (all or nothing)."""
         return self._begin() if self._begin is not None else _Here(self)
