@@ -5,13 +5,11 @@ emulator and the bot read the same manual clock, so task durations, rate windows
 days pass without sleeping.
 """
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -118,13 +116,8 @@ def pg_server() -> Iterator[PgServer]:
 
 
 @pytest.fixture
-async def pg_url(pg_server: PgServer) -> AsyncIterator[str]:
+def pg_url(pg_server: PgServer) -> Iterator[str]:
     """The URL of a new, empty database, dropped after the test."""
-    name = f"t_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(pg_server.url())
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-        yield pg_server.url(name)
-        await admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(url)

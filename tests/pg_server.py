@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +111,24 @@ class PgServer:
             shutil.rmtree(base, ignore_errors=True)
             raise
         return server
+
+    def create_database(self) -> str:
+        """Create a new, empty database and return its URL (client tools run as anyone)."""
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        self._client("createdb", name)
+        return self.url(name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop a database made by :meth:`create_database`, whoever is still connected."""
+        self._client("dropdb", "--force", url.rsplit("/", 1)[1])
+
+    def _client(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [str(self.bin_dir / tool), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+             *args],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
 
     def stop(self) -> None:
         try:
