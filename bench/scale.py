@@ -27,8 +27,8 @@ from bot.clock import SystemClock
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
-from bot.storage.database import Store
 from bot.storage.models import Kind, NewJob
+from bot.storage.sqlite import SqliteDatabase
 
 TASK_SECONDS = 3600.0
 RESUMED = "poller started:"
@@ -53,17 +53,17 @@ async def _seed(api: GenApiEmulator, db: Path, kek: str, size: ScaleSize) -> Non
     guilds = [10**17 + g for g in range(size.guilds)]
     guild_key = {g: keys[i % size.keys] for i, g in enumerate(guilds)}
     now = time.time()
-    store = await Store.open(db, clock=SystemClock())
+    store = await SqliteDatabase.open(db, clock=SystemClock())
     try:
-        async with store.write() as tx:
+        async with store.transaction() as tx:
             for guild, key in guild_key.items():
-                await tx.set_api_key(guild, vault.encrypt(key), key[-4:])
+                await tx.guilds.set_api_key(guild, vault.encrypt(key), key[-4:])
             for j in range(size.jobs):
                 guild = guilds[j % size.guilds]
                 key = guild_key[guild]
                 task = api.seed_video_task(key, str(model["id"]), TASK_SECONDS)
                 created = now - rng.uniform(30, 600)
-                await tx.insert_job(
+                await tx.jobs.insert(
                     NewJob(
                         task_id=task.task_id,
                         provider=task.provider,

@@ -4,7 +4,7 @@
 exits; ``invite`` prints the URL that adds the bot to a server; ``backup PATH`` copies the
 database while the bot may be running. Without ``GENAPI_BASE_URL`` the built-in emulator of the
 Generation API runs in-process (sandbox mode), so every flow can be tried without spending
-credits; its key and tasks are kept beside the database (:func:`sandbox_state_path`).
+credits; its key and tasks are kept beside the database (:func:`bot.wiring.sandbox_state_path`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from pathlib import Path
 
 import aiohttp
 import discord
-import httpx
 import yarl
 from discord.gateway import DiscordWebSocket
-from pydantic import SecretStr
 
-from bot.app import GenBot, Services
+from bot.app import GenBot
 from bot.clock import SystemClock
 from bot.config import (
     Settings,
@@ -39,17 +37,12 @@ from bot.config import (
     redact_database_url,
 )
 from bot.errors import KeyEncryptionUnavailable
-from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.client import GenAPIClient
-from bot.genapi.ratelimit import RateLimiter
 from bot.interactions import invite_url
-from bot.sandbox import GenApiEmulator
-from bot.services.billing import Billing
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.services.schedule import PollSchedule
-from bot.storage.database import SchemaTooNewError, Store
+from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
+from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")
 
@@ -85,15 +78,6 @@ def silence_voice_warnings() -> None:
     """
     discord.VoiceClient.warn_nacl = False
     discord.VoiceClient.warn_dave = False
-
-
-def sandbox_state_path(database_path: Path) -> Path:
-    """Where sandbox mode keeps its emulator's key and tasks: beside the database.
-
-    ``data/bot.db`` gives ``data/bot.sandbox.json``. Kept with the database, so a pending
-    sandbox video survives a restart exactly as the job row that waits for it does.
-    """
-    return database_path.with_name(database_path.stem + ".sandbox.json")
 
 
 def application_id_from_token(token: str) -> int:
@@ -157,71 +141,7 @@ async def run(settings: Settings, *, sync: str) -> None:
             "DEFAULT_USER_DAILY_BUDGET_CENTS)"
         )
     async with contextlib.AsyncExitStack() as stack:
-        try:
-            store = await Store.open(settings.database_path, clock=clock)
-        except (sqlite3.Error, OSError) as exc:
-            # e.g. a read-only disk that os.access could not see (check_database_path).
-            raise SettingsError(
-                f"DATABASE_PATH: cannot open {settings.database_path}: {exc}"
-            ) from None
-        stack.push_async_callback(store.close)
-        base_url = settings.genapi_base_url
-        default_key = settings.genapi_api_key
-        if base_url is None:
-            if settings.genapi_api_key is not None:
-                log.warning(
-                    "GENAPI_API_KEY is set but GENAPI_BASE_URL is not: running in sandbox "
-                    "mode, and that key is not used; set GENAPI_BASE_URL to use the real API."
-                )
-            emulator = GenApiEmulator(time_scale=settings.sandbox_time_scale)
-            state_path = sandbox_state_path(settings.database_path)
-            try:
-                keys = emulator.load(state_path)
-                default_key = SecretStr(keys[0] if keys else emulator.create_key())
-                emulator.persist_to(state_path)
-            except (OSError, ValueError) as exc:
-                raise SettingsError(
-                    f"DATABASE_PATH: cannot keep the sandbox state in {state_path}: {exc}"
-                ) from None
-            await emulator.start()
-            stack.push_async_callback(emulator.stop)
-            base_url = emulator.base_url
-            log.warning(
-                "SANDBOX MODE: GENAPI_BASE_URL is not set, so the built-in emulator at %s "
-                "answers every request; results are marked as sandbox and cost nothing. "
-                "Its key and tasks are kept in %s.",
-                base_url,
-                state_path,
-            )
-        http = await stack.enter_async_context(
-            httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=50)
-            )
-        )
-        limiter = RateLimiter(
-            clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
-        )
-        client = GenAPIClient(
-            base_url,
-            http=http,
-            limiter=limiter,
-            clock=clock,
-            known_keys=() if default_key is None else (default_key,),
-        )
-        vault = KeyVault(settings.key_encryption_key)
-        services = Services(
-            settings=settings,
-            clock=clock,
-            store=store,
-            client=client,
-            catalogue=CatalogueCache(client, clock),
-            billing=Billing(store, settings, clock),
-            vault=vault,
-            keys=KeyResolver(store, vault, default_key, clock=clock),
-            schedule=PollSchedule(store.completion_seconds),
-            sandbox=settings.sandbox,
-            default_key=default_key,
-        )
+        services = await build_services(settings, clock, stack)
         bot = GenBot(services, sync=sync)
         # SIGTERM (docker stop, systemd) and Ctrl-C: finish running commands, then close.
         loop = asyncio.get_running_loop()
@@ -253,12 +173,12 @@ def rotate_keys(settings: Settings) -> int:
     """
 
     async def rotate() -> int:
-        store = await Store.open(settings.database_path, clock=SystemClock())
+        db = await open_database(settings, SystemClock())
         try:
             vault = KeyVault(settings.key_encryption_key)
-            return await KeyResolver(store, vault, None).rotate()
+            return await KeyResolver(db, vault, None).rotate()
         finally:
-            await store.close()
+            await db.close()
 
     try:
         count = asyncio.run(rotate())

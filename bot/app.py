@@ -9,36 +9,26 @@ import json
 import logging
 import pkgutil
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
-from pydantic import SecretStr
 
 import cogs
 from bot.announce import DiscordAnnouncer
-from bot.clock import Clock
-from bot.config import Settings
 from bot.errors import BotError
-from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
 from bot.poller import Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice
-from bot.services.billing import Billing
-from bot.services.generation import GenerationService, KeyProblem
-from bot.services.guild_config import GuildConfigService
-from bot.services.keys import KeyResolver, KeyVault
-from bot.services.schedule import PollSchedule
-from bot.storage.database import Store
+from bot.services.generation import KeyProblem
 from bot.storage.models import Job
 from bot.supervisor import supervise
 from bot.tree import GenTree
+from bot.wiring import Services
 
 log = logging.getLogger(__name__)
 
@@ -64,28 +54,6 @@ RESERVATION_SWEEP_SECONDS = 300.0
 
 SHUTDOWN_GRACE_SECONDS = 20.0
 """How long a shutdown waits for commands already running (their charges to be recorded)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Services:
-    """Everything the cogs and the poller share; built once in ``main()``.
-
-    Attributes:
-        sandbox: results come from the built-in emulator, and say so.
-        default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
-    """
-
-    settings: Settings
-    clock: Clock
-    store: Store
-    client: GenAPIClient
-    catalogue: CatalogueCache
-    billing: Billing
-    vault: KeyVault
-    keys: KeyResolver
-    schedule: PollSchedule
-    sandbox: bool
-    default_key: SecretStr | None = None
 
 
 class GenBot(commands.Bot):
@@ -126,27 +94,12 @@ class GenBot(commands.Bot):
         self._closing = False
         self._commands: set[asyncio.Task[Any]] = set()
         self._shutdown: asyncio.Task[None] | None = None
-        self.generation = GenerationService(
-            client=services.client,
-            catalogue=services.catalogue,
-            billing=services.billing,
-            keys=services.keys,
-            store=services.store,
-            schedule=services.schedule,
-            clock=services.clock,
-            notify_admins=self._notify_admins,
-        )
-        self.guild_config = GuildConfigService(
-            store=services.store,
-            keys=services.keys,
-            vault=services.vault,
-            billing=services.billing,
-            client=services.client,
-            default_key_set=services.default_key is not None,
-            catalogue=services.catalogue,
-        )
+        # Built by bot.wiring with the other services; only the Discord side is built here.
+        self.generation = services.generation
+        self.guild_config = services.guild_config
+        self.generation.set_admin_notifier(self._notify_admins)
         self.poller = Poller(
-            store=services.store,
+            db=services.db,
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
@@ -255,11 +208,11 @@ class GenBot(commands.Bot):
         payload = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         meta_key = f"command_hash:{self.application_id}:{guild_id or 'global'}"
-        if not force and await self.services.store.get_meta(meta_key) == digest:
+        if not force and await self.services.db.meta.get(meta_key) == digest:
             log.info("application commands unchanged; not syncing")
             return False
         synced = await self.tree.sync(guild=guild)
-        await self.services.store.set_meta(meta_key, digest)
+        await self.services.db.meta.set(meta_key, digest)
         log.info("synced %d application commands to %s", len(synced), guild_id or "all guilds")
         return True
 
@@ -271,7 +224,7 @@ class GenBot(commands.Bot):
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
-        settings = await self.services.store.guild_settings(guild_id)
+        settings = await self.services.db.guilds.settings(guild_id)
         text = key_problem_notice(problem, shared=settings.api_key_ciphertext is None)
         channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
         try:

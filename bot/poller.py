@@ -2,7 +2,7 @@
 
 Jobs live in the database, so a restart (kill -9 included) loses none: :meth:`Poller.run`
 polls whatever is due and delivers whatever finished and is not yet shown. Each job is polled
-first, then settled once (``Store.finish_job`` succeeds only for a pending job), then delivered
+first, then settled once (``db.jobs.finish`` succeeds only for a pending job), then delivered
 once, with its own retries and fallbacks (docs/architecture.md, "Delivery").
 
 Polls go through the client's per-key limiter at background priority, so they never take the
@@ -28,7 +28,7 @@ from bot.genapi.ratelimit import Priority
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import PollSchedule
-from bot.storage.database import Store
+from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 from bot.supervisor import database_busy
 
@@ -107,11 +107,11 @@ class Poller:
     A job is always polled before anything is decided about it: only one the service still
     reports processing past ``job_timeout`` stops being watched (it stays pending, and
     :meth:`recheck` polls it again on request). A finished job is settled once
-    (``Store.finish_job``), then delivered once by the first route that works, each transient
+    (``db.jobs.finish``), then delivered once by the first route that works, each transient
     failure retried with :func:`delivery_backoff` (docs/architecture.md, "Delivery").
 
     Args:
-        store: the database holding the jobs.
+        db: the database holding the jobs.
         client: the API client.
         keys: finds the key a job was submitted with.
         schedule: when to poll next.
@@ -133,7 +133,7 @@ class Poller:
     def __init__(
         self,
         *,
-        store: Store,
+        db: Database,
         client: GenAPIClient,
         keys: KeyResolver,
         schedule: PollSchedule,
@@ -148,7 +148,7 @@ class Poller:
         max_deliveries: int = 20,
         delivery_lease: float = 300.0,
     ) -> None:
-        self._store = store
+        self._db = db
         self._client = client
         self._keys = keys
         self._schedule = schedule
@@ -178,7 +178,7 @@ class Poller:
 
     async def run(self) -> None:
         """Poll and deliver forever; what a previous run left undelivered is simply due."""
-        log.info("poller started: %d pending jobs resumed", await self._store.pending_count())
+        log.info("poller started: %d pending jobs resumed", await self._db.jobs.pending_count())
         try:
             while True:
                 self._wake.clear()
@@ -196,13 +196,13 @@ class Poller:
         now = self._clock.time()
         full = [key for key, load in self._key_load.items() if load >= self._per_key]
         started: list[Job] = []
-        for job in await self._store.due_jobs(now, self._batch, skip_keys=full):
+        for job in await self._db.jobs.due(now, self._batch, skip_keys=full):
             if job.id in self._in_flight or self._key_load[job.key_fingerprint] >= self._per_key:
                 continue
             self._key_load[job.key_fingerprint] += 1
             started.append(job)
         try:
-            await self._store.lease_jobs([job.id for job in started], now + self._lease)
+            await self._db.jobs.lease([job.id for job in started], now + self._lease)
         except BaseException:
             # No poll starts (a locked database): give the keys their room back, or a few
             # failed passes would leave a key looking full for good.
@@ -218,9 +218,11 @@ class Poller:
         if room <= 0:
             return 0
         now = self._clock.time()
-        due = await self._store.due_deliveries(now, room + len(self._delivering))
+        due = await self._db.jobs.due_deliveries(now, room + len(self._delivering))
         started = [job for job in due if job.id not in self._delivering][:room]
-        await self._store.lease_deliveries([job.id for job in started], now + self._delivery_lease)
+        await self._db.jobs.lease_deliveries(
+            [job.id for job in started], now + self._delivery_lease
+        )
         for job in started:
             self._delivering[job.id] = asyncio.create_task(
                 self._deliver_task(job), name=f"deliver-{job.id}"
@@ -236,15 +238,15 @@ class Poller:
         Returns:
             The job as it stands after the poll; None if there is no such job.
         """
-        job = await self._store.get_job(job_id)
+        job = await self._db.jobs.get(job_id)
         if job is None or job.status is not JobStatus.PENDING or job_id in self._in_flight:
             return job
         await self._poll_once(job)
-        return await self._store.get_job(job_id)
+        return await self._db.jobs.get(job_id)
 
     async def _sleep_until_due(self) -> None:
         await self._clock.sleep(self._min_pass_interval)
-        times = [await self._store.next_due_at(), await self._store.next_delivery_at()]
+        times = [await self._db.jobs.next_due_at(), await self._db.jobs.next_delivery_at()]
         upcoming = [at for at in times if at is not None]
         delay = 5.0 if not upcoming else min(upcoming) - self._clock.time()
         if delay <= 0:
@@ -260,7 +262,7 @@ class Poller:
             else:
                 log.exception("polling job %s failed unexpectedly; retrying in a minute", job.id)
             try:
-                await self._store.schedule_poll(job.id, self._clock.time() + 60, job.poll_count)
+                await self._db.jobs.schedule_poll(job.id, self._clock.time() + 60, job.poll_count)
             except Exception as again:  # the same locked database, most likely
                 log.warning(
                     "job %s not rescheduled (%s); due again when its lease ends", job.id, again
@@ -308,34 +310,34 @@ class Poller:
                 await self._stop_watching(job, now)
                 return
             next_at = await self._schedule.next_poll_at(job.model, job.created_at, now)
-            await self._store.schedule_poll(job.id, next_at, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(job.id, next_at, job.poll_count + 1)
             if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
                 await self._announcer.progress(job, now)
-                await self._store.set_progress_at(job.id, now)
+                await self._db.jobs.set_progress_at(job.id, now)
 
     async def _retry(self, job: Job, delay: float) -> None:
-        await self._store.schedule_poll(job.id, self._clock.time() + delay, job.poll_count + 1)
+        await self._db.jobs.schedule_poll(job.id, self._clock.time() + delay, job.poll_count + 1)
 
     async def _stop_watching(self, job: Job, now: float) -> None:
         # Still processing past the timeout: polling it forever would spend the key's requests
         # on a task that may never end, but failing it would throw away a result the service
         # may still deliver (and has charged for). /jobs lists it; recheck() polls it again.
         if job.unwatched_at is not None:
-            await self._store.schedule_poll(job.id, job.next_poll_at, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(job.id, job.next_poll_at, job.poll_count + 1)
             return
-        if await self._store.set_unwatched(job.id, now):
+        if await self._db.jobs.set_unwatched(job.id, now):
             log.info(
                 "job %s still processing after %s; stopped watching it",
                 job.id,
                 format_duration(self._timeout),
             )
-            await self._store.schedule_poll(job.id, now, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(job.id, now, job.poll_count + 1)
             await self._announcer.stopped_watching(job, now)
 
     async def _finish(
         self, job: Job, status: JobStatus, outputs: tuple[str, ...], error: str | None
     ) -> None:
-        if not await self._store.finish_job(job.id, status, outputs, error, self._clock.time()):
+        if not await self._db.jobs.finish(job.id, status, outputs, error, self._clock.time()):
             return  # finished already (another pass); delivered from there
         self._schedule.forget(job.model)
         self.wake()  # its delivery is due now
@@ -347,7 +349,7 @@ class Poller:
             # A bug must not lose a paid result: retry it like a transient failure.
             log.exception("delivery of job %s failed unexpectedly", job.id)
             attempts = job.delivery_attempts + 1
-            await self._store.schedule_delivery(
+            await self._db.jobs.schedule_delivery(
                 job.id,
                 job.delivery_route,
                 attempts,
@@ -367,7 +369,7 @@ class Poller:
             outcome = await self._announcer.deliver(job, route)
             now = self._clock.time()
             if outcome.shown:
-                if await self._store.mark_announced(job.id, now, route):
+                if await self._db.jobs.mark_announced(job.id, now, route):
                     await self._announcer.notify(job, route)
                 return
             if not outcome.permanent:
@@ -381,15 +383,15 @@ class Poller:
                         outcome.error,
                         delay,
                     )
-                    await self._store.schedule_delivery(
+                    await self._db.jobs.schedule_delivery(
                         job.id, route, attempts, now + delay, outcome.error
                     )
                     return
             log.info("delivery of job %s by %s impossible (%s)", job.id, route, outcome.error)
             route, attempts = NEXT_ROUTE[route], 0
-            await self._store.schedule_delivery(
+            await self._db.jobs.schedule_delivery(
                 job.id, route, attempts, now + self._delivery_lease, outcome.error
             )
         # No route took it: /jobs lists it for its requester, who is told nothing else.
         log.warning("job %s could not be shown anywhere; /jobs lists it", job.id)
-        await self._store.mark_announced(job.id, self._clock.time(), DeliveryRoute.JOBS)
+        await self._db.jobs.mark_announced(job.id, self._clock.time(), DeliveryRoute.JOBS)

@@ -11,7 +11,7 @@ from bot.errors import ValidationFailed
 from bot.interactions import requester
 from bot.render.admin import config_embed, old_key_note
 from bot.services.guild_config import GuildConfigService, parse_budget
-from bot.storage.database import UNSET, LimitUpdate
+from bot.storage import UNSET, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
 
 

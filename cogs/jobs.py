@@ -48,7 +48,7 @@ class JobsCog(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)
         user_id = None if everyone else (member.id if member is not None else who.user_id)
         services = self.bot.services
-        jobs = await services.store.recent_jobs(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
+        jobs = await services.db.jobs.recent(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
         now = services.clock.time()
         estimates = {
             job.id: await services.schedule.estimated_finish(job.model, job.created_at, now=now)

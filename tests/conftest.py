@@ -5,7 +5,7 @@ emulator and the bot read the same manual clock, so task durations, rate windows
 days pass without sleeping.
 """
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,10 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem, Requester
-from bot.services.keys import KeyResolver, KeyVault
+from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
-from bot.storage import Store
+from bot.storage import Database
+from bot.wiring import Services, assemble_services, open_database
 from tests.pg_server import SKIP_REASON as PG_SKIP_REASON
 from tests.pg_server import PgServer, find_bin_dir
 
@@ -40,31 +41,77 @@ def make_settings(**overrides: Any) -> Settings:
 
 @dataclass
 class Stack:
-    """The bot's services, wired as ``bot.__main__`` wires them."""
+    """The bot's services, built by ``bot.wiring`` as ``python -m bot`` builds them."""
 
     clock: ManualClock
     api: GenApiEmulator
     key: str
-    store: Store
-    client: GenAPIClient
-    billing: Billing
-    keys: KeyResolver
-    schedule: PollSchedule
-    catalogue: CatalogueCache
-    generation: GenerationService
+    services: Services
     notices: list[tuple[int, int, KeyProblem]] = field(default_factory=list)
+
+    @property
+    def db(self) -> Database:
+        return self.services.db
+
+    @property
+    def client(self) -> GenAPIClient:
+        return self.services.client
+
+    @property
+    def billing(self) -> Billing:
+        return self.services.billing
+
+    @property
+    def keys(self) -> KeyResolver:
+        return self.services.keys
+
+    @property
+    def schedule(self) -> PollSchedule:
+        return self.services.schedule
+
+    @property
+    def catalogue(self) -> CatalogueCache:
+        return self.services.catalogue
+
+    @property
+    def generation(self) -> GenerationService:
+        return self.services.generation
 
     def posts(self) -> int:
         return sum(1 for r in self.api.requests if r.method == "POST")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
+    """The settings that choose each storage engine in turn: every service test runs on both.
+
+    PostgreSQL gets a fresh database on the session's server (skipped without one).
+    """
+    settings: dict[str, Any] = {"database_path": tmp_path / "bot.db"}
+    if request.param == "postgresql":
+        settings["database_url"] = request.getfixturevalue("pg_url")
+    return settings
+
+
 @pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
+def open_db(engine_settings: dict[str, Any]) -> Callable[[ManualClock], Awaitable[Database]]:
+    """Open (and migrate) the database of this test's engine, as ``python -m bot`` would."""
+
+    async def opener(clock: ManualClock) -> Database:
+        return await open_database(make_settings(**engine_settings), clock)
+
+    return opener
+
+
+@pytest.fixture
+async def stack(engine_settings: dict[str, Any]) -> AsyncIterator[Stack]:
     clock = ManualClock()
     async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
         key = api.create_key(balance_cents=100_000)
-        settings = make_settings(genapi_api_key=key)
-        store = await Store.open(tmp_path / "bot.db", clock=clock)
+        settings = make_settings(
+            genapi_api_key=key, genapi_base_url=api.base_url, **engine_settings
+        )
+        db = await open_database(settings, clock)
         client = GenAPIClient(
             api.base_url,
             http=http,
@@ -72,29 +119,15 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
             clock=clock,
             generation_timeout=GENERATION_TIMEOUT,
         )
-        billing = Billing(store, settings, clock)
-        keys = KeyResolver(store, KeyVault(None), SecretStr(key))
-        schedule = PollSchedule(store.completion_seconds)
-        catalogue = CatalogueCache(client, clock)
+        services = assemble_services(settings, clock, db, client, SecretStr(key))
         notices: list[tuple[int, int, KeyProblem]] = []
 
         async def notify(guild_id: int, channel_id: int, problem: KeyProblem) -> None:
             notices.append((guild_id, channel_id, problem))
 
-        generation = GenerationService(
-            client=client,
-            catalogue=catalogue,
-            billing=billing,
-            keys=keys,
-            store=store,
-            schedule=schedule,
-            clock=clock,
-            notify_admins=notify,
-        )
-        yield Stack(
-            clock, api, key, store, client, billing, keys, schedule, catalogue, generation, notices
-        )
-        await store.close()
+        services.generation.set_admin_notifier(notify)
+        yield Stack(clock, api, key, services, notices)
+        await db.close()
 
 
 @pytest.fixture

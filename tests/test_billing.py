@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +22,8 @@ from bot.services.billing import (
     month_start,
     video_cost_cents,
 )
-from bot.storage import Charge, JobStatus, Kind, NewJob, Reservation, Store
+from bot.storage import Charge, Database, JobStatus, Kind, NewJob, Reservation
+from bot.storage.sqlite import SqliteDatabase
 
 GUILD = 100
 VIDEO = "vid/t2v"
@@ -51,14 +52,17 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "bot.db", clock=clock)
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(clock)
     yield opened
     await opened.close()
 
 
 @pytest.fixture
-def billing(store: Store, clock: ManualClock) -> Billing:
+def billing(store: SqliteDatabase, clock: ManualClock) -> Billing:
     return Billing(store, settings(), clock)
 
 
@@ -158,7 +162,7 @@ def test_video_cost_is_rounded_up(per_5s: float, duration: float, cents: int) ->
 
 
 async def test_limits_come_from_the_guild_else_the_settings(
-    store: Store, clock: ManualClock
+    store: SqliteDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -166,9 +170,9 @@ async def test_limits_come_from_the_guild_else_the_settings(
         clock,
     )
     assert await billing.limits(GUILD) == Limits(10_000, None, 2, 20)
-    await store.update_limits(GUILD, monthly_budget_cents=0, user_daily_budget_cents=300)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=0, user_daily_budget_cents=300)
     assert await billing.limits(GUILD) == Limits(0, 300, 2, 20)
-    await store.update_limits(GUILD, monthly_budget_cents=None)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=None)
     assert await billing.limits(GUILD) == Limits(10_000, 300, 2, 20)
 
 
@@ -176,9 +180,9 @@ async def test_limits_come_from_the_guild_else_the_settings(
 
 
 async def test_a_video_that_exceeds_the_guild_budget_is_refused(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=1000)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=1000)
     await spend(billing, clock, 700, kind=Kind.VIDEO, model=VIDEO)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
@@ -196,9 +200,9 @@ async def test_a_video_that_exceeds_the_guild_budget_is_refused(
 
 
 async def test_the_user_daily_budget_is_per_user(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, user_daily_budget_cents=500)
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=500)
     await spend(billing, clock, 400, user=1, kind=Kind.VIDEO, model=VIDEO)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
@@ -216,24 +220,24 @@ async def test_the_user_daily_budget_is_per_user(
 
 
 async def test_a_spent_budget_refuses_even_an_unknown_price(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=100)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
     await spend(billing, clock, 100)  # no history: estimated 0, charged 100
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
             guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/new", cost_cents=None
         )
     assert (info.value.remaining_cents, info.value.needed_cents) == (0, 0)
-    await store.update_limits(GUILD, monthly_budget_cents=0)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=0)
     with pytest.raises(BudgetExceeded):
         await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=0)
 
 
 async def test_an_overrun_leaves_the_budget_negative_and_refuses(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=100)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
     await spend(billing, clock, 150)  # estimated 0, the service charged more than was left
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
@@ -243,7 +247,7 @@ async def test_an_overrun_leaves_the_budget_negative_and_refuses(
 
 
 async def test_text_uses_the_mean_of_the_models_last_20_charges(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
     for cost in [1000] * 5 + [10, 20, 31] + [30] * 17:  # only the last 20 count
         await spend(billing, clock, cost)
@@ -255,8 +259,8 @@ async def test_text_uses_the_mean_of_the_models_last_20_charges(
     assert reservation.amount_cents == expected == Decimal("28.55")
     await billing.release(reservation)
 
-    spent = await store.spent_since(GUILD, 0.0)
-    await store.update_limits(GUILD, monthly_budget_cents=int(spent) + 28)
+    spent = await store.ledger.spent_since(GUILD, 0.0)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=int(spent) + 28)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
             guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
@@ -269,13 +273,13 @@ async def test_text_uses_the_mean_of_the_models_last_20_charges(
 
 
 async def test_settle_replaces_the_hold_by_the_reported_cost(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=1000)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=1000)
     reservation = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=400
     )
-    assert await store.reserved_cents(GUILD, clock.time()) == 400
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 400
     job = await billing.settle(
         reservation,
         charge_for(reservation, 380, clock, task_id="t1"),
@@ -284,8 +288,8 @@ async def test_settle_replaces_the_hold_by_the_reported_cost(
     assert job is not None
     assert job.status is JobStatus.PENDING
     assert job.task_id == "t1"
-    assert await store.reserved_cents(GUILD, clock.time()) == 0
-    assert await store.ledger_total(GUILD) == 380
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
+    assert await store.ledger.total(GUILD) == 380
     # 620 left: a 620 video fits, 621 does not.
     with pytest.raises(BudgetExceeded):
         await billing.reserve(
@@ -294,16 +298,16 @@ async def test_settle_replaces_the_hold_by_the_reported_cost(
 
 
 async def test_release_gives_the_budget_back(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=500)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=500)
     held = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
     )
     with pytest.raises(BudgetExceeded):
         await billing.reserve(guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=1)
     await billing.release(held)
-    assert await store.ledger_total(GUILD) == 0
+    assert await store.ledger.total(GUILD) == 0
     again = await billing.reserve(
         guild_id=GUILD, user_id=2, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
     )
@@ -311,17 +315,16 @@ async def test_release_gives_the_budget_back(
 
 
 async def test_a_stale_reservation_expires_after_the_ttl(
-    tmp_path: Path, clock: ManualClock
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
 ) -> None:
-    path = tmp_path / "bot.db"
-    store = await Store.open(path, clock=clock)
-    await store.update_limits(GUILD, monthly_budget_cents=500)
+    store = await open_db(clock)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=500)
     held = await Billing(store, settings(), clock).reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
     )
     await store.close()  # the bot "crashes" before settling or releasing
 
-    store = await Store.open(path, clock=clock)
+    store = await open_db(clock)
     try:
         billing = Billing(store, settings(), clock)
         clock.advance(899)
@@ -334,15 +337,17 @@ async def test_a_stale_reservation_expires_after_the_ttl(
             guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
         )
         assert fresh.amount_cents == 500
-        assert await store.reserved_cents(GUILD, 0.0) == 500  # the stale row was deleted
+        assert await store.ledger.reserved_cents(GUILD, 0.0) == 500  # the stale row was deleted
         # A late settle of the expired reservation still records what the service charged.
         await billing.settle(held, charge_for(held, 500, clock, task_id="late"))
-        assert await store.ledger_total(GUILD) == 500
+        assert await store.ledger.total(GUILD) == 500
     finally:
         await store.close()
 
 
-async def test_expire_stale_deletes_expired_reservations(store: Store, clock: ManualClock) -> None:
+async def test_expire_stale_deletes_expired_reservations(
+    store: SqliteDatabase, clock: ManualClock
+) -> None:
     billing = Billing(store, settings(), clock, reservation_ttl=60)
     for user in (1, 2):
         await billing.reserve(
@@ -363,7 +368,9 @@ async def attempt(billing: Billing, **kwargs: Any) -> Reservation | Exception:
         return exc
 
 
-async def test_concurrent_reservations_never_overspend(store: Store, clock: ManualClock) -> None:
+async def test_concurrent_reservations_never_overspend(
+    store: SqliteDatabase, clock: ManualClock
+) -> None:
     billing = Billing(
         store,
         settings(
@@ -371,7 +378,7 @@ async def test_concurrent_reservations_never_overspend(store: Store, clock: Manu
         ),
         clock,
     )
-    await store.update_limits(GUILD, monthly_budget_cents=1000, user_daily_budget_cents=300)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=1000, user_daily_budget_cents=300)
     results = await asyncio.gather(
         *(attempt(billing, user_id=i % 5, cost_cents=100) for i in range(60))
     )
@@ -382,18 +389,18 @@ async def test_concurrent_reservations_never_overspend(store: Store, clock: Manu
     assert sum(r.amount_cents for r in granted) == 1000
     per_user = {u: sum(r.amount_cents for r in granted if r.user_id == u) for u in range(5)}
     assert all(cents <= 300 for cents in per_user.values())
-    assert await store.reserved_cents(GUILD, clock.time()) == 1000
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 1000
 
 
 async def test_concurrent_reservations_across_two_connections(
-    tmp_path: Path, clock: ManualClock
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
 ) -> None:
-    # Two stores on one file stand for two bot processes: BEGIN IMMEDIATE still serialises.
-    path = tmp_path / "bot.db"
-    first = await Store.open(path, clock=clock)
-    second = await Store.open(path, clock=clock)
+    # Two databases opened on one file (SQLite: BEGIN IMMEDIATE serialises) or one server
+    # (PostgreSQL: two pools, the guild's advisory lock) stand for two bot processes.
+    first = await open_db(clock)
+    second = await open_db(clock)
     try:
-        await first.update_limits(GUILD, monthly_budget_cents=700)
+        await first.guilds.update_limits(GUILD, monthly_budget_cents=700)
         generous = settings(
             default_max_pending_videos_per_user=100, default_max_pending_videos_per_guild=100
         )
@@ -402,14 +409,14 @@ async def test_concurrent_reservations_across_two_connections(
             *(attempt(billings[i % 2], user_id=i, cost_cents=100) for i in range(30))
         )
         assert sum(isinstance(r, Reservation) for r in results) == 7
-        assert await first.reserved_cents(GUILD, clock.time()) == 700
+        assert await first.ledger.reserved_cents(GUILD, clock.time()) == 700
     finally:
         await first.close()
         await second.close()
 
 
 async def test_concurrent_video_requests_respect_the_pending_caps(
-    store: Store, clock: ManualClock
+    store: SqliteDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -428,7 +435,7 @@ async def test_concurrent_video_requests_respect_the_pending_caps(
 
 
 async def test_pending_jobs_count_against_the_caps_until_they_finish(
-    store: Store, clock: ManualClock
+    store: SqliteDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(store, settings(default_max_pending_videos_per_user=2), clock)
     jobs = []
@@ -456,18 +463,49 @@ async def test_pending_jobs_count_against_the_caps_until_they_finish(
 
     job = jobs[0]
     assert job is not None
-    await store.finish_job(job.id, JobStatus.FAILED, [], "provider error", clock.time())
+    await store.jobs.finish(job.id, JobStatus.FAILED, [], "provider error", clock.time())
     third = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
     )
     assert third.kind is Kind.VIDEO
 
 
+async def test_a_video_the_poller_stopped_watching_frees_its_place_under_the_caps(
+    store: SqliteDatabase, clock: ManualClock
+) -> None:
+    billing = Billing(
+        store,
+        settings(default_max_pending_videos_per_user=1, default_max_pending_videos_per_guild=1),
+        clock,
+    )
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+    )
+    stuck = await billing.settle(
+        reservation,
+        charge_for(reservation, 10, clock, task_id="stuck"),
+        job_for(reservation, "stuck", clock),
+    )
+    assert stuck is not None
+    for user_id in (1, 2):  # the member's cap and the server's
+        with pytest.raises(ConcurrencyLimitReached):
+            await billing.reserve(
+                guild_id=GUILD, user_id=user_id, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+            )
+    # Past the job timeout the poller stops watching it: still pending, no longer progressing.
+    assert await store.jobs.set_unwatched(stuck.id, clock.time()) is True
+    assert (await store.jobs.get(stuck.id)).status is JobStatus.PENDING  # type: ignore[union-attr]
+    fresh = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10
+    )
+    assert fresh.kind is Kind.VIDEO
+
+
 # -- periods -------------------------------------------------------------------------------------
 
 
 async def test_the_monthly_budget_renews_at_the_utc_month_boundary(
-    store: Store, tmp_path: Path
+    store: SqliteDatabase, tmp_path: Path
 ) -> None:
     clock = ManualClock(ts("2026-01-31T23:00:00"))
     billing = Billing(store, settings(default_guild_monthly_budget_cents=1000), clock)
@@ -485,7 +523,7 @@ async def test_the_monthly_budget_renews_at_the_utc_month_boundary(
     assert (report.month_cents, report.today_cents, report.reserved_cents) == (0, 0, 1000)
 
 
-async def test_the_user_daily_budget_renews_at_utc_midnight(store: Store) -> None:
+async def test_the_user_daily_budget_renews_at_utc_midnight(store: SqliteDatabase) -> None:
     clock = ManualClock(ts("2026-03-10T23:30:00"))
     billing = Billing(store, settings(default_user_daily_budget_cents=200), clock)
     await spend(billing, clock, 200, user=1)
@@ -507,7 +545,7 @@ async def test_the_user_daily_budget_renews_at_utc_midnight(store: Store) -> Non
 
 
 async def test_settling_twice_charges_once(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
     reservation = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=250
@@ -517,11 +555,11 @@ async def test_settling_twice_charges_once(
     second = await billing.settle(reservation, the_charge, job_for(reservation, "t1", clock))
     await billing.record_charge(the_charge)
     assert first == second
-    assert await store.ledger_total(GUILD) == 250
+    assert await store.ledger.total(GUILD) == 250
 
 
 async def test_ledger_total_equals_the_sum_of_reported_charges(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
     reported = 0
     for i in range(40):
@@ -543,13 +581,13 @@ async def test_ledger_total_equals_the_sum_of_reported_charges(
         if kind is Kind.VIDEO:  # the poller finishing the task must not charge it again
             await billing.record_charge(charge_for(reservation, cost, clock, task_id=task_id))
         clock.advance(600)
-    assert await store.ledger_total(GUILD) == reported
+    assert await store.ledger.total(GUILD) == reported
     assert (await billing.report(GUILD)).month_cents == reported
-    assert await store.reserved_cents(GUILD, clock.time()) == 0
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
 
 
 async def test_report_breaks_spending_down(
-    billing: Billing, store: Store, clock: ManualClock
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
     clock.advance(-86_400)  # yesterday, same month
     await spend(billing, clock, 300, user=1, kind=Kind.VIDEO, model=VIDEO, remaining=9000)

@@ -7,26 +7,13 @@ from typing import Any
 import discord
 import pytest
 
-from bot.app import EXTENSIONS, GenBot, Services
-from bot.services.keys import KeyVault
-from tests.conftest import Stack, make_settings
+from bot.app import EXTENSIONS, GenBot
+from tests.conftest import Stack
 
 
 @pytest.fixture
 async def tree(stack: Stack) -> AsyncIterator[list[dict[str, Any]]]:
-    services = Services(
-        settings=make_settings(),
-        clock=stack.clock,
-        store=stack.store,
-        client=stack.client,
-        catalogue=stack.catalogue,
-        billing=stack.billing,
-        vault=KeyVault(None),
-        keys=stack.keys,
-        schedule=stack.schedule,
-        sandbox=True,
-    )
-    bot = GenBot(services)
+    bot = GenBot(stack.services)
     for extension in EXTENSIONS:
         await bot.load_extension(extension)
     yield [command.to_dict(bot.tree) for command in bot.tree.get_commands()]

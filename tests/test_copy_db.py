@@ -18,6 +18,7 @@ from bot.__main__ import main
 from bot.clock import ManualClock
 from bot.storage.models import DeliveryRoute, JobStatus, Kind
 from bot.storage.postgres import PostgresDatabase
+from bot.storage.sqlite import SqliteDatabase
 from tests.test_postgres import new_job
 
 LEDGER = [
@@ -31,9 +32,7 @@ LEDGER = [
 
 async def make_source(path: Path) -> None:
     """A SQLite database at the newest schema, as the bot's SQLite engine makes it."""
-    from bot.storage.database import Store  # the SQLite engine
-
-    store = await Store.open(path, clock=ManualClock())
+    store = await SqliteDatabase.open(path, clock=ManualClock())
     await store.close()
     db = sqlite3.connect(path)
     with db:

@@ -53,7 +53,7 @@ async def test_a_bad_video_request_is_refused_before_any_call(
     with pytest.raises(ValidationFailed, match=sentence):
         await stack.generation.video(who, VideoOptions(**options))  # type: ignore[arg-type]
     assert stack.posts() == 0
-    assert await stack.store.ledger_total(who.guild_id) == 0
+    assert await stack.db.ledger.total(who.guild_id) == 0
 
 
 async def test_an_image_to_video_model_needs_an_image(stack: Stack, who: Requester) -> None:
@@ -73,12 +73,12 @@ async def test_an_accepted_video_is_charged_and_stored_as_a_job(
     assert job.cost_cents == video_cost_cents(model.cost_cents_per_5s, duration)
     assert job.details["duration"] == duration
     assert job.next_poll_at >= job.created_at + 3
-    assert await stack.store.ledger_total(who.guild_id) == job.cost_cents
+    assert await stack.db.ledger.total(who.guild_id) == job.cost_cents
     assert stack.api.balance(stack.key) == 100_000 - job.cost_cents
 
 
 async def test_a_spent_budget_refuses_with_no_upstream_call(stack: Stack, who: Requester) -> None:
-    await stack.store.update_limits(who.guild_id, monthly_budget_cents=10)
+    await stack.db.guilds.update_limits(who.guild_id, monthly_budget_cents=10)
     model = await video_model(stack, needs_image=False)
     posts = stack.posts()
     with pytest.raises(BudgetExceeded) as refused:
@@ -91,10 +91,12 @@ async def test_text_is_charged_once_and_the_daily_user_budget_holds(
     stack: Stack, who: Requester
 ) -> None:
     result = await stack.generation.text(who, TextOptions("hello"))
-    assert await stack.store.ledger_total(who.guild_id) == result.cost_cents
+    assert await stack.db.ledger.total(who.guild_id) == result.cost_cents
     report = await stack.billing.report(who.guild_id)
     assert [model for model, _, _ in report.by_model] == [result.model]  # the default it used
-    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=int(result.cost_cents))
+    await stack.db.guilds.update_limits(
+        who.guild_id, user_daily_budget_cents=int(result.cost_cents)
+    )
     with pytest.raises(BudgetExceeded) as refused:
         await stack.generation.text(who, TextOptions("again"))
     assert refused.value.scope == "user"
@@ -143,7 +145,7 @@ async def test_a_bad_image_request_is_refused_before_any_call(
     with pytest.raises(ValidationFailed, match=sentence):
         await stack.generation.image(who, ImageOptions(**options))  # type: ignore[arg-type]
     assert stack.posts() == 0
-    assert await stack.store.reserved_cents(who.guild_id, stack.clock.time()) == 0
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
 
 
 async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester) -> None:
@@ -174,7 +176,7 @@ def test_an_image_attachment_within_the_bound_is_accepted() -> None:
 
 
 async def test_commands_can_be_limited_to_channels(stack: Stack, who: Requester) -> None:
-    await stack.store.set_allowed_channels(who.guild_id, [55])
+    await stack.db.guilds.set_allowed_channels(who.guild_id, [55])
     with pytest.raises(ValidationFailed, match="<#55>"):
         await stack.generation.text(who, TextOptions("hello"))
     assert stack.posts() == 0
@@ -209,7 +211,7 @@ async def test_a_refused_generation_releases_its_budget(stack: Stack, who: Reque
 
 
 async def test_admins_hear_of_a_rejected_key_once(stack: Stack, who: Requester) -> None:
-    await stack.store.set_admin_channel(who.guild_id, 77)
+    await stack.db.guilds.set_admin_channel(who.guild_id, 77)
     stack.api.revoke_key(stack.key)
     for _ in range(3):
         with pytest.raises(api_errors.UnauthorizedError):

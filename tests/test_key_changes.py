@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 import pytest
 from cryptography.fernet import Fernet
@@ -26,27 +27,27 @@ SECRET = SecretStr(Fernet.generate_key().decode())
 
 
 def resolver(stack: Stack, secret: SecretStr | None = SECRET) -> KeyResolver:
-    return KeyResolver(stack.store, KeyVault(secret), SecretStr(stack.key), clock=stack.clock)
+    return KeyResolver(stack.db, KeyVault(secret), SecretStr(stack.key), clock=stack.clock)
 
 
 def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
     """The stack, its generation service and poller resolving keys with ``keys``."""
-    stack.keys = keys
-    stack.generation = GenerationService(
+    generation = GenerationService(
         client=stack.client,
         catalogue=stack.catalogue,
         billing=stack.billing,
         keys=keys,
-        store=stack.store,
+        db=stack.db,
         schedule=stack.schedule,
         clock=stack.clock,
     )
+    stack.services = replace(stack.services, keys=keys, generation=generation)
     return stack
 
 
 def poller(stack: Stack, announcer: RecordingAnnouncer) -> Poller:
     return Poller(
-        store=stack.store,
+        db=stack.db,
         client=stack.client,
         keys=stack.keys,
         schedule=stack.schedule,
@@ -57,7 +58,7 @@ def poller(stack: Stack, announcer: RecordingAnnouncer) -> Poller:
 
 def config_service(stack: Stack) -> GuildConfigService:
     return GuildConfigService(
-        store=stack.store,
+        db=stack.db,
         keys=stack.keys,
         vault=KeyVault(SECRET),
         billing=stack.billing,
@@ -94,13 +95,13 @@ async def test_a_pending_video_survives_a_key_change(
 
     announcer = RecordingAnnouncer()
     await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED, finished.error
     assert announcer.notified == [job.id]
     assert polls_with(stack, old_key, job.task_id) >= 1
     # Its last job ended: the old key is deleted.
-    assert await stack.store.retired_keys(who.guild_id) == []
+    assert await stack.db.guilds.retired_keys(who.guild_id) == []
 
 
 async def test_the_admin_is_told_how_many_jobs_keep_the_old_key(
@@ -111,7 +112,7 @@ async def test_the_admin_is_told_how_many_jobs_keep_the_old_key(
     config = config_service(stack)
     first = await config.set_api_key(who.guild_id, old_key)
     assert old_key_note(first) == ""  # the server had no key of its own
-    await stack.store.update_limits(who.guild_id, max_pending_videos_per_user=5)
+    await stack.db.guilds.update_limits(who.guild_id, max_pending_videos_per_user=5)
     await submit(stack, who, count=3)
     change = await config.set_api_key(who.guild_id, stack.api.create_key())
     assert (
@@ -121,7 +122,7 @@ async def test_the_admin_is_told_how_many_jobs_keep_the_old_key(
     # The next key replaced has no job: it is not kept.
     again = await config.remove_api_key(who.guild_id)
     assert "No job was using the old key" in old_key_note(again)
-    retired = await stack.store.retired_keys(who.guild_id)
+    retired = await stack.db.guilds.retired_keys(who.guild_id)
     assert [r.fingerprint for r in retired] == [fingerprint(old_key)]
     assert old_key.encode() not in retired[0].ciphertext
 
@@ -143,7 +144,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
         assert await broken.poll_due() == 1
         while broken.in_flight:
             await asyncio.sleep(0.01)
-    waiting = await stack.store.get_job(job.id)
+    waiting = await stack.db.jobs.get(job.id)
     assert waiting is not None
     assert waiting.status is JobStatus.PENDING
     assert waiting.next_poll_at >= stack.clock.time() + 60  # not a tight retry loop
@@ -155,7 +156,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
     on_keys(stack, resolver(stack))
     announcer = RecordingAnnouncer()
     await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED, finished.error
 
@@ -175,7 +176,7 @@ async def test_a_key_unreadable_with_the_configured_keys_is_retried_not_failed(
     await broken.poll_due()
     while broken.in_flight:
         await asyncio.sleep(0.01)
-    still = await stack.store.get_job(job.id)
+    still = await stack.db.jobs.get(job.id)
     assert still is not None and still.status is JobStatus.PENDING
     assert slip.results == []
 
@@ -190,7 +191,7 @@ async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
     # The catalogue was first fetched for this guild, with its key.
     cache = CatalogueCache(stack.client, stack.clock, ttl=10.0)
     config = GuildConfigService(
-        store=stack.store,
+        db=stack.db,
         keys=stack.keys,
         vault=KeyVault(SECRET),
         billing=stack.billing,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,8 @@ from bot.services.keys import (
     StoredKeyUnreadable,
     fingerprint,
 )
-from bot.storage import Kind, NewJob, Store
+from bot.storage import Database, Kind, NewJob
+from bot.storage.sqlite import SqliteDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
 GUILD = 100
@@ -37,8 +38,9 @@ def secret() -> SecretStr:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "bot.db", clock=ManualClock())
+async def store(open_db: Callable[[ManualClock], Awaitable[Database]]) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(ManualClock())
     yield opened
     await opened.close()
 
@@ -80,18 +82,23 @@ def test_vault_with_another_secret_cannot_read(secret: SecretStr) -> None:
 
 
 async def test_the_database_never_holds_the_plaintext_key(
-    store: Store, secret: SecretStr, tmp_path: Path
+    store: Database, secret: SecretStr, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     resolver = KeyResolver(store, KeyVault(secret), None)
     assert await resolver.store_key(GUILD, f"  {GUILD_KEY}\n") == GUILD_KEY[-4:]
 
-    settings = await store.guild_settings(GUILD)
+    settings = await store.guilds.settings(GUILD)
     assert settings.api_key_last4 == GUILD_KEY[-4:]
     assert settings.api_key_ciphertext is not None
     assert GUILD_KEY.encode() not in settings.api_key_ciphertext
-    # Nowhere in the files either: the main file and the WAL, where the write is now.
-    files = [p for p in tmp_path.iterdir() if p.name.startswith("bot.db")]
-    assert any(p.name.endswith("-wal") for p in files)
+    # Nowhere in the files either: SQLite's main file and WAL, where the write is now;
+    # PostgreSQL's whole data directory (its WAL included).
+    if store.engine == "sqlite":
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("bot.db")]
+        assert any(p.name.endswith("-wal") for p in files)
+    else:
+        files = [p for p in request.getfixturevalue("pg_server").data.rglob("*") if p.is_file()]
+        assert any("pg_wal" in p.parts for p in files)
     for path in files:
         assert GUILD_KEY.encode() not in path.read_bytes(), path.name
 
@@ -100,24 +107,24 @@ async def test_the_database_never_holds_the_plaintext_key(
     assert (resolved.source, resolved.fingerprint) == ("guild", fingerprint(GUILD_KEY))
 
 
-async def test_without_key_encryption_key_nothing_is_stored(store: Store) -> None:
+async def test_without_key_encryption_key_nothing_is_stored(store: SqliteDatabase) -> None:
     resolver = KeyResolver(store, KeyVault(None), SecretStr(DEFAULT_KEY))
     with pytest.raises(KeyEncryptionUnavailable) as info:
         await resolver.store_key(GUILD, GUILD_KEY)
     assert "Fernet.generate_key()" in user_message(info.value)
-    assert (await store.guild_settings(GUILD)).api_key_ciphertext is None
+    assert (await store.guilds.settings(GUILD)).api_key_ciphertext is None
     assert (await resolver.resolve(GUILD)).source == "default"
 
 
-async def test_an_empty_key_is_refused(store: Store, secret: SecretStr) -> None:
+async def test_an_empty_key_is_refused(store: SqliteDatabase, secret: SecretStr) -> None:
     resolver = KeyResolver(store, KeyVault(secret), None)
     with pytest.raises(ValueError, match="empty"):
         await resolver.store_key(GUILD, "   ")
-    assert (await store.guild_settings(GUILD)).api_key_ciphertext is None
+    assert (await store.guilds.settings(GUILD)).api_key_ciphertext is None
 
 
 async def test_resolution_order_guild_then_default_then_error(
-    store: Store, secret: SecretStr
+    store: SqliteDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
     without_default = KeyResolver(store, KeyVault(secret), None)
@@ -140,7 +147,7 @@ async def test_resolution_order_guild_then_default_then_error(
 
 
 async def test_an_unreadable_guild_key_does_not_fall_back_to_the_default(
-    store: Store, secret: SecretStr
+    store: SqliteDatabase, secret: SecretStr
 ) -> None:
     await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
     rotated = KeyVault(SecretStr(Fernet.generate_key().decode()))
@@ -188,10 +195,10 @@ def test_a_bad_entry_in_the_list_is_named_by_position_never_shown(
 async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -> None:
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     path = tmp_path / "bot.db"
-    store = await Store.open(path, clock=ManualClock())
+    store = await SqliteDatabase.open(path, clock=ManualClock())
     resolver = KeyResolver(store, KeyVault(SecretStr(old)), None)
     await resolver.store_key(GUILD, "gk_live_retired_key_0123456789")
-    await store.insert_job(
+    await store.jobs.insert(
         NewJob(
             task_id="t1",
             provider="alpha",
@@ -233,12 +240,12 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
     assert "re-encrypted 3 stored API keys" in done.stdout
     assert old not in done.stdout + done.stderr
 
-    store = await Store.open(path, clock=ManualClock())
+    store = await SqliteDatabase.open(path, clock=ManualClock())
     try:
         ciphertexts = [
-            (await store.guild_settings(GUILD)).api_key_ciphertext,
-            (await store.guild_settings(GUILD + 1)).api_key_ciphertext,
-            *(r.ciphertext for r in await store.retired_keys(GUILD)),
+            (await store.guilds.settings(GUILD)).api_key_ciphertext,
+            (await store.guilds.settings(GUILD + 1)).api_key_ciphertext,
+            *(r.ciphertext for r in await store.guilds.retired_keys(GUILD)),
         ]
         assert len(ciphertexts) == 3
         for ciphertext in ciphertexts:
@@ -254,18 +261,18 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
         await store.close()
 
 
-async def test_rotate_keys_without_the_old_key_changes_nothing(store: Store) -> None:
+async def test_rotate_keys_without_the_old_key_changes_nothing(store: SqliteDatabase) -> None:
     old = SecretStr(Fernet.generate_key().decode())
     await KeyResolver(store, KeyVault(old), None).store_key(GUILD, GUILD_KEY)
-    before = (await store.guild_settings(GUILD)).api_key_ciphertext
+    before = (await store.guilds.settings(GUILD)).api_key_ciphertext
     stranger = KeyResolver(store, KeyVault(SecretStr(Fernet.generate_key().decode())), None)
     with pytest.raises(StoredKeyUnreadable):
         await stranger.rotate()
-    assert (await store.guild_settings(GUILD)).api_key_ciphertext == before
+    assert (await store.guilds.settings(GUILD)).api_key_ciphertext == before
 
 
 async def test_an_unknown_key_is_retried_only_while_the_default_key_is_unset(
-    store: Store, secret: SecretStr
+    store: SqliteDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
     assert await with_default.resolve_fingerprint(GUILD, "0123456789ab") is None
@@ -277,17 +284,17 @@ async def test_an_unknown_key_is_retried_only_while_the_default_key_is_unset(
 
 
 async def test_a_key_retired_while_unreadable_is_kept_then_found(
-    store: Store, secret: SecretStr
+    store: SqliteDatabase, secret: SecretStr
 ) -> None:
     await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
     # Removed by an admin while KEY_ENCRYPTION_KEY was missing: its jobs cannot be counted.
     change = await KeyResolver(store, KeyVault(None), None).clear_key(GUILD)
     assert change.had_key and change.jobs_on_old_key is None
-    (kept,) = await store.retired_keys(GUILD)
+    (kept,) = await store.guilds.retired_keys(GUILD)
     assert kept.fingerprint is None
     # Back with the setting: the key is found, and deleted as no pending job uses it.
     found = await KeyResolver(store, KeyVault(secret), None).resolve_fingerprint(
         GUILD, fingerprint(GUILD_KEY)
     )
     assert found is not None and found.key.get_secret_value() == GUILD_KEY
-    assert await store.retired_keys(GUILD) == []
+    assert await store.guilds.retired_keys(GUILD) == []

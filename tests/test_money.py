@@ -20,8 +20,10 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.models import TextRequest
 from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions, VideoOptions
-from bot.storage import Charge, JobStatus, Kind, Store
-from bot.storage.database import from_micro, load_migrations, split_statements, to_micro
+from bot.storage import Charge, ConstraintError, JobStatus, Kind
+from bot.storage.money import from_micro, to_micro
+from bot.storage.sqlite import SqliteDatabase
+from bot.storage.sqlite.engine import load_migrations, split_statements
 from tests.conftest import Stack
 
 GUILD = 1
@@ -66,13 +68,13 @@ async def test_a_video_charged_035_cents_is_stored_exactly_and_polled(
     stack.api.report_next_costs(Decimal("0.35"))
     job = await stack.generation.video(who, VideoOptions("a fox", await video_model_id(stack)))
     assert job.cost_cents == Decimal("0.35")
-    assert await stack.store.ledger_total(who.guild_id) == Decimal("0.35")
+    assert await stack.db.ledger.total(who.guild_id) == Decimal("0.35")
     assert stack.api.balance(stack.key) == Decimal("99999.65")
     report = await stack.billing.report(who.guild_id, key_fingerprint=job.key_fingerprint)
     assert report.month_cents == Decimal("0.35")
     assert report.last_remaining_credits_cents == Decimal("99999.65")
     stack.clock.advance(600)
-    assert [j.task_id for j in await stack.store.due_jobs(stack.clock.time(), 10)] == [job.task_id]
+    assert [j.task_id for j in await stack.db.jobs.due(stack.clock.time(), 10)] == [job.task_id]
     key = await stack.keys.resolve(who.guild_id)
     state = await stack.client.poll(key.key, job.poll_url)
     assert state.status == "completed"
@@ -82,7 +84,7 @@ async def test_a_video_charged_035_cents_is_stored_exactly_and_polled(
 
 
 async def test_budgets_compare_exactly(stack: Stack, who: Requester) -> None:
-    await stack.store.update_limits(who.guild_id, user_daily_budget_cents=1)
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=1)
     # Nine charges of 0.1 leave exactly 0.1 (as floats: 0.10000000000000009).
     for _ in range(9):
         stack.api.report_next_costs(Decimal("0.1"))
@@ -119,15 +121,15 @@ async def test_an_absurd_cost_is_recorded_for_admins_and_the_video_still_stored(
     stack.api.set_balance(stack.key, Decimal("1e16"))  # room for the absurd charge
     stack.api.report_next_costs(reported)  # type: ignore[arg-type]
     job = await stack.generation.video(who, VideoOptions("a fox", await video_model_id(stack)))
-    stored = await stack.store.job_by_task(job.task_id)
+    stored = await stack.db.jobs.by_task(job.task_id)
     assert stored is not None
     assert stored.status is JobStatus.PENDING
-    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    (anomaly,) = await stack.db.ledger.anomalies(who.guild_id, since=0)
     assert anomaly.task_id == job.task_id
     assert reason in anomaly.reason
     assert anomaly.reported_cost == kept
     # Nothing we cannot trust is summed into budgets.
-    assert await stack.store.ledger_total(who.guild_id) == 0
+    assert await stack.db.ledger.total(who.guild_id) == 0
     report = await stack.billing.report(who.guild_id)
     assert report.anomalies == 1
 
@@ -138,7 +140,7 @@ async def test_a_text_answer_with_an_unreadable_cost_is_still_given(
     stack.api.report_next_costs("free!")
     result = await stack.generation.text(who, TextOptions("hi"))
     assert result.content
-    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    (anomaly,) = await stack.db.ledger.anomalies(who.guild_id, since=0)
     assert anomaly.kind is Kind.TEXT
     assert anomaly.task_id is None
 
@@ -148,8 +150,8 @@ async def test_a_sub_micro_cent_charge_is_rounded_up_and_its_exact_text_kept(
 ) -> None:
     stack.api.report_next_costs(Decimal("0.0000001"))
     await stack.generation.text(who, TextOptions("hi"))
-    assert await stack.store.ledger_total(who.guild_id) == Decimal("0.000001")
-    (anomaly,) = await stack.store.charge_anomalies(who.guild_id, since=0)
+    assert await stack.db.ledger.total(who.guild_id) == Decimal("0.000001")
+    (anomaly,) = await stack.db.ledger.anomalies(who.guild_id, since=0)
     assert anomaly.reported_cost == "1E-7"
     assert "rounded up" in anomaly.reason
 
@@ -169,14 +171,15 @@ def charge(cost: Decimal, task_id: str | None = "t-1") -> Charge:
 
 
 async def test_only_a_duplicate_task_is_ignored_by_the_ledger(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "bot.db", clock=ManualClock())
+    store = await SqliteDatabase.open(tmp_path / "bot.db", clock=ManualClock())
     try:
-        await store.settle_reservation(None, charge(Decimal("0.35")))
-        await store.settle_reservation(None, charge(Decimal("0.35")))  # the same task again
-        assert await store.ledger_total(GUILD) == Decimal("0.35")
-        with pytest.raises(sqlite3.IntegrityError):
-            await store.settle_reservation(None, charge(Decimal(-1), task_id="t-2"))
-        assert await store.ledger_total(GUILD) == Decimal("0.35")
+        assert await store.ledger.insert_charge(charge(Decimal("0.35"))) is True
+        # the same task again
+        assert await store.ledger.insert_charge(charge(Decimal("0.35"))) is False
+        assert await store.ledger.total(GUILD) == Decimal("0.35")
+        with pytest.raises(ConstraintError):
+            await store.ledger.insert_charge(charge(Decimal(-1), task_id="t-2"))
+        assert await store.ledger.total(GUILD) == Decimal("0.35")
     finally:
         await store.close()
 
@@ -210,15 +213,15 @@ async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path:
         " VALUES ('a', 'alpha', '/p', 'video', 'v', 1, 7, 1, 'cat', 250, 'fp', 100.0, 150.0)"
     )
     conn.close()
-    store = await Store.open(path, clock=ManualClock())
+    store = await SqliteDatabase.open(path, clock=ManualClock())
     try:
-        assert await store.ledger_total(1) == Decimal(253)
-        assert await store.last_remaining_credits("fp") == Decimal(big)
-        assert await store.reserved_cents(1, 0.0) == Decimal(40)
-        job = await store.job_by_task("a")
+        assert await store.ledger.total(1) == Decimal(253)
+        assert await store.ledger.last_remaining_credits("fp") == Decimal(big)
+        assert await store.ledger.reserved_cents(1, 0.0) == Decimal(40)
+        job = await store.jobs.by_task("a")
         assert job is not None
         assert job.cost_cents == Decimal(250)
-        assert await store.recent_costs("v") == [Decimal(250)]
+        assert await store.ledger.recent_costs("v") == [Decimal(250)]
     finally:
         await store.close()
     conn = sqlite3.connect(path)

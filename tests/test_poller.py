@@ -67,7 +67,7 @@ class RecordingAnnouncer:
 
 def make_poller(stack: Stack, announcer: RecordingAnnouncer, **kw: float) -> Poller:
     return Poller(
-        store=stack.store,
+        db=stack.db,
         client=stack.client,
         keys=stack.keys,
         schedule=stack.schedule,
@@ -111,7 +111,7 @@ async def test_a_video_is_polled_to_completion_and_announced_once(
     announcer = RecordingAnnouncer()
     poller = make_poller(stack, announcer)
     await run_until(poller, lambda: bool(announcer.notified))
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED
     assert finished.outputs
@@ -139,7 +139,7 @@ async def test_a_restart_announces_what_finished_but_was_not_shown(
 ) -> None:
     (job,) = await submit(stack, who)
     now = stack.clock.time()
-    assert await stack.store.finish_job(job.id, JobStatus.COMPLETED, ("http://x/v.mp4",), None, now)
+    assert await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, ("http://x/v.mp4",), None, now)
     announcer = RecordingAnnouncer()
     await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
     again = RecordingAnnouncer()
@@ -157,7 +157,7 @@ async def test_a_deleted_placeholder_gets_its_result_posted_as_a_new_message(
     (job,) = await submit(stack, who)
     announcer = RecordingAnnouncer(placeholder_exists=False)
     await run_until(make_poller(stack, announcer), lambda: bool(announcer.results))
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED
     assert finished.announced_at is not None
@@ -175,13 +175,13 @@ async def test_permanent_failures_fall_back_in_order_down_to_jobs(
     poller = make_poller(stack, announcer)
 
     async def delivered() -> bool:
-        found = await stack.store.get_job(job.id)
+        found = await stack.db.jobs.get(job.id)
         return found is not None and found.announced_at is not None
 
     await run_until(poller, lambda: len(announcer.attempts) >= 3)
     assert [route for _, route, _ in announcer.attempts] == list(refuse)
     assert await delivered()
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None and finished.delivery_route is DeliveryRoute.JOBS
     assert "Unknown Message" in (finished.delivery_error or "")
 
@@ -198,14 +198,14 @@ async def test_a_transient_discord_failure_is_retried_with_backoff_then_shown_on
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     assert gaps[0] >= 30 and gaps[1] >= 60 and gaps[2] >= 120  # no retry storm
     assert announcer.notified == [job.id]
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None and finished.announced_at is not None
 
 
 async def test_an_outage_longer_than_the_timeout_still_delivers_every_job(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.store.update_limits(who.guild_id, max_pending_videos_per_user=5)
+    await stack.db.guilds.update_limits(who.guild_id, max_pending_videos_per_user=5)
     jobs = await submit(stack, who, count=3)
     stack.clock.advance(3600)  # the bot was down for an hour; the service finished them
     announcer = RecordingAnnouncer()
@@ -214,7 +214,7 @@ async def test_an_outage_longer_than_the_timeout_still_delivers_every_job(
     )
     assert sorted(announcer.notified) == sorted(job.id for job in jobs)
     for job in jobs:
-        finished = await stack.store.get_job(job.id)
+        finished = await stack.db.jobs.get(job.id)
         assert finished is not None and finished.status is JobStatus.COMPLETED
 
 
@@ -226,7 +226,7 @@ async def test_a_job_still_processing_past_the_timeout_is_unwatched_then_recheck
     announcer = RecordingAnnouncer()
     poller = make_poller(stack, announcer, job_timeout=600.0)
     await run_until(poller, lambda: bool(announcer.unwatched))
-    waiting = await stack.store.get_job(job.id)
+    waiting = await stack.db.jobs.get(job.id)
     assert waiting is not None
     assert waiting.status is JobStatus.PENDING  # not failed: the service may still finish it
     assert waiting.unwatched_at is not None
@@ -234,7 +234,7 @@ async def test_a_job_still_processing_past_the_timeout_is_unwatched_then_recheck
     assert announcer.progress_edits  # the placeholder showed it was alive meanwhile
     polls = len([r for r in stack.api.requests if r.method == "GET" and job.task_id in r.path])
     stack.clock.advance(3600)
-    assert await stack.store.due_jobs(stack.clock.time(), 10) == []  # no longer polled
+    assert await stack.db.jobs.due(stack.clock.time(), 10) == []  # no longer polled
 
     still = await poller.recheck(job.id)
     assert still is not None and still.status is JobStatus.PENDING
@@ -253,9 +253,9 @@ async def test_a_job_is_due_only_once_its_placeholder_is_attached(
     stack.api.set_task_duration(lambda model, body: 0.0)
     (job,) = await submit(stack, who, placeholder=False)
     stack.clock.advance(12)  # a slow placeholder post: the job finished meanwhile
-    assert await stack.store.due_jobs(stack.clock.time(), 10) == []
+    assert await stack.db.jobs.due(stack.clock.time(), 10) == []
     await stack.generation.attach_message(job, 555)
-    (due,) = await stack.store.due_jobs(stack.clock.time(), 10)
+    (due,) = await stack.db.jobs.due(stack.clock.time(), 10)
     assert due.message_id == 555
 
 
@@ -265,7 +265,7 @@ async def test_a_job_whose_placeholder_never_came_is_still_delivered(
     (job,) = await submit(stack, who, placeholder=False)
     announcer = RecordingAnnouncer()
     await run_until(make_poller(stack, announcer), lambda: bool(announcer.results))
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None and finished.status is JobStatus.COMPLETED
     assert announcer.routes == [DeliveryRoute.CHANNEL]  # as a message of its own
 
@@ -275,7 +275,7 @@ async def test_many_pending_videos_never_exceed_the_keys_rate_limit(
 ) -> None:
     jobs = 30
     stack.api.set_task_duration(lambda model, body: 20.0 + (hash(body["prompt"]) % 100))
-    await stack.store.update_limits(who.guild_id, max_pending_videos_per_guild=100)
+    await stack.db.guilds.update_limits(who.guild_id, max_pending_videos_per_guild=100)
     submitted = []
     for i in range(jobs):
         stack.clock.advance(2.5)  # users submit over time; a burst would be told to wait

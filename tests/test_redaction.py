@@ -42,7 +42,7 @@ async def test_a_refused_command_logs_and_shows_no_key(
     stack: Stack, who: Requester, whose: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = SecretStr(Fernet.generate_key().decode())
-    on_keys(stack, KeyResolver(stack.store, KeyVault(secret), SecretStr(stack.key)))
+    on_keys(stack, KeyResolver(stack.db, KeyVault(secret), SecretStr(stack.key)))
     key = stack.key
     if whose == "guild":
         key = stack.api.create_key()

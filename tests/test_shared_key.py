@@ -35,7 +35,7 @@ async def test_a_server_on_the_default_key_is_told_it_is_the_shared_key(
 
 async def test_a_server_with_its_own_key_is_told_to_top_it_up(stack: Stack, who: Requester) -> None:
     secret = SecretStr(Fernet.generate_key().decode())
-    on_keys(stack, KeyResolver(stack.store, KeyVault(secret), SecretStr(stack.key)))
+    on_keys(stack, KeyResolver(stack.db, KeyVault(secret), SecretStr(stack.key)))
     own = stack.api.create_key(balance_cents=0)
     await stack.keys.store_key(who.guild_id, own)
     with pytest.raises(api_errors.InsufficientCreditsError) as broke:

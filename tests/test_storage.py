@@ -1,10 +1,13 @@
-"""The SQLite store: migrations, guild settings, ledger, jobs, transactions and query plans."""
+"""Storage: guild settings, ledger, jobs and transactions on both engines; SQLite's own parts.
+
+SQLite alone: migrations from every earlier version, its connections, its query plans.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,22 +17,25 @@ from bot.clock import ManualClock
 from bot.storage import (
     UNSET,
     Charge,
+    ConstraintError,
+    Database,
     GuildSettings,
+    Job,
     JobStatus,
     Kind,
     NewJob,
     SchemaTooNewError,
-    Store,
-    database,
+    StorageUnavailableError,
 )
-from bot.storage.database import (
+from bot.storage.sqlite import SqliteDatabase, engine
+from bot.storage.sqlite.engine import Migration, load_migrations, split_statements
+from bot.storage.sqlite.jobs import (
+    DUE_DELIVERIES_SQL,
     DUE_JOBS_SQL,
     JOBS_LISTING_SQL,
+    NEXT_DELIVERY_SQL,
     NEXT_DUE_SQL,
-    UNANNOUNCED_JOBS_SQL,
-    Migration,
-    load_migrations,
-    split_statements,
+    PENDING_VIDEOS_SQL,
 )
 
 GUILD = 100
@@ -42,8 +48,19 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "bot.db", clock=clock)
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(clock)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteDatabase]:
+    """SQLite only: for its connections and its query plans."""
+    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
     yield opened
     await opened.close()
 
@@ -94,6 +111,17 @@ def new_job(
     )
 
 
+async def settle(
+    store: SqliteDatabase, reservation_id: int | None, paid: Charge, job: NewJob | None = None
+) -> Job | None:
+    """Replace a reservation by its charge and store the job, in one transaction (as billing)."""
+    async with store.transaction() as tx:
+        if reservation_id is not None:
+            await tx.ledger.delete_reservation(reservation_id)
+        await tx.ledger.insert_charge(paid)
+        return None if job is None else await tx.jobs.insert(job)
+
+
 def build_db_at(path: Path, version: int) -> None:
     """Create a database as the code of schema ``version`` would have left it."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -131,15 +159,17 @@ def schema_of(path: Path) -> dict[str, Any]:
 
 async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "nested" / "dir" / "bot.db"
-    store = await Store.open(path, clock=clock)
+    store = await SqliteDatabase.open(path, clock=clock)
     try:
         assert path.exists()
         assert store.schema_version == LATEST
-        assert (await store._one("PRAGMA journal_mode"))[0] == "wal"  # type: ignore[index]
-        assert (await store._one("PRAGMA foreign_keys"))[0] == 1  # type: ignore[index]
-        assert (await store._one("PRAGMA busy_timeout"))[0] == database.BUSY_TIMEOUT_MS  # type: ignore[index]
-        assert await store.get_meta("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
-        assert (await store.get_meta("migration.0002") or "").startswith("job_schedule applied")
+        assert (await store._connections.executor.one("PRAGMA journal_mode"))[0] == "wal"  # type: ignore[index]
+        assert (await store._connections.executor.one("PRAGMA foreign_keys"))[0] == 1  # type: ignore[index]
+        assert (await store._connections.executor.one("PRAGMA busy_timeout"))[
+            0
+        ] == engine.BUSY_TIMEOUT_MS  # type: ignore[index]
+        assert await store.meta.get("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
+        assert (await store.meta.get("migration.0002") or "").startswith("job_schedule applied")
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
@@ -148,16 +178,16 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
 
 async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "bot.db"
-    first = await Store.open(path, clock=clock)
-    await first.set_meta("k", "v")
+    first = await SqliteDatabase.open(path, clock=clock)
+    await first.meta.set("k", "v")
     await first.close()
     clock.advance(3600)
-    again = await Store.open(path, clock=clock)
+    again = await SqliteDatabase.open(path, clock=clock)
     try:
         assert again.schema_version == LATEST
-        assert await again.get_meta("k") == "v"
+        assert await again.meta.get("k") == "v"
         # The stamp is from the first open: the migration did not run again.
-        assert await again.get_meta("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
+        assert await again.meta.get("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
     finally:
         await again.close()
 
@@ -181,8 +211,8 @@ async def test_upgrade_from_every_earlier_version_matches_a_fresh_database(
 ) -> None:
     old = tmp_path / "old.db"
     build_db_at(old, start)
-    upgraded = await Store.open(old, clock=clock)
-    fresh = await Store.open(tmp_path / "fresh.db", clock=clock)
+    upgraded = await SqliteDatabase.open(old, clock=clock)
+    fresh = await SqliteDatabase.open(tmp_path / "fresh.db", clock=clock)
     await upgraded.close()
     await fresh.close()
     assert schema_of(old) == schema_of(tmp_path / "fresh.db")
@@ -217,20 +247,20 @@ async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
                 (task_id, GUILD, status, finished, '["https://x/v.mp4"]' if finished else "[]"),
             )
 
-    store = await Store.open(path, clock=clock)
+    store = await SqliteDatabase.open(path, clock=clock)
     try:
         assert store.schema_version == LATEST
-        settings = await store.guild_settings(GUILD)
+        settings = await store.guilds.settings(GUILD)
         assert settings.monthly_budget_cents == 5000
         assert settings.admin_channel_id == 42
         assert settings.allowed_channel_ids == {7}
-        assert await store.ledger_total(GUILD) == 250
-        done = await store.job_by_task("done")
+        assert await store.ledger.total(GUILD) == 250
+        done = await store.jobs.by_task("done")
         assert done is not None
         assert done.announced_at == 200.0
         assert done.outputs == ("https://x/v.mp4",)
-        assert await store.unannounced_jobs() == []
-        assert [j.task_id for j in await store.due_jobs(1000.0, 10)] == ["busy"]
+        assert await store.jobs.due_deliveries(1e12, 10) == []
+        assert [j.task_id for j in await store.jobs.due(1000.0, 10)] == ["busy"]
     finally:
         await store.close()
 
@@ -243,7 +273,7 @@ async def test_a_database_newer_than_the_code_stops_start_up(
     with sqlite3.connect(path) as conn:
         conn.execute(f"PRAGMA user_version = {LATEST + 1}")
     with pytest.raises(SchemaTooNewError) as info:
-        await Store.open(path, clock=clock)
+        await SqliteDatabase.open(path, clock=clock)
     assert (info.value.found, info.value.supported) == (LATEST + 1, LATEST)
     assert f"schema version {LATEST + 1}" in str(info.value)
     assert "newer release" in str(info.value)
@@ -255,7 +285,7 @@ async def test_a_failing_migration_leaves_the_previous_version_intact(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bot.db"
-    store = await Store.open(path, clock=clock)
+    store = await SqliteDatabase.open(path, clock=clock)
     await store.close()
     broken = Migration(
         LATEST + 1,
@@ -263,9 +293,9 @@ async def test_a_failing_migration_leaves_the_previous_version_intact(
         "CREATE TABLE half (x INTEGER);\nINSERT INTO no_such_table VALUES (1);",
     )
     real = load_migrations()
-    monkeypatch.setattr(database, "load_migrations", lambda: [*real, broken])
+    monkeypatch.setattr(engine, "load_migrations", lambda: [*real, broken])
     with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
-        await Store.open(path, clock=clock)
+        await SqliteDatabase.open(path, clock=clock)
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
@@ -289,27 +319,27 @@ def test_split_statements_respects_strings_and_trigger_bodies() -> None:
 # -- transactions ------------------------------------------------------------------------------
 
 
-async def test_a_failing_write_block_leaves_nothing(store: Store) -> None:
+async def test_a_failing_write_block_leaves_nothing(store: SqliteDatabase) -> None:
     async def crash_midway() -> None:
-        async with store.write() as tx:
-            await tx.set_meta("a", "1")
-            await tx.set_api_key(GUILD, b"cipher", "abcd")
+        async with store.transaction() as tx:
+            await tx.meta.set("a", "1")
+            await tx.guilds.set_api_key(GUILD, b"cipher", "abcd")
             raise RuntimeError("crash in the middle")
 
     with pytest.raises(RuntimeError, match="crash"):
         await crash_midway()
-    assert await store.get_meta("a") is None
-    assert await store.guild_settings(GUILD) == GuildSettings.default(GUILD)
-    await store.set_meta("a", "2")  # the store is still usable
-    assert await store.get_meta("a") == "2"
+    assert await store.meta.get("a") is None
+    assert await store.guilds.settings(GUILD) == GuildSettings.default(GUILD)
+    await store.meta.set("a", "2")  # the store is still usable
+    assert await store.meta.get("a") == "2"
 
 
-async def test_a_cancelled_write_block_is_rolled_back(store: Store) -> None:
+async def test_a_cancelled_write_block_is_rolled_back(store: SqliteDatabase) -> None:
     entered = asyncio.Event()
 
     async def slow_writer() -> None:
-        async with store.write() as tx:
-            await tx.set_meta("a", "1")
+        async with store.transaction() as tx:
+            await tx.meta.set("a", "1")
             entered.set()
             await asyncio.Event().wait()  # never returns: cancelled here
 
@@ -318,29 +348,29 @@ async def test_a_cancelled_write_block_is_rolled_back(store: Store) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await store.get_meta("a") is None
-    await store.set_meta("b", "2")
-    assert await store.get_meta("b") == "2"
+    assert await store.meta.get("a") is None
+    await store.meta.set("b", "2")
+    assert await store.meta.get("b") == "2"
 
 
-async def test_readers_see_only_committed_writes(store: Store) -> None:
-    async with store.write() as tx:
-        await tx.set_meta("k", "new")
-        assert await tx.get_meta("k") == "new"  # the transaction sees its own write
-        assert await store.get_meta("k") is None  # the reader does not, yet
-    assert await store.get_meta("k") == "new"
+async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
+    async with store.transaction() as tx:
+        await tx.meta.set("k", "new")
+        assert await tx.meta.get("k") == "new"  # the transaction sees its own write
+        assert await store.meta.get("k") is None  # the reader does not, yet
+    assert await store.meta.get("k") == "new"
 
 
-async def test_the_reader_connection_cannot_write(store: Store) -> None:
+async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        await store._all("DELETE FROM meta")
+        await sqlite_store._connections.executor.all("DELETE FROM meta")
 
 
 # -- guild settings --------------------------------------------------------------------------
 
 
-async def test_a_guild_without_a_row_gets_defaults(store: Store) -> None:
-    assert await store.guild_settings(5) == GuildSettings(
+async def test_a_guild_without_a_row_gets_defaults(store: SqliteDatabase) -> None:
+    assert await store.guilds.settings(5) == GuildSettings(
         guild_id=5,
         api_key_ciphertext=None,
         api_key_last4=None,
@@ -354,117 +384,121 @@ async def test_a_guild_without_a_row_gets_defaults(store: Store) -> None:
     )
 
 
-async def test_update_limits_leaves_unset_values_and_resets_none(store: Store) -> None:
-    await store.update_limits(GUILD, monthly_budget_cents=5000, max_pending_videos_per_user=2)
-    await store.update_limits(GUILD, user_daily_budget_cents=300)
-    s = await store.guild_settings(GUILD)
+async def test_update_limits_leaves_unset_values_and_resets_none(store: SqliteDatabase) -> None:
+    await store.guilds.update_limits(
+        GUILD, monthly_budget_cents=5000, max_pending_videos_per_user=2
+    )
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=300)
+    s = await store.guilds.settings(GUILD)
     assert (s.monthly_budget_cents, s.user_daily_budget_cents) == (5000, 300)
     assert (s.max_pending_videos_per_user, s.max_pending_videos_per_guild) == (2, None)
-    await store.update_limits(GUILD, monthly_budget_cents=None, user_daily_budget_cents=UNSET)
-    s = await store.guild_settings(GUILD)
+    await store.guilds.update_limits(
+        GUILD, monthly_budget_cents=None, user_daily_budget_cents=UNSET
+    )
+    s = await store.guilds.settings(GUILD)
     assert (s.monthly_budget_cents, s.user_daily_budget_cents) == (None, 300)
 
 
-async def test_limits_are_checked_by_the_schema(store: Store) -> None:
-    with pytest.raises(sqlite3.IntegrityError):
-        await store.update_limits(GUILD, monthly_budget_cents=-1)
-    with pytest.raises(sqlite3.IntegrityError):
-        await store.update_limits(GUILD, max_pending_videos_per_guild=0)
-    assert await store.guild_settings(GUILD) == GuildSettings.default(GUILD)
+async def test_limits_are_checked_by_the_schema(store: SqliteDatabase) -> None:
+    with pytest.raises(ConstraintError):
+        await store.guilds.update_limits(GUILD, monthly_budget_cents=-1)
+    with pytest.raises(ConstraintError):
+        await store.guilds.update_limits(GUILD, max_pending_videos_per_guild=0)
+    assert await store.guilds.settings(GUILD) == GuildSettings.default(GUILD)
 
 
-async def test_channels_api_key_and_admin_channel(store: Store) -> None:
-    await store.set_allowed_channels(GUILD, [1, 2, 2, 3])
-    await store.set_allowed_channels(GUILD, [3, 4])
-    await store.set_admin_channel(GUILD, 9)
-    await store.set_api_key(GUILD, b"\x00cipher", "wxyz")
-    s = await store.guild_settings(GUILD)
+async def test_channels_api_key_and_admin_channel(store: SqliteDatabase) -> None:
+    await store.guilds.set_allowed_channels(GUILD, [1, 2, 2, 3])
+    await store.guilds.set_allowed_channels(GUILD, [3, 4])
+    await store.guilds.set_admin_channel(GUILD, 9)
+    await store.guilds.set_api_key(GUILD, b"\x00cipher", "wxyz")
+    s = await store.guilds.settings(GUILD)
     assert s.allowed_channel_ids == {3, 4}
     assert s.admin_channel_id == 9
     assert (s.api_key_ciphertext, s.api_key_last4) == (b"\x00cipher", "wxyz")
-    await store.clear_api_key(GUILD)
-    await store.set_admin_channel(GUILD, None)
-    await store.set_allowed_channels(GUILD, [])
-    s = await store.guild_settings(GUILD)
+    await store.guilds.clear_api_key(GUILD)
+    await store.guilds.set_admin_channel(GUILD, None)
+    await store.guilds.set_allowed_channels(GUILD, [])
+    s = await store.guilds.settings(GUILD)
     assert (s.api_key_ciphertext, s.api_key_last4, s.admin_channel_id) == (None, None, None)
     assert s.allowed_channel_ids == frozenset()
 
 
-async def test_notified_problem_reports_a_change_once(store: Store) -> None:
-    assert await store.set_notified_problem(GUILD, None) is False
-    assert await store.set_notified_problem(GUILD, "unauthorized") is True
-    assert await store.set_notified_problem(GUILD, "unauthorized") is False
-    assert await store.set_notified_problem(GUILD, "out of credits") is True
-    assert await store.set_notified_problem(GUILD, None) is True
-    assert await store.set_notified_problem(GUILD, None) is False
+async def test_notified_problem_reports_a_change_once(store: SqliteDatabase) -> None:
+    assert await store.guilds.set_notified_problem(GUILD, None) is False
+    assert await store.guilds.set_notified_problem(GUILD, "unauthorized") is True
+    assert await store.guilds.set_notified_problem(GUILD, "unauthorized") is False
+    assert await store.guilds.set_notified_problem(GUILD, "out of credits") is True
+    assert await store.guilds.set_notified_problem(GUILD, None) is True
+    assert await store.guilds.set_notified_problem(GUILD, None) is False
 
 
-async def test_meta_round_trip(store: Store) -> None:
-    assert await store.get_meta("tree_hash") is None
-    await store.set_meta("tree_hash", "abc")
-    await store.set_meta("tree_hash", "def")
-    assert await store.get_meta("tree_hash") == "def"
+async def test_meta_round_trip(store: SqliteDatabase) -> None:
+    assert await store.meta.get("tree_hash") is None
+    await store.meta.set("tree_hash", "abc")
+    await store.meta.set("tree_hash", "def")
+    assert await store.meta.get("tree_hash") == "def"
 
 
 # -- ledger ------------------------------------------------------------------------------------
 
 
-async def test_a_task_is_charged_once_per_kind(store: Store) -> None:
-    await store.settle_reservation(None, charge(task_id="t1", cost=100, kind=Kind.VIDEO))
-    await store.settle_reservation(None, charge(task_id="t1", cost=100, kind=Kind.VIDEO))
-    await store.settle_reservation(None, charge(task_id="t1", cost=30, kind=Kind.IMAGE))
-    await store.settle_reservation(None, charge(task_id=None, cost=5))
-    await store.settle_reservation(None, charge(task_id=None, cost=5))
-    assert await store.ledger_total(GUILD) == 100 + 30 + 5 + 5
+async def test_a_task_is_charged_once_per_kind(store: SqliteDatabase) -> None:
+    await store.ledger.insert_charge(charge(task_id="t1", cost=100, kind=Kind.VIDEO))
+    await store.ledger.insert_charge(charge(task_id="t1", cost=100, kind=Kind.VIDEO))
+    await store.ledger.insert_charge(charge(task_id="t1", cost=30, kind=Kind.IMAGE))
+    await store.ledger.insert_charge(charge(task_id=None, cost=5))
+    await store.ledger.insert_charge(charge(task_id=None, cost=5))
+    assert await store.ledger.total(GUILD) == 100 + 30 + 5 + 5
 
 
-async def test_ledger_totals_equal_the_reported_charges(store: Store) -> None:
+async def test_ledger_totals_equal_the_reported_charges(store: SqliteDatabase) -> None:
     reported: dict[tuple[Kind, str | None, int], int] = {}
     for i in range(200):
         kind = list(Kind)[i % 3]
         task_id = None if kind is Kind.TEXT else f"task-{i % 50}"
         c = charge(task_id=task_id, cost=(i * 37) % 251, kind=kind, guild=GUILD + i % 2)
-        await store.settle_reservation(None, c)
+        await store.ledger.insert_charge(c)
         # What the service charged: once per task, every text call.
         key = (kind, task_id, i if task_id is None else -1)
         if c.guild_id == GUILD:
             reported.setdefault(key, c.cost_cents)
-    assert await store.ledger_total(GUILD) == sum(reported.values())
+    assert await store.ledger.total(GUILD) == sum(reported.values())
 
 
-async def test_usage_groups_by_user_kind_and_model_since_a_time(store: Store) -> None:
-    await store.settle_reservation(None, charge(cost=10, user=1, at=100.0))
-    await store.settle_reservation(None, charge(cost=20, user=1, at=200.0))
-    await store.settle_reservation(None, charge(cost=5, user=2, at=200.0))
-    await store.settle_reservation(
-        None, charge(task_id="v", cost=300, user=2, kind=Kind.VIDEO, model="vid/t2v", at=250.0)
+async def test_usage_groups_by_user_kind_and_model_since_a_time(store: SqliteDatabase) -> None:
+    await store.ledger.insert_charge(charge(cost=10, user=1, at=100.0))
+    await store.ledger.insert_charge(charge(cost=20, user=1, at=200.0))
+    await store.ledger.insert_charge(charge(cost=5, user=2, at=200.0))
+    await store.ledger.insert_charge(
+        charge(task_id="v", cost=300, user=2, kind=Kind.VIDEO, model="vid/t2v", at=250.0)
     )
-    await store.settle_reservation(None, charge(cost=999, guild=GUILD + 1, at=200.0))
-    rows = await store.usage(GUILD, since=150.0)
+    await store.ledger.insert_charge(charge(cost=999, guild=GUILD + 1, at=200.0))
+    rows = await store.ledger.usage(GUILD, since=150.0)
     assert [(r.user_id, r.kind, r.model, r.count, r.cents) for r in rows] == [
         (2, Kind.VIDEO, "vid/t2v", 1, 300),
         (1, Kind.TEXT, "acme/chat", 1, 20),
         (2, Kind.TEXT, "acme/chat", 1, 5),
     ]
-    mine = await store.usage(GUILD, since=0.0, user_id=1)
+    mine = await store.ledger.usage(GUILD, since=0.0, user_id=1)
     assert [(r.count, r.cents) for r in mine] == [(2, 30)]
-    assert await store.spent_since(GUILD, 150.0) == 325
-    assert await store.spent_since(GUILD, 150.0, user_id=2) == 305
+    assert await store.ledger.spent_since(GUILD, 150.0) == 325
+    assert await store.ledger.spent_since(GUILD, 150.0, user_id=2) == 305
 
 
-async def test_last_remaining_credits_and_recent_costs(store: Store) -> None:
-    assert await store.last_remaining_credits("fp-a") is None
-    await store.settle_reservation(None, charge(cost=1, remaining=900, key="fp-a", at=10.0))
-    await store.settle_reservation(None, charge(cost=2, remaining=800, key="fp-a", at=20.0))
-    await store.settle_reservation(None, charge(cost=3, remaining=50, key="fp-b", at=30.0))
-    assert await store.last_remaining_credits("fp-a") == 800
-    assert await store.last_remaining_credits("fp-b") == 50
-    assert await store.recent_costs("acme/chat", limit=2) == [3, 2]
+async def test_last_remaining_credits_and_recent_costs(store: SqliteDatabase) -> None:
+    assert await store.ledger.last_remaining_credits("fp-a") is None
+    await store.ledger.insert_charge(charge(cost=1, remaining=900, key="fp-a", at=10.0))
+    await store.ledger.insert_charge(charge(cost=2, remaining=800, key="fp-a", at=20.0))
+    await store.ledger.insert_charge(charge(cost=3, remaining=50, key="fp-b", at=30.0))
+    assert await store.ledger.last_remaining_credits("fp-a") == 800
+    assert await store.ledger.last_remaining_credits("fp-b") == 50
+    assert await store.ledger.recent_costs("acme/chat", limit=2) == [3, 2]
 
 
-async def test_settle_is_all_or_nothing(store: Store, clock: ManualClock) -> None:
-    async with store.write() as tx:
-        reservation = await tx.add_reservation(
+async def test_settle_is_all_or_nothing(store: SqliteDatabase, clock: ManualClock) -> None:
+    async with store.transaction() as tx:
+        reservation = await tx.ledger.add_reservation(
             guild_id=GUILD,
             user_id=1,
             kind=Kind.VIDEO,
@@ -474,31 +508,29 @@ async def test_settle_is_all_or_nothing(store: Store, clock: ManualClock) -> Non
             expires_at=clock.time() + 900,
         )
     bad_job = new_job("t1", cost=-1)  # violates the jobs CHECK: the insert fails last
-    with pytest.raises(sqlite3.IntegrityError):
-        await store.settle_reservation(reservation.id, charge(task_id="t1"), bad_job)
-    assert await store.ledger_total(GUILD) == 0
-    assert await store.reserved_cents(GUILD, clock.time()) == 50
-    assert await store.job_by_task("t1") is None
+    with pytest.raises(ConstraintError):
+        await settle(store, reservation.id, charge(task_id="t1"), bad_job)
+    assert await store.ledger.total(GUILD) == 0
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 50
+    assert await store.jobs.by_task("t1") is None
 
-    job = await store.settle_reservation(
-        reservation.id, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
+    job = await settle(
+        store, reservation.id, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
     )
     assert job is not None
     assert job.status is JobStatus.PENDING
-    assert await store.ledger_total(GUILD) == 50
-    assert await store.reserved_cents(GUILD, clock.time()) == 0
+    assert await store.ledger.total(GUILD) == 50
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
     # Settling the same task again (a retry after a crash) neither charges nor duplicates.
-    again = await store.settle_reservation(
-        None, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
-    )
+    again = await settle(store, None, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1"))
     assert again == job
-    assert await store.ledger_total(GUILD) == 50
+    assert await store.ledger.total(GUILD) == 50
 
 
-async def test_expire_and_release_reservations(store: Store) -> None:
-    async with store.write() as tx:
+async def test_expire_and_release_reservations(store: SqliteDatabase) -> None:
+    async with store.transaction() as tx:
         for expires in (100.0, 200.0, 300.0):
-            last = await tx.add_reservation(
+            last = await tx.ledger.add_reservation(
                 guild_id=GUILD,
                 user_id=1,
                 kind=Kind.TEXT,
@@ -507,39 +539,39 @@ async def test_expire_and_release_reservations(store: Store) -> None:
                 created_at=0.0,
                 expires_at=expires,
             )
-    assert await store.reserved_cents(GUILD, 150.0) == 20
-    assert await store.expire_reservations(200.0) == 2
-    assert await store.release_reservation(last.id) is True
-    assert await store.release_reservation(last.id) is False
-    assert await store.reserved_cents(GUILD, 0.0) == 0
+    assert await store.ledger.reserved_cents(GUILD, 150.0) == 20
+    assert await store.ledger.expire_reservations(200.0) == 2
+    assert await store.ledger.delete_reservation(last.id) is True
+    assert await store.ledger.delete_reservation(last.id) is False
+    assert await store.ledger.reserved_cents(GUILD, 0.0) == 0
 
 
 # -- jobs --------------------------------------------------------------------------------------
 
 
-async def test_job_life_cycle(store: Store) -> None:
-    job = await store.insert_job(new_job("t1", next_poll_at=50.0, created_at=10.0))
+async def test_job_life_cycle(store: SqliteDatabase) -> None:
+    job = await store.jobs.insert(new_job("t1", next_poll_at=50.0, created_at=10.0))
     assert job.status is JobStatus.PENDING
     assert job.details == {"duration": 5, "aspect_ratio": "16:9"}
     assert (job.outputs, job.poll_count, job.finished_at, job.announced_at) == ((), 0, None, None)
-    assert await store.next_due_at() == 50.0
-    assert await store.due_jobs(49.0, 10) == []
+    assert await store.jobs.next_due_at() == 50.0
+    assert await store.jobs.due(49.0, 10) == []
 
-    await store.set_job_message(job.id, 555)
-    await store.set_progress_at(job.id, 60.0)
-    await store.schedule_poll(job.id, next_poll_at=80.0, poll_count=1)
-    job = await store.get_job(job.id)  # type: ignore[assignment]
+    await store.jobs.set_message(job.id, 555)
+    await store.jobs.set_progress_at(job.id, 60.0)
+    await store.jobs.schedule_poll(job.id, next_poll_at=80.0, poll_count=1)
+    job = await store.jobs.get(job.id)  # type: ignore[assignment]
     assert (job.message_id, job.last_progress_at, job.next_poll_at, job.poll_count) == (
         555,
         60.0,
         80.0,
         1,
     )
-    assert await store.pending_count() == 1
+    assert await store.jobs.pending_count() == 1
 
-    assert await store.finish_job(job.id, JobStatus.COMPLETED, ["https://x/1.mp4"], None, 130.0)
-    assert not await store.finish_job(job.id, JobStatus.FAILED, [], "late", 140.0)
-    done = await store.get_job(job.id)
+    assert await store.jobs.finish(job.id, JobStatus.COMPLETED, ["https://x/1.mp4"], None, 130.0)
+    assert not await store.jobs.finish(job.id, JobStatus.FAILED, [], "late", 140.0)
+    done = await store.jobs.get(job.id)
     assert done is not None
     assert (done.status, done.outputs, done.error, done.finished_at) == (
         JobStatus.COMPLETED,
@@ -547,69 +579,77 @@ async def test_job_life_cycle(store: Store) -> None:
         None,
         130.0,
     )
-    assert await store.next_due_at() is None
-    assert await store.pending_count() == 0
-    assert [j.id for j in await store.unannounced_jobs()] == [job.id]
-    assert await store.mark_announced(job.id, 131.0) is True
-    assert await store.mark_announced(job.id, 132.0) is False
-    assert await store.unannounced_jobs() == []
-    assert await store.completion_seconds("vid/t2v") == [120.0]
+    assert await store.jobs.next_due_at() is None
+    assert await store.jobs.pending_count() == 0
+    assert await store.jobs.due_deliveries(129.0, 10) == []
+    assert [j.id for j in await store.jobs.due_deliveries(130.0, 10)] == [job.id]
+    assert await store.jobs.next_delivery_at() == 130.0
+    assert await store.jobs.mark_announced(job.id, 131.0) is True
+    assert await store.jobs.mark_announced(job.id, 132.0) is False
+    assert await store.jobs.due_deliveries(1e12, 10) == []
+    assert await store.jobs.next_delivery_at() is None
+    assert await store.jobs.completion_seconds("vid/t2v") == [120.0]
 
 
-async def test_finish_job_refuses_pending(store: Store) -> None:
-    job = await store.insert_job(new_job("t1"))
+async def test_finish_job_refuses_pending(store: SqliteDatabase) -> None:
+    job = await store.jobs.insert(new_job("t1"))
     with pytest.raises(ValueError, match="pending"):
-        await store.finish_job(job.id, JobStatus.PENDING, [], None, 1.0)
+        await store.jobs.finish(job.id, JobStatus.PENDING, [], None, 1.0)
 
 
-async def test_completion_seconds_takes_the_latest_completed_of_the_model(store: Store) -> None:
+async def test_completion_seconds_takes_the_latest_completed_of_the_model(
+    store: SqliteDatabase,
+) -> None:
     for i in range(25):
-        job = await store.insert_job(new_job(f"t{i}", created_at=float(i * 100)))
-        await store.finish_job(job.id, JobStatus.COMPLETED, [], None, float(i * 100 + i))
-    failed = await store.insert_job(new_job("f", created_at=0.0))
-    await store.finish_job(failed.id, JobStatus.FAILED, [], "boom", 99_999.0)
-    other = await store.insert_job(new_job("o", created_at=0.0, model="vid/other"))
-    await store.finish_job(other.id, JobStatus.COMPLETED, [], None, 99_999.0)
-    assert await store.completion_seconds("vid/t2v", limit=3) == [24.0, 23.0, 22.0]
-    assert len(await store.completion_seconds("vid/t2v")) == 20
+        job = await store.jobs.insert(new_job(f"t{i}", created_at=float(i * 100)))
+        await store.jobs.finish(job.id, JobStatus.COMPLETED, [], None, float(i * 100 + i))
+    failed = await store.jobs.insert(new_job("f", created_at=0.0))
+    await store.jobs.finish(failed.id, JobStatus.FAILED, [], "boom", 99_999.0)
+    other = await store.jobs.insert(new_job("o", created_at=0.0, model="vid/other"))
+    await store.jobs.finish(other.id, JobStatus.COMPLETED, [], None, 99_999.0)
+    assert await store.jobs.completion_seconds("vid/t2v", limit=3) == [24.0, 23.0, 22.0]
+    assert len(await store.jobs.completion_seconds("vid/t2v")) == 20
 
 
-async def test_leased_jobs_and_busy_keys_are_left_out_of_the_due_set(store: Store) -> None:
+async def test_leased_jobs_and_busy_keys_are_left_out_of_the_due_set(store: SqliteDatabase) -> None:
     now = 1_000_000.0
     busy = [
-        await store.insert_job(new_job(f"b{i}", next_poll_at=now - 100 + i, key="busy"))
+        await store.jobs.insert(new_job(f"b{i}", next_poll_at=now - 100 + i, key="busy"))
         for i in range(3)
     ]
-    calm = await store.insert_job(new_job("c", next_poll_at=now - 1, key="calm"))
-    assert [j.id for j in await store.due_jobs(now, limit=2)] == [busy[0].id, busy[1].id]
+    calm = await store.jobs.insert(new_job("c", next_poll_at=now - 1, key="calm"))
+    assert [j.id for j in await store.jobs.due(now, limit=2)] == [busy[0].id, busy[1].id]
     # A key with no room to poll cannot fill the batch and starve the others.
-    assert [j.id for j in await store.due_jobs(now, limit=2, skip_keys=["busy"])] == [calm.id]
+    assert [j.id for j in await store.jobs.due(now, limit=2, skip_keys=["busy"])] == [calm.id]
 
-    await store.lease_jobs([busy[0].id, calm.id], now + 30)
-    assert [j.id for j in await store.due_jobs(now, limit=10)] == [busy[1].id, busy[2].id]
-    assert busy[0].id in [j.id for j in await store.due_jobs(now + 30, limit=10)]  # lease over
-    await store.schedule_poll(calm.id, now + 5, 1)  # the poll's own reschedule ends the lease
-    assert (await store.get_job(calm.id)).next_poll_at == now + 5  # type: ignore[union-attr]
+    await store.jobs.lease([busy[0].id, calm.id], now + 30)
+    assert [j.id for j in await store.jobs.due(now, limit=10)] == [busy[1].id, busy[2].id]
+    assert busy[0].id in [j.id for j in await store.jobs.due(now + 30, limit=10)]  # lease over
+    await store.jobs.schedule_poll(calm.id, now + 5, 1)  # the poll's own reschedule ends the lease
+    assert (await store.jobs.get(calm.id)).next_poll_at == now + 5  # type: ignore[union-attr]
 
 
-async def test_due_jobs_among_thousands_use_the_partial_index(store: Store) -> None:
+async def test_due_jobs_among_thousands_use_the_partial_index(
+    sqlite_store: SqliteDatabase,
+) -> None:
+    store = sqlite_store
     now = 1_000_000.0
     due: list[str] = []
-    async with store.write() as tx:
+    async with store.transaction() as tx:
         for i in range(5000):
-            job = await tx.insert_job(new_job(f"t{i}", next_poll_at=now - 5000 + i * 2))
+            job = await tx.jobs.insert(new_job(f"t{i}", next_poll_at=now - 5000 + i * 2))
             if i % 50 != 0:
-                await tx.finish_job(job.id, JobStatus.COMPLETED, [], None, now)
-                await tx.mark_announced(job.id, now)
+                await tx.jobs.finish(job.id, JobStatus.COMPLETED, [], None, now)
+                await tx.jobs.mark_announced(job.id, now)
             elif now - 5000 + i * 2 <= now:
                 due.append(job.task_id)
     assert len(due) == 51  # pending: every 50th; due: i <= 2500 (next_poll_at <= now)
 
-    got = await store.due_jobs(now, limit=1000)
+    got = await store.jobs.due(now, limit=1000)
     assert [j.task_id for j in got] == due
-    assert [j.task_id for j in await store.due_jobs(now, limit=3)] == due[:3]
-    assert await store.next_due_at() == now - 5000
-    assert await store.pending_count() == 100
+    assert [j.task_id for j in await store.jobs.due(now, limit=3)] == due[:3]
+    assert await store.jobs.next_due_at() == now - 5000
+    assert await store.jobs.pending_count() == 100
 
     plan = " | ".join(await store.query_plan(DUE_JOBS_SQL, (now, 10)))
     assert "USING INDEX jobs_due" in plan
@@ -620,33 +660,85 @@ async def test_due_jobs_among_thousands_use_the_partial_index(store: Store) -> N
         ["SEARCH jobs USING COVERING INDEX jobs_due"],
         ["SEARCH jobs USING INDEX jobs_due"],
     )
-    assert await store.query_plan(UNANNOUNCED_JOBS_SQL) == [
-        "SCAN jobs USING INDEX jobs_unannounced"
-    ]
+    for sql, params in ((DUE_DELIVERIES_SQL, (now, 10)), (NEXT_DELIVERY_SQL, ())):
+        plan = " | ".join(await store.query_plan(sql, params))
+        assert "USING INDEX jobs_delivery_due" in plan or "USING COVERING INDEX" in plan
+        assert "SCAN jobs" not in plan
 
 
-async def test_recent_jobs_newest_first_per_member_or_server(store: Store) -> None:
+async def test_recent_jobs_newest_first_per_member_or_server(store: SqliteDatabase) -> None:
     now = 1_767_225_600.0
-    async with store.write() as tx:
+    async with store.transaction() as tx:
         for i in range(30):
-            job = await tx.insert_job(
+            job = await tx.jobs.insert(
                 new_job(f"t{i}", created_at=now + i, user=1 if i % 3 else 2, guild=GUILD)
             )
             if i % 2:
-                await tx.finish_job(job.id, JobStatus.COMPLETED, ["https://x/v.mp4"], None, now)
-        await tx.insert_job(new_job("elsewhere", created_at=now + 99, user=1, guild=GUILD + 1))
+                await tx.jobs.finish(job.id, JobStatus.COMPLETED, ["https://x/v.mp4"], None, now)
+        await tx.jobs.insert(new_job("elsewhere", created_at=now + 99, user=1, guild=GUILD + 1))
 
-    mine = await store.recent_jobs(GUILD, user_id=1, limit=100)
+    mine = await store.jobs.recent(GUILD, user_id=1, limit=100)
     assert [j.task_id for j in mine] == [f"t{i}" for i in reversed(range(30)) if i % 3]
-    everyone = await store.recent_jobs(GUILD, user_id=None, limit=25)
+    everyone = await store.jobs.recent(GUILD, user_id=None, limit=25)
     assert [j.task_id for j in everyone] == [f"t{i}" for i in reversed(range(5, 30))]
     assert {j.status for j in everyone} == {JobStatus.PENDING, JobStatus.COMPLETED}
 
-    # Both listings walk an index in order: no scan of every job, no sort.
-    for user_id in (1, None):
+    # Both listings walk an index in order: no scan of every job, no sort (SQLite's plans).
+    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
         sql = JOBS_LISTING_SQL[user_id is not None]
         params = (GUILD, 1, 25) if user_id is not None else (GUILD, 25)
         plan = " | ".join(await store.query_plan(sql, params))
         assert "USING INDEX jobs_listing" in plan or "USING INDEX jobs_guild_listing" in plan
         assert "TEMP B-TREE" not in plan
         assert "SCAN jobs" not in plan
+
+
+async def test_pending_videos_leave_out_unwatched_and_finished_jobs(store: SqliteDatabase) -> None:
+    watched = await store.jobs.insert(new_job("w", user=1))
+    unwatched = await store.jobs.insert(new_job("u", user=1))
+    done = await store.jobs.insert(new_job("d", user=2))
+    await store.jobs.insert(new_job("i", user=1, kind=Kind.IMAGE))
+    await store.jobs.insert(new_job("x", user=1, guild=GUILD + 1))
+    assert await store.jobs.pending_videos(GUILD) == 3
+    assert await store.jobs.set_unwatched(unwatched.id, 500.0) is True
+    await store.jobs.finish(done.id, JobStatus.FAILED, [], "boom", 600.0)
+    assert await store.jobs.pending_videos(GUILD) == 1
+    assert await store.jobs.pending_videos(GUILD, user_id=1) == 1
+    assert await store.jobs.pending_videos(GUILD, user_id=2) == 0
+    # Watched again (a late poll found it moving): it counts again.
+    assert await store.jobs.set_unwatched(unwatched.id, None) is True
+    assert await store.jobs.pending_videos(GUILD, user_id=1) == 2
+    assert watched.id != unwatched.id
+    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
+        params = (GUILD, 1) if user_id is not None else (GUILD,)
+        plan = " | ".join(await store.query_plan(PENDING_VIDEOS_SQL[user_id is not None], params))
+        assert "SCAN jobs" not in plan
+
+
+async def test_a_write_method_outside_a_transaction_is_all_or_nothing(
+    store: SqliteDatabase,
+) -> None:
+    await store.guilds.set_api_key(GUILD, b"one", "0001")
+    await store.guilds.set_api_key(GUILD + 1, b"two", "0002")
+
+    def fails_on_the_second(ciphertext: bytes) -> bytes:
+        if ciphertext == b"two":
+            raise RuntimeError("cannot re-encrypt")
+        return ciphertext.upper()
+
+    with pytest.raises(RuntimeError):
+        await store.guilds.reencrypt_keys(fails_on_the_second)
+    assert (await store.guilds.settings(GUILD)).api_key_ciphertext == b"one"  # undone
+    assert await store.guilds.reencrypt_keys(bytes.upper) == 2
+    assert (await store.guilds.settings(GUILD + 1)).api_key_ciphertext == b"TWO"
+
+
+async def test_ping_answers_while_open_and_raises_once_closed(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    db = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+    assert db.engine == "sqlite"
+    await db.ping()
+    await db.close()
+    with pytest.raises(StorageUnavailableError):
+        await db.ping()

@@ -16,7 +16,8 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.services.generation import Requester
-from bot.storage import JobStatus, database
+from bot.storage import JobStatus
+from bot.storage.sqlite import engine
 from bot.supervisor import supervise
 from tests.conftest import Stack
 from tests.test_poller import RecordingAnnouncer, make_poller, submit
@@ -90,9 +91,11 @@ async def test_cancellation_stops_the_task_at_once() -> None:
 
 @pytest.fixture
 def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(database, "BUSY_TIMEOUT_MS", 20)
+    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 20)
 
 
+# SQLite's own lock (an operator's sqlite3 session on the file).
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 async def test_a_locked_database_delays_the_poller_but_never_stops_it(
     short_busy_timeout: None,
     stack: Stack,
@@ -120,7 +123,7 @@ async def test_a_locked_database_delays_the_poller_but_never_stops_it(
         operator.close()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-    finished = await stack.store.get_job(job.id)
+    finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED
     assert announcer.notified == [job.id]
@@ -129,6 +132,8 @@ async def test_a_locked_database_delays_the_poller_but_never_stops_it(
     assert all(r.exc_info is None for r in locked if r.name == "bot.supervisor")
 
 
+# SQLite's own lock (an operator's sqlite3 session on the file).
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 async def test_a_poll_that_meets_a_locked_database_ends_cleanly_and_is_retried(
     short_busy_timeout: None,
     stack: Stack,

@@ -40,15 +40,15 @@ from bot.errors import BudgetExceeded, ConcurrencyLimitReached
 from bot.storage import (
     Charge,
     ChargeAnomaly,
+    Database,
     GuildSettings,
     Job,
     Kind,
     NewJob,
+    Repositories,
     Reservation,
-    Store,
-    Transaction,
 )
-from bot.storage.database import from_micro, to_micro
+from bot.storage.money import from_micro, to_micro
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class Billing:
     """Enforces budgets and pending-video caps and records charges.
 
     Args:
-        store: the database.
+        db: the database.
         defaults: the Settings whose ``default_*`` fields apply where a guild set nothing.
         clock: the wall clock (UTC epoch seconds) that defines months, days and expiries.
         reservation_ttl: seconds an unsettled reservation holds budget.
@@ -197,12 +197,12 @@ class Billing:
 
     def __init__(
         self,
-        store: Store,
+        db: Database,
         defaults: Settings,
         clock: Clock,
         reservation_ttl: float = DEFAULT_RESERVATION_TTL,
     ) -> None:
-        self._store = store
+        self._db = db
         self._defaults = defaults
         self._clock = clock
         self._ttl = reservation_ttl
@@ -226,7 +226,7 @@ class Billing:
 
     async def limits(self, guild_id: int) -> Limits:
         """Return the guild's effective limits."""
-        return self._limits(await self._store.guild_settings(guild_id))
+        return self._limits(await self._db.guilds.settings(guild_id))
 
     async def reserve(
         self,
@@ -260,21 +260,22 @@ class Billing:
         if cost_cents is not None and cost_cents < 0:
             raise ValueError(f"negative cost: {cost_cents}")
         now = self._clock.time()
-        async with self._store.write() as tx:
-            await tx.expire_reservations(now)
-            limits = self._limits(await tx.guild_settings(guild_id))
+        async with self._db.transaction() as tx:
+            await tx.guilds.lock(guild_id)
+            await tx.ledger.expire_reservations(now)
+            limits = self._limits(await tx.guilds.settings(guild_id))
             if kind is Kind.VIDEO:
                 await self._check_video_caps(tx, limits, guild_id, user_id, now)
             needed = Decimal(cost_cents) if cost_cents is not None else await _estimate(tx, model)
             if limits.monthly_budget_cents is not None:
-                spent = await tx.spent_since(guild_id, month_start(now))
-                held = await tx.reserved_cents(guild_id, now)
+                spent = await tx.ledger.spent_since(guild_id, month_start(now))
+                held = await tx.ledger.reserved_cents(guild_id, now)
                 _check_budget("guild", limits.monthly_budget_cents - spent - held, needed)
             if limits.user_daily_budget_cents is not None:
-                spent = await tx.spent_since(guild_id, day_start(now), user_id=user_id)
-                held = await tx.reserved_cents(guild_id, now, user_id=user_id)
+                spent = await tx.ledger.spent_since(guild_id, day_start(now), user_id=user_id)
+                held = await tx.ledger.reserved_cents(guild_id, now, user_id=user_id)
                 _check_budget("user", limits.user_daily_budget_cents - spent - held, needed)
-            return await tx.add_reservation(
+            return await tx.ledger.add_reservation(
                 guild_id=guild_id,
                 user_id=user_id,
                 kind=kind,
@@ -286,18 +287,19 @@ class Billing:
 
     @staticmethod
     async def _check_video_caps(
-        tx: Transaction, limits: Limits, guild_id: int, user_id: int, now: float
+        tx: Repositories, limits: Limits, guild_id: int, user_id: int, now: float
     ) -> None:
         # A reserved video is one being submitted right now: it counts as pending, or two
-        # concurrent requests could both pass a cap that has room for one.
-        user_pending = await tx.pending_video_jobs(
+        # concurrent requests could both pass a cap that has room for one. A job the poller
+        # stopped watching is no longer progressing: it does not count (jobs.pending_videos).
+        user_pending = await tx.jobs.pending_videos(
             guild_id, user_id=user_id
-        ) + await tx.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
+        ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
         if user_pending >= limits.max_pending_videos_per_user:
             raise ConcurrencyLimitReached("user", limits.max_pending_videos_per_user)
-        guild_pending = await tx.pending_video_jobs(guild_id) + await tx.active_reservations(
-            guild_id, now, kind=Kind.VIDEO
-        )
+        guild_pending = await tx.jobs.pending_videos(
+            guild_id
+        ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO)
         if guild_pending >= limits.max_pending_videos_per_guild:
             raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
 
@@ -314,7 +316,8 @@ class Billing:
             The stored job, or None when ``job`` is None.
 
         Raises:
-            sqlite3.IntegrityError: a constraint failed other than "task already recorded".
+            ConstraintError: a constraint failed other than "task already recorded"; nothing
+                of the transaction is kept.
         """
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
@@ -337,11 +340,11 @@ class Billing:
             )
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
-        return await self._store.settle_reservation(reservation.id, ledger, job, anomaly)
+        return await self._settle(reservation, charge.guild_id, ledger, job, anomaly)
 
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge."""
-        await self._store.release_reservation(reservation.id)
+        await self._db.ledger.delete_reservation(reservation.id)
 
     async def record_charge(self, charge: Charge) -> None:
         """Record a charge made without a reservation (committed when this returns).
@@ -349,11 +352,36 @@ class Billing:
         Screened by :func:`charge_anomaly` like :meth:`settle`.
         """
         ledger, anomaly = charge_anomaly(charge)
-        await self._store.settle_reservation(None, ledger, None, anomaly)
+        await self._settle(None, charge.guild_id, ledger, None, anomaly)
+
+    async def _settle(
+        self,
+        reservation: Reservation | None,
+        guild_id: int,
+        charge: Charge | None,
+        job: NewJob | None,
+        anomaly: ChargeAnomaly | None,
+    ) -> Job | None:
+        """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
+
+        Holds the guild's lock: a budget check of the guild sees both the reservation and the
+        charge, or neither, never one without the other.
+        """
+        async with self._db.transaction() as tx:
+            await tx.guilds.lock(guild_id)
+            if reservation is not None:
+                await tx.ledger.delete_reservation(reservation.id)
+            if charge is not None and not await tx.ledger.insert_charge(charge):
+                log.info(
+                    "charge of task %s already in the ledger; not counted again", charge.task_id
+                )
+            if anomaly is not None:
+                await tx.ledger.insert_anomaly(anomaly)
+            return None if job is None else await tx.jobs.insert(job)
 
     async def expire_stale(self) -> int:
         """Delete the reservations expired by now; return how many (for a periodic sweep)."""
-        return await self._store.expire_reservations(self._clock.time())
+        return await self._db.ledger.expire_reservations(self._clock.time())
 
     async def report(
         self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
@@ -367,9 +395,9 @@ class Billing:
                 balance; None to skip it.
         """
         now = self._clock.time()
-        month = await self._store.usage(guild_id, month_start(now), user_id)
-        today = await self._store.usage(guild_id, day_start(now), user_id)
-        reserved = await self._store.reserved_cents(guild_id, now, user_id=user_id)
+        month = await self._db.ledger.usage(guild_id, month_start(now), user_id)
+        today = await self._db.ledger.usage(guild_id, day_start(now), user_id)
+        reserved = await self._db.ledger.reserved_cents(guild_id, now, user_id=user_id)
         by_user: dict[int, Decimal] = defaultdict(Decimal)
         by_kind = dict.fromkeys(Kind, Decimal(0))
         counts: dict[str, int] = defaultdict(int)
@@ -382,7 +410,7 @@ class Billing:
         remaining = (
             None
             if key_fingerprint is None
-            else await self._store.last_remaining_credits(key_fingerprint)
+            else await self._db.ledger.last_remaining_credits(key_fingerprint)
         )
         return UsageReport(
             month_cents=sum((row.cents for row in month), Decimal(0)),
@@ -395,7 +423,7 @@ class Billing:
                 key=lambda item: (-item[2], item[0]),
             ),
             last_remaining_credits_cents=remaining,
-            anomalies=await self._store.anomaly_count(guild_id, month_start(now)),
+            anomalies=await self._db.ledger.anomaly_count(guild_id, month_start(now)),
         )
 
 
@@ -403,12 +431,12 @@ def _first(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-async def _estimate(tx: Transaction, model: str) -> Decimal:
+async def _estimate(tx: Repositories, model: str) -> Decimal:
     """Return the mean of the model's recent charges, cents rounded up to a micro-cent.
 
     0 without history.
     """
-    costs = await tx.recent_costs(model, ESTIMATE_WINDOW)
+    costs = await tx.ledger.recent_costs(model, ESTIMATE_WINDOW)
     if not costs:
         return Decimal(0)
     return from_micro(to_micro(sum(costs, Decimal(0)) / len(costs)))

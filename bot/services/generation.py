@@ -32,7 +32,7 @@ from bot.genapi.models import (
 from bot.services.billing import Billing, video_cost_cents
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.schedule import PollSchedule
-from bot.storage.database import Store
+from bot.storage import Database
 from bot.storage.models import Charge, GuildSettings, Job, Kind, NewJob, Reservation
 
 log = logging.getLogger(__name__)
@@ -333,7 +333,7 @@ class GenerationService:
         catalogue: the cached catalogue.
         billing: budgets, reservations and the ledger.
         keys: which key a guild's requests use.
-        store: the database.
+        db: the database.
         schedule: first poll times of new jobs.
         clock: wall time for charges and jobs.
         notify_admins: called once per key problem per guild, if it has an admin channel.
@@ -346,7 +346,7 @@ class GenerationService:
         catalogue: CatalogueCache,
         billing: Billing,
         keys: KeyResolver,
-        store: Store,
+        db: Database,
         schedule: PollSchedule,
         clock: Clock,
         notify_admins: NotifyAdmins | None = None,
@@ -355,11 +355,20 @@ class GenerationService:
         self._catalogue = catalogue
         self._billing = billing
         self._keys = keys
-        self._store = store
+        self._db = db
         self._schedule = schedule
         self._clock = clock
         self._notify_admins = notify_admins
         self._default_text_model: str | None = None
+
+    def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
+        """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
+
+        Args:
+            notify_admins: called once per key problem per guild that has an admin channel;
+                None reports nothing.
+        """
+        self._notify_admins = notify_admins
 
     async def _check_channel(self, who: Requester) -> GuildSettings:
         """Refuse when the guild limits the commands to other channels.
@@ -373,7 +382,7 @@ class GenerationService:
         Raises:
             ValidationFailed: naming the allowed channels.
         """
-        settings = await self._store.guild_settings(who.guild_id)
+        settings = await self._db.guilds.settings(who.guild_id)
         allowed = settings.allowed_channel_ids
         if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
@@ -390,7 +399,7 @@ class GenerationService:
         if self._catalogue.current is not None:
             return self._catalogue.current
         key = await self._keys.resolve(guild_id)
-        settings = await self._store.guild_settings(guild_id)
+        settings = await self._db.guilds.settings(guild_id)
         return await self._call(settings, self._catalogue.get(key.key))
 
     async def text(self, who: Requester, options: TextOptions) -> TextResult:
@@ -501,7 +510,7 @@ class GenerationService:
         posted after, said "Generating…" forever (issue 9, item 7).
         """
         first = await self._schedule.first_poll_at(job.model, job.kind, job.created_at)
-        await self._store.set_job_message(job.id, message_id, due_at=first)
+        await self._db.jobs.set_message(job.id, message_id, due_at=first)
 
     async def _settle_job(
         self,
@@ -608,7 +617,7 @@ class GenerationService:
             return
         if problem == settings.notified_problem:
             return
-        if not await self._store.set_notified_problem(settings.guild_id, problem):
+        if not await self._db.guilds.set_notified_problem(settings.guild_id, problem):
             return
         if problem and settings.admin_channel_id is not None and self._notify_admins is not None:
             await self._notify_admins(settings.guild_id, settings.admin_channel_id, problem)

@@ -13,7 +13,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.services.billing import Billing, Limits
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
-from bot.storage.database import UNSET, LimitUpdate, Store
+from bot.storage import UNSET, Database, LimitUpdate
 
 _KEY_SHAPE = re.compile(r"^\S{8,256}$")
 """An API key: one word of 8 to 256 characters (the spec shows only that it has a prefix)."""
@@ -66,7 +66,7 @@ class GuildConfigService:
     """Applies admins' configuration changes; every method is for a guild's admins only.
 
     Args:
-        store: the database.
+        db: the database.
         keys: stores and resolves keys.
         vault: whether keys can be encrypted.
         billing: the effective limits.
@@ -79,7 +79,7 @@ class GuildConfigService:
     def __init__(
         self,
         *,
-        store: Store,
+        db: Database,
         keys: KeyResolver,
         vault: KeyVault,
         billing: Billing,
@@ -87,7 +87,7 @@ class GuildConfigService:
         default_key_set: bool,
         catalogue: CatalogueCache | None = None,
     ) -> None:
-        self._store = store
+        self._db = db
         self._keys = keys
         self._vault = vault
         self._billing = billing
@@ -118,7 +118,7 @@ class GuildConfigService:
         except UnauthorizedError:
             raise ValidationFailed("The service rejected that key; nothing was stored.") from None
         change = await self._keys.replace_key(guild_id, api_key)
-        await self._store.set_notified_problem(guild_id, None)
+        await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
         return change
 
@@ -142,7 +142,7 @@ class GuildConfigService:
         self, guild_id: int, *, monthly: LimitUpdate = UNSET, daily_per_user: LimitUpdate = UNSET
     ) -> None:
         """Set the monthly guild budget and the daily per-user budget, in cents."""
-        await self._store.update_limits(
+        await self._db.guilds.update_limits(
             guild_id, monthly_budget_cents=monthly, user_daily_budget_cents=daily_per_user
         )
 
@@ -150,7 +150,7 @@ class GuildConfigService:
         self, guild_id: int, *, per_user: LimitUpdate = UNSET, per_guild: LimitUpdate = UNSET
     ) -> None:
         """Set the caps on concurrently pending videos."""
-        await self._store.update_limits(
+        await self._db.guilds.update_limits(
             guild_id,
             max_pending_videos_per_user=per_user,
             max_pending_videos_per_guild=per_guild,
@@ -164,25 +164,25 @@ class GuildConfigService:
         Returns:
             The channels now allowed; empty means every channel.
         """
-        current = set((await self._store.guild_settings(guild_id)).allowed_channel_ids)
+        current = set((await self._db.guilds.settings(guild_id)).allowed_channel_ids)
         if allowed:
             current.add(channel_id)
         else:
             current.discard(channel_id)
-        await self._store.set_allowed_channels(guild_id, current)
+        await self._db.guilds.set_allowed_channels(guild_id, current)
         return frozenset(current)
 
     async def allow_everywhere(self, guild_id: int) -> None:
         """Let the commands be used in every channel again."""
-        await self._store.set_allowed_channels(guild_id, ())
+        await self._db.guilds.set_allowed_channels(guild_id, ())
 
     async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
         """Set (None: clear) the channel where key problems are announced."""
-        await self._store.set_admin_channel(guild_id, channel_id)
+        await self._db.guilds.set_admin_channel(guild_id, channel_id)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
-        settings = await self._store.guild_settings(guild_id)
+        settings = await self._db.guilds.settings(guild_id)
         if settings.api_key_ciphertext is not None:
             source: str | None = "guild"
         else:

@@ -29,7 +29,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import fernet_keys
 from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
-from bot.storage import Kind, Store
+from bot.storage import Database, Kind
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class KeyResolver:
     """Chooses the key of each request and stores guilds' keys encrypted.
 
     Args:
-        store: the database.
+        db: the database.
         vault: encrypts and decrypts the guilds' keys.
         default_key: ``GENAPI_API_KEY``, or None.
         clock: wall time, for when a key was retired (UTC epoch seconds).
@@ -161,13 +161,13 @@ class KeyResolver:
 
     def __init__(
         self,
-        store: Store,
+        db: Database,
         vault: KeyVault,
         default_key: SecretStr | None,
         *,
         clock: Clock | None = None,
     ) -> None:
-        self._store = store
+        self._db = db
         self._vault = vault
         self._default = default_key if default_key and default_key.get_secret_value() else None
         self._clock = clock or SystemClock()
@@ -193,7 +193,7 @@ class KeyResolver:
             StoredKeyUnreadable: the guild's key was encrypted with another ``KEY_ENCRYPTION_KEY``.
             KeyEncryptionUnavailable: the guild has a key but ``KEY_ENCRYPTION_KEY`` is unset.
         """
-        settings = await self._store.guild_settings(guild_id)
+        settings = await self._db.guilds.settings(guild_id)
         if settings.api_key_ciphertext is not None:
             try:
                 key = self._vault.decrypt(settings.api_key_ciphertext)
@@ -222,12 +222,12 @@ class KeyResolver:
         default = self._default_resolved()
         if default is not None and default.fingerprint == key_fingerprint:
             return default
-        settings = await self._store.guild_settings(guild_id)
+        settings = await self._db.guilds.settings(guild_id)
         # (ciphertext, id of a retired row whose fingerprint is not known yet)
         candidates: list[tuple[bytes, int | None]] = []
         if settings.api_key_ciphertext is not None:
             candidates.append((settings.api_key_ciphertext, None))
-        for retired in await self._store.retired_keys(guild_id):
+        for retired in await self._db.guilds.retired_keys(guild_id):
             if retired.fingerprint is None:
                 candidates.append((retired.ciphertext, retired.id))
             elif retired.fingerprint == key_fingerprint:
@@ -241,7 +241,7 @@ class KeyResolver:
                 continue
             found = fingerprint(key)
             if unknown_id is not None:
-                await self._store.set_retired_fingerprint(unknown_id, found)
+                await self._db.guilds.set_retired_fingerprint(unknown_id, found)
                 await self.sweep_retired()  # now known: deleted if no pending job uses it
             if found == key_fingerprint:
                 return ResolvedKey(SecretStr(key), found, "guild")
@@ -275,7 +275,7 @@ class KeyResolver:
                 raise ValueError("empty API key")
             new = (self._vault.encrypt(api_key), api_key[-4:])
             new_fingerprint = fingerprint(api_key)
-        settings = await self._store.guild_settings(guild_id)
+        settings = await self._db.guilds.settings(guild_id)
         had_key = settings.api_key_ciphertext is not None
         old_fingerprint: str | None = None
         jobs: dict[Kind, int] | None = {}
@@ -286,8 +286,8 @@ class KeyResolver:
                 jobs = None  # kept whatever happens, as its jobs cannot be counted
         retire = had_key and (old_fingerprint is None or old_fingerprint != new_fingerprint)
         if retire and old_fingerprint is not None:
-            jobs = await self._store.pending_jobs_on_key(guild_id, old_fingerprint)
-        await self._store.replace_api_key(
+            jobs = await self._db.jobs.pending_on_key(guild_id, old_fingerprint)
+        await self._db.guilds.replace_api_key(
             guild_id, new, retire=retire, old_fingerprint=old_fingerprint, at=self._clock.time()
         )
         if new_fingerprint is not None:
@@ -332,7 +332,7 @@ class KeyResolver:
         keeps nothing; this catches keys whose fingerprint was learned after their last job
         ended (they were retired while they could not be decrypted).
         """
-        return await self._store.delete_released_keys()
+        return await self._db.guilds.delete_released_keys()
 
     async def rotate(self) -> int:
         """Re-encrypt every stored key (current and retired) with the first encryption key.
@@ -349,4 +349,4 @@ class KeyResolver:
         """
         if not self._vault.available:
             raise KeyEncryptionUnavailable
-        return await self._store.reencrypt_keys(self._vault.rotate)
+        return await self._db.guilds.reencrypt_keys(self._vault.rotate)

@@ -49,7 +49,7 @@ class PollSchedule:
 
     Args:
         history: ``async (model) -> durations`` of its recent completed jobs, seconds
-            (``Store.completion_seconds``).
+            (``db.jobs.completion_seconds``).
         min_interval: never poll one job more often than this, seconds (spec part 8: 3 s).
         max_interval: never leave a running job unpolled longer than this, seconds.
     """

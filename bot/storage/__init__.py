@@ -1,6 +1,10 @@
-"""Persistent storage: one SQLite file, migrated at start-up; all SQL lives in ``database``."""
+"""Persistent storage: the engine-neutral interface (``repositories``) and its engines.
 
-from bot.storage.database import UNSET, LimitUpdate, SchemaTooNewError, Store, Transaction
+Services depend on :class:`Database` and the repositories' Protocols only. The SQLite engine
+(``sqlite``) is the default; rows are the dataclasses of ``models``; money conversion for the
+columns is in ``money``.
+"""
+
 from bot.storage.models import (
     Charge,
     ChargeAnomaly,
@@ -11,23 +15,46 @@ from bot.storage.models import (
     Kind,
     NewJob,
     Reservation,
+    RetiredKey,
     UsageRow,
+)
+from bot.storage.repositories import (
+    UNSET,
+    ConstraintError,
+    Database,
+    GuildRepository,
+    JobRepository,
+    LedgerRepository,
+    LimitUpdate,
+    MetaRepository,
+    Repositories,
+    SchemaTooNewError,
+    StorageError,
+    StorageUnavailableError,
 )
 
 __all__ = [
     "UNSET",
     "Charge",
     "ChargeAnomaly",
+    "ConstraintError",
+    "Database",
     "DeliveryRoute",
+    "GuildRepository",
     "GuildSettings",
     "Job",
+    "JobRepository",
     "JobStatus",
     "Kind",
+    "LedgerRepository",
     "LimitUpdate",
+    "MetaRepository",
     "NewJob",
+    "Repositories",
     "Reservation",
+    "RetiredKey",
     "SchemaTooNewError",
-    "Store",
-    "Transaction",
+    "StorageError",
+    "StorageUnavailableError",
     "UsageRow",
 ]

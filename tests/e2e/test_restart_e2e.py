@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from bot.storage.database import from_micro
+from bot.storage.money import from_micro
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Final
 
 from bot.clock import Clock
-from bot.storage.database import from_micro  # bot.storage.money after the split
-from bot.storage.database import load_migrations as sqlite_migrations
+from bot.storage.money import from_micro
 from bot.storage.postgres.engine import Connection, PgConnections
+from bot.storage.sqlite.engine import load_migrations as sqlite_migrations
 
 TABLES: Final = (
     "meta",

@@ -36,7 +36,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.clock import Clock, utc_datetime
 from bot.config import redact_database_url
-from bot.storage.database import from_micro  # bot.storage.money after the split
+from bot.storage.money import from_micro
 from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 
 log = logging.getLogger(__name__)

@@ -12,11 +12,8 @@ from typing import Final
 
 import asyncpg
 
-from bot.storage.database import (
-    from_micro,
-    to_micro,  # bot.storage.money after the split
-)
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.money import from_micro, to_micro
 from bot.storage.postgres.engine import Executor
 
 JOB_COLUMNS: Final = (

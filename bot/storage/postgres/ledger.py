@@ -10,8 +10,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from bot.storage.database import from_micro, to_micro  # bot.storage.money after the split
 from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
+from bot.storage.money import from_micro, to_micro
 from bot.storage.postgres.engine import Executor
 
 

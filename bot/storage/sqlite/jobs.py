@@ -1,0 +1,297 @@
+"""SQLite jobs: :class:`bot.storage.repositories.JobRepository` over an :class:`Executor`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Sequence
+from typing import Final
+
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.money import from_micro, to_micro
+from bot.storage.sqlite.engine import Executor
+
+JOB_COLUMNS: Final = (
+    "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
+    "prompt_summary, details, cost_micro, key_fingerprint, created_at, next_poll_at, status, "
+    "finished_at, outputs, error, poll_count, announced_at, last_progress_at, unwatched_at, "
+    "delivery_route, delivery_attempts, next_delivery_at, delivery_error"
+)
+
+# The hot queries of the poller, named so that tests can check their plans (query_plan).
+# Literal 'pending' (not a parameter) is what lets SQLite use the partial indexes of 0002.
+_DUE_JOBS_SQL: Final = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE status = 'pending' AND next_poll_at <= ?"
+    " AND unwatched_at IS NULL{skip} ORDER BY next_poll_at LIMIT ?"
+)
+DUE_JOBS_SQL: Final = _DUE_JOBS_SQL.format(skip="")
+NEXT_DUE_SQL: Final = (
+    "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending' AND unwatched_at IS NULL"
+)
+DUE_DELIVERIES_SQL: Final = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
+    " AND next_delivery_at <= ? ORDER BY next_delivery_at LIMIT ?"
+)
+NEXT_DELIVERY_SQL: Final = (
+    "SELECT MIN(next_delivery_at) FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
+)
+JOBS_LISTING_SQL: Final = {
+    # Keyed by "for one member?"; served by jobs_listing and jobs_guild_listing (0003).
+    True: f"SELECT {JOB_COLUMNS} FROM jobs WHERE guild_id = ? AND user_id = ?"
+    " ORDER BY created_at DESC, id DESC LIMIT ?",
+    False: f"SELECT {JOB_COLUMNS} FROM jobs WHERE guild_id = ?"
+    " ORDER BY created_at DESC, id DESC LIMIT ?",
+}
+PENDING_VIDEOS_SQL: Final = {
+    # The literals stay literals: they are what lets SQLite use the partial index jobs_due.
+    True: "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video'"
+    " AND unwatched_at IS NULL AND guild_id = ? AND user_id = ?",
+    False: "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video'"
+    " AND unwatched_at IS NULL AND guild_id = ?",
+}
+
+
+def job_from_row(row: sqlite3.Row) -> Job:
+    """Build a :class:`Job` from a row of :data:`JOB_COLUMNS`."""
+    return Job(
+        id=row["id"],
+        task_id=row["task_id"],
+        provider=row["provider"],
+        poll_url=row["poll_url"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        prompt_summary=row["prompt_summary"],
+        details=json.loads(row["details"]),
+        cost_cents=from_micro(row["cost_micro"]),
+        key_fingerprint=row["key_fingerprint"],
+        created_at=row["created_at"],
+        next_poll_at=row["next_poll_at"],
+        status=JobStatus(row["status"]),
+        finished_at=row["finished_at"],
+        outputs=tuple(json.loads(row["outputs"])),
+        error=row["error"],
+        poll_count=row["poll_count"],
+        announced_at=row["announced_at"],
+        last_progress_at=row["last_progress_at"],
+        unwatched_at=row["unwatched_at"],
+        delivery_route=DeliveryRoute(row["delivery_route"]),
+        delivery_attempts=row["delivery_attempts"],
+        next_delivery_at=row["next_delivery_at"],
+        delivery_error=row["delivery_error"],
+    )
+
+
+def _marks(ids: Collection[object]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+class SqliteJobs:
+    """The jobs table (see :class:`bot.storage.repositories.JobRepository` for the contract)."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    async def get(self, job_id: int) -> Job | None:
+        """Return the job with the store's id ``job_id``, or None."""
+        row = await self._sql.one(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?", (job_id,))
+        return None if row is None else job_from_row(row)
+
+    async def by_task(self, task_id: str) -> Job | None:
+        """Return the job of the service's ``task_id``, or None."""
+        row = await self._sql.one(f"SELECT {JOB_COLUMNS} FROM jobs WHERE task_id = ?", (task_id,))
+        return None if row is None else job_from_row(row)
+
+    async def insert(self, job: NewJob) -> Job:
+        """Store a pending job and return it; if its task is stored already, return that one."""
+        async with self._sql.write() as tx:
+            await tx.run(
+                "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+                " message_id, user_id, prompt_summary, details, cost_micro, key_fingerprint,"
+                " created_at, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (task_id) DO NOTHING",
+                (
+                    job.task_id,
+                    job.provider,
+                    job.poll_url,
+                    job.kind.value,
+                    job.model,
+                    job.guild_id,
+                    job.channel_id,
+                    job.message_id,
+                    job.user_id,
+                    job.prompt_summary,
+                    json.dumps(dict(job.details), sort_keys=True),
+                    to_micro(job.cost_cents),
+                    job.key_fingerprint,
+                    job.created_at,
+                    job.next_poll_at,
+                ),
+            )
+            stored = await SqliteJobs(tx).by_task(job.task_id)
+        assert stored is not None
+        return stored
+
+    # -- polling ------------------------------------------------------------------------------
+
+    async def due(self, now: float, limit: int, *, skip_keys: Collection[str] = ()) -> list[Job]:
+        """Return up to ``limit`` watched pending jobs due at ``now``, earliest first.
+
+        Served by the partial index ``jobs_due``: the cost follows the due jobs, not all jobs.
+        """
+        skip = ""
+        if skip_keys:
+            skip = f" AND key_fingerprint NOT IN ({_marks(skip_keys)})"
+        rows = await self._sql.all(_DUE_JOBS_SQL.format(skip=skip), (now, *skip_keys, limit))
+        return [job_from_row(r) for r in rows]
+
+    async def next_due_at(self) -> float | None:
+        """Return the earliest ``next_poll_at`` of the watched pending jobs; None if none."""
+        row = await self._sql.one(NEXT_DUE_SQL)
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def pending_count(self) -> int:
+        """Return how many jobs are pending (counted on the ``jobs_due`` index)."""
+        return await self._sql.integer("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
+
+    async def lease(self, job_ids: Collection[int], until: float) -> None:
+        """Push pending jobs' next poll to ``until`` while a poll of each is under way."""
+        if job_ids:
+            await self._sql.run(
+                "UPDATE jobs SET next_poll_at = ? WHERE status = 'pending'"
+                f" AND id IN ({_marks(job_ids)})",
+                (until, *job_ids),
+            )
+
+    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
+        """Set when a pending job is polled next and how many polls were made."""
+        await self._sql.run(
+            "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'",
+            (next_poll_at, poll_count, job_id),
+        )
+
+    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+        """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
+        changed = await self._sql.run(
+            "UPDATE jobs SET unwatched_at = ? WHERE id = ? AND status = 'pending'", (at, job_id)
+        )
+        return changed > 0
+
+    async def set_progress_at(self, job_id: int, at: float) -> None:
+        """Record when the job's placeholder message was last updated."""
+        await self._sql.run("UPDATE jobs SET last_progress_at = ? WHERE id = ?", (at, job_id))
+
+    async def set_message(self, job_id: int, message_id: int, due_at: float | None = None) -> None:
+        """Record the job's placeholder message; a pending job falls due by ``due_at``."""
+        await self._sql.run(
+            "UPDATE jobs SET message_id = ?,"
+            " next_poll_at = CASE WHEN ? IS NULL OR status <> 'pending' THEN next_poll_at"
+            " ELSE MIN(next_poll_at, ?) END WHERE id = ?",
+            (message_id, due_at, due_at, job_id),
+        )
+
+    async def finish(
+        self,
+        job_id: int,
+        status: JobStatus,
+        outputs: Sequence[str],
+        error: str | None,
+        finished_at: float,
+    ) -> bool:
+        """Mark a pending job finished; return True only the first time (exactly once).
+
+        Raises:
+            ValueError: if ``status`` is PENDING.
+        """
+        if status is JobStatus.PENDING:
+            raise ValueError("a job cannot finish as pending")
+        changed = await self._sql.run(
+            "UPDATE jobs SET status = ?, outputs = ?, error = ?, finished_at = ?,"
+            " next_delivery_at = ?, unwatched_at = NULL WHERE id = ? AND status = 'pending'",
+            (status.value, json.dumps(list(outputs)), error, finished_at, finished_at, job_id),
+        )
+        return changed > 0
+
+    # -- delivery -----------------------------------------------------------------------------
+
+    async def due_deliveries(self, now: float, limit: int) -> list[Job]:
+        """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first."""
+        rows = await self._sql.all(DUE_DELIVERIES_SQL, (now, limit))
+        return [job_from_row(r) for r in rows]
+
+    async def next_delivery_at(self) -> float | None:
+        """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
+        row = await self._sql.one(NEXT_DELIVERY_SQL)
+        return None if row is None or row[0] is None else float(row[0])
+
+    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
+        """Push undelivered jobs' next delivery attempt to ``until`` while one is under way."""
+        if job_ids:
+            await self._sql.run(
+                "UPDATE jobs SET next_delivery_at = ? WHERE announced_at IS NULL"
+                f" AND id IN ({_marks(job_ids)})",
+                (until, *job_ids),
+            )
+
+    async def schedule_delivery(
+        self,
+        job_id: int,
+        route: DeliveryRoute,
+        attempts: int,
+        next_at: float,
+        error: str | None,
+    ) -> None:
+        """Set an undelivered job's next delivery attempt: its route, failures so far, when."""
+        await self._sql.run(
+            "UPDATE jobs SET delivery_route = ?, delivery_attempts = ?, next_delivery_at = ?,"
+            " delivery_error = ? WHERE id = ? AND announced_at IS NULL AND status <> 'pending'",
+            (route.value, attempts, next_at, error, job_id),
+        )
+
+    async def mark_announced(
+        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+    ) -> bool:
+        """Record that the job's result was delivered by ``route``; True only the first time."""
+        changed = await self._sql.run(
+            "UPDATE jobs SET announced_at = ?, delivery_route = ?, next_delivery_at = NULL"
+            " WHERE id = ? AND announced_at IS NULL",
+            (at, route.value, job_id),
+        )
+        return changed > 0
+
+    # -- listing and statistics ---------------------------------------------------------------
+
+    async def recent(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
+        """Return a guild's (or a member's) most recent jobs, newest first (``/jobs``)."""
+        if user_id is None:
+            rows = await self._sql.all(JOBS_LISTING_SQL[False], (guild_id, limit))
+        else:
+            rows = await self._sql.all(JOBS_LISTING_SQL[True], (guild_id, user_id, limit))
+        return [job_from_row(r) for r in rows]
+
+    async def completion_seconds(self, model: str, limit: int = 20) -> list[float]:
+        """Return how long the model's last ``limit`` completed jobs took, seconds, newest first."""
+        rows = await self._sql.all(
+            "SELECT finished_at - created_at FROM jobs WHERE status = 'completed' AND model = ?"
+            " ORDER BY finished_at DESC LIMIT ?",
+            (model, limit),
+        )
+        return [float(r[0]) for r in rows]
+
+    async def pending_videos(self, guild_id: int, *, user_id: int | None = None) -> int:
+        """Return how many of the guild's (or a member's) video jobs are pending and watched."""
+        if user_id is None:
+            return await self._sql.integer(PENDING_VIDEOS_SQL[False], (guild_id,))
+        return await self._sql.integer(PENDING_VIDEOS_SQL[True], (guild_id, user_id))
+
+    async def pending_on_key(self, guild_id: int, key_fingerprint: str) -> dict[Kind, int]:
+        """Return how many of the guild's jobs submitted with the key are pending, by kind."""
+        rows = await self._sql.all(
+            "SELECT kind, COUNT(*) AS n FROM jobs WHERE status = 'pending'"
+            " AND guild_id = ? AND key_fingerprint = ? GROUP BY kind",
+            (guild_id, key_fingerprint),
+        )
+        return {Kind(row["kind"]): int(row["n"]) for row in rows}

@@ -1,0 +1,21 @@
+"""SQLite meta: :class:`bot.storage.repositories.MetaRepository` over an :class:`Executor`."""
+
+from __future__ import annotations
+
+from bot.storage.sqlite.engine import Executor
+
+
+class SqliteMeta:
+    """Small named values of bot state, in the ``meta`` table."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    async def get(self, key: str) -> str | None:
+        """Return the value stored under ``key``, or None."""
+        row = await self._sql.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row["value"])
+
+    async def set(self, key: str, value: str) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+        await self._sql.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))

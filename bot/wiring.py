@@ -1,0 +1,218 @@
+"""The one place that opens the database and builds every service the bot shares.
+
+``python -m bot`` (:func:`bot.__main__.run`) calls :func:`build_services`; the bot
+(:class:`bot.app.GenBot`) receives the result and builds only what needs Discord (the
+announcer and the poller that uses it, and the admin notices). The tests' fixtures use
+:func:`open_database` and :func:`assemble_services`, the same code minus the network set-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+
+from bot.clock import Clock
+from bot.config import Settings, SettingsError, redact_database_url
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.client import GenAPIClient
+from bot.genapi.ratelimit import RateLimiter
+from bot.sandbox import GenApiEmulator
+from bot.services.billing import Billing
+from bot.services.generation import GenerationService
+from bot.services.guild_config import GuildConfigService
+from bot.services.keys import KeyResolver, KeyVault
+from bot.services.schedule import PollSchedule
+from bot.storage import Database
+from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
+from bot.storage.sqlite import SqliteDatabase
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything the cogs and the poller share; built once by :func:`build_services`.
+
+    Attributes:
+        db: the database (any engine; services see only :class:`bot.storage.Database`).
+        generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
+        guild_config: ``/config``.
+        sandbox: results come from the built-in emulator, and say so.
+        default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
+    """
+
+    settings: Settings
+    clock: Clock
+    db: Database
+    client: GenAPIClient
+    catalogue: CatalogueCache
+    billing: Billing
+    vault: KeyVault
+    keys: KeyResolver
+    schedule: PollSchedule
+    generation: GenerationService
+    guild_config: GuildConfigService
+    sandbox: bool
+    default_key: SecretStr | None = None
+
+
+async def open_database(settings: Settings, clock: Clock) -> Database:
+    """Open and migrate the database the settings name.
+
+    PostgreSQL at ``DATABASE_URL`` when it is set (it wins over ``DATABASE_PATH``), else SQLite
+    at ``DATABASE_PATH``.
+
+    Raises:
+        SettingsError: the database cannot be opened (e.g. a read-only disk, a PostgreSQL
+            server that cannot be reached); one line, never the URL's password.
+        SchemaTooNewError: the database was written by a newer release.
+    """
+    if settings.database_url is not None:
+        url = settings.database_url.get_secret_value()
+        try:
+            db: Database = await PostgresDatabase.open(url, clock=clock)
+        except DatabaseUnavailable as exc:
+            raise SettingsError(str(exc)) from None
+        log.info("database: PostgreSQL at %s", redact_database_url(url))
+        return db
+    try:
+        return await SqliteDatabase.open(settings.database_path, clock=clock)
+    except (sqlite3.Error, OSError) as exc:
+        # e.g. a read-only disk that os.access could not see (check_database_path).
+        raise SettingsError(f"DATABASE_PATH: cannot open {settings.database_path}: {exc}") from None
+
+
+def sandbox_state_path(database_path: Path) -> Path:
+    """Where sandbox mode keeps its emulator's key and tasks: beside the database.
+
+    ``data/bot.db`` gives ``data/bot.sandbox.json``. Kept with the database, so a pending
+    sandbox video survives a restart exactly as the job row that waits for it does.
+    """
+    return database_path.with_name(database_path.stem + ".sandbox.json")
+
+
+async def _start_sandbox(settings: Settings, stack: contextlib.AsyncExitStack) -> tuple[str, str]:
+    """Start the built-in emulator; return its base URL and its key (kept across restarts).
+
+    Raises:
+        SettingsError: its state file beside the database cannot be read or written.
+    """
+    emulator = GenApiEmulator(time_scale=settings.sandbox_time_scale)
+    state_path = sandbox_state_path(settings.database_path)
+    try:
+        keys = emulator.load(state_path)
+        key = keys[0] if keys else emulator.create_key()
+        emulator.persist_to(state_path)
+    except (OSError, ValueError) as exc:
+        raise SettingsError(
+            f"DATABASE_PATH: cannot keep the sandbox state in {state_path}: {exc}"
+        ) from None
+    await emulator.start()
+    stack.push_async_callback(emulator.stop)
+    log.warning(
+        "SANDBOX MODE: GENAPI_BASE_URL is not set, so the built-in emulator at %s "
+        "answers every request; results are marked as sandbox and cost nothing. "
+        "Its key and tasks are kept in %s.",
+        emulator.base_url,
+        state_path,
+    )
+    return emulator.base_url, key
+
+
+def assemble_services(
+    settings: Settings,
+    clock: Clock,
+    db: Database,
+    client: GenAPIClient,
+    default_key: SecretStr | None,
+) -> Services:
+    """Build the services over an open database and API client (no I/O).
+
+    Args:
+        settings: the bot's settings (defaults of limits, job timeout...).
+        clock: the clock every service reads.
+        db: the open database.
+        client: the API client.
+        default_key: the bot-wide key; None when servers must bring their own.
+    """
+    vault = KeyVault(settings.key_encryption_key)
+    catalogue = CatalogueCache(client, clock)
+    billing = Billing(db, settings, clock)
+    keys = KeyResolver(db, vault, default_key, clock=clock)
+    schedule = PollSchedule(db.jobs.completion_seconds)
+    return Services(
+        settings=settings,
+        clock=clock,
+        db=db,
+        client=client,
+        catalogue=catalogue,
+        billing=billing,
+        vault=vault,
+        keys=keys,
+        schedule=schedule,
+        generation=GenerationService(
+            client=client,
+            catalogue=catalogue,
+            billing=billing,
+            keys=keys,
+            db=db,
+            schedule=schedule,
+            clock=clock,
+        ),
+        guild_config=GuildConfigService(
+            db=db,
+            keys=keys,
+            vault=vault,
+            billing=billing,
+            client=client,
+            default_key_set=default_key is not None,
+            catalogue=catalogue,
+        ),
+        sandbox=settings.sandbox,
+        default_key=default_key,
+    )
+
+
+async def build_services(
+    settings: Settings, clock: Clock, stack: contextlib.AsyncExitStack
+) -> Services:
+    """Open the database, start the sandbox if needed, and build every shared service.
+
+    Everything opened is closed by ``stack`` (database, emulator, HTTP connections).
+
+    Raises:
+        SettingsError: the database or the sandbox state cannot be opened.
+        SchemaTooNewError: the database was written by a newer release.
+    """
+    db = await open_database(settings, clock)
+    stack.push_async_callback(db.close)
+    base_url = settings.genapi_base_url
+    default_key = settings.genapi_api_key
+    if base_url is None:
+        if settings.genapi_api_key is not None:
+            log.warning(
+                "GENAPI_API_KEY is set but GENAPI_BASE_URL is not: running in sandbox "
+                "mode, and that key is not used; set GENAPI_BASE_URL to use the real API."
+            )
+        base_url, sandbox_key = await _start_sandbox(settings, stack)
+        default_key = SecretStr(sandbox_key)
+    http = await stack.enter_async_context(
+        httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    )
+    limiter = RateLimiter(
+        clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
+    )
+    client = GenAPIClient(
+        base_url,
+        http=http,
+        limiter=limiter,
+        clock=clock,
+        known_keys=() if default_key is None else (default_key,),
+    )
+    return assemble_services(settings, clock, db, client, default_key)
