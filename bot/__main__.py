@@ -185,6 +185,9 @@ def rotate_keys(settings: Settings) -> int:
     except KeyEncryptionUnavailable:
         print("genbot: rotate-keys: KEY_ENCRYPTION_KEY is not set", file=sys.stderr)
         return 2
+    except (SettingsError, SchemaTooNewError) as exc:  # e.g. DATABASE_URL unreachable
+        print(f"genbot: rotate-keys failed: {exc}", file=sys.stderr)
+        return 2
     except StoredKeyUnreadable:
         print(
             "genbot: rotate-keys: a stored key was made with none of the keys in "
@@ -288,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
             print(invite_url(application_id_from_token(token)))
             return 0
         if command == "backup":
+            if settings.database_url is not None:
+                raise SettingsError(
+                    "DATABASE_URL is set: back up PostgreSQL with pg_dump "
+                    "(backup copies the SQLite database of DATABASE_PATH)"
+                )
             backup_database(settings.database_path, args.path)
             print(f"genbot: backed up {settings.database_path} to {args.path}")
             return 0

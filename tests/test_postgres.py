@@ -9,10 +9,12 @@ by the engine-parametrised fixtures of conftest.py.
 import asyncio
 import logging
 from decimal import Decimal
+from pathlib import Path
 
 import asyncpg
 import pytest
 
+from bot.__main__ import main
 from bot.clock import ManualClock
 from bot.config import SettingsError, load_settings, redact_database_url
 from bot.storage.models import Charge, Kind, NewJob
@@ -229,3 +231,25 @@ async def test_the_url_password_never_appears_when_the_server_refuses(
         assert raised.value.__cause__ is None
     assert "no_such_database" in message  # the reason is still there for the operator
     assert "hunter2" not in caplog.text
+
+
+@pytest.mark.parametrize("command", [[], ["rotate-keys"], ["backup", "copy.db"]])
+async def test_the_bot_refuses_an_unreachable_database_url_in_one_line_without_its_password(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("DISCORD_TOKEN", "test-token")
+    monkeypatch.setenv("DATABASE_PATH", str(tmp_path / "bot.db"))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://bot:hunter2@127.0.0.1:1/genbot")
+    monkeypatch.setenv("KEY_ENCRYPTION_KEY", "")
+
+    status = await asyncio.to_thread(main, command)
+
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.count("\n") == 1, captured.err
+    assert "DATABASE_URL" in captured.err
+    assert "hunter2" not in captured.err + captured.out
