@@ -85,11 +85,12 @@ class Stack:
 def engine_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     """The settings that choose each storage engine in turn: every service test runs on both.
 
-    PostgreSQL gets a fresh database on the session's server (skipped without one).
+    PostgreSQL gets a fresh schema of the session server's shared database (skipped without
+    one): as isolated as a database for these tests, and about four times quicker to make.
     """
     settings: dict[str, Any] = {"database_path": tmp_path / "bot.db"}
     if request.param == "postgresql":
-        settings["database_url"] = request.getfixturevalue("pg_url")
+        settings["database_url"] = request.getfixturevalue("pg_schema_url")
     return settings
 
 
@@ -165,3 +166,11 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     url = pg_server.create_database()
     yield url
     pg_server.drop_database(url)
+
+
+@pytest.fixture
+def pg_schema_url(pg_server: PgServer) -> Iterator[str]:
+    """A URL whose ``search_path`` is a new, empty schema, dropped after the test."""
+    url = pg_server.create_schema()
+    yield url
+    pg_server.drop_schema(url)

@@ -11,6 +11,7 @@ One server per session (``initdb`` takes a second or two), a fresh database per 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -21,6 +22,9 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+SHARED_DATABASE = "genbot_tests"
+"""The database whose schemas :meth:`PgServer.create_schema` hands out."""
 
 SKIP_REASON = (
     "PostgreSQL tests skipped: no pg_ctl/initdb found; enable them with "
@@ -107,7 +111,10 @@ class PgServer:
                 "pg_ctl", "start", "-w", "-D", str(server.data), "-o", options,
                 "-l", str(server.base / "server.log"),
             )  # fmt: skip
+            server._client("createdb", SHARED_DATABASE)
         except BaseException:
+            with contextlib.suppress(subprocess.CalledProcessError):  # never started
+                server.stop()
             shutil.rmtree(base, ignore_errors=True)
             raise
         return server
@@ -118,15 +125,31 @@ class PgServer:
         self._client("createdb", name)
         return self.url(name)
 
+    def create_schema(self) -> str:
+        """Create a new, empty schema in the shared database; return a URL that uses it.
+
+        About four times quicker than a database (``CREATE DATABASE`` copies a template): the
+        engine-parametrised tests use it; ``search_path`` in the URL is passed to the server.
+        """
+        name = f"s_{uuid.uuid4().hex[:16]}"
+        self._client("psql", "-d", SHARED_DATABASE, "-qc", f'CREATE SCHEMA "{name}"')
+        return f"{self.url(SHARED_DATABASE)}?search_path={name}"
+
+    def drop_schema(self, url: str) -> None:
+        """Drop a schema made by :meth:`create_schema` (best effort: a leak is harmless)."""
+        name = url.rsplit("=", 1)[1]
+        sql = f"SET lock_timeout = '5s'; DROP SCHEMA \"{name}\" CASCADE"
+        self._client("psql", "-d", SHARED_DATABASE, "-qc", sql, check=False)
+
     def drop_database(self, url: str) -> None:
         """Drop a database made by :meth:`create_database`, whoever is still connected."""
         self._client("dropdb", "--force", url.rsplit("/", 1)[1])
 
-    def _client(self, tool: str, *args: str) -> None:
+    def _client(self, tool: str, *args: str, check: bool = True) -> None:
         subprocess.run(
             [str(self.bin_dir / tool), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
              *args],
-            check=True,
+            check=check,
             capture_output=True,
         )  # fmt: skip
 
