@@ -600,7 +600,9 @@ class Database(Repositories, Protocol):
         """Open one transaction; ``async with db.transaction() as tx:`` yields its repositories.
 
         Commits when the block exits normally; rolls back when it raises or is cancelled. The
-        yielded repositories must not be used after the block.
+        yielded repositories must not be used after the block. Not re-entrant: inside the
+        block use only the yielded repositories (an engine may make ``db.*`` wait for the
+        block to end, as SQLite's single writer does).
         """
         ...
 
