@@ -20,7 +20,7 @@ from bot.config import SettingsError, load_settings, redact_database_url
 from bot.storage.models import Charge, Kind, NewJob
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
 from bot.storage.postgres.engine import load_migrations
-from bot.storage.repositories import ConstraintError, SchemaTooNewError
+from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 
 GUILD = 1
 
@@ -253,3 +253,11 @@ async def test_the_bot_refuses_an_unreachable_database_url_in_one_line_without_i
     assert captured.err.count("\n") == 1, captured.err
     assert "DATABASE_URL" in captured.err
     assert "hunter2" not in captured.err + captured.out
+
+
+async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    await db.ping()
+    await db.close()
+    with pytest.raises(StorageUnavailableError):
+        await db.ping()
