@@ -19,6 +19,7 @@ import logging
 import signal
 import sqlite3
 import sys
+import urllib.parse
 from pathlib import Path
 
 import aiohttp
@@ -28,7 +29,14 @@ from discord.gateway import DiscordWebSocket
 
 from bot.app import GenBot
 from bot.clock import SystemClock
-from bot.config import Settings, SettingsError, check_database_path, load_settings
+from bot.config import (
+    Settings,
+    SettingsError,
+    check_database_path,
+    check_database_url,
+    load_settings,
+    redact_database_url,
+)
 from bot.errors import KeyEncryptionUnavailable
 from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
@@ -36,6 +44,8 @@ from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import Database, SchemaTooNewError
+from bot.storage.postgres import DatabaseUnavailable
+from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
 from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")
@@ -127,6 +137,13 @@ def known_secrets(settings: Settings) -> list[str]:
     if settings.key_encryption_key is not None:
         encryption_keys = settings.key_encryption_key.get_secret_value().split(",")
         secrets.extend(part.strip() for part in encryption_keys)
+    if settings.database_url is not None:
+        # The whole URL and its password alone: a driver may print either.
+        url = settings.database_url.get_secret_value()
+        secrets.append(url)
+        password = urllib.parse.urlsplit(url).password
+        if password:
+            secrets.extend({password, urllib.parse.unquote(password)})
     return secrets
 
 
@@ -228,6 +245,9 @@ def rotate_keys(settings: Settings) -> int:
     except KeyEncryptionUnavailable:
         print("genbot: rotate-keys: KEY_ENCRYPTION_KEY is not set", file=sys.stderr)
         return 2
+    except (SettingsError, SchemaTooNewError) as exc:  # e.g. DATABASE_URL unreachable
+        print(f"genbot: rotate-keys failed: {exc}", file=sys.stderr)
+        return 2
     except StoredKeyUnreadable:
         print(
             "genbot: rotate-keys: a stored key was made with none of the keys in "
@@ -236,6 +256,34 @@ def rotate_keys(settings: Settings) -> int:
         )
         return 1
     print(f"re-encrypted {count} stored API keys with the first KEY_ENCRYPTION_KEY")
+    return 0
+
+
+def copy_db(settings: Settings, url: str) -> int:
+    """``python -m bot copy-db --to URL``: copy the SQLite database into an empty PostgreSQL one.
+
+    Prints the rows copied per table and the ledger's exact totals per guild, verified against
+    the source before the one transaction commits (:mod:`bot.storage.postgres.copy`).
+
+    Returns:
+        The exit status: 0 copied, 1 the copy failed its check or the server failed, 2 refused
+        (a bad URL, a missing or unmigrated source, a non-empty target).
+    """
+    try:
+        check_database_url(url)
+    except ValueError as exc:
+        print(f"genbot: copy-db failed: --to: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(
+            copy_sqlite_to_postgres(settings.database_path, url, clock=SystemClock())
+        )
+    except (CopyError, SchemaTooNewError, DatabaseUnavailable) as exc:
+        print(f"genbot: copy-db failed: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, DatabaseUnavailable) else 2
+    print(f"genbot: copied {settings.database_path} to {redact_database_url(url)}, verified:")
+    for line in report.lines():
+        print(f"  {line}")
     return 0
 
 
@@ -278,6 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
         "backup", help="copy the database to PATH, safely while the bot runs"
     )
     backup.add_argument("path", type=Path, metavar="PATH", help="the new backup file")
+    copy = commands.add_parser(
+        "copy-db",
+        help="copy the SQLite database (DATABASE_PATH) into an empty PostgreSQL database, "
+        "verify the totals, then exit",
+    )
+    copy.add_argument(
+        "--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname"
+    )
     return parser
 
 
@@ -295,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
             print(invite_url(application_id_from_token(token)))
             return 0
         if command == "backup":
+            if settings.database_url is not None:
+                raise SettingsError(
+                    "DATABASE_URL is set: back up PostgreSQL with pg_dump "
+                    "(backup copies the SQLite database of DATABASE_PATH)"
+                )
             backup_database(settings.database_path, args.path)
             print(f"genbot: backed up {settings.database_path} to {args.path}")
             return 0
@@ -313,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_loggers(settings.log_level_number)
     if command == "rotate-keys":
         return rotate_keys(settings)
+    if command == "copy-db":
+        return copy_db(settings, args.to)
     point_discord_at(settings)
     try:
         asyncio.run(

@@ -162,12 +162,17 @@ def json_formatter() -> logging.Formatter:
     )
 
 
+HANDLER_NAME = "genbot"
+"""The name of the root handler :func:`setup_logging` installs (and replaces on a new call)."""
+
+
 def setup_logging(
     level: int, fmt: LogFormat = "text", secrets: Iterable[str] = (), stream: Any = None
 ) -> RedactionFilter:
     """Log to ``stream`` (stderr) at ``level`` in ``fmt``, every line context-tagged and redacted.
 
-    Replaces the root logger's handlers (idempotent).
+    Replaces the handler a previous call installed (idempotent); handlers others attached to
+    the root logger (a test runner's capture) are left alone.
 
     Args:
         level: a :mod:`logging` level number.
@@ -179,13 +184,15 @@ def setup_logging(
         The redaction filter, so that secrets learnt later can be added to it.
     """
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.set_name(HANDLER_NAME)
     handler.setFormatter(json_formatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     redaction = RedactionFilter(secrets)
     handler.addFilter(ContextFilter())
     handler.addFilter(redaction)
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if old.get_name() == HANDLER_NAME:
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     return redaction
