@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import itertools
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -214,6 +215,16 @@ class Message:
         return bool(self.flags & COMPONENTS_V2)
 
     @property
+    def all_components(self) -> list[dict[str, Any]]:
+        """Every component, nested ones included (rows, buttons, containers, texts...)."""
+        return _walk(self.components)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every http(s) URL the message shows, in order (text, embeds, media)."""
+        return re.findall(r"https?://[^\s)>\]]+", self.text)
+
+    @property
     def card_texts(self) -> list[str]:
         """The contents of the text displays, in display order (Components V2)."""
         return [str(c.get("content") or "") for c in _walk(self.components) if c.get("type") == 10]
@@ -273,6 +284,7 @@ class Message:
             "components": list(self.components),
             "attachments": [a.filename for a in self.attachments],
             "flags": self.flags,
+            "text": self.text,
             "at": self.edited_at if self.edited_at is not None else self.created_at,
         }
 
