@@ -247,9 +247,18 @@ async def test_image_result_caps_embeds_and_button_rows() -> None:
     result = ImageResult(task_id="t", outputs=urls, cost_cents=1, remaining_credits_cents=1)
     parts = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False)
     assert len(parts.embeds) == 10
-    shown = buttons(parts)
+    shown = buttons(parts.legacy())
     assert len(shown) == 25
     assert {b.row for b in shown} == {0, 1, 2, 3, 4}
+    # The card: 10 images in the gallery, their links, 15 link buttons in 3 rows, and it
+    # stays within Discord's 40 components.
+    (container, *rows) = card_json(parts)
+    (gallery,) = [c for c in container["components"] if c["type"] == 12]
+    assert len(gallery["items"]) == 10
+    assert all(url in card_text(parts) for url in urls[:10])
+    assert [len(row["components"]) for row in rows] == [5, 5, 5]
+    flat = [container, *container["components"], *rows, *(b for r in rows for b in r["components"])]
+    assert len(flat) <= 40
 
 
 # -- catalogue_pages -------------------------------------------------------------------------

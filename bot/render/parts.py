@@ -13,6 +13,8 @@ from bot.render.text import truncate
 
 NO_PINGS = discord.AllowedMentions.none()
 """Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
+CARD_LINK_ROWS = 3
+"""Rows of link buttons under a card: with the actions, 31 of Discord's 40 components."""
 DANGER_PREFIX = "gb:delete:"
 """Custom ids of destructive buttons start so; they are drawn red."""
 
@@ -154,7 +156,8 @@ class Card:
     ``IS_COMPONENTS_V2`` (1 << 15) has no content or embeds, at most 40 components counting
     nested ones, and at most 4000 characters across its text displays; a media gallery holds
     1 to 10 items, each a URL or ``attachment://<file name>``. The render functions respect
-    them: a card here has at most 4 + 10 + 2 + 10 components.
+    them: a card holds at most 1 + 3 texts + 1 gallery + 2 notes, then 3 rows of 5 link
+    buttons (:data:`CARD_LINK_ROWS`) and a row of 5 actions: 31 components.
 
     Attributes:
         accent: the container's accent colour, a 24-bit RGB integer.
@@ -193,11 +196,15 @@ class Card:
             container.add_item(discord.ui.TextDisplay(note))
         view = _SentLayout(timeout=None)
         view.add_item(container)
-        link_row = [
+        link_buttons = [
             discord.ui.Button[discord.ui.LayoutView](
                 label=truncate(label, limits.BUTTON_LABEL), url=url
             )
-            for label, url in links[: limits.BUTTONS_PER_ROW]
+            for label, url in links[: CARD_LINK_ROWS * limits.BUTTONS_PER_ROW]
+        ]
+        link_rows = [
+            link_buttons[start : start + limits.BUTTONS_PER_ROW]
+            for start in range(0, len(link_buttons), limits.BUTTONS_PER_ROW)
         ]
         action_row = [
             discord.ui.Button[discord.ui.LayoutView](
@@ -209,7 +216,7 @@ class Card:
             )
             for label, custom_id in actions[: limits.BUTTONS_PER_ROW]
         ]
-        for buttons in (link_row, action_row):
+        for buttons in (*link_rows, action_row):
             if buttons:
                 view.add_item(discord.ui.ActionRow(*buttons))
         return view

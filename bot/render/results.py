@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 
 import discord
 
@@ -10,7 +11,7 @@ from bot.errors import format_cents
 from bot.genapi.models import ImageResult, TextResult
 from bot.render import limits
 from bot.render.cards import result_buttons
-from bot.render.parts import MessageParts
+from bot.render.parts import Card, MessageParts
 from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 
 ANSWER_FILENAME = "answer.md"
@@ -18,6 +19,9 @@ ANSWER_FILENAME = "answer.md"
 EXCERPT_CHARS = 400
 EXCERPT_LINES = 12
 IMAGE_COLOUR = discord.Colour.blurple()
+DONE_COLOUR = discord.Colour.green()
+CARD_PROMPT = 1500
+"""Characters of the prompt a card shows (as the job card, :mod:`bot.render.jobs`)."""
 
 
 def text_answer(
@@ -101,9 +105,12 @@ def image_result(
     sandbox: bool,
     ref: str | None = None,
 ) -> MessageParts:
-    """Build the reply to ``/image``: one embed per image and a link button to each.
+    """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
-    Discord allows 10 embeds per message and 25 link buttons (5 rows of 5), so the first 10
+    The card (Components V2) shows the state, the prompt, model and cost, the images in a
+    media gallery (at most 10), their links, the first 5 link buttons and the actions.
+    The fallback form has one embed per image and a link button to each: Discord allows
+    10 embeds per message and 25 link buttons (5 rows of 5), so the first 10
     images are shown and the first 25 linked. The first embed carries the prompt as its title
     (at most 256 characters), who asked, and the footer ``model · $0.04`` (`` · sandbox``).
     Outputs that are not web addresses are skipped, as Discord can show only those.
@@ -136,8 +143,37 @@ def image_result(
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
     actions = () if ref is None or not urls else result_buttons("image", ref)
     return MessageParts(
-        embeds=tuple(embeds), link_buttons=image_buttons(urls), action_buttons=actions
+        embeds=tuple(embeds),
+        link_buttons=image_buttons(urls),
+        action_buttons=actions,
+        card=_image_card(urls, prompt, model, result.cost_cents, requester_id, sandbox),
     )
+
+
+def _image_card(
+    urls: list[str],
+    prompt: str,
+    model: str,
+    cost_cents: Decimal,
+    requester_id: int,
+    sandbox: bool,
+) -> Card:
+    """The job card's look for a synchronous image: done, the gallery, the links."""
+    shown = discord.utils.escape_mentions(truncate(prompt, CARD_PROMPT))
+    quoted = "\n".join(f"> {line}" for line in shown.splitlines() if line.strip())
+    head = "\n".join(
+        (
+            "**Image** · done",
+            quoted or "> (no prompt)",
+            f"`{truncate(model, 200)}` · {format_cents(cost_cents)} charged",
+        )
+    )
+    footer = f"-# Requested by <@{requester_id}>" + (" · sandbox" if sandbox else "")
+    if not urls:
+        return Card(DONE_COLOUR.value, (head,), notes=("The service returned no image.", footer))
+    media = tuple((url, f"image {n}") for n, url in enumerate(urls[: limits.FILES_PER_MESSAGE], 1))
+    links = truncate("\n".join(urls[: limits.FILES_PER_MESSAGE]), 1500)
+    return Card(DONE_COLOUR.value, (head,), media=media, notes=(links, footer))
 
 
 def is_web_url(url: str) -> bool:

@@ -89,8 +89,9 @@ async def test_image_sync_and_async(world: World) -> None:
 
     handle = await world.command("image", {"prompt": "a red fox", "model": sync_model["id"]})
     answer = await world.answer(handle)
-    assert answer.embeds
-    assert answer.embeds[0]["image"]["url"].startswith("http://127.0.0.1")
+    assert answer.is_v2  # the card's look, as a finished job's
+    assert answer.media_urls[0].startswith("http://127.0.0.1")
+    assert answer.media_urls[0] in answer.text  # the link stays visible
 
     handle = await world.command("image", {"prompt": "a blue fox", "model": async_model["id"]})
     await world.answer(handle)
