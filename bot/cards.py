@@ -24,6 +24,7 @@ from bot.errors import ValidationFailed
 from bot.render import image_result, text_answer
 from bot.render.cards import confirm_label, confirm_text
 from bot.render.parts import MessageParts
+from bot.render.results import text_card
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -177,6 +178,15 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
         options=stored_options(options),
         at=bot.services.clock.time(),
     )
+    card = text_card(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
+    if card is not None:
+        try:
+            await interaction.edit_original_response(**card.edit_kwargs())
+            return
+        except discord.HTTPException as exc:
+            if exc.status != 400 or exc.code != INVALID_FORM_BODY:
+                raise
+            log.warning("Discord refused a card (%s); answered in the old form", exc.code)
     first, *rest = text_answer(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
     await interaction.edit_original_response(**first.edit_kwargs())
     for part in rest:

@@ -24,6 +24,7 @@ from bot.render import (
     truncate,
 )
 from bot.render.jobs import job_unwatched, with_files
+from bot.render.results import text_card
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
 IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))
@@ -513,3 +514,16 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
     )
     gallery = next(c for c in card_json(elsewhere)[0]["components"] if c["type"] == 12)
     assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
+
+
+def test_a_short_text_answer_is_one_card_and_a_long_one_keeps_the_split_form() -> None:
+    answer = "@everyone <@&123456789012345678> " + "word " * 700  # ~3,500 characters
+    parts = text_card(text_result(answer), sandbox=True, ref="r9")
+    assert parts is not None
+    text = card_text(parts)
+    assert text.startswith("@everyone")  # the model's text as it is: nobody is pinged
+    assert_pings_nobody(parts.allowed_mentions)
+    assert text.endswith("· sandbox") and len(text) <= 4000
+    assert [b.custom_id for b in buttons(parts)] == ["gb:again:r9", "gb:vary:r9", "gb:delete:r9"]
+    assert "content" not in parts.kwargs()
+    assert text_card(text_result("word " * 900), sandbox=False) is None  # 4,500 characters

@@ -20,6 +20,9 @@ EXCERPT_CHARS = 400
 EXCERPT_LINES = 12
 IMAGE_COLOUR = discord.Colour.blurple()
 DONE_COLOUR = discord.Colour.green()
+CARD_ANSWER = 3700
+"""Characters of a text answer a card holds: with the 200 of the footer, inside Discord's
+4000 characters of text displays per message."""
 CARD_PROMPT = 1500
 """Characters of the prompt a card shows (as the job card, :mod:`bot.render.jobs`)."""
 
@@ -30,7 +33,8 @@ def text_answer(
     """Build the messages answering ``/text``, with the action buttons on the last one.
 
     As :func:`_text_messages`; ``ref`` (``r<id>``) adds Again, Vary and Delete
-    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none.
+    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none. This is
+    the form of answers too long for :func:`text_card`, and its fallback.
     """
     messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over)
     if ref is not None:
@@ -76,6 +80,32 @@ def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> li
     else:
         chunks.append(footer)
     return [MessageParts(content=chunk) for chunk in chunks]
+
+
+def text_card(result: TextResult, *, sandbox: bool, ref: str | None = None) -> MessageParts | None:
+    """Build the answer to ``/text`` as one Components V2 card, when it fits one.
+
+    The answer goes in a text display and the footer (``-# model · 123 tokens · $0.02``)
+    below it: at most :data:`CARD_ANSWER` characters of answer, inside Discord's 4000
+    characters of text displays per message. Nothing pings: the answer is the model's text.
+
+    Args:
+        result: the service's answer.
+        sandbox: whether the answer came from the sandbox service.
+        ref: the result's button reference (``r<id>``): adds Again, Vary and Delete.
+
+    Returns:
+        The card, or None for a longer answer (:func:`text_answer` splits or attaches it,
+        and is the fallback when Discord refuses the card).
+    """
+    content = result.content.strip()
+    if len(content) > CARD_ANSWER:
+        return None
+    footer = _text_footer(result, sandbox=sandbox)
+    answer = content or "*The model gave an empty answer.*"
+    card = Card(DONE_COLOUR.value, (answer,), notes=(footer,))
+    actions = () if ref is None else result_buttons("text", ref)
+    return MessageParts(card=card, action_buttons=actions)
 
 
 def _excerpt(content: str) -> str:

@@ -56,16 +56,18 @@ async def test_models_lists_the_catalogue(world: World) -> None:
         assert answer.components  # paged with buttons
 
 
-async def test_text_answer_over_2000_characters_is_split_and_pings_nobody(world: World) -> None:
-    long_answer = "\n\n".join(f"Paragraph {i}: " + "word " * 60 for i in range(12))
+async def test_text_answer_over_a_cards_4000_characters_is_split_and_pings_nobody(
+    world: World,
+) -> None:
+    long_answer = "\n\n".join(f"Paragraph {i}: " + "word " * 60 for i in range(15))
     world.api.set_next_text("@everyone <@&1> look: " + long_answer)
-    handle = await world.command("text", {"prompt": "write a lot"})
+    handle = await world.command("text", {"prompt": "write a lot", "max_tokens": 2048})
     first = await world.answer(handle)
-    await handle.wait_followup(timeout=15)
+    await handle.wait_followup(lambda m: "Paragraph 14" in m.content, timeout=15)
     messages = [first, *handle.followups]
     assert all(len(m.content) <= 2000 for m in messages)
     assert len(messages) >= 2
-    assert "Paragraph 11" in "".join(m.content for m in messages)
+    assert "Paragraph 14" in "".join(m.content for m in messages)
     for message in messages:
         assert not message.pings_everyone()
         assert message.pinged_user_ids() == set()

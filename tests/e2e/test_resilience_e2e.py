@@ -90,7 +90,7 @@ async def test_sigterm_lets_a_running_command_record_its_charge_then_exits_0(
     assert "restarting" in refused.content
 
     answer = await world.answer(slow)
-    assert answer.content  # the user saw the answer they paid for
+    assert answer.text  # the user saw the answer they paid for
     exit_code = await asyncio.wait_for(process.wait(), SHUTDOWN_GRACE + 10)
     assert exit_code == 0
     assert ledger_rows(world, "text") == before + 1

@@ -26,8 +26,8 @@ async def test_sandbox_mode_says_so_and_marks_results(world: World) -> None:
     assert "SANDBOX MODE" in world.bot.log()
     handle = await world.command("text", {"prompt": "hello sandbox"})
     answer = await world.answer(handle)
-    assert "hello sandbox" in answer.content
-    assert "sandbox" in answer.content.lower().split("hello sandbox", 1)[1]
+    assert "hello sandbox" in answer.text
+    assert "sandbox" in answer.text.lower().split("hello sandbox", 1)[1]
 
 
 async def test_start_up_says_ready_as_whom_where_and_the_invite_url(world: World) -> None:
