@@ -14,6 +14,11 @@ poller's (docs/architecture.md, "Delivery").
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
 memory) and attached under the provider's file name, so the result outlives the provider's
 URL, which stays as a link too. Too large, or not downloadable: the link alone, and why.
+
+Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
+embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
+shows the service's link and the file goes with the completion reply (docs/architecture.md,
+"The job card").
 """
 
 from __future__ import annotations
@@ -262,6 +267,7 @@ class DiscordAnnouncer:
 
     async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
         """Show the result by ``route``; a 413 (40005) is retried with the link only."""
+        self._reply_files.pop(job.id, None)  # a file left from an earlier, unrecorded attempt
         files, note = await self.attachments(job, self.upload_limit(job.guild_id))
         try:
             try:

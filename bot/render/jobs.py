@@ -27,6 +27,8 @@ FAILED_COLOUR = discord.Colour.red()
 QUEUED_COLOUR = discord.Colour.light_grey()
 UNWATCHED_COLOUR = discord.Colour.orange()
 NO_REASON = "The service gave no reason."
+CARD_LINKS: Final = 1000
+"""Characters of result links a card shows (long signed URLs add up)."""
 CARD_PROMPT: Final = 1500
 """Characters of the prompt a card shows: with the reason (1024) and the rest, the card stays
 well inside Discord's 4000 characters of text displays."""
@@ -252,7 +254,7 @@ def _finished_card(job: JobView, sandbox: bool) -> Card:
         return dataclasses.replace(card, notes=(note, *card.notes))
     media = tuple((url, f"{_noun(job)} {n}") for n, url in enumerate(urls, start=1))
     # The links stay in the text so the result can be found even when the media cannot show.
-    links = "\n".join(urls)
+    links = truncate("\n".join(urls), CARD_LINKS)
     return dataclasses.replace(card, media=media, notes=(links, *card.notes))
 
 

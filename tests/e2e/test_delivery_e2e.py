@@ -210,3 +210,25 @@ async def test_a_placeholder_posted_in_the_old_form_is_still_edited_into_the_res
         lambda m: m in replies_to(world, placeholder), include_existing=True
     )
     assert reply.pinged_user_ids() == {world.member.id}
+
+
+async def test_an_old_placeholder_refusing_the_card_keeps_the_old_form(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    refused = DiscordAPIError(400, 50035, "Invalid Form Body")
+    world.discord.inject_error(f"/channels/{world.channel.id}/messages", refused, method="POST")
+    _, placeholder = await submit_video(world, "a crane in old form")
+    assert not placeholder.is_v2
+    # The card is refused twice (with the file, then without): the result comes in embeds.
+    world.discord.inject_error(f"/messages/{placeholder.id}", refused, method="PATCH", count=2)
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
+    )
+    assert not done.is_v2 and "a crane in old form" in str(done.embeds)
+    assert "/files/" in done.content  # Discord's player for a video link
+    (attachment,) = done.attachments
+    assert attachment.filename == file_name(done)
+    assert delivery_route(world, "a crane in old form") == "placeholder"
+    reply = await world.discord.wait_for_message(
+        lambda m: m in replies_to(world, placeholder), include_existing=True
+    )
+    assert reply.pinged_user_ids() == {world.member.id}
