@@ -39,6 +39,7 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
@@ -97,6 +98,17 @@ class SchemaTooNewError(StorageError, RuntimeError):
         )
         self.found = found
         self.supported = supported
+
+
+def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
+    """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
+    taken: Counter[str] = Counter()
+    kept: list[Job] = []
+    for job in jobs:
+        if taken[job.key_fingerprint] < per_key:
+            taken[job.key_fingerprint] += 1
+            kept.append(job)
+    return kept
 
 
 class _Unset(Enum):
@@ -180,18 +192,57 @@ class JobRepository(Protocol):
         """
         ...
 
-    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
-        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
+    async def claim_due(
+        self,
+        now: float,
+        until: float,
+        *,
+        limit: int,
+        per_key: int,
+        skip_keys: Collection[str] = (),
+    ) -> list[Job]:
+        """Lease due jobs to the caller, atomically across processes, and return them.
 
-        A job that is no longer PENDING is left alone.
+        In one transaction: the watched pending jobs with ``next_poll_at <= now`` (earliest
+        first, at most ``limit`` read, at most ``per_key`` of one key, none of ``skip_keys``)
+        get ``next_poll_at = until`` (the lease's expiry) and ``poll_token + 1`` (its fencing
+        token). The returned jobs carry the new token: pass it as ``token=`` to
+        :meth:`schedule_poll`, :meth:`set_unwatched` and :meth:`finish`, so that a holder whose
+        lease expired (and whose job another process claimed since) changes nothing. Two
+        callers never get the same job while its lease runs: PostgreSQL claims with
+        ``FOR UPDATE SKIP LOCKED``, SQLite's ``BEGIN IMMEDIATE`` serialises the claims.
+
+        Args:
+            now: UTC epoch seconds.
+            until: the lease's expiry, UTC epoch seconds (after it, a job whose holder died is
+                due again and another process claims it).
+            limit: the most due jobs to consider (>= 1).
+            per_key: the most jobs of one key fingerprint to claim (>= 1).
+            skip_keys: key fingerprints whose jobs are left out (keys with no room now).
         """
         ...
 
-    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+    async def schedule_poll(
+        self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
+    ) -> bool:
+        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
+
+        A job that is no longer PENDING is left alone, and so is one whose ``poll_token`` is
+        not ``token`` (a stale lease; None: no lease checked).
+
+        Returns:
+            Whether the job was changed.
+        """
+        ...
+
+    async def set_unwatched(
+        self, job_id: int, at: float | None, *, token: int | None = None
+    ) -> bool:
         """Stop watching a pending job at ``at`` (UTC epoch seconds), or resume it (None).
 
         Returns:
-            Whether the job was still PENDING (only then is anything changed).
+            Whether the job was still PENDING, under ``poll_token == token`` when a token is
+            given (only then is anything changed).
         """
         ...
 
@@ -217,6 +268,8 @@ class JobRepository(Protocol):
         outputs: Sequence[str],
         error: str | None,
         finished_at: float,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Mark a pending job COMPLETED or FAILED; it becomes due for delivery at ``finished_at``.
 
@@ -226,9 +279,12 @@ class JobRepository(Protocol):
             outputs: result URLs (completed jobs), in the service's order.
             error: failure text for people (failed jobs); None otherwise.
             finished_at: UTC epoch seconds.
+            token: the poll lease's fencing token; a job claimed since under a newer one is
+                left alone. None: no lease checked.
 
         Returns:
-            True only the first time (a job finishes exactly once); False if it was not pending.
+            True only the first time (a job finishes exactly once); False if it was not pending
+            (or the token is stale).
 
         Raises:
             ValueError: ``status`` is PENDING.
@@ -255,6 +311,16 @@ class JobRepository(Protocol):
         """
         ...
 
+    async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
+        """Lease due deliveries to the caller, atomically across processes, and return them.
+
+        Like :meth:`claim_due`: finished, undelivered jobs with ``next_delivery_at <= now``
+        (oldest first, at most ``limit``) get ``next_delivery_at = until`` and
+        ``delivery_token + 1``; pass the returned token to :meth:`schedule_delivery` and
+        :meth:`mark_announced`.
+        """
+        ...
+
     async def schedule_delivery(
         self,
         job_id: int,
@@ -262,6 +328,8 @@ class JobRepository(Protocol):
         attempts: int,
         next_at: float,
         error: str | None,
+        *,
+        token: int | None = None,
     ) -> None:
         """Set a finished, undelivered job's next delivery attempt.
 
@@ -271,18 +339,27 @@ class JobRepository(Protocol):
             attempts: transient failures on that route so far.
             next_at: when to try, UTC epoch seconds.
             error: the last failure, for people; None if none.
+            token: the delivery lease's fencing token (None: no lease checked).
 
-        A pending or delivered job is left alone.
+        A pending or delivered job is left alone, and so is one claimed since under a newer
+        token.
         """
         ...
 
     async def mark_announced(
-        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+        self,
+        job_id: int,
+        at: float,
+        route: DeliveryRoute = DeliveryRoute.PLACEHOLDER,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Record that the job's result was delivered at ``at`` (UTC epoch seconds) by ``route``.
 
         Returns:
-            True only the first time: a job is delivered once.
+            True only the first time: a job is delivered once. False too when ``token`` is
+            given and the job was claimed since under a newer one (a stale holder must not
+            ping the requester).
         """
         ...
 
