@@ -37,10 +37,7 @@ async def test_concurrent_claims_split_the_due_jobs(two: tuple[Database, Databas
         await one.jobs.insert(new_job(f"t{i}", next_poll_at=NOW - 1, key=f"k{i % 4}"))
 
     claims = await asyncio.gather(
-        *(
-            db.jobs.claim_due(NOW, NOW + LEASE, limit=500, per_key=3)
-            for db in (one, other)
-        )
+        *(db.jobs.claim_due(NOW, NOW + LEASE, limit=500, per_key=3) for db in (one, other))
     )
 
     ids = [job.id for claim in claims for job in claim]
