@@ -21,7 +21,8 @@ from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
-from bot.genapi.ratelimit import RateLimiter
+from bot.genapi.ratelimit import Limiter, RateLimiter
+from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService
@@ -205,9 +206,19 @@ async def build_services(
     http = await stack.enter_async_context(
         httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
     )
-    limiter = RateLimiter(
-        clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
-    )
+    limiter: Limiter
+    if settings.rate_limit_shared:
+        # Several processes may use one key: the window lives in the database (issue 10).
+        limiter = SharedRateLimiter(
+            clock,
+            db.rates,
+            limit=settings.genapi_rate_limit,
+            window=settings.genapi_rate_window_seconds,
+        )
+    else:
+        limiter = RateLimiter(
+            clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
+        )
     client = GenAPIClient(
         base_url,
         http=http,

@@ -73,3 +73,22 @@ def test_an_unreachable_discord_is_one_clear_line(tmp_path: Path) -> None:
     assert last.startswith("genbot: cannot start: Discord is unreachable at http://127.0.0.1:9")
     assert "Traceback" not in result.stderr
     assert "token-never-printed" not in result.stderr
+
+
+def test_shard_settings_and_the_shared_rate_limit() -> None:
+    def settings(**values: object) -> Settings:
+        return load_settings(_env_file=None, discord_token="t", **values)
+
+    plain = settings()
+    assert (plain.shard_count, plain.shard_id_list, plain.poller_enabled) == (None, None, True)
+    assert not plain.rate_limit_shared  # one process on SQLite: the in-process limiter
+    split = settings(shard_count=2, shard_ids=" 1, 0 ")
+    assert split.shard_id_list == [1, 0] and split.rate_limit_shared
+    assert settings(poller_enabled=False).rate_limit_shared
+    assert not settings(poller_enabled=False, shared_rate_limit=False).rate_limit_shared
+    with pytest.raises(SettingsError, match="SHARD_COUNT"):
+        settings(shard_ids="0")
+    with pytest.raises(SettingsError, match="below SHARD_COUNT"):
+        settings(shard_count=2, shard_ids="0,2")
+    with pytest.raises(SettingsError, match=r"SHARD_IDS: .*separated by commas"):
+        settings(shard_count=2, shard_ids="zero")

@@ -632,6 +632,51 @@ class MetaRepository(Protocol):
         ...
 
 
+RateDecision: TypeAlias = Callable[[float, Sequence[tuple[float, bool]], float], float]
+"""``decide(now, sent, blocked_until) -> delay``: the rate rule :meth:`RateWindowRepository.take`
+applies inside its transaction. ``now`` and ``blocked_until`` are the database's clock (UTC epoch
+seconds; ``blocked_until`` 0.0 when the key is not blocked), ``sent`` the key's recorded requests
+``(at, background)`` of the last window, oldest first. It returns the seconds to wait; <= 0
+means "send now"."""
+
+
+class RateWindowRepository(Protocol):
+    """The service's rate window per key, shared by every process on the database (issue 10).
+
+    Not part of a transaction's repositories: each method is its own short transaction, timed
+    by the database's clock (SQLite ``julianday('now')``, PostgreSQL ``clock_timestamp()``), so
+    processes on several machines agree on time without synchronised clocks.
+    """
+
+    async def take(
+        self, key_id: str, *, background: bool, window: float, decide: RateDecision
+    ) -> float:
+        """Record a request of ``key_id`` now if ``decide`` allows it, else say how long to wait.
+
+        Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a per-key
+        advisory lock): two processes can never both take the last slot of a window. Rows older
+        than ten windows are deleted on the way.
+
+        Args:
+            key_id: the key's fingerprint (never the key).
+            background: the request is background (a poll), recorded as such.
+            window: seconds of history passed to ``decide`` (the rolling window, margin included).
+            decide: the rule (:data:`RateDecision`).
+
+        Returns:
+            0.0 when the request was recorded (send it now), else the seconds to wait before
+            asking again.
+        """
+        ...
+
+    async def block(self, key_id: str, seconds: float) -> None:
+        """No process may send with ``key_id`` for ``seconds`` from now (a 429's Retry-After).
+
+        An existing longer block is kept.
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -666,6 +711,11 @@ class Database(Repositories, Protocol):
     @property
     def engine(self) -> str:
         """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""
+        ...
+
+    @property
+    def rates(self) -> RateWindowRepository:
+        """The shared per-key rate windows (never inside a transaction)."""
         ...
 
     @property

@@ -13,6 +13,7 @@ from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.meta import SqliteMeta
+from bot.storage.sqlite.rates import SqliteRates
 
 
 class SqliteRepositories:
@@ -38,6 +39,7 @@ class SqliteDatabase(SqliteRepositories):
     def __init__(self, connections: SqliteConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
+        self.rates = SqliteRates(connections.executor)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteDatabase:
