@@ -182,8 +182,9 @@ async def run_worker(settings: Settings) -> None:
     clock = SystemClock()
     async with contextlib.AsyncExitStack() as stack:
         services = await build_services(settings, clock, stack)
+        # The guilds intent only silences discord.py's warning: no gateway session is opened.
         client = discord.Client(
-            intents=discord.Intents.none(), allowed_mentions=discord.AllowedMentions.none()
+            intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
         )
         await client.login(settings.discord_token.get_secret_value())
         stack.push_async_callback(client.close)
@@ -195,6 +196,8 @@ async def run_worker(settings: Settings) -> None:
             announcer=DiscordAnnouncer(client, clock=clock, sandbox=services.sandbox),
             clock=clock,
             job_timeout=settings.job_timeout_seconds,
+            lease=settings.poll_lease_seconds,
+            delivery_lease=settings.delivery_lease_seconds,
         )
         work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
         loop = asyncio.get_running_loop()

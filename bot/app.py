@@ -126,6 +126,8 @@ class GenBot(commands.AutoShardedBot):
             announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
+            lease=services.settings.poll_lease_seconds,
+            delivery_lease=services.settings.delivery_lease_seconds,
         )
 
     async def setup_hook(self) -> None:

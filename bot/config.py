@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     shard_ids: str | None = None
     poller_enabled: bool = True
     shared_rate_limit: bool | None = None
+    poll_lease_seconds: Annotated[float, Field(gt=0)] = 30.0
+    delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
 
     @field_validator("shard_ids")
     @classmethod

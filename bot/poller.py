@@ -204,6 +204,8 @@ class Poller:
         claimed = await self._db.jobs.claim_due(
             now, now + self._lease, limit=self._batch, per_key=self._per_key, skip_keys=full
         )
+        if claimed:
+            log.debug("claimed %s", " ".join(f"job {j.id} token {j.poll_token}" for j in claimed))
         started = 0
         for job in claimed:
             if job.id in self._in_flight or self._key_load[job.key_fingerprint] >= self._per_key:
