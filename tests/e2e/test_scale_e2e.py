@@ -2,9 +2,10 @@
 of 2, ``POLLER_ENABLED=false``) and two ``python -m bot worker`` processes, against both
 emulators; 20 videos from servers on both shards; one worker killed with ``kill -9`` mid-run.
 
-Every video is announced exactly once, no poll of a job overlaps another poll of it, no key ever
-sees more requests than the limit in any rolling window (the API emulator's own log; the window
-is scaled to 6 s), and the ledger equals the emulator's charges.
+On SQLite (processes of one machine) and on PostgreSQL: every video is announced exactly
+once, no poll of a job overlaps another poll of it, no key ever sees more requests than the
+limit in any rolling window (the API emulator's own log; the window is scaled to 6 s), and the
+ledger equals the emulator's charges.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 import pytest_asyncio
 
@@ -33,6 +35,7 @@ from tests.e2e.harness import (
     OffsetClock,
     bot_env,
 )
+from tests.pg_server import PgServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -49,6 +52,18 @@ class Cluster:
         self.gateways: list[BotProcess] = []
         self.workers: list[BotProcess] = []
         self.db_path = Path()
+        self.db_url: str | None = None
+
+    async def query(self, sql: str) -> list[tuple[object, ...]]:
+        """Rows of ``sql`` from the shared database, whichever engine it is."""
+        if self.db_url is None:
+            with sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True) as db:
+                return db.execute(sql).fetchall()
+        conn = await asyncpg.connect(self.db_url)
+        try:
+            return [tuple(row) for row in await conn.fetch(sql)]
+        finally:
+            await conn.close()
 
     @property
     def processes(self) -> list[BotProcess]:
@@ -72,9 +87,15 @@ def shards_ready(discord: DiscordEmulator) -> bool | None:
     return True if ok else None
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+@pytest_asyncio.fixture(loop_scope="module", scope="module", params=["sqlite", "postgresql"])
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Cluster]:
+    """The four processes on one database: a SQLite file, then a PostgreSQL database."""
     world_dir = Path(tmp_path_factory.mktemp("scale"))
+    pg: PgServer | None = None
+    if request.param == "postgresql":
+        pg = request.getfixturevalue("pg_server")  # skipped without PostgreSQL's binaries
     discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=OffsetClock())
     discord.hub.shard_count = 2
     await discord.start()
@@ -99,6 +120,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
         DEFAULT_MAX_PENDING_VIDEOS_PER_USER="20",
     )
     cluster.db_path = Path(env["DATABASE_PATH"])
+    if pg is not None:
+        cluster.db_url = env["DATABASE_URL"] = pg.create_database()
     for shard in (0, 1):
         process = BotProcess({**env, "SHARD_IDS": str(shard)}, world_dir / f"gateway-{shard}.log")
         cluster.gateways.append(process)
@@ -114,6 +137,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
         await process.stop()
     await api.stop()
     await discord.stop()
+    if pg is not None and cluster.db_url is not None:
+        pg.drop_database(cluster.db_url)
     for process in cluster.processes:
         log = process.log()
         assert key not in log and BOT_TOKEN not in log
@@ -160,10 +185,9 @@ async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
         ]
         assert len(replies) == 1, "announced more (or less) than once"
         assert replies[0].pinged_user_ids() == {user.id}
-    with sqlite3.connect(f"file:{cluster.db_path}?mode=ro", uri=True) as db:
-        jobs = db.execute("SELECT task_id, announced_at FROM jobs").fetchall()
-        ledger = db.execute("SELECT cost_micro FROM ledger WHERE kind = 'video'").fetchall()
-        tokens = dict(db.execute("SELECT id, poll_token FROM jobs").fetchall())
+    jobs = await cluster.query("SELECT task_id, announced_at FROM jobs")
+    ledger = await cluster.query("SELECT cost_micro FROM ledger WHERE kind = 'video'")
+    tokens = dict(await cluster.query("SELECT id, poll_token FROM jobs"))
     assert len(jobs) == VIDEOS and all(announced is not None for _, announced in jobs)
     # The jobs of the killed worker's last claim were claimed again by the other worker (after
     # their leases expired, or after its last poll), under newer fencing tokens.
@@ -189,5 +213,5 @@ async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
 
     # The ledger equals the emulator's charges, each task once.
     charged = [t.cost_cents for t in api.tasks.values() if t.kind == "video"]
-    assert sorted(from_micro(r[0]) for r in ledger) == sorted(charged)
+    assert sorted(from_micro(int(str(r[0]))) for r in ledger) == sorted(charged)
     assert len(ledger) == VIDEOS
