@@ -32,6 +32,7 @@ from bot.announce import DiscordAnnouncer
 from bot.app import GenBot
 from bot.clock import SystemClock
 from bot.config import (
+    SANDBOX_ALONE,
     Settings,
     SettingsError,
     check_database_path,
@@ -350,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
             backup_database(settings.database_path, args.path)
             print(f"genbot: backed up {settings.database_path} to {args.path}")
             return 0
+        if command == "worker" and settings.sandbox:
+            raise SettingsError(SANDBOX_ALONE)
         check_database_path(settings.database_path)
     except SettingsError as exc:
         doing = "cannot start" if command in ("run", "sync", "worker") else f"{command} failed"

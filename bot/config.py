@@ -23,6 +23,13 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 NonNegativeCents = Annotated[int, Field(ge=0)]
 
 
+SANDBOX_ALONE = (
+    "GENAPI_BASE_URL is needed to run several processes (SHARD_IDS, POLLER_ENABLED=false, "
+    "worker): sandbox mode runs its emulator inside one process, whose tasks no other "
+    "process can poll"
+)
+
+
 class Settings(BaseSettings):
     """The bot's configuration. Field names are the environment variables, upper-cased."""
 
@@ -83,6 +90,8 @@ class Settings(BaseSettings):
                 raise ValueError("SHARD_IDS needs SHARD_COUNT (the total over every process)")
             if max(ids) >= self.shard_count:
                 raise ValueError(f"SHARD_IDS must be below SHARD_COUNT ({self.shard_count})")
+        if self.sandbox and (ids is not None or not self.poller_enabled):
+            raise ValueError(SANDBOX_ALONE)
         return self
 
     @field_validator("genapi_base_url")

@@ -77,6 +77,7 @@ def test_an_unreachable_discord_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_shard_settings_and_the_shared_rate_limit() -> None:
     def settings(**values: object) -> Settings:
+        values.setdefault("genapi_base_url", "https://api.example.com/api/v1")
         return load_settings(_env_file=None, discord_token="t", **values)
 
     plain = settings()
@@ -92,3 +93,21 @@ def test_shard_settings_and_the_shared_rate_limit() -> None:
         settings(shard_count=2, shard_ids="0,2")
     with pytest.raises(SettingsError, match=r"SHARD_IDS: .*separated by commas"):
         settings(shard_count=2, shard_ids="zero")
+    # The sandbox's emulator lives inside one process: no other process could poll its tasks.
+    with pytest.raises(SettingsError, match="GENAPI_BASE_URL is needed"):
+        settings(genapi_base_url=None, poller_enabled=False)
+
+
+def test_a_worker_in_sandbox_mode_is_refused_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "worker"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DISCORD_TOKEN": "t"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("genbot: cannot start: GENAPI_BASE_URL is needed")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "data").exists()  # nothing was created
