@@ -16,6 +16,8 @@ from cryptography.fernet import Fernet
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.genapi.errors import REDACTED
+
 DISCORD_API_BASE_URL = "https://discord.com/api/v10"
 DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
 
@@ -168,14 +170,16 @@ def check_database_url(url: str) -> None:
 
 
 def redact_database_url(url: str) -> str:
-    """Return ``url`` with its password replaced by ``***``, for logs and messages.
+    """Return ``url`` with its password replaced by ``[redacted]``, for logs and messages.
 
-    ``postgresql://bot:s3cret@db:5432/genbot`` gives ``postgresql://bot:***@db:5432/genbot``;
+    The same marker as the log filter's (``bot.genapi.errors.REDACTED``):
+    ``postgresql://bot:s3cret@db:5432/genbot`` gives
+    ``postgresql://bot:[redacted]@db:5432/genbot``;
     query parameters are dropped (they may carry a password too).
     """
     parts = urlsplit(url)
     user = parts.username or ""
-    auth = f"{user}:***@" if parts.password is not None else (f"{user}@" if user else "")
+    auth = f"{user}:{REDACTED}@" if parts.password is not None else (f"{user}@" if user else "")
     host = parts.hostname or ""
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"
