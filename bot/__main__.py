@@ -28,11 +28,20 @@ from discord.gateway import DiscordWebSocket
 
 from bot.app import GenBot
 from bot.clock import SystemClock
-from bot.config import Settings, SettingsError, check_database_path, load_settings
+from bot.config import (
+    Settings,
+    SettingsError,
+    check_database_path,
+    check_database_url,
+    load_settings,
+    redact_database_url,
+)
 from bot.errors import KeyEncryptionUnavailable
 from bot.interactions import invite_url
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
+from bot.storage.postgres import DatabaseUnavailable
+from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
 from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")
@@ -176,6 +185,9 @@ def rotate_keys(settings: Settings) -> int:
     except KeyEncryptionUnavailable:
         print("genbot: rotate-keys: KEY_ENCRYPTION_KEY is not set", file=sys.stderr)
         return 2
+    except (SettingsError, SchemaTooNewError) as exc:  # e.g. DATABASE_URL unreachable
+        print(f"genbot: rotate-keys failed: {exc}", file=sys.stderr)
+        return 2
     except StoredKeyUnreadable:
         print(
             "genbot: rotate-keys: a stored key was made with none of the keys in "
@@ -184,6 +196,34 @@ def rotate_keys(settings: Settings) -> int:
         )
         return 1
     print(f"re-encrypted {count} stored API keys with the first KEY_ENCRYPTION_KEY")
+    return 0
+
+
+def copy_db(settings: Settings, url: str) -> int:
+    """``python -m bot copy-db --to URL``: copy the SQLite database into an empty PostgreSQL one.
+
+    Prints the rows copied per table and the ledger's exact totals per guild, verified against
+    the source before the one transaction commits (:mod:`bot.storage.postgres.copy`).
+
+    Returns:
+        The exit status: 0 copied, 1 the copy failed its check or the server failed, 2 refused
+        (a bad URL, a missing or unmigrated source, a non-empty target).
+    """
+    try:
+        check_database_url(url)
+    except ValueError as exc:
+        print(f"genbot: copy-db failed: --to: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(
+            copy_sqlite_to_postgres(settings.database_path, url, clock=SystemClock())
+        )
+    except (CopyError, SchemaTooNewError, DatabaseUnavailable) as exc:
+        print(f"genbot: copy-db failed: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, DatabaseUnavailable) else 2
+    print(f"genbot: copied {settings.database_path} to {redact_database_url(url)}, verified:")
+    for line in report.lines():
+        print(f"  {line}")
     return 0
 
 
@@ -226,6 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
         "backup", help="copy the database to PATH, safely while the bot runs"
     )
     backup.add_argument("path", type=Path, metavar="PATH", help="the new backup file")
+    copy = commands.add_parser(
+        "copy-db",
+        help="copy the SQLite database (DATABASE_PATH) into an empty PostgreSQL database, "
+        "verify the totals, then exit",
+    )
+    copy.add_argument(
+        "--to", required=True, metavar="URL", help="postgresql://user:password@host:port/dbname"
+    )
     return parser
 
 
@@ -243,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
             print(invite_url(application_id_from_token(token)))
             return 0
         if command == "backup":
+            if settings.database_url is not None:
+                raise SettingsError(
+                    "DATABASE_URL is set: back up PostgreSQL with pg_dump "
+                    "(backup copies the SQLite database of DATABASE_PATH)"
+                )
             backup_database(settings.database_path, args.path)
             print(f"genbot: backed up {settings.database_path} to {args.path}")
             return 0
@@ -263,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     quiet_library_loggers(settings.log_level_number)
     if command == "rotate-keys":
         return rotate_keys(settings)
+    if command == "copy-db":
+        return copy_db(settings, args.to)
     point_discord_at(settings)
     try:
         asyncio.run(run(settings, sync="only" if command == "sync" else "auto"))

@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     genapi_base_url: str | None = None
     genapi_api_key: SecretStr | None = None
     database_path: Path = Path("data/bot.db")
+    database_url: SecretStr | None = None
     discord_api_base_url: str = DISCORD_API_BASE_URL
     discord_gateway_url: str = DISCORD_GATEWAY_URL
     dev_guild_id: int | None = None
@@ -73,6 +74,14 @@ class Settings(BaseSettings):
             raise ValueError("has a port outside 1-65535")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _is_postgres_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        check_database_url(value.get_secret_value())
+        return value
+
     @field_validator("discord_api_base_url", "discord_gateway_url")
     @classmethod
     def _is_url(cls, value: str) -> str:
@@ -94,6 +103,11 @@ class Settings(BaseSettings):
                 '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
             ) from None
         return value
+
+    @property
+    def postgresql(self) -> bool:
+        """True when ``DATABASE_URL`` is set: PostgreSQL, and ``DATABASE_PATH`` is not used."""
+        return self.database_url is not None
 
     @property
     def sandbox(self) -> bool:
@@ -123,6 +137,49 @@ def fernet_keys(secret: str) -> list[str]:
         except ValueError:
             raise ValueError(f"entry {position} is not a Fernet key") from None
     return keys
+
+
+def check_database_url(url: str) -> None:
+    """Check that ``url`` reads ``postgresql://user:password@host:port/dbname``.
+
+    ``postgres://`` is accepted too, and so are libpq's query parameters (``?sslmode=...``);
+    the password is optional (e.g. ``trust`` or a ``.pgpass`` file).
+
+    Raises:
+        ValueError: what is wrong, in words that never include the URL or its password.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise ValueError("must be a postgresql://user:password@host:port/dbname URL")
+    if not parts.hostname:
+        raise ValueError("has no host name (postgresql://user:password@host:port/dbname)")
+    try:
+        port = parts.port
+    except ValueError:  # out of range or not a number; its message would quote the netloc
+        raise ValueError("has a port outside 1-65535") from None
+    if port == 0 or parts.netloc.endswith(":"):
+        raise ValueError("has a port outside 1-65535")
+    if not parts.path.strip("/") or "/" in parts.path.strip("/"):
+        raise ValueError("names no database (postgresql://user:password@host:port/dbname)")
+
+
+def redact_database_url(url: str) -> str:
+    """Return ``url`` with its password replaced by ``***``, for logs and messages.
+
+    ``postgresql://bot:s3cret@db:5432/genbot`` gives ``postgresql://bot:***@db:5432/genbot``;
+    query parameters are dropped (they may carry a password too).
+    """
+    parts = urlsplit(url)
+    user = parts.username or ""
+    auth = f"{user}:***@" if parts.password is not None else (f"{user}@" if user else "")
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address
+        host = f"[{host}]"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{auth}{host}{port}{parts.path}"
 
 
 class SettingsError(Exception):

@@ -18,7 +18,7 @@ import httpx
 from pydantic import SecretStr
 
 from bot.clock import Clock
-from bot.config import Settings, SettingsError
+from bot.config import Settings, SettingsError, redact_database_url
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
@@ -29,6 +29,7 @@ from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
+from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
 from bot.storage.sqlite import SqliteDatabase
 
 log = logging.getLogger(__name__)
@@ -64,13 +65,22 @@ class Services:
 async def open_database(settings: Settings, clock: Clock) -> Database:
     """Open and migrate the database the settings name.
 
-    SQLite at ``DATABASE_PATH`` today. This is the seam where ``DATABASE_URL`` (PostgreSQL,
-    issue 10) selects the other engine: when set, it wins over ``DATABASE_PATH``.
+    PostgreSQL at ``DATABASE_URL`` when it is set (it wins over ``DATABASE_PATH``), else SQLite
+    at ``DATABASE_PATH``.
 
     Raises:
-        SettingsError: the database cannot be opened (e.g. a read-only disk).
+        SettingsError: the database cannot be opened (e.g. a read-only disk, a PostgreSQL
+            server that cannot be reached); one line, never the URL's password.
         SchemaTooNewError: the database was written by a newer release.
     """
+    if settings.database_url is not None:
+        url = settings.database_url.get_secret_value()
+        try:
+            db: Database = await PostgresDatabase.open(url, clock=clock)
+        except DatabaseUnavailable as exc:
+            raise SettingsError(str(exc)) from None
+        log.info("database: PostgreSQL at %s", redact_database_url(url))
+        return db
     try:
         return await SqliteDatabase.open(settings.database_path, clock=clock)
     except (sqlite3.Error, OSError) as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +22,7 @@ from bot.services.billing import (
     month_start,
     video_cost_cents,
 )
-from bot.storage import Charge, JobStatus, Kind, NewJob, Reservation
+from bot.storage import Charge, Database, JobStatus, Kind, NewJob, Reservation
 from bot.storage.sqlite import SqliteDatabase
 
 GUILD = 100
@@ -52,8 +52,11 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteDatabase]:
-    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(clock)
     yield opened
     await opened.close()
 
@@ -312,17 +315,16 @@ async def test_release_gives_the_budget_back(
 
 
 async def test_a_stale_reservation_expires_after_the_ttl(
-    tmp_path: Path, clock: ManualClock
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
 ) -> None:
-    path = tmp_path / "bot.db"
-    store = await SqliteDatabase.open(path, clock=clock)
+    store = await open_db(clock)
     await store.guilds.update_limits(GUILD, monthly_budget_cents=500)
     held = await Billing(store, settings(), clock).reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=500
     )
     await store.close()  # the bot "crashes" before settling or releasing
 
-    store = await SqliteDatabase.open(path, clock=clock)
+    store = await open_db(clock)
     try:
         billing = Billing(store, settings(), clock)
         clock.advance(899)
@@ -391,12 +393,12 @@ async def test_concurrent_reservations_never_overspend(
 
 
 async def test_concurrent_reservations_across_two_connections(
-    tmp_path: Path, clock: ManualClock
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
 ) -> None:
-    # Two stores on one file stand for two bot processes: BEGIN IMMEDIATE still serialises.
-    path = tmp_path / "bot.db"
-    first = await SqliteDatabase.open(path, clock=clock)
-    second = await SqliteDatabase.open(path, clock=clock)
+    # Two databases opened on one file (SQLite: BEGIN IMMEDIATE serialises) or one server
+    # (PostgreSQL: two pools, the guild's advisory lock) stand for two bot processes.
+    first = await open_db(clock)
+    second = await open_db(clock)
     try:
         await first.guilds.update_limits(GUILD, monthly_budget_cents=700)
         generous = settings(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from bot.services.keys import (
     StoredKeyUnreadable,
     fingerprint,
 )
-from bot.storage import Kind, NewJob
+from bot.storage import Database, Kind, NewJob
 from bot.storage.sqlite import SqliteDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +38,9 @@ def secret() -> SecretStr:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=ManualClock())
+async def store(open_db: Callable[[ManualClock], Awaitable[Database]]) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(ManualClock())
     yield opened
     await opened.close()
 
@@ -81,7 +82,7 @@ def test_vault_with_another_secret_cannot_read(secret: SecretStr) -> None:
 
 
 async def test_the_database_never_holds_the_plaintext_key(
-    store: SqliteDatabase, secret: SecretStr, tmp_path: Path
+    store: Database, secret: SecretStr, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     resolver = KeyResolver(store, KeyVault(secret), None)
     assert await resolver.store_key(GUILD, f"  {GUILD_KEY}\n") == GUILD_KEY[-4:]
@@ -90,9 +91,14 @@ async def test_the_database_never_holds_the_plaintext_key(
     assert settings.api_key_last4 == GUILD_KEY[-4:]
     assert settings.api_key_ciphertext is not None
     assert GUILD_KEY.encode() not in settings.api_key_ciphertext
-    # Nowhere in the files either: the main file and the WAL, where the write is now.
-    files = [p for p in tmp_path.iterdir() if p.name.startswith("bot.db")]
-    assert any(p.name.endswith("-wal") for p in files)
+    # Nowhere in the files either: SQLite's main file and WAL, where the write is now;
+    # PostgreSQL's whole data directory (its WAL included).
+    if store.engine == "sqlite":
+        files = [p for p in tmp_path.iterdir() if p.name.startswith("bot.db")]
+        assert any(p.name.endswith("-wal") for p in files)
+    else:
+        files = [p for p in request.getfixturevalue("pg_server").data.rglob("*") if p.is_file()]
+        assert any("pg_wal" in p.parts for p in files)
     for path in files:
         assert GUILD_KEY.encode() not in path.read_bytes(), path.name
 

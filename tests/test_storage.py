@@ -1,10 +1,13 @@
-"""The SQLite store: migrations, guild settings, ledger, jobs, transactions and query plans."""
+"""Storage: guild settings, ledger, jobs and transactions on both engines; SQLite's own parts.
+
+SQLite alone: migrations from every earlier version, its connections, its query plans.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from bot.storage import (
     UNSET,
     Charge,
     ConstraintError,
+    Database,
     GuildSettings,
     Job,
     JobStatus,
@@ -44,7 +48,18 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteDatabase]:
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (conftest ``engine_settings``)."""
+    opened = await open_db(clock)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteDatabase]:
+    """SQLite only: for its connections and its query plans."""
     opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
     yield opened
     await opened.close()
@@ -346,9 +361,9 @@ async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
     assert await store.meta.get("k") == "new"
 
 
-async def test_the_reader_connection_cannot_write(store: SqliteDatabase) -> None:
+async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        await store._connections.executor.all("DELETE FROM meta")
+        await sqlite_store._connections.executor.all("DELETE FROM meta")
 
 
 # -- guild settings --------------------------------------------------------------------------
@@ -614,7 +629,10 @@ async def test_leased_jobs_and_busy_keys_are_left_out_of_the_due_set(store: Sqli
     assert (await store.jobs.get(calm.id)).next_poll_at == now + 5  # type: ignore[union-attr]
 
 
-async def test_due_jobs_among_thousands_use_the_partial_index(store: SqliteDatabase) -> None:
+async def test_due_jobs_among_thousands_use_the_partial_index(
+    sqlite_store: SqliteDatabase,
+) -> None:
+    store = sqlite_store
     now = 1_000_000.0
     due: list[str] = []
     async with store.transaction() as tx:
@@ -665,8 +683,8 @@ async def test_recent_jobs_newest_first_per_member_or_server(store: SqliteDataba
     assert [j.task_id for j in everyone] == [f"t{i}" for i in reversed(range(5, 30))]
     assert {j.status for j in everyone} == {JobStatus.PENDING, JobStatus.COMPLETED}
 
-    # Both listings walk an index in order: no scan of every job, no sort.
-    for user_id in (1, None):
+    # Both listings walk an index in order: no scan of every job, no sort (SQLite's plans).
+    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
         sql = JOBS_LISTING_SQL[user_id is not None]
         params = (GUILD, 1, 25) if user_id is not None else (GUILD, 25)
         plan = " | ".join(await store.query_plan(sql, params))
@@ -691,7 +709,7 @@ async def test_pending_videos_leave_out_unwatched_and_finished_jobs(store: Sqlit
     assert await store.jobs.set_unwatched(unwatched.id, None) is True
     assert await store.jobs.pending_videos(GUILD, user_id=1) == 2
     assert watched.id != unwatched.id
-    for user_id in (1, None):
+    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
         params = (GUILD, 1) if user_id is not None else (GUILD,)
         plan = " | ".join(await store.query_plan(PENDING_VIDEOS_SQL[user_id is not None], params))
         assert "SCAN jobs" not in plan

@@ -94,6 +94,8 @@ def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 20)
 
 
+# SQLite's own lock (an operator's sqlite3 session on the file).
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 async def test_a_locked_database_delays_the_poller_but_never_stops_it(
     short_busy_timeout: None,
     stack: Stack,
@@ -130,6 +132,8 @@ async def test_a_locked_database_delays_the_poller_but_never_stops_it(
     assert all(r.exc_info is None for r in locked if r.name == "bot.supervisor")
 
 
+# SQLite's own lock (an operator's sqlite3 session on the file).
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 async def test_a_poll_that_meets_a_locked_database_ends_cleanly_and_is_retried(
     short_busy_timeout: None,
     stack: Stack,

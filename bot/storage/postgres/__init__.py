@@ -1,0 +1,12 @@
+"""The PostgreSQL engine (asyncpg), chosen by ``DATABASE_URL``; SQLite stays the default.
+
+``engine`` holds the pool, transactions and migrations; ``jobs``, ``ledger``, ``guilds`` and
+``meta`` implement the repositories of :mod:`bot.storage.repositories` over an
+:class:`~bot.storage.postgres.engine.Executor`; ``database`` puts them together as
+:class:`PostgresDatabase`.
+"""
+
+from bot.storage.postgres.database import PostgresDatabase
+from bot.storage.postgres.engine import DatabaseUnavailable
+
+__all__ = ["DatabaseUnavailable", "PostgresDatabase"]

@@ -1,0 +1,178 @@
+"""``python -m bot copy-db --to URL``: move a SQLite database into an empty PostgreSQL one.
+
+Every table is copied as it is (ids kept, money already in micro-cents in both engines), in one
+PostgreSQL transaction that is committed only after the copy is verified: the row count of each
+table and, per guild, the ledger's count and exact sum of micro-cents must equal the source's.
+The migration records of ``meta`` stay behind (each engine numbers its own migrations).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Final
+
+from bot.clock import Clock
+from bot.storage.money import from_micro
+from bot.storage.postgres.engine import Connection, PgConnections
+from bot.storage.sqlite.engine import load_migrations as sqlite_migrations
+
+TABLES: Final = (
+    "meta",
+    "guild_settings",
+    "allowed_channels",
+    "retired_keys",
+    "ledger",
+    "charge_anomalies",
+    "reservations",
+    "jobs",
+)
+"""Every table of the schema, parents before children (``allowed_channels`` needs its guild)."""
+
+_WITH_IDS: Final = ("retired_keys", "ledger", "charge_anomalies", "reservations", "jobs")
+_NOT_COPIED: Final = "migration.%"
+"""``meta`` keys that describe the engine's own migrations."""
+
+
+class CopyError(Exception):
+    """The copy was refused or failed its check; nothing was written. One line, no secrets."""
+
+
+@dataclass
+class CopyReport:
+    """What was copied: rows per table, and per guild the ledger's charges and exact cents."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    ledger: dict[int, tuple[int, Decimal]] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        """The report for people, one line per table and per guild."""
+        out = [f"{table}: {count} rows" for table, count in self.rows.items()]
+        for guild_id, (count, cents) in sorted(self.ledger.items()):
+            out.append(f"ledger of guild {guild_id}: {count} charges, {cents} cents")
+        return out
+
+
+def _source_rows(
+    db: sqlite3.Connection, table: str, columns: list[str]
+) -> list[tuple[object, ...]]:
+    sql = f"SELECT {', '.join(columns)} FROM {table}"  # names from PostgreSQL's own catalogue
+    if table == "meta":
+        return list(db.execute(f"{sql} WHERE key NOT LIKE ?", (_NOT_COPIED,)))
+    return list(db.execute(sql))
+
+
+def _source_ledger(db: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    rows = db.execute("SELECT guild_id, COUNT(*), SUM(cost_micro) FROM ledger GROUP BY guild_id")
+    return {int(g): (int(n), int(micro)) for g, n, micro in rows}
+
+
+async def _target_columns(conn: Connection, table: str) -> list[str]:
+    rows = await conn.fetch(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+        table,
+    )
+    return [str(r[0]) for r in rows]
+
+
+async def _refuse_unless_empty(conn: Connection) -> None:
+    for table in TABLES:
+        where = " WHERE key NOT LIKE 'migration.%'" if table == "meta" else ""
+        count = int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{where}"))
+        if count:
+            raise CopyError(
+                f"the target database is not empty ({table} has {count} rows); "
+                "copy-db only fills a new, empty database"
+            )
+
+
+async def copy_sqlite_to_postgres(source: Path, url: str, *, clock: Clock) -> CopyReport:
+    """Copy the SQLite database at ``source`` into the empty PostgreSQL database at ``url``.
+
+    The source must be at the newest SQLite schema (start this release on it once) and should
+    not be in use: it is read in one read transaction, a consistent snapshot. The target is
+    migrated to the newest PostgreSQL schema first, then filled in one transaction.
+
+    Args:
+        source: the SQLite file (``DATABASE_PATH``).
+        url: ``postgresql://user:password@host:port/dbname``; a secret.
+        clock: stamps the target's migration records.
+
+    Returns:
+        The rows copied per table and the ledger's totals per guild (exact cents).
+
+    Raises:
+        CopyError: the source is missing or not at the newest schema, the target is not empty,
+            or the verification found a difference (nothing is then committed).
+        DatabaseUnavailable: the target cannot be reached.
+        SchemaTooNewError: the target was written by a newer release.
+    """
+    # A one-shot command: blocking sqlite3 reads on the event loop's thread hold nobody up.
+    with contextlib.closing(_open_source(source)) as db:
+        db.execute("BEGIN")  # one snapshot for every table, counts and sums included
+        target = await PgConnections.open(url, clock=clock)
+        try:
+            async with target.transaction() as tx:
+                conn = tx.connection
+                await _refuse_unless_empty(conn)
+                report = CopyReport()
+                for table in TABLES:
+                    columns = await _target_columns(conn, table)
+                    rows = _source_rows(db, table, columns)
+                    if rows:
+                        await conn.copy_records_to_table(table, records=rows, columns=columns)
+                    report.rows[table] = len(rows)
+                for table in _WITH_IDS:
+                    # Ids were copied as they were: new rows must start after the largest.
+                    await conn.execute(
+                        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                        f" COALESCE(MAX(id), 0) + 1, false) FROM {table}"
+                    )
+                await _verify(conn, db, report)
+        finally:
+            await target.close()
+    return report
+
+
+def _open_source(source: Path) -> sqlite3.Connection:
+    """Open the SQLite file read-only (never creating or migrating it) and check its version."""
+    if not source.is_file():
+        raise CopyError(f"DATABASE_PATH: {source} does not exist")
+    uri = f"{source.resolve().as_uri()}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None)
+    try:
+        _check_source_version(db, source)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _check_source_version(db: sqlite3.Connection, source: Path) -> None:
+    found = int(db.execute("PRAGMA user_version").fetchone()[0])
+    newest = len(sqlite_migrations())
+    if found != newest:
+        raise CopyError(
+            f"DATABASE_PATH: {source} is at SQLite schema version {found}, not {newest}; "
+            "start this release of the bot on it once (it migrates at start-up), then copy"
+        )
+
+
+async def _verify(conn: Connection, db: sqlite3.Connection, report: CopyReport) -> None:
+    for table, expected in report.rows.items():
+        where = " WHERE key NOT LIKE 'migration.%'" if table == "meta" else ""
+        copied = int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{where}"))
+        if copied != expected:
+            raise CopyError(f"{table}: {copied} rows copied, {expected} in the source")
+    source = _source_ledger(db)
+    rows = await conn.fetch(
+        "SELECT guild_id, COUNT(*) AS n, SUM(cost_micro) AS micro FROM ledger GROUP BY guild_id"
+    )
+    target = {int(r["guild_id"]): (int(r["n"]), int(r["micro"])) for r in rows}
+    if target != source:
+        raise CopyError("the ledger's totals per guild differ from the source's; nothing copied")
+    report.ledger = {g: (n, from_micro(micro)) for g, (n, micro) in sorted(target.items())}

@@ -1,0 +1,263 @@
+"""The PostgreSQL engine on a real server (tests/pg_server.py): what only it can get wrong.
+
+Migrations under concurrent start-ups, a newer schema refused, budgets held by two pools (two
+processes, as far as the server can tell) at once, the exact ledger, and the password of
+``DATABASE_URL`` kept out of every message. The behaviour both engines share is tested on both
+by the engine-parametrised fixtures of conftest.py.
+"""
+
+import asyncio
+import logging
+from decimal import Decimal
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bot.__main__ import main
+from bot.clock import ManualClock
+from bot.config import SettingsError, load_settings, redact_database_url
+from bot.storage.models import Charge, Kind, NewJob
+from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
+from bot.storage.postgres.engine import load_migrations
+from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
+
+GUILD = 1
+
+
+def charge(task_id: str | None, cents: str, *, at: float = 1000.0, user_id: int = 100) -> Charge:
+    return Charge(
+        guild_id=GUILD,
+        channel_id=10,
+        user_id=user_id,
+        kind=Kind.VIDEO,
+        model="veo",
+        task_id=task_id,
+        cost_cents=Decimal(cents),
+        remaining_credits_cents=Decimal("5000"),
+        key_fingerprint="fp",
+        at=at,
+    )
+
+
+def new_job(task_id: str, *, fingerprint: str = "fp") -> NewJob:
+    return NewJob(
+        task_id=task_id,
+        provider="p",
+        poll_url=f"/tasks/{task_id}",
+        kind=Kind.VIDEO,
+        model="veo",
+        guild_id=GUILD,
+        channel_id=10,
+        message_id=None,
+        user_id=100,
+        prompt_summary="a cat",
+        details={"seconds": 4},
+        cost_cents=Decimal("12.5"),
+        key_fingerprint=fingerprint,
+        created_at=1000.0,
+        next_poll_at=1010.0,
+    )
+
+
+async def test_a_new_database_gets_the_whole_schema_once_even_when_processes_start_together(
+    pg_url: str,
+) -> None:
+    clock = ManualClock()
+    first, second, third = await asyncio.gather(
+        *(PostgresDatabase.open(pg_url, clock=clock) for _ in range(3))
+    )
+    try:
+        assert {db.schema_version for db in (first, second, third)} == {len(load_migrations())}
+        conn = await asyncpg.connect(pg_url)
+        try:
+            versions = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+        finally:
+            await conn.close()
+        assert [r["version"] for r in versions] == list(range(1, len(load_migrations()) + 1))
+        assert await first.meta.get("migration.0001") is not None
+    finally:
+        for db in (first, second, third):
+            await db.close()
+
+
+async def test_a_database_from_a_newer_release_is_refused_with_one_line(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    await db.close()
+    newer = len(load_migrations()) + 1
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'future', 0)",
+            newer,
+        )
+    finally:
+        await conn.close()
+
+    with pytest.raises(SchemaTooNewError) as raised:
+        await PostgresDatabase.open(pg_url, clock=ManualClock())
+    assert raised.value.found == newer
+    assert "\n" not in str(raised.value)
+
+
+async def test_the_ledger_is_exact_and_counts_a_task_once(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    try:
+        assert await db.ledger.insert_charge(charge("t1", "0.35"))
+        assert not await db.ledger.insert_charge(charge("t1", "0.35"))  # the same task again
+        assert await db.ledger.insert_charge(charge(None, "1234.000001"))
+        assert await db.ledger.insert_charge(charge(None, "0.0000001"))  # rounded up
+        assert await db.ledger.total(GUILD) == Decimal("1234.350002")
+        # Another constraint never passes for "already recorded".
+        with pytest.raises(ConstraintError):
+            await db.ledger.insert_charge(charge("t2", "-1"))
+        assert await db.ledger.total(GUILD) == Decimal("1234.350002")
+    finally:
+        await db.close()
+
+
+async def test_a_retired_key_is_released_when_its_last_pending_job_ends(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    try:
+        await db.guilds.set_api_key(GUILD, b"old-ciphertext", "1234")
+        job = await db.jobs.insert(new_job("t1", fingerprint="old"))
+        await db.guilds.replace_api_key(
+            GUILD, (b"new-ciphertext", "5678"), retire=True, old_fingerprint="old", at=1.0
+        )
+        assert [k.last4 for k in await db.guilds.retired_keys(GUILD)] == ["1234"]
+
+        assert await db.jobs.finish(job.id, job.status.COMPLETED, ["https://x/1"], None, 2.0)
+
+        assert await db.guilds.retired_keys(GUILD) == []
+        assert (await db.guilds.settings(GUILD)).api_key_last4 == "5678"
+    finally:
+        await db.close()
+
+
+async def reserve_if_it_fits(db: PostgresDatabase, budget: Decimal, amount: Decimal) -> bool:
+    """The budget check of bot.services.billing: lock the guild, sum, reserve if it fits."""
+    async with db.transaction() as tx:
+        await tx.guilds.lock(GUILD)
+        await tx.guilds.settings(GUILD)
+        spent = await tx.ledger.spent_since(GUILD, 0.0)
+        held = await tx.ledger.reserved_cents(GUILD, 0.0)
+        await asyncio.sleep(0)  # let the other pool's transaction run in between, if it can
+        if spent + held + amount > budget:
+            return False
+        await tx.ledger.add_reservation(
+            guild_id=GUILD,
+            user_id=100,
+            kind=Kind.VIDEO,
+            model="veo",
+            amount_cents=amount,
+            created_at=0.0,
+            expires_at=10_000.0,
+        )
+        return True
+
+
+async def test_two_pools_never_both_pass_a_budget_that_fits_one(pg_url: str) -> None:
+    clock = ManualClock()
+    one = await PostgresDatabase.open(pg_url, clock=clock)
+    two = await PostgresDatabase.open(pg_url, clock=clock)
+    try:
+        budget, amount = Decimal(100), Decimal(30)
+        results = await asyncio.gather(
+            *(reserve_if_it_fits(db, budget, amount) for _ in range(10) for db in (one, two))
+        )
+        assert results.count(True) == 3  # 90 of 100: a fourth would overrun
+        assert await one.ledger.reserved_cents(GUILD, 0.0) == Decimal(90)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_job_finishes_and_is_delivered_once_whichever_pool_tries(pg_url: str) -> None:
+    clock = ManualClock()
+    one = await PostgresDatabase.open(pg_url, clock=clock)
+    two = await PostgresDatabase.open(pg_url, clock=clock)
+    try:
+        job = await one.jobs.insert(new_job("t1"))
+        finished = await asyncio.gather(
+            *(db.jobs.finish(job.id, job.status.COMPLETED, ["u"], None, 5.0) for db in (one, two))
+        )
+        delivered = await asyncio.gather(
+            *(db.jobs.mark_announced(job.id, 6.0) for db in (one, two))
+        )
+        assert sorted(finished) == [False, True]
+        assert sorted(delivered) == [False, True]
+    finally:
+        await one.close()
+        await two.close()
+
+
+def test_the_url_password_never_appears_in_a_settings_error() -> None:
+    with pytest.raises(SettingsError) as raised:
+        load_settings(
+            _env_file=None, discord_token="t", database_url="mysql://bot:hunter2@db:5432/genbot"
+        )
+    assert str(raised.value).startswith("DATABASE_URL: ")
+    assert "hunter2" not in str(raised.value)
+    with pytest.raises(SettingsError) as raised:
+        load_settings(
+            _env_file=None, discord_token="t", database_url="postgresql://bot:hunter2@db:99999/x"
+        )
+    assert "hunter2" not in str(raised.value)
+
+    settings = load_settings(
+        _env_file=None, discord_token="t", database_url="postgresql://bot:hunter2@db:5432/genbot"
+    )
+    assert "hunter2" not in repr(settings)
+    assert "hunter2" not in str(settings)
+    url = settings.database_url
+    assert url is not None
+    assert redact_database_url(url.get_secret_value()) == "postgresql://bot:***@db:5432/genbot"
+
+
+async def test_the_url_password_never_appears_when_the_server_refuses(
+    pg_server: object, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    port = pg_url.rsplit(":", 1)[1].split("/", 1)[0]
+    unreachable = "postgresql://bot:hunter2@127.0.0.1:1/genbot?password=hunter2"
+    missing = f"postgresql://postgres:hunter2@127.0.0.1:{port}/no_such_database"
+    for url in (unreachable, missing):
+        with pytest.raises(DatabaseUnavailable) as raised:
+            await PostgresDatabase.open(url, clock=ManualClock())
+        message = str(raised.value)
+        assert message.startswith("DATABASE_URL: cannot connect to postgresql://")
+        assert "hunter2" not in message
+        assert "\n" not in message
+        assert raised.value.__cause__ is None
+    assert "no_such_database" in message  # the reason is still there for the operator
+    assert "hunter2" not in caplog.text
+
+
+@pytest.mark.parametrize("command", [[], ["rotate-keys"], ["backup", "copy.db"]])
+async def test_the_bot_refuses_an_unreachable_database_url_in_one_line_without_its_password(
+    command: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("DISCORD_TOKEN", "test-token")
+    monkeypatch.setenv("DATABASE_PATH", str(tmp_path / "bot.db"))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://bot:hunter2@127.0.0.1:1/genbot")
+    monkeypatch.setenv("KEY_ENCRYPTION_KEY", "")
+
+    status = await asyncio.to_thread(main, command)
+
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.count("\n") == 1, captured.err
+    assert "DATABASE_URL" in captured.err
+    assert "hunter2" not in captured.err + captured.out
+
+
+async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    await db.ping()
+    await db.close()
+    with pytest.raises(StorageUnavailableError):
+        await db.ping()
