@@ -268,6 +268,11 @@ class ConfigCog(
             models: ids or prefixes, comma-separated (motion-pro/, acme/image-); "all"; "default"
         """
         who = requester(interaction)
+        if role.is_default():
+            # Discord never lists @everyone among a member's roles: such a tier would never apply.
+            raise ValidationFailed(
+                "For everyone, use `/config budget`, `/config limits` and `/config models`."
+            )
         daily: LimitUpdate = UNSET if daily_per_user is None else parse_allowance(daily_per_user)
         monthly: LimitUpdate = (
             UNSET if monthly_per_user is None else parse_allowance(monthly_per_user)

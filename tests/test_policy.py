@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
+from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, CooldownActive, PromptBlocked, ValidationFailed, user_message
 from bot.services.generation import Requester, TextOptions, VideoOptions
+from bot.services.guild_config import parse_allowance
 from bot.services.policy import (
     find_blocked_term,
     member_policy,
@@ -20,8 +23,11 @@ from bot.services.policy import (
     normalise_term,
     parse_models,
 )
-from bot.storage import Kind
+from bot.storage import ConstraintError, Kind
 from bot.storage.models import UNLIMITED, AuditEntry, ModelLists, Tier
+from bot.storage.postgres import PostgresDatabase
+from bot.storage.postgres.copy import copy_sqlite_to_postgres
+from bot.storage.sqlite import SqliteDatabase
 from tests.conftest import Stack
 
 GUILD = 1
@@ -58,6 +64,15 @@ def test_model_lists_take_ids_and_prefixes() -> None:
     assert not model_matches("acme/chat", "acme/chat-large")  # an id is exact
     with pytest.raises(ValidationFailed):
         parse_models("not a model")
+
+
+def test_a_tier_allowance_is_dollars_unlimited_or_the_servers() -> None:
+    assert parse_allowance("0.50") == 50
+    assert parse_allowance("$12") == 1200
+    assert parse_allowance("unlimited") == UNLIMITED
+    assert parse_allowance("default") is None
+    with pytest.raises(ValidationFailed):
+        parse_allowance("lots")
 
 
 def test_the_most_generous_tier_wins_for_each_limit() -> None:
@@ -244,7 +259,32 @@ async def test_the_policy_repository_round_trips(stack: Stack) -> None:
 
 
 async def test_a_tier_cannot_hold_a_negative_allowance(stack: Stack) -> None:
-    from bot.storage import ConstraintError
-
     with pytest.raises(ConstraintError):
         await stack.db.policy.set_tier(Tier(GUILD, PATRON, "Patron", -5))
+
+
+async def test_copy_db_moves_the_policy_to_postgresql(tmp_path: Path, pg_url: str) -> None:
+    clock = ManualClock()
+    source = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+    tier = Tier(GUILD, PATRON, "Patron", 50, UNLIMITED, 2, ("aurora-lite/",))
+    await source.policy.set_tier(tier)
+    await source.policy.set_model_lists(GUILD, ModelLists(("a/",), ("a/b",)))
+    await source.policy.add_blocked_term(GUILD, "forbidden fruit")
+    await source.policy.set_cooldown(GUILD, Kind.TEXT, 30)
+    await source.policy.record_use(GUILD, 100, Kind.TEXT, 1234.5)
+    await source.policy.add_audit(AuditEntry(GUILD, 9, "monthly budget", "unlimited", "$25", 1.0))
+    await source.close()
+
+    report = await copy_sqlite_to_postgres(tmp_path / "bot.db", pg_url, clock=clock)
+    assert report.rows["policy_tiers"] == 1 and report.rows["config_audit"] == 1
+    target = await PostgresDatabase.open(pg_url, clock=clock)
+    try:
+        assert await target.policy.tiers(GUILD) == [tier]
+        assert await target.policy.model_lists(GUILD) == ModelLists(("a/",), ("a/b",))
+        assert await target.policy.blocked_terms(GUILD) == ["forbidden fruit"]
+        assert await target.policy.cooldowns(GUILD) == {Kind.TEXT: 30}
+        assert await target.policy.last_use(GUILD, 100, Kind.TEXT) == 1234.5
+        await target.policy.add_audit(AuditEntry(GUILD, 9, "later", "a", "b", 2.0))
+        assert [e.what for e in await target.policy.audit(GUILD)] == ["later", "monthly budget"]
+    finally:
+        await target.close()

@@ -17,6 +17,10 @@ from bot.storage.models import AuditEntry, ModelLists, Tier
 FIELD_LIMIT = 1024
 """Characters in an embed field's value (Discord's embed limits)."""
 
+LIST_LIMIT = 512
+"""Characters of the model list and blocked terms in ``/config show``: with the other fields,
+the embed stays under Discord's 6,000 characters in total."""
+
 
 def tier_line(tier: Tier) -> str:
     """One tier for people: ``<@&role>: daily $0.50 · monthly unlimited · ... · models all``."""
@@ -41,11 +45,11 @@ def add_policy_fields(embed: discord.Embed, policy: ServerPolicy) -> discord.Emb
     embed.add_field(name="Role tiers", value=truncate(tiers, FIELD_LIMIT), inline=False)
     embed.add_field(
         name="Models (members without a tier)",
-        value=truncate(models_line(policy.models), FIELD_LIMIT),
+        value=truncate(models_line(policy.models), LIST_LIMIT),
         inline=False,
     )
     terms = ", ".join(f"`{t}`" for t in policy.blocked_terms) or "none"
-    embed.add_field(name="Blocked terms", value=truncate(terms, FIELD_LIMIT), inline=False)
+    embed.add_field(name="Blocked terms", value=truncate(terms, LIST_LIMIT), inline=False)
     cooldowns = (
         " · ".join(f"/{kind.value}: {s} s" for kind, s in policy.cooldowns.items()) or "none"
     )

@@ -214,7 +214,7 @@ class Billing:
         # The tier each reservation was made under, until it is settled or released: the
         # charge is recorded with it (for /usage by tier). Lost with the process, as are the
         # reservations' callers.
-        self._tiers: dict[int, int | None] = {}
+        self._tiers: dict[int, tuple[int | None, float]] = {}
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -349,7 +349,12 @@ class Billing:
                 created_at=now,
                 expires_at=now + self._ttl,
             )
-        self._tiers[reservation.id] = policy.tier_role_id
+        # A reservation neither settled nor released (a call that may have been charged) is
+        # forgotten one TTL after it expired: no call of ours outlives that.
+        stale = [rid for rid, (_, expires) in self._tiers.items() if expires + self._ttl < now]
+        for rid in stale:
+            del self._tiers[rid]
+        self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
         return reservation
 
     @staticmethod
@@ -386,7 +391,8 @@ class Billing:
             ConstraintError: a constraint failed other than "task already recorded"; nothing
                 of the transaction is kept.
         """
-        charge = replace(charge, tier_role_id=self._tiers.pop(reservation.id, None))
+        tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
+        charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
             log.error(
