@@ -14,7 +14,7 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, CooldownActive, PromptBlocked, ValidationFailed, user_message
-from bot.services.generation import Requester, TextOptions, VideoOptions
+from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.guild_config import parse_allowance
 from bot.services.policy import (
     find_blocked_term,
@@ -148,6 +148,12 @@ async def test_a_model_outside_the_members_tiers_is_refused_before_any_call(
     await config.set_models(GUILD, blocked=("aurora-lite/",))
     with pytest.raises(ValidationFailed, match="not available"):
         await stack.generation.video(member(100, OTHER), VideoOptions("a fox", CHEAP))
+
+
+async def test_an_image_without_a_model_uses_the_first_the_member_may_use(stack: Stack) -> None:
+    await stack.services.guild_config.set_models(GUILD, allowed=("stability/",))
+    outcome = await stack.generation.image(member(), ImageOptions("a fox"))
+    assert outcome.model == "stability/sdxl"
 
 
 async def test_a_blocked_term_costs_nothing_and_is_logged_for_the_admins(stack: Stack) -> None:

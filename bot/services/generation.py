@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
@@ -489,6 +489,8 @@ class GenerationService:
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
         """Generate an image (spec 4.4): a result, or a job for an asynchronous model.
 
+        Without a model, the first image model the member's role tiers allow is used.
+
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
@@ -496,7 +498,14 @@ class GenerationService:
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
-        request = check_image(await self.catalogue(who.guild_id), options)
+        catalogue = await self.catalogue(who.guild_id)
+        if options.model is None:
+            # The default is the first image model the member's roles allow (issue 13).
+            policy = await self._billing.member_policy(who.guild_id, who.role_ids)
+            usable = [m.id for m in catalogue.image if policy.allows(m.id)]
+            if usable:
+                options = replace(options, model=usable[0])
+        request = check_image(catalogue, options)
         reservation = await self._reserve(who, Kind.IMAGE, request.model, None)
         result = await self._charged(
             reservation, settings, self._client.generate_image(key.key, request)
