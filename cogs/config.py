@@ -7,7 +7,7 @@ admin channel, if one is set, as who, what, old → new (never a key).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import discord
 from discord import app_commands
@@ -26,7 +26,7 @@ from bot.services.guild_config import (
     parse_allowance,
     parse_budget,
 )
-from bot.services.policy import parse_models
+from bot.services.policy import model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
 
@@ -37,6 +37,23 @@ COMMANDS = [
 ]
 NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
+
+
+async def _unmatched_note(interaction: discord.Interaction[GenBot], patterns: Iterable[str]) -> str:
+    """A warning naming the patterns that match no model of the cached catalogue, or "".
+
+    Kept anyway: a model may join the catalogue later, and a prefix is meant for those.
+    """
+    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+    if catalogue is None:
+        return ""
+    ids = [m.id for m in catalogue.text]
+    ids += [m.id for m in catalogue.image] + [m.id for m in catalogue.video]
+    unmatched = [p for p in patterns if not any(model_matches(p, i) for i in ids)]
+    if not unmatched:
+        return ""
+    names = ", ".join(f"`{p}`" for p in unmatched[:10])
+    return f"\nNote: {names} matches no model in the catalogue right now."
 
 
 @contextlib.asynccontextmanager
@@ -291,7 +308,10 @@ class ConfigCog(
                 videos_at_once=UNSET if videos_at_once is None else videos_at_once,
                 models=new_models,
             )
-        await interaction.response.send_message(f"Tier saved. {tier_line(tier)}", ephemeral=True)
+        note = await _unmatched_note(interaction, tier.models or ())
+        await interaction.response.send_message(
+            f"Tier saved. {tier_line(tier)}{note}", ephemeral=True
+        )
 
     @tier.command(name="remove")
     async def tier_remove(
@@ -327,8 +347,9 @@ class ConfigCog(
         patterns = parse_models(models)
         async with audited(interaction):
             lists = await self.service.set_models(who.guild_id, allowed=patterns)
+        note = await _unmatched_note(interaction, patterns)
         await interaction.response.send_message(
-            f"Models for members without a tier: {models_line(lists)}.", ephemeral=True
+            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
         )
 
     @models.command(name="block")
@@ -343,8 +364,9 @@ class ConfigCog(
         patterns = () if models.strip().casefold() in NONE_WORDS else parse_models(models)
         async with audited(interaction):
             lists = await self.service.set_models(who.guild_id, blocked=patterns)
+        note = await _unmatched_note(interaction, patterns)
         await interaction.response.send_message(
-            f"Models for members without a tier: {models_line(lists)}.", ephemeral=True
+            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
         )
 
     @models.command(name="show")

@@ -75,7 +75,10 @@ async def test_tiers_change_the_models_offered_and_every_change_is_audited(world
         world.discord.give_role(world.guild.id, Cast.both_member.id, role.id)
 
     await config(world, {"channel": Cast.admin_log}, subcommand="admin-channel")
-    await config(world, {"models": "aurora-lite/"}, group="models", subcommand="allow")
+    allowed = await config(
+        world, {"models": "aurora-lite/, nobody/"}, group="models", subcommand="allow"
+    )
+    assert "`nobody/` matches no model" in allowed.content
     await config(world, {"daily_per_user": "0.30"}, subcommand="budget")
     saved = await config(
         world,
