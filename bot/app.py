@@ -98,6 +98,7 @@ class GenBot(commands.Bot):
         self.generation = services.generation
         self.guild_config = services.guild_config
         self.generation.set_admin_notifier(self._notify_admins)
+        self.generation.set_admin_log(self.post_admin_line)
         self.poller = Poller(
             db=services.db,
             client=services.client,
@@ -239,6 +240,18 @@ class GenBot(commands.Bot):
             await channel.send(text)
         except discord.HTTPException as exc:
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
+
+    async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
+        """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.
+
+        Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
+        logged, never raised: the admin log must not break the command it reports on.
+        """
+        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
+        try:
+            await channel.send(text[:2000])
+        except discord.HTTPException as exc:
+            log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
         """Return the cached catalogue without waiting on the network (for autocomplete).

@@ -189,6 +189,7 @@ def assemble_services(
             client=client,
             default_key_set=default_key is not None,
             catalogue=catalogue,
+            clock=clock,
         ),
         sandbox=settings.sandbox,
         default_key=default_key,

@@ -46,6 +46,7 @@ from enum import Enum
 from typing import Any, Final, Protocol, TypeAlias
 
 from bot.storage.models import (
+    AuditEntry,
     Charge,
     ChargeAnomaly,
     DeliveryRoute,
@@ -53,10 +54,12 @@ from bot.storage.models import (
     Job,
     JobStatus,
     Kind,
+    ModelLists,
     NewJob,
     Reservation,
     ResultRequest,
     RetiredKey,
+    Tier,
     UsageRow,
 )
 
@@ -109,6 +112,9 @@ class _Unset(Enum):
 
 UNSET: Final = _Unset.UNSET
 """Sentinel of :meth:`GuildRepository.update_limits`: leave this limit as it is."""
+
+Unset: TypeAlias = _Unset
+"""The type of :data:`UNSET`, for other "value, None or keep" parameters."""
 
 LimitUpdate: TypeAlias = int | _Unset | None
 """A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
@@ -612,6 +618,85 @@ class CardRepository(Protocol):
         ...
 
 
+class PolicyRepository(Protocol):
+    """A guild's policy (issue 13): role tiers, model list, blocked terms, cooldowns, audit.
+
+    Allowances are whole cents, :data:`~bot.storage.models.UNLIMITED` or None (server default),
+    as in :class:`~bot.storage.models.Tier`.
+    """
+
+    async def tiers(self, guild_id: int) -> list[Tier]:
+        """Return the guild's tiers, ordered by role name then role id."""
+        ...
+
+    async def set_tier(self, tier: Tier) -> None:
+        """Create or replace the tier of ``tier.role_id``.
+
+        Raises:
+            ConstraintError: an allowance below -1 or a cap below 1.
+        """
+        ...
+
+    async def delete_tier(self, guild_id: int, role_id: int) -> bool:
+        """Delete a tier; False if the role had none."""
+        ...
+
+    async def model_lists(self, guild_id: int) -> ModelLists:
+        """Return the guild's server-wide model list (both parts sorted)."""
+        ...
+
+    async def set_model_lists(self, guild_id: int, lists: ModelLists) -> None:
+        """Replace the guild's server-wide model list."""
+        ...
+
+    async def blocked_terms(self, guild_id: int) -> list[str]:
+        """Return the guild's blocked terms (normalised), sorted."""
+        ...
+
+    async def add_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Add a normalised term; False if it was there already."""
+        ...
+
+    async def remove_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Remove a normalised term; False if it was not there."""
+        ...
+
+    async def cooldowns(self, guild_id: int) -> dict[Kind, int]:
+        """Return the guild's cooldowns, seconds per command; commands without one are absent."""
+        ...
+
+    async def set_cooldown(self, guild_id: int, command: Kind, seconds: int) -> None:
+        """Set a command's cooldown in seconds; 0 removes it.
+
+        Raises:
+            ConstraintError: negative seconds.
+        """
+        ...
+
+    async def last_use(self, guild_id: int, user_id: int, command: Kind) -> float | None:
+        """Return when the member last used the command (UTC epoch seconds), or None."""
+        ...
+
+    async def record_use(self, guild_id: int, user_id: int, command: Kind, at: float) -> None:
+        """Record that the member used the command at ``at`` (UTC epoch seconds)."""
+        ...
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        """Append a change made through ``/config`` to the audit log."""
+        ...
+
+    async def audit(self, guild_id: int, limit: int = 20) -> list[AuditEntry]:
+        """Return the guild's latest ``limit`` audit entries, newest first."""
+        ...
+
+    async def spent_by_tier(self, guild_id: int, since: float) -> list[tuple[int | None, Decimal]]:
+        """Return the cents charged at or after ``since`` per tier role (None = no tier).
+
+        Ordered by cents, largest first, then role id (None last).
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -638,6 +723,11 @@ class Repositories(Protocol):
     @property
     def cards(self) -> CardRepository:
         """Result requests and confirmation thresholds (the buttons under results)."""
+        ...
+
+    @property
+    def policy(self) -> PolicyRepository:
+        """Role tiers, model list, blocked terms, cooldowns and the audit log (issue 13)."""
         ...
 
 

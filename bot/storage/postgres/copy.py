@@ -31,6 +31,12 @@ TABLES: Final = (
     "jobs",
     "result_requests",
     "card_settings",
+    "policy_tiers",
+    "policy_models",
+    "blocked_terms",
+    "cooldowns",
+    "cooldown_uses",
+    "config_audit",
 )
 """Every table of the schema, parents before children (``allowed_channels`` needs its guild)."""
 
@@ -41,6 +47,7 @@ _WITH_IDS: Final = (
     "reservations",
     "jobs",
     "result_requests",
+    "config_audit",
 )
 _NOT_COPIED: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""

@@ -12,6 +12,7 @@ from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
 from bot.storage.postgres.meta import PgMeta
+from bot.storage.postgres.policy import PgPolicy
 
 
 class PgRepositories:
@@ -23,6 +24,7 @@ class PgRepositories:
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
         self.cards = PgCards(sql)
+        self.policy = PgPolicy(sql)
 
 
 class PostgresDatabase(PgRepositories):

@@ -14,6 +14,7 @@ from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.meta import SqliteMeta
+from bot.storage.sqlite.policy import SqlitePolicy
 
 
 class SqliteRepositories:
@@ -25,6 +26,7 @@ class SqliteRepositories:
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
         self.cards = SqliteCards(sql)
+        self.policy = SqlitePolicy(sql)
 
 
 class SqliteDatabase(SqliteRepositories):
