@@ -21,6 +21,7 @@ import logging
 import signal
 import sqlite3
 import sys
+import urllib.parse
 from pathlib import Path
 
 import aiohttp
@@ -41,10 +42,13 @@ from bot.config import (
     redact_database_url,
 )
 from bot.errors import KeyEncryptionUnavailable
+from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
+from bot.logs import RedactionFilter, setup_logging
+from bot.metrics import Metrics
 from bot.poller import Poller
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.storage import SchemaTooNewError
+from bot.storage import Database, SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
 from bot.supervisor import supervise
@@ -131,9 +135,55 @@ def backup_database(source: Path, target: Path) -> None:
         db.backup(copy)
 
 
-async def run(settings: Settings, *, sync: str) -> None:
+def known_secrets(settings: Settings) -> list[str]:
+    """The secrets in the settings, for the log redaction filter (``bot.logs``)."""
+    secrets = [settings.discord_token.get_secret_value()]
+    if settings.genapi_api_key is not None:
+        secrets.append(settings.genapi_api_key.get_secret_value())
+    if settings.key_encryption_key is not None:
+        encryption_keys = settings.key_encryption_key.get_secret_value().split(",")
+        secrets.extend(part.strip() for part in encryption_keys)
+    if settings.database_url is not None:
+        # The whole URL and its password alone: a driver may print either.
+        url = settings.database_url.get_secret_value()
+        secrets.append(url)
+        password = urllib.parse.urlsplit(url).password
+        if password:
+            secrets.extend({password, urllib.parse.unquote(password)})
+    return secrets
+
+
+async def serve_health(
+    settings: Settings, bot: GenBot, db: Database, metrics: Metrics
+) -> HealthServer | None:
+    """Start ``/metrics``, ``/livez`` and ``/readyz`` when ``METRICS_PORT`` is set.
+
+    Raises:
+        SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
+    """
+    if settings.metrics_port is None:
+        return None
+    health = HealthServer(
+        bot,
+        metrics,
+        ping=db.ping,
+        refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
+    )
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    try:
+        url = await health.start(settings.metrics_host, settings.metrics_port)
+    except OSError as exc:
+        raise SettingsError(
+            f"METRICS_PORT: cannot listen on {where}: {exc.strerror or exc}"
+        ) from None
+    log.info("metrics and health checks at %s (/metrics, /livez, /readyz)", url)
+    return health
+
+
+async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
+    metrics = Metrics()
     # In sandbox mode the key is not used (a warning below says so), and nothing costs money.
     if (
         settings.genapi_api_key is not None
@@ -147,8 +197,18 @@ async def run(settings: Settings, *, sync: str) -> None:
             "DEFAULT_USER_DAILY_BUDGET_CENTS)"
         )
     async with contextlib.AsyncExitStack() as stack:
-        services = await build_services(settings, clock, stack)
+        services = await build_services(
+            settings,
+            clock,
+            stack,
+            metrics=metrics,
+            on_secret=None if redaction is None else redaction.add,
+        )
         bot = GenBot(services, sync=sync)
+        if sync != "only":
+            health = await serve_health(settings, bot, services.db, metrics)
+            if health is not None:
+                stack.push_async_callback(health.stop)
         # SIGTERM (docker stop, systemd) and Ctrl-C: finish running commands, then close.
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -362,10 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"genbot: backup failed: {exc}", file=sys.stderr)
         return 1
     silence_voice_warnings()
-    logging.basicConfig(
-        level=settings.log_level_number,
-        format="%(asctime)s %(levelname)-8s %(name)s: %(message)s",
-        stream=sys.stderr,
+    redaction = setup_logging(
+        settings.log_level_number, settings.log_format, secrets=known_secrets(settings)
     )
     quiet_library_loggers(settings.log_level_number)
     if command == "rotate-keys":
@@ -377,7 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         if command == "worker":
             asyncio.run(run_worker(settings))
         else:
-            asyncio.run(run(settings, sync="only" if command == "sync" else "auto"))
+            asyncio.run(
+                run(settings, sync="only" if command == "sync" else "auto", redaction=redaction)
+            )
     except (SettingsError, SchemaTooNewError) as exc:
         print(f"genbot: cannot start: {exc}", file=sys.stderr)
         return 2

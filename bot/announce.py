@@ -35,6 +35,7 @@ from bot.render import completion_reply, job_finished, job_placeholder, job_unwa
 from bot.render import limits as discord_limits
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import is_web_url
+from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 
 log = logging.getLogger(__name__)
@@ -114,14 +115,17 @@ def classify(exc: Exception) -> Attempt | None:
     route cannot work.
     """
     if isinstance(exc, discord.RateLimited):
-        return Attempt(shown=False, error="rate limited by Discord", retry_after=exc.retry_after)
+        return Attempt(
+            shown=False, error="rate limited by Discord", retry_after=exc.retry_after, code="429"
+        )
     if isinstance(exc, discord.HTTPException):
         error = f"{exc.status} {exc.code} {exc.text}"[:200]
+        code = str(exc.code) if exc.code else ("429" if exc.status == 429 else f"http_{exc.status}")
         if exc.status >= 500 or exc.status in (401, 408, 429):
-            return Attempt(shown=False, error=error)
-        return Attempt(shown=False, permanent=True, error=error)
+            return Attempt(shown=False, error=error, code=code)
+        return Attempt(shown=False, permanent=True, error=error, code=code)
     if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
-        return Attempt(shown=False, error=f"network: {type(exc).__name__}")
+        return Attempt(shown=False, error=f"network: {type(exc).__name__}", code="network")
     return None
 
 
@@ -137,6 +141,8 @@ class DiscordAnnouncer:
         clock: wall time, for the elapsed time shown.
         sandbox: mark every result as made by the sandbox emulator.
         http: the client results are downloaded with; one is made per download if None.
+        schedule: estimates when a pending job will be ready (shown on its card); None shows
+            no estimate.
     """
 
     def __init__(
@@ -146,8 +152,10 @@ class DiscordAnnouncer:
         clock: Clock,
         sandbox: bool,
         http: httpx.AsyncClient | None = None,
+        schedule: PollSchedule | None = None,
     ) -> None:
         self._client = client
+        self._schedule = schedule
         self._clock = clock
         self._sandbox = sandbox
         self._http = http
@@ -162,8 +170,12 @@ class DiscordAnnouncer:
         return self._channel(job).get_partial_message(job.message_id)
 
     async def progress(self, job: Job, now: float) -> None:
-        """Refresh the placeholder's elapsed time."""
-        await self._edit_quietly(job, job_placeholder(job, now=now, sandbox=self._sandbox))
+        """Refresh the placeholder's elapsed time and its ``ready`` estimate."""
+        ready_at = None
+        if self._schedule is not None:
+            ready_at = await self._schedule.estimated_finish(job.model, job.created_at, now=now)
+        parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
+        await self._edit_quietly(job, parts)
 
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
@@ -263,14 +275,19 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
     ) -> Attempt:
-        parts = job_finished(job, sandbox=self._sandbox)
+        parts = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
         if note is not None and parts.embeds:
             parts.embeds[0].add_field(name="File", value=note, inline=False)
         parts = dataclasses.replace(parts, files=files)
         if route is DeliveryRoute.PLACEHOLDER:
             message = self._message(job)
             if message is None:
-                return Attempt(shown=False, permanent=True, error="no placeholder was posted")
+                return Attempt(
+                    shown=False,
+                    permanent=True,
+                    error="no placeholder was posted",
+                    code="no_placeholder",
+                )
             await message.edit(**parts.edit_kwargs())
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to.

@@ -118,16 +118,20 @@ class GenBot(commands.AutoShardedBot):
         self.generation = services.generation
         self.guild_config = services.guild_config
         self.generation.set_admin_notifier(self._notify_admins)
+        self.generation.set_admin_log(self.post_admin_line)
         self.poller = Poller(
             db=services.db,
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
-            announcer=DiscordAnnouncer(self, clock=services.clock, sandbox=services.sandbox),
+            announcer=DiscordAnnouncer(
+                self, clock=services.clock, sandbox=services.sandbox, schedule=services.schedule
+            ),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
             lease=services.settings.poll_lease_seconds,
             delivery_lease=services.settings.delivery_lease_seconds,
+            metrics=services.metrics,
         )
 
     async def setup_hook(self) -> None:
@@ -163,6 +167,11 @@ class GenBot(commands.AutoShardedBot):
         """Run a background task for as long as the bot runs, restarted if it fails."""
         task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
+
+    @property
+    def closing(self) -> bool:
+        """True once a shutdown began: new commands are refused (``/readyz`` says 503)."""
+        return self._closing
 
     def admit_command(self) -> bool:
         """Count the command running in the current task as in flight, unless shutting down.
@@ -257,6 +266,18 @@ class GenBot(commands.AutoShardedBot):
         except discord.HTTPException as exc:
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
 
+    async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
+        """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.
+
+        Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
+        logged, never raised: the admin log must not break the command it reports on.
+        """
+        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
+        try:
+            await channel.send(text[:2000])
+        except discord.HTTPException as exc:
+            log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
+
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
         """Return the cached catalogue without waiting on the network (for autocomplete).
 
@@ -279,7 +300,9 @@ class GenBot(commands.AutoShardedBot):
         Returns:
             A link to the placeholder, or a sentence saying the result will be posted later.
         """
-        parts = job_placeholder(job, now=self.services.clock.time(), sandbox=self.services.sandbox)
+        now = self.services.clock.time()
+        ready_at = await self.services.schedule.estimated_finish(job.model, job.created_at, now=now)
+        parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:
             message = await channel.send(**parts.kwargs())

@@ -16,10 +16,13 @@ from cryptography.fernet import Fernet
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.genapi.errors import REDACTED
+
 DISCORD_API_BASE_URL = "https://discord.com/api/v10"
 DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+LogFormat = Literal["text", "json"]
 NonNegativeCents = Annotated[int, Field(ge=0)]
 
 
@@ -50,6 +53,9 @@ class Settings(BaseSettings):
     discord_gateway_url: str = DISCORD_GATEWAY_URL
     dev_guild_id: int | None = None
     log_level: LogLevel = "INFO"
+    log_format: LogFormat = "text"
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: str = "127.0.0.1"
     key_encryption_key: SecretStr | None = None
 
     default_guild_monthly_budget_cents: NonNegativeCents | None = None
@@ -222,14 +228,16 @@ def check_database_url(url: str) -> None:
 
 
 def redact_database_url(url: str) -> str:
-    """Return ``url`` with its password replaced by ``***``, for logs and messages.
+    """Return ``url`` with its password replaced by ``[redacted]``, for logs and messages.
 
-    ``postgresql://bot:s3cret@db:5432/genbot`` gives ``postgresql://bot:***@db:5432/genbot``;
+    The same marker as the log filter's (``bot.genapi.errors.REDACTED``):
+    ``postgresql://bot:s3cret@db:5432/genbot`` gives
+    ``postgresql://bot:[redacted]@db:5432/genbot``;
     query parameters are dropped (they may carry a password too).
     """
     parts = urlsplit(url)
     user = parts.username or ""
-    auth = f"{user}:***@" if parts.password is not None else (f"{user}@" if user else "")
+    auth = f"{user}:{REDACTED}@" if parts.password is not None else (f"{user}@" if user else "")
     host = parts.hostname or ""
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"

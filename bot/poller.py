@@ -19,18 +19,22 @@ import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
+from bot.logs import bind
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 from bot.supervisor import database_busy
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +49,15 @@ class Attempt:
             or permissions, archived thread, DMs closed): fall back to the next route now.
         error: what went wrong, for the logs and ``/jobs``; None when shown.
         retry_after: seconds the other side asked us to wait (a 429), if any.
+        code: what failed, for the metrics: Discord's JSON error code (``"50013"``), else
+            ``"429"``, ``"http_<status>"``, ``"network"`` or ``"unknown"``.
     """
 
     shown: bool
     permanent: bool = False
     error: str | None = None
     retry_after: float | None = None
+    code: str = "unknown"
 
 
 SHOWN: Final = Attempt(shown=True)
@@ -128,6 +135,7 @@ class Poller:
         max_deliveries: deliveries under way at once.
         delivery_lease: seconds a job being delivered is kept out of the due deliveries
             (after a crash its delivery is attempted again when the lease ends).
+        metrics: observes poll lag, detection delay and delivery outcomes; None counts nothing.
     """
 
     def __init__(
@@ -147,8 +155,12 @@ class Poller:
         min_pass_interval: float = 0.25,
         max_deliveries: int = 20,
         delivery_lease: float = 300.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self._db = db
+        self._metrics = metrics
+        self.last_pass_at: float | None = None
+        """Monotonic time the last pass over the due jobs ended; None before the first."""
         self._client = client
         self._keys = keys
         self._schedule = schedule
@@ -184,6 +196,9 @@ class Poller:
                 self._wake.clear()
                 await self.poll_due()
                 await self.deliver_due()
+                self.last_pass_at = self._clock.monotonic()
+                if self._metrics is not None:
+                    self._metrics.poller_last_pass.set(self._clock.time())
                 await self._sleep_until_due()
         finally:
             tasks = [*self._in_flight.values(), *self._delivering.values()]
@@ -214,6 +229,8 @@ class Poller:
                 await self._db.jobs.schedule_poll(job.id, now, job.poll_count, token=job.poll_token)
                 continue
             self._key_load[job.key_fingerprint] += 1
+            if self._metrics is not None:
+                self._metrics.poll_lag.observe(max(0.0, now - job.next_poll_at))
             self._in_flight[job.id] = asyncio.create_task(self._poll(job), name=f"poll-{job.id}")
             started += 1
         return started
@@ -266,6 +283,10 @@ class Poller:
         await sleep_or_wake(self._clock, self._wake, min(delay, 5.0))
 
     async def _poll(self, job: Job) -> None:
+        with bind(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id):
+            await self._poll_logged(job)
+
+    async def _poll_logged(self, job: Job) -> None:
         try:
             await self._poll_once(job)
         except Exception as exc:
@@ -364,10 +385,17 @@ class Poller:
         )
         if not finished:
             return  # finished already, or claimed since by another poll (a stale lease)
+        log.info("job %s %s after %d polls", job.id, status.value, job.poll_count + 1)
+        if self._metrics is not None:
+            self._metrics.jobs_finished.labels(status.value, job.kind.value).inc()
         self._schedule.forget(job.model)
         self.wake()  # its delivery is due now
 
     async def _deliver_task(self, job: Job) -> None:
+        with bind(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id):
+            await self._deliver_logged(job)
+
+    async def _deliver_logged(self, job: Job) -> None:
         try:
             await self._deliver(job)
         except Exception:
@@ -396,8 +424,12 @@ class Poller:
             now = self._clock.time()
             if outcome.shown:
                 if await self._db.jobs.mark_announced(job.id, now, route, token=job.delivery_token):
+                    self._count_shown(job, route, now)
+                    log.info("job %s shown by %s", job.id, route.value)
                     await self._announcer.notify(job, route)
                 return
+            if self._metrics is not None:
+                self._metrics.delivery_failures.labels(route.value, outcome.code).inc()
             if not outcome.permanent:
                 attempts += 1
                 if attempts < DELIVERY_ATTEMPTS_PER_ROUTE:
@@ -430,6 +462,16 @@ class Poller:
             )
         # No route took it: /jobs lists it for its requester, who is told nothing else.
         log.warning("job %s could not be shown anywhere; /jobs lists it", job.id)
-        await self._db.jobs.mark_announced(
-            job.id, self._clock.time(), DeliveryRoute.JOBS, token=job.delivery_token
-        )
+        now = self._clock.time()
+        if await self._db.jobs.mark_announced(
+            job.id, now, DeliveryRoute.JOBS, token=job.delivery_token
+        ):
+            self._count_shown(job, DeliveryRoute.JOBS, now)
+
+    def _count_shown(self, job: Job, route: DeliveryRoute, now: float) -> None:
+        if self._metrics is None:
+            return
+        self._metrics.deliveries.labels(route.value).inc()
+        if job.finished_at is not None:
+            delay = max(0.0, now - job.finished_at)
+            self._metrics.detection_delay.labels(job.kind.value).observe(delay)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
+from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.errors import BotError, user_message
 from bot.genapi.errors import GenAPIError
+from bot.logs import set_context
 
 if TYPE_CHECKING:
     from bot.app import GenBot
+    from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +51,96 @@ RESTARTING = "The bot is restarting; try again in a minute."
 """The answer to a command that arrives during a shutdown (it is not run)."""
 
 
+class AckTimer(AsyncWebhookAdapter):
+    """discord.py's webhook adapter, timing an interaction's first response (its ack).
+
+    discord.py sends every interaction response through the adapter in its ``async_context``
+    context variable; setting it in a command's own task instruments that command alone. The
+    adapter shares the default one's rate-limit locks.
+
+    Args:
+        interaction: the interaction whose acknowledgement is timed.
+        metrics: where the time goes (``genbot_interaction_ack_seconds``).
+    """
+
+    def __init__(self, interaction: discord.Interaction[GenBot], metrics: Metrics) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._locks = async_context.get()._locks
+        self._interaction = interaction
+        self._metrics = metrics
+        self._timed = False
+
+    async def create_interaction_response(self, *args: Any, **kwargs: Any) -> Any:
+        """Send the response as discord.py would, then record the ack time once."""
+        result = await super().create_interaction_response(*args, **kwargs)
+        if not self._timed:
+            self._timed = True
+            # From the interaction's snowflake: the 3 s Discord allows count from there.
+            seconds = (discord.utils.utcnow() - self._interaction.created_at).total_seconds()
+            self._metrics.ack_seconds.labels(command_name(self._interaction)).observe(
+                max(0.0, seconds)
+            )
+        return result
+
+
+def command_name(interaction: discord.Interaction[GenBot]) -> str:
+    """The full name of the interaction's command (``config api-key``); ``other`` if none."""
+    command = interaction.command
+    return command.qualified_name if command is not None else "other"
+
+
 class GenTree(app_commands.CommandTree["GenBot"]):
-    """Command tree whose :meth:`on_error` answers every failure with one ephemeral sentence."""
+    """Command tree whose :meth:`on_error` answers every failure with one ephemeral sentence.
+
+    Also counts commands by name and outcome, times their acknowledgement and sets the log
+    context (interaction, guild, user, shard) of the command's task.
+    """
+
+    def __init__(self, client: GenBot, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        client.add_listener(self._completed, "on_app_command_completion")
+
+    @property
+    def _metrics(self) -> Metrics:
+        return self.client.services.metrics
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:
         """Run a command only while the bot is not shutting down (then say so, ephemerally)."""
+        command = interaction.type is discord.InteractionType.application_command
+        if command:
+            # The command runs in a task of its own (discord.py), so this context is its own.
+            set_context(
+                interaction_id=interaction.id,
+                guild_id=interaction.guild_id,
+                user_id=interaction.user.id,
+                shard=self.client.shard_id if self.client.shard_id is not None else 0,
+            )
+            async_context.set(AckTimer(interaction, self._metrics))
         if self.client.admit_command():
             return True
-        if interaction.type is discord.InteractionType.application_command:
+        if command:
+            self._metrics.commands.labels(command_name(interaction), "restarting").inc()
             await send_ephemeral(interaction, RESTARTING)
         return False
+
+    async def _completed(
+        self,
+        interaction: discord.Interaction[GenBot],
+        command: app_commands.Command[Any, ..., Any] | app_commands.ContextMenu,
+    ) -> None:
+        self._metrics.commands.labels(command.qualified_name, "ok").inc()
 
     async def on_error(
         self, interaction: discord.Interaction[GenBot], error: app_commands.AppCommandError
     ) -> None:
         """Tell the user what went wrong, ephemerally, whatever state the interaction is in."""
+        original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+        expected = isinstance(
+            original,
+            BotError | GenAPIError | app_commands.TransformerError | app_commands.CheckFailure,
+        )
+        outcome = "refused" if expected else "error"
+        self._metrics.commands.labels(command_name(interaction), outcome).inc()
         await send_ephemeral(interaction, sentence_for(error))
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -23,6 +24,7 @@ from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
+from bot.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService
@@ -46,6 +48,8 @@ class Services:
         guild_config: ``/config``.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
+        metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
+            limiter and billing where they are built.
     """
 
     settings: Settings
@@ -61,6 +65,12 @@ class Services:
     guild_config: GuildConfigService
     sandbox: bool
     default_key: SecretStr | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+
+
+OnSecret = Callable[[str], None]
+"""Called with every secret the services come to hold (a decrypted key, the sandbox's key), so
+that the log redaction filter (``bot/logs.py``) learns it before any line could carry it."""
 
 
 async def open_database(settings: Settings, clock: Clock) -> Database:
@@ -132,6 +142,9 @@ def assemble_services(
     db: Database,
     client: GenAPIClient,
     default_key: SecretStr | None,
+    *,
+    metrics: Metrics | None = None,
+    on_secret: OnSecret | None = None,
 ) -> Services:
     """Build the services over an open database and API client (no I/O).
 
@@ -141,10 +154,13 @@ def assemble_services(
         db: the open database.
         client: the API client.
         default_key: the bot-wide key; None when servers must bring their own.
+        metrics: the process's metrics; a fresh, unserved registry when None.
+        on_secret: learns every key the vault encrypts or decrypts.
     """
-    vault = KeyVault(settings.key_encryption_key)
+    metrics = Metrics() if metrics is None else metrics
+    vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
-    billing = Billing(db, settings, clock)
+    billing = Billing(db, settings, clock, metrics=metrics)
     keys = KeyResolver(db, vault, default_key, clock=clock)
     schedule = PollSchedule(db.jobs.completion_seconds)
     return Services(
@@ -174,18 +190,26 @@ def assemble_services(
             client=client,
             default_key_set=default_key is not None,
             catalogue=catalogue,
+            clock=clock,
         ),
         sandbox=settings.sandbox,
         default_key=default_key,
+        metrics=metrics,
     )
 
 
 async def build_services(
-    settings: Settings, clock: Clock, stack: contextlib.AsyncExitStack
+    settings: Settings,
+    clock: Clock,
+    stack: contextlib.AsyncExitStack,
+    *,
+    metrics: Metrics | None = None,
+    on_secret: OnSecret | None = None,
 ) -> Services:
     """Open the database, start the sandbox if needed, and build every shared service.
 
     Everything opened is closed by ``stack`` (database, emulator, HTTP connections).
+    ``metrics`` and ``on_secret`` are as in :func:`assemble_services`.
 
     Raises:
         SettingsError: the database or the sandbox state cannot be opened.
@@ -202,10 +226,13 @@ async def build_services(
                 "mode, and that key is not used; set GENAPI_BASE_URL to use the real API."
             )
         base_url, sandbox_key = await _start_sandbox(settings, stack)
+        if on_secret is not None:
+            on_secret(sandbox_key)
         default_key = SecretStr(sandbox_key)
     http = await stack.enter_async_context(
         httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
     )
+    metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
     if settings.rate_limit_shared:
         # Several processes may use one key: the window lives in the database (issue 10).
@@ -214,10 +241,14 @@ async def build_services(
             db.rates,
             limit=settings.genapi_rate_limit,
             window=settings.genapi_rate_window_seconds,
+            metrics=metrics,
         )
     else:
         limiter = RateLimiter(
-            clock, limit=settings.genapi_rate_limit, window=settings.genapi_rate_window_seconds
+            clock,
+            limit=settings.genapi_rate_limit,
+            window=settings.genapi_rate_window_seconds,
+            metrics=metrics,
         )
     client = GenAPIClient(
         base_url,
@@ -225,5 +256,8 @@ async def build_services(
         limiter=limiter,
         clock=clock,
         known_keys=() if default_key is None else (default_key,),
+        metrics=metrics,
     )
-    return assemble_services(settings, clock, db, client, default_key)
+    return assemble_services(
+        settings, clock, db, client, default_key, metrics=metrics, on_secret=on_secret
+    )

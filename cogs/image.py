@@ -7,11 +7,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import start_image
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
-from bot.render import image_result
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
+    MAX_REFERENCE_IMAGES,
     MAX_URL_LENGTH,
     ImageOptions,
     check_attachment,
@@ -23,6 +24,9 @@ MODES = [
     app_commands.Choice(name="Image to image", value="i2i"),
     app_commands.Choice(name="Edit the text in an image", value="i2i_text"),
 ]
+MAX_REFERENCE_URLS_LENGTH = MAX_REFERENCE_IMAGES * (MAX_URL_LENGTH + 1)
+"""Characters of ``image_urls``: that many URLs and the spaces between them (Discord: 6000)."""
+
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
 
@@ -45,6 +49,10 @@ class ImageCog(commands.Cog):
         mode: str | None = None,
         image_url: app_commands.Range[str, 1, MAX_URL_LENGTH] | None = None,
         image: discord.Attachment | None = None,
+        image_urls: app_commands.Range[str, 1, MAX_REFERENCE_URLS_LENGTH] | None = None,
+        image2: discord.Attachment | None = None,
+        image3: discord.Attachment | None = None,
+        image4: discord.Attachment | None = None,
     ) -> None:
         """Generate an image.
 
@@ -56,32 +64,37 @@ class ImageCog(commands.Cog):
             mode: text to image (default), image to image, or edit the text in an image
             image_url: a source image's URL, for the image modes
             image: a source image to upload, for the image modes
+            image_urls: reference images' URLs, separated by spaces (models that take several)
+            image2: a second reference image to upload (models that take several)
+            image3: a third reference image to upload (models that take several)
+            image4: a fourth reference image to upload (models that take several)
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
         require_placeholder_permissions(interaction)
-        if image is not None:
-            check_attachment(image.content_type, image.size)
+        uploads = [a for a in (image, image2, image3, image4) if a is not None]
+        for upload in uploads:
+            check_attachment(upload.content_type, upload.size)
+        typed = ([image_url] if image_url else []) + (image_urls or "").split()
+        if len(uploads) + len(typed) <= 1:
+            # One source image: image_url, as before (every image model reads it).
+            source = uploads[0].url if uploads else image_url
+            options = ImageOptions(
+                prompt, model, aspect_ratio, mode, source, image_uploaded=bool(uploads)
+            )
+        else:
+            # Several: all of them as the spec's image_urls (spec 4.4).
+            options = ImageOptions(
+                prompt,
+                model,
+                aspect_ratio,
+                mode,
+                image_urls=tuple(typed),
+                uploaded_image_urls=tuple(u.url for u in uploads),
+            )
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
-        source = image.url if image is not None else image_url
-        options = ImageOptions(
-            prompt, model, aspect_ratio, mode, source, image_uploaded=image is not None
-        )
-        outcome = await self.bot.generation.image(who, options)
-        if outcome.job is not None:
-            link = await self.bot.post_placeholder(outcome.job)
-            await interaction.edit_original_response(content=f"Your image is on its way: {link}")
-            return
-        assert outcome.result is not None
-        parts = image_result(
-            outcome.result,
-            prompt=prompt,
-            model=outcome.model,
-            requester_id=who.user_id,
-            sandbox=self.bot.services.sandbox,
-        )
-        await interaction.edit_original_response(**parts.edit_kwargs())
+        await start_image(interaction, who, options)
 
 
 async def setup(bot: GenBot) -> None:

@@ -7,8 +7,8 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import start_text
 from bot.interactions import model_autocomplete, requester
-from bot.render import text_answer
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
 from bot.tree import PUBLIC_DEFER
 
@@ -45,11 +45,7 @@ class TextCog(commands.Cog):
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         options = TextOptions(prompt, model, system, max_tokens, temperature)
-        result = await self.bot.generation.text(who, options)
-        first, *rest = text_answer(result, sandbox=self.bot.services.sandbox)
-        await interaction.edit_original_response(**first.edit_kwargs())
-        for part in rest:
-            await interaction.followup.send(**part.kwargs())
+        await start_text(interaction, who, options)
 
 
 async def setup(bot: GenBot) -> None:

@@ -9,6 +9,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import start_video
 from bot.interactions import (
     MAX_CHOICES,
     model_autocomplete,
@@ -80,11 +81,7 @@ class VideoCog(commands.Cog):
             lock_camera,
             image_uploaded=image is not None,
         )
-        job = await self.bot.generation.video(who, options)
-        link = await self.bot.post_placeholder(job)
-        await interaction.edit_original_response(
-            content=f"Your video is on its way: {link}. You will be pinged when it is ready."
-        )
+        await start_video(interaction, who, options)
 
     @video.autocomplete("duration")
     async def _duration(

@@ -5,6 +5,7 @@ emulator and the bot read the same manual clock, so task durations, rate windows
 days pass without sleeping.
 """
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from bot.config import Settings
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
+from bot.logs import HANDLER_NAME
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem, Requester
@@ -174,3 +176,27 @@ def pg_schema_url(pg_server: PgServer) -> Iterator[str]:
     url = pg_server.create_schema()
     yield url
     pg_server.drop_schema(url)
+
+
+@pytest.fixture(autouse=True)
+def _remove_the_bots_log_handler() -> Iterator[None]:
+    """Undo ``setup_logging`` after a test that ran ``python -m bot``'s ``main()`` in-process.
+
+    Its handler writes to the stderr of the test that installed it, which pytest closes
+    afterwards: left in place, every later log line would be a "Logging error". It also sets
+    library loggers' levels (``quiet_library_loggers``), which later tests must not inherit.
+    """
+    manager = logging.Logger.manager
+    levels = {
+        name: logger.level
+        for name, logger in manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    }
+    yield
+    for name, logger in manager.loggerDict.items():
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(levels.get(name, logging.NOTSET))
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == HANDLER_NAME:
+            root.removeHandler(handler)

@@ -34,8 +34,10 @@ def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
-    commands = {c["name"]: c for c in tree}
+    commands = {c["name"]: c for c in tree if c.get("type", 1) == 1}
     assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
+    menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
+    assert menus == {"Animate image", "Edit image"}
     assert list(options_of(commands["text"])) == [
         "prompt",
         "model",
@@ -50,6 +52,10 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "mode",
         "image_url",
         "image",
+        "image_urls",
+        "image2",
+        "image3",
+        "image4",
     ]
     assert list(options_of(commands["video"])) == [
         "prompt",
@@ -93,11 +99,20 @@ async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
     config = next(c for c in tree if c["name"] == "config")
     assert int(config["default_member_permissions"]) == 1 << 5  # Manage Server
     assert options_of(config, "api-key", "set") == {}  # the key comes through a modal
-    assert {o["name"] for o in config["options"]} >= {"api-key", "budget", "limits", "show"}
+    assert {o["name"] for o in config["options"]} >= {
+        "api-key",
+        "budget",
+        "limits",
+        "show",
+        "confirm-above",
+    }
 
 
 async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:
     for command in tree:
+        if command.get("type", 1) != 1:
+            assert command.get("contexts") in (None, [0])  # a context menu: guild only too
+            continue
         for item in walk(command):
             assert 1 <= len(item["description"]) <= 100, item["name"]
             assert item["description"] != "…"

@@ -20,6 +20,18 @@ def test_every_setting_is_in_env_example_and_the_readme() -> None:
     assert readme == FIELDS
 
 
+def compose_environment() -> set[str]:
+    """The variable names of the ``environment:`` block of docker-compose.yml's bot service."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    block = re.search(r"^    environment:\n((?:      .*\n|\s*\n)+)", text, re.M)
+    assert block is not None, "docker-compose.yml has no environment block"
+    return set(re.findall(r"^      ([A-Z_]+):", block.group(1), re.M))
+
+
+def test_every_setting_is_in_the_compose_file() -> None:
+    assert compose_environment() == FIELDS
+
+
 def test_a_bad_setting_is_named_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DISCORD_TOKEN", "tok-secret-123")
     monkeypatch.setenv("GENAPI_BASE_URL", "https://example.com/v2")

@@ -18,6 +18,7 @@ from bot.__main__ import main
 from bot.clock import ManualClock
 from bot.storage.models import DeliveryRoute, JobStatus, Kind
 from bot.storage.postgres import PostgresDatabase
+from bot.storage.postgres.copy import TABLES
 from bot.storage.sqlite import SqliteDatabase
 from tests.test_postgres import new_job
 
@@ -193,3 +194,32 @@ async def test_copy_db_never_shows_the_password_of_a_bad_or_unreachable_url(
         assert status == expected
         assert "hunter2" not in captured.err + captured.out
         assert captured.err.startswith("genbot: copy-db failed: ")
+
+
+async def test_both_engines_have_the_same_tables_and_columns(tmp_path: Path, pg_url: str) -> None:
+    # A schema change made for one engine only (e.g. a new SQLite migration without its
+    # PostgreSQL twin) fails here, before copy-db or a service meets it.
+    source = tmp_path / "bot.db"
+    await (await SqliteDatabase.open(source, clock=ManualClock())).close()
+    await (await PostgresDatabase.open(pg_url, clock=ManualClock())).close()
+    db = sqlite3.connect(source)
+    try:
+        tables = {
+            name: {row[1] for row in db.execute(f"PRAGMA table_info({name})")}
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    finally:
+        db.close()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name <> 'schema_migrations'"
+        )
+    finally:
+        await conn.close()
+    pg_tables: dict[str, set[str]] = {}
+    for row in rows:
+        pg_tables.setdefault(row["table_name"], set()).add(row["column_name"])
+    assert pg_tables == tables
+    assert set(tables) == set(TABLES)

@@ -136,6 +136,8 @@ async def test_an_edit_mode_without_a_source_image_is_refused(stack: Stack, who:
         ({"image_url": "https://example.com/" + "a" * 2000}, "URL is too long"),
         ({"prompt": "\u200b\u2060\ufeff"}, "prompt is empty"),
         ({"prompt": "\u3164 \u2800"}, "prompt is empty"),
+        ({"image_urls": ("https://a.test/1.png", "http://a.test/2.png")}, "https://"),
+        ({"image_urls": tuple(f"https://a.test/{n}.png" for n in range(5))}, "At most 4"),
     ],
 )
 async def test_a_bad_image_request_is_refused_before_any_call(
@@ -146,6 +148,19 @@ async def test_a_bad_image_request_is_refused_before_any_call(
         await stack.generation.image(who, ImageOptions(**options))  # type: ignore[arg-type]
     assert stack.posts() == 0
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+async def test_several_reference_images_go_as_image_urls(stack: Stack, who: Requester) -> None:
+    options = ImageOptions(
+        "the two of them together",
+        mode="i2i",
+        image_urls=("https://a.test/1.png",),
+        uploaded_image_urls=("https://cdn.discordapp.test/2.png",),
+    )
+    await stack.generation.image(who, options)
+    body = stack.api.requests[-1].json
+    assert body["image_urls"] == ["https://a.test/1.png", "https://cdn.discordapp.test/2.png"]
+    assert "image_url" not in body
 
 
 async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester) -> None:

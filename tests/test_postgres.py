@@ -20,7 +20,7 @@ from bot.config import SettingsError, load_settings, redact_database_url
 from bot.storage.models import Charge, Kind, NewJob
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
 from bot.storage.postgres.engine import load_migrations
-from bot.storage.repositories import ConstraintError, SchemaTooNewError
+from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 
 GUILD = 1
 
@@ -211,7 +211,9 @@ def test_the_url_password_never_appears_in_a_settings_error() -> None:
     assert "hunter2" not in str(settings)
     url = settings.database_url
     assert url is not None
-    assert redact_database_url(url.get_secret_value()) == "postgresql://bot:***@db:5432/genbot"
+    assert (
+        redact_database_url(url.get_secret_value()) == "postgresql://bot:[redacted]@db:5432/genbot"
+    )
 
 
 async def test_the_url_password_never_appears_when_the_server_refuses(
@@ -253,3 +255,11 @@ async def test_the_bot_refuses_an_unreachable_database_url_in_one_line_without_i
     assert captured.err.count("\n") == 1, captured.err
     assert "DATABASE_URL" in captured.err
     assert "hunter2" not in captured.err + captured.out
+
+
+async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> None:
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    await db.ping()
+    await db.close()
+    with pytest.raises(StorageUnavailableError):
+        await db.ping()

@@ -315,11 +315,38 @@ def test_job_placeholder() -> None:
     shown = fields(embed)
     assert shown["Duration"] == "8 s"
     assert shown["Aspect ratio"] == "16:9"
-    assert shown["Cost"] == "$1.20"
+    assert shown["Cost"] == "$1.20 charged"
     assert shown["Requested by"] == "<@111111111111111111>"
-    assert shown["Status"] == f"Processing · started <t:{int(CREATED)}:R> · 2 m 10 s elapsed"
+    assert shown["Status"] == f"Running · started <t:{int(CREATED)}:R> · 2 m 10 s elapsed"
     assert embed.footer.text == "sandbox"
     assert_pings_nobody(parts.allowed_mentions)
+
+
+def test_job_placeholder_shows_the_ready_estimate() -> None:
+    parts = job_placeholder(FakeJob(), now=CREATED + 130, sandbox=False, ready_at=CREATED + 200.7)
+    status = fields(parts.embeds[0])["Status"]
+    assert status.endswith(f" · ready <t:{int(CREATED + 200.7)}:R>")
+    late = job_placeholder(FakeJob(), now=CREATED + 300, sandbox=False, ready_at=CREATED + 200)
+    assert "ready" not in fields(late.embeds[0])["Status"]  # a past estimate is not shown
+
+
+def test_finished_results_carry_restart_safe_buttons() -> None:
+    video = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    parts = job_finished(video, sandbox=False, ref="j42")
+    assert parts.action_buttons == (
+        ("Again · $1.20", "gb:again:j42"),
+        ("Vary · $1.20", "gb:vary:j42"),
+        ("Delete", "gb:delete:j42"),
+    )
+    view = parts.view()
+    assert view is not None
+    assert not view.is_dispatchable()  # answered by the DynamicItem, not kept in memory
+    styles = {b.custom_id: b.style for b in view.children if isinstance(b, discord.ui.Button)}
+    assert styles["gb:delete:j42"] is discord.ButtonStyle.danger
+    failed = FakeJob(status="failed", error="nope")
+    labels = [label for label, _ in job_finished(failed, sandbox=False, ref="j7").action_buttons]
+    assert labels == ["Again · $1.20", "Delete"]
+    assert job_finished(video, sandbox=False).action_buttons == ()
 
 
 async def test_job_finished_video() -> None:

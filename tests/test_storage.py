@@ -195,13 +195,15 @@ async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualCloc
 def test_migrations_are_numbered_without_gaps() -> None:
     found = [(m.version, m.name) for m in load_migrations()]
     assert [version for version, _ in found] == list(range(1, len(found) + 1))
-    assert found[:6] == [
+    assert found[:8] == [
         (1, "initial"),
         (2, "job_schedule"),
         (3, "jobs_listing"),
         (4, "retired_keys"),
         (5, "exact_money"),
         (6, "delivery"),
+        (7, "cards"),
+        (8, "policy"),
     ]
 
 

@@ -47,6 +47,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.ratelimit import Limiter, Priority
+from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,27 @@ def _kind(response: httpx.Response) -> str:
     return content_type.split(";")[0]
 
 
+def _operation(method: str, path: str | httpx.URL) -> str:
+    """The metrics label of a request: ``list_models``, ``generate_<kind>`` or ``status``."""
+    if isinstance(path, str) and path == "models":
+        return "list_models"
+    if method == "POST" and isinstance(path, str):
+        return "generate_" + path.split("/", 1)[0]
+    return "status"
+
+
+def _outcome(response: httpx.Response) -> str:
+    """The metrics label of an answer: ``ok``, ``rate_limited``, ``client_error``..."""
+    status = response.status_code
+    if status == 429:
+        return "rate_limited"
+    if status >= 500:
+        return "server_error"
+    if status >= 400:
+        return "client_error"
+    return "ok"
+
+
 def _is_retryable(exc: BaseException, *, idempotent: bool) -> bool:
     if isinstance(exc, errors.RateLimitWaitTooLong):
         return False
@@ -186,6 +208,7 @@ class GenAPIClient:
         status_timeout: timeouts of GETs, seconds.
         known_keys: keys to redact from every message of the service besides the request's own
             (the bot's default key).
+        metrics: counts every request sent, its outcome and latency; None counts nothing.
     """
 
     def __init__(
@@ -200,7 +223,9 @@ class GenAPIClient:
         generation_timeout: httpx.Timeout = GENERATION_TIMEOUT,
         status_timeout: httpx.Timeout = STATUS_TIMEOUT,
         known_keys: Iterable[SecretStr] = (),
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._base = httpx.URL(base_url.rstrip("/") + "/")
         self._http = http
         self._limiter = limiter
@@ -356,26 +381,32 @@ class GenAPIClient:
         max_wait = self._interactive_max_wait if priority is Priority.INTERACTIVE else None
         headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
         timeout = self._status_timeout if idempotent else self._generation_timeout
+        operation = _operation(method, path)
 
         async def attempt() -> httpx.Response:
             await limiter.acquire(priority, max_wait=max_wait)
+            started = self._clock.monotonic()
             try:
                 response = await self._http.request(
                     method, url, json=json, params=params, headers=headers, timeout=timeout
                 )
             except _NOT_SENT as exc:
+                self._count(operation, "not_sent", None)
                 # Users only see "cannot be reached"; the operator needs the address (no key).
                 log.warning("cannot reach the Generation API at %s: %r", self._base, exc)
                 raise errors.APIConnectionError(
                     f"could not connect ({type(exc).__name__})", request_sent=False
                 ) from exc
             except httpx.TimeoutException as exc:
+                self._count(operation, "timeout", None)
                 raise errors.APITimeoutError() from exc
             except httpx.TransportError as exc:
+                self._count(operation, "connection_error", None)
                 log.warning("connection to the Generation API at %s failed: %r", self._base, exc)
                 raise errors.APIConnectionError(
                     f"connection failed ({type(exc).__name__})", request_sent=True
                 ) from exc
+            self._count(operation, _outcome(response), self._clock.monotonic() - started)
             if response.is_error:
                 error = error_from_response(response, (key.get_secret_value(), *self._known_keys))
                 if isinstance(error, errors.RateLimitedError):
@@ -402,6 +433,10 @@ class GenAPIClient:
         )
         response: httpx.Response = await retrying(attempt)
         return response
+
+    def _count(self, operation: str, outcome: str, seconds: float | None) -> None:
+        if self._metrics is not None:
+            self._metrics.upstream(operation, outcome, seconds)
 
     @staticmethod
     def _backoff(state: RetryCallState) -> float:

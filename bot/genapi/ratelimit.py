@@ -36,10 +36,13 @@ import heapq
 import itertools
 from collections import deque
 from enum import IntEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.clock import Clock, sleep_or_wake
 from bot.genapi.errors import RateLimitWaitTooLong
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
 
 
 class Priority(IntEnum):
@@ -84,11 +87,20 @@ class KeyLimiter:
         clock: source of monotonic time and of sleeping.
         assumed_until: monotonic time up to which the window is assumed evenly filled by
             requests we did not see (the limiter's start; see the module docstring).
+        metrics: observes each wait by priority and counts refusals; None counts nothing.
     """
 
     def __init__(
-        self, limit: int, window: float, reserve: int, clock: Clock, *, assumed_until: float
+        self,
+        limit: int,
+        window: float,
+        reserve: int,
+        clock: Clock,
+        *,
+        assumed_until: float,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._limit = limit
         self._window = window
         self._background_cap = max(1, limit - reserve)
@@ -132,6 +144,7 @@ class KeyLimiter:
         """
         ticket = (int(priority), next(self._tickets))
         heapq.heappush(self._queue, ticket)
+        queued_at = self._clock.monotonic()
         try:
             while True:
                 now = self._clock.monotonic()
@@ -142,10 +155,16 @@ class KeyLimiter:
                     if priority is Priority.BACKGROUND:
                         self._last_background = now
                     self._notify()
+                    if self._metrics is not None:
+                        self._metrics.limiter_wait.labels(priority.name.lower()).observe(
+                            now - queued_at
+                        )
                     return
                 if max_wait is not None:
                     estimate = self._estimate(ticket, now)
                     if estimate > max_wait:
+                        if self._metrics is not None:
+                            self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
                         raise RateLimitWaitTooLong(estimate)
                 # Only the head of the queue needs a timer; the rest wake when it moves.
                 await sleep_or_wake(
@@ -201,6 +220,7 @@ class RateLimiter:
         window: rolling window in seconds (spec part 8: 60).
         reserve: slots per window kept for interactive requests.
         margin: seconds added to the window for the time a request takes to arrive.
+        metrics: given to every key's limiter; None counts nothing.
     """
 
     def __init__(
@@ -211,7 +231,9 @@ class RateLimiter:
         window: float = 60.0,
         reserve: int = 6,
         margin: float = 1.0,
+        metrics: Metrics | None = None,
     ) -> None:
+        self._metrics = metrics
         self._clock = clock
         self._limit = limit
         self._window = window + margin
@@ -224,7 +246,12 @@ class RateLimiter:
         limiter = self._keys.get(fingerprint)
         if limiter is None:
             limiter = KeyLimiter(
-                self._limit, self._window, self._reserve, self._clock, assumed_until=self._started
+                self._limit,
+                self._window,
+                self._reserve,
+                self._clock,
+                assumed_until=self._started,
+                metrics=self._metrics,
             )
             self._keys[fingerprint] = limiter
         return limiter

@@ -32,11 +32,15 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
 from bot.clock import Clock
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import KeyLimiter, Priority, RateLimiter
 from bot.storage.repositories import RateWindowRepository
+
+if TYPE_CHECKING:
+    from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +184,7 @@ class SharedRateLimiter:
         window: rolling window in seconds (spec part 8: 60).
         reserve: slots per window kept for interactive requests.
         margin: seconds added to the window for the time a request takes to arrive.
+        metrics: given to this process's limiters; None counts nothing.
     """
 
     def __init__(
@@ -191,6 +196,7 @@ class SharedRateLimiter:
         window: float = 60.0,
         reserve: int = 6,
         margin: float = 1.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self._clock = clock
         self._rates = rates

@@ -7,6 +7,7 @@ that pings (only the requester).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, Final, Protocol
@@ -15,6 +16,7 @@ import discord
 
 from bot.errors import format_cents
 from bot.render import limits
+from bot.render.cards import result_buttons
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import image_buttons, is_web_url
 from bot.render.text import format_duration, one_line, truncate
@@ -83,7 +85,9 @@ class JobView(Protocol):
         """How many times the service was polled."""
 
 
-def job_placeholder(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
+def job_placeholder(
+    job: JobView, *, now: float, sandbox: bool, ready_at: float | None = None
+) -> MessageParts:
     """Build the public placeholder shown while ``job`` is pending.
 
     An embed titled "Generating video…" (or image) with the prompt as description (at most
@@ -95,12 +99,16 @@ def job_placeholder(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
         job: the pending job.
         now: the current time, UTC epoch seconds.
         sandbox: whether the job runs on the sandbox service (noted in the footer).
+        ready_at: the estimated finish (``PollSchedule.estimated_finish``), UTC epoch
+            seconds, shown as ``ready <t:…:R>``; None when there is no estimate.
 
     Returns:
         The message, to send first and then to edit in place; it pings nobody.
     """
     elapsed = format_duration(now - job.created_at)
-    status = f"Processing · started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
+    status = f"Running · started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
+    if ready_at is not None and ready_at > now:
+        status += f" · ready <t:{int(ready_at)}:R>"
     embed = _job_embed(job, f"Generating {_noun(job)}…", PENDING_COLOUR, status, sandbox=sandbox)
     return MessageParts(embeds=(embed,))
 
@@ -130,7 +138,7 @@ def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
     return MessageParts(embeds=(embed,))
 
 
-def job_finished(job: JobView, *, sandbox: bool) -> MessageParts:
+def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> MessageParts:
     """Build what the placeholder becomes once ``job`` has finished.
 
     A completed video puts its URL alone in the content, so Discord shows its player, with a
@@ -142,6 +150,8 @@ def job_finished(job: JobView, *, sandbox: bool) -> MessageParts:
     Args:
         job: the finished job.
         sandbox: whether the job ran on the sandbox service.
+        ref: the job's button reference (``j<job id>``): adds the restart-safe action
+            buttons (:func:`bot.render.cards.result_buttons`); None adds none.
 
     Returns:
         The message; it pings nobody, since an edit cannot notify (see :func:`completion_reply`).
@@ -149,6 +159,15 @@ def job_finished(job: JobView, *, sandbox: bool) -> MessageParts:
     Raises:
         ValueError: when the job is still pending.
     """
+    parts = _finished(job, sandbox=sandbox)
+    if ref is None:
+        return parts
+    price = job.cost_cents if job.kind == "video" else None
+    actions = result_buttons(job.kind, ref, completed=job.status == "completed", price_cents=price)
+    return dataclasses.replace(parts, action_buttons=actions)
+
+
+def _finished(job: JobView, *, sandbox: bool) -> MessageParts:
     if job.status == "pending":
         raise ValueError("a pending job has not finished")
     noun = _noun(job)
@@ -246,7 +265,7 @@ def _job_embed(
     embed.add_field(name="Model", value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
     for name, value in _option_fields(job):
         embed.add_field(name=name, value=truncate(value, limits.FIELD_VALUE))
-    embed.add_field(name="Cost", value=format_cents(job.cost_cents))
+    embed.add_field(name="Cost", value=f"{format_cents(job.cost_cents)} charged")
     embed.add_field(name="Requested by", value=f"<@{job.user_id}>")
     embed.add_field(name="Status", value=status, inline=False)
     if sandbox:

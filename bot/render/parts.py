@@ -12,6 +12,8 @@ from bot.render import limits
 from bot.render.text import truncate
 
 NO_PINGS = discord.AllowedMentions.none()
+DANGER_PREFIX = "gb:delete:"
+"""Custom ids of destructive buttons start so; they are drawn red."""
 """Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
 
 
@@ -39,6 +41,9 @@ class MessageParts:
         embeds: the embeds, at most 10.
         link_buttons: ``(label, url)`` pairs shown as link buttons, at most 25.
         files: ``(filename, data)`` pairs sent as attachments, at most 10.
+        action_buttons: ``(label, custom_id)`` pairs of restart-safe buttons, answered by the
+            ``discord.ui.DynamicItem`` registered for their custom id (``cogs/cards.py``);
+            at most 5, in the last row.
         allowed_mentions: who the message may ping; nobody unless stated.
     """
 
@@ -46,6 +51,7 @@ class MessageParts:
     embeds: tuple[discord.Embed, ...] = ()
     link_buttons: tuple[tuple[str, str], ...] = ()
     files: tuple[tuple[str, bytes], ...] = ()
+    action_buttons: tuple[tuple[str, str], ...] = ()
     allowed_mentions: discord.AllowedMentions = NO_PINGS
 
     def view(self) -> discord.ui.View | None:
@@ -54,16 +60,30 @@ class MessageParts:
         Built on each call: a view belongs to one message, and discord.py ties it to the
         running event loop, which pure render code does not have.
         """
-        if not self.link_buttons:
+        if not self.link_buttons and not self.action_buttons:
             return None
-        # Link buttons send no interaction, so the view needs no timeout and no state.
-        view = discord.ui.View(timeout=None)
-        for index, (label, url) in enumerate(self.link_buttons[: limits.BUTTONS]):
+        view = _SentView(timeout=None)
+        actions = self.action_buttons[: limits.BUTTONS_PER_ROW]
+        # The actions take the last row when there are any.
+        room = limits.BUTTONS - (limits.BUTTONS_PER_ROW if actions else 0)
+        links = self.link_buttons[:room]
+        for index, (label, url) in enumerate(links):
             view.add_item(
                 discord.ui.Button(
                     label=truncate(label, limits.BUTTON_LABEL),
                     url=url,
                     row=index // limits.BUTTONS_PER_ROW,
+                )
+            )
+        row = -(-len(links) // limits.BUTTONS_PER_ROW)
+        for label, custom_id in actions:
+            danger = custom_id.startswith(DANGER_PREFIX)
+            view.add_item(
+                discord.ui.Button(
+                    label=truncate(label, limits.BUTTON_LABEL),
+                    custom_id=custom_id,
+                    style=discord.ButtonStyle.danger if danger else discord.ButtonStyle.secondary,
+                    row=row,
                 )
             )
         return view
@@ -104,3 +124,16 @@ class MessageParts:
             "attachments": self.discord_files(),
             "allowed_mentions": self.allowed_mentions,
         }
+
+
+class _SentView(discord.ui.View):
+    """A view that is only drawn: discord.py does not keep it in memory after sending.
+
+    Link buttons send no interaction, and action buttons are answered by the
+    ``discord.ui.DynamicItem`` matching their custom id, after any restart; keeping each sent
+    view in the view store would only grow memory with every result.
+    """
+
+    def is_dispatchable(self) -> bool:
+        """Never stored by discord.py (see the class docstring)."""
+        return False

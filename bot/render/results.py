@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import discord
 
 from bot.errors import format_cents
 from bot.genapi.models import ImageResult, TextResult
 from bot.render import limits
+from bot.render.cards import result_buttons
 from bot.render.parts import MessageParts
 from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 
@@ -18,8 +21,20 @@ IMAGE_COLOUR = discord.Colour.blurple()
 
 
 def text_answer(
-    result: TextResult, *, sandbox: bool, attach_over: int = 6000
+    result: TextResult, *, sandbox: bool, attach_over: int = 6000, ref: str | None = None
 ) -> list[MessageParts]:
+    """Build the messages answering ``/text``, with the action buttons on the last one.
+
+    As :func:`_text_messages`; ``ref`` (``r<id>``) adds Again, Vary and Delete
+    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none.
+    """
+    messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over)
+    if ref is not None:
+        messages[-1] = dataclasses.replace(messages[-1], action_buttons=result_buttons("text", ref))
+    return messages
+
+
+def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> list[MessageParts]:
     """Build the messages answering ``/text``: the model's answer and a subtext footer.
 
     The answer is split with :func:`split_message` into messages of at most 2000 characters
@@ -78,7 +93,13 @@ def _text_footer(result: TextResult, *, sandbox: bool) -> str:
 
 
 def image_result(
-    result: ImageResult, *, prompt: str, model: str, requester_id: int, sandbox: bool
+    result: ImageResult,
+    *,
+    prompt: str,
+    model: str,
+    requester_id: int,
+    sandbox: bool,
+    ref: str | None = None,
 ) -> MessageParts:
     """Build the reply to ``/image``: one embed per image and a link button to each.
 
@@ -93,6 +114,8 @@ def image_result(
         model: the model id used.
         requester_id: the Discord user who asked.
         sandbox: whether the image came from the sandbox service.
+        ref: the result's button reference (``r<id>``): adds Again, Vary, Animate, Edit and
+            Delete; None adds none.
 
     Returns:
         The message; it pings nobody, as the requester is waiting on the reply anyway.
@@ -111,7 +134,10 @@ def image_result(
         first.description += "\nThe service returned no image."
     footer = [model, format_cents(result.cost_cents)] + (["sandbox"] if sandbox else [])
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
-    return MessageParts(embeds=tuple(embeds), link_buttons=image_buttons(urls))
+    actions = () if ref is None or not urls else result_buttons("image", ref)
+    return MessageParts(
+        embeds=tuple(embeds), link_buttons=image_buttons(urls), action_buttons=actions
+    )
 
 
 def is_web_url(url: str) -> bool:

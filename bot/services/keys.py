@@ -19,6 +19,7 @@ the first (``python -m bot rotate-keys``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -60,12 +61,17 @@ class KeyVault:
         secret: one Fernet key (urlsafe base64 of 32 bytes) or several, comma-separated: the
             first encrypts, every one decrypts (``cryptography.fernet.MultiFernet``). None when
             the owner has not set it.
+        on_key: called with every API key encrypted or decrypted here (the log redaction
+            filter learns it: ``bot.logs.RedactionFilter.add``).
 
     Raises:
         ValueError: an entry is not a Fernet key (settings validation checks this first).
     """
 
-    def __init__(self, secret: SecretStr | None) -> None:
+    def __init__(
+        self, secret: SecretStr | None, *, on_key: Callable[[str], None] | None = None
+    ) -> None:
+        self._on_key = on_key
         keys = [] if secret is None else fernet_keys(secret.get_secret_value())
         self._fernet = MultiFernet([Fernet(key) for key in keys]) if keys else None
 
@@ -83,6 +89,8 @@ class KeyVault:
         """
         if self._fernet is None:
             raise KeyEncryptionUnavailable
+        if self._on_key is not None:
+            self._on_key(api_key)
         return self._fernet.encrypt(api_key.encode("utf-8"))
 
     def decrypt(self, ciphertext: bytes) -> str:
@@ -95,9 +103,12 @@ class KeyVault:
         if self._fernet is None:
             raise KeyEncryptionUnavailable
         try:
-            return self._fernet.decrypt(ciphertext).decode("utf-8")
+            api_key = self._fernet.decrypt(ciphertext).decode("utf-8")
         except InvalidToken:
             raise StoredKeyUnreadable from None
+        if self._on_key is not None:
+            self._on_key(api_key)
+        return api_key
 
     def rotate(self, ciphertext: bytes) -> bytes:
         """Return ``ciphertext`` re-encrypted with the first ``KEY_ENCRYPTION_KEY``.

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 
 class Kind(StrEnum):
@@ -91,6 +91,8 @@ class Charge:
             None when it reported no usable number.
         key_fingerprint: :func:`bot.services.keys.fingerprint` of the key charged.
         at: when the charge was reported, UTC epoch seconds.
+        tier_role_id: the role of the member's tier when they asked (issue 13; see
+            :class:`Tier`), for ``/usage`` by tier; None = the server defaults.
     """
 
     guild_id: int
@@ -103,6 +105,7 @@ class Charge:
     remaining_credits_cents: Decimal | None
     key_fingerprint: str
     at: float
+    tier_role_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,3 +275,90 @@ class RetiredKey:
     ciphertext: bytes
     last4: str
     retired_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRequest:
+    """The stored request behind a result, for the buttons under it (issue 12).
+
+    Attributes:
+        id: the row id (buttons of a synchronous result carry ``r<id>``).
+        kind: ``"text"``, ``"image"`` or ``"video"``.
+        guild_id: where it was asked.
+        user_id: the requester (who may delete the result).
+        job_id: the job of an asynchronous result (its buttons carry ``j<job_id>``), else None.
+        options: the command's options as stored (a JSON object).
+        outputs: result URLs of a synchronous answer (a job keeps its own).
+    """
+
+    id: int
+    kind: str
+    guild_id: int
+    user_id: int
+    job_id: int | None
+    options: dict[str, Any]
+    outputs: tuple[str, ...]
+
+
+UNLIMITED: Final = -1
+"""A tier's allowance that is unlimited (stored as -1; None in a :class:`Tier` = server default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A role tier of a guild's policy (issue 13): what members with ``role_id`` may spend and use.
+
+    Attributes:
+        guild_id: the guild.
+        role_id: the Discord role whose members get this tier.
+        role_name: the role's name when the tier was last set, for messages.
+        daily_per_user_cents: whole cents per member per UTC day; :data:`UNLIMITED`; None =
+            the server's daily budget per member.
+        monthly_per_user_cents: whole cents per member per UTC calendar month;
+            :data:`UNLIMITED`; None = the server default (unlimited: the server has none).
+        videos_at_once: cap on a member's pending videos; None = the server's cap per member.
+        models: model ids or prefixes (``"motion-pro/"``) this tier may use, ``("*",)`` for
+            all; None = the server's model list.
+    """
+
+    guild_id: int
+    role_id: int
+    role_name: str
+    daily_per_user_cents: int | None = None
+    monthly_per_user_cents: int | None = None
+    videos_at_once: int | None = None
+    models: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLists:
+    """A guild's server-wide model list, for members without a tier (issue 13).
+
+    Attributes:
+        allowed: ids or prefixes members may use; empty = every model.
+        blocked: ids or prefixes members may not use, even if ``allowed`` matches them.
+    """
+
+    allowed: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One change made through ``/config``, as kept in the database (never a key).
+
+    Attributes:
+        guild_id: the guild.
+        user_id: the admin who made it.
+        what: the setting, e.g. ``"tier Patron: daily per member"``.
+        old: its value before, for people; ``"—"`` when it had none.
+        new: its value after.
+        at: UTC epoch seconds.
+    """
+
+    guild_id: int
+    user_id: int
+    what: str
+    old: str
+    new: str
+    at: float

@@ -40,13 +40,14 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
 from enum import Enum
-from typing import Final, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from bot.storage.models import (
+    AuditEntry,
     Charge,
     ChargeAnomaly,
     DeliveryRoute,
@@ -54,9 +55,12 @@ from bot.storage.models import (
     Job,
     JobStatus,
     Kind,
+    ModelLists,
     NewJob,
     Reservation,
+    ResultRequest,
     RetiredKey,
+    Tier,
     UsageRow,
 )
 
@@ -120,6 +124,9 @@ class _Unset(Enum):
 
 UNSET: Final = _Unset.UNSET
 """Sentinel of :meth:`GuildRepository.update_limits`: leave this limit as it is."""
+
+Unset: TypeAlias = _Unset
+"""The type of :data:`UNSET`, for other "value, None or keep" parameters."""
 
 LimitUpdate: TypeAlias = int | _Unset | None
 """A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
@@ -206,7 +213,8 @@ class JobRepository(Protocol):
         In one transaction: the watched pending jobs with ``next_poll_at <= now`` (earliest
         first, at most ``limit`` read, at most ``per_key`` of one key, none of ``skip_keys``)
         get ``next_poll_at = until`` (the lease's expiry) and ``poll_token + 1`` (its fencing
-        token). The returned jobs carry the new token: pass it as ``token=`` to
+        token). The returned jobs carry the new token (and, as ``next_poll_at``, the time each
+        fell due, for the poll-lag metric): pass the token as ``token=`` to
         :meth:`schedule_poll`, :meth:`set_unwatched` and :meth:`finish`, so that a holder whose
         lease expired (and whose job another process claimed since) changes nothing. Two
         callers never get the same job while its lease runs: PostgreSQL claims with
@@ -391,6 +399,15 @@ class JobRepository(Protocol):
         """Return how many of the guild's jobs submitted with the key are pending, by kind.
 
         Kinds without a pending job are absent.
+        """
+        ...
+
+    async def state_counts(self) -> dict[tuple[str, str], int]:
+        """Count the open jobs by ``(state, kind)``, for the ``genbot_jobs`` gauge.
+
+        States: ``pending`` (being made) and ``undelivered`` (finished, result not yet shown).
+        Pairs with no job are absent. Reads only open jobs (partial indexes), never the
+        finished and shown ones, which only grow.
         """
         ...
 
@@ -677,6 +694,132 @@ class RateWindowRepository(Protocol):
         ...
 
 
+class CardRepository(Protocol):
+    """What the buttons under a result need after any restart (issue 12).
+
+    The request behind each result, found by the reference its buttons' custom ids carry
+    (``j<job id>`` or ``r<request id>``), and each guild's confirmation threshold.
+    """
+
+    async def add_request(
+        self,
+        *,
+        kind: str,
+        guild_id: int,
+        user_id: int,
+        options: Mapping[str, Any],
+        outputs: Sequence[str] = (),
+        job_id: int | None = None,
+        at: float,
+    ) -> int:
+        """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
+
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            guild_id: where it was asked.
+            user_id: the requester.
+            options: the command's options, JSON-serialisable.
+            outputs: result URLs of a synchronous answer.
+            job_id: the job of an asynchronous result (at most one request per job).
+            at: when, UTC epoch seconds.
+        """
+        ...
+
+    async def request(self, ref: str) -> ResultRequest | None:
+        """Return the request behind ``ref`` (``j<job id>`` or ``r<id>``); None if unknown."""
+        ...
+
+    async def confirm_above(self, guild_id: int) -> Decimal | None:
+        """Return the guild's confirmation threshold (``/config confirm-above``), cents.
+
+        None when it is off (the default).
+        """
+        ...
+
+    async def set_confirm_above(self, guild_id: int, cents: Decimal | None) -> None:
+        """Set the guild's confirmation threshold, cents (exact), or turn it off with None."""
+        ...
+
+
+class PolicyRepository(Protocol):
+    """A guild's policy (issue 13): role tiers, model list, blocked terms, cooldowns, audit.
+
+    Allowances are whole cents, :data:`~bot.storage.models.UNLIMITED` or None (server default),
+    as in :class:`~bot.storage.models.Tier`.
+    """
+
+    async def tiers(self, guild_id: int) -> list[Tier]:
+        """Return the guild's tiers, ordered by role name then role id."""
+        ...
+
+    async def set_tier(self, tier: Tier) -> None:
+        """Create or replace the tier of ``tier.role_id``.
+
+        Raises:
+            ConstraintError: an allowance below -1 or a cap below 1.
+        """
+        ...
+
+    async def delete_tier(self, guild_id: int, role_id: int) -> bool:
+        """Delete a tier; False if the role had none."""
+        ...
+
+    async def model_lists(self, guild_id: int) -> ModelLists:
+        """Return the guild's server-wide model list (both parts sorted)."""
+        ...
+
+    async def set_model_lists(self, guild_id: int, lists: ModelLists) -> None:
+        """Replace the guild's server-wide model list."""
+        ...
+
+    async def blocked_terms(self, guild_id: int) -> list[str]:
+        """Return the guild's blocked terms (normalised), sorted."""
+        ...
+
+    async def add_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Add a normalised term; False if it was there already."""
+        ...
+
+    async def remove_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Remove a normalised term; False if it was not there."""
+        ...
+
+    async def cooldowns(self, guild_id: int) -> dict[Kind, int]:
+        """Return the guild's cooldowns, seconds per command; commands without one are absent."""
+        ...
+
+    async def set_cooldown(self, guild_id: int, command: Kind, seconds: int) -> None:
+        """Set a command's cooldown in seconds; 0 removes it.
+
+        Raises:
+            ConstraintError: negative seconds.
+        """
+        ...
+
+    async def last_use(self, guild_id: int, user_id: int, command: Kind) -> float | None:
+        """Return when the member last used the command (UTC epoch seconds), or None."""
+        ...
+
+    async def record_use(self, guild_id: int, user_id: int, command: Kind, at: float) -> None:
+        """Record that the member used the command at ``at`` (UTC epoch seconds)."""
+        ...
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        """Append a change made through ``/config`` to the audit log."""
+        ...
+
+    async def audit(self, guild_id: int, limit: int = 20) -> list[AuditEntry]:
+        """Return the guild's latest ``limit`` audit entries, newest first."""
+        ...
+
+    async def spent_by_tier(self, guild_id: int, since: float) -> list[tuple[int | None, Decimal]]:
+        """Return the cents charged at or after ``since`` per tier role (None = no tier).
+
+        Ordered by cents, largest first, then role id (None last).
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -698,6 +841,16 @@ class Repositories(Protocol):
     @property
     def meta(self) -> MetaRepository:
         """Small named values (command-sync hash...)."""
+        ...
+
+    @property
+    def cards(self) -> CardRepository:
+        """Result requests and confirmation thresholds (the buttons under results)."""
+        ...
+
+    @property
+    def policy(self) -> PolicyRepository:
+        """Role tiers, model list, blocked terms, cooldowns and the audit log (issue 13)."""
         ...
 
 

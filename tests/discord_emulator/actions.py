@@ -132,7 +132,7 @@ class UserActions:
         }
         if state.type == APPLICATION_COMMAND:
             meta["name"] = _full_name(state.payload["data"])
-            meta["command_type"] = 1
+            meta["command_type"] = state.payload["data"].get("type", 1)
         if state.type == MESSAGE_COMPONENT and state.message_id is not None:
             meta["interacted_message_id"] = str(state.message_id)
         if followup and state.original_id is not None:
@@ -359,6 +359,82 @@ class UserActions:
         )
         return InteractionHandle(self, state)
 
+    def post_user_message(
+        self,
+        channel_id: int,
+        user_id: int,
+        content: str = "",
+        *,
+        attachment: tuple[str, bytes, str] | None = None,
+        embed_image_url: str | None = None,
+    ) -> Message:
+        """A member posts a message (an attachment ``(filename, bytes, content_type)`` and/or
+        an embed with an image, as a link preview gives), e.g. as a context menu's target."""
+        channel = self.world.channels[channel_id]
+        self.add_member(channel.guild_id, user_id)
+        message = Message(
+            id=self.world.snowflake(),
+            channel_id=channel_id,
+            guild_id=channel.guild_id or None,
+            author_id=user_id,
+            content=content,
+            embeds=[{"image": {"url": embed_image_url}}] if embed_image_url else [],
+            created_at=self.clock(),
+        )
+        if attachment is not None:
+            filename, data, ctype = attachment
+            message.attachments = [self.msgs.store_attachment(channel_id, filename, data, ctype)]
+        message.history.append(message.snapshot())
+        self.world.messages[message.id] = message
+        channel.last_message_id = message.id
+        self.signal.notify()
+        return message
+
+    async def invoke_message_command(
+        self,
+        name: str,
+        message_id: int,
+        *,
+        user_id: int,
+        permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
+    ) -> InteractionHandle:
+        """Use the message context menu ``name`` (command type 3) on a message.
+
+        The interaction carries ``target_id`` and the message in ``resolved.messages``, as
+        Discord sends them (application commands docs, "Message Commands").
+        """
+        message = self.world.messages.get(message_id)
+        if message is None or message.deleted:
+            raise InvocationError(f"message {message_id} does not exist")
+        guild_id = message.guild_id or 0
+        command = next(
+            (
+                c
+                for scope in (guild_id, None)
+                for c in self.world.commands.get(scope, [])
+                if c["name"] == name and c.get("type") == 3
+            ),
+            None,
+        )
+        if command is None:
+            raise InvocationError(f"no message command {name!r} is registered")
+        data = {
+            "id": command["id"],
+            "name": name,
+            "type": 3,
+            "target_id": str(message_id),
+            "resolved": {"messages": {str(message_id): message_payload(self.world, message)}},
+        }
+        state = self._dispatch_interaction(
+            APPLICATION_COMMAND,
+            data,
+            guild_id=guild_id,
+            channel_id=message.channel_id,
+            user_id=user_id,
+            permissions=permissions,
+        )
+        return InteractionHandle(self, state)
+
     async def submit_modal(
         self,
         custom_id: str,
@@ -415,7 +491,9 @@ def _submitted(
             raise InvocationError(f"modal input {custom_id!r} must be {low}..{high} characters")
         result = {"type": 4, "custom_id": custom_id, "value": value}
     else:
-        chosen = values.get(custom_id, [])
+        # An untouched select submits its default options, as Discord's client does.
+        defaults = [o["value"] for o in component.get("options", []) if o.get("default")]
+        chosen = values.get(custom_id, defaults)
         result = {"type": component.get("type"), "custom_id": custom_id, "values": list(chosen)}
     if "id" in component:
         result["id"] = component["id"]

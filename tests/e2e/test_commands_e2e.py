@@ -19,8 +19,11 @@ def option_names(command: dict) -> list[str]:
 
 
 async def test_the_registered_commands_are_the_interface(world: World) -> None:
-    commands = {c["name"]: c for c in world.discord.registered_commands()}
+    registered = world.discord.registered_commands()
+    commands = {c["name"]: c for c in registered if c.get("type", 1) == 1}
     assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
+    menus = {c["name"] for c in registered if c.get("type") == 3}
+    assert menus == {"Animate image", "Edit image"}
     assert option_names(commands["video"]) == [
         "prompt",
         "model",
@@ -261,7 +264,7 @@ async def test_a_spent_budget_refuses_with_no_upstream_call(world: World) -> Non
     handle = await world.command("text", {"prompt": "two"})
     answer = await world.answer(handle)
     assert answer.ephemeral
-    assert "budget" in answer.content
+    assert "daily allowance ($0.01, server default)" in answer.content
     assert world.posts_to("/text/generate") == posts
     reset = await world.command(
         "config", {"daily_per_user": "unlimited"}, admin=True, subcommand="budget"

@@ -88,7 +88,8 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
     assert await asyncio.wait_for(process.wait(), 60) == 0
     assert world.discord.command_syncs == syncs + 1
     names = {c["name"] for c in world.discord.registered_commands()}
-    assert names == {"text", "image", "video", "models", "config", "usage", "jobs"}
+    slash = {"text", "image", "video", "models", "config", "usage", "jobs"}
+    assert names == slash | {"Animate image", "Edit image"}  # and the two message menus
 
 
 async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World) -> None:

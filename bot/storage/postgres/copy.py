@@ -29,10 +29,26 @@ TABLES: Final = (
     "charge_anomalies",
     "reservations",
     "jobs",
+    "result_requests",
+    "card_settings",
+    "policy_tiers",
+    "policy_models",
+    "blocked_terms",
+    "cooldowns",
+    "cooldown_uses",
+    "config_audit",
 )
 """Every table of the schema, parents before children (``allowed_channels`` needs its guild)."""
 
-_WITH_IDS: Final = ("retired_keys", "ledger", "charge_anomalies", "reservations", "jobs")
+_WITH_IDS: Final = (
+    "retired_keys",
+    "ledger",
+    "charge_anomalies",
+    "reservations",
+    "jobs",
+    "result_requests",
+    "config_audit",
+)
 _NOT_COPIED: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""
 

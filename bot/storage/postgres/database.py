@@ -6,22 +6,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.clock import Clock
+from bot.storage.postgres.cards import PgCards
 from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
 from bot.storage.postgres.meta import PgMeta
+from bot.storage.postgres.policy import PgPolicy
 from bot.storage.postgres.rates import PgRates
 
 
 class PgRepositories:
-    """The four repositories over one executor (the database's, or one transaction's)."""
+    """The repositories over one executor (the database's, or one transaction's)."""
 
     def __init__(self, sql: Executor) -> None:
         self.jobs = PgJobs(sql)
         self.ledger = PgLedger(sql)
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
+        self.cards = PgCards(sql)
+        self.policy = PgPolicy(sql)
 
 
 class PostgresDatabase(PgRepositories):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Final
 
 import asyncpg
@@ -36,7 +37,8 @@ DUE_JOBS_SQL: Final = (
 # takes each key's next jobs instead of finding a whole batch locked. The keys are those of the
 # earliest ``$3`` due jobs.
 CLAIM_DUE_SQL: Final = (
-    "SELECT j.id FROM (SELECT DISTINCT key_fingerprint FROM (SELECT key_fingerprint FROM jobs"
+    "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint"
+    " FROM (SELECT key_fingerprint FROM jobs"
     " WHERE status = 'pending' AND next_poll_at <= $1 AND unwatched_at IS NULL"
     " AND key_fingerprint <> ALL($2::text[]) ORDER BY next_poll_at LIMIT $3) AS due) AS k"
     " CROSS JOIN LATERAL (SELECT id, next_poll_at FROM jobs WHERE status = 'pending'"
@@ -190,18 +192,21 @@ class PgJobs:
         disjoint jobs without waiting for each other; only the rows claimed are locked.
         """
         async with self._sql.write() as tx:
-            rows = await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
-            ids = [r["id"] for r in rows]
-            if not ids:
+            due = {
+                r["id"]: r["next_poll_at"]
+                for r in await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
+            }
+            if not due:
                 return []
             rows = await tx.all(
                 f"UPDATE jobs SET next_poll_at = $1, poll_token = poll_token + 1"
                 f" WHERE id = ANY($2::bigint[]) RETURNING {JOB_COLUMNS}",
                 until,
-                ids,
+                list(due),
             )
+        # next_poll_at: when each fell due, as on SQLite (the lease's expiry is ``until``).
         by_id = {row["id"]: job_from_row(row) for row in rows}
-        return [by_id[i] for i in ids]
+        return [replace(by_id[i], next_poll_at=at) for i, at in due.items()]
 
     async def schedule_poll(
         self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
@@ -413,3 +418,17 @@ class PgJobs:
             key_fingerprint,
         )
         return {Kind(row["kind"]): int(row["n"]) for row in rows}
+
+    async def state_counts(self) -> dict[tuple[str, str], int]:
+        """Count the open jobs by ``(state, kind)``: ``pending`` and ``undelivered``.
+
+        Both halves read partial indexes (``jobs_due``, ``jobs_delivery_due``), never the
+        finished and shown jobs, which only grow.
+        """
+        rows = await self._sql.all(
+            "SELECT 'pending' AS state, kind, COUNT(*) AS n FROM jobs"
+            " WHERE status = 'pending' GROUP BY kind"
+            " UNION ALL SELECT 'undelivered', kind, COUNT(*) FROM jobs"
+            " WHERE status <> 'pending' AND announced_at IS NULL GROUP BY kind"
+        )
+        return {(str(row["state"]), str(row["kind"])): int(row["n"]) for row in rows}

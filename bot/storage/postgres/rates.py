@@ -16,7 +16,7 @@ RETAINED_WINDOWS: Final = 10
 
 
 class PgRates:
-    """The ``rate_requests`` and ``rate_blocks`` tables (0002) of the shared database."""
+    """The ``rate_requests`` and ``rate_blocks`` tables (0004) of the shared database."""
 
     def __init__(self, sql: Executor) -> None:
         self._sql = sql

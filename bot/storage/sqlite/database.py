@@ -8,22 +8,26 @@ from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
+from bot.storage.sqlite.cards import SqliteCards
 from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.meta import SqliteMeta
+from bot.storage.sqlite.policy import SqlitePolicy
 from bot.storage.sqlite.rates import SqliteRates
 
 
 class SqliteRepositories:
-    """The four repositories over one executor (the database's, or one transaction's)."""
+    """The repositories over one executor (the database's, or one transaction's)."""
 
     def __init__(self, sql: Executor) -> None:
         self.jobs = SqliteJobs(sql)
         self.ledger = SqliteLedger(sql)
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
+        self.cards = SqliteCards(sql)
+        self.policy = SqlitePolicy(sql)
 
 
 class SqliteDatabase(SqliteRepositories):

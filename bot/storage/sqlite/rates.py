@@ -17,7 +17,7 @@ RETAINED_WINDOWS: Final = 10
 
 
 class SqliteRates:
-    """The ``rate_requests`` and ``rate_blocks`` tables (0007) of one SQLite file."""
+    """The ``rate_requests`` and ``rate_blocks`` tables (0009) of one SQLite file."""
 
     def __init__(self, sql: Executor) -> None:
         self._sql = sql

@@ -1,0 +1,94 @@
+"""The buttons under a finished result, and the texts of the flows they open (issue 12).
+
+Custom ids are ``gb:<action>:<ref>``: ``ref`` is ``j<job id>`` for an asynchronous result or
+``r<result request id>`` for a synchronous one, so a click finds its request in the database
+after any restart (``discord.ui.DynamicItem``; Discord: custom ids at most 100 characters).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Final, Literal
+
+from bot.errors import format_cents
+
+Action = Literal["again", "vary", "animate", "edit", "delete"]
+ACTIONS: Final[tuple[Action, ...]] = ("again", "vary", "animate", "edit", "delete")
+CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete):(?P<ref>[jr][0-9]{1,20})"
+"""The template every action button's custom id matches."""
+
+_LABELS: Final[dict[Action, str]] = {
+    "again": "Again",
+    "vary": "Vary",
+    "animate": "Animate",
+    "edit": "Edit",
+    "delete": "Delete",
+}
+
+
+def custom_id(action: Action, ref: str) -> str:
+    """The custom id of ``action`` on the result ``ref`` (``j12`` or ``r7``).
+
+    Raises:
+        ValueError: ``ref`` is not a reference.
+    """
+    value = f"gb:{action}:{ref}"
+    if re.fullmatch(CUSTOM_ID, value) is None:
+        raise ValueError(f"not a result reference: {ref!r}")
+    return value
+
+
+def result_buttons(
+    kind: str, ref: str, *, completed: bool = True, price_cents: Decimal | None = None
+) -> tuple[tuple[str, str], ...]:
+    """The ``(label, custom_id)`` action buttons under a finished result.
+
+    Text: Again, Vary (a higher temperature), Delete. Image: Again, Vary, Animate (a video
+    from it), Edit, Delete. Video: Again, Vary, Delete, with the known price on the ones that
+    spend (``Again · $0.50``). A failed job gets Again and Delete.
+
+    Args:
+        kind: ``"text"``, ``"image"`` or ``"video"``.
+        ref: the result reference (``j<job id>`` or ``r<id>``).
+        completed: False for a failed job.
+        price_cents: the price of one more, when known (video), exact cents.
+    """
+    if not completed:
+        actions: tuple[Action, ...] = ("again", "delete")
+    elif kind == "image":
+        actions = ("again", "vary", "animate", "edit", "delete")
+    else:
+        actions = ("again", "vary", "delete")
+    price = "" if price_cents is None else f" · {format_cents(price_cents)}"
+    return tuple(
+        (_LABELS[a] + (price if a in ("again", "vary") else ""), custom_id(a, ref)) for a in actions
+    )
+
+
+def confirm_text(price_cents: Decimal, threshold_cents: Decimal) -> str:
+    """The question asked before spending above the threshold of ``/config confirm-above``."""
+    return (
+        f"This costs {format_cents(price_cents)}, above this server's confirmation threshold "
+        f"of {format_cents(threshold_cents)}. Generate it? (This question expires in 5 minutes.)"
+    )
+
+
+def confirm_label(price_cents: Decimal) -> str:
+    """The confirming button's label: ``Generate · $0.50``."""
+    return f"Generate · {format_cents(price_cents)}"
+
+
+SUGGESTED_CONFIRM_ABOVE_CENTS: Final = Decimal(100)
+"""The threshold ``/config show`` suggests to servers on a paid key ($1.00): a short video
+of the cheaper models runs at once, a long or premium one asks first."""
+
+
+def confirm_above_text(threshold_cents: Decimal | None) -> str:
+    """The ``/config show`` line of the confirmation threshold, with a suggestion when off."""
+    if threshold_cents is not None:
+        return f"Requests above {format_cents(threshold_cents)} ask for confirmation first."
+    return (
+        "Off: requests run at once. On a paid key, consider "
+        f"`/config confirm-above {SUGGESTED_CONFIRM_ABOVE_CENTS / 100:.2f}`."
+    )

@@ -1,0 +1,359 @@
+"""The buttons under every result, and the Animate image / Edit image context menus (issue 12).
+
+The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<action>:<ref>``,
+see :mod:`bot.render.cards`) carry the result's reference, and the request behind it is read from
+the database, so they work after any restart and on messages of any age. Every action runs
+through :mod:`bot.cards`, so the same validation, channel check, budgets and caps apply as to
+the command, counted to whoever clicked; a refusal costs nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.cards import (
+    SourceImage,
+    check_uploads_fresh,
+    message_image,
+    require_source,
+    start_image,
+    start_text,
+    start_video,
+    varied,
+)
+from bot.errors import ValidationFailed, format_cents
+from bot.interactions import requester, require_placeholder_permissions
+from bot.render.cards import CUSTOM_ID
+from bot.render.text import truncate
+from bot.services.billing import video_cost_cents
+from bot.services.generation import (
+    MAX_PROMPT_LENGTH,
+    ImageOptions,
+    TextOptions,
+    VideoOptions,
+)
+from bot.storage.models import ResultRequest
+from bot.tree import PUBLIC_DEFER, RESTARTING, send_ephemeral, sentence_for
+
+Interaction = discord.Interaction[GenBot]
+
+MAX_SELECT_OPTIONS = 25
+"""Options in a select menu (Discord: at most 25)."""
+
+IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i2i_text"))
+"""Spec 4.4's modes that take a source image."""
+
+FORGOTTEN = "This result's request is no longer known; use the command again."
+
+
+class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
+    """Again, Vary, Animate, Edit or Delete under a result; restart-safe.
+
+    Args:
+        action: the action's name.
+        ref: the result's reference, ``j<job id>`` or ``r<result request id>``.
+    """
+
+    def __init__(self, action: str, ref: str) -> None:
+        super().__init__(discord.ui.Button(custom_id=f"gb:{action}:{ref}", label=action))
+        self.action = action
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: Interaction,
+        item: discord.ui.Button[discord.ui.View],
+        match: re.Match[str],
+    ) -> ResultAction:
+        """Rebuild the button from its custom id (discord.py calls this on every click)."""
+        return cls(match["action"], match["ref"])
+
+    async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Run the action; any failure is the command's one ephemeral sentence."""
+        if not interaction.client.admit_command():
+            await send_ephemeral(interaction, RESTARTING)
+            return
+        try:
+            await _ACTIONS[self.action](interaction, self.ref)
+        except Exception as exc:
+            await send_ephemeral(interaction, sentence_for(exc))
+
+
+async def _request(interaction: Interaction, ref: str) -> ResultRequest:
+    request = await interaction.client.services.db.cards.request(ref)
+    if request is None or request.guild_id != interaction.guild_id:
+        raise ValidationFailed(FORGOTTEN)
+    return request
+
+
+async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
+    request = await _request(interaction, ref)
+    who = requester(interaction)
+    options = request.options
+    check_uploads_fresh(options, interaction.client.services.clock.time())
+    if request.kind == "video":
+        require_placeholder_permissions(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        await start_video(interaction, who, VideoOptions(**options))
+        return
+    interaction.extras[PUBLIC_DEFER] = True
+    if request.kind == "image":
+        require_placeholder_permissions(interaction)
+        await interaction.response.defer(thinking=True)
+        await start_image(interaction, who, ImageOptions(**options))
+        return
+    await interaction.response.defer(thinking=True)
+    text = TextOptions(**options)
+    await start_text(interaction, who, varied(text) if vary else text)
+
+
+async def _vary(interaction: Interaction, ref: str) -> None:
+    await _again(interaction, ref, vary=True)
+
+
+async def _delete(interaction: Interaction, ref: str) -> None:
+    owner: int | None = None
+    request = await interaction.client.services.db.cards.request(ref)
+    if request is not None:
+        owner = request.user_id
+    elif ref.startswith("j"):
+        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+        owner = None if job is None else job.user_id
+    if interaction.user.id != owner and not interaction.permissions.manage_messages:
+        raise ValidationFailed(
+            "Only the member who asked for it, or someone with Manage Messages, can delete this."
+        )
+    await interaction.response.defer(ephemeral=True, thinking=True)
+    if interaction.message is not None:
+        await interaction.message.delete()
+    await interaction.followup.send("Deleted.", ephemeral=True)
+
+
+async def _source(interaction: Interaction, request: ResultRequest) -> SourceImage:
+    assert interaction.client.user is not None
+    if interaction.message is not None:
+        found = message_image(interaction.message, interaction.client.user.id)
+        if found is not None:
+            return found
+    if request.outputs:
+        return SourceImage(request.outputs[0], trusted=True)
+    raise ValidationFailed("That message has no image (attachment or embed image).")
+
+
+async def _animate(interaction: Interaction, ref: str) -> None:
+    request = await _request(interaction, ref)
+    source = await _source(interaction, request)
+    await open_animate(interaction, source, str(request.options.get("prompt") or ""))
+
+
+async def _edit(interaction: Interaction, ref: str) -> None:
+    request = await _request(interaction, ref)
+    source = await _source(interaction, request)
+    await open_edit(interaction, source, request.options.get("model"))
+
+
+_ACTIONS = {
+    "again": _again,
+    "vary": _vary,
+    "animate": _animate,
+    "edit": _edit,
+    "delete": _delete,
+}
+
+
+async def open_animate(interaction: Interaction, source: SourceImage, prompt: str) -> None:
+    """Open the Animate modal: a prompt and a select of image-to-video models, cheapest first.
+
+    Refuses first (ephemerally, costing nothing) where the member could not use ``/video``.
+
+    Raises:
+        ValidationFailed: channel not allowed, missing permissions, no model list yet, or no
+            image-to-video model.
+    """
+    who = requester(interaction)
+    require_placeholder_permissions(interaction)
+    await interaction.client.generation.check_channel(who)
+    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+    if catalogue is None:
+        raise ValidationFailed("The model list is still loading; try again in a moment.")
+    priced = []
+    for model in catalogue.video:
+        if not model.needs_image:
+            continue
+        duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
+        priced.append((video_cost_cents(model.cost_cents_per_5s, duration), duration, model))
+    if not priced:
+        raise ValidationFailed("The service offers no image-to-video model right now.")
+    priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
+    await interaction.response.send_modal(AnimateModal(source, prompt, priced))
+
+
+async def open_edit(interaction: Interaction, source: SourceImage, model: Any) -> None:
+    """Open the Edit modal: a new prompt and a mode (``i2i`` or ``i2i_text``).
+
+    Raises:
+        ValidationFailed: channel not allowed or missing permissions.
+    """
+    who = requester(interaction)
+    require_placeholder_permissions(interaction)
+    await interaction.client.generation.check_channel(who)
+    await interaction.response.send_modal(
+        EditModal(source, model if isinstance(model, str) else None)
+    )
+
+
+class AnimateModal(discord.ui.Modal, title="Animate image"):
+    """A prompt and an image-to-video model (its price shown), for an image.
+
+    Args:
+        source: the image, sent as ``image_url`` (spec 4.2).
+        prompt: the prompt to start from (the image's own, if known).
+        priced: ``(price cents or None, duration s, model)``, cheapest first; the first is
+            the default.
+    """
+
+    def __init__(self, source: SourceImage, prompt: str, priced: list[Any]) -> None:
+        super().__init__()
+        self.source = source
+        self.prompt: discord.ui.TextInput[AnimateModal] = discord.ui.TextInput(
+            label="Prompt",
+            style=discord.TextStyle.paragraph,
+            default=prompt[:MAX_PROMPT_LENGTH] or None,
+            max_length=MAX_PROMPT_LENGTH,
+            placeholder="What happens in the video",
+        )
+        options = []
+        for index, (price, duration, model) in enumerate(priced[:MAX_SELECT_OPTIONS]):
+            cost = "price unknown" if price is None else format_cents(price)
+            options.append(
+                discord.SelectOption(
+                    label=truncate(model.label, 100),
+                    value=model.id,
+                    description=truncate(f"{cost} for {duration:g} s", 100),
+                    default=index == 0,
+                )
+            )
+        self.default_model = priced[0][2].id
+        self.model: discord.ui.Select[AnimateModal] = discord.ui.Select(options=options)
+        self.add_item(self.prompt)
+        self.add_item(discord.ui.Label(text="Model", component=self.model))
+
+    async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Make the video through ``/video``'s path (confirmation above the threshold)."""
+        who = requester(interaction)
+        require_placeholder_permissions(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        model = self.model.values[0] if self.model.values else self.default_model
+        options = VideoOptions(
+            self.prompt.value,
+            model,
+            image_url=self.source.url,
+            image_uploaded=self.source.trusted,
+        )
+        await start_video(interaction, who, options)
+
+    async def on_error(  # type: ignore[override]
+        self, interaction: Interaction, error: Exception
+    ) -> None:
+        """Answer with the one sentence for ``error``."""
+        await send_ephemeral(interaction, sentence_for(error))
+
+
+class EditModal(discord.ui.Modal, title="Edit image"):
+    """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
+
+    Args:
+        source: the image, sent as ``image_url``.
+        model: the image model that made it, if known (else the default model).
+    """
+
+    def __init__(self, source: SourceImage, model: str | None) -> None:
+        super().__init__()
+        self.source = source
+        self.image_model = model
+        self.prompt: discord.ui.TextInput[EditModal] = discord.ui.TextInput(
+            label="Prompt",
+            style=discord.TextStyle.paragraph,
+            max_length=MAX_PROMPT_LENGTH,
+            placeholder="What to change",
+        )
+        self.mode: discord.ui.Select[EditModal] = discord.ui.Select(
+            options=[
+                discord.SelectOption(label=label, value=value, default=value == "i2i")
+                for label, value in IMAGE_EDIT_MODES
+            ]
+        )
+        self.add_item(self.prompt)
+        self.add_item(discord.ui.Label(text="Mode", component=self.mode))
+
+    async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Make the image through ``/image``'s path."""
+        who = requester(interaction)
+        require_placeholder_permissions(interaction)
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        options = ImageOptions(
+            self.prompt.value,
+            self.image_model,
+            mode=self.mode.values[0] if self.mode.values else "i2i",
+            image_url=self.source.url,
+            image_uploaded=self.source.trusted,
+        )
+        await start_image(interaction, who, options)
+
+    async def on_error(  # type: ignore[override]
+        self, interaction: Interaction, error: Exception
+    ) -> None:
+        """Answer with the one sentence for ``error``."""
+        await send_ephemeral(interaction, sentence_for(error))
+
+
+@app_commands.guild_only()
+async def animate_image(interaction: Interaction, message: discord.Message) -> None:
+    """Message context menu "Animate image": a video from the message's image."""
+    assert interaction.client.user is not None
+    source = require_source(message, interaction.client.user.id)
+    await open_animate(interaction, source, "")
+
+
+@app_commands.guild_only()
+async def edit_image(interaction: Interaction, message: discord.Message) -> None:
+    """Message context menu "Edit image": a new image from the message's image."""
+    assert interaction.client.user is not None
+    source = require_source(message, interaction.client.user.id)
+    await open_edit(interaction, source, None)
+
+
+class CardsCog(commands.Cog):
+    """Registers the result buttons and the image context menus."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+        self.menus = (
+            app_commands.ContextMenu(name="Animate image", callback=animate_image),
+            app_commands.ContextMenu(name="Edit image", callback=edit_image),
+        )
+
+    async def cog_load(self) -> None:
+        """Add the dynamic buttons and the context menus."""
+        self.bot.add_dynamic_items(ResultAction)
+        for menu in self.menus:
+            self.bot.tree.add_command(menu)
+
+    async def cog_unload(self) -> None:
+        """Remove them again."""
+        self.bot.remove_dynamic_items(ResultAction)
+        for menu in self.menus:
+            self.bot.tree.remove_command(menu.name, type=menu.type)
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(CardsCog(bot))

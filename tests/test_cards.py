@@ -1,0 +1,89 @@
+"""Issue 12 without Discord: button ids and rows, stored requests, the confirmation threshold."""
+
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+
+import discord
+import pytest
+
+from bot.cards import upload_expired, varied
+from bot.clock import ManualClock
+from bot.render import MessageParts
+from bot.render.cards import confirm_above_text, confirm_label, custom_id, result_buttons
+from bot.services.generation import TextOptions
+from bot.storage.sqlite import SqliteDatabase
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
+    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=ManualClock())
+    yield opened
+    await opened.close()
+
+
+def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:
+    longest = custom_id("animate", "j" + "9" * 20)
+    assert len(longest) <= 100  # Discord's custom id limit
+    with pytest.raises(ValueError, match="reference"):
+        custom_id("again", "x1")
+
+
+def test_image_results_get_every_action_in_one_row_beside_25_links() -> None:
+    actions = result_buttons("image", "r3")
+    assert [label for label, _ in actions] == ["Again", "Vary", "Animate", "Edit", "Delete"]
+    links = tuple((f"Open image {n}", f"https://x.test/{n}.png") for n in range(25))
+    view = MessageParts(link_buttons=links, action_buttons=actions).view()
+    assert view is not None
+    children = [c for c in view.children if isinstance(c, discord.ui.Button)]
+    assert len(children) == 25  # 5 rows of 5: the actions take the last row, 20 links remain
+    assert [c.custom_id for c in children[-5:]] == [cid for _, cid in actions]
+    assert len(view.to_components()) == 5
+
+
+def test_vary_raises_the_temperature_within_the_spec() -> None:
+    assert varied(TextOptions("hi")).temperature == pytest.approx(1.2)
+    assert varied(TextOptions("hi", temperature=1.9)).temperature == 2.0
+
+
+def test_confirmation_texts() -> None:
+    assert confirm_label(Decimal(180)) == "Generate · $1.80"
+    assert "confirm-above 1.00" in confirm_above_text(None)
+    assert "$2.50" in confirm_above_text(Decimal(250))
+
+
+async def test_result_requests_are_found_by_job_or_by_id(store: SqliteDatabase) -> None:
+    synchronous = await store.cards.add_request(
+        kind="image",
+        guild_id=1,
+        user_id=2,
+        options={"prompt": "a kite", "model": "m"},
+        outputs=["https://x.test/1.png"],
+        at=10.0,
+    )
+    await store.cards.add_request(
+        kind="video", guild_id=1, user_id=3, options={"prompt": "p"}, job_id=77, at=11.0
+    )
+    found = await store.cards.request(f"r{synchronous}")
+    assert found is not None
+    assert (found.kind, found.user_id, found.outputs) == ("image", 2, ("https://x.test/1.png",))
+    assert found.options == {"prompt": "a kite", "model": "m"}
+    by_job = await store.cards.request("j77")
+    assert by_job is not None and (by_job.user_id, by_job.job_id) == (3, 77)
+    assert await store.cards.request("j78") is None
+    assert await store.cards.request("rx") is None
+
+
+async def test_the_confirmation_threshold_is_off_until_set(store: SqliteDatabase) -> None:
+    assert await store.cards.confirm_above(5) is None
+    await store.cards.set_confirm_above(5, Decimal("150.5"))
+    assert await store.cards.confirm_above(5) == Decimal("150.5")
+    await store.cards.set_confirm_above(5, None)
+    assert await store.cards.confirm_above(5) is None
+
+
+def test_an_expired_discord_upload_link_is_recognised() -> None:
+    url = "https://cdn.discordapp.com/attachments/1/2/a.png?ex=65f0a000&is=1&hm=ff"
+    assert upload_expired(url, now=0x65F0A000)
+    assert not upload_expired(url, now=0x65F0A000 - 1)
+    assert not upload_expired("https://example.com/a.png", now=1e12)

@@ -1,0 +1,101 @@
+"""Log lines an operator reads: JSON with context, and no secret whatever a library logs."""
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+from cryptography.fernet import Fernet
+from pydantic import SecretStr
+
+from bot.logs import bind, setup_logging
+from bot.services.keys import KeyVault
+
+BOT_TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0.GhIjKl.abcdefghijklmnopqrstuvwxyz0123"
+API_KEY = "sk-live_0123456789abcdefghij"
+INTERACTION_TOKEN = "aW50ZXJhY3Rpb246MTIzNDU2Nzg5OnNlY3JldA"
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def library_debug_lines() -> None:
+    """What discord.py, httpx and a database driver may log at DEBUG."""
+    logging.getLogger("discord.webhook.async_").debug(
+        "Webhook ID 1234 with POST https://discord.com/api/v10/webhooks/1234/%s?wait=true",
+        INTERACTION_TOKEN,
+    )
+    logging.getLogger("discord.http").debug(
+        "POST /interactions/987/%s/callback with {'headers': {'Authorization': 'Bot %s'}}",
+        INTERACTION_TOKEN,
+        BOT_TOKEN,
+    )
+    logging.getLogger("discord.gateway").debug(
+        "For Shard ID None: WebSocket Event: %s",
+        {"op": 0, "t": "INTERACTION_CREATE", "d": {"token": INTERACTION_TOKEN, "id": "987"}},
+    )
+    logging.getLogger("httpx").debug("request headers: Authorization: Bearer %s", API_KEY)
+    logging.getLogger("asyncpg").debug("connecting to postgresql://genbot:hunter2pass@db/genbot")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_no_secret_survives_a_library_logging_at_debug(fmt: str, root_logging: None) -> None:
+    out = io.StringIO()
+    setup_logging(logging.DEBUG, fmt, secrets=[BOT_TOKEN, "plain-default-key"], stream=out)
+    library_debug_lines()
+    logging.getLogger("bot").warning("default key plain-default-key refused")
+    try:
+        raise RuntimeError(f"upstream echoed {API_KEY}")
+    except RuntimeError:
+        logging.getLogger("bot.poller").exception("poll failed")
+    text = out.getvalue()
+    assert "poll failed" in text
+    for secret in (BOT_TOKEN, API_KEY, INTERACTION_TOKEN, "hunter2pass", "plain-default-key"):
+        assert secret not in text
+    assert "/webhooks/1234/[redacted]" in text
+    assert "postgresql://genbot:[redacted]@db/genbot" in text
+    assert "RuntimeError: upstream echoed [redacted]" in text.replace("\\n", "\n")
+
+
+def test_a_key_the_bot_decrypts_is_redacted_from_then_on(root_logging: None) -> None:
+    out = io.StringIO()
+    redaction = setup_logging(logging.INFO, "text", stream=out)
+    secret = SecretStr(Fernet.generate_key().decode())
+    vault = KeyVault(secret, on_key=redaction.add)
+    guild_key = "not key shaped at all"  # only the vault can tell the filter about it
+    vault.decrypt(KeyVault(secret).encrypt(guild_key))
+    logging.getLogger("discord.gateway").info("modal value %r", guild_key)
+    assert guild_key not in out.getvalue()
+
+
+def test_json_lines_carry_the_context_of_their_own_task(root_logging: None) -> None:
+    out = io.StringIO()
+    setup_logging(logging.INFO, "json", stream=out)
+    log = logging.getLogger("bot.poller")
+
+    async def poll(job_id: int) -> None:
+        with bind(job_id=job_id, task_id=f"task-{job_id}"):
+            await asyncio.sleep(0)
+            log.info("polled")
+
+    async def main() -> None:
+        await asyncio.gather(poll(1), poll(2))
+        log.info("idle")
+
+    asyncio.run(main())
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line.get("job_id"), line.get("task_id")) for line in lines] == [
+        (1, "task-1"),
+        (2, "task-2"),
+        (None, None),
+    ]
+    assert {"time", "level", "logger", "message"} <= lines[0].keys()
+    assert lines[0]["level"] == "INFO" and lines[0]["logger"] == "bot.poller"
