@@ -17,6 +17,7 @@ from discord.ext import commands
 
 import cogs
 from bot.announce import DiscordAnnouncer
+from bot.config import Settings
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
@@ -56,10 +57,28 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 """How long a shutdown waits for commands already running (their charges to be recorded)."""
 
 
-class GenBot(commands.Bot):
+def shard_options(settings: Settings) -> dict[str, Any]:
+    """``AutoShardedBot``'s ``shard_count`` and ``shard_ids`` from the settings, when set.
+
+    Neither set: discord.py asks ``GET /gateway/bot`` for Discord's recommended count and runs
+    every shard. ``SHARD_IDS`` needs ``SHARD_COUNT`` (checked by the settings).
+    """
+    options: dict[str, Any] = {}
+    if settings.shard_count is not None:
+        options["shard_count"] = settings.shard_count
+    if settings.shard_id_list is not None:
+        options["shard_ids"] = settings.shard_id_list
+    return options
+
+
+class GenBot(commands.AutoShardedBot):
     """The genbot Discord client.
 
     Needs no privileged intent: only ``guilds``, for the channels and permissions it checks.
+    Sharded (``AutoShardedBot``): ``SHARD_COUNT`` shards in all (default: Discord's
+    recommendation from ``GET /gateway/bot``), of which this process runs ``SHARD_IDS`` (default:
+    all), so several gateway processes can split the servers. With ``POLLER_ENABLED=false`` it
+    leaves polling and delivery to ``python -m bot worker`` processes.
 
     Args:
         services: the shared services.
@@ -86,6 +105,7 @@ class GenBot(commands.Bot):
             allowed_mentions=discord.AllowedMentions.none(),
             # Server installs only: a user install would spend the owner's default key anywhere.
             allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+            **shard_options(services.settings),
         )
         self.services = services
         self._sync = sync
@@ -109,6 +129,8 @@ class GenBot(commands.Bot):
             ),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
+            lease=services.settings.poll_lease_seconds,
+            delivery_lease=services.settings.delivery_lease_seconds,
             metrics=services.metrics,
         )
 
@@ -119,7 +141,10 @@ class GenBot(commands.Bot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
-        self._start(self.poller.run, "poller")
+        if self.services.settings.poller_enabled:
+            self._start(self.poller.run, "poller")
+        else:
+            log.info("POLLER_ENABLED=false: jobs are polled and delivered by workers")
         self._start(self.services.catalogue.run, "catalogue-refresh")
         self._start(self._sweep_reservations, "reservation-sweep")
         await self._prime_catalogue()

@@ -203,6 +203,9 @@ class Job(NewJob):
         next_delivery_at: when to attempt delivery next, UTC epoch seconds; None while pending
             or once delivered.
         delivery_error: the last delivery failure, for people; None if none.
+        poll_token: the fencing token of the latest poll lease (incremented by every
+            ``claim_due``); a write carrying an older one is ignored.
+        delivery_token: the same for delivery leases (``claim_deliveries``).
     """
 
     id: int
@@ -218,6 +221,8 @@ class Job(NewJob):
     delivery_attempts: int = 0
     next_delivery_at: float | None = None
     delivery_error: str | None = None
+    poll_token: int = 0
+    delivery_token: int = 0
 
 
 @dataclass(frozen=True, slots=True)

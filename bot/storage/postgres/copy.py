@@ -38,7 +38,10 @@ TABLES: Final = (
     "cooldown_uses",
     "config_audit",
 )
-"""Every table of the schema, parents before children (``allowed_channels`` needs its guild)."""
+"""Every table copied, parents before children (``allowed_channels`` needs its guild)."""
+
+NOT_COPIED: Final = ("rate_requests", "rate_blocks")
+"""The shared rate window (issue 10): the last minute of requests, worthless after a move."""
 
 _WITH_IDS: Final = (
     "retired_keys",

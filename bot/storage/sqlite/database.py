@@ -15,6 +15,7 @@ from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.meta import SqliteMeta
 from bot.storage.sqlite.policy import SqlitePolicy
+from bot.storage.sqlite.rates import SqliteRates
 
 
 class SqliteRepositories:
@@ -42,6 +43,7 @@ class SqliteDatabase(SqliteRepositories):
     def __init__(self, connections: SqliteConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
+        self.rates = SqliteRates(connections.executor)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteDatabase:
