@@ -190,15 +190,6 @@ class JobRepository(Protocol):
         """Return how many jobs are PENDING (watched or not)."""
         ...
 
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Take pending jobs out of the due set until ``until`` (UTC epoch seconds).
-
-        The poller leases the jobs it starts polling: their own :meth:`schedule_poll` ends the
-        lease, and if the process dies first they fall due again when it expires. An empty
-        ``job_ids`` writes nothing.
-        """
-        ...
-
     async def claim_due(
         self,
         now: float,
@@ -310,13 +301,6 @@ class JobRepository(Protocol):
 
     async def next_delivery_at(self) -> float | None:
         """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
-        ...
-
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Take undelivered jobs out of the due deliveries until ``until`` (UTC epoch seconds).
-
-        An empty ``job_ids`` writes nothing.
-        """
         ...
 
     async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:

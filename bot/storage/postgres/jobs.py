@@ -11,11 +11,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-import asyncpg
-
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
-from bot.storage.money import from_micro, to_micro
+from bot.storage.money import to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.rows import job_from_row
 
 JOB_COLUMNS: Final = (
     "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
@@ -53,42 +52,6 @@ DUE_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
     " AND next_delivery_at <= $1 ORDER BY next_delivery_at LIMIT $2"
 )
-
-
-def job_from_row(row: asyncpg.Record) -> Job:
-    """Build a :class:`Job` from a row of :data:`JOB_COLUMNS` (``details``/``outputs`` jsonb)."""
-    return Job(
-        id=row["id"],
-        task_id=row["task_id"],
-        provider=row["provider"],
-        poll_url=row["poll_url"],
-        kind=Kind(row["kind"]),
-        model=row["model"],
-        guild_id=row["guild_id"],
-        channel_id=row["channel_id"],
-        message_id=row["message_id"],
-        user_id=row["user_id"],
-        prompt_summary=row["prompt_summary"],
-        details=json.loads(row["details"]),
-        cost_cents=from_micro(row["cost_micro"]),
-        key_fingerprint=row["key_fingerprint"],
-        created_at=row["created_at"],
-        next_poll_at=row["next_poll_at"],
-        status=JobStatus(row["status"]),
-        finished_at=row["finished_at"],
-        outputs=tuple(json.loads(row["outputs"])),
-        error=row["error"],
-        poll_count=row["poll_count"],
-        announced_at=row["announced_at"],
-        last_progress_at=row["last_progress_at"],
-        unwatched_at=row["unwatched_at"],
-        delivery_route=DeliveryRoute(row["delivery_route"]),
-        delivery_attempts=row["delivery_attempts"],
-        next_delivery_at=row["next_delivery_at"],
-        delivery_error=row["delivery_error"],
-        poll_token=row["poll_token"],
-        delivery_token=row["delivery_token"],
-    )
 
 
 class PgJobs:
@@ -166,16 +129,6 @@ class PgJobs:
     async def pending_count(self) -> int:
         """Return how many jobs are pending (watched or not)."""
         return await self._sql.integer("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
-
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Take pending jobs out of the due set until ``until`` (UTC epoch seconds)."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_poll_at = $1"
-                " WHERE status = 'pending' AND id = ANY($2::bigint[])",
-                until,
-                list(job_ids),
-            )
 
     async def claim_due(
         self,
@@ -296,16 +249,6 @@ class PgJobs:
             " WHERE status <> 'pending' AND announced_at IS NULL"
         )
         return None if value is None else float(value)
-
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Take undelivered jobs out of the due deliveries until ``until`` (UTC epoch seconds)."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_delivery_at = $1"
-                " WHERE announced_at IS NULL AND id = ANY($2::bigint[])",
-                until,
-                list(job_ids),
-            )
 
     async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
         """Lease due deliveries (``next_delivery_at = until``, ``delivery_token + 1``).

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
-from bot.storage.money import from_micro, to_micro
+from bot.storage.money import to_micro
 from bot.storage.repositories import per_key_cap
+from bot.storage.rows import job_from_row
 from bot.storage.sqlite.engine import Executor
 
 JOB_COLUMNS: Final = (
@@ -52,42 +52,6 @@ PENDING_VIDEOS_SQL: Final = {
     False: "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video'"
     " AND unwatched_at IS NULL AND guild_id = ?",
 }
-
-
-def job_from_row(row: sqlite3.Row) -> Job:
-    """Build a :class:`Job` from a row of :data:`JOB_COLUMNS`."""
-    return Job(
-        id=row["id"],
-        task_id=row["task_id"],
-        provider=row["provider"],
-        poll_url=row["poll_url"],
-        kind=Kind(row["kind"]),
-        model=row["model"],
-        guild_id=row["guild_id"],
-        channel_id=row["channel_id"],
-        message_id=row["message_id"],
-        user_id=row["user_id"],
-        prompt_summary=row["prompt_summary"],
-        details=json.loads(row["details"]),
-        cost_cents=from_micro(row["cost_micro"]),
-        key_fingerprint=row["key_fingerprint"],
-        created_at=row["created_at"],
-        next_poll_at=row["next_poll_at"],
-        status=JobStatus(row["status"]),
-        finished_at=row["finished_at"],
-        outputs=tuple(json.loads(row["outputs"])),
-        error=row["error"],
-        poll_count=row["poll_count"],
-        announced_at=row["announced_at"],
-        last_progress_at=row["last_progress_at"],
-        unwatched_at=row["unwatched_at"],
-        delivery_route=DeliveryRoute(row["delivery_route"]),
-        delivery_attempts=row["delivery_attempts"],
-        next_delivery_at=row["next_delivery_at"],
-        delivery_error=row["delivery_error"],
-        poll_token=row["poll_token"],
-        delivery_token=row["delivery_token"],
-    )
 
 
 def _marks(ids: Collection[object]) -> str:
@@ -166,15 +130,6 @@ class SqliteJobs:
     async def pending_count(self) -> int:
         """Return how many jobs are pending (counted on the ``jobs_due`` index)."""
         return await self._sql.integer("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
-
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Push pending jobs' next poll to ``until`` while a poll of each is under way."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_poll_at = ? WHERE status = 'pending'"
-                f" AND id IN ({_marks(job_ids)})",
-                (until, *job_ids),
-            )
 
     async def claim_due(
         self,
@@ -289,15 +244,6 @@ class SqliteJobs:
         """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
         row = await self._sql.one(NEXT_DELIVERY_SQL)
         return None if row is None or row[0] is None else float(row[0])
-
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Push undelivered jobs' next delivery attempt to ``until`` while one is under way."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_delivery_at = ? WHERE announced_at IS NULL"
-                f" AND id IN ({_marks(job_ids)})",
-                (until, *job_ids),
-            )
 
     async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
         """Lease due deliveries (``next_delivery_at = until``, ``delivery_token + 1``)."""
