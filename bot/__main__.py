@@ -1,10 +1,12 @@
-"""``python -m bot [run|sync|invite|backup PATH]``: the bot and its operator commands.
+"""``python -m bot [run|worker|sync|invite|backup PATH]``: the bot and its operator commands.
 
-``run`` (the default) starts the bot; ``sync`` registers the slash commands with Discord and
-exits; ``invite`` prints the URL that adds the bot to a server; ``backup PATH`` copies the
-database while the bot may be running. Without ``GENAPI_BASE_URL`` the built-in emulator of the
-Generation API runs in-process (sandbox mode), so every flow can be tried without spending
-credits; its key and tasks are kept beside the database (:func:`bot.wiring.sandbox_state_path`).
+``run`` (the default) starts the bot; ``worker`` polls and delivers jobs without a gateway
+connection (beside gateway processes with ``POLLER_ENABLED=false``); ``sync`` registers the
+slash commands with Discord and exits; ``invite`` prints the URL that adds the bot to a
+server; ``backup PATH`` copies the database while the bot may be running. Without
+``GENAPI_BASE_URL`` the built-in emulator of the Generation API runs in-process (sandbox
+mode), so every flow can be tried without spending credits; its key and tasks are kept beside
+the database (:func:`bot.wiring.sandbox_state_path`).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
+from bot.announce import DiscordAnnouncer
 from bot.app import GenBot
 from bot.clock import SystemClock
 from bot.config import (
+    SANDBOX_ALONE,
     Settings,
     SettingsError,
     check_database_path,
@@ -42,10 +46,12 @@ from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
 from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
+from bot.poller import Poller
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import Database, SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
+from bot.supervisor import supervise
 from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")
@@ -222,6 +228,48 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                 await bot.start(token)
 
 
+async def run_worker(settings: Settings) -> None:
+    """``python -m bot worker``: poll, settle and deliver jobs, with no gateway connection.
+
+    Logs in for REST only (``Client.login``: the bot token, no gateway session, no shard), so
+    any number of workers may run beside the gateway processes (``POLLER_ENABLED=false``
+    there). Jobs are claimed under leases with fencing tokens and each key's rate window is
+    shared through the database, so workers never poll one job at once nor exceed a key's
+    limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it; the
+    jobs it held fall due again for the other workers when their leases end.
+    """
+    if settings.shared_rate_limit is None:
+        settings = settings.model_copy(update={"shared_rate_limit": True})
+    clock = SystemClock()
+    async with contextlib.AsyncExitStack() as stack:
+        services = await build_services(settings, clock, stack)
+        # The guilds intent only silences discord.py's warning: no gateway session is opened.
+        client = discord.Client(
+            intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
+        )
+        await client.login(settings.discord_token.get_secret_value())
+        stack.push_async_callback(client.close)
+        poller = Poller(
+            db=services.db,
+            client=services.client,
+            keys=services.keys,
+            schedule=services.schedule,
+            announcer=DiscordAnnouncer(client, clock=clock, sandbox=services.sandbox),
+            clock=clock,
+            job_timeout=settings.job_timeout_seconds,
+            lease=settings.poll_lease_seconds,
+            delivery_lease=settings.delivery_lease_seconds,
+        )
+        work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, work.cancel)
+        log.info("worker started as %s (no gateway): polling and delivering jobs", client.user)
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        log.info("worker stopped")
+
+
 def rotate_keys(settings: Settings) -> int:
     """``python -m bot rotate-keys``: re-encrypt every stored key with the first encryption key.
 
@@ -310,6 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     commands.add_parser("run", help="run the bot (the default)")
     commands.add_parser("sync", help="register the slash commands with Discord, then exit")
+    commands.add_parser(
+        "worker",
+        help="poll, settle and deliver jobs without a gateway connection (several may run)",
+    )
     invite = commands.add_parser(
         "invite", help="print the URL that adds the bot to a server, with the permissions it needs"
     )
@@ -359,9 +411,11 @@ def main(argv: list[str] | None = None) -> int:
             backup_database(settings.database_path, args.path)
             print(f"genbot: backed up {settings.database_path} to {args.path}")
             return 0
+        if command == "worker" and settings.sandbox:
+            raise SettingsError(SANDBOX_ALONE)
         check_database_path(settings.database_path)
     except SettingsError as exc:
-        doing = "cannot start" if command in ("run", "sync") else f"{command} failed"
+        doing = "cannot start" if command in ("run", "sync", "worker") else f"{command} failed"
         print(f"genbot: {doing}: {exc}", file=sys.stderr)
         return 2
     except sqlite3.Error as exc:
@@ -378,9 +432,12 @@ def main(argv: list[str] | None = None) -> int:
         return copy_db(settings, args.to)
     point_discord_at(settings)
     try:
-        asyncio.run(
-            run(settings, sync="only" if command == "sync" else "auto", redaction=redaction)
-        )
+        if command == "worker":
+            asyncio.run(run_worker(settings))
+        else:
+            asyncio.run(
+                run(settings, sync="only" if command == "sync" else "auto", redaction=redaction)
+            )
     except (SettingsError, SchemaTooNewError) as exc:
         print(f"genbot: cannot start: {exc}", file=sys.stderr)
         return 2

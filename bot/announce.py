@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 """Bytes a bot may upload per message where the guild is unknown (Discord: 10 MiB)."""
 
+UPLOAD_LIMIT_TTL = 3600.0
+"""Seconds a guild's upload limit fetched by REST is kept (it changes with its boost tier)."""
+
 DOWNLOAD_TIMEOUT = httpx.Timeout(10.0, read=30.0)
 """Connect and per-read time-outs of a result download, seconds."""
 
@@ -188,6 +191,7 @@ class DiscordAnnouncer:
         # Attachments a Components V2 card could not take by an edit, for the completion reply
         # (job id -> files); popped by notify, so at most the jobs being delivered.
         self._reply_files: dict[int, tuple[tuple[str, bytes], ...]] = {}
+        self._upload_limits: dict[int, tuple[int, float]] = {}
 
     def _channel(self, job: Job) -> discord.PartialMessageable:
         return self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
@@ -223,10 +227,28 @@ class DiscordAnnouncer:
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.info("placeholder edit of job %s skipped: %s", job.id, exc)
 
-    def upload_limit(self, guild_id: int) -> int:
-        """Bytes the bot may attach to a message in ``guild_id`` (``Guild.filesize_limit``)."""
+    async def upload_limit(self, guild_id: int) -> int:
+        """Bytes the bot may attach to a message in ``guild_id`` (``Guild.filesize_limit``).
+
+        From the gateway's guild cache; a process without a gateway connection (``python -m
+        bot worker``) fetches the guild by REST (``GET /guilds/{id}``, which carries its boost
+        tier) and keeps the limit for :data:`UPLOAD_LIMIT_TTL` seconds. If that fails:
+        Discord's default for any guild, 10 MiB.
+        """
         guild = self._client.get_guild(guild_id)
-        return DEFAULT_UPLOAD_LIMIT if guild is None else guild.filesize_limit
+        if guild is not None:
+            return guild.filesize_limit
+        now = self._clock.time()
+        cached = self._upload_limits.get(guild_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        try:
+            limit = (await self._client.fetch_guild(guild_id)).filesize_limit
+        except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            log.info("upload limit of guild %s unknown (%s); using 10 MiB", guild_id, exc)
+            return DEFAULT_UPLOAD_LIMIT
+        self._upload_limits[guild_id] = (limit, now + UPLOAD_LIMIT_TTL)
+        return limit
 
     async def attachments(
         self, job: Job, limit: int
@@ -268,7 +290,7 @@ class DiscordAnnouncer:
     async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
         """Show the result by ``route``; a 413 (40005) is retried with the link only."""
         self._reply_files.pop(job.id, None)  # a file left from an earlier, unrecorded attempt
-        files, note = await self.attachments(job, self.upload_limit(job.guild_id))
+        files, note = await self.attachments(job, await self.upload_limit(job.guild_id))
         try:
             try:
                 return await self._send(job, route, files, note)

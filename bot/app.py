@@ -17,6 +17,7 @@ from discord.ext import commands
 
 import cogs
 from bot.announce import DiscordAnnouncer, send_card
+from bot.config import Settings
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
@@ -56,10 +57,28 @@ SHUTDOWN_GRACE_SECONDS = 20.0
 """How long a shutdown waits for commands already running (their charges to be recorded)."""
 
 
-class GenBot(commands.Bot):
+def shard_options(settings: Settings) -> dict[str, Any]:
+    """``AutoShardedBot``'s ``shard_count`` and ``shard_ids`` from the settings, when set.
+
+    Neither set: discord.py asks ``GET /gateway/bot`` for Discord's recommended count and runs
+    every shard. ``SHARD_IDS`` needs ``SHARD_COUNT`` (checked by the settings).
+    """
+    options: dict[str, Any] = {}
+    if settings.shard_count is not None:
+        options["shard_count"] = settings.shard_count
+    if settings.shard_id_list is not None:
+        options["shard_ids"] = settings.shard_id_list
+    return options
+
+
+class GenBot(commands.AutoShardedBot):
     """The genbot Discord client.
 
     Needs no privileged intent: only ``guilds``, for the channels and permissions it checks.
+    Sharded (``AutoShardedBot``): ``SHARD_COUNT`` shards in all (default: Discord's
+    recommendation from ``GET /gateway/bot``), of which this process runs ``SHARD_IDS`` (default:
+    all), so several gateway processes can split the servers. With ``POLLER_ENABLED=false`` it
+    leaves polling and delivery to ``python -m bot worker`` processes.
 
     Args:
         services: the shared services.
@@ -86,6 +105,7 @@ class GenBot(commands.Bot):
             allowed_mentions=discord.AllowedMentions.none(),
             # Server installs only: a user install would spend the owner's default key anywhere.
             allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+            **shard_options(services.settings),
         )
         self.services = services
         self._sync = sync
@@ -98,6 +118,7 @@ class GenBot(commands.Bot):
         self.generation = services.generation
         self.guild_config = services.guild_config
         self.generation.set_admin_notifier(self._notify_admins)
+        self.generation.set_admin_log(self.post_admin_line)
         self.poller = Poller(
             db=services.db,
             client=services.client,
@@ -108,6 +129,8 @@ class GenBot(commands.Bot):
             ),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
+            lease=services.settings.poll_lease_seconds,
+            delivery_lease=services.settings.delivery_lease_seconds,
             metrics=services.metrics,
         )
 
@@ -118,7 +141,10 @@ class GenBot(commands.Bot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
-        self._start(self.poller.run, "poller")
+        if self.services.settings.poller_enabled:
+            self._start(self.poller.run, "poller")
+        else:
+            log.info("POLLER_ENABLED=false: jobs are polled and delivered by workers")
         self._start(self.services.catalogue.run, "catalogue-refresh")
         self._start(self._sweep_reservations, "reservation-sweep")
         await self._prime_catalogue()
@@ -239,6 +265,18 @@ class GenBot(commands.Bot):
             await channel.send(text)
         except discord.HTTPException as exc:
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
+
+    async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
+        """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.
+
+        Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
+        logged, never raised: the admin log must not break the command it reports on.
+        """
+        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
+        try:
+            await channel.send(text[:2000])
+        except discord.HTTPException as exc:
+            log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
         """Return the cached catalogue without waiting on the network (for autocomplete).

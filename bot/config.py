@@ -13,8 +13,10 @@ from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.genapi.errors import REDACTED
 
 DISCORD_API_BASE_URL = "https://discord.com/api/v10"
 DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
@@ -22,6 +24,13 @@ DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 LogFormat = Literal["text", "json"]
 NonNegativeCents = Annotated[int, Field(ge=0)]
+
+
+SANDBOX_ALONE = (
+    "GENAPI_BASE_URL is needed to run several processes (SHARD_IDS, POLLER_ENABLED=false, "
+    "worker): sandbox mode runs its emulator inside one process, whose tasks no other "
+    "process can poll"
+)
 
 
 class Settings(BaseSettings):
@@ -58,6 +67,38 @@ class Settings(BaseSettings):
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30
     genapi_rate_window_seconds: Annotated[float, Field(gt=0)] = 60.0
     sandbox_time_scale: Annotated[float, Field(gt=0)] = 1.0
+
+    shard_count: Annotated[int, Field(ge=1)] | None = None
+    shard_ids: str | None = None
+    poller_enabled: bool = True
+    shared_rate_limit: bool | None = None
+    poll_lease_seconds: Annotated[float, Field(gt=0)] = 30.0
+    delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
+
+    @field_validator("shard_ids")
+    @classmethod
+    def _shard_id_list(cls, value: str | None) -> str | None:
+        if value is None or not value.strip(" ,"):
+            return None
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not all(part.isdigit() for part in parts):
+            raise ValueError("must be shard numbers separated by commas, e.g. 0,1")
+        ids = [int(part) for part in parts]
+        if len(set(ids)) != len(ids):
+            raise ValueError("lists a shard twice")
+        return ",".join(str(i) for i in ids)
+
+    @model_validator(mode="after")
+    def _shards_fit_the_count(self) -> Settings:
+        ids = self.shard_id_list
+        if ids is not None:
+            if self.shard_count is None:
+                raise ValueError("SHARD_IDS needs SHARD_COUNT (the total over every process)")
+            if max(ids) >= self.shard_count:
+                raise ValueError(f"SHARD_IDS must be below SHARD_COUNT ({self.shard_count})")
+        if self.sandbox and (ids is not None or not self.poller_enabled):
+            raise ValueError(SANDBOX_ALONE)
+        return self
 
     @field_validator("genapi_base_url")
     @classmethod
@@ -114,6 +155,25 @@ class Settings(BaseSettings):
         return self.database_url is not None
 
     @property
+    def shard_id_list(self) -> list[int] | None:
+        """The shards this process runs (``SHARD_IDS``); None: all of ``SHARD_COUNT``."""
+        if self.shard_ids is None:
+            return None
+        return [int(part) for part in self.shard_ids.split(",")]
+
+    @property
+    def rate_limit_shared(self) -> bool:
+        """Whether the per-key rate window lives in the database (shared by every process).
+
+        ``SHARED_RATE_LIMIT`` when set; otherwise on whenever this process is probably one of
+        several: on PostgreSQL, with a subset of shards (``SHARD_IDS``), or with the poller
+        left to workers (``POLLER_ENABLED=false``). ``python -m bot worker`` always shares it.
+        """
+        if self.shared_rate_limit is not None:
+            return self.shared_rate_limit
+        return self.postgresql or self.shard_ids is not None or not self.poller_enabled
+
+    @property
     def sandbox(self) -> bool:
         """True when no ``GENAPI_BASE_URL`` is set: the bot runs the built-in emulator."""
         return self.genapi_base_url is None
@@ -168,14 +228,16 @@ def check_database_url(url: str) -> None:
 
 
 def redact_database_url(url: str) -> str:
-    """Return ``url`` with its password replaced by ``***``, for logs and messages.
+    """Return ``url`` with its password replaced by ``[redacted]``, for logs and messages.
 
-    ``postgresql://bot:s3cret@db:5432/genbot`` gives ``postgresql://bot:***@db:5432/genbot``;
+    The same marker as the log filter's (``bot.genapi.errors.REDACTED``):
+    ``postgresql://bot:s3cret@db:5432/genbot`` gives
+    ``postgresql://bot:[redacted]@db:5432/genbot``;
     query parameters are dropped (they may carry a password too).
     """
     parts = urlsplit(url)
     user = parts.username or ""
-    auth = f"{user}:***@" if parts.password is not None else (f"{user}@" if user else "")
+    auth = f"{user}:{REDACTED}@" if parts.password is not None else (f"{user}@" if user else "")
     host = parts.hostname or ""
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"

@@ -40,16 +40,57 @@ class BudgetExceeded(BotError):
     """A budget would be exceeded by the request.
 
     Attributes:
-        scope: ``"guild"`` (monthly guild budget) or ``"user"`` (daily per-user budget).
+        scope: ``"guild"`` (monthly guild budget), ``"user"`` (the member's daily allowance)
+            or ``"user_month"`` (the member's monthly allowance, from a role tier).
         remaining_cents: what is left of that budget, in cents (never negative).
         needed_cents: what the request would cost or is estimated to cost, in cents.
+        limit_cents: the budget itself, whole cents; None when not given.
+        source: where a member's allowance comes from (``"role Patron"``, ``"server
+            default"``); None when not given.
     """
 
-    def __init__(self, scope: str, remaining_cents: Decimal, needed_cents: Decimal) -> None:
+    def __init__(
+        self,
+        scope: str,
+        remaining_cents: Decimal,
+        needed_cents: Decimal,
+        *,
+        limit_cents: int | None = None,
+        source: str | None = None,
+    ) -> None:
         super().__init__(f"{scope} budget: {remaining_cents} left, {needed_cents} needed")
         self.scope = scope
         self.remaining_cents = remaining_cents
         self.needed_cents = needed_cents
+        self.limit_cents = limit_cents
+        self.source = source
+
+
+class CooldownActive(BotError):
+    """The member used this command too recently (a ``/config cooldown``).
+
+    Attributes:
+        command: ``"text"``, ``"image"`` or ``"video"``.
+        until: when the member may use it again, UTC epoch seconds.
+    """
+
+    def __init__(self, command: str, until: float) -> None:
+        super().__init__(f"{command} cooldown until {until}")
+        self.command = command
+        self.until = until
+
+
+class PromptBlocked(ValidationFailed):
+    """A prompt contains one of the server's blocked terms (refused before any reservation).
+
+    Attributes:
+        term: the blocked term (normalised), for the admins' log only; never shown to the
+            member, who gets one neutral sentence.
+    """
+
+    def __init__(self, term: str) -> None:
+        super().__init__("This prompt uses a term this server does not allow; nothing was sent.")
+        self.term = term
 
 
 class ConcurrencyLimitReached(BotError):
@@ -132,6 +173,16 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
                 f"This server's monthly budget has {format_cents(exc.remaining_cents)} left; "
                 f"this request needs about {format_cents(exc.needed_cents)}."
             )
+        case BudgetExceeded(limit_cents=int() as limit, source=str() as source):
+            period = "monthly" if exc.scope == "user_month" else "daily"
+            return (
+                f"Your {period} allowance ({format_cents(limit)}, {source}) has "
+                f"{format_cents(exc.remaining_cents)} left; this request needs about "
+                f"{format_cents(exc.needed_cents)}."
+            )
+        case CooldownActive():
+            # Discord renders <t:…:R> as a relative time ("in 25 seconds") in the reader's locale.
+            return f"/{exc.command} has a cooldown here; try again <t:{math.ceil(exc.until)}:R>."
         case BudgetExceeded():
             return (
                 f"Your daily budget has {format_cents(exc.remaining_cents)} left; "

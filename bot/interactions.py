@@ -58,7 +58,22 @@ def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
         interaction.channel_id,
         interaction.user.id,
         parent_channel_id=parent_id,
+        role_ids=member_role_ids(interaction),
+        manage_guild=interaction.permissions.manage_guild,
     )
+
+
+def member_role_ids(interaction: discord.Interaction[Any]) -> frozenset[int]:
+    """Return the invoking member's role ids, from the interaction's member object.
+
+    Discord sends the member's ``roles`` (ids) with every guild interaction, so no member
+    intent or cache is needed; discord.py keeps them as ``Member._roles`` whether or not the
+    guild's roles are cached (``Member.roles`` would drop the uncached ones).
+    """
+    user = interaction.user
+    if not isinstance(user, discord.Member):
+        return frozenset()
+    return frozenset(int(role_id) for role_id in user._roles)
 
 
 def require_placeholder_permissions(interaction: discord.Interaction[discord.Client]) -> None:
@@ -122,7 +137,8 @@ def model_autocomplete(kind: ModelKind) -> ModelAutocomplete:
     """Return the autocomplete callback of a ``model`` option offering the ``kind`` models.
 
     One helper for every command with a model option: it reads the cached catalogue (Discord
-    allows autocomplete no deferral) and filters it with :func:`model_choices`. Use it as
+    allows autocomplete no deferral), keeps the models the member's role tiers (or the
+    server's model list) allow, and filters them with :func:`model_choices`. Use it as
     ``@app_commands.autocomplete(model=model_autocomplete("video"))``.
     """
 
@@ -139,6 +155,11 @@ def model_autocomplete(kind: ModelKind) -> ModelAutocomplete:
             models = catalogue.image
         else:
             models = catalogue.video
+        if interaction.guild_id is not None:
+            policy = await interaction.client.services.billing.member_policy(
+                interaction.guild_id, member_role_ids(interaction)
+            )
+            models = tuple(m for m in models if policy.allows(m.id))
         return model_choices(((m.id, m.label) for m in models), current)
 
     return complete

@@ -207,44 +207,51 @@ class Poller:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def poll_due(self) -> int:
-        """Start a poll for every due job its key has room for; return how many started."""
+        """Claim every due job its key has room for and start polling it; return how many.
+
+        The claim is a lease (``lease`` seconds) with a fencing token, atomic across processes
+        (``db.jobs.claim_due``): several pollers on one database never poll one job at once,
+        and every write this poll makes about the job carries the token, so a poll that
+        outlived its lease (the job claimed by another process since) changes nothing.
+        """
         now = self._clock.time()
         full = [key for key, load in self._key_load.items() if load >= self._per_key]
-        started: list[Job] = []
-        for job in await self._db.jobs.due(now, self._batch, skip_keys=full):
+        claimed = await self._db.jobs.claim_due(
+            now, now + self._lease, limit=self._batch, per_key=self._per_key, skip_keys=full
+        )
+        if claimed:
+            log.debug("claimed %s", " ".join(f"job {j.id} token {j.poll_token}" for j in claimed))
+        started = 0
+        for job in claimed:
             if job.id in self._in_flight or self._key_load[job.key_fingerprint] >= self._per_key:
+                # More than the key's room (it had polls under way already): due again now,
+                # for this process's next pass or another process.
+                await self._db.jobs.schedule_poll(job.id, now, job.poll_count, token=job.poll_token)
                 continue
             self._key_load[job.key_fingerprint] += 1
-            started.append(job)
             if self._metrics is not None:
                 self._metrics.poll_lag.observe(max(0.0, now - job.next_poll_at))
-        try:
-            await self._db.jobs.lease([job.id for job in started], now + self._lease)
-        except BaseException:
-            # No poll starts (a locked database): give the keys their room back, or a few
-            # failed passes would leave a key looking full for good.
-            self._key_load.subtract(job.key_fingerprint for job in started)
-            raise
-        for job in started:
             self._in_flight[job.id] = asyncio.create_task(self._poll(job), name=f"poll-{job.id}")
-        return len(started)
+            started += 1
+        return started
 
     async def deliver_due(self) -> int:
-        """Start the delivery of every finished job that is due, within ``max_deliveries``."""
+        """Claim and start the due deliveries, within ``max_deliveries``; return how many.
+
+        Leased like polls (``db.jobs.claim_deliveries``, ``delivery_lease`` seconds, fenced):
+        one process delivers a job at a time, and a holder whose lease ran out cannot record
+        the delivery (so it never pings the requester a second time).
+        """
         room = self._max_deliveries - len(self._delivering)
         if room <= 0:
             return 0
         now = self._clock.time()
-        due = await self._db.jobs.due_deliveries(now, room + len(self._delivering))
-        started = [job for job in due if job.id not in self._delivering][:room]
-        await self._db.jobs.lease_deliveries(
-            [job.id for job in started], now + self._delivery_lease
-        )
-        for job in started:
+        claimed = await self._db.jobs.claim_deliveries(now, now + self._delivery_lease, limit=room)
+        for job in claimed:
             self._delivering[job.id] = asyncio.create_task(
                 self._deliver_task(job), name=f"deliver-{job.id}"
             )
-        return len(started)
+        return len(claimed)
 
     async def recheck(self, job_id: int) -> Job | None:
         """Poll one job now, even one no longer watched; deliver it if it is done.
@@ -260,6 +267,11 @@ class Poller:
             return job
         await self._poll_once(job)
         return await self._db.jobs.get(job_id)
+
+    def _token(self, job: Job) -> int | None:
+        # A job this process claimed carries its lease's fencing token; one polled on request
+        # (recheck) holds no lease, and its writes are not fenced.
+        return job.poll_token if job.id in self._in_flight else None
 
     async def _sleep_until_due(self) -> None:
         await self._clock.sleep(self._min_pass_interval)
@@ -283,7 +295,9 @@ class Poller:
             else:
                 log.exception("polling job %s failed unexpectedly; retrying in a minute", job.id)
             try:
-                await self._db.jobs.schedule_poll(job.id, self._clock.time() + 60, job.poll_count)
+                await self._db.jobs.schedule_poll(
+                    job.id, self._clock.time() + 60, job.poll_count, token=self._token(job)
+                )
             except Exception as again:  # the same locked database, most likely
                 log.warning(
                     "job %s not rescheduled (%s); due again when its lease ends", job.id, again
@@ -331,35 +345,46 @@ class Poller:
                 await self._stop_watching(job, now)
                 return
             next_at = await self._schedule.next_poll_at(job.model, job.created_at, now)
-            await self._db.jobs.schedule_poll(job.id, next_at, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(
+                job.id, next_at, job.poll_count + 1, token=self._token(job)
+            )
             if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
                 await self._announcer.progress(job, now)
                 await self._db.jobs.set_progress_at(job.id, now)
 
     async def _retry(self, job: Job, delay: float) -> None:
-        await self._db.jobs.schedule_poll(job.id, self._clock.time() + delay, job.poll_count + 1)
+        await self._db.jobs.schedule_poll(
+            job.id, self._clock.time() + delay, job.poll_count + 1, token=self._token(job)
+        )
 
     async def _stop_watching(self, job: Job, now: float) -> None:
         # Still processing past the timeout: polling it forever would spend the key's requests
         # on a task that may never end, but failing it would throw away a result the service
         # may still deliver (and has charged for). /jobs lists it; recheck() polls it again.
         if job.unwatched_at is not None:
-            await self._db.jobs.schedule_poll(job.id, job.next_poll_at, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(
+                job.id, job.next_poll_at, job.poll_count + 1, token=self._token(job)
+            )
             return
-        if await self._db.jobs.set_unwatched(job.id, now):
+        if await self._db.jobs.set_unwatched(job.id, now, token=self._token(job)):
             log.info(
                 "job %s still processing after %s; stopped watching it",
                 job.id,
                 format_duration(self._timeout),
             )
-            await self._db.jobs.schedule_poll(job.id, now, job.poll_count + 1)
+            await self._db.jobs.schedule_poll(
+                job.id, now, job.poll_count + 1, token=self._token(job)
+            )
             await self._announcer.stopped_watching(job, now)
 
     async def _finish(
         self, job: Job, status: JobStatus, outputs: tuple[str, ...], error: str | None
     ) -> None:
-        if not await self._db.jobs.finish(job.id, status, outputs, error, self._clock.time()):
-            return  # finished already (another pass); delivered from there
+        finished = await self._db.jobs.finish(
+            job.id, status, outputs, error, self._clock.time(), token=self._token(job)
+        )
+        if not finished:
+            return  # finished already, or claimed since by another poll (a stale lease)
         log.info("job %s %s after %d polls", job.id, status.value, job.poll_count + 1)
         if self._metrics is not None:
             self._metrics.jobs_finished.labels(status.value, job.kind.value).inc()
@@ -383,6 +408,7 @@ class Poller:
                 attempts,
                 self._clock.time() + delivery_backoff(attempts),
                 "unexpected error",
+                token=job.delivery_token,
             )
         finally:
             del self._delivering[job.id]
@@ -397,7 +423,7 @@ class Poller:
             outcome = await self._announcer.deliver(job, route)
             now = self._clock.time()
             if outcome.shown:
-                if await self._db.jobs.mark_announced(job.id, now, route):
+                if await self._db.jobs.mark_announced(job.id, now, route, token=job.delivery_token):
                     self._count_shown(job, route, now)
                     log.info("job %s shown by %s", job.id, route.value)
                     await self._announcer.notify(job, route)
@@ -416,18 +442,30 @@ class Poller:
                         delay,
                     )
                     await self._db.jobs.schedule_delivery(
-                        job.id, route, attempts, now + delay, outcome.error
+                        job.id,
+                        route,
+                        attempts,
+                        now + delay,
+                        outcome.error,
+                        token=job.delivery_token,
                     )
                     return
             log.info("delivery of job %s by %s impossible (%s)", job.id, route, outcome.error)
             route, attempts = NEXT_ROUTE[route], 0
             await self._db.jobs.schedule_delivery(
-                job.id, route, attempts, now + self._delivery_lease, outcome.error
+                job.id,
+                route,
+                attempts,
+                now + self._delivery_lease,
+                outcome.error,
+                token=job.delivery_token,
             )
         # No route took it: /jobs lists it for its requester, who is told nothing else.
         log.warning("job %s could not be shown anywhere; /jobs lists it", job.id)
         now = self._clock.time()
-        if await self._db.jobs.mark_announced(job.id, now, DeliveryRoute.JOBS):
+        if await self._db.jobs.mark_announced(
+            job.id, now, DeliveryRoute.JOBS, token=job.delivery_token
+        ):
             self._count_shown(job, DeliveryRoute.JOBS, now)
 
     def _count_shown(self, job: Job, route: DeliveryRoute, now: float) -> None:

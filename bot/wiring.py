@@ -22,7 +22,8 @@ from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
-from bot.genapi.ratelimit import RateLimiter
+from bot.genapi.ratelimit import Limiter, RateLimiter
+from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
@@ -189,6 +190,7 @@ def assemble_services(
             client=client,
             default_key_set=default_key is not None,
             catalogue=catalogue,
+            clock=clock,
         ),
         sandbox=settings.sandbox,
         default_key=default_key,
@@ -231,12 +233,23 @@ async def build_services(
         httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
     )
     metrics = Metrics() if metrics is None else metrics
-    limiter = RateLimiter(
-        clock,
-        limit=settings.genapi_rate_limit,
-        window=settings.genapi_rate_window_seconds,
-        metrics=metrics,
-    )
+    limiter: Limiter
+    if settings.rate_limit_shared:
+        # Several processes may use one key: the window lives in the database (issue 10).
+        limiter = SharedRateLimiter(
+            clock,
+            db.rates,
+            limit=settings.genapi_rate_limit,
+            window=settings.genapi_rate_window_seconds,
+            metrics=metrics,
+        )
+    else:
+        limiter = RateLimiter(
+            clock,
+            limit=settings.genapi_rate_limit,
+            window=settings.genapi_rate_window_seconds,
+            metrics=metrics,
+        )
     client = GenAPIClient(
         base_url,
         http=http,

@@ -1,7 +1,13 @@
-"""``/config``: a server's API key, budgets, caps and channels (Manage Server only)."""
+"""``/config``: a server's API key, budgets, caps, channels and policy (Manage Server only).
+
+Every change made here is audited (:func:`audited`): kept in the database and posted in the
+admin channel, if one is set, as who, what, old → new (never a key).
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Iterable
 from decimal import Decimal
 
 import discord
@@ -13,9 +19,62 @@ from bot.errors import ValidationFailed
 from bot.interactions import requester
 from bot.render.admin import config_embed, old_key_note
 from bot.render.cards import confirm_above_text
-from bot.services.guild_config import GuildConfigService, parse_budget
-from bot.storage import UNSET, LimitUpdate
+from bot.render.policy import add_policy_fields, audit_lines, models_line, tier_line, tiers_embed
+from bot.render.text import truncate
+from bot.services.guild_config import (
+    DEFAULT_WORDS,
+    GuildConfigService,
+    ModelsUpdate,
+    parse_allowance,
+    parse_budget,
+)
+from bot.services.policy import model_matches, parse_models
+from bot.storage import UNSET, Kind, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
+
+COMMANDS = [
+    app_commands.Choice(name="text", value="text"),
+    app_commands.Choice(name="image", value="image"),
+    app_commands.Choice(name="video", value="video"),
+]
+NONE_WORDS = frozenset({"none", "nothing", "off"})
+"""What an admin types for an empty block list."""
+
+
+async def _unmatched_note(interaction: discord.Interaction[GenBot], patterns: Iterable[str]) -> str:
+    """A warning naming the patterns that match no model of the cached catalogue, or "".
+
+    Kept anyway: a model may join the catalogue later, and a prefix is meant for those.
+    """
+    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+    if catalogue is None:
+        return ""
+    ids = [m.id for m in catalogue.text]
+    ids += [m.id for m in catalogue.image] + [m.id for m in catalogue.video]
+    unmatched = [p for p in patterns if not any(model_matches(p, i) for i in ids)]
+    if not unmatched:
+        return ""
+    names = ", ".join(f"`{p}`" for p in unmatched[:10])
+    return f"\nNote: {names} matches no model in the catalogue right now."
+
+
+@contextlib.asynccontextmanager
+async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[None]:
+    """Audit the ``/config`` change made in the block (nothing if the block raises).
+
+    Snapshots every setting before, and after the block writes one audit row per setting
+    that changed and posts them in one message in the admin channel, if set.
+    """
+    bot = interaction.client
+    who = requester(interaction)
+    before = await bot.guild_config.snapshot(who.guild_id)
+    yield
+    entries = await bot.guild_config.record_changes(who.guild_id, who.user_id, before)
+    if not entries:
+        return
+    channel_id = (await bot.services.db.guilds.settings(who.guild_id)).admin_channel_id
+    if channel_id is not None:
+        await bot.post_admin_line(who.guild_id, channel_id, audit_lines(entries))
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -40,7 +99,8 @@ class ApiKeyModal(discord.ui.Modal, title="Set the Generation API key"):
         """Check the key with the service, then store it encrypted; never echo it."""
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        change = await self.service.set_api_key(self.guild_id, self.key.value)
+        async with audited(interaction):
+            change = await self.service.set_api_key(self.guild_id, self.key.value)
         await interaction.edit_original_response(
             content=f"API key saved (ending in `{change.last4}`); this server's requests now "
             f"use it.{old_key_note(change)}"
@@ -62,6 +122,13 @@ class ConfigCog(
 
     api_key = app_commands.Group(name="api-key", description="This server's Generation API key")
     channels = app_commands.Group(name="channels", description="Where the commands may be used")
+    tier = app_commands.Group(name="tier", description="Limits and models for members of a role")
+    models = app_commands.Group(
+        name="models", description="The models members without a tier role may use"
+    )
+    blocked_terms = app_commands.Group(
+        name="blocked-terms", description="Words or phrases that refuse a prompt"
+    )
 
     def __init__(self, bot: GenBot) -> None:
         self.bot = bot
@@ -82,7 +149,8 @@ class ConfigCog(
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:
         """Remove this server's API key (kept only until the jobs made with it finish)."""
         who = requester(interaction)
-        change = await self.service.remove_api_key(who.guild_id)
+        async with audited(interaction):
+            change = await self.service.remove_api_key(who.guild_id)
         if not change.had_key:
             text = "This server has no API key of its own; nothing was removed."
         elif self.bot.services.default_key is not None:
@@ -110,7 +178,10 @@ class ConfigCog(
             raise ValidationFailed("Give `monthly`, `daily_per_user`, or both.")
         new_monthly: LimitUpdate = UNSET if monthly is None else parse_budget(monthly)
         new_daily: LimitUpdate = UNSET if daily_per_user is None else parse_budget(daily_per_user)
-        await self.service.set_budgets(who.guild_id, monthly=new_monthly, daily_per_user=new_daily)
+        async with audited(interaction):
+            await self.service.set_budgets(
+                who.guild_id, monthly=new_monthly, daily_per_user=new_daily
+            )
         await self._show(interaction, "Budgets updated.")
 
     @app_commands.command(name="limits")
@@ -128,11 +199,12 @@ class ConfigCog(
             videos_per_server: videos the whole server may have in progress
         """
         who = requester(interaction)
-        await self.service.set_caps(
-            who.guild_id,
-            per_user=UNSET if videos_per_user is None else videos_per_user,
-            per_guild=UNSET if videos_per_server is None else videos_per_server,
-        )
+        async with audited(interaction):
+            await self.service.set_caps(
+                who.guild_id,
+                per_user=UNSET if videos_per_user is None else videos_per_user,
+                per_guild=UNSET if videos_per_server is None else videos_per_server,
+            )
         await self._show(interaction, "Limits updated.")
 
     @channels.command(name="allow")
@@ -148,7 +220,8 @@ class ConfigCog(
             channel: the channel to allow
         """
         who = requester(interaction)
-        await self.service.allow_channel(who.guild_id, channel.id, allowed=True)
+        async with audited(interaction):
+            await self.service.allow_channel(who.guild_id, channel.id, allowed=True)
         await self._show(interaction, f"Commands allowed in {channel.mention}.")
 
     @channels.command(name="disallow")
@@ -164,14 +237,16 @@ class ConfigCog(
             channel: the channel to remove
         """
         who = requester(interaction)
-        await self.service.allow_channel(who.guild_id, channel.id, allowed=False)
+        async with audited(interaction):
+            await self.service.allow_channel(who.guild_id, channel.id, allowed=False)
         await self._show(interaction, f"{channel.mention} removed.")
 
     @channels.command(name="everywhere")
     async def channels_everywhere(self, interaction: discord.Interaction[GenBot]) -> None:
         """Allow the commands in every channel again."""
         who = requester(interaction)
-        await self.service.allow_everywhere(who.guild_id)
+        async with audited(interaction):
+            await self.service.allow_everywhere(who.guild_id)
         await self._show(interaction, "Commands allowed in every channel.")
 
     @app_commands.command(name="admin-channel")
@@ -185,7 +260,8 @@ class ConfigCog(
             channel: the channel for notices to admins
         """
         who = requester(interaction)
-        await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
+        async with audited(interaction):
+            await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
         await self._show(interaction, "Admin channel updated.")
 
     @app_commands.command(name="confirm-above")
@@ -198,20 +274,205 @@ class ConfigCog(
         """
         who = requester(interaction)
         cents = parse_budget(dollars)
-        await self.bot.services.db.cards.set_confirm_above(
-            who.guild_id, None if cents is None else Decimal(cents)
-        )
+        async with audited(interaction):
+            await self.bot.services.db.cards.set_confirm_above(
+                who.guild_id, None if cents is None else Decimal(cents)
+            )
         await self._show(interaction, "Confirmation threshold updated.")
+
+    # -- policy (issue 13) --------------------------------------------------------------------
+
+    @tier.command(name="set")
+    async def tier_set(
+        self,
+        interaction: discord.Interaction[GenBot],
+        role: discord.Role,
+        daily_per_user: str | None = None,
+        monthly_per_user: str | None = None,
+        videos_at_once: app_commands.Range[int, 1, 100] | None = None,
+        models: str | None = None,
+    ) -> None:
+        """Give members of a role their own limits and models (the most generous tier wins).
+
+        Args:
+            interaction: the interaction.
+            role: the role whose members get this tier
+            daily_per_user: dollars per member per day (UTC), "unlimited" or "default"
+            monthly_per_user: dollars per member per month (UTC), "unlimited" or "default"
+            videos_at_once: videos one member may have in progress
+            models: ids or prefixes, comma-separated (motion-pro/, acme/image-); "all"; "default"
+        """
+        who = requester(interaction)
+        if role.is_default():
+            # Discord never lists @everyone among a member's roles: such a tier would never apply.
+            raise ValidationFailed(
+                "For everyone, use `/config budget`, `/config limits` and `/config models`."
+            )
+        daily: LimitUpdate = UNSET if daily_per_user is None else parse_allowance(daily_per_user)
+        monthly: LimitUpdate = (
+            UNSET if monthly_per_user is None else parse_allowance(monthly_per_user)
+        )
+        new_models: ModelsUpdate = UNSET
+        if models is not None:
+            default = models.strip().casefold() in DEFAULT_WORDS
+            new_models = None if default else parse_models(models)
+        async with audited(interaction):
+            tier = await self.service.set_tier(
+                who.guild_id,
+                role.id,
+                role.name,
+                daily_per_user=daily,
+                monthly_per_user=monthly,
+                videos_at_once=UNSET if videos_at_once is None else videos_at_once,
+                models=new_models,
+            )
+        note = await _unmatched_note(interaction, tier.models or ())
+        await interaction.response.send_message(
+            f"Tier saved. {tier_line(tier)}{note}", ephemeral=True
+        )
+
+    @tier.command(name="remove")
+    async def tier_remove(
+        self, interaction: discord.Interaction[GenBot], role: discord.Role
+    ) -> None:
+        """Remove a role's tier; its members get the server defaults (or their other tiers).
+
+        Args:
+            interaction: the interaction.
+            role: the role whose tier to remove
+        """
+        who = requester(interaction)
+        async with audited(interaction):
+            removed = await self.service.remove_tier(who.guild_id, role.id)
+        text = f"Tier of {role.mention} removed." if removed else f"{role.mention} has no tier."
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @tier.command(name="list")
+    async def tier_list(self, interaction: discord.Interaction[GenBot]) -> None:
+        """List the role tiers."""
+        policy = await self.service.policy(requester(interaction).guild_id)
+        await interaction.response.send_message(embed=tiers_embed(policy), ephemeral=True)
+
+    @models.command(name="allow")
+    async def models_allow(self, interaction: discord.Interaction[GenBot], models: str) -> None:
+        """Set the models members without a tier may use ("all" allows every model).
+
+        Args:
+            interaction: the interaction.
+            models: model ids or prefixes, comma-separated (motion-pro/, acme/image-), or "all"
+        """
+        who = requester(interaction)
+        patterns = parse_models(models)
+        async with audited(interaction):
+            lists = await self.service.set_models(who.guild_id, allowed=patterns)
+        note = await _unmatched_note(interaction, patterns)
+        await interaction.response.send_message(
+            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
+        )
+
+    @models.command(name="block")
+    async def models_block(self, interaction: discord.Interaction[GenBot], models: str) -> None:
+        """Set the models members without a tier may not use ("none" blocks nothing).
+
+        Args:
+            interaction: the interaction.
+            models: model ids or prefixes, comma-separated, or "none"
+        """
+        who = requester(interaction)
+        patterns = () if models.strip().casefold() in NONE_WORDS else parse_models(models)
+        async with audited(interaction):
+            lists = await self.service.set_models(who.guild_id, blocked=patterns)
+        note = await _unmatched_note(interaction, patterns)
+        await interaction.response.send_message(
+            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
+        )
+
+    @models.command(name="show")
+    async def models_show(self, interaction: discord.Interaction[GenBot]) -> None:
+        """Show the models members without a tier may use."""
+        policy = await self.service.policy(requester(interaction).guild_id)
+        await interaction.response.send_message(
+            f"Models for members without a tier: {models_line(policy.models)}.", ephemeral=True
+        )
+
+    @blocked_terms.command(name="add")
+    async def blocked_terms_add(
+        self, interaction: discord.Interaction[GenBot], term: app_commands.Range[str, 1, 100]
+    ) -> None:
+        """Refuse prompts containing a word or phrase (any case, look-alike letters too).
+
+        Args:
+            interaction: the interaction.
+            term: the word or phrase
+        """
+        who = requester(interaction)
+        async with audited(interaction):
+            stored = await self.service.add_blocked_term(who.guild_id, term)
+        await interaction.response.send_message(
+            f"Prompts containing `{stored}` are now refused.", ephemeral=True
+        )
+
+    @blocked_terms.command(name="remove")
+    async def blocked_terms_remove(
+        self, interaction: discord.Interaction[GenBot], term: app_commands.Range[str, 1, 100]
+    ) -> None:
+        """Stop refusing a word or phrase.
+
+        Args:
+            interaction: the interaction.
+            term: the word or phrase
+        """
+        who = requester(interaction)
+        async with audited(interaction):
+            removed = await self.service.remove_blocked_term(who.guild_id, term)
+        text = "Term removed." if removed else "That term was not blocked."
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @blocked_terms.command(name="list")
+    async def blocked_terms_list(self, interaction: discord.Interaction[GenBot]) -> None:
+        """List the blocked words and phrases."""
+        policy = await self.service.policy(requester(interaction).guild_id)
+        terms = ", ".join(f"`{t}`" for t in policy.blocked_terms) or "No blocked terms."
+        await interaction.response.send_message(truncate(terms, 2000), ephemeral=True)
+
+    @app_commands.command(name="cooldown")
+    @app_commands.choices(command=COMMANDS)
+    async def cooldown(
+        self,
+        interaction: discord.Interaction[GenBot],
+        command: str,
+        seconds: app_commands.Range[int, 0, 86400],
+    ) -> None:
+        """Make each member wait between two uses of a command (Manage Server is exempt).
+
+        Args:
+            interaction: the interaction.
+            command: the command: text, image or video
+            seconds: seconds between two uses by one member; 0 removes the cooldown
+        """
+        who = requester(interaction)
+        try:
+            kind = Kind(command)
+        except ValueError:
+            raise ValidationFailed("The command must be text, image or video.") from None
+        async with audited(interaction):
+            await self.service.set_cooldown(who.guild_id, kind, seconds)
+        text = (
+            f"/{kind.value} has no cooldown now."
+            if seconds == 0
+            else f"Members now wait {seconds} s between two uses of /{kind.value}."
+        )
+        await interaction.response.send_message(text, ephemeral=True)
 
     @app_commands.command(name="show")
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
-        """Show this server's settings."""
+        """Show this server's settings and policy."""
         await self._show(interaction, None)
 
     async def _show(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
         config = await self.service.show(guild_id)
-        embed = config_embed(config)
+        embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.bot.services.db.cards.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)

@@ -72,7 +72,7 @@ class ModelsCog(commands.Cog):
     async def models(
         self, interaction: discord.Interaction[GenBot], type: str | None = None
     ) -> None:
-        """List the models, with their prices.
+        """List the models, with their prices; those your roles may not use are marked.
 
         Args:
             interaction: the interaction.
@@ -81,7 +81,8 @@ class ModelsCog(commands.Cog):
         who = requester(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         catalogue = await self.bot.generation.catalogue(who.guild_id)
-        pages = catalogue_pages(catalogue, type)
+        policy = await self.bot.services.billing.member_policy(who.guild_id, who.role_ids)
+        pages = catalogue_pages(catalogue, type, policy.allows)
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0])
         else:

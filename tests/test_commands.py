@@ -13,11 +13,11 @@ from tests.conftest import Stack
 
 @pytest.fixture
 async def tree(stack: Stack) -> AsyncIterator[list[dict[str, Any]]]:
-    bot = GenBot(stack.services)
-    for extension in EXTENSIONS:
-        await bot.load_extension(extension)
-    yield [command.to_dict(bot.tree) for command in bot.tree.get_commands()]
-    await bot.close()
+    # ``async with``: an AutoShardedBot closed without its set-up (made on entering) fails.
+    async with GenBot(stack.services) as bot:
+        for extension in EXTENSIONS:
+            await bot.load_extension(extension)
+        yield [command.to_dict(bot.tree) for command in bot.tree.get_commands()]
 
 
 def options_of(command: dict[str, Any], *path: str) -> dict[str, dict[str, Any]]:

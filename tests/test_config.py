@@ -85,3 +85,41 @@ def test_an_unreachable_discord_is_one_clear_line(tmp_path: Path) -> None:
     assert last.startswith("genbot: cannot start: Discord is unreachable at http://127.0.0.1:9")
     assert "Traceback" not in result.stderr
     assert "token-never-printed" not in result.stderr
+
+
+def test_shard_settings_and_the_shared_rate_limit() -> None:
+    def settings(**values: object) -> Settings:
+        values.setdefault("genapi_base_url", "https://api.example.com/api/v1")
+        return load_settings(_env_file=None, discord_token="t", **values)
+
+    plain = settings()
+    assert (plain.shard_count, plain.shard_id_list, plain.poller_enabled) == (None, None, True)
+    assert not plain.rate_limit_shared  # one process on SQLite: the in-process limiter
+    split = settings(shard_count=2, shard_ids=" 1, 0 ")
+    assert split.shard_id_list == [1, 0] and split.rate_limit_shared
+    assert settings(poller_enabled=False).rate_limit_shared
+    assert not settings(poller_enabled=False, shared_rate_limit=False).rate_limit_shared
+    with pytest.raises(SettingsError, match="SHARD_COUNT"):
+        settings(shard_ids="0")
+    with pytest.raises(SettingsError, match="below SHARD_COUNT"):
+        settings(shard_count=2, shard_ids="0,2")
+    with pytest.raises(SettingsError, match=r"SHARD_IDS: .*separated by commas"):
+        settings(shard_count=2, shard_ids="zero")
+    # The sandbox's emulator lives inside one process: no other process could poll its tasks.
+    with pytest.raises(SettingsError, match="GENAPI_BASE_URL is needed"):
+        settings(genapi_base_url=None, poller_enabled=False)
+
+
+def test_a_worker_in_sandbox_mode_is_refused_with_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "bot", "worker"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DISCORD_TOKEN": "t"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("genbot: cannot start: GENAPI_BASE_URL is needed")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "data").exists()  # nothing was created

@@ -211,7 +211,9 @@ def test_the_url_password_never_appears_in_a_settings_error() -> None:
     assert "hunter2" not in str(settings)
     url = settings.database_url
     assert url is not None
-    assert redact_database_url(url.get_secret_value()) == "postgresql://bot:***@db:5432/genbot"
+    assert (
+        redact_database_url(url.get_secret_value()) == "postgresql://bot:[redacted]@db:5432/genbot"
+    )
 
 
 async def test_the_url_password_never_appears_when_the_server_refuses(

@@ -195,13 +195,15 @@ async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualCloc
 def test_migrations_are_numbered_without_gaps() -> None:
     found = [(m.version, m.name) for m in load_migrations()]
     assert [version for version, _ in found] == list(range(1, len(found) + 1))
-    assert found[:6] == [
+    assert found[:8] == [
         (1, "initial"),
         (2, "job_schedule"),
         (3, "jobs_listing"),
         (4, "retired_keys"),
         (5, "exact_money"),
         (6, "delivery"),
+        (7, "cards"),
+        (8, "policy"),
     ]
 
 
@@ -622,7 +624,9 @@ async def test_leased_jobs_and_busy_keys_are_left_out_of_the_due_set(store: Sqli
     # A key with no room to poll cannot fill the batch and starve the others.
     assert [j.id for j in await store.jobs.due(now, limit=2, skip_keys=["busy"])] == [calm.id]
 
-    await store.jobs.lease([busy[0].id, calm.id], now + 30)
+    # One claim per key: the earliest busy job and the calm one are leased until now + 30.
+    claimed = await store.jobs.claim_due(now, now + 30, limit=10, per_key=1)
+    assert sorted(j.id for j in claimed) == sorted([busy[0].id, calm.id])
     assert [j.id for j in await store.jobs.due(now, limit=10)] == [busy[1].id, busy[2].id]
     assert busy[0].id in [j.id for j in await store.jobs.due(now + 30, limit=10)]  # lease over
     await store.jobs.schedule_poll(calm.id, now + 5, 1)  # the poll's own reschedule ends the lease

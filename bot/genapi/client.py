@@ -46,7 +46,7 @@ from bot.genapi.models import (
     TextResult,
     VideoRequest,
 )
-from bot.genapi.ratelimit import Priority, RateLimiter
+from bot.genapi.ratelimit import Limiter, Priority
 from bot.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class GenAPIClient:
         base_url: str,
         *,
         http: httpx.AsyncClient,
-        limiter: RateLimiter,
+        limiter: Limiter,
         clock: Clock,
         interactive_max_wait: float = 8.0,
         attempts: int = 3,
@@ -240,7 +240,7 @@ class GenAPIClient:
         return f"GenAPIClient(base_url={str(self._base)!r})"
 
     @property
-    def limiter(self) -> RateLimiter:
+    def limiter(self) -> Limiter:
         """The limiter every request of this client goes through."""
         return self._limiter
 

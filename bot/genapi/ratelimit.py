@@ -36,7 +36,7 @@ import heapq
 import itertools
 from collections import deque
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot.clock import Clock, sleep_or_wake
 from bot.genapi.errors import RateLimitWaitTooLong
@@ -50,6 +50,31 @@ class Priority(IntEnum):
 
     INTERACTIVE = 0
     BACKGROUND = 1
+
+
+class KeyGate(Protocol):
+    """What :class:`~bot.genapi.client.GenAPIClient` needs of one key's limiter."""
+
+    def block_for(self, seconds: float) -> None:
+        """Release nothing for ``seconds`` (a 429's ``Retry-After``)."""
+
+    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+        """Wait until one request may be sent now, and count it as sent.
+
+        Raises:
+            RateLimitWaitTooLong: the wait would exceed ``max_wait`` (nothing is counted).
+        """
+
+
+class Limiter(Protocol):
+    """Per-key limiters, for this process or for every process on the database.
+
+    :class:`RateLimiter` counts this process's requests;
+    :class:`~bot.genapi.shared_ratelimit.SharedRateLimiter` those of every process.
+    """
+
+    def for_key(self, fingerprint: str) -> KeyGate:
+        """Return the limiter of the key with ``fingerprint``."""
 
 
 class KeyLimiter:

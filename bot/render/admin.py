@@ -124,6 +124,9 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
             for model, count, cents in report.by_model[:TOP_USERS]
         )
         embed.add_field(name="By model, this month", value=models[:1024], inline=False)
+    if user_id is None and report.by_tier:
+        tiers = "\n".join(f"{name}: {format_cents(cents)}" for name, cents in report.by_tier)
+        embed.add_field(name="By tier, this month", value=tiers[:1024], inline=False)
     if user_id is None and report.anomalies:
         embed.add_field(
             name="Charges to check",

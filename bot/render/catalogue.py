@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import discord
@@ -20,7 +21,9 @@ _PER_PAGE: Final = {"video": 12, "image": 24, "text": 24}
 _FOOTER_ROOM: Final = 32
 
 
-def catalogue_pages(catalogue: Catalogue, kind: str | None) -> list[discord.Embed]:
+def catalogue_pages(
+    catalogue: Catalogue, kind: str | None, available: Callable[[str], bool] | None = None
+) -> list[discord.Embed]:
     """Render the catalogue as embeds, one per page, footed "Page i/n".
 
     Each model is one inline field: its label as the name, its id and details as the value.
@@ -31,6 +34,8 @@ def catalogue_pages(catalogue: Catalogue, kind: str | None) -> list[discord.Embe
     Args:
         catalogue: the service's catalogue.
         kind: ``"video"``, ``"image"`` or ``"text"``; None for all three, video first.
+        available: whether the reader may use a model id (their role tiers, issue 13); the
+            others are marked "not available to you". None marks nothing.
 
     Returns:
         At least one embed; a single "no models" page when there is nothing to list.
@@ -42,13 +47,26 @@ def catalogue_pages(catalogue: Catalogue, kind: str | None) -> list[discord.Embe
         raise ValueError(f"unknown model kind {kind!r}")
     pages: list[discord.Embed] = []
     for each in KINDS if kind is None else (kind,):
-        pages += _kind_pages(each, _entries(catalogue, each))
+        entries = _entries(catalogue, each)
+        if available is not None:
+            ids = [m.id for m in _models(catalogue, each)]
+            entries = [
+                (name if available(model_id) else f"{name} (not available to you)", value)
+                for model_id, (name, value) in zip(ids, entries, strict=True)
+            ]
+        pages += _kind_pages(each, entries)
     if not pages:
         what = "models" if kind is None else f"{kind} models"
         pages = [discord.Embed(title="Models", description=f"No {what} are available.")]
     for number, page in enumerate(pages, start=1):
         page.set_footer(text=f"Page {number}/{len(pages)}")
     return pages
+
+
+def _models(catalogue: Catalogue, kind: str) -> Sequence[TextModel | ImageModel | VideoModel]:
+    if kind == "video":
+        return catalogue.video
+    return catalogue.image if kind == "image" else catalogue.text
 
 
 def _entries(catalogue: Catalogue, kind: str) -> list[tuple[str, str]]:

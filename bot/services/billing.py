@@ -29,15 +29,17 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
 from bot.metrics import Metrics
+from bot.services.policy import MemberPolicy, member_policy
 from bot.storage import (
     Charge,
     ChargeAnomaly,
@@ -172,6 +174,8 @@ class UsageReport:
             use; None if unknown.
         anomalies: charges reported this month that broke the protocol (see
             :func:`charge_anomaly`), for the admins to check with the provider.
+        by_tier: ``(tier name, cents)`` this month, largest first (whole-server reports only;
+            ``"no tier"`` for members without a tier role).
 
     Amounts are exact Decimal cents.
     """
@@ -184,6 +188,7 @@ class UsageReport:
     by_model: list[tuple[str, int, Decimal]]
     last_remaining_credits_cents: Decimal | None
     anomalies: int = 0
+    by_tier: list[tuple[str, Decimal]] = field(default_factory=list)
 
 
 class Billing:
@@ -210,6 +215,10 @@ class Billing:
         self._defaults = defaults
         self._clock = clock
         self._ttl = reservation_ttl
+        # The tier each reservation was made under, until it is settled or released: the
+        # charge is recorded with it (for /usage by tier). Lost with the process, as are the
+        # reservations' callers.
+        self._tiers: dict[int, tuple[int | None, float]] = {}
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -232,6 +241,26 @@ class Billing:
         """Return the guild's effective limits."""
         return self._limits(await self._db.guilds.settings(guild_id))
 
+    async def member_policy(
+        self, guild_id: int, role_ids: Collection[int], repos: Repositories | None = None
+    ) -> MemberPolicy:
+        """Return a member's effective policy: the most generous of their role tiers per limit.
+
+        Args:
+            guild_id: the guild.
+            role_ids: the member's role ids (Discord's interaction member object).
+            repos: read within this transaction; None reads committed data.
+        """
+        db = repos if repos is not None else self._db
+        limits = self._limits(await db.guilds.settings(guild_id))
+        return member_policy(
+            await db.policy.tiers(guild_id),
+            role_ids,
+            daily_default=limits.user_daily_budget_cents,
+            videos_default=limits.max_pending_videos_per_user,
+            lists=await db.policy.model_lists(guild_id),
+        )
+
     async def reserve(
         self,
         *,
@@ -240,16 +269,25 @@ class Billing:
         kind: Kind,
         model: str,
         cost_cents: Decimal | int | None,
+        role_ids: Collection[int] = (),
+        cooldown_exempt: bool = False,
     ) -> Reservation:
-        """Check the budgets and caps and hold the request's cost, atomically.
+        """Check the policy, budgets and caps and hold the request's cost, atomically.
+
+        The member's policy (issue 13) is the most generous of their role tiers per limit, or
+        the server defaults: model access, the command's cooldown, their pending-video cap,
+        their daily and monthly allowances; the server's monthly budget and video cap apply to
+        everyone. A refused request holds nothing and starts no cooldown.
 
         Args:
             guild_id: the guild paying.
             user_id: the requesting user.
-            kind: what is generated.
-            model: the model id.
+            kind: what is generated (also the command whose cooldown applies).
+            model: the model id; empty when the service picks its default (text).
             cost_cents: the known price (videos: :func:`video_cost_cents`); None when unknown
                 (text, image): the model's learned estimate is held instead, 0 without history.
+            role_ids: the member's role ids, for their tiers.
+            cooldown_exempt: skip the cooldown (members with Manage Server).
 
         Returns:
             The reservation, to :meth:`settle` or :meth:`release`.
@@ -257,8 +295,11 @@ class Billing:
         Raises:
             ConcurrencyLimitReached: (videos) the user's or the guild's pending videos, counting
                 reservations in flight, are at the cap.
-            BudgetExceeded: the guild's monthly or the user's daily budget is spent, or has
-                less left than the cost (estimate).
+            BudgetExceeded: the guild's monthly budget or the member's daily or monthly
+                allowance is spent, or has less left than the cost (estimate).
+            ValidationFailed: the member's tiers (or the server's model list) do not allow
+                ``model``.
+            CooldownActive: the member used the command less than its cooldown ago.
             ValueError: ``cost_cents`` is negative.
         """
         if cost_cents is not None and cost_cents < 0:
@@ -268,17 +309,41 @@ class Billing:
             await tx.guilds.lock(guild_id)
             await tx.ledger.expire_reservations(now)
             limits = self._limits(await tx.guilds.settings(guild_id))
+            policy = await self.member_policy(guild_id, role_ids, tx)
+            if model and not policy.allows(model):
+                raise ValidationFailed(
+                    f"`{model}` is not available to your roles here; pick one from the list."
+                )
+            seconds = None if cooldown_exempt else (await tx.policy.cooldowns(guild_id)).get(kind)
+            if seconds is not None:
+                last = await tx.policy.last_use(guild_id, user_id, kind)
+                if last is not None and now < last + seconds:
+                    raise CooldownActive(kind.value, last + seconds)
             if kind is Kind.VIDEO:
-                await self._check_video_caps(tx, limits, guild_id, user_id, now)
+                caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
+                await self._check_video_caps(tx, caps, guild_id, user_id, now)
             needed = Decimal(cost_cents) if cost_cents is not None else await _estimate(tx, model)
             if limits.monthly_budget_cents is not None:
                 spent = await tx.ledger.spent_since(guild_id, month_start(now))
                 held = await tx.ledger.reserved_cents(guild_id, now)
                 _check_budget("guild", limits.monthly_budget_cents - spent - held, needed)
-            if limits.user_daily_budget_cents is not None:
-                spent = await tx.ledger.spent_since(guild_id, day_start(now), user_id=user_id)
+            for scope, allowance, since in (
+                ("user", policy.daily, day_start(now)),
+                ("user_month", policy.monthly, month_start(now)),
+            ):
+                if allowance.value is None:
+                    continue
+                spent = await tx.ledger.spent_since(guild_id, since, user_id=user_id)
                 held = await tx.ledger.reserved_cents(guild_id, now, user_id=user_id)
-                _check_budget("user", limits.user_daily_budget_cents - spent - held, needed)
+                _check_budget(
+                    scope,
+                    allowance.value - spent - held,
+                    needed,
+                    limit=allowance.value,
+                    source=allowance.source,
+                )
+            if seconds is not None:
+                await tx.policy.record_use(guild_id, user_id, kind, now)
             reservation = await tx.ledger.add_reservation(
                 guild_id=guild_id,
                 user_id=user_id,
@@ -289,6 +354,12 @@ class Billing:
                 expires_at=now + self._ttl,
             )
         self._count("reserved", kind, needed)
+        # A reservation neither settled nor released (a call that may have been charged) is
+        # forgotten one TTL after it expired: no call of ours outlives that.
+        stale = [rid for rid, (_, expires) in self._tiers.items() if expires + self._ttl < now]
+        for rid in stale:
+            del self._tiers[rid]
+        self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
         return reservation
 
     @staticmethod
@@ -325,6 +396,8 @@ class Billing:
             ConstraintError: a constraint failed other than "task already recorded"; nothing
                 of the transaction is kept.
         """
+        tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
+        charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
             log.error(
@@ -353,6 +426,7 @@ class Billing:
 
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge."""
+        self._tiers.pop(reservation.id, None)
         await self._db.ledger.delete_reservation(reservation.id)
         self._count("released", reservation.kind, reservation.amount_cents)
 
@@ -440,7 +514,15 @@ class Billing:
             ),
             last_remaining_credits_cents=remaining,
             anomalies=await self._db.ledger.anomaly_count(guild_id, month_start(now)),
+            by_tier=[] if user_id is not None else await self._by_tier(guild_id, month_start(now)),
         )
+
+    async def _by_tier(self, guild_id: int, since: float) -> list[tuple[str, Decimal]]:
+        names = {t.role_id: t.role_name for t in await self._db.policy.tiers(guild_id)}
+        return [
+            ("no tier" if role is None else names.get(role, f"removed tier <@&{role}>"), cents)
+            for role, cents in await self._db.policy.spent_by_tier(guild_id, since)
+        ]
 
 
 def _first(value: _T | None, default: _T) -> _T:
@@ -458,8 +540,17 @@ async def _estimate(tx: Repositories, model: str) -> Decimal:
     return from_micro(to_micro(sum(costs, Decimal(0)) / len(costs)))
 
 
-def _check_budget(scope: str, remaining: Decimal, needed: Decimal) -> None:
+def _check_budget(
+    scope: str,
+    remaining: Decimal,
+    needed: Decimal,
+    *,
+    limit: int | None = None,
+    source: str | None = None,
+) -> None:
     # A spent budget refuses even a request estimated at 0: the estimate may be wrong, the
     # overrun is certain.
     if remaining <= 0 or needed > remaining:
-        raise BudgetExceeded(scope, max(Decimal(0), remaining), needed)
+        raise BudgetExceeded(
+            scope, max(Decimal(0), remaining), needed, limit_cents=limit, source=source
+        )

@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import unicodedata
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
 from bot.clock import Clock
-from bot.errors import ValidationFailed
+from bot.errors import PromptBlocked, ValidationFailed
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
@@ -31,6 +32,7 @@ from bot.genapi.models import (
 )
 from bot.services.billing import Billing, video_cost_cents
 from bot.services.keys import KeyResolver, ResolvedKey
+from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
 from bot.storage.models import Charge, GuildSettings, Job, Kind, NewJob, Reservation
@@ -77,6 +79,9 @@ KeyProblem = Literal["unauthorized", "insufficient_credits"]
 NotifyAdmins = Callable[[int, int, KeyProblem], Awaitable[None]]
 """``async (guild_id, admin_channel_id, problem)``: tell a guild's admins of a key problem."""
 
+AdminLog = Callable[[int, int, str], Awaitable[None]]
+"""``async (guild_id, admin_channel_id, text)``: post one line in a guild's admin channel."""
+
 
 @dataclass(frozen=True, slots=True)
 class Requester:
@@ -86,12 +91,16 @@ class Requester:
         channel_id: where the command was used (a thread's own id in a thread); results go here.
         parent_channel_id: in a thread or a forum post, its parent channel or forum, whose
             allowed-channel setting it inherits; None elsewhere.
+        role_ids: the member's roles (the interaction's member object), for role tiers.
+        manage_guild: the member has Manage Server here (exempt from cooldowns).
     """
 
     guild_id: int
     channel_id: int
     user_id: int
     parent_channel_id: int | None = None
+    role_ids: frozenset[int] = frozenset()
+    manage_guild: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +387,57 @@ class GenerationService:
         self._schedule = schedule
         self._clock = clock
         self._notify_admins = notify_admins
+        self._admin_log: AdminLog | None = None
         self._default_text_model: str | None = None
+
+    def set_admin_log(self, admin_log: AdminLog | None) -> None:
+        """Set where policy refusals worth an admin's eye (blocked terms) are posted.
+
+        Args:
+            admin_log: called with a guild's admin channel when it has one; None posts nothing.
+        """
+        self._admin_log = admin_log
+
+    async def _check_terms(
+        self, who: Requester, settings: GuildSettings, *texts: str | None
+    ) -> None:
+        """Refuse a prompt with a blocked term, before any reservation or upstream call.
+
+        The member gets one neutral sentence; the admin channel (if set) gets who, where and
+        which term.
+
+        Raises:
+            PromptBlocked: a text contains one of the guild's blocked terms.
+        """
+        terms = await self._db.policy.blocked_terms(who.guild_id)
+        if not terms:
+            return
+        for text in texts:
+            term = None if text is None else find_blocked_term(text, terms)
+            if term is None:
+                continue
+            log.info("refused a prompt in guild %s: blocked term", who.guild_id)
+            if settings.admin_channel_id is not None and self._admin_log is not None:
+                await self._admin_log(
+                    who.guild_id,
+                    settings.admin_channel_id,
+                    f"Refused a prompt from <@{who.user_id}> in <#{who.channel_id}>: "
+                    f"blocked term `{term}`.",
+                )
+            raise PromptBlocked(term)
+
+    async def _reserve(
+        self, who: Requester, kind: Kind, model: str, cost_cents: Decimal | None
+    ) -> Reservation:
+        return await self._billing.reserve(
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            kind=kind,
+            model=model,
+            cost_cents=cost_cents,
+            role_ids=who.role_ids,
+            cooldown_exempt=who.manage_guild,
+        )
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
@@ -440,14 +499,13 @@ class GenerationService:
             GenAPIError: the call failed.
         """
         settings = await self._check_channel(who)
+        await self._check_terms(who, settings, options.prompt, options.system)
         key = await self._keys.resolve(who.guild_id)
         request = check_text(self._catalogue.current, options)
         # Without a model the service picks its default (spec 4.5); the estimate is learned
         # under the model it reports, so remember which one that was.
         model = request.model or self._default_text_model or ""
-        reservation = await self._billing.reserve(
-            guild_id=who.guild_id, user_id=who.user_id, kind=Kind.TEXT, model=model, cost_cents=None
-        )
+        reservation = await self._reserve(who, Kind.TEXT, model, None)
         result = await self._charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
@@ -461,20 +519,24 @@ class GenerationService:
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
         """Generate an image (spec 4.4): a result, or a job for an asynchronous model.
 
+        Without a model, the first image model the member's role tiers allow is used.
+
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
         settings = await self._check_channel(who)
+        await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
-        request = check_image(await self.catalogue(who.guild_id), options)
-        reservation = await self._billing.reserve(
-            guild_id=who.guild_id,
-            user_id=who.user_id,
-            kind=Kind.IMAGE,
-            model=request.model,
-            cost_cents=None,
-        )
+        catalogue = await self.catalogue(who.guild_id)
+        if options.model is None:
+            # The default is the first image model the member's roles allow (issue 13).
+            policy = await self._billing.member_policy(who.guild_id, who.role_ids)
+            usable = [m.id for m in catalogue.image if policy.allows(m.id)]
+            if usable:
+                options = replace(options, model=usable[0])
+        request = check_image(catalogue, options)
+        reservation = await self._reserve(who, Kind.IMAGE, request.model, None)
         result = await self._charged(
             reservation, settings, self._client.generate_image(key.key, request)
         )
@@ -508,15 +570,15 @@ class GenerationService:
             GenAPIError: the call failed.
         """
         settings = await self._check_channel(who)
+        await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
         model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
-        reservation = await self._billing.reserve(
-            guild_id=who.guild_id,
-            user_id=who.user_id,
-            kind=Kind.VIDEO,
-            model=model.id,
-            cost_cents=video_cost_cents(model.cost_cents_per_5s, request.duration),
+        reservation = await self._reserve(
+            who,
+            Kind.VIDEO,
+            model.id,
+            video_cost_cents(model.cost_cents_per_5s, request.duration),
         )
         task = await self._charged(
             reservation, settings, self._client.generate_video(key.key, request)

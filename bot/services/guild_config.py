@@ -1,19 +1,42 @@
-"""What ``/config`` changes: a guild's API key, budgets, caps, channels and notice channel."""
+"""What ``/config`` changes: a guild's key, limits, channels, notices and policy, audited.
+
+The policy (issue 13): role tiers, the server-wide model list, blocked terms, cooldowns.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import TypeAlias
 
 from pydantic import SecretStr
 
-from bot.errors import KeyEncryptionUnavailable, ValidationFailed
+from bot.clock import Clock, SystemClock
+from bot.errors import KeyEncryptionUnavailable, ValidationFailed, format_cents
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.services.billing import Billing, Limits
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
+from bot.services.policy import (
+    MAX_TERM_LENGTH,
+    describe_allowance,
+    describe_models,
+    normalise_term,
+)
 from bot.storage import UNSET, Database, LimitUpdate
+from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Tier
+from bot.storage.repositories import Unset
+
+DEFAULT_WORDS = frozenset({"default", "server", "inherit"})
+"""What an admin types for "the server default" in a tier's option."""
+
+ModelsUpdate: TypeAlias = tuple[str, ...] | Unset | None
+"""A tier's new models: patterns, None (the server's list), or UNSET (kept)."""
+
+NO_VALUE = "—"
+"""An audited setting that had (or has) no value."""
 
 _KEY_SHAPE = re.compile(r"^\S{8,256}$")
 """An API key: one word of 8 to 256 characters (the spec shows only that it has a prefix)."""
@@ -41,6 +64,39 @@ def parse_budget(text: str) -> int | None:
     return int(dollars) * 100 + int((cents or "0").ljust(2, "0"))
 
 
+def parse_allowance(text: str) -> int | None:
+    """Read a tier's allowance: dollars, ``unlimited``, or ``default`` (the server's).
+
+    Returns:
+        Whole cents; :data:`~bot.storage.models.UNLIMITED`; None for the server default.
+
+    Raises:
+        ValidationFailed: none of these.
+    """
+    cleaned = text.strip().casefold()
+    if cleaned in DEFAULT_WORDS:
+        return None
+    cents = parse_budget(text)
+    return UNLIMITED if cents is None else cents
+
+
+@dataclass(frozen=True, slots=True)
+class ServerPolicy:
+    """A guild's policy (issue 13), as ``/config show`` and ``/config tier list`` display it.
+
+    Attributes:
+        tiers: the role tiers, by role name.
+        models: the server-wide model list (members without a tier).
+        blocked_terms: normalised, sorted.
+        cooldowns: seconds per command.
+    """
+
+    tiers: list[Tier] = field(default_factory=list)
+    models: ModelLists = field(default_factory=ModelLists)
+    blocked_terms: list[str] = field(default_factory=list)
+    cooldowns: dict[Kind, int] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class GuildConfig:
     """A guild's effective configuration, as ``/config show`` displays it.
@@ -52,6 +108,7 @@ class GuildConfig:
         allowed_channel_ids: channels the commands are limited to; empty = everywhere.
         admin_channel_id: where key problems are announced; None = nowhere.
         encryption_available: whether a guild key can be stored at all.
+        policy: role tiers, model list, blocked terms and cooldowns.
     """
 
     key_source: str | None
@@ -60,6 +117,7 @@ class GuildConfig:
     allowed_channel_ids: frozenset[int]
     admin_channel_id: int | None
     encryption_available: bool
+    policy: ServerPolicy = field(default_factory=ServerPolicy)
 
 
 class GuildConfigService:
@@ -74,6 +132,7 @@ class GuildConfigService:
         default_key_set: whether ``GENAPI_API_KEY`` is set.
         catalogue: the catalogue cache, told to stop refreshing with a key that is replaced or
             removed (it then uses the default key).
+        clock: stamps the audit log (UTC epoch seconds).
     """
 
     def __init__(
@@ -86,7 +145,9 @@ class GuildConfigService:
         client: GenAPIClient,
         default_key_set: bool,
         catalogue: CatalogueCache | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self._clock = clock or SystemClock()
         self._db = db
         self._keys = keys
         self._vault = vault
@@ -194,4 +255,191 @@ class GuildConfigService:
             allowed_channel_ids=settings.allowed_channel_ids,
             admin_channel_id=settings.admin_channel_id,
             encryption_available=self._vault.available,
+            policy=await self.policy(guild_id),
         )
+
+    # -- policy (issue 13) --------------------------------------------------------------------
+
+    async def policy(self, guild_id: int) -> ServerPolicy:
+        """Return the guild's tiers, model list, blocked terms and cooldowns."""
+        return ServerPolicy(
+            tiers=await self._db.policy.tiers(guild_id),
+            models=await self._db.policy.model_lists(guild_id),
+            blocked_terms=await self._db.policy.blocked_terms(guild_id),
+            cooldowns=await self._db.policy.cooldowns(guild_id),
+        )
+
+    async def set_tier(
+        self,
+        guild_id: int,
+        role_id: int,
+        role_name: str,
+        *,
+        daily_per_user: LimitUpdate = UNSET,
+        monthly_per_user: LimitUpdate = UNSET,
+        videos_at_once: LimitUpdate = UNSET,
+        models: ModelsUpdate = UNSET,
+    ) -> Tier:
+        """Create or change a role's tier; options left :data:`UNSET` keep their value.
+
+        A new tier's unset options are the server defaults (None). Allowances are whole
+        cents or :data:`~bot.storage.models.UNLIMITED`; ``models`` patterns (``("*",)`` = all).
+
+        Returns:
+            The tier as stored.
+        """
+        tiers = await self._db.policy.tiers(guild_id)
+        old = next((t for t in tiers if t.role_id == role_id), Tier(guild_id, role_id, role_name))
+        tier = Tier(
+            guild_id,
+            role_id,
+            role_name,
+            daily_per_user_cents=_kept(daily_per_user, old.daily_per_user_cents),
+            monthly_per_user_cents=_kept(monthly_per_user, old.monthly_per_user_cents),
+            videos_at_once=_kept(videos_at_once, old.videos_at_once),
+            models=old.models if models is UNSET else models,
+        )
+        await self._db.policy.set_tier(tier)
+        return tier
+
+    async def remove_tier(self, guild_id: int, role_id: int) -> bool:
+        """Delete a role's tier; False if it had none."""
+        return await self._db.policy.delete_tier(guild_id, role_id)
+
+    async def set_models(
+        self,
+        guild_id: int,
+        *,
+        allowed: tuple[str, ...] | None = None,
+        blocked: tuple[str, ...] | None = None,
+    ) -> ModelLists:
+        """Replace the allowed or the blocked part of the server-wide model list.
+
+        Args:
+            guild_id: the guild.
+            allowed: patterns members without a tier may use; ``("*",)`` or empty = all;
+                None keeps the current ones.
+            blocked: patterns they may not use; None keeps the current ones.
+
+        Returns:
+            The model list now in force.
+        """
+        lists = await self._db.policy.model_lists(guild_id)
+        if allowed is not None:
+            lists = replace(lists, allowed=() if allowed == ("*",) else allowed)
+        if blocked is not None:
+            lists = replace(lists, blocked=blocked)
+        await self._db.policy.set_model_lists(guild_id, lists)
+        return await self._db.policy.model_lists(guild_id)
+
+    async def add_blocked_term(self, guild_id: int, text: str) -> str:
+        """Add a blocked term (normalised as prompts are compared).
+
+        Returns:
+            The term as stored.
+
+        Raises:
+            ValidationFailed: empty after normalisation, or too long.
+        """
+        term = _checked_term(text)
+        await self._db.policy.add_blocked_term(guild_id, term)
+        return term
+
+    async def remove_blocked_term(self, guild_id: int, text: str) -> bool:
+        """Remove a blocked term; False if it was not blocked.
+
+        Raises:
+            ValidationFailed: empty after normalisation, or too long.
+        """
+        return await self._db.policy.remove_blocked_term(guild_id, _checked_term(text))
+
+    async def set_cooldown(self, guild_id: int, command: Kind, seconds: int) -> None:
+        """Set a command's per-member cooldown, seconds; 0 removes it."""
+        await self._db.policy.set_cooldown(guild_id, command, seconds)
+
+    # -- audit --------------------------------------------------------------------------------
+
+    async def snapshot(self, guild_id: int) -> dict[str, str]:
+        """Return every setting as ``{what: value for people}``, to diff around a change.
+
+        The API key appears only as whose it is and its last four characters, never itself.
+        """
+        config = await self.show(guild_id)
+        limits = config.limits
+        if config.key_source == "guild":
+            key = f"this server's own, ending in {config.key_last4}"
+        else:
+            key = "not set"
+        values = {
+            "API key": key,
+            "monthly budget": _dollars(limits.monthly_budget_cents),
+            "daily budget per member": _dollars(limits.user_daily_budget_cents),
+            "videos in progress per member": str(limits.max_pending_videos_per_user),
+            "videos in progress per server": str(limits.max_pending_videos_per_guild),
+            "channels": " ".join(f"<#{c}>" for c in sorted(config.allowed_channel_ids)) or "all",
+            "admin channel": f"<#{config.admin_channel_id}>" if config.admin_channel_id else "off",
+            "allowed models": describe_models(config.policy.models.allowed or ("*",)),
+            "blocked models": describe_models(config.policy.models.blocked),
+            "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
+        }
+        for term in config.policy.blocked_terms:
+            values[f"blocked term `{term}`"] = "blocked"
+        for kind, seconds in config.policy.cooldowns.items():
+            values[f"cooldown /{kind.value}"] = f"{seconds} s"
+        for tier in config.policy.tiers:
+            name = f"tier {tier.role_name} (<@&{tier.role_id}>)"
+            values[f"{name}: daily per member"] = describe_allowance(tier.daily_per_user_cents)
+            values[f"{name}: monthly per member"] = describe_allowance(tier.monthly_per_user_cents)
+            values[f"{name}: videos at once"] = (
+                "server default" if tier.videos_at_once is None else str(tier.videos_at_once)
+            )
+            values[f"{name}: models"] = describe_models(tier.models)
+        return values
+
+    async def record_changes(
+        self, guild_id: int, user_id: int, before: dict[str, str]
+    ) -> list[AuditEntry]:
+        """Compare the settings with ``before`` (a :meth:`snapshot`) and log each change.
+
+        Every changed, added or removed setting becomes one audit row (who, what, old, new).
+
+        Returns:
+            The entries written, in the snapshot's order; empty if nothing changed.
+        """
+        after = await self.snapshot(guild_id)
+        now = self._clock.time()
+        entries = [
+            AuditEntry(
+                guild_id, user_id, what, before.get(what, NO_VALUE), after.get(what, NO_VALUE), now
+            )
+            for what in [*after, *(w for w in before if w not in after)]
+            if before.get(what) != after.get(what)
+        ]
+        for entry in entries:
+            await self._db.policy.add_audit(entry)
+        return entries
+
+    async def audit(self, guild_id: int, limit: int = 10) -> list[AuditEntry]:
+        """Return the guild's latest audit entries, newest first."""
+        return await self._db.policy.audit(guild_id, limit)
+
+
+def _kept(update: LimitUpdate, old: int | None) -> int | None:
+    return old if update is UNSET else update
+
+
+def _dollars(cents: int | None) -> str:
+    return "unlimited" if cents is None else format_cents(cents)
+
+
+def _checked_term(text: str) -> str:
+    term = normalise_term(text)
+    if not term:
+        raise ValidationFailed("The term is empty.")
+    if len(term) > MAX_TERM_LENGTH:
+        raise ValidationFailed(f"A term has at most {MAX_TERM_LENGTH} characters.")
+    return term
+
+
+def _confirm_above(cents: Decimal | None) -> str:
+    return "off" if cents is None else format_cents(cents)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 
 class Kind(StrEnum):
@@ -91,6 +91,8 @@ class Charge:
             None when it reported no usable number.
         key_fingerprint: :func:`bot.services.keys.fingerprint` of the key charged.
         at: when the charge was reported, UTC epoch seconds.
+        tier_role_id: the role of the member's tier when they asked (issue 13; see
+            :class:`Tier`), for ``/usage`` by tier; None = the server defaults.
     """
 
     guild_id: int
@@ -103,6 +105,7 @@ class Charge:
     remaining_credits_cents: Decimal | None
     key_fingerprint: str
     at: float
+    tier_role_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +203,9 @@ class Job(NewJob):
         next_delivery_at: when to attempt delivery next, UTC epoch seconds; None while pending
             or once delivered.
         delivery_error: the last delivery failure, for people; None if none.
+        poll_token: the fencing token of the latest poll lease (incremented by every
+            ``claim_due``); a write carrying an older one is ignored.
+        delivery_token: the same for delivery leases (``claim_deliveries``).
     """
 
     id: int
@@ -215,6 +221,8 @@ class Job(NewJob):
     delivery_attempts: int = 0
     next_delivery_at: float | None = None
     delivery_error: str | None = None
+    poll_token: int = 0
+    delivery_token: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,3 +298,67 @@ class ResultRequest:
     job_id: int | None
     options: dict[str, Any]
     outputs: tuple[str, ...]
+
+
+UNLIMITED: Final = -1
+"""A tier's allowance that is unlimited (stored as -1; None in a :class:`Tier` = server default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A role tier of a guild's policy (issue 13): what members with ``role_id`` may spend and use.
+
+    Attributes:
+        guild_id: the guild.
+        role_id: the Discord role whose members get this tier.
+        role_name: the role's name when the tier was last set, for messages.
+        daily_per_user_cents: whole cents per member per UTC day; :data:`UNLIMITED`; None =
+            the server's daily budget per member.
+        monthly_per_user_cents: whole cents per member per UTC calendar month;
+            :data:`UNLIMITED`; None = the server default (unlimited: the server has none).
+        videos_at_once: cap on a member's pending videos; None = the server's cap per member.
+        models: model ids or prefixes (``"motion-pro/"``) this tier may use, ``("*",)`` for
+            all; None = the server's model list.
+    """
+
+    guild_id: int
+    role_id: int
+    role_name: str
+    daily_per_user_cents: int | None = None
+    monthly_per_user_cents: int | None = None
+    videos_at_once: int | None = None
+    models: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLists:
+    """A guild's server-wide model list, for members without a tier (issue 13).
+
+    Attributes:
+        allowed: ids or prefixes members may use; empty = every model.
+        blocked: ids or prefixes members may not use, even if ``allowed`` matches them.
+    """
+
+    allowed: tuple[str, ...] = ()
+    blocked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One change made through ``/config``, as kept in the database (never a key).
+
+    Attributes:
+        guild_id: the guild.
+        user_id: the admin who made it.
+        what: the setting, e.g. ``"tier Patron: daily per member"``.
+        old: its value before, for people; ``"—"`` when it had none.
+        new: its value after.
+        at: UTC epoch seconds.
+    """
+
+    guild_id: int
+    user_id: int
+    what: str
+    old: str
+    new: str
+    at: float

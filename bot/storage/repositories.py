@@ -39,6 +39,7 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
@@ -46,6 +47,7 @@ from enum import Enum
 from typing import Any, Final, Protocol, TypeAlias
 
 from bot.storage.models import (
+    AuditEntry,
     Charge,
     ChargeAnomaly,
     DeliveryRoute,
@@ -53,10 +55,12 @@ from bot.storage.models import (
     Job,
     JobStatus,
     Kind,
+    ModelLists,
     NewJob,
     Reservation,
     ResultRequest,
     RetiredKey,
+    Tier,
     UsageRow,
 )
 
@@ -100,6 +104,17 @@ class SchemaTooNewError(StorageError, RuntimeError):
         self.supported = supported
 
 
+def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
+    """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
+    taken: Counter[str] = Counter()
+    kept: list[Job] = []
+    for job in jobs:
+        if taken[job.key_fingerprint] < per_key:
+            taken[job.key_fingerprint] += 1
+            kept.append(job)
+    return kept
+
+
 class _Unset(Enum):
     UNSET = "UNSET"
 
@@ -109,6 +124,9 @@ class _Unset(Enum):
 
 UNSET: Final = _Unset.UNSET
 """Sentinel of :meth:`GuildRepository.update_limits`: leave this limit as it is."""
+
+Unset: TypeAlias = _Unset
+"""The type of :data:`UNSET`, for other "value, None or keep" parameters."""
 
 LimitUpdate: TypeAlias = int | _Unset | None
 """A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
@@ -172,27 +190,58 @@ class JobRepository(Protocol):
         """Return how many jobs are PENDING (watched or not)."""
         ...
 
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Take pending jobs out of the due set until ``until`` (UTC epoch seconds).
+    async def claim_due(
+        self,
+        now: float,
+        until: float,
+        *,
+        limit: int,
+        per_key: int,
+        skip_keys: Collection[str] = (),
+    ) -> list[Job]:
+        """Lease due jobs to the caller, atomically across processes, and return them.
 
-        The poller leases the jobs it starts polling: their own :meth:`schedule_poll` ends the
-        lease, and if the process dies first they fall due again when it expires. An empty
-        ``job_ids`` writes nothing.
+        In one transaction: the watched pending jobs with ``next_poll_at <= now`` (earliest
+        first, at most ``limit`` read, at most ``per_key`` of one key, none of ``skip_keys``)
+        get ``next_poll_at = until`` (the lease's expiry) and ``poll_token + 1`` (its fencing
+        token). The returned jobs carry the new token (and, as ``next_poll_at``, the time each
+        fell due, for the poll-lag metric): pass the token as ``token=`` to
+        :meth:`schedule_poll`, :meth:`set_unwatched` and :meth:`finish`, so that a holder whose
+        lease expired (and whose job another process claimed since) changes nothing. Two
+        callers never get the same job while its lease runs: PostgreSQL claims with
+        ``FOR UPDATE SKIP LOCKED``, SQLite's ``BEGIN IMMEDIATE`` serialises the claims.
+
+        Args:
+            now: UTC epoch seconds.
+            until: the lease's expiry, UTC epoch seconds (after it, a job whose holder died is
+                due again and another process claims it).
+            limit: the most due jobs to consider (>= 1).
+            per_key: the most jobs of one key fingerprint to claim (>= 1).
+            skip_keys: key fingerprints whose jobs are left out (keys with no room now).
         """
         ...
 
-    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
+    async def schedule_poll(
+        self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
+    ) -> bool:
         """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
 
-        A job that is no longer PENDING is left alone.
+        A job that is no longer PENDING is left alone, and so is one whose ``poll_token`` is
+        not ``token`` (a stale lease; None: no lease checked).
+
+        Returns:
+            Whether the job was changed.
         """
         ...
 
-    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+    async def set_unwatched(
+        self, job_id: int, at: float | None, *, token: int | None = None
+    ) -> bool:
         """Stop watching a pending job at ``at`` (UTC epoch seconds), or resume it (None).
 
         Returns:
-            Whether the job was still PENDING (only then is anything changed).
+            Whether the job was still PENDING, under ``poll_token == token`` when a token is
+            given (only then is anything changed).
         """
         ...
 
@@ -218,6 +267,8 @@ class JobRepository(Protocol):
         outputs: Sequence[str],
         error: str | None,
         finished_at: float,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Mark a pending job COMPLETED or FAILED; it becomes due for delivery at ``finished_at``.
 
@@ -227,9 +278,12 @@ class JobRepository(Protocol):
             outputs: result URLs (completed jobs), in the service's order.
             error: failure text for people (failed jobs); None otherwise.
             finished_at: UTC epoch seconds.
+            token: the poll lease's fencing token; a job claimed since under a newer one is
+                left alone. None: no lease checked.
 
         Returns:
-            True only the first time (a job finishes exactly once); False if it was not pending.
+            True only the first time (a job finishes exactly once); False if it was not pending
+            (or the token is stale).
 
         Raises:
             ValueError: ``status`` is PENDING.
@@ -249,10 +303,13 @@ class JobRepository(Protocol):
         """Return when the next delivery attempt is due (UTC epoch seconds), or None."""
         ...
 
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Take undelivered jobs out of the due deliveries until ``until`` (UTC epoch seconds).
+    async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
+        """Lease due deliveries to the caller, atomically across processes, and return them.
 
-        An empty ``job_ids`` writes nothing.
+        Like :meth:`claim_due`: finished, undelivered jobs with ``next_delivery_at <= now``
+        (oldest first, at most ``limit``) get ``next_delivery_at = until`` and
+        ``delivery_token + 1``; pass the returned token to :meth:`schedule_delivery` and
+        :meth:`mark_announced`.
         """
         ...
 
@@ -263,6 +320,8 @@ class JobRepository(Protocol):
         attempts: int,
         next_at: float,
         error: str | None,
+        *,
+        token: int | None = None,
     ) -> None:
         """Set a finished, undelivered job's next delivery attempt.
 
@@ -272,18 +331,27 @@ class JobRepository(Protocol):
             attempts: transient failures on that route so far.
             next_at: when to try, UTC epoch seconds.
             error: the last failure, for people; None if none.
+            token: the delivery lease's fencing token (None: no lease checked).
 
-        A pending or delivered job is left alone.
+        A pending or delivered job is left alone, and so is one claimed since under a newer
+        token.
         """
         ...
 
     async def mark_announced(
-        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+        self,
+        job_id: int,
+        at: float,
+        route: DeliveryRoute = DeliveryRoute.PLACEHOLDER,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Record that the job's result was delivered at ``at`` (UTC epoch seconds) by ``route``.
 
         Returns:
-            True only the first time: a job is delivered once.
+            True only the first time: a job is delivered once. False too when ``token`` is
+            given and the job was claimed since under a newer one (a stale holder must not
+            ping the requester).
         """
         ...
 
@@ -565,6 +633,51 @@ class MetaRepository(Protocol):
         ...
 
 
+RateDecision: TypeAlias = Callable[[float, Sequence[tuple[float, bool]], float], float]
+"""``decide(now, sent, blocked_until) -> delay``: the rate rule :meth:`RateWindowRepository.take`
+applies inside its transaction. ``now`` and ``blocked_until`` are the database's clock (UTC epoch
+seconds; ``blocked_until`` 0.0 when the key is not blocked), ``sent`` the key's recorded requests
+``(at, background)`` of the last window, oldest first. It returns the seconds to wait; <= 0
+means "send now"."""
+
+
+class RateWindowRepository(Protocol):
+    """The service's rate window per key, shared by every process on the database (issue 10).
+
+    Not part of a transaction's repositories: each method is its own short transaction, timed
+    by the database's clock (SQLite ``julianday('now')``, PostgreSQL ``clock_timestamp()``), so
+    processes on several machines agree on time without synchronised clocks.
+    """
+
+    async def take(
+        self, key_id: str, *, background: bool, window: float, decide: RateDecision
+    ) -> float:
+        """Record a request of ``key_id`` now if ``decide`` allows it, else say how long to wait.
+
+        Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a per-key
+        advisory lock): two processes can never both take the last slot of a window. Rows older
+        than ten windows are deleted on the way.
+
+        Args:
+            key_id: the key's fingerprint (never the key).
+            background: the request is background (a poll), recorded as such.
+            window: seconds of history passed to ``decide`` (the rolling window, margin included).
+            decide: the rule (:data:`RateDecision`).
+
+        Returns:
+            0.0 when the request was recorded (send it now), else the seconds to wait before
+            asking again.
+        """
+        ...
+
+    async def block(self, key_id: str, seconds: float) -> None:
+        """No process may send with ``key_id`` for ``seconds`` from now (a 429's Retry-After).
+
+        An existing longer block is kept.
+        """
+        ...
+
+
 class CardRepository(Protocol):
     """What the buttons under a result need after any restart (issue 12).
 
@@ -612,6 +725,85 @@ class CardRepository(Protocol):
         ...
 
 
+class PolicyRepository(Protocol):
+    """A guild's policy (issue 13): role tiers, model list, blocked terms, cooldowns, audit.
+
+    Allowances are whole cents, :data:`~bot.storage.models.UNLIMITED` or None (server default),
+    as in :class:`~bot.storage.models.Tier`.
+    """
+
+    async def tiers(self, guild_id: int) -> list[Tier]:
+        """Return the guild's tiers, ordered by role name then role id."""
+        ...
+
+    async def set_tier(self, tier: Tier) -> None:
+        """Create or replace the tier of ``tier.role_id``.
+
+        Raises:
+            ConstraintError: an allowance below -1 or a cap below 1.
+        """
+        ...
+
+    async def delete_tier(self, guild_id: int, role_id: int) -> bool:
+        """Delete a tier; False if the role had none."""
+        ...
+
+    async def model_lists(self, guild_id: int) -> ModelLists:
+        """Return the guild's server-wide model list (both parts sorted)."""
+        ...
+
+    async def set_model_lists(self, guild_id: int, lists: ModelLists) -> None:
+        """Replace the guild's server-wide model list."""
+        ...
+
+    async def blocked_terms(self, guild_id: int) -> list[str]:
+        """Return the guild's blocked terms (normalised), sorted."""
+        ...
+
+    async def add_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Add a normalised term; False if it was there already."""
+        ...
+
+    async def remove_blocked_term(self, guild_id: int, term: str) -> bool:
+        """Remove a normalised term; False if it was not there."""
+        ...
+
+    async def cooldowns(self, guild_id: int) -> dict[Kind, int]:
+        """Return the guild's cooldowns, seconds per command; commands without one are absent."""
+        ...
+
+    async def set_cooldown(self, guild_id: int, command: Kind, seconds: int) -> None:
+        """Set a command's cooldown in seconds; 0 removes it.
+
+        Raises:
+            ConstraintError: negative seconds.
+        """
+        ...
+
+    async def last_use(self, guild_id: int, user_id: int, command: Kind) -> float | None:
+        """Return when the member last used the command (UTC epoch seconds), or None."""
+        ...
+
+    async def record_use(self, guild_id: int, user_id: int, command: Kind, at: float) -> None:
+        """Record that the member used the command at ``at`` (UTC epoch seconds)."""
+        ...
+
+    async def add_audit(self, entry: AuditEntry) -> None:
+        """Append a change made through ``/config`` to the audit log."""
+        ...
+
+    async def audit(self, guild_id: int, limit: int = 20) -> list[AuditEntry]:
+        """Return the guild's latest ``limit`` audit entries, newest first."""
+        ...
+
+    async def spent_by_tier(self, guild_id: int, since: float) -> list[tuple[int | None, Decimal]]:
+        """Return the cents charged at or after ``since`` per tier role (None = no tier).
+
+        Ordered by cents, largest first, then role id (None last).
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -640,6 +832,11 @@ class Repositories(Protocol):
         """Result requests and confirmation thresholds (the buttons under results)."""
         ...
 
+    @property
+    def policy(self) -> PolicyRepository:
+        """Role tiers, model list, blocked terms, cooldowns and the audit log (issue 13)."""
+        ...
+
 
 class Database(Repositories, Protocol):
     """An open database: the repositories plus transactions, health and shutdown.
@@ -651,6 +848,11 @@ class Database(Repositories, Protocol):
     @property
     def engine(self) -> str:
         """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""
+        ...
+
+    @property
+    def rates(self) -> RateWindowRepository:
+        """The shared per-key rate windows (never inside a transaction)."""
         ...
 
     @property

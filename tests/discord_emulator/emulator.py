@@ -24,6 +24,7 @@ from .models import (
     Guild,
     Message,
     Overwrite,
+    Role,
     SnowflakeGenerator,
     User,
     World,
@@ -33,6 +34,7 @@ from .payloads import (
     guild_create_payload,
     me_payload,
     member_payload,
+    role_payload,
     user_payload,
 )
 from .recorder import RecordedEvent, RecordedRequest
@@ -197,6 +199,22 @@ class DiscordEmulator(UserActions):
         channel = self.world.add_channel(guild_id, name)
         self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
         return channel
+
+    def add_role(self, guild_id: int, name: str, permissions: int = 0) -> Role:
+        """Create a role (GUILD_ROLE_CREATE); give it to members with :meth:`give_role`."""
+        guild = self.world.guilds[guild_id]
+        role = Role(self.world.snowflake(), name, permissions, position=len(guild.roles))
+        guild.roles[role.id] = role
+        self.hub.dispatch(
+            "GUILD_ROLE_CREATE", {"guild_id": str(guild_id), "role": role_payload(role)}, intent=1
+        )
+        return role
+
+    def give_role(self, guild_id: int, user_id: int, role_id: int) -> None:
+        """Add a role to a user's membership; interactions then carry it in ``member.roles``."""
+        member, _ = self.world.ensure_member(guild_id, user_id)
+        if role_id not in member.role_ids:
+            member.role_ids.append(role_id)
 
     def add_forum(self, guild_id: int, name: str) -> Channel:
         """Create a forum channel (its posts are threads: :meth:`add_thread`)."""

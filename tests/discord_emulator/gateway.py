@@ -72,9 +72,10 @@ class GatewayConnection:
 class GatewaySession:
     """A gateway session that survives reconnects; keeps its dispatch log for RESUME."""
 
-    def __init__(self, session_id: str, intents: int) -> None:
+    def __init__(self, session_id: str, intents: int, shard: int = 0) -> None:
         self.id = session_id
         self.intents = intents
+        self.shard = shard
         self.seq = 0
         self.log: list[dict[str, Any]] = []
         self.connection: GatewayConnection | None = None
@@ -117,6 +118,10 @@ class GatewayHub:
         self._on_change = on_change
         self.session: GatewaySession | None = None
         self.sessions: dict[str, GatewaySession] = {}
+        # Sharding (Discord docs, "Sharding"): a guild's events go to the session of shard
+        # (guild_id >> 22) % shard_count; events of no guild go to the latest session.
+        self.shard_count = 1
+        self.shard_sessions: dict[int, GatewaySession] = {}
         self.connections: list[GatewayConnection] = []
         self.sent: list[RecordedEvent] = []
         self.received: list[RecordedEvent] = []
@@ -131,13 +136,32 @@ class GatewayHub:
         """Whether an identified session currently has a live socket."""
         return self.session is not None and self.session.connection is not None
 
-    def dispatch(self, event: str, data: Any, *, intent: int | None = None) -> bool:
-        """Dispatch an event to the current session (buffered while disconnected).
+    def shard_of(self, guild_id: int) -> int:
+        """The shard a guild's events go to (Discord docs: ``(guild_id >> 22) % num_shards``)."""
+        return (guild_id >> 22) % self.shard_count
+
+    def _session_for(self, event: str, data: Any) -> GatewaySession | None:
+        if self.shard_count == 1 or not isinstance(data, dict):
+            return self.session
+        guild_id = data.get("id") if event == "GUILD_CREATE" else data.get("guild_id")
+        if guild_id is None:
+            return self.session
+        return self.shard_sessions.get(self.shard_of(int(guild_id)))
+
+    def dispatch(
+        self,
+        event: str,
+        data: Any,
+        *,
+        intent: int | None = None,
+        to: GatewaySession | None = None,
+    ) -> bool:
+        """Dispatch an event to the session of its guild's shard (buffered while disconnected).
 
         Returns:
-            False when there is no session or it lacks ``intent``.
+            False when there is no such session or it lacks ``intent``.
         """
-        session = self.session
+        session = to or self._session_for(event, data)
         if session is None or (intent is not None and not session.intents & intent):
             return False
         session.seq += 1
@@ -259,18 +283,25 @@ class GatewayHub:
         if intents & privileged & ~self.privileged_intents:
             await self._close(conn, 4014, "Disallowed intent(s).")
             return False
-        if self.session is not None and self.session.connection is not None:
-            self.session.connection.abort()
-        session = GatewaySession(secrets.token_hex(16), intents)
+        shard = data.get("shard")
+        shard_id = shard[0] if isinstance(shard, list) and shard else 0
+        previous = self.shard_sessions.get(shard_id)
+        if previous is not None and previous.connection is not None:
+            previous.connection.abort()
+        session = GatewaySession(secrets.token_hex(16), intents, shard_id)
         self.sessions[session.id] = session
         self.session = session
+        self.shard_sessions[shard_id] = session
         session.connection = conn
         conn.session = session
         self.identify_count += 1
-        self.dispatch("READY", self._ready_builder(session, data.get("shard")))
+        ready = self._ready_builder(session, shard)
+        ready["guilds"] = [g for g in ready["guilds"] if self.shard_of(int(g["id"])) == shard_id]
+        self.dispatch("READY", ready, to=session)
         if intents & GUILDS_INTENT:
             for guild in self._guild_creates():
-                self.dispatch("GUILD_CREATE", guild)
+                if self.shard_of(int(guild["id"])) == shard_id:
+                    self.dispatch("GUILD_CREATE", guild)
         session.ready_seq = session.seq
         self.ready_count += 1
         self._on_change()
@@ -282,7 +313,8 @@ class GatewayHub:
             return False
         session = self.sessions.get(str(data.get("session_id")))
         seq = data.get("seq")
-        if session is None or session is not self.session or not isinstance(seq, int):
+        current = session is not None and self.shard_sessions.get(session.shard) is session
+        if session is None or not current or not isinstance(seq, int):
             conn.send({"op": INVALID_SESSION, "s": None, "t": None, "d": False})
             return True
         if seq > session.seq:
@@ -295,7 +327,7 @@ class GatewayHub:
         for payload in session.log:
             if payload["s"] > seq:
                 conn.send(payload)
-        self.dispatch("RESUMED", {"_trace": ["emulator"]})
+        self.dispatch("RESUMED", {"_trace": ["emulator"]}, to=session)
         self.resumed_count += 1
         self._on_change()
         return True

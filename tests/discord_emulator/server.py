@@ -224,7 +224,12 @@ class RestApi(InteractionRoutes):
     async def get_gateway_bot(self, request: web.Request) -> web.Response:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1}
         return self._json(
-            request, {"url": self.emu.gateway_url, "shards": 1, "session_start_limit": limit}
+            request,
+            {
+                "url": self.emu.gateway_url,
+                "shards": self.emu.hub.shard_count,
+                "session_start_limit": limit,
+            },
         )
 
     async def get_application(self, request: web.Request) -> web.Response:

@@ -41,15 +41,16 @@ class OffsetClock:
 class BotProcess:
     """The unmodified bot as a subprocess, its log in a file."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, args: tuple[str, ...] = ()) -> None:
         self.env = env
         self.log_path = log_path
+        self.args = args
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         log = self.log_path.open("ab")
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", cwd=ROOT, env=self.env, stdout=log, stderr=log
+            sys.executable, "-m", "bot", *self.args, cwd=ROOT, env=self.env, stdout=log, stderr=log
         )
         log.close()
 

@@ -238,7 +238,8 @@ async def test_refused_clicks_cost_nothing(world: World) -> None:
         await world.command("config", {"daily_per_user": "0.01"}, admin=True, subcommand="budget")
     )
     over = await world.answer(await press(world, results["image"], "Again", world.member.id))
-    assert over.ephemeral and "budget" in over.content.lower()
+    # The same refusal as the command's: the daily allowance and what is left of it.
+    assert over.ephemeral and "daily allowance" in over.content.lower()
     assert (len(ledger(world)), generations(world)) == (spent, calls)
     await world.answer(
         await world.command(

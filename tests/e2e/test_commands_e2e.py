@@ -271,7 +271,7 @@ async def test_a_spent_budget_refuses_with_no_upstream_call(world: World) -> Non
     handle = await world.command("text", {"prompt": "two"})
     answer = await world.answer(handle)
     assert answer.ephemeral
-    assert "budget" in answer.content
+    assert "daily allowance ($0.01, server default)" in answer.content
     assert world.posts_to("/text/generate") == posts
     reset = await world.command(
         "config", {"daily_per_user": "unlimited"}, admin=True, subcommand="budget"

@@ -41,7 +41,7 @@ async def world(
     assert opened.discord.unhandled == []
     assert opened.discord.server_errors == []
     log = opened.bot.log()
-    assert "database: PostgreSQL at postgresql://genbot:***@127.0.0.1" in log
+    assert "database: PostgreSQL at postgresql://genbot:[redacted]@127.0.0.1" in log
     for secret in (PASSWORD, opened.key, BOT_TOKEN):
         assert secret not in log
     assert "Traceback" not in log

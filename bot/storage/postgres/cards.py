@@ -10,6 +10,7 @@ from typing import Any
 from bot.storage.models import ResultRequest
 from bot.storage.money import from_micro, to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.rows import result_request_from_row
 
 
 class PgCards:
@@ -55,15 +56,7 @@ class PgCards:
         )
         if row is None:
             return None
-        return ResultRequest(
-            id=int(row["id"]),
-            kind=str(row["kind"]),
-            guild_id=int(row["guild_id"]),
-            user_id=int(row["user_id"]),
-            job_id=None if row["job_id"] is None else int(row["job_id"]),
-            options=json.loads(row["options"]),
-            outputs=tuple(json.loads(row["outputs"])),
-        )
+        return result_request_from_row(row)
 
     async def confirm_above(self, guild_id: int) -> Decimal | None:
         """Return the guild's confirmation threshold, cents; None when off."""

@@ -31,8 +31,17 @@ TABLES: Final = (
     "jobs",
     "result_requests",
     "card_settings",
+    "policy_tiers",
+    "policy_models",
+    "blocked_terms",
+    "cooldowns",
+    "cooldown_uses",
+    "config_audit",
 )
-"""Every table of the schema, parents before children (``allowed_channels`` needs its guild)."""
+"""Every table copied, parents before children (``allowed_channels`` needs its guild)."""
+
+NOT_COPIED: Final = ("rate_requests", "rate_blocks")
+"""The shared rate window (issue 10): the last minute of requests, worthless after a move."""
 
 _WITH_IDS: Final = (
     "retired_keys",
@@ -41,6 +50,7 @@ _WITH_IDS: Final = (
     "reservations",
     "jobs",
     "result_requests",
+    "config_audit",
 )
 _NOT_COPIED: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""

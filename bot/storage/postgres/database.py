@@ -12,6 +12,8 @@ from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
 from bot.storage.postgres.meta import PgMeta
+from bot.storage.postgres.policy import PgPolicy
+from bot.storage.postgres.rates import PgRates
 
 
 class PgRepositories:
@@ -23,6 +25,7 @@ class PgRepositories:
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
         self.cards = PgCards(sql)
+        self.policy = PgPolicy(sql)
 
 
 class PostgresDatabase(PgRepositories):
@@ -40,6 +43,7 @@ class PostgresDatabase(PgRepositories):
     def __init__(self, connections: PgConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
+        self.rates = PgRates(connections.executor)
 
     @classmethod
     async def open(cls, url: str, *, clock: Clock) -> PostgresDatabase:

@@ -36,6 +36,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.clock import Clock, utc_datetime
 from bot.config import redact_database_url
+from bot.genapi.errors import REDACTED
 from bot.storage.money import from_micro
 from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 
@@ -131,12 +132,12 @@ async def migrate(conn: Connection, clock: Clock) -> int:
 
 
 def safe_reason(exc: BaseException, url: str) -> str:
-    """The type and first line of ``exc``, with the URL's password and query masked."""
+    """The type and first line of ``exc``, with the URL's password and query redacted."""
     reason = (str(exc).strip().splitlines() or [""])[0]
     parts = urlsplit(url)
     for secret in (url, parts.password, parts.query):
         if secret:
-            reason = reason.replace(secret, "***")
+            reason = reason.replace(secret, REDACTED)
     return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
 
 

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Final
 
-import asyncpg
-
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
-from bot.storage.money import from_micro, to_micro
+from bot.storage.money import to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.rows import job_from_row
 
 JOB_COLUMNS: Final = (
     "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
     "prompt_summary, details, cost_micro, key_fingerprint, created_at, next_poll_at, status, "
     "finished_at, outputs, error, poll_count, announced_at, last_progress_at, unwatched_at, "
-    "delivery_route, delivery_attempts, next_delivery_at, delivery_error"
+    "delivery_route, delivery_attempts, next_delivery_at, delivery_error, poll_token, "
+    "delivery_token"
 )
 
 # Literal 'pending' (not a parameter) is what lets the planner use the partial indexes.
@@ -29,44 +30,28 @@ DUE_JOBS_SQL: Final = (
     " AND unwatched_at IS NULL AND key_fingerprint <> ALL($2::text[])"
     " ORDER BY next_poll_at LIMIT $3"
 )
+# The claims: the same due sets, locked row by row; a row another process is claiming right now
+# is skipped rather than waited for, so concurrent claims split the due jobs between them.
+# Per key (LATERAL), so that the rows locked are only the ones claimed: a concurrent claim then
+# takes each key's next jobs instead of finding a whole batch locked. The keys are those of the
+# earliest ``$3`` due jobs.
+CLAIM_DUE_SQL: Final = (
+    "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint"
+    " FROM (SELECT key_fingerprint FROM jobs"
+    " WHERE status = 'pending' AND next_poll_at <= $1 AND unwatched_at IS NULL"
+    " AND key_fingerprint <> ALL($2::text[]) ORDER BY next_poll_at LIMIT $3) AS due) AS k"
+    " CROSS JOIN LATERAL (SELECT id, next_poll_at FROM jobs WHERE status = 'pending'"
+    " AND key_fingerprint = k.key_fingerprint AND next_poll_at <= $1 AND unwatched_at IS NULL"
+    " ORDER BY next_poll_at LIMIT $4 FOR UPDATE SKIP LOCKED) AS j ORDER BY j.next_poll_at, j.id"
+)
+CLAIM_DELIVERIES_SQL: Final = (
+    f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
+    " AND next_delivery_at <= $1 ORDER BY next_delivery_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+)
 DUE_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
     " AND next_delivery_at <= $1 ORDER BY next_delivery_at LIMIT $2"
 )
-
-
-def job_from_row(row: asyncpg.Record) -> Job:
-    """Build a :class:`Job` from a row of :data:`JOB_COLUMNS` (``details``/``outputs`` jsonb)."""
-    return Job(
-        id=row["id"],
-        task_id=row["task_id"],
-        provider=row["provider"],
-        poll_url=row["poll_url"],
-        kind=Kind(row["kind"]),
-        model=row["model"],
-        guild_id=row["guild_id"],
-        channel_id=row["channel_id"],
-        message_id=row["message_id"],
-        user_id=row["user_id"],
-        prompt_summary=row["prompt_summary"],
-        details=json.loads(row["details"]),
-        cost_cents=from_micro(row["cost_micro"]),
-        key_fingerprint=row["key_fingerprint"],
-        created_at=row["created_at"],
-        next_poll_at=row["next_poll_at"],
-        status=JobStatus(row["status"]),
-        finished_at=row["finished_at"],
-        outputs=tuple(json.loads(row["outputs"])),
-        error=row["error"],
-        poll_count=row["poll_count"],
-        announced_at=row["announced_at"],
-        last_progress_at=row["last_progress_at"],
-        unwatched_at=row["unwatched_at"],
-        delivery_route=DeliveryRoute(row["delivery_route"]),
-        delivery_attempts=row["delivery_attempts"],
-        next_delivery_at=row["next_delivery_at"],
-        delivery_error=row["delivery_error"],
-    )
 
 
 class PgJobs:
@@ -145,30 +130,64 @@ class PgJobs:
         """Return how many jobs are pending (watched or not)."""
         return await self._sql.integer("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
 
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Take pending jobs out of the due set until ``until`` (UTC epoch seconds)."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_poll_at = $1"
-                " WHERE status = 'pending' AND id = ANY($2::bigint[])",
-                until,
-                list(job_ids),
-            )
+    async def claim_due(
+        self,
+        now: float,
+        until: float,
+        *,
+        limit: int,
+        per_key: int,
+        skip_keys: Collection[str] = (),
+    ) -> list[Job]:
+        """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
 
-    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
-        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far."""
-        await self._sql.run(
+        ``FOR UPDATE SKIP LOCKED``: concurrent claims from other processes (or machines) take
+        disjoint jobs without waiting for each other; only the rows claimed are locked.
+        """
+        async with self._sql.write() as tx:
+            due = {
+                r["id"]: r["next_poll_at"]
+                for r in await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
+            }
+            if not due:
+                return []
+            rows = await tx.all(
+                f"UPDATE jobs SET next_poll_at = $1, poll_token = poll_token + 1"
+                f" WHERE id = ANY($2::bigint[]) RETURNING {JOB_COLUMNS}",
+                until,
+                list(due),
+            )
+        # next_poll_at: when each fell due, as on SQLite (the lease's expiry is ``until``).
+        by_id = {row["id"]: job_from_row(row) for row in rows}
+        return [replace(by_id[i], next_poll_at=at) for i, at in due.items()]
+
+    async def schedule_poll(
+        self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
+    ) -> bool:
+        """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
+
+        Fenced: with a ``token``, only under that poll lease.
+        """
+        changed = await self._sql.run(
             "UPDATE jobs SET next_poll_at = $1, poll_count = $2"
-            " WHERE id = $3 AND status = 'pending'",
+            " WHERE id = $3 AND status = 'pending' AND ($4::bigint IS NULL OR poll_token = $4)",
             next_poll_at,
             poll_count,
             job_id,
+            token,
         )
+        return changed > 0
 
-    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
+    async def set_unwatched(
+        self, job_id: int, at: float | None, *, token: int | None = None
+    ) -> bool:
         """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
         changed = await self._sql.run(
-            "UPDATE jobs SET unwatched_at = $1 WHERE id = $2 AND status = 'pending'", at, job_id
+            "UPDATE jobs SET unwatched_at = $1 WHERE id = $2 AND status = 'pending'"
+            " AND ($3::bigint IS NULL OR poll_token = $3)",
+            at,
+            job_id,
+            token,
         )
         return changed > 0
 
@@ -194,6 +213,8 @@ class PgJobs:
         outputs: Sequence[str],
         error: str | None,
         finished_at: float,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Mark a pending job finished; True only the first time (exactly once, any process).
 
@@ -204,12 +225,14 @@ class PgJobs:
             raise ValueError("a job cannot finish as pending")
         changed = await self._sql.run(
             "UPDATE jobs SET status = $1, outputs = $2, error = $3, finished_at = $4,"
-            " next_delivery_at = $4, unwatched_at = NULL WHERE id = $5 AND status = 'pending'",
+            " next_delivery_at = $4, unwatched_at = NULL WHERE id = $5 AND status = 'pending'"
+            " AND ($6::bigint IS NULL OR poll_token = $6)",
             status.value,
             json.dumps(list(outputs)),
             error,
             finished_at,
             job_id,
+            token,
         )
         return changed > 0
 
@@ -227,15 +250,23 @@ class PgJobs:
         )
         return None if value is None else float(value)
 
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Take undelivered jobs out of the due deliveries until ``until`` (UTC epoch seconds)."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_delivery_at = $1"
-                " WHERE announced_at IS NULL AND id = ANY($2::bigint[])",
+    async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
+        """Lease due deliveries (``next_delivery_at = until``, ``delivery_token + 1``).
+
+        ``FOR UPDATE SKIP LOCKED``, as :meth:`claim_due`.
+        """
+        async with self._sql.write() as tx:
+            ids = [r["id"] for r in await tx.all(CLAIM_DELIVERIES_SQL, now, limit)]
+            if not ids:
+                return []
+            rows = await tx.all(
+                f"UPDATE jobs SET next_delivery_at = $1, delivery_token = delivery_token + 1"
+                f" WHERE id = ANY($2::bigint[]) RETURNING {JOB_COLUMNS}",
                 until,
-                list(job_ids),
+                ids,
             )
+        by_id = {row["id"]: job_from_row(row) for row in rows}
+        return [by_id[i] for i in ids]
 
     async def schedule_delivery(
         self,
@@ -244,28 +275,39 @@ class PgJobs:
         attempts: int,
         next_at: float,
         error: str | None,
+        *,
+        token: int | None = None,
     ) -> None:
         """Set a finished, undelivered job's next delivery attempt (``next_at``: UTC seconds)."""
         await self._sql.run(
             "UPDATE jobs SET delivery_route = $1, delivery_attempts = $2, next_delivery_at = $3,"
-            " delivery_error = $4 WHERE id = $5 AND announced_at IS NULL AND status <> 'pending'",
+            " delivery_error = $4 WHERE id = $5 AND announced_at IS NULL AND status <> 'pending'"
+            " AND ($6::bigint IS NULL OR delivery_token = $6)",
             route.value,
             attempts,
             next_at,
             error,
             job_id,
+            token,
         )
 
     async def mark_announced(
-        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+        self,
+        job_id: int,
+        at: float,
+        route: DeliveryRoute = DeliveryRoute.PLACEHOLDER,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Record that the job's result was delivered by ``route``; True only the first time."""
         changed = await self._sql.run(
             "UPDATE jobs SET announced_at = $1, delivery_route = $2, next_delivery_at = NULL"
-            " WHERE id = $3 AND announced_at IS NULL",
+            " WHERE id = $3 AND announced_at IS NULL"
+            " AND ($4::bigint IS NULL OR delivery_token = $4)",
             at,
             route.value,
             job_id,
+            token,
         )
         return changed > 0
 

@@ -49,13 +49,14 @@ class PgLedger:
             None if remaining is None else to_micro(remaining),
             charge.key_fingerprint,
             charge.at,
+            charge.tier_role_id,
         )
         async with self._sql.write() as tx:
             await tx.lock_guild(charge.guild_id)
             inserted = await tx.returning(
                 "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id,"
-                " cost_micro, remaining_credits_micro, key_fingerprint, at)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                " cost_micro, remaining_credits_micro, key_fingerprint, at, tier_role_id)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                 " ON CONFLICT (kind, task_id) WHERE task_id IS NOT NULL DO NOTHING RETURNING id",
                 *values,
             )

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.storage.models import ResultRequest
 from bot.storage.money import from_micro, to_micro
+from bot.storage.rows import result_request_from_row
 from bot.storage.sqlite.engine import Executor
 
 
@@ -56,15 +57,7 @@ class SqliteCards:
         )
         if row is None:
             return None
-        return ResultRequest(
-            id=int(row["id"]),
-            kind=str(row["kind"]),
-            guild_id=int(row["guild_id"]),
-            user_id=int(row["user_id"]),
-            job_id=None if row["job_id"] is None else int(row["job_id"]),
-            options=json.loads(row["options"]),
-            outputs=tuple(json.loads(row["outputs"])),
-        )
+        return result_request_from_row(row)
 
     async def confirm_above(self, guild_id: int) -> Decimal | None:
         """Return the guild's confirmation threshold, cents; None when off."""

@@ -14,6 +14,8 @@ from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.meta import SqliteMeta
+from bot.storage.sqlite.policy import SqlitePolicy
+from bot.storage.sqlite.rates import SqliteRates
 
 
 class SqliteRepositories:
@@ -25,6 +27,7 @@ class SqliteRepositories:
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
         self.cards = SqliteCards(sql)
+        self.policy = SqlitePolicy(sql)
 
 
 class SqliteDatabase(SqliteRepositories):
@@ -40,6 +43,7 @@ class SqliteDatabase(SqliteRepositories):
     def __init__(self, connections: SqliteConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
+        self.rates = SqliteRates(connections.executor)
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteDatabase:

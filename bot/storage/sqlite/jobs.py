@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Final
 
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
-from bot.storage.money import from_micro, to_micro
+from bot.storage.money import to_micro
+from bot.storage.repositories import per_key_cap
+from bot.storage.rows import job_from_row
 from bot.storage.sqlite.engine import Executor
 
 JOB_COLUMNS: Final = (
     "id, task_id, provider, poll_url, kind, model, guild_id, channel_id, message_id, user_id, "
     "prompt_summary, details, cost_micro, key_fingerprint, created_at, next_poll_at, status, "
     "finished_at, outputs, error, poll_count, announced_at, last_progress_at, unwatched_at, "
-    "delivery_route, delivery_attempts, next_delivery_at, delivery_error"
+    "delivery_route, delivery_attempts, next_delivery_at, delivery_error, poll_token, "
+    "delivery_token"
 )
 
 # The hot queries of the poller, named so that tests can check their plans (query_plan).
@@ -51,42 +54,13 @@ PENDING_VIDEOS_SQL: Final = {
 }
 
 
-def job_from_row(row: sqlite3.Row) -> Job:
-    """Build a :class:`Job` from a row of :data:`JOB_COLUMNS`."""
-    return Job(
-        id=row["id"],
-        task_id=row["task_id"],
-        provider=row["provider"],
-        poll_url=row["poll_url"],
-        kind=Kind(row["kind"]),
-        model=row["model"],
-        guild_id=row["guild_id"],
-        channel_id=row["channel_id"],
-        message_id=row["message_id"],
-        user_id=row["user_id"],
-        prompt_summary=row["prompt_summary"],
-        details=json.loads(row["details"]),
-        cost_cents=from_micro(row["cost_micro"]),
-        key_fingerprint=row["key_fingerprint"],
-        created_at=row["created_at"],
-        next_poll_at=row["next_poll_at"],
-        status=JobStatus(row["status"]),
-        finished_at=row["finished_at"],
-        outputs=tuple(json.loads(row["outputs"])),
-        error=row["error"],
-        poll_count=row["poll_count"],
-        announced_at=row["announced_at"],
-        last_progress_at=row["last_progress_at"],
-        unwatched_at=row["unwatched_at"],
-        delivery_route=DeliveryRoute(row["delivery_route"]),
-        delivery_attempts=row["delivery_attempts"],
-        next_delivery_at=row["next_delivery_at"],
-        delivery_error=row["delivery_error"],
-    )
-
-
 def _marks(ids: Collection[object]) -> str:
     return ", ".join("?" * len(ids))
+
+
+def _fence(token: int | None, column: str = "poll_token") -> tuple[str, tuple[int, ...]]:
+    """The condition (and its parameter) that makes a write a no-op under a stale lease."""
+    return ("", ()) if token is None else (f" AND {column} = ?", (token,))
 
 
 class SqliteJobs:
@@ -157,26 +131,58 @@ class SqliteJobs:
         """Return how many jobs are pending (counted on the ``jobs_due`` index)."""
         return await self._sql.integer("SELECT COUNT(*) FROM jobs WHERE status = 'pending'")
 
-    async def lease(self, job_ids: Collection[int], until: float) -> None:
-        """Push pending jobs' next poll to ``until`` while a poll of each is under way."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_poll_at = ? WHERE status = 'pending'"
-                f" AND id IN ({_marks(job_ids)})",
-                (until, *job_ids),
+    async def claim_due(
+        self,
+        now: float,
+        until: float,
+        *,
+        limit: int,
+        per_key: int,
+        skip_keys: Collection[str] = (),
+    ) -> list[Job]:
+        """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
+
+        The due set is read first on the reader, so an idle pass takes no write lock; the
+        claim itself re-reads it under ``BEGIN IMMEDIATE``, which serialises claims across
+        processes on the file.
+        """
+        if not await self.due(now, 1, skip_keys=skip_keys):
+            return []
+        async with self._sql.write() as tx:
+            claimed = per_key_cap(
+                await SqliteJobs(tx).due(now, limit, skip_keys=skip_keys), per_key
             )
+            ids = [job.id for job in claimed]
+            if not ids:
+                return []
+            await tx.run(
+                f"UPDATE jobs SET next_poll_at = ?, poll_token = poll_token + 1"
+                f" WHERE id IN ({_marks(ids)})",
+                (until, *ids),
+            )
+        # As read before the claim (next_poll_at: when each fell due), with the new token.
+        return [replace(job, poll_token=job.poll_token + 1) for job in claimed]
 
-    async def schedule_poll(self, job_id: int, next_poll_at: float, poll_count: int) -> None:
-        """Set when a pending job is polled next and how many polls were made."""
-        await self._sql.run(
-            "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'",
-            (next_poll_at, poll_count, job_id),
-        )
-
-    async def set_unwatched(self, job_id: int, at: float | None) -> bool:
-        """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
+    async def schedule_poll(
+        self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
+    ) -> bool:
+        """Set when a pending job is polled next and how many polls were made (fenced)."""
+        fence, param = _fence(token)
         changed = await self._sql.run(
-            "UPDATE jobs SET unwatched_at = ? WHERE id = ? AND status = 'pending'", (at, job_id)
+            "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'"
+            + fence,
+            (next_poll_at, poll_count, job_id, *param),
+        )
+        return changed > 0
+
+    async def set_unwatched(
+        self, job_id: int, at: float | None, *, token: int | None = None
+    ) -> bool:
+        """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
+        fence, param = _fence(token)
+        changed = await self._sql.run(
+            "UPDATE jobs SET unwatched_at = ? WHERE id = ? AND status = 'pending'" + fence,
+            (at, job_id, *param),
         )
         return changed > 0
 
@@ -200,6 +206,8 @@ class SqliteJobs:
         outputs: Sequence[str],
         error: str | None,
         finished_at: float,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Mark a pending job finished; return True only the first time (exactly once).
 
@@ -208,10 +216,20 @@ class SqliteJobs:
         """
         if status is JobStatus.PENDING:
             raise ValueError("a job cannot finish as pending")
+        fence, param = _fence(token)
         changed = await self._sql.run(
             "UPDATE jobs SET status = ?, outputs = ?, error = ?, finished_at = ?,"
-            " next_delivery_at = ?, unwatched_at = NULL WHERE id = ? AND status = 'pending'",
-            (status.value, json.dumps(list(outputs)), error, finished_at, finished_at, job_id),
+            " next_delivery_at = ?, unwatched_at = NULL WHERE id = ? AND status = 'pending'"
+            + fence,
+            (
+                status.value,
+                json.dumps(list(outputs)),
+                error,
+                finished_at,
+                finished_at,
+                job_id,
+                *param,
+            ),
         )
         return changed > 0
 
@@ -227,14 +245,22 @@ class SqliteJobs:
         row = await self._sql.one(NEXT_DELIVERY_SQL)
         return None if row is None or row[0] is None else float(row[0])
 
-    async def lease_deliveries(self, job_ids: Collection[int], until: float) -> None:
-        """Push undelivered jobs' next delivery attempt to ``until`` while one is under way."""
-        if job_ids:
-            await self._sql.run(
-                "UPDATE jobs SET next_delivery_at = ? WHERE announced_at IS NULL"
-                f" AND id IN ({_marks(job_ids)})",
-                (until, *job_ids),
+    async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
+        """Lease due deliveries (``next_delivery_at = until``, ``delivery_token + 1``)."""
+        if not await self.due_deliveries(now, 1):
+            return []
+        async with self._sql.write() as tx:
+            ids = [job.id for job in await SqliteJobs(tx).due_deliveries(now, limit)]
+            if not ids:
+                return []
+            await tx.run(
+                f"UPDATE jobs SET next_delivery_at = ?, delivery_token = delivery_token + 1"
+                f" WHERE id IN ({_marks(ids)})",
+                (until, *ids),
             )
+            rows = await tx.all(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id IN ({_marks(ids)})", ids)
+        by_id = {row["id"]: job_from_row(row) for row in rows}
+        return [by_id[i] for i in ids]
 
     async def schedule_delivery(
         self,
@@ -243,22 +269,32 @@ class SqliteJobs:
         attempts: int,
         next_at: float,
         error: str | None,
+        *,
+        token: int | None = None,
     ) -> None:
         """Set an undelivered job's next delivery attempt: its route, failures so far, when."""
+        fence, param = _fence(token, "delivery_token")
         await self._sql.run(
             "UPDATE jobs SET delivery_route = ?, delivery_attempts = ?, next_delivery_at = ?,"
-            " delivery_error = ? WHERE id = ? AND announced_at IS NULL AND status <> 'pending'",
-            (route.value, attempts, next_at, error, job_id),
+            " delivery_error = ? WHERE id = ? AND announced_at IS NULL AND status <> 'pending'"
+            + fence,
+            (route.value, attempts, next_at, error, job_id, *param),
         )
 
     async def mark_announced(
-        self, job_id: int, at: float, route: DeliveryRoute = DeliveryRoute.PLACEHOLDER
+        self,
+        job_id: int,
+        at: float,
+        route: DeliveryRoute = DeliveryRoute.PLACEHOLDER,
+        *,
+        token: int | None = None,
     ) -> bool:
         """Record that the job's result was delivered by ``route``; True only the first time."""
+        fence, param = _fence(token, "delivery_token")
         changed = await self._sql.run(
             "UPDATE jobs SET announced_at = ?, delivery_route = ?, next_delivery_at = NULL"
-            " WHERE id = ? AND announced_at IS NULL",
-            (at, route.value, job_id),
+            " WHERE id = ? AND announced_at IS NULL" + fence,
+            (at, route.value, job_id, *param),
         )
         return changed > 0
 

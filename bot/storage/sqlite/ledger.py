@@ -38,8 +38,8 @@ class SqliteLedger:
         remaining = charge.remaining_credits_cents
         changed = await self._sql.run(
             "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id,"
-            " cost_micro, remaining_credits_micro, key_fingerprint, at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " cost_micro, remaining_credits_micro, key_fingerprint, at, tier_role_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (kind, task_id) WHERE task_id IS NOT NULL DO NOTHING",
             (
                 charge.guild_id,
@@ -52,6 +52,7 @@ class SqliteLedger:
                 None if remaining is None else to_micro(remaining),
                 charge.key_fingerprint,
                 charge.at,
+                charge.tier_role_id,
             ),
         )
         return changed > 0

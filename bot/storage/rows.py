@@ -1,0 +1,74 @@
+"""Rows of either engine into the typed models: one mapping per table, shared by both.
+
+``sqlite3.Row`` and ``asyncpg.Record`` both read a column by name, which is all this needs;
+what differs between the engines (placeholders, locking) stays in their repositories.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, ResultRequest
+from bot.storage.money import from_micro
+
+
+class Row(Protocol):
+    """A database row read by column name (``sqlite3.Row``, ``asyncpg.Record``)."""
+
+    def __getitem__(self, key: str, /) -> Any:
+        """Return the value of column ``key``."""
+        ...
+
+
+def job_from_row(row: Row) -> Job:
+    """Build a :class:`Job` from a row of the ``jobs`` table (either engine).
+
+    ``details`` and ``outputs`` arrive as JSON text (SQLite TEXT, PostgreSQL jsonb as text);
+    ``cost_micro`` is micro-cents (:mod:`bot.storage.money`).
+    """
+    return Job(
+        id=row["id"],
+        task_id=row["task_id"],
+        provider=row["provider"],
+        poll_url=row["poll_url"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        prompt_summary=row["prompt_summary"],
+        details=json.loads(row["details"]),
+        cost_cents=from_micro(row["cost_micro"]),
+        key_fingerprint=row["key_fingerprint"],
+        created_at=row["created_at"],
+        next_poll_at=row["next_poll_at"],
+        status=JobStatus(row["status"]),
+        finished_at=row["finished_at"],
+        outputs=tuple(json.loads(row["outputs"])),
+        error=row["error"],
+        poll_count=row["poll_count"],
+        announced_at=row["announced_at"],
+        last_progress_at=row["last_progress_at"],
+        unwatched_at=row["unwatched_at"],
+        delivery_route=DeliveryRoute(row["delivery_route"]),
+        delivery_attempts=row["delivery_attempts"],
+        next_delivery_at=row["next_delivery_at"],
+        delivery_error=row["delivery_error"],
+        poll_token=row["poll_token"],
+        delivery_token=row["delivery_token"],
+    )
+
+
+def result_request_from_row(row: Row) -> ResultRequest:
+    """Build a :class:`ResultRequest` from a row of ``result_requests`` (either engine)."""
+    return ResultRequest(
+        id=int(row["id"]),
+        kind=str(row["kind"]),
+        guild_id=int(row["guild_id"]),
+        user_id=int(row["user_id"]),
+        job_id=None if row["job_id"] is None else int(row["job_id"]),
+        options=json.loads(row["options"]),
+        outputs=tuple(json.loads(row["outputs"])),
+    )

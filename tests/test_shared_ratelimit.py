@@ -1,0 +1,129 @@
+"""The limiter shared by several processes: its rule, and two limiters over one database.
+
+Two ``Database`` objects on one database (the file, or the PostgreSQL server) stand for two
+processes. The window is timed by the database's own clock, which a test cannot move, so the
+two-limiter test runs on real time with a window scaled down to half a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+import pytest
+
+from bot.clock import ManualClock, SystemClock
+from bot.genapi.errors import RateLimitWaitTooLong
+from bot.genapi.ratelimit import Priority
+from bot.genapi.shared_ratelimit import SharedRateLimiter, shared_delay
+from bot.storage import Database
+
+LIMIT = 5
+WINDOW = 0.4
+MARGIN = 0.1
+RESERVE = 2
+
+
+def rule(now: float, sent: Sequence[tuple[float, bool]], *, background: bool) -> float:
+    return shared_delay(
+        now,
+        sent,
+        0.0,
+        limit=30,
+        window=61.0,
+        background_cap=24,
+        background_spacing=61.0 / 24,
+        background=background,
+    )
+
+
+def test_the_rule_counts_every_process_and_keeps_slots_for_interactive_requests() -> None:
+    full = [(1000.0 + i, False) for i in range(30)]
+    assert rule(1030.0, full, background=False) == pytest.approx(31.0)  # 1000 + 61 - 1030
+    assert rule(1030.0, full[:29], background=False) <= 0
+    # Background requests stop at 24 of the 30, whoever sent the others...
+    assert rule(1030.0, full[:24], background=True) == pytest.approx(31.0)
+    assert rule(1030.0, full[:23], background=True) <= 0
+    # ...and go one every 61/24 s across processes.
+    recent_poll = [(1029.0, True)]
+    assert rule(1030.0, recent_poll, background=True) == pytest.approx(61.0 / 24 - 1.0)
+    assert rule(1030.0, recent_poll, background=False) <= 0
+    blocked = shared_delay(
+        10.0,
+        [],
+        25.0,
+        limit=30,
+        window=61.0,
+        background_cap=24,
+        background_spacing=1.0,
+        background=False,
+    )
+    assert blocked == 15.0
+
+
+@pytest.fixture
+async def two(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> AsyncIterator[tuple[Database, Database]]:
+    one = await open_db(ManualClock())
+    other = await open_db(ManualClock())
+    yield one, other
+    await other.close()
+    await one.close()
+
+
+async def recorded(db: Database, key_id: str) -> list[tuple[float, bool]]:
+    """Every request recorded for the key, oldest first (read through the rule's own view)."""
+    seen: list[tuple[float, bool]] = []
+
+    def look(now: float, sent: Sequence[tuple[float, bool]], blocked_until: float) -> float:
+        seen.extend(sent)
+        return 1.0  # record nothing
+
+    await db.rates.take(key_id, background=False, window=3600.0, decide=look)
+    return seen
+
+
+async def test_two_processes_never_exceed_the_limit_in_any_rolling_window(
+    two: tuple[Database, Database],
+) -> None:
+    limiters = [
+        SharedRateLimiter(
+            SystemClock(), db.rates, limit=LIMIT, window=WINDOW, reserve=RESERVE, margin=MARGIN
+        )
+        for db in two
+    ]
+    rng = random.Random(7)
+    priorities = [rng.choice(list(Priority)) for _ in range(24)]
+    await asyncio.gather(
+        *(
+            limiters[i % 2].for_key("fp-shared").acquire(priority)
+            for i, priority in enumerate(priorities)
+        )
+    )
+
+    sent = await recorded(two[0], "fp-shared")
+    assert len(sent) == 24
+    span = WINDOW + MARGIN
+    times = [at for at, _ in sent]
+    for i in range(len(times) - LIMIT):
+        assert times[i + LIMIT] - times[i] >= span - 1e-6, "more than the limit in one window"
+    for at, background in sent:
+        if background:  # a background request never found the window at its cap
+            before = [t for t in times if at - span < t < at]
+            assert len(before) < LIMIT - RESERVE
+    assert sum(1 for _, background in sent if background) == priorities.count(Priority.BACKGROUND)
+
+
+async def test_a_429_blocks_the_key_for_every_process(two: tuple[Database, Database]) -> None:
+    first, second = (
+        SharedRateLimiter(SystemClock(), db.rates, limit=30, window=60.0) for db in two
+    )
+    await first.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
+    first.for_key("fp").block_for(120.0)
+    await asyncio.sleep(0.2)  # the block is written in the background
+    with pytest.raises(RateLimitWaitTooLong):
+        await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
+    # Nothing was recorded for the refused request.
+    assert len(await recorded(two[1], "fp")) == 1
