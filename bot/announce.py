@@ -14,6 +14,11 @@ poller's (docs/architecture.md, "Delivery").
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
 memory) and attached under the provider's file name, so the result outlives the provider's
 URL, which stays as a link too. Too large, or not downloadable: the link alone, and why.
+
+Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
+embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
+shows the service's link and the file goes with the completion reply (docs/architecture.md,
+"The job card").
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from bot.clock import Clock
 from bot.poller import SHOWN, Attempt
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
+from bot.render.jobs import with_files
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import is_web_url
 from bot.services.schedule import PollSchedule
@@ -54,6 +60,10 @@ DOWNLOAD_DEADLINE = 120.0
 
 REQUEST_TOO_LARGE = 40005
 """Discord's JSON code for 413 "Request entity too large"."""
+
+INVALID_FORM_BODY = 50035
+"""Discord's JSON code for a payload it refuses (400): how it would refuse a Components V2
+card, or an edit adding a new attachment to one; the message is then sent in another form."""
 
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -133,6 +143,25 @@ def _too_large(exc: discord.HTTPException) -> bool:
     return exc.status == 413 or exc.code == REQUEST_TOO_LARGE
 
 
+def _refused_form(exc: discord.HTTPException) -> bool:
+    return exc.status == 400 and exc.code == INVALID_FORM_BODY
+
+
+async def send_card(channel: discord.abc.Messageable, parts: MessageParts) -> discord.Message:
+    """Post ``parts`` as a Components V2 card, in the old form when Discord refuses the card.
+
+    Raises:
+        discord.HTTPException: Discord refused the message in both forms.
+    """
+    try:
+        return await channel.send(**parts.kwargs())
+    except discord.HTTPException as exc:
+        if parts.card is None or not _refused_form(exc):
+            raise
+        log.warning("Discord refused a card (%s); sent in the old form", exc.code)
+        return await channel.send(**parts.legacy().kwargs())
+
+
 class DiscordAnnouncer:
     """Implements :class:`bot.poller.JobAnnouncer` with the bot's own REST calls.
 
@@ -159,6 +188,9 @@ class DiscordAnnouncer:
         self._clock = clock
         self._sandbox = sandbox
         self._http = http
+        # Attachments a Components V2 card could not take by an edit, for the completion reply
+        # (job id -> files); popped by notify, so at most the jobs being delivered.
+        self._reply_files: dict[int, tuple[tuple[str, bytes], ...]] = {}
         self._upload_limits: dict[int, tuple[int, float]] = {}
 
     def _channel(self, job: Job) -> discord.PartialMessageable:
@@ -186,7 +218,12 @@ class DiscordAnnouncer:
         if message is None:
             return
         try:
-            await message.edit(**parts.edit_kwargs())
+            try:
+                await message.edit(**parts.edit_kwargs())
+            except discord.HTTPException as exc:
+                if parts.card is None or not _refused_form(exc):
+                    raise
+                await message.edit(**parts.legacy().edit_kwargs())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.info("placeholder edit of job %s skipped: %s", job.id, exc)
 
@@ -252,6 +289,7 @@ class DiscordAnnouncer:
 
     async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
         """Show the result by ``route``; a 413 (40005) is retried with the link only."""
+        self._reply_files.pop(job.id, None)  # a file left from an earlier, unrecorded attempt
         files, note = await self.attachments(job, await self.upload_limit(job.guild_id))
         try:
             try:
@@ -275,10 +313,9 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
     ) -> Attempt:
-        parts = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
-        if note is not None and parts.embeds:
-            parts.embeds[0].add_field(name="File", value=note, inline=False)
-        parts = dataclasses.replace(parts, files=files)
+        finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+        names = [name for name, _ in files]
+        parts = dataclasses.replace(with_files(finished, names, note), files=files)
         if route is DeliveryRoute.PLACEHOLDER:
             message = self._message(job)
             if message is None:
@@ -288,17 +325,50 @@ class DiscordAnnouncer:
                     error="no placeholder was posted",
                     code="no_placeholder",
                 )
-            await message.edit(**parts.edit_kwargs())
+            await self._edit_card(job, message, parts, finished)
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to.
-            await self._channel(job).send(**self._with_notice(parts, job, "").kwargs())
+            await send_card(self._channel(job), self._with_notice(parts, job, ""))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
-            await dm.send(**self._with_notice(parts, job, where).kwargs())
+            await send_card(dm, self._with_notice(parts, job, where))
         else:
             raise ValueError(f"{route} is not a Discord route")
         return SHOWN
+
+    async def _edit_card(
+        self,
+        job: Job,
+        message: discord.PartialMessage,
+        parts: MessageParts,
+        finished: MessageParts,
+    ) -> None:
+        """Edit the placeholder into the result: the card with its files, else without them.
+
+        Discord may refuse an edit that adds a new attachment to a Components V2 message; the
+        card then points at the service's URLs and the files go in the completion reply. A
+        placeholder refused a card at all (an old message, a payload Discord rejects) gets the
+        old form with the files.
+        """
+        if parts.card is not None:
+            try:
+                await message.edit(**parts.edit_kwargs())
+                return
+            except discord.HTTPException as exc:
+                if not _refused_form(exc):
+                    raise
+            if parts.files:
+                later = "Attached to the reply below; the service's link may stop working."
+                textual = with_files(finished, (), later, show_attached=False)
+                try:
+                    await message.edit(**textual.edit_kwargs())
+                    self._reply_files[job.id] = parts.files
+                    return
+                except discord.HTTPException as exc:
+                    if not _refused_form(exc):
+                        raise
+        await message.edit(**parts.legacy().edit_kwargs())
 
     @staticmethod
     def _with_notice(parts: MessageParts, job: Job, where: str) -> MessageParts:
@@ -307,7 +377,12 @@ class DiscordAnnouncer:
         content = notice if not parts.content else f"{notice}\n{parts.content}"
         if len(content) > discord_limits.CONTENT:
             content = notice  # the link buttons and the attachment still carry the result
-        return dataclasses.replace(parts, content=content, allowed_mentions=ping_only(job.user_id))
+        card = parts.card
+        if card is not None:
+            card = dataclasses.replace(card, texts=(notice, *card.texts))
+        return dataclasses.replace(
+            parts, content=content, card=card, allowed_mentions=ping_only(job.user_id)
+        )
 
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """Reply to the edited placeholder, pinging only the requester (an edit pings nobody).
@@ -318,6 +393,9 @@ class DiscordAnnouncer:
         if route is not DeliveryRoute.PLACEHOLDER or message is None:
             return
         parts = completion_reply(job)
+        files = self._reply_files.pop(job.id, ())
+        if files:
+            parts = dataclasses.replace(parts, files=files)
         try:
             await message.reply(**parts.kwargs(), mention_author=False)
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:

@@ -16,7 +16,7 @@ from discord import app_commands
 from discord.ext import commands
 
 import cogs
-from bot.announce import DiscordAnnouncer
+from bot.announce import DiscordAnnouncer, send_card
 from bot.config import Settings
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
@@ -305,7 +305,7 @@ class GenBot(commands.AutoShardedBot):
         parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:
-            message = await channel.send(**parts.kwargs())
+            message = await send_card(channel, parts)
         except discord.HTTPException as exc:
             log.warning("job %s: placeholder not posted (%s); result will be posted", job.id, exc)
             return "the result will be posted in this channel"

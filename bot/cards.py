@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import discord
 
+from bot.announce import INVALID_FORM_BODY
 from bot.errors import ValidationFailed
 from bot.render import image_result, text_answer
 from bot.render.cards import confirm_label, confirm_text
+from bot.render.parts import MessageParts
+from bot.render.results import text_card
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -142,7 +146,25 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
         sandbox=bot.services.sandbox,
         ref=f"r{ref}",
     )
-    await interaction.edit_original_response(**parts.edit_kwargs())
+    await edit_response(interaction, parts)
+
+
+async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
+    """Edit the deferred response into ``parts``: its card, else the old form.
+
+    Discord answers a payload it refuses (a Components V2 card it does not take) with 400,
+    code 50035; the same message then goes in content and embeds.
+
+    Raises:
+        discord.HTTPException: Discord refused both forms.
+    """
+    try:
+        await interaction.edit_original_response(**parts.edit_kwargs())
+    except discord.HTTPException as exc:
+        if parts.card is None or exc.status != 400 or exc.code != INVALID_FORM_BODY:
+            raise
+        log.warning("Discord refused a card (%s); answered in the old form", exc.code)
+        await interaction.edit_original_response(**parts.legacy().edit_kwargs())
 
 
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
@@ -156,6 +178,15 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
         options=stored_options(options),
         at=bot.services.clock.time(),
     )
+    card = text_card(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
+    if card is not None:
+        try:
+            await interaction.edit_original_response(**card.edit_kwargs())
+            return
+        except discord.HTTPException as exc:
+            if exc.status != 400 or exc.code != INVALID_FORM_BODY:
+                raise
+            log.warning("Discord refused a card (%s); answered in the old form", exc.code)
     first, *rest = text_answer(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
     await interaction.edit_original_response(**first.edit_kwargs())
     for part in rest:
@@ -214,9 +245,10 @@ class SourceImage:
 
 
 def message_image(message: discord.Message, bot_user_id: int) -> SourceImage | None:
-    """The first image of ``message``: an image attachment, else an embed's image.
+    """The first image of ``message``: an image attachment, else an embed's or a card's image.
 
-    An embed image of the bot's own messages (``bot_user_id``) is the service's output.
+    An embed image or a media gallery item (Components V2) of the bot's own messages
+    (``bot_user_id``) is the service's output.
 
     Raises:
         ValidationFailed: the first image attachment is too large (as ``/video``'s ``image``).
@@ -230,7 +262,32 @@ def message_image(message: discord.Message, bot_user_id: int) -> SourceImage | N
             # Our own results' embed images are the service's URLs; anyone else's are checked
             # as a typed URL would be (https, length).
             return SourceImage(embed.image.url, trusted=message.author.id == bot_user_id)
+    for url in _gallery_images(message.components):
+        return SourceImage(url, trusted=message.author.id == bot_user_id)
     return None
+
+
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif")
+
+
+def _gallery_images(components: Sequence[Any]) -> list[str]:
+    """The web URLs of the images in the media galleries of a Components V2 message.
+
+    An item is an image when Discord says so (``content_type``) or, unresolved, when its
+    path ends like one: a video card's gallery holds its video, which is no image input.
+    """
+    found: list[str] = []
+    for component in components:
+        if isinstance(component, discord.MediaGalleryComponent):
+            for item in component.items:
+                url, kind = item.media.url, (item.media.content_type or "").lower()
+                image = kind.startswith("image/") or (
+                    not kind and urlsplit(url).path.lower().endswith(_IMAGE_SUFFIXES)
+                )
+                if image and url.startswith(("https://", "http://")):
+                    found.append(url)
+        found += _gallery_images(getattr(component, "children", ()) or ())
+    return found
 
 
 class ConfirmView(discord.ui.View):

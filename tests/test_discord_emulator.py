@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -292,3 +293,77 @@ async def test_resume_after_drop(
     assert emu.hub.identify_count == 1
     handle = await emu.invoke("slow", {"count": 2}, **where(guild, user))
     assert (await handle.wait_original()).content == "done 2"
+
+
+def card(*texts: str, media: tuple[str, ...] = ()) -> discord.ui.LayoutView:
+    view = discord.ui.LayoutView()
+    container: discord.ui.Container[discord.ui.LayoutView] = discord.ui.Container(
+        accent_colour=0x2ECC71
+    )
+    for text in texts:
+        container.add_item(discord.ui.TextDisplay(text))
+    if media:
+        container.add_item(discord.ui.MediaGallery(*(discord.MediaGalleryItem(u) for u in media)))
+    view.add_item(container)
+    return view
+
+
+async def test_components_v2_messages_are_recorded_and_readable(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    channel = channel_of(bot, guild)
+    sent = await channel.send(
+        view=card("**Video** · done", f"by <@{user.id}>", media=("attachment://t1.mp4",)),
+        file=discord.File(io.BytesIO(b"data"), filename="t1.mp4"),
+        allowed_mentions=discord.AllowedMentions.none(),
+    )
+    stored = emu.world.messages[sent.id]
+    assert stored.is_v2
+    assert stored.accent_colour == 0x2ECC71
+    assert stored.card_texts == ["**Video** · done", f"by <@{user.id}>"]
+    assert stored.media_urls == ["attachment://t1.mp4"]
+    assert "**Video** · done" in stored.text
+    assert [a.filename for a in stored.attachments] == ["t1.mp4"]
+    assert stored.pinged_user_ids() == set()  # allowed mentions none
+    pinging = await channel.send(
+        view=card(f"<@{user.id}> ready"),
+        allowed_mentions=discord.AllowedMentions(users=[discord.Object(user.id)]),
+    )
+    assert emu.world.messages[pinging.id].pinged_user_ids() == {user.id}
+
+
+async def test_components_v2_rules_are_enforced(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild
+) -> None:
+    channel = channel_of(bot, guild)
+    with pytest.raises(discord.HTTPException) as legacy:
+        await channel.send("content", view=card("text"))
+    assert legacy.value.code == 50035
+    with pytest.raises(discord.HTTPException) as too_much_text:
+        await channel.send(view=card("a" * 2000, "b" * 2001))
+    assert too_much_text.value.code == 50035
+    # discord.py refuses more than 40 components itself; a raw request reaches the emulator.
+    texts = [{"type": 10, "content": f"line {n}"} for n in range(40)]
+    route = discord.http.Route("POST", "/channels/{channel_id}/messages", channel_id=channel.id)
+    with pytest.raises(discord.HTTPException) as too_many:
+        await bot.http.request(
+            route,
+            json={"flags": 1 << 15, "components": [{"type": 17, "components": texts}]},
+        )
+    assert too_many.value.code == 50035
+    # An old message can be upgraded by an edit that clears content and embeds...
+    old = await channel.send("old form", embed=discord.Embed(title="t"))
+    upgraded = await old.edit(content=None, embeds=[], view=card("new form"))
+    assert emu.world.messages[upgraded.id].is_v2
+    assert emu.world.messages[upgraded.id].text == "new form"
+    # ... but the flag stays: content and embeds are refused from then on.
+    with pytest.raises(discord.HTTPException) as back:
+        await upgraded.edit(content="old again", view=None)
+    assert back.value.code == 50035
+    emu.refuse_v2_edit_attachments()
+    with pytest.raises(discord.HTTPException) as attach:
+        await upgraded.edit(
+            view=card("with file"),
+            attachments=[discord.File(io.BytesIO(b"x"), filename="x.png")],
+        )
+    assert attach.value.code == 50035

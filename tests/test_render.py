@@ -23,6 +23,8 @@ from bot.render import (
     text_answer,
     truncate,
 )
+from bot.render.jobs import job_unwatched, with_files
+from bot.render.results import text_card
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
 IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))
@@ -59,7 +61,7 @@ def buttons(parts: MessageParts) -> list[discord.ui.Button[discord.ui.View]]:
     view = parts.kwargs().get("view")
     if view is None:
         return []
-    return [item for item in view.children if isinstance(item, discord.ui.Button)]
+    return [item for item in view.walk_children() if isinstance(item, discord.ui.Button)]
 
 
 def assert_pings_nobody(mentions: discord.AllowedMentions) -> None:
@@ -246,9 +248,18 @@ async def test_image_result_caps_embeds_and_button_rows() -> None:
     result = ImageResult(task_id="t", outputs=urls, cost_cents=1, remaining_credits_cents=1)
     parts = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False)
     assert len(parts.embeds) == 10
-    shown = buttons(parts)
+    shown = buttons(parts.legacy())
     assert len(shown) == 25
     assert {b.row for b in shown} == {0, 1, 2, 3, 4}
+    # The card: 10 images in the gallery, their links, 15 link buttons in 3 rows, and it
+    # stays within Discord's 40 components.
+    (container, *rows) = card_json(parts)
+    (gallery,) = [c for c in container["components"] if c["type"] == 12]
+    assert len(gallery["items"]) == 10
+    assert all(url in card_text(parts) for url in urls[:10])
+    assert [len(row["components"]) for row in rows] == [5, 5, 5]
+    flat = [container, *container["components"], *rows, *(b for r in rows for b in r["components"])]
+    assert len(flat) <= 40
 
 
 # -- catalogue_pages -------------------------------------------------------------------------
@@ -341,7 +352,7 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
     view = parts.view()
     assert view is not None
     assert not view.is_dispatchable()  # answered by the DynamicItem, not kept in memory
-    styles = {b.custom_id: b.style for b in view.children if isinstance(b, discord.ui.Button)}
+    styles = {b.custom_id: b.style for b in buttons(parts)}
     assert styles["gb:delete:j42"] is discord.ButtonStyle.danger
     failed = FakeJob(status="failed", error="nope")
     labels = [label for label, _ in job_finished(failed, sandbox=False, ref="j7").action_buttons]
@@ -358,9 +369,13 @@ async def test_job_finished_video() -> None:
     assert [(b.label, b.url) for b in buttons(parts)] == [("Open video", VIDEO_URL)]
     assert_pings_nobody(parts.allowed_mentions)
     # An edit replaces everything: old buttons and text of the placeholder go away.
-    edit = parts.edit_kwargs()
+    edit = parts.legacy().edit_kwargs()
     assert edit["content"] == VIDEO_URL
     assert edit["attachments"] == []
+    # The card clears content and embeds (Discord refuses them beside IS_COMPONENTS_V2).
+    card = parts.edit_kwargs()
+    assert (card["content"], card["embeds"], card["attachments"]) == (None, [], [])
+    assert isinstance(card["view"], discord.ui.LayoutView)
 
 
 async def test_job_finished_image() -> None:
@@ -382,7 +397,7 @@ def test_job_finished_failed_shows_reason() -> None:
     assert embed.colour == discord.Colour.red()
     assert fields(embed)["Status"] == "Failed"
     assert fields(embed)["Reason"] == "Content policy violation."
-    assert parts.edit_kwargs()["view"] is None
+    assert parts.legacy().edit_kwargs()["view"] is None
     no_reason = job_finished(FakeJob(status="failed"), sandbox=False)
     assert fields(no_reason.embeds[0])["Reason"] == "The service gave no reason."
     long = job_finished(FakeJob(status="failed", error="e" * 5000), sandbox=False)
@@ -416,3 +431,99 @@ def test_completion_reply_failure_reason_cannot_ping() -> None:
 def test_pending_job_has_no_completion() -> None:
     with pytest.raises(ValueError, match="pending"):
         completion_reply(FakeJob())
+
+
+def card_text(parts: MessageParts) -> str:
+    view = parts.view()
+    assert isinstance(view, discord.ui.LayoutView)
+    return "\n".join(
+        item.content for item in view.walk_children() if isinstance(item, discord.ui.TextDisplay)
+    )
+
+
+def card_json(parts: MessageParts) -> list[dict[str, Any]]:
+    view = parts.view()
+    assert isinstance(view, discord.ui.LayoutView)
+    components: list[dict[str, Any]] = view.to_components()
+    return components
+
+
+def test_the_job_card_changes_state_by_colour_and_word() -> None:
+    queued = job_placeholder(FakeJob(), now=CREATED + 5, sandbox=False)
+    running = job_placeholder(
+        FakeJob(poll_count=2), now=CREATED + 130, sandbox=True, ready_at=CREATED + 200
+    )
+    done = job_finished(
+        FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,)), sandbox=False
+    )
+    failed = job_finished(
+        FakeJob(status="failed", error="Content policy violation."), sandbox=False
+    )
+    unwatched = job_unwatched(FakeJob(poll_count=9), now=CREATED + 4000, sandbox=False)
+    colours = [card_json(p)[0]["accent_color"] for p in (queued, running, done, failed, unwatched)]
+    assert len(set(colours)) == 5
+    assert colours[2] == discord.Colour.green().value
+    assert colours[3] == discord.Colour.red().value
+    words = ["queued", "running", "done", "failed", "stopped watching"]
+    for parts, word in zip((queued, running, done, failed, unwatched), words, strict=True):
+        assert card_text(parts).startswith(f"**Video** · {word}")
+    text = card_text(running)
+    assert "`veo-fast` · 8 s · 16:9 · audio yes · $1.20 reserved" in text
+    assert f"started <t:{int(CREATED)}:R>" in text
+    assert f"ready <t:{int(CREATED + 200)}:R>" in text
+    assert "sandbox" in text
+    assert "$1.20 charged" in card_text(done)
+    assert "**Reason:** Content policy violation." in card_text(failed)
+    assert "/jobs" in card_text(unwatched)
+
+
+def test_the_card_defuses_pings_and_stays_within_discords_text_limit() -> None:
+    job = FakeJob(prompt_summary="@everyone <@&123456789012345678> " + "word " * 2000, poll_count=1)
+    parts = job_placeholder(job, now=CREATED + 1, sandbox=False)
+    text = card_text(parts)
+    assert "@everyone" not in text
+    assert "<@&123456789012345678>" not in text
+    assert len(text) <= 4000
+    assert_pings_nobody(parts.allowed_mentions)
+    kwargs = parts.kwargs()
+    assert "content" not in kwargs and "embeds" not in kwargs
+    long_failure = FakeJob(status="failed", error="e" * 5000, prompt_summary="p " * 3000)
+    assert len(card_text(job_finished(long_failure, sandbox=False))) <= 4000
+
+
+def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> None:
+    job = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    parts = job_finished(job, sandbox=False, ref="j42")
+    (container, links, actions) = card_json(parts)
+    gallery = next(c for c in container["components"] if c["type"] == 12)
+    assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
+    assert VIDEO_URL in card_text(parts)  # findable even where the media cannot show
+    assert [b["url"] for b in links["components"]] == [VIDEO_URL]
+    assert [b["custom_id"] for b in actions["components"]] == [
+        "gb:again:j42",
+        "gb:vary:j42",
+        "gb:delete:j42",
+    ]
+    attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")
+    gallery = next(c for c in card_json(attached)[0]["components"] if c["type"] == 12)
+    assert [i["media"]["url"] for i in gallery["items"]] == ["attachment://task_1.mp4"]
+    assert "Attached as `task_1.mp4`." in card_text(attached)
+    assert fields(attached.legacy().embeds[0])["File"] == "Attached as `task_1.mp4`."
+    elsewhere = with_files(
+        job_finished(job, sandbox=False), [], "In the reply.", show_attached=False
+    )
+    gallery = next(c for c in card_json(elsewhere)[0]["components"] if c["type"] == 12)
+    assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
+
+
+def test_a_short_text_answer_is_one_card_and_a_long_one_keeps_the_split_form() -> None:
+    answer = "@everyone <@&123456789012345678> " + "word " * 700  # ~3,500 characters
+    parts = text_card(text_result(answer), sandbox=True, ref="r9")
+    assert parts is not None
+    text = card_text(parts)
+    assert text.startswith("@everyone")  # the model's text as it is: nobody is pinged
+    assert_pings_nobody(parts.allowed_mentions)
+    assert text.endswith("· sandbox") and len(text) <= 4000
+    assert [b.custom_id for b in buttons(parts)] == ["gb:again:r9", "gb:vary:r9", "gb:delete:r9"]
+    assert "content" not in parts.kwargs()
+    assert text_card(text_result("word " * 900), sandbox=False) is None  # 4,500 characters

@@ -17,14 +17,21 @@ import discord
 from bot.errors import format_cents
 from bot.render import limits
 from bot.render.cards import result_buttons
-from bot.render.parts import MessageParts, ping_only
+from bot.render.parts import Card, MessageParts, ping_only
 from bot.render.results import image_buttons, is_web_url
 from bot.render.text import format_duration, one_line, truncate
 
 PENDING_COLOUR = discord.Colour.blurple()
 DONE_COLOUR = discord.Colour.green()
 FAILED_COLOUR = discord.Colour.red()
+QUEUED_COLOUR = discord.Colour.light_grey()
+UNWATCHED_COLOUR = discord.Colour.orange()
 NO_REASON = "The service gave no reason."
+CARD_LINKS: Final = 1000
+"""Characters of result links a card shows (long signed URLs add up)."""
+CARD_PROMPT: Final = 1500
+"""Characters of the prompt a card shows: with the reason (1024) and the rest, the card stays
+well inside Discord's 4000 characters of text displays."""
 # The failure reason in the notifying reply is a glimpse; the full text is in the edited embed.
 _REPLY_REASON_CHARS: Final = 300
 
@@ -110,7 +117,18 @@ def job_placeholder(
     if ready_at is not None and ready_at > now:
         status += f" · ready <t:{int(ready_at)}:R>"
     embed = _job_embed(job, f"Generating {_noun(job)}…", PENDING_COLOUR, status, sandbox=sandbox)
-    return MessageParts(embeds=(embed,))
+    queued = job.poll_count == 0
+    timing = f"started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
+    if ready_at is not None and ready_at > now:
+        timing += f" · ready <t:{int(ready_at)}:R>"
+    card = _card(
+        job,
+        "queued" if queued else "running",
+        QUEUED_COLOUR if queued else PENDING_COLOUR,
+        timing,
+        sandbox=sandbox,
+    )
+    return MessageParts(embeds=(embed,), card=card)
 
 
 def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
@@ -135,7 +153,8 @@ def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
     embed = _job_embed(
         job, f"{_noun(job).capitalize()} still processing", PENDING_COLOUR, status, sandbox=sandbox
     )
-    return MessageParts(embeds=(embed,))
+    card = _card(job, "stopped watching", UNWATCHED_COLOUR, status, sandbox=sandbox)
+    return MessageParts(embeds=(embed,), card=card)
 
 
 def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> MessageParts:
@@ -159,7 +178,7 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
     Raises:
         ValueError: when the job is still pending.
     """
-    parts = _finished(job, sandbox=sandbox)
+    parts = dataclasses.replace(_finished(job, sandbox=sandbox), card=_finished_card(job, sandbox))
     if ref is None:
         return parts
     price = job.cost_cents if job.kind == "video" else None
@@ -220,6 +239,61 @@ def _finished_video(embed: discord.Embed, urls: list[str]) -> MessageParts:
     )
 
 
+def _finished_card(job: JobView, sandbox: bool) -> Card:
+    took = ""
+    if job.finished_at is not None:
+        took = f"took {format_duration(job.finished_at - job.created_at)}"
+    if job.status != "completed":
+        reason = truncate(job.error or NO_REASON, limits.FIELD_VALUE)
+        card = _card(job, "failed", FAILED_COLOUR, took, sandbox=sandbox)
+        return dataclasses.replace(card, notes=(f"**Reason:** {reason}", *card.notes))
+    card = _card(job, "done", DONE_COLOUR, took, sandbox=sandbox)
+    urls = [url for url in job.outputs if is_web_url(url)][: limits.FILES_PER_MESSAGE]
+    if not urls:
+        note = f"The service returned no {_noun(job)}."
+        return dataclasses.replace(card, notes=(note, *card.notes))
+    media = tuple((url, f"{_noun(job)} {n}") for n, url in enumerate(urls, start=1))
+    # The links stay in the text so the result can be found even when the media cannot show.
+    links = truncate("\n".join(urls), CARD_LINKS)
+    return dataclasses.replace(card, media=media, notes=(links, *card.notes))
+
+
+def with_files(
+    parts: MessageParts,
+    files: Sequence[str],
+    note: str | None,
+    *,
+    show_attached: bool = True,
+) -> MessageParts:
+    """Add the delivery's attachments and its note to a finished job's message.
+
+    The old form gets the note as a "File" field; the card gets it as a text and, when
+    ``show_attached``, its media gallery points at the attachments (``attachment://<name>``)
+    instead of the service's URLs, which stay as links. Files are not part of the result;
+    the caller attaches them (``dataclasses.replace(parts, files=...)``).
+
+    Args:
+        parts: what :func:`job_finished` built.
+        files: the attachment names, in output order (``<task_id>.mp4``...).
+        note: the text for people: what is attached, or why not; None for none.
+        show_attached: False when the attachments go elsewhere (the completion reply).
+
+    Returns:
+        The message with the note, and the card pointing at the attachments.
+    """
+    if note is not None and parts.embeds:
+        parts.embeds[0].add_field(name="File", value=note, inline=False)
+    card = parts.card
+    if card is None:
+        return parts
+    media = card.media
+    if show_attached and files:
+        kind = media[0][1] if media else "result"
+        media = tuple((f"attachment://{name}", kind) for name in files)
+    notes = card.notes if note is None else (*card.notes[:-1], note, card.notes[-1])
+    return dataclasses.replace(parts, card=dataclasses.replace(card, media=media, notes=notes))
+
+
 def completion_reply(job: JobView) -> MessageParts:
     """Build the reply to the placeholder that tells the requester their job is done.
 
@@ -251,6 +325,30 @@ def completion_reply(job: JobView) -> MessageParts:
 
 def _noun(job: JobView) -> str:
     return "video" if job.kind == "video" else "image"
+
+
+def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool) -> Card:
+    """The card every job message shares; the last note is always the requester's line."""
+    title = f"**{_noun(job).capitalize()}** · {state}"
+    prompt = discord.utils.escape_mentions(truncate(job.prompt_summary, CARD_PROMPT))
+    quoted = "\n".join(f"> {line}" for line in prompt.splitlines() if line.strip())
+    shown = [
+        v if n in ("Duration", "Aspect ratio") else f"{n.lower()} {v}"
+        for n, v in _option_fields(job)
+    ]
+    options = " · ".join([f"`{truncate(job.model, 200)}`", *shown])
+    spent = "charged" if job.status != "pending" else "reserved"
+    lines = [
+        title,
+        quoted or "> (no prompt)",
+        f"{options} · {format_cents(job.cost_cents)} {spent}",
+    ]
+    footer = f"Requested by <@{job.user_id}>"
+    if timing:
+        footer += f" · {timing}"
+    if sandbox:
+        footer += " · sandbox"
+    return Card(accent=colour.value, texts=("\n".join(lines),), notes=(f"-# {footer}",))
 
 
 def _job_embed(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import discord
@@ -12,9 +12,11 @@ from bot.render import limits
 from bot.render.text import truncate
 
 NO_PINGS = discord.AllowedMentions.none()
+"""Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
+CARD_LINK_ROWS = 3
+"""Rows of link buttons under a card: with the actions, 31 of Discord's 40 components."""
 DANGER_PREFIX = "gb:delete:"
 """Custom ids of destructive buttons start so; they are drawn red."""
-"""Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
 
 
 def ping_only(user_id: int) -> discord.AllowedMentions:
@@ -36,6 +38,9 @@ class MessageParts:
     characters per message, 25 link buttons (5 rows of 5), 10 files. The render functions
     respect them; :meth:`kwargs` does not check them again.
 
+    A message with a :class:`Card` is sent in Components V2 and its content and embeds are
+    the fallback form (:meth:`legacy`), for when Discord refuses the card.
+
     Attributes:
         content: the message text; None for none.
         embeds: the embeds, at most 10.
@@ -45,6 +50,7 @@ class MessageParts:
             ``discord.ui.DynamicItem`` registered for their custom id (``cogs/cards.py``);
             at most 5, in the last row.
         allowed_mentions: who the message may ping; nobody unless stated.
+        card: the Components V2 form of the message; None sends content and embeds.
     """
 
     content: str | None = None
@@ -53,13 +59,20 @@ class MessageParts:
     files: tuple[tuple[str, bytes], ...] = ()
     action_buttons: tuple[tuple[str, str], ...] = ()
     allowed_mentions: discord.AllowedMentions = NO_PINGS
+    card: Card | None = None
 
-    def view(self) -> discord.ui.View | None:
+    def legacy(self) -> MessageParts:
+        """The same message without its Components V2 card: content, embeds and buttons."""
+        return replace(self, card=None)
+
+    def view(self) -> discord.ui.view.BaseView | None:
         """A view holding the link buttons, five to a row; None when there are none.
 
         Built on each call: a view belongs to one message, and discord.py ties it to the
         running event loop, which pure render code does not have.
         """
+        if self.card is not None:
+            return self.card.layout(self.link_buttons, self.action_buttons)
         if not self.link_buttons and not self.action_buttons:
             return None
         view = _SentView(timeout=None)
@@ -99,6 +112,13 @@ class MessageParts:
         interaction followup) refuses ``view=None``.
         """
         out: dict[str, Any] = {"allowed_mentions": self.allowed_mentions}
+        if self.card is not None:
+            # Discord refuses content and embeds beside IS_COMPONENTS_V2, which discord.py
+            # sets for a LayoutView.
+            out["view"] = self.view()
+            if self.files:
+                out["files"] = self.discord_files()
+            return out
         if self.content is not None:
             out["content"] = self.content
         if self.embeds:
@@ -115,15 +135,103 @@ class MessageParts:
 
         Every part is passed, empty ones included, so the edit replaces the whole message: no
         content clears the text, no view removes old buttons, and files go in
-        ``attachments`` (the edit methods have no ``files``), replacing the old ones.
+        ``attachments`` (the edit methods have no ``files``), replacing the old ones. A card
+        clears the content and embeds, which turns a message first sent in the old form into
+        a Components V2 one (Discord allows setting the flag by an edit, never removing it).
         """
         return {
-            "content": self.content,
-            "embeds": list(self.embeds),
+            "content": None if self.card is not None else self.content,
+            "embeds": [] if self.card is not None else list(self.embeds),
             "view": self.view(),
             "attachments": self.discord_files(),
             "allowed_mentions": self.allowed_mentions,
         }
+
+
+@dataclass(frozen=True)
+class Card:
+    """A Components V2 card: one container with an accent colour, texts, media and buttons.
+
+    Limits (Discord developer docs, "Component reference"): a message flagged
+    ``IS_COMPONENTS_V2`` (1 << 15) has no content or embeds, at most 40 components counting
+    nested ones, and at most 4000 characters across its text displays; a media gallery holds
+    1 to 10 items, each a URL or ``attachment://<file name>``. The render functions respect
+    them: a card holds at most 1 + 3 texts + 1 gallery + 2 notes, then 3 rows of 5 link
+    buttons (:data:`CARD_LINK_ROWS`) and a row of 5 actions: 31 components.
+
+    Attributes:
+        accent: the container's accent colour, a 24-bit RGB integer.
+        texts: the text displays above the media, markdown.
+        media: ``(url, description)`` items of the media gallery, at most 10; none for none.
+        notes: the text displays below the media (file names, notes).
+    """
+
+    accent: int
+    texts: tuple[str, ...]
+    media: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def layout(
+        self, links: tuple[tuple[str, str], ...], actions: tuple[tuple[str, str], ...]
+    ) -> discord.ui.LayoutView:
+        """The layout view: the container, then a row of link buttons and a row of actions.
+
+        Built on each call, like :meth:`MessageParts.view`, and never stored by discord.py.
+        """
+        container: discord.ui.Container[discord.ui.LayoutView] = discord.ui.Container(
+            accent_colour=self.accent
+        )
+        for text in self.texts:
+            container.add_item(discord.ui.TextDisplay(text))
+        if self.media:
+            container.add_item(
+                discord.ui.MediaGallery(
+                    *(
+                        discord.MediaGalleryItem(url, description=truncate(about, 256) or None)
+                        for url, about in self.media[: limits.FILES_PER_MESSAGE]
+                    )
+                )
+            )
+        for note in self.notes:
+            container.add_item(discord.ui.TextDisplay(note))
+        view = _SentLayout(timeout=None)
+        view.add_item(container)
+        link_buttons = [
+            discord.ui.Button[discord.ui.LayoutView](
+                label=truncate(label, limits.BUTTON_LABEL), url=url
+            )
+            for label, url in links[: CARD_LINK_ROWS * limits.BUTTONS_PER_ROW]
+        ]
+        link_rows = [
+            link_buttons[start : start + limits.BUTTONS_PER_ROW]
+            for start in range(0, len(link_buttons), limits.BUTTONS_PER_ROW)
+        ]
+        action_row = [
+            discord.ui.Button[discord.ui.LayoutView](
+                label=truncate(label, limits.BUTTON_LABEL),
+                custom_id=custom_id,
+                style=discord.ButtonStyle.danger
+                if custom_id.startswith(DANGER_PREFIX)
+                else discord.ButtonStyle.secondary,
+            )
+            for label, custom_id in actions[: limits.BUTTONS_PER_ROW]
+        ]
+        for buttons in (*link_rows, action_row):
+            if buttons:
+                view.add_item(discord.ui.ActionRow(*buttons))
+        return view
+
+    def text(self) -> str:
+        """All the card's text, in order (for length checks and logs)."""
+        return "\n".join((*self.texts, *self.notes))
+
+
+class _SentLayout(discord.ui.LayoutView):
+    """A layout view that is only drawn, like :class:`_SentView`."""
+
+    def is_dispatchable(self) -> bool:
+        """Never stored by discord.py (see :class:`_SentView`)."""
+        return False
 
 
 class _SentView(discord.ui.View):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 
 import discord
 
@@ -10,7 +11,7 @@ from bot.errors import format_cents
 from bot.genapi.models import ImageResult, TextResult
 from bot.render import limits
 from bot.render.cards import result_buttons
-from bot.render.parts import MessageParts
+from bot.render.parts import Card, MessageParts
 from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 
 ANSWER_FILENAME = "answer.md"
@@ -18,6 +19,12 @@ ANSWER_FILENAME = "answer.md"
 EXCERPT_CHARS = 400
 EXCERPT_LINES = 12
 IMAGE_COLOUR = discord.Colour.blurple()
+DONE_COLOUR = discord.Colour.green()
+CARD_ANSWER = 3700
+"""Characters of a text answer a card holds: with the 200 of the footer, inside Discord's
+4000 characters of text displays per message."""
+CARD_PROMPT = 1500
+"""Characters of the prompt a card shows (as the job card, :mod:`bot.render.jobs`)."""
 
 
 def text_answer(
@@ -26,7 +33,8 @@ def text_answer(
     """Build the messages answering ``/text``, with the action buttons on the last one.
 
     As :func:`_text_messages`; ``ref`` (``r<id>``) adds Again, Vary and Delete
-    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none.
+    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none. This is
+    the form of answers too long for :func:`text_card`, and its fallback.
     """
     messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over)
     if ref is not None:
@@ -74,6 +82,32 @@ def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> li
     return [MessageParts(content=chunk) for chunk in chunks]
 
 
+def text_card(result: TextResult, *, sandbox: bool, ref: str | None = None) -> MessageParts | None:
+    """Build the answer to ``/text`` as one Components V2 card, when it fits one.
+
+    The answer goes in a text display and the footer (``-# model · 123 tokens · $0.02``)
+    below it: at most :data:`CARD_ANSWER` characters of answer, inside Discord's 4000
+    characters of text displays per message. Nothing pings: the answer is the model's text.
+
+    Args:
+        result: the service's answer.
+        sandbox: whether the answer came from the sandbox service.
+        ref: the result's button reference (``r<id>``): adds Again, Vary and Delete.
+
+    Returns:
+        The card, or None for a longer answer (:func:`text_answer` splits or attaches it,
+        and is the fallback when Discord refuses the card).
+    """
+    content = result.content.strip()
+    if len(content) > CARD_ANSWER:
+        return None
+    footer = _text_footer(result, sandbox=sandbox)
+    answer = content or "*The model gave an empty answer.*"
+    card = Card(DONE_COLOUR.value, (answer,), notes=(footer,))
+    actions = () if ref is None else result_buttons("text", ref)
+    return MessageParts(card=card, action_buttons=actions)
+
+
 def _excerpt(content: str) -> str:
     # Lines are capped too: 400 characters of short code lines would still be a long message.
     head = excerpt("\n".join(content.split("\n")[:EXCERPT_LINES]), EXCERPT_CHARS).rstrip()
@@ -101,9 +135,12 @@ def image_result(
     sandbox: bool,
     ref: str | None = None,
 ) -> MessageParts:
-    """Build the reply to ``/image``: one embed per image and a link button to each.
+    """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
-    Discord allows 10 embeds per message and 25 link buttons (5 rows of 5), so the first 10
+    The card (Components V2) shows the state, the prompt, model and cost, the images in a
+    media gallery (at most 10), their links, the first 5 link buttons and the actions.
+    The fallback form has one embed per image and a link button to each: Discord allows
+    10 embeds per message and 25 link buttons (5 rows of 5), so the first 10
     images are shown and the first 25 linked. The first embed carries the prompt as its title
     (at most 256 characters), who asked, and the footer ``model · $0.04`` (`` · sandbox``).
     Outputs that are not web addresses are skipped, as Discord can show only those.
@@ -136,8 +173,37 @@ def image_result(
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
     actions = () if ref is None or not urls else result_buttons("image", ref)
     return MessageParts(
-        embeds=tuple(embeds), link_buttons=image_buttons(urls), action_buttons=actions
+        embeds=tuple(embeds),
+        link_buttons=image_buttons(urls),
+        action_buttons=actions,
+        card=_image_card(urls, prompt, model, result.cost_cents, requester_id, sandbox),
     )
+
+
+def _image_card(
+    urls: list[str],
+    prompt: str,
+    model: str,
+    cost_cents: Decimal,
+    requester_id: int,
+    sandbox: bool,
+) -> Card:
+    """The job card's look for a synchronous image: done, the gallery, the links."""
+    shown = discord.utils.escape_mentions(truncate(prompt, CARD_PROMPT))
+    quoted = "\n".join(f"> {line}" for line in shown.splitlines() if line.strip())
+    head = "\n".join(
+        (
+            "**Image** · done",
+            quoted or "> (no prompt)",
+            f"`{truncate(model, 200)}` · {format_cents(cost_cents)} charged",
+        )
+    )
+    footer = f"-# Requested by <@{requester_id}>" + (" · sandbox" if sandbox else "")
+    if not urls:
+        return Card(DONE_COLOUR.value, (head,), notes=("The service returned no image.", footer))
+    media = tuple((url, f"image {n}") for n, url in enumerate(urls[: limits.FILES_PER_MESSAGE], 1))
+    links = truncate("\n".join(urls[: limits.FILES_PER_MESSAGE]), 1500)
+    return Card(DONE_COLOUR.value, (head,), media=media, notes=(links, footer))
 
 
 def is_web_url(url: str) -> bool:

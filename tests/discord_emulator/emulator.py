@@ -391,6 +391,10 @@ class DiscordEmulator(UserActions):
         ``path_contains`` with ``error`` (e.g. a 500, or 403 / 50001 missing access)."""
         self._errors.append([path_contains, method, count, error])
 
+    def refuse_v2_edit_attachments(self, refuse: bool = True) -> None:
+        """Refuse (400, 50035) edits that add a new attachment to a Components V2 message."""
+        self.msgs.refuse_v2_edit_attachments = refuse
+
     def take_error(self, method: str, path: str) -> DiscordAPIError | None:
         for entry in self._errors:
             if entry[2] > 0 and entry[0] in path and entry[1] in (None, method):

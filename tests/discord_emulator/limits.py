@@ -17,26 +17,51 @@ MAX_ROW_ITEMS = 5
 MAX_CHOICES = 25
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 COMPONENTS_V2 = 1 << 15
+MAX_V2_COMPONENTS = 40
+MAX_V2_TEXT = 4000
+MAX_GALLERY_ITEMS = 10
+V2_TYPES = {1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17}
+"""Component types a Components V2 message may hold (Discord: "Component reference")."""
 
 
-def validate_message(payload: dict[str, Any], errors: FormErrors, prefix: Path = ()) -> None:
+def validate_message(
+    payload: dict[str, Any], errors: FormErrors, prefix: Path = (), *, v2: bool = False
+) -> None:
     """Validate the message fields present in ``payload`` (create or edit).
+
+    A Components V2 message (the flag in ``payload``, or ``v2`` for an edit of a message that
+    has it) may not carry content or embeds, holds at most 40 components counting nested
+    ones and at most 4000 characters across its text displays (Discord: "Component
+    reference"); empty content and embeds are accepted, as they clear a message upgraded by
+    an edit.
 
     Args:
         payload: Message create/edit body.
         errors: Collector that receives errors.
         prefix: Path prefix (``("data",)`` for interaction callbacks).
+        v2: The edited message already has the IS_COMPONENTS_V2 flag.
     """
+    v2 = v2 or bool((payload.get("flags") or 0) & COMPONENTS_V2)
     content = payload.get("content")
     if content is not None:
         errors.max_length((*prefix, "content"), str(content), MAX_CONTENT)
     embeds = payload.get("embeds")
+    if v2:
+        for key in ("content", "embeds", "stickers", "poll"):
+            if payload.get(key):
+                errors.add(
+                    (*prefix, key),
+                    "MESSAGE_CANNOT_USE_LEGACY_FIELDS_WITH_COMPONENTS_V2",
+                    "The 'content', 'embeds', 'stickers' and 'poll' fields cannot be used "
+                    "when using MessageFlags.IS_COMPONENTS_V2",
+                )
     if embeds:
         _validate_embeds(embeds, errors, (*prefix, "embeds"))
     components = payload.get("components")
     if components:
-        v2 = bool((payload.get("flags") or 0) & COMPONENTS_V2)
         _validate_components(components, errors, (*prefix, "components"), v2=v2)
+        if v2:
+            _validate_v2(components, errors, (*prefix, "components"))
     mentions = payload.get("allowed_mentions")
     if mentions:
         parse = mentions.get("parse") or []
@@ -99,6 +124,57 @@ def _validate_components(
             )
         for j, child in enumerate(children):
             _validate_item(child, errors, (*path, i, "components", j), seen)
+
+
+def walk_components(components: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every component of a message, nested ones included, in display order."""
+    out: list[dict[str, Any]] = []
+    for item in components:
+        out.append(item)
+        for key in ("components", "accessory", "component"):
+            nested = item.get(key)
+            if isinstance(nested, list):
+                out.extend(walk_components(nested))
+            elif isinstance(nested, dict):
+                out.extend(walk_components([nested]))
+    return out
+
+
+def _validate_v2(components: Sequence[dict[str, Any]], errors: FormErrors, path: Path) -> None:
+    every = walk_components(components)
+    if len(every) > MAX_V2_COMPONENTS:
+        errors.add(
+            path,
+            "BASE_TYPE_MAX_LENGTH",
+            f"Must be {MAX_V2_COMPONENTS} or fewer in length (nested components included).",
+        )
+    text = sum(len(str(c.get("content") or "")) for c in every if c.get("type") == 10)
+    if text > MAX_V2_TEXT:
+        errors.add(
+            path,
+            "MESSAGE_COMPONENTS_TEXT_TOO_LONG",
+            f"Text displays must be {MAX_V2_TEXT} or fewer characters in total.",
+        )
+    for i, item in enumerate(every):
+        kind = item.get("type")
+        if kind not in V2_TYPES:
+            errors.add(
+                (*path, i, "type"), "UNION_TYPE_CHOICES", f"Value must be one of {V2_TYPES}."
+            )
+        if kind == 10:
+            errors.required((*path, i, "content"), item.get("content"))
+        elif kind == 12:
+            items = item.get("items") or []
+            errors.required((*path, i, "items"), items or None)
+            errors.max_length((*path, i, "items"), items, MAX_GALLERY_ITEMS)
+            for k, media in enumerate(items):
+                errors.required(
+                    (*path, i, "items", k, "media", "url"), media.get("media", {}).get("url")
+                )
+        elif kind == 11:
+            errors.required((*path, i, "media", "url"), (item.get("media") or {}).get("url"))
+        elif kind == 9:
+            errors.required((*path, i, "accessory"), item.get("accessory"))
 
 
 def _validate_item(item: dict[str, Any], errors: FormErrors, path: Path, seen: set[str]) -> None:

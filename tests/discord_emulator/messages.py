@@ -9,7 +9,7 @@ from typing import Any
 from . import errors as err
 from . import permissions as perms
 from .gateway import GUILD_MESSAGES_INTENT, GatewayHub
-from .limits import MAX_UPLOAD_BYTES, validate_message
+from .limits import MAX_UPLOAD_BYTES, validate_message, walk_components
 from .mentions import resolve_mentions
 from .models import EPHEMERAL, LOADING, Attachment, Mentions, Message, World, iso_now
 from .payloads import gateway_message_payload
@@ -38,6 +38,9 @@ class MessageService:
         self.signal = signal
         self.clock = clock
         self.base_url = base_url
+        self.refuse_v2_edit_attachments = False
+        """Refuse (400, 50035) an edit adding a new attachment to a Components V2 message,
+        a limit Discord has been reported to enforce."""
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -92,8 +95,13 @@ class MessageService:
             ref = self.world.messages.get(int(message.message_reference.get("message_id", 0)))
             if ref is not None and ref.author_id != self.world.bot_user.id:
                 replied = ref.author_id
+        text = message.content
+        if message.flags & COMPONENTS_V2:
+            # Mentions in text displays ping as content does (allowed mentions permitting).
+            shown = walk_components(message.components)
+            text = "\n".join(str(c.get("content") or "") for c in shown if c.get("type") == 10)
         return resolve_mentions(
-            message.content,
+            text,
             allowed,
             known_users=self.world.users.keys(),
             roles=roles,
@@ -188,8 +196,16 @@ class MessageService:
         """Apply an edit (PATCH semantics); the first edit of a deferred placeholder sends it."""
         if message.deleted:
             raise err.unknown_message()
+        v2 = bool(message.flags & COMPONENTS_V2)
         form = err.FormErrors()
-        validate_message(payload, form, error_prefix)
+        validate_message(payload, form, error_prefix, v2=v2)
+        adds_to_v2 = v2 or bool(int(payload.get("flags") or 0) & COMPONENTS_V2)
+        if self.refuse_v2_edit_attachments and files and adds_to_v2:
+            form.add(
+                (*error_prefix, "attachments"),
+                "MESSAGE_COMPONENTS_V2_NEW_ATTACHMENT",
+                "New attachments cannot be added to a Components V2 message by an edit",
+            )
         form.raise_if_any()
         was_loading = message.loading
         content = str(payload["content"] or "") if "content" in payload else message.content

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import itertools
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ THREAD_TYPES = (10, 11, 12)
 DM_CHANNEL = 1
 EPHEMERAL = 1 << 6
 LOADING = 1 << 7
+COMPONENTS_V2 = 1 << 15
 
 
 def iso_now() -> str:
@@ -207,6 +209,61 @@ class Message:
     def is_interaction_response(self) -> bool:
         return self.interaction_id is not None
 
+    @property
+    def is_v2(self) -> bool:
+        """Sent (or upgraded by an edit) with IS_COMPONENTS_V2 (1 << 15)."""
+        return bool(self.flags & COMPONENTS_V2)
+
+    @property
+    def all_components(self) -> list[dict[str, Any]]:
+        """Every component, nested ones included (rows, buttons, containers, texts...)."""
+        return _walk(self.components)
+
+    @property
+    def urls(self) -> list[str]:
+        """Every http(s) URL the message shows, in order (text, embeds, media)."""
+        return re.findall(r"https?://[^\s)>\]]+", self.text)
+
+    @property
+    def card_texts(self) -> list[str]:
+        """The contents of the text displays, in display order (Components V2)."""
+        return [str(c.get("content") or "") for c in _walk(self.components) if c.get("type") == 10]
+
+    @property
+    def media_urls(self) -> list[str]:
+        """The URLs of media gallery items and thumbnails (``attachment://`` ones included)."""
+        urls: list[str] = []
+        for c in _walk(self.components):
+            if c.get("type") == 12:
+                urls += [str((i.get("media") or {}).get("url")) for i in c.get("items") or []]
+            elif c.get("type") == 11:
+                urls.append(str((c.get("media") or {}).get("url")))
+        return urls
+
+    @property
+    def accent_colour(self) -> int | None:
+        """The accent colour of the first container, if any."""
+        for c in _walk(self.components):
+            if c.get("type") == 17:
+                colour = c.get("accent_color")
+                return None if colour is None else int(colour)
+        return None
+
+    @property
+    def text(self) -> str:
+        """Everything the message says, whatever its form: the content, the embeds' texts
+        and images, the text displays and the media URLs, one per line."""
+        parts = [self.content]
+        for embed in self.embeds:
+            parts += [str(embed.get(k) or "") for k in ("title", "description", "url")]
+            for fld in embed.get("fields") or []:
+                parts += [str(fld.get("name") or ""), str(fld.get("value") or "")]
+            parts.append(str((embed.get("footer") or {}).get("text") or ""))
+            parts.append(str((embed.get("image") or {}).get("url") or ""))
+        parts += self.card_texts
+        parts += self.media_urls
+        return "\n".join(p for p in parts if p)
+
     def pinged_user_ids(self) -> set[int]:
         """Users notified when the message was sent (edits never ping)."""
         return set(self.pings.users) if self.pings else set()
@@ -227,8 +284,22 @@ class Message:
             "components": list(self.components),
             "attachments": [a.filename for a in self.attachments],
             "flags": self.flags,
+            "text": self.text,
             "at": self.edited_at if self.edited_at is not None else self.created_at,
         }
+
+
+def _walk(components: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in components:
+        out.append(item)
+        for key in ("components", "accessory", "component"):
+            nested = item.get(key)
+            if isinstance(nested, list):
+                out += _walk(nested)
+            elif isinstance(nested, dict):
+                out += _walk([nested])
+    return out
 
 
 class World:

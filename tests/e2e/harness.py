@@ -121,6 +121,20 @@ class World:
         return sum(1 for r in self.api.requests if r.method == "POST" and path_part in r.path)
 
 
+def result_url(message: Message) -> str:
+    """The service's URL of the (first) result a job card or message shows."""
+    return next(url for url in message.urls if "/files/" in url)
+
+
+def action_buttons(message: Message) -> list[dict[str, Any]]:
+    """The restart-safe action buttons of a message, in order, wherever they are nested."""
+    return [
+        c
+        for c in message.all_components
+        if c.get("type") == 2 and str(c.get("custom_id") or "").startswith("gb:")
+    ]
+
+
 def _perms(*bits: int) -> int:
     value = 0
     for bit in bits:

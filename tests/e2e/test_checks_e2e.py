@@ -53,7 +53,7 @@ async def test_an_uploaded_image_becomes_the_source(world: World) -> None:
         attachments={"image": ("fox.png", b"\x89PNG fake", "image/png")},
     )
     answer = await world.answer(handle)
-    assert answer.embeds, answer.content
+    assert answer.media_urls, answer.text
     (call,) = [r for r in world.api.requests if r.json and r.json.get("prompt") == "make it blue"]
     assert call.json["image_url"].startswith(world.discord.base_url)
     assert call.json["image_url"].endswith("fox.png")
@@ -90,7 +90,7 @@ async def test_commands_limited_to_a_channel(world: World) -> None:
     sentence = await refused(world, "text", {"prompt": "hi"}, channel_id=elsewhere.id)
     assert f"<#{world.channel.id}>" in sentence
     answer = await world.answer(await world.command("text", {"prompt": "hi here"}))
-    assert "hi here" in answer.content
+    assert "hi here" in answer.text
     reset = await world.command("config", {}, admin=True, group="channels", subcommand="everywhere")
     await world.answer(reset)
 
@@ -120,14 +120,14 @@ async def test_models_pages_turn_with_buttons(world: World) -> None:
 async def test_usage_members_see_their_own_and_admins_everyone(world: World) -> None:
     mine = await world.answer(await world.command("usage", {}))
     assert mine.ephemeral
-    assert f"<@{world.member.id}>" in str(mine.embeds)
+    assert f"<@{world.member.id}>" in mine.text
     other = await world.answer(await world.command("usage", {"user": world.admin.id}))
     assert "Manage Server" in other.content
     guild = await world.answer(await world.command("usage", {}, admin=True))
-    assert "This server's usage" in str(guild.embeds)
-    assert "Top members" in str(guild.embeds)
+    assert "This server's usage" in guild.text
+    assert "Top members" in guild.text
     # The server runs on the bot's shared key: its balance is the owner's, not shown here.
-    assert "Credits left" not in str(guild.embeds)
+    assert "Credits left" not in guild.text
 
 
 async def test_threads_and_forum_posts_inherit_their_parents_setting(world: World) -> None:
@@ -144,7 +144,7 @@ async def test_threads_and_forum_posts_inherit_their_parents_setting(world: Worl
             answer = await world.answer(
                 await world.command("text", {"prompt": f"hi in {place.name}"}, channel_id=place.id)
             )
-            assert f"hi in {place.name}" in answer.content
+            assert f"hi in {place.name}" in answer.text
         # A video's placeholder goes into the forum post itself (Send Messages in Threads).
         handle = await world.command(
             "video",
@@ -153,7 +153,7 @@ async def test_threads_and_forum_posts_inherit_their_parents_setting(world: Worl
         )
         assert (await world.answer(handle)).ephemeral
         await world.discord.wait_for_message(
-            lambda m: m.channel_id == post.id and "heron in a post" in str(m.embeds),
+            lambda m: m.channel_id == post.id and "heron in a post" in m.text,
             include_existing=True,
         )
         elsewhere = world.discord.add_channel(world.guild.id, "off-topic")

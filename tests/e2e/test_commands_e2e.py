@@ -5,7 +5,7 @@ import time
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.e2e.harness import ADMIN_PERMISSIONS, World
+from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -48,7 +48,7 @@ async def test_models_lists_the_catalogue(world: World) -> None:
     handle = await world.command("models", {"type": "video"})
     answer = await world.answer(handle)
     assert answer.ephemeral
-    shown = str(answer.embeds)
+    shown = answer.text
     first_page = catalogue("video")[:3]
     assert all(model["id"] in shown for model in first_page)
     assert "5 s" in shown
@@ -56,16 +56,18 @@ async def test_models_lists_the_catalogue(world: World) -> None:
         assert answer.components  # paged with buttons
 
 
-async def test_text_answer_over_2000_characters_is_split_and_pings_nobody(world: World) -> None:
-    long_answer = "\n\n".join(f"Paragraph {i}: " + "word " * 60 for i in range(12))
+async def test_text_answer_over_a_cards_4000_characters_is_split_and_pings_nobody(
+    world: World,
+) -> None:
+    long_answer = "\n\n".join(f"Paragraph {i}: " + "word " * 60 for i in range(15))
     world.api.set_next_text("@everyone <@&1> look: " + long_answer)
-    handle = await world.command("text", {"prompt": "write a lot"})
+    handle = await world.command("text", {"prompt": "write a lot", "max_tokens": 2048})
     first = await world.answer(handle)
-    await handle.wait_followup(timeout=15)
+    await handle.wait_followup(lambda m: "Paragraph 14" in m.content, timeout=15)
     messages = [first, *handle.followups]
     assert all(len(m.content) <= 2000 for m in messages)
     assert len(messages) >= 2
-    assert "Paragraph 11" in "".join(m.content for m in messages)
+    assert "Paragraph 14" in "".join(m.content for m in messages)
     for message in messages:
         assert not message.pings_everyone()
         assert message.pinged_user_ids() == set()
@@ -89,19 +91,23 @@ async def test_image_sync_and_async(world: World) -> None:
 
     handle = await world.command("image", {"prompt": "a red fox", "model": sync_model["id"]})
     answer = await world.answer(handle)
-    assert answer.embeds
-    assert answer.embeds[0]["image"]["url"].startswith("http://127.0.0.1")
+    assert answer.is_v2  # the card's look, as a finished job's
+    assert answer.media_urls[0].startswith("http://127.0.0.1")
+    assert answer.media_urls[0] in answer.text  # the link stays visible
 
     handle = await world.command("image", {"prompt": "a blue fox", "model": async_model["id"]})
     await world.answer(handle)
     placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and "blue fox" in str(m.embeds),
+        lambda m: m.channel_id == world.channel.id and "blue fox" in m.text,
         include_existing=True,
     )
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: any("image" in e for e in m.embeds), timeout=30
+        placeholder.id, lambda m: bool(m.media_urls), timeout=30
     )
-    assert done.embeds[0]["image"]["url"].startswith("http://127.0.0.1")
+    # The card's gallery shows the attached file, named after the task; the link stays.
+    (shown,) = done.media_urls
+    assert [a.filename for a in done.attachments] == [shown.removeprefix("attachment://")]
+    assert result_url(done).startswith("http://127.0.0.1")
     reply = await world.discord.wait_for_message(
         lambda m: (
             (m.message_reference or {}).get("message_id") == str(placeholder.id)
@@ -130,7 +136,7 @@ async def submit_video(world: World, prompt: str, **options: object):
     answer = await world.answer(handle)
     assert answer.ephemeral
     placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in str(m.embeds),
+        lambda m: m.channel_id == world.channel.id and prompt in m.text,
         include_existing=True,
     )
     return handle, placeholder
@@ -140,11 +146,12 @@ async def test_video_from_submission_to_the_edited_placeholder(world: World) -> 
     _, placeholder = await submit_video(world, "a cat surfing at dawn")
     assert not placeholder.ephemeral
     assert placeholder.pings_everyone() is False
-    assert "Processing" in str(placeholder.embeds) or "Generating" in str(placeholder.embeds)
+    assert placeholder.is_v2  # the job card, in Components V2
+    assert "**Video** · queued" in placeholder.text or "**Video** · running" in placeholder.text
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
-    url = done.content.strip()
+    url = result_url(done)
     assert url.startswith("http://127.0.0.1") and url.endswith(".mp4")
     buttons = [c for row in done.components for c in row.get("components", [])]
     assert any(b.get("url") == url for b in buttons)
@@ -160,9 +167,9 @@ async def test_a_failed_video_shows_the_reason(world: World) -> None:
     world.api.fail_next_tasks(1, "the provider refused the prompt")
     _, placeholder = await submit_video(world, "a forbidden thing")
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "refused the prompt" in str(m.embeds), timeout=40
+        placeholder.id, lambda m: "refused the prompt" in m.text, timeout=40
     )
-    assert "Failed" in str(done.embeds) or "failed" in str(done.embeds)
+    assert "Failed" in done.text or "failed" in done.text
 
 
 async def test_a_video_outliving_its_interaction_token_is_still_finished(world: World) -> None:
@@ -171,9 +178,9 @@ async def test_a_video_outliving_its_interaction_token_is_still_finished(world: 
         _, placeholder = await submit_video(world, "a very slow sunset")
         world.discord_clock.advance(16 * 60)  # the interaction token is now dead (50027)
         done = await world.discord.wait_for_edit(
-            placeholder.id, lambda m: "/files/" in m.content, timeout=40
+            placeholder.id, lambda m: "/files/" in m.text, timeout=40
         )
-        assert done.content.strip().endswith(".mp4")
+        assert result_url(done).endswith(".mp4")
     finally:
         world.api.set_task_duration(lambda model, body: 4.0)
 
@@ -185,7 +192,7 @@ async def test_a_deleted_placeholder_does_not_stop_the_job(world: World) -> None
     assert task_ids
     # The paid result is posted anew (issue 9, item 3), pinging its requester.
     result = await world.discord.wait_for_message(
-        lambda m: "vanishing" in str(m.embeds) and "/files/" in m.content, timeout=40
+        lambda m: "vanishing" in m.text and "/files/" in m.text, timeout=40
     )
     assert result.pinged_user_ids() == {world.member.id}
     usage = await world.command("usage", {})
@@ -230,12 +237,12 @@ async def test_admin_sets_the_key_through_a_modal_and_it_never_shows(world: Worl
 
     show = await world.command("config", {}, admin=True, subcommand="show")
     shown = await world.answer(show)
-    assert guild_key[-4:] in str(shown.embeds)
+    assert guild_key[-4:] in shown.text
     posts_on_guild_key = sum(1 for r in world.api.requests if r.key == guild_key)
     text = await world.command("text", {"prompt": "on the guild key now"})
     await world.answer(text)
     assert sum(1 for r in world.api.requests if r.key == guild_key) > posts_on_guild_key
-    everything = " ".join(m.content + str(m.embeds) for m in world.discord.messages.values())
+    everything = " ".join(m.content + m.text for m in world.discord.messages.values())
     assert guild_key not in everything
     assert guild_key not in world.bot.log()
     assert world.bot.env["KEY_ENCRYPTION_KEY"] not in world.bot.log()

@@ -11,7 +11,7 @@ import pytest
 
 from tests.discord_emulator.errors import DiscordAPIError
 from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, result_url
 from tests.e2e.test_commands_e2e import submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -19,8 +19,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 def file_name(message: Message) -> str:
     """The provider's file name of the video linked in ``message`` (``<task_id>.mp4``)."""
-    url = next(word for word in message.content.split() if "/files/" in word)
-    return url.rsplit("/", 1)[1]
+    return result_url(message).rsplit("/", 1)[1]
 
 
 def delivery_route(world: World, prompt: str) -> str:
@@ -35,12 +34,12 @@ async def test_a_finished_video_is_attached_under_the_providers_file_name(world:
     world.api.set_task_duration(lambda model, body: 3.0)
     _, placeholder = await submit_video(world, "a heron taking off")
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
     (attachment,) = done.attachments
     assert attachment.filename == file_name(done)
     assert attachment.data.startswith(b"\x00\x00\x00\x18ftyp")
-    assert "Attached as" in str(done.embeds)
+    assert "Attached as" in done.text
 
 
 async def test_a_transient_discord_failure_is_retried_and_shown_once(world: World) -> None:
@@ -49,9 +48,9 @@ async def test_a_transient_discord_failure_is_retried_and_shown_once(world: Worl
     unavailable = DiscordAPIError(503, 0, "503: Service Unavailable")
     world.discord.inject_error(f"/messages/{placeholder.id}", unavailable, method="PATCH")
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=90
+        placeholder.id, lambda m: "/files/" in m.text, timeout=90
     )
-    finals = [v for v in done.history if "/files/" in (v.get("content") or "")]
+    finals = [v for v in done.history if "/files/" in v["text"]]
     assert len(finals) == 1
     reply = await world.discord.wait_for_message(
         lambda m: str((m.message_reference or {}).get("message_id")) == str(placeholder.id),
@@ -71,11 +70,11 @@ async def test_a_deleted_placeholder_gets_the_result_as_a_new_message(world: Wor
     _, placeholder = await submit_video(world, "a lantern on a lake")
     world.discord.delete_message(world.channel.id, placeholder.id)
     result = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and "/files/" in m.content, timeout=40
+        lambda m: m.channel_id == world.channel.id and "/files/" in m.text, timeout=40
     )
     assert result.pinged_user_ids() == {world.member.id}
     assert [a.filename for a in result.attachments] == [file_name(result)]
-    assert "lantern" in str(result.embeds)
+    assert "lantern" in result.text
     assert delivery_route(world, "a lantern on a lake") == "channel"
 
 
@@ -91,16 +90,16 @@ async def test_a_channel_the_bot_lost_gets_the_result_by_direct_message(world: W
     )
     await world.answer(handle)
     await world.discord.wait_for_message(
-        lambda m: m.channel_id == lost.id and "glacier" in str(m.embeds), include_existing=True
+        lambda m: m.channel_id == lost.id and "glacier" in m.text, include_existing=True
     )
     world.discord.revoke_channel_access(lost.id)  # edits and posts there now get 403 50001
     dm = await world.discord.wait_for_message(
-        lambda m: m.channel_id in world.discord.world.dm_recipients and "/files/" in m.content,
+        lambda m: m.channel_id in world.discord.world.dm_recipients and "/files/" in m.text,
         timeout=40,
     )
     assert world.discord.world.dm_recipients[dm.channel_id] == world.member.id
-    assert "glacier" in str(dm.embeds)
-    assert f"<#{lost.id}>" in dm.content
+    assert "glacier" in dm.text
+    assert f"<#{lost.id}>" in dm.text
     assert delivery_route(world, "a glacier calving") == "dm"
 
 
@@ -110,12 +109,12 @@ async def test_a_video_over_the_upload_limit_is_linked_with_the_reason(world: Wo
     try:
         _, placeholder = await submit_video(world, "a storm over the plains")
         done = await world.discord.wait_for_edit(
-            placeholder.id, lambda m: "/files/" in m.content, timeout=40
+            placeholder.id, lambda m: "/files/" in m.text, timeout=40
         )
     finally:
         world.api.set_file_size(None)
     assert done.attachments == []
-    assert "upload limit (10 MB)" in str(done.embeds)
+    assert "upload limit (10 MB)" in done.text
 
 
 async def test_discord_refusing_the_file_as_too_large_falls_back_to_the_link(
@@ -126,10 +125,10 @@ async def test_discord_refusing_the_file_as_too_large_falls_back_to_the_link(
     too_large = DiscordAPIError(413, 40005, "Request entity too large")
     world.discord.inject_error(f"/messages/{placeholder.id}", too_large, method="PATCH")
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
     assert done.attachments == []
-    assert "too large" in str(done.embeds)
+    assert "too large" in done.text
 
 
 async def test_an_instant_job_ends_in_its_placeholder_even_if_posting_it_was_slow(
@@ -150,11 +149,86 @@ async def test_an_instant_job_ends_in_its_placeholder_even_if_posting_it_was_slo
     )
     await world.answer(handle, timeout=30)
     placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == quiet.id and prompt in str(m.embeds), include_existing=True
+        lambda m: m.channel_id == quiet.id and prompt in m.text, include_existing=True
     )
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
     assert done.id == placeholder.id
-    shown = [m for m in world.discord.channel_messages(quiet.id) if prompt in str(m.embeds)]
+    shown = [m for m in world.discord.channel_messages(quiet.id) if prompt in m.text]
     assert [m.id for m in shown] == [placeholder.id]
+
+
+def replies_to(world: World, message: Message) -> list[Message]:
+    return [
+        m
+        for m in world.discord.world.messages.values()
+        if str((m.message_reference or {}).get("message_id")) == str(message.id)
+    ]
+
+
+async def test_a_card_refusing_a_new_file_by_an_edit_gets_it_in_the_reply(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    world.discord.refuse_v2_edit_attachments()  # Discord's known limit on V2 edits
+    try:
+        _, placeholder = await submit_video(world, "a kite over dunes")
+        done = await world.discord.wait_for_edit(
+            placeholder.id, lambda m: "/files/" in m.text, timeout=40
+        )
+        reply = await world.discord.wait_for_message(
+            lambda m: m in replies_to(world, placeholder), include_existing=True
+        )
+    finally:
+        world.discord.refuse_v2_edit_attachments(False)
+    assert done.is_v2 and done.attachments == []
+    assert done.media_urls == [result_url(done)]  # the card shows the service's URL
+    assert "reply" in done.text
+    assert [a.filename for a in reply.attachments] == [file_name(done)]
+    assert reply.attachments[0].data.startswith(b"\x00\x00\x00\x18ftyp")
+    assert reply.pinged_user_ids() == {world.member.id}
+    assert len([v for v in done.history if "/files/" in v["text"]]) == 1
+    assert replies_to(world, placeholder) == [reply]
+
+
+async def test_a_placeholder_posted_in_the_old_form_is_still_edited_into_the_result(
+    world: World,
+) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    refused = DiscordAPIError(400, 50035, "Invalid Form Body")
+    world.discord.inject_error(f"/channels/{world.channel.id}/messages", refused, method="POST")
+    _, placeholder = await submit_video(world, "a fox in old form")
+    assert not placeholder.is_v2 and "a fox in old form" in str(placeholder.embeds)
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
+    )
+    # Discord lets an edit set IS_COMPONENTS_V2 (never remove it): the result is a card.
+    assert done.is_v2 and not done.content and not done.embeds
+    (attachment,) = done.attachments
+    assert attachment.filename == file_name(done)
+    assert done.media_urls == [f"attachment://{attachment.filename}"]
+    reply = await world.discord.wait_for_message(
+        lambda m: m in replies_to(world, placeholder), include_existing=True
+    )
+    assert reply.pinged_user_ids() == {world.member.id}
+
+
+async def test_an_old_placeholder_refusing_the_card_keeps_the_old_form(world: World) -> None:
+    world.api.set_task_duration(lambda model, body: 3.0)
+    refused = DiscordAPIError(400, 50035, "Invalid Form Body")
+    world.discord.inject_error(f"/channels/{world.channel.id}/messages", refused, method="POST")
+    _, placeholder = await submit_video(world, "a crane in old form")
+    assert not placeholder.is_v2
+    # The card is refused twice (with the file, then without): the result comes in embeds.
+    world.discord.inject_error(f"/messages/{placeholder.id}", refused, method="PATCH", count=2)
+    done = await world.discord.wait_for_edit(
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
+    )
+    assert not done.is_v2 and "a crane in old form" in str(done.embeds)
+    assert "/files/" in done.content  # Discord's player for a video link
+    (attachment,) = done.attachments
+    assert attachment.filename == file_name(done)
+    assert delivery_route(world, "a crane in old form") == "placeholder"
+    reply = await world.discord.wait_for_message(
+        lambda m: m in replies_to(world, placeholder), include_existing=True
+    )
+    assert reply.pinged_user_ids() == {world.member.id}

@@ -6,7 +6,7 @@ import pytest
 
 from bot.sandbox.catalogue import catalogue_json
 from tests.discord_emulator.models import Message
-from tests.e2e.harness import World
+from tests.e2e.harness import World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -20,7 +20,7 @@ def async_image() -> dict[str, Any]:
 
 
 def shown(message: Message) -> str:
-    return str(message.embeds)
+    return message.text
 
 
 async def submit_video(world: World, prompt: str) -> Message:
@@ -28,7 +28,7 @@ async def submit_video(world: World, prompt: str) -> Message:
     handle = await world.command("video", {"prompt": prompt, "model": model["id"]})
     await world.answer(handle)
     return await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in str(m.embeds),
+        lambda m: m.channel_id == world.channel.id and prompt in m.text,
         include_existing=True,
     )
 
@@ -59,18 +59,18 @@ async def test_pending_then_finished_and_failed_jobs_are_listed(world: World) ->
     assert "ready <t:" in shown(pending) or "no estimate yet" in shown(pending)
 
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
     finished = await jobs(world)
     assert "Completed in" in shown(finished)
-    assert f"]({done.content.strip()})" in shown(finished)  # a link to the video itself
+    assert f"]({result_url(done)})" in shown(finished)  # a link to the video itself
     jump = f"/channels/{world.guild.id}/{world.channel.id}/{placeholder.id})"
     assert jump in shown(finished)
 
     world.api.fail_next_tasks(1, "the provider refused the prompt")
     failed_placeholder = await submit_video(world, "a forbidden thing")
     await world.discord.wait_for_edit(
-        failed_placeholder.id, lambda m: "refused the prompt" in str(m.embeds), timeout=40
+        failed_placeholder.id, lambda m: "refused the prompt" in m.text, timeout=40
     )
     failed = await jobs(world)
     assert "Failed" in shown(failed) and "refused the prompt" in shown(failed)

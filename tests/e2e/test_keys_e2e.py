@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import ADMIN_PERMISSIONS, World
+from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 from tests.e2e.test_commands_e2e import submit_video
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -40,9 +40,9 @@ async def test_a_video_outlives_the_key_that_made_it(world: World) -> None:
     assert "shared key" in removed.content
 
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=40
+        placeholder.id, lambda m: "/files/" in m.text, timeout=40
     )
-    assert done.content.strip().endswith(".mp4")
+    assert result_url(done).endswith(".mp4")
     task_polls = [r for r in world.api.requests if r.method == "GET" and "/video/" in r.path]
     assert task_polls and {r.key for r in task_polls} == {old_key}
     log = world.bot.log()
@@ -58,7 +58,7 @@ async def test_a_server_on_the_shared_key_sees_neither_its_balance_nor_top_up_ad
     await world.answer(text)
     usage = await world.command("usage", {}, admin=True)
     report = await world.answer(usage)
-    assert "Credits left" not in str(report.embeds)
+    assert "Credits left" not in report.text
 
     world.api.set_balance(world.key, 0)
     handle = await world.command("text", {"prompt": "no credits left"})
@@ -80,5 +80,5 @@ async def test_a_key_echoed_by_the_service_is_never_logged_or_shown(world: World
     assert "upstream refused a command: 401" in log
     assert "revoked: [redacted]" in log
     assert world.key not in log
-    everything = " ".join(m.content + str(m.embeds) for m in world.discord.messages.values())
+    everything = " ".join(m.content + m.text for m in world.discord.messages.values())
     assert world.key not in everything

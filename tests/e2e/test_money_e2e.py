@@ -27,7 +27,7 @@ def ledger(world: World, sql: str) -> list[tuple[object, ...]]:
 def shows(message: Message, task_id: str) -> bool:
     """Whether the message shows the task's video, as a link or as an attached file."""
     names = [a.filename for a in message.attachments]
-    return task_id in message.content + str(message.embeds) + str(names)
+    return task_id in message.content + message.text + str(names)
 
 
 async def video_for(world: World, prompt: str) -> tuple[str, Message]:
@@ -40,7 +40,7 @@ async def video_for(world: World, prompt: str) -> tuple[str, Message]:
     assert answer.ephemeral
     (task_id,) = [t for t, task in world.api.tasks.items() if task.request.get("prompt") == prompt]
     placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in str(m.embeds),
+        lambda m: m.channel_id == world.channel.id and prompt in m.text,
         include_existing=True,
     )
     done = await world.discord.wait_for_edit(
@@ -60,7 +60,7 @@ async def test_a_video_charged_035_cents_is_delivered_and_the_ledger_is_exact(
         (350_000,)
     ]
     usage = await world.answer(await world.command("usage", {}))
-    assert "$0.0035" in str(usage.embeds)
+    assert "$0.0035" in usage.text
 
 
 async def test_a_negative_charge_is_kept_for_admins_and_the_video_still_delivered(
@@ -73,7 +73,7 @@ async def test_a_negative_charge_is_kept_for_admins_and_the_video_still_delivere
         world, f"SELECT reported_cost FROM charge_anomalies WHERE task_id = '{task_id}'"
     ) == [("-2",)]
     report = await world.answer(await world.command("usage", {}, admin=True))
-    assert "Charges to check" in str(report.embeds)
+    assert "Charges to check" in report.text
 
 
 async def test_a_connection_dropped_after_sending_is_not_an_invitation_to_pay_twice(

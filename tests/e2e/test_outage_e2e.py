@@ -50,22 +50,22 @@ async def test_every_job_pending_through_a_long_outage_is_shown_none_failed(worl
         await world.answer(handle)
         placeholders.append(
             await world.discord.wait_for_message(
-                lambda m, p=prompt: p in str(m.embeds), include_existing=True
+                lambda m, p=prompt: p in m.text, include_existing=True
             )
         )
     # Down before the first poll (a new model's first poll waits 10 s), and for longer than
     # the timeout: the service finishes every task meanwhile.
     await world.bot.kill()
     await asyncio.sleep(TIMEOUT + 3)
-    assert all("/files/" not in p.content for p in world.discord.messages.values())
+    assert all("/files/" not in p.text for p in world.discord.messages.values())
 
     await world.bot.start()
     for placeholder in placeholders:
         done = await world.discord.wait_for_edit(
-            placeholder.id, lambda m: "/files/" in m.content or "ailed" in str(m.embeds), 60
+            placeholder.id, lambda m: "/files/" in m.text or "ailed" in m.text, 60
         )
-        assert "/files/" in done.content, f"not shown: {done.embeds}"
-        assert "ailed" not in str(done.embeds)
+        assert "/files/" in done.text, f"not shown: {done.embeds}"
+        assert "ailed" not in done.text
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
         statuses = [r[0] for r in db.execute("SELECT status FROM jobs").fetchall()]
     assert statuses == ["completed"] * len(PROMPTS)
@@ -79,13 +79,13 @@ async def test_a_job_no_longer_watched_is_checked_again_by_jobs_and_shown(world:
     )
     await world.answer(handle)
     placeholder = await world.discord.wait_for_message(
-        lambda m: "a lantern festival" in str(m.embeds), include_existing=True
+        lambda m: "a lantern festival" in m.text, include_existing=True
     )
     # Polled past the timeout while still processing: not failed, no longer watched.
     await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "stopped checking" in str(m.embeds), timeout=60
+        placeholder.id, lambda m: "stopped checking" in m.text, timeout=60
     )
-    assert "ailed" not in str(world.discord.messages[placeholder.id].embeds)
+    assert "ailed" not in world.discord.messages[placeholder.id].text
     (task,) = [
         t for t in world.api.tasks.values() if t.request.get("prompt") == "a lantern festival"
     ]
@@ -93,8 +93,8 @@ async def test_a_job_no_longer_watched_is_checked_again_by_jobs_and_shown(world:
 
     listing = await world.answer(await world.command("jobs", {}))
     assert listing.ephemeral
-    assert "Completed" in str(listing.embeds)
+    assert "Completed" in listing.text
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=30
+        placeholder.id, lambda m: "/files/" in m.text, timeout=30
     )
-    assert "ailed" not in str(done.embeds)
+    assert "ailed" not in done.text

@@ -69,4 +69,4 @@ async def test_a_video_on_postgresql_is_delivered_once_and_its_charge_is_exact(
     assert [r["status"] for r in jobs] == ["completed"]
     assert jobs[0]["announced_at"] is not None
     usage = await world.answer(await world.command("usage", {}))
-    assert "$0.0035" in str(usage.embeds)
+    assert "$0.0035" in usage.text

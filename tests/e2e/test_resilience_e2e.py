@@ -46,7 +46,7 @@ async def test_a_database_locked_longer_than_the_busy_timeout_only_delays_the_vi
     )
     await world.answer(handle)
     placeholder = await world.discord.wait_for_message(
-        lambda m: prompt in str(m.embeds), include_existing=True
+        lambda m: prompt in m.text, include_existing=True
     )
     await wait_until_attached(world)
 
@@ -58,12 +58,12 @@ async def test_a_database_locked_longer_than_the_busy_timeout_only_delays_the_vi
         async with asyncio.timeout(60):
             while world.bot.log().count("the database is locked") < 2:
                 await asyncio.sleep(0.2)
-        assert "/files/" not in world.discord.messages[placeholder.id].content
+        assert "/files/" not in world.discord.messages[placeholder.id].text
     finally:
         operator.execute("ROLLBACK")
         operator.close()
 
-    await world.discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.content, timeout=90)
+    await world.discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.text, timeout=90)
     assert BUSY_TIMEOUT_MS < 10_000  # the lock above outlived it at least twice
 
 
@@ -90,7 +90,7 @@ async def test_sigterm_lets_a_running_command_record_its_charge_then_exits_0(
     assert "restarting" in refused.content
 
     answer = await world.answer(slow)
-    assert answer.content  # the user saw the answer they paid for
+    assert answer.text  # the user saw the answer they paid for
     exit_code = await asyncio.wait_for(process.wait(), SHUTDOWN_GRACE + 10)
     assert exit_code == 0
     assert ledger_rows(world, "text") == before + 1

@@ -29,13 +29,13 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
         await world.answer(handle)
         placeholders.append(
             await world.discord.wait_for_message(
-                lambda m, p=prompt: p in str(m.embeds), include_existing=True
+                lambda m, p=prompt: p in m.text, include_existing=True
             )
         )
 
     await world.bot.kill()
     await asyncio.sleep(1)
-    assert all("/files/" not in p.content for p in placeholders)  # none finished before the crash
+    assert all("/files/" not in p.text for p in placeholders)  # none finished before the crash
 
     await world.bot.start()
     await world.discord.signal.wait_for(
@@ -43,14 +43,12 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
     )
     await world.discord.wait_ready(timeout=60)
     for placeholder in placeholders:
-        await world.discord.wait_for_edit(
-            placeholder.id, lambda m: "/files/" in m.content, timeout=60
-        )
+        await world.discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.text, timeout=60)
     await asyncio.sleep(3)  # a few more poller passes: nothing may be announced twice
 
     for placeholder in placeholders:
         message = world.discord.messages[placeholder.id]
-        finals = [v for v in message.history if "/files/" in (v.get("content") or "")]
+        finals = [v for v in message.history if "/files/" in v["text"]]
         assert len(finals) == 1, "finished more than once"
         replies = [
             m

@@ -26,8 +26,8 @@ async def test_sandbox_mode_says_so_and_marks_results(world: World) -> None:
     assert "SANDBOX MODE" in world.bot.log()
     handle = await world.command("text", {"prompt": "hello sandbox"})
     answer = await world.answer(handle)
-    assert "hello sandbox" in answer.content
-    assert "sandbox" in answer.content.lower().split("hello sandbox", 1)[1]
+    assert "hello sandbox" in answer.text
+    assert "sandbox" in answer.text.lower().split("hello sandbox", 1)[1]
 
 
 async def test_start_up_says_ready_as_whom_where_and_the_invite_url(world: World) -> None:
@@ -97,12 +97,12 @@ async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World
     handle = await world.command("video", {"prompt": "a sandbox comet", "model": model})
     await world.answer(handle)
     placeholder = await world.discord.wait_for_message(
-        lambda m: "a sandbox comet" in str(m.embeds), include_existing=True
+        lambda m: "a sandbox comet" in m.text, include_existing=True
     )
     identifies = sum(1 for event in world.discord.gateway_received if event.op == 2)
 
     await world.bot.kill()  # a crash: only what was saved before it survives
-    assert "/files/" not in placeholder.content
+    assert "/files/" not in placeholder.text
     await world.bot.start()
     await world.discord.signal.wait_for(
         lambda: (
@@ -114,7 +114,7 @@ async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World
         "a second IDENTIFY",
     )
     done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: "/files/" in m.content, timeout=90
+        placeholder.id, lambda m: "/files/" in m.text, timeout=90
     )
-    assert "sandbox" in (done.content + str(done.embeds)).lower()
+    assert "sandbox" in (done.content + done.text).lower()
     assert "no longer configured" not in world.bot.log()

@@ -164,7 +164,7 @@ async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
         )
         placeholders.append(
             await discord.wait_for_message(
-                lambda m, p=prompt: p in str(m.embeds), include_existing=True, timeout=60
+                lambda m, p=prompt: p in m.text, include_existing=True, timeout=60
             )
         )
         if number == VIDEOS // 2:
@@ -172,12 +172,12 @@ async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
             await cluster.workers[0].kill()  # mid-run: its polls wait in its limiter, leased
 
     for placeholder in placeholders:
-        await discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.content, timeout=120)
+        await discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.text, timeout=120)
     await asyncio.sleep(3)  # more passes of the surviving worker: nothing may be shown twice
 
     # Every video announced exactly once: its result on its placeholder, one ping.
     for placeholder in placeholders:
-        assert "/files/" in discord.messages[placeholder.id].content
+        assert "/files/" in discord.messages[placeholder.id].text
         replies = [
             m
             for m in discord.messages.values()
