@@ -214,7 +214,8 @@ async def run(
         f"scale, compared: {size.jobs:,} pending jobs, {size.guilds:,} guilds, {size.keys} keys",
         header=("metric", *(c.label for c, _ in results)),
     )
-    for metric in results[0][1] if results else []:
+    metrics = list(dict.fromkeys(m for _, figures in results for m in figures))
+    for metric in metrics:
         summary.add(metric, *(figures.get(metric, "") for _, figures in results))
     summary.notes.append(
         f"poll budget: {size.keys} keys x 24 a minute = {size.keys * 24:,} polls a minute"
@@ -358,8 +359,8 @@ async def _measure(
         table.add(metric, value, note)
         figures[metric] = str(value)
 
-    start = "process start" if config.workers == 0 else "workers' start"
-    add(f"resume: {start} to 'poller started' (last)", secs(resumed_after))
+    start = "the process's start" if config.workers == 0 else "the workers' start (last one)"
+    add("resume: start to 'poller started'", secs(resumed_after), f"from {start}")
     if touch_all is not None:
         add("every job polled once, after resume", secs(touch_all))
     else:
