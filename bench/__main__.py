@@ -1,4 +1,8 @@
-"""``python -m bench [burst|rate|scale|all] [--quick]``: run the benchmarks, print tables."""
+"""``python -m bench [burst|rate|scale|all] [--quick]``: run the benchmarks, print tables.
+
+``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
+single process; N: one gateway process plus N ``python -m bot worker`` processes).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from bench import burst, rate, scale
 from bench.report import Table, machine
@@ -18,7 +23,9 @@ Scenario = Callable[..., Awaitable[Table]]
 SCENARIOS: dict[str, Scenario] = {"burst": burst.run, "rate": rate.run, "scale": scale.run}
 
 
-async def _main(names: list[str], *, quick: bool, keep: Path | None) -> None:
+async def _main(
+    names: list[str], *, quick: bool, keep: Path | None, scale_options: dict[str, Any]
+) -> None:
     print(machine().render(), flush=True)
     with tempfile.TemporaryDirectory(prefix="genbot-bench-") as tmp:
         root = keep or Path(tmp)
@@ -27,9 +34,20 @@ async def _main(names: list[str], *, quick: bool, keep: Path | None) -> None:
             workdir.mkdir(parents=True, exist_ok=True)
             began = time.monotonic()
             print(f"\nrunning {name}{' (quick)' if quick else ''}...", flush=True)
-            table = await SCENARIOS[name](workdir, quick=quick)
+            extra = scale_options if name == "scale" else {}
+            table = await SCENARIOS[name](workdir, quick=quick, **extra)
             table.notes.append(f"scenario wall time {time.monotonic() - began:.0f} s")
             print(table.render(), flush=True)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not counts or min(counts) < 0:
+        raise argparse.ArgumentTypeError("worker counts are 0 or more, e.g. 0,1,2,4")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,10 +57,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", type=Path, default=None, help="keep the bot logs and databases in this folder"
     )
+    parser.add_argument(
+        "--engine",
+        choices=["sqlite", "postgresql", "both"],
+        default="both",
+        help="scale: the database engine(s); PostgreSQL needs its Debian binaries (pg_ctl)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_counts,
+        default=None,
+        help="scale: comma-separated worker counts, 0 = one process "
+        "(default: 0 on SQLite; 0,1,2,4 on PostgreSQL)",
+    )
+    parser.add_argument(
+        "--touch-cap",
+        type=float,
+        default=None,
+        help="scale: seconds to wait for every job's first poll before projecting",
+    )
+    parser.add_argument(
+        "--window", type=float, default=None, help="scale: seconds of the steady window"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    asyncio.run(_main(names, quick=args.quick, keep=args.keep))
+    engines = ["sqlite", "postgresql"] if args.engine == "both" else [args.engine]
+    scale_options = {
+        "engines": engines,
+        "workers": args.workers,
+        "touch_cap": args.touch_cap,
+        "window": args.window,
+    }
+    asyncio.run(_main(names, quick=args.quick, keep=args.keep, scale_options=scale_options))
     return 0
 
 

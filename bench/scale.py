@@ -5,6 +5,13 @@ guilds each with its own (encrypted) key among 200, and 10,000 pending videos wh
 in the API emulator and run for an hour, all overdue. Then the bot is started and measured:
 time to resume, time until every job was polled once, then a steady window of polling
 (CPU, RSS, polls a minute), and the database's size.
+
+Each configuration is one engine and a number of workers (issue 10): ``0`` workers is the
+single process (``python -m bot``, gateway plus poller); ``N`` workers is one gateway process
+with ``POLLER_ENABLED=false`` plus ``N`` ``python -m bot worker`` processes on one database.
+PostgreSQL is a throwaway server on loopback started with the tests' helper
+(``tests/pg_server.py``: the Debian ``postgresql`` binaries), one fresh database per
+configuration.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import asyncio
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -22,13 +29,16 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bench.report import Table, secs
-from bench.world import Bench, new_discord, running_bot, wait_for_log
+from bench.world import BENCH_ENV, new_discord, wait_for_log
 from bot.clock import SystemClock
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
 from bot.storage.models import Kind, NewJob
+from bot.storage.postgres import PostgresDatabase
 from bot.storage.sqlite import SqliteDatabase
+from tests.e2e.harness import BotProcess, bot_env
+from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 TASK_SECONDS = 3600.0
 RESUMED = "poller started:"
@@ -45,7 +55,7 @@ class ScaleSize:
     """The steady window over which CPU and polls are measured."""
 
 
-async def _seed(api: GenApiEmulator, db: Path, kek: str, size: ScaleSize) -> None:
+async def _seed(api: GenApiEmulator, db: Path, url: str | None, kek: str, size: ScaleSize) -> None:
     rng = random.Random(3)
     model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
     keys = [api.create_key(balance_cents=10**9) for _ in range(size.keys)]
@@ -53,7 +63,11 @@ async def _seed(api: GenApiEmulator, db: Path, kek: str, size: ScaleSize) -> Non
     guilds = [10**17 + g for g in range(size.guilds)]
     guild_key = {g: keys[i % size.keys] for i, g in enumerate(guilds)}
     now = time.time()
-    store = await SqliteDatabase.open(db, clock=SystemClock())
+    store: SqliteDatabase | PostgresDatabase
+    if url is None:
+        store = await SqliteDatabase.open(db, clock=SystemClock())
+    else:
+        store = await PostgresDatabase.open(url, clock=SystemClock())
     try:
         async with store.transaction() as tx:
             for guild, key in guild_key.items():
@@ -114,38 +128,199 @@ class PollWatch:
         self._seen = len(requests)
 
 
-async def run(workdir: Path, *, quick: bool) -> Table:
+@dataclass(frozen=True)
+class Config:
+    """One run: an engine and a number of ``python -m bot worker`` processes (0: one process)."""
+
+    engine: str
+    workers: int
+
+    @property
+    def label(self) -> str:
+        shape = "1 process" if self.workers == 0 else f"gw + {self.workers} worker"
+        return f"{self.engine}, {shape}{'s' if self.workers > 1 else ''}"
+
+
+@dataclass
+class Cluster:
+    """The bot processes of one configuration and what the measure needs to know of them."""
+
+    processes: list[BotProcess]
+    pollers: list[BotProcess]
+    """The processes that poll: the single process, or the workers."""
+    pollers_started_at: float
+    """``time.monotonic()`` just before the polling processes were spawned."""
+    pollers_started_wall: float
+    db: Path
+    url: str | None
+    pg_pid: int | None
+
+
+def configs(engines: list[str], workers: list[int] | None) -> list[Config]:
+    """The runs for ``--engine`` and ``--workers``.
+
+    Without ``--workers`` SQLite runs the single process (the figures of earlier runs) and
+    PostgreSQL runs the single process and 1, 2 and 4 workers.
+    """
+    default = {"sqlite": [0], "postgresql": [0, 1, 2, 4]}
+    return [Config(e, n) for e in engines for n in (workers if workers is not None else default[e])]
+
+
+async def run(
+    workdir: Path,
+    *,
+    quick: bool,
+    engines: list[str] | None = None,
+    workers: list[int] | None = None,
+    touch_cap: float | None = None,
+    window: float | None = None,
+) -> Table:
+    """Run every configuration in turn; print each one's table; return the comparison.
+
+    ``touch_cap`` and ``window`` (seconds) shorten the full-size run's phases (see
+    :class:`ScaleSize`); the job, guild and key counts stay those of the size.
+    """
     size = (
         ScaleSize(jobs=1_000, guilds=100, keys=20, touch_cap=60, window=30)
         if quick
         else ScaleSize()
     )
+    if touch_cap is not None:
+        size = replace(size, touch_cap=touch_cap)
+    if window is not None:
+        size = replace(size, window=window)
+    runs = configs(engines or ["sqlite", "postgresql"], workers)
+    pg: PgServer | None = None
+    if any(c.engine == "postgresql" for c in runs):
+        bin_dir = find_bin_dir()
+        if bin_dir is None:
+            print(SKIP_REASON.replace("tests", "runs"), flush=True)
+            runs = [c for c in runs if c.engine != "postgresql"]
+        else:
+            pg = PgServer.start(bin_dir)
+    results: list[tuple[Config, dict[str, str]]] = []
+    try:
+        for config in runs:
+            folder = workdir / config.label.replace(", ", "-").replace(" ", "")
+            folder.mkdir(parents=True, exist_ok=True)
+            print(f"  scale: {config.label}...", flush=True)
+            table, figures = await _run_one(folder, size, config, pg)
+            print(table.render(), flush=True)
+            results.append((config, figures))
+    finally:
+        if pg is not None:
+            pg.stop()
+    summary = Table(
+        f"scale, compared: {size.jobs:,} pending jobs, {size.guilds:,} guilds, {size.keys} keys",
+        header=("metric", *(c.label for c, _ in results)),
+    )
+    metrics = list(dict.fromkeys(m for _, figures in results for m in figures))
+    for metric in metrics:
+        summary.add(metric, *(figures.get(metric, "") for _, figures in results))
+    summary.notes.append(
+        f"poll budget: {size.keys} keys x 24 a minute = {size.keys * 24:,} polls a minute"
+    )
+    return summary
+
+
+async def _run_one(
+    folder: Path, size: ScaleSize, config: Config, pg: PgServer | None
+) -> tuple[Table, dict[str, str]]:
     kek = Fernet.generate_key().decode()
-    db = workdir / "bot.db"
+    db = folder / "bot.db"
+    url = pg.create_database() if pg is not None and config.engine == "postgresql" else None
     api = GenApiEmulator()
     await api.start()
     try:
         default_key = api.create_key()
         began = time.monotonic()
-        await _seed(api, db, kek, size)
-        seeded_in, seeded_size = time.monotonic() - began, _db_size(db)
+        await _seed(api, db, url, kek, size)
+        seeded_in = time.monotonic() - began
+        seeded_size = _db_size(db) if url is None else 0
         env = {"KEY_ENCRYPTION_KEY": kek, "JOB_TIMEOUT_SECONDS": "7200"}
-        async with (
-            new_discord() as discord,
-            running_bot(workdir, discord, api, default_key, env) as bench,
-        ):
-            table = await _measure(bench, size, db)
+        async with new_discord() as discord:
+            variables = bot_env(folder, discord, api, default_key) | BENCH_ENV | env
+            if url is not None:
+                variables["DATABASE_URL"] = url
+            pg_pid = _postmaster_pid(pg) if pg is not None and url is not None else None
+            cluster = Cluster([], [], 0.0, 0.0, db, url, pg_pid)
+            try:
+                if config.workers == 0:
+                    await _spawn(cluster, BotProcess(variables, folder / "bot.log"), poller=True)
+                    await discord.wait_ready(timeout=120)
+                    await discord.wait_commands_synced(timeout=60)
+                else:
+                    gateway = BotProcess(variables | {"POLLER_ENABLED": "false"}, folder / "gw.log")
+                    await _spawn(cluster, gateway, poller=False)
+                    await discord.wait_ready(timeout=120)
+                    await discord.wait_commands_synced(timeout=60)
+                    for number in range(config.workers):
+                        worker = BotProcess(
+                            dict(variables), folder / f"worker-{number}.log", ("worker",)
+                        )
+                        await _spawn(cluster, worker, poller=True)
+                table, figures = await _measure(api, cluster, size, config)
+            finally:
+                for process in cluster.processes:
+                    await process.stop()
     finally:
         await api.stop()
-    table.add("seeding (bench side, not the bot)", secs(seeded_in), f"{seeded_size / 1e6:.1f} MB")
-    return table
+        if pg is not None and url is not None:
+            pg.drop_database(url)
+    where = f"{seeded_size / 1e6:.1f} MB" if url is None else "PostgreSQL"
+    table.add("seeding (bench side, not the bot)", secs(seeded_in), where)
+    return table, figures
 
 
-async def _measure(bench: Bench, size: ScaleSize, db: Path) -> Table:
-    api = bench.api
-    line = await wait_for_log(bench.bot, RESUMED, timeout=120)
-    resumed_after = _log_time(line) - bench.started_wall
-    resumed_at = bench.started_at + resumed_after
+async def _spawn(cluster: Cluster, process: BotProcess, *, poller: bool) -> None:
+    if poller and not cluster.pollers:
+        cluster.pollers_started_at, cluster.pollers_started_wall = time.monotonic(), time.time()
+    await process.start()
+    cluster.processes.append(process)
+    if poller:
+        cluster.pollers.append(process)
+
+
+def _pid(process: BotProcess) -> int:
+    assert process.process is not None
+    return process.process.pid
+
+
+def _cpu(processes: list[psutil.Process]) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:  # a PostgreSQL backend that ended
+            continue
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+def _postmaster_pid(pg: PgServer) -> int | None:
+    """The server's main process (its first line of ``postmaster.pid``), to measure its CPU."""
+    try:
+        return int((pg.data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pg_processes(pid: int | None) -> list[psutil.Process]:
+    if pid is None:
+        return []
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+async def _measure(
+    api: GenApiEmulator, cluster: Cluster, size: ScaleSize, config: Config
+) -> tuple[Table, dict[str, str]]:
+    lines = [await wait_for_log(p, RESUMED, timeout=120) for p in cluster.pollers]
+    resumed_after = max(_log_time(line) for line in lines) - cluster.pollers_started_wall
+    resumed_at = cluster.pollers_started_at + resumed_after
     watch = PollWatch(api)
     deadline = resumed_at + size.touch_cap
     while time.monotonic() < deadline:
@@ -158,52 +333,69 @@ async def _measure(bench: Bench, size: ScaleSize, db: Path) -> Table:
     touch_all = max(watch.first_poll.values()) - resumed_at if touched >= size.jobs else None
     observed = time.monotonic() - resumed_at
 
-    bot = psutil.Process(bench.pid)
-    cpu_before, wall_before = bot.cpu_times(), time.monotonic()
+    bots = [psutil.Process(_pid(p)) for p in cluster.processes]
+    server = _pg_processes(cluster.pg_pid)
+    cpu_before, pg_before, wall_before = _cpu(bots), _cpu(server), time.monotonic()
     polls_before = len(watch.polls)
     await asyncio.sleep(size.window)
-    cpu_after, wall_after = bot.cpu_times(), time.monotonic()
+    server = [*server, *(p for p in _pg_processes(cluster.pg_pid) if p not in server)]
+    cpu_after, pg_after, wall_after = _cpu(bots), _cpu(server), time.monotonic()
     watch.update()
-    rss = bot.memory_info().rss
+    rss = [p.memory_info().rss for p in bots]
     elapsed = wall_after - wall_before
-    cpu = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
+    cpu, pg_cpu = cpu_after - cpu_before, pg_after - pg_before
     polls = len(watch.polls) - polls_before
     per_key = Counter(r.key for r in api.requests if r.counted)
     busiest = max((api.max_requests_in_window(k, 60.0) for k in per_key if k), default=0)
     rejected = sum(api.rate_limited_count(k) for k in per_key if k)
 
     table = Table(
-        f"scale: {size.jobs:,} pending jobs, {size.guilds:,} guilds, {size.keys} keys, "
-        f"tasks of {TASK_SECONDS / 60:g} min"
+        f"scale [{config.label}]: {size.jobs:,} pending jobs, {size.guilds:,} guilds, "
+        f"{size.keys} keys, tasks of {TASK_SECONDS / 60:g} min"
     )
-    table.add(
-        "resume: process start to 'poller started'",
-        secs(resumed_after),
-        line.split(": ", 1)[1][:60],
-    )
+    figures: dict[str, str] = {}
+
+    def add(metric: str, value: object, note: object = "") -> None:
+        table.add(metric, value, note)
+        figures[metric] = str(value)
+
+    start = "the process's start" if config.workers == 0 else "the workers' start (last one)"
+    add("resume: start to 'poller started'", secs(resumed_after), f"from {start}")
     if touch_all is not None:
-        table.add("every job polled once, after resume", secs(touch_all))
+        add("every job polled once, after resume", secs(touch_all))
     else:
         rate = touched / observed * 60 if observed > 0 else 0.0
         projected = size.jobs / rate * 60 if rate else float("nan")
-        table.add(
-            f"jobs polled once within {observed:.0f} s of resume",
+        add(
+            "jobs polled once within the cap",
             f"{touched:,} / {size.jobs:,}",
-            f"projected all: {secs(projected)}",
+            f"in {observed:.0f} s; projected all: {secs(projected)}",
         )
-    table.add(
-        f"polls a minute (steady {elapsed:.0f} s window)",
+    add("polls a second (steady window)", f"{polls / elapsed:,.1f}", f"{elapsed:.0f} s window")
+    add(
+        "polls a minute",
         f"{polls / elapsed * 60:,.0f}",
         f"budget {size.keys} keys x 24 = {size.keys * 24:,}",
     )
-    table.add(
-        "bot CPU time per minute",
-        secs(cpu / elapsed * 60),
+    add(
+        "bot CPU (all bot processes)",
         f"{cpu / elapsed * 100:.0f}% of one core",
+        f"{len(bots)} process(es)",
     )
-    table.add("bot CPU per poll", f"{cpu / polls * 1000:.2f} ms" if polls else "n/a")
-    table.add("bot RSS", f"{rss / 2**20:.0f} MiB")
-    table.add("SQLite size (db + wal + shm)", f"{_db_size(db) / 1e6:.1f} MB")
-    table.add("most requests of one key in a rolling 60 s", busiest, "<= 30")
-    table.add("429s received (all keys)", rejected, "0")
-    return table
+    add("bot CPU per poll (sum of processes)", f"{cpu / polls * 1000:.2f} ms" if polls else "n/a")
+    if cluster.url is not None:
+        add(
+            "PostgreSQL server CPU per poll",
+            f"{pg_cpu / polls * 1000:.2f} ms" if polls and server else "n/a",
+            f"{pg_cpu / elapsed * 100:.0f}% of one core",
+        )
+    names = ["bot"] if config.workers == 0 else ["gw", *(f"w{i}" for i in range(config.workers))]
+    add(
+        "RSS per process",
+        ", ".join(f"{n} {r / 2**20:.0f}" for n, r in zip(names, rss, strict=True)) + " MiB",
+    )
+    if cluster.url is None:
+        add("SQLite size (db + wal + shm)", f"{_db_size(cluster.db) / 1e6:.1f} MB")
+    add("most requests of one key in a rolling 60 s", busiest, "<= 30")
+    add("429s received (all keys)", rejected, "0")
+    return table, figures

@@ -7,7 +7,8 @@ own. The checks of ``/readyz`` (each one a reason in its 503 body):
 * ``gateway``: the bot has received READY (``Client.is_ready``) and is not shutting down;
 * ``database``: a trivial query answers within :data:`DATABASE_TIMEOUT` (1 s);
 * ``poller``: the poller finished a pass within :data:`POLLER_STALE_SECONDS` (it passes at
-  least every 5 s when idle, so a minute without one means it is stuck or dead).
+  least every 5 s when idle, so a minute without one means it is stuck or dead); skipped in a
+  gateway process with ``POLLER_ENABLED=false``, whose poller never runs (workers poll).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ async def check_readiness(
         reasons["database"] = f"no answer within {DATABASE_TIMEOUT:.0f} s"
     except Exception as exc:
         reasons["database"] = f"query failed: {type(exc).__name__}"
+    if not bot.services.settings.poller_enabled:
+        return Readiness(not reasons, reasons)
     last = bot.poller.last_pass_at
     if last is None:
         reasons["poller"] = "has not run yet"

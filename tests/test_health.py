@@ -2,8 +2,14 @@
 
 import socket
 from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, cast
 
+from bot.health import check_readiness
 from tests.test_first_run import one_line, run_bot
+
+if TYPE_CHECKING:
+    from bot.app import GenBot
 
 
 def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Path) -> None:
@@ -29,3 +35,37 @@ def test_a_metrics_port_out_of_range_is_refused_before_anything_starts(tmp_path:
     assert result.returncode == 2
     assert one_line(result).startswith("genbot: cannot start: METRICS_PORT:")
     assert not (tmp_path / "bot.db").exists()
+
+
+class _Gateway:
+    """The state ``check_readiness`` reads of a bot: READY received, its poller's last pass."""
+
+    closing = False
+
+    def __init__(self, *, poller_enabled: bool) -> None:
+        self.services = SimpleNamespace(settings=SimpleNamespace(poller_enabled=poller_enabled))
+        self.poller = SimpleNamespace(last_pass_at=None)
+
+    def is_closed(self) -> bool:
+        return False
+
+    def is_ready(self) -> bool:
+        return True
+
+
+async def _ping() -> None:
+    return None
+
+
+async def test_a_gateway_that_leaves_polling_to_workers_is_ready_without_a_poller() -> None:
+    # docker-compose.postgres.yml's gateway (POLLER_ENABLED=false) must pass its health check.
+    gateway = _Gateway(poller_enabled=False)
+    readiness = await check_readiness(cast("GenBot", gateway), _ping, now=1000.0)
+    assert readiness.ready, readiness.reasons
+
+
+async def test_a_process_whose_poller_never_ran_is_not_ready() -> None:
+    bot = _Gateway(poller_enabled=True)
+    readiness = await check_readiness(cast("GenBot", bot), _ping, now=1000.0)
+    assert not readiness.ready
+    assert readiness.reasons == {"poller": "has not run yet"}
