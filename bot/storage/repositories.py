@@ -140,6 +140,17 @@ LIMIT_NAMES: Final = (
 """The limits of :class:`~bot.storage.models.GuildSettings` that admins change."""
 
 
+def limit_changes(*updates: LimitUpdate) -> dict[str, int | None]:
+    """Pair ``update_limits``' arguments (in :data:`LIMIT_NAMES` order) with their names.
+
+    Returns:
+        ``{column: value}`` for the limits given, :data:`UNSET` ones left out; the names
+        come from :data:`LIMIT_NAMES`, never from user input, so engines may put them in SQL.
+    """
+    pairs = zip(LIMIT_NAMES, updates, strict=True)
+    return {name: value for name, value in pairs if not isinstance(value, Unset)}
+
+
 class JobRepository(Protocol):
     """Asynchronous jobs: storing, polling (with leases), delivery and listing.
 

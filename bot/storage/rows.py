@@ -9,7 +9,15 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, ResultRequest
+from bot.storage.models import (
+    ChargeAnomaly,
+    DeliveryRoute,
+    Job,
+    JobStatus,
+    Kind,
+    ResultRequest,
+    Tier,
+)
 from bot.storage.money import from_micro
 
 
@@ -71,4 +79,40 @@ def result_request_from_row(row: Row) -> ResultRequest:
         job_id=None if row["job_id"] is None else int(row["job_id"]),
         options=json.loads(row["options"]),
         outputs=tuple(json.loads(row["outputs"])),
+    )
+
+
+def anomaly_from_row(row: Row) -> ChargeAnomaly:
+    """Build a :class:`ChargeAnomaly` from a row of ``charge_anomalies`` (either engine)."""
+    return ChargeAnomaly(
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        user_id=row["user_id"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        task_id=row["task_id"],
+        reported_cost=row["reported_cost"],
+        reported_remaining=row["reported_remaining"],
+        reason=row["reason"],
+        key_fingerprint=row["key_fingerprint"],
+        at=row["at"],
+    )
+
+
+def models_text(models: tuple[str, ...] | None) -> str | None:
+    """A tier's model patterns as stored (comma-separated; None = the server's list)."""
+    return None if models is None else ",".join(models)
+
+
+def tier_from_row(row: Row) -> Tier:
+    """Build a :class:`Tier` from a row of ``policy_tiers`` (either engine)."""
+    models = row["models"]
+    return Tier(
+        guild_id=row["guild_id"],
+        role_id=row["role_id"],
+        role_name=row["role_name"],
+        daily_per_user_cents=row["daily_per_user_cents"],
+        monthly_per_user_cents=row["monthly_per_user_cents"],
+        videos_at_once=row["videos_at_once"],
+        models=None if models is None else tuple(m for m in models.split(",") if m),
     )

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from bot.storage.models import GuildSettings, RetiredKey
 from bot.storage.postgres.engine import Executor
-from bot.storage.repositories import LIMIT_NAMES, UNSET, LimitUpdate
+from bot.storage.repositories import UNSET, LimitUpdate, limit_changes
 
 
 class PgGuilds:
@@ -82,19 +82,12 @@ class PgGuilds:
         Raises:
             ConstraintError: a negative budget or a cap below 1.
         """
-        given = dict(
-            zip(
-                LIMIT_NAMES,
-                (
-                    monthly_budget_cents,
-                    user_daily_budget_cents,
-                    max_pending_videos_per_user,
-                    max_pending_videos_per_guild,
-                ),
-                strict=True,
-            )
+        changes = limit_changes(
+            monthly_budget_cents,
+            user_daily_budget_cents,
+            max_pending_videos_per_user,
+            max_pending_videos_per_guild,
         )
-        changes = {name: value for name, value in given.items() if value is not UNSET}
         if changes:
             await self._update(guild_id, changes)
 

@@ -13,6 +13,7 @@ from typing import Any
 from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage.money import from_micro, to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.rows import anomaly_from_row
 
 
 def _for_user(sql: str, params: list[Any], user_id: int | None) -> tuple[str, list[Any]]:
@@ -146,22 +147,7 @@ class PgLedger:
             guild_id,
             since,
         )
-        return [
-            ChargeAnomaly(
-                guild_id=r["guild_id"],
-                channel_id=r["channel_id"],
-                user_id=r["user_id"],
-                kind=Kind(r["kind"]),
-                model=r["model"],
-                task_id=r["task_id"],
-                reported_cost=r["reported_cost"],
-                reported_remaining=r["reported_remaining"],
-                reason=r["reason"],
-                key_fingerprint=r["key_fingerprint"],
-                at=r["at"],
-            )
-            for r in rows
-        ]
+        return [anomaly_from_row(r) for r in rows]
 
     async def anomaly_count(self, guild_id: int, since: float) -> int:
         """Return how many protocol anomalies the guild had at or after ``since``."""

@@ -10,28 +10,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import asyncpg
-
 from bot.storage.models import AuditEntry, Kind, ModelLists, Tier
 from bot.storage.money import from_micro
 from bot.storage.postgres.engine import Executor
-
-
-def _models_text(models: tuple[str, ...] | None) -> str | None:
-    return None if models is None else ",".join(models)
-
-
-def _tier(row: asyncpg.Record) -> Tier:
-    models = row["models"]
-    return Tier(
-        guild_id=row["guild_id"],
-        role_id=row["role_id"],
-        role_name=row["role_name"],
-        daily_per_user_cents=row["daily_per_user_cents"],
-        monthly_per_user_cents=row["monthly_per_user_cents"],
-        videos_at_once=row["videos_at_once"],
-        models=None if models is None else tuple(m for m in models.split(",") if m),
-    )
+from bot.storage.rows import models_text, tier_from_row
 
 
 class PgPolicy:
@@ -47,7 +29,7 @@ class PgPolicy:
             ' ORDER BY role_name COLLATE "C", role_id',
             guild_id,
         )
-        return [_tier(row) for row in rows]
+        return [tier_from_row(row) for row in rows]
 
     async def set_tier(self, tier: Tier) -> None:
         """Create or replace the tier of ``tier.role_id``.
@@ -69,7 +51,7 @@ class PgPolicy:
             tier.daily_per_user_cents,
             tier.monthly_per_user_cents,
             tier.videos_at_once,
-            _models_text(tier.models),
+            models_text(tier.models),
         )
 
     async def delete_tier(self, guild_id: int, role_id: int) -> bool:

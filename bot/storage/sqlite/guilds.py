@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from bot.storage.models import GuildSettings, RetiredKey
-from bot.storage.repositories import LIMIT_NAMES, UNSET, LimitUpdate
+from bot.storage.repositories import UNSET, LimitUpdate, limit_changes
 from bot.storage.sqlite.engine import Executor
 
 
@@ -65,19 +65,12 @@ class SqliteGuilds:
         Raises:
             ConstraintError: a negative budget or a cap below 1.
         """
-        given = dict(
-            zip(
-                LIMIT_NAMES,
-                (
-                    monthly_budget_cents,
-                    user_daily_budget_cents,
-                    max_pending_videos_per_user,
-                    max_pending_videos_per_guild,
-                ),
-                strict=True,
-            )
+        changes = limit_changes(
+            monthly_budget_cents,
+            user_daily_budget_cents,
+            max_pending_videos_per_user,
+            max_pending_videos_per_guild,
         )
-        changes = {name: value for name, value in given.items() if value is not UNSET}
         if changes:
             # Column names come from LIMIT_NAMES, never from user input.
             assignments = ", ".join(f"{name} = ?" for name in changes)

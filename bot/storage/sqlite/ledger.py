@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage.money import from_micro, to_micro
+from bot.storage.rows import anomaly_from_row
 from bot.storage.sqlite.engine import Executor
 
 
@@ -136,22 +137,7 @@ class SqliteLedger:
             "SELECT * FROM charge_anomalies WHERE guild_id = ? AND at >= ? ORDER BY at, id",
             (guild_id, since),
         )
-        return [
-            ChargeAnomaly(
-                guild_id=r["guild_id"],
-                channel_id=r["channel_id"],
-                user_id=r["user_id"],
-                kind=Kind(r["kind"]),
-                model=r["model"],
-                task_id=r["task_id"],
-                reported_cost=r["reported_cost"],
-                reported_remaining=r["reported_remaining"],
-                reason=r["reason"],
-                key_fingerprint=r["key_fingerprint"],
-                at=r["at"],
-            )
-            for r in rows
-        ]
+        return [anomaly_from_row(r) for r in rows]
 
     async def anomaly_count(self, guild_id: int, since: float) -> int:
         """Return how many protocol anomalies the guild had at or after ``since``."""

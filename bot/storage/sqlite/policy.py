@@ -6,29 +6,12 @@ Tables of migration 0007: ``policy_tiers``, ``policy_models``, ``blocked_terms``
 
 from __future__ import annotations
 
-import sqlite3
 from decimal import Decimal
 
 from bot.storage.models import AuditEntry, Kind, ModelLists, Tier
 from bot.storage.money import from_micro
+from bot.storage.rows import models_text, tier_from_row
 from bot.storage.sqlite.engine import Executor
-
-
-def _models_text(models: tuple[str, ...] | None) -> str | None:
-    return None if models is None else ",".join(models)
-
-
-def _tier(row: sqlite3.Row) -> Tier:
-    models = row["models"]
-    return Tier(
-        guild_id=row["guild_id"],
-        role_id=row["role_id"],
-        role_name=row["role_name"],
-        daily_per_user_cents=row["daily_per_user_cents"],
-        monthly_per_user_cents=row["monthly_per_user_cents"],
-        videos_at_once=row["videos_at_once"],
-        models=None if models is None else tuple(m for m in models.split(",") if m),
-    )
 
 
 class SqlitePolicy:
@@ -43,7 +26,7 @@ class SqlitePolicy:
             "SELECT * FROM policy_tiers WHERE guild_id = ? ORDER BY role_name, role_id",
             (guild_id,),
         )
-        return [_tier(row) for row in rows]
+        return [tier_from_row(row) for row in rows]
 
     async def set_tier(self, tier: Tier) -> None:
         """Create or replace the tier of ``tier.role_id``.
@@ -65,7 +48,7 @@ class SqlitePolicy:
                 tier.daily_per_user_cents,
                 tier.monthly_per_user_cents,
                 tier.videos_at_once,
-                _models_text(tier.models),
+                models_text(tier.models),
             ),
         )
 
