@@ -1,4 +1,4 @@
-"""``python -m bench [burst|rate|scale|all] [--quick]``: run the benchmarks, print tables.
+"""``python -m bench [burst|rate|batch|scale|all] [--quick]``: run the benchmarks, print tables.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
 single process; N: one gateway process plus N ``python -m bot worker`` processes).
@@ -16,11 +16,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import burst, rate, scale
+from bench import batch, burst, rate, scale
 from bench.report import Table, machine
 
 Scenario = Callable[..., Awaitable[Table]]
-SCENARIOS: dict[str, Scenario] = {"burst": burst.run, "rate": rate.run, "scale": scale.run}
+SCENARIOS: dict[str, Scenario] = {
+    "burst": burst.run,
+    "rate": rate.run,
+    "batch": batch.run,
+    "scale": scale.run,
+}
 
 
 async def _main(

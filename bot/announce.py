@@ -205,7 +205,7 @@ class DiscordAnnouncer:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate."""
         ready_at = None
         if self._schedule is not None:
-            ready_at = await self._schedule.estimated_finish(job.model, job.created_at, now=now)
+            ready_at = await self._schedule.estimated_finish(job, now=now)
         parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
         await self._edit_quietly(job, parts)
 

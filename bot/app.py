@@ -301,7 +301,7 @@ class GenBot(commands.AutoShardedBot):
             A link to the placeholder, or a sentence saying the result will be posted later.
         """
         now = self.services.clock.time()
-        ready_at = await self.services.schedule.estimated_finish(job.model, job.created_at, now=now)
+        ready_at = await self.services.schedule.estimated_finish(job, now=now)
         parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:

@@ -5,9 +5,12 @@ polls whatever is due and delivers whatever finished and is not yet shown. Each 
 first, then settled once (``db.jobs.finish`` succeeds only for a pending job), then delivered
 once, with its own retries and fallbacks (docs/architecture.md, "Delivery").
 
-Polls go through the client's per-key limiter at background priority, so they never take the
-slots interactive commands keep, and at most ``per_key_in_flight`` polls of one key wait in that
-limiter at a time; the rest stay due in the database, most overdue first. A job being polled is
+Which job to poll, and when, is the poll policy of docs/architecture.md (issue 11): a job falls
+due when it has likely finished since its last poll (:mod:`bot.services.schedule`), the due jobs
+of a key are taken guild by guild (:class:`~bot.services.schedule.FairShare`), earliest due
+first, and the key's limiter at background priority decides when each poll goes
+(:mod:`bot.genapi.budget`). One poll per key waits in that limiter at a time, so the job polled
+is chosen when the key has room; the rest stay due in the database. A job being polled is
 leased (its next poll pushed ``lease`` seconds away) so that passes do not read it again, and
 passes run at most every ``min_pass_interval`` seconds: at 10,000 jobs a pass per finished poll
 cost a whole CPU core (docs/benchmarks.md).
@@ -28,7 +31,7 @@ from bot.genapi.ratelimit import Priority
 from bot.logs import bind
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
-from bot.services.schedule import PollSchedule
+from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 from bot.supervisor import database_busy
@@ -127,7 +130,8 @@ class Poller:
         job_timeout: seconds after which a job the service still reports processing stops being
             watched (it is not failed: the service may still finish it).
         progress_interval: seconds between two progress edits of a placeholder.
-        per_key_in_flight: polls of one key that may wait in its limiter at once.
+        per_key_in_flight: polls of one key that may wait in its limiter at once: 1, so that
+            the job polled is chosen when its key has room, not several slots before.
         batch: due jobs read per pass.
         lease: seconds a job being polled is kept out of the due set (its poll ends it sooner;
             after a crash it is polled again when the lease ends).
@@ -149,7 +153,7 @@ class Poller:
         clock: Clock,
         job_timeout: float = 1800.0,
         progress_interval: float = 60.0,
-        per_key_in_flight: int = 3,
+        per_key_in_flight: int = 1,
         batch: int = 500,
         lease: float = 30.0,
         min_pass_interval: float = 0.25,
@@ -177,6 +181,7 @@ class Poller:
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._delivering: dict[int, asyncio.Task[None]] = {}
         self._key_load: Counter[str] = Counter()
+        self._fair = FairShare()
         self._wake = asyncio.Event()
 
     @property
@@ -217,8 +222,14 @@ class Poller:
         now = self._clock.time()
         full = [key for key, load in self._key_load.items() if load >= self._per_key]
         claimed = await self._db.jobs.claim_due(
-            now, now + self._lease, limit=self._batch, per_key=self._per_key, skip_keys=full
+            now,
+            now + self._lease,
+            limit=self._batch,
+            per_key=self._per_key,
+            skip_keys=full,
+            rank=self._fair.rank,
         )
+        self._fair.polled(claimed)
         if claimed:
             log.debug("claimed %s", " ".join(f"job {j.id} token {j.poll_token}" for j in claimed))
         started = 0
@@ -344,7 +355,7 @@ class Poller:
             if now - job.created_at > self._timeout:
                 await self._stop_watching(job, now)
                 return
-            next_at = await self._schedule.next_poll_at(job.model, job.created_at, now)
+            next_at = await self._schedule.next_poll_at(job, now)
             await self._db.jobs.schedule_poll(
                 job.id, next_at, job.poll_count + 1, token=self._token(job)
             )

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 
 from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
+from bot.genapi.budget import RATE_WINDOW_MARGIN, BudgetRules
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Limiter, RateLimiter
@@ -234,22 +235,15 @@ async def build_services(
     )
     metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
+    rules = BudgetRules(
+        limit=settings.genapi_rate_limit,
+        window=settings.genapi_rate_window_seconds + RATE_WINDOW_MARGIN,
+    )
     if settings.rate_limit_shared:
         # Several processes may use one key: the window lives in the database (issue 10).
-        limiter = SharedRateLimiter(
-            clock,
-            db.rates,
-            limit=settings.genapi_rate_limit,
-            window=settings.genapi_rate_window_seconds,
-            metrics=metrics,
-        )
+        limiter = SharedRateLimiter(clock, db.rates, rules, metrics=metrics)
     else:
-        limiter = RateLimiter(
-            clock,
-            limit=settings.genapi_rate_limit,
-            window=settings.genapi_rate_window_seconds,
-            metrics=metrics,
-        )
+        limiter = RateLimiter(clock, rules, metrics=metrics)
     client = GenAPIClient(
         base_url,
         http=http,

@@ -61,7 +61,7 @@ class JobsCog(commands.Cog):
         jobs = await self._check_again(jobs)
         now = services.clock.time()
         estimates = {
-            job.id: await services.schedule.estimated_finish(job.model, job.created_at, now=now)
+            job.id: await services.schedule.estimated_finish(job, now=now)
             for job in jobs
             if job.status == "pending"
         }

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from bot.clock import ManualClock
+from bot.services.schedule import FairShare
 from bot.storage import Database, DeliveryRoute, JobStatus
 from tests.test_storage import new_job
 
@@ -47,6 +48,35 @@ async def test_concurrent_claims_split_the_due_jobs(two: tuple[Database, Databas
     # Leased jobs are not due for anyone until the lease expires.
     left = await other.jobs.claim_due(NOW + 1, NOW + LEASE, limit=500, per_key=100)
     assert {job.id for job in left}.isdisjoint(ids) and len(left) == 16
+
+
+async def test_guilds_sharing_a_key_take_turns_across_processes(
+    two: tuple[Database, Database],
+) -> None:
+    # A busy guild's 8 videos are all due before a quiet guild's one, on the same key.
+    one, other = two
+    for i in range(8):
+        await one.jobs.insert(new_job(f"busy{i}", next_poll_at=NOW - 20 + i, guild=1, key="k"))
+    quiet = await one.jobs.insert(new_job("quiet", next_poll_at=NOW - 1, guild=2, key="k"))
+    fair = [FairShare(), FairShare()]
+    claimed = []
+    for turn in range(4):
+        db = two[turn % 2]
+        jobs = await db.jobs.claim_due(NOW, NOW + LEASE, limit=500, per_key=1, rank=fair[0].rank)
+        fair[0].polled(jobs)
+        claimed += jobs
+    guilds = [job.guild_id for job in claimed]
+    assert guilds[:2] == [1, 2]  # the quiet guild's job is polled second, not ninth
+    assert quiet.id in {job.id for job in claimed}
+    # Concurrent ranked claims still split the jobs: none is leased twice.
+    rest = await asyncio.gather(
+        *(
+            db.jobs.claim_due(NOW, NOW + LEASE, limit=500, per_key=2, rank=f.rank)
+            for db, f in zip((one, other), fair, strict=True)
+        )
+    )
+    ids = [job.id for claim in [claimed, *rest] for job in claim]
+    assert len(ids) == len(set(ids)) == 8
 
 
 async def test_per_key_and_skipped_keys(two: tuple[Database, Database]) -> None:

@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 
 from bot.clock import ManualClock
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority, RateLimiter
 from bot.metrics import Metrics
@@ -24,7 +25,7 @@ def test_two_bots_in_one_process_do_not_share_counters() -> None:
 
 async def test_the_limiter_counts_its_waits_and_refusals_by_priority() -> None:
     clock, metrics = ManualClock(), Metrics()
-    limiter = RateLimiter(clock, limit=2, window=10.0, margin=0, metrics=metrics)
+    limiter = RateLimiter(clock, BudgetRules(limit=2, window=10.0), metrics=metrics)
     clock.advance(10)  # past the window assumed used at start-up
     keyed = limiter.for_key("k")
     await keyed.acquire(Priority.INTERACTIVE)

@@ -252,7 +252,8 @@ async def test_a_job_is_due_only_once_its_placeholder_is_attached(
 ) -> None:
     stack.api.set_task_duration(lambda model, body: 0.0)
     (job,) = await submit(stack, who, placeholder=False)
-    stack.clock.advance(12)  # a slow placeholder post: the job finished meanwhile
+    stack.clock.advance(25)  # a slow placeholder post: the job finished meanwhile (and the
+    # first poll, at 24 s by the prior before any history, is due; the 30 s grace is not over)
     assert await stack.db.jobs.due(stack.clock.time(), 10) == []
     await stack.generation.attach_message(job, 555)
     (due,) = await stack.db.jobs.due(stack.clock.time(), 10)

@@ -6,8 +6,20 @@ import itertools
 import pytest
 
 from bot.clock import ManualClock
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority, RateLimiter
+
+
+def limiter_of(
+    clock: ManualClock,
+    *,
+    limit: int = 30,
+    window: float = 60.0,
+    margin: float = 1.0,
+    **rules: float,
+) -> RateLimiter:
+    return RateLimiter(clock, BudgetRules(limit=limit, window=window + margin, **rules))
 
 
 def settled(
@@ -15,11 +27,11 @@ def settled(
     *,
     limit: int = 30,
     window: float = 60.0,
-    reserve: int = 6,
     margin: float = 1.0,
+    **rules: float,
 ) -> RateLimiter:
     """A limiter past the window it assumes used at start-up: the steady state."""
-    limiter = RateLimiter(clock, limit=limit, window=window, reserve=reserve, margin=margin)
+    limiter = limiter_of(clock, limit=limit, window=window, margin=margin, **rules)
     clock.advance(window + margin)
     return limiter
 
@@ -36,7 +48,7 @@ def most_in_any_window(times: list[float], window: float) -> int:
 
 async def test_never_releases_a_31st_request_within_any_rolling_minute() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6).for_key("k")
+    limiter = limiter_of(clock).for_key("k")
     released: list[float] = []
 
     async def request(priority: Priority) -> None:
@@ -53,36 +65,59 @@ async def test_never_releases_a_31st_request_within_any_rolling_minute() -> None
 
 async def test_background_leaves_headroom_for_interactive() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6, margin=0).for_key("k")
-    for _ in range(24):
+    limiter = settled(clock, margin=0, burst=30).for_key("k")
+    await limiter.acquire(Priority.INTERACTIVE)  # a user is active: 2 slots are kept
+    for _ in range(27):
         await limiter.acquire(Priority.BACKGROUND)
     start = clock.monotonic()
 
-    # The 25th background request must wait for the first to leave the window; an
-    # interactive one goes now.
+    # The next background request waits for slots to come free; users get theirs now.
     background = asyncio.ensure_future(limiter.acquire(Priority.BACKGROUND))
     await asyncio.sleep(0)
+    await limiter.acquire(Priority.INTERACTIVE)
     await limiter.acquire(Priority.INTERACTIVE)
     assert clock.monotonic() == start
     assert not background.done()
     await background
-    assert clock.monotonic() >= 60
+    assert clock.monotonic() > start
 
 
-async def test_background_requests_are_paced_not_burst() -> None:
+async def test_background_requests_burst_a_little_then_are_spaced() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=6, margin=0).for_key("k")
+    limiter = settled(clock, margin=0).for_key("k")
+    start = clock.monotonic()
     released = []
-    for _ in range(5):
+    for _ in range(9):
         await limiter.acquire(Priority.BACKGROUND)
-        released.append(clock.monotonic())
-    gaps = [later - earlier for earlier, later in itertools.pairwise(released)]
-    assert gaps == pytest.approx([60 / 24] * 4)
+        released.append(clock.monotonic() - start)
+    assert released[:6] == [0.0] * 6  # BudgetRules.burst
+    gaps = [later - earlier for earlier, later in itertools.pairwise(released[5:])]
+    assert gaps == pytest.approx([60 / 30] * 3)
+
+
+async def test_a_background_request_owed_its_floor_passes_waiting_users() -> None:
+    clock = ManualClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    for _ in range(30):  # one a second: they leave the window one by one
+        await limiter.acquire(Priority.INTERACTIVE)
+        clock.advance(1.0)
+    order: list[str] = []
+
+    async def request(name: str, priority: Priority) -> None:
+        await limiter.acquire(priority)
+        order.append(name)
+
+    # Users fill the window: without the floor, users queued after the poll would go first.
+    poll = asyncio.ensure_future(request("poll", Priority.BACKGROUND))
+    await asyncio.sleep(0)
+    users = [asyncio.ensure_future(request(f"user{i}", Priority.INTERACTIVE)) for i in range(3)]
+    await asyncio.gather(poll, *users)
+    assert order[0] == "poll"
 
 
 async def test_the_window_has_a_margin_for_the_requests_travel_time() -> None:
     clock = ManualClock()
-    limiter = settled(clock, limit=2, window=60.0, reserve=0).for_key("k")
+    limiter = settled(clock, limit=2, window=60.0).for_key("k")
     start = clock.monotonic()
     for _ in range(3):
         await limiter.acquire(Priority.INTERACTIVE)
@@ -91,7 +126,7 @@ async def test_the_window_has_a_margin_for_the_requests_travel_time() -> None:
 
 async def test_interactive_overtakes_a_queue_of_background_requests() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, reserve=0).for_key("k")
+    limiter = limiter_of(clock, floor=float("inf")).for_key("k")  # no floor: users fill the window
     for _ in range(30):
         await limiter.acquire(Priority.INTERACTIVE)
     order: list[str] = []
@@ -109,7 +144,7 @@ async def test_interactive_overtakes_a_queue_of_background_requests() -> None:
 
 async def test_retry_after_blocks_the_key() -> None:
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0).for_key("k")
+    limiter = limiter_of(clock).for_key("k")
     limiter.block_for(12.5)
     await limiter.acquire(Priority.INTERACTIVE)
     assert clock.monotonic() == pytest.approx(12.5)
@@ -142,7 +177,7 @@ async def test_after_a_restart_the_previous_minute_counts_as_evenly_used() -> No
     # The process that ran before may have sent 30 requests in the last minute: a fresh
     # limiter releases slots one by one, never a burst of 30 at start-up.
     clock = ManualClock()
-    limiter = RateLimiter(clock, limit=30, window=60.0, margin=0).for_key("k")
+    limiter = limiter_of(clock, margin=0).for_key("k")
     released: list[float] = []
 
     async def request() -> None:

@@ -1,73 +1,143 @@
-"""Poll times: late for young jobs, often where the model's jobs usually finish."""
+"""The poll policy: hazard-based due times, honest estimates, fair shares between guilds."""
+
+from dataclasses import replace
 
 import pytest
 
-from bot.services.schedule import PollSchedule, fraction_done, quantile
-from bot.storage import Kind
+from bot.services.schedule import (
+    MIN_INTERVAL,
+    PRIORS,
+    CompletionTimes,
+    FairShare,
+    PollSchedule,
+)
+from bot.storage.models import Job, JobStatus, Kind, NewJob
+
+
+def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:
+    new = NewJob(
+        task_id="t",
+        provider="alpha",
+        poll_url="/api/v1/video/t?provider=alpha",
+        kind=Kind.VIDEO,
+        model=model,
+        guild_id=guild,
+        channel_id=7,
+        message_id=None,
+        user_id=3,
+        prompt_summary="a cat",
+        details={},
+        cost_cents=50,
+        key_fingerprint=key,
+        created_at=created_at,
+        next_poll_at=created_at,
+    )
+    fields = {name: getattr(new, name) for name in new.__dataclass_fields__}
+    return Job(
+        **fields,
+        id=1,
+        status=JobStatus.PENDING,
+        finished_at=None,
+        outputs=(),
+        error=None,
+        poll_count=0,
+        announced_at=None,
+        last_progress_at=None,
+    )
 
 
 def schedule(history: list[float]) -> PollSchedule:
     async def durations(model: str) -> list[float]:
-        return history
+        return list(history)
 
     return PollSchedule(durations)
 
 
-def test_quantile_and_fraction_done_are_inverse_on_the_samples() -> None:
-    durations = [20.0, 40.0, 60.0, 80.0, 100.0]
-    assert quantile(durations, 0.5) == 60
-    assert quantile(durations, 0.125) == 30  # interpolated
-    assert fraction_done(durations, 60) == 0.6
-    assert fraction_done(durations, 10) == 0
+def test_without_history_the_prior_alone_answers() -> None:
+    times = CompletionTimes([], PRIORS[Kind.VIDEO])
+    assert times.survival(0.0) == 1.0
+    assert times.survival(PRIORS[Kind.VIDEO].median) == pytest.approx(0.5)
+    assert 0.0 < times.hazard(30.0, 40.0) < 1.0
 
 
-async def test_without_history_a_video_is_first_polled_after_ten_seconds() -> None:
-    plan = schedule([])
-    assert await plan.first_poll_at("m", Kind.VIDEO, 1000.0) == 1010.0
-    assert await plan.first_poll_at("m", Kind.IMAGE, 1000.0) == 1003.0
-    # then 15 % of its age, between 3 s and 30 s
-    assert await plan.next_poll_at("m", 1000.0, 1010.0) == 1013.0
-    assert await plan.next_poll_at("m", 1000.0, 1100.0) == 1115.0
-    assert await plan.next_poll_at("m", 1000.0, 1600.0) == 1630.0
+def test_history_beyond_its_longest_job_keeps_a_chance_to_finish() -> None:
+    times = CompletionTimes([20.0, 22.0, 24.0], PRIORS[Kind.VIDEO])
+    # Past every job seen, the prior still says a job may finish: polls never stop.
+    assert times.hazard(60.0, 90.0) > 0.1
 
 
-async def test_with_history_polls_gather_where_jobs_finish() -> None:
-    plan = schedule([20.0 + 5 * i for i in range(21)])  # 20 s to 120 s, evenly
-    assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == pytest.approx(40.0)
-    young = await plan.next_poll_at("m", 0.0, 30.0) - 30.0
-    middle = await plan.next_poll_at("m", 0.0, 70.0) - 70.0
-    old = await plan.next_poll_at("m", 0.0, 110.0) - 110.0
-    assert young > middle > old
-    assert old == 3.0
+async def test_a_young_job_is_polled_when_it_has_likely_finished() -> None:
+    plan = schedule([40.0] * 10)
+    first = await plan.first_poll_at("m", Kind.VIDEO, 1000.0)
+    assert first == pytest.approx(1030.0, abs=1)  # MAX_INTERVAL, the history says 40 s
+    again = await plan.next_poll_at(make_job(created_at=1000.0, model="m"), 1039.0)
+    assert 1039.0 + MIN_INTERVAL <= again <= 1045.0  # due around 40 s: soon
 
 
-async def test_past_every_known_duration_polls_back_off() -> None:
-    plan = schedule([20.0, 25.0, 30.0])
-    just_past = await plan.next_poll_at("m", 0.0, 31.0) - 31.0
-    long_past = await plan.next_poll_at("m", 0.0, 200.0) - 200.0
-    assert just_past == 3.0
-    assert long_past == pytest.approx(0.15 * 170)
+async def test_two_polls_of_one_job_are_at_least_three_seconds_apart() -> None:
+    plan = schedule([10.0] * 50)
+    job = make_job(created_at=0.0, model="m")
+    assert await plan.next_poll_at(job, 9.9) >= 9.9 + MIN_INTERVAL
 
 
-async def test_forget_relearns_the_history() -> None:
+async def test_the_estimate_is_the_conditional_median() -> None:
+    plan = schedule([30.0, 40.0, 50.0, 60.0, 70.0] * 4)
+    job = make_job(created_at=1000.0, model="m")
+    assert await plan.estimated_finish(job, now=1001.0) == pytest.approx(1050.0, abs=3)
+    # Older than most: the estimate moves on, never into the past.
+    late = await plan.estimated_finish(job, now=1065.0)
+    assert late >= 1065.0
+    assert late <= 1065.0 + 120
+
+
+async def test_what_is_learned_is_refreshed_when_a_job_finishes() -> None:
     history: list[float] = []
 
     async def durations(model: str) -> list[float]:
         return list(history)
 
     plan = PollSchedule(durations)
-    assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == 10.0
-    history.extend([50.0, 60.0, 70.0])
-    assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == 10.0  # cached until told
+    job = make_job(created_at=0.0, model="m")
+    before = await plan.estimated_finish(job, now=0.0)
+    history.extend([8.0] * 20)
+    assert await plan.estimated_finish(job, now=0.0) == before  # cached
     plan.forget("m")
-    assert await plan.first_poll_at("m", Kind.VIDEO, 0.0) == pytest.approx(54.0)
+    assert await plan.estimated_finish(job, now=0.0) < before
 
 
-async def test_a_pending_job_gets_an_estimate_from_its_models_history() -> None:
-    plan = schedule([20.0 + 5 * i for i in range(21)])  # 20 s to 120 s, evenly
-    # Young: the median of the whole history; later: the median of the jobs still longer.
-    assert await plan.estimated_finish("m", 1000.0, now=1005.0) == pytest.approx(1070.0)
-    assert await plan.estimated_finish("m", 1000.0, now=1100.0) == pytest.approx(1112.5)
-    # Older than every job seen so far, or no history worth the name: no estimate.
-    assert await plan.estimated_finish("m", 1000.0, now=1200.0) is None
-    assert await schedule([30.0, 40.0]).estimated_finish("m", 1000.0, now=1001.0) is None
+def _due(guild: int, count: int, *, key: str = "shared", start: int = 0) -> list[Job]:
+    job = make_job(created_at=0.0, guild=guild, key=key)
+    return [replace(job, id=start + i, next_poll_at=float(i)) for i in range(count)]
+
+
+def claim(fair: FairShare, due: list[Job], per_key: int) -> list[Job]:
+    """What a claim takes: each key's first ``per_key`` jobs in the ranking."""
+    taken: dict[str, int] = {}
+    chosen = []
+    for job in fair.rank(due):
+        if taken.get(job.key_fingerprint, 0) < per_key:
+            taken[job.key_fingerprint] = taken.get(job.key_fingerprint, 0) + 1
+            chosen.append(job)
+    fair.polled(chosen)
+    return chosen
+
+
+def test_a_busy_guild_cannot_stall_another_on_a_shared_key() -> None:
+    fair = FairShare()
+    busy, quiet = _due(1, 20), _due(2, 1, start=100)
+    due = sorted([*busy, *quiet], key=lambda j: j.next_poll_at)
+    polled = []
+    for _ in range(6):
+        [job] = claim(fair, due, 1)
+        polled.append(job.guild_id)
+    # The quiet guild's job, due after all of the busy guild's, is polled second, and every
+    # other time while it stays due.
+    assert polled == [1, 2, 1, 2, 1, 2]
+
+
+def test_keys_are_shared_separately() -> None:
+    fair = FairShare()
+    chosen = claim(fair, [*_due(1, 3, key="a"), *_due(1, 3, key="b", start=10)], 2)
+    assert sorted(j.key_fingerprint for j in chosen) == ["a", "a", "b", "b"]
+    # Within a guild, earliest due first.
+    assert [j.id for j in chosen if j.key_fingerprint == "a"] == [0, 1]

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import pytest
 
 from bot.clock import ManualClock, SystemClock
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority
 from bot.genapi.shared_ratelimit import SharedRateLimiter, shared_delay
@@ -26,39 +27,24 @@ RESERVE = 2
 
 
 def rule(now: float, sent: Sequence[tuple[float, bool]], *, background: bool) -> float:
-    return shared_delay(
-        now,
-        sent,
-        0.0,
-        limit=30,
-        window=61.0,
-        background_cap=24,
-        background_spacing=61.0 / 24,
-        background=background,
-    )
+    return shared_delay(now, sent, 0.0, rules=BudgetRules(), background=background)
 
 
 def test_the_rule_counts_every_process_and_keeps_slots_for_interactive_requests() -> None:
     full = [(1000.0 + i, False) for i in range(30)]
     assert rule(1030.0, full, background=False) == pytest.approx(31.0)  # 1000 + 61 - 1030
     assert rule(1030.0, full[:29], background=False) <= 0
-    # Background requests stop at 24 of the 30, whoever sent the others...
-    assert rule(1030.0, full[:24], background=True) == pytest.approx(31.0)
-    assert rule(1030.0, full[:23], background=True) <= 0
-    # ...and go one every 61/24 s across processes.
-    recent_poll = [(1029.0, True)]
-    assert rule(1030.0, recent_poll, background=True) == pytest.approx(61.0 / 24 - 1.0)
-    assert rule(1030.0, recent_poll, background=False) <= 0
-    blocked = shared_delay(
-        10.0,
-        [],
-        25.0,
-        limit=30,
-        window=61.0,
-        background_cap=24,
-        background_spacing=1.0,
-        background=False,
-    )
+    # Users active: background requests leave them 2 slots, whoever sent the others...
+    polls = [(1021.0 + i, True) for i in range(7)]
+    assert rule(1030.0, [*full[:21], *polls], background=True) > 0
+    assert rule(1030.0, [*full[:21], *polls], background=False) <= 0
+    # ...but are owed a share (6 of 30) when users are what fills the window.
+    assert rule(1030.0, full[:28], background=True) <= 0
+    # Polls of every process count in the burst they may make at once.
+    polls = [(1029.0, True)] * 6
+    assert rule(1030.0, polls, background=True) == pytest.approx(61.0 / 30 - 1.0)
+    assert rule(1030.0, polls, background=False) <= 0
+    blocked = shared_delay(10.0, [], 25.0, rules=BudgetRules(), background=False)
     assert blocked == 15.0
 
 
@@ -90,7 +76,9 @@ async def test_two_processes_never_exceed_the_limit_in_any_rolling_window(
 ) -> None:
     limiters = [
         SharedRateLimiter(
-            SystemClock(), db.rates, limit=LIMIT, window=WINDOW, reserve=RESERVE, margin=MARGIN
+            SystemClock(),
+            db.rates,
+            BudgetRules(limit=LIMIT, window=WINDOW + MARGIN, reserve=RESERVE, min_pace=0.0),
         )
         for db in two
     ]
@@ -112,14 +100,12 @@ async def test_two_processes_never_exceed_the_limit_in_any_rolling_window(
     for at, background in sent:
         if background:  # a background request never found the window at its cap
             before = [t for t in times if at - span < t < at]
-            assert len(before) < LIMIT - RESERVE
+            assert len(before) <= LIMIT - 1
     assert sum(1 for _, background in sent if background) == priorities.count(Priority.BACKGROUND)
 
 
 async def test_a_429_blocks_the_key_for_every_process(two: tuple[Database, Database]) -> None:
-    first, second = (
-        SharedRateLimiter(SystemClock(), db.rates, limit=30, window=60.0) for db in two
-    )
+    first, second = (SharedRateLimiter(SystemClock(), db.rates) for db in two)
     await first.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
     first.for_key("fp").block_for(120.0)
     await asyncio.sleep(0.2)  # the block is written in the background

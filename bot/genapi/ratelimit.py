@@ -10,11 +10,10 @@ a request that waits for a new connection arrives a few milliseconds later, so a
 starts with it would close early on the service's side. A ``margin`` (1 s) is added to the
 window to absorb that (measured: without it, one 429 in a 30-video run, docs/benchmarks.md).
 
-Two priorities share each key. Interactive requests (a user is waiting on a command) always go
-first. Background requests (polls, catalogue refreshes) may only use ``limit - reserve`` slots
-of any window, so a backlog of polls leaves headroom for commands, and are released at an even
-pace (one every ``window / (limit - reserve)`` seconds) rather than in a burst that would leave
-the rest of the minute silent.
+Two priorities share each key, by the rules of :mod:`bot.genapi.budget`: interactive requests
+(a user is waiting on a command) go first and may use the whole window; background requests
+(polls, catalogue refreshes) leave users their reserved slots, looking ahead at the users' pace,
+and are owed one slot every 10 s however busy the users are.
 
 After a restart the limiter cannot know what the previous process sent, and the service still
 counts it: starting empty would allow a burst of ``limit`` requests that a full previous minute
@@ -39,6 +38,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Protocol
 
 from bot.clock import Clock, sleep_or_wake
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 
 if TYPE_CHECKING:
@@ -81,9 +81,7 @@ class KeyLimiter:
     """The limiter of one API key. Create through :class:`RateLimiter`.
 
     Args:
-        limit: requests allowed per window (spec: 30).
-        window: the rolling window in seconds (spec: 60), margin included.
-        reserve: slots of every window that background requests may not take.
+        rules: how the window is shared between users and polls.
         clock: source of monotonic time and of sleeping.
         assumed_until: monotonic time up to which the window is assumed evenly filled by
             requests we did not see (the limiter's start; see the module docstring).
@@ -92,27 +90,24 @@ class KeyLimiter:
 
     def __init__(
         self,
-        limit: int,
-        window: float,
-        reserve: int,
+        rules: BudgetRules,
         clock: Clock,
         *,
         assumed_until: float,
         metrics: Metrics | None = None,
     ) -> None:
         self._metrics = metrics
-        self._limit = limit
-        self._window = window
-        self._background_cap = max(1, limit - reserve)
-        self._background_spacing = window / self._background_cap
+        self._rules = rules
         self._clock = clock
-        spacing = window / limit
-        self._sent: deque[float] = deque(
-            assumed_until - window + spacing * (i + 1) for i in range(limit)
+        spacing = rules.window / rules.limit
+        # (monotonic send time, background): what the previous process may have sent is
+        # counted as background, so it neither makes users look active nor sets their pace.
+        self._sent: deque[tuple[float, bool]] = deque(
+            (assumed_until - rules.window + spacing * (i + 1), True) for i in range(rules.limit)
         )
-        self._last_background = float("-inf")
         self._blocked_until = 0.0
         self._queue: list[tuple[int, int]] = []
+        self._last_head: tuple[int, int] | None = None
         self._tickets = itertools.count()
         self._changed = asyncio.Event()
 
@@ -136,7 +131,8 @@ class KeyLimiter:
         """Wait until one request may be sent now, and count it as sent.
 
         Args:
-            priority: interactive requests overtake every queued background one.
+            priority: interactive requests overtake every queued background one, except
+                when the background floor is due (:mod:`bot.genapi.budget`).
             max_wait: seconds the caller is willing to wait; None waits as long as needed.
 
         Raises:
@@ -149,11 +145,16 @@ class KeyLimiter:
             while True:
                 now = self._clock.monotonic()
                 delay = self._delay(priority, now)
-                if self._queue[0] == ticket and delay <= 0:
-                    heapq.heappop(self._queue)
-                    self._sent.append(now)
-                    if priority is Priority.BACKGROUND:
-                        self._last_background = now
+                head = self._head(now)
+                if head != self._last_head:
+                    # Whose turn it is can change with time alone (the floor falls due as the
+                    # window moves): wake the others so that the new head takes its turn.
+                    self._last_head = head
+                    self._notify()
+                if head == ticket and delay <= 0:
+                    self._queue.remove(ticket)
+                    heapq.heapify(self._queue)
+                    self._sent.append((now, priority is Priority.BACKGROUND))
                     self._notify()
                     if self._metrics is not None:
                         self._metrics.limiter_wait.labels(priority.name.lower()).observe(
@@ -167,40 +168,45 @@ class KeyLimiter:
                             self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
                         raise RateLimitWaitTooLong(estimate)
                 # Only the head of the queue needs a timer; the rest wake when it moves.
-                await sleep_or_wake(
-                    self._clock, self._changed, delay if self._queue[0] == ticket else None
-                )
+                await sleep_or_wake(self._clock, self._changed, delay if head == ticket else None)
         finally:
             if ticket in self._queue:
                 self._queue.remove(ticket)
                 heapq.heapify(self._queue)
                 self._notify()
 
+    def _head(self, now: float) -> tuple[int, int]:
+        """The ticket served next: the first background one when the floor is due."""
+        if self._rules.floor_due(now, self._sent):
+            background = [t for t in self._queue if t[0] == Priority.BACKGROUND]
+            if background:
+                return min(background)
+        return self._queue[0]
+
     def _prune(self, now: float) -> None:
-        horizon = now - self._window
-        while self._sent and self._sent[0] <= horizon:
+        horizon = now - self._rules.window
+        while self._sent and self._sent[0][0] <= horizon:
             self._sent.popleft()
 
     def _delay(self, priority: Priority, now: float) -> float:
         """Seconds until a request of ``priority`` could be released, ignoring the queue."""
         self._prune(now)
-        cap = self._limit if priority is Priority.INTERACTIVE else self._background_cap
-        delay = self._blocked_until - now
-        if priority is Priority.BACKGROUND:
-            delay = max(delay, self._last_background + self._background_spacing - now)
-        if len(self._sent) >= cap:
-            delay = max(delay, self._sent[len(self._sent) - cap] + self._window - now)
-        return delay
+        if priority is Priority.INTERACTIVE:
+            delay = self._rules.interactive_delay(now, self._sent)
+        else:
+            delay = self._rules.background_delay(now, self._sent)
+        return max(delay, self._blocked_until - now)
 
     def _estimate(self, ticket: tuple[int, int], now: float) -> float:
         """Seconds until ``ticket`` is released, counting the tickets queued before it."""
+        limit, window = self._rules.limit, self._rules.window
         ahead = sum(1 for other in self._queue if other < ticket)
         delay = self._blocked_until - now
-        needed = len(self._sent) + ahead + 1 - self._limit
+        needed = len(self._sent) + ahead + 1 - limit
         if needed > 0:
-            windows, index = divmod(needed - 1, self._limit)
-            start = self._sent[index] if index < len(self._sent) else now
-            delay = max(delay, start + self._window * (windows + 1) - now)
+            windows, index = divmod(needed - 1, limit)
+            start = self._sent[index][0] if index < len(self._sent) else now
+            delay = max(delay, start + window * (windows + 1) - now)
         return max(0.0, delay)
 
     def _notify(self) -> None:
@@ -216,28 +222,21 @@ class RateLimiter:
 
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
-        limit: requests per window per key (spec part 8: 30).
-        window: rolling window in seconds (spec part 8: 60).
-        reserve: slots per window kept for interactive requests.
-        margin: seconds added to the window for the time a request takes to arrive.
+        rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`:
+            30 requests per 60 s plus a 1 s margin, spec part 8).
         metrics: given to every key's limiter; None counts nothing.
     """
 
     def __init__(
         self,
         clock: Clock,
+        rules: BudgetRules | None = None,
         *,
-        limit: int = 30,
-        window: float = 60.0,
-        reserve: int = 6,
-        margin: float = 1.0,
         metrics: Metrics | None = None,
     ) -> None:
         self._metrics = metrics
         self._clock = clock
-        self._limit = limit
-        self._window = window + margin
-        self._reserve = min(reserve, limit - 1)
+        self.rules = rules or BudgetRules()
         self._keys: dict[str, KeyLimiter] = {}
         self._started = clock.monotonic()
 
@@ -246,12 +245,7 @@ class RateLimiter:
         limiter = self._keys.get(fingerprint)
         if limiter is None:
             limiter = KeyLimiter(
-                self._limit,
-                self._window,
-                self._reserve,
-                self._clock,
-                assumed_until=self._started,
-                metrics=self._metrics,
+                self.rules, self._clock, assumed_until=self._started, metrics=self._metrics
             )
             self._keys[fingerprint] = limiter
         return limiter

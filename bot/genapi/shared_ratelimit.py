@@ -7,15 +7,11 @@ window lives in the database instead (``db.rates``, tables ``rate_requests`` and
 ``rate_blocks``), timed by the database's clock: processes on several machines agree on time
 without synchronised clocks.
 
-The rules are those of :mod:`bot.genapi.ratelimit`, applied to the shared record inside one
+The rules are those of :mod:`bot.genapi.budget`, applied to the shared record inside one
 transaction per request (:meth:`RateWindowRepository.take`, atomic per key across processes):
-
-- never a request when ``limit`` others were recorded in the preceding ``window + margin``
-  seconds (the 1 s margin covers the time a request takes to arrive);
-- background requests (polls, catalogue refreshes) only while fewer than ``limit - reserve``
-  were recorded, and at most one every ``window / (limit - reserve)`` seconds across all
-  processes, so interactive requests of any process always find the reserved slots;
-- a 429's ``Retry-After`` blocks the key for every process (``rate_blocks``).
+never more than ``limit`` requests in ``window + margin`` seconds; background requests only
+while users keep their reserved slots (looking ahead at their pace), and at least one every
+10 s; a 429's ``Retry-After`` blocks the key for every process (``rate_blocks``).
 
 Each process still queues its own callers in an in-process :class:`KeyLimiter` first (the fast
 path: interactive before background within the process, the restart assumption of that module,
@@ -35,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from bot.clock import Clock
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import KeyLimiter, Priority, RateLimiter
 from bot.storage.repositories import RateWindowRepository
@@ -54,38 +51,24 @@ def shared_delay(
     sent: Sequence[tuple[float, bool]],
     blocked_until: float,
     *,
-    limit: int,
-    window: float,
-    background_cap: int,
-    background_spacing: float,
+    rules: BudgetRules,
     background: bool,
 ) -> float:
-    """Seconds until a request may be sent, by the rules of the module docstring.
+    """Seconds until a request may be sent, by ``rules`` (:mod:`bot.genapi.budget`).
 
     Args:
         now: the database's time, UTC epoch seconds.
         sent: the key's recorded requests ``(at, background)`` after ``now - window``, oldest
             first.
         blocked_until: UTC epoch seconds before which nothing is sent (0.0: not blocked).
-        limit: requests per window (spec part 8: 30).
-        window: the rolling window, margin included, seconds.
-        background_cap: how many requests of a window background ones may bring it to.
-        background_spacing: seconds between two background requests.
+        rules: the sharing rules.
         background: whether this request is background.
 
     Returns:
         <= 0 when it may be sent now.
     """
-    delay = blocked_until - now
-    cap = limit
-    if background:
-        cap = background_cap
-        last = max((at for at, was_background in sent if was_background), default=None)
-        if last is not None:
-            delay = max(delay, last + background_spacing - now)
-    if len(sent) >= cap:
-        delay = max(delay, sent[len(sent) - cap][0] + window - now)
-    return delay
+    delay = rules.background_delay(now, sent) if background else rules.interactive_delay(now, sent)
+    return max(delay, blocked_until - now)
 
 
 class SharedKeyLimiter:
@@ -96,9 +79,7 @@ class SharedKeyLimiter:
         rates: the shared windows.
         key_id: the key's fingerprint.
         clock: sleeping and monotonic time (the window itself uses the database's clock).
-        limit: requests per window.
-        window: the rolling window, margin included, seconds.
-        reserve: slots of every window background requests may not take.
+        rules: how the window is shared (limit, window with its margin, reserve, floor).
         tasks: where the 429 blocks being written are kept until done.
     """
 
@@ -109,24 +90,15 @@ class SharedKeyLimiter:
         key_id: str,
         clock: Clock,
         *,
-        limit: int,
-        window: float,
-        reserve: int,
+        rules: BudgetRules,
         tasks: set[asyncio.Task[None]],
     ) -> None:
         self._local = local
         self._rates = rates
         self._key_id = key_id
         self._clock = clock
-        self._window = window
-        cap = max(1, limit - reserve)
-        self._rule = partial(
-            shared_delay,
-            limit=limit,
-            window=window,
-            background_cap=cap,
-            background_spacing=window / cap,
-        )
+        self._window = rules.window
+        self._rule = partial(shared_delay, rules=rules)
         self._tasks = tasks
 
     def block_for(self, seconds: float) -> None:
@@ -140,8 +112,9 @@ class SharedKeyLimiter:
         """Wait until one request may be sent now by every process's count, and record it.
 
         Args:
-            priority: interactive requests overtake this process's queued background ones, and
-                only they may use the reserved slots of the shared window.
+            priority: interactive requests overtake this process's queued background ones
+                (but for the floor), and only they may use the reserved slots of the shared
+                window.
             max_wait: seconds the caller is willing to wait; None waits as long as needed.
 
         Raises:
@@ -180,10 +153,7 @@ class SharedRateLimiter:
     Args:
         clock: sleeping and monotonic time (the window uses the database's clock).
         rates: the database's shared windows (``db.rates``).
-        limit: requests per window per key (spec part 8: 30).
-        window: rolling window in seconds (spec part 8: 60).
-        reserve: slots per window kept for interactive requests.
-        margin: seconds added to the window for the time a request takes to arrive.
+        rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`).
         metrics: given to this process's limiters; None counts nothing.
     """
 
@@ -191,19 +161,14 @@ class SharedRateLimiter:
         self,
         clock: Clock,
         rates: RateWindowRepository,
+        rules: BudgetRules | None = None,
         *,
-        limit: int = 30,
-        window: float = 60.0,
-        reserve: int = 6,
-        margin: float = 1.0,
         metrics: Metrics | None = None,
     ) -> None:
         self._clock = clock
         self._rates = rates
-        self._limit = limit
-        self._window = window + margin
-        self._reserve = min(reserve, limit - 1)
-        self._local = RateLimiter(clock, limit=limit, window=window, reserve=reserve, margin=margin)
+        self.rules = rules or BudgetRules()
+        self._local = RateLimiter(clock, self.rules, metrics=metrics)
         self._keys: dict[str, SharedKeyLimiter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -216,9 +181,7 @@ class SharedRateLimiter:
                 self._rates,
                 fingerprint,
                 self._clock,
-                limit=self._limit,
-                window=self._window,
-                reserve=self._reserve,
+                rules=self.rules,
                 tasks=self._tasks,
             )
             self._keys[fingerprint] = limiter

@@ -104,6 +104,11 @@ class SchemaTooNewError(StorageError, RuntimeError):
         self.supported = supported
 
 
+PollRanking: TypeAlias = Callable[[Sequence[Job]], list[Job]]
+"""Orders due jobs (given earliest due first) in the order they should be claimed; each key's
+first ``per_key`` available are (the poller's: :meth:`bot.services.schedule.FairShare.rank`)."""
+
+
 def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
     """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
     taken: Counter[str] = Counter()
@@ -209,6 +214,7 @@ class JobRepository(Protocol):
         limit: int,
         per_key: int,
         skip_keys: Collection[str] = (),
+        rank: PollRanking | None = None,
     ) -> list[Job]:
         """Lease due jobs to the caller, atomically across processes, and return them.
 
@@ -229,6 +235,8 @@ class JobRepository(Protocol):
             limit: the most due jobs to consider (>= 1).
             per_key: the most jobs of one key fingerprint to claim (>= 1).
             skip_keys: key fingerprints whose jobs are left out (keys with no room now).
+            rank: orders the due jobs read for the claim (None: earliest due first); a job
+                another process claims meanwhile is skipped for the next in that order.
         """
         ...
 

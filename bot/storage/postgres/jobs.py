@@ -14,6 +14,7 @@ from typing import Final
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
 from bot.storage.money import to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.repositories import PollRanking
 from bot.storage.rows import job_from_row
 
 JOB_COLUMNS: Final = (
@@ -43,6 +44,15 @@ CLAIM_DUE_SQL: Final = (
     " CROSS JOIN LATERAL (SELECT id, next_poll_at FROM jobs WHERE status = 'pending'"
     " AND key_fingerprint = k.key_fingerprint AND next_poll_at <= $1 AND unwatched_at IS NULL"
     " ORDER BY next_poll_at LIMIT $4 FOR UPDATE SKIP LOCKED) AS j ORDER BY j.next_poll_at, j.id"
+)
+# The same, in the order a ranking gave (``$1``: the due jobs' ids, best first, as read).
+CLAIM_RANKED_SQL: Final = (
+    "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint FROM jobs"
+    " WHERE id = ANY($1::bigint[])) AS k"
+    " CROSS JOIN LATERAL (SELECT id, next_poll_at FROM jobs WHERE id = ANY($1::bigint[])"
+    " AND key_fingerprint = k.key_fingerprint AND status = 'pending' AND next_poll_at <= $2"
+    " AND unwatched_at IS NULL ORDER BY array_position($1::bigint[], id) LIMIT $3"
+    " FOR UPDATE SKIP LOCKED) AS j ORDER BY array_position($1::bigint[], j.id)"
 )
 CLAIM_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
@@ -138,17 +148,25 @@ class PgJobs:
         limit: int,
         per_key: int,
         skip_keys: Collection[str] = (),
+        rank: PollRanking | None = None,
     ) -> list[Job]:
         """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
 
         ``FOR UPDATE SKIP LOCKED``: concurrent claims from other processes (or machines) take
-        disjoint jobs without waiting for each other; only the rows claimed are locked.
+        disjoint jobs without waiting for each other; only the rows claimed are locked. With a
+        ``rank``, the due jobs are read first (no lock), ranked, then claimed in that order.
         """
+        ranked: list[int] = []
+        if rank is not None:
+            ranked = [job.id for job in rank(await self.due(now, limit, skip_keys=skip_keys))]
+            if not ranked:
+                return []
         async with self._sql.write() as tx:
-            due = {
-                r["id"]: r["next_poll_at"]
-                for r in await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
-            }
+            if rank is None:
+                found = await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
+            else:
+                found = await tx.all(CLAIM_RANKED_SQL, ranked, now, per_key)
+            due = {r["id"]: r["next_poll_at"] for r in found}
             if not due:
                 return []
             rows = await tx.all(

@@ -9,7 +9,7 @@ from typing import Final
 
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
 from bot.storage.money import to_micro
-from bot.storage.repositories import per_key_cap
+from bot.storage.repositories import PollRanking, per_key_cap
 from bot.storage.rows import job_from_row
 from bot.storage.sqlite.engine import Executor
 
@@ -139,6 +139,7 @@ class SqliteJobs:
         limit: int,
         per_key: int,
         skip_keys: Collection[str] = (),
+        rank: PollRanking | None = None,
     ) -> list[Job]:
         """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
 
@@ -149,9 +150,8 @@ class SqliteJobs:
         if not await self.due(now, 1, skip_keys=skip_keys):
             return []
         async with self._sql.write() as tx:
-            claimed = per_key_cap(
-                await SqliteJobs(tx).due(now, limit, skip_keys=skip_keys), per_key
-            )
+            due = await SqliteJobs(tx).due(now, limit, skip_keys=skip_keys)
+            claimed = per_key_cap(due if rank is None else rank(due), per_key)
             ids = [job.id for job in claimed]
             if not ids:
                 return []

@@ -1,0 +1,250 @@
+"""Scenario 4 (issue 11): 10 videos submitted at once, each ready 20-60 s later, no history.
+
+Two rounds on one key, against a fresh database (no completion history at first):
+
+1. **batch**: 10 users run ``/video`` at the same moment; nothing else uses the key. Measured:
+   detection delay (the service's completion to the placeholder's edit into the result),
+   requests used against those the budget allowed, 429s, and the error of the first
+   ``ready <t:…:R>`` estimate each placeholder showed.
+2. **with users**: 10 more videos at once while a member runs ``/text`` every 5 s, and a burst of
+   5 ``/text`` at once 30 s in. Measured: how long each ``/text`` waited (dispatch to the API
+   receiving it), p99 for the trickle and for the burst, and the detection delay under load.
+
+Beside each round, the bench's own model of the exact budget (:mod:`bench.sim`) for the same
+arrivals, durations and user requests: the clairvoyant floor and genbot's policy simulated.
+Real time: the 60 s window is not scaled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.rate import (
+    WINDOW,
+    BotVideo,
+    _detected_at,
+    _max_in_window,
+    _sleep_until,
+    _submit_through_bot,
+    _tasks_by_index,
+)
+from bench.report import Table, percentile, ratio, secs
+from bench.sim import SimResult, simulate
+from bench.world import Bench, answer, new_discord, running_bot
+from bot.sandbox import GenApiEmulator
+from tests.e2e.harness import MEMBER_PERMISSIONS
+
+_INDEX = re.compile(r"#(\d+)")
+_READY = re.compile(r"ready <t:(\d+):R>")
+VIDEOS = 10
+
+
+@dataclass
+class Round:
+    name: str
+    videos: list[BotVideo]
+    users: list[tuple[str, float, float | None]]
+    """(``trickle`` or ``burst``, dispatched at, wait) of each /text; wait None: never sent."""
+
+
+def _durations(seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.uniform(20.0, 60.0) for _ in range(VIDEOS)]
+
+
+async def run(workdir: Path, *, quick: bool) -> Table:
+    durations = dict(enumerate(_durations(11) + _durations(12)))
+
+    def duration(model: str, body: dict[str, Any]) -> float:
+        match = _INDEX.search(str(body.get("prompt", "")))
+        return durations[int(match.group(1))] if match else 2.0
+
+    api = GenApiEmulator()
+    await api.start()
+    key = api.create_key(balance_cents=100_000_000)
+    api.set_task_duration(duration)
+    env = {"DEFAULT_MAX_PENDING_VIDEOS_PER_GUILD": "100"}
+    try:
+        async with new_discord() as discord:
+            guild = discord.add_guild("Batch")
+            channel = discord.add_channel(guild.id, "videos").id
+            users = [discord.add_user(f"user{i}").id for i in range(VIDEOS + 1)]
+            async with running_bot(workdir, discord, api, key, env) as bench:
+                where = (guild.id, channel, users)
+                first = await _round(bench, where, "batch", range(VIDEOS), trickle=False)
+                second = None
+                if not quick:
+                    second = await _round(
+                        bench, where, "with users", range(VIDEOS, 2 * VIDEOS), trickle=True
+                    )
+                return _report(bench, [r for r in (first, second) if r is not None])
+    finally:
+        await api.stop()
+
+
+async def _round(
+    bench: Bench,
+    where: tuple[int, int, list[int]],
+    name: str,
+    indexes: range,
+    *,
+    trickle: bool,
+) -> Round:
+    guild, channel, users = where
+    start = time.monotonic() + 1.0
+    videos = [BotVideo(i) for i in indexes]
+    submissions = [
+        _submit_through_bot(bench, channel, guild, users[n], video, start)
+        for n, video in enumerate(videos)
+    ]
+    texts: list[asyncio.Task[tuple[str, float, float | None]]] = []
+    if trickle:
+        member = users[-1]
+        texts += [
+            asyncio.create_task(_text(bench, guild, channel, member, "trickle", start + 5.0 * k))
+            for k in range(1, 19)
+        ]
+        texts += [
+            asyncio.create_task(_text(bench, guild, channel, member, "burst", start + 30.0))
+            for _ in range(5)
+        ]
+    await asyncio.gather(*submissions)
+    deadline = time.monotonic() + 150
+    while time.monotonic() < deadline and any(
+        _detected_at(bench.discord, v) is None for v in videos
+    ):
+        await asyncio.sleep(0.5)
+    return Round(name, videos, list(await asyncio.gather(*texts)))
+
+
+async def _text(
+    bench: Bench, guild: int, channel: int, user: int, kind: str, at: float
+) -> tuple[str, float, float | None]:
+    await _sleep_until(at)
+    handle = await bench.discord.invoke(
+        "text",
+        {"prompt": f"still there? {kind}"},
+        guild_id=guild,
+        channel_id=channel,
+        user_id=user,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    with contextlib.suppress(TimeoutError):
+        await answer(bench.discord, handle, 30)
+    sent = [
+        r.time
+        for r in bench.api.requests
+        if r.key == bench.key and r.path.endswith("/text/generate") and r.time >= at - 0.5
+    ]
+    # Requests of a burst are told apart only by order: each takes the first unclaimed one.
+    wait = None if not sent else min(sent) - handle.dispatched_at
+    return kind, handle.dispatched_at, wait
+
+
+def _estimate_errors(bench: Bench, videos: list[BotVideo], offset: float) -> list[float]:
+    """First ``ready`` estimate of each placeholder minus the task's completion, seconds."""
+    tasks = _tasks_by_index(bench.api, bench.key)
+    errors = []
+    for video in videos:
+        message = bench.discord.messages.get(video.placeholder_id or 0)
+        task = tasks.get(video.index)
+        if message is None or task is None:
+            continue
+        shown = next((m for v in message.history if (m := _READY.search(str(v)))), None)
+        if shown is not None:
+            errors.append(int(shown.group(1)) - offset - task.completes_at)
+    return errors
+
+
+def _report(bench: Bench, rounds: list[Round]) -> Table:
+    api = bench.api
+    offset = bench.started_wall - bench.started_at  # wall minus monotonic
+    tasks = _tasks_by_index(api, bench.key)
+    table = Table(
+        "batch: 10 videos at once, each ready 20-60 s later, no history (issue 11)",
+        header=("metric", "round", "genbot", "policy simulated", "clairvoyant floor", "goal"),
+    )
+    for rnd in rounds:
+        own = [tasks[v.index] for v in rnd.videos if v.index in tasks]
+        delays = [
+            at - tasks[v.index].completes_at
+            for v in rnd.videos
+            if v.index in tasks and (at := _detected_at(bench.discord, v)) is not None
+        ]
+        t0 = min((t.created_at for t in own), default=0.0)
+        end = max((t.completes_at for t in own), default=t0) + 30
+        requests = [r for r in api.requests if r.key == bench.key and t0 - 1 <= r.time <= end]
+        submits = [t.created_at - t0 for t in own]
+        durations = [t.completes_at - t.created_at for t in own]
+        user_times = [at - t0 for _, at, _ in rnd.users]
+        sim = simulate(submits, durations, user_times, clairvoyant=False)
+        floor = simulate(submits, durations, user_times, clairvoyant=True)
+        goals = ("<= 12 s", "<= 28 s") if rnd.name == "batch" else ("", "")
+        _delay_rows(table, rnd.name, delays, sim, floor, goals)
+        used = len([r for r in requests if r.counted])
+        span = max(1.0, max((r.time for r in requests), default=t0) - t0)
+        allowed = int(30 * (span + WINDOW) / WINDOW)
+        table.add("requests used / allowed", rnd.name, f"{used} / {allowed}", sim.requests)
+        table.add(
+            "most requests in any rolling 60 s",
+            rnd.name,
+            _max_in_window([r.time for r in requests if r.counted]),
+            sim.most_in_window,
+            "",
+            "<= 30",
+        )
+        errors = _estimate_errors(bench, rnd.videos, offset)
+        if errors:
+            table.add(
+                "first 'ready' estimate error p50 / max |error|",
+                rnd.name,
+                f"{percentile(errors, 50):+.0f} s / {max(abs(e) for e in errors):.0f} s",
+            )
+        for kind in ("trickle", "burst"):
+            waits = [w for k, _, w in rnd.users if k == kind and w is not None]
+            if waits:
+                simulated = sim.user_waits
+                table.add(
+                    f"/text wait p99 ({kind}, {len(waits)} requests)",
+                    rnd.name,
+                    secs(percentile(waits, 99)),
+                    secs(percentile(simulated, 99)),
+                    "",
+                    "<= 2 s",
+                )
+    table.add("429s received", "all", api.rate_limited_count(bench.key), "", "", "0")
+    table.notes.append(
+        "policy simulated / clairvoyant floor: bench.sim's model of the exact budget for the same "
+        "arrivals, durations and user requests; the floor polls each job once, at completion"
+    )
+    return table
+
+
+def _delay_rows(
+    table: Table,
+    name: str,
+    delays: list[float],
+    sim: SimResult,
+    floor: SimResult,
+    goals: tuple[str, str],
+) -> None:
+    for q, goal in ((50, goals[0]), (95, goals[1])):
+        measured = percentile(delays, q)
+        simulated = percentile(sim.delays, q)
+        table.add(
+            f"detection delay p{q} (measured / simulated)",
+            name,
+            secs(measured),
+            f"{secs(simulated)} ({ratio(measured, simulated)})",
+            secs(percentile(floor.delays, q)),
+            goal,
+        )
+    table.add("detection delay max", name, secs(max(delays, default=float("nan"))))
+    table.add("videos announced", name, f"{len(delays)} / {VIDEOS}")

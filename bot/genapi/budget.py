@@ -1,0 +1,150 @@
+"""How one key's rate budget is shared between users and polls (spec part 8; issue 11).
+
+The service allows ``limit`` (30) requests per rolling ``window`` (60 s, plus our 1 s margin)
+per key, every endpoint counted. Interactive requests (a user waits on a command) and
+background ones (polls, catalogue refreshes) share it by these rules, written once here for
+the in-process limiter (:mod:`bot.genapi.ratelimit`) and the one shared by every process on a
+database (:mod:`bot.genapi.shared_ratelimit`):
+
+- **Interactive** requests go whenever fewer than ``limit`` requests were sent in the window.
+- **Background** requests keep room for users, looking ahead rather than at a fixed pacing: one
+  may go at ``t`` only if, counting the requests already sent and the users' recent pace, users
+  will still find ``reserve`` slots free within ``user_wait`` seconds at every moment of the next
+  window. ``reserve`` is 2 while a user request came in the last ``recent`` seconds, else 1
+  (the second reserved slot is lent to polls while nobody is using the bot). The users' pace is
+  the number of distinct ``pace_bucket``-second intervals with a user request in the last
+  window: a burst of submissions counts once, a steady trickle of commands counts fully.
+- **Floor**: when users hold half the window or more, background requests are owed
+  ``window / floor`` slots of it (6 of 30: one per 10 s); while they hold fewer, the next free
+  slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
+  starved however busy the users.
+
+No timer is kept: a caller asks :func:`interactive_delay` or :func:`background_delay` when it
+wants to send, and again after the returned delay or when the window changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+RATE_WINDOW_MARGIN = 1.0
+"""Seconds added to the spec's window: the window is counted from when we release a request,
+the service counts from when it arrives (docs/benchmarks.md: without it, one 429 in 30 videos).
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRules:
+    """The sharing rules of one key's budget (module docstring). Times are seconds.
+
+    Attributes:
+        limit: requests per window (spec part 8: 30).
+        window: the rolling window, our margin included (spec part 8: 60 s, plus 1 s).
+        reserve: slots kept for users while they are active.
+        idle_reserve: slots kept for users when none came in the last ``recent`` seconds.
+        user_wait: how long a user request may wait behind polls, at most.
+        recent: a user request this recent makes the users active.
+        pace_bucket: user requests within one such interval count once in the users' pace.
+        floor: background requests get one slot per this many seconds of the window at
+            least, whatever the users do.
+        min_pace: user requests per window assumed to come whatever the recent past says.
+        burst: background requests that may go at once; beyond it they are spaced by
+            ``window / limit`` (a leaky bucket), so that the window's requests leave it one
+            by one and a user who finds it full waits about that long, not a minute.
+    """
+
+    limit: int = 30
+    window: float = 61.0
+    reserve: int = 2
+    idle_reserve: int = 1
+    user_wait: float = 2.0
+    recent: float = 30.0
+    pace_bucket: float = 2.0
+    floor: float = 10.0
+    min_pace: float = 6.0
+    burst: int = 6
+
+    @property
+    def background_cap(self) -> int:
+        """Requests of one window background ones may bring it to while users are active."""
+        return max(1, self.limit - self.reserve)
+
+    def interactive_delay(self, now: float, sent: Sequence[tuple[float, bool]]) -> float:
+        """Seconds until an interactive request may go (<= 0: now).
+
+        Args:
+            now: the current time (any epoch, the same as ``sent``'s).
+            sent: ``(at, background)`` of the requests sent in the window, oldest first.
+        """
+        live = [at for at, _ in sent if at > now - self.window]
+        if len(live) < self.limit:
+            return 0.0
+        return live[len(live) - self.limit] + self.window - now
+
+    def floor_due(self, now: float, sent: Sequence[tuple[float, bool]]) -> bool:
+        """Whether background requests are owed a slot now, whatever the users' reserve.
+
+        True when users hold at least half the window (they, not polls, are what fills it) and
+        background requests hold fewer than ``window / floor`` of its slots (6 of 30): a
+        share, not a timer, because slots come free only as older requests leave the window.
+        """
+        live = [background for at, background in sent if at > now - self.window]
+        users = live.count(False)
+        return 2 * users >= self.limit and len(live) - users < self.window / self.floor
+
+    def background_delay(self, now: float, sent: Sequence[tuple[float, bool]]) -> float:
+        """Seconds until a background request may go (<= 0: now), by the module's rules.
+
+        Args:
+            now: the current time (any epoch, the same as ``sent``'s).
+            sent: ``(at, background)`` of the requests sent in the window, oldest first.
+
+        Returns:
+            0 when it may go now; else when to ask again (the next change of the window:
+            a request leaving it), which may still answer "not yet".
+        """
+        live = [(at, background) for at, background in sent if at > now - self.window]
+        hard = self.interactive_delay(now, live)
+        if hard > 0:
+            return hard
+        bunched = self._bunched(now, live)
+        if bunched > 0:
+            return bunched
+        if self.floor_due(now, live) or self._leaves_room(now, live):
+            return 0.0
+        # The room grows as requests leave the window and as time covers the users' expected
+        # pace: ask again at the next departure, or within a second.
+        next_change = min(live[0][0] + self.window, now + 1.0)
+        return next_change - now
+
+    def _bunched(self, now: float, live: Sequence[tuple[float, bool]]) -> float:
+        """Seconds until the leaky bucket of ``burst`` background requests has room."""
+        spacing = self.window / self.limit
+        level, previous = 0.0, None
+        for at, background in live:
+            if background:
+                if previous is not None:
+                    level = max(0.0, level - (at - previous) / spacing)
+                level, previous = level + 1.0, at
+        if previous is not None:
+            level = max(0.0, level - (now - previous) / spacing)
+        return (level + 1.0 - self.burst) * spacing
+
+    def _leaves_room(self, now: float, live: Sequence[tuple[float, bool]]) -> bool:
+        users = [at for at, background in live if not background]
+        active = bool(users) and users[-1] > now - self.recent
+        reserve = self.reserve if active else self.idle_reserve
+        pace = max(self.min_pace, len({int(at // self.pace_bucket) for at in users})) / self.window
+        times = [at for at, _ in live]
+        # The count users would face is highest just before each request leaves the window
+        # (a request sent at ``at`` still holds its slot until ``at + window``): check now and
+        # every such moment ``u`` (requests still held at ``u + user_wait``, this one, the users
+        # expected by then at their pace, and the reserve must fit the limit).
+        checks = [(now, sum(1 for at in times if at > now + self.user_wait - self.window))]
+        checks += [
+            (u, sum(1 for other in times if other >= at))
+            for at in times
+            if (u := at + self.window - self.user_wait) > now
+        ]
+        return all(held + 1 + pace * (u - now) + reserve <= self.limit for u, held in checks)
