@@ -57,6 +57,7 @@ from bot.storage.models import (
     Kind,
     ModelLists,
     NewJob,
+    PollUpdate,
     Reservation,
     ResultRequest,
     RetiredKey,
@@ -113,6 +114,11 @@ def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
             taken[job.key_fingerprint] += 1
             kept.append(job)
     return kept
+
+
+def last_per_job(updates: Sequence[PollUpdate]) -> list[PollUpdate]:
+    """Keep each job's last update of ``updates``, in the order of those (``schedule_polls``)."""
+    return list({update.job_id: update for update in updates}.values())
 
 
 class _Unset(Enum):
@@ -242,6 +248,22 @@ class JobRepository(Protocol):
 
         Returns:
             Whether the job was changed.
+        """
+        ...
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one transaction, each as :meth:`schedule_poll` would.
+
+        Each row is fenced on its own: a job no longer PENDING, or whose ``poll_token`` is not
+        the update's ``token`` (None: not checked), is left alone, and the others are written.
+        A job listed more than once gets its last update only. ``progress_at``, when given, is
+        recorded under the same conditions (as :meth:`set_progress_at` would).
+
+        One transaction (one commit) instead of one per poll: the poller's write-behind
+        (``bot.poll_writes``) flushes its reschedules with it.
+
+        Returns:
+            How many jobs were changed.
         """
         ...
 

@@ -11,9 +11,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import to_micro
 from bot.storage.postgres.engine import Executor
+from bot.storage.repositories import last_per_job
 from bot.storage.rows import job_from_row
 
 JOB_COLUMNS: Final = (
@@ -47,6 +48,15 @@ CLAIM_DUE_SQL: Final = (
 CLAIM_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
     " AND next_delivery_at <= $1 ORDER BY next_delivery_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+)
+# Many polls' outcomes in one statement, each row fenced like schedule_poll's.
+SCHEDULE_POLLS_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = u.at, poll_count = u.n,"
+    " last_progress_at = COALESCE(u.progress, jobs.last_progress_at)"
+    " FROM unnest($1::bigint[], $2::double precision[], $3::integer[], $4::bigint[],"
+    " $5::double precision[]) AS u(id, at, n, token, progress)"
+    " WHERE jobs.id = u.id AND jobs.status = 'pending'"
+    " AND (u.token IS NULL OR jobs.poll_token = u.token)"
 )
 DUE_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
@@ -177,6 +187,20 @@ class PgJobs:
             token,
         )
         return changed > 0
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one statement, each fenced on its own row."""
+        kept = last_per_job(updates)
+        if not kept:
+            return 0
+        return await self._sql.run(
+            SCHEDULE_POLLS_SQL,
+            [u.job_id for u in kept],
+            [u.next_poll_at for u in kept],
+            [u.poll_count for u in kept],
+            [u.token for u in kept],
+            [u.progress_at for u in kept],
+        )
 
     async def set_unwatched(
         self, job_id: int, at: float | None, *, token: int | None = None

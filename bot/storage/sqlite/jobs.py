@@ -7,9 +7,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import to_micro
-from bot.storage.repositories import per_key_cap
+from bot.storage.repositories import last_per_job, per_key_cap
 from bot.storage.rows import job_from_row
 from bot.storage.sqlite.engine import Executor
 
@@ -45,6 +45,13 @@ JOBS_LISTING_SQL: Final = {
     False: f"SELECT {JOB_COLUMNS} FROM jobs WHERE guild_id = ?"
     " ORDER BY created_at DESC, id DESC LIMIT ?",
 }
+# Fenced per row like schedule_poll; "? IS NULL OR" keeps one statement for rows with and
+# without a token, so that a batch is one executemany.
+SCHEDULE_POLLS_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = ?, poll_count = ?,"
+    " last_progress_at = COALESCE(?, last_progress_at)"
+    " WHERE id = ? AND status = 'pending' AND (? IS NULL OR poll_token = ?)"
+)
 PENDING_VIDEOS_SQL: Final = {
     # The literals stay literals: they are what lets SQLite use the partial index jobs_due.
     True: "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video'"
@@ -174,6 +181,16 @@ class SqliteJobs:
             (next_poll_at, poll_count, job_id, *param),
         )
         return changed > 0
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one transaction, each fenced on its own row."""
+        rows = [
+            (u.next_poll_at, u.poll_count, u.progress_at, u.job_id, u.token, u.token)
+            for u in last_per_job(updates)
+        ]
+        if not rows:
+            return 0
+        return await self._sql.run_many(SCHEDULE_POLLS_SQL, rows)
 
     async def set_unwatched(
         self, job_id: int, at: float | None, *, token: int | None = None
