@@ -39,7 +39,6 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
@@ -103,17 +102,6 @@ class SchemaTooNewError(StorageError, RuntimeError):
         )
         self.found = found
         self.supported = supported
-
-
-def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
-    """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
-    taken: Counter[str] = Counter()
-    kept: list[Job] = []
-    for job in jobs:
-        if taken[job.key_fingerprint] < per_key:
-            taken[job.key_fingerprint] += 1
-            kept.append(job)
-    return kept
 
 
 def last_per_job(updates: Sequence[PollUpdate]) -> list[PollUpdate]:
