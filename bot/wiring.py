@@ -230,7 +230,7 @@ async def build_services(
         if on_secret is not None:
             on_secret(sandbox_key)
         default_key = SecretStr(sandbox_key)
-    # aiohttp's pool under httpx's interface: a third of httpcore's CPU per request (transport.py).
+    # aiohttp's pool under httpx's interface: under half httpcore's CPU a poll (transport.py).
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     http = await stack.enter_async_context(httpx.AsyncClient(transport=ApiTransport(limits=limits)))
     metrics = Metrics() if metrics is None else metrics

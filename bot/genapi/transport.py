@@ -1,11 +1,11 @@
 """The shared HTTP client's transport: httpx's interface over aiohttp's connection pool.
 
-httpx's own transport (httpcore) spent 1.6-3.4 ms of CPU per request at 8-50 requests in
-flight, most of it in its pool (each request walks the pooled connections, asking every socket
-for its peer name): at 80 polls a second that was the largest share of the poller's CPU. The
-maintained ``httpx-aiohttp`` transport sends the same requests through aiohttp's pool for
-0.9-1.2 ms (docs/benchmarks.md, "Cheaper polls"), and every caller keeps the
-``httpx.AsyncClient`` interface (``bot.genapi.client``, downloads in ``bot.announce``).
+With httpx's own transport (httpcore) a status poll cost the client 1.4-3.9 ms of CPU with 1-50
+requests in flight, more the more connections are in use (each request walks the pooled
+connections, asking every socket for its peer name): at 80 polls a second it was the largest
+share of the poller's CPU. The maintained ``httpx-aiohttp`` transport sends the same requests
+through aiohttp's pool for 0.8-1.0 ms (``python -m bench.transport``; docs/benchmarks.md,
+"Cheaper polls"), and callers keep the ``httpx.AsyncClient`` interface (``bot.genapi.client``).
 
 One correction is ours, because money depends on it: ``httpx-aiohttp`` reports every
 ``aiohttp.ClientConnectionError`` as ``httpx.ConnectTimeout``, which the API client reads as
