@@ -29,6 +29,7 @@ from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
 from bot.logs import bind
+from bot.poll_writes import PollWrites
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
@@ -183,6 +184,9 @@ class Poller:
         self._key_load: Counter[str] = Counter()
         self._fair = FairShare()
         self._wake = asyncio.Event()
+        # Reschedules are written behind, once a pass (bot/poll_writes.py); settling and
+        # delivery are not.
+        self._writes = PollWrites(db)
 
     @property
     def in_flight(self) -> int:
@@ -199,6 +203,7 @@ class Poller:
         try:
             while True:
                 self._wake.clear()
+                await self._writes.flush()  # before the claim, which reads what it wrote
                 await self.poll_due()
                 await self.deliver_due()
                 self.last_pass_at = self._clock.monotonic()
@@ -210,6 +215,7 @@ class Poller:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._writes.flush()
 
     async def poll_due(self) -> int:
         """Claim every due job its key has room for and start polling it; return how many.
@@ -277,6 +283,7 @@ class Poller:
         if job is None or job.status is not JobStatus.PENDING or job_id in self._in_flight:
             return job
         await self._poll_once(job)
+        await self._writes.flush()
         return await self._db.jobs.get(job_id)
 
     def _token(self, job: Job) -> int | None:
@@ -356,12 +363,12 @@ class Poller:
                 await self._stop_watching(job, now)
                 return
             next_at = await self._schedule.next_poll_at(job, now)
-            await self._db.jobs.schedule_poll(
+            await self._writes.schedule_poll(
                 job.id, next_at, job.poll_count + 1, token=self._token(job)
             )
             if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
                 await self._announcer.progress(job, now)
-                await self._db.jobs.set_progress_at(job.id, now)
+                await self._writes.set_progress_at(job.id, now)
 
     async def _retry(self, job: Job, delay: float) -> None:
         await self._db.jobs.schedule_poll(

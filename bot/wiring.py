@@ -25,6 +25,7 @@ from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
+from bot.genapi.transport import ApiTransport
 from bot.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
@@ -230,9 +231,9 @@ async def build_services(
         if on_secret is not None:
             on_secret(sandbox_key)
         default_key = SecretStr(sandbox_key)
-    http = await stack.enter_async_context(
-        httpx.AsyncClient(limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
-    )
+    # aiohttp's pool under httpx's interface: under half httpcore's CPU a poll (transport.py).
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
+    http = await stack.enter_async_context(httpx.AsyncClient(transport=ApiTransport(limits=limits)))
     metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
     rules = BudgetRules(

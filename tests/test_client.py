@@ -20,6 +20,7 @@ from bot.genapi.client import (
 )
 from bot.genapi.models import ImageRequest, ImageResult, PendingTask, TextRequest, VideoRequest
 from bot.genapi.ratelimit import Priority, RateLimiter
+from bot.genapi.transport import ApiTransport
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import video_cost_cents
 
@@ -35,9 +36,11 @@ async def api(clock: ManualClock) -> AsyncIterator[GenApiEmulator]:
         yield emulator
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
+@pytest.fixture(params=["httpcore", "aiohttp"])
+async def http(request: pytest.FixtureRequest) -> AsyncIterator[httpx.AsyncClient]:
+    """Each client test runs over httpx's own transport and over the bot's (``ApiTransport``)."""
+    transport = ApiTransport() if request.param == "aiohttp" else None
+    async with httpx.AsyncClient(transport=transport) as client:
         yield client
 
 
@@ -402,3 +405,26 @@ async def test_an_unreachable_service_is_logged_with_its_address_not_the_key(
         await client.generate_text(SecretStr("sk-gen-never-logged"), TextRequest(prompt="hi"))
     assert "http://127.0.0.1:9/api/v1" in caplog.text
     assert "sk-gen-never-logged" not in caplog.text
+
+
+async def test_over_aiohttp_only_a_connection_never_opened_counts_as_not_sent(
+    clock: ManualClock,
+) -> None:
+    # httpx-aiohttp alone reports any dropped connection as a connect timeout ("never sent"),
+    # which would let a generation be sent twice; ApiTransport maps by what happened.
+    async with (
+        GenApiEmulator(clock=clock.monotonic) as api,
+        httpx.AsyncClient(transport=ApiTransport()) as http,
+    ):
+        key = SecretStr(api.create_key(balance_cents=10_000))
+        client = make_client(api.base_url, http, clock)
+        api.inject_fault("drop", 1)
+        with pytest.raises(errors.APIConnectionError) as dropped:
+            await client.generate_text(key, TextRequest(prompt="hi"))
+        assert dropped.value.request_sent
+        assert len([r for r in api.requests if r.method == "POST"]) == 1
+
+        refused = make_client("http://127.0.0.1:9/api/v1", http, clock, attempts=1)
+        with pytest.raises(errors.APIConnectionError) as never:
+            await refused.generate_text(key, TextRequest(prompt="hi"))
+        assert not never.value.request_sent

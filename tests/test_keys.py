@@ -298,3 +298,45 @@ async def test_a_key_retired_while_unreadable_is_kept_then_found(
     )
     assert found is not None and found.key.get_secret_value() == GUILD_KEY
     assert await store.guilds.retired_keys(GUILD) == []
+
+
+async def test_a_key_found_once_is_polled_with_no_read_and_no_decryption(
+    store: Database, secret: SecretStr
+) -> None:
+    await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
+    decrypted: list[str] = []
+    resolver = KeyResolver(store, KeyVault(secret, on_key=decrypted.append), None)
+    first = await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY))
+    assert first is not None and first.key.get_secret_value() == GUILD_KEY
+    assert decrypted == [GUILD_KEY]
+
+    # Gone from the database (removed, no pending job kept it): only memory can answer now.
+    await KeyResolver(store, KeyVault(secret), None).clear_key(GUILD)
+    assert await store.guilds.retired_keys(GUILD) == []
+    assert await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) == first
+    assert decrypted == [GUILD_KEY]  # not decrypted again
+    assert GUILD_KEY not in repr(resolver)
+    assert GUILD_KEY not in repr(first)
+
+    # What is not remembered is looked up as before: unknown keys still wait or fail.
+    with pytest.raises(KeyUnavailable):
+        await resolver.resolve_fingerprint(GUILD, "0123456789ab")
+    with pytest.raises(KeyUnavailable):  # another guild's job is not served this guild's key
+        await resolver.resolve_fingerprint(GUILD + 1, fingerprint(GUILD_KEY))
+    with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
+    assert await with_default.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) is None
+
+
+async def test_the_decrypted_keys_kept_are_bounded(store: Database, secret: SecretStr) -> None:
+    other = "gk_live_other_guild_key_42424242"
+    setter = KeyResolver(store, KeyVault(secret), None)
+    await setter.store_key(GUILD, GUILD_KEY)
+    await setter.store_key(GUILD + 1, other)
+    resolver = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY), cache_size=1)
+    assert await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) is not None
+    assert await resolver.resolve_fingerprint(GUILD + 1, fingerprint(other)) is not None
+    await setter.clear_key(GUILD)
+    await setter.clear_key(GUILD + 1)
+    # Only the most recent one is still held; the other must be read again, and is gone.
+    assert await resolver.resolve_fingerprint(GUILD + 1, fingerprint(other)) is not None
+    assert await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) is None

@@ -12,7 +12,7 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.services.schedule import FairShare
-from bot.storage import Database, DeliveryRoute, JobStatus
+from bot.storage import Database, DeliveryRoute, JobStatus, PollUpdate
 from tests.test_storage import new_job
 
 NOW = 1_767_225_600.0
@@ -148,3 +148,37 @@ async def test_deliveries_are_leased_and_fenced(two: tuple[Database, Database]) 
     done = await first.jobs.get(job.id)
     assert done is not None
     assert (done.delivery_route, done.announced_at) == (DeliveryRoute.PLACEHOLDER, NOW + 302)
+
+
+async def test_many_reschedules_in_one_write_are_fenced_row_by_row(
+    two: tuple[Database, Database],
+) -> None:
+    first, second = two
+    current, stale, finished, unleased = [
+        await first.jobs.insert(new_job(f"t{i}", next_poll_at=NOW)) for i in range(4)
+    ]
+    held = {j.id: j for j in await first.jobs.claim_due(NOW, NOW + LEASE, limit=10, per_key=9)}
+    # stale's lease ran out and another process took it; finished was settled meanwhile.
+    await second.jobs.schedule_poll(stale.id, NOW, 0)
+    [taken] = await second.jobs.claim_due(NOW, NOW + 2 * LEASE, limit=10, per_key=9)
+    assert taken.id == stale.id
+    assert await first.jobs.finish(finished.id, JobStatus.FAILED, [], "x", NOW + 1)
+
+    changed = await first.jobs.schedule_polls(
+        [
+            PollUpdate(current.id, NOW + 5, 1, held[current.id].poll_token),
+            PollUpdate(current.id, NOW + 9, 2, held[current.id].poll_token, progress_at=NOW + 2),
+            PollUpdate(stale.id, NOW + 5, 1, held[stale.id].poll_token, progress_at=NOW + 2),
+            PollUpdate(finished.id, NOW + 5, 1, held[finished.id].poll_token),
+            PollUpdate(unleased.id, NOW + 7, 3, None),  # no lease checked, as schedule_poll
+        ]
+    )
+
+    assert changed == 2
+    jobs = {j: await second.jobs.get(j) for j in (current.id, stale.id, finished.id, unleased.id)}
+    got = {i: (j.next_poll_at, j.poll_count, j.last_progress_at) for i, j in jobs.items() if j}
+    assert got[current.id] == (NOW + 9, 2, NOW + 2)  # its last update only
+    assert got[stale.id] == (NOW + 2 * LEASE, 0, None)  # the new holder's lease stands
+    assert jobs[finished.id] is not None and jobs[finished.id].status is JobStatus.FAILED
+    assert got[unleased.id] == (NOW + 7, 3, None)
+    assert await first.jobs.schedule_polls([]) == 0

@@ -288,3 +288,52 @@ async def test_many_pending_videos_never_exceed_the_keys_rate_limit(
     assert sorted(announcer.notified) == sorted(job.id for job in submitted)
     assert stack.api.rate_limited_count(stack.key) == 0
     assert stack.api.max_requests_in_window(stack.key) <= 30
+
+
+async def _first_poll(stack: Stack, poller: Poller, job: Job) -> None:
+    """Claim and poll ``job`` once (one pass, without the loop that writes reschedules)."""
+    stack.clock.advance(max(0.0, job.next_poll_at - stack.clock.time()))
+    assert await poller.poll_due() == 1
+    async with asyncio.timeout(10):
+        while poller.in_flight:
+            await asyncio.sleep(0.01)
+    assert len([r for r in stack.api.requests if job.task_id in r.path]) == 1
+
+
+async def test_a_reschedule_is_written_by_the_next_pass(stack: Stack, who: Requester) -> None:
+    stack.api.set_task_duration(lambda model, body: 600.0)  # still processing at its first poll
+    (job,) = await submit(stack, who)
+    poller = make_poller(stack, RecordingAnnouncer())
+    await _first_poll(stack, poller, job)
+    queued = await stack.db.jobs.get(job.id)
+    assert queued is not None and queued.poll_count == 0  # still held by its lease only
+
+    task = asyncio.create_task(poller.run())
+    async with asyncio.timeout(10):
+        while (await stack.db.jobs.get(job.id)).poll_count == 0:  # type: ignore[union-attr]
+            await asyncio.sleep(0.01)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    written = await stack.db.jobs.get(job.id)
+    assert written is not None and written.status is JobStatus.PENDING
+    assert written.poll_count == 1  # the poll's own reschedule, not just the lease's end
+
+
+async def test_a_crash_before_a_reschedule_is_written_costs_one_more_poll_only(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.set_task_duration(lambda model, body: 60.0)
+    (job,) = await submit(stack, who)
+    await _first_poll(stack, make_poller(stack, RecordingAnnouncer()), job)
+    leased = await stack.db.jobs.get(job.id)
+    assert leased is not None and (leased.status, leased.poll_count) == (JobStatus.PENDING, 0)
+    # The process dies here, its queued reschedule unwritten. The restarted poller leaves the
+    # job alone while the dead one's lease runs, then polls it and delivers it as usual.
+    announcer = RecordingAnnouncer()
+    restarted = make_poller(stack, announcer)
+    assert await restarted.poll_due() == 0
+    stack.clock.advance(30.0)
+    await run_until(restarted, lambda: bool(announcer.notified))
+    finished = await stack.db.jobs.get(job.id)
+    assert finished is not None and finished.status is JobStatus.COMPLETED
+    assert announcer.notified == [job.id]

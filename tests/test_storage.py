@@ -30,6 +30,7 @@ from bot.storage import (
 from bot.storage.sqlite import SqliteDatabase, engine
 from bot.storage.sqlite.engine import Migration, load_migrations, split_statements
 from bot.storage.sqlite.jobs import (
+    CLAIM_CANDIDATES_SQL,
     DUE_DELIVERIES_SQL,
     DUE_JOBS_SQL,
     JOBS_LISTING_SQL,
@@ -659,10 +660,14 @@ async def test_due_jobs_among_thousands_use_the_partial_index(
     assert "USING INDEX jobs_due" in plan
     assert "SCAN jobs" not in plan
     assert "TEMP B-TREE" not in plan
+    # The claim reads its candidates from the index alone, never from the table.
+    claim = await store.query_plan(CLAIM_CANDIDATES_SQL, (now, 10))
+    assert claim == ["SEARCH jobs USING COVERING INDEX jobs_claim (next_poll_at<?)"]
     # A SCAN of a partial index reads only its rows (pending / unannounced jobs): fine.
     assert await store.query_plan(NEXT_DUE_SQL) in (
         ["SEARCH jobs USING COVERING INDEX jobs_due"],
         ["SEARCH jobs USING INDEX jobs_due"],
+        ["SEARCH jobs USING COVERING INDEX jobs_claim"],  # the watched pending jobs only (0010)
     )
     for sql, params in ((DUE_DELIVERIES_SQL, (now, 10)), (NEXT_DELIVERY_SQL, ())):
         plan = " | ".join(await store.query_plan(sql, params))

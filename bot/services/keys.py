@@ -19,6 +19,7 @@ the first (``python -m bot rotate-keys``).
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -36,6 +37,12 @@ log = logging.getLogger(__name__)
 
 KEY_RETRY_SECONDS = 300.0
 """When a job's key cannot be used right now, seconds until its next poll (no upstream call)."""
+
+RESOLVED_KEYS_CACHED = 4096
+"""Keys found by :meth:`KeyResolver.resolve_fingerprint` kept decrypted in memory (LRU).
+
+One entry per (guild, key) with pending jobs: 1,000 at the scale benchmark's 1,000 guilds.
+"""
 
 
 class StoredKeyUnreadable(NoApiKeyConfigured):
@@ -163,11 +170,19 @@ class KeyChange:
 class KeyResolver:
     """Chooses the key of each request and stores guilds' keys encrypted.
 
+    The keys :meth:`resolve_fingerprint` finds are kept decrypted in memory (at most
+    ``cache_size``, least recently used dropped first), so polling a job whose key was found
+    before reads nothing and decrypts nothing: at 80 polls a second the two reads and the
+    Fernet decryption per poll were a measurable share of the poller's CPU (docs/benchmarks.md).
+    A fingerprint is a hash of its key, so a cached entry can never point to another key; a
+    key replaced or removed since still polls the jobs it submitted, as its retired copy would.
+
     Args:
         db: the database.
         vault: encrypts and decrypts the guilds' keys.
         default_key: ``GENAPI_API_KEY``, or None.
         clock: wall time, for when a key was retired (UTC epoch seconds).
+        cache_size: decrypted keys kept for :meth:`resolve_fingerprint` (>= 0; 0 keeps none).
     """
 
     def __init__(
@@ -177,21 +192,28 @@ class KeyResolver:
         default_key: SecretStr | None,
         *,
         clock: Clock | None = None,
+        cache_size: int = RESOLVED_KEYS_CACHED,
     ) -> None:
         self._db = db
         self._vault = vault
         self._default = default_key if default_key and default_key.get_secret_value() else None
+        self._default_key = (
+            None
+            if self._default is None
+            else ResolvedKey(self._default, fingerprint(self._default), "default")
+        )
         self._clock = clock or SystemClock()
+        self._cache_size = cache_size
+        # (guild id, fingerprint) -> key; ResolvedKey keeps the secret out of its repr.
+        self._found: OrderedDict[tuple[int, str], ResolvedKey] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"KeyResolver(default_key={self._default is not None}, cached={len(self._found)})"
 
     @property
     def default_key(self) -> SecretStr | None:
         """The bot's default key (``GENAPI_API_KEY``), or None when unset."""
         return self._default
-
-    def _default_resolved(self) -> ResolvedKey | None:
-        if self._default is None:
-            return None
-        return ResolvedKey(self._default, fingerprint(self._default), "default")
 
     async def resolve(self, guild_id: int) -> ResolvedKey:
         """Return the guild's own key if it has one, else the default key.
@@ -212,7 +234,7 @@ class KeyResolver:
                 log.warning("guild %d: its stored API key cannot be decrypted", guild_id)
                 raise
             return ResolvedKey(SecretStr(key), fingerprint(key), "guild")
-        default = self._default_resolved()
+        default = self._default_key
         if default is None:
             raise NoApiKeyConfigured
         return default
@@ -220,7 +242,9 @@ class KeyResolver:
     async def resolve_fingerprint(self, guild_id: int, key_fingerprint: str) -> ResolvedKey | None:
         """Return the key a job was submitted with, to poll it: a task belongs to its key.
 
-        Looked for among the bot's default key, the guild's current key and its retired keys.
+        Looked for among the bot's default key, the guild's current key and its retired keys;
+        a key found once is kept in memory (class doc), so later polls of the guild's jobs on
+        it read and decrypt nothing.
 
         Returns:
             The key, or None when it is known nowhere (the owner replaced ``GENAPI_API_KEY``
@@ -230,9 +254,13 @@ class KeyResolver:
             KeyUnavailable: the key may be one that cannot be decrypted right now, or the job
                 may be on the default key while ``GENAPI_API_KEY`` is unset: poll it later.
         """
-        default = self._default_resolved()
+        default = self._default_key
         if default is not None and default.fingerprint == key_fingerprint:
             return default
+        cached = self._found.get((guild_id, key_fingerprint))
+        if cached is not None:
+            self._found.move_to_end((guild_id, key_fingerprint))
+            return cached
         settings = await self._db.guilds.settings(guild_id)
         # (ciphertext, id of a retired row whose fingerprint is not known yet)
         candidates: list[tuple[bytes, int | None]] = []
@@ -255,7 +283,7 @@ class KeyResolver:
                 await self._db.guilds.set_retired_fingerprint(unknown_id, found)
                 await self.sweep_retired()  # now known: deleted if no pending job uses it
             if found == key_fingerprint:
-                return ResolvedKey(SecretStr(key), found, "guild")
+                return self._remember(guild_id, ResolvedKey(SecretStr(key), found, "guild"))
         if unreadable:
             raise KeyUnavailable(
                 f"guild {guild_id}: key {key_fingerprint} may be a stored key that "
@@ -267,6 +295,13 @@ class KeyResolver:
                 "GENAPI_API_KEY, which is unset now"
             )
         return None
+
+    def _remember(self, guild_id: int, resolved: ResolvedKey) -> ResolvedKey:
+        if self._cache_size > 0:
+            self._found[(guild_id, resolved.fingerprint)] = resolved
+            if len(self._found) > self._cache_size:
+                self._found.popitem(last=False)
+        return resolved
 
     async def replace_key(self, guild_id: int, api_key: str | None) -> KeyChange:
         """Store a new key for the guild (``api_key``) or remove its key (None).

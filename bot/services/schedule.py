@@ -22,6 +22,7 @@ import bisect
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from bot.storage.models import Job, Kind
 
@@ -174,6 +175,23 @@ class PollSchedule:
         return max(now, job.created_at + times.median_finish_age(now - job.created_at))
 
 
+class Owned(Protocol):
+    """Anything that belongs to a guild and is polled with a key (a job, a claim candidate)."""
+
+    @property
+    def key_fingerprint(self) -> str:
+        """The key's fingerprint."""
+        ...
+
+    @property
+    def guild_id(self) -> int:
+        """The guild's id."""
+        ...
+
+
+OwnedT = TypeVar("OwnedT", bound=Owned)
+
+
 class FairShare:
     """Shares each key's polls fairly between the guilds that use it (issue 11).
 
@@ -194,16 +212,16 @@ class FairShare:
         self._turn = 0
         self._remember = remember
 
-    def rank(self, due: Sequence[Job]) -> list[Job]:
+    def rank(self, due: Sequence[OwnedT]) -> list[OwnedT]:
         """Order ``due`` (earliest due first) for claiming: each key's guilds take turns.
 
         A :data:`bot.storage.repositories.PollRanking`. Round after round, every guild with
         jobs left gives its next one, guilds polled longest ago (or never) first.
         """
-        queues: dict[str, dict[int, list[Job]]] = {}
+        queues: dict[str, dict[int, list[OwnedT]]] = {}
         for job in due:
             queues.setdefault(job.key_fingerprint, {}).setdefault(job.guild_id, []).append(job)
-        ranked: list[Job] = []
+        ranked: list[OwnedT] = []
         for key, guilds in queues.items():
             # Never polled (-1) first; dicts keep first appearance, earliest due, for ties.
             order = sorted(guilds, key=lambda g: self._last.get((key, g), -1))
@@ -211,7 +229,7 @@ class FairShare:
                 ranked += [guilds[g][depth] for g in order if depth < len(guilds[g])]
         return ranked
 
-    def polled(self, jobs: Sequence[Job]) -> None:
+    def polled(self, jobs: Sequence[Owned]) -> None:
         """Record that ``jobs`` were claimed for polling: their guilds' turns are used."""
         for job in jobs:
             self._turn += 1

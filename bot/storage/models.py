@@ -257,6 +257,27 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
+class PollUpdate:
+    """One poll's outcome for :meth:`~bot.storage.repositories.JobRepository.schedule_polls`.
+
+    Attributes:
+        job_id: the job.
+        next_poll_at: when to poll it next, UTC epoch seconds.
+        poll_count: polls made so far.
+        token: the poll lease's fencing token (``Job.poll_token`` as claimed); None: no lease
+            checked.
+        progress_at: when its placeholder was last refreshed (UTC epoch seconds), recorded with
+            the rest; None leaves ``last_progress_at`` as it is.
+    """
+
+    job_id: int
+    next_poll_at: float
+    poll_count: int
+    token: int | None = None
+    progress_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RetiredKey:
     """A guild's replaced or removed API key, kept until its last pending job ends.
 

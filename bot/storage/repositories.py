@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Final, Protocol, TypeAlias
@@ -57,6 +58,7 @@ from bot.storage.models import (
     Kind,
     ModelLists,
     NewJob,
+    PollUpdate,
     Reservation,
     ResultRequest,
     RetiredKey,
@@ -104,20 +106,42 @@ class SchemaTooNewError(StorageError, RuntimeError):
         self.supported = supported
 
 
-PollRanking: TypeAlias = Callable[[Sequence[Job]], list[Job]]
+@dataclass(frozen=True, slots=True)
+class PollCandidate:
+    """A due job as a claim sees it, read from the claim index: which job, whose, when due.
+
+    Attributes:
+        id: the job's id.
+        key_fingerprint: the key it is polled with.
+        guild_id: the guild it belongs to.
+        next_poll_at: when it fell due, UTC epoch seconds.
+    """
+
+    id: int
+    key_fingerprint: str
+    guild_id: int
+    next_poll_at: float
+
+
+PollRanking: TypeAlias = Callable[[Sequence[PollCandidate]], list[PollCandidate]]
 """Orders due jobs (given earliest due first) in the order they should be claimed; each key's
 first ``per_key`` available are (the poller's: :meth:`bot.services.schedule.FairShare.rank`)."""
 
 
-def per_key_cap(jobs: Sequence[Job], per_key: int) -> list[Job]:
+def per_key_cap(jobs: Sequence[PollCandidate], per_key: int) -> list[PollCandidate]:
     """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
     taken: Counter[str] = Counter()
-    kept: list[Job] = []
+    kept: list[PollCandidate] = []
     for job in jobs:
         if taken[job.key_fingerprint] < per_key:
             taken[job.key_fingerprint] += 1
             kept.append(job)
     return kept
+
+
+def last_per_job(updates: Sequence[PollUpdate]) -> list[PollUpdate]:
+    """Keep each job's last update of ``updates``, in the order of those (``schedule_polls``)."""
+    return list({update.job_id: update for update in updates}.values())
 
 
 class _Unset(Enum):
@@ -250,6 +274,22 @@ class JobRepository(Protocol):
 
         Returns:
             Whether the job was changed.
+        """
+        ...
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one transaction, each as :meth:`schedule_poll` would.
+
+        Each row is fenced on its own: a job no longer PENDING, or whose ``poll_token`` is not
+        the update's ``token`` (None: not checked), is left alone, and the others are written.
+        A job listed more than once gets its last update only. ``progress_at``, when given, is
+        recorded under the same conditions (as :meth:`set_progress_at` would).
+
+        One transaction (one commit) instead of one per poll: the poller's write-behind
+        (``bot.poll_writes``) flushes its reschedules with it.
+
+        Returns:
+            How many jobs were changed.
         """
         ...
 

@@ -11,10 +11,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import to_micro
 from bot.storage.postgres.engine import Executor
-from bot.storage.repositories import PollRanking
+from bot.storage.repositories import PollCandidate, PollRanking, last_per_job
 from bot.storage.rows import job_from_row
 
 JOB_COLUMNS: Final = (
@@ -45,6 +45,13 @@ CLAIM_DUE_SQL: Final = (
     " AND key_fingerprint = k.key_fingerprint AND next_poll_at <= $1 AND unwatched_at IS NULL"
     " ORDER BY next_poll_at LIMIT $4 FOR UPDATE SKIP LOCKED) AS j ORDER BY j.next_poll_at, j.id"
 )
+# The due jobs as a ranking sees them (index-only on jobs_claim), then claimed in the order it
+# gave (``$1``: their ids, best first).
+CLAIM_CANDIDATES_SQL: Final = (
+    "SELECT id, key_fingerprint, guild_id, next_poll_at FROM jobs WHERE status = 'pending'"
+    " AND next_poll_at <= $1 AND unwatched_at IS NULL AND key_fingerprint <> ALL($2::text[])"
+    " ORDER BY next_poll_at LIMIT $3"
+)
 # The same, in the order a ranking gave (``$1``: the due jobs' ids, best first, as read).
 CLAIM_RANKED_SQL: Final = (
     "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint FROM jobs"
@@ -57,6 +64,15 @@ CLAIM_RANKED_SQL: Final = (
 CLAIM_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
     " AND next_delivery_at <= $1 ORDER BY next_delivery_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+)
+# Many polls' outcomes in one statement, each row fenced like schedule_poll's.
+SCHEDULE_POLLS_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = u.at, poll_count = u.n,"
+    " last_progress_at = COALESCE(u.progress, jobs.last_progress_at)"
+    " FROM unnest($1::bigint[], $2::double precision[], $3::integer[], $4::bigint[],"
+    " $5::double precision[]) AS u(id, at, n, token, progress)"
+    " WHERE jobs.id = u.id AND jobs.status = 'pending'"
+    " AND (u.token IS NULL OR jobs.poll_token = u.token)"
 )
 DUE_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
@@ -158,7 +174,11 @@ class PgJobs:
         """
         ranked: list[int] = []
         if rank is not None:
-            ranked = [job.id for job in rank(await self.due(now, limit, skip_keys=skip_keys))]
+            candidates = [
+                PollCandidate(r[0], r[1], r[2], r[3])
+                for r in await self._sql.all(CLAIM_CANDIDATES_SQL, now, list(skip_keys), limit)
+            ]
+            ranked = [candidate.id for candidate in rank(candidates)]
             if not ranked:
                 return []
         async with self._sql.write() as tx:
@@ -195,6 +215,20 @@ class PgJobs:
             token,
         )
         return changed > 0
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one statement, each fenced on its own row."""
+        kept = last_per_job(updates)
+        if not kept:
+            return 0
+        return await self._sql.run(
+            SCHEDULE_POLLS_SQL,
+            [u.job_id for u in kept],
+            [u.next_poll_at for u in kept],
+            [u.poll_count for u in kept],
+            [u.token for u in kept],
+            [u.progress_at for u in kept],
+        )
 
     async def set_unwatched(
         self, job_id: int, at: float | None, *, token: int | None = None

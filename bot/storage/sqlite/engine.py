@@ -232,17 +232,22 @@ class Executor:
         assert rowid is not None
         return rowid
 
-    async def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+    async def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> int:
         """Execute one write statement for each of ``rows``, in one transaction.
+
+        Returns:
+            The rows changed, all statements together.
 
         Raises:
             ConstraintError: a row broke a constraint (none is kept).
         """
         async with self.write() as tx:
             try:
-                await tx._conn.executemany(sql, rows)
+                async with tx._conn.executemany(sql, rows) as cursor:
+                    changed: int = cursor.rowcount
             except sqlite3.IntegrityError as exc:
                 raise ConstraintError(str(exc)) from exc
+        return changed
 
     async def query_plan(self, sql: str, params: Sequence[Any] = ()) -> list[str]:
         """Return the ``EXPLAIN QUERY PLAN`` details of ``sql`` (for tests and diagnostics)."""

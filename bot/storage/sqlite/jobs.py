@@ -7,9 +7,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import to_micro
-from bot.storage.repositories import PollRanking, per_key_cap
+from bot.storage.repositories import PollCandidate, PollRanking, last_per_job, per_key_cap
 from bot.storage.rows import job_from_row
 from bot.storage.sqlite.engine import Executor
 
@@ -28,6 +28,14 @@ _DUE_JOBS_SQL: Final = (
     " AND unwatched_at IS NULL{skip} ORDER BY next_poll_at LIMIT ?"
 )
 DUE_JOBS_SQL: Final = _DUE_JOBS_SQL.format(skip="")
+# The claim's candidates: the same rows in the same order as DUE_JOBS_SQL, but only the columns
+# the claim needs, read from the covering index jobs_claim (0010) without visiting the table.
+_CLAIM_CANDIDATES_SQL: Final = (
+    "SELECT id, key_fingerprint, guild_id, next_poll_at FROM jobs"
+    " WHERE status = 'pending' AND next_poll_at <= ? AND unwatched_at IS NULL{skip}"
+    " ORDER BY next_poll_at LIMIT ?"
+)
+CLAIM_CANDIDATES_SQL: Final = _CLAIM_CANDIDATES_SQL.format(skip="")
 NEXT_DUE_SQL: Final = (
     "SELECT MIN(next_poll_at) FROM jobs WHERE status = 'pending' AND unwatched_at IS NULL"
 )
@@ -45,6 +53,13 @@ JOBS_LISTING_SQL: Final = {
     False: f"SELECT {JOB_COLUMNS} FROM jobs WHERE guild_id = ?"
     " ORDER BY created_at DESC, id DESC LIMIT ?",
 }
+# Fenced per row like schedule_poll; "? IS NULL OR" keeps one statement for rows with and
+# without a token, so that a batch is one executemany.
+SCHEDULE_POLLS_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = ?, poll_count = ?,"
+    " last_progress_at = COALESCE(?, last_progress_at)"
+    " WHERE id = ? AND status = 'pending' AND (? IS NULL OR poll_token = ?)"
+)
 PENDING_VIDEOS_SQL: Final = {
     # The literals stay literals: they are what lets SQLite use the partial index jobs_due.
     True: "SELECT COUNT(*) FROM jobs WHERE status = 'pending' AND kind = 'video'"
@@ -145,23 +160,32 @@ class SqliteJobs:
 
         The due set is read first on the reader, so an idle pass takes no write lock; the
         claim itself re-reads it under ``BEGIN IMMEDIATE``, which serialises claims across
-        processes on the file.
+        processes on the file. Only the claimed jobs are read whole (``RETURNING``): a pass
+        considers up to ``limit`` due jobs but claims ``per_key`` of each key with room.
         """
-        if not await self.due(now, 1, skip_keys=skip_keys):
+        skip = f" AND key_fingerprint NOT IN ({_marks(skip_keys)})" if skip_keys else ""
+        candidates_sql = _CLAIM_CANDIDATES_SQL.format(skip=skip)
+        if not await self._sql.all(candidates_sql, (now, *skip_keys, 1)):
             return []
         async with self._sql.write() as tx:
-            due = await SqliteJobs(tx).due(now, limit, skip_keys=skip_keys)
-            claimed = per_key_cap(due if rank is None else rank(due), per_key)
-            ids = [job.id for job in claimed]
-            if not ids:
+            due = [
+                PollCandidate(row[0], row[1], row[2], row[3])
+                for row in await tx.all(candidates_sql, (now, *skip_keys, limit))
+            ]
+            due_at = {
+                c.id: c.next_poll_at for c in per_key_cap(rank(due) if rank else due, per_key)
+            }
+            if not due_at:
                 return []
-            await tx.run(
+            rows = await tx.all(
                 f"UPDATE jobs SET next_poll_at = ?, poll_token = poll_token + 1"
-                f" WHERE id IN ({_marks(ids)})",
-                (until, *ids),
+                f" WHERE id IN ({_marks(due_at)}) RETURNING {JOB_COLUMNS}",
+                (until, *due_at),
             )
-        # As read before the claim (next_poll_at: when each fell due), with the new token.
-        return [replace(job, poll_token=job.poll_token + 1) for job in claimed]
+        # Earliest due first, with the new token; next_poll_at: when each fell due (not the
+        # lease's expiry), for the poll-lag metric.
+        by_id = {row["id"]: job_from_row(row) for row in rows}
+        return [replace(by_id[i], next_poll_at=at) for i, at in due_at.items() if i in by_id]
 
     async def schedule_poll(
         self, job_id: int, next_poll_at: float, poll_count: int, *, token: int | None = None
@@ -174,6 +198,16 @@ class SqliteJobs:
             (next_poll_at, poll_count, job_id, *param),
         )
         return changed > 0
+
+    async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
+        """Apply many polls' outcomes in one transaction, each fenced on its own row."""
+        rows = [
+            (u.next_poll_at, u.poll_count, u.progress_at, u.job_id, u.token, u.token)
+            for u in last_per_job(updates)
+        ]
+        if not rows:
+            return 0
+        return await self._sql.run_many(SCHEDULE_POLLS_SQL, rows)
 
     async def set_unwatched(
         self, job_id: int, at: float | None, *, token: int | None = None
