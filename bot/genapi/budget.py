@@ -13,7 +13,8 @@ database (:mod:`bot.genapi.shared_ratelimit`):
   window. ``reserve`` is 2 while a user request came in the last ``recent`` seconds, else 1
   (the second reserved slot is lent to polls while nobody is using the bot). The users' pace is
   the number of distinct ``pace_bucket``-second intervals with a user request in the last
-  window: a burst of submissions counts once, a steady trickle of commands counts fully.
+  window, over the time they span (at least 20 s): a burst of submissions counts once, a
+  steady trickle of commands counts fully from its first few requests.
 - **Floor**: when users hold half the window or more, background requests are owed
   ``window / floor`` slots of it (6 of 30: one per 10 s); while they hold fewer, the next free
   slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
@@ -135,7 +136,13 @@ class BudgetRules:
         users = [at for at, background in live if not background]
         active = bool(users) and users[-1] > now - self.recent
         reserve = self.reserve if active else self.idle_reserve
-        pace = max(self.min_pace, len({int(at // self.pace_bucket) for at in users})) / self.window
+        # Users' requests per second: distinct pace buckets over the time they span (at least
+        # 20 s, so that one request is not taken for a flood; at most the window).
+        span = min(self.window, max(20.0, now - users[0])) if users else self.window
+        pace = max(
+            self.min_pace / self.window,
+            len({int(at // self.pace_bucket) for at in users}) / span,
+        )
         times = [at for at, _ in live]
         # The count users would face is highest just before each request leaves the window
         # (a request sent at ``at`` still holds its slot until ``at + window``): check now and
