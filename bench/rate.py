@@ -14,6 +14,7 @@ import random
 import re
 import time
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -181,19 +182,25 @@ async def _wait_all_detected(
         await asyncio.sleep(0.5)
 
 
-async def run(workdir: Path, *, quick: bool) -> Table:
-    size = RateSize(videos=12, shortest=20, longest=40, probes=(5.0, 15.0)) if quick else RateSize()
-    durations = _durations(size)
+def duration_by_prompt(
+    durations: Sequence[float], default: float
+) -> Callable[[str, dict[str, Any]], float]:
+    """The emulator's task duration: ``durations[n]`` for the prompt ``#n``, else ``default``."""
 
     def duration(model: str, body: dict[str, Any]) -> float:
         match = _INDEX.search(str(body.get("prompt", "")))
-        return durations[int(match.group(1))] if match else 30.0
+        return durations[int(match.group(1))] if match else default
 
+    return duration
+
+
+async def run(workdir: Path, *, quick: bool) -> Table:
+    size = RateSize(videos=12, shortest=20, longest=40, probes=(5.0, 15.0)) if quick else RateSize()
     api = GenApiEmulator()
     await api.start()
     ours = api.create_key(balance_cents=100_000_000)
     theirs = api.create_key(balance_cents=100_000_000)
-    api.set_task_duration(duration)
+    api.set_task_duration(duration_by_prompt(_durations(size), 30.0))
     naive = NaiveClient(api.base_url, theirs)
     env = {"DEFAULT_MAX_PENDING_VIDEOS_PER_GUILD": "100"}
     try:
