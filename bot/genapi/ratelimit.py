@@ -176,8 +176,17 @@ class KeyLimiter:
                 self._notify()
 
     def _head(self, now: float) -> tuple[int, int]:
-        """The ticket served next: the first background one when the floor is due."""
-        if self._rules.floor_due(now, self._sent):
+        """The ticket served next: interactive first, but a background one owed its floor.
+
+        Only a background request that may go now passes: one that must still wait (its
+        burst, a block) never holds back a user who could go.
+        """
+        rules = self._rules
+        if (
+            rules.floor_due(now, self._sent)
+            and self._blocked_until <= now
+            and rules.background_delay(now, self._sent) <= 0
+        ):
             background = [t for t in self._queue if t[0] == Priority.BACKGROUND]
             if background:
                 return min(background)
