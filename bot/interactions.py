@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import discord
 from discord import app_commands
@@ -145,21 +145,51 @@ def model_autocomplete(kind: ModelKind) -> ModelAutocomplete:
     async def complete(
         interaction: discord.Interaction[GenBot], current: str
     ) -> list[app_commands.Choice[str]]:
-        catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
-        if catalogue is None:
+        models = await allowed_models(interaction, kind)
+        if models is None:
             return []
-        models: tuple[TextModel | ImageModel | VideoModel, ...]
-        if kind == "text":
-            models = catalogue.text
-        elif kind == "image":
-            models = catalogue.image
-        else:
-            models = catalogue.video
-        if interaction.guild_id is not None:
-            policy = await interaction.client.services.billing.member_policy(
-                interaction.guild_id, member_role_ids(interaction)
-            )
-            models = tuple(m for m in models if policy.allows(m.id))
         return model_choices(((m.id, m.label) for m in models), current)
 
     return complete
+
+
+@overload
+async def allowed_models(
+    interaction: discord.Interaction[GenBot], kind: Literal["video"]
+) -> tuple[VideoModel, ...] | None: ...
+
+
+@overload
+async def allowed_models(
+    interaction: discord.Interaction[GenBot], kind: ModelKind
+) -> tuple[TextModel | ImageModel | VideoModel, ...] | None: ...
+
+
+async def allowed_models(
+    interaction: discord.Interaction[GenBot], kind: ModelKind
+) -> tuple[TextModel | ImageModel | VideoModel, ...] | None:
+    """Return the cached catalogue's ``kind`` models that the invoking member may use.
+
+    Reads the catalogue without waiting on the network (:meth:`GenBot.cached_catalogue`), so
+    autocomplete and a modal can answer within Discord's 3 seconds; keeps the models the
+    member's role tiers (or the server's model list) allow, in catalogue order.
+
+    Returns:
+        The models, or None while no catalogue is cached yet (a fetch has been started).
+    """
+    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+    if catalogue is None:
+        return None
+    models: tuple[TextModel | ImageModel | VideoModel, ...]
+    if kind == "text":
+        models = catalogue.text
+    elif kind == "image":
+        models = catalogue.image
+    else:
+        models = catalogue.video
+    if interaction.guild_id is not None:
+        policy = await interaction.client.services.billing.member_policy(
+            interaction.guild_id, member_role_ids(interaction)
+        )
+        models = tuple(m for m in models if policy.allows(m.id))
+    return models

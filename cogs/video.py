@@ -1,8 +1,9 @@
-"""``/video``: asynchronous video generation (spec 4.2), finished by the poller."""
+"""``/video`` and ``/video-advanced``: asynchronous videos (spec 4.2), finished by the poller."""
 
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import discord
 from discord import app_commands
@@ -10,12 +11,17 @@ from discord.ext import commands
 
 from bot.app import GenBot
 from bot.cards import start_video
+from bot.errors import ValidationFailed, format_cents
+from bot.genapi.models import VideoModel
 from bot.interactions import (
     MAX_CHOICES,
+    allowed_models,
     model_autocomplete,
     requester,
     require_placeholder_permissions,
 )
+from bot.render.text import truncate
+from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
@@ -25,8 +31,12 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
+from bot.tree import send_ephemeral, sentence_for
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
+
+MAX_SELECT_OPTIONS = 25
+"""Options in a select menu (Discord: at most 25)."""
 
 
 class VideoCog(commands.Cog):
@@ -83,6 +93,28 @@ class VideoCog(commands.Cog):
         )
         await start_video(interaction, who, options)
 
+    @app_commands.command(name="video-advanced")
+    @app_commands.guild_only()
+    async def video_advanced(self, interaction: discord.Interaction[GenBot]) -> None:
+        """Make a video from a form: prompt, model, an uploaded reference image, duration.
+
+        The form is the response itself (a modal answers within Discord's 3 seconds, so no
+        deferral); its submission goes through ``/video``'s checks and path.
+
+        Raises:
+            ValidationFailed: channel not allowed, missing permissions, no model list yet, or
+                no video model this member may use (answered ephemerally, costing nothing).
+        """
+        who = requester(interaction)
+        require_placeholder_permissions(interaction)
+        await self.bot.generation.check_channel(who)
+        models = await allowed_models(interaction, "video")
+        if models is None:
+            raise ValidationFailed("The model list is still loading; try again in a moment.")
+        if not models:
+            raise ValidationFailed("No video model is available to you here.")
+        await interaction.response.send_modal(VideoModal(models))
+
     @video.autocomplete("duration")
     async def _duration(
         self, interaction: discord.Interaction[GenBot], current: str | float
@@ -106,6 +138,120 @@ class VideoCog(commands.Cog):
             for d in durations
             if f"{d:g}".startswith(typed)
         ][:MAX_CHOICES]
+
+
+def default_duration(model: VideoModel) -> float:
+    """Return the seconds ``/video`` uses when none are given (as ``check_video``).
+
+    5 s where the model offers it (spec part 8), else the model's shortest.
+    """
+    return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
+
+
+class VideoModal(discord.ui.Modal, title="Advanced video"):
+    """``/video-advanced``'s form: prompt, model, reference image and duration.
+
+    Each field is a ``discord.ui.Label`` (component type 18); the reference is a
+    ``discord.ui.FileUpload`` (type 19, discord.py 2.7), optional and one file: Discord sends
+    its attachment in the submission's resolved data (components reference, "File Upload").
+
+    Args:
+        models: the video models the member may use; the cheapest (at its default duration)
+            is listed first and preselected, at most :data:`MAX_SELECT_OPTIONS` of them.
+    """
+
+    def __init__(self, models: tuple[VideoModel, ...]) -> None:
+        super().__init__()
+        priced = sorted(
+            ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
+            key=lambda p: (p[0] is None, p[0] or 0),
+        )[:MAX_SELECT_OPTIONS]
+        self.default_model = priced[0][1].id
+        self.prompt: discord.ui.TextInput[VideoModal] = discord.ui.TextInput(
+            custom_id="prompt",
+            style=discord.TextStyle.paragraph,
+            max_length=MAX_PROMPT_LENGTH,
+            placeholder="What happens in the video",
+        )
+        self.model: discord.ui.Select[VideoModal] = discord.ui.Select(
+            custom_id="model",
+            options=[
+                discord.SelectOption(
+                    label=truncate(model.label, 100),
+                    value=model.id,
+                    description=truncate(_model_note(price, model), 100),
+                    default=index == 0,
+                )
+                for index, (price, model) in enumerate(priced)
+            ],
+        )
+        self.reference: discord.ui.FileUpload[VideoModal] = discord.ui.FileUpload(
+            custom_id="reference", required=False, min_values=0, max_values=1
+        )
+        self.add_item(discord.ui.Label(text="Prompt", component=self.prompt))
+        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(
+            discord.ui.Label(
+                text="Reference image",
+                description="For image-to-video models: a PNG, JPEG or WebP to animate.",
+                component=self.reference,
+            )
+        )
+        durations = sorted({d for _, m in priced for d in m.durations})[:MAX_SELECT_OPTIONS]
+        self.duration: discord.ui.Select[VideoModal] | None = None
+        if durations:
+            self.duration = discord.ui.Select(
+                custom_id="duration",
+                required=False,
+                min_values=0,
+                placeholder="The model's default",
+                options=[
+                    discord.SelectOption(label=f"{d:g} seconds", value=f"{d:g}") for d in durations
+                ],
+            )
+            self.add_item(
+                discord.ui.Label(
+                    text="Duration",
+                    description="Not every model offers every length.",
+                    component=self.duration,
+                )
+            )
+
+    async def on_submit(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]
+        """Check the upload as ``/video``'s ``image``, then run ``/video``'s path.
+
+        Raises:
+            ValidationFailed: the upload is not an image or too large, or the options fail
+                ``/video``'s checks (e.g. an image-to-video model without an image); no
+                upstream call is made and nothing is charged.
+        """
+        who = requester(interaction)
+        require_placeholder_permissions(interaction)
+        upload = self.reference.values[0] if self.reference.values else None
+        if upload is not None:
+            check_attachment(upload.content_type, upload.size)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        chosen = self.duration.values if self.duration is not None else []
+        options = VideoOptions(
+            self.prompt.value,
+            self.model.values[0] if self.model.values else self.default_model,
+            float(chosen[0]) if chosen else None,
+            image_url=upload.url if upload is not None else None,
+            image_uploaded=upload is not None,
+        )
+        await start_video(interaction, who, options)
+
+    async def on_error(  # type: ignore[override]
+        self, interaction: discord.Interaction[GenBot], error: Exception
+    ) -> None:
+        """Answer with the one sentence for ``error``."""
+        await send_ephemeral(interaction, sentence_for(error))
+
+
+def _model_note(price: Decimal | None, model: VideoModel) -> str:
+    cost = "price unknown" if price is None else format_cents(price)
+    what = "animates an image" if model.needs_image else "from text"
+    return f"{cost} for {default_duration(model):g} s · {what}"
 
 
 async def setup(bot: GenBot) -> None:

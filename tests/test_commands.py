@@ -35,7 +35,16 @@ def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
     commands = {c["name"]: c for c in tree if c.get("type", 1) == 1}
-    assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
+    assert set(commands) == {
+        "text",
+        "image",
+        "video",
+        "video-advanced",
+        "models",
+        "config",
+        "usage",
+        "jobs",
+    }
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
     assert menus == {"Animate image", "Edit image"}
     assert list(options_of(commands["text"])) == [
@@ -67,6 +76,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "generate_audio",
         "lock_camera",
     ]
+    assert list(options_of(commands["video-advanced"])) == []  # a form: a modal (issue 12)
     assert list(options_of(commands["models"])) == ["type"]
     assert list(options_of(commands["usage"])) == ["user"]
     assert list(options_of(commands["jobs"])) == ["member", "everyone"]

@@ -15,7 +15,7 @@ import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from tests.discord_emulator import DiscordEmulator, Guild, User
+from tests.discord_emulator import DiscordEmulator, Guild, InvocationError, User
 from tests.discord_emulator import permissions as perms
 
 TOKEN = "emulated.bot.token"
@@ -34,6 +34,22 @@ class FeedbackModal(discord.ui.Modal, title="Feedback"):
 
     async def on_submit(self, interaction: discord.Interaction) -> None:
         await interaction.response.send_message(f"thanks: {self.comment.value}", ephemeral=True)
+
+
+class ReportModal(discord.ui.Modal, title="Report"):
+    """A required screenshot upload (a File Upload inside a Label)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shot: discord.ui.FileUpload[Any] = discord.ui.FileUpload(custom_id="shot")
+        self.add_item(discord.ui.Label(text="Screenshot", component=self.shot))
+
+    async def on_submit(self, interaction: discord.Interaction) -> None:
+        (shot,) = self.shot.values
+        data = await shot.read()
+        await interaction.response.send_message(
+            f"got {shot.filename} {shot.content_type} {len(data)}", ephemeral=True
+        )
 
 
 class PostView(discord.ui.View):
@@ -82,6 +98,10 @@ class EmuBot(commands.Bot):
         @self.tree.command(description="Leave feedback")
         async def feedback(interaction: discord.Interaction) -> None:
             await interaction.response.send_modal(FeedbackModal())
+
+        @self.tree.command(description="Report with a screenshot")
+        async def report(interaction: discord.Interaction) -> None:
+            await interaction.response.send_modal(ReportModal())
 
         @self.tree.command(description="Post a message with a button")
         async def post(interaction: discord.Interaction) -> None:
@@ -169,7 +189,7 @@ async def test_ready_guild_create_and_command_sync(
     assert bot.user is not None
     assert bot.user.id == emu.bot_user.id
     commands_by_name = {c["name"]: c for c in emu.registered_commands()}
-    assert set(commands_by_name) == {"slow", "pick", "feedback", "post", "tools"}
+    assert set(commands_by_name) == {"slow", "pick", "feedback", "report", "post", "tools"}
     count = commands_by_name["slow"]["options"][0]
     assert (count["name"], count["type"], count.get("required", False)) == ("count", 4, False)
     assert commands_by_name["pick"]["options"][0]["autocomplete"] is True
@@ -215,6 +235,30 @@ async def test_modal_round_trip(
     reply = await submitted.wait_original()
     assert reply.content == "thanks: great"
     assert reply.ephemeral
+
+
+async def test_modal_file_upload(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    handle = await emu.invoke("report", **where(guild, user))
+    await handle.wait_callback()
+    assert handle.modal is not None
+    upload = handle.modal["components"][0]["component"]
+    assert (upload["type"], upload["custom_id"]) == (19, "shot")
+    with pytest.raises(InvocationError, match="required"):
+        await emu.submit_modal(handle.modal["custom_id"], {})
+
+    handle = await emu.invoke("report", **where(guild, user))
+    await handle.wait_callback()
+    assert handle.modal is not None
+    files = {"shot": [("bug.png", b"\x89PNG data", "image/png")]}
+    submitted = await emu.submit_modal(handle.modal["custom_id"], files)
+    reply = await submitted.wait_original()
+    assert reply.content == "got bug.png image/png 9"  # the bytes as the emulator serves them
+    (sent,) = submitted.payload["data"]["components"]
+    (attachment_id,) = sent["component"]["values"]
+    resolved = submitted.payload["data"]["resolved"]["attachments"]
+    assert resolved[attachment_id]["filename"] == "bug.png"
 
 
 async def test_button_press(emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User) -> None:

@@ -438,7 +438,7 @@ class UserActions:
     async def submit_modal(
         self,
         custom_id: str,
-        values: dict[str, str],
+        values: dict[str, Any],
         *,
         guild_id: int | None = None,
         channel_id: int | None = None,
@@ -449,27 +449,56 @@ class UserActions:
 
         The submission mirrors the modal's layout (action rows or labels); location and
         user default to those of the interaction that opened it.
+
+        Args:
+            custom_id: the modal's custom id.
+            values: by input custom id: a text input's string, a select's chosen values, or a
+                file upload's files ``[(filename, bytes, content_type), ...]``. A file upload
+                submits the ids of the stored (ephemeral) attachments in ``values`` and the
+                attachments in ``data.resolved.attachments`` (Discord components reference,
+                "File Upload").
+            guild_id: where, if not where the modal was opened.
+            channel_id: where, if not where the modal was opened.
+            user_id: who, if not who opened the modal.
+            permissions: the member's permissions in the channel.
+
+        Raises:
+            InvocationError: no such modal, an unknown input, or an input left invalid (a
+                required text empty, too few or too many files).
         """
         opener = self.open_modals.pop(custom_id, None)
         if opener is None or opener.modal is None:
             raise InvocationError(f"no open modal with custom_id {custom_id!r}")
+        where = channel_id if channel_id is not None else opener.channel_id
+        resolved: dict[str, dict[str, Any]] = {}
+
+        def upload(filename: str, data: bytes, content_type: str) -> str:
+            stored = self.msgs.store_attachment(where, filename, data, content_type, ephemeral=True)
+            resolved[str(stored.id)] = attachment_payload(stored)
+            return str(stored.id)
+
         unused = set(values)
         components = []
         for row in opener.modal.get("components", []):
             if row.get("type") == 1:
-                children = [_submitted(c, values, unused) for c in row.get("components", [])]
+                children = [
+                    _submitted(c, values, unused, upload) for c in row.get("components", [])
+                ]
                 components.append({"type": 1, "components": children})
             elif row.get("type") == 18:
-                child = _submitted(row["component"], values, unused)
+                child = _submitted(row["component"], values, unused, upload)
                 components.append({"type": 18, "id": row.get("id"), "component": child})
         if unused:
             raise InvocationError(f"modal has no inputs {sorted(unused)}")
+        data: dict[str, Any] = {"custom_id": custom_id, "components": components}
+        if resolved:
+            data["resolved"] = {"attachments": resolved}
         source = self.world.messages.get(opener.message_id or 0)
         state = self._dispatch_interaction(
             MODAL_SUBMIT,
-            {"custom_id": custom_id, "components": components},
+            data,
             guild_id=guild_id if guild_id is not None else opener.guild_id,
-            channel_id=channel_id if channel_id is not None else opener.channel_id,
+            channel_id=where,
             user_id=user_id if user_id is not None else opener.user_id,
             permissions=permissions,
             message=source,
@@ -477,8 +506,15 @@ class UserActions:
         return InteractionHandle(self, state)
 
 
+FILE_UPLOAD = 19
+"""A modal's File Upload component (Discord components reference)."""
+
+
 def _submitted(
-    component: dict[str, Any], values: dict[str, str], unused: set[str]
+    component: dict[str, Any],
+    values: dict[str, Any],
+    unused: set[str],
+    upload: Callable[[str, bytes, str], str],
 ) -> dict[str, Any]:
     custom_id = component.get("custom_id", "")
     unused.discard(custom_id)
@@ -490,6 +526,18 @@ def _submitted(
         if value and not low <= len(value) <= high:
             raise InvocationError(f"modal input {custom_id!r} must be {low}..{high} characters")
         result = {"type": 4, "custom_id": custom_id, "value": value}
+    elif component.get("type") == FILE_UPLOAD:
+        files = list(values.get(custom_id, []))
+        # Discord's defaults (null when unset): required, at least one file and at most one.
+        low = component.get("min_values")
+        high = component.get("max_values")
+        low, high = 1 if low is None else low, 1 if high is None else high
+        if not files and component.get("required", True):
+            raise InvocationError(f"modal upload {custom_id!r} is required")
+        if files and not max(low, 1) <= len(files) <= high:
+            raise InvocationError(f"modal upload {custom_id!r} takes {low}..{high} files")
+        ids = [upload(filename, data, ctype) for filename, data, ctype in files]
+        result = {"type": FILE_UPLOAD, "custom_id": custom_id, "values": ids}
     else:
         # An untouched select submits its default options, as Discord's client does.
         defaults = [o["value"] for o in component.get("options", []) if o.get("default")]

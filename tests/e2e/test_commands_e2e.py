@@ -21,7 +21,16 @@ def option_names(command: dict) -> list[str]:
 async def test_the_registered_commands_are_the_interface(world: World) -> None:
     registered = world.discord.registered_commands()
     commands = {c["name"]: c for c in registered if c.get("type", 1) == 1}
-    assert set(commands) == {"text", "image", "video", "models", "config", "usage", "jobs"}
+    assert set(commands) == {
+        "text",
+        "image",
+        "video",
+        "video-advanced",
+        "models",
+        "config",
+        "usage",
+        "jobs",
+    }
     menus = {c["name"] for c in registered if c.get("type") == 3}
     assert menus == {"Animate image", "Edit image"}
     assert option_names(commands["video"]) == [
