@@ -26,6 +26,7 @@ wants to send, and again after the returned delay or when the window changes.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -150,7 +151,7 @@ class BudgetRules:
         # expected by then at their pace, and the reserve must fit the limit).
         checks = [(now, sum(1 for at in times if at > now + self.user_wait - self.window))]
         checks += [
-            (u, sum(1 for other in times if other >= at))
+            (u, len(times) - bisect_left(times, at))  # ``times`` is oldest first
             for at in times
             if (u := at + self.window - self.user_wait) > now
         ]

@@ -181,15 +181,17 @@ class KeyLimiter:
         Only a background request that may go now passes: one that must still wait (its
         burst, a block) never holds back a user who could go.
         """
+        # The queue is checked first: most evaluations have no background ticket waiting, and
+        # the rules' look-ahead is the costlier part.
+        background = [t for t in self._queue if t[0] == Priority.BACKGROUND]
         rules = self._rules
         if (
-            rules.floor_due(now, self._sent)
+            background
+            and rules.floor_due(now, self._sent)
             and self._blocked_until <= now
             and rules.background_delay(now, self._sent) <= 0
         ):
-            background = [t for t in self._queue if t[0] == Priority.BACKGROUND]
-            if background:
-                return min(background)
+            return min(background)
         return self._queue[0]
 
     def _prune(self, now: float) -> None:

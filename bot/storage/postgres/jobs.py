@@ -31,28 +31,16 @@ DUE_JOBS_SQL: Final = (
     " AND unwatched_at IS NULL AND key_fingerprint <> ALL($2::text[])"
     " ORDER BY next_poll_at LIMIT $3"
 )
-# The claims: the same due sets, locked row by row; a row another process is claiming right now
-# is skipped rather than waited for, so concurrent claims split the due jobs between them.
-# Per key (LATERAL), so that the rows locked are only the ones claimed: a concurrent claim then
-# takes each key's next jobs instead of finding a whole batch locked. The keys are those of the
-# earliest ``$3`` due jobs.
-CLAIM_DUE_SQL: Final = (
-    "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint"
-    " FROM (SELECT key_fingerprint FROM jobs"
-    " WHERE status = 'pending' AND next_poll_at <= $1 AND unwatched_at IS NULL"
-    " AND key_fingerprint <> ALL($2::text[]) ORDER BY next_poll_at LIMIT $3) AS due) AS k"
-    " CROSS JOIN LATERAL (SELECT id, next_poll_at FROM jobs WHERE status = 'pending'"
-    " AND key_fingerprint = k.key_fingerprint AND next_poll_at <= $1 AND unwatched_at IS NULL"
-    " ORDER BY next_poll_at LIMIT $4 FOR UPDATE SKIP LOCKED) AS j ORDER BY j.next_poll_at, j.id"
-)
-# The due jobs as a ranking sees them (index-only on jobs_claim), then claimed in the order it
-# gave (``$1``: their ids, best first).
+# The claim reads the due jobs as a ranking sees them (index-only on jobs_claim), ...
 CLAIM_CANDIDATES_SQL: Final = (
     "SELECT id, key_fingerprint, guild_id, next_poll_at FROM jobs WHERE status = 'pending'"
     " AND next_poll_at <= $1 AND unwatched_at IS NULL AND key_fingerprint <> ALL($2::text[])"
     " ORDER BY next_poll_at LIMIT $3"
 )
-# The same, in the order a ranking gave (``$1``: the due jobs' ids, best first, as read).
+# ... then locks them row by row in the order given (``$1``: their ids, best first), ``$3`` of
+# each key: a row another process is claiming right now is skipped rather than waited for (and
+# one claimed since is no longer due), so concurrent claims split the due jobs between them.
+# Per key (LATERAL), so that the rows locked are only the ones claimed.
 CLAIM_RANKED_SQL: Final = (
     "SELECT j.id, j.next_poll_at FROM (SELECT DISTINCT key_fingerprint FROM jobs"
     " WHERE id = ANY($1::bigint[])) AS k"
@@ -169,23 +157,19 @@ class PgJobs:
         """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
 
         ``FOR UPDATE SKIP LOCKED``: concurrent claims from other processes (or machines) take
-        disjoint jobs without waiting for each other; only the rows claimed are locked. With a
-        ``rank``, the due jobs are read first (no lock), ranked, then claimed in that order.
+        disjoint jobs without waiting for each other; only the rows claimed are locked. The due
+        jobs are read first (no lock), ranked (by ``rank``, else earliest due first), then
+        claimed in that order.
         """
-        ranked: list[int] = []
-        if rank is not None:
-            candidates = [
-                PollCandidate(r[0], r[1], r[2], r[3])
-                for r in await self._sql.all(CLAIM_CANDIDATES_SQL, now, list(skip_keys), limit)
-            ]
-            ranked = [candidate.id for candidate in rank(candidates)]
-            if not ranked:
-                return []
+        candidates = [
+            PollCandidate(r[0], r[1], r[2], r[3])
+            for r in await self._sql.all(CLAIM_CANDIDATES_SQL, now, list(skip_keys), limit)
+        ]
+        ranked = [candidate.id for candidate in (rank(candidates) if rank else candidates)]
+        if not ranked:
+            return []
         async with self._sql.write() as tx:
-            if rank is None:
-                found = await tx.all(CLAIM_DUE_SQL, now, list(skip_keys), limit, per_key)
-            else:
-                found = await tx.all(CLAIM_RANKED_SQL, ranked, now, per_key)
+            found = await tx.all(CLAIM_RANKED_SQL, ranked, now, per_key)
             due = {r["id"]: r["next_poll_at"] for r in found}
             if not due:
                 return []
