@@ -28,7 +28,7 @@ from bot.cards import (
     start_video,
     varied,
 )
-from bot.errors import ValidationFailed, format_cents
+from bot.errors import BotError, ValidationFailed, format_cents
 from bot.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.render.cards import CUSTOM_ID
 from bot.render.text import truncate
@@ -94,16 +94,19 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         debounce = interaction.client.click_debounce
         paid = self.action in PAID_ACTIONS
         message_id = interaction.message.id if interaction.message is not None else 0
-        if paid and not debounce.claim(interaction.user.id, message_id):
+        if paid and not debounce.claim(interaction.user.id, message_id, self.action):
             await send_ephemeral(interaction, ALREADY_RUNNING)
             return
+        sent = True
         try:
             await _ACTIONS[self.action](interaction, self.ref)
         except Exception as exc:
+            # A refusal (BotError) comes before any request: retrying it cannot pay twice.
+            sent = not isinstance(exc, BotError)
             await send_ephemeral(interaction, sentence_for(exc))
         finally:
             if paid:
-                debounce.release(interaction.user.id, message_id)
+                debounce.release(interaction.user.id, message_id, self.action, hold=sent)
 
 
 async def require_command(interaction: Interaction, command: str) -> None:

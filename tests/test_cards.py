@@ -118,6 +118,7 @@ def test_a_double_click_is_held_back_while_the_first_runs_and_for_a_few_seconds(
     assert not debounce.claim(user_id=1, message_id=10)  # the second click of a double click
     assert debounce.claim(user_id=2, message_id=10)  # another member
     assert debounce.claim(user_id=1, message_id=11)  # another message
+    assert debounce.claim(user_id=1, message_id=10, button="vary")  # another button
     clock.advance(CLICK_DEBOUNCE_SECONDS * 3)
     assert not debounce.claim(user_id=1, message_id=10)  # still running
     debounce.release(user_id=1, message_id=10)
@@ -126,4 +127,7 @@ def test_a_double_click_is_held_back_while_the_first_runs_and_for_a_few_seconds(
     clock.advance(CLICK_DEBOUNCE_SECONDS - 0.5)
     assert not debounce.claim(user_id=1, message_id=10)  # finished, but a moment ago
     clock.advance(0.5)
+    assert debounce.claim(user_id=1, message_id=10)
+    # A click refused before any request (a budget, a channel) may be retried at once.
+    debounce.release(user_id=1, message_id=10, hold=False)
     assert debounce.claim(user_id=1, message_id=10)
