@@ -52,6 +52,8 @@ IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i
 
 FORGOTTEN = "This result's request is no longer known; use the command again."
 
+IN_DM = "This button works in the server the result came from; use the command there."
+
 PAID_ACTIONS = frozenset({"again", "vary"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
 
@@ -121,6 +123,9 @@ async def require_command(interaction: Interaction, command: str) -> None:
 
 
 async def _request(interaction: Interaction, ref: str) -> ResultRequest:
+    if interaction.guild_id is None:
+        # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
+        raise ValidationFailed(IN_DM)
     request = await interaction.client.services.db.cards.request(ref)
     if request is None or request.guild_id != interaction.guild_id:
         raise ValidationFailed(FORGOTTEN)

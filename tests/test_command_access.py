@@ -5,9 +5,24 @@ Application Commands → Permissions section: channel first, then user, roles, @
 command-level entries before the app's; ``default_member_permissions`` last; admins always.
 """
 
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import discord
 import pytest
 
-from bot.command_access import CHANNEL, ROLE, USER, Invoker, Override, may_use_command
+from bot.command_access import (
+    CHANNEL,
+    ROLE,
+    USER,
+    CommandAccess,
+    Invoker,
+    Override,
+    may_use_command,
+    parse_overrides,
+)
+from bot.errors import ValidationFailed
 
 APP = 1000
 VIDEO = 2000
@@ -138,3 +153,102 @@ def test_default_member_permissions(default: int | None, permissions: int, expec
 def test_administrators_use_every_command() -> None:
     admin = member(permissions=ADMINISTRATOR)
     assert allowed(admin, command=[everyone(False), channel(HERE, False), user(False)], default=0)
+
+
+class FakeHttp:
+    """Discord's answers to ``GET .../commands/permissions``; each read waits for ``gate``."""
+
+    def __init__(self) -> None:
+        self.data: list[dict[str, Any]] = []
+        self.reads = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def get_guild_application_command_permissions(
+        self, application_id: int, guild_id: int
+    ) -> list[dict[str, Any]]:
+        self.reads += 1
+        answer = [dict(item) for item in self.data]
+        await self.gate.wait()
+        return answer
+
+
+class FakeTree:
+    async def fetch_commands(self, *, guild: Any = None) -> list[Any]:
+        dmp = None
+        return [
+            SimpleNamespace(
+                name="video",
+                id=VIDEO,
+                default_member_permissions=dmp,
+                type=discord.AppCommandType.chat_input,
+            )
+        ]
+
+
+def fake_bot(http: FakeHttp) -> Any:
+    settings = SimpleNamespace(dev_guild_id=None)
+    return SimpleNamespace(
+        http=http, tree=FakeTree(), application_id=APP, services=SimpleNamespace(settings=settings)
+    )
+
+
+def patrons_only() -> dict[str, Any]:
+    entries = [
+        {"id": str(GUILD), "type": 1, "permission": False},
+        {"id": str(PATRON), "type": 1, "permission": True},
+    ]
+    return {
+        "id": str(VIDEO),
+        "application_id": str(APP),
+        "guild_id": str(GUILD),
+        "permissions": entries,
+    }
+
+
+async def test_overrides_are_read_once_then_follow_the_gateway_updates() -> None:
+    http = FakeHttp()
+    http.data = [patrons_only()]
+    access = CommandAccess(fake_bot(http))
+    assert not await access.allows("video", member())
+    assert await access.allows("video", member(PATRON))
+    assert http.reads == 1  # cached
+    access.updated(GUILD, VIDEO, [])  # the admin removed them: everyone may again
+    assert await access.allows("video", member())
+    access.updated(GUILD, APP, [everyone(False)])  # the app barred for everyone
+    assert not await access.allows("video", member())
+    assert http.reads == 1
+    access.forget()  # a new gateway session: read again
+    http.data = []
+    assert await access.allows("video", member())
+    assert http.reads == 2
+
+
+async def test_a_read_that_predates_an_update_is_not_kept() -> None:
+    http = FakeHttp()
+    http.gate.clear()
+    access = CommandAccess(fake_bot(http))
+    pending = asyncio.create_task(access.allows("video", member()))
+    while http.reads == 0:
+        await asyncio.sleep(0)
+    http.data = [patrons_only()]  # what Discord has now ...
+    access.updated(GUILD, VIDEO, parse_overrides(patrons_only()["permissions"]))  # ... announced
+    http.gate.set()
+    assert await pending  # the click answered by what was read when it came
+    assert not await access.allows("video", member())  # but the stale read was not kept
+    assert http.reads == 2
+
+
+async def test_a_guild_whose_overrides_cannot_be_read_refuses() -> None:
+    class Failing(FakeHttp):
+        async def get_guild_application_command_permissions(
+            self, application_id: int, guild_id: int
+        ) -> list[dict[str, Any]]:
+            raise discord.HTTPException(SimpleNamespace(status=503, reason="down"), "down")
+
+    access = CommandAccess(fake_bot(Failing()))
+    with pytest.raises(ValidationFailed, match="could not check"):
+        await access.allows("video", member())
+    unregistered = CommandAccess(fake_bot(FakeHttp()))
+    with pytest.raises(ValidationFailed, match="could not check"):
+        await unregistered.allows("nothing-registered", member())
