@@ -4,7 +4,10 @@ The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<ac
 see :mod:`bot.render.cards`) carry the result's reference, and the request behind it is read from
 the database, so they work after any restart and on messages of any age. Every action runs
 through :mod:`bot.cards`, so the same validation, channel check, budgets and caps apply as to
-the command, counted to whoever clicked; a refusal costs nothing.
+the command, counted to whoever clicked; a refusal costs nothing. Discord applies a server's
+command permissions (Integrations) to commands only, so each button is held to its command's
+(:mod:`bot.command_access`), and a paid button clicked twice runs once
+(:class:`bot.cards.ClickDebounce`).
 """
 
 from __future__ import annotations
