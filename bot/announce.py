@@ -38,6 +38,7 @@ from bot.clock import Clock
 from bot.poller import SHOWN, Attempt
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
+from bot.render.cards import dm_buttons
 from bot.render.jobs import with_files
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import is_web_url
@@ -332,6 +333,7 @@ class DiscordAnnouncer:
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
+            parts = dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons))
             await send_card(dm, self._with_notice(parts, job, where))
         else:
             raise ValueError(f"{route} is not a Discord route")

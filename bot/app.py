@@ -17,6 +17,8 @@ from discord.ext import commands
 
 import cogs
 from bot.announce import DiscordAnnouncer, send_card
+from bot.cards import ClickDebounce
+from bot.command_access import CommandAccess, Override
 from bot.config import Settings
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
@@ -119,6 +121,13 @@ class GenBot(commands.AutoShardedBot):
         self.guild_config = services.guild_config
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
+        # Discord's command permissions, for the buttons that run a command again (issue 20).
+        self.command_access = CommandAccess(self)
+        self.click_debounce = ClickDebounce(services.clock)
+        self.add_listener(
+            self._command_permissions_updated, "on_raw_app_command_permissions_update"
+        )
+        self.add_listener(self._shard_ready, "on_shard_ready")
         self.poller = Poller(
             db=services.db,
             client=services.client,
@@ -246,9 +255,21 @@ class GenBot(commands.AutoShardedBot):
             log.info("application commands unchanged; not syncing")
             return False
         synced = await self.tree.sync(guild=guild)
+        self.command_access.set_commands(synced)
         await self.services.db.meta.set(meta_key, digest)
         log.info("synced %d application commands to %s", len(synced), guild_id or "all guilds")
         return True
+
+    async def _command_permissions_updated(
+        self, event: discord.RawAppCommandPermissionsUpdateEvent
+    ) -> None:
+        if event.application_id == self.application_id:
+            entries = [Override(p.id, p.type.value, p.permission) for p in event.permissions]
+            self.command_access.updated(event.guild.id, event.target_id, entries)
+
+    async def _shard_ready(self, shard_id: int) -> None:
+        # A new session (not a resume) may have missed permission updates: read them again.
+        self.command_access.forget()
 
     async def _sweep_reservations(self) -> None:
         while True:

@@ -4,7 +4,10 @@ The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<ac
 see :mod:`bot.render.cards`) carry the result's reference, and the request behind it is read from
 the database, so they work after any restart and on messages of any age. Every action runs
 through :mod:`bot.cards`, so the same validation, channel check, budgets and caps apply as to
-the command, counted to whoever clicked; a refusal costs nothing.
+the command, counted to whoever clicked; a refusal costs nothing. Discord applies a server's
+command permissions (Integrations) to commands only, so each button is held to its command's
+(:mod:`bot.command_access`), and a paid button clicked twice runs once
+(:class:`bot.cards.ClickDebounce`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from discord.ext import commands
 
 from bot.app import GenBot
 from bot.cards import (
+    ALREADY_RUNNING,
     SourceImage,
     check_uploads_fresh,
     message_image,
@@ -27,8 +31,8 @@ from bot.cards import (
     start_video,
     varied,
 )
-from bot.errors import ValidationFailed, format_cents
-from bot.interactions import requester, require_placeholder_permissions
+from bot.errors import BotError, ValidationFailed, format_cents
+from bot.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.render.cards import CUSTOM_ID
 from bot.render.text import truncate
 from bot.services.billing import video_cost_cents
@@ -50,6 +54,18 @@ IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i
 """Spec 4.4's modes that take a source image."""
 
 FORGOTTEN = "This result's request is no longer known; use the command again."
+
+IN_DM = "This button works in the server the result came from; use the command there."
+
+PAID_ACTIONS = frozenset({"again", "vary"})
+"""The buttons that spend at once (Animate and Edit open a form first)."""
+
+NOT_VARIED = (
+    "Vary makes a new text at a higher temperature; the service takes nothing to vary an image "
+    "or a video by, so use Again (the same request) or Edit instead."
+)
+"""Vary on an image or a video: the spec's requests (4.2, 4.4) have no seed or strength, so
+it could only repeat Again at the same price; it is no longer shown there (issue 20)."""
 
 
 class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
@@ -80,13 +96,39 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         if not interaction.client.admit_command():
             await send_ephemeral(interaction, RESTARTING)
             return
+        debounce = interaction.client.click_debounce
+        paid = self.action in PAID_ACTIONS
+        message_id = interaction.message.id if interaction.message is not None else 0
+        if paid and not debounce.claim(interaction.user.id, message_id, self.action):
+            await send_ephemeral(interaction, ALREADY_RUNNING)
+            return
+        sent = True
         try:
             await _ACTIONS[self.action](interaction, self.ref)
         except Exception as exc:
+            # A refusal (BotError) comes before any request: retrying it cannot pay twice.
+            sent = not isinstance(exc, BotError)
             await send_ephemeral(interaction, sentence_for(exc))
+        finally:
+            if paid:
+                debounce.release(interaction.user.id, message_id, self.action, hold=sent)
+
+
+async def require_command(interaction: Interaction, command: str) -> None:
+    """Refuse unless the member may use ``/command`` here (Server Settings → Integrations).
+
+    Discord checks command permissions on commands only, never on buttons or forms.
+
+    Raises:
+        ValidationFailed: the member may not, or it could not be checked.
+    """
+    await interaction.client.command_access.require(interaction, command)
 
 
 async def _request(interaction: Interaction, ref: str) -> ResultRequest:
+    if interaction.guild_id is None:
+        # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
+        raise ValidationFailed(IN_DM)
     request = await interaction.client.services.db.cards.request(ref)
     if request is None or request.guild_id != interaction.guild_id:
         raise ValidationFailed(FORGOTTEN)
@@ -95,7 +137,10 @@ async def _request(interaction: Interaction, ref: str) -> ResultRequest:
 
 async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
     request = await _request(interaction, ref)
+    if vary and request.kind != "text":
+        raise ValidationFailed(NOT_VARIED)
     who = requester(interaction)
+    await require_command(interaction, request.kind)
     options = request.options
     check_uploads_fresh(options, interaction.client.services.clock.time())
     if request.kind == "video":
@@ -171,26 +216,30 @@ _ACTIONS = {
 async def open_animate(interaction: Interaction, source: SourceImage, prompt: str) -> None:
     """Open the Animate modal: a prompt and a select of image-to-video models, cheapest first.
 
-    Refuses first (ephemerally, costing nothing) where the member could not use ``/video``.
+    Refuses first (ephemerally, costing nothing) where the member could not use ``/video``
+    (channel, Discord's command permissions). Lists only the models the member's role tiers
+    (or the server's model list) allow, as ``/video-advanced`` does.
 
     Raises:
-        ValidationFailed: channel not allowed, missing permissions, no model list yet, or no
-            image-to-video model.
+        ValidationFailed: channel not allowed, missing permissions, ``/video`` barred, no
+            model list yet, or no image-to-video model this member may use.
     """
     who = requester(interaction)
     require_placeholder_permissions(interaction)
     await interaction.client.generation.check_channel(who)
-    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
-    if catalogue is None:
+    await require_command(interaction, "video")
+    # Only the models the member's tiers allow, as /video-advanced lists them.
+    models = await allowed_models(interaction, "video")
+    if models is None:
         raise ValidationFailed("The model list is still loading; try again in a moment.")
     priced = []
-    for model in catalogue.video:
+    for model in models:
         if not model.needs_image:
             continue
         duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
         priced.append((video_cost_cents(model.cost_cents_per_5s, duration), duration, model))
     if not priced:
-        raise ValidationFailed("The service offers no image-to-video model right now.")
+        raise ValidationFailed("No image-to-video model is available to you here.")
     priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
     await interaction.response.send_modal(AnimateModal(source, prompt, priced))
 
@@ -199,11 +248,12 @@ async def open_edit(interaction: Interaction, source: SourceImage, model: Any) -
     """Open the Edit modal: a new prompt and a mode (``i2i`` or ``i2i_text``).
 
     Raises:
-        ValidationFailed: channel not allowed or missing permissions.
+        ValidationFailed: channel not allowed, missing permissions or ``/image`` barred.
     """
     who = requester(interaction)
     require_placeholder_permissions(interaction)
     await interaction.client.generation.check_channel(who)
+    await require_command(interaction, "image")
     await interaction.response.send_modal(
         EditModal(source, model if isinstance(model, str) else None)
     )
@@ -249,6 +299,7 @@ class AnimateModal(discord.ui.Modal, title="Animate image"):
         """Make the video through ``/video``'s path (confirmation above the threshold)."""
         who = requester(interaction)
         require_placeholder_permissions(interaction)
+        await require_command(interaction, "video")
         await interaction.response.defer(ephemeral=True, thinking=True)
         model = self.model.values[0] if self.model.values else self.default_model
         options = VideoOptions(
@@ -297,6 +348,7 @@ class EditModal(discord.ui.Modal, title="Edit image"):
         """Make the image through ``/image``'s path."""
         who = requester(interaction)
         require_placeholder_permissions(interaction)
+        await require_command(interaction, "image")
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         options = ImageOptions(

@@ -7,10 +7,16 @@ from pathlib import Path
 import discord
 import pytest
 
-from bot.cards import upload_expired, varied
+from bot.cards import CLICK_DEBOUNCE_SECONDS, ClickDebounce, upload_expired, varied
 from bot.clock import ManualClock
 from bot.render import MessageParts
-from bot.render.cards import confirm_above_text, confirm_label, custom_id, result_buttons
+from bot.render.cards import (
+    confirm_above_text,
+    confirm_label,
+    custom_id,
+    dm_buttons,
+    result_buttons,
+)
 from bot.services.generation import TextOptions
 from bot.storage.sqlite import SqliteDatabase
 
@@ -31,13 +37,13 @@ def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:
 
 def test_image_results_get_every_action_in_one_row_beside_25_links() -> None:
     actions = result_buttons("image", "r3")
-    assert [label for label, _ in actions] == ["Again", "Vary", "Animate", "Edit", "Delete"]
+    assert [label for label, _ in actions] == ["Again", "Animate", "Edit", "Delete"]
     links = tuple((f"Open image {n}", f"https://x.test/{n}.png") for n in range(25))
     view = MessageParts(link_buttons=links, action_buttons=actions).view()
     assert view is not None
     children = [c for c in view.children if isinstance(c, discord.ui.Button)]
-    assert len(children) == 25  # 5 rows of 5: the actions take the last row, 20 links remain
-    assert [c.custom_id for c in children[-5:]] == [cid for _, cid in actions]
+    assert len(children) == 24  # 5 rows of 5: the actions take the last row, 20 links remain
+    assert [c.custom_id for c in children[-4:]] == [cid for _, cid in actions]
     assert len(view.to_components()) == 5
 
 
@@ -87,3 +93,41 @@ def test_an_expired_discord_upload_link_is_recognised() -> None:
     assert upload_expired(url, now=0x65F0A000)
     assert not upload_expired(url, now=0x65F0A000 - 1)
     assert not upload_expired("https://example.com/a.png", now=1e12)
+
+
+def test_vary_is_offered_only_where_something_varies() -> None:
+    # Issue 20: an image or video request takes no seed or strength (spec 4.2, 4.4), so Vary
+    # there was Again at the same price; a text varies by its temperature.
+    assert "Vary" in [label for label, _ in result_buttons("text", "r1")]
+    for kind in ("image", "video"):
+        labels = [label for label, _ in result_buttons(kind, "j1", price_cents=Decimal(20))]
+        assert not any(label.startswith("Vary") for label in labels), kind
+
+
+def test_a_card_sent_by_direct_message_keeps_only_delete() -> None:
+    # Issue 20: a click in a DM has no server to check and charge, so paid buttons go.
+    video = result_buttons("video", "j5", price_cents=Decimal(50))
+    assert dm_buttons(video) == (("Delete", "gb:delete:j5"),)
+    assert dm_buttons(result_buttons("image", "j6")) == (("Delete", "gb:delete:j6"),)
+
+
+def test_a_double_click_is_held_back_while_the_first_runs_and_for_a_few_seconds() -> None:
+    clock = ManualClock()
+    debounce = ClickDebounce(clock)
+    assert debounce.claim(user_id=1, message_id=10)
+    assert not debounce.claim(user_id=1, message_id=10)  # the second click of a double click
+    assert debounce.claim(user_id=2, message_id=10)  # another member
+    assert debounce.claim(user_id=1, message_id=11)  # another message
+    assert debounce.claim(user_id=1, message_id=10, button="vary")  # another button
+    clock.advance(CLICK_DEBOUNCE_SECONDS * 3)
+    assert not debounce.claim(user_id=1, message_id=10)  # still running
+    debounce.release(user_id=1, message_id=10)
+    assert debounce.claim(user_id=1, message_id=10)  # it ran longer than the hold
+    debounce.release(user_id=1, message_id=10)
+    clock.advance(CLICK_DEBOUNCE_SECONDS - 0.5)
+    assert not debounce.claim(user_id=1, message_id=10)  # finished, but a moment ago
+    clock.advance(0.5)
+    assert debounce.claim(user_id=1, message_id=10)
+    # A click refused before any request (a budget, a channel) may be retried at once.
+    debounce.release(user_id=1, message_id=10, hold=False)
+    assert debounce.claim(user_id=1, message_id=10)

@@ -411,3 +411,60 @@ async def test_components_v2_rules_are_enforced(
             attachments=[discord.File(io.BytesIO(b"x"), filename="x.png")],
         )
     assert attach.value.code == 50035
+
+
+async def test_command_permissions_are_served_sent_and_enforced(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    """Server Settings -> Integrations: the bot token reads them, the gateway announces them,
+    and the client no longer offers the command to a member they bar."""
+    updates: asyncio.Queue[discord.RawAppCommandPermissionsUpdateEvent] = asyncio.Queue()
+
+    async def on_update(event: discord.RawAppCommandPermissionsUpdateEvent) -> None:
+        await updates.put(event)
+
+    bot.add_listener(on_update, "on_raw_app_command_permissions_update")
+    assert bot.application_id is not None
+    http = bot.http
+    assert await http.get_guild_application_command_permissions(bot.application_id, guild.id) == []
+    patron = emu.add_role(guild.id, "Patron")
+    emu.set_command_permissions(guild.id, "pick", [(guild.id, 1, False), (patron.id, 1, True)])
+    event = await asyncio.wait_for(updates.get(), 5)
+    pick = next(c for c in emu.registered_commands() if c["name"] == "pick")
+    assert (event.target_id, event.guild.id) == (int(pick["id"]), guild.id)
+    assert [(p.id, p.type.value, p.permission) for p in event.permissions] == [
+        (guild.id, 1, False),
+        (patron.id, 1, True),
+    ]
+    (listed,) = await http.get_guild_application_command_permissions(bot.application_id, guild.id)
+    assert listed["id"] == pick["id"]
+    assert len(listed["permissions"]) == 2
+    one = await http.get_application_command_permissions(bot.application_id, guild.id, pick["id"])
+    assert one["permissions"] == listed["permissions"]
+    with pytest.raises(discord.NotFound):  # 10066: a command without its own entries
+        await http.get_application_command_permissions(
+            bot.application_id, guild.id, bot.application_id
+        )
+
+    with pytest.raises(InvocationError, match="not available"):
+        await emu.invoke("pick", {"fruit": "apple"}, **where(guild, user))
+    emu.give_role(guild.id, user.id, patron.id)
+    handle = await emu.invoke("pick", {"fruit": "apple"}, **where(guild, user))
+    assert (await handle.wait_original()).content == "picked apple"
+    admin = await emu.invoke(
+        "pick", {"fruit": "apple"}, **where(guild, emu.add_user("root")), permissions=1 << 3
+    )
+    assert (await admin.wait_original()).content == "picked apple"
+
+    # The app-level entries (the application id) bar a channel for every command.
+    general = guild.channel("general").id
+    emu.set_command_permissions(guild.id, None, [(general, 3, False)])
+    event = await asyncio.wait_for(updates.get(), 5)
+    assert event.target_id == bot.application_id
+    with pytest.raises(InvocationError, match="not available"):
+        await emu.invoke("slow", **where(guild, user))
+    emu.set_command_permissions(guild.id, None, [])
+    assert (await asyncio.wait_for(updates.get(), 5)).permissions == []
+    emu.set_command_permissions(guild.id, "pick", [])
+    await asyncio.wait_for(updates.get(), 5)
+    assert await http.get_guild_application_command_permissions(bot.application_id, guild.id) == []

@@ -346,8 +346,7 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
     parts = job_finished(video, sandbox=False, ref="j42")
     assert parts.action_buttons == (
         ("Again · $1.20", "gb:again:j42"),
-        ("Vary · $1.20", "gb:vary:j42"),
-        ("Delete", "gb:delete:j42"),
+        ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
     )
     view = parts.view()
     assert view is not None
@@ -501,7 +500,6 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
     assert [b["url"] for b in links["components"]] == [VIDEO_URL]
     assert [b["custom_id"] for b in actions["components"]] == [
         "gb:again:j42",
-        "gb:vary:j42",
         "gb:delete:j42",
     ]
     attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")

@@ -44,9 +44,10 @@ def result_buttons(
 ) -> tuple[tuple[str, str], ...]:
     """The ``(label, custom_id)`` action buttons under a finished result.
 
-    Text: Again, Vary (a higher temperature), Delete. Image: Again, Vary, Animate (a video
-    from it), Edit, Delete. Video: Again, Vary, Delete, with the known price on the ones that
-    spend (``Again · $0.50``). A failed job gets Again and Delete.
+    Text: Again, Vary (a higher temperature), Delete. Image: Again, Animate (a video from
+    it), Edit, Delete. Video: Again, Delete, with the known price on Again
+    (``Again · $0.50``). A failed job gets Again and Delete. Images and videos get no Vary:
+    their requests (spec 4.2, 4.4) take no seed or strength, so it would only be Again.
 
     Args:
         kind: ``"text"``, ``"image"`` or ``"video"``.
@@ -57,13 +58,30 @@ def result_buttons(
     if not completed:
         actions: tuple[Action, ...] = ("again", "delete")
     elif kind == "image":
-        actions = ("again", "vary", "animate", "edit", "delete")
+        actions = ("again", "animate", "edit", "delete")
+    elif kind == "video":
+        actions = ("again", "delete")
     else:
         actions = ("again", "vary", "delete")
     price = "" if price_cents is None else f" · {format_cents(price_cents)}"
     return tuple(
         (_LABELS[a] + (price if a in ("again", "vary") else ""), custom_id(a, ref)) for a in actions
     )
+
+
+DM_ACTIONS: Final[frozenset[Action]] = frozenset({"delete"})
+"""The actions a card delivered by direct message keeps: a click there has no server, channel
+or member to check and charge as the command would be, so only Delete is shown."""
+
+
+def dm_buttons(buttons: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The ``(label, custom_id)`` buttons of ``buttons`` that work in a direct message."""
+    kept = []
+    for label, cid in buttons:
+        found = re.fullmatch(CUSTOM_ID, cid)
+        if found is not None and found["action"] in DM_ACTIONS:
+            kept.append((label, cid))
+    return tuple(kept)
 
 
 def confirm_text(price_cents: Decimal, threshold_cents: Decimal) -> str:

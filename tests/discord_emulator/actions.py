@@ -25,6 +25,7 @@ from .models import Member, Message, World
 from .payloads import (
     attachment_payload,
     channel_payload,
+    command_permissions_payload,
     member_payload,
     message_payload,
     user_payload,
@@ -45,12 +46,89 @@ class UserActions:
     interactions: dict[int, InteractionState]
     interactions_by_token: dict[str, InteractionState]
     open_modals: dict[str, InteractionState]
-    command_overrides: set[tuple[int, str]]
+
+    def set_command_permissions(
+        self, guild_id: int, command: str | None, permissions: list[tuple[int, int, bool]]
+    ) -> None:
+        """Set what an admin sets in Server Settings -> Integrations -> the app.
+
+        Replaces the whole list of one command (by name) or, with ``command`` None, of the app
+        (all its commands without their own entries), and sends the bot
+        ``APPLICATION_COMMAND_PERMISSIONS_UPDATE`` with the new list, as Discord does after
+        ``PUT .../commands/{command.id}/permissions`` (Application Commands -> Edit Application
+        Command Permissions; Gateway Events). An empty list removes them.
+
+        Args:
+            guild_id: the guild.
+            command: a registered command's name, or None for the app-level entries.
+            permissions: ``(id, type, permission)``: type 1 role (the guild id is @everyone),
+                2 user, 3 channel (the guild id - 1 is All Channels); at most 100.
+        """
+        if len(permissions) > 100:
+            raise InvocationError("at most 100 command permission overwrites")
+        if command is None:
+            target = self.world.application_id
+        else:
+            found = self.world.find_command(command, guild_id)
+            if found is None:
+                raise InvocationError(f"no command {command!r} is registered")
+            target = int(found["id"])
+        entries = [
+            {"id": str(i), "type": kind, "permission": bool(allowed)}
+            for i, kind, allowed in permissions
+        ]
+        if any(e["type"] not in (1, 2, 3) for e in entries):
+            raise InvocationError("a command permission's type is 1, 2 or 3")
+        guild = self.world.command_permissions.setdefault(guild_id, {})
+        if entries:
+            guild[target] = entries
+        else:
+            guild.pop(target, None)
+        self.hub.dispatch(
+            "APPLICATION_COMMAND_PERMISSIONS_UPDATE",
+            command_permissions_payload(self.world, guild_id, target, entries),
+        )
+        self.signal.notify()
 
     def override_command_permissions(self, guild_id: int, name: str) -> None:
         """Let every member of a guild use ``/name``, as an admin can in Server Settings ->
-        Integrations, whatever the command's ``default_member_permissions``."""
-        self.command_overrides.add((guild_id, name))
+        Integrations (a command-level @everyone allow), whatever its
+        ``default_member_permissions``."""
+        found = self.world.find_command(name, guild_id)
+        current = [] if found is None else self._entries(guild_id, int(found["id"]))
+        kept = [e for e in current if not (e[1] == 1 and e[0] == guild_id)]
+        self.set_command_permissions(guild_id, name, [*kept, (guild_id, 1, True)])
+
+    def _entries(self, guild_id: int, target: int) -> list[tuple[int, int, bool]]:
+        stored = self.world.command_permissions.get(guild_id, {}).get(target, [])
+        return [(int(e["id"]), int(e["type"]), bool(e["permission"])) for e in stored]
+
+    def _check_command_permissions(
+        self,
+        command: dict[str, Any],
+        *,
+        guild_id: int,
+        channel_id: int,
+        user_id: int,
+        permissions: int,
+    ) -> None:
+        channel = self.world.channels.get(channel_id)
+        if channel is not None and channel.is_thread and channel.parent_id is not None:
+            channel_id = channel.parent_id
+        member = self.world.guilds[guild_id].members.get(user_id)
+        allowed = perms.command_permitted(
+            self.world.command_permissions.get(guild_id, {}),
+            application_id=self.world.application_id,
+            command=command,
+            guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
+            role_ids=list(member.role_ids) if member is not None else [],
+            permissions=permissions,
+        )
+        if not allowed:
+            # Discord's client does not offer a command the member may not use here.
+            raise InvocationError(f"/{command['name']} is not available to this member here")
 
     def add_member(self, guild_id: int, user_id: int) -> Member:
         """Make a user a guild member (GUILD_MEMBER_ADD if the bot has that intent)."""
@@ -151,6 +229,8 @@ class UserActions:
         options: dict[str, Any] | None,
         *,
         guild_id: int,
+        channel_id: int,
+        user_id: int,
         permissions: int,
         subcommand: str | None,
         group: str | None,
@@ -159,14 +239,13 @@ class UserActions:
     ) -> dict[str, Any]:
         command = self.world.find_command(name, guild_id)
         if command is not None:
-            required = command.get("default_member_permissions")
-            overridden = (guild_id, name) in self.command_overrides
-            if (
-                required is not None
-                and not overridden
-                and not (permissions & perms.ADMINISTRATOR or int(required) & ~permissions == 0)
-            ):
-                raise InvocationError(f"/{name} is hidden from members without {required}")
+            self._check_command_permissions(
+                command,
+                guild_id=guild_id,
+                channel_id=channel_id,
+                user_id=user_id,
+                permissions=permissions,
+            )
         builder = OptionBuilder(self.world, guild_id, permissions, self.add_member)
         leaf = builder.build(
             leaf_spec(command, subcommand, group),
@@ -228,6 +307,8 @@ class UserActions:
             name,
             options,
             guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
             permissions=permissions,
             subcommand=subcommand,
             group=group,
@@ -264,6 +345,8 @@ class UserActions:
             name,
             options,
             guild_id=guild_id,
+            channel_id=channel_id,
+            user_id=user_id,
             permissions=permissions,
             subcommand=subcommand,
             group=group,
@@ -418,6 +501,13 @@ class UserActions:
         )
         if command is None:
             raise InvocationError(f"no message command {name!r} is registered")
+        self._check_command_permissions(
+            command,
+            guild_id=guild_id,
+            channel_id=message.channel_id,
+            user_id=user_id,
+            permissions=permissions,
+        )
         data = {
             "id": command["id"],
             "name": name,

@@ -99,7 +99,6 @@ class DiscordEmulator(UserActions):
         self.interactions: dict[int, InteractionState] = {}
         self.interactions_by_token: dict[str, InteractionState] = {}
         self.open_modals: dict[str, InteractionState] = {}
-        self.command_overrides: set[tuple[int, str]] = set()
         self.command_syncs = 0
         self._rate_limits: list[list[Any]] = []
         self._errors: list[list[Any]] = []

@@ -317,6 +317,9 @@ class World:
         self.messages: dict[int, Message] = {}
         self.attachments: dict[int, Attachment] = {}
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
+        self.command_permissions: dict[int, dict[int, list[dict[str, Any]]]] = {}
+        """Guild id -> command id (or the application id, for all its commands) -> the
+        application command permissions set in Server Settings -> Integrations."""
         self.dm_recipients: dict[int, int] = {}
         """DM channel id -> the user the bot talks to there."""
         self.closed_dms: set[int] = set()

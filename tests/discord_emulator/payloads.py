@@ -286,3 +286,16 @@ def gateway_message_payload(world: World, message: Message) -> dict[str, Any]:
         if member is not None:
             data["member"] = member_payload(world, member, with_user=False)
     return data
+
+
+def command_permissions_payload(
+    world: World, guild_id: int, target_id: int, entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A guild application command permissions object (Application Commands docs): ``id`` is
+    the command's id, or the application's for the entries of all its commands."""
+    return {
+        "id": str(target_id),
+        "application_id": str(world.application_id),
+        "guild_id": str(guild_id),
+        "permissions": [dict(e) for e in entries],
+    }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .models import Channel, Guild
@@ -105,3 +105,81 @@ def compute_permissions(guild: Guild, channel: Channel | None, user_id: int) -> 
 DM_PERMISSIONS = (
     VIEW_CHANNEL | SEND_MESSAGES | EMBED_LINKS | ATTACH_FILES | READ_MESSAGE_HISTORY | ADD_REACTIONS
 )
+
+
+#: Application command permission types (Discord: Application Command Permission Type).
+COMMAND_PERMISSION_ROLE, COMMAND_PERMISSION_USER, COMMAND_PERMISSION_CHANNEL = 1, 2, 3
+
+
+def command_permitted(
+    entries_by_target: dict[int, list[dict[str, Any]]],
+    *,
+    application_id: int,
+    command: dict[str, Any],
+    guild_id: int,
+    channel_id: int,
+    user_id: int,
+    role_ids: list[int],
+    permissions: int,
+) -> bool:
+    """Whether Discord's client lets a member run ``command`` in a channel.
+
+    Discord's "Permissions v2" (the change log's flowchart, and Application Commands ->
+    Permissions): administrators always; then channel entries (the command's for the channel,
+    its All Channels entry ``guild_id - 1``, then the app's, whose id is the application id) where
+    false refuses; then the command's user, role (one allowing role suffices), @everyone (the
+    guild id) entries, which decide outright; else the app's, where false refuses; and last
+    ``default_member_permissions`` (null: everyone, "0": nobody but admins).
+
+    Args:
+        entries_by_target: the guild's permissions by command id or application id.
+        application_id: the application's id.
+        command: the registered command (``id``, ``default_member_permissions``).
+        guild_id: the guild.
+        channel_id: where (a thread's parent: its channel's entries apply to it).
+        user_id: the member.
+        role_ids: the member's roles.
+        permissions: the member's permissions in the channel.
+    """
+    if permissions & ADMINISTRATOR:
+        return True
+    levels = (
+        entries_by_target.get(int(command["id"]), []),
+        entries_by_target.get(application_id, []),
+    )
+
+    def find(entries: list[dict[str, Any]], kind: int, ids: set[int]) -> list[bool]:
+        return [
+            bool(e["permission"]) for e in entries if int(e["type"]) == kind and int(e["id"]) in ids
+        ]
+
+    for entries in levels:
+        for wanted in (channel_id, guild_id - 1):
+            found = find(entries, COMMAND_PERMISSION_CHANNEL, {wanted})
+            if found:
+                if not found[0]:
+                    return False
+                break
+        else:
+            continue
+        break
+    for level, entries in enumerate(levels):
+        verdict: bool | None = None
+        user = find(entries, COMMAND_PERMISSION_USER, {user_id})
+        roles = find(entries, COMMAND_PERMISSION_ROLE, set(role_ids) - {guild_id})
+        everyone = find(entries, COMMAND_PERMISSION_ROLE, {guild_id})
+        if user:
+            verdict = user[0]
+        elif roles:
+            verdict = any(roles)
+        elif everyone:
+            verdict = everyone[0]
+        if verdict is None:
+            continue
+        if level == 0 or not verdict:
+            return verdict
+        break
+    required = command.get("default_member_permissions")
+    if required is None:
+        return True
+    return int(required) != 0 and int(required) & ~permissions == 0

@@ -17,6 +17,7 @@ from .limits import validate_commands
 from .models import EPHEMERAL, Message
 from .payloads import (
     channel_payload,
+    command_permissions_payload,
     guild_payload,
     me_payload,
     member_payload,
@@ -45,6 +46,16 @@ class RestApi(InteractionRoutes):
             ("PUT", "/applications/{app_id}/commands", self.put_commands),
             ("GET", "/applications/{app_id}/guilds/{guild_id}/commands", self.get_commands),
             ("PUT", "/applications/{app_id}/guilds/{guild_id}/commands", self.put_commands),
+            (
+                "GET",
+                "/applications/{app_id}/guilds/{guild_id}/commands/permissions",
+                self.get_guild_command_permissions,
+            ),
+            (
+                "GET",
+                "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions",
+                self.get_command_permissions,
+            ),
             ("POST", "/interactions/{interaction_id}/{token}/callback", self.callback),
             ("GET", "/webhooks/{app_id}/{token}/messages/@original", self.get_webhook_message),
             ("PATCH", "/webhooks/{app_id}/{token}/messages/@original", self.edit_webhook_message),
@@ -288,8 +299,42 @@ class RestApi(InteractionRoutes):
                 item["guild_id"] = str(scope)
             stored.append(item)
         self.world.commands[scope] = stored
+        # "Deleting or renaming a command will permanently delete all permissions for the
+        # command" (Application Commands -> Edit Application Command Permissions).
+        live = {int(c["id"]) for cs in self.world.commands.values() for c in cs}
+        live.add(self.world.application_id)
+        for targets in self.world.command_permissions.values():
+            for target in [t for t in targets if t not in live]:
+                del targets[target]
         self.emu.command_syncs += 1
         return self._json(request, stored)
+
+    async def get_guild_command_permissions(self, request: web.Request) -> web.Response:
+        """Every command's (and the app's) permissions in a guild: only targets that have any
+        (Application Commands -> Get Guild Application Command Permissions)."""
+        guild_id = self._command_scope(request)
+        assert guild_id is not None
+        targets = self.world.command_permissions.get(guild_id, {})
+        return self._json(
+            request,
+            [
+                command_permissions_payload(self.world, guild_id, target, entries)
+                for target, entries in targets.items()
+            ],
+        )
+
+    async def get_command_permissions(self, request: web.Request) -> web.Response:
+        """One command's (or, by the application id, the app's) permissions in a guild; 404
+        10066 when it has none (Get Application Command Permissions)."""
+        guild_id = self._command_scope(request)
+        assert guild_id is not None
+        target = _int(request.match_info["command_id"], err.not_found())
+        entries = self.world.command_permissions.get(guild_id, {}).get(target)
+        if not entries:
+            raise DiscordAPIError(404, 10066, "Unknown application command permissions")
+        return self._json(
+            request, command_permissions_payload(self.world, guild_id, target, entries)
+        )
 
     # -- channels ----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.discord_emulator.errors import InvocationError
 from tests.discord_emulator.models import Message
 from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
@@ -74,7 +75,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     image = await world.answer(
         await world.command("image", {"prompt": "a red kite", "model": IMAGE_MODEL})
     )
-    assert set(buttons(image)) == {"Again", "Vary", "Animate", "Edit", "Delete"}
+    assert set(buttons(image)) == {"Again", "Animate", "Edit", "Delete"}  # nothing to vary
     text = await world.answer(await world.command("text", {"prompt": "say hi"}))
     assert set(buttons(text)) == {"Again", "Vary", "Delete"}
     await world.answer(
@@ -85,7 +86,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     )
     card = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
     labels = [item["label"] for item in action_buttons(card)]
-    assert labels == ["Again · $0.20", "Vary · $0.20", "Delete"]  # the known video price
+    assert labels == ["Again · $0.20", "Delete"]  # the known video price; nothing to vary
     await world.answer(
         await world.command("image", {"prompt": "an owl at night", "model": ASYNC_IMAGE_MODEL})
     )
@@ -93,7 +94,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
         lambda m: "an owl at night" in m.text, include_existing=True
     )
     owl = await world.discord.wait_for_edit(owl.id, lambda m: bool(m.attachments), 30)
-    assert set(buttons(owl)) == {"Again", "Vary", "Animate", "Edit", "Delete"}
+    assert set(buttons(owl)) == {"Again", "Animate", "Edit", "Delete"}
     results.update(image=image, text=text, video=card, owl=owl)
 
     identifies = sum(1 for e in world.discord.gateway_received if e.op == 2)
@@ -108,7 +109,7 @@ async def test_again_is_charged_to_whoever_clicks(world: World) -> None:
     again = await press(world, results["image"], "Again", other.id)
     answer = await world.answer(again)
     assert not answer.ephemeral and answer.is_v2 and "> a red kite" in answer.text
-    assert set(buttons(answer)) == {"Again", "Vary", "Animate", "Edit", "Delete"}
+    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Delete"}
     assert ledger(world)[before:] == [(other.id, "image", IMAGE_MODEL)]
 
     video = await world.answer(await press(world, results["video"], "Again", other.id))
@@ -123,6 +124,42 @@ async def test_vary_asks_the_text_again_hotter(world: World) -> None:
     sent = last_request(world, "text")
     assert sent["prompt"] == "say hi"
     assert sent["temperature"] == pytest.approx(1.2)  # the default 0.7, plus 0.5
+
+
+async def test_a_double_click_is_one_request(world: World) -> None:
+    calls, spent = generations(world), len(ledger(world))
+    first = await press(world, results["text"], "Again", world.member.id)
+    second = await press(world, results["text"], "Again", world.member.id)
+    refused = await world.answer(second)
+    assert refused.ephemeral and "first click" in refused.content
+    answer = await world.answer(first)
+    assert not answer.ephemeral, answer.content
+    assert set(buttons(answer)) == {"Again", "Vary", "Delete"}
+    assert (generations(world), len(ledger(world))) == (calls + 1, spent + 1)
+
+
+async def test_animate_lists_only_the_models_the_members_tier_allows(world: World) -> None:
+    pro = world.discord.add_role(world.guild.id, "Pro only")
+    member = world.discord.add_user("pro-member")
+    world.discord.give_role(world.guild.id, member.id, pro.id)
+    await world.answer(
+        await world.command(
+            "config",
+            {"role": pro, "models": "nimbus-pro/"},
+            admin=True,
+            group="tier",
+            subcommand="set",
+        )
+    )
+    pressed = await press(world, results["image"], "Animate", member.id)
+    await pressed.wait_callback()
+    assert pressed.modal is not None
+    select = pressed.modal["components"][1]["component"]
+    # The cheaper Aurora Lite (image) is not theirs: it would be refused at reserve.
+    assert [o["value"] for o in select["options"]] == ["nimbus-pro/image-to-video"]
+    assert [o["value"] for o in select["options"] if o.get("default")] == [
+        "nimbus-pro/image-to-video"
+    ]
 
 
 async def test_animate_opens_a_model_select_and_makes_a_video_from_the_image(
@@ -184,7 +221,7 @@ async def test_edit_applies_a_new_prompt_to_the_image(world: World) -> None:
         modal["custom_id"], {prompt_id: "make it blue", mode_id: ["i2i_text"]}
     )
     answer = await world.answer(submitted)
-    assert set(buttons(answer)) == {"Again", "Vary", "Animate", "Edit", "Delete"}
+    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Delete"}
     sent = last_request(world, "image")
     assert (sent["prompt"], sent["mode"]) == ("make it blue", "i2i_text")
     assert sent["image_url"] == results["image"].media_urls[0]
@@ -221,7 +258,7 @@ async def test_refused_clicks_cost_nothing(world: World) -> None:
         )
     )
     spent, calls = len(ledger(world)), generations(world)
-    for action in ("Again", "Animate", "Edit", "Vary"):
+    for action in ("Again", "Animate", "Edit"):
         refusal = await world.answer(await press(world, results["image"], action, world.member.id))
         assert refusal.ephemeral and "available in" in refusal.content, action
     for menu in ("Animate image", "Edit image"):
@@ -338,3 +375,42 @@ async def test_an_expensive_video_asks_first(world: World) -> None:
     assert "on its way" in cheap.content
     shown = await world.answer(await world.command("config", {}, admin=True, subcommand="show"))
     assert "$1.00" in shown.text
+
+
+async def test_a_member_barred_from_video_in_integrations_cannot_click_again(
+    world: World,
+) -> None:
+    """Issue 20, E5: /video limited to @Patron in Server Settings -> Integrations, the usual way.
+
+    Discord applies that to the command only; the bot holds the button behind it to the same
+    rule, and hears the admin's later change on the gateway."""
+    patron_role = world.discord.add_role(world.guild.id, "Patron")
+    patron, barred = world.discord.add_user("patron"), world.discord.add_user("barred")
+    world.discord.give_role(world.guild.id, patron.id, patron_role.id)
+    world.discord.set_command_permissions(
+        world.guild.id, "video", [(world.guild.id, 1, False), (patron_role.id, 1, True)]
+    )
+    await world.answer(
+        await world.command(
+            "video", {"prompt": "a patron's comet", "model": VIDEO_MODEL}, user_id=patron.id
+        )
+    )
+    card = await world.discord.wait_for_message(
+        lambda m: "a patron's comet" in m.text, include_existing=True
+    )
+    card = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
+    with pytest.raises(InvocationError, match="not available"):  # Discord hides /video
+        await world.command("video", {"prompt": "mine", "model": VIDEO_MODEL}, user_id=barred.id)
+
+    spent, calls = len(ledger(world)), generations(world)
+    refusal = await world.answer(await press(world, card, "Again", barred.id))
+    assert refusal.ephemeral and "/video" in refusal.content and "Integrations" in refusal.content
+    animate = await world.answer(await press(world, results["image"], "Animate", barred.id))
+    assert animate.ephemeral and "/video" in animate.content  # Animate makes a video too
+    assert (len(ledger(world)), generations(world)) == (spent, calls)
+
+    # The admin lets everyone use /video again: the bot hears it and the click now runs.
+    world.discord.set_command_permissions(world.guild.id, "video", [])
+    again = await world.answer(await press(world, card, "Again", barred.id))
+    assert again.ephemeral and "on its way" in again.content
+    assert ledger(world)[-1] == (barred.id, "video", VIDEO_MODEL)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.discord_emulator.errors import DiscordAPIError
 from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, result_url
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
 from tests.e2e.test_commands_e2e import submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -101,6 +101,8 @@ async def test_a_channel_the_bot_lost_gets_the_result_by_direct_message(world: W
     assert "glacier" in dm.text
     assert f"<#{lost.id}>" in dm.text
     assert delivery_route(world, "a glacier calving") == "dm"
+    # A click in a DM has no server to check or charge: the card keeps only Delete.
+    assert [b["label"] for b in action_buttons(dm)] == ["Delete"]
 
 
 async def test_a_video_over_the_upload_limit_is_linked_with_the_reason(world: World) -> None:
