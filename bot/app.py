@@ -255,6 +255,8 @@ class GenBot(commands.AutoShardedBot):
             expired = await self.services.billing.expire_stale()
             if expired:
                 log.info("released %d stale budget reservations", expired)
+            # Keys kept for a request that ended without a job (issue 18, E1).
+            await self.services.keys.sweep_retired()
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:

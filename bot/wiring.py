@@ -253,6 +253,9 @@ async def build_services(
         known_keys=() if default_key is None else (default_key,),
         metrics=metrics,
     )
-    return assemble_services(
+    services = assemble_services(
         settings, clock, db, client, default_key, metrics=metrics, on_secret=on_secret
     )
+    # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).
+    await services.keys.keep_default()
+    return services
