@@ -256,6 +256,8 @@ async def build_services(
     services = assemble_services(
         settings, clock, db, client, default_key, metrics=metrics, on_secret=on_secret
     )
-    # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).
-    await services.keys.keep_default()
+    if settings.genapi_base_url is not None:
+        # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).
+        # Not the sandbox's key: it lives in the sandbox's state file with its tasks.
+        await services.keys.keep_default()
     return services
