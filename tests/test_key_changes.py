@@ -20,7 +20,7 @@ from bot.render.admin import old_key_note
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from bot.storage import Job, JobStatus
+from bot.storage import Job, JobStatus, Kind
 from tests.conftest import Stack
 from tests.test_poller import RecordingAnnouncer, run_until, submit
 
@@ -276,6 +276,9 @@ async def test_a_key_replaced_before_the_reservation_is_chosen_again_before_send
         return await real(**kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stack.billing, "reserve", reserve_after_a_change)
+    # A cooldown is counted once: choosing the key again is not a second use.
+    await stack.db.policy.set_cooldown(who.guild_id, Kind.VIDEO, 600)
+    assert not who.manage_guild
     (job,) = await submit(stack, who)
     assert job.key_fingerprint == fingerprint(new_key)
     assert not [r for r in stack.api.requests if r.method == "POST" and r.key == old_key]
