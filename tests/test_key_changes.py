@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
 from bot.poller import Poller
-from bot.render.admin import old_key_note
+from bot.render.admin import missing_key_notice, old_key_note
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
@@ -316,14 +316,28 @@ async def test_a_job_whose_key_is_known_nowhere_waits_with_a_warning_and_never_f
     on_keys(stack, resolver(stack, None))
     (job,) = await submit(stack, who)
     new_default = stack.api.create_key()
-    on_keys(stack, KeyResolver(stack.db, KeyVault(None), SecretStr(new_default), clock=stack.clock))
-    stack.clock.advance(120)
+    restarted_keys = KeyResolver(
+        stack.db, KeyVault(None), SecretStr(new_default), clock=stack.clock
+    )
+    notices: list[str] = []
+
+    async def tell_admins(guild_id: int, key_fingerprint: str) -> None:
+        assert guild_id == who.guild_id
+        notices.append(missing_key_notice(key_fingerprint))
+
+    restarted_keys.set_missing_key_notice(tell_admins)
+    on_keys(stack, restarted_keys)
     slip = RecordingAnnouncer()
     restarted = poller(stack, slip)
     with caplog.at_level(logging.WARNING, logger="bot.poller"):
-        assert await restarted.poll_due() == 1
-        while restarted.in_flight:
-            await asyncio.sleep(0.01)
+        for _ in range(2):  # two passes: the admins are told once
+            stack.clock.advance(400)
+            assert await restarted.poll_due() == 1
+            while restarted.in_flight:
+                await asyncio.sleep(0.01)
+    assert len(notices) == 1
+    assert fingerprint(stack.key) in notices[0] and "/config api-key set" in notices[0]
+    assert stack.key not in notices[0]
     waiting = await stack.db.jobs.get(job.id)
     assert waiting is not None
     assert waiting.status is JobStatus.PENDING, waiting.error

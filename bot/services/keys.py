@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,6 +52,13 @@ log = logging.getLogger(__name__)
 
 KEY_RETRY_SECONDS = 300.0
 """When a job's key cannot be used right now, seconds until its next poll (no upstream call)."""
+
+MissingKeyNotice = Callable[[int, str], Awaitable[None]]
+"""``async (guild_id, key_fingerprint)``: tell a guild's admins that a job of theirs waits for a
+key known nowhere (:meth:`KeyResolver.set_missing_key_notice`)."""
+
+NOTICES_REMEMBERED = 4096
+"""(guild, key) pairs whose admins were told of a missing key, per process (then forgotten)."""
 
 RESOLVED_KEYS_CACHED = 4096
 """Keys found by :meth:`KeyResolver.resolve_fingerprint` kept decrypted in memory (LRU).
@@ -233,6 +240,8 @@ class KeyResolver:
         self._cache_size = cache_size
         # (guild id, fingerprint) -> key; ResolvedKey keeps the secret out of its repr.
         self._found: OrderedDict[tuple[int, str], ResolvedKey] = OrderedDict()
+        self._missing_notice: MissingKeyNotice | None = None
+        self._noticed: set[tuple[int, str]] = set()
 
     def __repr__(self) -> str:
         return f"KeyResolver(default_key={self._default is not None}, cached={len(self._found)})"
@@ -325,6 +334,7 @@ class KeyResolver:
                 f"guild {guild_id}: key {key_fingerprint} is not stored; it may be "
                 "GENAPI_API_KEY, which is unset now"
             )
+        await self._notice_missing(guild_id, key_fingerprint)
         raise KeyUnknown(
             f"guild {guild_id}: key {key_fingerprint} is known nowhere (not GENAPI_API_KEY, "
             "not the server's key, not a key kept for its jobs). If GENAPI_API_KEY was changed "
@@ -332,6 +342,27 @@ class KeyResolver:
             "KEY_ENCRYPTION_KEY, start once with the previous GENAPI_API_KEY, then with the new "
             "one (docs/architecture.md, Keys)"
         )
+
+    def set_missing_key_notice(self, notice: MissingKeyNotice | None) -> None:
+        """Set who tells a guild's admins that a job waits for a key known nowhere.
+
+        Called once per guild and key per process (the poller logs a warning at every retry
+        anyway); the bot posts it in the guild's admin channel, if it has one. The remedy may be
+        the admins' (set the previous server key again) or the owner's (the previous
+        ``GENAPI_API_KEY``), so the notice names both.
+        """
+        self._missing_notice = notice
+
+    async def _notice_missing(self, guild_id: int, key_fingerprint: str) -> None:
+        if self._missing_notice is None or (guild_id, key_fingerprint) in self._noticed:
+            return
+        if len(self._noticed) >= NOTICES_REMEMBERED:
+            self._noticed.clear()
+        self._noticed.add((guild_id, key_fingerprint))
+        try:
+            await self._missing_notice(guild_id, key_fingerprint)
+        except Exception:  # a notice must never turn a wait into a failure
+            log.warning("guild %d: the missing-key notice failed", guild_id, exc_info=True)
 
     async def still_held(self, guild_id: int, key: ResolvedKey) -> bool:
         """Whether ``key``, chosen by :meth:`resolve`, is still kept for ``guild_id``'s jobs.
