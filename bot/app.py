@@ -26,7 +26,7 @@ from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
 from bot.poller import Poller
 from bot.render import job_placeholder
-from bot.render.admin import key_problem_notice
+from bot.render.admin import key_problem_notice, missing_key_notice
 from bot.services.generation import KeyProblem
 from bot.storage.models import Job
 from bot.supervisor import supervise
@@ -128,6 +128,7 @@ class GenBot(commands.AutoShardedBot):
             self._command_permissions_updated, "on_raw_app_command_permissions_update"
         )
         self.add_listener(self._shard_ready, "on_shard_ready")
+        services.keys.set_missing_key_notice(self._missing_key_notice)
         self.poller = Poller(
             db=services.db,
             client=services.client,
@@ -276,6 +277,8 @@ class GenBot(commands.AutoShardedBot):
             expired = await self.services.billing.expire_stale()
             if expired:
                 log.info("released %d stale budget reservations", expired)
+            # Keys kept for a request that ended without a job (issue 18, E1).
+            await self.services.keys.sweep_retired()
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
@@ -286,6 +289,13 @@ class GenBot(commands.AutoShardedBot):
             await channel.send(text)
         except discord.HTTPException as exc:
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
+
+    async def _missing_key_notice(self, guild_id: int, key_fingerprint: str) -> None:
+        settings = await self.services.db.guilds.settings(guild_id)
+        if settings.admin_channel_id is not None:
+            await self.post_admin_line(
+                guild_id, settings.admin_channel_id, missing_key_notice(key_fingerprint)
+            )
 
     async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
         """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.

@@ -329,13 +329,10 @@ class Poller:
         try:
             key = await self._keys.resolve_fingerprint(job.guild_id, job.key_fingerprint)
         except KeyUnavailable as exc:
-            # A setting the owner can fix (KEY_ENCRYPTION_KEY, GENAPI_API_KEY): never fail for it.
+            # A setting the owner can fix (KEY_ENCRYPTION_KEY, GENAPI_API_KEY), or a key known
+            # nowhere that the owner may bring back: a paid task is never failed for it.
             log.warning("job %s waits for its API key: %s", job.id, exc)
             await self._retry(job, KEY_RETRY_SECONDS)
-            return
-        if key is None:
-            reason = "The API key it was submitted with is no longer configured."
-            await self._finish(job, JobStatus.FAILED, (), reason)
             return
         try:
             state = await self._client.poll(key.key, job.poll_url, priority=Priority.BACKGROUND)

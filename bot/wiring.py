@@ -253,6 +253,11 @@ async def build_services(
         known_keys=() if default_key is None else (default_key,),
         metrics=metrics,
     )
-    return assemble_services(
+    services = assemble_services(
         settings, clock, db, client, default_key, metrics=metrics, on_secret=on_secret
     )
+    if settings.genapi_base_url is not None:
+        # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).
+        # Not the sandbox's key: it lives in the sandbox's state file with its tasks.
+        await services.keys.keep_default()
+    return services

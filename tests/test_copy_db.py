@@ -66,7 +66,8 @@ async def make_source(path: Path) -> None:
         )
         db.execute(
             "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro, created_at,"
-            " expires_at) VALUES (1, 100, 'video', 'veo', 25000000, 1000.0, 1300.0)"
+            " expires_at, key_fingerprint)"
+            " VALUES (1, 100, 'video', 'veo', 25000000, 1000.0, 1300.0, 'fp')"
         )
         db.execute(
             "INSERT INTO jobs (id, task_id, provider, poll_url, kind, model, guild_id, channel_id,"

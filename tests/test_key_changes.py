@@ -14,12 +14,13 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.models import VideoRequest
 from bot.poller import Poller
-from bot.render.admin import old_key_note
-from bot.services.generation import GenerationService, Requester
+from bot.render.admin import missing_key_notice, old_key_note
+from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from bot.storage import JobStatus
+from bot.storage import Job, JobStatus, Kind
 from tests.conftest import Stack
 from tests.test_poller import RecordingAnnouncer, run_until, submit
 
@@ -213,3 +214,134 @@ async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
         await asyncio.gather(refresher, return_exceptions=True)
     refreshes = [r for r in stack.api.requests[before:] if r.path.endswith("/models")]
     assert {r.key for r in refreshes} == {stack.key}  # the bot's default key
+
+
+async def polled_to_the_end(stack: Stack, job: Job) -> Job:
+    """Run the poller until ``job`` is announced; return it as stored then."""
+    announcer = RecordingAnnouncer()
+    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    finished = await stack.db.jobs.get(job.id)
+    assert finished is not None
+    return finished
+
+
+async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_video(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18, E1: the POST is in flight when the admin replaces the key."""
+    on_keys(stack, resolver(stack))
+    old_key = stack.api.create_key(balance_cents=10_000)
+    config = config_service(stack)
+    await config.set_api_key(who.guild_id, old_key)
+    answered, go_on = asyncio.Event(), asyncio.Event()
+    real = stack.client.generate_video
+
+    async def answer_held_back(key: SecretStr, request: VideoRequest) -> object:
+        task = await real(key, request)  # the service has accepted and charged it
+        answered.set()
+        await go_on.wait()  # ...and its answer has not reached the bot yet
+        return task
+
+    monkeypatch.setattr(stack.client, "generate_video", answer_held_back)
+    catalogue = await stack.generation.catalogue(who.guild_id)
+    model = next(m for m in catalogue.video if not m.needs_image)
+    submitting = asyncio.create_task(stack.generation.video(who, VideoOptions("a fox", model.id)))
+    await answered.wait()
+    await config.set_api_key(who.guild_id, stack.api.create_key())
+    go_on.set()
+    job = await submitting
+    await stack.generation.attach_message(job, 1000 + job.id)
+    assert job.key_fingerprint == fingerprint(old_key)
+
+    finished = await polled_to_the_end(stack, job)
+    assert finished.status is JobStatus.COMPLETED, finished.error
+    assert polls_with(stack, old_key, job.task_id) >= 1
+    assert await stack.db.guilds.retired_keys(who.guild_id) == []  # released after its job
+
+
+async def test_a_key_replaced_before_the_reservation_is_chosen_again_before_sending(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is chosen, then replaced before its reservation: the request uses the new one."""
+    on_keys(stack, resolver(stack))
+    old_key, new_key = stack.api.create_key(balance_cents=10_000), stack.api.create_key()
+    config = config_service(stack)
+    await config.set_api_key(who.guild_id, old_key)
+    real = stack.billing.reserve
+    changes = []
+
+    async def reserve_after_a_change(**kwargs: object) -> object:
+        if not changes:
+            changes.append(await config.set_api_key(who.guild_id, new_key))
+        return await real(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(stack.billing, "reserve", reserve_after_a_change)
+    # A cooldown is counted once: choosing the key again is not a second use.
+    await stack.db.policy.set_cooldown(who.guild_id, Kind.VIDEO, 600)
+    assert not who.manage_guild
+    (job,) = await submit(stack, who)
+    assert job.key_fingerprint == fingerprint(new_key)
+    assert not [r for r in stack.api.requests if r.method == "POST" and r.key == old_key]
+    finished = await polled_to_the_end(stack, job)
+    assert finished.status is JobStatus.COMPLETED, finished.error
+
+
+async def test_a_pending_video_survives_a_change_of_the_default_key(
+    stack: Stack, who: Requester
+) -> None:
+    """Issue 18, E4: GENAPI_API_KEY replaced (a restart) while a video is pending on it."""
+    first = resolver(stack)
+    assert await first.keep_default() == []
+    on_keys(stack, first)
+    (job,) = await submit(stack, who)  # the guild has no key: the default one
+    assert job.key_fingerprint == fingerprint(stack.key)
+
+    after_the_leak = stack.api.create_key(balance_cents=10_000)
+    restarted = KeyResolver(
+        stack.db, KeyVault(SECRET), SecretStr(after_the_leak), clock=stack.clock
+    )
+    assert await restarted.keep_default() == [fingerprint(stack.key)]
+    on_keys(stack, restarted)
+    finished = await polled_to_the_end(stack, job)
+    assert finished.status is JobStatus.COMPLETED, finished.error
+    assert polls_with(stack, stack.key, job.task_id) >= 1
+    # Its last job ended: the previous default key is no longer kept.
+    assert await stack.db.guilds.default_key(fingerprint(stack.key)) is None
+
+
+async def test_a_job_whose_key_is_known_nowhere_waits_with_a_warning_and_never_fails(
+    stack: Stack, who: Requester, caplog: pytest.LogCaptureFixture
+) -> None:
+    """GENAPI_API_KEY changed without KEY_ENCRYPTION_KEY: the old key was not kept anywhere."""
+    on_keys(stack, resolver(stack, None))
+    (job,) = await submit(stack, who)
+    new_default = stack.api.create_key()
+    restarted_keys = KeyResolver(
+        stack.db, KeyVault(None), SecretStr(new_default), clock=stack.clock
+    )
+    notices: list[str] = []
+
+    async def tell_admins(guild_id: int, key_fingerprint: str) -> None:
+        assert guild_id == who.guild_id
+        notices.append(missing_key_notice(key_fingerprint))
+
+    restarted_keys.set_missing_key_notice(tell_admins)
+    on_keys(stack, restarted_keys)
+    slip = RecordingAnnouncer()
+    restarted = poller(stack, slip)
+    with caplog.at_level(logging.WARNING, logger="bot.poller"):
+        for _ in range(2):  # two passes: the admins are told once
+            stack.clock.advance(400)
+            assert await restarted.poll_due() == 1
+            while restarted.in_flight:
+                await asyncio.sleep(0.01)
+    assert len(notices) == 1
+    assert fingerprint(stack.key) in notices[0] and "/config api-key set" in notices[0]
+    assert stack.key not in notices[0]
+    waiting = await stack.db.jobs.get(job.id)
+    assert waiting is not None
+    assert waiting.status is JobStatus.PENDING, waiting.error
+    assert waiting.next_poll_at >= stack.clock.time() + 60  # not a tight retry loop
+    assert slip.results == []
+    assert "known nowhere" in caplog.text and "KEY_ENCRYPTION_KEY" in caplog.text
+    assert stack.key not in caplog.text and new_default not in caplog.text

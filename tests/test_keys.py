@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -18,18 +19,20 @@ from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured, user_messag
 from bot.services.keys import (
     KeyResolver,
     KeyUnavailable,
+    KeyUnknown,
     KeyVault,
     ResolvedKey,
     StoredKeyUnreadable,
     fingerprint,
 )
-from bot.storage import Database, Kind, NewJob
+from bot.storage import Database, JobStatus, Kind, NewJob
 from bot.storage.sqlite import SqliteDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
 GUILD = 100
 GUILD_KEY = "gk_live_9f8e7d6c5b4a39281706f5e4"
 DEFAULT_KEY = "gk_live_default_0123456789abcdef"
+OTHER_DEFAULT = "gk_live_default_after_the_leak_99"
 
 
 @pytest.fixture
@@ -219,6 +222,7 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
     )
     await resolver.store_key(GUILD, GUILD_KEY)  # the first is retired: a job still uses it
     await resolver.store_key(GUILD + 1, DEFAULT_KEY)
+    await KeyResolver(store, KeyVault(SecretStr(old)), SecretStr(OTHER_DEFAULT)).keep_default()
     await store.close()
 
     env = {
@@ -237,7 +241,7 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert "re-encrypted 3 stored API keys" in done.stdout
+    assert "re-encrypted 4 stored API keys" in done.stdout
     assert old not in done.stdout + done.stderr
 
     store = await SqliteDatabase.open(path, clock=ManualClock())
@@ -246,8 +250,9 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
             (await store.guilds.settings(GUILD)).api_key_ciphertext,
             (await store.guilds.settings(GUILD + 1)).api_key_ciphertext,
             *(r.ciphertext for r in await store.guilds.retired_keys(GUILD)),
+            await store.guilds.default_key(fingerprint(OTHER_DEFAULT)),
         ]
-        assert len(ciphertexts) == 3
+        assert len(ciphertexts) == 4
         for ciphertext in ciphertexts:
             assert ciphertext is not None
             KeyVault(SecretStr(new)).decrypt(ciphertext)
@@ -271,11 +276,13 @@ async def test_rotate_keys_without_the_old_key_changes_nothing(store: SqliteData
     assert (await store.guilds.settings(GUILD)).api_key_ciphertext == before
 
 
-async def test_an_unknown_key_is_retried_only_while_the_default_key_is_unset(
+async def test_an_unknown_key_is_retried_whether_or_not_the_default_key_is_set(
     store: SqliteDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
-    assert await with_default.resolve_fingerprint(GUILD, "0123456789ab") is None
+    # Known nowhere is still "later", never "fail" (issue 18, E4): the owner may bring it back.
+    with pytest.raises(KeyUnknown, match="known nowhere"):
+        await with_default.resolve_fingerprint(GUILD, "0123456789ab")
     without = KeyResolver(store, KeyVault(secret), None)
     with pytest.raises(KeyUnavailable):
         await without.resolve_fingerprint(GUILD, "0123456789ab")
@@ -324,7 +331,8 @@ async def test_a_key_found_once_is_polled_with_no_read_and_no_decryption(
     with pytest.raises(KeyUnavailable):  # another guild's job is not served this guild's key
         await resolver.resolve_fingerprint(GUILD + 1, fingerprint(GUILD_KEY))
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
-    assert await with_default.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) is None
+    with pytest.raises(KeyUnknown):
+        await with_default.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY))
 
 
 async def test_the_decrypted_keys_kept_are_bounded(store: Database, secret: SecretStr) -> None:
@@ -339,4 +347,137 @@ async def test_the_decrypted_keys_kept_are_bounded(store: Database, secret: Secr
     await setter.clear_key(GUILD + 1)
     # Only the most recent one is still held; the other must be read again, and is gone.
     assert await resolver.resolve_fingerprint(GUILD + 1, fingerprint(other)) is not None
-    assert await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY)) is None
+    with pytest.raises(KeyUnknown):
+        await resolver.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY))
+
+
+def pending_job(task_id: str, key: str, guild_id: int = GUILD) -> NewJob:
+    return NewJob(
+        task_id=task_id,
+        provider="alpha",
+        poll_url=f"/api/v1/video/{task_id}",
+        kind=Kind.VIDEO,
+        model="m",
+        guild_id=guild_id,
+        channel_id=1,
+        message_id=None,
+        user_id=2,
+        prompt_summary="p",
+        details={},
+        cost_cents=10,
+        key_fingerprint=fingerprint(key),
+        created_at=0.0,
+        next_poll_at=0.0,
+    )
+
+
+async def reserve_on(store: Database, key: str | None, guild_id: int = GUILD) -> int:
+    """A request in flight on ``key`` (None: a reservation of an older schema, key unknown)."""
+    reservation = await store.ledger.add_reservation(
+        guild_id=guild_id,
+        user_id=2,
+        kind=Kind.VIDEO,
+        model="m",
+        amount_cents=Decimal(10),
+        created_at=0.0,
+        expires_at=600.0,
+        key_fingerprint=None if key is None else fingerprint(key),
+    )
+    assert reservation.key_fingerprint == (None if key is None else fingerprint(key))
+    return reservation.id
+
+
+async def test_a_key_replaced_while_a_request_is_in_flight_stays_until_the_request_ends(
+    store: Database, secret: SecretStr
+) -> None:
+    """Issue 18, E1: the POST's job is stored a moment after the replacement; its key must stay."""
+    keys = KeyResolver(store, KeyVault(secret), None)
+    await keys.store_key(GUILD, GUILD_KEY)
+    refused = await reserve_on(store, GUILD_KEY)
+    submitted = await reserve_on(store, GUILD_KEY)
+    await reserve_on(store, DEFAULT_KEY)  # another key's request keeps nothing of this one
+
+    change = await keys.store_key(GUILD, "gk_live_the_new_key_000000000000")
+    assert change == "0000"
+    (kept,) = await store.guilds.retired_keys(GUILD)
+    assert kept.fingerprint == fingerprint(GUILD_KEY)
+
+    # One request is refused (nothing charged, no job): the other still holds the key.
+    await store.ledger.delete_reservation(refused)
+    await keys.sweep_retired()
+    assert [r.fingerprint for r in await store.guilds.retired_keys(GUILD)] == [kept.fingerprint]
+    # The other is settled: its reservation becomes a pending job, in one transaction.
+    async with store.transaction() as tx:
+        await tx.guilds.lock(GUILD)
+        await tx.ledger.delete_reservation(submitted)
+        job = await tx.jobs.insert(pending_job("t-e1", GUILD_KEY))
+    await keys.sweep_retired()
+    found = await keys.resolve_fingerprint(GUILD, fingerprint(GUILD_KEY))
+    assert found.key.get_secret_value() == GUILD_KEY
+    # Its job ends: nothing live uses the key, which is deleted.
+    assert await store.jobs.finish(job.id, JobStatus.COMPLETED, ["u"], None, 10.0)
+    assert await store.guilds.retired_keys(GUILD) == []
+
+
+async def test_a_job_ending_keeps_its_key_while_a_request_on_it_is_in_flight(
+    store: Database, secret: SecretStr
+) -> None:
+    keys = KeyResolver(store, KeyVault(secret), None)
+    await keys.store_key(GUILD, GUILD_KEY)
+    job = await store.jobs.insert(pending_job("t-first", GUILD_KEY))
+    in_flight = await reserve_on(store, GUILD_KEY)
+    await keys.clear_key(GUILD)
+    assert await store.jobs.finish(job.id, JobStatus.COMPLETED, ["u"], None, 10.0)
+    assert [r.fingerprint for r in await store.guilds.retired_keys(GUILD)] == [
+        fingerprint(GUILD_KEY)
+    ]
+    await store.ledger.delete_reservation(in_flight)
+    assert await keys.sweep_retired() == 1
+    assert await store.guilds.retired_keys(GUILD) == []
+
+
+async def test_a_reservation_of_an_older_schema_keeps_every_key_of_its_guild(
+    store: Database, secret: SecretStr
+) -> None:
+    keys = KeyResolver(store, KeyVault(secret), None)
+    await keys.store_key(GUILD, GUILD_KEY)
+    unknown = await reserve_on(store, None)
+    await keys.clear_key(GUILD)
+    assert len(await store.guilds.retired_keys(GUILD)) == 1
+    await store.ledger.delete_reservation(unknown)
+    assert await keys.sweep_retired() == 1
+
+
+async def test_the_previous_default_key_is_kept_encrypted_until_its_last_job_ends(
+    store: Database, secret: SecretStr
+) -> None:
+    """Issue 18, E4: a change of GENAPI_API_KEY must not orphan the old key's jobs."""
+    first = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
+    assert await first.keep_default() == []
+    job = await store.jobs.insert(pending_job("t-default", DEFAULT_KEY, guild_id=GUILD + 7))
+    in_flight = await reserve_on(store, DEFAULT_KEY, guild_id=GUILD + 8)
+
+    # Restarted with a new GENAPI_API_KEY (after a leak).
+    second = KeyResolver(store, KeyVault(secret), SecretStr(OTHER_DEFAULT))
+    assert await second.keep_default() == [fingerprint(DEFAULT_KEY)]
+    ciphertext = await store.guilds.default_key(fingerprint(DEFAULT_KEY))
+    assert ciphertext is not None and DEFAULT_KEY.encode() not in ciphertext
+    found = await second.resolve_fingerprint(GUILD + 7, fingerprint(DEFAULT_KEY))
+    assert (found.key.get_secret_value(), found.source) == (DEFAULT_KEY, "default")
+    assert DEFAULT_KEY not in repr(found)
+
+    # Its job ends, but a request on it is still in flight: kept; then that ends too.
+    assert await store.jobs.finish(job.id, JobStatus.COMPLETED, ["u"], None, 10.0)
+    assert await store.guilds.default_key(fingerprint(DEFAULT_KEY)) is not None
+    await store.ledger.delete_reservation(in_flight)
+    assert await second.sweep_retired() == 1
+    assert await store.guilds.default_key(fingerprint(DEFAULT_KEY)) is None
+    # The current one stays stored; started again with it, nothing else is kept.
+    assert await store.guilds.default_key(fingerprint(OTHER_DEFAULT)) is not None
+    assert await second.keep_default() == []
+
+
+async def test_without_key_encryption_key_no_default_key_is_stored(store: Database) -> None:
+    resolver = KeyResolver(store, KeyVault(None), SecretStr(DEFAULT_KEY))
+    assert await resolver.keep_default() == []
+    assert await store.guilds.default_key(fingerprint(DEFAULT_KEY)) is None

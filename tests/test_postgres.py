@@ -19,6 +19,7 @@ from bot.clock import ManualClock
 from bot.config import SettingsError, load_settings, redact_database_url
 from bot.storage.models import Charge, Kind, NewJob
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
+from bot.storage.postgres import engine as pg_engine
 from bot.storage.postgres.engine import load_migrations
 from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 
@@ -263,3 +264,48 @@ async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> No
     await db.close()
     with pytest.raises(StorageUnavailableError):
         await db.ping()
+
+
+async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0006 (issue 18) on a database at 0005 holding data."""
+    every = load_migrations()
+    assert [m.name for m in every][5] == "key_holds"
+    monkeypatch.setattr(pg_engine, "load_migrations", lambda: every[:5])
+    old = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    try:
+        assert old.schema_version == 5
+        await old.guilds.set_api_key(GUILD, b"old-ciphertext", "1234")
+        job = await old.jobs.insert(new_job("t-busy", fingerprint="old"))
+        conn = await asyncpg.connect(pg_url)
+        try:
+            await conn.execute(
+                "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro,"
+                " created_at, expires_at) VALUES ($1, 1, 'video', 'veo', 50000000, 100, 700)",
+                GUILD,
+            )
+        finally:
+            await conn.close()
+    finally:
+        await old.close()
+
+    monkeypatch.setattr(pg_engine, "load_migrations", lambda: every)
+    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    try:
+        assert db.schema_version == len(every)
+        assert await db.ledger.reserved_cents(GUILD, 200.0) == 50
+        await db.guilds.replace_api_key(
+            GUILD, (b"new-ciphertext", "5678"), retire=True, old_fingerprint="old", at=300.0
+        )
+        assert [k.last4 for k in await db.guilds.retired_keys(GUILD)] == ["1234"]
+        # Its job ends while the old reservation (key unknown) lives: still kept.
+        assert await db.jobs.finish(job.id, job.status.COMPLETED, ["https://x/1"], None, 400.0)
+        assert len(await db.guilds.retired_keys(GUILD)) == 1
+        assert await db.ledger.expire_reservations(800.0) == 1
+        assert await db.guilds.delete_released_keys() == 1
+        assert await db.guilds.retired_keys(GUILD) == []
+        assert await db.guilds.keep_default_key("fp", b"ct", 900.0) == []
+        assert await db.guilds.default_key("fp") == b"ct"
+    finally:
+        await db.close()

@@ -751,3 +751,54 @@ async def test_ping_answers_while_open_and_raises_once_closed(
     await db.close()
     with pytest.raises(StorageUnavailableError):
         await db.ping()
+
+
+async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """0011 (issue 18): a reservation made before it knows no key, so it holds its guild's."""
+    path = tmp_path / "v10.db"
+    build_db_at(path, 10)
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO guild_settings (guild_id, api_key_ciphertext, api_key_last4)"
+            " VALUES (?, X'6f6c64', '1234')",
+            (GUILD,),
+        )
+        conn.execute(
+            "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro, created_at,"
+            " expires_at) VALUES (?, 1, 'video', 'vid/t2v', 50000000, 100.0, 700.0)",
+            (GUILD,),
+        )
+        conn.execute(
+            "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+            " user_id, prompt_summary, cost_micro, key_fingerprint, status, created_at,"
+            " next_poll_at) VALUES ('busy', 'alpha', '/p', 'video', 'vid/t2v', ?, 7, 1, 'cat',"
+            " 50000000, 'old', 'pending', 100.0, 150.0)",
+            (GUILD,),
+        )
+
+    store = await SqliteDatabase.open(path, clock=clock)
+    try:
+        assert store.schema_version == LATEST
+        assert await store.ledger.reserved_cents(GUILD, 200.0) == 50
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT key_fingerprint FROM reservations").fetchall() == [(None,)]
+        await store.guilds.replace_api_key(
+            GUILD, (b"new", "5678"), retire=True, old_fingerprint="old", at=300.0
+        )
+        (kept,) = await store.guilds.retired_keys(GUILD)
+        assert (kept.fingerprint, kept.ciphertext) == ("old", b"old")
+        busy = await store.jobs.by_task("busy")
+        assert busy is not None
+        # Its job ends while the old reservation (key unknown) lives: still kept.
+        assert await store.jobs.finish(busy.id, JobStatus.COMPLETED, ["u"], None, 400.0)
+        assert len(await store.guilds.retired_keys(GUILD)) == 1
+        assert await store.ledger.expire_reservations(800.0) == 1
+        assert await store.guilds.delete_released_keys() == 1
+        assert await store.guilds.retired_keys(GUILD) == []
+        # The table of default keys is there.
+        assert await store.guilds.keep_default_key("fp", b"ct", 900.0) == []
+        assert await store.guilds.default_key("fp") == b"ct"
+    finally:
+        await store.close()

@@ -76,6 +76,25 @@ def key_problem_notice(problem: str, *, shared: bool) -> str:
     }[problem]
 
 
+def missing_key_notice(key_fingerprint: str) -> str:
+    """The notice posted in a server's admin channel when a job waits for a key known nowhere.
+
+    The job was submitted with a key that is neither this server's key, nor one kept for its
+    jobs, nor the bot's default key (issue 18, E4): it is paid for and is never failed for that;
+    it is polled again every few minutes until the key is back.
+
+    Args:
+        key_fingerprint: the key's fingerprint (never the key), as the logs show it.
+    """
+    return (
+        f"A video or image made here waits: the API key it was made with (`{key_fingerprint}`) "
+        "is no longer configured. If this server's key was changed, set the previous one again "
+        "with `/config api-key set` until it arrives; if it was the bot's shared key, only "
+        "the bot's owner can bring it back (the bot's log says how). Nothing is lost: it is "
+        "checked again every few minutes."
+    )
+
+
 def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 

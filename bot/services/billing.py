@@ -271,6 +271,7 @@ class Billing:
         cost_cents: Decimal | int | None,
         role_ids: Collection[int] = (),
         cooldown_exempt: bool = False,
+        key_fingerprint: str | None = None,
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
@@ -288,6 +289,8 @@ class Billing:
                 (text, image): the model's learned estimate is held instead, 0 without history.
             role_ids: the member's role ids, for their tiers.
             cooldown_exempt: skip the cooldown (members with Manage Server).
+            key_fingerprint: the key the request is sent with; it is kept while the
+                reservation lives (issue 18, E1). None: unknown.
 
         Returns:
             The reservation, to :meth:`settle` or :meth:`release`.
@@ -352,6 +355,7 @@ class Billing:
                 amount_cents=needed,
                 created_at=now,
                 expires_at=now + self._ttl,
+                key_fingerprint=key_fingerprint,
             )
         self._count("reserved", kind, needed)
         # A reservation neither settled nor released (a call that may have been charged) is

@@ -61,6 +61,10 @@ INVISIBLE = frozenset("\u115f\u1160\u2800\u3164\uffa0")
 """Characters that draw nothing but are neither whitespace nor format characters (Hangul
 fillers, the blank Braille pattern); a prompt of these alone is empty."""
 
+KEY_CHANGE_RETRIES = 3
+"""Times a request chooses its key again when an admin replaced it while the request was being
+reserved (nothing sent yet); past that it is refused, having cost nothing."""
+
 PLACEHOLDER_GRACE = 30.0
 """Seconds a new job waits for its placeholder before it falls due anyway."""
 
@@ -427,17 +431,37 @@ class GenerationService:
             raise PromptBlocked(term)
 
     async def _reserve(
-        self, who: Requester, kind: Kind, model: str, cost_cents: Decimal | None
-    ) -> Reservation:
-        return await self._billing.reserve(
-            guild_id=who.guild_id,
-            user_id=who.user_id,
-            kind=kind,
-            model=model,
-            cost_cents=cost_cents,
-            role_ids=who.role_ids,
-            cooldown_exempt=who.manage_guild,
-        )
+        self,
+        who: Requester,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | None,
+        key: ResolvedKey,
+    ) -> tuple[Reservation, ResolvedKey]:
+        """Reserve the request's cost on ``key``; return the reservation and the key to send with.
+
+        The reservation carries the key's fingerprint, which keeps the key while the request is
+        in flight (issue 18, E1). An admin may have replaced the key since it was chosen: then
+        the reservation is released and the key chosen again, before anything is sent.
+        """
+        for attempt in range(KEY_CHANGE_RETRIES):
+            reservation = await self._billing.reserve(
+                guild_id=who.guild_id,
+                user_id=who.user_id,
+                kind=kind,
+                model=model,
+                cost_cents=cost_cents,
+                role_ids=who.role_ids,
+                # The first attempt passed the cooldown and recorded this use.
+                cooldown_exempt=who.manage_guild or attempt > 0,
+                key_fingerprint=key.fingerprint,
+            )
+            if await self._keys.still_held(who.guild_id, key):
+                return reservation, key
+            await self._billing.release(reservation)
+            log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
+            key = await self._keys.resolve(who.guild_id)
+        raise ValidationFailed("The server's API key is being changed; try again in a moment.")
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
@@ -505,7 +529,7 @@ class GenerationService:
         # Without a model the service picks its default (spec 4.5); the estimate is learned
         # under the model it reports, so remember which one that was.
         model = request.model or self._default_text_model or ""
-        reservation = await self._reserve(who, Kind.TEXT, model, None)
+        reservation, key = await self._reserve(who, Kind.TEXT, model, None, key)
         result = await self._charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
@@ -536,7 +560,7 @@ class GenerationService:
             if usable:
                 options = replace(options, model=usable[0])
         request = check_image(catalogue, options)
-        reservation = await self._reserve(who, Kind.IMAGE, request.model, None)
+        reservation, key = await self._reserve(who, Kind.IMAGE, request.model, None, key)
         result = await self._charged(
             reservation, settings, self._client.generate_image(key.key, request)
         )
@@ -574,11 +598,12 @@ class GenerationService:
         key = await self._keys.resolve(who.guild_id)
         model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
-        reservation = await self._reserve(
+        reservation, key = await self._reserve(
             who,
             Kind.VIDEO,
             model.id,
             video_cost_cents(model.cost_cents_per_5s, request.duration),
+            key,
         )
         task = await self._charged(
             reservation, settings, self._client.generate_video(key.key, request)

@@ -6,10 +6,25 @@ its last four characters, for display). A request uses the guild's key if it has
 :func:`fingerprint` identifies a key in logs and in the ledger without revealing it.
 
 A task belongs to the key that submitted it (its status can only be read with that key), so a
-key an admin replaces or removes is *retired*, not forgotten: it stays encrypted in
-``retired_keys`` until the guild's last pending job on it ends (a trigger of migration 0003
-deletes it then). A key that cannot be decrypted right now (``KEY_ENCRYPTION_KEY`` missing or
-changed) makes the poller try again later (:class:`KeyUnavailable`), never fail the job.
+key stays while anything made with it is live (issue 18):
+
+- A key an admin replaces or removes is *retired*, not forgotten: it stays encrypted in
+  ``retired_keys`` while a pending job of the guild uses it *or a reservation does* (a request
+  in flight, whose job is stored a moment after its POST returns; the reservation carries the
+  key's fingerprint). A trigger deletes it when its last job ends,
+  :meth:`KeyResolver.sweep_retired` when its last reservation went without a job. A request
+  checks, once its reservation is stored, that its key is still held
+  (:meth:`KeyResolver.still_held`): a change between choosing the key and reserving is caught
+  before anything is sent.
+- The bot's default key (``GENAPI_API_KEY``) is stored encrypted at every start
+  (:meth:`KeyResolver.keep_default`); after the owner changes it (after a leak, usually) the
+  previous one stays in ``default_keys`` until its last job or reservation ends. Without
+  ``KEY_ENCRYPTION_KEY`` no copy is kept (a key is never stored in clear): the old default
+  key's jobs then wait, never fail.
+
+A key that cannot be decrypted right now (``KEY_ENCRYPTION_KEY`` missing or changed), or that is
+known nowhere, makes the poller try again later (:class:`KeyUnavailable`) with a warning, never
+fail the job: the owner can still bring the key back.
 
 ``KEY_ENCRYPTION_KEY`` may hold several comma-separated Fernet keys (``MultiFernet``): the
 first encrypts, all decrypt, and :meth:`KeyResolver.rotate` re-encrypts every stored key with
@@ -20,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,6 +52,13 @@ log = logging.getLogger(__name__)
 
 KEY_RETRY_SECONDS = 300.0
 """When a job's key cannot be used right now, seconds until its next poll (no upstream call)."""
+
+MissingKeyNotice = Callable[[int, str], Awaitable[None]]
+"""``async (guild_id, key_fingerprint)``: tell a guild's admins that a job of theirs waits for a
+key known nowhere (:meth:`KeyResolver.set_missing_key_notice`)."""
+
+NOTICES_REMEMBERED = 4096
+"""(guild, key) pairs whose admins were told of a missing key, per process (then forgotten)."""
 
 RESOLVED_KEYS_CACHED = 4096
 """Keys found by :meth:`KeyResolver.resolve_fingerprint` kept decrypted in memory (LRU).
@@ -58,6 +80,14 @@ class KeyUnavailable(BotError):
 
     ``KEY_ENCRYPTION_KEY`` is unset, or holds no key that made the ciphertext; the owner may
     fix the setting and restart, so the job must not be failed for it.
+    """
+
+
+class KeyUnknown(KeyUnavailable):
+    """A job's key is known nowhere: not the default key, nor a stored one, current or kept.
+
+    Still a reason to wait, not to fail: the task is paid for and the owner may bring the key
+    back (docs/architecture.md, "Keys").
     """
 
 
@@ -140,11 +170,15 @@ class ResolvedKey:
         key: the API key (kept out of ``repr``).
         fingerprint: :func:`fingerprint` of the key.
         source: ``"guild"`` for the guild's own key, ``"default"`` for ``GENAPI_API_KEY``.
+        ciphertext: the stored ciphertext :meth:`KeyResolver.resolve` read it from (a guild's
+            current key), to tell later whether it is still the guild's key
+            (:meth:`KeyResolver.still_held`); None otherwise.
     """
 
     key: SecretStr = field(repr=False)
     fingerprint: str
     source: Literal["guild", "default"]
+    ciphertext: bytes | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +240,8 @@ class KeyResolver:
         self._cache_size = cache_size
         # (guild id, fingerprint) -> key; ResolvedKey keeps the secret out of its repr.
         self._found: OrderedDict[tuple[int, str], ResolvedKey] = OrderedDict()
+        self._missing_notice: MissingKeyNotice | None = None
+        self._noticed: set[tuple[int, str]] = set()
 
     def __repr__(self) -> str:
         return f"KeyResolver(default_key={self._default is not None}, cached={len(self._found)})"
@@ -233,26 +269,27 @@ class KeyResolver:
             except (StoredKeyUnreadable, KeyEncryptionUnavailable):
                 log.warning("guild %d: its stored API key cannot be decrypted", guild_id)
                 raise
-            return ResolvedKey(SecretStr(key), fingerprint(key), "guild")
+            return ResolvedKey(
+                SecretStr(key), fingerprint(key), "guild", settings.api_key_ciphertext
+            )
         default = self._default_key
         if default is None:
             raise NoApiKeyConfigured
         return default
 
-    async def resolve_fingerprint(self, guild_id: int, key_fingerprint: str) -> ResolvedKey | None:
+    async def resolve_fingerprint(self, guild_id: int, key_fingerprint: str) -> ResolvedKey:
         """Return the key a job was submitted with, to poll it: a task belongs to its key.
 
-        Looked for among the bot's default key, the guild's current key and its retired keys;
-        a key found once is kept in memory (class doc), so later polls of the guild's jobs on
-        it read and decrypt nothing.
-
-        Returns:
-            The key, or None when it is known nowhere (the owner replaced ``GENAPI_API_KEY``
-            while the job was pending, or the key was replaced before retired keys were kept).
+        Looked for among the bot's default key, the guild's current key, its retired keys and
+        the previous default keys kept (:meth:`keep_default`); a key found once is kept in
+        memory (class doc), so later polls of the guild's jobs on it read and decrypt nothing.
 
         Raises:
             KeyUnavailable: the key may be one that cannot be decrypted right now, or the job
                 may be on the default key while ``GENAPI_API_KEY`` is unset: poll it later.
+            KeyUnknown: (a :class:`KeyUnavailable`) the key is known nowhere, e.g.
+                ``GENAPI_API_KEY`` was changed while ``KEY_ENCRYPTION_KEY`` was unset: poll it
+                later too, never fail it (issue 18, E4).
         """
         default = self._default_key
         if default is not None and default.fingerprint == key_fingerprint:
@@ -262,17 +299,20 @@ class KeyResolver:
             self._found.move_to_end((guild_id, key_fingerprint))
             return cached
         settings = await self._db.guilds.settings(guild_id)
-        # (ciphertext, id of a retired row whose fingerprint is not known yet)
-        candidates: list[tuple[bytes, int | None]] = []
+        # (ciphertext, id of a retired row whose fingerprint is not known yet, source)
+        candidates: list[tuple[bytes, int | None, Literal["guild", "default"]]] = []
         if settings.api_key_ciphertext is not None:
-            candidates.append((settings.api_key_ciphertext, None))
+            candidates.append((settings.api_key_ciphertext, None, "guild"))
         for retired in await self._db.guilds.retired_keys(guild_id):
             if retired.fingerprint is None:
-                candidates.append((retired.ciphertext, retired.id))
+                candidates.append((retired.ciphertext, retired.id, "guild"))
             elif retired.fingerprint == key_fingerprint:
-                candidates.append((retired.ciphertext, None))
+                candidates.append((retired.ciphertext, None, "guild"))
+        previous_default = await self._db.guilds.default_key(key_fingerprint)
+        if previous_default is not None:
+            candidates.append((previous_default, None, "default"))
         unreadable = False
-        for ciphertext, unknown_id in candidates:
+        for ciphertext, unknown_id, source in candidates:
             try:
                 key = self._vault.decrypt(ciphertext)
             except (StoredKeyUnreadable, KeyEncryptionUnavailable):
@@ -283,7 +323,7 @@ class KeyResolver:
                 await self._db.guilds.set_retired_fingerprint(unknown_id, found)
                 await self.sweep_retired()  # now known: deleted if no pending job uses it
             if found == key_fingerprint:
-                return self._remember(guild_id, ResolvedKey(SecretStr(key), found, "guild"))
+                return self._remember(guild_id, ResolvedKey(SecretStr(key), found, source))
         if unreadable:
             raise KeyUnavailable(
                 f"guild {guild_id}: key {key_fingerprint} may be a stored key that "
@@ -294,7 +334,88 @@ class KeyResolver:
                 f"guild {guild_id}: key {key_fingerprint} is not stored; it may be "
                 "GENAPI_API_KEY, which is unset now"
             )
-        return None
+        await self._notice_missing(guild_id, key_fingerprint)
+        raise KeyUnknown(
+            f"guild {guild_id}: key {key_fingerprint} is known nowhere (not GENAPI_API_KEY, "
+            "not the server's key, not a key kept for its jobs). If GENAPI_API_KEY was changed "
+            "while KEY_ENCRYPTION_KEY was unset, the previous one was not kept: set "
+            "KEY_ENCRYPTION_KEY, start once with the previous GENAPI_API_KEY, then with the new "
+            "one (docs/architecture.md, Keys)"
+        )
+
+    def set_missing_key_notice(self, notice: MissingKeyNotice | None) -> None:
+        """Set who tells a guild's admins that a job waits for a key known nowhere.
+
+        Called once per guild and key per process (the poller logs a warning at every retry
+        anyway); the bot posts it in the guild's admin channel, if it has one. The remedy may be
+        the admins' (set the previous server key again) or the owner's (the previous
+        ``GENAPI_API_KEY``), so the notice names both.
+        """
+        self._missing_notice = notice
+
+    async def _notice_missing(self, guild_id: int, key_fingerprint: str) -> None:
+        if self._missing_notice is None or (guild_id, key_fingerprint) in self._noticed:
+            return
+        if len(self._noticed) >= NOTICES_REMEMBERED:
+            self._noticed.clear()
+        self._noticed.add((guild_id, key_fingerprint))
+        try:
+            await self._missing_notice(guild_id, key_fingerprint)
+        except Exception:  # a notice must never turn a wait into a failure
+            log.warning("guild %d: the missing-key notice failed", guild_id, exc_info=True)
+
+    async def still_held(self, guild_id: int, key: ResolvedKey) -> bool:
+        """Whether ``key``, chosen by :meth:`resolve`, is still kept for ``guild_id``'s jobs.
+
+        Call it once the reservation carrying ``key.fingerprint`` is stored: from then on the
+        key is kept (replacing it retires it). Between :meth:`resolve` and that reservation an
+        admin may have replaced the key, and a key replaced with nothing in flight is dropped:
+        a job submitted with it could never be polled (issue 18, E1).
+
+        Returns:
+            True for the default key (this process holds it), and for the guild's key while it
+            is still its current one (same ciphertext) or among its retired keys. False: release
+            the reservation and choose the key again, before sending anything.
+        """
+        if key.source == "default":
+            return True
+        settings = await self._db.guilds.settings(guild_id)
+        if key.ciphertext is not None and settings.api_key_ciphertext == key.ciphertext:
+            return True
+        retired = await self._db.guilds.retired_keys(guild_id)
+        return any(r.fingerprint == key.fingerprint for r in retired)
+
+    async def keep_default(self) -> list[str]:
+        """Store the default key encrypted, so that its jobs outlive a change of it (at start).
+
+        The previous default keys stay stored while a pending job or a reservation uses them
+        (``GuildRepository.keep_default_key``), where :meth:`resolve_fingerprint` finds them.
+        Without ``KEY_ENCRYPTION_KEY`` nothing is stored (never a key in clear), and a log line
+        says that a change of ``GENAPI_API_KEY`` would leave the old key's jobs waiting
+        (:class:`KeyUnknown`, with a warning per poll) until it is back.
+
+        Returns:
+            The fingerprints of previous default keys still kept (empty without a default key or
+            without ``KEY_ENCRYPTION_KEY``).
+        """
+        default = self._default_key
+        if default is None:
+            return []
+        if not self._vault.available:
+            log.info(
+                "GENAPI_API_KEY (%s) is not kept across a change of it, as KEY_ENCRYPTION_KEY "
+                "is unset: should it change, the jobs pending on the old key wait (never fail) "
+                "until it is back",
+                default.fingerprint,
+            )
+            return []
+        ciphertext = self._vault.encrypt(default.key.get_secret_value())
+        kept = await self._db.guilds.keep_default_key(
+            default.fingerprint, ciphertext, self._clock.time()
+        )
+        for previous in kept:
+            log.info("previous GENAPI_API_KEY %s kept (encrypted) until its jobs end", previous)
+        return kept
 
     def _remember(self, guild_id: int, resolved: ResolvedKey) -> ResolvedKey:
         if self._cache_size > 0:
@@ -372,11 +493,12 @@ class KeyResolver:
         return await self.replace_key(guild_id, None)
 
     async def sweep_retired(self) -> int:
-        """Delete retired keys no pending job uses any more; return how many.
+        """Delete retired keys (guilds' and default) nothing live uses any more; how many.
 
-        Migration 0003's trigger does this as each job ends, and retiring a key no job uses
-        keeps nothing; this catches keys whose fingerprint was learned after their last job
-        ended (they were retired while they could not be decrypted).
+        A trigger does this as each job ends, and retiring a key nothing uses keeps nothing;
+        this catches keys whose last reservation went without a job (a refused request), and
+        keys whose fingerprint was learned after their last job ended (they were retired while
+        they could not be decrypted). Run periodically (the reservation sweep).
         """
         return await self._db.guilds.delete_released_keys()
 

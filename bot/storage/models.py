@@ -244,6 +244,9 @@ class Reservation:
         amount_cents: cents held (known video cost, or the learned estimate).
         created_at: UTC epoch seconds.
         expires_at: UTC epoch seconds; after it the hold no longer counts.
+        key_fingerprint: the fingerprint of the key the request is sent with: while the
+            reservation lives that key is kept (issue 18, E1); None when not known (made before
+            schema 0011, SQLite / 0006, PostgreSQL: it then keeps every key of its guild).
     """
 
     id: int
@@ -254,6 +257,7 @@ class Reservation:
     amount_cents: Decimal
     created_at: float
     expires_at: float
+    key_fingerprint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -533,8 +533,14 @@ class LedgerRepository(Protocol):
         amount_cents: Decimal,
         created_at: float,
         expires_at: float,
+        key_fingerprint: str | None = None,
     ) -> Reservation:
         """Hold ``amount_cents`` (>= 0) for a request in flight until ``expires_at``.
+
+        ``key_fingerprint`` names the key the request is sent with: while the reservation
+        exists (expired or not, until deleted) that key is not dropped by
+        :meth:`GuildRepository.replace_api_key` nor released (issue 18, E1), since its task may
+        be stored a moment later. None: unknown, every key of the guild is kept meanwhile.
 
         Raises:
             ConstraintError: a negative amount.
@@ -566,7 +572,8 @@ class GuildRepository(Protocol):
     """Per-guild settings: limits, channels, the notified problem, current and retired API keys.
 
     Keys are stored Fernet-encrypted only (``ciphertext``) with their last four characters for
-    display; a plaintext key never reaches storage.
+    display; a plaintext key never reaches storage. The bot's default keys (``GENAPI_API_KEY``,
+    current and previous) are kept here too, encrypted the same way (issue 18, E4).
     """
 
     async def lock(self, guild_id: int) -> None:
@@ -646,8 +653,9 @@ class GuildRepository(Protocol):
         Args:
             guild_id: the guild.
             new: the new key's ciphertext and last four characters; None to remove the key.
-            retire: first move the current key to the retired keys if a pending job of the
-                guild uses it (all in one transaction: a pending job's key is never missing).
+            retire: first move the current key to the retired keys if a pending job or a
+                reservation (a request in flight) of the guild uses it, all in one transaction
+                under the guild's lock: a live job's key is never missing.
             old_fingerprint: the current key's fingerprint; None when it cannot be decrypted
                 now (then it is retired whatever its jobs, as they cannot be counted).
             at: UTC epoch seconds, the retirement time.
@@ -666,11 +674,38 @@ class GuildRepository(Protocol):
         ...
 
     async def delete_released_keys(self) -> int:
-        """Delete the retired keys (fingerprint known) no pending job uses; return how many."""
+        """Delete the retired keys no pending job nor reservation uses; return how many.
+
+        Guilds' retired keys (fingerprint known) and retired default keys (:meth:`keep_default_key`)
+        alike.
+        """
+        ...
+
+    async def keep_default_key(
+        self, key_fingerprint: str, ciphertext: bytes, at: float
+    ) -> list[str]:
+        """Store the bot's default key (``GENAPI_API_KEY``) encrypted; retire the previous ones.
+
+        In one transaction: the key is stored (or its ciphertext replaced) as current; any other
+        current default key is retired at ``at``; retired default keys that no pending job and
+        no reservation use are deleted (issue 18, E4).
+
+        Args:
+            key_fingerprint: :func:`bot.services.keys.fingerprint` of the key.
+            ciphertext: the key, Fernet-encrypted with ``KEY_ENCRYPTION_KEY``.
+            at: UTC epoch seconds.
+
+        Returns:
+            The fingerprints of the retired default keys still kept (something uses them).
+        """
+        ...
+
+    async def default_key(self, key_fingerprint: str) -> bytes | None:
+        """Return the ciphertext of the stored default key with that fingerprint, or None."""
         ...
 
     async def reencrypt_keys(self, reencrypt: Callable[[bytes], bytes]) -> int:
-        """Replace every stored ciphertext (current and retired keys) by ``reencrypt(it)``.
+        """Replace every stored ciphertext (current, retired and default keys) by ``reencrypt(it)``.
 
         All or none: one transaction.
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
+from bot.services.keys import fingerprint
 from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 from tests.e2e.test_commands_e2e import submit_video
 
@@ -49,6 +52,49 @@ async def test_a_video_outlives_the_key_that_made_it(world: World) -> None:
     assert "no longer configured" not in log
     for key in (old_key, new_key):
         assert key not in log
+
+
+def identifies(world: World) -> int:
+    return sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+
+async def test_a_video_outlives_a_change_of_the_bots_default_key(world: World) -> None:
+    """Issue 18, E4: the owner restarts with a new GENAPI_API_KEY (after a leak) mid-video."""
+    old_key = world.key
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        _, placeholder = await submit_video(world, "a harbour at night")  # on the default key
+        await world.bot.stop()
+        assert "/files/" not in world.discord.messages[placeholder.id].text
+        new_key = world.api.create_key(balance_cents=1_000_000)
+        world.bot.env["GENAPI_API_KEY"] = new_key
+        world.key = new_key  # what the other scenarios, and the module's checks, now use
+        before = identifies(world)
+        await world.bot.start()
+        await world.discord.signal.wait_for(
+            lambda: True if identifies(world) > before else None, 60, "IDENTIFY after restart"
+        )
+        await world.discord.wait_ready(timeout=60)
+
+        done = await world.discord.wait_for_edit(
+            placeholder.id, lambda m: "/files/" in m.text, timeout=40
+        )
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    assert result_url(done).endswith(".mp4")
+    task_id = result_url(done).rsplit("/", 1)[1].removesuffix(".mp4")
+    polls = [r for r in world.api.requests if r.path.startswith(f"/api/v1/video/{task_id}")]
+    assert polls and {r.key for r in polls} == {old_key}  # a task belongs to its key
+    log = world.bot.log()
+    assert f"previous GENAPI_API_KEY {fingerprint(old_key)} kept" in log
+    assert "known nowhere" not in log and "no longer configured" not in log
+    for key in (old_key, new_key):
+        assert key not in log
+    # Its last job ended: only the current default key is still stored (encrypted).
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        stored = db.execute("SELECT fingerprint, ciphertext FROM default_keys").fetchall()
+    assert [row[0] for row in stored] == [fingerprint(new_key)]
+    assert new_key.encode() not in stored[0][1]
 
 
 async def test_a_server_on_the_shared_key_sees_neither_its_balance_nor_top_up_advice(

@@ -25,6 +25,7 @@ TABLES: Final = (
     "guild_settings",
     "allowed_channels",
     "retired_keys",
+    "default_keys",
     "ledger",
     "charge_anomalies",
     "reservations",

@@ -1,8 +1,9 @@
 """PostgreSQL guilds: :class:`bot.storage.repositories.GuildRepository` over an :class:`Executor`.
 
-Tables ``guild_settings``, ``allowed_channels`` and ``retired_keys``. :meth:`PgGuilds.lock` is
-the guild's advisory lock (``pg_advisory_xact_lock(guild_id)``), held until the transaction
-ends; the writes here take it too, so that a check-then-write of one guild never interleaves.
+Tables ``guild_settings``, ``allowed_channels``, ``retired_keys`` and ``default_keys``.
+:meth:`PgGuilds.lock` is the guild's advisory lock (``pg_advisory_xact_lock(guild_id)``), held
+until the transaction ends; the writes here take it too, so that a check-then-write of one guild
+never interleaves.
 """
 
 from __future__ import annotations
@@ -12,6 +13,25 @@ from collections.abc import Callable, Iterable, Mapping
 from bot.storage.models import GuildSettings, RetiredKey
 from bot.storage.postgres.engine import Executor
 from bot.storage.repositories import UNSET, LimitUpdate, limit_changes
+
+RELEASED_RETIRED_KEYS_SQL = (
+    "DELETE FROM retired_keys WHERE fingerprint IS NOT NULL AND NOT EXISTS ("
+    " SELECT 1 FROM jobs WHERE jobs.status = 'pending'"
+    " AND jobs.guild_id = retired_keys.guild_id"
+    " AND jobs.key_fingerprint = retired_keys.fingerprint)"
+    " AND NOT EXISTS (SELECT 1 FROM reservations r WHERE r.guild_id = retired_keys.guild_id"
+    " AND (r.key_fingerprint = retired_keys.fingerprint OR r.key_fingerprint IS NULL))"
+)
+"""Deletes the guilds' retired keys that no pending job and no reservation uses."""
+
+RELEASED_DEFAULT_KEYS_SQL = (
+    "DELETE FROM default_keys WHERE retired_at IS NOT NULL AND NOT EXISTS ("
+    " SELECT 1 FROM jobs WHERE jobs.status = 'pending'"
+    " AND jobs.key_fingerprint = default_keys.fingerprint)"
+    " AND NOT EXISTS (SELECT 1 FROM reservations r"
+    " WHERE r.key_fingerprint = default_keys.fingerprint OR r.key_fingerprint IS NULL)"
+)
+"""Deletes the retired default keys that no pending job (of any guild) nor reservation uses."""
 
 
 class PgGuilds:
@@ -167,11 +187,23 @@ class PgGuilds:
         )
         if row is None or row["api_key_ciphertext"] is None:
             return
-        in_use = key_fingerprint is None or await tx.integer(
-            "SELECT COUNT(*) FROM jobs WHERE status = 'pending'"
-            " AND guild_id = $1 AND key_fingerprint = $2",
-            guild_id,
-            key_fingerprint,
+        # A reservation is a request in flight on the key: its job may be stored a moment
+        # from now (issue 18, E1); both are written under the guild's lock, held here. One
+        # with no fingerprint (older schema) may be on any key.
+        in_use = (
+            key_fingerprint is None
+            or await tx.integer(
+                "SELECT COUNT(*) FROM jobs WHERE status = 'pending'"
+                " AND guild_id = $1 AND key_fingerprint = $2",
+                guild_id,
+                key_fingerprint,
+            )
+            or await tx.integer(
+                "SELECT COUNT(*) FROM reservations WHERE guild_id = $1"
+                " AND (key_fingerprint = $2 OR key_fingerprint IS NULL)",
+                guild_id,
+                key_fingerprint,
+            )
         )
         if in_use:
             await tx.run(
@@ -218,13 +250,46 @@ class PgGuilds:
             )
 
     async def delete_released_keys(self) -> int:
-        """Delete the retired keys no pending job uses; return how many."""
-        return await self._sql.run(
-            "DELETE FROM retired_keys WHERE fingerprint IS NOT NULL AND NOT EXISTS ("
-            " SELECT 1 FROM jobs WHERE jobs.status = 'pending'"
-            " AND jobs.guild_id = retired_keys.guild_id"
-            " AND jobs.key_fingerprint = retired_keys.fingerprint)"
+        """Delete the retired keys (guilds' and default) nothing live uses; return how many."""
+        async with self._sql.write() as tx:
+            return await tx.run(RELEASED_RETIRED_KEYS_SQL) + await tx.run(RELEASED_DEFAULT_KEYS_SQL)
+
+    async def keep_default_key(
+        self, key_fingerprint: str, ciphertext: bytes, at: float
+    ) -> list[str]:
+        """Store the current default key, retire the others, drop the released ones.
+
+        Returns:
+            The fingerprints of the retired default keys still kept, oldest retirement first.
+        """
+        async with self._sql.write() as tx:
+            await tx.run(
+                "INSERT INTO default_keys (fingerprint, ciphertext, stored_at) VALUES ($1, $2, $3)"
+                " ON CONFLICT (fingerprint) DO UPDATE SET ciphertext = EXCLUDED.ciphertext,"
+                " stored_at = EXCLUDED.stored_at, retired_at = NULL",
+                key_fingerprint,
+                ciphertext,
+                at,
+            )
+            await tx.run(
+                "UPDATE default_keys SET retired_at = $1 WHERE retired_at IS NULL"
+                " AND fingerprint <> $2",
+                at,
+                key_fingerprint,
+            )
+            await tx.run(RELEASED_DEFAULT_KEYS_SQL)
+            rows = await tx.all(
+                "SELECT fingerprint FROM default_keys WHERE retired_at IS NOT NULL"
+                " ORDER BY retired_at, fingerprint"
+            )
+        return [str(row["fingerprint"]) for row in rows]
+
+    async def default_key(self, key_fingerprint: str) -> bytes | None:
+        """Return the ciphertext of the stored default key with that fingerprint, or None."""
+        row = await self._sql.one(
+            "SELECT ciphertext FROM default_keys WHERE fingerprint = $1", key_fingerprint
         )
+        return None if row is None else bytes(row["ciphertext"])
 
     async def reencrypt_keys(self, reencrypt: Callable[[bytes], bytes]) -> int:
         """Replace every stored ciphertext by ``reencrypt(it)`` in one transaction; how many."""
@@ -245,6 +310,13 @@ class PgGuilds:
                     "UPDATE retired_keys SET ciphertext = $1 WHERE id = $2",
                     reencrypt(row["ciphertext"]),
                     row["id"],
+                )
+                count += 1
+            for row in await tx.all("SELECT fingerprint, ciphertext FROM default_keys FOR UPDATE"):
+                await tx.run(
+                    "UPDATE default_keys SET ciphertext = $1 WHERE fingerprint = $2",
+                    reencrypt(row["ciphertext"]),
+                    row["fingerprint"],
                 )
                 count += 1
         return count

@@ -169,6 +169,7 @@ class PgLedger:
         amount_cents: Decimal,
         created_at: float,
         expires_at: float,
+        key_fingerprint: str | None = None,
     ) -> Reservation:
         """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds).
 
@@ -179,8 +180,8 @@ class PgLedger:
             await tx.lock_guild(guild_id)
             reservation_id = await tx.returning(
                 "INSERT INTO reservations"
-                " (guild_id, user_id, kind, model, amount_micro, created_at, expires_at)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
+                " (guild_id, user_id, kind, model, amount_micro, created_at, expires_at,"
+                " key_fingerprint) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
                 guild_id,
                 user_id,
                 kind.value,
@@ -188,9 +189,18 @@ class PgLedger:
                 to_micro(amount_cents),
                 created_at,
                 expires_at,
+                key_fingerprint,
             )
         return Reservation(
-            reservation_id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at
+            reservation_id,
+            guild_id,
+            user_id,
+            kind,
+            model,
+            amount_cents,
+            created_at,
+            expires_at,
+            key_fingerprint,
         )
 
     async def delete_reservation(self, reservation_id: int) -> bool:

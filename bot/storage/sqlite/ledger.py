@@ -158,16 +158,34 @@ class SqliteLedger:
         amount_cents: Decimal,
         created_at: float,
         expires_at: float,
+        key_fingerprint: str | None = None,
     ) -> Reservation:
         """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds)."""
         reservation_id = await self._sql.insert(
             "INSERT INTO reservations"
-            " (guild_id, user_id, kind, model, amount_micro, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (guild_id, user_id, kind.value, model, to_micro(amount_cents), created_at, expires_at),
+            " (guild_id, user_id, kind, model, amount_micro, created_at, expires_at,"
+            " key_fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                guild_id,
+                user_id,
+                kind.value,
+                model,
+                to_micro(amount_cents),
+                created_at,
+                expires_at,
+                key_fingerprint,
+            ),
         )
         return Reservation(
-            reservation_id, guild_id, user_id, kind, model, amount_cents, created_at, expires_at
+            reservation_id,
+            guild_id,
+            user_id,
+            kind,
+            model,
+            amount_cents,
+            created_at,
+            expires_at,
+            key_fingerprint,
         )
 
     async def delete_reservation(self, reservation_id: int) -> bool:
