@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.errors import BudgetExceeded, ValidationFailed
+from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
@@ -213,6 +213,19 @@ async def test_an_unreadable_answer_keeps_its_budget_held(stack: Stack, who: Req
         await stack.generation.video(who, VideoOptions("a fox", model.id))
     report = await stack.billing.report(who.guild_id)
     assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+
+
+async def test_a_gateways_502_after_sending_keeps_its_budget_held(
+    stack: Stack, who: Requester
+) -> None:
+    # Issue 18, E9: the gateway's JSON 502 may hide a processed, charged request.
+    model = await video_model(stack, needs_image=False)
+    stack.api.inject_fault("gateway_502", 1)
+    with pytest.raises(api_errors.APIStatusError) as bad:
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+    assert "may still have been charged" in user_message(bad.value)
 
 
 async def test_a_refused_generation_releases_its_budget(stack: Stack, who: Requester) -> None:

@@ -168,8 +168,12 @@ def may_have_charged(exc: api.GenAPIError) -> bool:
     """Whether a failed generation call may still have been charged by the service.
 
     True when the request reached the service and we could not read its answer: a timeout, a
-    dropped connection, or a body that is not the spec's JSON.
+    dropped connection, a body that is not the spec's JSON, or a 5xx other than
+    ``GENERATION_FAILED`` (a gateway's 502/504 may hide a processed request;
+    docs/genapi-choices.md).
     """
+    if isinstance(exc, api.ServerError):
+        return exc.may_have_charged
     if isinstance(exc, api.APIConnectionError):
         return exc.request_sent
     return isinstance(exc, api.MalformedResponseError)
@@ -670,7 +674,7 @@ class GenerationService:
         """Await a charging call; release the reservation only if nothing can have been charged.
 
         A refusal (4xx, ``GENERATION_FAILED``) charged nothing. A timeout, a dropped connection,
-        a body we could not read, or a cancellation may still have been charged: that
+        a body we could not read, another 5xx, or a cancellation may still have been charged: that
         reservation is kept until it expires, holding the budget conservatively.
         """
         try:
