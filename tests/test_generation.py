@@ -150,6 +150,50 @@ async def test_a_bad_image_request_is_refused_before_any_call(
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
 
 
+@pytest.mark.parametrize(
+    ("url", "sentence"),
+    [
+        ("https://user:secret@cdn.example/fox.png", "user name or password"),
+        ("https://token@cdn.example/fox.png", "user name or password"),
+        ("https://localhost/fox.png", "public address"),
+        ("https://LOCALHOST./fox.png", "public address"),
+        ("https://admin.localhost:8080/fox.png", "public address"),
+        ("https://127.0.0.1/fox.png", "public address"),
+        ("https://127.1/fox.png", "public address"),
+        ("https://[::1]/fox.png", "public address"),
+        ("https://[::ffff:10.0.0.1]/fox.png", "public address"),
+        ("https://10.0.0.5/fox.png", "public address"),
+        ("https://192.168.1.20:8443/fox.png", "public address"),
+        ("https://169.254.169.254/latest/meta-data/", "public address"),
+        ("https://[fe80::1]/fox.png", "public address"),
+        ("https://240.0.0.1/fox.png", "public address"),
+        ("https://0.0.0.0/fox.png", "public address"),
+        ("https://cdn.example:notaport/fox.png", "not a valid web address"),
+    ],
+)
+async def test_a_typed_image_url_to_a_private_place_is_refused(
+    stack: Stack, who: Requester, url: str, sentence: str
+) -> None:
+    # Issue 18, S2: the service would fetch it from inside its network, or log the password.
+    for options in (
+        ImageOptions("a fox", mode="i2i", image_url=url),
+        ImageOptions("a fox", mode="i2i", image_urls=("https://cdn.example/a.png", url)),
+    ):
+        with pytest.raises(ValidationFailed, match=sentence):
+            await stack.generation.image(who, options)
+    model = await video_model(stack, needs_image=True)
+    with pytest.raises(ValidationFailed, match=sentence):
+        await stack.generation.video(who, VideoOptions("a fox", model.id, image_url=url))
+    assert stack.posts() == 0
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+async def test_a_typed_image_url_on_a_public_host_is_sent(stack: Stack, who: Requester) -> None:
+    for url in ("https://cdn.example/fox.png", "https://93.184.215.14:8443/fox.png"):
+        await stack.generation.image(who, ImageOptions("a fox", mode="i2i", image_url=url))
+        assert stack.api.requests[-1].json["image_url"] == url
+
+
 async def test_several_reference_images_go_as_image_urls(stack: Stack, who: Requester) -> None:
     options = ImageOptions(
         "the two of them together",
@@ -176,6 +220,7 @@ async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester)
         (None, 10, "not an image"),
         ("application/pdf", 10, "not an image"),
         ("image/png", 20 * 1024 * 1024 + 1, "at most 20 MiB"),
+        ("image/png", 0, "empty"),  # issue 18: sent upstream and charged before
     ],
 )
 def test_an_attachment_must_be_a_small_enough_image(
