@@ -120,12 +120,14 @@ class PublicResolver(AbstractResolver):
     """
 
     def __init__(self, inner: AbstractResolver | None = None) -> None:
-        self._inner = inner if inner is not None else aiohttp.DefaultResolver()
+        self._inner = inner
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         """Resolve ``host`` and keep its public addresses; refuse it if none is left."""
+        if self._inner is None:  # made in the running loop, as aiohttp's resolvers expect
+            self._inner = aiohttp.DefaultResolver()
         found = await self._inner.resolve(host, port, family)
         public = [result for result in found if _public(result["host"])]
         if not public:
@@ -135,7 +137,8 @@ class PublicResolver(AbstractResolver):
 
     async def close(self) -> None:
         """Release the inner resolver."""
-        await self._inner.close()
+        if self._inner is not None:
+            await self._inner.close()
 
 
 def _public(host: str) -> bool:
@@ -167,7 +170,12 @@ class OutputTransport(httpx.AsyncBaseTransport):
     ) -> None:
         self._api_origin = origin(httpx.URL(api_base_url)) if api_base_url else None
         self._api = api if api is not None else ApiTransport()
-        self._public = public if public is not None else ApiTransport(client=_public_session)
+        # aiohttp's connector does not close a resolver it was given: closed in aclose().
+        self._resolver: PublicResolver | None = None
+        if public is None:
+            resolver = self._resolver = PublicResolver()
+            public = ApiTransport(client=lambda: _public_session(resolver))
+        self._public = public
 
     def _transport_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport:
         if origin(url) == self._api_origin:
@@ -213,14 +221,14 @@ class OutputTransport(httpx.AsyncBaseTransport):
             await self._public.aclose()
         finally:
             await self._api.aclose()
+            if self._resolver is not None:
+                await self._resolver.close()
 
 
-def _public_session() -> aiohttp.ClientSession:
+def _public_session(resolver: PublicResolver) -> aiohttp.ClientSession:
     # Built lazily by the transport, inside the running loop. TLS as httpx verifies it;
     # no proxy from the environment (trust_env is off), which would resolve names for us.
-    connector = aiohttp.TCPConnector(
-        resolver=PublicResolver(), ssl=httpx.create_ssl_context(), limit=50
-    )
+    connector = aiohttp.TCPConnector(resolver=resolver, ssl=httpx.create_ssl_context(), limit=50)
     return aiohttp.ClientSession(connector=connector)
 
 
