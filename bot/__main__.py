@@ -271,7 +271,9 @@ async def run_worker(settings: Settings) -> None:
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
-            announcer=DiscordAnnouncer(client, clock=clock, sandbox=services.sandbox),
+            announcer=DiscordAnnouncer(
+                client, clock=clock, sandbox=services.sandbox, http=services.downloads
+            ),
             clock=clock,
             job_timeout=settings.job_timeout_seconds,
             lease=settings.poll_lease_seconds,

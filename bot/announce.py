@@ -13,7 +13,9 @@ poller's (docs/architecture.md, "Delivery").
 
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
 memory) and attached under the provider's file name, so the result outlives the provider's
-URL, which stays as a link too. Too large, or not downloadable: the link alone, and why.
+URL, which stays as a link too. Too large, not downloadable, or refused by the download rule
+(``bot.genapi.outputs``: no private addresses, no redirect to another site): the link alone,
+and why.
 
 Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
 embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
@@ -35,6 +37,7 @@ import discord
 import httpx
 
 from bot.clock import Clock
+from bot.genapi.outputs import DownloadRefused, output_client
 from bot.poller import SHOWN, Attempt
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
@@ -170,7 +173,9 @@ class DiscordAnnouncer:
         client: the logged-in bot.
         clock: wall time, for the elapsed time shown.
         sandbox: mark every result as made by the sandbox emulator.
-        http: the client results are downloaded with; one is made per download if None.
+        http: the one pooled client results are downloaded with (``output_client``, built by
+            ``bot.wiring``); if None, one under the same rule is made per download, trusting
+            no origin (every output must be https on a public address).
         schedule: estimates when a pending job will be ready (shown on its card); None shows
             no estimate.
     """
@@ -271,6 +276,9 @@ class DiscordAnnouncer:
             except TooLarge:
                 why = f"larger than this server's upload limit ({format_bytes(limit)})"
                 break
+            except DownloadRefused as exc:
+                why = f"not downloaded: {exc.reason}"
+                break
             except (httpx.HTTPError, TimeoutError) as exc:
                 log.info("download of job %s output failed: %s", job.id, type(exc).__name__)
                 why = "the download from the service failed"
@@ -285,7 +293,7 @@ class DiscordAnnouncer:
     async def _download(self, url: str, limit: int) -> bytes:
         if self._http is not None:
             return await download(self._http, url, limit)
-        async with httpx.AsyncClient(follow_redirects=True) as http:
+        async with output_client(None) as http:
             return await download(http, url, limit)
 
     async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:

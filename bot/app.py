@@ -135,7 +135,11 @@ class GenBot(commands.AutoShardedBot):
             keys=services.keys,
             schedule=services.schedule,
             announcer=DiscordAnnouncer(
-                self, clock=services.clock, sandbox=services.sandbox, schedule=services.schedule
+                self,
+                clock=services.clock,
+                sandbox=services.sandbox,
+                http=services.downloads,
+                schedule=services.schedule,
             ),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,

@@ -229,6 +229,11 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
                 "The generation service gave an answer we could not read; it may still have "
                 "charged for it, so check `/usage` and `/jobs` before trying again."
             )
+        case api.ServerError(may_have_charged=True):
+            return (
+                "The generation service answered with an error after the request was sent; it "
+                "may still have been charged, so check `/usage` and `/jobs` before trying again."
+            )
         case api.APIStatusError():
             return "The generation service had a problem; try again later."
         case _:

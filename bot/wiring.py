@@ -23,6 +23,7 @@ from bot.config import Settings, SettingsError, redact_database_url
 from bot.genapi.budget import RATE_WINDOW_MARGIN, BudgetRules
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
+from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.transport import ApiTransport
@@ -52,6 +53,9 @@ class Services:
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
             limiter and billing where they are built.
+        downloads: the one pooled client results are downloaded with, under the download
+            rule (``bot.genapi.outputs``: the API's origin, else https on public addresses);
+            None where no network was set up (the tests' services).
     """
 
     settings: Settings
@@ -68,6 +72,7 @@ class Services:
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
+    downloads: httpx.AsyncClient | None = None
 
 
 OnSecret = Callable[[str], None]
@@ -147,6 +152,7 @@ def assemble_services(
     *,
     metrics: Metrics | None = None,
     on_secret: OnSecret | None = None,
+    downloads: httpx.AsyncClient | None = None,
 ) -> Services:
     """Build the services over an open database and API client (no I/O).
 
@@ -158,6 +164,7 @@ def assemble_services(
         default_key: the bot-wide key; None when servers must bring their own.
         metrics: the process's metrics; a fresh, unserved registry when None.
         on_secret: learns every key the vault encrypts or decrypts.
+        downloads: the client results are downloaded with (:attr:`Services.downloads`).
     """
     metrics = Metrics() if metrics is None else metrics
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
@@ -197,6 +204,7 @@ def assemble_services(
         sandbox=settings.sandbox,
         default_key=default_key,
         metrics=metrics,
+        downloads=downloads,
     )
 
 
@@ -234,6 +242,8 @@ async def build_services(
     # aiohttp's pool under httpx's interface: under half httpcore's CPU a poll (transport.py).
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
     http = await stack.enter_async_context(httpx.AsyncClient(transport=ApiTransport(limits=limits)))
+    # Results are fetched by their own pool: an output URL is the service's choice, not ours.
+    downloads = await stack.enter_async_context(output_client(base_url))
     metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
     rules = BudgetRules(
@@ -254,7 +264,14 @@ async def build_services(
         metrics=metrics,
     )
     services = assemble_services(
-        settings, clock, db, client, default_key, metrics=metrics, on_secret=on_secret
+        settings,
+        clock,
+        db,
+        client,
+        default_key,
+        metrics=metrics,
+        on_secret=on_secret,
+        downloads=downloads,
     )
     if settings.genapi_base_url is not None:
         # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).

@@ -11,6 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.errors import user_message
 from bot.genapi import errors
 from bot.genapi.client import (
     MAX_RETRY_AFTER,
@@ -23,6 +24,7 @@ from bot.genapi.ratelimit import Priority, RateLimiter
 from bot.genapi.transport import ApiTransport
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import video_cost_cents
+from bot.services.generation import may_have_charged
 
 
 @pytest.fixture
@@ -202,7 +204,8 @@ async def test_every_error_code_of_the_emulator(
         (402, "INSUFFICIENT_CREDITS", errors.InsufficientCreditsError),
         (429, "RATE_LIMITED", errors.RateLimitedError),
         (500, "GENERATION_FAILED", errors.GenerationFailedError),
-        (503, "SOMETHING_NEW", errors.APIStatusError),
+        (503, "SOMETHING_NEW", errors.ServerError),
+        (409, "SOMETHING_NEW", errors.APIStatusError),
     ],
 )
 def test_error_codes_map_to_one_class_each(status: int, code: str, exception: type) -> None:
@@ -302,6 +305,32 @@ async def test_a_bad_gateway_page_on_a_generation_is_a_clear_error(
         await client.generate_text(key, TextRequest(prompt="hi"))
     assert bad.value.status == 502
     assert "text/html" in str(bad.value)
+
+
+async def test_a_gateways_json_502_on_a_generation_may_have_charged(
+    client: GenAPIClient, api: GenApiEmulator, key: SecretStr
+) -> None:
+    # Issue 18, E9: a gateway answered 502 in the spec's error shape after the service had
+    # processed and charged the request; only GENERATION_FAILED proves nothing was charged.
+    api.inject_fault("gateway_502", 1)
+    with pytest.raises(errors.APIStatusError) as bad:
+        await client.generate_text(key, TextRequest(prompt="hi"))
+    assert bad.value.status == 502
+    assert api.balance(key.get_secret_value()) < 10_000  # the service did charge
+    assert len([r for r in api.requests if r.method == "POST"]) == 1  # never sent again
+    assert may_have_charged(bad.value)
+    assert "may still have been charged" in user_message(bad.value)
+    assert "try again later" not in user_message(bad.value)
+
+
+async def test_a_json_5xx_on_a_get_charged_nothing(
+    client: GenAPIClient, api: GenApiEmulator, key: SecretStr
+) -> None:
+    api.inject_fault("500", 3)  # every attempt of the catalogue's GET
+    with pytest.raises(errors.APIStatusError) as bad:
+        await client.list_models(key)
+    assert not may_have_charged(bad.value)
+    assert user_message(bad.value) == "The generation service had a problem; try again later."
 
 
 async def test_a_connect_error_is_retried_because_nothing_was_sent(clock: ManualClock) -> None:

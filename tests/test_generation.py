@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.errors import BudgetExceeded, ValidationFailed
+from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
@@ -150,6 +150,50 @@ async def test_a_bad_image_request_is_refused_before_any_call(
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
 
 
+@pytest.mark.parametrize(
+    ("url", "sentence"),
+    [
+        ("https://user:secret@cdn.example/fox.png", "user name or password"),
+        ("https://token@cdn.example/fox.png", "user name or password"),
+        ("https://localhost/fox.png", "public address"),
+        ("https://LOCALHOST./fox.png", "public address"),
+        ("https://admin.localhost:8080/fox.png", "public address"),
+        ("https://127.0.0.1/fox.png", "public address"),
+        ("https://127.1/fox.png", "public address"),
+        ("https://[::1]/fox.png", "public address"),
+        ("https://[::ffff:10.0.0.1]/fox.png", "public address"),
+        ("https://10.0.0.5/fox.png", "public address"),
+        ("https://192.168.1.20:8443/fox.png", "public address"),
+        ("https://169.254.169.254/latest/meta-data/", "public address"),
+        ("https://[fe80::1]/fox.png", "public address"),
+        ("https://240.0.0.1/fox.png", "public address"),
+        ("https://0.0.0.0/fox.png", "public address"),
+        ("https://cdn.example:notaport/fox.png", "not a valid web address"),
+    ],
+)
+async def test_a_typed_image_url_to_a_private_place_is_refused(
+    stack: Stack, who: Requester, url: str, sentence: str
+) -> None:
+    # Issue 18, S2: the service would fetch it from inside its network, or log the password.
+    for options in (
+        ImageOptions("a fox", mode="i2i", image_url=url),
+        ImageOptions("a fox", mode="i2i", image_urls=("https://cdn.example/a.png", url)),
+    ):
+        with pytest.raises(ValidationFailed, match=sentence):
+            await stack.generation.image(who, options)
+    model = await video_model(stack, needs_image=True)
+    with pytest.raises(ValidationFailed, match=sentence):
+        await stack.generation.video(who, VideoOptions("a fox", model.id, image_url=url))
+    assert stack.posts() == 0
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+async def test_a_typed_image_url_on_a_public_host_is_sent(stack: Stack, who: Requester) -> None:
+    for url in ("https://cdn.example/fox.png", "https://93.184.215.14:8443/fox.png"):
+        await stack.generation.image(who, ImageOptions("a fox", mode="i2i", image_url=url))
+        assert stack.api.requests[-1].json["image_url"] == url
+
+
 async def test_several_reference_images_go_as_image_urls(stack: Stack, who: Requester) -> None:
     options = ImageOptions(
         "the two of them together",
@@ -176,6 +220,7 @@ async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester)
         (None, 10, "not an image"),
         ("application/pdf", 10, "not an image"),
         ("image/png", 20 * 1024 * 1024 + 1, "at most 20 MiB"),
+        ("image/png", 0, "empty"),  # issue 18: sent upstream and charged before
     ],
 )
 def test_an_attachment_must_be_a_small_enough_image(
@@ -213,6 +258,19 @@ async def test_an_unreadable_answer_keeps_its_budget_held(stack: Stack, who: Req
         await stack.generation.video(who, VideoOptions("a fox", model.id))
     report = await stack.billing.report(who.guild_id)
     assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+
+
+async def test_a_gateways_502_after_sending_keeps_its_budget_held(
+    stack: Stack, who: Requester
+) -> None:
+    # Issue 18, E9: the gateway's JSON 502 may hide a processed, charged request.
+    model = await video_model(stack, needs_image=False)
+    stack.api.inject_fault("gateway_502", 1)
+    with pytest.raises(api_errors.APIStatusError) as bad:
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    report = await stack.billing.report(who.guild_id)
+    assert report.reserved_cents == video_cost_cents(model.cost_cents_per_5s, 5)
+    assert "may still have been charged" in user_message(bad.value)
 
 
 async def test_a_refused_generation_releases_its_budget(stack: Stack, who: Requester) -> None:

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable
 
 from bot.clock import ManualClock
-from bot.poller import SHOWN, Attempt, Poller
+from bot.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, SHOWN, Attempt, Poller
 from bot.services.generation import Requester, VideoOptions
 from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack
@@ -132,6 +132,37 @@ async def test_a_failed_video_is_announced_with_the_reason(stack: Stack, who: Re
     assert shown.id == job.id
     assert shown.status is JobStatus.FAILED
     assert "moderation" in (shown.error or "")
+
+
+async def test_a_transient_404_on_a_poll_does_not_fail_the_paid_video(
+    stack: Stack, who: Requester
+) -> None:
+    # Issue 18, E8: a node that does not know the task yet answers 404 to the first polls.
+    (job,) = await submit(stack, who)
+    stack.api.inject_fault("404", 2)
+    announcer = RecordingAnnouncer()
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
+    (shown,) = announcer.results
+    assert shown.id == job.id
+    assert shown.status is JobStatus.COMPLETED
+    assert shown.outputs
+    assert [r.status for r in stack.api.requests if job.task_id in r.path][:2] == [404, 404]
+
+
+async def test_a_task_the_service_keeps_not_knowing_fails_after_minutes_of_404s(
+    stack: Stack, who: Requester
+) -> None:
+    (job,) = await submit(stack, who)
+    del stack.api.tasks[job.task_id]  # every poll of it is now a 404
+    announcer = RecordingAnnouncer()
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
+    (shown,) = announcer.results
+    assert shown.status is JobStatus.FAILED
+    assert "has not known this task" in (shown.error or "")
+    not_found = [r for r in stack.api.requests if job.task_id in r.path and r.status == 404]
+    assert len(not_found) >= NOT_FOUND_FAILURES
+    assert not_found[-1].time - not_found[0].time >= NOT_FOUND_SECONDS
+    assert len(not_found) <= 15  # backed off: a lost task does not eat the key's budget
 
 
 async def test_a_restart_announces_what_finished_but_was_not_shown(

@@ -109,7 +109,9 @@ def _seconds_until_http_date(value: str) -> float:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> errors.GenAPIError:
+def error_from_response(
+    response: httpx.Response, known: Iterable[str] = (), *, charging: bool = False
+) -> errors.GenAPIError:
     """Turn an error response into the exception of its spec part 7 code.
 
     The single place where HTTP statuses and ``error.code`` become exceptions (see the table in
@@ -119,6 +121,9 @@ def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> 
 
     A 429 is a :class:`~bot.genapi.errors.RateLimitedError` whatever its body: a proxy in front
     of the service may answer with its own page, and its ``Retry-After`` still holds.
+
+    ``charging``: the request was a generation ``POST``; a 5xx other than ``GENERATION_FAILED``
+    then may have charged (:class:`~bot.genapi.errors.ServerError`, ``may_have_charged``).
     """
     status = response.status_code
     try:
@@ -141,6 +146,8 @@ def error_from_response(response: httpx.Response, known: Iterable[str] = ()) -> 
         return errors.ERROR_CODES[code](status, code, message)
     if status == 404:
         return errors.TaskNotFoundError(status, code, message)
+    if status >= 500:
+        return errors.ServerError(status, code, message, may_have_charged=charging)
     return errors.APIStatusError(status, code, message)
 
 
@@ -408,7 +415,9 @@ class GenAPIClient:
                 ) from exc
             self._count(operation, _outcome(response), self._clock.monotonic() - started)
             if response.is_error:
-                error = error_from_response(response, (key.get_secret_value(), *self._known_keys))
+                error = error_from_response(
+                    response, (key.get_secret_value(), *self._known_keys), charging=not idempotent
+                )
                 if isinstance(error, errors.RateLimitedError):
                     limiter.block_for(error.retry_after)
                     if max_wait is not None and error.retry_after > max_wait:

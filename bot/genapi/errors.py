@@ -14,6 +14,7 @@ HTTP   code                    exception
 404    (not in spec)           :class:`TaskNotFoundError`
 429    RATE_LIMITED            :class:`RateLimitedError`
 500    GENERATION_FAILED       :class:`GenerationFailedError`
+5xx    other                   :class:`ServerError` (a generation POST: may have charged)
 other  other                   :class:`APIStatusError`
 =====  ======================  ============================
 
@@ -118,6 +119,26 @@ class RateLimitedError(APIStatusError):
 
 class GenerationFailedError(APIStatusError):
     """500 ``GENERATION_FAILED``: generation failed at the upstream provider."""
+
+
+class ServerError(APIStatusError):
+    """A 5xx whose code is not ``GENERATION_FAILED``: a gateway's 502 or 504, an internal error.
+
+    The spec defines only ``GENERATION_FAILED`` as a 5xx (part 7), which charges nothing. Any
+    other 5xx may come from something in front of the service that gave up after passing the
+    request on, so on a generation ``POST`` the service may have processed and charged it
+    (docs/genapi-choices.md): the budget reservation is kept and the request never re-sent.
+
+    Attributes:
+        may_have_charged: the request was a generation ``POST`` (set by the client); False for
+            a ``GET``, which charges nothing.
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, *, may_have_charged: bool = False
+    ) -> None:
+        super().__init__(status, code, message)
+        self.may_have_charged = may_have_charged
 
 
 class APIConnectionError(GenAPIError):

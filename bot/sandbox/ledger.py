@@ -90,6 +90,8 @@ class Ledger:
         self.file_size: int | None = None
         """Bytes each output file is padded to (None: the tiny real file); see
         :meth:`set_file_size`."""
+        self.files_redirect: str | None = None
+        """Where ``/files`` requests are redirected; see :meth:`redirect_files`."""
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.tasks: dict[str, EmulatedTask] = {}
@@ -310,6 +312,15 @@ class Ledger:
         """Serve every output file padded to ``size`` bytes (a large result); None: as is."""
         self.file_size = size
 
+    def redirect_files(self, origin: str | None) -> None:
+        """Answer ``/files/<name>`` with a 302 to ``<origin>/files/<name>?redirected=1``.
+
+        The redirected request is served: ``origin`` may be the emulator's own (a redirect
+        within the origin) or the emulator under another name (``http://localhost:<port>``,
+        another origin serving the same file). None: serve files directly again.
+        """
+        self.files_redirect = origin
+
     def set_next_text(self, content: str) -> None:
         """Make the next successful ``/text/generate`` answer ``content``."""
         self._next_text = content
@@ -329,7 +340,10 @@ class Ledger:
         ceil(delay)``, as when another client shares the key. These requests are neither
         processed, charged nor rate-counted. ``"slow"`` processes and charges normally and
         holds the response back ``delay`` real seconds, so a client that times out has still
-        been charged.
+        been charged. ``"404"`` answers 404 ``NOT_FOUND`` (a node that does not know the task
+        yet), not processed. ``"gateway_502"`` processes and charges the request normally, then
+        answers 502 ``BAD_GATEWAY`` in the spec's error shape instead of the result, as a
+        gateway in front of the service that gave up waiting: such a POST may have charged.
         """
         self._faults.extend(Fault(kind, delay) for _ in range(count))
 

@@ -152,13 +152,17 @@ class GenApiEmulator(Ledger):
             return response
         record.json = _parse_json(await request.read())
         fault = self._faults.popleft() if self._faults else None
-        if fault is not None and fault.kind != "slow":
+        if fault is not None and fault.kind not in ("slow", "gateway_502"):
             return self._fault_response(fault, request, record)
         response = await self._serve_api(request, handler, record)
         record.status = response.status
         if request.method == "POST":
             self._persist()
-        if fault is not None:
+        if fault is not None and fault.kind == "gateway_502":
+            # Processed (and charged) above; the gateway in front answers in the result's place.
+            response = _error(502, "BAD_GATEWAY", "Sandbox: the gateway gave up waiting")
+            record.status = response.status
+        elif fault is not None:
             await asyncio.sleep(fault.delay)
         return response
 
@@ -173,6 +177,8 @@ class GenApiEmulator(Ledger):
             return web.Response(status=204)
         if kind == "500":
             response = _error(500, "INTERNAL", "Sandbox: injected internal error")
+        elif kind == "404":
+            response = _error(404, "NOT_FOUND", "Sandbox: injected not found")
         elif kind == "429":
             response = _error(429, "RATE_LIMITED", "Sandbox: injected rate limit")
             response.headers["Retry-After"] = str(math.ceil(fault.delay))
@@ -301,6 +307,8 @@ class GenApiEmulator(Ledger):
 
     async def _file(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
+        if self.files_redirect is not None and "redirected" not in request.query:
+            raise web.HTTPFound(f"{self.files_redirect}/files/{name}?redirected=1")
         task = self.tasks.get(files.task_id_of(name) or "")
         if task is not None:
             self._settle(task)

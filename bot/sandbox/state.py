@@ -13,7 +13,9 @@ from decimal import Decimal
 from typing import Any, Literal
 
 TaskStatus = Literal["processing", "completed", "failed"]
-FaultKind = Literal["500", "html_502", "malformed_json", "slow", "drop", "429"]
+FaultKind = Literal[
+    "500", "html_502", "malformed_json", "slow", "drop", "429", "404", "gateway_502"
+]
 
 
 class ApiError(Exception):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from bot.clock import Clock
 from bot.errors import PromptBlocked, ValidationFailed
@@ -30,6 +31,7 @@ from bot.genapi.models import (
     VideoModel,
     VideoRequest,
 )
+from bot.genapi.outputs import ip_literal, is_public_address
 from bot.services.billing import Billing, video_cost_cents
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.policy import find_blocked_term
@@ -172,8 +174,12 @@ def may_have_charged(exc: api.GenAPIError) -> bool:
     """Whether a failed generation call may still have been charged by the service.
 
     True when the request reached the service and we could not read its answer: a timeout, a
-    dropped connection, or a body that is not the spec's JSON.
+    dropped connection, a body that is not the spec's JSON, or a 5xx other than
+    ``GENERATION_FAILED`` (a gateway's 502/504 may hide a processed request;
+    docs/genapi-choices.md).
     """
+    if isinstance(exc, api.ServerError):
+        return exc.may_have_charged
     if isinstance(exc, api.APIConnectionError):
         return exc.request_sent
     return isinstance(exc, api.MalformedResponseError)
@@ -215,7 +221,40 @@ def _check_url(url: str | None, *, uploaded: bool) -> str | None:
     # Plain http would let anyone on the path swap the image the service is paid to use.
     if not url.lower().startswith("https://") or len(url) == len("https://"):
         raise ValidationFailed("The image URL must start with https://.")
+    _check_host(url)
     return url
+
+
+def _check_host(url: str) -> None:
+    """Refuse a typed URL that would make the service fetch from a private place (issue 18, S2).
+
+    The service fetches the image from wherever the URL points, possibly from inside its own
+    network, and credentials in a URL end up in logs: no userinfo, no ``localhost`` (RFC 6761
+    reserves ``*.localhost`` for loopback), no IP literal outside the public internet
+    (loopback, private, link-local, reserved; ``bot.genapi.outputs.is_public_address``).
+    """
+    try:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").rstrip(".")
+        _ = parts.port  # a port that is not a number raises ValueError
+    except ValueError:
+        raise ValidationFailed("The image URL is not a valid web address.") from None
+    if "@" in parts.netloc:
+        raise ValidationFailed(
+            "The image URL must not contain a user name or password (`user:password@`)."
+        )
+    if not host or any(ch in host for ch in "%\\ "):
+        raise ValidationFailed("The image URL has no valid host name.")
+    literal = ip_literal(host)
+    if (
+        host == "localhost"
+        or host.endswith(".localhost")
+        or (literal is not None and not is_public_address(literal))
+    ):
+        raise ValidationFailed(
+            "The image URL must point to a public address, not localhost or a private, "
+            "loopback or link-local one."
+        )
 
 
 def check_attachment(content_type: str | None, size: int) -> None:
@@ -226,10 +265,13 @@ def check_attachment(content_type: str | None, size: int) -> None:
         size: the file's size, bytes.
 
     Raises:
-        ValidationFailed: not ``image/*``, or over :data:`MAX_ATTACHMENT_BYTES`.
+        ValidationFailed: not ``image/*``, empty (0 bytes: the service would charge for
+            nothing to work on), or over :data:`MAX_ATTACHMENT_BYTES`.
     """
     if content_type is None or not content_type.lower().startswith("image/"):
         raise ValidationFailed("The attached file is not an image; attach a PNG, JPEG or WebP.")
+    if size <= 0:
+        raise ValidationFailed("The attached image is empty (0 bytes); attach it again.")
     if size > MAX_ATTACHMENT_BYTES:
         mib = MAX_ATTACHMENT_BYTES // (1024 * 1024)
         raise ValidationFailed(f"The attached image is too large (at most {mib} MiB).")
@@ -695,7 +737,7 @@ class GenerationService:
         """Await a charging call; release the reservation only if nothing can have been charged.
 
         A refusal (4xx, ``GENERATION_FAILED``) charged nothing. A timeout, a dropped connection,
-        a body we could not read, or a cancellation may still have been charged: that
+        a body we could not read, another 5xx, or a cancellation may still have been charged: that
         reservation is kept until it expires, holding the budget conservatively.
         """
         try:

@@ -1,0 +1,245 @@
+"""Where the service's output files may be downloaded from (issue 18, S1).
+
+A completed job's ``outputs`` are URLs the service (or whoever answers in its name) chose; the
+bot downloads them and posts the bytes in a channel. Without a rule, a redirect or a crafted URL
+could make the bot fetch from its own network (loopback, a private range, the cloud metadata
+address ``169.254.169.254``) and publish the answer. The rule (docs/architecture.md, "Downloads
+of results"):
+
+* an output on the API's own origin (scheme, host and port of ``GENAPI_BASE_URL``) is fetched
+  like the API itself: the operator chose that address;
+* any other origin must be ``https`` and its host must resolve to public addresses only
+  (:func:`is_public_address`, the stdlib's ``is_global``). The check runs on the addresses the
+  pool connects to: :class:`PublicResolver` is the connection pool's resolver and drops every
+  other address, and an IP literal is checked before the request, so there is no gap between
+  a check and the connection (DNS rebinding) for any connection or redirect;
+* a redirect is followed only within the origin that answered it (at most
+  :data:`MAX_REDIRECTS`); to any other origin it is refused.
+
+A refusal raises :class:`DownloadRefused`, whose ``reason`` is shown to people beside the link.
+:func:`output_client` builds the one pooled client that does this (``bot.wiring``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from typing import Final
+
+import aiohttp
+import httpx
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from bot.genapi.transport import ApiTransport
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "MAX_REDIRECTS",
+    "DownloadRefused",
+    "OutputTransport",
+    "PublicResolver",
+    "ip_literal",
+    "is_public_address",
+    "origin",
+    "output_client",
+]
+
+MAX_REDIRECTS: Final = 5
+"""Redirects one download may follow, all within one origin (httpx's default is 20)."""
+
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+class DownloadRefused(httpx.TransportError):
+    """A download the rule forbids; nothing was sent to the refused address.
+
+    A :class:`httpx.TransportError`, so code that treats any failed download alike still does.
+
+    Attributes:
+        reason: why, for people: ``"its link leads to a private network address"``...
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"download refused: {reason}")
+        self.reason = reason
+
+
+def is_public_address(address: Address) -> bool:
+    """Whether ``address`` is on the public internet (``ipaddress``'s ``is_global``, not multicast).
+
+    An IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo)
+    must also carry a public one: a host could otherwise reach loopback through it.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        teredo = address.teredo
+        for inner in (address.ipv4_mapped, address.sixtofour, teredo[1] if teredo else None):
+            if inner is not None and not is_public_address(inner):
+                return False
+    return address.is_global and not address.is_multicast
+
+
+def ip_literal(host: str) -> Address | None:
+    """The address ``host`` names literally, or None when it is a name.
+
+    Brackets of an IPv6 literal are dropped; legacy IPv4 forms that resolvers still accept
+    (``127.1``, ``2130706433``, ``0x7f.0.0.1``) are read as ``inet_aton`` reads them.
+    """
+    host = host.strip().removeprefix("[").removesuffix("]")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except (OSError, UnicodeError, ValueError):
+        return None
+
+
+def origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    """Scheme, host and port of ``url`` (the default port made explicit): RFC 6454's origin."""
+    return url.scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(url.scheme)
+
+
+class PublicResolver(AbstractResolver):
+    """An aiohttp resolver that returns only public addresses (:func:`is_public_address`).
+
+    The connection pool connects only to what its resolver returns, so a name that resolves
+    to a private address (``localhost``, an internal name, a rebinding DNS answer) is never
+    connected to, whatever it resolved to a moment before.
+
+    Args:
+        inner: the resolver asked first; aiohttp's default when None.
+
+    Raises:
+        DownloadRefused: (from :meth:`resolve`) the name has no public address.
+    """
+
+    def __init__(self, inner: AbstractResolver | None = None) -> None:
+        self._inner = inner
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        """Resolve ``host`` and keep its public addresses; refuse it if none is left."""
+        if self._inner is None:  # made in the running loop, as aiohttp's resolvers expect
+            self._inner = aiohttp.DefaultResolver()
+        found = await self._inner.resolve(host, port, family)
+        public = [result for result in found if _public(result["host"])]
+        if not public:
+            log.warning("download from %s refused: it resolves to no public address", host)
+            raise DownloadRefused("its link leads to a private network address")
+        return public
+
+    async def close(self) -> None:
+        """Release the inner resolver."""
+        if self._inner is not None:
+            await self._inner.close()
+
+
+def _public(host: str) -> bool:
+    try:
+        return is_public_address(ipaddress.ip_address(host))
+    except ValueError:  # not an address at all: refuse rather than guess
+        return False
+
+
+class OutputTransport(httpx.AsyncBaseTransport):
+    """Applies the download rule (module doc) to every request and redirect.
+
+    Redirects are followed here, so a client built on it must not follow them itself
+    (httpx's default). Closing it closes both inner transports.
+
+    Args:
+        api_base_url: ``{base_url}``; outputs on its origin go through ``api``. None: none do.
+        api: the transport for the API's origin; a plain pooled one when None.
+        public: the transport for other origins; it must refuse non-public addresses after
+            resolution (:class:`PublicResolver`); built so when None.
+    """
+
+    def __init__(
+        self,
+        api_base_url: str | None,
+        *,
+        api: httpx.AsyncBaseTransport | None = None,
+        public: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._api_origin = origin(httpx.URL(api_base_url)) if api_base_url else None
+        self._api = api if api is not None else ApiTransport()
+        # aiohttp's connector does not close a resolver it was given: closed in aclose().
+        self._resolver: PublicResolver | None = None
+        if public is None:
+            resolver = self._resolver = PublicResolver()
+            public = ApiTransport(client=lambda: _public_session(resolver))
+        self._public = public
+
+    def _transport_for(self, url: httpx.URL) -> httpx.AsyncBaseTransport:
+        if origin(url) == self._api_origin:
+            return self._api
+        if url.scheme != "https":
+            raise DownloadRefused("its link is not https")
+        literal = ip_literal(url.host)
+        if literal is not None and not is_public_address(literal):
+            log.warning("download from %s refused: not a public address", url.host)
+            raise DownloadRefused("its link leads to a private network address")
+        return self._public
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` by the rule, following same-origin redirects.
+
+        Raises:
+            DownloadRefused: the URL, or a redirect, is not allowed (nothing was sent there).
+            httpx.TransportError: the inner transport failed.
+        """
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await self._transport_for(request.url).handle_async_request(request)
+            location = response.headers.get("location")
+            if response.status_code not in _REDIRECTS or not location:
+                return response
+            await response.aclose()
+            try:
+                target = request.url.join(location)
+            except httpx.InvalidURL:
+                raise DownloadRefused("its link redirects to an invalid address") from None
+            if origin(target) != origin(request.url):
+                log.warning(
+                    "download from %s refused: redirected to %s", request.url.host, target.host
+                )
+                raise DownloadRefused("its link redirects to another site")
+            method = request.method if response.status_code in (307, 308) else "GET"
+            headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"host"]
+            request = httpx.Request(method, target, headers=headers, extensions=request.extensions)
+        raise DownloadRefused(f"its link redirects more than {MAX_REDIRECTS} times")
+
+    async def aclose(self) -> None:
+        """Close both pools."""
+        try:
+            await self._public.aclose()
+        finally:
+            await self._api.aclose()
+            if self._resolver is not None:
+                await self._resolver.close()
+
+
+def _public_session(resolver: PublicResolver) -> aiohttp.ClientSession:
+    # Built lazily by the transport, inside the running loop. TLS as httpx verifies it;
+    # no proxy from the environment (trust_env is off), which would resolve names for us.
+    connector = aiohttp.TCPConnector(resolver=resolver, ssl=httpx.create_ssl_context(), limit=50)
+    return aiohttp.ClientSession(connector=connector)
+
+
+def output_client(api_base_url: str | None) -> httpx.AsyncClient:
+    """The pooled client results are downloaded with, under the rule of this module.
+
+    Args:
+        api_base_url: ``{base_url}`` (``GENAPI_BASE_URL``, or the sandbox's); its origin is
+            trusted as the API itself is.
+
+    Returns:
+        An ``httpx.AsyncClient`` to use as an async context manager (it closes its pools).
+    """
+    return httpx.AsyncClient(transport=OutputTransport(api_base_url), follow_redirects=False)
