@@ -34,7 +34,7 @@ from bot.services.generation import (
     check_attachment,
     check_video,
 )
-from bot.tree import send_ephemeral, sentence_for
+from bot.tree import AdmittedView, send_ephemeral, sentence_for
 
 if TYPE_CHECKING:
     from bot.app import GenBot
@@ -290,7 +290,7 @@ def _gallery_images(components: Sequence[Any]) -> list[str]:
     return found
 
 
-class ConfirmView(discord.ui.View):
+class ConfirmView(AdmittedView):
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
     Valid for :data:`CONFIRM_SECONDS`; only the member who asked can answer (the message is
@@ -313,8 +313,10 @@ class ConfirmView(discord.ui.View):
         self.add_item(cancel)
 
     async def interaction_check(self, interaction: Interaction) -> bool:  # type: ignore[override]
-        """Only the member who asked may confirm."""
-        return interaction.user.id == self.who.user_id
+        """Only the member who asked may confirm, and not while the bot shuts down."""
+        return interaction.user.id == self.who.user_id and await super().interaction_check(
+            interaction
+        )
 
     async def _generate(self, interaction: Interaction) -> None:
         self.stop()

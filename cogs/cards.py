@@ -39,7 +39,7 @@ from bot.services.generation import (
     VideoOptions,
 )
 from bot.storage.models import ResultRequest
-from bot.tree import PUBLIC_DEFER, RESTARTING, send_ephemeral, sentence_for
+from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, send_ephemeral, sentence_for
 
 Interaction = discord.Interaction[GenBot]
 
@@ -75,11 +75,12 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         """Rebuild the button from its custom id (discord.py calls this on every click)."""
         return cls(match["action"], match["ref"])
 
+    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
+        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        return await admit(interaction)
+
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Run the action; any failure is the command's one ephemeral sentence."""
-        if not interaction.client.admit_command():
-            await send_ephemeral(interaction, RESTARTING)
-            return
         try:
             await _ACTIONS[self.action](interaction, self.ref)
         except Exception as exc:
@@ -209,7 +210,7 @@ async def open_edit(interaction: Interaction, source: SourceImage, model: Any) -
     )
 
 
-class AnimateModal(discord.ui.Modal, title="Animate image"):
+class AnimateModal(AdmittedModal, title="Animate image"):
     """A prompt and an image-to-video model (its price shown), for an image.
 
     Args:
@@ -266,7 +267,7 @@ class AnimateModal(discord.ui.Modal, title="Animate image"):
         await send_ephemeral(interaction, sentence_for(error))
 
 
-class EditModal(discord.ui.Modal, title="Edit image"):
+class EditModal(AdmittedModal, title="Edit image"):
     """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
 
     Args:

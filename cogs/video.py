@@ -31,7 +31,7 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.tree import send_ephemeral, sentence_for
+from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -148,7 +148,7 @@ def default_duration(model: VideoModel) -> float:
     return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
-class VideoModal(discord.ui.Modal, title="Advanced video"):
+class VideoModal(AdmittedModal, title="Advanced video"):
     """``/video-advanced``'s form: prompt, model, reference image and duration.
 
     Each field is a ``discord.ui.Label`` (component type 18); the reference is a
