@@ -47,6 +47,17 @@ def sentence_for(error: Exception) -> str:
     return f"Something went wrong on our side (error id `{error_id}`); it has been logged."
 
 
+CHARGED = "charged"
+"""``interaction.extras`` flag (``bot.cards.charged``): the service charged for this
+interaction's request and the charge is recorded; from then on the member is never told that
+it failed (issue 18, E3)."""
+
+CHARGED_ANYWAY = (
+    "Your request went through (it was charged); its result is shown here, in this channel "
+    "or by DM, and `/jobs` lists videos and images."
+)
+"""The answer to an error raised after a charge: the result is coming, so no "failed"."""
+
 RESTARTING = "The bot is restarting; try again in a minute."
 """The answer to a command that arrives during a shutdown (it is not run)."""
 
@@ -186,7 +197,32 @@ class GenTree(app_commands.CommandTree["GenBot"]):
         )
         outcome = "refused" if expected else "error"
         self._metrics.commands.labels(command_name(interaction), outcome).inc()
+        await answer_error(interaction, error)
+
+
+async def answer_error(interaction: discord.Interaction[GenBot], error: Exception) -> None:
+    """Answer an interaction that raised: its one ephemeral sentence (:func:`sentence_for`).
+
+    After a charge (``interaction.extras[CHARGED]``) the request did not fail: the member is
+    told it went through (:data:`CHARGED_ANYWAY`) and the response, which may hold the paid
+    result, is left as it is; the error is logged with an id for the operator.
+    """
+    if not interaction.extras.get(CHARGED):
         await send_ephemeral(interaction, sentence_for(error))
+        return
+    original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+    log.error("error after a charge (error id %s)", secrets.token_hex(4), exc_info=original)
+    try:
+        if interaction.response.is_done():
+            await interaction.followup.send(
+                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+        else:
+            await interaction.response.send_message(
+                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+    except discord.HTTPException as exc:
+        log.warning("could not deliver a message: %s", exc)
 
 
 async def send_ephemeral(interaction: discord.Interaction[GenBot], text: str) -> None:

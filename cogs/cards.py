@@ -39,7 +39,7 @@ from bot.services.generation import (
     VideoOptions,
 )
 from bot.storage.models import ResultRequest
-from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, send_ephemeral, sentence_for
+from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error
 
 Interaction = discord.Interaction[GenBot]
 
@@ -84,7 +84,7 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         try:
             await _ACTIONS[self.action](interaction, self.ref)
         except Exception as exc:
-            await send_ephemeral(interaction, sentence_for(exc))
+            await answer_error(interaction, exc)
 
 
 async def _request(interaction: Interaction, ref: str) -> ResultRequest:
@@ -264,7 +264,7 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         self, interaction: Interaction, error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
 class EditModal(AdmittedModal, title="Edit image"):
@@ -313,7 +313,7 @@ class EditModal(AdmittedModal, title="Edit image"):
         self, interaction: Interaction, error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
 @app_commands.guild_only()

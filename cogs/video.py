@@ -31,7 +31,7 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.tree import AdmittedModal, send_ephemeral, sentence_for
+from bot.tree import AdmittedModal, answer_error
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -245,7 +245,7 @@ class VideoModal(AdmittedModal, title="Advanced video"):
         self, interaction: discord.Interaction[GenBot], error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
 def _model_note(price: Decimal | None, model: VideoModel) -> str:
