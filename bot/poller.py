@@ -544,14 +544,21 @@ class Poller:
             # A bug must not lose a paid result: retry it like a transient failure.
             log.exception("delivery of job %s failed unexpectedly", job.id)
             attempts = job.delivery_attempts + 1
-            await self._db.jobs.schedule_delivery(
-                job.id,
-                job.delivery_route,
-                attempts,
-                self._clock.time() + delivery_backoff(attempts),
-                "unexpected error",
-                token=job.delivery_token,
-            )
+            try:
+                await self._db.jobs.schedule_delivery(
+                    job.id,
+                    job.delivery_route,
+                    attempts,
+                    self._clock.time() + delivery_backoff(attempts),
+                    "unexpected error",
+                    token=job.delivery_token,
+                )
+            except Exception as again:  # the same locked database, most likely
+                log.warning(
+                    "delivery of job %s not rescheduled (%s); due again when its lease ends",
+                    job.id,
+                    again,
+                )
         finally:
             del self._delivering[job.id]
             self._delivery_tokens.pop(job.id, None)
