@@ -87,3 +87,16 @@ async def test_a_paid_answer_goes_to_the_channel_when_its_response_cannot_be_edi
     assert posted.channel_id == world.channel.id
     assert not told_it_failed(handle)
     assert ledger_kinds(world)[before:] == ["text"]
+
+
+async def test_a_video_whose_note_cannot_be_shown_is_still_coming(world: World) -> None:
+    before = len(ledger_kinds(world))
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    world.discord.inject_error(
+        "/messages/@original", err.invalid_webhook_token(), method="PATCH", count=1
+    )
+    handle = await world.command("video", {"prompt": "a paid-for comet", "model": model["id"]})
+    card = await world.discord.wait_for_message(lambda m: "a paid-for comet" in m.text)
+    await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=60)
+    assert not told_it_failed(handle)
+    assert ledger_kinds(world)[before:] == ["video"]
