@@ -221,7 +221,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
             metrics=metrics,
             on_secret=None if redaction is None else redaction.add,
         )
-        bot = GenBot(services, sync=sync)
+        bot = GenBot(services, sync=sync, shutdown_grace=settings.shutdown_grace_seconds)
         if sync != "only":
             health = await serve_health(settings, bot, services.db, metrics)
             if health is not None:
@@ -252,8 +252,11 @@ async def run_worker(settings: Settings) -> None:
     any number of workers may run beside the gateway processes (``POLLER_ENABLED=false``
     there). Jobs are claimed under leases with fencing tokens and each key's rate window is
     shared through the database, so workers never poll one job at once nor exceed a key's
-    limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it; the
-    jobs it held fall due again for the other workers when their leases end.
+    limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it
+    gracefully: it claims nothing more, lets the polls and deliveries under way finish within
+    ``SHUTDOWN_GRACE_SECONDS``, cancels the rest and releases their leases, so that another
+    worker takes those jobs at once (issue 18, "Worker stop"). A second signal cancels at once
+    (the leases are still released).
     """
     if settings.shared_rate_limit is None:
         settings = settings.model_copy(update={"shared_rate_limit": True})
@@ -278,11 +281,26 @@ async def run_worker(settings: Settings) -> None:
             job_timeout=settings.job_timeout_seconds,
             lease=settings.poll_lease_seconds,
             delivery_lease=settings.delivery_lease_seconds,
+            drain_grace=settings.shutdown_grace_seconds,
         )
         work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
         loop = asyncio.get_running_loop()
+
+        def stop(name: str) -> None:
+            if poller.stopping:
+                log.warning("%s received again: stopping at once", name)
+                work.cancel()
+                return
+            log.warning(
+                "%s received: claiming no more jobs; up to %.0f s for the polls and deliveries "
+                "under way",
+                name,
+                settings.shutdown_grace_seconds,
+            )
+            poller.stop()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, work.cancel)
+            loop.add_signal_handler(signum, stop, signum.name)
         log.info("worker started as %s (no gateway): polling and delivering jobs", client.user)
         with contextlib.suppress(asyncio.CancelledError):
             await work

@@ -145,8 +145,10 @@ class GenBot(commands.AutoShardedBot):
             job_timeout=services.settings.job_timeout_seconds,
             lease=services.settings.poll_lease_seconds,
             delivery_lease=services.settings.delivery_lease_seconds,
+            drain_grace=services.settings.shutdown_grace_seconds,
             metrics=services.metrics,
         )
+        self._poller_task: asyncio.Task[None] | None = None
 
     async def setup_hook(self) -> None:
         """Load the cogs, sync if needed, then resume pending jobs and start the poller."""
@@ -156,7 +158,7 @@ class GenBot(commands.AutoShardedBot):
         if self._sync == "only":
             return
         if self.services.settings.poller_enabled:
-            self._start(self.poller.run, "poller")
+            self._poller_task = self._start(self.poller.run, "poller")
         else:
             log.info("POLLER_ENABLED=false: jobs are polled and delivered by workers")
         self._start(self.services.catalogue.run, "catalogue-refresh")
@@ -177,10 +179,11 @@ class GenBot(commands.AutoShardedBot):
         except (GenAPIError, TimeoutError) as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
-    def _start(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+    def _start(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> asyncio.Task[None]:
         """Run a background task for as long as the bot runs, restarted if it fails."""
         task = asyncio.create_task(supervise(name, run, clock=self.services.clock), name=name)
         self._tasks.append(task)
+        return task
 
     @property
     def closing(self) -> bool:
@@ -223,8 +226,11 @@ class GenBot(commands.AutoShardedBot):
 
         Commands already running get up to ``shutdown_grace`` seconds, the gateway and REST
         still open, so that a charge the service reported is recorded and its result shown.
+        The poller stops claiming at once and drains its polls and deliveries in the same
+        grace (:meth:`bot.poller.Poller.stop`), releasing the leases of what it cut short.
         """
         self._closing = True
+        self.poller.stop()
         running = set(self._commands)
         if running:
             _, unfinished = await asyncio.wait(running, timeout=self._shutdown_grace)
@@ -235,6 +241,9 @@ class GenBot(commands.AutoShardedBot):
                     len(unfinished),
                     self._shutdown_grace,
                 )
+        if self._poller_task is not None and not self._poller_task.done():
+            # The poller's own grace bounds its drain; the margin covers releasing its leases.
+            await asyncio.wait({self._poller_task}, timeout=self._shutdown_grace + 5.0)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

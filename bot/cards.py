@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.announce import INVALID_FORM_BODY
+from bot.announce import INVALID_FORM_BODY, send_card
 from bot.clock import Clock
 from bot.errors import ValidationFailed
 from bot.render import image_result, text_answer
@@ -35,10 +35,11 @@ from bot.services.generation import (
     check_attachment,
     check_video,
 )
-from bot.tree import send_ephemeral, sentence_for
+from bot.tree import CHARGED, AdmittedView, answer_error
 
 if TYPE_CHECKING:
     from bot.app import GenBot
+    from bot.storage.models import Job
 
 log = logging.getLogger(__name__)
 
@@ -146,22 +147,89 @@ async def start_video(interaction: Interaction, who: Requester, options: VideoOp
 
 
 async def submit_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
-    """Submit the video, store its request for the buttons, post its card, say where."""
+    """Submit the video, post its card, say where; then store its request for the buttons.
+
+    Once the service has charged (``generation.video`` returns with the charge and the job
+    recorded), nothing that fails afterwards is reported as a failure: the job is coming
+    (issue 18, E3).
+    """
     bot = interaction.client
     job = await bot.generation.video(who, options)
-    await bot.services.db.cards.add_request(
-        kind="video",
-        guild_id=who.guild_id,
-        user_id=who.user_id,
-        options=stored_options(options),
-        job_id=job.id,
-        at=bot.services.clock.time(),
-    )
-    link = await bot.post_placeholder(job)
-    await interaction.edit_original_response(
+    charged(interaction)
+    link = await posted_placeholder(bot, job)
+    await tell(
+        interaction,
         content=f"Your video is on its way: {link}. You will be pinged when it is ready.",
         view=None,
     )
+    await remember(bot, "video", who, stored_options(options), job_id=job.id)
+
+
+def charged(interaction: Interaction) -> None:
+    """Mark ``interaction``'s request as charged (see :data:`CHARGED`)."""
+    interaction.extras[CHARGED] = True
+
+
+async def remember(
+    bot: GenBot,
+    kind: str,
+    who: Requester,
+    options: dict[str, Any],
+    *,
+    job_id: int | None = None,
+    outputs: Sequence[str] = (),
+) -> int | None:
+    """Store the request behind a paid result, for its buttons (``db.cards.add_request``).
+
+    Bookkeeping after the charge: a failure is logged and the result goes out without
+    working buttons (they then say the request is no longer known), never lost.
+
+    Returns:
+        The request's id (``r<id>``), or None when it could not be stored.
+    """
+    try:
+        return await bot.services.db.cards.add_request(
+            kind=kind,
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            options=options,
+            outputs=outputs,
+            job_id=job_id,
+            at=bot.services.clock.time(),
+        )
+    except Exception as exc:
+        log.error(
+            "the %s request of guild %s was not stored (%s); its buttons won't work",
+            kind,
+            who.guild_id,
+            exc,
+        )
+        return None
+
+
+async def posted_placeholder(bot: GenBot, job: Job) -> str:
+    """Post ``job``'s card (``GenBot.post_placeholder``); never raises.
+
+    Returns:
+        A link to the card, or a sentence saying where the result will be posted (a job
+        whose card could not be posted falls due anyway and is shown as a new message).
+    """
+    try:
+        return await bot.post_placeholder(job)
+    except Exception as exc:
+        log.error("job %s: placeholder not posted (%s); the result will be posted", job.id, exc)
+        return "the result will be posted in this channel"
+
+
+async def tell(interaction: Interaction, **edit: Any) -> None:
+    """Edit the (ephemeral) response into a note about a paid job; never raises.
+
+    The job's card in the channel is what counts; the note is a courtesy, logged if lost.
+    """
+    try:
+        await interaction.edit_original_response(**edit)
+    except Exception as exc:
+        log.warning("a note about a paid job was not shown (%s)", exc)
 
 
 async def start_image(interaction: Interaction, who: Requester, options: ImageOptions) -> None:
@@ -172,38 +240,24 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     """
     bot = interaction.client
     outcome = await bot.generation.image(who, options)
-    cards, now = bot.services.db.cards, bot.services.clock.time()
+    charged(interaction)
     if outcome.job is not None:
-        await cards.add_request(
-            kind="image",
-            guild_id=who.guild_id,
-            user_id=who.user_id,
-            options=stored_options(options),
-            job_id=outcome.job.id,
-            at=now,
-        )
-        link = await bot.post_placeholder(outcome.job)
-        await interaction.edit_original_response(content=f"Your image is on its way: {link}")
+        link = await posted_placeholder(bot, outcome.job)
+        await tell(interaction, content=f"Your image is on its way: {link}")
+        await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
         return
     assert outcome.result is not None
     saved = dataclasses.replace(options, model=outcome.model)
-    ref = await cards.add_request(
-        kind="image",
-        guild_id=who.guild_id,
-        user_id=who.user_id,
-        options=stored_options(saved),
-        outputs=outcome.result.outputs,
-        at=now,
-    )
+    ref = await remember(bot, "image", who, stored_options(saved), outputs=outcome.result.outputs)
     parts = image_result(
         outcome.result,
         prompt=options.prompt,
         model=outcome.model,
         requester_id=who.user_id,
         sandbox=bot.services.sandbox,
-        ref=f"r{ref}",
+        ref=None if ref is None else f"r{ref}",
     )
-    await edit_response(interaction, parts)
+    await show_paid(interaction, who, [parts])
 
 
 async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
@@ -225,29 +279,87 @@ async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
 
 
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
-    """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set)."""
+    """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
+
+    The answer is paid for once ``generation.text`` returns: it is shown whatever fails
+    after (:func:`show_paid`), without buttons if its request could not be stored.
+    """
     bot = interaction.client
     result = await bot.generation.text(who, options)
-    ref = await bot.services.db.cards.add_request(
-        kind="text",
-        guild_id=who.guild_id,
-        user_id=who.user_id,
-        options=stored_options(options),
-        at=bot.services.clock.time(),
-    )
-    card = text_card(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
-    if card is not None:
-        try:
-            await interaction.edit_original_response(**card.edit_kwargs())
+    charged(interaction)
+    ref = await remember(bot, "text", who, stored_options(options))
+    tag = None if ref is None else f"r{ref}"
+    sandbox = bot.services.sandbox
+    messages = text_answer(result, sandbox=sandbox, ref=tag)
+    await show_paid(interaction, who, messages, card=text_card(result, sandbox=sandbox, ref=tag))
+
+
+async def show_paid(
+    interaction: Interaction,
+    who: Requester,
+    messages: Sequence[MessageParts],
+    *,
+    card: MessageParts | None = None,
+) -> None:
+    """Show a paid result somewhere, whatever fails; never raises (issue 18, E3).
+
+    Routes, each taking over the messages not shown yet: the deferred response (``card``
+    first when given, else ``messages``: the first as the edit, the rest as followups); then
+    the channel, with the bot's token (an interaction token dies after 15 minutes, and a
+    webhook may be gone); then the requester's DM. Only when all fail is it lost, logged as
+    an error (the charge is in the ledger).
+
+    Args:
+        interaction: the publicly deferred interaction.
+        who: the requester, and where they asked.
+        messages: the result as messages (their own card or old form each).
+        card: the result as one Components V2 card, shown instead of ``messages`` when
+            Discord takes it (400 / 50035 falls back to ``messages``).
+    """
+    left = list(messages)
+    try:
+        if card is not None and await _edit_card(interaction, card):
             return
-        except discord.HTTPException as exc:
-            if exc.status != 400 or exc.code != INVALID_FORM_BODY:
-                raise
-            log.warning("Discord refused a card (%s); answered in the old form", exc.code)
-    first, *rest = text_answer(result, sandbox=bot.services.sandbox, ref=f"r{ref}")
-    await interaction.edit_original_response(**first.edit_kwargs())
-    for part in rest:
-        await interaction.followup.send(**part.kwargs())
+        await edit_response(interaction, left[0])
+        left.pop(0)
+        while left:
+            await interaction.followup.send(**left[0].kwargs())
+            left.pop(0)
+        return
+    except Exception as exc:
+        log.warning(
+            "a paid result was not shown in its response (%s); posting it in the channel", exc
+        )
+    bot = interaction.client
+    channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
+    try:
+        while left:
+            await send_card(channel, left[0])
+            left.pop(0)
+        return
+    except Exception as exc:
+        log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
+    try:
+        await interaction.user.send(
+            f"Your result from <#{who.channel_id}>, which could not be shown there:"
+        )
+        while left:
+            await send_card(interaction.user, left[0])
+            left.pop(0)
+    except Exception as exc:
+        log.error("a paid result of guild %s could not be shown anywhere (%s)", who.guild_id, exc)
+
+
+async def _edit_card(interaction: Interaction, card: MessageParts) -> bool:
+    """Edit the response into ``card``; False when Discord refuses the card (400 / 50035)."""
+    try:
+        await interaction.edit_original_response(**card.edit_kwargs())
+    except discord.HTTPException as exc:
+        if exc.status != 400 or exc.code != INVALID_FORM_BODY:
+            raise
+        log.warning("Discord refused a card (%s); answered in the old form", exc.code)
+        return False
+    return True
 
 
 def upload_expired(url: str, now: float) -> bool:
@@ -347,7 +459,7 @@ def _gallery_images(components: Sequence[Any]) -> list[str]:
     return found
 
 
-class ConfirmView(discord.ui.View):
+class ConfirmView(AdmittedView):
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
     Valid for :data:`CONFIRM_SECONDS`; only the member who asked can answer (the message is
@@ -370,8 +482,10 @@ class ConfirmView(discord.ui.View):
         self.add_item(cancel)
 
     async def interaction_check(self, interaction: Interaction) -> bool:  # type: ignore[override]
-        """Only the member who asked may confirm."""
-        return interaction.user.id == self.who.user_id
+        """Only the member who asked may confirm, and not while the bot shuts down."""
+        return interaction.user.id == self.who.user_id and await super().interaction_check(
+            interaction
+        )
 
     async def _generate(self, interaction: Interaction) -> None:
         self.stop()
@@ -387,8 +501,8 @@ class ConfirmView(discord.ui.View):
     async def on_error(  # type: ignore[override]
         self, interaction: Interaction, error: Exception, item: discord.ui.Item[Any]
     ) -> None:
-        """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        """Answer with the one sentence for ``error`` (never "failed" after a charge)."""
+        await answer_error(interaction, error)
 
 
 def require_source(message: discord.Message, bot_user_id: int) -> SourceImage:

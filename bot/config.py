@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     shared_rate_limit: bool | None = None
     poll_lease_seconds: Annotated[float, Field(gt=0)] = 30.0
     delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
+    shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 20.0
 
     @field_validator("shard_ids")
     @classmethod

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
@@ -78,6 +79,15 @@ DELIVERY_BACKOFF_FIRST = 30.0
 
 DELIVERY_BACKOFF_MAX = 900.0
 """The longest wait between two delivery attempts, seconds."""
+
+DRAIN_GRACE_SECONDS = 20.0
+"""How long :meth:`Poller.stop` lets the polls and deliveries under way finish (as the bot's
+shutdown grace for commands, ``SHUTDOWN_GRACE_SECONDS``)."""
+
+PASS_RETRY_FIRST = 1.0
+PASS_RETRY_MAX = 60.0
+"""Seconds before the pass after a failed one: 1 s, doubling up to 60 s (as the supervisor's
+restarts, ``bot/supervisor.py``)."""
 
 DELIVERY_ATTEMPTS_PER_ROUTE = 8
 """Transient failures of one route (about 45 min of backoff) before falling back to the next."""
@@ -166,6 +176,8 @@ class Poller:
         max_deliveries: deliveries under way at once.
         delivery_lease: seconds a job being delivered is kept out of the due deliveries
             (after a crash its delivery is attempted again when the lease ends).
+        drain_grace: seconds :meth:`stop` lets the polls and deliveries under way finish
+            before cancelling them (their leases are released either way).
         metrics: observes poll lag, detection delay and delivery outcomes; None counts nothing.
     """
 
@@ -186,6 +198,7 @@ class Poller:
         min_pass_interval: float = 0.25,
         max_deliveries: int = 20,
         delivery_lease: float = 300.0,
+        drain_grace: float = DRAIN_GRACE_SECONDS,
         metrics: Metrics | None = None,
     ) -> None:
         self._db = db
@@ -207,6 +220,11 @@ class Poller:
         self._delivery_lease = delivery_lease
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._delivering: dict[int, asyncio.Task[None]] = {}
+        # The fencing tokens of the leases behind them, to release what a stop cuts short.
+        self._poll_tokens: dict[int, int] = {}
+        self._delivery_tokens: dict[int, int] = {}
+        self._drain_grace = drain_grace
+        self._stopping = asyncio.Event()
         self._key_load: Counter[str] = Counter()
         self._not_found: dict[int, _NotFoundStreak] = {}
         self._fair = FairShare()
@@ -225,24 +243,119 @@ class Poller:
         self._wake.set()
 
     async def run(self) -> None:
-        """Poll and deliver forever; what a previous run left undelivered is simply due."""
+        """Poll and deliver until stopped; what a previous run left undelivered is simply due.
+
+        Each pass (claim, start polls and deliveries, sleep until something is due) stands
+        alone: a pass that fails (a locked database, a bug) is logged and the next one comes
+        after a backoff (1 s doubling to 60 s), while the polls and deliveries already under
+        way carry on (issue 18, E11: cancelling them left their leases to run out and could
+        post a cancelled channel message twice). In-flight work ends only on shutdown:
+        :meth:`stop` drains it (``drain_grace``), and a cancellation (a second signal) cancels
+        it at once; either way the leases still held are released.
+
+        Raises:
+            asyncio.CancelledError: when cancelled, after releasing the leases it held.
+        """
         log.info("poller started: %d pending jobs resumed", await self._db.jobs.pending_count())
+        failures = 0
         try:
-            while True:
-                self._wake.clear()
-                await self._writes.flush()  # before the claim, which reads what it wrote
-                await self.poll_due()
-                await self.deliver_due()
-                self.last_pass_at = self._clock.monotonic()
-                if self._metrics is not None:
-                    self._metrics.poller_last_pass.set(self._clock.time())
-                await self._sleep_until_due()
+            while not self._stopping.is_set():
+                try:
+                    await self._pass()
+                    failures = 0
+                except Exception as exc:  # CancelledError is a BaseException: shutdown passes
+                    failures += 1
+                    delay = min(PASS_RETRY_MAX, PASS_RETRY_FIRST * 2.0 ** (failures - 1))
+                    self._pass_failed(exc, delay)
+                    await sleep_or_wake(self._clock, self._stopping, delay)
         finally:
-            tasks = [*self._in_flight.values(), *self._delivering.values()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self._writes.flush()
+            await self._wind_down()
+
+    async def _pass(self) -> None:
+        """One pass: write the queued reschedules, claim and start, sleep until due."""
+        self._wake.clear()
+        await self._writes.flush()  # before the claim, which reads what it wrote
+        await self.poll_due()
+        await self.deliver_due()
+        self.last_pass_at = self._clock.monotonic()
+        if self._metrics is not None:
+            self._metrics.poller_last_pass.set(self._clock.time())
+        await self._sleep_until_due()
+
+    def _pass_failed(self, exc: Exception, delay: float) -> None:
+        under_way = self.in_flight
+        if database_busy(exc):
+            log.warning(
+                "poller pass: the database is locked by another connection (%s); %d polls and "
+                "deliveries under way carry on; next pass in %.0f s",
+                exc,
+                under_way,
+                delay,
+            )
+            return
+        error_id = secrets.token_hex(4)
+        log.error(
+            "poller pass failed (error id %s); %d polls and deliveries under way carry on; "
+            "next pass in %.0f s",
+            error_id,
+            under_way,
+            delay,
+            exc_info=exc,
+        )
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    def stop(self) -> None:
+        """Stop claiming work; :meth:`run` then drains what is under way and returns.
+
+        For a graceful shutdown (SIGTERM): the polls and deliveries under way get up to
+        ``drain_grace`` seconds to finish; whatever is left is cancelled and its lease
+        released, so that another process takes the job at once.
+        """
+        self._stopping.set()
+        self._wake.set()
+
+    async def _wind_down(self) -> None:
+        """Drain (after :meth:`stop`) or cancel the work under way; release its leases."""
+        tasks = [*self._in_flight.values(), *self._delivering.values()]
+        if tasks and self._stopping.is_set() and self._drain_grace > 0:
+            log.info(
+                "stopping: waiting up to %.0f s for %d polls and deliveries",
+                self._drain_grace,
+                len(tasks),
+            )
+            # Real seconds: this bounds how long the process takes to exit (the operator's
+            # stop timeout), it is no rule of the poll schedule.
+            await asyncio.wait(tasks, timeout=self._drain_grace)
+        polls = {i: self._poll_tokens[i] for i in self._in_flight if i in self._poll_tokens}
+        deliveries = {
+            i: self._delivery_tokens[i] for i in self._delivering if i in self._delivery_tokens
+        }
+        left = [*self._in_flight.values(), *self._delivering.values()]
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
+        await self._writes.flush()
+        if not polls and not deliveries:
+            return
+        try:
+            released = await self._db.jobs.release_leases(polls, deliveries, self._clock.time())
+        except Exception as exc:
+            log.warning(
+                "%d leases not released (%s); their jobs are due again when the leases end",
+                len(polls) + len(deliveries),
+                exc,
+            )
+            return
+        log.info(
+            "released %d leases (%d polls, %d deliveries cut short): due again at once",
+            released,
+            len(polls),
+            len(deliveries),
+        )
 
     async def poll_due(self) -> int:
         """Claim every due job its key has room for and start polling it; return how many.
@@ -270,11 +383,20 @@ class Poller:
             if job.id in self._in_flight or self._key_load[job.key_fingerprint] >= self._per_key:
                 # More than the key's room (it had polls under way already): due again now,
                 # for this process's next pass or another process.
-                await self._db.jobs.schedule_poll(job.id, now, job.poll_count, token=job.poll_token)
+                try:
+                    await self._db.jobs.schedule_poll(
+                        job.id, now, job.poll_count, token=job.poll_token
+                    )
+                except Exception as exc:
+                    # This job only: the rest of the claim is still started (E11).
+                    log.warning(
+                        "job %s not handed back (%s); due again when its lease ends", job.id, exc
+                    )
                 continue
             self._key_load[job.key_fingerprint] += 1
             if self._metrics is not None:
                 self._metrics.poll_lag.observe(max(0.0, now - job.next_poll_at))
+            self._poll_tokens[job.id] = job.poll_token
             self._in_flight[job.id] = asyncio.create_task(self._poll(job), name=f"poll-{job.id}")
             started += 1
         return started
@@ -292,6 +414,7 @@ class Poller:
         now = self._clock.time()
         claimed = await self._db.jobs.claim_deliveries(now, now + self._delivery_lease, limit=room)
         for job in claimed:
+            self._delivery_tokens[job.id] = job.delivery_token
             self._delivering[job.id] = asyncio.create_task(
                 self._deliver_task(job), name=f"deliver-{job.id}"
             )
@@ -349,6 +472,7 @@ class Poller:
                 )
         finally:
             del self._in_flight[job.id]
+            self._poll_tokens.pop(job.id, None)
             self._key_load[job.key_fingerprint] -= 1
             self.wake()
 
@@ -473,16 +597,24 @@ class Poller:
             # A bug must not lose a paid result: retry it like a transient failure.
             log.exception("delivery of job %s failed unexpectedly", job.id)
             attempts = job.delivery_attempts + 1
-            await self._db.jobs.schedule_delivery(
-                job.id,
-                job.delivery_route,
-                attempts,
-                self._clock.time() + delivery_backoff(attempts),
-                "unexpected error",
-                token=job.delivery_token,
-            )
+            try:
+                await self._db.jobs.schedule_delivery(
+                    job.id,
+                    job.delivery_route,
+                    attempts,
+                    self._clock.time() + delivery_backoff(attempts),
+                    "unexpected error",
+                    token=job.delivery_token,
+                )
+            except Exception as again:  # the same locked database, most likely
+                log.warning(
+                    "delivery of job %s not rescheduled (%s); due again when its lease ends",
+                    job.id,
+                    again,
+                )
         finally:
             del self._delivering[job.id]
+            self._delivery_tokens.pop(job.id, None)
             self.wake()
 
     async def _deliver(self, job: Job) -> None:

@@ -47,8 +47,64 @@ def sentence_for(error: Exception) -> str:
     return f"Something went wrong on our side (error id `{error_id}`); it has been logged."
 
 
+CHARGED = "charged"
+"""``interaction.extras`` flag (``bot.cards.charged``): the service charged for this
+interaction's request and the charge is recorded; from then on the member is never told that
+it failed (issue 18, E3)."""
+
+CHARGED_ANYWAY = (
+    "Your request went through (it was charged); its result is shown here, in this channel "
+    "or by DM, and `/jobs` lists videos and images."
+)
+"""The answer to an error raised after a charge: the result is coming, so no "failed"."""
+
 RESTARTING = "The bot is restarting; try again in a minute."
 """The answer to a command that arrives during a shutdown (it is not run)."""
+
+
+async def admit(interaction: discord.Interaction[GenBot], *, answer: bool = True) -> bool:
+    """The one admission guard of every entry point: command, button, select, modal, view.
+
+    Counts the interaction's task as in flight (``GenBot.admit_command``), so that a shutdown
+    waits for it to record its charge and answer; while shutting down it is refused instead,
+    answered "restarting" (ephemeral) when ``answer``, and must not run: nothing reaches the
+    service and nothing is charged (issue 18, E2). It runs in the task that then runs the
+    callback (discord.py runs an interaction's check and callback in one task), through
+    :meth:`GenTree.interaction_check`, :class:`AdmittedView`, :class:`AdmittedModal` and the
+    result buttons' ``interaction_check`` (``cogs/cards.py``).
+
+    Returns:
+        Whether the interaction may run.
+    """
+    if interaction.client.admit_command():
+        return True
+    if answer:
+        await send_ephemeral(interaction, RESTARTING)
+    return False
+
+
+class AdmittedView(discord.ui.View):
+    """A view whose every component interaction passes :func:`admit` first.
+
+    Subclasses that check more (who may press) call ``super().interaction_check`` last, so
+    that an interaction they refuse is never counted as in flight.
+    """
+
+    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
+        """Refuse (ephemerally, "restarting") while the bot shuts down."""
+        return await admit(interaction)
+
+
+class AdmittedModal(discord.ui.Modal):
+    """A modal whose submission passes :func:`admit` first.
+
+    A modal opened before a shutdown may be submitted during it: refused then, it starts no
+    paid call that nothing would wait for.
+    """
+
+    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
+        """Refuse (ephemerally, "restarting") while the bot shuts down."""
+        return await admit(interaction)
 
 
 class AckTimer(AsyncWebhookAdapter):
@@ -116,11 +172,11 @@ class GenTree(app_commands.CommandTree["GenBot"]):
                 shard=self.client.shard_id if self.client.shard_id is not None else 0,
             )
             async_context.set(AckTimer(interaction, self._metrics))
-        if self.client.admit_command():
+        if not command:
+            return await admit(interaction, answer=False)  # autocomplete: no answer to give
+        if await admit(interaction):
             return True
-        if command:
-            self._metrics.commands.labels(command_name(interaction), "restarting").inc()
-            await send_ephemeral(interaction, RESTARTING)
+        self._metrics.commands.labels(command_name(interaction), "restarting").inc()
         return False
 
     async def _completed(
@@ -141,7 +197,32 @@ class GenTree(app_commands.CommandTree["GenBot"]):
         )
         outcome = "refused" if expected else "error"
         self._metrics.commands.labels(command_name(interaction), outcome).inc()
+        await answer_error(interaction, error)
+
+
+async def answer_error(interaction: discord.Interaction[GenBot], error: Exception) -> None:
+    """Answer an interaction that raised: its one ephemeral sentence (:func:`sentence_for`).
+
+    After a charge (``interaction.extras[CHARGED]``) the request did not fail: the member is
+    told it went through (:data:`CHARGED_ANYWAY`) and the response, which may hold the paid
+    result, is left as it is; the error is logged with an id for the operator.
+    """
+    if not interaction.extras.get(CHARGED):
         await send_ephemeral(interaction, sentence_for(error))
+        return
+    original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+    log.error("error after a charge (error id %s)", secrets.token_hex(4), exc_info=original)
+    try:
+        if interaction.response.is_done():
+            await interaction.followup.send(
+                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+        else:
+            await interaction.response.send_message(
+                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+    except discord.HTTPException as exc:
+        log.warning("could not deliver a message: %s", exc)
 
 
 async def send_ephemeral(interaction: discord.Interaction[GenBot], text: str) -> None:

@@ -43,7 +43,7 @@ from bot.services.generation import (
     VideoOptions,
 )
 from bot.storage.models import ResultRequest
-from bot.tree import PUBLIC_DEFER, RESTARTING, send_ephemeral, sentence_for
+from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 
 Interaction = discord.Interaction[GenBot]
 
@@ -91,11 +91,12 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         """Rebuild the button from its custom id (discord.py calls this on every click)."""
         return cls(match["action"], match["ref"])
 
+    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
+        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        return await admit(interaction)
+
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Run the action; any failure is the command's one ephemeral sentence."""
-        if not interaction.client.admit_command():
-            await send_ephemeral(interaction, RESTARTING)
-            return
         debounce = interaction.client.click_debounce
         paid = self.action in PAID_ACTIONS
         message_id = interaction.message.id if interaction.message is not None else 0
@@ -108,7 +109,7 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         except Exception as exc:
             # A refusal (BotError) comes before any request: retrying it cannot pay twice.
             sent = not isinstance(exc, BotError)
-            await send_ephemeral(interaction, sentence_for(exc))
+            await answer_error(interaction, exc)
         finally:
             if paid:
                 debounce.release(interaction.user.id, message_id, self.action, hold=sent)
@@ -259,7 +260,7 @@ async def open_edit(interaction: Interaction, source: SourceImage, model: Any) -
     )
 
 
-class AnimateModal(discord.ui.Modal, title="Animate image"):
+class AnimateModal(AdmittedModal, title="Animate image"):
     """A prompt and an image-to-video model (its price shown), for an image.
 
     Args:
@@ -314,10 +315,10 @@ class AnimateModal(discord.ui.Modal, title="Animate image"):
         self, interaction: Interaction, error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
-class EditModal(discord.ui.Modal, title="Edit image"):
+class EditModal(AdmittedModal, title="Edit image"):
     """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
 
     Args:
@@ -364,7 +365,7 @@ class EditModal(discord.ui.Modal, title="Edit image"):
         self, interaction: Interaction, error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
 @app_commands.guild_only()

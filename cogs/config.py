@@ -30,7 +30,7 @@ from bot.services.guild_config import (
 )
 from bot.services.policy import model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
-from bot.tree import send_ephemeral, sentence_for
+from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 COMMANDS = [
     app_commands.Choice(name="text", value="text"),
@@ -83,7 +83,7 @@ def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
         raise app_commands.MissingPermissions(["manage_guild"])
 
 
-class ApiKeyModal(discord.ui.Modal, title="Set the Generation API key"):
+class ApiKeyModal(AdmittedModal, title="Set the Generation API key"):
     """Asks for the key in a modal, so that it never shows as a visible command option."""
 
     key: discord.ui.TextInput[ApiKeyModal] = discord.ui.TextInput(

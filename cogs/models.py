@@ -9,6 +9,7 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.interactions import requester
 from bot.render import catalogue_pages
+from bot.tree import AdmittedView
 
 KINDS = [
     app_commands.Choice(name="Text", value="text"),
@@ -17,7 +18,7 @@ KINDS = [
 ]
 
 
-class Pager(discord.ui.View):
+class Pager(AdmittedView):
     """Previous / next buttons over a list of embeds, usable only by who asked.
 
     Args:
@@ -37,8 +38,10 @@ class Pager(discord.ui.View):
         self.next.disabled = self.index >= len(self.pages) - 1
 
     async def interaction_check(self, interaction: discord.Interaction[discord.Client]) -> bool:
-        """Only the user who ran the command turns its pages."""
-        return interaction.user.id == self.owner_id
+        """Only the user who ran the command turns its pages (not while the bot shuts down)."""
+        return interaction.user.id == self.owner_id and await super().interaction_check(
+            interaction  # type: ignore[arg-type]
+        )
 
     async def _show(self, interaction: discord.Interaction[discord.Client], step: int) -> None:
         self.index = max(0, min(len(self.pages) - 1, self.index + step))

@@ -31,7 +31,7 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.tree import send_ephemeral, sentence_for
+from bot.tree import AdmittedModal, answer_error
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -148,7 +148,7 @@ def default_duration(model: VideoModel) -> float:
     return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
-class VideoModal(discord.ui.Modal, title="Advanced video"):
+class VideoModal(AdmittedModal, title="Advanced video"):
     """``/video-advanced``'s form: prompt, model, reference image and duration.
 
     Each field is a ``discord.ui.Label`` (component type 18); the reference is a
@@ -245,7 +245,7 @@ class VideoModal(discord.ui.Modal, title="Advanced video"):
         self, interaction: discord.Interaction[GenBot], error: Exception
     ) -> None:
         """Answer with the one sentence for ``error``."""
-        await send_ephemeral(interaction, sentence_for(error))
+        await answer_error(interaction, error)
 
 
 def _model_note(price: Decimal | None, model: VideoModel) -> str:

@@ -292,3 +292,23 @@ async def test_admins_hear_of_a_rejected_key_once(stack: Stack, who: Requester) 
     assert stack.notices == [(who.guild_id, 77, "unauthorized")]
     report = await stack.billing.report(who.guild_id)
     assert report.reserved_cents == 0
+
+
+async def test_nothing_between_the_services_answer_and_the_ledger_can_lose_the_charge(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 18, E3: clearing a guild's key problem (a database write) ran between the paid
+    # answer and the settlement; when it failed, the charge never reached the ledger and the
+    # member was told the request failed.
+    model = await video_model(stack)  # the catalogue is fetched (and cached) before
+    await stack.db.guilds.set_notified_problem(who.guild_id, "insufficient_credits")
+
+    async def broken(*args: object, **kwargs: object) -> bool:
+        raise RuntimeError("the database refused the write")
+
+    monkeypatch.setattr(stack.db.guilds, "set_notified_problem", broken)
+    result = await stack.generation.text(who, TextOptions("hello"))
+    job = await stack.generation.video(who, VideoOptions("a fox", model.id))
+
+    assert await stack.db.ledger.total(who.guild_id) == result.cost_cents + job.cost_cents
+    assert stack.posts() == 2

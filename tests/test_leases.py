@@ -182,3 +182,35 @@ async def test_many_reschedules_in_one_write_are_fenced_row_by_row(
     assert jobs[finished.id] is not None and jobs[finished.id].status is JobStatus.FAILED
     assert got[unleased.id] == (NOW + 7, 3, None)
     assert await first.jobs.schedule_polls([]) == 0
+
+
+async def test_released_leases_are_claimed_by_another_process_at_once(
+    two: tuple[Database, Database],
+) -> None:
+    # Worker stop (issue 18): a stopping process hands back the leases it still holds, so the
+    # other process claims those jobs now, not when the leases (30 s, 300 s) end.
+    first, second = two
+    for i in range(2):
+        await first.jobs.insert(new_job(f"p{i}", next_poll_at=NOW, key=f"k{i}"))
+    delivered = await first.jobs.insert(new_job("d", next_poll_at=NOW))
+    assert await first.jobs.finish(delivered.id, JobStatus.COMPLETED, ["https://x/1"], None, NOW)
+    held = await first.jobs.claim_due(NOW, NOW + LEASE, limit=10, per_key=9)
+    [delivery] = await first.jobs.claim_deliveries(NOW, NOW + 300, limit=10)
+    # One lease ran out and the job was claimed since by the other process: a stale token
+    # releases nothing there.
+    [retaken] = await second.jobs.claim_due(NOW + LEASE, NOW + 2 * LEASE, limit=1, per_key=9)
+    [live] = [job for job in held if job.id != retaken.id]
+
+    released = await first.jobs.release_leases(
+        {job.id: job.poll_token for job in held},
+        {delivery.id: delivery.delivery_token},
+        NOW + 1,
+    )
+
+    assert released == 2  # the live poll lease and the delivery lease
+    claimed = await second.jobs.claim_due(NOW + 1, NOW + LEASE, limit=10, per_key=9)
+    assert [job.id for job in claimed] == [live.id]
+    [again] = await second.jobs.claim_deliveries(NOW + 1, NOW + 300, limit=10)
+    assert again.id == delivered.id and again.delivery_token == delivery.delivery_token + 1
+    taken = await second.jobs.get(retaken.id)
+    assert taken is not None and taken.next_poll_at == NOW + 2 * LEASE

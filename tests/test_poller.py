@@ -6,6 +6,9 @@ The Discord side is replaced by a recorder here; the end-to-end tests drive the 
 import asyncio
 import itertools
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from bot.clock import ManualClock
 from bot.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, SHOWN, Attempt, Poller
@@ -369,3 +372,116 @@ async def test_a_crash_before_a_reschedule_is_written_costs_one_more_poll_only(
     finished = await stack.db.jobs.get(job.id)
     assert finished is not None and finished.status is JobStatus.COMPLETED
     assert announcer.notified == [job.id]
+
+
+class HeldAnnouncer(RecordingAnnouncer):
+    """Holds every delivery until ``gate`` opens; records a delivery cut short (cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.entered = asyncio.Event()
+        self.cancelled: list[int] = []
+
+    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+        self.entered.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(job.id)
+            raise
+        return await super().deliver(job, route)
+
+
+async def wait_for(done: Callable[[], bool], limit: float = 20.0) -> None:
+    async with asyncio.timeout(limit):
+        while not done():
+            await asyncio.sleep(0.01)
+
+
+async def test_a_failing_pass_leaves_the_deliveries_under_way_alone(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 18, E11: one pass that raised (a locked database, a bug) cancelled every poll and
+    # delivery under way; their leases then ran out (300 s) and a cancelled channel or DM send
+    # could be posted twice.
+    (job,) = await submit(stack, who)
+    announcer = HeldAnnouncer()
+    poller = make_poller(stack, announcer)
+    task = asyncio.create_task(poller.run())
+    try:
+        async with asyncio.timeout(20):
+            await announcer.entered.wait()
+        failures: list[int] = []
+        claim = stack.db.jobs.claim_due
+
+        async def broken_claim(*args: Any, **kwargs: Any) -> list[Job]:
+            failures.append(1)
+            raise RuntimeError("the claim failed")
+
+        monkeypatch.setattr(stack.db.jobs, "claim_due", broken_claim)
+        poller.wake()
+        await wait_for(lambda: len(failures) >= 1)
+        monkeypatch.setattr(stack.db.jobs, "claim_due", claim)
+        announcer.gate.set()
+        await wait_for(lambda: bool(announcer.notified))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert announcer.cancelled == []
+    assert [j.id for j in announcer.results] == [job.id]  # shown once, by the first attempt
+    shown = await stack.db.jobs.get(job.id)
+    assert shown is not None and shown.announced_at is not None
+
+
+async def test_stop_drains_the_work_under_way_then_returns(stack: Stack, who: Requester) -> None:
+    (job,) = await submit(stack, who)
+    announcer = HeldAnnouncer()
+    poller = make_poller(stack, announcer)
+    task = asyncio.create_task(poller.run())
+    async with asyncio.timeout(20):
+        await announcer.entered.wait()
+    poller.stop()  # SIGTERM: no new claims; what is under way may finish
+    await asyncio.sleep(0)
+    assert not task.done()
+    announcer.gate.set()
+    async with asyncio.timeout(20):
+        await task  # returns by itself once drained
+    assert announcer.cancelled == []
+    assert announcer.notified == [job.id]
+    shown = await stack.db.jobs.get(job.id)
+    assert shown is not None and shown.announced_at is not None
+
+
+async def test_stop_releases_the_leases_it_cut_short(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Worker stop: what the grace did not let finish is cancelled and its lease handed back,
+    # so that another worker claims the job at once instead of after the lease (300 s).
+    (first,) = await submit(stack, who)
+    announcer = HeldAnnouncer()
+    poller = make_poller(stack, announcer, drain_grace=0.0)
+    polled = asyncio.Event()
+
+    async def endless_poll(*args: Any, **kwargs: Any) -> Any:
+        polled.set()
+        await asyncio.Event().wait()  # a poll that would outlast the grace
+
+    task = asyncio.create_task(poller.run())
+    async with asyncio.timeout(20):
+        await announcer.entered.wait()  # the first job finished and is being delivered
+    monkeypatch.setattr(stack.client, "poll", endless_poll)
+    (second,) = await submit(stack, who, prompt="a second fox")
+    await stack.db.jobs.schedule_poll(second.id, stack.clock.time(), 0)
+    poller.wake()
+    async with asyncio.timeout(20):
+        await polled.wait()
+    poller.stop()
+    async with asyncio.timeout(20):
+        await task
+    assert announcer.cancelled == [first.id]
+    now = stack.clock.time()
+    delivery = await stack.db.jobs.claim_deliveries(now, now + 300, limit=10)
+    assert [j.id for j in delivery] == [first.id]
+    polls = await stack.db.jobs.claim_due(now, now + 30, limit=10, per_key=10)
+    assert [j.id for j in polls] == [second.id]

@@ -580,6 +580,7 @@ class GenerationService:
         await self._billing.settle(
             reservation, self._charge(who, key, Kind.TEXT, result.model, None, result)
         )
+        await self._key_works(settings)
         return result
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
@@ -603,12 +604,16 @@ class GenerationService:
                 options = replace(options, model=usable[0])
         request = check_image(catalogue, options)
         reservation, key = await self._reserve(who, Kind.IMAGE, request.model, None, key)
+        # Read before the call: nothing but the settlement comes between the answer and the
+        # ledger (an asynchronous model's first poll needs it).
+        first_poll = await self._first_poll_delay(request.model, Kind.IMAGE)
         result = await self._charged(
             reservation, settings, self._client.generate_image(key.key, request)
         )
         charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
         if isinstance(result, ImageResult):
             await self._billing.settle(reservation, charge)
+            await self._key_works(settings)
             return ImageOutcome(request.model, result=result)
         details = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
         job = await self._settle_job(
@@ -621,7 +626,9 @@ class GenerationService:
             details,
             charge,
             result,
+            first_poll,
         )
+        await self._key_works(settings)
         return ImageOutcome(request.model, job=job)
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
@@ -647,6 +654,7 @@ class GenerationService:
             video_cost_cents(model.cost_cents_per_5s, request.duration),
             key,
         )
+        first_poll = await self._first_poll_delay(model.id, Kind.VIDEO)
         task = await self._charged(
             reservation, settings, self._client.generate_video(key.key, request)
         )
@@ -657,9 +665,20 @@ class GenerationService:
             "generate_audio": bool(request.generate_audio),
             "lock_camera": bool(request.lock_camera),
         }
-        return await self._settle_job(
-            reservation, who, key, Kind.VIDEO, model.id, request.prompt, details, charge, task
+        job = await self._settle_job(
+            reservation,
+            who,
+            key,
+            Kind.VIDEO,
+            model.id,
+            request.prompt,
+            details,
+            charge,
+            task,
+            first_poll,
         )
+        await self._key_works(settings)
+        return job
 
     async def attach_message(self, job: Job, message_id: int) -> None:
         """Record the placeholder message that the poller will edit when ``job`` finishes.
@@ -682,6 +701,7 @@ class GenerationService:
         details: dict[str, Any],
         charge: Charge,
         task: PendingTask,
+        first_poll: float,
     ) -> Job:
         now = self._clock.time()
         new_job = NewJob(
@@ -701,13 +721,27 @@ class GenerationService:
             created_at=now,
             # Due once attach_message records its placeholder; this grace is the safety net
             # when none gets posted (a Discord failure, a crash): shown as a new message then.
-            next_poll_at=max(
-                await self._schedule.first_poll_at(model, kind, now), now + PLACEHOLDER_GRACE
-            ),
+            next_poll_at=now + max(first_poll, PLACEHOLDER_GRACE),
         )
         job = await self._billing.settle(reservation, charge, new_job)
         assert job is not None  # settle returns the job it was given
         return job
+
+    async def _first_poll_delay(self, model: str, kind: Kind) -> float:
+        """Seconds from submission to a new job's first poll (the poll schedule's prior)."""
+        now = self._clock.time()
+        return await self._schedule.first_poll_at(model, kind, now) - now
+
+    async def _key_works(self, settings: GuildSettings) -> None:
+        """Clear the guild's key problem after a call that worked; after the settlement.
+
+        The charge is recorded by then and the member's result is waiting: a failure here is
+        logged, never raised (issue 18, E3: after a charge, never say it failed).
+        """
+        try:
+            await self._key_problem(settings, None)
+        except Exception as exc:
+            log.warning("guild %s: key problem state not cleared (%s)", settings.guild_id, exc)
 
     def _charge(
         self,
@@ -747,7 +781,7 @@ class GenerationService:
                 await self._billing.release(reservation)
             await self._key_problem(settings, exc)
             raise
-        await self._key_problem(settings, None)
+        # No I/O here: the answer goes straight to the settlement (``_key_works`` comes after).
         return result
 
     async def _call(self, settings: GuildSettings, call: Awaitable[T]) -> T:

@@ -414,6 +414,30 @@ class JobRepository(Protocol):
         """
         ...
 
+    async def release_leases(
+        self, polls: Mapping[int, int], deliveries: Mapping[int, int], at: float
+    ) -> int:
+        """Give back the poll and delivery leases a stopping process still holds.
+
+        A job whose lease is released falls due again at ``at``, so another process claims it
+        at once instead of waiting out the lease (issue 18, "Worker stop"). Only the lease's
+        due time changes (and only ever earlier): route, attempts and poll count stay as
+        recorded. Pass only the leases whose work was cut short: a poll or delivery that ended
+        has set the job's next time itself.
+
+        Args:
+            polls: job id -> the poll lease's fencing token (``Job.poll_token`` as claimed).
+            deliveries: job id -> the delivery lease's fencing token (``Job.delivery_token``).
+            at: when the jobs fall due again, UTC epoch seconds (the caller's now).
+
+        A job claimed since under a newer token, finished (polls) or delivered (deliveries) is
+        left alone, in one transaction.
+
+        Returns:
+            How many leases were released.
+        """
+        ...
+
     # -- listing and statistics ---------------------------------------------------------------
 
     async def recent(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:

@@ -7,7 +7,7 @@ The poller's reads are served by the partial indexes of ``0001_initial.sql`` (``
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -61,6 +61,19 @@ SCHEDULE_POLLS_SQL: Final = (
     " $5::double precision[]) AS u(id, at, n, token, progress)"
     " WHERE jobs.id = u.id AND jobs.status = 'pending'"
     " AND (u.token IS NULL OR jobs.poll_token = u.token)"
+)
+# A released lease only ever brings the due time forward: a job polled or delivered since
+# (rescheduled later by its holder) keeps its own time.
+RELEASE_POLLS_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = $3 FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)"
+    " WHERE jobs.id = u.id AND jobs.status = 'pending' AND jobs.poll_token = u.token"
+    " AND jobs.next_poll_at > $3"
+)
+RELEASE_DELIVERIES_SQL: Final = (
+    "UPDATE jobs SET next_delivery_at = $3"
+    " FROM unnest($1::bigint[], $2::bigint[]) AS u(id, token)"
+    " WHERE jobs.id = u.id AND jobs.status <> 'pending' AND jobs.announced_at IS NULL"
+    " AND jobs.delivery_token = u.token AND jobs.next_delivery_at > $3"
 )
 DUE_DELIVERIES_SQL: Final = (
     f"SELECT {JOB_COLUMNS} FROM jobs WHERE status <> 'pending' AND announced_at IS NULL"
@@ -346,6 +359,20 @@ class PgJobs:
             token,
         )
         return changed > 0
+
+    async def release_leases(
+        self, polls: Mapping[int, int], deliveries: Mapping[int, int], at: float
+    ) -> int:
+        """Make leased jobs due again at ``at`` (a stopping process's leases; fenced)."""
+        changed = 0
+        async with self._sql.write() as tx:
+            if polls:
+                changed += await tx.run(RELEASE_POLLS_SQL, list(polls), list(polls.values()), at)
+            if deliveries:
+                changed += await tx.run(
+                    RELEASE_DELIVERIES_SQL, list(deliveries), list(deliveries.values()), at
+                )
+        return changed
 
     # -- listing and statistics ---------------------------------------------------------------
 

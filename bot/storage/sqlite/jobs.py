@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -59,6 +59,16 @@ SCHEDULE_POLLS_SQL: Final = (
     "UPDATE jobs SET next_poll_at = ?, poll_count = ?,"
     " last_progress_at = COALESCE(?, last_progress_at)"
     " WHERE id = ? AND status = 'pending' AND (? IS NULL OR poll_token = ?)"
+)
+# A released lease only ever brings the due time forward: a job polled or delivered since
+# (rescheduled later by its holder) keeps its own time.
+RELEASE_POLL_SQL: Final = (
+    "UPDATE jobs SET next_poll_at = ? WHERE id = ? AND status = 'pending' AND poll_token = ?"
+    " AND next_poll_at > ?"
+)
+RELEASE_DELIVERY_SQL: Final = (
+    "UPDATE jobs SET next_delivery_at = ? WHERE id = ? AND status <> 'pending'"
+    " AND announced_at IS NULL AND delivery_token = ? AND next_delivery_at > ?"
 )
 PENDING_VIDEOS_SQL: Final = {
     # The literals stay literals: they are what lets SQLite use the partial index jobs_due.
@@ -331,6 +341,23 @@ class SqliteJobs:
             (at, route.value, job_id, *param),
         )
         return changed > 0
+
+    async def release_leases(
+        self, polls: Mapping[int, int], deliveries: Mapping[int, int], at: float
+    ) -> int:
+        """Make leased jobs due again at ``at`` (a stopping process's leases; fenced)."""
+        changed = 0
+        async with self._sql.write() as tx:
+            if polls:
+                changed += await tx.run_many(
+                    RELEASE_POLL_SQL, [(at, job_id, token, at) for job_id, token in polls.items()]
+                )
+            if deliveries:
+                changed += await tx.run_many(
+                    RELEASE_DELIVERY_SQL,
+                    [(at, job_id, token, at) for job_id, token in deliveries.items()],
+                )
+        return changed
 
     # -- listing and statistics ---------------------------------------------------------------
 
