@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable
 
 from bot.clock import ManualClock
-from bot.poller import SHOWN, Attempt, Poller
+from bot.poller import SHOWN, Attempt, Poller, Renew
 from bot.services.generation import Requester, VideoOptions
 from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack
@@ -49,7 +49,7 @@ class RecordingAnnouncer:
     async def stopped_watching(self, job: Job, now: float) -> None:
         self.unwatched.append(job.id)
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         self.attempts.append((job.id, route, self.clock.time() if self.clock else 0.0))
         if route in self.refuse or (route is DeliveryRoute.PLACEHOLDER and not job.message_id):
             return GONE
@@ -338,3 +338,36 @@ async def test_a_crash_before_a_reschedule_is_written_costs_one_more_poll_only(
     finished = await stack.db.jobs.get(job.id)
     assert finished is not None and finished.status is JobStatus.COMPLETED
     assert announcer.notified == [job.id]
+
+
+async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
+    stack: Stack, who: Requester
+) -> None:
+    """Slow downloads (ten outputs, up to 120 s each) must not let the lease run out: another
+    process (or this one's next pass) would deliver the result a second time."""
+    (job,) = await submit(stack, who)
+    await stack.db.jobs.finish(
+        job.id, JobStatus.COMPLETED, ("http://x/1.png", "http://x/2.png"), None, stack.clock.time()
+    )
+    taken: list[Job] = []
+
+    class SlowAnnouncer(RecordingAnnouncer):
+        async def deliver(
+            self, job: Job, route: DeliveryRoute, renew: Renew | None = None
+        ) -> Attempt:
+            for _ in range(4):  # four steps of 200 s (downloads), the lease renewed between
+                stack.clock.advance(200.0)
+                now = stack.clock.time()
+                taken.extend(await stack.db.jobs.claim_deliveries(now, now + 300.0, limit=5))
+                if renew is not None:
+                    await renew()
+            return await super().deliver(job, route, renew)
+
+    announcer = SlowAnnouncer()
+    await run_until(
+        make_poller(stack, announcer, delivery_lease=300.0), lambda: bool(announcer.notified)
+    )
+    assert taken == []
+    assert announcer.notified == [job.id]
+    shown = await stack.db.jobs.get(job.id)
+    assert shown is not None and shown.announced_at is not None
