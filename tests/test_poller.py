@@ -355,8 +355,10 @@ async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
         async def deliver(
             self, job: Job, route: DeliveryRoute, renew: Renew | None = None
         ) -> Attempt:
-            for _ in range(4):  # four steps of 200 s (downloads), the lease renewed between
-                stack.clock.advance(200.0)
+            # Four steps of 150 s (downloads), 600 s in all, the lease renewed between them
+            # (the poller's own passes move the manual clock on a little too).
+            for _ in range(4):
+                stack.clock.advance(150.0)
                 now = stack.clock.time()
                 taken.extend(await stack.db.jobs.claim_deliveries(now, now + 300.0, limit=5))
                 if renew is not None:
