@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -258,3 +259,26 @@ def test_nonces_fit_discords_25_characters() -> None:
     nonces = {delivery_nonce(job, route) for route in NONCE_ROUTES}
     assert len(nonces) == 3
     assert all(len(nonce) <= 25 for nonce in nonces)
+
+
+async def test_a_download_holds_the_file_once() -> None:
+    """Not twice (a bytearray copied into bytes): 20 deliveries x 100 MiB doubled was 4 GB."""
+    size = 8 * 1024 * 1024
+    chunk = 64 * 1024
+
+    async def stream() -> AsyncIterator[bytes]:
+        for _ in range(size // chunk):
+            yield b"x" * chunk
+
+    def cdn(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=stream())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(cdn)) as http:
+        tracemalloc.start()
+        try:
+            data = await download(http, "https://cdn.example/big.mp4", size)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert len(data) == size
+    assert peak < 1.5 * size
