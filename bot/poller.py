@@ -55,7 +55,8 @@ class Attempt:
         error: what went wrong, for the logs and ``/jobs``; None when shown.
         retry_after: seconds the other side asked us to wait (a 429), if any.
         code: what failed, for the metrics: Discord's JSON error code (``"50013"``), else
-            ``"429"``, ``"http_<status>"``, ``"network"`` or ``"unknown"``.
+            ``"429"``, ``"http_<status>"``, ``"network"``, ``"unreachable"`` (skipped without a
+            request: the bot left the server, or cannot see the channel) or ``"unknown"``.
     """
 
     shown: bool
