@@ -12,10 +12,19 @@ retries later). Classifying Discord's answers is this module's job; the schedule
 poller's (docs/architecture.md, "Delivery").
 
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
-memory) and attached under the provider's file name, so the result outlives the provider's
+memory, and at most :data:`bot.byte_budget.DELIVERY_MEMORY_BYTES` across the deliveries of the
+process) and attached under the provider's file name, so the result outlives the provider's
 URL, which stays as a link too. Too large, not downloadable, or refused by the download rule
 (``bot.genapi.outputs``: no private addresses, no redirect to another site): the link alone,
 and why.
+
+Every message the delivery posts (a new channel message, a DM, the reply to the placeholder)
+carries a nonce derived from the job and the route, with ``enforce_nonce`` (Discord, Create
+Message: the same author's message with that nonce from the past few minutes is returned
+instead of a new one), so a send retried after an answer that was lost is not posted twice.
+
+A server that removed the bot (``GUILD_DELETE``, or 403 Missing Access to ``GET /guilds/{id}``)
+is skipped: its routes fail at once, without a request, and the result goes by DM.
 
 Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
 embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
@@ -27,18 +36,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import logging
 import re
 from pathlib import PurePosixPath
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import discord
 import httpx
 
+from bot.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.clock import Clock
 from bot.genapi.outputs import DownloadRefused, output_client
-from bot.poller import SHOWN, Attempt
+from bot.poller import SHOWN, Attempt, Renew
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
 from bot.render.cards import dm_buttons
@@ -53,8 +65,33 @@ log = logging.getLogger(__name__)
 DEFAULT_UPLOAD_LIMIT = 10 * 1024 * 1024
 """Bytes a bot may upload per message where the guild is unknown (Discord: 10 MiB)."""
 
+DM_UPLOAD_LIMIT = DEFAULT_UPLOAD_LIMIT
+"""Bytes a bot may upload per direct message (Discord: 10 MiB, whatever the server's boosts)."""
+
 UPLOAD_LIMIT_TTL = 3600.0
 """Seconds a guild's upload limit fetched by REST is kept (it changes with its boost tier)."""
+
+UPLOAD_LIMIT_RETRY = 300.0
+"""Seconds a failed upload-limit lookup is remembered (10 MiB assumed meanwhile), so that a
+failing ``GET /guilds/{id}`` is not repeated by every route and every job (Discord bans
+clients making too many invalid requests)."""
+
+UNREACHABLE_TTL = 3600.0
+"""Seconds a server that answered 403 Missing Access (or 404 Unknown Guild) to
+``GET /guilds/{id}``, or a channel that answered 403 Missing Access or 404 Unknown Channel, is
+skipped by deliveries. ``GUILD_DELETE`` marks a server until the bot joins it again."""
+
+MISSING_ACCESS = 50001
+"""Discord's JSON code for 403 "Missing Access": the bot cannot see the server or channel."""
+
+UNKNOWN_CHANNEL = 10003
+UNKNOWN_GUILD = 10004
+
+NONCE_ROUTES = {
+    DeliveryRoute.PLACEHOLDER: "r",  # the reply to the edited placeholder
+    DeliveryRoute.CHANNEL: "c",
+    DeliveryRoute.DM: "d",
+}
 
 DOWNLOAD_TIMEOUT = httpx.Timeout(10.0, read=30.0)
 """Connect and per-read time-outs of a result download, seconds."""
@@ -94,6 +131,17 @@ def file_name(task_id: str, url: str, index: int, kind: str) -> str:
     return f"{stem}{'' if index == 0 else f'-{index + 1}'}{suffix.lower()}"
 
 
+def delivery_nonce(job: Job, route: DeliveryRoute) -> str:
+    """The nonce of the message ``route`` posts for ``job``: ``gb<job id><r|c|d>``.
+
+    At most 23 characters (Discord allows 25): ``gb``, a job id of at most 19 digits (a
+    64-bit integer) and the route's letter (``r`` the reply to the placeholder, ``c`` a
+    channel message, ``d`` a DM). The same for every attempt, so that Discord returns the
+    message a lost answer left posted (Create Message, ``enforce_nonce``).
+    """
+    return f"gb{job.id}{NONCE_ROUTES[route]}"
+
+
 def format_bytes(size: int) -> str:
     """Render a size for people, in MiB as Discord states its limits (``"10 MB"``)."""
     return f"{size / (1024 * 1024):.0f} MB" if size >= 1024 * 1024 else f"{size:,} bytes"
@@ -113,12 +161,14 @@ async def download(http: httpx.AsyncClient, url: str, limit: int) -> bytes:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
                 raise TooLarge(int(declared))
-            data = bytearray()
+            data = io.BytesIO()
             async for chunk in response.aiter_bytes():
-                data += chunk
-                if len(data) > limit:
+                data.write(chunk)
+                if data.tell() > limit:
                     raise TooLarge(None)
-            return bytes(data)
+            # getvalue() hands BytesIO's own buffer over (CPython shares it): the file is held
+            # once, not twice as a bytearray copied into bytes was (peak 1.1x its size, not 2x).
+            return data.getvalue()
 
 
 def classify(exc: Exception) -> Attempt | None:
@@ -151,19 +201,30 @@ def _refused_form(exc: discord.HTTPException) -> bool:
     return exc.status == 400 and exc.code == INVALID_FORM_BODY
 
 
-async def send_card(channel: discord.abc.Messageable, parts: MessageParts) -> discord.Message:
+async def send_card(
+    channel: discord.abc.Messageable, parts: MessageParts, *, nonce: str | None = None
+) -> discord.Message:
     """Post ``parts`` as a Components V2 card, in the old form when Discord refuses the card.
+
+    Args:
+        channel: where to post.
+        parts: the message.
+        nonce: sent with ``enforce_nonce`` (discord.py sets it with any nonce), so that Discord
+            returns the message already posted with it in the past few minutes instead of
+            posting another; None: a random one (no protection across attempts).
 
     Raises:
         discord.HTTPException: Discord refused the message in both forms.
     """
+    extra: dict[str, Any] = {} if nonce is None else {"nonce": nonce}
     try:
-        return await channel.send(**parts.kwargs())
+        return await channel.send(**parts.kwargs() | extra)
     except discord.HTTPException as exc:
         if parts.card is None or not _refused_form(exc):
             raise
         log.warning("Discord refused a card (%s); sent in the old form", exc.code)
-        return await channel.send(**parts.legacy().kwargs())
+        # The refused card was not posted: the same nonce cannot match it.
+        return await channel.send(**parts.legacy().kwargs() | extra)
 
 
 class DiscordAnnouncer:
@@ -178,6 +239,9 @@ class DiscordAnnouncer:
             no origin (every output must be https on a public address).
         schedule: estimates when a pending job will be ready (shown on its card); None shows
             no estimate.
+        memory: bytes of results the deliveries may hold at once (the process's
+            :class:`~bot.byte_budget.ByteBudget`); default
+            :data:`~bot.byte_budget.DELIVERY_MEMORY_BYTES`.
     """
 
     def __init__(
@@ -188,16 +252,23 @@ class DiscordAnnouncer:
         sandbox: bool,
         http: httpx.AsyncClient | None = None,
         schedule: PollSchedule | None = None,
+        memory: int = DELIVERY_MEMORY_BYTES,
     ) -> None:
         self._client = client
         self._schedule = schedule
         self._clock = clock
         self._sandbox = sandbox
         self._http = http
-        # Attachments a Components V2 card could not take by an edit, for the completion reply
-        # (job id -> files); popped by notify, so at most the jobs being delivered.
-        self._reply_files: dict[int, tuple[tuple[str, bytes], ...]] = {}
+        self.memory = ByteBudget(memory, clock)
+        # Jobs whose reply to the placeholder went with the delivery (it carried the files a
+        # card could not take by an edit), so notify does not ping a second time; discarded
+        # by notify, or by the job's next attempt.
+        self._replied: set[int] = set()
         self._upload_limits: dict[int, tuple[int, float]] = {}
+        self._lookups: dict[int, asyncio.Future[int]] = {}
+        # Servers that removed the bot and channels it cannot see: id -> until (clock time).
+        self._gone_guilds: dict[int, float] = {}
+        self._gone_channels: dict[int, float] = {}
 
     def _channel(self, job: Job) -> discord.PartialMessageable:
         return self._client.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
@@ -209,6 +280,8 @@ class DiscordAnnouncer:
 
     async def progress(self, job: Job, now: float) -> None:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate."""
+        if self._unreachable(job) is not None:
+            return
         ready_at = None
         if self._schedule is not None:
             ready_at = await self._schedule.estimated_finish(job, now=now)
@@ -217,6 +290,8 @@ class DiscordAnnouncer:
 
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
+        if self._unreachable(job) is not None:
+            return
         await self._edit_quietly(job, job_unwatched(job, now=now, sandbox=self._sandbox))
 
     async def _edit_quietly(self, job: Job, parts: MessageParts) -> None:
@@ -231,7 +306,50 @@ class DiscordAnnouncer:
                     raise
                 await message.edit(**parts.legacy().edit_kwargs())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._note_failure(job, exc)
             log.info("placeholder edit of job %s skipped: %s", job.id, exc)
+
+    # -- servers the bot cannot reach -----------------------------------------------------
+
+    def guild_removed(self, guild_id: int) -> None:
+        """The bot was removed from ``guild_id`` (``GUILD_DELETE`` without ``unavailable``).
+
+        Its routes are skipped until :meth:`guild_joined`: every request there would answer
+        403 Missing Access (50001), and Discord bans clients that make too many invalid
+        requests (10,000 401/403/429 per 10 minutes).
+        """
+        self._gone_guilds[guild_id] = float("inf")
+        self._upload_limits.pop(guild_id, None)
+
+    def guild_joined(self, guild_id: int) -> None:
+        """The bot is (again) in ``guild_id`` (``GUILD_CREATE``): its routes are tried again."""
+        self._gone_guilds.pop(guild_id, None)
+        self._upload_limits.pop(guild_id, None)
+
+    def _unreachable(self, job: Job) -> str | None:
+        """Why the job's server or channel cannot be reached now; None if it may be."""
+        now = self._clock.time()
+        for gone, key, why in (
+            (self._gone_guilds, job.guild_id, "the bot is no longer in this server"),
+            (self._gone_channels, job.channel_id, "the bot cannot see this channel"),
+        ):
+            until = gone.get(key)
+            if until is not None:
+                if until > now:
+                    return why
+                del gone[key]
+        return None
+
+    def _note_failure(self, job: Job, exc: BaseException) -> None:
+        """Remember a channel that answered Missing Access or Unknown Channel.
+
+        The channel route would post there and fail the same way.
+        """
+        if isinstance(exc, discord.HTTPException) and exc.code in (
+            MISSING_ACCESS,
+            UNKNOWN_CHANNEL,
+        ):
+            self._gone_channels[job.channel_id] = self._clock.time() + UNREACHABLE_TTL
 
     async def upload_limit(self, guild_id: int) -> int:
         """Bytes the bot may attach to a message in ``guild_id`` (``Guild.filesize_limit``).
@@ -239,30 +357,52 @@ class DiscordAnnouncer:
         From the gateway's guild cache; a process without a gateway connection (``python -m
         bot worker``) fetches the guild by REST (``GET /guilds/{id}``, which carries its boost
         tier) and keeps the limit for :data:`UPLOAD_LIMIT_TTL` seconds. If that fails:
-        Discord's default for any guild, 10 MiB.
+        Discord's default for any guild, 10 MiB, kept :data:`UPLOAD_LIMIT_RETRY` seconds;
+        a 403 Missing Access (or 404 Unknown Guild) also marks the server as gone (the bot
+        was removed) for :data:`UNREACHABLE_TTL` seconds.
         """
         guild = self._client.get_guild(guild_id)
         if guild is not None:
             return guild.filesize_limit
-        now = self._clock.time()
         cached = self._upload_limits.get(guild_id)
-        if cached is not None and cached[1] > now:
+        if cached is not None and cached[1] > self._clock.time():
             return cached[0]
+        # Deliveries to one server at the same moment share one lookup.
+        lookup = self._lookups.get(guild_id)
+        if lookup is None:
+            lookup = asyncio.ensure_future(self._fetch_upload_limit(guild_id))
+            self._lookups[guild_id] = lookup
+            lookup.add_done_callback(lambda _: self._lookups.pop(guild_id, None))
+        return await asyncio.shield(lookup)
+
+    async def _fetch_upload_limit(self, guild_id: int) -> int:
+        now = self._clock.time()
         try:
             limit = (await self._client.fetch_guild(guild_id)).filesize_limit
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.info("upload limit of guild %s unknown (%s); using 10 MiB", guild_id, exc)
+            self._upload_limits[guild_id] = (DEFAULT_UPLOAD_LIMIT, now + UPLOAD_LIMIT_RETRY)
+            if isinstance(exc, discord.HTTPException) and exc.code in (
+                MISSING_ACCESS,
+                UNKNOWN_GUILD,
+            ):
+                log.info("guild %s: the bot is no longer there; results go by DM", guild_id)
+                self._gone_guilds[guild_id] = now + UNREACHABLE_TTL
             return DEFAULT_UPLOAD_LIMIT
         self._upload_limits[guild_id] = (limit, now + UPLOAD_LIMIT_TTL)
         return limit
 
+    # -- results --------------------------------------------------------------------------
+
     async def attachments(
-        self, job: Job, limit: int
+        self, job: Job, limit: int, renew: Renew | None = None
     ) -> tuple[tuple[tuple[str, bytes], ...], str | None]:
         """Download a completed job's outputs to attach; return them and a note for people.
 
         Outputs are attached in order while their total stays within ``limit`` bytes (at most
         10, Discord's limit per message). The note says what is attached, or why not.
+        ``renew`` (the delivery's lease) is awaited before each download after the first, so
+        that ten slow downloads do not outlast the lease.
         """
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
@@ -271,6 +411,8 @@ class DiscordAnnouncer:
         files: list[tuple[str, bytes]] = []
         why: str | None = None
         for index, url in enumerate(urls):
+            if index and renew is not None:
+                await renew()
             try:
                 data = await self._download(url, limit - sum(len(d) for _, d in files))
             except TooLarge:
@@ -296,24 +438,46 @@ class DiscordAnnouncer:
         async with output_client(None) as http:
             return await download(http, url, limit)
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
-        """Show the result by ``route``; a 413 (40005) is retried with the link only."""
-        self._reply_files.pop(job.id, None)  # a file left from an earlier, unrecorded attempt
-        files, note = await self.attachments(job, await self.upload_limit(job.guild_id))
-        try:
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
+        """Show the result by ``route``; a 413 (40005) is retried with the link only.
+
+        A server that removed the bot, or a channel it cannot see, fails its routes at once
+        (permanently, without a request). The files are held within the process's
+        :class:`~bot.byte_budget.ByteBudget` from their download until the message is sent;
+        ``renew`` (the delivery's lease) is awaited while waiting for room and between
+        downloads.
+        """
+        self._replied.discard(job.id)  # from an earlier attempt that was not recorded
+        if route is DeliveryRoute.DM:
+            limit = DM_UPLOAD_LIMIT  # a DM takes 10 MiB, whatever the server's boosts
+        else:
+            if (why := self._unreachable(job)) is not None:
+                return Attempt(shown=False, permanent=True, error=why, code="unreachable")
+            limit = await self.upload_limit(job.guild_id)
+            if (why := self._unreachable(job)) is not None:  # the lookup just learnt it
+                return Attempt(shown=False, permanent=True, error=why, code="unreachable")
+        wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
+        async with self.memory.hold(wanted, renew) as held:
+            files, note = await self.attachments(job, limit, renew)
+            held.shrink(sum(len(data) for _, data in files))
+            if files and renew is not None:
+                await renew()
             try:
-                return await self._send(job, route, files, note)
-            except discord.HTTPException as exc:
-                if not files or not _too_large(exc):
+                try:
+                    return await self._send(job, route, files, note)
+                except discord.HTTPException as exc:
+                    if not files or not _too_large(exc):
+                        raise
+                note = "The file is not attached (Discord refused it as too large); "
+                note += "the link may stop working."
+                return await self._send(job, route, (), note)
+            except Exception as exc:
+                outcome = classify(exc)
+                if outcome is None:
                     raise
-            note = "The file is not attached (Discord refused it as too large); "
-            note += "the link may stop working."
-            return await self._send(job, route, (), note)
-        except Exception as exc:
-            outcome = classify(exc)
-            if outcome is None:
-                raise
-            return outcome
+                if route is not DeliveryRoute.DM:
+                    self._note_failure(job, exc)
+                return outcome
 
     async def _send(
         self,
@@ -334,37 +498,44 @@ class DiscordAnnouncer:
                     error="no placeholder was posted",
                     code="no_placeholder",
                 )
-            await self._edit_card(job, message, parts, finished)
+            for_reply = await self._edit_card(message, parts, finished)
+            if for_reply:
+                await self._reply(job, message, for_reply)
+                self._replied.add(job.id)
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to.
-            await send_card(self._channel(job), self._with_notice(parts, job, ""))
+            notice = self._with_notice(parts, job, "")
+            await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
             parts = dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons))
-            await send_card(dm, self._with_notice(parts, job, where))
+            notice = self._with_notice(parts, job, where)
+            await send_card(dm, notice, nonce=delivery_nonce(job, route))
         else:
             raise ValueError(f"{route} is not a Discord route")
         return SHOWN
 
     async def _edit_card(
         self,
-        job: Job,
         message: discord.PartialMessage,
         parts: MessageParts,
         finished: MessageParts,
-    ) -> None:
+    ) -> tuple[tuple[str, bytes], ...]:
         """Edit the placeholder into the result: the card with its files, else without them.
 
         Discord may refuse an edit that adds a new attachment to a Components V2 message; the
         card then points at the service's URLs and the files go in the completion reply. A
         placeholder refused a card at all (an old message, a payload Discord rejects) gets the
         old form with the files.
+
+        Returns:
+            The files the reply must carry (empty when the edit took them).
         """
         if parts.card is not None:
             try:
                 await message.edit(**parts.edit_kwargs())
-                return
+                return ()
             except discord.HTTPException as exc:
                 if not _refused_form(exc):
                     raise
@@ -373,12 +544,35 @@ class DiscordAnnouncer:
                 textual = with_files(finished, (), later, show_attached=False)
                 try:
                     await message.edit(**textual.edit_kwargs())
-                    self._reply_files[job.id] = parts.files
-                    return
+                    return parts.files
                 except discord.HTTPException as exc:
                     if not _refused_form(exc):
                         raise
         await message.edit(**parts.legacy().edit_kwargs())
+        return ()
+
+    async def _reply(
+        self, job: Job, message: discord.PartialMessage, files: tuple[tuple[str, bytes], ...]
+    ) -> None:
+        """Reply to the placeholder, pinging only the requester, with ``files`` if any.
+
+        The reply carries the job's reply nonce (``enforce_nonce``), so a reply repeated by a
+        retry within Discord's few minutes is not posted twice, and does not fail when the
+        placeholder was deleted meanwhile (``fail_if_not_exists=False``: it is then posted
+        as an ordinary message).
+
+        Raises:
+            discord.HTTPException: Discord refused the reply.
+        """
+        parts = completion_reply(job)
+        if files:
+            parts = dataclasses.replace(parts, files=files)
+        await message.channel.send(
+            **parts.kwargs(),
+            reference=message.to_reference(fail_if_not_exists=False),
+            mention_author=False,
+            nonce=delivery_nonce(job, DeliveryRoute.PLACEHOLDER),
+        )
 
     @staticmethod
     def _with_notice(parts: MessageParts, job: Job, where: str) -> MessageParts:
@@ -397,16 +591,16 @@ class DiscordAnnouncer:
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """Reply to the edited placeholder, pinging only the requester (an edit pings nobody).
 
-        Other routes carried their own notice, and ``/jobs`` needs none.
+        Other routes carried their own notice, and ``/jobs`` needs none; a reply that carried
+        the files (a card that could not take them by an edit) was part of the delivery.
         """
+        if job.id in self._replied:
+            self._replied.discard(job.id)
+            return
         message = self._message(job)
         if route is not DeliveryRoute.PLACEHOLDER or message is None:
             return
-        parts = completion_reply(job)
-        files = self._reply_files.pop(job.id, ())
-        if files:
-            parts = dataclasses.replace(parts, files=files)
         try:
-            await message.reply(**parts.kwargs(), mention_author=False)
+            await self._reply(job, message, ())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.info("could not notify the requester of job %s: %s", job.id, exc)

@@ -129,18 +129,19 @@ class GenBot(commands.AutoShardedBot):
         )
         self.add_listener(self._shard_ready, "on_shard_ready")
         services.keys.set_missing_key_notice(self._missing_key_notice)
+        self.announcer = DiscordAnnouncer(
+            self,
+            clock=services.clock,
+            sandbox=services.sandbox,
+            http=services.downloads,
+            schedule=services.schedule,
+        )
         self.poller = Poller(
             db=services.db,
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
-            announcer=DiscordAnnouncer(
-                self,
-                clock=services.clock,
-                sandbox=services.sandbox,
-                http=services.downloads,
-                schedule=services.schedule,
-            ),
+            announcer=self.announcer,
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
             lease=services.settings.poll_lease_seconds,
@@ -248,6 +249,19 @@ class GenBot(commands.AutoShardedBot):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await super().close()
+
+    async def on_guild_remove(self, guild: discord.Guild) -> None:
+        """The bot was removed from a server (``GUILD_DELETE`` without ``unavailable``).
+
+        Its results go straight to the requesters' DMs: requests there would only answer
+        403 Missing Access (50001), which Discord counts toward banning the bot.
+        """
+        log.info("removed from guild %s; its results go by DM", guild.id)
+        self.announcer.guild_removed(guild.id)
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        """The bot joined a server (again): its channels are delivered to as usual."""
+        self.announcer.guild_joined(guild.id)
 
     async def sync_commands(self, *, force: bool = False) -> bool:
         """Sync the command tree if its definitions changed since the last sync, or if forced.

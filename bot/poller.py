@@ -22,6 +22,7 @@ import asyncio
 import logging
 import secrets
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -55,7 +56,8 @@ class Attempt:
         error: what went wrong, for the logs and ``/jobs``; None when shown.
         retry_after: seconds the other side asked us to wait (a 429), if any.
         code: what failed, for the metrics: Discord's JSON error code (``"50013"``), else
-            ``"429"``, ``"http_<status>"``, ``"network"`` or ``"unknown"``.
+            ``"429"``, ``"http_<status>"``, ``"network"``, ``"unreachable"`` (skipped without a
+            request: the bot left the server, or cannot see the channel) or ``"unknown"``.
     """
 
     shown: bool
@@ -66,6 +68,10 @@ class Attempt:
 
 
 SHOWN: Final = Attempt(shown=True)
+
+Renew = Callable[[], Awaitable[None]]
+"""Extends the delivery lease of the job being delivered by another ``delivery_lease``
+seconds (fenced by its token: a holder that lost the lease changes nothing)."""
 
 NEXT_ROUTE: Final = {
     DeliveryRoute.PLACEHOLDER: DeliveryRoute.CHANNEL,
@@ -137,11 +143,12 @@ class JobAnnouncer(Protocol):
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the bot stopped watching the job. Must not raise."""
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         """Show a finished job's result by ``route`` (never JOBS); report how it went.
 
         Must be safe to repeat: an edit replaces the whole message; a new message or DM
-        carries its own notice to the requester.
+        carries its own notice to the requester. Work that may outlast the delivery lease
+        (downloads, waiting for memory) awaits ``renew`` between its steps.
         """
 
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
@@ -621,9 +628,11 @@ class Poller:
         # Route by route in fallback order. Each step is recorded before the next, so a crash
         # resumes where it stopped; the placeholder edit is idempotent and the ping comes only
         # after the delivery is recorded, so a crash can cost a ping, never send two.
-        route, attempts = job.delivery_route, job.delivery_attempts
+        route, attempts, error = job.delivery_route, job.delivery_attempts, job.delivery_error
         while route is not DeliveryRoute.JOBS:
-            outcome = await self._announcer.deliver(job, route)
+            outcome = await self._announcer.deliver(
+                job, route, self._renewal(job, route, attempts, error)
+            )
             now = self._clock.time()
             if outcome.shown:
                 if await self._db.jobs.mark_announced(job.id, now, route, token=job.delivery_token):
@@ -654,7 +663,7 @@ class Poller:
                     )
                     return
             log.info("delivery of job %s by %s impossible (%s)", job.id, route, outcome.error)
-            route, attempts = NEXT_ROUTE[route], 0
+            route, attempts, error = NEXT_ROUTE[route], 0, outcome.error
             await self._db.jobs.schedule_delivery(
                 job.id,
                 route,
@@ -670,6 +679,16 @@ class Poller:
             job.id, now, DeliveryRoute.JOBS, token=job.delivery_token
         ):
             self._count_shown(job, DeliveryRoute.JOBS, now)
+
+    def _renewal(self, job: Job, route: DeliveryRoute, attempts: int, error: str | None) -> Renew:
+        # Rewrites what is stored (route, attempts, last error) with a later lease end.
+        async def renew() -> None:
+            until = self._clock.time() + self._delivery_lease
+            await self._db.jobs.schedule_delivery(
+                job.id, route, attempts, until, error, token=job.delivery_token
+            )
+
+        return renew
 
     def _count_shown(self, job: Job, route: DeliveryRoute, now: float) -> None:
         if self._metrics is None:

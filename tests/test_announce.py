@@ -1,13 +1,64 @@
 """The Discord side of delivery, without Discord: file names, downloads, failure classes."""
 
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tracemalloc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from decimal import Decimal
+
 import aiohttp
 import discord
 import httpx
 import pytest
 
-from bot.announce import TooLarge, classify, download, file_name
+from bot.announce import (
+    NONCE_ROUTES,
+    DiscordAnnouncer,
+    TooLarge,
+    classify,
+    delivery_nonce,
+    download,
+    file_name,
+)
+from bot.byte_budget import ByteBudget
 from bot.clock import ManualClock
 from bot.sandbox import GenApiEmulator
+from bot.services.generation import Requester
+from bot.storage import DeliveryRoute, Job, JobStatus
+from bot.storage.models import Kind
+from tests.conftest import Stack
+from tests.discord_emulator import DiscordEmulator
+from tests.discord_emulator.models import Message
+from tests.test_poller import make_poller, run_until, submit
+
+SAMPLE_JOB = Job(
+    task_id="t1",
+    provider="p",
+    poll_url="/v1/tasks/t1",
+    kind=Kind.VIDEO,
+    model="m",
+    guild_id=1,
+    channel_id=2,
+    message_id=3,
+    user_id=4,
+    prompt_summary="a fox",
+    details={},
+    cost_cents=Decimal(1),
+    key_fingerprint="f",
+    created_at=0.0,
+    next_poll_at=0.0,
+    id=1,
+    status=JobStatus.COMPLETED,
+    finished_at=1.0,
+    outputs=(),
+    error=None,
+    poll_count=1,
+    announced_at=None,
+    last_progress_at=None,
+)
 
 
 class FakeResponse:
@@ -75,3 +126,159 @@ async def test_a_download_never_holds_more_than_the_limit() -> None:
         api.set_file_size(50_000)
         with pytest.raises(TooLarge):
             await download(http, url, 10_000)
+
+
+# -- against the Discord emulator, as a worker (REST only, no gateway cache) -----------------
+
+TOKEN = "worker.bot.token"
+
+
+@pytest.fixture
+async def rest_bot(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[RestBot]:
+    """The Discord emulator and a bot logged in for REST only, as ``python -m bot worker``."""
+    async with DiscordEmulator(bot_token=TOKEN) as emulator:
+        monkeypatch.setattr(discord.http.Route, "BASE", emulator.api_base_url)
+        client = discord.Client(
+            intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
+        )
+        await client.login(TOKEN)
+        member = emulator.add_user("member")
+        guild = emulator.add_guild("Somewhere")
+        channel = emulator.add_channel(guild.id, "generate")
+        emulator.world.ensure_member(guild.id, member.id)
+        try:
+            yield RestBot(emulator, client, Requester(guild.id, channel.id, member.id))
+        finally:
+            await client.close()
+
+
+@dataclass
+class RestBot:
+    emulator: DiscordEmulator
+    client: discord.Client
+    who: Requester
+
+    def failures_in(self, guild_id: int) -> list[str]:
+        """The requests about the guild or its channels that Discord refused."""
+        guild = self.emulator.guilds[guild_id]
+        ids = (str(guild_id), *(str(c) for c in guild.channels))
+        return [
+            f"{r.method} {r.path} {r.status}"
+            for r in self.emulator.requests
+            if r.status >= 400 and any(i in r.path for i in ids)
+        ]
+
+    def dms(self) -> list[Message]:
+        recipients = self.emulator.world.dm_recipients
+        return [m for m in self.emulator.messages.values() if m.channel_id in recipients]
+
+
+async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """Today: 5 refused requests per job, 3 of them the same ``GET /guilds/{id}``."""
+    jobs = await submit(stack, rest_bot.who, count=2, placeholder=False)
+    channel = rest_bot.client.get_partial_messageable(rest_bot.who.channel_id)
+    for job in jobs:
+        placeholder = await channel.send("queued")
+        await stack.generation.attach_message(job, placeholder.id)
+    rest_bot.emulator.remove_bot(rest_bot.who.guild_id)  # nobody tells a worker
+    announcer = DiscordAnnouncer(rest_bot.client, clock=stack.clock, sandbox=False)
+    await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 2)
+    assert all(dm.attachments for dm in rest_bot.dms())
+    assert {dm.pinged_user_ids().pop() for dm in rest_bot.dms()} == {rest_bot.who.user_id}
+    assert len(rest_bot.failures_in(rest_bot.who.guild_id)) <= 1, rest_bot.failures_in(
+        rest_bot.who.guild_id
+    )
+    for job in jobs:
+        shown = await stack.db.jobs.get(job.id)
+        assert shown is not None and shown.delivery_route is DeliveryRoute.DM
+
+
+async def test_deliveries_hold_no_more_bytes_at_once_than_the_bound(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """Six deliveries to a server with a 10 MiB upload limit, within 25 MiB: two at a time."""
+    await stack.db.guilds.update_limits(rest_bot.who.guild_id, max_pending_videos_per_user=6)
+    jobs = await submit(stack, rest_bot.who, count=6, placeholder=False)
+    for job in jobs:
+        url = f"https://cdn.example/{job.task_id}.png"
+        await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, (url,), None, stack.clock.time())
+    downloading = 0
+    most = 0
+
+    async def cdn(request: httpx.Request) -> httpx.Response:
+        nonlocal downloading, most
+        downloading += 1
+        most = max(most, downloading)
+        for _ in range(20):  # slow enough for the others to start, if they may
+            await asyncio.sleep(0)
+        downloading -= 1
+        return httpx.Response(200, content=b"\x89PNG" + bytes(100_000))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(cdn)) as http:
+        announcer = DiscordAnnouncer(
+            rest_bot.client, clock=stack.clock, sandbox=False, http=http, memory=25 * 1024 * 1024
+        )
+        finished = [await stack.db.jobs.get(job.id) for job in jobs]
+        outcomes = await asyncio.gather(
+            *(announcer.deliver(job, DeliveryRoute.CHANNEL) for job in finished if job)
+        )
+    assert all(outcome.shown for outcome in outcomes)
+    posted = rest_bot.emulator.channel_messages(rest_bot.who.channel_id)
+    assert sum(1 for m in posted if m.attachments) == 6
+    assert most == 2
+    assert announcer.memory.held == 0
+
+
+async def test_a_reservation_waits_its_turn_and_renews_its_lease_meanwhile() -> None:
+    clock = ManualClock()
+    budget = ByteBudget(100, clock)
+    renewals = 0
+
+    async def renew() -> None:
+        nonlocal renewals
+        renewals += 1
+
+    async with budget.hold(500) as whole:  # more than the total: cut to it, never stuck
+        assert whole.size == 100
+        second = budget.hold(30, renew)  # referenced: a collected one would release
+        waiting = asyncio.create_task(second.__aenter__())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done() and renewals >= 1
+        whole.shrink(60)  # what the downloads really took: the rest goes back at once
+        held = await asyncio.wait_for(waiting, 1)
+        assert held.size == 30 and budget.held == 90
+    await second.__aexit__(None, None, None)
+    assert budget.held == 0
+
+
+def test_nonces_fit_discords_25_characters() -> None:
+    job = dataclasses.replace(SAMPLE_JOB, id=2**63 - 1)
+    nonces = {delivery_nonce(job, route) for route in NONCE_ROUTES}
+    assert len(nonces) == 3
+    assert all(len(nonce) <= 25 for nonce in nonces)
+
+
+async def test_a_download_holds_the_file_once() -> None:
+    """Not twice (a bytearray copied into bytes): 20 deliveries x 100 MiB doubled was 4 GB."""
+    size = 8 * 1024 * 1024
+    chunk = 64 * 1024
+
+    async def stream() -> AsyncIterator[bytes]:
+        for _ in range(size // chunk):
+            yield b"x" * chunk
+
+    def cdn(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=stream())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(cdn)) as http:
+        tracemalloc.start()
+        try:
+            data = await download(http, "https://cdn.example/big.mp4", size)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert len(data) == size
+    assert peak < 1.5 * size

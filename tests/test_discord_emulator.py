@@ -468,3 +468,36 @@ async def test_command_permissions_are_served_sent_and_enforced(
     emu.set_command_permissions(guild.id, "pick", [])
     await asyncio.wait_for(updates.get(), 5)
     assert await http.get_guild_application_command_permissions(bot.application_id, guild.id) == []
+
+
+async def test_a_nonce_enforced_returns_the_message_already_posted(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild
+) -> None:
+    channel = channel_of(bot, guild)
+    first = await channel.send("once", nonce="gb1c")  # discord.py sets enforce_nonce
+    again = await channel.send("once", nonce="gb1c")
+    other = await channel.send("twice", nonce="gb2c")
+    assert again.id == first.id and other.id != first.id
+    assert [m.content for m in emu.channel_messages(channel.id)] == ["once", "twice"]
+    with pytest.raises(discord.HTTPException) as refused:
+        await channel.send("too long", nonce="n" * 26)
+    assert (refused.value.status, refused.value.code) == (400, 50035)
+
+
+async def test_a_bot_removed_from_a_guild_gets_guild_delete_then_missing_access(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild
+) -> None:
+    removed: asyncio.Queue[int] = asyncio.Queue()
+
+    async def on_guild_remove(gone: discord.Guild) -> None:
+        await removed.put(gone.id)
+
+    bot.add_listener(on_guild_remove)
+    channel = channel_of(bot, guild)
+    emu.remove_bot(guild.id)
+    assert await asyncio.wait_for(removed.get(), 5) == guild.id
+    assert bot.get_guild(guild.id) is None
+    for call in (bot.fetch_guild(guild.id), channel.send("still here?")):
+        with pytest.raises(discord.Forbidden) as refused:
+            await call
+        assert refused.value.code == 50001

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bot.clock import ManualClock
-from bot.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, SHOWN, Attempt, Poller
+from bot.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, SHOWN, Attempt, Poller, Renew
 from bot.services.generation import Requester, VideoOptions
 from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack
@@ -52,7 +52,7 @@ class RecordingAnnouncer:
     async def stopped_watching(self, job: Job, now: float) -> None:
         self.unwatched.append(job.id)
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         self.attempts.append((job.id, route, self.clock.time() if self.clock else 0.0))
         if route in self.refuse or (route is DeliveryRoute.PLACEHOLDER and not job.message_id):
             return GONE
@@ -383,14 +383,14 @@ class HeldAnnouncer(RecordingAnnouncer):
         self.entered = asyncio.Event()
         self.cancelled: list[int] = []
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         self.entered.set()
         try:
             await self.gate.wait()
         except asyncio.CancelledError:
             self.cancelled.append(job.id)
             raise
-        return await super().deliver(job, route)
+        return await super().deliver(job, route, renew)
 
 
 async def wait_for(done: Callable[[], bool], limit: float = 20.0) -> None:
@@ -485,3 +485,38 @@ async def test_stop_releases_the_leases_it_cut_short(
     assert [j.id for j in delivery] == [first.id]
     polls = await stack.db.jobs.claim_due(now, now + 30, limit=10, per_key=10)
     assert [j.id for j in polls] == [second.id]
+
+
+async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
+    stack: Stack, who: Requester
+) -> None:
+    """Slow downloads (ten outputs, up to 120 s each) must not let the lease run out: another
+    process (or this one's next pass) would deliver the result a second time."""
+    (job,) = await submit(stack, who)
+    await stack.db.jobs.finish(
+        job.id, JobStatus.COMPLETED, ("http://x/1.png", "http://x/2.png"), None, stack.clock.time()
+    )
+    taken: list[Job] = []
+
+    class SlowAnnouncer(RecordingAnnouncer):
+        async def deliver(
+            self, job: Job, route: DeliveryRoute, renew: Renew | None = None
+        ) -> Attempt:
+            # Four steps of 150 s (downloads), 600 s in all, the lease renewed between them
+            # (the poller's own passes move the manual clock on a little too).
+            for _ in range(4):
+                stack.clock.advance(150.0)
+                now = stack.clock.time()
+                taken.extend(await stack.db.jobs.claim_deliveries(now, now + 300.0, limit=5))
+                if renew is not None:
+                    await renew()
+            return await super().deliver(job, route, renew)
+
+    announcer = SlowAnnouncer()
+    await run_until(
+        make_poller(stack, announcer, delivery_lease=300.0), lambda: bool(announcer.notified)
+    )
+    assert taken == []
+    assert announcer.notified == [job.id]
+    shown = await stack.db.jobs.get(job.id)
+    assert shown is not None and shown.announced_at is not None

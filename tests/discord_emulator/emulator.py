@@ -86,7 +86,9 @@ class DiscordEmulator(UserActions):
             privileged_intents=privileged_intents,
             ready_builder=self._ready_payload,
             guild_creates=lambda: [
-                guild_create_payload(self.world, g) for g in self.world.guilds.values()
+                guild_create_payload(self.world, g)
+                for g in self.world.guilds.values()
+                if self.world.bot_in_guild(g.id)
             ],
             member_chunk=self._member_chunk,
             clock=clock,
@@ -192,6 +194,13 @@ class DiscordEmulator(UserActions):
         guild = self.world.add_guild(name, owner)
         self.hub.dispatch("GUILD_CREATE", guild_create_payload(self.world, guild), intent=1)
         return guild
+
+    def remove_bot(self, guild_id: int) -> None:
+        """Kick the bot from a guild: GUILD_DELETE without ``unavailable`` (Discord's sign of
+        a removal, not an outage); REST about the guild and its channels then answers 403
+        50001 Missing Access."""
+        del self.world.guilds[guild_id].members[self.bot_user.id]
+        self.hub.dispatch("GUILD_DELETE", {"id": str(guild_id)}, intent=1)
 
     def add_channel(self, guild_id: int, name: str) -> Channel:
         """Create a text channel."""
@@ -303,7 +312,11 @@ class DiscordEmulator(UserActions):
         data: dict[str, Any] = {
             "v": 10,
             "user": me_payload(self.bot_user),
-            "guilds": [{"id": str(g), "unavailable": True} for g in self.world.guilds],
+            "guilds": [
+                {"id": str(g), "unavailable": True}
+                for g in self.world.guilds
+                if self.world.bot_in_guild(g)
+            ],
             "session_id": session.id,
             "session_type": "normal",
             "resume_gateway_url": self.gateway_url,
@@ -385,18 +398,28 @@ class DiscordEmulator(UserActions):
         *,
         method: str | None = None,
         count: int = 1,
+        late: bool = False,
     ) -> None:
         """Answer the next ``count`` requests (of ``method``, if given) whose path contains
-        ``path_contains`` with ``error`` (e.g. a 500, or 403 / 50001 missing access)."""
-        self._errors.append([path_contains, method, count, error])
+        ``path_contains`` with ``error`` (e.g. a 500, or 403 / 50001 missing access).
+
+        With ``late`` the request is carried out first and only its answer is the error: a
+        message posted although the bot was told 5xx (a gateway's 502/503, a time-out).
+        """
+        self._errors.append([path_contains, method, count, error, late])
 
     def refuse_v2_edit_attachments(self, refuse: bool = True) -> None:
         """Refuse (400, 50035) edits that add a new attachment to a Components V2 message."""
         self.msgs.refuse_v2_edit_attachments = refuse
 
-    def take_error(self, method: str, path: str) -> DiscordAPIError | None:
+    def take_error(self, method: str, path: str, *, late: bool = False) -> DiscordAPIError | None:
         for entry in self._errors:
-            if entry[2] > 0 and entry[0] in path and entry[1] in (None, method):
+            if (
+                entry[2] > 0
+                and entry[0] in path
+                and entry[1] in (None, method)
+                and (entry[4] is late)
+            ):
                 entry[2] -= 1
                 error: DiscordAPIError = entry[3]
                 return error

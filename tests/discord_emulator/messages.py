@@ -20,6 +20,9 @@ SUPPRESS_EMBEDS = 1 << 2
 SUPPRESS_NOTIFICATIONS = 1 << 12
 COMPONENTS_V2 = 1 << 15
 SETTABLE_FLAGS = EPHEMERAL | SUPPRESS_EMBEDS | SUPPRESS_NOTIFICATIONS | COMPONENTS_V2
+NONCE_MAX_LENGTH = 25
+NONCE_WINDOW = 180.0
+"""Seconds a nonce sent with ``enforce_nonce`` stays unique (Discord: "the past few minutes")."""
 
 
 class MessageService:
@@ -120,6 +123,28 @@ class MessageService:
     def _is_empty(message: Message) -> bool:
         return not (message.content or message.embeds or message.attachments or message.components)
 
+    def nonce_match(self, payload: dict[str, Any]) -> Message | None:
+        """The bot's recent message with this payload's nonce, when ``enforce_nonce`` is set.
+
+        Discord (Create Message): a nonce is an integer or a string of at most 25
+        characters; with ``enforce_nonce`` it is checked for uniqueness over the past few
+        minutes, and another message by the same author with the same nonce is returned
+        instead of creating a new one.
+        """
+        nonce = payload.get("nonce")
+        if nonce is None:
+            return None
+        if len(str(nonce)) > NONCE_MAX_LENGTH:
+            form = err.FormErrors()
+            form.max_length(("nonce",), str(nonce), NONCE_MAX_LENGTH)
+            form.raise_if_any()
+        if not payload.get("enforce_nonce"):
+            return None
+        found = self.world.messages.get(self.world.nonces.get(str(nonce), 0))
+        if found is None or found.deleted or self.clock() - found.created_at > NONCE_WINDOW:
+            return None
+        return found
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def create(
@@ -179,6 +204,10 @@ class MessageService:
             message.pings = message.mentions
         message.history.append(message.snapshot())
         self.world.messages[message.id] = message
+        if payload.get("nonce") is not None:
+            message.nonce = str(payload["nonce"])
+            if payload.get("enforce_nonce"):
+                self.world.nonces[message.nonce] = message.id
         if not message.ephemeral:
             channel.last_message_id = message.id
         self._emit("MESSAGE_CREATE", message)

@@ -195,6 +195,7 @@ class Message:
     mentions: Mentions = field(default_factory=Mentions)
     pings: Mentions | None = None
     reactions: list[str] = field(default_factory=list)
+    nonce: str | None = None
 
     @property
     def ephemeral(self) -> bool:
@@ -324,6 +325,8 @@ class World:
         """DM channel id -> the user the bot talks to there."""
         self.closed_dms: set[int] = set()
         """Users whose privacy settings refuse the bot's DMs (50007)."""
+        self.nonces: dict[str, int] = {}
+        """Nonce of a message sent with ``enforce_nonce`` -> that message's id."""
 
     def open_dm(self, user_id: int) -> Channel:
         """Return the bot's DM channel with ``user_id``, created on first use."""
@@ -394,7 +397,14 @@ class World:
             return perms.DM_PERMISSIONS
         if channel.is_thread and channel.parent_id is not None:
             channel = self.channels[channel.parent_id]
+        if not self.bot_in_guild(channel.guild_id):
+            return 0  # removed from the server: every route there answers 403 50001
         return perms.compute_permissions(self.guilds[channel.guild_id], channel, self.bot_user.id)
+
+    def bot_in_guild(self, guild_id: int) -> bool:
+        """Whether the bot is (still) a member of the guild."""
+        guild = self.guilds.get(guild_id)
+        return guild is not None and self.bot_user.id in guild.members
 
     def find_command(self, name: str, guild_id: int | None) -> dict[str, Any] | None:
         """Find a registered chat-input command, guild scope first."""

@@ -134,6 +134,9 @@ class RestApi(InteractionRoutes):
             else:
                 self._check_auth(request, route)
                 response = await handler(request)
+                late = self.emu.take_error(request.method, record.path, late=True)
+                if late is not None:
+                    raise late  # done, but the answer is an error (a proxy's 5xx, a time-out)
         except DiscordAPIError as exc:
             response = self._json(request, exc.body(), exc.status)
         except Exception as exc:  # an emulator bug: surface it to the test
@@ -366,6 +369,11 @@ class RestApi(InteractionRoutes):
         if self.world.dm_recipients.get(channel_id) in self.world.closed_dms:
             raise err.cannot_dm()
         have = self.emu.msgs.check_send(channel_id, payload, request[FILES])
+        existing = self.emu.msgs.nonce_match(payload)
+        if existing is not None:
+            # Discord (Create Message, enforce_nonce): the same author's message with this
+            # nonce from the last few minutes is returned, and no new message is created.
+            return self._json(request, message_payload(self.world, existing))
         extra: dict[str, Any] = {}
         ref = payload.get("message_reference")
         if ref:
@@ -472,6 +480,8 @@ class RestApi(InteractionRoutes):
 
     async def get_guild(self, request: web.Request) -> web.Response:
         guild = self._guild(request)
+        if not self.world.bot_in_guild(guild.id):
+            raise err.missing_access()  # what Discord answers for a server the bot left
         data = guild_payload(self.world, guild)
         if _flag(request.query, "with_counts"):
             data["approximate_member_count"] = len(guild.members)

@@ -5,6 +5,7 @@ placeholder, a channel the bot lost, a 503, a 413, a slow placeholder post) and 
 requester ends up seeing: the result, once, with the file attached when it fits.
 """
 
+import asyncio
 import sqlite3
 
 import pytest
@@ -234,3 +235,105 @@ async def test_an_old_placeholder_refusing_the_card_keeps_the_old_form(world: Wo
         lambda m: m in replies_to(world, placeholder), include_existing=True
     )
     assert reply.pinged_user_ids() == {world.member.id}
+
+
+async def wait_delivered(world: World, prompt: str, timeout: float = 90) -> str:
+    """Wait until the job of ``prompt`` is recorded as delivered; return its route."""
+
+    def delivered() -> str | None:
+        with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+            row = db.execute(
+                "SELECT delivery_route, announced_at FROM jobs WHERE prompt_summary = ?", (prompt,)
+            ).fetchone()
+        return str(row[0]) if row is not None and row[1] is not None else None
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (route := delivered()) is None:
+        assert asyncio.get_running_loop().time() < deadline, f"{prompt!r} never delivered"
+        await asyncio.sleep(0.2)
+    return route
+
+
+async def video_in(world: World, channel_id: int, prompt: str, guild_id: int | None = None) -> None:
+    """``/video`` in another channel (of another guild, if given), up to its placeholder."""
+    model = video_model(world)
+    handle = await world.discord.invoke(
+        "video",
+        {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]},
+        guild_id=guild_id or world.guild.id,
+        channel_id=channel_id,
+        user_id=world.member.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    await world.answer(handle)
+    await world.discord.wait_for_message(
+        lambda m: m.channel_id == channel_id and prompt in m.text, include_existing=True
+    )
+
+
+async def test_a_channel_post_retried_after_a_lost_answer_is_shown_once(world: World) -> None:
+    """Discord posted the result but answered 503: the retry must not post it again."""
+    world.api.set_task_duration(lambda model, body: 4.0)
+    lossy = world.discord.add_channel(world.guild.id, "lossy")
+    prompt = "a swallow over a weir"
+    await video_in(world, lossy.id, prompt)
+    (placeholder,) = [m for m in world.discord.channel_messages(lossy.id) if prompt in m.text]
+    world.discord.delete_message(lossy.id, placeholder.id)  # the channel route posts anew
+    unavailable = DiscordAPIError(503, 0, "503: Service Unavailable")
+    world.discord.inject_error(
+        f"/channels/{lossy.id}/messages", unavailable, method="POST", late=True
+    )
+    assert await wait_delivered(world, prompt) == "channel"
+    shown = [m for m in world.discord.channel_messages(lossy.id) if "/files/" in m.text]
+    assert len(shown) == 1
+    assert shown[0].pinged_user_ids() == {world.member.id}
+    posts = [r for r in world.discord.requests if r.method == "POST" and str(lossy.id) in r.path]
+    assert len(posts) == 3  # the placeholder, the post answered 503, its retry
+
+
+async def test_the_file_for_the_reply_survives_a_failed_reply(world: World) -> None:
+    """A card refusing the file by an edit: the reply carrying it fails once, then comes."""
+    world.api.set_task_duration(lambda model, body: 3.0)
+    world.discord.refuse_v2_edit_attachments()
+    try:
+        _, placeholder = await submit_video(world, "a hare in the snow")
+        unavailable = DiscordAPIError(503, 0, "503: Service Unavailable")
+        world.discord.inject_error(
+            f"/channels/{world.channel.id}/messages", unavailable, method="POST"
+        )
+        reply = await world.discord.wait_for_message(
+            lambda m: m in replies_to(world, placeholder) and bool(m.attachments),
+            include_existing=True,
+            timeout=90,
+        )
+    finally:
+        world.discord.refuse_v2_edit_attachments(False)
+    done = world.discord.messages[placeholder.id]
+    assert [a.filename for a in reply.attachments] == [file_name(done)]
+    assert reply.pinged_user_ids() == {world.member.id}
+    assert replies_to(world, placeholder) == [reply]
+    assert await wait_delivered(world, "a hare in the snow") == "placeholder"
+
+
+async def test_a_server_that_removed_the_bot_gets_its_results_by_dm_without_failed_requests(
+    world: World,
+) -> None:
+    world.api.set_task_duration(lambda model, body: 4.0)
+    leaving = world.discord.add_guild("Leaving Guild", owner_id=world.admin.id)
+    channel = world.discord.add_channel(leaving.id, "generate")
+    prompt = "a lighthouse at dusk"
+    await video_in(world, channel.id, prompt, guild_id=leaving.id)
+    world.discord.remove_bot(leaving.id)  # GUILD_DELETE; its routes answer 403 50001
+    dm = await world.discord.wait_for_message(
+        lambda m: m.channel_id in world.discord.world.dm_recipients and prompt in m.text,
+        timeout=40,
+        include_existing=True,
+    )
+    assert "/files/" in dm.text and dm.attachments
+    assert world.discord.world.dm_recipients[dm.channel_id] == world.member.id
+    assert await wait_delivered(world, prompt) == "dm"
+    ids = (str(leaving.id), *(str(c) for c in leaving.channels))
+    failed = [
+        r for r in world.discord.requests if r.status >= 400 and any(i in r.path for i in ids)
+    ]
+    assert len(failed) <= 1, [(r.method, r.path, r.status) for r in failed]
