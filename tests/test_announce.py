@@ -25,6 +25,7 @@ from bot.announce import (
 )
 from bot.byte_budget import ByteBudget
 from bot.clock import ManualClock
+from bot.genapi.outputs import output_client
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.storage import DeliveryRoute, Job, JobStatus
@@ -183,8 +184,9 @@ async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
         placeholder = await channel.send("queued")
         await stack.generation.attach_message(job, placeholder.id)
     rest_bot.emulator.remove_bot(rest_bot.who.guild_id)  # nobody tells a worker
-    announcer = DiscordAnnouncer(rest_bot.client, clock=stack.clock, sandbox=False)
-    await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 2)
+    async with output_client(stack.api.base_url) as http:
+        announcer = DiscordAnnouncer(rest_bot.client, clock=stack.clock, sandbox=False, http=http)
+        await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 2)
     assert all(dm.attachments for dm in rest_bot.dms())
     assert {dm.pinged_user_ids().pop() for dm in rest_bot.dms()} == {rest_bot.who.user_id}
     assert len(rest_bot.failures_in(rest_bot.who.guild_id)) <= 1, rest_bot.failures_in(
