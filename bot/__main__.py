@@ -48,7 +48,7 @@ from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
 from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
-from bot.poller import Poller
+from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import Database, SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
@@ -276,6 +276,8 @@ async def run_worker(settings: Settings) -> None:
             job_timeout=settings.job_timeout_seconds,
             lease=settings.poll_lease_seconds,
             delivery_lease=settings.delivery_lease_seconds,
+            delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
+            delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
         )
         work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
         loop = asyncio.get_running_loop()

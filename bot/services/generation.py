@@ -62,7 +62,9 @@ INVISIBLE = frozenset("\u115f\u1160\u2800\u3164\uffa0")
 fillers, the blank Braille pattern); a prompt of these alone is empty."""
 
 PLACEHOLDER_GRACE = 30.0
-"""Seconds a new job waits for its placeholder before it falls due anyway."""
+"""Seconds a new job waits for its placeholder before it falls due anyway: the default of
+``PLACEHOLDER_GRACE_SECONDS``. It bounds Discord's side (a post may wait out a 429), so
+``WAIT_SCALE`` leaves it alone."""
 
 MAX_REFERENCE_IMAGES = 4
 """Source images one ``/image`` request may send in ``image_urls``: the spec does not show the
@@ -365,6 +367,8 @@ class GenerationService:
         schedule: first poll times of new jobs.
         clock: wall time for charges and jobs.
         notify_admins: called once per key problem per guild, if it has an admin channel.
+        placeholder_grace: seconds a new job waits for its placeholder before it falls due
+            anyway (``PLACEHOLDER_GRACE_SECONDS``).
     """
 
     def __init__(
@@ -378,8 +382,10 @@ class GenerationService:
         schedule: PollSchedule,
         clock: Clock,
         notify_admins: NotifyAdmins | None = None,
+        placeholder_grace: float = PLACEHOLDER_GRACE,
     ) -> None:
         self._client = client
+        self._placeholder_grace = placeholder_grace
         self._catalogue = catalogue
         self._billing = billing
         self._keys = keys
@@ -635,7 +641,7 @@ class GenerationService:
             # Due once attach_message records its placeholder; this grace is the safety net
             # when none gets posted (a Discord failure, a crash): shown as a new message then.
             next_poll_at=max(
-                await self._schedule.first_poll_at(model, kind, now), now + PLACEHOLDER_GRACE
+                await self._schedule.first_poll_at(model, kind, now), now + self._placeholder_grace
             ),
         )
         job = await self._billing.settle(reservation, charge, new_job)
