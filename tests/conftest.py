@@ -174,7 +174,7 @@ E2E_DIR = Path(__file__).parent / "e2e"
 PG_FIXTURES = frozenset({"pg_server", "pg_url", "pg_schema_url"})
 
 SPAWNING_NAMES = frozenset({"subprocess", "create_subprocess_exec", "BotProcess", "open_world"})
-"""Names whose use in a test (or in a helper of its module it calls) means a process starts."""
+"""Names whose use in a test (or in a helper of the tests it calls) mean a process starts."""
 
 
 def _tiers(item: pytest.Item) -> list[str]:
@@ -198,7 +198,7 @@ def _tiers(item: pytest.Item) -> list[str]:
 
 def _spawns(code: CodeType, module: dict[str, Any], seen: set[CodeType]) -> bool:
     """Whether ``code`` names something that starts a process, itself, in a nested function
-    or in a function of its own module that it calls (``run_bot``, ``open_world``...)."""
+    or in a helper of the tests that it calls (``run_bot``, ``open_world``...)."""
     if code in seen:
         return False
     seen.add(code)
@@ -212,7 +212,7 @@ def _spawns(code: CodeType, module: dict[str, Any], seen: set[CodeType]) -> bool
         helper_code = getattr(helper, "__code__", None)
         if (
             isinstance(helper_code, CodeType)
-            and getattr(helper, "__module__", None) == module.get("__name__")
+            and str(getattr(helper, "__module__", "")).startswith("tests.")
             and _spawns(helper_code, module, seen)
         ):
             return True
