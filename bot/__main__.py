@@ -78,12 +78,12 @@ def quiet_library_loggers(level: int) -> None:
     """Keep secrets and noise out of the log, whatever ``LOG_LEVEL`` says.
 
     discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
-    API key typed into ``/config api-key set``) and interaction tokens. httpx and aiosqlite log a
-    line per request or query.
+    API key typed into ``/config api-key set``) and interaction tokens. httpx2, httpcore2 and
+    aiosqlite log a line per request or query.
     """
     for name in ("discord.gateway", "discord.webhook", "discord.http"):
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    for name in ("httpx", "httpcore", "aiosqlite"):
+    for name in ("httpx2", "httpcore2", "aiosqlite"):
         logging.getLogger(name).setLevel(max(logging.WARNING, level))
 
 

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import discord
-import httpx
+import httpx2 as httpx
 
 from bot.clock import Clock
 from bot.poller import SHOWN, Attempt

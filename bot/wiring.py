@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 from pydantic import SecretStr
 
 from bot.clock import Clock

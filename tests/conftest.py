@@ -12,7 +12,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 

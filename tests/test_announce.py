@@ -2,7 +2,7 @@
 
 import aiohttp
 import discord
-import httpx
+import httpx2 as httpx
 import pytest
 
 from bot.announce import TooLarge, classify, download, file_name

@@ -13,8 +13,8 @@ from packaging.requirements import Requirement
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OWN = {"bot", "cogs", "tests", "bench"}
-NOT_IMPORTED = {"sniffio"}
-"""Declared for httpcore's speed, not imported by us (the comment in pyproject.toml says why)."""
+NOT_IMPORTED: set[str] = set()
+"""Declared but not imported by us (a comment in pyproject.toml must say why)."""
 OPTIONAL = {"zstandard"}
 """Imported inside ``try``: the Discord emulator works without it."""
 
