@@ -1,11 +1,13 @@
 # genbot: one bot process on SQLite (docs/deployment.md). Build: docker build -t genbot .
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml requirements.lock README.md LICENSE ./
+# The runtime dependencies at the versions CI passed with (requirements.lock, made by uv from
+# pyproject.toml; no dev extras), then the project itself without resolving anything again.
+RUN pip install --no-cache-dir --prefix=/install -r requirements.lock
 COPY bot ./bot
 COPY cogs ./cogs
-# The project and its runtime dependencies only: no dev extras (tests, linters).
-RUN pip install --no-cache-dir --prefix=/install .
+RUN pip install --no-cache-dir --prefix=/install --no-deps .
 
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 \

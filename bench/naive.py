@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 
 POLL_INTERVAL = 4.0
 

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 from pydantic import SecretStr
 
 from bench.report import Table

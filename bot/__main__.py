@@ -48,7 +48,7 @@ from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import invite_url
 from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
-from bot.poller import Poller
+from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import Database, SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
@@ -78,12 +78,12 @@ def quiet_library_loggers(level: int) -> None:
     """Keep secrets and noise out of the log, whatever ``LOG_LEVEL`` says.
 
     discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
-    API key typed into ``/config api-key set``) and interaction tokens. httpx and aiosqlite log a
-    line per request or query.
+    API key typed into ``/config api-key set``) and interaction tokens. httpx2, httpcore2 and
+    aiosqlite log a line per request or query.
     """
     for name in ("discord.gateway", "discord.webhook", "discord.http"):
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    for name in ("httpx", "httpcore", "aiosqlite"):
+    for name in ("httpx2", "httpcore2", "aiosqlite"):
         logging.getLogger(name).setLevel(max(logging.WARNING, level))
 
 
@@ -282,6 +282,8 @@ async def run_worker(settings: Settings) -> None:
             lease=settings.poll_lease_seconds,
             delivery_lease=settings.delivery_lease_seconds,
             drain_grace=settings.shutdown_grace_seconds,
+            delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
+            delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
         )
         work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
         loop = asyncio.get_running_loop()

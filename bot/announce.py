@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import discord
-import httpx
+import httpx2 as httpx
 
 from bot.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.clock import Clock

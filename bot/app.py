@@ -24,7 +24,7 @@ from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
-from bot.poller import Poller
+from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice, missing_key_notice
 from bot.services.generation import KeyProblem
@@ -147,6 +147,8 @@ class GenBot(commands.AutoShardedBot):
             lease=services.settings.poll_lease_seconds,
             delivery_lease=services.settings.delivery_lease_seconds,
             drain_grace=services.settings.shutdown_grace_seconds,
+            delivery_backoff_first=services.settings.scaled(DELIVERY_BACKOFF_FIRST),
+            delivery_backoff_max=services.settings.scaled(DELIVERY_BACKOFF_MAX),
             metrics=services.metrics,
         )
         self._poller_task: asyncio.Task[None] | None = None

@@ -67,6 +67,8 @@ class Settings(BaseSettings):
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30
     genapi_rate_window_seconds: Annotated[float, Field(gt=0)] = 60.0
     sandbox_time_scale: Annotated[float, Field(gt=0)] = 1.0
+    wait_scale: Annotated[float, Field(ge=1)] = 1.0
+    placeholder_grace_seconds: Annotated[float, Field(gt=0)] = 30.0
 
     shard_count: Annotated[int, Field(ge=1)] | None = None
     shard_ids: str | None = None
@@ -178,6 +180,17 @@ class Settings(BaseSettings):
     def sandbox(self) -> bool:
         """True when no ``GENAPI_BASE_URL`` is set: the bot runs the built-in emulator."""
         return self.genapi_base_url is None
+
+    def scaled(self, seconds: float) -> float:
+        """Return one of the bot's own fixed waits (seconds) divided by ``WAIT_SCALE``.
+
+        Only the bot's own choices about the service's time are scaled (delivery backoff, the
+        poll priors, the longest gap between polls): never the service's rules (the rate
+        window has its own setting, and two polls of a job stay 3 s apart, spec part 3), nor
+        waits on Discord (``PLACEHOLDER_GRACE_SECONDS``). 1 in production; the end-to-end
+        tests' bot runs at 10 (issue 19).
+        """
+        return seconds / self.wait_scale
 
     @property
     def log_level_number(self) -> int:

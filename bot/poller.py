@@ -125,13 +125,21 @@ class _NotFoundStreak:
     poll_count: int
 
 
-def delivery_backoff(attempts: int, retry_after: float | None = None) -> float:
+def delivery_backoff(
+    attempts: int,
+    retry_after: float | None = None,
+    *,
+    first: float = DELIVERY_BACKOFF_FIRST,
+    cap: float = DELIVERY_BACKOFF_MAX,
+) -> float:
     """Seconds to wait after the ``attempts``-th transient failure (1-based): 30, 60, ... 900.
 
     A ``retry_after`` asked by Discord (a 429) is honoured when longer, within the cap.
+    ``first`` and ``cap`` are the first wait and the longest, seconds (``WAIT_SCALE`` divides
+    both in the end-to-end tests).
     """
-    delay = min(DELIVERY_BACKOFF_MAX, DELIVERY_BACKOFF_FIRST * 2.0 ** max(0, attempts - 1))
-    return min(DELIVERY_BACKOFF_MAX, max(delay, retry_after or 0.0))
+    delay = min(cap, first * 2.0 ** max(0, attempts - 1))
+    return min(cap, max(delay, retry_after or 0.0))
 
 
 class JobAnnouncer(Protocol):
@@ -185,6 +193,9 @@ class Poller:
             (after a crash its delivery is attempted again when the lease ends).
         drain_grace: seconds :meth:`stop` lets the polls and deliveries under way finish
             before cancelling them (their leases are released either way).
+        delivery_backoff_first: seconds before the first retry of a transient delivery
+            failure, doubled each time (:func:`delivery_backoff`).
+        delivery_backoff_max: the longest wait between two delivery attempts, seconds.
         metrics: observes poll lag, detection delay and delivery outcomes; None counts nothing.
     """
 
@@ -206,8 +217,12 @@ class Poller:
         max_deliveries: int = 20,
         delivery_lease: float = 300.0,
         drain_grace: float = DRAIN_GRACE_SECONDS,
+        delivery_backoff_first: float = DELIVERY_BACKOFF_FIRST,
+        delivery_backoff_max: float = DELIVERY_BACKOFF_MAX,
         metrics: Metrics | None = None,
     ) -> None:
+        self._backoff_first = delivery_backoff_first
+        self._backoff_max = delivery_backoff_max
         self._db = db
         self._metrics = metrics
         self.last_pass_at: float | None = None
@@ -597,6 +612,11 @@ class Poller:
         with bind(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id):
             await self._deliver_logged(job)
 
+    def _backoff(self, attempts: int, retry_after: float | None = None) -> float:
+        return delivery_backoff(
+            attempts, retry_after, first=self._backoff_first, cap=self._backoff_max
+        )
+
     async def _deliver_logged(self, job: Job) -> None:
         try:
             await self._deliver(job)
@@ -609,7 +629,7 @@ class Poller:
                     job.id,
                     job.delivery_route,
                     attempts,
-                    self._clock.time() + delivery_backoff(attempts),
+                    self._clock.time() + self._backoff(attempts),
                     "unexpected error",
                     token=job.delivery_token,
                 )
@@ -645,7 +665,7 @@ class Poller:
             if not outcome.permanent:
                 attempts += 1
                 if attempts < DELIVERY_ATTEMPTS_PER_ROUTE:
-                    delay = delivery_backoff(attempts, outcome.retry_after)
+                    delay = self._backoff(attempts, outcome.retry_after)
                     log.info(
                         "delivery of job %s by %s failed (%s); retrying in %.0f s",
                         job.id,

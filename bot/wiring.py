@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 from pydantic import SecretStr
 
 from bot.clock import Clock
@@ -33,7 +33,7 @@ from bot.services.billing import Billing
 from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
-from bot.services.schedule import PollSchedule
+from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
 from bot.storage.sqlite import SqliteDatabase
@@ -171,7 +171,11 @@ def assemble_services(
     catalogue = CatalogueCache(client, clock)
     billing = Billing(db, settings, clock, metrics=metrics)
     keys = KeyResolver(db, vault, default_key, clock=clock)
-    schedule = PollSchedule(db.jobs.completion_seconds)
+    schedule = PollSchedule(
+        db.jobs.completion_seconds,
+        max_interval=settings.scaled(MAX_INTERVAL),
+        priors=scaled_priors(settings.wait_scale),
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -190,6 +194,7 @@ def assemble_services(
             db=db,
             schedule=schedule,
             clock=clock,
+            placeholder_grace=settings.placeholder_grace_seconds,
         ),
         guild_config=GuildConfigService(
             db=db,

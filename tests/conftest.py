@@ -9,9 +9,10 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 
@@ -107,12 +108,20 @@ def open_db(engine_settings: dict[str, Any]) -> Callable[[ManualClock], Awaitabl
 
 
 @pytest.fixture
-async def stack(engine_settings: dict[str, Any]) -> AsyncIterator[Stack]:
+def stack_overrides() -> dict[str, Any]:
+    """Settings of the ``stack`` fixture beyond the defaults (parametrize it to change them)."""
+    return {}
+
+
+@pytest.fixture
+async def stack(
+    engine_settings: dict[str, Any], stack_overrides: dict[str, Any]
+) -> AsyncIterator[Stack]:
     clock = ManualClock()
     async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
         key = api.create_key(balance_cents=100_000)
         settings = make_settings(
-            genapi_api_key=key, genapi_base_url=api.base_url, **engine_settings
+            genapi_api_key=key, genapi_base_url=api.base_url, **engine_settings, **stack_overrides
         )
         db = await open_database(settings, clock)
         client = GenAPIClient(
@@ -142,14 +151,72 @@ def who() -> Requester:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Without PostgreSQL's binaries, mark its tests skipped (-ra folds them per file)."""
-    if find_bin_dir() is not None:
-        return
+    """Mark each test's tier (``e2e``, ``pg``, ``proc``, and ``slow`` for any of them).
+
+    The marks come from where a test lives and what it uses, never from the test file, so a
+    new test is put in its tier by itself: ``pytest -m "not slow"`` is the fast tier
+    (docs/testing.md). Without PostgreSQL's binaries, its tests are also marked skipped (-ra
+    folds them per file).
+    """
+    pg_missing = find_bin_dir() is None
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        engine = callspec.params.get("engine_settings") if callspec is not None else None
-        if "pg_server" in getattr(item, "fixturenames", ()) and engine != "sqlite":
+        tiers = _tiers(item)
+        for tier in tiers:
+            item.add_marker(tier)
+        if tiers:
+            item.add_marker("slow")
+        if pg_missing and "pg" in tiers:
             item.add_marker(pytest.mark.skip(reason=PG_SKIP_REASON))
+
+
+E2E_DIR = Path(__file__).parent / "e2e"
+
+PG_FIXTURES = frozenset({"pg_server", "pg_url", "pg_schema_url"})
+
+SPAWNING_NAMES = frozenset({"subprocess", "create_subprocess_exec", "BotProcess", "open_world"})
+"""Names whose use in a test (or in a helper of the tests it calls) mean a process starts."""
+
+
+def _tiers(item: pytest.Item) -> list[str]:
+    """The tiers of ``item``: ``e2e`` (under tests/e2e), ``pg`` (a PostgreSQL server: one of
+    its fixtures, or a parameter naming the engine "postgresql") and ``proc`` (it starts a
+    process: ``python -m bot``, the sandbox, the server's tools)."""
+    tiers = []
+    if E2E_DIR in Path(str(item.path)).parents:
+        tiers.append("e2e")
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    engines = {value for value in params.values() if value in ("sqlite", "postgresql")}
+    uses_pg = bool(PG_FIXTURES & set(getattr(item, "fixturenames", ())))
+    if "postgresql" in engines or (uses_pg and not engines):
+        tiers.append("pg")
+    function = getattr(item, "function", None)
+    if function is not None and _spawns(function.__code__, function.__globals__, set()):
+        tiers.append("proc")
+    return tiers
+
+
+def _spawns(code: CodeType, module: dict[str, Any], seen: set[CodeType]) -> bool:
+    """Whether ``code`` names something that starts a process, itself, in a nested function
+    or in a helper of the tests that it calls (``run_bot``, ``open_world``...)."""
+    if code in seen:
+        return False
+    seen.add(code)
+    if SPAWNING_NAMES & set(code.co_names):
+        return True
+    for const in code.co_consts:
+        if isinstance(const, CodeType) and _spawns(const, module, seen):
+            return True
+    for name in code.co_names:
+        helper = module.get(name)
+        helper_code = getattr(helper, "__code__", None)
+        if (
+            isinstance(helper_code, CodeType)
+            and str(getattr(helper, "__module__", "")).startswith("tests.")
+            and _spawns(helper_code, module, seen)
+        ):
+            return True
+    return False
 
 
 @pytest.fixture(scope="session")

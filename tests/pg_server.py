@@ -101,16 +101,7 @@ class PgServer:
                 "initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust",
                 "--encoding=UTF8", "--locale=C", "--no-sync",
             )  # fmt: skip
-            # Durability is not under test here: fsync off makes each fresh database quick.
-            options = (
-                f"-c listen_addresses=127.0.0.1 -c port={server.port}"
-                f" -c unix_socket_directories={server.base} -c fsync=off"
-                " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-            )
-            server._run(
-                "pg_ctl", "start", "-w", "-D", str(server.data), "-o", options,
-                "-l", str(server.base / "server.log"),
-            )  # fmt: skip
+            server._start_on_a_free_port()
             server._client("createdb", SHARED_DATABASE)
         except BaseException:
             with contextlib.suppress(subprocess.CalledProcessError):  # never started
@@ -118,6 +109,27 @@ class PgServer:
             shutil.rmtree(base, ignore_errors=True)
             raise
         return server
+
+    def _start_on_a_free_port(self, attempts: int = 5) -> None:
+        """Start the server; should another process take its port first (pytest-xdist's
+        workers each start a server), try again on another free port."""
+        for attempt in range(attempts):
+            # Durability is not under test here: fsync off makes each fresh database quick.
+            options = (
+                f"-c listen_addresses=127.0.0.1 -c port={self.port}"
+                f" -c unix_socket_directories={self.base} -c fsync=off"
+                " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            )
+            try:
+                self._run(
+                    "pg_ctl", "start", "-w", "-D", str(self.data), "-o", options,
+                    "-l", str(self.base / "server.log"),
+                )  # fmt: skip
+                return
+            except subprocess.CalledProcessError:
+                if attempt == attempts - 1:
+                    raise
+                self.port = _free_port()
 
     def create_database(self) -> str:
         """Create a new, empty database and return its URL (client tools run as anyone)."""

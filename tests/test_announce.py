@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import aiohttp
 import discord
-import httpx
+import httpx2 as httpx
 import pytest
 
 from bot.announce import (

@@ -6,7 +6,7 @@ completion times pass without sleeping.
 
 from collections.abc import AsyncIterator
 
-import httpx
+import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 

@@ -28,7 +28,7 @@ def root_logging() -> Iterator[None]:
 
 
 def library_debug_lines() -> None:
-    """What discord.py, httpx and a database driver may log at DEBUG."""
+    """What discord.py, httpx2 and a database driver may log at DEBUG."""
     logging.getLogger("discord.webhook.async_").debug(
         "Webhook ID 1234 with POST https://discord.com/api/v10/webhooks/1234/%s?wait=true",
         INTERACTION_TOKEN,
@@ -42,7 +42,7 @@ def library_debug_lines() -> None:
         "For Shard ID None: WebSocket Event: %s",
         {"op": 0, "t": "INTERACTION_CREATE", "d": {"token": INTERACTION_TOKEN, "id": "987"}},
     )
-    logging.getLogger("httpx").debug("request headers: Authorization: Bearer %s", API_KEY)
+    logging.getLogger("httpx2").debug("request headers: Authorization: Bearer %s", API_KEY)
     logging.getLogger("asyncpg").debug("connecting to postgresql://genbot:hunter2pass@db/genbot")
 
 

@@ -9,7 +9,7 @@ import sqlite3
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 

@@ -7,7 +7,7 @@ addresses refused are loopback ones, so nothing leaves 127.0.0.1 whatever happen
 import ipaddress
 import socket
 
-import httpx
+import httpx2 as httpx
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 

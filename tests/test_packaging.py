@@ -7,11 +7,14 @@ import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OWN = {"bot", "cogs", "tests", "bench"}
-NOT_IMPORTED = {"sniffio"}
-"""Declared for httpcore's speed, not imported by us (the comment in pyproject.toml says why)."""
+NOT_IMPORTED: set[str] = set()
+"""Declared but not imported by us (a comment in pyproject.toml must say why)."""
 OPTIONAL = {"zstandard"}
 """Imported inside ``try``: the Discord emulator works without it."""
 
@@ -52,8 +55,9 @@ def test_every_package_the_tests_import_is_declared() -> None:
 
 def test_no_declared_package_goes_unused() -> None:
     used = distributions(top_level_imports("bot", "cogs", "tests", "bench"))
-    # mypy and ruff are tools run from the command line, not imported; stubs are read by mypy.
-    tools = {"mypy", "ruff", "asyncpg-stubs"} | NOT_IMPORTED
+    # mypy and ruff are tools run from the command line, not imported; stubs are read by mypy;
+    # pytest-xdist is a pytest plugin (.ci/run's -n).
+    tools = {"mypy", "ruff", "asyncpg-stubs", "pytest-xdist"} | NOT_IMPORTED
     idle = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"]) - used
     assert idle <= tools
 
@@ -65,3 +69,31 @@ def test_the_project_is_mit_licensed() -> None:
     assert "Copyright (c) 2026 genbot contributors" in text
     assert "3.11" in PROJECT["requires-python"]
     assert "Python ≥ 3.11" in (ROOT / "README.md").read_text()
+
+
+def pins(lock: Path) -> dict[str, str]:
+    """The ``name==version`` lines of a lock file written by ``uv pip compile``."""
+    found = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s;]+)", lock.read_text(), re.M)
+    return {canonical(name): version for name, version in found}
+
+
+@pytest.mark.parametrize(
+    ("lock", "groups"),
+    [("requirements.lock", ("dependencies",)), ("requirements-dev.lock", ("dependencies", "dev"))],
+)
+def test_the_lock_files_pin_every_requirement_within_its_range(
+    lock: str, groups: tuple[str, ...]
+) -> None:
+    pinned = pins(ROOT / lock)
+    wanted = list(PROJECT["dependencies"])
+    if "dev" in groups:
+        wanted += PROJECT["optional-dependencies"]["dev"]
+    for line in wanted:
+        requirement = Requirement(line)
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        name = canonical(requirement.name)
+        assert name in pinned, f"{lock} does not pin {name}: regenerate it (its first lines)"
+        assert requirement.specifier.contains(pinned[name], prereleases=True), (
+            f"{lock} pins {name}=={pinned[name]} outside {requirement.specifier}"
+        )

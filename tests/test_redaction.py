@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-import httpx
+import httpx2 as httpx
 import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr

@@ -8,7 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 
 from bot.sandbox import GenApiEmulator

@@ -28,7 +28,7 @@ import socket
 from typing import Final
 
 import aiohttp
-import httpx
+import httpx2 as httpx
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from bot.genapi.transport import ApiTransport

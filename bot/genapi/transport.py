@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
 import aiohttp
-import httpx
-from httpx_aiohttp import AiohttpTransport
+import httpx2 as httpx
+from httpx_aiohttp.httpx2 import AiohttpTransport
 
 __all__ = ["ApiTransport", "transport_error"]
 

@@ -68,7 +68,9 @@ KEY_CHANGE_RETRIES = 3
 reserved (nothing sent yet); past that it is refused, having cost nothing."""
 
 PLACEHOLDER_GRACE = 30.0
-"""Seconds a new job waits for its placeholder before it falls due anyway."""
+"""Seconds a new job waits for its placeholder before it falls due anyway: the default of
+``PLACEHOLDER_GRACE_SECONDS``. It bounds Discord's side (a post may wait out a 429), so
+``WAIT_SCALE`` leaves it alone."""
 
 MAX_REFERENCE_IMAGES = 4
 """Source images one ``/image`` request may send in ``image_urls``: the spec does not show the
@@ -411,6 +413,8 @@ class GenerationService:
         schedule: first poll times of new jobs.
         clock: wall time for charges and jobs.
         notify_admins: called once per key problem per guild, if it has an admin channel.
+        placeholder_grace: seconds a new job waits for its placeholder before it falls due
+            anyway (``PLACEHOLDER_GRACE_SECONDS``).
     """
 
     def __init__(
@@ -424,8 +428,10 @@ class GenerationService:
         schedule: PollSchedule,
         clock: Clock,
         notify_admins: NotifyAdmins | None = None,
+        placeholder_grace: float = PLACEHOLDER_GRACE,
     ) -> None:
         self._client = client
+        self._placeholder_grace = placeholder_grace
         self._catalogue = catalogue
         self._billing = billing
         self._keys = keys
@@ -721,7 +727,7 @@ class GenerationService:
             created_at=now,
             # Due once attach_message records its placeholder; this grace is the safety net
             # when none gets posted (a Discord failure, a crash): shown as a new message then.
-            next_poll_at=now + max(first_poll, PLACEHOLDER_GRACE),
+            next_poll_at=now + max(first_poll, self._placeholder_grace),
         )
         job = await self._billing.settle(reservation, charge, new_job)
         assert job is not None  # settle returns the job it was given

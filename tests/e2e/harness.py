@@ -23,6 +23,9 @@ BOT_TOKEN = "e2e.bot-token.secret"
 MANAGE_GUILD = 1 << 5
 RATE_WINDOW = 6.0
 """The API's rate window, scaled down from 60 s for both the emulator and the bot."""
+WAIT_SCALE = 10
+"""The bot's own fixed waits on the service (``WAIT_SCALE``: delivery backoff, poll priors) are
+divided by this, as the rate window is."""
 
 
 class OffsetClock:
@@ -163,6 +166,9 @@ def bot_env(
         "LOG_LEVEL": "DEBUG",
         "GENAPI_RATE_WINDOW_SECONDS": str(RATE_WINDOW),
         "JOB_TIMEOUT_SECONDS": "600",
+        # The bot's own waits scaled like the rate window: a video taking 4 s is polled after
+        # 3 s (the spec's least interval), not after the 24 s of the unscaled prior.
+        "WAIT_SCALE": str(WAIT_SCALE),
     }
 
 

@@ -13,10 +13,17 @@ from tests.e2e.harness import ROOT, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
+SANDBOX_TIME_SCALE = 5
+"""The built-in emulator's tasks run this much faster than real time (SANDBOX_TIME_SCALE)."""
+
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
-    opened = await open_world(Path(tmp_path_factory.mktemp("sandbox")), sandbox=True)
+    opened = await open_world(
+        Path(tmp_path_factory.mktemp("sandbox")),
+        sandbox=True,
+        overrides={"SANDBOX_TIME_SCALE": str(SANDBOX_TIME_SCALE)},
+    )
     yield opened
     await close_world(opened)
     assert opened.api.requests == []  # everything went to the bot's own emulator
@@ -93,7 +100,7 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
 
 
 async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World) -> None:
-    model = "aurora-lite/text-to-video"  # 30 service seconds in the built-in emulator
+    model = "aurora-lite/text-to-video"  # 30 service seconds in the built-in emulator: 6 s
     handle = await world.command("video", {"prompt": "a sandbox comet", "model": model})
     await world.answer(handle)
     placeholder = await world.discord.wait_for_message(
