@@ -164,7 +164,9 @@ def assemble_services(
     catalogue = CatalogueCache(client, clock)
     billing = Billing(db, settings, clock, metrics=metrics)
     keys = KeyResolver(db, vault, default_key, clock=clock)
-    schedule = PollSchedule(db.jobs.completion_seconds)
+    # Refreshed from the jobs table on a TTL: a gateway without a poller finishes no job, and
+    # each worker sees only the jobs it finished itself (issue 23, E12).
+    schedule = PollSchedule(db.jobs.completion_seconds, clock=clock)
     return Services(
         settings=settings,
         clock=clock,
