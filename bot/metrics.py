@@ -144,6 +144,15 @@ class Metrics:
             ["route", "code"],
             registry=r,
         )
+        self.leases_lost = Counter(
+            "genbot_leases_lost",
+            "Writes refused because this process's lease on the job had run out and another "
+            "process had claimed it (fencing token), by what was leased (poll, delivery).",
+            ["what"],
+            registry=r,
+        )
+        for what in ("poll", "delivery"):
+            self.leases_lost.labels(what)
         self.ack_seconds = Histogram(
             "genbot_interaction_ack_seconds",
             "Time from an interaction's creation (its snowflake) to its acknowledgement.",

@@ -15,9 +15,13 @@ import discord
 import pytest
 
 import bot.__main__
+from bot.metrics import Metrics
+from bot.poller import Attempt, Poller
 from bot.render.parts import MessageParts
-from bot.storage.models import Job
-from tests.conftest import make_settings
+from bot.services.generation import Requester
+from bot.storage.models import DeliveryRoute, Job, JobStatus
+from tests.conftest import Stack, make_settings
+from tests.test_poller import RecordingAnnouncer, make_poller, submit
 from tests.test_schedule import make_job
 
 
@@ -90,3 +94,42 @@ async def test_a_worker_counts_its_polls_and_deliveries(
     (metrics,) = handed
     assert metrics is not None
     assert metrics.registry.get_sample_value("genbot_process_info", {"role": "worker"}) == 1
+
+
+class _HeldAnnouncer(RecordingAnnouncer):
+    """A worker whose delivery hangs (a slow Discord) until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+        await self.release.wait()
+        return await super().deliver(job, route)
+
+
+async def until_idle(*pollers: Poller) -> None:
+    async with asyncio.timeout(10):
+        while any(poller.in_flight for poller in pollers):
+            await asyncio.sleep(0.01)
+
+
+async def test_a_worker_counts_the_leases_it_lost(stack: Stack, who: Requester) -> None:
+    # Issue 23, lease churn: a worker whose delivery outlived its lease is fenced (another
+    # worker delivered the result, the requester is pinged once); its /metrics says so.
+    (job,) = await submit(stack, who)
+    await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, ("https://x/v.mp4",), None, 0.0)
+    slow, fast = _HeldAnnouncer(), RecordingAnnouncer()
+    slow_metrics, fast_metrics = Metrics(role="worker"), Metrics(role="worker")
+    first = make_poller(stack, slow, delivery_lease=300.0, metrics=slow_metrics)  # type: ignore[arg-type]
+    second = make_poller(stack, fast, delivery_lease=300.0, metrics=fast_metrics)  # type: ignore[arg-type]
+    assert await first.deliver_due() == 1
+    stack.clock.advance(301.0)  # the first worker's lease ran out: the job is due again
+    assert await second.deliver_due() == 1
+    await until_idle(second)
+    slow.release.set()
+    await until_idle(first)
+    assert fast.notified == [job.id] and slow.notified == []
+    lost = "genbot_leases_lost_total"
+    assert slow_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 1
+    assert fast_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 0
