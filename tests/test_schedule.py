@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from bot.clock import ManualClock
 from bot.poller import Poller
 from bot.services.generation import Requester
 from bot.services.schedule import (
@@ -108,6 +109,26 @@ async def test_what_is_learned_is_refreshed_when_a_job_finishes() -> None:
     assert await plan.estimated_finish(job, now=0.0) == before  # cached
     plan.forget("m")
     assert await plan.estimated_finish(job, now=0.0) < before
+
+
+async def test_what_is_learned_is_read_again_after_its_ttl() -> None:
+    history: list[float] = []
+    reads: list[str] = []
+
+    async def durations(model: str) -> list[float]:
+        reads.append(model)
+        return list(history)
+
+    clock = ManualClock()
+    plan = PollSchedule(durations, clock=clock)
+    job = make_job(created_at=0.0, model="m")
+    before = await plan.estimated_finish(job, now=0.0)
+    history.extend([8.0] * 20)  # another process finished these
+    clock.advance(LEARNED_TTL - 1)
+    assert await plan.estimated_finish(job, now=0.0) == before  # cached: one read a minute
+    clock.advance(1)
+    assert await plan.estimated_finish(job, now=0.0) < before
+    assert reads == ["m", "m"]
 
 
 def _due(guild: int, count: int, *, key: str = "shared", start: int = 0) -> list[Job]:
