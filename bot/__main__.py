@@ -50,7 +50,7 @@ from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.storage import Database, SchemaTooNewError
+from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
 from bot.supervisor import supervise
@@ -170,22 +170,17 @@ def known_secrets(settings: Settings) -> list[str]:
     return secrets
 
 
-async def serve_health(
-    settings: Settings, bot: GenBot, db: Database, metrics: Metrics
-) -> HealthServer | None:
-    """Start ``/metrics``, ``/livez`` and ``/readyz`` when ``METRICS_PORT`` is set.
+async def serve_health(settings: Settings, health: HealthServer) -> None:
+    """Start ``health`` (``/metrics``, ``/livez``, ``/readyz``) on ``METRICS_PORT``.
+
+    Nothing is served when ``METRICS_PORT`` is unset. The gateway's and the worker's servers
+    differ only in their ``/readyz`` checks (:mod:`bot.health`).
 
     Raises:
         SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
     """
     if settings.metrics_port is None:
-        return None
-    health = HealthServer(
-        bot,
-        metrics,
-        ping=db.ping,
-        refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
-    )
+        return
     where = f"{settings.metrics_host}:{settings.metrics_port}"
     try:
         url = await health.start(settings.metrics_host, settings.metrics_port)
@@ -194,13 +189,12 @@ async def serve_health(
             f"METRICS_PORT: cannot listen on {where}: {exc.strerror or exc}"
         ) from None
     log.info("metrics and health checks at %s (/metrics, /livez, /readyz)", url)
-    return health
 
 
 async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
-    metrics = Metrics()
+    metrics = Metrics(role="bot" if settings.poller_enabled else "gateway")
     # In sandbox mode the key is not used (a warning below says so), and nothing costs money.
     if (
         settings.genapi_api_key is not None
@@ -222,10 +216,16 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
             on_secret=None if redaction is None else redaction.add,
         )
         bot = GenBot(services, sync=sync, shutdown_grace=settings.shutdown_grace_seconds)
-        if sync != "only":
-            health = await serve_health(settings, bot, services.db, metrics)
-            if health is not None:
-                stack.push_async_callback(health.stop)
+        if sync != "only" and settings.metrics_port is not None:
+            db = services.db
+            health = HealthServer.for_gateway(
+                bot,
+                metrics,
+                ping=db.ping,
+                refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
+            )
+            await serve_health(settings, health)
+            stack.push_async_callback(health.stop)
         # SIGTERM (docker stop, systemd) and Ctrl-C: finish running commands, then close.
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -245,7 +245,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                 await bot.start(token)
 
 
-async def run_worker(settings: Settings) -> None:
+async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = None) -> None:
     """``python -m bot worker``: poll, settle and deliver jobs, with no gateway connection.
 
     Logs in for REST only (``Client.login``: the bot token, no gateway session, no shard), so
@@ -257,12 +257,23 @@ async def run_worker(settings: Settings) -> None:
     ``SHUTDOWN_GRACE_SECONDS``, cancels the rest and releases their leases, so that another
     worker takes those jobs at once (issue 18, "Worker stop"). A second signal cancels at once
     (the leases are still released).
+
+    Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
+    (ready: not stopping, the database answers, its lease loop passed within a minute;
+    :func:`bot.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
     """
     if settings.shared_rate_limit is None:
         settings = settings.model_copy(update={"shared_rate_limit": True})
     clock = SystemClock()
+    metrics = Metrics(role="worker")
     async with contextlib.AsyncExitStack() as stack:
-        services = await build_services(settings, clock, stack)
+        services = await build_services(
+            settings,
+            clock,
+            stack,
+            metrics=metrics,
+            on_secret=None if redaction is None else redaction.add,
+        )
         # The guilds intent only silences discord.py's warning: no gateway session is opened.
         client = discord.Client(
             intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
@@ -274,8 +285,13 @@ async def run_worker(settings: Settings) -> None:
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
+            # The schedule: a worker's progress edits keep the `ready` estimate on the card.
             announcer=DiscordAnnouncer(
-                client, clock=clock, sandbox=services.sandbox, http=services.downloads
+                client,
+                clock=clock,
+                sandbox=services.sandbox,
+                http=services.downloads,
+                schedule=services.schedule,
             ),
             clock=clock,
             job_timeout=settings.job_timeout_seconds,
@@ -284,7 +300,26 @@ async def run_worker(settings: Settings) -> None:
             drain_grace=settings.shutdown_grace_seconds,
             delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
             delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
+            metrics=metrics,
         )
+        work: asyncio.Task[None] | None = None
+
+        def stopping() -> bool:
+            # Draining after SIGTERM counts as stopping: a balancer should send nothing new.
+            return poller.stopping or (work is not None and (work.done() or work.cancelling() > 0))
+
+        if settings.metrics_port is not None:
+            db = services.db
+            health = HealthServer.for_worker(
+                poller,
+                metrics,
+                ping=db.ping,
+                monotonic=clock.monotonic,
+                stopping=stopping,
+                refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
+            )
+            await serve_health(settings, health)
+            stack.push_async_callback(health.stop)
         work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
         loop = asyncio.get_running_loop()
 
@@ -472,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     point_discord_at(settings)
     try:
         if command == "worker":
-            run_event_loop(run_worker(settings))
+            run_event_loop(run_worker(settings, redaction=redaction))
         else:
             run_event_loop(
                 run(settings, sync="only" if command == "sync" else "auto", redaction=redaction)

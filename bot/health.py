@@ -1,14 +1,19 @@
 """``/metrics``, ``/livez`` and ``/readyz`` over HTTP (``METRICS_PORT``, ``METRICS_HOST``).
 
-Served by ``aiohttp.web``, which discord.py already brings, on the bot's own event loop: a
-``/livez`` answer proves that loop runs. In a multi-process deployment each process serves its
-own. The checks of ``/readyz`` (each one a reason in its 503 body):
+Served by ``aiohttp.web``, which discord.py already brings, on the process's own event loop: a
+``/livez`` answer proves that loop runs. In a multi-process deployment each process, gateway or
+``python -m bot worker``, serves its own (one registry per process, docs/operations.md). The
+checks of a gateway's ``/readyz`` (:func:`check_readiness`; each one a reason in its 503 body):
 
 * ``gateway``: the bot has received READY (``Client.is_ready``) and is not shutting down;
 * ``database``: a trivial query answers within :data:`DATABASE_TIMEOUT` (1 s);
 * ``poller``: the poller finished a pass within :data:`POLLER_STALE_SECONDS` (it passes at
   least every 5 s when idle, so a minute without one means it is stuck or dead); skipped in a
   gateway process with ``POLLER_ENABLED=false``, whose poller never runs (workers poll).
+
+A worker (:func:`check_worker_readiness`) has no gateway: it is ready when it is not stopping,
+the database answers, and its lease loop (the poller, which claims due jobs and deliveries
+under leases) finished a pass within :data:`POLLER_STALE_SECONDS`.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from bot.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
     from bot.app import GenBot
+    from bot.poller import Poller
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +55,31 @@ class Readiness:
     reasons: dict[str, str]
 
 
+async def _database_reason(ping: Callable[[], Awaitable[object]]) -> str | None:
+    """Why the database check fails (``ping`` a trivial query), or None when it answers."""
+    try:
+        async with asyncio.timeout(DATABASE_TIMEOUT):
+            await ping()
+    except TimeoutError:
+        return f"no answer within {DATABASE_TIMEOUT:.0f} s"
+    except Exception as exc:
+        return f"query failed: {type(exc).__name__}"
+    return None
+
+
+def _poller_reason(last_pass_at: float | None, now: float) -> str | None:
+    """Why the poller check fails, from its last pass (monotonic seconds), or None."""
+    if last_pass_at is None:
+        return "has not run yet"
+    if now - last_pass_at > POLLER_STALE_SECONDS:
+        return f"last ran {now - last_pass_at:.0f} s ago"
+    return None
+
+
 async def check_readiness(
     bot: GenBot, ping: Callable[[], Awaitable[object]], *, now: float
 ) -> Readiness:
-    """Run the three checks of ``/readyz`` (module docstring).
+    """Run the three checks of a gateway's ``/readyz`` (module docstring).
 
     Args:
         bot: the bot (gateway state and its poller).
@@ -64,46 +91,67 @@ async def check_readiness(
         reasons["gateway"] = "shutting down"
     elif not bot.is_ready():
         reasons["gateway"] = "not connected to the Discord gateway (no READY yet)"
-    try:
-        async with asyncio.timeout(DATABASE_TIMEOUT):
-            await ping()
-    except TimeoutError:
-        reasons["database"] = f"no answer within {DATABASE_TIMEOUT:.0f} s"
-    except Exception as exc:
-        reasons["database"] = f"query failed: {type(exc).__name__}"
-    if not bot.services.settings.poller_enabled:
-        return Readiness(not reasons, reasons)
-    last = bot.poller.last_pass_at
-    if last is None:
-        reasons["poller"] = "has not run yet"
-    elif now - last > POLLER_STALE_SECONDS:
-        reasons["poller"] = f"last ran {now - last:.0f} s ago"
+    if (database := await _database_reason(ping)) is not None:
+        reasons["database"] = database
+    if bot.services.settings.poller_enabled:
+        poller = _poller_reason(bot.poller.last_pass_at, now)
+        if poller is not None:
+            reasons["poller"] = poller
+    return Readiness(not reasons, reasons)
+
+
+async def check_worker_readiness(
+    poller: Poller,
+    ping: Callable[[], Awaitable[object]],
+    *,
+    now: float,
+    stopping: bool,
+) -> Readiness:
+    """Run the checks of a worker's ``/readyz``: ``worker``, ``database``, ``poller``.
+
+    Args:
+        poller: the worker's poller (its lease loop).
+        ping: a trivial database query.
+        now: the worker's monotonic time, to compare with the poller's last pass.
+        stopping: the worker received SIGTERM or SIGINT, or its poller ended.
+    """
+    reasons: dict[str, str] = {}
+    if stopping:
+        reasons["worker"] = "shutting down"
+    if (database := await _database_reason(ping)) is not None:
+        reasons["database"] = database
+    if (lease_loop := _poller_reason(poller.last_pass_at, now)) is not None:
+        reasons["poller"] = lease_loop
     return Readiness(not reasons, reasons)
 
 
 class HealthServer:
-    """The HTTP server of ``/metrics``, ``/livez`` and ``/readyz``.
+    """The HTTP server of ``/metrics``, ``/livez`` and ``/readyz``, for a gateway or a worker.
+
+    Built by :meth:`for_gateway` or :meth:`for_worker`.
 
     Args:
-        bot: the bot whose state is reported.
         metrics: the process's metrics.
-        ping: a trivial database query for ``/readyz``.
+        readiness: the checks of ``/readyz`` (:func:`check_readiness`,
+            :func:`check_worker_readiness`).
         refresh: called before each ``/metrics`` answer to read the gauges kept elsewhere
             (jobs by state from the database); its failure is logged, the scrape still served.
+        observe: called before each ``/metrics`` answer to read the process's own state
+            (a gateway's heartbeat latency); must not raise.
     """
 
     def __init__(
         self,
-        bot: GenBot,
         metrics: Metrics,
         *,
-        ping: Callable[[], Awaitable[object]],
+        readiness: Callable[[], Awaitable[Readiness]],
         refresh: Callable[[], Awaitable[None]] | None = None,
+        observe: Callable[[], None] | None = None,
     ) -> None:
-        self._bot = bot
         self._metrics = metrics
-        self._ping = ping
+        self._readiness = readiness
         self._refresh = refresh
+        self._observe = observe
         self._runner: web.AppRunner | None = None
         app = web.Application()
         app.router.add_get("/metrics", self._serve_metrics)
@@ -135,11 +183,59 @@ class HealthServer:
             await self._runner.cleanup()
             self._runner = None
 
+    @classmethod
+    def for_gateway(
+        cls,
+        bot: GenBot,
+        metrics: Metrics,
+        *,
+        ping: Callable[[], Awaitable[object]],
+        refresh: Callable[[], Awaitable[None]] | None = None,
+    ) -> HealthServer:
+        """The server of a gateway process (``python -m bot``): :func:`check_readiness`."""
+
+        async def readiness() -> Readiness:
+            return await check_readiness(bot, ping, now=bot.services.clock.monotonic())
+
+        def observe() -> None:
+            # One shard per process today (Client.latency); an AutoShardedClient would give
+            # ``latencies``, one per shard.
+            latency = bot.latency
+            if math.isfinite(latency):  # NaN or inf before the first heartbeat
+                metrics.gateway_latency.labels(str(bot.shard_id or 0)).set(latency)
+
+        return cls(metrics, readiness=readiness, refresh=refresh, observe=observe)
+
+    @classmethod
+    def for_worker(
+        cls,
+        poller: Poller,
+        metrics: Metrics,
+        *,
+        ping: Callable[[], Awaitable[object]],
+        monotonic: Callable[[], float],
+        stopping: Callable[[], bool],
+        refresh: Callable[[], Awaitable[None]] | None = None,
+    ) -> HealthServer:
+        """The server of ``python -m bot worker``: :func:`check_worker_readiness`.
+
+        Args:
+            poller: the worker's poller.
+            metrics: the worker's metrics.
+            ping: a trivial database query.
+            monotonic: the worker's monotonic clock, seconds.
+            stopping: True once the worker is shutting down (or its poller ended).
+            refresh: as in :class:`HealthServer`.
+        """
+
+        async def readiness() -> Readiness:
+            return await check_worker_readiness(poller, ping, now=monotonic(), stopping=stopping())
+
+        return cls(metrics, readiness=readiness, refresh=refresh)
+
     async def readiness(self) -> Readiness:
         """The current answer of ``/readyz``."""
-        return await check_readiness(
-            self._bot, self._ping, now=self._bot.services.clock.monotonic()
-        )
+        return await self._readiness()
 
     async def _livez(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "alive"})
@@ -152,12 +248,8 @@ class HealthServer:
 
     async def _serve_metrics(self, request: web.Request) -> web.Response:
         metrics = self._metrics
-        # One shard per process today (Client.latency); an AutoShardedClient would give
-        # ``latencies``, one per shard.
-        latency = self._bot.latency
-        if math.isfinite(latency):  # NaN or inf before the first heartbeat
-            shard = self._bot.shard_id or 0
-            metrics.gateway_latency.labels(str(shard)).set(latency)
+        if self._observe is not None:
+            self._observe()
         metrics.ready.set(1 if (await self.readiness()).ready else 0)
         if self._refresh is not None:
             try:

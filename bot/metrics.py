@@ -1,7 +1,10 @@
 """The bot's Prometheus metrics: one :class:`Metrics` per process, injected where it is counted.
 
 Each :class:`Metrics` owns its :class:`prometheus_client.CollectorRegistry` (never the global
-default), so two bots, or two tests, in one interpreter never share a counter. The services
+default), so two bots, or two tests, in one interpreter never share a counter. In a deployment
+of several processes (gateways and ``python -m bot worker``) each process serves its own
+registry on its own ``/metrics``, told apart by the scrape's ``instance`` label and
+``genbot_process_info{role}`` (docs/operations.md, "Several processes"). The services
 take it as an optional argument and count through its small methods; ``docs/operations.md``
 lists every metric and its meaning.
 
@@ -35,20 +38,42 @@ _ACK = (0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0)
 _SLOW = (1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
+ROLES = ("bot", "gateway", "worker")
+"""What a process does, the ``role`` of ``genbot_process_info``: ``bot`` takes commands and
+polls (``python -m bot``), ``gateway`` only takes commands (``POLLER_ENABLED=false``),
+``worker`` only polls and delivers (``python -m bot worker``)."""
+
+
 class Metrics:
     """Every metric of the bot, registered in a registry of its own.
 
+    Args:
+        role: what the process does (:data:`ROLES`), exported as ``genbot_process_info``.
+
     Attributes:
         registry: where the metrics live; :meth:`render` serialises it.
+
+    Raises:
+        ValueError: ``role`` is not one of :data:`ROLES`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, role: str = "bot") -> None:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, not {role!r}")
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         # The library's process_*, python_gc_* and python_info metrics, in our registry.
         ProcessCollector(registry=r)
         GCCollector(registry=r)
         PlatformCollector(registry=r)
+        self.process_info = Gauge(
+            "genbot_process_info",
+            "Always 1; role: bot (commands and polls), gateway (commands only) or worker "
+            "(polls and deliveries only).",
+            ["role"],
+            registry=r,
+        )
+        self.process_info.labels(role).set(1)
         self.upstream_requests = Counter(
             "genbot_upstream_requests",
             "Generation API requests sent, by operation and outcome.",
@@ -119,6 +144,15 @@ class Metrics:
             ["route", "code"],
             registry=r,
         )
+        self.leases_lost = Counter(
+            "genbot_leases_lost",
+            "Writes refused because this process's lease on the job had run out and another "
+            "process had claimed it (fencing token), by what was leased (poll, delivery).",
+            ["what"],
+            registry=r,
+        )
+        for what in ("poll", "delivery"):
+            self.leases_lost.labels(what)
         self.ack_seconds = Histogram(
             "genbot_interaction_ack_seconds",
             "Time from an interaction's creation (its snowflake) to its acknowledgement.",

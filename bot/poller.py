@@ -601,7 +601,9 @@ class Poller:
             job.id, status, outputs, error, self._clock.time(), token=self._token(job)
         )
         if not finished:
-            return  # finished already, or claimed since by another poll (a stale lease)
+            # Finished already, or claimed since by another poll (a stale lease).
+            self._count_lost_lease("poll")
+            return
         log.info("job %s %s after %d polls", job.id, status.value, job.poll_count + 1)
         if self._metrics is not None:
             self._metrics.jobs_finished.labels(status.value, job.kind.value).inc()
@@ -659,6 +661,8 @@ class Poller:
                     self._count_shown(job, route, now)
                     log.info("job %s shown by %s", job.id, route.value)
                     await self._announcer.notify(job, route)
+                else:  # another process holds its delivery now: it records it and pings
+                    self._count_lost_lease("delivery")
                 return
             if self._metrics is not None:
                 self._metrics.delivery_failures.labels(route.value, outcome.code).inc()
@@ -709,6 +713,10 @@ class Poller:
             )
 
         return renew
+
+    def _count_lost_lease(self, what: str) -> None:
+        if self._metrics is not None:
+            self._metrics.leases_lost.labels(what).inc()
 
     def _count_shown(self, job: Job, route: DeliveryRoute, now: float) -> None:
         if self._metrics is None:

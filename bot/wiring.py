@@ -171,10 +171,13 @@ def assemble_services(
     catalogue = CatalogueCache(client, clock)
     billing = Billing(db, settings, clock, metrics=metrics)
     keys = KeyResolver(db, vault, default_key, clock=clock)
+    # Refreshed from the jobs table on a TTL: a gateway without a poller finishes no job, and
+    # each worker sees only the jobs it finished itself (issue 23, E12).
     schedule = PollSchedule(
         db.jobs.completion_seconds,
         max_interval=settings.scaled(MAX_INTERVAL),
         priors=scaled_priors(settings.wait_scale),
+        clock=clock,
     )
     return Services(
         settings=settings,

@@ -5,11 +5,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
-from bot.health import check_readiness
+from bot.health import check_readiness, check_worker_readiness
 from tests.test_first_run import one_line, run_bot
 
 if TYPE_CHECKING:
     from bot.app import GenBot
+    from bot.poller import Poller
 
 
 def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Path) -> None:
@@ -69,3 +70,26 @@ async def test_a_process_whose_poller_never_ran_is_not_ready() -> None:
     readiness = await check_readiness(cast("GenBot", bot), _ping, now=1000.0)
     assert not readiness.ready
     assert readiness.reasons == {"poller": "has not run yet"}
+
+
+async def _no_database() -> None:
+    raise ConnectionRefusedError
+
+
+async def test_a_worker_is_ready_once_its_lease_loop_ran_and_the_database_answers() -> None:
+    poller = SimpleNamespace(last_pass_at=None)
+    worker = cast("Poller", poller)
+    starting = await check_worker_readiness(worker, _ping, now=10.0, stopping=False)
+    assert starting.reasons == {"poller": "has not run yet"}
+    poller.last_pass_at = 9.0
+    assert (await check_worker_readiness(worker, _ping, now=10.0, stopping=False)).ready
+    stuck = await check_worker_readiness(worker, _ping, now=100.0, stopping=False)
+    assert stuck.reasons == {"poller": "last ran 91 s ago"}
+
+
+async def test_a_stopping_worker_or_one_without_its_database_is_not_ready() -> None:
+    worker = cast("Poller", SimpleNamespace(last_pass_at=9.0))
+    stopping = await check_worker_readiness(worker, _ping, now=10.0, stopping=True)
+    assert stopping.reasons == {"worker": "shutting down"}
+    cut_off = await check_worker_readiness(worker, _no_database, now=10.0, stopping=False)
+    assert cut_off.reasons == {"database": "query failed: ConnectionRefusedError"}

@@ -5,13 +5,18 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
+import bot.__main__
 from bot.logs import bind, setup_logging
 from bot.services.keys import KeyVault
+from bot.wiring import Services, build_services
+from tests.conftest import make_settings
 
 BOT_TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0.GhIjKl.abcdefghijklmnopqrstuvwxyz0123"
 API_KEY = "sk-live_0123456789abcdefghij"
@@ -99,3 +104,37 @@ def test_json_lines_carry_the_context_of_their_own_task(root_logging: None) -> N
     ]
     assert {"time", "level", "logger", "message"} <= lines[0].keys()
     assert lines[0]["level"] == "INFO" and lines[0]["logger"] == "bot.poller"
+
+
+class _Built(Exception):
+    """Stops ``run_worker`` once its services are built (no Discord login in a unit test)."""
+
+
+async def test_a_worker_redacts_the_server_keys_it_decrypts(
+    root_logging: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23, E18: `python -m bot worker` built its services without on_secret, so a server
+    # key it decrypted to poll a job could be printed by any library that logged it.
+    out = io.StringIO()
+    redaction = setup_logging(logging.INFO, "text", stream=out)
+    secret = SecretStr(Fernet.generate_key().decode())
+    settings = make_settings(
+        database_path=tmp_path / "bot.db",
+        genapi_base_url="http://127.0.0.1:9/api/v1",
+        key_encryption_key=secret,
+    )
+    built: list[Services] = []
+
+    async def build_then_stop(*args: Any, **kwargs: Any) -> Services:
+        built.append(await build_services(*args, **kwargs))
+        raise _Built
+
+    monkeypatch.setattr(bot.__main__, "build_services", build_then_stop)
+    with pytest.raises(_Built):
+        await bot.__main__.run_worker(settings, redaction=redaction)
+    guild_key = "not key shaped at all"
+    (services,) = built
+    services.vault.decrypt(KeyVault(secret).encrypt(guild_key))  # as a poll of its job does
+    logging.getLogger("httpx").warning("request with %s", guild_key)
+    assert "request with" in out.getvalue()
+    assert guild_key not in out.getvalue()

@@ -46,3 +46,11 @@ def test_credits_are_counted_in_cents_by_kind() -> None:
     assert sample(metrics, "genbot_credits_charged_cents_total", kind="video") == pytest.approx(
         2.35
     )
+
+
+def test_each_process_says_its_role() -> None:
+    worker = Metrics(role="worker")
+    assert sample(worker, "genbot_process_info", role="worker") == 1
+    assert sample(worker, "genbot_process_info", role="gateway") == 0
+    with pytest.raises(ValueError, match="role"):
+        Metrics(role="poller")

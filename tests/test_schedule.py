@@ -4,7 +4,11 @@ from dataclasses import replace
 
 import pytest
 
+from bot.clock import ManualClock
+from bot.poller import Poller
+from bot.services.generation import Requester
 from bot.services.schedule import (
+    LEARNED_TTL,
     MIN_INTERVAL,
     PRIORS,
     CompletionTimes,
@@ -12,6 +16,8 @@ from bot.services.schedule import (
     PollSchedule,
 )
 from bot.storage.models import Job, JobStatus, Kind, NewJob
+from tests.conftest import Stack
+from tests.test_poller import RecordingAnnouncer, run_until, submit
 
 
 def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:
@@ -105,6 +111,26 @@ async def test_what_is_learned_is_refreshed_when_a_job_finishes() -> None:
     assert await plan.estimated_finish(job, now=0.0) < before
 
 
+async def test_what_is_learned_is_read_again_after_its_ttl() -> None:
+    history: list[float] = []
+    reads: list[str] = []
+
+    async def durations(model: str) -> list[float]:
+        reads.append(model)
+        return list(history)
+
+    clock = ManualClock()
+    plan = PollSchedule(durations, clock=clock)
+    job = make_job(created_at=0.0, model="m")
+    before = await plan.estimated_finish(job, now=0.0)
+    history.extend([8.0] * 20)  # another process finished these
+    clock.advance(LEARNED_TTL - 1)
+    assert await plan.estimated_finish(job, now=0.0) == before  # cached: one read a minute
+    clock.advance(1)
+    assert await plan.estimated_finish(job, now=0.0) < before
+    assert reads == ["m", "m"]
+
+
 def _due(guild: int, count: int, *, key: str = "shared", start: int = 0) -> list[Job]:
     job = make_job(created_at=0.0, guild=guild, key=key)
     return [replace(job, id=start + i, next_poll_at=float(i)) for i in range(count)]
@@ -141,3 +167,35 @@ def test_keys_are_shared_separately() -> None:
     assert sorted(j.key_fingerprint for j in chosen) == ["a", "a", "b", "b"]
     # Within a guild, earliest due first.
     assert [j.id for j in chosen if j.key_fingerprint == "a"] == [0, 1]
+
+
+async def test_learned_timings_reach_a_gateway_without_a_poller(
+    stack: Stack, who: Requester
+) -> None:
+    # Issue 23, E12: the gateway (POLLER_ENABLED=false) shows the `ready` estimate and sets
+    # every first poll, but only a worker finishes jobs (a process of its own: its own
+    # schedule). The prior's median is 60 s; these videos take 8 s.
+    stack.api.set_task_duration(lambda model, body: 8.0)
+    (first,) = await submit(stack, who)  # the gateway learns the prior alone here
+    prior = await stack.schedule.estimated_finish(first, now=first.created_at)
+    announcer = RecordingAnnouncer()
+    worker = Poller(
+        db=stack.db,
+        client=stack.client,
+        keys=stack.keys,
+        schedule=PollSchedule(stack.db.jobs.completion_seconds),  # the worker's own
+        announcer=announcer,
+        clock=stack.clock,
+    )
+    for user in range(1, 5):  # a member may have 3 videos pending
+        await submit(stack, replace(who, user_id=who.user_id + user))
+    await run_until(worker, lambda: len(announcer.notified) == 5)
+    stack.clock.advance(LEARNED_TTL)
+
+    (fresh,) = await submit(stack, replace(who, user_id=who.user_id + 5))
+    ready = await stack.schedule.estimated_finish(fresh, now=fresh.created_at)
+    learned = PollSchedule(stack.db.jobs.completion_seconds)  # what the jobs table says now
+    assert ready == await learned.estimated_finish(fresh, now=fresh.created_at)
+    assert ready - fresh.created_at != pytest.approx(prior - first.created_at), (
+        "the gateway still shows the prior's estimate"
+    )

@@ -14,6 +14,11 @@ go out. Two polls of one job are never closer than 3 s (spec part 3, "polls ever
 
 The estimate shown to people (``ready <t:...:R>``) is the conditional median: the age by which
 half the jobs as old as this one have finished, from the same ``S``.
+
+What a process learned is read again from the jobs table every :data:`LEARNED_TTL` seconds
+(issue 23, E12): the jobs table is the one store every process shares, and in a deployment with
+workers the process that shows estimates (a gateway with ``POLLER_ENABLED=false``) never
+finishes a job itself, nor does one worker see the jobs the others finished.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from bot.clock import Clock
 from bot.storage.models import Job, Kind
 
 
@@ -72,6 +78,11 @@ MIN_INTERVAL = 3.0
 
 MAX_INTERVAL = 30.0
 """Seconds a running job is left unpolled at most, whatever its history says."""
+
+LEARNED_TTL = 60.0
+"""Seconds a model's learned completion times are kept before the jobs table is read again:
+one query per model a minute per process, and another process's finished jobs reach this one's
+polls and estimates within a minute."""
 
 
 class CompletionTimes:
@@ -133,26 +144,35 @@ class PollSchedule:
     Args:
         history: ``async (model) -> durations`` of its recent completed jobs, seconds
             (``db.jobs.completion_seconds``).
+        clock: its monotonic time dates what was learned; None keeps it until :meth:`forget`
+            (one process alone, which finishes every job itself).
         min_interval: never poll one job more often than this, seconds (spec part 3: 3 s).
         max_interval: never leave a running job unpolled longer than this, seconds (at least
             ``min_interval``).
         priors: each kind's prior (:data:`PRIORS`; ``python -m bot`` divides their medians by
             ``WAIT_SCALE``, see :func:`scaled_priors`).
+        ttl: seconds what was learned of a model is kept before the history is read again
+            (:data:`LEARNED_TTL`), so that jobs other processes finished are learned too.
     """
 
     def __init__(
         self,
         history: Callable[[str], Awaitable[list[float]]],
         *,
+        clock: Clock | None = None,
         min_interval: float = MIN_INTERVAL,
         max_interval: float = MAX_INTERVAL,
         priors: Mapping[Kind, LogNormal] = PRIORS,
+        ttl: float = LEARNED_TTL,
     ) -> None:
         self._history = history
+        self._clock = clock
         self._min = min_interval
         self._max = max(min_interval, max_interval)
         self._priors = priors
-        self._learned: dict[tuple[str, Kind], CompletionTimes] = {}
+        self._ttl = ttl
+        # (model, kind) -> (what was learned, monotonic time after which it is read again)
+        self._learned: dict[tuple[str, Kind], tuple[CompletionTimes, float]] = {}
 
     def forget(self, model: str) -> None:
         """Drop what was learned of ``model`` (call when one of its jobs finishes)."""
@@ -160,11 +180,16 @@ class PollSchedule:
             self._learned.pop((model, kind), None)
 
     async def times(self, model: str, kind: Kind) -> CompletionTimes:
-        """Return the completion-time distribution of ``model`` (cached until :meth:`forget`)."""
-        times = self._learned.get((model, kind))
-        if times is None:
-            times = CompletionTimes(await self._history(model), self._priors[kind])
-            self._learned[(model, kind)] = times
+        """Return the completion-time distribution of ``model``.
+
+        Cached until :meth:`forget`, and for at most ``ttl`` seconds when there is a clock.
+        """
+        now = self._clock.monotonic() if self._clock is not None else 0.0
+        cached = self._learned.get((model, kind))
+        if cached is not None and (self._clock is None or now < cached[1]):
+            return cached[0]
+        times = CompletionTimes(await self._history(model), self._priors[kind])
+        self._learned[(model, kind)] = (times, now + self._ttl)
         return times
 
     async def first_poll_at(self, model: str, kind: Kind, created_at: float) -> float:

@@ -5,7 +5,8 @@ emulators; 20 videos from servers on both shards; one worker killed with ``kill 
 On SQLite (processes of one machine) and on PostgreSQL: every video is announced exactly
 once, no poll of a job overlaps another poll of it, no key ever sees more requests than the
 limit in any rolling window (the API emulator's own log; the window is scaled to 6 s), and the
-ledger equals the emulator's charges.
+ledger equals the emulator's charges. Every process serves ``/readyz`` and ``/metrics``
+(``METRICS_PORT=0``, issue 23): each worker is ready and exports its polls and deliveries.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
+import httpx2 as httpx
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
@@ -81,6 +84,44 @@ async def claims_of(worker: BotProcess) -> dict[int, int]:
     raise TimeoutError("the worker claimed no job")
 
 
+async def health_url(process: BotProcess) -> str:
+    """The base URL of the process's /metrics and health checks (``METRICS_PORT=0``)."""
+    for _ in range(600):
+        found = re.search(r"metrics and health checks at (http://\S+)", process.log())
+        if found:
+            return found.group(1)
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"no metrics URL in the log:\n{process.log()}")
+
+
+async def ready(process: BotProcess) -> httpx.Response:
+    """``/readyz`` of the process once it answers 200 (or its last answer after 30 s)."""
+    async with httpx.AsyncClient(base_url=await health_url(process), timeout=10) as http:
+        for _ in range(300):
+            answer = await http.get("/readyz")
+            if answer.status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+    return answer
+
+
+async def scrape(process: BotProcess) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of the process's ``/metrics``: (name, labels) -> value."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        answer = await http.get(f"{await health_url(process)}/metrics")
+    assert answer.status_code == 200
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+    }
+
+
+def total(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str) -> float:
+    """The sum of ``name``'s samples over all their labels."""
+    return sum(value for (sample, _), value in samples.items() if sample == name)
+
+
 def shards_ready(discord: DiscordEmulator) -> bool | None:
     sessions = [discord.hub.shard_sessions.get(shard) for shard in (0, 1)]
     ok = all(s is not None and s.ready_seq and s.sent_seq >= s.ready_seq for s in sessions)
@@ -118,6 +159,7 @@ async def cluster(
         DELIVERY_LEASE_SECONDS="15",
         LOG_LEVEL="DEBUG",  # the workers' claims: "claimed job 3 token 1 ..."
         DEFAULT_MAX_PENDING_VIDEOS_PER_USER="20",
+        METRICS_PORT="0",  # each process picks a free port and logs it
     )
     cluster.db_path = Path(env["DATABASE_PATH"])
     if pg is not None:
@@ -142,6 +184,21 @@ async def cluster(
     for process in cluster.processes:
         log = process.log()
         assert key not in log and BOT_TOKEN not in log
+
+
+async def test_every_process_answers_readyz_and_says_its_role(cluster: Cluster) -> None:
+    for process, role in [
+        *((gateway, "gateway") for gateway in cluster.gateways),
+        *((worker, "worker") for worker in cluster.workers),
+    ]:
+        answer = await ready(process)
+        assert answer.status_code == 200, (role, answer.text)
+        assert answer.json() == {"status": "ready"}
+        samples = await scrape(process)
+        assert samples[("genbot_process_info", frozenset({("role", role)}))] == 1
+        assert samples[("genbot_ready", frozenset())] == 1
+        if role == "worker":
+            assert samples[("genbot_poller_last_pass_timestamp_seconds", frozenset())] > 0
 
 
 async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
@@ -222,3 +279,24 @@ async def test_twenty_videos_over_two_shards_and_two_workers_one_killed(
     charged = [t.cost_cents for t in api.tasks.values() if t.kind == "video"]
     assert sorted(from_micro(int(str(r[0]))) for r in ledger) == sorted(charged)
     assert len(ledger) == VIDEOS
+
+    # The surviving worker polled, settled and delivered, and its /metrics says so (the
+    # gateways poll nothing); it stays ready.
+    survivor = cluster.workers[1]
+    assert (await ready(survivor)).status_code == 200
+    worker = await scrape(survivor)
+    assert total(worker, "genbot_poll_lag_seconds_count") > 0
+    assert total(worker, "genbot_deliveries_total") > 0
+    assert total(worker, "genbot_detection_delay_seconds_count") > 0
+    assert total(worker, "genbot_jobs_finished_total") > 0
+    assert (
+        worker[
+            (
+                "genbot_upstream_requests_total",
+                frozenset({("operation", "status"), ("outcome", "ok")}),
+            )
+        ]
+        > 0
+    )
+    for gateway in cluster.gateways:
+        assert total(await scrape(gateway), "genbot_poll_lag_seconds_count") == 0

@@ -1,0 +1,135 @@
+"""``python -m bot worker`` as it is composed (issue 23): what its poller is handed.
+
+The worker runs in this process up to the point where its poller would start: the services
+are built by ``bot.wiring`` as in production, Discord's login is skipped (a unit test opens
+no connection) and the poller's arguments are kept. The end-to-end proof of a worker
+(``/readyz``, ``/metrics``) is ``tests/e2e/test_scale_e2e.py``.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import discord
+import pytest
+
+import bot.__main__
+from bot.metrics import Metrics
+from bot.poller import Attempt, Poller
+from bot.render.parts import MessageParts
+from bot.services.generation import Requester
+from bot.storage.models import DeliveryRoute, Job, JobStatus
+from tests.conftest import Stack, make_settings
+from tests.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.test_schedule import make_job
+
+
+async def run_worker_with(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    inside: Callable[[dict[str, Any]], Awaitable[None]],
+) -> None:
+    """Run ``run_worker`` with ``inside(poller's arguments)`` as its poller's run, then stop.
+
+    ``inside`` runs while the worker's database and clients are open, as its poller would.
+    """
+    settings = make_settings(
+        database_path=tmp_path / "bot.db", genapi_base_url="http://127.0.0.1:9/api/v1"
+    )
+    ran: list[bool] = []
+
+    class Poller:
+        last_pass_at = None
+
+        def __init__(self, **kwargs: Any) -> None:
+            self.kwargs = kwargs
+
+        async def run(self) -> None:
+            await inside(self.kwargs)
+            ran.append(True)
+            raise asyncio.CancelledError  # as a SIGTERM: the worker stops
+
+    async def login(self: discord.Client, token: str) -> None:
+        return None
+
+    monkeypatch.setattr(bot.__main__, "Poller", Poller)
+    monkeypatch.setattr(discord.Client, "login", login)
+    await bot.__main__.run_worker(settings)
+    assert ran == [True]
+
+
+async def test_a_workers_progress_edit_keeps_the_ready_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23, E12: the worker's announcer had no schedule, so its progress edit replaced
+    # the card the gateway posted (with `ready <t:...:R>`) by one without an estimate.
+    edits: list[MessageParts] = []
+
+    async def edit(job: Job, parts: MessageParts) -> None:
+        edits.append(parts)
+
+    async def progress(arguments: dict[str, Any]) -> None:
+        announcer = arguments["announcer"]
+        monkeypatch.setattr(announcer, "_edit_quietly", edit)
+        await announcer.progress(make_job(created_at=1000.0), 1070.0)
+
+    await run_worker_with(tmp_path, monkeypatch, progress)
+    (parts,) = edits
+    assert parts.card is not None
+    assert " · ready <t:" in parts.card.text()
+
+
+async def test_a_worker_counts_its_polls_and_deliveries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 23, E18: the worker's poller was built without metrics (no poll lag, no delivery
+    # counters); they must be the registry its /metrics serves.
+    handed: list[Any] = []
+
+    async def keep(arguments: dict[str, Any]) -> None:
+        handed.append(arguments.get("metrics"))
+
+    await run_worker_with(tmp_path, monkeypatch, keep)
+    (metrics,) = handed
+    assert metrics is not None
+    assert metrics.registry.get_sample_value("genbot_process_info", {"role": "worker"}) == 1
+
+
+class _HeldAnnouncer(RecordingAnnouncer):
+    """A worker whose delivery hangs (a slow Discord) until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
+        await self.release.wait()
+        return await super().deliver(job, route)
+
+
+async def until_idle(*pollers: Poller) -> None:
+    async with asyncio.timeout(10):
+        while any(poller.in_flight for poller in pollers):
+            await asyncio.sleep(0.01)
+
+
+async def test_a_worker_counts_the_leases_it_lost(stack: Stack, who: Requester) -> None:
+    # Issue 23, lease churn: a worker whose delivery outlived its lease is fenced (another
+    # worker delivered the result, the requester is pinged once); its /metrics says so.
+    (job,) = await submit(stack, who)
+    await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, ("https://x/v.mp4",), None, 0.0)
+    slow, fast = _HeldAnnouncer(), RecordingAnnouncer()
+    slow_metrics, fast_metrics = Metrics(role="worker"), Metrics(role="worker")
+    first = make_poller(stack, slow, delivery_lease=300.0, metrics=slow_metrics)  # type: ignore[arg-type]
+    second = make_poller(stack, fast, delivery_lease=300.0, metrics=fast_metrics)  # type: ignore[arg-type]
+    assert await first.deliver_due() == 1
+    stack.clock.advance(301.0)  # the first worker's lease ran out: the job is due again
+    assert await second.deliver_due() == 1
+    await until_idle(second)
+    slow.release.set()
+    await until_idle(first)
+    assert fast.notified == [job.id] and slow.notified == []
+    lost = "genbot_leases_lost_total"
+    assert slow_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 1
+    assert fast_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 0
