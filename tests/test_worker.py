@@ -16,7 +16,7 @@ import pytest
 
 import bot.__main__
 from bot.metrics import Metrics
-from bot.poller import Attempt, Poller
+from bot.poller import Attempt, Poller, Renew
 from bot.render.parts import MessageParts
 from bot.services.generation import Requester
 from bot.storage.models import DeliveryRoute, Job, JobStatus
@@ -103,9 +103,9 @@ class _HeldAnnouncer(RecordingAnnouncer):
         super().__init__()
         self.release = asyncio.Event()
 
-    async def deliver(self, job: Job, route: DeliveryRoute) -> Attempt:
-        await self.release.wait()
-        return await super().deliver(job, route)
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
+        await self.release.wait()  # never renews: its lease runs out
+        return await super().deliver(job, route, renew)
 
 
 async def until_idle(*pollers: Poller) -> None:
