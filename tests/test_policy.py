@@ -14,6 +14,7 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, CooldownActive, PromptBlocked, ValidationFailed, user_message
+from bot.genapi.errors import GenAPIError
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.guild_config import parse_allowance
 from bot.services.policy import (
@@ -180,6 +181,7 @@ async def test_a_blocked_term_costs_nothing_and_is_logged_for_the_admins(stack: 
 
 async def test_a_cooldown_refuses_the_second_command_until_it_passes(stack: Stack) -> None:
     await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 60)
+    await stack.generation.catalogue(GUILD)  # /text reads it first (the rate limiter may wait)
     started = stack.clock.time()
     await stack.generation.text(member(), TextOptions("one"))
     stack.clock.advance(10)
@@ -194,6 +196,31 @@ async def test_a_cooldown_refuses_the_second_command_until_it_passes(stack: Stac
     await stack.generation.video(member(), VideoOptions("another command", CHEAP))
     stack.clock.advance(started + 60 - stack.clock.time())
     await stack.generation.text(member(), TextOptions("three"))
+
+
+async def test_a_request_refused_for_free_leaves_no_cooldown(stack: Stack) -> None:
+    # Issue 20, E14: the use is a charged request, not a reserved one.
+    await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 600)
+    with pytest.raises(GenAPIError):  # 500 GENERATION_FAILED: nothing charged
+        await stack.generation.text(member(), TextOptions("[fail] one"))
+    with pytest.raises(GenAPIError):  # 400 INVALID_PARAMS (above the service's 8,192)
+        await stack.generation.text(member(), TextOptions("one", max_tokens=9000))
+    await stack.generation.text(member(), TextOptions("two"))  # no cooldown started
+    with pytest.raises(CooldownActive):
+        await stack.generation.text(member(), TextOptions("three"))  # the charged one did
+
+
+async def test_text_without_a_model_uses_the_first_the_member_may_use(stack: Stack) -> None:
+    # Issue 20, E15: the service's default model is not the server's choice.
+    await stack.services.guild_config.set_models(GUILD, allowed=("anthropic/",))
+    for prompt in ("one", "two"):
+        result = await stack.generation.text(member(), TextOptions(prompt))
+        assert result.model == "anthropic/claude-3-haiku"
+    await stack.services.guild_config.set_models(GUILD, allowed=("nobody/",))
+    posts = stack.posts()
+    with pytest.raises(ValidationFailed, match="No text model is available to your roles"):
+        await stack.generation.text(member(), TextOptions("three"))
+    assert stack.posts() == posts
 
 
 async def test_usage_shows_spend_by_tier(stack: Stack) -> None:
