@@ -28,7 +28,7 @@ from bot.services.guild_config import (
     parse_allowance,
     parse_budget,
 )
-from bot.services.policy import model_matches, parse_models
+from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
 from bot.tree import send_ephemeral, sentence_for
 
@@ -395,11 +395,11 @@ class ConfigCog(
             f"Models for members without a tier: {models_line(policy.models)}.", ephemeral=True
         )
 
-    @blocked_terms.command(name="add")
+    @blocked_terms.command(name="add", description=BLOCKED_TERMS_RULE)
     async def blocked_terms_add(
         self, interaction: discord.Interaction[GenBot], term: app_commands.Range[str, 1, 100]
     ) -> None:
-        """Refuse prompts containing a word or phrase (any case, look-alike letters too).
+        """Refuse prompts containing a word or phrase (``BLOCKED_TERMS_RULE`` says how).
 
         Args:
             interaction: the interaction.

@@ -18,6 +18,7 @@ from bot.genapi.errors import GenAPIError
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.guild_config import parse_allowance
 from bot.services.policy import (
+    BLOCKED_TERMS_RULE,
     find_blocked_term,
     member_policy,
     model_matches,
@@ -51,6 +52,31 @@ def test_a_blocked_term_matches_whatever_the_case_width_or_hidden_characters() -
     assert find_blocked_term("B\u200dad Word!", terms) == "bad word"
     assert find_blocked_term("badword", terms) is None
     assert find_blocked_term("a classic", [normalise_term("ass")]) is None
+
+
+def test_a_blocked_term_matches_inside_text_written_without_spaces() -> None:
+    # Issue 20, E16: Chinese, Japanese and Thai have no spaces to find words by.
+    terms = [normalise_term(t) for t in ("暴力", "ばか", "สวัสดี", "bad")]
+    assert find_blocked_term("这是暴力视频", terms) == "暴力"
+    assert find_blocked_term("おまえはばかだ", terms) == "ばか"
+    assert find_blocked_term("ผมสวัสดีครับ", terms) == "สวัสดี"
+    assert find_blocked_term("这是bad视频", terms) == "bad"  # a Chinese neighbour ends a word
+    assert find_blocked_term("a badge", terms) is None  # words with spaces stay whole
+
+
+def test_a_blocked_term_matches_look_alike_letters() -> None:
+    terms = [normalise_term(t) for t in ("bad", "paypal", "kill")]
+    assert find_blocked_term("a b\u0430d idea", terms) == "bad"  # Cyrillic a
+    assert find_blocked_term("\u0412\u0410D", terms) == "bad"  # Cyrillic capitals
+    assert find_blocked_term("log in to PAYPAI", terms) == "paypal"  # capital I for l
+    assert find_blocked_term("ki11", terms) == "kill"
+    assert find_blocked_term("skill", terms) is None
+
+
+def test_the_blocked_terms_command_says_what_is_matched() -> None:
+    assert len(BLOCKED_TERMS_RULE) <= 100  # Discord's limit for a description
+    for promise in ("any case", "look-alike", "whole words", "CJK/Thai anywhere"):
+        assert promise in BLOCKED_TERMS_RULE
 
 
 def test_model_lists_take_ids_and_prefixes() -> None:
