@@ -160,3 +160,12 @@ async def test_a_cooldown_refuses_the_second_command(world: World) -> None:
         )
         assert not (await world.answer(handle)).ephemeral
     await admin_line(world, "cooldown /text: — → 600 s")
+
+
+async def test_a_slow_admin_channel_never_fails_the_config_answer(world: World) -> None:
+    # Issue 20: the audit post waited before the answer; a post held up past Discord's 3 s
+    # (here a 20 s rate limit on the admin channel) made the admin see "interaction failed"
+    # although the change was saved. Last in the module: the channel stays limited for 20 s.
+    world.discord.inject_rate_limit(f"/channels/{Cast.admin_log.id}/messages", retry_after=20)
+    answer = await config(world, {"command": "image", "seconds": 30}, subcommand="cooldown")
+    assert answer.content == "Members now wait 30 s between two uses of /image."
