@@ -417,9 +417,8 @@ class Billing:
 
         * image: the highest of the model's last :data:`ESTIMATE_WINDOW` charges (an image is
           priced per request), else ``IMAGE_HOLD_CEILING_CENTS``;
-        * text: ``tokens`` times the model's observed price per token (the sum of its last
-          charges over the sum of their tokens: with prices rounded up per call, never below
-          the real price per token), rounded up to a cent, else ``TEXT_HOLD_CEILING_CENTS``;
+        * text: ``tokens`` times the model's observed price per token (:func:`_text_price`),
+          rounded up to a cent, else ``TEXT_HOLD_CEILING_CENTS``;
         * video (a price always comes with it; this is the safety net): the highest charge,
           else the ceiling for 5 s.
         """
@@ -663,14 +662,14 @@ async def _text_history(tx: Repositories, model: str) -> list[tuple[Decimal, int
 async def _text_price(tx: Repositories, model: str) -> Fraction | None:
     """Return the model's observed price per token, cents (an upper bound), or None.
 
-    The sum of its last charges over the sum of their tokens: each charge is the price of its
-    tokens rounded up, so the ratio is never below the price per token.
+    A text call is charged one rate per token, rounded up per call (docs/genapi-choices.md:
+    ``max(1, ceil(total_tokens x rate))``; the spec shows no price of text calls). A charge of
+    ``c`` cents for ``t`` tokens therefore proves that the rate is at most ``c / t``: the
+    smallest such ratio of the model's last charges is the tightest bound (a short call, whose
+    charge is mostly rounding, says little; a long one says nearly the exact rate).
     """
-    history = await _text_history(tx, model)
-    tokens = sum(t for _, t in history)
-    if tokens <= 0:
-        return None
-    return Fraction(sum((c for c, _ in history), Decimal(0))) / tokens
+    ratios = [Fraction(cost) / tokens for cost, tokens in await _text_history(tx, model) if tokens]
+    return min(ratios) if ratios else None
 
 
 async def _learn_text_price(tx: Repositories, model: str, cost: Decimal, tokens: int) -> None:
