@@ -307,7 +307,7 @@ class Billing:
             guild_id: the guild paying.
             user_id: the requesting user.
             kind: what is generated (also the command whose cooldown applies).
-            model: the model id; empty when the service picks its default (text).
+            model: the model id (``/text`` without one uses the first its tiers allow).
             cost_cents: the known price (videos: :meth:`video_hold`); None when unknown
                 (text, image): an amount that bounds the charge is held instead
                 (:meth:`_hold`; docs/architecture.md, Money rules).
