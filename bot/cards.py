@@ -130,6 +130,19 @@ async def video_price(bot: GenBot, who: Requester, options: VideoOptions) -> Dec
     return video_cost_cents(model.cost_cents_per_5s, request.duration)
 
 
+def needs_confirmation(price_cents: Decimal | None, threshold_cents: Decimal | None) -> bool:
+    """Whether a video must be confirmed first (``/config confirm-above``).
+
+    Args:
+        price_cents: its known price; None when the catalogue's price is unusable (NaN,
+            infinite, negative): unknown, so possibly above the threshold, and asked too.
+        threshold_cents: the server's threshold; None when it asks nothing.
+    """
+    if threshold_cents is None:
+        return False
+    return price_cents is None or price_cents > threshold_cents
+
+
 async def start_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
     """Submit a video, or first ask to confirm its price above the server's threshold.
 
@@ -139,7 +152,7 @@ async def start_video(interaction: Interaction, who: Requester, options: VideoOp
     bot = interaction.client
     price = await video_price(bot, who, options)
     threshold = await bot.services.db.cards.confirm_above(who.guild_id)
-    if threshold is not None and price is not None and price > threshold:
+    if threshold is not None and needs_confirmation(price, threshold):
         view = ConfirmView(who, options, price)
         await interaction.edit_original_response(content=confirm_text(price, threshold), view=view)
         return
@@ -466,7 +479,7 @@ class ConfirmView(AdmittedView):
     ephemeral anyway). Generate runs the whole request again through the service's checks.
     """
 
-    def __init__(self, who: Requester, options: VideoOptions, price_cents: Decimal) -> None:
+    def __init__(self, who: Requester, options: VideoOptions, price_cents: Decimal | None) -> None:
         super().__init__(timeout=CONFIRM_SECONDS)
         self.who = who
         self.options = options

@@ -62,6 +62,11 @@ class Settings(BaseSettings):
     default_user_daily_budget_cents: NonNegativeCents | None = None
     default_max_pending_videos_per_user: Annotated[int, Field(ge=1)] = 3
     default_max_pending_videos_per_guild: Annotated[int, Field(ge=1)] = 20
+    # What a request holds when its price is not known yet (docs/architecture.md, Money rules).
+    text_hold_ceiling_cents: NonNegativeCents = 50
+    image_hold_ceiling_cents: NonNegativeCents = 25
+    video_hold_ceiling_cents_per_5s: NonNegativeCents = 200
+    jobs_recheck_seconds: Annotated[float, Field(ge=0)] = 300.0
 
     job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30

@@ -579,8 +579,10 @@ class Poller:
         # on a task that may never end, but failing it would throw away a result the service
         # may still deliver (and has charged for). /jobs lists it; recheck() polls it again.
         if job.unwatched_at is not None:
+            # Never due again: its next_poll_at records when it was last checked, which
+            # /jobs reads to check it at most once per JOBS_RECHECK_SECONDS.
             await self._db.jobs.schedule_poll(
-                job.id, job.next_poll_at, job.poll_count + 1, token=self._token(job)
+                job.id, now, job.poll_count + 1, token=self._token(job)
             )
             return
         if await self._db.jobs.set_unwatched(job.id, now, token=self._token(job)):

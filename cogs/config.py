@@ -6,7 +6,9 @@ admin channel, if one is set, as who, what, old → new (never a key).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterable
 from decimal import Decimal
 
@@ -28,9 +30,11 @@ from bot.services.guild_config import (
     parse_allowance,
     parse_budget,
 )
-from bot.services.policy import model_matches, parse_models
+from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
 from bot.tree import AdmittedModal, send_ephemeral, sentence_for
+
+log = logging.getLogger(__name__)
 
 COMMANDS = [
     app_commands.Choice(name="text", value="text"),
@@ -58,12 +62,38 @@ async def _unmatched_note(interaction: discord.Interaction[GenBot], patterns: It
     return f"\nNote: {names} matches no model in the catalogue right now."
 
 
+_POSTING: set[asyncio.Task[None]] = set()
+"""Admin-channel posts under way, kept referenced until they end (asyncio keeps only weak
+references to tasks)."""
+
+
+def _post_later(bot: GenBot, guild_id: int, channel_id: int, text: str) -> None:
+    """Post ``text`` in the admin channel without holding up the admin's answer.
+
+    Discord fails an interaction not answered within 3 s ("The application did not respond")
+    and a post can wait much longer (a channel's rate limit, a slow gateway): the change is
+    saved and audited by then, so the answer goes first and the post follows (issue 20).
+    """
+    task = asyncio.get_running_loop().create_task(
+        bot.post_admin_line(guild_id, channel_id, text), name=f"audit-post-{guild_id}"
+    )
+    _POSTING.add(task)
+    task.add_done_callback(_posted)
+
+
+def _posted(task: asyncio.Task[None]) -> None:
+    _POSTING.discard(task)
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.error("posting a /config change in the admin channel failed: %r", error)
+
+
 @contextlib.asynccontextmanager
 async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[None]:
     """Audit the ``/config`` change made in the block (nothing if the block raises).
 
     Snapshots every setting before, and after the block writes one audit row per setting
-    that changed and posts them in one message in the admin channel, if set.
+    that changed (before the admin is answered) and posts them in one message in the admin
+    channel, if set, once the command has answered (:func:`_post_later`).
     """
     bot = interaction.client
     who = requester(interaction)
@@ -74,7 +104,7 @@ async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[Non
         return
     channel_id = (await bot.services.db.guilds.settings(who.guild_id)).admin_channel_id
     if channel_id is not None:
-        await bot.post_admin_line(who.guild_id, channel_id, audit_lines(entries))
+        _post_later(bot, who.guild_id, channel_id, audit_lines(entries))
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -395,11 +425,11 @@ class ConfigCog(
             f"Models for members without a tier: {models_line(policy.models)}.", ephemeral=True
         )
 
-    @blocked_terms.command(name="add")
+    @blocked_terms.command(name="add", description=BLOCKED_TERMS_RULE)
     async def blocked_terms_add(
         self, interaction: discord.Interaction[GenBot], term: app_commands.Range[str, 1, 100]
     ) -> None:
-        """Refuse prompts containing a word or phrase (any case, look-alike letters too).
+        """Refuse prompts containing a word or phrase (``BLOCKED_TERMS_RULE`` says how).
 
         Args:
             interaction: the interaction.

@@ -89,8 +89,21 @@ class JobsCog(commands.Cog):
         :data:`RECHECKED_PER_LISTING` of them, newest first, each within
         :data:`RECHECK_SECONDS`: the answer is deferred, but a key's rate budget is shared.
         A job found finished is delivered by the poller's next pass, by the usual routes.
+
+        A job is polled at most once per ``JOBS_RECHECK_SECONDS`` (5 minutes), however often
+        ``/jobs`` runs (issue 20, E17): each poll spends the key's budget, which on the shared
+        key belongs to every server. The last check of an unwatched job is its
+        ``next_poll_at`` (it is never due, so the field is free; the poller writes it).
         """
-        stale = [job for job in jobs if job.status == "pending" and job.unwatched_at is not None]
+        services = self.bot.services
+        now, interval = services.clock.time(), services.settings.jobs_recheck_seconds
+        stale = [
+            job
+            for job in jobs
+            if job.status == "pending"
+            and job.unwatched_at is not None
+            and now - job.next_poll_at >= interval
+        ]
         fresh: dict[int, Job] = {}
         for job in stale[:RECHECKED_PER_LISTING]:
             try:

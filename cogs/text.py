@@ -36,7 +36,7 @@ class TextCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what to ask or write about
-            model: the text model (default: the service's default)
+            model: the text model (default: the first one your roles may use)
             system: a system prompt that sets the model's behaviour
             max_tokens: the longest answer, in tokens (default 1000)
             temperature: randomness, from 0 to 2 (default 0.7)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -20,6 +21,7 @@ from bot.services.billing import (
     Limits,
     day_start,
     month_start,
+    text_tokens_bound,
     video_cost_cents,
 )
 from bot.storage import Charge, Database, JobStatus, Kind, NewJob, Reservation
@@ -228,7 +230,7 @@ async def test_a_spent_budget_refuses_even_an_unknown_price(
         await billing.reserve(
             guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/new", cost_cents=None
         )
-    assert (info.value.remaining_cents, info.value.needed_cents) == (0, 0)
+    assert (info.value.remaining_cents, info.value.needed_cents) == (0, 25)  # the ceiling
     await store.guilds.update_limits(GUILD, monthly_budget_cents=0)
     with pytest.raises(BudgetExceeded):
         await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=0)
@@ -246,30 +248,95 @@ async def test_an_overrun_leaves_the_budget_negative_and_refuses(
     assert info.value.remaining_cents == 0  # never negative in the message
 
 
-async def test_text_uses_the_mean_of_the_models_last_20_charges(
+async def learn_text(
+    billing: Billing, clock: ManualClock, cost: int | str, tokens: int, model: str = CHAT
+) -> None:
+    """One text call of ``tokens`` tokens that the service charged ``cost`` cents for."""
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=model, cost_cents=None, tokens=tokens
+    )
+    charge = replace(charge_for(reservation, 0, clock), cost_cents=Decimal(cost))
+    await billing.settle(reservation, charge, tokens=tokens)
+
+
+async def test_text_holds_its_tokens_at_the_models_observed_price(
     billing: Billing, store: SqliteDatabase, clock: ManualClock
 ) -> None:
-    for cost in [1000] * 5 + [10, 20, 31] + [30] * 17:  # only the last 20 count
-        await spend(billing, clock, cost)
-        clock.advance(1)
-    expected = Decimal(10 + 20 + 31 + 30 * 17) / 20  # 571 / 20 = 28.55, exactly
-    reservation = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+    # Issue 20, E6: the mean of the last charges let ten 8,192-token answers pass a budget
+    # that fits one. Nothing known yet: the ceiling (50 cents) is held.
+    first = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=9000
     )
-    assert reservation.amount_cents == expected == Decimal("28.55")
-    await billing.release(reservation)
-
-    spent = await store.ledger.spent_since(GUILD, 0.0)
-    await store.guilds.update_limits(GUILD, monthly_budget_cents=int(spent) + 28)
+    assert first.amount_cents == 50
+    await billing.release(first)
+    # Charged 1 c per 1,000 tokens, rounded up: 3 c for 2,500 tokens, 1 c for 10.
+    await learn_text(billing, clock, 3, 2500)
+    await learn_text(billing, clock, 1, 10)
+    # 3 c for 2,500 tokens proves at most 0.0012 c a token (1 c for 10 says 0.1: mostly the
+    # rounding): 8,192 + 40 tokens hold 9.88, rounded up to 10 c.
+    hold = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=8232
+    )
+    assert hold.amount_cents == 10
+    await billing.release(hold)
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=4 + 9)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
-            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
+            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=8232
         )
-    assert (info.value.remaining_cents, info.value.needed_cents) == (28, Decimal("28.55"))
-    other_model = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model="acme/other", cost_cents=None
+    assert (info.value.remaining_cents, info.value.needed_cents) == (9, 10)
+    # Only the last 20 charges count: after 20 at 2 c per 1,000 tokens the price follows.
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=None)
+    for _ in range(20):
+        await learn_text(billing, clock, 2, 1000, model="acme/other")
+    other = await billing.reserve(
+        guild_id=GUILD, user_id=2, kind=Kind.TEXT, model="acme/other", cost_cents=None, tokens=500
     )
-    assert other_model.amount_cents == 0
+    assert other.amount_cents == 1
+
+
+async def test_an_image_holds_the_models_highest_recent_charge(
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
+) -> None:
+    fresh = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/a", cost_cents=None
+    )
+    assert fresh.amount_cents == 25  # IMAGE_HOLD_CEILING_CENTS: no charge known
+    await billing.release(fresh)
+    for cost in (3, 8, 3, 3):
+        await spend(billing, clock, cost, kind=Kind.IMAGE, model="img/a")
+        clock.advance(1)
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=17 + 7)
+    # The mean (4.25) would pass with 7 c left; the charge may be 8.
+    with pytest.raises(BudgetExceeded) as info:
+        await billing.reserve(
+            guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/a", cost_cents=None
+        )
+    assert info.value.needed_cents == 8
+
+
+async def test_settle_gives_back_what_the_hold_took_above_the_charge(
+    billing: Billing, store: SqliteDatabase, clock: ManualClock
+) -> None:
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=60)
+    reservation = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=100
+    )
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 50
+    await billing.settle(reservation, charge_for(reservation, 1, clock), tokens=100)
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
+    assert (await billing.report(GUILD, 1)).today_cents == 1
+
+
+def test_the_text_token_bound_counts_bytes_and_the_default_max_tokens() -> None:
+    assert text_tokens_bound("hi", None, None) == 2 + 1000
+    assert text_tokens_bound("暴力", "sys", 10) == 6 + 3 + 10  # UTF-8 bytes
+
+
+async def test_an_unusable_video_price_holds_the_ceiling(billing: Billing) -> None:
+    assert billing.video_hold(Decimal(60), 4) == 48
+    for price in (Decimal("NaN"), Decimal("Infinity"), Decimal(-5), float("nan")):
+        assert billing.video_hold(price, 10) == 400  # 200 c per 5 s, the setting
 
 
 async def test_settle_replaces_the_hold_by_the_reported_cost(
@@ -459,7 +526,7 @@ async def test_pending_jobs_count_against_the_caps_until_they_finish(
     text = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
     )
-    assert text.amount_cents == 0
+    assert text.amount_cents == 50  # TEXT_HOLD_CEILING_CENTS: no price known
 
     job = jobs[0]
     assert job is not None
@@ -536,7 +603,7 @@ async def test_the_user_daily_budget_renews_at_utc_midnight(store: SqliteDatabas
     next_day = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None
     )
-    assert next_day.amount_cents == 200  # the estimate learned from yesterday's charge
+    assert next_day.amount_cents == 50  # no price per token known: the ceiling
     report = await billing.report(GUILD)
     assert (report.month_cents, report.today_cents) == (200, 0)
 

@@ -14,8 +14,8 @@ FIELDS = {name.upper() for name in Settings.model_fields}
 
 
 def test_every_setting_is_in_env_example_and_the_readme() -> None:
-    example = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.example").read_text(), re.M))
-    readme = set(re.findall(r"^\| `([A-Z_]+)` \|", (ROOT / "README.md").read_text(), re.M))
+    example = set(re.findall(r"^([A-Z0-9_]+)=", (ROOT / ".env.example").read_text(), re.M))
+    readme = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", (ROOT / "README.md").read_text(), re.M))
     assert example == FIELDS
     assert readme == FIELDS
 
@@ -25,7 +25,7 @@ def compose_environment() -> set[str]:
     text = (ROOT / "docker-compose.yml").read_text()
     block = re.search(r"^    environment:\n((?:      .*\n|\s*\n)+)", text, re.M)
     assert block is not None, "docker-compose.yml has no environment block"
-    return set(re.findall(r"^      ([A-Z_]+):", block.group(1), re.M))
+    return set(re.findall(r"^      ([A-Z0-9_]+):", block.group(1), re.M))
 
 
 def test_every_setting_is_in_the_compose_file() -> None:

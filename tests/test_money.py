@@ -5,21 +5,28 @@ the ledger keeps them as integer micro-cents, and what breaks the protocol is re
 admins, never dropped with the paid result.
 """
 
+import asyncio
+import copy
 import sqlite3
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 
+from bot.cards import needs_confirmation
 from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, format_cents, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.client import GenAPIClient
 from bot.genapi.models import TextRequest
 from bot.genapi.ratelimit import RateLimiter
-from bot.services.generation import Requester, TextOptions, VideoOptions
+from bot.render.cards import confirm_label, confirm_text
+from bot.sandbox import catalogue as sandbox_catalogue
+from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.storage import Charge, ConstraintError, JobStatus, Kind
 from bot.storage.money import from_micro, to_micro
 from bot.storage.sqlite import SqliteDatabase
@@ -84,22 +91,94 @@ async def test_a_video_charged_035_cents_is_stored_exactly_and_polled(
 
 
 async def test_budgets_compare_exactly(stack: Stack, who: Requester) -> None:
-    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=1)
-    # Nine charges of 0.1 leave exactly 0.1 (as floats: 0.10000000000000009).
-    for _ in range(9):
+    # Nine charges of 0.1 leave exactly 0.1 (as floats: 0.10000000000000009). The first,
+    # before any charge is known, holds the ceiling: the budget is set after it.
+    for n in range(9):
         stack.api.report_next_costs(Decimal("0.1"))
-        await stack.generation.text(who, TextOptions("hi"))
+        await stack.generation.image(who, ImageOptions("hi"))
+        if n == 0:
+            await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=1)
     report = await stack.billing.report(who.guild_id, who.user_id)
     assert report.today_cents == Decimal("0.9")
-    # The tenth, estimated at the mean 0.1, fits exactly; after it the budget is spent.
+    # The tenth, holding the highest charge 0.1, fits exactly; after it the budget is spent.
     stack.api.report_next_costs(Decimal("0.1"))
-    await stack.generation.text(who, TextOptions("hi"))
+    await stack.generation.image(who, ImageOptions("hi"))
     assert (await stack.billing.report(who.guild_id, who.user_id)).today_cents == 1
     posts = stack.posts()
     with pytest.raises(BudgetExceeded) as refused:
-        await stack.generation.text(who, TextOptions("hi"))
+        await stack.generation.image(who, ImageOptions("hi"))
     assert refused.value.remaining_cents == 0
     assert stack.posts() == posts
+
+
+# -- holds that bound spending (issue 20, E6) -------------------------------------------------
+
+
+async def test_ten_long_answers_at_once_cannot_spend_past_a_members_budget(
+    stack: Stack, who: Requester
+) -> None:
+    # One answer teaches the model's price: 1 c for the tokens of "hi" and its short reply.
+    await stack.generation.text(who, TextOptions("hi"))
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=1 + 5)
+    posts = stack.posts()
+    # 5 c left: a hold bounded by 8,192 tokens at that price fits none of ten at once.
+    outcomes = await asyncio.gather(
+        *(stack.generation.text(who, TextOptions("write", max_tokens=8192)) for _ in range(10)),
+        return_exceptions=True,
+    )
+    assert all(isinstance(o, BudgetExceeded) for o in outcomes)
+    assert stack.posts() == posts
+    # A short answer still fits, and settling gives back what its hold took above the charge.
+    result = await stack.generation.text(who, TextOptions("hi", max_tokens=1))
+    report = await stack.billing.report(who.guild_id, who.user_id)
+    assert (report.today_cents, report.reserved_cents) == (1 + result.cost_cents, 0)
+
+
+async def test_a_text_model_never_charged_holds_the_ceiling(stack: Stack, who: Requester) -> None:
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=5)
+    posts = stack.posts()
+    with pytest.raises(BudgetExceeded) as refused:
+        await stack.generation.text(who, TextOptions("write", max_tokens=8192))
+    assert refused.value.needed_cents == 50  # TEXT_HOLD_CEILING_CENTS
+    assert stack.posts() == posts
+
+
+def nan_price(model_id: str) -> Callable[[], dict[str, Any]]:
+    """The emulator's catalogue with ``model_id`` priced NaN cents per 5 s."""
+    original = sandbox_catalogue.catalogue_json
+
+    def catalogue() -> dict[str, Any]:
+        body = copy.deepcopy(original())
+        for entry in body["models"]["video"]:
+            if entry["id"] == model_id:
+                entry["cost_cents_per_5s"] = float("nan")
+        return body
+
+    return catalogue
+
+
+async def test_a_video_with_an_unusable_price_holds_the_ceiling(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = await video_model_id(stack)
+    monkeypatch.setattr(sandbox_catalogue, "catalogue_json", nan_price(model))
+    fresh = await stack.services.catalogue.refresh(SecretStr(stack.key))
+    assert not next(m for m in fresh.video if m.id == model).cost_cents_per_5s.is_finite()
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=150)
+    posts = stack.posts()
+    with pytest.raises(BudgetExceeded) as refused:
+        await stack.generation.video(who, VideoOptions("a fox", model, duration=5))
+    assert refused.value.needed_cents == 200  # VIDEO_HOLD_CEILING_CENTS_PER_5S for 5 s
+    assert stack.posts() == posts
+
+
+def test_an_unknown_video_price_asks_for_confirmation_where_the_server_set_a_threshold() -> None:
+    assert needs_confirmation(None, Decimal(100))
+    assert needs_confirmation(Decimal(101), Decimal(100))
+    assert not needs_confirmation(Decimal(100), Decimal(100))
+    assert not needs_confirmation(None, None)
+    assert "unknown" in confirm_text(None, Decimal(100))
+    assert confirm_label(None) == "Generate · price unknown"
 
 
 # -- protocol anomalies ---------------------------------------------------------------------------

@@ -84,17 +84,27 @@ def dm_buttons(buttons: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], .
     return tuple(kept)
 
 
-def confirm_text(price_cents: Decimal, threshold_cents: Decimal) -> str:
-    """The question asked before spending above the threshold of ``/config confirm-above``."""
+def confirm_text(price_cents: Decimal | None, threshold_cents: Decimal) -> str:
+    """The question asked before spending above the threshold of ``/config confirm-above``.
+
+    ``price_cents`` None: the catalogue's price is unusable (NaN, infinite, negative), so the
+    cost is unknown and may be above the threshold: asked too.
+    """
+    if price_cents is None:
+        return (
+            "The service lists no usable price for this model, so its cost is unknown; this "
+            f"server asks before spending more than {format_cents(threshold_cents)}. Generate "
+            "it? (This question expires in 5 minutes.)"
+        )
     return (
         f"This costs {format_cents(price_cents)}, above this server's confirmation threshold "
         f"of {format_cents(threshold_cents)}. Generate it? (This question expires in 5 minutes.)"
     )
 
 
-def confirm_label(price_cents: Decimal) -> str:
-    """The confirming button's label: ``Generate · $0.50``."""
-    return f"Generate · {format_cents(price_cents)}"
+def confirm_label(price_cents: Decimal | None) -> str:
+    """The confirming button's label: ``Generate · $0.50`` (``Generate · price unknown``)."""
+    return f"Generate · {'price unknown' if price_cents is None else format_cents(price_cents)}"
 
 
 SUGGESTED_CONFIRM_ABOVE_CENTS: Final = Decimal(100)

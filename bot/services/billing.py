@@ -26,6 +26,7 @@ Times are UTC epoch seconds.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections import defaultdict
@@ -58,7 +59,12 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 ESTIMATE_WINDOW = 20
-"""How many of a model's latest charges its cost estimate averages."""
+"""How many of a model's latest charges its hold looks at (image: their highest; text: their
+price per token)."""
+
+TEXT_PRICE_KEY = "text_price:"
+"""Meta key prefix (``db.meta``) of a text model's last charges with their token counts: a JSON
+list of ``[cost_cents as text, total_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW`."""
 
 DEFAULT_RESERVATION_TTL = 900.0
 """Seconds after which an unsettled reservation stops holding budget (15 minutes)."""
@@ -98,6 +104,18 @@ def video_cost_cents(cost_cents_per_5s: Decimal | float, duration_seconds: float
         return None
     exact = Fraction(price) * Fraction(str(duration_seconds)) / 5
     return Decimal(math.ceil(exact))
+
+
+def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> int:
+    """Return an upper bound of the tokens a text call may be charged for (spec 2.5, 4.5).
+
+    The answer is at most ``max_tokens`` tokens (1000 when omitted, spec part 8); the prompt and
+    system prompt count as their UTF-8 bytes, since a byte-level tokenizer never makes more
+    tokens than bytes (the real count is unknown before the call: the spec does not show the
+    tokenizer).
+    """
+    sent = len(prompt.encode()) + (len(system.encode()) if system else 0)
+    return sent + (1000 if max_tokens is None else max_tokens)
 
 
 def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:
@@ -219,6 +237,9 @@ class Billing:
         # charge is recorded with it (for /usage by tier). Lost with the process, as are the
         # reservations' callers.
         self._tiers: dict[int, tuple[int | None, float]] = {}
+        # The cooldown use each reservation recorded, (recorded at, the use before), so that a
+        # release takes it back.
+        self._uses: dict[int, tuple[float, float | None]] = {}
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -272,25 +293,31 @@ class Billing:
         role_ids: Collection[int] = (),
         cooldown_exempt: bool = False,
         key_fingerprint: str | None = None,
+        tokens: int | None = None,
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
         The member's policy (issue 13) is the most generous of their role tiers per limit, or
         the server defaults: model access, the command's cooldown, their pending-video cap,
         their daily and monthly allowances; the server's monthly budget and video cap apply to
-        everyone. A refused request holds nothing and starts no cooldown.
+        everyone. A refused request holds nothing and starts no cooldown. The use is recorded
+        here, so two concurrent requests cannot both pass a cooldown, and taken back by
+        :meth:`release` when the service refused the call for free (issue 20, E14).
 
         Args:
             guild_id: the guild paying.
             user_id: the requesting user.
             kind: what is generated (also the command whose cooldown applies).
-            model: the model id; empty when the service picks its default (text).
-            cost_cents: the known price (videos: :func:`video_cost_cents`); None when unknown
-                (text, image): the model's learned estimate is held instead, 0 without history.
+            model: the model id (``/text`` without one uses the first its tiers allow).
+            cost_cents: the known price (videos: :meth:`video_hold`); None when unknown
+                (text, image): an amount that bounds the charge is held instead
+                (:meth:`_hold`; docs/architecture.md, Money rules).
             role_ids: the member's role ids, for their tiers.
             cooldown_exempt: skip the cooldown (members with Manage Server).
             key_fingerprint: the key the request is sent with; it is kept while the
                 reservation lives (issue 18, E1). None: unknown.
+            tokens: (text) the most tokens the call may be charged for
+                (:func:`text_tokens_bound`); None for other kinds.
 
         Returns:
             The reservation, to :meth:`settle` or :meth:`release`.
@@ -325,7 +352,11 @@ class Billing:
             if kind is Kind.VIDEO:
                 caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
                 await self._check_video_caps(tx, caps, guild_id, user_id, now)
-            needed = Decimal(cost_cents) if cost_cents is not None else await _estimate(tx, model)
+            needed = (
+                Decimal(cost_cents)
+                if cost_cents is not None
+                else await self._hold(tx, kind, model, tokens)
+            )
             if limits.monthly_budget_cents is not None:
                 spent = await tx.ledger.spent_since(guild_id, month_start(now))
                 held = await tx.ledger.reserved_cents(guild_id, now)
@@ -363,8 +394,50 @@ class Billing:
         stale = [rid for rid, (_, expires) in self._tiers.items() if expires + self._ttl < now]
         for rid in stale:
             del self._tiers[rid]
+            self._uses.pop(rid, None)
         self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
+        if seconds is not None:
+            self._uses[reservation.id] = (now, last)
         return reservation
+
+    def video_hold(self, cost_cents_per_5s: Decimal | float, duration_seconds: float) -> Decimal:
+        """Return what a video holds: its catalogue price, else the configured ceiling.
+
+        An unusable catalogue price (NaN, infinite, negative: :func:`video_cost_cents` gives
+        None) is unknown, not free: ``VIDEO_HOLD_CEILING_CENTS_PER_5S`` per 5 s is held.
+
+        Returns:
+            Whole cents (rounded up).
+        """
+        price = video_cost_cents(cost_cents_per_5s, duration_seconds)
+        if price is not None:
+            return price
+        ceiling = video_cost_cents(self._defaults.video_hold_ceiling_cents_per_5s, duration_seconds)
+        assert ceiling is not None  # the setting is a whole number >= 0
+        return ceiling
+
+    async def _hold(self, tx: Repositories, kind: Kind, model: str, tokens: int | None) -> Decimal:
+        """What a request of unknown price holds: an amount that bounds its charge.
+
+        * image: the highest of the model's last :data:`ESTIMATE_WINDOW` charges (an image is
+          priced per request), else ``IMAGE_HOLD_CEILING_CENTS``;
+        * text: ``tokens`` times the model's observed price per token (:func:`_text_price`),
+          rounded up to a cent, else ``TEXT_HOLD_CEILING_CENTS``;
+        * video (a price always comes with it; this is the safety net): the highest charge,
+          else the ceiling for 5 s.
+        """
+        d = self._defaults
+        if kind is Kind.TEXT:
+            price = await _text_price(tx, model) if model else None
+            if price is None or tokens is None:
+                return Decimal(d.text_hold_ceiling_cents)
+            return Decimal(math.ceil(price * tokens))
+        costs = await tx.ledger.recent_costs(model, ESTIMATE_WINDOW)
+        if costs:
+            return max(costs)
+        if kind is Kind.IMAGE:
+            return Decimal(d.image_hold_ceiling_cents)
+        return Decimal(d.video_hold_ceiling_cents_per_5s)
 
     @staticmethod
     async def _check_video_caps(
@@ -385,13 +458,26 @@ class Billing:
             raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
 
     async def settle(
-        self, reservation: Reservation, charge: Charge, job: NewJob | None = None
+        self,
+        reservation: Reservation,
+        charge: Charge,
+        job: NewJob | None = None,
+        *,
+        tokens: int | None = None,
     ) -> Job | None:
         """Replace the reservation by the charge the service reported (and store the job).
 
         One transaction: when this returns, the charge is committed to the ledger, or, if it
         broke the protocol (:func:`charge_anomaly`), recorded as an anomaly for the admins; the
-        job is stored either way, since its result is paid for.
+        job is stored either way, since its result is paid for. The hold's excess over the
+        charge is given back with the reservation.
+
+        Args:
+            reservation: from :meth:`reserve`.
+            charge: what the service reported.
+            job: the job to store (asynchronous results).
+            tokens: (text) the call's ``usage.total_tokens``, to learn the model's price per
+                token; None or not positive learns nothing.
 
         Returns:
             The stored job, or None when ``job`` is None.
@@ -401,6 +487,7 @@ class Billing:
                 of the transaction is kept.
         """
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
+        self._uses.pop(reservation.id, None)
         charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
@@ -423,15 +510,41 @@ class Billing:
             )
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
-        stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly)
+        learned = (
+            (charge.model, ledger.cost_cents, tokens)
+            if ledger is not None and tokens is not None and tokens > 0 and charge.model
+            else None
+        )
+        stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly, learned)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
         return stored
 
     async def release(self, reservation: Reservation) -> None:
-        """Give back a reservation whose call failed without a charge."""
+        """Give back a reservation whose call failed without a charge.
+
+        The cooldown use :meth:`reserve` recorded is taken back too (a request the service
+        refused for free, such as a 429, a 400 or ``GENERATION_FAILED``, is no use of the
+        command), unless a later use replaced it.
+        """
         self._tiers.pop(reservation.id, None)
-        await self._db.ledger.delete_reservation(reservation.id)
+        use = self._uses.pop(reservation.id, None)
+        async with self._db.transaction() as tx:
+            await tx.guilds.lock(reservation.guild_id)
+            await tx.ledger.delete_reservation(reservation.id)
+            if use is not None:
+                recorded, previous = use
+                kind = reservation.kind
+                if await tx.policy.last_use(reservation.guild_id, reservation.user_id, kind) == (
+                    recorded
+                ):
+                    # No previous use: 0 (1970) is as good as none for any cooldown.
+                    await tx.policy.record_use(
+                        reservation.guild_id,
+                        reservation.user_id,
+                        kind,
+                        0.0 if previous is None else previous,
+                    )
         self._count("released", reservation.kind, reservation.amount_cents)
 
     def _count(self, what: str, kind: Kind, cents: Decimal) -> None:
@@ -455,8 +568,12 @@ class Billing:
         charge: Charge | None,
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
+        learned: tuple[str, Decimal, int] | None = None,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
+
+        ``learned``: ``(model, cost_cents, total_tokens)`` of a text charge, appended to the
+        model's price history (:data:`TEXT_PRICE_KEY`).
 
         Holds the guild's lock: a budget check of the guild sees both the reservation and the
         charge, or neither, never one without the other.
@@ -471,6 +588,8 @@ class Billing:
                 )
             if anomaly is not None:
                 await tx.ledger.insert_anomaly(anomaly)
+            if learned is not None:
+                await _learn_text_price(tx, *learned)
             return None if job is None else await tx.jobs.insert(job)
 
     async def expire_stale(self) -> int:
@@ -533,15 +652,37 @@ def _first(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-async def _estimate(tx: Repositories, model: str) -> Decimal:
-    """Return the mean of the model's recent charges, cents rounded up to a micro-cent.
+async def _text_history(tx: Repositories, model: str) -> list[tuple[Decimal, int]]:
+    raw = await tx.meta.get(TEXT_PRICE_KEY + model)
+    if raw is None:
+        return []
+    try:
+        return [(Decimal(cost), int(tokens)) for cost, tokens in json.loads(raw)]
+    except (ValueError, TypeError, ArithmeticError):
+        log.warning("unreadable price history of %s; starting it again", model)
+        return []
 
-    0 without history.
+
+async def _text_price(tx: Repositories, model: str) -> Fraction | None:
+    """Return the model's observed price per token, cents (an upper bound), or None.
+
+    A text call is charged one rate per token, rounded up per call (docs/genapi-choices.md:
+    ``max(1, ceil(total_tokens x rate))``; the spec shows no price of text calls). A charge of
+    ``c`` cents for ``t`` tokens therefore proves that the rate is at most ``c / t``: the
+    smallest such ratio of the model's last charges is the tightest bound (a short call, whose
+    charge is mostly rounding, says little; a long one says nearly the exact rate).
     """
-    costs = await tx.ledger.recent_costs(model, ESTIMATE_WINDOW)
-    if not costs:
-        return Decimal(0)
-    return from_micro(to_micro(sum(costs, Decimal(0)) / len(costs)))
+    ratios = [Fraction(cost) / tokens for cost, tokens in await _text_history(tx, model) if tokens]
+    return min(ratios) if ratios else None
+
+
+async def _learn_text_price(tx: Repositories, model: str, cost: Decimal, tokens: int) -> None:
+    """Append one text charge to the model's price history (the last 20 are kept).
+
+    A lost update between two processes loses one observation, nothing more.
+    """
+    history = [*await _text_history(tx, model), (cost, tokens)][-ESTIMATE_WINDOW:]
+    await tx.meta.set(TEXT_PRICE_KEY + model, json.dumps([[str(c), t] for c, t in history]))
 
 
 def _check_budget(

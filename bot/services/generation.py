@@ -32,7 +32,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.outputs import ip_literal, is_public_address
-from bot.services.billing import Billing, video_cost_cents
+from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
@@ -401,6 +401,13 @@ def check_text(catalogue: Catalogue | None, options: TextOptions) -> TextRequest
     )
 
 
+def _total_tokens(result: TextResult) -> int | None:
+    """The tokens a text result was charged for (spec 2.5 ``usage``), or None if unusable."""
+    usage = result.usage
+    total = usage.total_tokens or usage.prompt_tokens + usage.completion_tokens
+    return total if total > 0 else None
+
+
 class GenerationService:
     """Runs ``/text``, ``/image`` and ``/video`` requests against the service, money-safely.
 
@@ -440,7 +447,6 @@ class GenerationService:
         self._clock = clock
         self._notify_admins = notify_admins
         self._admin_log: AdminLog | None = None
-        self._default_text_model: str | None = None
 
     def set_admin_log(self, admin_log: AdminLog | None) -> None:
         """Set where policy refusals worth an admin's eye (blocked terms) are posted.
@@ -485,6 +491,7 @@ class GenerationService:
         model: str,
         cost_cents: Decimal | None,
         key: ResolvedKey,
+        tokens: int | None = None,
     ) -> tuple[Reservation, ResolvedKey]:
         """Reserve the request's cost on ``key``; return the reservation and the key to send with.
 
@@ -492,7 +499,7 @@ class GenerationService:
         in flight (issue 18, E1). An admin may have replaced the key since it was chosen: then
         the reservation is released and the key chosen again, before anything is sent.
         """
-        for attempt in range(KEY_CHANGE_RETRIES):
+        for _ in range(KEY_CHANGE_RETRIES):
             reservation = await self._billing.reserve(
                 guild_id=who.guild_id,
                 user_id=who.user_id,
@@ -500,9 +507,10 @@ class GenerationService:
                 model=model,
                 cost_cents=cost_cents,
                 role_ids=who.role_ids,
-                # The first attempt passed the cooldown and recorded this use.
-                cooldown_exempt=who.manage_guild or attempt > 0,
+                # A released attempt took its cooldown use back, so each attempt is checked.
+                cooldown_exempt=who.manage_guild,
                 key_fingerprint=key.fingerprint,
+                tokens=tokens,
             )
             if await self._keys.still_held(who.guild_id, key):
                 return reservation, key
@@ -566,6 +574,10 @@ class GenerationService:
     async def text(self, who: Requester, options: TextOptions) -> TextResult:
         """Generate text (spec 4.5); the charge is in the ledger when this returns.
 
+        Without a model, the first text model the member's role tiers allow is used, as for
+        ``/image`` (issue 20, E15): the service's own default (spec 4.5) is a model the
+        member's tiers may not allow, and one whose price nobody knows before the call.
+
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
@@ -573,18 +585,28 @@ class GenerationService:
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt, options.system)
         key = await self._keys.resolve(who.guild_id)
-        request = check_text(self._catalogue.current, options)
-        # Without a model the service picks its default (spec 4.5); the estimate is learned
-        # under the model it reports, so remember which one that was.
-        model = request.model or self._default_text_model or ""
-        reservation, key = await self._reserve(who, Kind.TEXT, model, None, key)
+        catalogue = await self.catalogue(who.guild_id)
+        if options.model is None:
+            policy = await self._billing.member_policy(who.guild_id, who.role_ids)
+            usable = [m.id for m in catalogue.text if policy.allows(m.id)]
+            if not usable:
+                raise ValidationFailed(
+                    "No text model is available to your roles here."
+                    if catalogue.text
+                    else "The service offers no text model right now."
+                )
+            options = replace(options, model=usable[0])
+        request = check_text(catalogue, options)
+        assert request.model is not None  # chosen above when the member gave none
+        tokens = text_tokens_bound(request.prompt, request.system, request.max_tokens)
+        reservation, key = await self._reserve(who, Kind.TEXT, request.model, None, key, tokens)
         result = await self._charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
-        if request.model is None:
-            self._default_text_model = result.model
         await self._billing.settle(
-            reservation, self._charge(who, key, Kind.TEXT, result.model, None, result)
+            reservation,
+            self._charge(who, key, Kind.TEXT, request.model, None, result),
+            tokens=_total_tokens(result),
         )
         await self._key_works(settings)
         return result
@@ -657,7 +679,7 @@ class GenerationService:
             who,
             Kind.VIDEO,
             model.id,
-            video_cost_cents(model.cost_cents_per_5s, request.duration),
+            self._billing.video_hold(model.cost_cents_per_5s, request.duration),
             key,
         )
         first_poll = await self._first_poll_delay(model.id, Kind.VIDEO)

@@ -4,14 +4,21 @@ No I/O here: :class:`bot.services.billing.Billing` applies :func:`member_policy`
 reservation transaction, the generation service applies :func:`find_blocked_term` before any
 reservation, and ``/config`` parses admins' input with :func:`parse_models` and
 :func:`normalise_term`. Money is whole ``int`` cents; None means unlimited.
+
+Blocked terms are compared by Unicode's confusable *skeleton* (UTS #39 section 4, computed by
+ICU's spoof checker through PyICU, with the confusables data of the ICU release), so a term
+matches its look-alikes (``bаd`` with a Cyrillic ``а``, ``paypaI`` with a capital ``I``).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+
+import icu
 
 from bot.errors import ValidationFailed, format_cents
 from bot.storage.models import UNLIMITED, ModelLists, Tier
@@ -32,29 +39,102 @@ SERVER_DEFAULT = "server default"
 """The source of a limit of a member without a tier role, in refusals."""
 
 
+def _visible_nfkc(text: str) -> str:
+    """``text`` in NFKC, without format characters (Cf), whitespace collapsed to one space."""
+    nfkc = unicodedata.normalize("NFKC", text)
+    visible = "".join(ch for ch in nfkc if unicodedata.category(ch) != "Cf")
+    return " ".join(visible.split())
+
+
 def normalise_term(text: str) -> str:
-    """Return ``text`` as blocked terms are compared.
+    """Return ``text`` as blocked terms are stored and shown.
 
     Unicode NFKC, case-folded, zero-width (format, category Cf) characters removed, whitespace
     collapsed to single spaces. NFKC folds compatibility forms (full-width letters,
     ligatures) into plain ones, so ``ｂａｄ`` and ``bad`` compare equal (Unicode UAX #15).
+    Look-alike letters are folded when comparing (:func:`find_blocked_term`).
     """
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    visible = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
-    return " ".join(visible.split())
+    return _visible_nfkc(text).casefold()
+
+
+UNSPACED_SCRIPTS = frozenset(
+    {"Hani", "Hira", "Kana", "Bopo", "Yiii", "Thai", "Laoo", "Khmr", "Mymr", "Tibt", "Tale"}
+)
+"""ISO 15924 codes of scripts written without spaces between words (Chinese, Japanese, Thai,
+Lao, Khmer, Myanmar, Tibetan...): a word of these has no boundary to find, so a term in them
+matches anywhere (UAX #29 needs a dictionary to find their words)."""
+
+BLOCKED_TERMS_RULE = (
+    "Refuse prompts with it in any case or look-alike letters: as whole words; in CJK/Thai anywhere"
+)
+"""What ``/config blocked-terms add`` promises (Discord: at most 100 characters)."""
+
+
+@functools.cache
+def _spoof_checker() -> icu.SpoofChecker:
+    return icu.SpoofChecker()
+
+
+def skeleton(text: str) -> str:
+    """Return the confusable skeleton (UTS #39 section 4) of ``text`` case-folded.
+
+    Two strings that look alike have the same skeleton (``bаd`` with a Cyrillic ``а`` and
+    ``bad``, ``rn`` and ``m``, ``1`` and ``l``).
+    """
+    folded = unicodedata.normalize("NFC", text).casefold()
+    return str(_spoof_checker().getSkeleton(0, folded))
+
+
+def _folded_forms(text: str) -> set[str]:
+    """Return ``text`` as terms are looked for in it.
+
+    Its :func:`skeleton`, and the skeleton of its raw skeleton, since a capital may look like
+    another small letter (``paypaI``: ``I`` is an ``l``, which case folding makes an ``i``).
+    """
+    visible = _visible_nfkc(text)
+    return {skeleton(visible), skeleton(str(_spoof_checker().getSkeleton(0, visible)))}
+
+
+def _unspaced(ch: str) -> bool:
+    return bool(icu.Script.getScript(ch).getShortName() in UNSPACED_SCRIPTS)
+
+
+def _word_char(ch: str) -> bool:
+    """Whether ``ch`` continues a word written with spaces (a letter, digit, mark or ``_``)."""
+    if ch == "_" or ch.isalnum() or unicodedata.category(ch).startswith("M"):
+        return not _unspaced(ch)
+    return False
 
 
 def find_blocked_term(text: str, terms: Iterable[str]) -> str | None:
     """Return the first of ``terms`` (already normalised) that ``text`` contains, or None.
 
-    A term matches whole words only (not inside a longer word: ``ass`` does not block
-    ``class``), after :func:`normalise_term` of ``text``.
+    Both are compared by :func:`skeleton` after :func:`normalise_term` (case, width, hidden
+    characters, look-alike letters). A term matches whole words only (``ass`` does not block
+    ``class``), unless it holds a character of a script written without spaces
+    (:data:`UNSPACED_SCRIPTS`): then anywhere (``暴力`` blocks ``这是暴力视频``). A neighbour of
+    such a script is a boundary too (``bad`` in ``这是bad视频``).
     """
-    normalised = normalise_term(text)
+    forms = _folded_forms(text)
     for term in terms:
-        if re.search(rf"(?<!\w){re.escape(term)}(?!\w)", normalised):
+        needle = skeleton(term)
+        anywhere = any(_unspaced(ch) for ch in term)
+        if needle and any(_contains(form, needle, anywhere=anywhere) for form in forms):
             return term
     return None
+
+
+def _contains(folded: str, needle: str, *, anywhere: bool) -> bool:
+    start = folded.find(needle)
+    while start != -1:
+        end = start + len(needle)
+        if anywhere or (
+            (start == 0 or not _word_char(folded[start - 1]))
+            and (end == len(folded) or not _word_char(folded[end]))
+        ):
+            return True
+        start = folded.find(needle, start + 1)
+    return False
 
 
 def parse_models(text: str) -> tuple[str, ...]:

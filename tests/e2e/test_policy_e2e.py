@@ -160,3 +160,36 @@ async def test_a_cooldown_refuses_the_second_command(world: World) -> None:
         )
         assert not (await world.answer(handle)).ephemeral
     await admin_line(world, "cooldown /text: — → 600 s")
+
+
+async def test_a_blocked_term_is_found_in_chinese_and_behind_look_alike_letters(
+    world: World,
+) -> None:
+    # Issue 20, E16: no word spaces in Chinese; a Cyrillic а looks like a Latin a.
+    for term in ("暴力", "bad apple"):
+        await config(world, {"term": term}, group="blocked-terms", subcommand="add")
+    posts = world.posts_to("/text/generate")
+    for prompt in ("这是暴力视频", "a b\u0430d APPLE pie"):
+        answer = await as_user(world, Cast.patron_member, "text", {"prompt": prompt})
+        assert answer.ephemeral and "does not allow" in answer.content
+    assert world.posts_to("/text/generate") == posts
+
+
+async def test_a_request_refused_for_free_starts_no_cooldown(world: World) -> None:
+    # Issue 20, E14 (/text has a 600 s cooldown since the scenario above).
+    member = world.discord.add_user("unlucky")
+    world.discord.give_role(world.guild.id, member.id, Cast.patron.id)  # any model
+    # Short answers: their holds fit the Patron's $0.50 a day at the price learned so far.
+    failed = await as_user(world, member, "text", {"prompt": "[fail] a poem", "max_tokens": 50})
+    assert failed.ephemeral and "cooldown" not in failed.content
+    answer = await as_user(world, member, "text", {"prompt": "a poem", "max_tokens": 50})
+    assert not answer.ephemeral, answer.content
+
+
+async def test_a_slow_admin_channel_never_fails_the_config_answer(world: World) -> None:
+    # Issue 20: the audit post waited before the answer; a post held up past Discord's 3 s
+    # (here a 20 s rate limit on the admin channel) made the admin see "interaction failed"
+    # although the change was saved. Last in the module: the channel stays limited for 20 s.
+    world.discord.inject_rate_limit(f"/channels/{Cast.admin_log.id}/messages", retry_after=20)
+    answer = await config(world, {"command": "image", "seconds": 30}, subcommand="cooldown")
+    assert answer.content == "Members now wait 30 s between two uses of /image."
