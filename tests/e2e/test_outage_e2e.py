@@ -27,7 +27,10 @@ PROMPTS = ("a harbour at night", "a kite over the dunes")
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
     opened = await open_world(
-        Path(tmp_path_factory.mktemp("outage")), overrides={"JOB_TIMEOUT_SECONDS": str(TIMEOUT)}
+        Path(tmp_path_factory.mktemp("outage")),
+        # /jobs re-checks an unwatched job on every listing here, right after the poller's last
+        # check; the interval between re-checks is tested in tests/test_jobs_recheck.py.
+        overrides={"JOB_TIMEOUT_SECONDS": str(TIMEOUT), "JOBS_RECHECK_SECONDS": "0"},
     )
     yield opened
     await close_world(opened)
