@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     default_user_daily_budget_cents: NonNegativeCents | None = None
     default_max_pending_videos_per_user: Annotated[int, Field(ge=1)] = 3
     default_max_pending_videos_per_guild: Annotated[int, Field(ge=1)] = 20
+    personal_daily_budget_cents: NonNegativeCents = 0
 
     job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30

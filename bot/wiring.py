@@ -170,7 +170,13 @@ def assemble_services(
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
     billing = Billing(db, settings, clock, metrics=metrics)
-    keys = KeyResolver(db, vault, default_key, clock=clock)
+    keys = KeyResolver(
+        db,
+        vault,
+        default_key,
+        clock=clock,
+        personal_allowance=settings.personal_daily_budget_cents > 0,
+    )
     schedule = PollSchedule(db.jobs.completion_seconds)
     return Services(
         settings=settings,
