@@ -141,7 +141,12 @@ class UserActions:
         return member
 
     def _authorisation(
-        self, kind: int, data: dict[str, Any], guild_id: int | None, user_id: int
+        self,
+        kind: int,
+        data: dict[str, Any],
+        guild_id: int | None,
+        user_id: int,
+        message: Message | None = None,
     ) -> tuple[dict[str, str], int]:
         """Return the interaction's ``authorizing_integration_owners`` and ``context``.
 
@@ -155,6 +160,11 @@ class UserActions:
                 installs or contexts exclude it.
         """
         context = GUILD_CONTEXT if guild_id else BOT_DM_CONTEXT
+        meta = message.interaction_metadata if message is not None else None
+        if kind == MESSAGE_COMPONENT and meta and meta.get("authorizing_integration_owners"):
+            # A component of an interaction's response is authorised by that interaction's
+            # installs, whoever clicks.
+            return dict(meta["authorizing_integration_owners"]), context
         owners: dict[str, str] = {}
         if guild_id and self.world.bot_in_guild(guild_id):
             owners["0"] = str(guild_id)
@@ -193,7 +203,7 @@ class UserActions:
             raise InvocationError("the bot has not identified on the gateway yet")
         if user_id not in self.world.users:
             raise InvocationError(f"unknown user {user_id}; use add_user()")
-        owners, context = self._authorisation(kind, data, guild_id, user_id)
+        owners, context = self._authorisation(kind, data, guild_id, user_id, message)
         interaction_id = self.world.snowflake()
         token = "aW50ZXJhY3Rpb246" + secrets.token_urlsafe(48)
         payload: dict[str, Any] = {

@@ -10,8 +10,8 @@ import pytest
 
 from bot.services.keys import fingerprint
 from tests.discord_emulator.errors import InvocationError
-from tests.discord_emulator.models import Channel, Guild, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World
+from tests.discord_emulator.models import Channel, Guild, Message, User
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -40,7 +40,7 @@ def elsewhere(world: World) -> Elsewhere:
     return found
 
 
-async def personal_text(world: World, prompt: str, *, dm: bool = False) -> str:
+async def personal_text(world: World, prompt: str, *, dm: bool = False) -> Message:
     """Run ``/text`` as the traveller, in the server without the bot or in the bot's DM."""
     place = elsewhere(world)
     if dm:
@@ -58,7 +58,7 @@ async def personal_text(world: World, prompt: str, *, dm: bool = False) -> str:
         **where,  # type: ignore[arg-type]
     )
     world.handles.append(handle)
-    return (await world.answer(handle)).text
+    return await world.answer(handle)
 
 
 def ledger(world: World) -> Iterator[tuple[int, int, str]]:
@@ -81,7 +81,7 @@ async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: W
     posts = world.posts_to("/generate")
 
     # Before a personal key: one sentence saying how to set one, and no upstream call.
-    refused = await personal_text(world, "hello from afar")
+    refused = (await personal_text(world, "hello from afar")).text
     assert "/settings api-key set" in refused
     assert world.posts_to("/generate") == posts
 
@@ -108,10 +108,10 @@ async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: W
     assert own not in saved
 
     # Now /text in that server and in the bot's DM uses the member's key...
-    answer = await personal_text(world, "hello from afar")
+    answer = (await personal_text(world, "hello from afar")).text
     assert "hello from afar" in answer
     assert world.api.requests[-1].key == own
-    in_dm = await personal_text(world, "hello in private", dm=True)
+    in_dm = (await personal_text(world, "hello in private", dm=True)).text
     assert "hello in private" in in_dm
     assert world.api.requests[-1].key == own
     # ... and is recorded against the member, never a server.
@@ -131,6 +131,36 @@ async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: W
     shown = await world.answer(usage)
     assert shown.ephemeral
     assert "Credits left on the key" in str(shown.embeds)
+
+
+async def test_a_personal_results_buttons_charge_whoever_clicks_in_their_own_wallet(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    own = [r.key for r in world.api.requests if r.method == "POST"][-1]  # set in the test above
+    result = await personal_text(world, "a haiku")
+    again = next(b for b in action_buttons(result) if b["custom_id"].startswith("gb:again:"))
+    posts = world.posts_to("/generate")
+
+    # Another member, without an install or a key of their own: refused, nothing sent.
+    other = world.discord.add_user("onlooker")
+    clicked = await world.discord.press_button(
+        result.id, again["custom_id"], user_id=other.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    assert "/settings api-key set" in (await world.answer(clicked)).text
+    assert world.posts_to("/generate") == posts
+
+    # The member: charged on their own key, again recorded against them.
+    clicked = await world.discord.press_button(
+        result.id, again["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    assert "a haiku" in (await world.answer(clicked)).text
+    assert world.posts_to("/generate") == posts + 1
+    assert world.api.requests[-1].key == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+    assert channel_requests(world, place.channel) == []
 
 
 async def test_server_use_is_unchanged(world: World) -> None:
