@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, user_message
+from bot.genapi import errors as api_errors
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
@@ -182,3 +183,29 @@ async def test_the_personal_allowance_is_per_member_per_day_on_the_default_key(
         await services.generation.text(personal(), TextOptions("still mine"))
         assert api.requests[-1].key == own
         assert (await services.billing.report(wallet_id(MEMBER), MEMBER)).today_cents > Decimal(1)
+
+
+async def test_a_personal_keys_problem_is_the_members_to_fix(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack() as (services, api):
+        empty = api.create_key(balance_cents=0)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), empty)
+        with pytest.raises(api_errors.InsufficientCreditsError) as refused:
+            await services.generation.text(personal(), TextOptions("hello"))
+        assert user_message(refused.value) == (
+            "Your API key is out of credits; top it up with the service."
+        )
+        assert await services.db.ledger.total(wallet_id(MEMBER)) == 0
+
+
+async def test_the_personal_allowance_is_named_when_it_refuses(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack(personal_daily_budget_cents=1) as (services, _):
+        await services.generation.text(personal(), TextOptions("hello"))
+        with pytest.raises(BudgetExceeded) as refused:
+            await services.generation.text(personal(), TextOptions("again"))
+        assert user_message(refused.value).startswith(
+            "Your daily allowance ($0.01, personal allowance) has $0.00 left"
+        )

@@ -39,8 +39,8 @@ from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
 from bot.metrics import Metrics
-from bot.services.personal import is_personal
-from bot.services.policy import MemberPolicy, member_policy
+from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
+from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.storage import (
     Charge,
     ChargeAnomaly,
@@ -264,13 +264,16 @@ class Billing:
         """
         db = repos if repos is not None else self._db
         limits = self._limits(await db.guilds.settings(guild_id))
-        return member_policy(
+        policy = member_policy(
             await db.policy.tiers(guild_id),
             role_ids,
             daily_default=limits.user_daily_budget_cents,
             videos_default=limits.max_pending_videos_per_user,
             lists=await db.policy.model_lists(guild_id),
         )
+        if is_personal(guild_id):  # no server's default: the owner's personal allowance
+            policy = replace(policy, daily=Allowance(policy.daily.value, PERSONAL_ALLOWANCE))
+        return policy
 
     async def reserve(
         self,

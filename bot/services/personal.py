@@ -39,6 +39,10 @@ SET_KEY_SENTENCE = (
 )
 """The one sentence a member without a personal key (and no allowance) gets."""
 
+PERSONAL_ALLOWANCE = "personal allowance"
+"""The source named when ``PERSONAL_DAILY_BUDGET_CENTS`` refuses a request ("Your daily
+allowance ($0.50, personal allowance) has ...")."""
+
 
 class Payer(Enum):
     """Whose money a command spends."""
