@@ -184,6 +184,14 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         raise ValidationFailed(
             "Only the member who asked for it, or someone with Manage Messages, can delete this."
         )
+    if is_personal(requester(interaction).guild_id):
+        # Where the bot may not be a member (a user install, issue 22) its token cannot touch
+        # the channel (50001); a personal result is an interaction response, which the click's
+        # own token deletes (after a deferred update, "@original" is the clicked message).
+        await interaction.response.defer()
+        await interaction.delete_original_response()
+        await interaction.followup.send("Deleted.", ephemeral=True)
+        return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if interaction.message is not None:
         await interaction.message.delete()

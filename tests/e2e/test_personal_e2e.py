@@ -163,6 +163,20 @@ async def test_a_personal_results_buttons_charge_whoever_clicks_in_their_own_wal
     assert channel_requests(world, place.channel) == []
 
 
+async def test_a_personal_result_is_deleted_without_touching_the_channel(world: World) -> None:
+    place = elsewhere(world)
+    result = await personal_text(world, "a limerick")
+    delete = next(b for b in action_buttons(result) if b["custom_id"].startswith("gb:delete:"))
+    clicked = await world.discord.press_button(
+        result.id, delete["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    done = await clicked.wait_followup(lambda m: "Deleted" in m.text, timeout=15)
+    assert done.ephemeral
+    assert world.discord.messages[result.id].deleted
+    assert channel_requests(world, place.channel) == []
+
+
 async def test_server_use_is_unchanged(world: World) -> None:
     before = list(ledger(world))
     handle = await world.command("text", {"prompt": "hello server"})
