@@ -15,9 +15,10 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.errors import format_cents
 from bot.render.admin import old_key_note
 from bot.services.guild_config import GuildConfigService
-from bot.services.personal import wallet_id
+from bot.services.personal import SET_KEY_SENTENCE, wallet_id
 from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 
@@ -79,6 +80,43 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         else:
             text = "Your API key was removed."
         await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
+
+    @app_commands.command(name="show")
+    async def show(self, interaction: discord.Interaction[GenBot]) -> None:
+        """Show your own settings: your API key (by its end) and what pays where."""
+        wallet = await self.bot.services.db.guilds.settings(wallet_id(interaction.user.id))
+        await interaction.response.send_message(
+            personal_settings_text(
+                wallet.api_key_last4,
+                self.bot.services.settings.personal_daily_budget_cents,
+                shared_key=self.bot.services.default_key is not None,
+            ),
+            ephemeral=True,
+        )
+
+
+def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_key: bool) -> str:
+    """Describe the member's personal wallet for ``/settings show`` (never the key itself).
+
+    Args:
+        last4: the last four characters of the member's key; None without a key.
+        allowance_cents: ``PERSONAL_DAILY_BUDGET_CENTS``, per member per UTC day.
+        shared_key: the bot has a default key (``GENAPI_API_KEY``) the allowance is spent on.
+    """
+    if last4 is not None:
+        key = f"Your API key: ending in `{last4}`; it pays for your personal use."
+    elif allowance_cents > 0 and shared_key:
+        key = (
+            "You have no API key of your own; the bot's owner grants you "
+            f"{format_cents(allowance_cents)} a day (UTC) of personal use. "
+            "Set your own with `/settings api-key set`."
+        )
+    else:
+        key = f"You have no API key of your own. {SET_KEY_SENTENCE}"
+    return (
+        f"{key}\nPersonal use is where the server did not add me (your own install, DMs); "
+        "in servers that added me, the server pays by its own rules."
+    )
 
 
 async def setup(bot: GenBot) -> None:

@@ -209,3 +209,15 @@ async def test_the_personal_allowance_is_named_when_it_refuses(
         assert user_message(refused.value).startswith(
             "Your daily allowance ($0.01, personal allowance) has $0.00 left"
         )
+
+
+def test_settings_show_names_the_key_by_its_end_and_what_pays() -> None:
+    from cogs.settings import personal_settings_text
+
+    assert personal_settings_text("Ab12", 0, shared_key=True).startswith(
+        "Your API key: ending in `Ab12`"
+    )
+    granted = personal_settings_text(None, 50, shared_key=True)
+    assert "grants you $0.50 a day (UTC)" in granted
+    assert "/settings api-key set" in personal_settings_text(None, 50, shared_key=False)
+    assert SET_KEY_SENTENCE in personal_settings_text(None, 0, shared_key=True)

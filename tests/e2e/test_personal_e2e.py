@@ -107,6 +107,19 @@ async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: W
     assert f"ending in `{own[-4:]}`" in saved
     assert own not in saved
 
+    shown = await world.discord.invoke(
+        "settings",
+        {},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(place.user.id).id,
+        user_id=place.user.id,
+        subcommand="show",
+    )
+    settings = await world.answer(shown)
+    assert settings.ephemeral
+    assert f"ending in `{own[-4:]}`" in settings.content
+    assert own not in settings.content
+
     # Now /text in that server and in the bot's DM uses the member's key...
     answer = (await personal_text(world, "hello from afar")).text
     assert "hello from afar" in answer
