@@ -45,7 +45,7 @@ from bot.config import (
 )
 from bot.errors import KeyEncryptionUnavailable
 from bot.health import HealthServer, refresh_job_counts
-from bot.interactions import invite_url
+from bot.interactions import install_links, invite_url
 from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
@@ -437,7 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="poll, settle and deliver jobs without a gateway connection (several may run)",
     )
     invite = commands.add_parser(
-        "invite", help="print the URL that adds the bot to a server, with the permissions it needs"
+        "invite",
+        help="print the links that install the bot to a server (with the permissions it needs) "
+        "and to a member's account",
     )
     invite.add_argument(
         "--application-id",
@@ -468,13 +470,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "run"
     if command == "invite" and args.application_id:
-        print(invite_url(args.application_id))
+        print(install_links(args.application_id))
         return 0
     try:
         settings = load_settings()
         if command == "invite":
             token = settings.discord_token.get_secret_value()
-            print(invite_url(application_id_from_token(token)))
+            print(install_links(application_id_from_token(token)))
             return 0
         if command == "backup":
             if settings.database_url is not None:

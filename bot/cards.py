@@ -35,6 +35,7 @@ from bot.services.generation import (
     check_attachment,
     check_video,
 )
+from bot.services.personal import is_personal
 from bot.tree import CHARGED, AdmittedView, answer_error
 
 if TYPE_CHECKING:
@@ -143,12 +144,39 @@ def needs_confirmation(price_cents: Decimal | None, threshold_cents: Decimal | N
     return price_cents is None or price_cents > threshold_cents
 
 
+PERSONAL_MEDIA_SENTENCE = (
+    "Images and videos are made only in servers that added me, for now; `/text` works here."
+)
+"""Personal delivery of cards (issue 22) is not built yet: a video's (or an asynchronous
+image's) card needs the bot in the channel."""
+
+
+def refuse_personal_media(who: Requester) -> None:
+    """Refuse an image or video billed to a member's wallet, before anything is reserved or sent.
+
+    A video's (or an asynchronous image's) card is a channel message the poller edits with the
+    bot token; where the bot is not a member (a user install) it cannot post or edit it
+    (Discord: 50001 Missing Access), so a paid result could not reach its requester there.
+    Whether an image model answers asynchronously is known only from its answer (spec 4.4),
+    so images are refused too until personal delivery exists.
+
+    Raises:
+        ValidationFailed: ``who`` pays from a personal wallet (issue 22).
+    """
+    if is_personal(who.guild_id):
+        raise ValidationFailed(PERSONAL_MEDIA_SENTENCE)
+
+
 async def start_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
     """Submit a video, or first ask to confirm its price above the server's threshold.
 
     ``interaction`` must already be deferred ephemerally (or be a deferred component update):
     the answer goes to its original response.
+
+    Raises:
+        ValidationFailed: a personal video (:func:`refuse_personal_media`), among the checks.
     """
+    refuse_personal_media(who)
     bot = interaction.client
     price = await video_price(bot, who, options)
     threshold = await bot.services.db.cards.confirm_above(who.guild_id)
@@ -251,6 +279,7 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
     one gets a card in the channel and a link here.
     """
+    refuse_personal_media(who)
     bot = interaction.client
     outcome = await bot.generation.image(who, options)
     charged(interaction)

@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     image_hold_ceiling_cents: NonNegativeCents = 25
     video_hold_ceiling_cents_per_5s: NonNegativeCents = 200
     jobs_recheck_seconds: Annotated[float, Field(ge=0)] = 300.0
+    personal_daily_budget_cents: NonNegativeCents = 0
 
     job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30

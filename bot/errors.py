@@ -201,6 +201,10 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return "That model does not exist; pick one from the list."
         case api.InvalidParamsError():
             return f"The service refused the request: {exc.message.rstrip('.')}."
+        case api.UnauthorizedError(on_personal_key=True):
+            return "The service rejected your API key; set it again with `/settings api-key set`."
+        case api.InsufficientCreditsError(on_personal_key=True):
+            return "Your API key is out of credits; top it up with the service."
         case api.UnauthorizedError(on_shared_key=True):
             return f"The service rejected the bot's shared API key. {_SHARED_KEY_REMEDY}"
         case api.UnauthorizedError():

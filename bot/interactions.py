@@ -11,6 +11,7 @@ from discord import app_commands
 from bot.errors import ValidationFailed
 from bot.genapi.models import ImageModel, TextModel, VideoModel
 from bot.services.generation import Requester
+from bot.services.personal import GUILD_INSTALL, USER_INSTALL, Payer, wallet_id, who_pays
 
 if TYPE_CHECKING:
     from bot.app import GenBot
@@ -41,16 +42,27 @@ MAX_CHOICES = 25
 
 
 def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
-    """Return who invoked ``interaction`` and where (commands are guild-only).
+    """Return who invoked ``interaction``, where, and whose wallet pays (issue 22).
 
     In a thread (a forum post is one), ``parent_channel_id`` is the thread's parent, from the
     interaction's partial channel (Discord sends ``parent_id`` for threads).
 
+    When the server's own install authorised the command in a server the bot is a member of,
+    the server pays (``guild_id`` is the server's). Otherwise (a user install in any server,
+    the bot's DM, a group DM) the member pays: ``guild_id`` is the member's wallet id
+    (:func:`bot.services.personal.wallet_id`), with no roles and no Manage Server, so no
+    server's key, budget, tiers or channels apply (:func:`bot.services.personal.who_pays`).
+
     Raises:
-        ValidationFailed: used outside a guild.
+        ValidationFailed: the interaction has no channel.
     """
-    if interaction.guild_id is None or interaction.channel_id is None:
-        raise ValidationFailed("This command works in servers only.")
+    if interaction.channel_id is None:
+        raise ValidationFailed("This command cannot be used here.")
+    if payer(interaction) is Payer.MEMBER:
+        return Requester(
+            wallet_id(interaction.user.id), interaction.channel_id, interaction.user.id
+        )
+    assert interaction.guild_id is not None  # Payer.GUILD needs a guild
     channel = interaction.channel
     parent_id = channel.parent_id if isinstance(channel, discord.Thread) else None
     return Requester(
@@ -60,6 +72,20 @@ def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
         parent_channel_id=parent_id,
         role_ids=member_role_ids(interaction),
         manage_guild=interaction.permissions.manage_guild,
+    )
+
+
+def payer(interaction: discord.Interaction[discord.Client]) -> Payer:
+    """Return whose wallet ``interaction`` spends from (:func:`bot.services.personal.who_pays`).
+
+    The bot is a member of a guild when its gateway cache holds it (the guilds intent).
+    """
+    guild_id = interaction.guild_id
+    return who_pays(
+        guild_id=guild_id,
+        user_id=interaction.user.id,
+        owners={int(k): int(v) for k, v in interaction._integration_owners.items()},
+        bot_in_guild=guild_id is not None and interaction.client.get_guild(guild_id) is not None,
     )
 
 
@@ -106,11 +132,37 @@ def invite_permissions() -> discord.Permissions:
 def invite_url(application_id: int) -> str:
     """Return the URL that adds the bot to a server with the permissions its checks need.
 
+    The server install (``integration_type=0``, Discord OAuth2 docs, "Installation
+    Context"): the bot joins the server and the server pays for its members' requests.
+
     Args:
         application_id: the Discord application's id (the bot user's id, for bots).
     """
-    return discord.utils.oauth_url(
+    url = discord.utils.oauth_url(
         application_id, permissions=invite_permissions(), scopes=INVITE_SCOPES
+    )
+    return f"{url}&integration_type={GUILD_INSTALL}"
+
+
+def user_install_url(application_id: int) -> str:
+    """Return the URL that installs the bot to a member's account (issue 22, personal use).
+
+    The user install (``integration_type=1``, scope ``applications.commands`` only, Discord
+    OAuth2 docs): the member's commands work in any server, the bot's DM and group DMs, and
+    are billed to the member (:func:`bot.services.personal.who_pays`).
+
+    Args:
+        application_id: the Discord application's id.
+    """
+    url = discord.utils.oauth_url(application_id, scopes=("applications.commands",))
+    return f"{url}&integration_type={USER_INSTALL}"
+
+
+def install_links(application_id: int) -> str:
+    """Return both install links, one a line, labelled (``python -m bot invite``)."""
+    return (
+        f"server install: {invite_url(application_id)}\n"
+        f"user install: {user_install_url(application_id)}"
     )
 
 

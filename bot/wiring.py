@@ -170,7 +170,13 @@ def assemble_services(
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
     billing = Billing(db, settings, clock, metrics=metrics)
-    keys = KeyResolver(db, vault, default_key, clock=clock)
+    keys = KeyResolver(
+        db,
+        vault,
+        default_key,
+        clock=clock,
+        personal_allowance=settings.personal_daily_budget_cents > 0,
+    )
     # Refreshed from the jobs table on a TTL: a gateway without a poller finishes no job, and
     # each worker sees only the jobs it finished itself (issue 23, E12).
     schedule = PollSchedule(

@@ -42,6 +42,7 @@ from bot.services.generation import (
     TextOptions,
     VideoOptions,
 )
+from bot.services.personal import is_personal
 from bot.storage.models import ResultRequest
 from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 
@@ -123,17 +124,24 @@ async def require_command(interaction: Interaction, command: str) -> None:
     Raises:
         ValidationFailed: the member may not, or it could not be checked.
     """
+    if is_personal(requester(interaction).guild_id):
+        # A server's command permissions govern its own install only; a member's own install
+        # (issue 22) has none (Discord applies them to the guild integration).
+        return
     await interaction.client.command_access.require(interaction, command)
 
 
 async def _request(interaction: Interaction, ref: str) -> ResultRequest:
+    who = requester(interaction)
+    request = await interaction.client.services.db.cards.request(ref)
+    # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
+    personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
+    if request is not None and (personal or request.guild_id == who.guild_id):
+        return request
     if interaction.guild_id is None:
         # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
-    request = await interaction.client.services.db.cards.request(ref)
-    if request is None or request.guild_id != interaction.guild_id:
-        raise ValidationFailed(FORGOTTEN)
-    return request
+    raise ValidationFailed(FORGOTTEN)
 
 
 async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
@@ -176,6 +184,14 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         raise ValidationFailed(
             "Only the member who asked for it, or someone with Manage Messages, can delete this."
         )
+    if is_personal(requester(interaction).guild_id):
+        # Where the bot may not be a member (a user install, issue 22) its token cannot touch
+        # the channel (50001); a personal result is an interaction response, which the click's
+        # own token deletes (after a deferred update, "@original" is the clicked message).
+        await interaction.response.defer()
+        await interaction.delete_original_response()
+        await interaction.followup.send("Deleted.", ephemeral=True)
+        return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if interaction.message is not None:
         await interaction.message.delete()

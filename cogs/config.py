@@ -144,6 +144,7 @@ class ApiKeyModal(AdmittedModal, title="Set the Generation API key"):
 
 
 @app_commands.guild_only()
+@app_commands.guild_install()
 @app_commands.default_permissions(manage_guild=True)
 class ConfigCog(
     commands.GroupCog, group_name="config", group_description="Set up genbot for this server"

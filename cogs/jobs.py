@@ -34,7 +34,8 @@ class JobsCog(commands.Cog):
         self.bot = bot
 
     @app_commands.command(name="jobs")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     async def jobs(
         self,
         interaction: discord.Interaction[GenBot],

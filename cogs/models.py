@@ -70,7 +70,8 @@ class ModelsCog(commands.Cog):
         self.bot = bot
 
     @app_commands.command(name="models")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     @app_commands.choices(type=KINDS)
     async def models(
         self, interaction: discord.Interaction[GenBot], type: str | None = None

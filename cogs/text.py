@@ -20,7 +20,8 @@ class TextCog(commands.Cog):
         self.bot = bot
 
     @app_commands.command(name="text")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     @app_commands.autocomplete(model=model_autocomplete("text"))
     async def text(
         self,

@@ -12,6 +12,8 @@ from bot.app import GenBot
 from bot.errors import BotError, ValidationFailed
 from bot.interactions import requester
 from bot.render.admin import usage_embed
+from bot.services.generation import Requester
+from bot.services.personal import is_personal
 
 
 class UsageCog(commands.Cog):
@@ -21,7 +23,8 @@ class UsageCog(commands.Cog):
         self.bot = bot
 
     @app_commands.command(name="usage")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     async def usage(
         self, interaction: discord.Interaction[GenBot], user: discord.Member | None = None
     ) -> None:
@@ -32,6 +35,9 @@ class UsageCog(commands.Cog):
             user: whose spending (admins only, for anyone but yourself)
         """
         who = requester(interaction)
+        if is_personal(who.guild_id):
+            await self._personal(interaction, who)
+            return
         is_admin = interaction.permissions.manage_guild
         if user is not None and user.id != who.user_id and not is_admin:
             raise ValidationFailed("Seeing other members' usage needs Manage Server.")
@@ -49,6 +55,24 @@ class UsageCog(commands.Cog):
         )
         await interaction.response.send_message(
             embed=usage_embed(report, user_id=user_id), ephemeral=True
+        )
+
+    async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:
+        """Show the member's own spending from their wallet (issue 22), never a server's.
+
+        On their own key, the balance the service last reported for it (``remaining_credits_cents``
+        of their last charge; the spec has no balance endpoint). The bot's default key's
+        balance is the owner's business.
+        """
+        fingerprint = None
+        with contextlib.suppress(BotError):
+            key = await self.bot.services.keys.resolve(who.guild_id)
+            fingerprint = key.fingerprint if key.source == "guild" else None
+        report = await self.bot.services.billing.report(
+            who.guild_id, who.user_id, key_fingerprint=fingerprint
+        )
+        await interaction.response.send_message(
+            embed=usage_embed(report, user_id=who.user_id), ephemeral=True
         )
 
 

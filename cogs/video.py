@@ -10,7 +10,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import start_video
+from bot.cards import refuse_personal_media, start_video
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.models import VideoModel
 from bot.interactions import (
@@ -46,7 +46,8 @@ class VideoCog(commands.Cog):
         self.bot = bot
 
     @app_commands.command(name="video")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     @app_commands.autocomplete(model=model_autocomplete("video"))
     @app_commands.choices(aspect_ratio=RATIOS)
     async def video(
@@ -76,6 +77,7 @@ class VideoCog(commands.Cog):
             lock_camera: keep the camera still (models that support it)
         """
         who = requester(interaction)
+        refuse_personal_media(who)
         require_placeholder_permissions(interaction)
         if image is not None:
             check_attachment(image.content_type, image.size)
@@ -94,7 +96,8 @@ class VideoCog(commands.Cog):
         await start_video(interaction, who, options)
 
     @app_commands.command(name="video-advanced")
-    @app_commands.guild_only()
+    @app_commands.allowed_installs(guilds=True, users=True)
+    @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     async def video_advanced(self, interaction: discord.Interaction[GenBot]) -> None:
         """Make a video from a form: prompt, model, an uploaded reference image, duration.
 
@@ -106,6 +109,7 @@ class VideoCog(commands.Cog):
                 no video model this member may use (answered ephemerally, costing nothing).
         """
         who = requester(interaction)
+        refuse_personal_media(who)
         require_placeholder_permissions(interaction)
         await self.bot.generation.check_channel(who)
         models = await allowed_models(interaction, "video")

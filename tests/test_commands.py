@@ -44,6 +44,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "config",
         "usage",
         "jobs",
+        "settings",
     }
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
     assert menus == {"Animate image", "Edit image"}
@@ -97,10 +98,23 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
     assert image["image_url"]["max_length"] == video["image_url"]["max_length"] == 2000
 
 
-async def test_commands_install_to_servers_only(tree: list[dict[str, Any]]) -> None:
-    # A user install would let anyone run the commands on the owner's default key.
-    for command in tree:
-        assert command["integration_types"] == [0], command["name"]  # GUILD_INSTALL only
+PERSONAL = {"text", "image", "video", "video-advanced", "models", "jobs", "usage", "settings"}
+"""Issue 22: installable to members too, usable in servers, the bot's DM and group DMs."""
+
+
+async def test_installs_and_contexts(tree: list[dict[str, Any]]) -> None:
+    # Application command docs: integration_types 0 = GUILD_INSTALL, 1 = USER_INSTALL;
+    # contexts 0 = GUILD, 1 = BOT_DM, 2 = PRIVATE_CHANNEL.
+    by_name = {c["name"]: c for c in tree}
+    assert set(by_name) >= PERSONAL
+    for name, command in by_name.items():
+        if name in PERSONAL:
+            assert sorted(command["integration_types"]) == [0, 1], name
+            assert sorted(command["contexts"]) == [0, 1, 2], name
+        else:  # /config and the context menus: servers that added the bot, only there
+            assert command["integration_types"] == [0], name
+            assert command.get("contexts") in (None, [0]), name
+    assert options_of(by_name["settings"], "api-key", "set") == {}  # the key comes in a modal
 
 
 async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
@@ -121,13 +135,11 @@ async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
 async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:
     for command in tree:
         if command.get("type", 1) != 1:
-            assert command.get("contexts") in (None, [0])  # a context menu: guild only too
             continue
         for item in walk(command):
             assert 1 <= len(item["description"]) <= 100, item["name"]
             assert item["description"] != "…"
             assert len(item.get("options", [])) <= 25
-        assert command.get("contexts") in (None, [0])  # guild only
 
 
 def test_every_extension_has_setup() -> None:

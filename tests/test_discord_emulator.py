@@ -109,6 +109,19 @@ class EmuBot(commands.Bot):
             await interaction.channel.send("Click below", view=PostView())
             await interaction.response.send_message("posted", ephemeral=True)
 
+        @self.tree.command(description="Answer, then send followups")
+        @app_commands.allowed_installs(guilds=True, users=True)
+        @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
+        async def many(interaction: discord.Interaction, count: int = 6) -> None:
+            await interaction.response.send_message("first")
+            for n in range(count):
+                try:
+                    await interaction.followup.send(f"followup {n}")
+                except discord.HTTPException as exc:
+                    await self.outcomes.put(exc)
+                    return
+            await self.outcomes.put(None)
+
         tools = app_commands.Group(name="tools", description="Tools")
 
         @tools.command(description="Echo text")
@@ -189,7 +202,15 @@ async def test_ready_guild_create_and_command_sync(
     assert bot.user is not None
     assert bot.user.id == emu.bot_user.id
     commands_by_name = {c["name"]: c for c in emu.registered_commands()}
-    assert set(commands_by_name) == {"slow", "pick", "feedback", "report", "post", "tools"}
+    assert set(commands_by_name) == {
+        "slow",
+        "pick",
+        "feedback",
+        "report",
+        "post",
+        "many",
+        "tools",
+    }
     count = commands_by_name["slow"]["options"][0]
     assert (count["name"], count["type"], count.get("required", False)) == ("count", 4, False)
     assert commands_by_name["pick"]["options"][0]["autocomplete"] is True
@@ -501,3 +522,58 @@ async def test_a_bot_removed_from_a_guild_gets_guild_delete_then_missing_access(
         with pytest.raises(discord.Forbidden) as refused:
             await call
         assert refused.value.code == 50001
+
+
+async def test_a_user_install_where_the_bot_is_not_a_member(
+    emu: DiscordEmulator, bot: EmuBot, user: User
+) -> None:
+    elsewhere = emu.add_guild("No Bot", with_bot=False)
+    assert bot.get_guild(elsewhere.id) is None  # no GUILD_CREATE
+    with pytest.raises(InvocationError, match="not installed"):
+        await emu.invoke("many", {"count": 0}, **where(elsewhere, user))
+    emu.install_for_user(user.id)
+    # A guild-install-only command is not offered through the user's install.
+    with pytest.raises(InvocationError, match="not installed that way"):
+        await emu.invoke("pick", {"fruit": "apple"}, **where(elsewhere, user))
+
+    handle = await emu.invoke("many", {"count": 6}, **where(elsewhere, user))
+    assert handle.payload["authorizing_integration_owners"] == {"1": str(user.id)}
+    assert handle.payload["context"] == 0
+    assert int(handle.payload["app_permissions"]) & perms.SEND_MESSAGES == 0
+    refused = await bot.outcomes.get()
+    # Discord: at most 5 followups when only the user's install authorised it (40094).
+    assert isinstance(refused, discord.HTTPException)
+    assert (refused.status, refused.code) == (400, 40094)
+    assert len(handle.followups) == 5
+    # The bot's token cannot reach that server's channels.
+    with pytest.raises(discord.Forbidden) as denied:
+        await bot.http.send_message(elsewhere.channel("general").id, params=_content("hi"))
+    assert denied.value.code == 50001
+
+
+async def test_both_installs_in_a_server_with_the_bot_and_the_bots_dm(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    emu.install_for_user(user.id)
+    handle = await emu.invoke("many", {"count": 6}, **where(guild, user))
+    assert handle.payload["authorizing_integration_owners"] == {
+        "0": str(guild.id),
+        "1": str(user.id),
+    }
+    assert await bot.outcomes.get() is None  # the server's install: no followup limit
+    assert len(handle.followups) == 6
+
+    dm = emu.dm_channel(user.id)
+    handle = await emu.invoke(
+        "many", {"count": 1}, guild_id=None, channel_id=dm.id, user_id=user.id
+    )
+    assert handle.payload["authorizing_integration_owners"] == {"1": str(user.id)}
+    assert handle.payload["context"] == 1
+    assert "guild_id" not in handle.payload
+    assert handle.payload["user"]["id"] == str(user.id)
+    assert await bot.outcomes.get() is None
+    assert (await handle.wait_original()).content == "first"
+
+
+def _content(text: str) -> Any:
+    return discord.http.handle_message_parameters(content=text)

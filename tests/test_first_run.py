@@ -188,8 +188,16 @@ def test_version_comes_from_the_package_metadata(tmp_path: Path) -> None:
 def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: Path) -> None:
     result = run_bot(tmp_path, "invite")
     assert result.returncode == 0
-    url = result.stdout.strip()
+    server, user = result.stdout.strip().splitlines()
+    assert server.startswith("server install: ")
+    url = server.removeprefix("server install: ")
     assert url.startswith("https://discord.com/oauth2/authorize?client_id=123456789012345678&")
+    assert url.endswith("&integration_type=0")
+    # The user install (issue 22): commands only, no bot user, no permissions.
+    assert user == (
+        "user install: https://discord.com/oauth2/authorize?client_id=123456789012345678"
+        "&scope=applications.commands&integration_type=1"
+    )
     assert "scope=bot+applications.commands" in url
     assert f"permissions={invite_permissions().value}" in url
     assert "token-secret-part" not in result.stdout + result.stderr

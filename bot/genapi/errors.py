@@ -63,9 +63,12 @@ class GenAPIError(Exception):
         on_shared_key: the request used the bot's shared default key (``GENAPI_API_KEY``), not
             a server's own. Set by the service that chose the key (the client does not know
             whose key it holds), so that a 401 or 402 is not blamed on the server's key.
+        on_personal_key: the request used a member's own key (personal use, issue 22), set
+            the same way: the member, not a server's admin, must fix a 401 or 402.
     """
 
     on_shared_key: bool = False
+    on_personal_key: bool = False
 
 
 class APIStatusError(GenAPIError):

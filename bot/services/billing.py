@@ -40,7 +40,8 @@ from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
 from bot.metrics import Metrics
-from bot.services.policy import MemberPolicy, member_policy
+from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
+from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.storage import (
     Charge,
     ChargeAnomaly,
@@ -243,6 +244,16 @@ class Billing:
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
+        if is_personal(settings.guild_id):
+            # A member's wallet (issue 22): on their own key, their money, no bot budget; on the
+            # bot's default key, the owner's personal allowance per member per UTC day.
+            own_key = settings.api_key_ciphertext is not None
+            return Limits(
+                monthly_budget_cents=None,
+                user_daily_budget_cents=None if own_key else d.personal_daily_budget_cents,
+                max_pending_videos_per_user=d.default_max_pending_videos_per_user,
+                max_pending_videos_per_guild=d.default_max_pending_videos_per_user,
+            )
         return Limits(
             monthly_budget_cents=_first(
                 settings.monthly_budget_cents, d.default_guild_monthly_budget_cents
@@ -274,13 +285,16 @@ class Billing:
         """
         db = repos if repos is not None else self._db
         limits = self._limits(await db.guilds.settings(guild_id))
-        return member_policy(
+        policy = member_policy(
             await db.policy.tiers(guild_id),
             role_ids,
             daily_default=limits.user_daily_budget_cents,
             videos_default=limits.max_pending_videos_per_user,
             lists=await db.policy.model_lists(guild_id),
         )
+        if is_personal(guild_id):  # no server's default: the owner's personal allowance
+            policy = replace(policy, daily=Allowance(policy.daily.value, PERSONAL_ALLOWANCE))
+        return policy
 
     async def reserve(
         self,

@@ -34,6 +34,7 @@ from bot.genapi.models import (
 from bot.genapi.outputs import ip_literal, is_public_address
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
+from bot.services.personal import is_personal
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
@@ -829,6 +830,8 @@ class GenerationService:
         """
         if exc is not None and settings.api_key_ciphertext is None:
             exc.on_shared_key = True  # no key of its own: the call used the bot's default key
+        elif exc is not None and is_personal(settings.guild_id):
+            exc.on_personal_key = True  # a member's own key (issue 22): theirs to fix
         problem: KeyProblem | None = None
         if isinstance(exc, api.UnauthorizedError):
             problem = "unauthorized"

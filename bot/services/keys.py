@@ -46,6 +46,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import fernet_keys
 from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
+from bot.services.personal import PersonalKeyNeeded, is_personal
 from bot.storage import Database, Kind
 
 log = logging.getLogger(__name__)
@@ -217,6 +218,9 @@ class KeyResolver:
         default_key: ``GENAPI_API_KEY``, or None.
         clock: wall time, for when a key was retired (UTC epoch seconds).
         cache_size: decrypted keys kept for :meth:`resolve_fingerprint` (>= 0; 0 keeps none).
+        personal_allowance: the owner grants members a personal allowance on the default key
+            (``PERSONAL_DAILY_BUDGET_CENTS`` > 0); without it a member's wallet
+            (:mod:`bot.services.personal`) has no key but the member's own.
     """
 
     def __init__(
@@ -227,8 +231,10 @@ class KeyResolver:
         *,
         clock: Clock | None = None,
         cache_size: int = RESOLVED_KEYS_CACHED,
+        personal_allowance: bool = False,
     ) -> None:
         self._db = db
+        self._personal_allowance = personal_allowance
         self._vault = vault
         self._default = default_key if default_key and default_key.get_secret_value() else None
         self._default_key = (
@@ -257,8 +263,13 @@ class KeyResolver:
         A guild key that cannot be decrypted is an error, not a reason to fall back: falling
         back would silently bill the owner's default key for a guild that chose its own.
 
+        A member's personal wallet (``guild_id < 0``, issue 22) falls back to the default key
+        only when the owner grants a personal allowance on it: the owner's money is never spent
+        by a user install by accident.
+
         Raises:
             NoApiKeyConfigured: neither key is set.
+            PersonalKeyNeeded: a personal wallet without its own key, and no personal allowance.
             StoredKeyUnreadable: the guild's key was encrypted with another ``KEY_ENCRYPTION_KEY``.
             KeyEncryptionUnavailable: the guild has a key but ``KEY_ENCRYPTION_KEY`` is unset.
         """
@@ -272,6 +283,8 @@ class KeyResolver:
             return ResolvedKey(
                 SecretStr(key), fingerprint(key), "guild", settings.api_key_ciphertext
             )
+        if is_personal(guild_id) and not self._personal_allowance:
+            raise PersonalKeyNeeded
         default = self._default_key
         if default is None:
             raise NoApiKeyConfigured

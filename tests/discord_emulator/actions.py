@@ -33,6 +33,8 @@ from .payloads import (
 from .waiting import ChangeSignal
 
 ATTACHMENT_SIZE_LIMIT = 10 * 1024 * 1024
+GUILD_CONTEXT, BOT_DM_CONTEXT = 0, 1
+"""Interaction context types (Discord: Interaction Context Types; 2, a group DM, not modelled)."""
 
 
 class UserActions:
@@ -138,25 +140,70 @@ class UserActions:
             self.hub.dispatch("GUILD_MEMBER_ADD", added, intent=GUILD_MEMBERS_INTENT)
         return member
 
+    def _authorisation(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        guild_id: int | None,
+        user_id: int,
+        message: Message | None = None,
+    ) -> tuple[dict[str, str], int]:
+        """Return the interaction's ``authorizing_integration_owners`` and ``context``.
+
+        Discord (Interaction Object; Application Commands, "Installation Context"): a guild
+        install authorises commands in that guild (key ``"0"``: the guild id) and, in the bot's
+        DM, shows ``"0": "0"``; the user's own install adds ``"1"``: the user id. A command
+        is offered only where its ``integration_types`` and ``contexts`` allow it.
+
+        Raises:
+            InvocationError: no install of the app authorises it there, or the command's
+                installs or contexts exclude it.
+        """
+        context = GUILD_CONTEXT if guild_id else BOT_DM_CONTEXT
+        meta = message.interaction_metadata if message is not None else None
+        if kind == MESSAGE_COMPONENT and meta and meta.get("authorizing_integration_owners"):
+            # A component of an interaction's response is authorised by that interaction's
+            # installs, whoever clicks.
+            return dict(meta["authorizing_integration_owners"]), context
+        owners: dict[str, str] = {}
+        if guild_id and self.world.bot_in_guild(guild_id):
+            owners["0"] = str(guild_id)
+        elif not guild_id and user_id not in self.world.user_installs:
+            owners["0"] = "0"
+        if user_id in self.world.user_installs:
+            owners["1"] = str(user_id)
+        if not owners:
+            raise InvocationError("the app is not installed here (neither the guild nor the user)")
+        if kind == APPLICATION_COMMAND:
+            command = self.world.find_command(str(data.get("name")), guild_id or None)
+            if command is not None:
+                types = {int(t) for t in command.get("integration_types") or [0]}
+                contexts = command.get("contexts")
+                if not types & {int(k) for k in owners}:
+                    raise InvocationError(f"/{data.get('name')} is not installed that way")
+                if contexts is not None and context not in contexts:
+                    raise InvocationError(
+                        f"/{data.get('name')} is not offered in context {context}"
+                    )
+        return owners, context
+
     def _dispatch_interaction(
         self,
         kind: int,
         data: dict[str, Any],
         *,
-        guild_id: int,
+        guild_id: int | None,
         channel_id: int,
         user_id: int,
         permissions: int,
         message: Message | None = None,
     ) -> InteractionState:
+        """Send INTERACTION_CREATE as Discord does; ``guild_id`` None (or 0): the bot's DM."""
         if self.hub.session is None:
             raise InvocationError("the bot has not identified on the gateway yet")
         if user_id not in self.world.users:
             raise InvocationError(f"unknown user {user_id}; use add_user()")
-        guild = self.world.guilds[guild_id]
-        channel = guild.channels[channel_id]
-        member = self.add_member(guild_id, user_id)
-        app_permissions = self.world.bot_permissions(channel_id)
+        owners, context = self._authorisation(kind, data, guild_id, user_id, message)
         interaction_id = self.world.snowflake()
         token = "aW50ZXJhY3Rpb246" + secrets.token_urlsafe(48)
         payload: dict[str, Any] = {
@@ -164,29 +211,51 @@ class UserActions:
             "application_id": str(self.world.application_id),
             "type": kind,
             "data": data,
-            "guild": {"id": str(guild_id), "locale": "en-US", "features": []},
-            "guild_id": str(guild_id),
-            "channel": channel_payload(channel, permissions),
             "channel_id": str(channel_id),
-            "member": member_payload(self.world, member, permissions=permissions),
             "token": token,
             "version": 1,
-            "app_permissions": str(app_permissions),
             "locale": "en-US",
-            "guild_locale": "en-US",
             "entitlements": [],
             "entitlement_sku_ids": [],
-            "authorizing_integration_owners": {"0": str(guild_id)},
-            "context": 0,
+            "authorizing_integration_owners": owners,
+            "context": context,
             "attachment_size_limit": ATTACHMENT_SIZE_LIMIT,
         }
+        if guild_id:
+            guild = self.world.guilds[guild_id]
+            channel = guild.channels[channel_id]
+            member = self.add_member(guild_id, user_id)
+            if self.world.bot_in_guild(guild_id):
+                app_permissions = self.world.bot_permissions(channel_id)
+            else:
+                # A user install where the bot is not a member (Interaction Object,
+                # app_permissions): only what a webhook-like response can use.
+                app_permissions = perms.USER_INSTALL_APP_PERMISSIONS
+            payload.update(
+                guild={"id": str(guild_id), "locale": "en-US", "features": []},
+                guild_id=str(guild_id),
+                channel=channel_payload(channel, permissions),
+                member=member_payload(self.world, member, permissions=permissions),
+                guild_locale="en-US",
+            )
+        else:
+            channel = self.world.channels[channel_id]
+            if self.world.dm_recipients.get(channel_id) != user_id:
+                raise InvocationError(f"channel {channel_id} is not the bot's DM with {user_id}")
+            app_permissions = perms.DM_PERMISSIONS
+            user = user_payload(self.world.users[user_id])
+            payload.update(
+                channel={"id": str(channel_id), "type": channel.type, "recipients": [user]},
+                user=user,
+            )
+        payload["app_permissions"] = str(app_permissions)
         if message is not None:
             payload["message"] = message_payload(self.world, message)
         state = InteractionState(
             id=interaction_id,
             token=token,
             type=kind,
-            guild_id=guild_id,
+            guild_id=guild_id or 0,
             channel_id=channel_id,
             user_id=user_id,
             dispatched_at=self.clock(),
@@ -206,7 +275,7 @@ class UserActions:
             "id": str(state.id),
             "type": state.type,
             "user": user_payload(self.world.users[state.user_id]),
-            "authorizing_integration_owners": {"0": str(state.guild_id)},
+            "authorizing_integration_owners": state.payload["authorizing_integration_owners"],
         }
         if state.type == APPLICATION_COMMAND:
             meta["name"] = _full_name(state.payload["data"])
@@ -228,7 +297,7 @@ class UserActions:
         name: str,
         options: dict[str, Any] | None,
         *,
-        guild_id: int,
+        guild_id: int | None,
         channel_id: int,
         user_id: int,
         permissions: int,
@@ -237,8 +306,10 @@ class UserActions:
         focused: str | None = None,
         attachments: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        command = self.world.find_command(name, guild_id)
-        if command is not None:
+        command = self.world.find_command(name, guild_id or None)
+        # A server's command permissions apply to its own install only (the bot's DM and a
+        # user install in a server without the bot have none).
+        if command is not None and guild_id and self.world.bot_in_guild(guild_id):
             self._check_command_permissions(
                 command,
                 guild_id=guild_id,
@@ -246,7 +317,7 @@ class UserActions:
                 user_id=user_id,
                 permissions=permissions,
             )
-        builder = OptionBuilder(self.world, guild_id, permissions, self.add_member)
+        builder = OptionBuilder(self.world, guild_id or 0, permissions, self.add_member)
         leaf = builder.build(
             leaf_spec(command, subcommand, group),
             options or {},
@@ -272,7 +343,7 @@ class UserActions:
         name: str,
         options: dict[str, Any] | None = None,
         *,
-        guild_id: int,
+        guild_id: int | None,
         channel_id: int,
         user_id: int,
         permissions: int = perms.DEFAULT_MEMBER_PERMISSIONS,
@@ -286,7 +357,7 @@ class UserActions:
             name: Top-level command name.
             options: Option values by name (types inferred from the registered command;
                 users/channels/roles may be given as ids or emulator objects).
-            guild_id: Guild to run it in.
+            guild_id: Guild to run it in; None in the bot's DM (``channel_id`` its DM channel).
             channel_id: Channel to run it in.
             user_id: Invoking user (made a guild member if needed).
             permissions: The member's permissions in the channel.

@@ -188,12 +188,31 @@ class DiscordEmulator(UserActions):
         """Create a global user (joins guilds implicitly when invoking)."""
         return self.world.add_user(name)
 
-    def add_guild(self, name: str = "Test Guild", *, owner_id: int | None = None) -> Guild:
-        """Create a guild with @everyone, a "general" text channel and the bot as member."""
+    def add_guild(
+        self, name: str = "Test Guild", *, owner_id: int | None = None, with_bot: bool = True
+    ) -> Guild:
+        """Create a guild with @everyone, a "general" text channel and the bot as member.
+
+        ``with_bot=False``: a server that never added the bot (only its members' user
+        installs reach it there): no GUILD_CREATE, and REST about the guild and its channels
+        answers 403 50001 Missing Access, as for a bot that was removed.
+        """
         owner = owner_id if owner_id is not None else self.add_user(f"{name} owner").id
         guild = self.world.add_guild(name, owner)
+        if not with_bot:
+            del guild.members[self.bot_user.id]
+            return guild
         self.hub.dispatch("GUILD_CREATE", guild_create_payload(self.world, guild), intent=1)
         return guild
+
+    def install_for_user(self, user_id: int) -> None:
+        """The user installs the app to their account (OAuth2 ``integration_type=1``): its
+        user-installable commands then work for them in any server, the bot's DM and group DMs."""
+        self.world.user_installs.add(user_id)
+
+    def dm_channel(self, user_id: int) -> Channel:
+        """The bot's DM channel with ``user_id`` (where the user may run commands)."""
+        return self.world.open_dm(user_id)
 
     def remove_bot(self, guild_id: int) -> None:
         """Kick the bot from a guild: GUILD_DELETE without ``unavailable`` (Discord's sign of
@@ -203,9 +222,10 @@ class DiscordEmulator(UserActions):
         self.hub.dispatch("GUILD_DELETE", {"id": str(guild_id)}, intent=1)
 
     def add_channel(self, guild_id: int, name: str) -> Channel:
-        """Create a text channel."""
+        """Create a text channel (announced to the bot only where it is a member)."""
         channel = self.world.add_channel(guild_id, name)
-        self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
+        if self.world.bot_in_guild(guild_id):
+            self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
         return channel
 
     def add_role(self, guild_id: int, name: str, permissions: int = 0) -> Role:

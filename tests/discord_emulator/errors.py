@@ -105,6 +105,12 @@ def already_acknowledged() -> DiscordAPIError:
     return DiscordAPIError(400, 40060, "Interaction has already been acknowledged.")
 
 
+def max_followups() -> DiscordAPIError:
+    return DiscordAPIError(
+        400, 40094, "This interaction has hit the maximum number of follow up messages"
+    )
+
+
 def invalid_webhook_token() -> DiscordAPIError:
     return DiscordAPIError(401, 50027, "Invalid Webhook Token")
 

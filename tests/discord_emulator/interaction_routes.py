@@ -19,6 +19,11 @@ from .routing import FILES, PAYLOAD, RouteBase, _flag, _int
 #: Callback types Discord accepts per interaction type.
 CALLBACK_TYPES = {2: {4, 5, 9}, 3: {4, 5, 6, 7, 9}, 4: {8}, 5: {4, 5, 6, 7}}
 
+USER_INSTALL_MAX_FOLLOWUPS = 5
+"""Discord (Receiving and Responding, "Followup Messages"): an interaction of a user-installed
+app not installed in the server (its authorising owners only the user install) may send at
+most 5 followup messages; the sixth answers 400 / 40094."""
+
 
 class InteractionRoutes(RouteBase):
     """POST /interactions/{id}/{token}/callback and /webhooks/{app}/{token}/..."""
@@ -165,6 +170,10 @@ class InteractionRoutes(RouteBase):
                 original, payload, request[FILES], can_mention_everyone=everyone
             )
         else:
+            created = [m for m in state.followup_ids if m != state.original_id]
+            user_only = set(state.payload.get("authorizing_integration_owners", {})) == {"1"}
+            if user_only and len(created) >= USER_INSTALL_MAX_FOLLOWUPS:
+                raise err.max_followups()
             message = self.emu.msgs.create(
                 state.channel_id,
                 payload,

@@ -325,6 +325,8 @@ class World:
         """DM channel id -> the user the bot talks to there."""
         self.closed_dms: set[int] = set()
         """Users whose privacy settings refuse the bot's DMs (50007)."""
+        self.user_installs: set[int] = set()
+        """Users who installed the app to their account (user install, integration type 1)."""
         self.nonces: dict[str, int] = {}
         """Nonce of a message sent with ``enforce_nonce`` -> that message's id."""
 

@@ -107,6 +107,12 @@ DM_PERMISSIONS = (
 )
 
 
+#: ``app_permissions`` of a user install's interaction in a server without the bot (Discord,
+#: Interaction Object: ATTACH_FILES | EMBED_LINKS | MENTION_EVERYONE); it cannot read or post
+#: in the channel, only answer the interaction.
+USER_INSTALL_APP_PERMISSIONS = ATTACH_FILES | EMBED_LINKS | MENTION_EVERYONE
+
+
 #: Application command permission types (Discord: Application Command Permission Type).
 COMMAND_PERMISSION_ROLE, COMMAND_PERMISSION_USER, COMMAND_PERMISSION_CHANNEL = 1, 2, 3
 

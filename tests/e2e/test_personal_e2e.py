@@ -1,0 +1,234 @@
+"""Personal mode with the real bot process (issue 22): a member's own install, billed to them."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from bot.services.keys import fingerprint
+from tests.discord_emulator.errors import InvocationError
+from tests.discord_emulator.models import Channel, Guild, Message, User
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@dataclass
+class Elsewhere:
+    """A server that never added the bot, and a member who installed it to their account."""
+
+    guild: Guild
+    channel: Channel
+    user: User
+
+
+_elsewhere: dict[int, Elsewhere] = {}
+
+
+def elsewhere(world: World) -> Elsewhere:
+    """The module's server without the bot (made once per world)."""
+    found = _elsewhere.get(id(world))
+    if found is None:
+        guild = world.discord.add_guild("No Bot Here", with_bot=False)
+        channel = world.discord.add_channel(guild.id, "chat")
+        user = world.discord.add_user("traveller")
+        world.discord.install_for_user(user.id)
+        found = _elsewhere[id(world)] = Elsewhere(guild, channel, user)
+    return found
+
+
+async def personal_text(world: World, prompt: str, *, dm: bool = False) -> Message:
+    """Run ``/text`` as the traveller, in the server without the bot or in the bot's DM."""
+    place = elsewhere(world)
+    if dm:
+        where: dict[str, int | None] = {
+            "guild_id": None,
+            "channel_id": world.discord.dm_channel(place.user.id).id,
+        }
+    else:
+        where = {"guild_id": place.guild.id, "channel_id": place.channel.id}
+    handle = await world.discord.invoke(
+        "text",
+        {"prompt": prompt},
+        user_id=place.user.id,
+        permissions=MEMBER_PERMISSIONS,
+        **where,  # type: ignore[arg-type]
+    )
+    world.handles.append(handle)
+    return await world.answer(handle)
+
+
+def ledger(world: World) -> Iterator[tuple[int, int, str]]:
+    """``(guild_id, user_id, key_fingerprint)`` of every charge the bot recorded."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        yield from db.execute("SELECT guild_id, user_id, key_fingerprint FROM ledger ORDER BY id")
+
+
+def channel_requests(world: World, channel: Channel) -> list[str]:
+    """REST requests the bot made (with its token) about ``channel``."""
+    return [
+        f"{r.method} {r.path}"
+        for r in world.discord.requests
+        if r.path.startswith(f"/channels/{channel.id}")
+    ]
+
+
+async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: World) -> None:
+    place = elsewhere(world)
+    posts = world.posts_to("/generate")
+
+    # Before a personal key: one sentence saying how to set one, and no upstream call.
+    refused = (await personal_text(world, "hello from afar")).text
+    assert "/settings api-key set" in refused
+    assert world.posts_to("/generate") == posts
+
+    # The key is set in a private form, checked with the service, shown only by its end.
+    own = world.api.create_key(balance_cents=10_000)
+    opened = await world.discord.invoke(
+        "settings",
+        {},
+        guild_id=place.guild.id,
+        channel_id=place.channel.id,
+        user_id=place.user.id,
+        permissions=MEMBER_PERMISSIONS,
+        group="api-key",
+        subcommand="set",
+    )
+    await opened.wait_callback()
+    assert opened.modal is not None
+    field_id = opened.modal["components"][0]["components"][0]["custom_id"]
+    submitted = await world.discord.submit_modal(
+        opened.modal["custom_id"], {field_id: own}, permissions=MEMBER_PERMISSIONS
+    )
+    saved = (await submitted.wait_original(timeout=15)).content
+    assert f"ending in `{own[-4:]}`" in saved
+    assert own not in saved
+
+    shown = await world.discord.invoke(
+        "settings",
+        {},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(place.user.id).id,
+        user_id=place.user.id,
+        subcommand="show",
+    )
+    settings = await world.answer(shown)
+    assert settings.ephemeral
+    assert f"ending in `{own[-4:]}`" in settings.content
+    assert own not in settings.content
+
+    # Now /text in that server and in the bot's DM uses the member's key...
+    answer = (await personal_text(world, "hello from afar")).text
+    assert "hello from afar" in answer
+    assert world.api.requests[-1].key == own
+    in_dm = (await personal_text(world, "hello in private", dm=True)).text
+    assert "hello in private" in in_dm
+    assert world.api.requests[-1].key == own
+    # ... and is recorded against the member, never a server.
+    mine = [row for row in ledger(world) if row[2] == fingerprint(own)]
+    assert mine == [(-place.user.id, place.user.id, fingerprint(own))] * 2
+    # The bot, not a member there, never used its token on that server's channels.
+    assert channel_requests(world, place.channel) == []
+
+    # The member's own usage, in the personal context.
+    usage = await world.discord.invoke(
+        "usage",
+        {},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(place.user.id).id,
+        user_id=place.user.id,
+    )
+    shown = await world.answer(usage)
+    assert shown.ephemeral
+    assert "Credits left on the key" in str(shown.embeds)
+
+
+async def test_a_personal_results_buttons_charge_whoever_clicks_in_their_own_wallet(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    own = [r.key for r in world.api.requests if r.method == "POST"][-1]  # set in the test above
+    result = await personal_text(world, "a haiku")
+    again = next(b for b in action_buttons(result) if b["custom_id"].startswith("gb:again:"))
+    posts = world.posts_to("/generate")
+
+    # Another member, without an install or a key of their own: refused, nothing sent.
+    other = world.discord.add_user("onlooker")
+    clicked = await world.discord.press_button(
+        result.id, again["custom_id"], user_id=other.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    assert "/settings api-key set" in (await world.answer(clicked)).text
+    assert world.posts_to("/generate") == posts
+
+    # The member: charged on their own key, again recorded against them.
+    clicked = await world.discord.press_button(
+        result.id, again["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    assert "a haiku" in (await world.answer(clicked)).text
+    assert world.posts_to("/generate") == posts + 1
+    assert world.api.requests[-1].key == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+    assert channel_requests(world, place.channel) == []
+
+
+async def test_a_personal_result_is_deleted_without_touching_the_channel(world: World) -> None:
+    place = elsewhere(world)
+    result = await personal_text(world, "a limerick")
+    delete = next(b for b in action_buttons(result) if b["custom_id"].startswith("gb:delete:"))
+    clicked = await world.discord.press_button(
+        result.id, delete["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    done = await clicked.wait_followup(lambda m: "Deleted" in m.text, timeout=15)
+    assert done.ephemeral
+    assert world.discord.messages[result.id].deleted
+    assert channel_requests(world, place.channel) == []
+
+
+async def test_server_use_is_unchanged(world: World) -> None:
+    before = list(ledger(world))
+    handle = await world.command("text", {"prompt": "hello server"})
+    answer = await world.answer(handle)
+    assert "hello server" in answer.text
+    assert world.api.requests[-1].key == world.key
+    (new,) = list(ledger(world))[len(before) :]
+    assert new == (world.guild.id, world.member.id, fingerprint(world.key))
+
+
+async def test_a_video_outside_servers_that_added_the_bot_is_refused_for_now(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    posts = world.posts_to("/generate")
+    handle = await world.discord.invoke(
+        "video",
+        {"prompt": "a comet", "model": "kling-v1/text-to-video"},
+        guild_id=place.guild.id,
+        channel_id=place.channel.id,
+        user_id=place.user.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    world.handles.append(handle)
+    refused = await world.answer(handle)
+    assert "only in servers that added me" in refused.text
+    assert world.posts_to("/generate") == posts
+    assert channel_requests(world, place.channel) == []
+
+
+async def test_config_is_offered_only_where_the_server_installed_the_bot(world: World) -> None:
+    place = elsewhere(world)
+    with pytest.raises(InvocationError, match="not installed that way"):
+        await world.discord.invoke(
+            "config",
+            {},
+            guild_id=place.guild.id,
+            channel_id=place.channel.id,
+            user_id=place.user.id,
+            group="api-key",
+            subcommand="set",
+        )
