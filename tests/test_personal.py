@@ -162,20 +162,25 @@ async def test_a_personal_key_pays_and_the_charge_is_the_members_not_a_servers(
 async def test_the_personal_allowance_is_per_member_per_day_on_the_default_key(
     personal_stack: StackFactory,
 ) -> None:
-    async with personal_stack(personal_daily_budget_cents=1) as (services, api):
-        first = await services.generation.text(personal(), TextOptions("hello"))
+    # 1-token answers: their hold (the ceiling until a price is known, then the bound of their
+    # tokens at the observed price per token) is 2 cents at most, the allowance.
+    async with personal_stack(personal_daily_budget_cents=2, text_hold_ceiling_cents=2) as (
+        services,
+        api,
+    ):
+        first = await services.generation.text(personal(), TextOptions("hello", max_tokens=1))
         assert api.requests[-1].key == services.settings.genapi_api_key.get_secret_value()  # type: ignore[union-attr]
         assert first.cost_cents >= 1
         posts = sum(1 for r in api.requests if r.method == "POST")
         with pytest.raises(BudgetExceeded) as refused:
-            await services.generation.text(personal(), TextOptions("again"))
+            await services.generation.text(personal(), TextOptions("again", max_tokens=1))
         assert refused.value.scope == "user"
         assert sum(1 for r in api.requests if r.method == "POST") == posts
         # Another member has their own allowance.
-        await services.generation.text(personal(OTHER), TextOptions("hello"))
+        await services.generation.text(personal(OTHER), TextOptions("hello", max_tokens=1))
         # A new UTC day, a new allowance.
         services.clock.advance(86_400)  # type: ignore[attr-defined]
-        await services.generation.text(personal(), TextOptions("tomorrow"))
+        await services.generation.text(personal(), TextOptions("hello", max_tokens=1))
         # On their own key, the owner's allowance does not limit the member.
         own = api.create_key(balance_cents=5_000)
         await services.guild_config.set_api_key(wallet_id(MEMBER), own)
@@ -202,10 +207,13 @@ async def test_a_personal_keys_problem_is_the_members_to_fix(
 async def test_the_personal_allowance_is_named_when_it_refuses(
     personal_stack: StackFactory,
 ) -> None:
-    async with personal_stack(personal_daily_budget_cents=1) as (services, _):
-        await services.generation.text(personal(), TextOptions("hello"))
+    async with personal_stack(personal_daily_budget_cents=1, text_hold_ceiling_cents=1) as (
+        services,
+        _,
+    ):
+        await services.generation.text(personal(), TextOptions("hello", max_tokens=1))
         with pytest.raises(BudgetExceeded) as refused:
-            await services.generation.text(personal(), TextOptions("again"))
+            await services.generation.text(personal(), TextOptions("again", max_tokens=1))
         assert user_message(refused.value).startswith(
             "Your daily allowance ($0.01, personal allowance) has $0.00 left"
         )
