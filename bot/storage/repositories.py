@@ -51,6 +51,8 @@ from bot.storage.models import (
     AuditEntry,
     Charge,
     ChargeAnomaly,
+    Conversation,
+    ConversationTurn,
     DeliveryRoute,
     GuildSettings,
     Job,
@@ -898,6 +900,48 @@ class PolicyRepository(Protocol):
         ...
 
 
+class ConversationRepository(Protocol):
+    """Conversations of ``/chat`` and their turns, keyed by thread (issue 21).
+
+    A restart keeps every conversation: the history each call folds into its prompt is read
+    from here.
+    """
+
+    async def start(self, conversation: Conversation) -> bool:
+        """Store a new conversation; False when its thread already has one (kept as it was)."""
+        ...
+
+    async def get(self, thread_id: int) -> Conversation | None:
+        """Return the conversation of ``thread_id``; None if it has none."""
+        ...
+
+    async def add_turn(self, turn: ConversationTurn) -> int:
+        """Store a turn (after its charge is in the ledger); return the conversation's turns.
+
+        Raises:
+            ConstraintError: the thread has no conversation.
+        """
+        ...
+
+    async def turns(self, thread_id: int) -> list[ConversationTurn]:
+        """Return the turns of ``thread_id``, oldest first."""
+        ...
+
+    async def turn_count(self, thread_id: int) -> int:
+        """Return how many turns ``thread_id``'s conversation has."""
+        ...
+
+    async def end(self, thread_id: int, reason: str, at: float) -> bool:
+        """End the conversation (archived, deleted, turn cap); False if none or already ended.
+
+        Args:
+            thread_id: the thread.
+            reason: ``"archived"``, ``"deleted"`` or ``"turn cap"``.
+            at: UTC epoch seconds.
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -929,6 +973,11 @@ class Repositories(Protocol):
     @property
     def policy(self) -> PolicyRepository:
         """Role tiers, model list, blocked terms, cooldowns and the audit log (issue 13)."""
+        ...
+
+    @property
+    def conversations(self) -> ConversationRepository:
+        """``/chat`` conversations and their turns, by thread (issue 21)."""
         ...
 
 

@@ -1,0 +1,77 @@
+"""SQLite conversations: :class:`bot.storage.repositories.ConversationRepository` (issue 21)."""
+
+from __future__ import annotations
+
+from bot.storage.models import Conversation, ConversationTurn
+from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
+from bot.storage.sqlite.engine import Executor
+
+
+class SqliteConversations:
+    """``conversations`` and ``conversation_turns``."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    async def start(self, conversation: Conversation) -> bool:
+        """Store a new conversation; False when its thread already has one."""
+        c = conversation
+        changed = await self._sql.run(
+            "INSERT INTO conversations (thread_id, guild_id, channel_id, user_id, model, system,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (thread_id) DO NOTHING",
+            (c.thread_id, c.guild_id, c.channel_id, c.user_id, c.model, c.system, c.created_at),
+        )
+        return changed > 0
+
+    async def get(self, thread_id: int) -> Conversation | None:
+        """Return the conversation of ``thread_id``; None if it has none."""
+        row = await self._sql.one("SELECT * FROM conversations WHERE thread_id = ?", (thread_id,))
+        return None if row is None else conversation_from_row(row)
+
+    async def add_turn(self, turn: ConversationTurn) -> int:
+        """Store a turn; return how many turns the conversation has now."""
+        t = turn
+        async with self._sql.write() as tx:
+            await tx.insert(
+                "INSERT INTO conversation_turns (thread_id, user_id, author, text, answer, model,"
+                " prompt_tokens, completion_tokens, cost_micro, carried, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    t.thread_id,
+                    t.user_id,
+                    t.author,
+                    t.text,
+                    t.answer,
+                    t.model,
+                    t.prompt_tokens,
+                    t.completion_tokens,
+                    cost_micro(t),
+                    t.carried,
+                    t.at,
+                ),
+            )
+            return await tx.integer(
+                "SELECT COUNT(*) FROM conversation_turns WHERE thread_id = ?", (t.thread_id,)
+            )
+
+    async def turns(self, thread_id: int) -> list[ConversationTurn]:
+        """Return the turns of ``thread_id``, oldest first."""
+        rows = await self._sql.all(
+            "SELECT * FROM conversation_turns WHERE thread_id = ? ORDER BY id", (thread_id,)
+        )
+        return [turn_from_row(r) for r in rows]
+
+    async def turn_count(self, thread_id: int) -> int:
+        """Return how many turns ``thread_id``'s conversation has."""
+        return await self._sql.integer(
+            "SELECT COUNT(*) FROM conversation_turns WHERE thread_id = ?", (thread_id,)
+        )
+
+    async def end(self, thread_id: int, reason: str, at: float) -> bool:
+        """End the conversation; False if it has none or has ended already."""
+        changed = await self._sql.run(
+            "UPDATE conversations SET ended_at = ?, end_reason = ?"
+            " WHERE thread_id = ? AND ended_at IS NULL",
+            (at, reason, thread_id),
+        )
+        return changed > 0

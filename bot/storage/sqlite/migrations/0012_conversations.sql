@@ -1,0 +1,34 @@
+-- 0012: /chat conversations and their turns, keyed by thread (issue 21).
+--
+-- The API takes no messages array (spec 4.5: prompt and system), so the bot keeps the history
+-- and folds it into each call; a restart keeps every conversation. Money columns are
+-- micro-cents, as everywhere (0005).
+CREATE TABLE conversations (
+    thread_id  INTEGER PRIMARY KEY,
+    guild_id   INTEGER NOT NULL,
+    channel_id INTEGER NOT NULL,
+    user_id    INTEGER NOT NULL,
+    model      TEXT,
+    system     TEXT,
+    created_at REAL NOT NULL,
+    ended_at   REAL,
+    end_reason TEXT
+) STRICT;
+
+-- One row per answered turn; cost_micro NULL: the service reported no usable number.
+CREATE TABLE conversation_turns (
+    id                INTEGER PRIMARY KEY,
+    thread_id         INTEGER NOT NULL REFERENCES conversations (thread_id) ON DELETE CASCADE,
+    user_id           INTEGER NOT NULL,
+    author            TEXT NOT NULL,
+    text              TEXT NOT NULL,
+    answer            TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    cost_micro        INTEGER CHECK (cost_micro IS NULL OR cost_micro >= 0),
+    carried           INTEGER NOT NULL,
+    created_at        REAL NOT NULL
+) STRICT;
+
+CREATE INDEX conversation_turns_thread ON conversation_turns (thread_id, id);
