@@ -44,6 +44,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "config",
         "usage",
         "jobs",
+        "chat",
     }
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
     assert menus == {"Animate image", "Edit image"}

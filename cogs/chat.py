@@ -1,0 +1,233 @@
+"""``/chat``: conversations in threads, with history the bot keeps (issue 21).
+
+``/chat prompt`` answers, then starts a public thread from the answer; in that thread a member
+message that mentions the bot or replies to one of its messages is the next turn (Discord sends
+the content of such messages without the privileged Message Content intent: Gateway docs,
+"Message Content Intent"), and so is ``/chat`` run there. Every turn is a ``/text`` for money
+and policy (:class:`bot.services.conversations.ConversationService`). An archived or deleted
+thread ends its conversation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Awaitable
+from typing import Final
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from bot.app import GenBot
+from bot.errors import ValidationFailed
+from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.render.chat import chat_answer, thread_name
+from bot.render.parts import MessageParts
+from bot.services.conversations import ChatAnswer
+from bot.services.generation import MAX_PROMPT_LENGTH, Requester
+from bot.storage import StorageError
+from bot.tree import PUBLIC_DEFER, sentence_for
+
+log = logging.getLogger(__name__)
+
+AUTO_ARCHIVE_MINUTES: Final = 1440
+"""A conversation's thread archives itself after a day without messages (Discord allows 60,
+1440, 4320 or 10080 minutes), which ends the conversation."""
+
+NO_THREAD = (
+    "I could not start a thread for this conversation (I need Create Public Threads and Send "
+    "Messages in Threads in this channel); the answer above stays, and was charged."
+)
+
+
+def display_name(user: discord.abc.User) -> str:
+    """The name a turn is labelled with: the member's display name in the server."""
+    return user.display_name
+
+
+def message_requester(message: discord.Message, thread: discord.Thread) -> Requester:
+    """Who wrote a member message in a conversation thread, for the ``/text`` checks.
+
+    The roles come from the message's member object (Discord sends it with guild messages);
+    Manage Server is read from the member's permissions in the guild.
+    """
+    author = message.author
+    roles: frozenset[int] = frozenset()
+    manage = False
+    if isinstance(author, discord.Member):
+        roles = frozenset(int(role_id) for role_id in author._roles)
+        manage = author.guild_permissions.manage_guild
+    return Requester(
+        thread.guild.id,
+        thread.id,
+        author.id,
+        parent_channel_id=thread.parent_id,
+        role_ids=roles,
+        manage_guild=manage,
+    )
+
+
+class ChatCog(commands.Cog):
+    """Talk with a language model in a thread that keeps the conversation."""
+
+    def __init__(self, bot: GenBot) -> None:
+        self.bot = bot
+        self.conversations = bot.services.conversations
+
+    @app_commands.command(name="chat")
+    @app_commands.guild_only()
+    @app_commands.autocomplete(model=model_autocomplete("text"))
+    async def chat(
+        self,
+        interaction: discord.Interaction[GenBot],
+        prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
+        model: str | None = None,
+        system: app_commands.Range[str, 1, MAX_PROMPT_LENGTH] | None = None,
+    ) -> None:
+        """Talk with a language model in a thread that remembers the conversation.
+
+        Args:
+            interaction: the interaction.
+            prompt: what to say; the answer starts a thread (in a conversation's thread: a turn)
+            model: the text model (default: the service's default; in a thread, its model)
+            system: a system prompt that sets the model's behaviour for the conversation
+        """
+        who = requester(interaction)
+        channel = interaction.channel
+        conversation = None
+        if isinstance(channel, discord.Thread):
+            conversation = await self.conversations.get(channel.id)
+            if conversation is None:
+                raise ValidationFailed(
+                    "This thread is not a conversation; use /chat in a text channel to start one."
+                )
+        else:
+            require_placeholder_permissions(interaction)
+            if not interaction.app_permissions.create_public_threads:
+                raise ValidationFailed(
+                    "I need these permissions in this channel first: Create Public Threads."
+                )
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        author = display_name(interaction.user)
+        reply = await self.conversations.ask(
+            who, author, prompt, conversation=conversation, model=model, system=system
+        )
+        if conversation is not None:
+            await self._keep(self.conversations.record(conversation, who, author, prompt, reply))
+            await self._answer_interaction(interaction, reply)
+            return
+        await self._answer_interaction(interaction, reply)
+        try:
+            message = await interaction.original_response()
+            thread = await message.create_thread(
+                name=thread_name(prompt), auto_archive_duration=AUTO_ARCHIVE_MINUTES
+            )
+        except discord.HTTPException as exc:
+            log.warning("could not start a conversation thread: %s", exc)
+            await send_ephemeral_followup(interaction, NO_THREAD)
+            return
+        await self._keep(
+            self.conversations.start(
+                thread.id, who.channel_id, who, author, prompt, reply, system=system
+            )
+        )
+
+    async def _answer_interaction(
+        self, interaction: discord.Interaction[GenBot], reply: ChatAnswer
+    ) -> None:
+        first, *rest = chat_answer(reply, sandbox=self.bot.services.sandbox)
+        await interaction.edit_original_response(**first.edit_kwargs())
+        for part in rest:
+            await interaction.followup.send(**part.kwargs())
+
+    async def _keep(self, stored: Awaitable[object]) -> None:
+        """Await the storing of a paid turn; a failure is logged, never shown as a failure.
+
+        The charge is in the ledger already; the member gets the answer they paid for even if
+        its history could not be kept.
+        """
+        try:
+            await stored
+        except StorageError:
+            log.exception("could not keep a conversation turn")
+
+    @commands.Cog.listener()
+    async def on_message(self, message: discord.Message) -> None:
+        """A member's message in a conversation thread that mentions or replies to the bot."""
+        me = self.bot.user
+        channel = message.channel
+        if me is None or message.author.bot or not isinstance(channel, discord.Thread):
+            return
+        if not addressed_to(message, me.id):
+            return
+        conversation = await self.conversations.get(channel.id)
+        if conversation is None:
+            return
+        who = message_requester(message, channel)
+        author = display_name(message.author)
+        text = strip_mention(message.content, me.id)
+        # One "typing…" while the model answers; cosmetic, so a refusal is ignored (the reply
+        # then says what is wrong).
+        with contextlib.suppress(discord.HTTPException):
+            await channel.typing()
+        try:
+            reply = await self.conversations.ask(who, author, text, conversation=conversation)
+        except Exception as exc:  # every refusal gets its one sentence
+            await self._reply(message, MessageParts(content=sentence_for(exc)))
+            return
+        await self._keep(self.conversations.record(conversation, who, author, text, reply))
+        first, *rest = chat_answer(reply, sandbox=self.bot.services.sandbox)
+        await self._reply(message, first)
+        for part in rest:
+            await channel.send(**part.kwargs())
+
+    async def _reply(self, message: discord.Message, parts: MessageParts) -> None:
+        """Reply to ``message`` without pinging; if Discord refuses the reply, post it plainly."""
+        try:
+            await message.reply(**parts.kwargs(), mention_author=False)
+        except discord.HTTPException as exc:
+            log.warning("could not reply in a conversation thread: %s", exc)
+            await message.channel.send(**parts.kwargs())
+
+    @commands.Cog.listener()
+    async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:
+        """An archived thread ends its conversation (Gateway docs: THREAD_UPDATE)."""
+        metadata = payload.data.get("thread_metadata") or {}
+        if metadata.get("archived"):
+            await self.conversations.end(payload.thread_id, "archived")
+
+    @commands.Cog.listener()
+    async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
+        """A deleted thread ends its conversation (Gateway docs: THREAD_DELETE)."""
+        await self.conversations.end(payload.thread_id, "deleted")
+
+
+def addressed_to(message: discord.Message, bot_id: int) -> bool:
+    """Whether ``message`` mentions the bot or replies to one of its messages."""
+    if any(user.id == bot_id for user in message.mentions):
+        return True
+    resolved = message.reference.resolved if message.reference is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == bot_id
+
+
+def strip_mention(content: str, bot_id: int) -> str:
+    """``content`` without the bot's mentions (``<@id>``, ``<@!id>``)."""
+    return re.sub(rf"<@!?{bot_id}>", "", content).strip()
+
+
+async def send_ephemeral_followup(interaction: discord.Interaction[GenBot], text: str) -> None:
+    """An ephemeral followup that never pings; failures are logged."""
+    try:
+        await interaction.followup.send(
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
+    except discord.HTTPException as exc:
+        log.warning("could not send a followup: %s", exc)
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(ChatCog(bot))
