@@ -122,18 +122,26 @@ class ChatCog(commands.Cog):
         await self._answer_interaction(interaction, reply)
         try:
             message = await interaction.original_response()
-            thread = await message.create_thread(
+        except discord.HTTPException as exc:
+            log.warning("could not read the answer to start its thread: %s", exc)
+            await send_ephemeral_followup(interaction, NO_THREAD)
+            return
+        # A thread started from a message has the message's id (Discord docs, "Start Thread
+        # from Message"): the conversation is kept before the thread exists, so a member who
+        # writes there at once already finds it.
+        await self._keep(
+            self.conversations.start(
+                message.id, who.channel_id, who, author, prompt, reply, system=system
+            )
+        )
+        try:
+            await message.create_thread(
                 name=thread_name(prompt), auto_archive_duration=AUTO_ARCHIVE_MINUTES
             )
         except discord.HTTPException as exc:
             log.warning("could not start a conversation thread: %s", exc)
+            await self.conversations.end(message.id, "deleted")
             await send_ephemeral_followup(interaction, NO_THREAD)
-            return
-        await self._keep(
-            self.conversations.start(
-                thread.id, who.channel_id, who, author, prompt, reply, system=system
-            )
-        )
 
     async def _answer_interaction(
         self, interaction: discord.Interaction[GenBot], reply: ChatAnswer
