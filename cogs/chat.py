@@ -36,6 +36,11 @@ AUTO_ARCHIVE_MINUTES: Final = 1440
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
 1440, 4320 or 10080 minutes), which ends the conversation."""
 
+UNREADABLE_REPLY = (
+    "I can read a reply only with its mention on (the @ in the reply bar); mention me or "
+    "reply again with it on."
+)
+
 NO_THREAD = (
     "I could not start a thread for this conversation (I need Create Public Threads and Send "
     "Messages in Threads in this channel); the answer above stays, and was charged."
@@ -177,6 +182,11 @@ class ChatCog(commands.Cog):
         who = message_requester(message, channel)
         author = display_name(message.author)
         text = strip_mention(message.content, me.id)
+        if not text and not any(user.id == me.id for user in message.mentions):
+            # A reply with its ping off does not mention the bot, so Discord sends it without
+            # its content (no Message Content intent): say how to be read, charge nothing.
+            await self._reply(message, MessageParts(content=UNREADABLE_REPLY))
+            return
         # One "typing…" while the model answers; cosmetic, so a refusal is ignored (the reply
         # then says what is wrong).
         with contextlib.suppress(discord.HTTPException):

@@ -123,3 +123,18 @@ async def test_an_archived_thread_ends_the_conversation_with_one_sentence(world:
         "This conversation has ended (its thread was archived); start a new one with /chat."
     )
     assert len(text_calls(world)) == calls
+
+
+async def test_a_reply_with_its_ping_off_is_told_how_to_be_read(world: World) -> None:
+    handle = await world.command("chat", {"prompt": "Name a colour"})
+    answer = await world.answer(handle)
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    calls = len(text_calls(world))
+    asked = world.discord.member_message(
+        thread.id, world.member.id, "another?", reply_to=answer.id, ping_reply=False
+    )
+    told = await reply_in(world, thread.id, asked)
+    assert "mention on" in told.content
+    assert len(text_calls(world)) == calls
