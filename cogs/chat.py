@@ -28,6 +28,7 @@ from bot.render.parts import MessageParts
 from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester
 from bot.storage import StorageError
+from bot.storage.models import Conversation
 from bot.tree import PUBLIC_DEFER, sentence_for
 
 log = logging.getLogger(__name__)
@@ -101,30 +102,28 @@ class ChatCog(commands.Cog):
         """
         who = requester(interaction)
         channel = interaction.channel
-        conversation = None
         if isinstance(channel, discord.Thread):
             conversation = await self.conversations.get(channel.id)
             if conversation is None:
                 raise ValidationFailed(
                     "This thread is not a conversation; use /chat in a text channel to start one."
                 )
-        else:
-            require_placeholder_permissions(interaction)
-            if not interaction.app_permissions.create_public_threads:
-                raise ValidationFailed(
-                    "I need these permissions in this channel first: Create Public Threads."
-                )
+            interaction.extras[PUBLIC_DEFER] = True
+            await interaction.response.defer(thinking=True)
+            await continue_conversation(
+                interaction, who, conversation, prompt, model=model, system=system
+            )
+            return
+        require_placeholder_permissions(interaction)
+        if not interaction.app_permissions.create_public_threads:
+            raise ValidationFailed(
+                "I need these permissions in this channel first: Create Public Threads."
+            )
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         author = display_name(interaction.user)
-        reply = await self.conversations.ask(
-            who, author, prompt, conversation=conversation, model=model, system=system
-        )
-        if conversation is not None:
-            await self._keep(self.conversations.record(conversation, who, author, prompt, reply))
-            await self._answer_interaction(interaction, reply)
-            return
-        await self._answer_interaction(interaction, reply)
+        reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
+        await answer_interaction(interaction, reply)
         try:
             message = await interaction.original_response()
         except discord.HTTPException as exc:
@@ -148,24 +147,8 @@ class ChatCog(commands.Cog):
             await self.conversations.end(message.id, "deleted")
             await send_ephemeral_followup(interaction, NO_THREAD)
 
-    async def _answer_interaction(
-        self, interaction: discord.Interaction[GenBot], reply: ChatAnswer
-    ) -> None:
-        first, *rest = chat_answer(reply, sandbox=self.bot.services.sandbox)
-        await interaction.edit_original_response(**first.edit_kwargs())
-        for part in rest:
-            await interaction.followup.send(**part.kwargs())
-
     async def _keep(self, stored: Awaitable[object]) -> None:
-        """Await the storing of a paid turn; a failure is logged, never shown as a failure.
-
-        The charge is in the ledger already; the member gets the answer they paid for even if
-        its history could not be kept.
-        """
-        try:
-            await stored
-        except StorageError:
-            log.exception("could not keep a conversation turn")
+        await keep(stored)
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
@@ -221,6 +204,70 @@ class ChatCog(commands.Cog):
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
         """A deleted thread ends its conversation (Gateway docs: THREAD_DELETE)."""
         await self.conversations.end(payload.thread_id, "deleted")
+
+
+async def keep(stored: Awaitable[object]) -> None:
+    """Await the storing of a paid turn; a failure is logged, never shown as a failure.
+
+    The charge is in the ledger already; the member gets the answer they paid for even if its
+    history could not be kept.
+    """
+    try:
+        await stored
+    except StorageError:
+        log.exception("could not keep a conversation turn")
+
+
+async def answer_interaction(interaction: discord.Interaction[GenBot], reply: ChatAnswer) -> None:
+    """Edit the deferred response into the answer; its further parts as followups."""
+    first, *rest = chat_answer(reply, sandbox=interaction.client.services.sandbox)
+    await interaction.edit_original_response(**first.edit_kwargs())
+    for part in rest:
+        await interaction.followup.send(**part.kwargs())
+
+
+async def conversation_of(interaction: discord.Interaction[GenBot]) -> Conversation | None:
+    """The conversation of the thread ``interaction`` was used in; None elsewhere."""
+    channel = interaction.channel
+    if not isinstance(channel, discord.Thread):
+        return None
+    return await interaction.client.services.conversations.get(channel.id)
+
+
+async def continue_conversation(
+    interaction: discord.Interaction[GenBot],
+    who: Requester,
+    conversation: Conversation,
+    prompt: str,
+    *,
+    model: str | None = None,
+    system: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+) -> None:
+    """Answer ``/chat`` or ``/text`` used in a conversation's thread as its next turn.
+
+    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set); the turn is kept before
+    the answer is shown.
+
+    Raises:
+        ConversationEnded, ValidationFailed, BudgetExceeded, GenAPIError...: as
+            :meth:`ConversationService.ask`.
+    """
+    conversations = interaction.client.services.conversations
+    author = display_name(interaction.user)
+    reply = await conversations.ask(
+        who,
+        author,
+        prompt,
+        conversation=conversation,
+        model=model,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )
+    await keep(conversations.record(conversation, who, author, prompt, reply))
+    await answer_interaction(interaction, reply)
 
 
 def addressed_to(message: discord.Message, bot_id: int) -> bool:

@@ -232,6 +232,8 @@ class ConversationService:
         conversation: Conversation | None = None,
         model: str | None = None,
         system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
     ) -> ChatAnswer:
         """Answer a turn: the first of a new conversation, or the next of ``conversation``.
 
@@ -242,6 +244,9 @@ class ConversationService:
             conversation: the conversation it continues; None for a new one.
             model: the model; default the conversation's.
             system: the member's system prompt; default the conversation's.
+            max_tokens: the longest answer, tokens (``/text`` in the thread); None: the
+                service's default (spec 4.5: 1000).
+            temperature: 0 to 2 (``/text`` in the thread); None: the service's default.
 
         Returns:
             The answer; its charge is in the ledger. Store it with :meth:`start` or
@@ -276,7 +281,13 @@ class ConversationService:
         folded = fold(history, author, text, limit=self.max_prompt_chars, system=system)
         result = await self._generation.text(
             who,
-            TextOptions(prompt=folded.prompt, model=model, system=folded.system),
+            TextOptions(
+                prompt=folded.prompt,
+                model=model,
+                system=folded.system,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            ),
             screened=(text, system),
             prompt_limit=self.max_prompt_chars,
             system_limit=SYSTEM_LIMIT,

@@ -113,6 +113,13 @@ async def test_an_archived_thread_ends_the_conversation_with_one_sentence(world:
     thread = await world.discord.signal.wait_for(
         lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
     )
+    # /text in the thread is a turn: it carries the history.
+    world.api.set_next_text("Why did the chicken cross the road?")
+    asked = await world.answer(
+        await world.command("text", {"prompt": "a shorter one"}, channel_id=thread.id)
+    )
+    assert "carried 1 earlier turn" in asked.content
+    assert "Tell me a joke" in text_calls(world)[-1]["prompt"]
     world.discord.archive_thread(thread.id)
     await asyncio.sleep(0.5)  # the bot takes THREAD_UPDATE before the member writes again
     calls = len(text_calls(world))

@@ -30,6 +30,7 @@ async def test_the_registered_commands_are_the_interface(world: World) -> None:
         "config",
         "usage",
         "jobs",
+        "chat",
     }
     menus = {c["name"] for c in registered if c.get("type") == 3}
     assert menus == {"Animate image", "Edit image"}
