@@ -59,6 +59,7 @@ class TextCog(commands.Cog):
             )
             return
         options = TextOptions(prompt, model, system, max_tokens, temperature)
+        options = await self.bot.services.conversations.with_persona(who, options)
         await start_text(interaction, who, options)
 
 

@@ -81,3 +81,18 @@ async def test_an_ended_conversation_says_why_once(store: Database) -> None:
 async def test_a_turn_needs_its_conversation(store: Database) -> None:
     with pytest.raises(ConstraintError):
         await store.conversations.add_turn(turn(1))
+
+
+async def test_a_channels_persona_is_set_replaced_and_removed(store: Database) -> None:
+    from bot.storage.models import Persona
+
+    assert await store.conversations.persona(10) is None
+    await store.conversations.set_persona(Persona(1, 10, "You are a pirate."), 1.0)
+    await store.conversations.set_persona(Persona(1, 10, "You are a poet.", "m/x"), 2.0)
+    await store.conversations.set_persona(Persona(1, 11, "Be terse."), 3.0)
+    await store.conversations.set_persona(Persona(2, 12, "Other server."), 3.0)
+    assert await store.conversations.persona(10) == Persona(1, 10, "You are a poet.", "m/x")
+    assert [p.channel_id for p in await store.conversations.personas(1)] == [10, 11]
+    assert await store.conversations.remove_persona(10)
+    assert not await store.conversations.remove_persona(10)
+    assert await store.conversations.persona(10) is None

@@ -13,7 +13,7 @@ from bot.services.conversations import (
     cut_answer,
     fold,
 )
-from bot.services.generation import Requester
+from bot.services.generation import Requester, TextOptions
 from bot.storage import Kind
 from bot.storage.models import ConversationTurn
 from tests.conftest import Stack
@@ -177,3 +177,25 @@ async def test_a_long_history_is_bounded_in_every_call(stack: Stack) -> None:
     prompts = [r.json["prompt"] for r in stack.api.requests if r.json and "prompt" in r.json]
     assert max(len(p) for p in prompts) <= 5000
     assert dropped[-1] > 0
+
+
+async def test_a_channels_persona_comes_before_the_members_system(stack: Stack) -> None:
+    config = stack.services.guild_config
+    catalogue = await stack.generation.catalogue(1)
+    model = catalogue.text[-1].id
+    before = await config.snapshot(1)
+    await config.set_persona(1, 10, "You are a pirate.", model)
+    entries = await config.record_changes(1, 5, before)
+    assert [e.what for e in entries] == ["persona <#10>"]
+    service = chat(stack)
+    reply = await service.ask(WHO, "ana", "hello", system="Be brief.")  # WHO: a thread of 10
+    body = [r.json for r in stack.api.requests if r.path.endswith("/text/generate")][-1]
+    assert body is not None
+    assert body["system"].startswith("You are a pirate.\n\nBe brief.\n\n")
+    assert body["model"] == model == reply.model
+    options = await service.with_persona(WHO, TextOptions("hi", system="Short."))
+    assert (options.system, options.model) == ("You are a pirate.\n\nShort.", model)
+    elsewhere = Requester(guild_id=1, channel_id=99, user_id=100)
+    assert await service.with_persona(elsewhere, TextOptions("hi")) == TextOptions("hi")
+    with pytest.raises(ValidationFailed):
+        await config.set_persona(1, 10, "   ", None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from bot.clock import Clock
@@ -29,7 +29,7 @@ from bot.services.generation import (
     TextOptions,
 )
 from bot.storage import Database
-from bot.storage.models import Conversation, ConversationTurn
+from bot.storage.models import Conversation, ConversationTurn, Persona
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +268,7 @@ class ConversationService:
                 f"That message is too long (at most {MAX_PROMPT_LENGTH} characters)."
             )
         history: list[ConversationTurn] = []
+        persona = await self.persona_for(who)
         if conversation is not None:
             self._check_open(conversation)
             history = await self._db.conversations.turns(conversation.thread_id)
@@ -278,7 +279,16 @@ class ConversationService:
                 raise ConversationEnded(self._ended_sentence("turn cap"))
             model = model or conversation.model
             system = system or conversation.system
-        folded = fold(history, author, text, limit=self.max_prompt_chars, system=system)
+        if persona is not None:
+            model = model or persona.model
+        folded = fold(
+            history,
+            author,
+            text,
+            limit=self.max_prompt_chars,
+            system=system,
+            persona=None if persona is None else persona.system,
+        )
         result = await self._generation.text(
             who,
             TextOptions(
@@ -302,6 +312,22 @@ class ConversationService:
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
         )
+
+    async def persona_for(self, who: Requester) -> Persona | None:
+        """The persona of the channel ``who`` is in: its own, or its thread's parent's."""
+        return await self._db.conversations.persona(who.parent_channel_id or who.channel_id)
+
+    async def with_persona(self, who: Requester, options: TextOptions) -> TextOptions:
+        """``/text``'s options with the channel's persona, if it has one.
+
+        The persona's system prompt comes before the member's; its model applies when the
+        member chose none.
+        """
+        persona = await self.persona_for(who)
+        if persona is None:
+            return options
+        system = "\n\n".join(p for p in (persona.system, options.system) if p)
+        return replace(options, system=system, model=options.model or persona.model)
 
     async def start(
         self,

@@ -447,3 +447,20 @@ class ConversationTurn:
     cost_cents: Decimal | None
     carried: int
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Persona:
+    """A channel's persona (issue 21, ``/config persona``): for ``/chat`` and ``/text`` there.
+
+    Attributes:
+        guild_id: the guild.
+        channel_id: the text channel (its threads inherit it).
+        system: the system prompt, sent before the member's own.
+        model: the default text model; None: the member's choice or the service's default.
+    """
+
+    guild_id: int
+    channel_id: int
+    system: str
+    model: str | None = None

@@ -60,6 +60,7 @@ from bot.storage.models import (
     Kind,
     ModelLists,
     NewJob,
+    Persona,
     PollUpdate,
     Reservation,
     ResultRequest,
@@ -929,6 +930,22 @@ class ConversationRepository(Protocol):
 
     async def turn_count(self, thread_id: int) -> int:
         """Return how many turns ``thread_id``'s conversation has."""
+        ...
+
+    async def persona(self, channel_id: int) -> Persona | None:
+        """Return the persona of a channel; None if it has none."""
+        ...
+
+    async def personas(self, guild_id: int) -> list[Persona]:
+        """Return a guild's personas, by channel id."""
+        ...
+
+    async def set_persona(self, persona: Persona, at: float) -> None:
+        """Set (or replace) a channel's persona; ``at`` UTC epoch seconds."""
+        ...
+
+    async def remove_persona(self, channel_id: int) -> bool:
+        """Remove a channel's persona; False if it had none."""
         ...
 
     async def end(self, thread_id: int, reason: str, at: float) -> bool:

@@ -40,6 +40,7 @@ TABLES: Final = (
     "config_audit",
     "conversations",
     "conversation_turns",
+    "personas",
 )
 """Every table copied, parents before children (``allowed_channels`` needs its guild)."""
 

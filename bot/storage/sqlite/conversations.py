@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.storage.models import Conversation, ConversationTurn
+from bot.storage.models import Conversation, ConversationTurn, Persona
 from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
 from bot.storage.sqlite.engine import Executor
 
@@ -75,3 +75,29 @@ class SqliteConversations:
             (at, reason, thread_id),
         )
         return changed > 0
+
+    async def persona(self, channel_id: int) -> Persona | None:
+        """Return the persona of a channel; None if it has none."""
+        row = await self._sql.one("SELECT * FROM personas WHERE channel_id = ?", (channel_id,))
+        return None if row is None else Persona(row[0], row[1], row[2], row[3])
+
+    async def personas(self, guild_id: int) -> list[Persona]:
+        """Return a guild's personas, by channel id."""
+        rows = await self._sql.all(
+            "SELECT * FROM personas WHERE guild_id = ? ORDER BY channel_id", (guild_id,)
+        )
+        return [Persona(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def set_persona(self, persona: Persona, at: float) -> None:
+        """Set (or replace) a channel's persona."""
+        p = persona
+        await self._sql.run(
+            "INSERT INTO personas (guild_id, channel_id, system, model, updated_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id) DO UPDATE SET"
+            " system = excluded.system, model = excluded.model, updated_at = excluded.updated_at",
+            (p.guild_id, p.channel_id, p.system, p.model, at),
+        )
+
+    async def remove_persona(self, channel_id: int) -> bool:
+        """Remove a channel's persona; False if it had none."""
+        return await self._sql.run("DELETE FROM personas WHERE channel_id = ?", (channel_id,)) > 0

@@ -31,3 +31,15 @@ CREATE TABLE conversation_turns (
 );
 
 CREATE INDEX conversation_turns_thread ON conversation_turns (thread_id, id);
+
+-- A channel's persona (/config persona): a system prompt and a default model for /chat and /text
+-- in the channel and its threads; model NULL: the member's or the service's default.
+CREATE TABLE personas (
+    guild_id   bigint NOT NULL,
+    channel_id bigint PRIMARY KEY,
+    system     text NOT NULL,
+    model      text,
+    updated_at double precision NOT NULL
+);
+
+CREATE INDEX personas_guild ON personas (guild_id);

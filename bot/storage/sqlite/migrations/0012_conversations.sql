@@ -32,3 +32,15 @@ CREATE TABLE conversation_turns (
 ) STRICT;
 
 CREATE INDEX conversation_turns_thread ON conversation_turns (thread_id, id);
+
+-- A channel's persona (/config persona): a system prompt and a default model for /chat and /text
+-- in the channel and its threads; model NULL: the member's or the service's default.
+CREATE TABLE personas (
+    guild_id   INTEGER NOT NULL,
+    channel_id INTEGER PRIMARY KEY,
+    system     TEXT NOT NULL,
+    model      TEXT,
+    updated_at REAL NOT NULL
+) STRICT;
+
+CREATE INDEX personas_guild ON personas (guild_id);
