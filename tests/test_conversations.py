@@ -120,6 +120,8 @@ async def test_three_turns_carry_the_history_and_each_is_one_ledger_row(stack: S
     charged = first.cost_cents + second.cost_cents + third.cost_cents
     assert await stack.db.ledger.total(1) == charged
     assert [t.answer for t in await stack.db.conversations.turns(THREAD)][-1] == "Twelve."
+    assert await service.spend_by_thread(1) == [(THREAD, 3, charged)]
+    assert await service.spend_by_thread(1, user_id=999) == []
 
 
 async def test_blocked_terms_are_checked_on_the_new_turn_only(stack: Stack) -> None:

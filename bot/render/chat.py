@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import discord
 
 from bot.errors import format_cents
@@ -76,3 +78,14 @@ def chat_answer(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
     else:
         chunks.append(footer)
     return [MessageParts(content=chunk) for chunk in chunks]
+
+
+def thread_lines(threads: list[tuple[int, int, Decimal]], limit: int = 10) -> str:
+    """``/usage``'s conversations field: ``<#thread> · 3 turns · $0.02``, the first ``limit``."""
+    lines = [
+        f"<#{thread_id}> · {calls} turn{'s' if calls != 1 else ''} · {format_cents(cents)}"
+        for thread_id, calls, cents in threads[:limit]
+    ]
+    if len(threads) > limit:
+        lines.append(f"and {len(threads) - limit} more")
+    return truncate("\n".join(lines), limits.FIELD_VALUE)

@@ -22,6 +22,7 @@ from decimal import Decimal
 
 from bot.clock import Clock
 from bot.errors import ValidationFailed
+from bot.services.billing import month_start
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     GenerationService,
@@ -311,6 +312,19 @@ class ConversationService:
             prompt_chars=len(folded.prompt),
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
+        )
+
+    async def spend_by_thread(
+        self, guild_id: int, user_id: int | None = None
+    ) -> list[tuple[int, int, Decimal]]:
+        """This UTC month's conversation spend: ``(thread_id, calls, cents)``, largest first.
+
+        Args:
+            guild_id: the guild.
+            user_id: one member's turns only; None for everyone's.
+        """
+        return await self._db.conversations.spend_by_thread(
+            guild_id, month_start(self._clock.time()), user_id
         )
 
     async def persona_for(self, who: Requester) -> Persona | None:

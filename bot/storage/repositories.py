@@ -932,6 +932,17 @@ class ConversationRepository(Protocol):
         """Return how many turns ``thread_id``'s conversation has."""
         ...
 
+    async def spend_by_thread(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[tuple[int, int, Decimal]]:
+        """Conversations' spend: ``(thread_id, turns, cents)``, largest first.
+
+        From the turns' charges (each is its call's ledger row; the first turn's row carries
+        the parent channel, as the thread did not exist yet), at or after ``since`` (UTC
+        epoch seconds), optionally one member's turns only.
+        """
+        ...
+
     async def persona(self, channel_id: int) -> Persona | None:
         """Return the persona of a channel; None if it has none."""
         ...

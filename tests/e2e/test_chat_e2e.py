@@ -106,6 +106,10 @@ async def test_a_conversation_by_mention_and_reply_survives_a_restart(world: Wor
     charged = balance - world.api.balance(world.key)
     assert ledger_total(world) == charged
 
+    usage = await world.answer(await world.command("usage", {}, admin=True))
+    field = next(f for f in usage.embeds[0]["fields"] if f["name"] == "Conversations this month")
+    assert field["value"].startswith(f"<#{thread.id}> · 3 turns · ")
+
 
 async def test_an_archived_thread_ends_the_conversation_with_one_sentence(world: World) -> None:
     handle = await world.command("chat", {"prompt": "Tell me a joke"})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from bot.storage.models import Conversation, ConversationTurn, Persona
+from bot.storage.money import from_micro
 from bot.storage.postgres.engine import Executor
 from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
 
@@ -109,3 +112,20 @@ class PgConversations:
     async def remove_persona(self, channel_id: int) -> bool:
         """Remove a channel's persona; False if it had none."""
         return await self._sql.run("DELETE FROM personas WHERE channel_id = $1", channel_id) > 0
+
+    async def spend_by_thread(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[tuple[int, int, Decimal]]:
+        """Conversations' spend (their turns' charges): ``(thread_id, turns, cents)``."""
+        sql = (
+            "SELECT t.thread_id, COUNT(*), COALESCE(SUM(t.cost_micro), 0) AS micro"
+            " FROM conversation_turns t JOIN conversations c ON c.thread_id = t.thread_id"
+            " WHERE c.guild_id = $1 AND t.created_at >= $2"
+        )
+        params: list[object] = [guild_id, since]
+        if user_id is not None:
+            sql += " AND t.user_id = $3"
+            params.append(user_id)
+        sql += " GROUP BY t.thread_id ORDER BY micro DESC, t.thread_id"
+        rows = await self._sql.all(sql, *params)
+        return [(int(r[0]), int(r[1]), from_micro(int(r[2]))) for r in rows]
