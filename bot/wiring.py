@@ -204,6 +204,7 @@ def assemble_services(
             clock=clock,
             max_prompt_chars=settings.chat_max_prompt_chars,
             max_turns=settings.chat_max_turns,
+            catalogue=catalogue,
         ),
         sandbox=settings.sandbox,
         default_key=default_key,

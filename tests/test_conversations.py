@@ -10,8 +10,10 @@ from bot.services.conversations import (
     TRANSCRIPT_LINE,
     ConversationEnded,
     ConversationService,
+    context_window,
     cut_answer,
     fold,
+    prompt_bound,
 )
 from bot.services.generation import Requester, TextOptions
 from bot.storage import Kind
@@ -201,3 +203,19 @@ async def test_a_channels_persona_comes_before_the_members_system(stack: Stack) 
     assert await service.with_persona(elsewhere, TextOptions("hi")) == TextOptions("hi")
     with pytest.raises(ValidationFailed):
         await config.set_persona(1, 10, "   ", None)
+
+
+def test_a_models_context_window_lowers_the_bound() -> None:
+    assert prompt_bound(16_000, None) == 16_000
+    assert prompt_bound(16_000, 128_000) == 16_000
+    assert prompt_bound(16_000, 4096) == (4096 - 1000) * 3
+    assert prompt_bound(16_000, 4096, max_tokens=3000) == 1096 * 3
+    assert prompt_bound(16_000, 500) == 0
+
+
+async def test_the_catalogues_context_window_is_read(stack: Stack) -> None:
+    catalogue = await stack.generation.catalogue(1)
+    model = catalogue.text[0].id
+    assert context_window(catalogue, model) == 128_000  # the emulator's extra field
+    assert context_window(catalogue, "no/such") is None
+    assert context_window(None, model) is None

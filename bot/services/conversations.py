@@ -22,6 +22,8 @@ from decimal import Decimal
 
 from bot.clock import Clock
 from bot.errors import ValidationFailed
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.models import Catalogue
 from bot.services.billing import month_start
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -52,6 +54,48 @@ TRANSCRIPT_LINE = (
 SYSTEM_LIMIT = 2 * MAX_PROMPT_LENGTH
 """Characters of the folded ``system``: the member's system (at most 4,000) and the line above;
 the spec shows no maximum (the emulator's is 8,000, docs/genapi-choices.md)."""
+
+CHARS_PER_TOKEN = 3
+"""Characters assumed per token when a model's context window (tokens) bounds a prompt
+(characters): fewer than English's usual 4, so that the bound holds for denser text too."""
+
+DEFAULT_MAX_TOKENS = 1000
+"""Spec 4.5: ``max_tokens`` defaults to 1000; the answer's room in the context window."""
+
+
+def prompt_bound(
+    max_prompt_chars: int, context_window: int | None, max_tokens: int | None = None
+) -> int:
+    """The most characters a folded prompt may have: the setting, and the model's window.
+
+    Args:
+        max_prompt_chars: ``CHAT_MAX_PROMPT_CHARS``.
+        context_window: the model's context window, tokens, where the catalogue gives one
+            (a field the spec does not show, 2.1); None: not known.
+        max_tokens: the answer's ``max_tokens``; None: the spec's default.
+
+    Returns:
+        ``max_prompt_chars``, lowered to what the window leaves after the answer's tokens
+        (at :data:`CHARS_PER_TOKEN` characters per token).
+    """
+    if context_window is None:
+        return max_prompt_chars
+    room = context_window - (max_tokens or DEFAULT_MAX_TOKENS)
+    return max(0, min(max_prompt_chars, room * CHARS_PER_TOKEN))
+
+
+def context_window(catalogue: Catalogue | None, model: str | None) -> int | None:
+    """The context window (tokens) the catalogue gives for a text model, if any.
+
+    Read from the entry's extra field ``context_window`` (the spec shows no such field; a
+    catalogue that has one is used, anything but a positive integer is ignored).
+    """
+    if catalogue is None or model is None:
+        return None
+    entry = catalogue.text_model(model)
+    value = (entry.model_extra or {}).get("context_window") if entry is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
 
 END_REASONS = {
     "archived": "its thread was archived",
@@ -200,6 +244,7 @@ class ConversationService:
     Args:
         db: the database (``conversations``, ``conversation_turns``).
         generation: the ``/text`` path every turn goes through.
+        catalogue: the cached catalogue, for models' context windows; None: none known.
         clock: UTC wall time for the stored turns.
         max_prompt_chars: the bound on a folded prompt, characters (``CHAT_MAX_PROMPT_CHARS``).
         max_turns: turns per conversation (``CHAT_MAX_TURNS``); past it, it ends.
@@ -213,7 +258,9 @@ class ConversationService:
         clock: Clock,
         max_prompt_chars: int,
         max_turns: int,
+        catalogue: CatalogueCache | None = None,
     ) -> None:
+        self._catalogue = catalogue
         self._db = db
         self._generation = generation
         self._clock = clock
@@ -282,11 +329,13 @@ class ConversationService:
             system = system or conversation.system
         if persona is not None:
             model = model or persona.model
+        current = None if self._catalogue is None else self._catalogue.current
+        limit = prompt_bound(self.max_prompt_chars, context_window(current, model), max_tokens)
         folded = fold(
             history,
             author,
             text,
-            limit=self.max_prompt_chars,
+            limit=limit,
             system=system,
             persona=None if persona is None else persona.system,
         )
