@@ -15,6 +15,7 @@ import pytest
 
 from bot.storage.money import from_micro
 from tests.discord_emulator.models import Message
+from tests.discord_emulator.permissions import CREATE_PUBLIC_THREADS, DEFAULT_BOT_PERMISSIONS
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -35,6 +36,25 @@ def text_calls(world: World) -> list[dict[str, Any]]:
         for r in world.api.requests
         if r.method == "POST" and r.path.endswith("/text/generate") and r.json is not None
     ]
+
+
+async def end_reason(world: World, thread_id: int) -> str:
+    """Why the bot ended a thread's conversation, once it has (read from its database)."""
+
+    def read() -> str | None:
+        conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+        try:
+            row = conn.execute(
+                "SELECT end_reason FROM conversations WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        finally:
+            conn.close()
+        return None if row is None else row[0]
+
+    async with asyncio.timeout(15):  # the gateway event reaches the bot process
+        while (reason := read()) is None:
+            await asyncio.sleep(0.05)
+    return reason
 
 
 def identifies(world: World) -> int:
@@ -125,7 +145,7 @@ async def test_an_archived_thread_ends_the_conversation_with_one_sentence(world:
     assert "carried 1 earlier turn" in asked.content
     assert "Tell me a joke" in text_calls(world)[-1]["prompt"]
     world.discord.archive_thread(thread.id)
-    await asyncio.sleep(0.5)  # the bot takes THREAD_UPDATE before the member writes again
+    assert await end_reason(world, thread.id) == "archived"
     calls = len(text_calls(world))
     bot = world.discord.bot_user.id
     asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> another one")
@@ -149,3 +169,28 @@ async def test_a_reply_with_its_ping_off_is_told_how_to_be_read(world: World) ->
     told = await reply_in(world, thread.id, asked)
     assert "mention on" in told.content
     assert len(text_calls(world)) == calls
+
+
+async def test_without_create_public_threads_chat_is_refused_before_any_call(
+    world: World,
+) -> None:
+    channel = world.discord.add_channel(world.guild.id, "no-threads")
+    world.discord.set_bot_permissions(channel.id, DEFAULT_BOT_PERMISSIONS & ~CREATE_PUBLIC_THREADS)
+    calls = len(text_calls(world))
+    handle = await world.command("chat", {"prompt": "hello"}, channel_id=channel.id)
+    refusal = await world.answer(handle)
+    assert refusal.ephemeral
+    assert (
+        refusal.content == "I need these permissions in this channel first: Create Public Threads."
+    )
+    assert len(text_calls(world)) == calls
+
+
+async def test_a_deleted_thread_ends_the_conversation(world: World) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "Short-lived"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    world.discord.delete_thread(thread.id)
+
+    assert await end_reason(world, thread.id) == "deleted"
