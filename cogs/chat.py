@@ -5,7 +5,8 @@ message that mentions the bot or replies to one of its messages is the next turn
 the content of such messages without the privileged Message Content intent: Gateway docs,
 "Message Content Intent"), and so is ``/chat`` run there. Every turn is a ``/text`` for money
 and policy (:class:`bot.services.conversations.ConversationService`). An archived or deleted
-thread ends its conversation.
+thread ends its conversation. Outside threads, a reply (ping on) to one of the bot's ``/text``
+answers continues from it in a new thread started from that answer.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable
-from typing import Final
+from collections.abc import Awaitable, Sequence
+from typing import Any, Final
 
 import discord
 from discord import app_commands
@@ -23,12 +24,14 @@ from discord.ext import commands
 from bot.app import GenBot
 from bot.errors import ValidationFailed
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.render.cards import CUSTOM_ID
 from bot.render.chat import chat_answer, thread_name
 from bot.render.parts import MessageParts
+from bot.render.text import one_line, truncate
 from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester
 from bot.storage import StorageError
-from bot.storage.models import Conversation
+from bot.storage.models import Conversation, ConversationTurn
 from bot.tree import PUBLIC_DEFER, sentence_for
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,11 @@ UNREADABLE_REPLY = (
     "reply again with it on."
 )
 
+NEED_THREADS = (
+    "I need these permissions in this channel first: Create Public Threads, Send Messages in "
+    "Threads."
+)
+
 NO_THREAD = (
     "I could not start a thread for this conversation (I need Create Public Threads and Send "
     "Messages in Threads in this channel); the answer above stays, and was charged."
@@ -53,8 +61,10 @@ def display_name(user: discord.abc.User) -> str:
     return user.display_name
 
 
-def message_requester(message: discord.Message, thread: discord.Thread) -> Requester:
-    """Who wrote a member message in a conversation thread, for the ``/text`` checks.
+def message_requester(
+    message: discord.Message, channel: discord.Thread | discord.TextChannel
+) -> Requester:
+    """Who wrote a member message in a thread or channel, for the ``/text`` checks.
 
     The roles come from the message's member object (Discord sends it with guild messages);
     Manage Server is read from the member's permissions in the guild.
@@ -66,10 +76,10 @@ def message_requester(message: discord.Message, thread: discord.Thread) -> Reque
         roles = frozenset(int(role_id) for role_id in author._roles)
         manage = author.guild_permissions.manage_guild
     return Requester(
-        thread.guild.id,
-        thread.id,
+        channel.guild.id,
+        channel.id,
         author.id,
-        parent_channel_id=thread.parent_id,
+        parent_channel_id=channel.parent_id if isinstance(channel, discord.Thread) else None,
         role_ids=roles,
         manage_guild=manage,
     )
@@ -155,7 +165,12 @@ class ChatCog(commands.Cog):
         """A member's message in a conversation thread that mentions or replies to the bot."""
         me = self.bot.user
         channel = message.channel
-        if me is None or message.author.bot or not isinstance(channel, discord.Thread):
+        if me is None or message.author.bot:
+            return
+        if isinstance(channel, discord.TextChannel):
+            await self._reply_outside_thread(message, channel, me.id)
+            return
+        if not isinstance(channel, discord.Thread):
             return
         if not addressed_to(message, me.id):
             return
@@ -184,6 +199,79 @@ class ChatCog(commands.Cog):
         await self._reply(message, first)
         for part in rest:
             await channel.send(**part.kwargs())
+
+    async def _reply_outside_thread(
+        self, message: discord.Message, channel: discord.TextChannel, bot_id: int
+    ) -> None:
+        """A reply to one of the bot's ``/text`` answers continues from it, in a new thread.
+
+        llmcord-style: the answer replied to (its prompt from the stored request, its text
+        from the message) is the conversation's first turn; the thread starts from it.
+        """
+        resolved = message.reference.resolved if message.reference is not None else None
+        if not isinstance(resolved, discord.Message) or resolved.author.id != bot_id:
+            return
+        if not any(user.id == bot_id for user in message.mentions):
+            await self._reply(message, MessageParts(content=UNREADABLE_REPLY))
+            return
+        if await self.conversations.get(resolved.id) is not None:
+            text = f"This conversation goes on in its thread, <#{resolved.id}>: mention me there."
+            await self._reply(message, MessageParts(content=text))
+            return
+        ref = result_ref(resolved)
+        request = None if ref is None else await self.bot.services.db.cards.request(ref)
+        if request is None or request.kind != "text":
+            return  # not a /text answer: nothing to continue from
+        granted = channel.permissions_for(channel.guild.me)
+        if not (granted.create_public_threads and granted.send_messages_in_threads):
+            await self._reply(message, MessageParts(content=NEED_THREADS))
+            return
+        who = message_requester(message, channel)
+        author = display_name(message.author)
+        text = strip_mention(message.content, bot_id)
+        metadata = resolved.interaction_metadata
+        seed = ConversationTurn(
+            thread_id=resolved.id,
+            user_id=request.user_id,
+            author=display_name(metadata.user) if metadata is not None else "member",
+            text=str(request.options.get("prompt") or ""),
+            answer=answer_text(resolved),
+            model=str(request.options.get("model") or ""),
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost_cents=None,  # charged as the /text it was, not as a turn of this conversation
+            carried=0,
+            at=resolved.created_at.timestamp(),
+        )
+        model = request.options.get("model")
+        try:
+            reply = await self.conversations.ask(
+                who, author, text, model=model if isinstance(model, str) else None, seed=[seed]
+            )
+        except Exception as exc:  # every refusal gets its one sentence
+            await self._reply(message, MessageParts(content=sentence_for(exc)))
+            return
+        await keep(
+            self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
+        )
+        parts = chat_answer(reply, sandbox=self.bot.services.sandbox)
+        try:
+            thread = await resolved.create_thread(
+                name=thread_name(seed.text or text), auto_archive_duration=AUTO_ARCHIVE_MINUTES
+            )
+        except discord.HTTPException as exc:
+            # Paid: the answer still reaches the member, under their message.
+            log.warning("could not start a conversation thread: %s", exc)
+            await self.conversations.end(resolved.id, "deleted")
+            for part in parts:
+                await self._reply(message, part)
+            return
+        await thread.send(
+            f"-# Continuing from <@{who.user_id}>'s reply: {truncate(one_line(text), 200)}",
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        for part in parts:
+            await thread.send(**part.kwargs())
 
     async def _reply(self, message: discord.Message, parts: MessageParts) -> None:
         """Reply to ``message`` without pinging; if Discord refuses the reply, post it plainly."""
@@ -268,6 +356,34 @@ async def continue_conversation(
     )
     await keep(conversations.record(conversation, who, author, prompt, reply))
     await answer_interaction(interaction, reply)
+
+
+def result_ref(message: discord.Message) -> str | None:
+    """The result reference (``r<id>``, ``j<id>``) in a result's button custom ids, if any."""
+    for component in walk_components(message.components):
+        found = re.fullmatch(CUSTOM_ID, str(getattr(component, "custom_id", None) or ""))
+        if found is not None:
+            return found["ref"]
+    return None
+
+
+def answer_text(message: discord.Message) -> str:
+    """A text answer as shown: its content or its card's texts, without subtext footers."""
+    texts = [message.content] if message.content else []
+    texts += [
+        c.content for c in walk_components(message.components) if isinstance(c, discord.TextDisplay)
+    ]
+    lines = "\n".join(texts).splitlines()
+    return "\n".join(line for line in lines if not line.startswith("-# ")).strip()
+
+
+def walk_components(components: Sequence[Any]) -> list[Any]:
+    """Every component of a message, nested ones (rows, containers, sections) included."""
+    found: list[Any] = []
+    for component in components:
+        found.append(component)
+        found += walk_components(getattr(component, "children", ()) or ())
+    return found
 
 
 def addressed_to(message: discord.Message, bot_id: int) -> bool:

@@ -282,6 +282,7 @@ class ConversationService:
         system: str | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        seed: Sequence[ConversationTurn] = (),
     ) -> ChatAnswer:
         """Answer a turn: the first of a new conversation, or the next of ``conversation``.
 
@@ -295,6 +296,8 @@ class ConversationService:
             max_tokens: the longest answer, tokens (``/text`` in the thread); None: the
                 service's default (spec 4.5: 1000).
             temperature: 0 to 2 (``/text`` in the thread); None: the service's default.
+            seed: a new conversation's history: the ``/text`` answer a member replied to
+                (kept by :meth:`start` with ``seed``).
 
         Returns:
             The answer; its charge is in the ledger. Store it with :meth:`start` or
@@ -315,7 +318,7 @@ class ConversationService:
             raise ValidationFailed(
                 f"That message is too long (at most {MAX_PROMPT_LENGTH} characters)."
             )
-        history: list[ConversationTurn] = []
+        history: list[ConversationTurn] = list(seed)
         persona = await self.persona_for(who)
         if conversation is not None:
             self._check_open(conversation)
@@ -402,10 +405,12 @@ class ConversationService:
         reply: ChatAnswer,
         *,
         system: str | None = None,
+        seed: Sequence[ConversationTurn] = (),
     ) -> None:
         """Keep a new conversation in ``thread_id`` (started from ``channel_id``) and its turn.
 
-        Its model is the one that answered, so later turns keep it.
+        Its model is the one that answered, so later turns keep it. ``seed``: the history the
+        first turn was asked with (a replied-to ``/text`` answer), kept before it.
         """
         await self._db.conversations.start(
             Conversation(
@@ -418,6 +423,8 @@ class ConversationService:
                 created_at=self._clock.time(),
             )
         )
+        for turn in seed:
+            await self._db.conversations.add_turn(replace(turn, thread_id=thread_id))
         await self._keep(thread_id, who, author, text, reply)
 
     async def record(

@@ -194,3 +194,34 @@ async def test_a_deleted_thread_ends_the_conversation(world: World) -> None:
     world.discord.delete_thread(thread.id)
 
     assert await end_reason(world, thread.id) == "deleted"
+
+
+async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: World) -> None:
+    world.api.set_next_text("Paris.")
+    answer = await world.answer(await world.command("text", {"prompt": "Capital of France?"}))
+    calls = len(text_calls(world))
+    world.api.set_next_text("About 2.1 million.")
+    world.discord.member_message(
+        world.channel.id, world.member.id, "And its population?", reply_to=answer.id
+    )
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "a thread from the answer"
+    )
+    posted = await world.discord.wait_for_message(
+        lambda m: m.channel_id == thread.id and "2.1 million" in m.content,
+        include_existing=True,
+        timeout=15,
+    )
+    assert "carried 1 earlier turn" in posted.content
+    assert posted.pinged_user_ids() == set()
+    assert len(text_calls(world)) == calls + 1
+    prompt = text_calls(world)[-1]["prompt"]
+    assert "Capital of France?" in prompt and "⟦assistant⟧\nParis.\n" in prompt
+    assert prompt.endswith("And its population?\n⟦assistant⟧")
+    assert "-# " not in prompt  # the answer's footer is not history
+
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Yes.")
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Is it big?")
+    third = await reply_in(world, thread.id, asked)
+    assert "carried 2 earlier turns" in third.content
