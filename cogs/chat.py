@@ -22,6 +22,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.command_access import Invoker
 from bot.errors import ValidationFailed
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.render.cards import CUSTOM_ID
@@ -43,6 +44,11 @@ AUTO_ARCHIVE_MINUTES: Final = 1440
 UNREADABLE_REPLY = (
     "I can read a reply only with its mention on (the @ in the reply bar); mention me or "
     "reply again with it on."
+)
+
+NOT_ALLOWED = (
+    "This server does not let you use /chat here (Server Settings → Integrations), so I "
+    "cannot answer you; nothing was charged."
 )
 
 NEED_THREADS = (
@@ -180,6 +186,8 @@ class ChatCog(commands.Cog):
         who = message_requester(message, channel)
         author = display_name(message.author)
         text = strip_mention(message.content, me.id)
+        if not await self._may_chat(message, channel):
+            return
         if not text and not any(user.id == me.id for user in message.mentions):
             # A reply with its ping off does not mention the bot, so Discord sends it without
             # its content (no Message Content intent): say how to be read, charge nothing.
@@ -222,6 +230,8 @@ class ChatCog(commands.Cog):
         request = None if ref is None else await self.bot.services.db.cards.request(ref)
         if request is None or request.kind != "text":
             return  # not a /text answer: nothing to continue from
+        if not await self._may_chat(message, channel):
+            return
         granted = channel.permissions_for(channel.guild.me)
         if not (granted.create_public_threads and granted.send_messages_in_threads):
             await self._reply(message, MessageParts(content=NEED_THREADS))
@@ -273,13 +283,48 @@ class ChatCog(commands.Cog):
         for part in parts:
             await thread.send(**part.kwargs())
 
+    async def _may_chat(
+        self, message: discord.Message, channel: discord.Thread | discord.TextChannel
+    ) -> bool:
+        """Whether the author may use ``/chat`` there (Server Settings → Integrations).
+
+        Discord applies a server's command permissions to commands only; a turn taken by a
+        message spends as ``/chat`` does, so it is held to ``/chat``'s rule in the channel
+        (a thread's parent), as the result buttons are (issue 20).
+
+        A member who may not (or whose permissions cannot be read now: it fails closed, money
+        is at stake) is told so in a reply.
+        """
+        author = message.author
+        parent = channel.parent if isinstance(channel, discord.Thread) else channel
+        if not isinstance(author, discord.Member) or parent is None:
+            return False
+        invoker = Invoker(
+            guild_id=channel.guild.id,
+            channel_id=parent.id,
+            user_id=author.id,
+            role_ids=frozenset(int(r) for r in author._roles),
+            permissions=parent.permissions_for(author).value,
+        )
+        try:
+            allowed = await self.bot.command_access.allows("chat", invoker)
+        except ValidationFailed as exc:  # not readable now: refused, nothing charged
+            await self._reply(message, MessageParts(content=exc.sentence))
+            return False
+        if not allowed:
+            await self._reply(message, MessageParts(content=NOT_ALLOWED))
+        return allowed
+
     async def _reply(self, message: discord.Message, parts: MessageParts) -> None:
         """Reply to ``message`` without pinging; if Discord refuses the reply, post it plainly."""
         try:
             await message.reply(**parts.kwargs(), mention_author=False)
         except discord.HTTPException as exc:
             log.warning("could not reply in a conversation thread: %s", exc)
-            await message.channel.send(**parts.kwargs())
+            try:
+                await message.channel.send(**parts.kwargs())
+            except discord.HTTPException as again:
+                log.warning("could not post in a conversation thread either: %s", again)
 
     @commands.Cog.listener()
     async def on_raw_thread_update(self, payload: discord.RawThreadUpdateEvent) -> None:

@@ -225,3 +225,22 @@ async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: Worl
     asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Is it big?")
     third = await reply_in(world, thread.id, asked)
     assert "carried 2 earlier turns" in third.content
+
+
+async def test_a_member_barred_from_chat_in_integrations_cannot_take_a_turn(
+    world: World,
+) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "A members' club"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    world.discord.set_command_permissions(world.guild.id, "chat", [(world.guild.id, 1, False)])
+    try:
+        calls = len(text_calls(world))
+        bot = world.discord.bot_user.id
+        asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> let me in")
+        refusal = await reply_in(world, thread.id, asked)
+        assert "does not let you use /chat here" in refusal.content
+        assert len(text_calls(world)) == calls
+    finally:
+        world.discord.set_command_permissions(world.guild.id, "chat", [])
