@@ -219,3 +219,41 @@ async def test_the_catalogues_context_window_is_read(stack: Stack) -> None:
     assert context_window(catalogue, model) == 128_000  # the emulator's extra field
     assert context_window(catalogue, "no/such") is None
     assert context_window(None, model) is None
+
+
+def test_a_summary_goes_first_and_only_while_every_later_turn_fits() -> None:
+    folded = fold([turn(3)], "ana", "next", limit=10_000, summary="They met; 2+2=4.")
+    assert folded.prompt.startswith("⟦summary of earlier turns⟧\nThey met; 2+2=4.\n⟦user: m3⟧")
+    tight = fold(
+        [turn(3)], "ana", "next", limit=len(fold([turn(3)], "ana", "next", limit=10_000).prompt)
+    )
+    assert "summary" not in tight.prompt and tight.carried == 1
+
+
+async def test_summarise_replaces_the_dropped_turns_with_one_billed_summary(stack: Stack) -> None:
+    service = chat(stack, chars=5000)
+    first = await service.ask(WHO, "ana", "a" * 1500)
+    await service.start(THREAD, 10, WHO, "ana", "a" * 1500, first)
+    conversation = await service.get(THREAD)
+    assert conversation is not None
+    with pytest.raises(ValidationFailed):
+        await service.summary_plan(conversation)  # nothing dropped yet
+    for n in range(3):
+        reply = await service.ask(WHO, "ana", str(n) * 1500, conversation=conversation)
+        await service.record(conversation, WHO, "ana", str(n) * 1500, reply)
+    plan = await service.summary_plan(conversation)
+    assert plan.covered >= 1 and plan.estimate_cents is not None
+    before = await stack.db.ledger.total(1)
+    stack.api.set_next_text("Ana sent long rows of letters.")
+    made = await service.summarise(WHO, conversation)
+    assert made.kept and made.covered == plan.covered
+    assert await stack.db.ledger.total(1) == before + made.cost_cents  # one more ledger row
+    conversation = await service.get(THREAD)
+    assert conversation is not None
+    assert conversation.summary_upto == plan.covered
+    reply = await service.ask(WHO, "ana", "next", conversation=conversation)
+    prompt = [r.json for r in stack.api.requests if r.path.endswith("/text/generate")][-1]
+    assert prompt is not None
+    assert "aaaa" not in prompt["prompt"]
+    assert "⟦summary of earlier turns⟧\nAna sent long rows of letters.\n" in prompt["prompt"]
+    assert reply.dropped == 0

@@ -118,6 +118,23 @@ def user_label(author: str) -> str:
     return f"{OPEN}user: {name}{CLOSE}"
 
 
+SUMMARY_LABEL = f"{OPEN}summary of earlier turns{CLOSE}"
+
+SUMMARY_MAX_TOKENS = 400
+"""``max_tokens`` of a summary call: a paragraph or two."""
+
+SUMMARY_SYSTEM = (
+    "Summarise the conversation transcript you are given in at most two short paragraphs: "
+    "who asked what, what was answered and decided, names and numbers that matter later. "
+    "Write only the summary."
+)
+
+
+def summary_block(summary: str) -> str:
+    """A summary as folded, before the turns it stands for would have been."""
+    return f"{SUMMARY_LABEL}\n{unforgeable(summary)}\n"
+
+
 def turn_block(turn: ConversationTurn) -> str:
     """One stored turn as folded: the member's label and text, the assistant's and its answer."""
     return (
@@ -151,6 +168,7 @@ def fold(
     limit: int,
     system: str | None = None,
     persona: str | None = None,
+    summary: str | None = None,
 ) -> Folded:
     """Fold the history and a new turn into a prompt of at most ``limit`` characters.
 
@@ -161,6 +179,8 @@ def fold(
         limit: the bound on the prompt, characters (``CHAT_MAX_PROMPT_CHARS``).
         system: the member's system prompt, if any.
         persona: the channel's persona, which comes before the member's system.
+        summary: the summary standing for the turns before ``history`` (Summarise), sent
+            first and dropped before any turn when the bound is reached.
 
     Returns:
         The prompt and system; the oldest turns are dropped first until the prompt fits.
@@ -180,6 +200,10 @@ def fold(
         room -= len(block)
         carried += 1
     kept = blocks[len(blocks) - carried :]
+    if summary and carried == len(blocks):
+        block = summary_block(summary)
+        if len(block) <= room:
+            kept.insert(0, block)
     parts = [p.strip() for p in (persona, system) if p and p.strip()]
     return Folded(
         prompt="".join(kept) + new,
@@ -232,6 +256,43 @@ class ChatAnswer:
     def history(self) -> int:
         """Earlier turns the conversation had: carried and dropped."""
         return self.carried + self.dropped
+
+
+SUMMARY_INSTRUCTION = f"Summarise the transcript above; {ASSISTANT_LABEL} marks the model's turns."
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryPlan:
+    """What the Summarise button would send.
+
+    Attributes:
+        prompt: the transcript to summarise (the previous summary, the covered turns).
+        upto: the conversation's first turns the new summary stands for.
+        covered: turns newly covered.
+        estimate_cents: the estimated price, cents; None before any priced turn.
+    """
+
+    prompt: str
+    upto: int
+    covered: int
+    estimate_cents: Decimal | None
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    """A summary made and charged (the charge is in the ledger).
+
+    Attributes:
+        summary: the text kept.
+        covered: turns it newly covers.
+        cost_cents: what the call was charged, cents.
+        kept: False when a summary as long was made meanwhile (this one was paid, not kept).
+    """
+
+    summary: str
+    covered: int
+    cost_cents: Decimal
+    kept: bool
 
 
 class ConversationEnded(ValidationFailed):
@@ -323,7 +384,9 @@ class ConversationService:
         if conversation is not None:
             self._check_open(conversation)
             history = await self._db.conversations.turns(conversation.thread_id)
-            if len(history) >= self.max_turns:
+            turns = len(history)
+            history = history[conversation.summary_upto :]
+            if turns >= self.max_turns:
                 await self._db.conversations.end(
                     conversation.thread_id, "turn cap", self._clock.time()
                 )
@@ -341,6 +404,7 @@ class ConversationService:
             limit=limit,
             system=system,
             persona=None if persona is None else persona.system,
+            summary=None if conversation is None else conversation.summary,
         )
         result = await self._generation.text(
             who,
@@ -432,6 +496,84 @@ class ConversationService:
     ) -> int:
         """Keep an answered turn of ``conversation``; return how many turns it has now."""
         return await self._keep(conversation.thread_id, who, author, text, reply)
+
+    async def summary_plan(self, conversation: Conversation) -> SummaryPlan:
+        """What Summarise would do now: which dropped turns it covers and its estimated price.
+
+        The turns are those the next turn would no longer send (oldest first, as many as fit
+        in one call's bound); the price is estimated from this conversation's own charges per
+        token (spec 2.5's ``usage``), for the transcript and :data:`SUMMARY_MAX_TOKENS`.
+
+        Raises:
+            ConversationEnded: the conversation has ended.
+            ValidationFailed: no turn is dropped, so there is nothing to summarise.
+        """
+        self._check_open(conversation)
+        turns = await self._db.conversations.turns(conversation.thread_id)
+        history = turns[conversation.summary_upto :]
+        probe = fold(
+            history,
+            "member",
+            "x",
+            limit=self.max_prompt_chars,
+            summary=conversation.summary,
+        )
+        if probe.dropped == 0:
+            raise ValidationFailed(
+                "Every earlier turn is still sent: there is nothing to summarise."
+            )
+        room = self.max_prompt_chars - len(SUMMARY_INSTRUCTION) - 2
+        prompt = summary_block(conversation.summary) if conversation.summary else ""
+        covered = 0
+        for turn in history[: probe.dropped]:
+            block = turn_block(turn)
+            if len(prompt) + len(block) > room:
+                break
+            prompt += block
+            covered += 1
+        if covered == 0:
+            raise ValidationFailed("The oldest turn is too long to summarise.")
+        prompt += "\n" + SUMMARY_INSTRUCTION
+        tokens = [(t.prompt_tokens + t.completion_tokens, t.cost_cents) for t in turns]
+        priced = [(n, c) for n, c in tokens if n > 0 and c is not None and c.is_finite()]
+        estimate = None
+        if priced:
+            per_token = sum((c for _, c in priced), Decimal(0)) / sum(n for n, _ in priced)
+            expected = (len(prompt) + len(SUMMARY_SYSTEM)) / CHARS_PER_TOKEN + SUMMARY_MAX_TOKENS
+            estimate = (per_token * Decimal(round(expected))).quantize(Decimal("0.01"))
+        return SummaryPlan(
+            prompt=prompt,
+            upto=conversation.summary_upto + covered,
+            covered=covered,
+            estimate_cents=estimate,
+        )
+
+    async def summarise(self, who: Requester, conversation: Conversation) -> SummaryResult:
+        """Replace the dropped turns by one summary, made by a billed call (a ``/text`` call).
+
+        Raises:
+            ConversationEnded, ValidationFailed: as :meth:`summary_plan`; or refused before
+                any call as ``/text`` (budgets, tiers, cooldown...).
+            GenAPIError: the call failed.
+        """
+        plan = await self.summary_plan(conversation)
+        result = await self._generation.text(
+            who,
+            TextOptions(
+                prompt=plan.prompt,
+                model=conversation.model,
+                system=SUMMARY_SYSTEM,
+                max_tokens=SUMMARY_MAX_TOKENS,
+            ),
+            screened=(),
+            prompt_limit=self.max_prompt_chars,
+            system_limit=SYSTEM_LIMIT,
+        )
+        summary = cut_answer(result.content) or "(no summary)"
+        kept = await self._db.conversations.set_summary(conversation.thread_id, summary, plan.upto)
+        return SummaryResult(
+            summary=summary, covered=plan.covered, cost_cents=result.cost_cents, kept=kept
+        )
 
     async def end(self, thread_id: int, reason: str) -> bool:
         """End a thread's conversation (``"archived"``, ``"deleted"``); False if none or ended."""

@@ -404,6 +404,9 @@ class Conversation:
         ended_at: when it ended (thread archived or deleted, turn cap), UTC epoch seconds;
             None while it goes on.
         end_reason: ``"archived"``, ``"deleted"`` or ``"turn cap"``; None while it goes on.
+        summary: a summary of its first ``summary_upto`` turns (the Summarise button), sent
+            instead of them; None if none was made.
+        summary_upto: how many of the first turns ``summary`` stands for.
     """
 
     thread_id: int
@@ -415,6 +418,8 @@ class Conversation:
     created_at: float
     ended_at: float | None = None
     end_reason: str | None = None
+    summary: str | None = None
+    summary_upto: int = 0
 
 
 @dataclass(frozen=True, slots=True)

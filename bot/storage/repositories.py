@@ -959,6 +959,14 @@ class ConversationRepository(Protocol):
         """Remove a channel's persona; False if it had none."""
         ...
 
+    async def set_summary(self, thread_id: int, summary: str, upto: int) -> bool:
+        """Keep a summary of the first ``upto`` turns.
+
+        Returns:
+            False when a summary covers as many turns already (a second click made it).
+        """
+        ...
+
     async def end(self, thread_id: int, reason: str, at: float) -> bool:
         """End the conversation (archived, deleted, turn cap); False if none or already ended.
 

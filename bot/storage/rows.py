@@ -132,6 +132,8 @@ def conversation_from_row(row: Any) -> Conversation:
         created_at=float(row["created_at"]),
         ended_at=None if row["ended_at"] is None else float(row["ended_at"]),
         end_reason=row["end_reason"],
+        summary=row["summary"],
+        summary_upto=int(row["summary_upto"]),
     )
 
 

@@ -129,3 +129,14 @@ class PgConversations:
         sql += " GROUP BY t.thread_id ORDER BY micro DESC, t.thread_id"
         rows = await self._sql.all(sql, *params)
         return [(int(r[0]), int(r[1]), from_micro(int(r[2]))) for r in rows]
+
+    async def set_summary(self, thread_id: int, summary: str, upto: int) -> bool:
+        """Keep a summary of the first ``upto`` turns, unless one covers as many already."""
+        changed = await self._sql.run(
+            "UPDATE conversations SET summary = $1, summary_upto = $2"
+            " WHERE thread_id = $3 AND summary_upto < $2",
+            summary,
+            upto,
+            thread_id,
+        )
+        return changed > 0

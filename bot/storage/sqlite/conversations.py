@@ -121,3 +121,12 @@ class SqliteConversations:
         sql += " GROUP BY t.thread_id ORDER BY micro DESC, t.thread_id"
         rows = await self._sql.all(sql, params)
         return [(int(r[0]), int(r[1]), from_micro(int(r[2]))) for r in rows]
+
+    async def set_summary(self, thread_id: int, summary: str, upto: int) -> bool:
+        """Keep a summary of the first ``upto`` turns, unless one covers as many already."""
+        changed = await self._sql.run(
+            "UPDATE conversations SET summary = ?, summary_upto = ?"
+            " WHERE thread_id = ? AND summary_upto < ?",
+            (summary, upto, thread_id, upto),
+        )
+        return changed > 0

@@ -11,7 +11,10 @@ CREATE TABLE conversations (
     system     text,
     created_at double precision NOT NULL,
     ended_at   double precision,
-    end_reason text
+    end_reason text,
+    -- The Summarise button: one summary standing for the first summary_upto turns.
+    summary      text,
+    summary_upto integer NOT NULL DEFAULT 0
 );
 
 -- One row per answered turn; cost_micro NULL: the service reported no usable number.

@@ -12,7 +12,10 @@ CREATE TABLE conversations (
     system     TEXT,
     created_at REAL NOT NULL,
     ended_at   REAL,
-    end_reason TEXT
+    end_reason TEXT,
+    -- The Summarise button: one summary standing for the first summary_upto turns.
+    summary      TEXT,
+    summary_upto INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- One row per answered turn; cost_micro NULL: the service reported no usable number.
