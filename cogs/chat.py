@@ -15,6 +15,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Sequence
+from decimal import Decimal
 from typing import Any, Final
 
 import discord
@@ -22,18 +23,24 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import CONFIRM_SECONDS
 from bot.command_access import Invoker
-from bot.errors import ValidationFailed
+from bot.errors import ValidationFailed, format_cents
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.render.cards import CUSTOM_ID
-from bot.render.chat import chat_answer, thread_name
+from bot.render.chat import (
+    SUMMARISE_TEMPLATE,
+    chat_answer,
+    summarise_button,
+    thread_name,
+)
 from bot.render.parts import MessageParts
 from bot.render.text import one_line, truncate
 from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
-from bot.tree import PUBLIC_DEFER, sentence_for
+from bot.tree import PUBLIC_DEFER, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +210,9 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
         await self._keep(self.conversations.record(conversation, who, author, text, reply))
-        first, *rest = chat_answer(reply, sandbox=self.bot.services.sandbox)
+        first, *rest = chat_answer(
+            reply, sandbox=self.bot.services.sandbox, thread_id=conversation.thread_id
+        )
         await self._reply(message, first)
         for part in rest:
             await channel.send(**part.kwargs())
@@ -351,9 +360,13 @@ async def keep(stored: Awaitable[object]) -> None:
         log.exception("could not keep a conversation turn")
 
 
-async def answer_interaction(interaction: discord.Interaction[GenBot], reply: ChatAnswer) -> None:
+async def answer_interaction(
+    interaction: discord.Interaction[GenBot], reply: ChatAnswer, thread_id: int | None = None
+) -> None:
     """Edit the deferred response into the answer; its further parts as followups."""
-    first, *rest = chat_answer(reply, sandbox=interaction.client.services.sandbox)
+    first, *rest = chat_answer(
+        reply, sandbox=interaction.client.services.sandbox, thread_id=thread_id
+    )
     await interaction.edit_original_response(**first.edit_kwargs())
     for part in rest:
         await interaction.followup.send(**part.kwargs())
@@ -400,7 +413,7 @@ async def continue_conversation(
         temperature=temperature,
     )
     await keep(conversations.record(conversation, who, author, prompt, reply))
-    await answer_interaction(interaction, reply)
+    await answer_interaction(interaction, reply, conversation.thread_id)
 
 
 def result_ref(message: discord.Message) -> str | None:
@@ -454,6 +467,124 @@ async def send_ephemeral_followup(interaction: discord.Interaction[GenBot], text
         log.warning("could not send a followup: %s", exc)
 
 
+class SummariseButton(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=SUMMARISE_TEMPLATE
+):
+    """Summarise earlier turns, under an answer whose call dropped some; restart-safe.
+
+    A click shows, to the clicker only, what it would cover and its estimated price, with
+    Summarise · about $x and Cancel; only then is the billed call made. Held to ``/chat``'s
+    command permissions, as the result buttons are to their commands.
+    """
+
+    def __init__(self, thread_id: int) -> None:
+        label, custom_id = summarise_button(thread_id)
+        super().__init__(discord.ui.Button(custom_id=custom_id, label=label))
+        self.thread_id = thread_id
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: discord.Interaction[GenBot],
+        item: discord.ui.Button[discord.ui.View],
+        match: re.Match[str],
+    ) -> SummariseButton:
+        """Rebuild the button from its custom id (discord.py calls this on every click)."""
+        return cls(int(match["thread"]))
+
+    async def callback(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]
+        """Show the price first (ephemeral), with the buttons that confirm or cancel."""
+        try:
+            await interaction.client.command_access.require(interaction, "chat")
+            conversations = interaction.client.services.conversations
+            conversation = await conversations.get(self.thread_id)
+            if conversation is None:
+                raise ValidationFailed("This conversation is no longer known.")
+            plan = await conversations.summary_plan(conversation)
+        except Exception as exc:
+            await send_ephemeral(interaction, sentence_for(exc))
+            return
+        await interaction.response.send_message(
+            summary_question(plan.covered, plan.estimate_cents),
+            view=SummariseConfirm(self.thread_id, plan.estimate_cents),
+            ephemeral=True,
+        )
+
+
+class SummariseConfirm(discord.ui.View):
+    """Summarise · about $x / Cancel, for the clicker only, valid a few minutes."""
+
+    def __init__(self, thread_id: int, estimate_cents: Decimal | None) -> None:
+        super().__init__(timeout=CONFIRM_SECONDS)
+        self.thread_id = thread_id
+        price = "" if estimate_cents is None else f" · about {format_cents(estimate_cents)}"
+        go: discord.ui.Button[SummariseConfirm] = discord.ui.Button(
+            label=f"Summarise{price}", style=discord.ButtonStyle.success
+        )
+        cancel: discord.ui.Button[SummariseConfirm] = discord.ui.Button(
+            label="Cancel", style=discord.ButtonStyle.secondary
+        )
+        go.callback = self._summarise  # type: ignore[method-assign,assignment]
+        cancel.callback = self._cancel  # type: ignore[method-assign,assignment]
+        self.add_item(go)
+        self.add_item(cancel)
+
+    async def _summarise(self, interaction: discord.Interaction[GenBot]) -> None:
+        self.stop()
+        await interaction.response.defer()
+        conversations = interaction.client.services.conversations
+        try:
+            conversation = await conversations.get(self.thread_id)
+            if conversation is None:
+                raise ValidationFailed("This conversation is no longer known.")
+            made = await conversations.summarise(requester(interaction), conversation)
+        except Exception as exc:
+            await interaction.edit_original_response(content=sentence_for(exc), view=None)
+            return
+        cost = format_cents(made.cost_cents)
+        await interaction.edit_original_response(
+            content=summary_done(made.covered, cost, made.summary, kept=made.kept), view=None
+        )
+        channel = interaction.channel
+        if made.kept and isinstance(channel, discord.Thread):
+            with contextlib.suppress(discord.HTTPException):
+                await channel.send(
+                    f"-# <@{interaction.user.id}> summarised {made.covered} earlier "
+                    f"turn{'s' if made.covered != 1 else ''} ({cost}); they are sent as a "
+                    "summary from now on.",
+                    allowed_mentions=discord.AllowedMentions.none(),
+                )
+
+    async def _cancel(self, interaction: discord.Interaction[GenBot]) -> None:
+        self.stop()
+        await interaction.response.edit_message(
+            content="Cancelled; nothing was charged.", view=None
+        )
+
+
+def summary_question(covered: int, estimate_cents: Decimal | None) -> str:
+    """The question before a summary: what it covers and its estimated price."""
+    turns = f"{covered} earlier turn{'s' if covered != 1 else ''}"
+    price = (
+        f"about {format_cents(estimate_cents)} (from this conversation's price per token)"
+        if estimate_cents is not None
+        else "a price not known yet (no earlier turn of this conversation was priced)"
+    )
+    return (
+        f"Summarising replaces the {turns} no longer sent with one summary, made by one call "
+        f"of the conversation's model: {price}. Summarise?"
+    )
+
+
+def summary_done(covered: int, cost: str, summary: str, *, kept: bool) -> str:
+    """The answer after a summary was made and charged."""
+    if not kept:
+        return f"Someone summarised these turns meanwhile; this summary ({cost}) was not kept."
+    turns = f"{covered} earlier turn{'s' if covered != 1 else ''}"
+    return truncate(f"Summarised {turns} ({cost} charged):\n> {one_line(summary)}", 2000)
+
+
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     await bot.add_cog(ChatCog(bot))
+    bot.add_dynamic_items(SummariseButton)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 
 import discord
@@ -49,13 +50,34 @@ def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
     return footer
 
 
-def chat_answer(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
+SUMMARISE_ID = "gbchat:sum:{thread_id}"
+"""Custom id of the Summarise button of a conversation's thread (restart-safe)."""
+
+SUMMARISE_TEMPLATE = r"gbchat:sum:(?P<thread>[0-9]{1,20})"
+
+
+def summarise_button(thread_id: int) -> tuple[str, str]:
+    """The ``(label, custom_id)`` of the Summarise button of ``thread_id``'s answers."""
+    return ("Summarise earlier turns", SUMMARISE_ID.format(thread_id=thread_id))
+
+
+def chat_answer(
+    reply: ChatAnswer, *, sandbox: bool, thread_id: int | None = None
+) -> list[MessageParts]:
     """The messages answering a turn, split as ``/text``'s are (code blocks intact).
 
     Past :data:`ATTACH_OVER` characters the answer is one message: an excerpt, the footer and
     the whole answer attached as ``answer.md``. Nothing pings (the answer is the model's text,
-    the labels carry members' names).
+    the labels carry members' names). When the bound dropped turns and the thread is known,
+    the last message carries the Summarise button.
     """
+    parts = _chat_messages(reply, sandbox=sandbox)
+    if reply.dropped and thread_id is not None:
+        parts[-1] = replace(parts[-1], action_buttons=(summarise_button(thread_id),))
+    return parts
+
+
+def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
     footer = chat_footer(reply, sandbox=sandbox)
     content = reply.answer
     if len(content) > ATTACH_OVER:

@@ -50,3 +50,36 @@ async def test_the_bound_drops_old_turns_with_a_notice_and_no_call_exceeds_it(
     assert "Earlier turns are no longer sent:" not in replies[0].content
     notice = next(line for line in replies[-1].content.splitlines() if "no longer sent" in line)
     assert notice == "-# Earlier turns are no longer sent: 2 of 4."
+
+    # Summarise: the price first, to the clicker only; then one billed call; then the summary
+    # stands for the dropped turns in the next call.
+    last = replies[-1]
+    (button,) = [
+        c for c in last.all_components if str(c.get("custom_id", "")).startswith("gbchat:sum:")
+    ]
+    calls_before = len(text_calls(world))
+    click = await world.discord.press_button(last.id, button["custom_id"], user_id=world.member.id)
+    question = await world.answer(click)
+    assert question.ephemeral and "about $" in question.content
+    assert len(text_calls(world)) == calls_before  # nothing spent before the confirmation
+    (confirm,) = [
+        c for c in question.all_components if str(c.get("label", "")).startswith("Summarise")
+    ]
+    world.api.set_next_text("The member sent long rows of letters, numbered.")
+    done = await world.discord.press_button(
+        question.id, confirm["custom_id"], user_id=world.member.id
+    )
+    summarised = await world.discord.signal.wait_for(
+        lambda: ((m := done.original()) is not None and "Summarised" in m.content and m) or None,
+        15,
+        "the summary's answer",
+    )
+    assert "charged" in summarised.content
+    assert len(text_calls(world)) == calls_before + 1
+    world.api.set_next_text("Noted again.")
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> and now?")
+    after = await reply_in(world, thread.id, asked)
+    prompt = text_calls(world)[-1]["prompt"]
+    assert prompt.startswith("⟦summary of earlier turns⟧\nThe member sent long rows")
+    assert len(prompt) <= BOUND
+    assert after.content
