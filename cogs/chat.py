@@ -530,6 +530,9 @@ class SummariseConfirm(discord.ui.View):
         self.add_item(cancel)
 
     async def _summarise(self, interaction: discord.Interaction[GenBot]) -> None:
+        if self.is_finished():  # a double click: the first one pays, this one is told
+            await send_ephemeral(interaction, "This summary is already being made.")
+            return
         self.stop()
         await interaction.response.defer()
         conversations = interaction.client.services.conversations
