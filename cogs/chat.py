@@ -40,7 +40,7 @@ from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
-from bot.tree import PUBLIC_DEFER, send_ephemeral, sentence_for
+from bot.tree import PUBLIC_DEFER, RESTARTING, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class ChatCog(commands.Cog):
         # A thread started from a message has the message's id (Discord docs, "Start Thread
         # from Message"): the conversation is kept before the thread exists, so a member who
         # writes there at once already finds it.
-        await self._keep(
+        await keep(
             self.conversations.start(
                 message.id, who.channel_id, who, author, prompt, reply, system=system
             )
@@ -170,25 +170,20 @@ class ChatCog(commands.Cog):
             await self.conversations.end(message.id, "deleted")
             await send_ephemeral_followup(interaction, NO_THREAD)
 
-    async def _keep(self, stored: Awaitable[object]) -> None:
-        await keep(stored)
-
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
         """A member's message in a conversation thread that mentions or replies to the bot."""
         me = self.bot.user
         channel = message.channel
-        if me is None or message.author.bot:
+        if me is None or message.author.bot or not addressed_to(message, me.id):
             return
         if isinstance(channel, discord.TextChannel):
             await self._reply_outside_thread(message, channel, me.id)
             return
         if not isinstance(channel, discord.Thread):
             return
-        if not addressed_to(message, me.id):
-            return
         conversation = await self.conversations.get(channel.id)
-        if conversation is None:
+        if conversation is None or not await self._admitted(message):
             return
         who = message_requester(message, channel)
         author = display_name(message.author)
@@ -209,7 +204,7 @@ class ChatCog(commands.Cog):
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
-        await self._keep(self.conversations.record(conversation, who, author, text, reply))
+        await keep(self.conversations.record(conversation, who, author, text, reply))
         first, *rest = chat_answer(
             reply, sandbox=self.bot.services.sandbox, thread_id=conversation.thread_id
         )
@@ -239,6 +234,8 @@ class ChatCog(commands.Cog):
         request = None if ref is None else await self.bot.services.db.cards.request(ref)
         if request is None or request.kind != "text":
             return  # not a /text answer: nothing to continue from
+        if not await self._admitted(message):
+            return
         if not await self._may_chat(message, channel):
             return
         granted = channel.permissions_for(channel.guild.me)
@@ -291,6 +288,16 @@ class ChatCog(commands.Cog):
         )
         for part in parts:
             await thread.send(**part.kwargs())
+
+    async def _admitted(self, message: discord.Message) -> bool:
+        """Count this turn as a command in flight, so that the shutdown waits for it.
+
+        While the bot shuts down, the member is told instead, and nothing is sent.
+        """
+        if self.bot.admit_command():
+            return True
+        await self._reply(message, MessageParts(content=RESTARTING))
+        return False
 
     async def _may_chat(
         self, message: discord.Message, channel: discord.Thread | discord.TextChannel
