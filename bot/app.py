@@ -99,6 +99,9 @@ class GenBot(commands.AutoShardedBot):
     ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
+        # Conversations (issue 21): members' messages in threads. Not the privileged Message
+        # Content intent: messages that mention the bot (or reply to it) carry their content.
+        intents.guild_messages = True
         super().__init__(
             command_prefix=commands.when_mentioned,
             intents=intents,
@@ -152,6 +155,13 @@ class GenBot(commands.AutoShardedBot):
             metrics=services.metrics,
         )
         self._poller_task: asyncio.Task[None] | None = None
+
+    async def on_message(self, message: discord.Message, /) -> None:
+        """Members' messages go to the cogs' listeners only: the bot has no prefix commands.
+
+        (``commands.Bot`` would parse a mention as a command prefix and log every message as
+        an unknown command.)
+        """
 
     async def setup_hook(self) -> None:
         """Load the cogs, sync if needed, then resume pending jobs and start the poller."""

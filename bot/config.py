@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 20.0
 
+    # Conversations (issue 21): the bound on a folded prompt, characters (at least one 4,000-
+    # character turn with its labels; the emulator takes 32,000, docs/genapi-choices.md), and
+    # turns per conversation.
+    chat_max_prompt_chars: Annotated[int, Field(ge=4200)] = 16_000
+    chat_max_turns: Annotated[int, Field(ge=1)] = 50
+
     @field_validator("shard_ids")
     @classmethod
     def _shard_id_list(cls, value: str | None) -> str | None:

@@ -34,6 +34,11 @@ replies need Read Message History; embeds need Embed Links; a result edited in a
 Attach Files; a thread needs Send Messages in Threads instead of Send Messages). The one list
 behind both the check and the invite URL (:func:`invite_url`)."""
 
+CHAT_PERMISSIONS = ("create_public_threads",)
+"""What ``/chat`` needs besides :data:`PLACEHOLDER_PERMISSIONS`: starting a conversation's
+thread from its answer (Discord docs, "Start Thread from Message"); answering in the thread
+needs Send Messages in Threads, which that list has."""
+
 INVITE_SCOPES = ("bot", "applications.commands")
 """OAuth2 scopes of the invite: the bot user and its slash commands (Discord OAuth2 docs)."""
 
@@ -122,11 +127,13 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
 
 
 def invite_permissions() -> discord.Permissions:
-    """Return every permission :func:`require_placeholder_permissions` may ask for.
+    """Return every permission the commands check (the invite asks for exactly these).
 
+    :func:`require_placeholder_permissions`'s and ``/chat``'s (:data:`CHAT_PERMISSIONS`).
     Its ``value`` is the ``permissions`` integer of the invite URL.
     """
-    return discord.Permissions(**dict.fromkeys(PLACEHOLDER_PERMISSIONS, True))
+    names = (*PLACEHOLDER_PERMISSIONS, *CHAT_PERMISSIONS)
+    return discord.Permissions(**dict.fromkeys(names, True))
 
 
 def invite_url(application_id: int) -> str:

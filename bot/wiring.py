@@ -30,6 +30,7 @@ from bot.genapi.transport import ApiTransport
 from bot.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
+from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
@@ -49,6 +50,7 @@ class Services:
         db: the database (any engine; services see only :class:`bot.storage.Database`).
         generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
         guild_config: ``/config``.
+        conversations: ``/chat`` conversations in threads (issue 21).
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
@@ -69,6 +71,7 @@ class Services:
     schedule: PollSchedule
     generation: GenerationService
     guild_config: GuildConfigService
+    conversations: ConversationService
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -185,6 +188,16 @@ def assemble_services(
         priors=scaled_priors(settings.wait_scale),
         clock=clock,
     )
+    generation = GenerationService(
+        client=client,
+        catalogue=catalogue,
+        billing=billing,
+        keys=keys,
+        db=db,
+        schedule=schedule,
+        placeholder_grace=settings.placeholder_grace_seconds,
+        clock=clock,
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -195,16 +208,7 @@ def assemble_services(
         vault=vault,
         keys=keys,
         schedule=schedule,
-        generation=GenerationService(
-            client=client,
-            catalogue=catalogue,
-            billing=billing,
-            keys=keys,
-            db=db,
-            schedule=schedule,
-            clock=clock,
-            placeholder_grace=settings.placeholder_grace_seconds,
-        ),
+        generation=generation,
         guild_config=GuildConfigService(
             db=db,
             keys=keys,
@@ -214,6 +218,14 @@ def assemble_services(
             default_key_set=default_key is not None,
             catalogue=catalogue,
             clock=clock,
+        ),
+        conversations=ConversationService(
+            db=db,
+            generation=generation,
+            clock=clock,
+            max_prompt_chars=settings.chat_max_prompt_chars,
+            max_turns=settings.chat_max_turns,
+            catalogue=catalogue,
         ),
         sandbox=settings.sandbox,
         default_key=default_key,

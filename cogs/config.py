@@ -18,13 +18,14 @@ from discord.ext import commands
 
 from bot.app import GenBot
 from bot.errors import ValidationFailed
-from bot.interactions import requester
+from bot.interactions import model_autocomplete, requester
 from bot.render.admin import config_embed, old_key_note
 from bot.render.cards import confirm_above_text
 from bot.render.policy import add_policy_fields, audit_lines, models_line, tier_line, tiers_embed
 from bot.render.text import truncate
 from bot.services.guild_config import (
     DEFAULT_WORDS,
+    MAX_PERSONA_CHARS,
     GuildConfigService,
     ModelsUpdate,
     parse_allowance,
@@ -156,6 +157,9 @@ class ConfigCog(
     tier = app_commands.Group(name="tier", description="Limits and models for members of a role")
     models = app_commands.Group(
         name="models", description="The models members without a tier role may use"
+    )
+    persona = app_commands.Group(
+        name="persona", description="A system prompt and model for /chat and /text in a channel"
     )
     blocked_terms = app_commands.Group(
         name="blocked-terms", description="Words or phrases that refuse a prompt"
@@ -424,6 +428,59 @@ class ConfigCog(
         policy = await self.service.policy(requester(interaction).guild_id)
         await interaction.response.send_message(
             f"Models for members without a tier: {models_line(policy.models)}.", ephemeral=True
+        )
+
+    @persona.command(name="set")
+    @app_commands.autocomplete(model=model_autocomplete("text"))
+    async def persona_set(
+        self,
+        interaction: discord.Interaction[GenBot],
+        channel: discord.TextChannel,
+        system: app_commands.Range[str, 1, MAX_PERSONA_CHARS],
+        model: str | None = None,
+    ) -> None:
+        """Give a channel a persona for /chat and /text there and in its threads.
+
+        Args:
+            interaction: the interaction.
+            channel: the channel (its threads get it too)
+            system: the system prompt, sent before each member's own
+            model: the default text model there (members may still pick another)
+        """
+        who = requester(interaction)
+        async with audited(interaction):
+            await self.service.set_persona(who.guild_id, channel.id, system, model)
+        await interaction.response.send_message(
+            f"{channel.mention} now has a persona for /chat and /text.", ephemeral=True
+        )
+
+    @persona.command(name="remove")
+    async def persona_remove(
+        self, interaction: discord.Interaction[GenBot], channel: discord.TextChannel
+    ) -> None:
+        """Remove a channel's persona.
+
+        Args:
+            interaction: the interaction.
+            channel: the channel
+        """
+        async with audited(interaction):
+            removed = await self.service.remove_persona(channel.id)
+        text = "Persona removed." if removed else f"{channel.mention} has no persona."
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @persona.command(name="show")
+    async def persona_show(self, interaction: discord.Interaction[GenBot]) -> None:
+        """List the channels' personas."""
+        personas = await self.service.personas(requester(interaction).guild_id)
+        lines = [
+            f"<#{p.channel_id}> · {p.model or 'default model'}: {truncate(p.system, 300)}"
+            for p in personas
+        ]
+        await interaction.response.send_message(
+            truncate("\n".join(lines) or "No channel has a persona.", 2000),
+            ephemeral=True,
+            allowed_mentions=discord.AllowedMentions.none(),
         )
 
     @blocked_terms.command(name="add", description=BLOCKED_TERMS_RULE)

@@ -11,6 +11,7 @@ from bot.cards import start_text
 from bot.interactions import model_autocomplete, requester
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
 from bot.tree import PUBLIC_DEFER
+from cogs.chat import continue_conversation, conversation_of
 
 
 class TextCog(commands.Cog):
@@ -45,7 +46,21 @@ class TextCog(commands.Cog):
         who = requester(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
+        conversation = await conversation_of(interaction)
+        if conversation is not None:  # in a conversation's thread: its next turn (issue 21)
+            await continue_conversation(
+                interaction,
+                who,
+                conversation,
+                prompt,
+                model=model,
+                system=system,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+            return
         options = TextOptions(prompt, model, system, max_tokens, temperature)
+        options = await self.bot.services.conversations.with_persona(who, options)
         await start_text(interaction, who, options)
 
 

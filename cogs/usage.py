@@ -12,6 +12,7 @@ from bot.app import GenBot
 from bot.errors import BotError, ValidationFailed
 from bot.interactions import requester
 from bot.render.admin import usage_embed
+from bot.render.chat import thread_lines
 from bot.services.generation import Requester
 from bot.services.personal import is_personal
 
@@ -53,9 +54,11 @@ class UsageCog(commands.Cog):
         report = await self.bot.services.billing.report(
             who.guild_id, user_id, key_fingerprint=fingerprint if is_admin else None
         )
-        await interaction.response.send_message(
-            embed=usage_embed(report, user_id=user_id), ephemeral=True
-        )
+        embed = usage_embed(report, user_id=user_id)
+        threads = await self.bot.services.conversations.spend_by_thread(who.guild_id, user_id)
+        if threads:  # conversations' spend this month, by thread (issue 21)
+            embed.add_field(name="Conversations this month", value=thread_lines(threads))
+        await interaction.response.send_message(embed=embed, ephemeral=True)
 
     async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:
         """Show the member's own spending from their wallet (issue 22), never a server's.

@@ -45,6 +45,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
         "usage",
         "jobs",
         "settings",
+        "chat",
     }
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
     assert menus == {"Animate image", "Edit image"}

@@ -577,3 +577,49 @@ async def test_both_installs_in_a_server_with_the_bot_and_the_bots_dm(
 
 def _content(text: str) -> Any:
     return discord.http.handle_message_parameters(content=text)
+
+
+async def test_threads_and_the_message_content_rule(
+    emu: DiscordEmulator, bot: EmuBot, guild: Guild, user: User
+) -> None:
+    channel = channel_of(bot, guild)
+    starter = await channel.send("start here")
+    thread = await starter.create_thread(name="talk", auto_archive_duration=1440)
+    assert thread.id == starter.id  # a thread started from a message has its id
+    assert emu.world.channels[thread.id].parent_id == channel.id
+    with pytest.raises(discord.HTTPException) as twice:
+        await starter.create_thread(name="again")
+    assert twice.value.code == 160004
+    free = await channel.create_thread(name="free", type=discord.ChannelType.public_thread)
+    assert emu.world.channels[free.id].is_thread
+
+    async def delivered(content: str, **kw: Any) -> discord.Message:
+        waiter = asyncio.ensure_future(
+            bot.wait_for("message", check=lambda m: m.author.id == user.id, timeout=5)
+        )
+        await asyncio.sleep(0)
+        emu.member_message(thread.id, user.id, content, **kw)
+        message: discord.Message = await waiter
+        return message
+
+    plain = await delivered("hello all")
+    assert plain.content == "" and isinstance(plain.channel, discord.Thread)
+    mention = await delivered(f"<@{emu.bot_user.id}> hi bot")
+    assert mention.content == f"<@{emu.bot_user.id}> hi bot"
+    reply = await delivered("a reply", reply_to=starter.id)
+    assert reply.content == "a reply" and reply.reference is not None
+    assert reply.reference.message_id == starter.id
+    quiet = await delivered("a quiet reply", reply_to=starter.id, ping_reply=False)
+    assert quiet.content == ""
+
+    updated = asyncio.ensure_future(bot.wait_for("raw_thread_update", timeout=5))
+    await asyncio.sleep(0)
+    emu.archive_thread(thread.id)
+    assert (await updated).data["thread_metadata"]["archived"] is True
+    await delivered("back again")  # a member's message unarchives the thread
+    assert emu.world.channels[thread.id].archived is False
+
+    deleted = asyncio.ensure_future(bot.wait_for("raw_thread_delete", timeout=5))
+    await asyncio.sleep(0)
+    emu.delete_thread(thread.id)
+    assert (await deleted).thread_id == thread.id

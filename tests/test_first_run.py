@@ -204,6 +204,7 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     for name in PLACEHOLDER_PERMISSIONS:
         assert getattr(invite_permissions(), name)
     assert invite_permissions().send_messages_in_threads
+    assert invite_permissions().create_public_threads  # /chat's threads (issue 21)
 
 
 def test_the_readme_invite_matches_the_code() -> None:

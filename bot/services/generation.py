@@ -205,12 +205,12 @@ def _visible(text: str) -> bool:
     )
 
 
-def _check_prompt(prompt: str) -> str:
+def _check_prompt(prompt: str, limit: int = MAX_PROMPT_LENGTH) -> str:
     prompt = prompt.strip()
     if not _visible(prompt):
         raise ValidationFailed("The prompt is empty.")
-    if len(prompt) > MAX_PROMPT_LENGTH:
-        raise ValidationFailed(f"The prompt is too long (at most {MAX_PROMPT_LENGTH} characters).")
+    if len(prompt) > limit:
+        raise ValidationFailed(f"The prompt is too long (at most {limit} characters).")
     return prompt
 
 
@@ -377,13 +377,26 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
     )
 
 
-def check_text(catalogue: Catalogue | None, options: TextOptions) -> TextRequest:
+def check_text(
+    catalogue: Catalogue | None,
+    options: TextOptions,
+    *,
+    prompt_limit: int = MAX_PROMPT_LENGTH,
+    system_limit: int = MAX_PROMPT_LENGTH,
+) -> TextRequest:
     """Validate ``/text`` options (spec 4.5, part 8) before any call.
+
+    Args:
+        catalogue: the cached catalogue, None before the first fetch.
+        options: the options.
+        prompt_limit: the longest prompt, characters (a conversation's folded prompt has its
+            own bound, ``CHAT_MAX_PROMPT_CHARS``).
+        system_limit: the longest system prompt, characters.
 
     Raises:
         ValidationFailed: with the sentence to show.
     """
-    prompt = _check_prompt(options.prompt)
+    prompt = _check_prompt(options.prompt, prompt_limit)
     known = catalogue is None or options.model is None or catalogue.text_model(options.model)
     if not known:
         raise ValidationFailed(f"`{options.model}` is not a text model; pick one from the list.")
@@ -391,8 +404,8 @@ def check_text(catalogue: Catalogue | None, options: TextOptions) -> TextRequest
         raise ValidationFailed("Temperature must be between 0 and 2.")
     if options.max_tokens is not None and options.max_tokens < 1:
         raise ValidationFailed("max_tokens must be at least 1.")
-    if options.system is not None and len(options.system) > MAX_PROMPT_LENGTH:
-        raise ValidationFailed(f"The system prompt is too long (at most {MAX_PROMPT_LENGTH}).")
+    if options.system is not None and len(options.system) > system_limit:
+        raise ValidationFailed(f"The system prompt is too long (at most {system_limit}).")
     return TextRequest(
         prompt=prompt,
         model=options.model,
@@ -572,19 +585,40 @@ class GenerationService:
         settings = await self._db.guilds.settings(guild_id)
         return await self._call(settings, self._catalogue.get(key.key))
 
-    async def text(self, who: Requester, options: TextOptions) -> TextResult:
+    async def text(
+        self,
+        who: Requester,
+        options: TextOptions,
+        *,
+        screened: tuple[str | None, ...] | None = None,
+        prompt_limit: int = MAX_PROMPT_LENGTH,
+        system_limit: int = MAX_PROMPT_LENGTH,
+    ) -> TextResult:
         """Generate text (spec 4.5); the charge is in the ledger when this returns.
 
         Without a model, the first text model the member's role tiers allow is used, as for
         ``/image`` (issue 20, E15): the service's own default (spec 4.5) is a model the
         member's tiers may not allow, and one whose price nobody knows before the call.
 
+        A conversation's turn (issue 21) comes here too, so it is a ``/text`` for money and
+        policy: the same channel check, reservation, budgets, tiers, cooldown and ledger row.
+
+        Args:
+            who: who asked, and where.
+            options: the request.
+            screened: the texts checked for blocked terms; default the prompt and the system.
+                A conversation passes its new turn and the member's system only: the history
+                folded into its prompt was checked turn by turn, and holds the model's answers.
+            prompt_limit: the longest prompt, characters.
+            system_limit: the longest system prompt, characters.
+
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
         settings = await self._check_channel(who)
-        await self._check_terms(who, settings, options.prompt, options.system)
+        texts = (options.prompt, options.system) if screened is None else screened
+        await self._check_terms(who, settings, *texts)
         key = await self._keys.resolve(who.guild_id)
         catalogue = await self.catalogue(who.guild_id)
         if options.model is None:
@@ -597,7 +631,9 @@ class GenerationService:
                     else "The service offers no text model right now."
                 )
             options = replace(options, model=usable[0])
-        request = check_text(catalogue, options)
+        request = check_text(
+            catalogue, options, prompt_limit=prompt_limit, system_limit=system_limit
+        )
         assert request.model is not None  # chosen above when the member gave none
         tokens = text_tokens_bound(request.prompt, request.system, request.max_tokens)
         reservation, key = await self._reserve(who, Kind.TEXT, request.model, None, key, tokens)

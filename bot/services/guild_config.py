@@ -26,8 +26,12 @@ from bot.services.policy import (
     normalise_term,
 )
 from bot.storage import UNSET, Database, LimitUpdate
-from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Tier
+from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Persona, Tier
 from bot.storage.repositories import Unset
+
+MAX_PERSONA_CHARS = 2000
+"""A persona's system prompt, characters: it is sent before a member's own (up to 4,000) on
+every call in its channel (issue 21)."""
 
 DEFAULT_WORDS = frozenset({"default", "server", "inherit"})
 """What an admin types for "the server default" in a tier's option."""
@@ -357,6 +361,37 @@ class GuildConfigService:
         """Set a command's per-member cooldown, seconds; 0 removes it."""
         await self._db.policy.set_cooldown(guild_id, command, seconds)
 
+    # -- personas (issue 21) ----------------------------------------------------------------
+
+    async def set_persona(
+        self, guild_id: int, channel_id: int, system: str, model: str | None
+    ) -> Persona:
+        """Set a channel's persona: a system prompt and a default text model (issue 21).
+
+        It applies to ``/chat`` and ``/text`` in the channel and its threads.
+
+        Raises:
+            ValidationFailed: the system prompt is empty or over :data:`MAX_PERSONA_CHARS`.
+        """
+        system = system.strip()
+        if not system:
+            raise ValidationFailed("The persona's system prompt is empty.")
+        if len(system) > MAX_PERSONA_CHARS:
+            raise ValidationFailed(
+                f"The persona's system prompt is too long (at most {MAX_PERSONA_CHARS} characters)."
+            )
+        persona = Persona(guild_id, channel_id, system, model or None)
+        await self._db.conversations.set_persona(persona, self._clock.time())
+        return persona
+
+    async def remove_persona(self, channel_id: int) -> bool:
+        """Remove a channel's persona; False if it had none."""
+        return await self._db.conversations.remove_persona(channel_id)
+
+    async def personas(self, guild_id: int) -> list[Persona]:
+        """The guild's personas, by channel id."""
+        return await self._db.conversations.personas(guild_id)
+
     # -- audit --------------------------------------------------------------------------------
 
     async def snapshot(self, guild_id: int) -> dict[str, str]:
@@ -382,6 +417,9 @@ class GuildConfigService:
             "blocked models": describe_models(config.policy.models.blocked),
             "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
         }
+        for persona in await self.personas(guild_id):
+            model = persona.model or "default model"
+            values[f"persona <#{persona.channel_id}>"] = f"{model} · {persona.system}"
         for term in config.policy.blocked_terms:
             values[f"blocked term `{term}`"] = "blocked"
         for kind, seconds in config.policy.cooldowns.items():

@@ -51,6 +51,8 @@ from bot.storage.models import (
     AuditEntry,
     Charge,
     ChargeAnomaly,
+    Conversation,
+    ConversationTurn,
     DeliveryRoute,
     GuildSettings,
     Job,
@@ -58,6 +60,7 @@ from bot.storage.models import (
     Kind,
     ModelLists,
     NewJob,
+    Persona,
     PollUpdate,
     Reservation,
     ResultRequest,
@@ -922,6 +925,83 @@ class PolicyRepository(Protocol):
         ...
 
 
+class ConversationRepository(Protocol):
+    """Conversations of ``/chat`` and their turns, keyed by thread (issue 21).
+
+    A restart keeps every conversation: the history each call folds into its prompt is read
+    from here.
+    """
+
+    async def start(self, conversation: Conversation) -> bool:
+        """Store a new conversation; False when its thread already has one (kept as it was)."""
+        ...
+
+    async def get(self, thread_id: int) -> Conversation | None:
+        """Return the conversation of ``thread_id``; None if it has none."""
+        ...
+
+    async def add_turn(self, turn: ConversationTurn) -> int:
+        """Store a turn (after its charge is in the ledger); return the conversation's turns.
+
+        Raises:
+            ConstraintError: the thread has no conversation.
+        """
+        ...
+
+    async def turns(self, thread_id: int) -> list[ConversationTurn]:
+        """Return the turns of ``thread_id``, oldest first."""
+        ...
+
+    async def turn_count(self, thread_id: int) -> int:
+        """Return how many turns ``thread_id``'s conversation has."""
+        ...
+
+    async def spend_by_thread(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[tuple[int, int, Decimal]]:
+        """Conversations' spend: ``(thread_id, turns, cents)``, largest first.
+
+        From the turns' charges (each is its call's ledger row; the first turn's row carries
+        the parent channel, as the thread did not exist yet), at or after ``since`` (UTC
+        epoch seconds), optionally one member's turns only.
+        """
+        ...
+
+    async def persona(self, channel_id: int) -> Persona | None:
+        """Return the persona of a channel; None if it has none."""
+        ...
+
+    async def personas(self, guild_id: int) -> list[Persona]:
+        """Return a guild's personas, by channel id."""
+        ...
+
+    async def set_persona(self, persona: Persona, at: float) -> None:
+        """Set (or replace) a channel's persona; ``at`` UTC epoch seconds."""
+        ...
+
+    async def remove_persona(self, channel_id: int) -> bool:
+        """Remove a channel's persona; False if it had none."""
+        ...
+
+    async def set_summary(self, thread_id: int, summary: str, upto: int) -> bool:
+        """Keep a summary of the first ``upto`` turns.
+
+        Returns:
+            False when a summary covers as many turns already (a second click made it).
+        """
+        ...
+
+    async def end(self, thread_id: int, reason: str, at: float) -> bool:
+        """End the conversation (archived, deleted, turn cap); False if none or already ended.
+
+        Args:
+            thread_id: the thread.
+            reason: ``"archived"``, ``"deleted"`` or ``"turn cap"``.
+            at: UTC epoch seconds.
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -953,6 +1033,11 @@ class Repositories(Protocol):
     @property
     def policy(self) -> PolicyRepository:
         """Role tiers, model list, blocked terms, cooldowns and the audit log (issue 13)."""
+        ...
+
+    @property
+    def conversations(self) -> ConversationRepository:
+        """``/chat`` conversations and their turns, by thread (issue 21)."""
         ...
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,7 @@ from .interactions import (
     wrap_options,
 )
 from .messages import MessageService
-from .models import Member, Message, World
+from .models import Member, Mentions, Message, World
 from .payloads import (
     attachment_payload,
     channel_payload,
@@ -131,6 +132,83 @@ class UserActions:
         if not allowed:
             # Discord's client does not offer a command the member may not use here.
             raise InvocationError(f"/{command['name']} is not available to this member here")
+
+    def member_message(
+        self,
+        channel_id: int,
+        user_id: int,
+        content: str,
+        *,
+        reply_to: int | None = None,
+        ping_reply: bool = True,
+    ) -> Message:
+        """A member posts ``content`` in a channel or thread (MESSAGE_CREATE to the bot).
+
+        ``<@id>`` in ``content`` mentions that user; ``reply_to`` makes it a reply to that
+        message, which mentions its author unless ``ping_reply`` is off (the client's "@ ON").
+        The bot gets the content only when it is mentioned, unless it has the Message Content
+        intent (:meth:`MessageService.emit_member_message`). A message in an archived thread
+        unarchives it first (THREAD_UPDATE), as Discord does for a thread that is not locked.
+        """
+        if user_id not in self.world.users:
+            raise InvocationError(f"unknown user {user_id}; use add_user()")
+        channel = self.world.channels[channel_id]
+        self.add_member(channel.guild_id, user_id)
+        if channel.is_thread and channel.archived:
+            channel.archived = False
+            self.hub.dispatch("THREAD_UPDATE", channel_payload(channel), intent=1)
+        users = {
+            int(found)
+            for found in re.findall(r"<@!?(\d+)>", content)
+            if int(found) in self.world.users
+        }
+        reference = None
+        if reply_to is not None:
+            target = self.world.messages[reply_to]
+            reference = {
+                "type": 0,
+                "message_id": str(target.id),
+                "channel_id": str(target.channel_id),
+                "guild_id": str(target.guild_id),
+            }
+            if ping_reply and target.author_id != user_id:
+                users.add(target.author_id)
+        message = Message(
+            id=self.world.snowflake(),
+            channel_id=channel_id,
+            guild_id=channel.guild_id,
+            author_id=user_id,
+            content=content,
+            type=19 if reference else 0,
+            message_reference=reference,
+            created_at=self.clock(),
+            mentions=Mentions(users=frozenset(users)),
+        )
+        message.history.append(message.snapshot())
+        self.world.messages[message.id] = message
+        channel.last_message_id = message.id
+        self.msgs.emit_member_message(message)
+        return message
+
+    def archive_thread(self, thread_id: int) -> None:
+        """A moderator (or inactivity) archives a thread (THREAD_UPDATE, archived)."""
+        thread = self.world.channels[thread_id]
+        thread.archived = True
+        self.hub.dispatch("THREAD_UPDATE", channel_payload(thread), intent=1)
+        self.signal.notify()
+
+    def delete_thread(self, thread_id: int) -> None:
+        """A moderator deletes a thread (THREAD_DELETE: id, guild_id, parent_id, type)."""
+        thread = self.world.channels.pop(thread_id)
+        self.world.guilds[thread.guild_id].channels.pop(thread_id, None)
+        payload = {
+            "id": str(thread.id),
+            "guild_id": str(thread.guild_id),
+            "parent_id": str(thread.parent_id),
+            "type": thread.type,
+        }
+        self.hub.dispatch("THREAD_DELETE", payload, intent=1)
+        self.signal.notify()
 
     def add_member(self, guild_id: int, user_id: int) -> Member:
         """Make a user a guild member (GUILD_MEMBER_ADD if the bot has that intent)."""

@@ -482,6 +482,8 @@ class DiscordEmulator(UserActions):
             for message in list(self.world.messages.values()):
                 if message.id in known or message.loading or message.deleted:
                     continue
+                if message.author_id != self.world.bot_user.id:
+                    continue  # a member's message (member_message)
                 if predicate(message):
                     return message
             return None

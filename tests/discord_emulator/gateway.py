@@ -22,6 +22,9 @@ RECONNECT, REQUEST_MEMBERS, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 7, 8, 9, 10,
 GUILDS_INTENT = 1 << 0
 GUILD_MEMBERS_INTENT = 1 << 1
 GUILD_MESSAGES_INTENT = 1 << 9
+MESSAGE_CONTENT_INTENT = 1 << 15
+"""Privileged: without it a guild message's content, embeds, attachments and components
+reach the bot empty unless the message mentions it (Gateway docs, "Message Content Intent")."""
 
 
 class _Compressor:
@@ -139,6 +142,10 @@ class GatewayHub:
     def shard_of(self, guild_id: int) -> int:
         """The shard a guild's events go to (Discord docs: ``(guild_id >> 22) % num_shards``)."""
         return (guild_id >> 22) % self.shard_count
+
+    def session_for(self, event: str, data: Any) -> GatewaySession | None:
+        """The session an event would go to (its guild's shard), or None."""
+        return self._session_for(event, data)
 
     def _session_for(self, event: str, data: Any) -> GatewaySession | None:
         if self.shard_count == 1 or not isinstance(data, dict):

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import errors as err
 from . import permissions as perms
-from .gateway import GUILD_MESSAGES_INTENT, GatewayHub
+from .gateway import GUILD_MESSAGES_INTENT, MESSAGE_CONTENT_INTENT, GatewayHub
 from .limits import MAX_UPLOAD_BYTES, validate_message, walk_components
 from .mentions import resolve_mentions
 from .models import EPHEMERAL, LOADING, Attachment, Mentions, Message, World, iso_now
@@ -117,6 +117,21 @@ class MessageService:
             self.hub.dispatch(
                 event, gateway_message_payload(self.world, message), intent=GUILD_MESSAGES_INTENT
             )
+        self.signal.notify()
+
+    def emit_member_message(self, message: Message) -> None:
+        """Dispatch a member's MESSAGE_CREATE under Discord's content rule.
+
+        Without the Message Content intent, a guild message that does not mention the bot
+        reaches it with empty ``content``, ``embeds``, ``attachments`` and ``components``
+        (Gateway docs, "Message Content Intent"; a reply with its ping on mentions the bot).
+        """
+        data = gateway_message_payload(self.world, message)
+        session = self.hub.session_for("MESSAGE_CREATE", data)
+        mentioned = self.world.bot_user.id in message.mentions.users
+        if session is not None and not session.intents & MESSAGE_CONTENT_INTENT and not mentioned:
+            data.update(content="", embeds=[], attachments=[], components=[])
+        self.hub.dispatch("MESSAGE_CREATE", data, intent=GUILD_MESSAGES_INTENT)
         self.signal.notify()
 
     @staticmethod

@@ -92,6 +92,9 @@ class Channel:
     overwrites: dict[int, Overwrite] = field(default_factory=dict)
     last_message_id: int | None = None
     parent_id: int | None = None
+    archived: bool = False
+    """A thread only: archived (Discord: ``thread_metadata.archived``); a member's message
+    unarchives it."""
 
     @property
     def is_thread(self) -> bool:
@@ -366,12 +369,21 @@ class World:
         return guild
 
     def add_channel(
-        self, guild_id: int, name: str, *, type: int = TEXT_CHANNEL, parent_id: int | None = None
+        self,
+        guild_id: int,
+        name: str,
+        *,
+        type: int = TEXT_CHANNEL,
+        parent_id: int | None = None,
+        channel_id: int | None = None,
     ) -> Channel:
-        """Create a channel in a guild: text by default, a forum, or a thread of ``parent_id``."""
+        """Create a channel in a guild: text by default, a forum, or a thread of ``parent_id``.
+
+        ``channel_id``: a thread started from a message has that message's id.
+        """
         guild = self.guilds[guild_id]
         channel = Channel(
-            self.snowflake(),
+            self.snowflake() if channel_id is None else channel_id,
             guild_id,
             name,
             type=type,

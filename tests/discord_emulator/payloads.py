@@ -98,7 +98,7 @@ def channel_payload(channel: Channel, permissions: int | None = None) -> dict[st
             message_count=0,
             member_count=0,
             thread_metadata={
-                "archived": False,
+                "archived": channel.archived,
                 "auto_archive_duration": 1440,
                 "archive_timestamp": iso_now(),
                 "locked": False,
@@ -197,7 +197,10 @@ def guild_create_payload(world: World, guild: Guild) -> dict[str, Any]:
             for c in guild.channels.values()
             if not c.is_thread
         ],
-        "threads": [channel_payload(c) for c in guild.channels.values() if c.is_thread],
+        # Only active threads (Gateway docs, Guild Create: "threads").
+        "threads": [
+            channel_payload(c) for c in guild.channels.values() if c.is_thread and not c.archived
+        ],
         "presences": [],
         "stage_instances": [],
         "guild_scheduled_events": [],

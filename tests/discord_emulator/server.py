@@ -14,7 +14,7 @@ from . import permissions as perms
 from .errors import DiscordAPIError, FormErrors
 from .interaction_routes import InteractionRoutes
 from .limits import validate_commands
-from .models import EPHEMERAL, Message
+from .models import EPHEMERAL, PUBLIC_THREAD, Message
 from .payloads import (
     channel_payload,
     command_permissions_payload,
@@ -80,6 +80,12 @@ class RestApi(InteractionRoutes):
             ("GET", "/channels/{channel_id}/messages", self.get_messages),
             ("POST", "/channels/{channel_id}/messages", self.post_message),
             ("POST", "/channels/{channel_id}/typing", self.typing),
+            (
+                "POST",
+                "/channels/{channel_id}/messages/{message_id}/threads",
+                self.start_thread_from_message,
+            ),
+            ("POST", "/channels/{channel_id}/threads", self.start_thread),
             ("GET", "/channels/{channel_id}/messages/{message_id}", self.get_message),
             ("PATCH", "/channels/{channel_id}/messages/{message_id}", self.edit_message),
             ("DELETE", "/channels/{channel_id}/messages/{message_id}", self.delete_message),
@@ -421,6 +427,44 @@ class RestApi(InteractionRoutes):
         ]
         found = sorted(found, key=lambda m: m.id, reverse=True)[:limit]
         return self._json(request, [message_payload(self.world, m) for m in found])
+
+    def _new_thread(self, parent_id: int, payload: dict[str, Any], thread_id: int | None) -> Any:
+        """Create a public thread of ``parent_id`` (Channel docs, "Start Thread ...")."""
+        parent = self.world.channels.get(parent_id)
+        if parent is None:
+            raise err.unknown_channel()
+        if not self.world.bot_permissions(parent_id) & perms.VIEW_CHANNEL:
+            raise err.missing_access()
+        if parent.is_thread or parent.type != 0:
+            # Threads start in text channels (a forum's posts are made otherwise).
+            raise DiscordAPIError(400, 50024, "Cannot execute action on this channel type")
+        self._require(parent_id, perms.CREATE_PUBLIC_THREADS)
+        name = str(payload.get("name") or "")
+        if not 1 <= len(name) <= 100:
+            form = FormErrors()
+            form.add(("name",), "BASE_TYPE_BAD_LENGTH", "Must be between 1 and 100 in length.")
+            form.raise_if_any()
+        thread = self.world.add_channel(
+            parent.guild_id, name, type=PUBLIC_THREAD, parent_id=parent_id, channel_id=thread_id
+        )
+        self.emu.hub.dispatch(
+            "THREAD_CREATE", {**channel_payload(thread), "newly_created": True}, intent=1
+        )
+        self.emu.signal.notify()
+        return thread
+
+    async def start_thread_from_message(self, request: web.Request) -> web.Response:
+        """A public thread started from a message; its id is the message's (Discord docs)."""
+        message = self._message(request)
+        if message.id in self.world.channels:
+            raise DiscordAPIError(400, 160004, "A thread has already been created for this message")
+        thread = self._new_thread(message.channel_id, request[PAYLOAD] or {}, message.id)
+        return self._json(request, channel_payload(thread), status=201)
+
+    async def start_thread(self, request: web.Request) -> web.Response:
+        """A public thread started without a message."""
+        thread = self._new_thread(self._channel_id(request), request[PAYLOAD] or {}, None)
+        return self._json(request, channel_payload(thread), status=201)
 
     async def typing(self, request: web.Request) -> web.Response:
         channel_id = self._channel_id(request)

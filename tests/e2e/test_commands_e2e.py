@@ -31,6 +31,7 @@ async def test_the_registered_commands_are_the_interface(world: World) -> None:
         "usage",
         "jobs",
         "settings",
+        "chat",
     }
     menus = {c["name"] for c in registered if c.get("type") == 3}
     assert menus == {"Animate image", "Edit image"}

@@ -96,6 +96,7 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
     assert world.discord.command_syncs == syncs + 1
     names = {c["name"] for c in world.discord.registered_commands()}
     slash = {"text", "image", "video", "video-advanced", "models", "config", "usage", "jobs"}
+    slash |= {"chat"}
     assert names == slash | {"Animate image", "Edit image"}  # and the two message menus
 
 

@@ -38,6 +38,9 @@ TABLES: Final = (
     "cooldowns",
     "cooldown_uses",
     "config_audit",
+    "conversations",
+    "conversation_turns",
+    "personas",
 )
 """Every table copied, parents before children (``allowed_channels`` needs its guild)."""
 
@@ -52,6 +55,7 @@ _WITH_IDS: Final = (
     "jobs",
     "result_requests",
     "config_audit",
+    "conversation_turns",
 )
 _NOT_COPIED: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from bot.clock import Clock
 from bot.storage.postgres.cards import PgCards
+from bot.storage.postgres.conversations import PgConversations
 from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
@@ -25,6 +26,7 @@ class PgRepositories:
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
         self.cards = PgCards(sql)
+        self.conversations = PgConversations(sql)
         self.policy = PgPolicy(sql)
 
 

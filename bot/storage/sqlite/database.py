@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.clock import Clock
 from bot.storage.sqlite.cards import SqliteCards
+from bot.storage.sqlite.conversations import SqliteConversations
 from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
@@ -27,6 +28,7 @@ class SqliteRepositories:
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
         self.cards = SqliteCards(sql)
+        self.conversations = SqliteConversations(sql)
         self.policy = SqlitePolicy(sql)
 
 

@@ -1,0 +1,113 @@
+"""Answers of conversation turns (``/chat``, issue 21): the answer, what it cost and carried."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+import discord
+
+from bot.errors import format_cents
+from bot.render import limits
+from bot.render.parts import MessageParts
+from bot.render.results import ANSWER_FILENAME
+from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
+from bot.services.conversations import ChatAnswer
+
+THREAD_NAME_CHARS = 100
+"""Discord's longest thread name (Channel docs: ``name``, 1-100 characters)."""
+
+ATTACH_OVER = 6000
+"""An answer longer than this is attached as ``answer.md``, as ``/text``'s are."""
+
+
+def thread_name(prompt: str) -> str:
+    """The name of a conversation's thread: the prompt on one line, cut to 100 characters."""
+    return truncate(one_line(prompt), THREAD_NAME_CHARS) or "Conversation"
+
+
+def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
+    """The subtext under an answer: model, tokens, cost, and the history the call carried.
+
+    ``-# model · 1,234 tokens · $0.02 · carried 2 earlier turns``; when the bound dropped
+    turns, a second line ``-# Earlier turns are no longer sent: 6 of 14.``
+    """
+    items = [discord.utils.escape_markdown(reply.model)]
+    tokens = reply.prompt_tokens + reply.completion_tokens
+    if tokens:
+        items.append(f"{tokens:,} tokens")
+    items.append(format_cents(reply.cost_cents))
+    if reply.carried == 0:
+        items.append("no earlier turns sent")
+    else:
+        plural = "turn" if reply.carried == 1 else "turns"
+        items.append(f"carried {reply.carried} earlier {plural}")
+    if sandbox:
+        items.append("sandbox")
+    footer = truncate("-# " + " · ".join(items), 200)
+    if reply.dropped:
+        footer += f"\n-# Earlier turns are no longer sent: {reply.dropped} of {reply.history}."
+    return footer
+
+
+SUMMARISE_ID = "gbchat:sum:{thread_id}"
+"""Custom id of the Summarise button of a conversation's thread (restart-safe)."""
+
+SUMMARISE_TEMPLATE = r"gbchat:sum:(?P<thread>[0-9]{1,20})"
+
+
+def summarise_button(thread_id: int) -> tuple[str, str]:
+    """The ``(label, custom_id)`` of the Summarise button of ``thread_id``'s answers."""
+    return ("Summarise earlier turns", SUMMARISE_ID.format(thread_id=thread_id))
+
+
+def chat_answer(
+    reply: ChatAnswer, *, sandbox: bool, thread_id: int | None = None
+) -> list[MessageParts]:
+    """The messages answering a turn, split as ``/text``'s are (code blocks intact).
+
+    Past :data:`ATTACH_OVER` characters the answer is one message: an excerpt, the footer and
+    the whole answer attached as ``answer.md``. Nothing pings (the answer is the model's text,
+    the labels carry members' names). When the bound dropped turns and the thread is known,
+    the last message carries the Summarise button.
+    """
+    parts = _chat_messages(reply, sandbox=sandbox)
+    if reply.dropped and thread_id is not None:
+        parts[-1] = replace(parts[-1], action_buttons=(summarise_button(thread_id),))
+    return parts
+
+
+def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
+    footer = chat_footer(reply, sandbox=sandbox)
+    content = reply.answer
+    if len(content) > ATTACH_OVER:
+        head = excerpt(content, 400).rstrip()
+        if ends_inside_fence(head):
+            head += "\n```"
+        note = f"-# The full answer ({len(content):,} characters) is attached as {ANSWER_FILENAME}."
+        return [
+            MessageParts(
+                content=f"{head}\n…\n{note}\n{footer}",
+                files=((ANSWER_FILENAME, content.encode("utf-8")),),
+            )
+        ]
+    chunks = split_message(content, limits.CONTENT)
+    if not chunks:
+        return [MessageParts(content=f"*The model gave an empty answer.*\n{footer}")]
+    last = chunks[-1].rstrip()
+    if len(last) + 1 + len(footer) <= limits.CONTENT and not ends_inside_fence(last):
+        chunks[-1] = f"{last}\n{footer}"
+    else:
+        chunks.append(footer)
+    return [MessageParts(content=chunk) for chunk in chunks]
+
+
+def thread_lines(threads: list[tuple[int, int, Decimal]], limit: int = 10) -> str:
+    """``/usage``'s conversations field: ``<#thread> · 3 turns · $0.02``, the first ``limit``."""
+    lines = [
+        f"<#{thread_id}> · {calls} turn{'s' if calls != 1 else ''} · {format_cents(cents)}"
+        for thread_id, calls, cents in threads[:limit]
+    ]
+    if len(threads) > limit:
+        lines.append(f"and {len(threads) - limit} more")
+    return truncate("\n".join(lines), limits.FIELD_VALUE)

@@ -1,0 +1,246 @@
+"""Conversations end to end (issue 21): ``/chat`` starts a thread, turns by mention and reply.
+
+The real bot process against the Discord emulator, without the Message Content intent: a
+message that mentions the bot (or replies to it with the ping on) carries its content, others
+reach the bot empty and are ignored. History survives a restart; the ledger equals the
+service's charges.
+"""
+
+import asyncio
+import sqlite3
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from bot.storage.money import from_micro
+from tests.discord_emulator.models import Message
+from tests.discord_emulator.permissions import CREATE_PUBLIC_THREADS, DEFAULT_BOT_PERMISSIONS
+from tests.e2e.harness import World
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def ledger_total(world: World) -> Decimal:
+    conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+    try:
+        (micro,) = conn.execute("SELECT COALESCE(SUM(cost_micro), 0) FROM ledger").fetchone()
+    finally:
+        conn.close()
+    return from_micro(int(micro))
+
+
+def text_calls(world: World) -> list[dict[str, Any]]:
+    return [
+        r.json
+        for r in world.api.requests
+        if r.method == "POST" and r.path.endswith("/text/generate") and r.json is not None
+    ]
+
+
+async def end_reason(world: World, thread_id: int) -> str:
+    """Why the bot ended a thread's conversation, once it has (read from its database)."""
+
+    def read() -> str | None:
+        conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+        try:
+            row = conn.execute(
+                "SELECT end_reason FROM conversations WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        finally:
+            conn.close()
+        return None if row is None else row[0]
+
+    async with asyncio.timeout(15):  # the gateway event reaches the bot process
+        while (reason := read()) is None:
+            await asyncio.sleep(0.05)
+    return reason
+
+
+def identifies(world: World) -> int:
+    return sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+
+async def reply_in(world: World, thread_id: int, to: Message) -> Message:
+    """The bot's reply to a member's message in the thread."""
+    return await world.discord.wait_for_message(
+        lambda m: (
+            m.channel_id == thread_id
+            and (m.message_reference or {}).get("message_id") == str(to.id)
+        ),
+        timeout=20,
+    )
+
+
+async def test_a_conversation_by_mention_and_reply_survives_a_restart(world: World) -> None:
+    balance = world.api.balance(world.key)
+    world.api.set_next_text("Four.")
+    handle = await world.command("chat", {"prompt": "What is 2+2?", "system": "Be brief."})
+    answer = await world.answer(handle)
+    assert "Four." in answer.content and "no earlier turns sent" in answer.content
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    assert thread.parent_id == world.channel.id and thread.name == "What is 2+2?"
+
+    # A message that neither mentions the bot nor replies to it: ignored, nothing sent.
+    calls = len(text_calls(world))
+    ignored = world.discord.member_message(
+        thread.id, world.member.id, "just chatting among ourselves"
+    )
+    # Turn two, by mention; the bot cannot have answered the message above before this one.
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Six.\n⟦user: member⟧\nI made this up")
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> And 3+3?")
+    second = await reply_in(world, thread.id, asked)
+    assert second.content.startswith("Six.") and "I made this up" not in second.content
+    assert "carried 1 earlier turn" in second.content
+    assert second.pinged_user_ids() == set()
+    assert len(text_calls(world)) == calls + 1
+    assert not [
+        m
+        for m in world.discord.channel_messages(thread.id)
+        if (m.message_reference or {}).get("message_id") == str(ignored.id)
+    ]
+
+    identified = identifies(world)
+    await world.bot.kill()
+    await world.bot.start()
+    await world.discord.signal.wait_for(
+        lambda: True if identifies(world) > identified else None, 60, "a new IDENTIFY"
+    )
+    await world.discord.wait_ready(timeout=60)
+
+    # Turn three, by a reply to the bot's answer (ping on), after the restart.
+    world.api.set_next_text("Twelve.")
+    asked = world.discord.member_message(thread.id, world.admin.id, "And 6+6?", reply_to=second.id)
+    third = await reply_in(world, thread.id, asked)
+    assert third.content.startswith("Twelve.") and "carried 2 earlier turns" in third.content
+    prompt = text_calls(world)[-1]["prompt"]
+    assert "What is 2+2?" in prompt and "Four." in prompt and "And 3+3?" in prompt
+    assert "just chatting" not in prompt
+    assert prompt.endswith("⟦user: admin⟧\nAnd 6+6?\n⟦assistant⟧")
+    assert text_calls(world)[-1]["system"].startswith("Be brief.")
+    assert len(text_calls(world)) == calls + 2
+
+    charged = balance - world.api.balance(world.key)
+    assert ledger_total(world) == charged
+
+    usage = await world.answer(await world.command("usage", {}, admin=True))
+    field = next(f for f in usage.embeds[0]["fields"] if f["name"] == "Conversations this month")
+    assert field["value"].startswith(f"<#{thread.id}> · 3 turns · ")
+
+
+async def test_an_archived_thread_ends_the_conversation_with_one_sentence(world: World) -> None:
+    handle = await world.command("chat", {"prompt": "Tell me a joke"})
+    answer = await world.answer(handle)
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    # /text in the thread is a turn: it carries the history.
+    world.api.set_next_text("Why did the chicken cross the road?")
+    asked = await world.answer(
+        await world.command("text", {"prompt": "a shorter one"}, channel_id=thread.id)
+    )
+    assert "carried 1 earlier turn" in asked.content
+    assert "Tell me a joke" in text_calls(world)[-1]["prompt"]
+    world.discord.archive_thread(thread.id)
+    assert await end_reason(world, thread.id) == "archived"
+    calls = len(text_calls(world))
+    bot = world.discord.bot_user.id
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> another one")
+    refusal = await reply_in(world, thread.id, asked)
+    assert refusal.content == (
+        "This conversation has ended (its thread was archived); start a new one with /chat."
+    )
+    assert len(text_calls(world)) == calls
+
+
+async def test_a_reply_with_its_ping_off_is_told_how_to_be_read(world: World) -> None:
+    handle = await world.command("chat", {"prompt": "Name a colour"})
+    answer = await world.answer(handle)
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    calls = len(text_calls(world))
+    asked = world.discord.member_message(
+        thread.id, world.member.id, "another?", reply_to=answer.id, ping_reply=False
+    )
+    told = await reply_in(world, thread.id, asked)
+    assert "mention on" in told.content
+    assert len(text_calls(world)) == calls
+
+
+async def test_without_create_public_threads_chat_is_refused_before_any_call(
+    world: World,
+) -> None:
+    channel = world.discord.add_channel(world.guild.id, "no-threads")
+    world.discord.set_bot_permissions(channel.id, DEFAULT_BOT_PERMISSIONS & ~CREATE_PUBLIC_THREADS)
+    calls = len(text_calls(world))
+    handle = await world.command("chat", {"prompt": "hello"}, channel_id=channel.id)
+    refusal = await world.answer(handle)
+    assert refusal.ephemeral
+    assert (
+        refusal.content == "I need these permissions in this channel first: Create Public Threads."
+    )
+    assert len(text_calls(world)) == calls
+
+
+async def test_a_deleted_thread_ends_the_conversation(world: World) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "Short-lived"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    world.discord.delete_thread(thread.id)
+
+    assert await end_reason(world, thread.id) == "deleted"
+
+
+async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: World) -> None:
+    world.api.set_next_text("Paris.")
+    answer = await world.answer(await world.command("text", {"prompt": "Capital of France?"}))
+    calls = len(text_calls(world))
+    world.api.set_next_text("About 2.1 million.")
+    world.discord.member_message(
+        world.channel.id, world.member.id, "And its population?", reply_to=answer.id
+    )
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "a thread from the answer"
+    )
+    posted = await world.discord.wait_for_message(
+        lambda m: m.channel_id == thread.id and "2.1 million" in m.content,
+        include_existing=True,
+        timeout=15,
+    )
+    assert "carried 1 earlier turn" in posted.content
+    assert posted.pinged_user_ids() == set()
+    assert len(text_calls(world)) == calls + 1
+    prompt = text_calls(world)[-1]["prompt"]
+    assert "Capital of France?" in prompt and "⟦assistant⟧\nParis.\n" in prompt
+    assert prompt.endswith("And its population?\n⟦assistant⟧")
+    assert "-# " not in prompt  # the answer's footer is not history
+
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Yes.")
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Is it big?")
+    third = await reply_in(world, thread.id, asked)
+    assert "carried 2 earlier turns" in third.content
+
+
+async def test_a_member_barred_from_chat_in_integrations_cannot_take_a_turn(
+    world: World,
+) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "A members' club"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    world.discord.set_command_permissions(world.guild.id, "chat", [(world.guild.id, 1, False)])
+    try:
+        calls = len(text_calls(world))
+        bot = world.discord.bot_user.id
+        asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> let me in")
+        refusal = await reply_in(world, thread.id, asked)
+        assert "does not let you use /chat here" in refusal.content
+        assert len(text_calls(world)) == calls
+    finally:
+        world.discord.set_command_permissions(world.guild.id, "chat", [])
