@@ -40,7 +40,7 @@ from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
-from bot.tree import PUBLIC_DEFER, RESTARTING, send_ephemeral, sentence_for
+from bot.tree import PUBLIC_DEFER, RESTARTING, AdmittedView, admit, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 
@@ -499,6 +499,10 @@ class SummariseButton(
         """Rebuild the button from its custom id (discord.py calls this on every click)."""
         return cls(int(match["thread"]))
 
+    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
+        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        return await admit(interaction)
+
     async def callback(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]
         """Show the price first (ephemeral), with the buttons that confirm or cancel."""
         try:
@@ -518,7 +522,7 @@ class SummariseButton(
         )
 
 
-class SummariseConfirm(discord.ui.View):
+class SummariseConfirm(AdmittedView):
     """Summarise · about $x / Cancel, for the clicker only, valid a few minutes."""
 
     def __init__(self, thread_id: int, estimate_cents: Decimal | None) -> None:

@@ -75,8 +75,20 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
         view = ConfirmView(Requester(1, 2, 5), VideoOptions("a fox", "m"), Decimal(100))
         allowed = await view.interaction_check(interaction)
     else:
-        assert {d.__name__ for d in ours(discord.ui.DynamicItem)} == {"ResultAction"}
-        allowed = await ResultAction("again", "r1").interaction_check(interaction)
+        from cogs.chat import SummariseButton
+
+        # Every restart-safe button of ours: each admits its clicks like a command.
+        buttons = [ResultAction("again", "r1"), SummariseButton(1)]
+        assert {type(b).__name__ for b in buttons} == {
+            d.__name__ for d in ours(discord.ui.DynamicItem)
+        }
+        for button in buttons[1:]:
+            clicked = refused_interaction()
+            clicked.user = SimpleNamespace(id=5)
+            assert await button.interaction_check(clicked) is False
+            [(text, options)] = clicked.sent
+            assert (text, options["ephemeral"]) == (RESTARTING, True)
+        allowed = await buttons[0].interaction_check(interaction)
     assert allowed is False
     [(text, options)] = interaction.sent
     assert (text, options["ephemeral"]) == (RESTARTING, True)
