@@ -21,6 +21,7 @@ import discord
 
 from bot.announce import INVALID_FORM_BODY
 from bot.errors import ValidationFailed
+from bot.queue_status import queue_status
 from bot.render import image_result, text_answer
 from bot.render.cards import confirm_label, confirm_text
 from bot.render.parts import MessageParts
@@ -91,7 +92,8 @@ async def start_video(interaction: Interaction, who: Requester, options: VideoOp
 async def submit_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
     """Submit the video, store its request for the buttons, post its card, say where."""
     bot = interaction.client
-    job = await bot.generation.video(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        job = await bot.generation.video(who, options)
     await bot.services.db.cards.add_request(
         kind="video",
         guild_id=who.guild_id,
@@ -114,7 +116,8 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     one gets a card in the channel and a link here.
     """
     bot = interaction.client
-    outcome = await bot.generation.image(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        outcome = await bot.generation.image(who, options)
     cards, now = bot.services.db.cards, bot.services.clock.time()
     if outcome.job is not None:
         await cards.add_request(
@@ -170,7 +173,8 @@ async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
     """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set)."""
     bot = interaction.client
-    result = await bot.generation.text(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        result = await bot.generation.text(who, options)
     ref = await bot.services.db.cards.add_request(
         kind="text",
         guild_id=who.guild_id,
