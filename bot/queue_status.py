@@ -125,7 +125,10 @@ class QueueStatus:
 
     def _on_wait(self, place: int, estimate: float) -> None:
         self._latest = (place, estimate)
-        if self._task is None and not self._gone:
+        # A command may queue more than once (a catalogue fetch, then its request): each wait
+        # is shown in turn.
+        self._gone = False
+        if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._show())
 
     def _on_go(self) -> None:
