@@ -7,6 +7,8 @@ import itertools
 from typing import Any
 
 from bot.clock import ManualClock
+from bot.errors import user_message
+from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.queue_status import GOING, QueueStatus, queue_text
 
 
@@ -57,3 +59,11 @@ async def test_a_short_wait_shows_nothing() -> None:
     status.seat.on_go()  # type: ignore[misc]
     await status.close()
     assert interaction.edits == []
+
+
+def test_a_refusal_says_how_long_the_queue_is_and_a_cancel_that_nothing_was_charged() -> None:
+    refused = user_message(RateLimitWaitTooLong(420.0, queued=57))
+    assert refused == (
+        "The queue for this key is too long: 57 requests are waiting, about 7 min; try again later."
+    )
+    assert user_message(QueueCancelled()) == "Cancelled; nothing was sent or charged."
