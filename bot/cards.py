@@ -22,6 +22,7 @@ import discord
 from bot.announce import INVALID_FORM_BODY, send_card
 from bot.clock import Clock
 from bot.errors import ValidationFailed
+from bot.queue_status import queue_status
 from bot.render import image_result, text_answer
 from bot.render.cards import confirm_label, confirm_text
 from bot.render.parts import MessageParts
@@ -195,7 +196,8 @@ async def submit_video(interaction: Interaction, who: Requester, options: VideoO
     (issue 18, E3).
     """
     bot = interaction.client
-    job = await bot.generation.video(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        job = await bot.generation.video(who, options)
     charged(interaction)
     link = await posted_placeholder(bot, job)
     await tell(
@@ -281,7 +283,8 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     """
     refuse_personal_media(who)
     bot = interaction.client
-    outcome = await bot.generation.image(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        outcome = await bot.generation.image(who, options)
     charged(interaction)
     if outcome.job is not None:
         link = await posted_placeholder(bot, outcome.job)
@@ -327,7 +330,8 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
     after (:func:`show_paid`), without buttons if its request could not be stored.
     """
     bot = interaction.client
-    result = await bot.generation.text(who, options)
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        result = await bot.generation.text(who, options)
     charged(interaction)
     ref = await remember(bot, "text", who, stored_options(options))
     tag = None if ref is None else f"r{ref}"

@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30
     genapi_rate_window_seconds: Annotated[float, Field(gt=0)] = 60.0
+    # A user's request waits in its key's queue up to this long (estimated as it is queued)
+    # before being refused; at most 14 min, within the 15 min an interaction can be answered.
+    queue_max_wait_seconds: Annotated[float, Field(gt=0, le=840)] = 300.0
     sandbox_time_scale: Annotated[float, Field(gt=0)] = 1.0
     wait_scale: Annotated[float, Field(ge=1)] = 1.0
     placeholder_grace_seconds: Annotated[float, Field(gt=0)] = 30.0

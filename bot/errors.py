@@ -192,6 +192,15 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return f"You already have {exc.limit} videos in progress; wait for one to finish."
         case ConcurrencyLimitReached():
             return f"This server already has {exc.limit} videos in progress; try again later."
+        case api.QueueCancelled():
+            return "Cancelled; nothing was sent or charged."
+        case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
+            # A refusal says how long the queue is (issue 18).
+            minutes = max(1, math.ceil(exc.retry_after / 60))
+            return (
+                f"The queue for this key is too long: {queued} requests are waiting, about "
+                f"{minutes} min; try again later."
+            )
         case api.RateLimitedError():
             wait = max(1, math.ceil(exc.retry_after))
             if now is not None:

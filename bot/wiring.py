@@ -280,12 +280,14 @@ async def build_services(
         # Several processes may use one key: the window lives in the database (issue 10).
         limiter = SharedRateLimiter(clock, db.rates, rules, metrics=metrics)
     else:
-        limiter = RateLimiter(clock, rules, metrics=metrics)
+        # One process: its window starts from what the database recorded (issue 18).
+        limiter = RateLimiter(clock, rules, metrics=metrics, rates=db.rates)
     client = GenAPIClient(
         base_url,
         http=http,
         limiter=limiter,
         clock=clock,
+        interactive_max_wait=settings.queue_max_wait_seconds,
         known_keys=() if default_key is None else (default_key,),
         metrics=metrics,
     )

@@ -26,7 +26,9 @@ from bot.app import GenBot
 from bot.cards import CONFIRM_SECONDS
 from bot.command_access import Invoker
 from bot.errors import ValidationFailed, format_cents
+from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.queue_status import queue_status
 from bot.render.cards import CUSTOM_ID
 from bot.render.chat import (
     SUMMARISE_TEMPLATE,
@@ -145,7 +147,8 @@ class ChatCog(commands.Cog):
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         author = display_name(interaction.user)
-        reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
+        async with queue_status(interaction, who.user_id, who.guild_id):
+            reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
         await answer_interaction(interaction, reply)
         try:
             message = await interaction.original_response()
@@ -199,6 +202,8 @@ class ChatCog(commands.Cog):
         # then says what is wrong).
         with contextlib.suppress(discord.HTTPException):
             await channel.typing()
+        # No response to show a place in: the turn still waits as its guild's (fair turns).
+        QUEUE_SEAT.set(QueueSeat(guild_id=who.guild_id))
         try:
             reply = await self.conversations.ask(who, author, text, conversation=conversation)
         except Exception as exc:  # every refusal gets its one sentence
@@ -409,16 +414,17 @@ async def continue_conversation(
     """
     conversations = interaction.client.services.conversations
     author = display_name(interaction.user)
-    reply = await conversations.ask(
-        who,
-        author,
-        prompt,
-        conversation=conversation,
-        model=model,
-        system=system,
-        max_tokens=max_tokens,
-        temperature=temperature,
-    )
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        reply = await conversations.ask(
+            who,
+            author,
+            prompt,
+            conversation=conversation,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            temperature=temperature,
+        )
     await keep(conversations.record(conversation, who, author, prompt, reply))
     await answer_interaction(interaction, reply, conversation.thread_id)
 

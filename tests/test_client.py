@@ -245,7 +245,8 @@ async def test_interactive_request_is_told_when_to_come_back(
 ) -> None:
     async with GenApiEmulator(clock=clock.monotonic, rate_limit=1, rate_window=60) as api:
         key = SecretStr(api.create_key())
-        client = make_client(api.base_url, http, clock)
+        # A Retry-After beyond the queue's bound (QUEUE_MAX_WAIT_SECONDS) is not waited out.
+        client = make_client(api.base_url, http, clock, interactive_max_wait=8.0)
         await client.list_models(key)
         with pytest.raises(errors.RateLimitedError) as limited:
             await client.generate_text(key, TextRequest(prompt="hi"))

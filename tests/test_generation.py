@@ -4,6 +4,7 @@ import pytest
 
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
+from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -313,3 +314,16 @@ async def test_nothing_between_the_services_answer_and_the_ledger_can_lose_the_c
 
     assert await stack.db.ledger.total(who.guild_id) == result.cost_cents + job.cost_cents
     assert stack.posts() == 2
+
+
+async def test_a_request_cancelled_in_the_queue_costs_nothing(stack: Stack, who: Requester) -> None:
+    # Issue 18: the member's Cancel takes the request out of the key's queue: nothing is sent
+    # and the video's reservation is released at once.
+    model = await video_model(stack, needs_image=False)
+    seat = QueueSeat(guild_id=who.guild_id)
+    seat.cancelled.set()
+    QUEUE_SEAT.set(seat)
+    with pytest.raises(api_errors.QueueCancelled):
+        await stack.generation.video(who, VideoOptions("a fox", model.id))
+    assert stack.posts() == 0
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0

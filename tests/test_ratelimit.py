@@ -2,13 +2,22 @@
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from bot.clock import ManualClock
 from bot.genapi.budget import BudgetRules
-from bot.genapi.errors import RateLimitWaitTooLong
-from bot.genapi.ratelimit import Priority, RateLimiter
+from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
+from bot.genapi.ratelimit import (
+    QUEUE_SEAT,
+    Priority,
+    QueueSeat,
+    RateLimiter,
+    Ticket,
+    fair_order,
+)
+from bot.storage import Database
 
 
 def limiter_of(
@@ -173,19 +182,99 @@ async def test_keys_are_limited_separately() -> None:
     assert clock.monotonic() == start
 
 
-async def test_after_a_restart_the_previous_minute_counts_as_evenly_used() -> None:
-    # The process that ran before may have sent 30 requests in the last minute: a fresh
-    # limiter releases slots one by one, never a burst of 30 at start-up.
+async def test_a_fresh_database_serves_the_first_burst_at_once(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    # Issue 18: right after start-up the key had sent nothing, so ten /video go at once.
     clock = ManualClock()
-    limiter = limiter_of(clock, margin=0).for_key("k")
-    released: list[float] = []
+    db = await open_db(clock)
+    try:
+        limiter = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        await asyncio.gather(*(limiter.acquire(Priority.INTERACTIVE) for _ in range(30)))
+        assert clock.monotonic() == 0.0
+        assert len((await db.rates.snapshot("k", 61.0)).sent) == 30  # recorded before sent
+    finally:
+        await db.close()
 
-    async def request() -> None:
+
+async def test_after_a_restart_the_limiter_starts_from_what_was_recorded(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    # The process before (killed at once) sent 30 in this window: the new one sends no 31st
+    # until the first of them leaves the window, whatever the previous process was.
+    clock = ManualClock()
+    db = await open_db(clock)
+    try:
+        before = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        for _ in range(30):
+            await before.acquire(Priority.INTERACTIVE)
+        after = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        await after.acquire(Priority.INTERACTIVE)
+        assert clock.monotonic() >= 60.0
+    finally:
+        await db.close()
+
+
+def test_turns_go_round_the_guilds_first_come_first_served_within_each() -> None:
+    a = [Ticket(seq, Priority.INTERACTIVE, 1) for seq in range(5)]
+    b = [Ticket(10, Priority.INTERACTIVE, 2)]
+    c = [Ticket(11, Priority.INTERACTIVE, 3), Ticket(12, Priority.INTERACTIVE, 3)]
+    order = fair_order([*c, *b, *a], {1: 7})  # guild 1 sent last: the others go first
+    assert [t.seq for t in order] == [10, 11, 0, 12, 1, 2, 3, 4]
+
+
+async def test_a_single_request_of_another_guild_passes_a_burst_of_forty() -> None:
+    clock = ManualClock()
+    limiter = limiter_of(clock).for_key("k")
+    sent: list[str] = []
+
+    async def request(guild: int, name: str) -> None:
+        QUEUE_SEAT.set(QueueSeat(guild_id=guild))
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0)
+        sent.append(name)
+
+    # Queued in the same instant (a manual clock's sleep would jump past a later arrival).
+    burst = [asyncio.ensure_future(request(1, f"a{i}")) for i in range(40)]
+    other = asyncio.ensure_future(request(2, "b"))
+    await asyncio.gather(*burst, other)
+    assert sent.index("b") < sent.index("a30")
+    assert sent[:30] == [f"a{i}" for i in range(30)]
+
+
+async def test_a_waiting_member_sees_the_place_and_may_cancel_at_no_cost() -> None:
+    clock = ManualClock()
+    limiter = limiter_of(clock).for_key("k")
+    QUEUE_SEAT.set(QueueSeat(guild_id=1))  # one guild: first come, first served
+    for _ in range(30):
         await limiter.acquire(Priority.INTERACTIVE)
-        released.append(clock.monotonic())
+    seen: list[tuple[int, float]] = []
+    seat = QueueSeat(guild_id=1, on_wait=lambda place, wait: seen.append((place, wait)))
+    first = asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE, max_wait=300.0))
 
-    await asyncio.gather(*(request() for _ in range(30)))
+    async def mine() -> None:
+        QUEUE_SEAT.set(seat)
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0)
 
-    assert sum(1 for t in released if t < 10) <= 5  # one slot every 2 s
-    assert released[0] <= 2  # nobody is locked out for a whole minute
-    assert max(released) <= 60
+    waiting = asyncio.ensure_future(mine())
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert seen[0][0] == 2  # second on the key
+    assert 0 < seen[0][1] <= 61.0
+    seat.cancelled.set()
+    with pytest.raises(QueueCancelled):
+        await waiting
+    await first
+    assert limiter.sent_in_window == 1  # the cancelled request took no slot
+    assert limiter.waiting == 0
+
+
+async def test_a_refusal_says_how_long_the_queue_is() -> None:
+    clock = ManualClock()
+    limiter = limiter_of(clock, limit=2).for_key("k")
+    queued = [asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE)) for _ in range(6)]
+    await asyncio.sleep(0)
+    with pytest.raises(RateLimitWaitTooLong) as caught:
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=100.0)
+    assert caught.value.queued == 4  # the two sent went; four wait before it
+    assert caught.value.retry_after > 100.0
+    await asyncio.gather(*queued)

@@ -113,3 +113,23 @@ async def test_a_429_blocks_the_key_for_every_process(two: tuple[Database, Datab
         await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
     # Nothing was recorded for the refused request.
     assert len(await recorded(two[1], "fp")) == 1
+
+
+async def test_a_request_the_shared_window_refused_frees_its_slot_in_the_process(
+    two: tuple[Database, Database],
+) -> None:
+    # E10: a process whose requests the shared window refused must not then refuse its users
+    # for a whole window on its own count (they were never sent).
+    rules = BudgetRules(limit=LIMIT, window=WINDOW + MARGIN, min_pace=0.0)
+    first, second = (SharedRateLimiter(SystemClock(), db.rates, rules) for db in two)
+    await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
+    for _ in range(LIMIT - 1):
+        await first.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
+    await asyncio.sleep(WINDOW / 2)
+    for _ in range(LIMIT - 1):  # the shared window is full: refused, nothing sent
+        with pytest.raises(RateLimitWaitTooLong):
+            await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
+    await asyncio.sleep(WINDOW / 2 + MARGIN + 0.05)  # the first requests left the window
+    for _ in range(LIMIT - 1):
+        await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
+    assert len(await recorded(two[1], "fp")) == 2 * LIMIT - 1

@@ -11,7 +11,8 @@ Retry rules (money is real, spec part 7 and the project's rules):
 * ``GET`` requests (catalogue, status polls) are idempotent and also retry on transport errors,
   5xx answers and non-JSON bodies, with exponential backoff (tenacity).
 * A 429's ``Retry-After`` blocks the whole key in the limiter; an interactive caller that would
-  wait longer than ``interactive_max_wait`` gets :class:`RateLimitedError` at once instead. A
+  wait longer than ``interactive_max_wait`` (``QUEUE_MAX_WAIT_SECONDS``) gets
+  :class:`RateLimitedError` at once instead. A
   429 counts as refused whatever its body (JSON or a proxy's page), and ``Retry-After`` is read
   defensively and capped at :data:`MAX_RETRY_AFTER` (10 min): one bad header must not silence
   a key for good.
@@ -208,8 +209,9 @@ class GenAPIClient:
         http: the shared, pooled HTTP client (owned by the caller).
         limiter: the process-wide per-key limiter.
         clock: used for backoff sleeps, so tests never wait.
-        interactive_max_wait: seconds an interactive request may queue in the limiter before
-            :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
+        interactive_max_wait: the longest estimated wait, seconds, an interactive request is
+            queued for in the limiter (issue 18: ``QUEUE_MAX_WAIT_SECONDS``, 5 minutes); beyond
+            it :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
         attempts: tries per request, the first included, when the failure is retryable.
         generation_timeout: timeouts of generation POSTs, seconds.
         status_timeout: timeouts of GETs, seconds.
@@ -225,7 +227,7 @@ class GenAPIClient:
         http: httpx.AsyncClient,
         limiter: Limiter,
         clock: Clock,
-        interactive_max_wait: float = 8.0,
+        interactive_max_wait: float = 300.0,
         attempts: int = 3,
         generation_timeout: httpx.Timeout = GENERATION_TIMEOUT,
         status_timeout: httpx.Timeout = STATUS_TIMEOUT,

@@ -189,8 +189,20 @@ ERROR_CODES: dict[str, type[APIStatusError]] = {
 class RateLimitWaitTooLong(RateLimitedError):
     """Our own limiter would make an interactive caller wait longer than it may.
 
-    Nothing was sent. ``retry_after`` is the estimated wait in seconds.
+    Nothing was sent. ``retry_after`` is the estimated wait in seconds, ``queued`` how many
+    users' requests were waiting on the key before this one (0 when unknown).
     """
 
-    def __init__(self, retry_after: float) -> None:
+    def __init__(self, retry_after: float, *, queued: int = 0) -> None:
         super().__init__(0, "RATE_LIMITED", "local rate limit: wait too long", retry_after)
+        self.queued = queued
+
+
+class QueueCancelled(GenAPIError):
+    """The member cancelled a request while it waited in the key's queue (issue 18).
+
+    Nothing was sent, so nothing can have been charged.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("cancelled in the queue")

@@ -10,39 +10,60 @@ a request that waits for a new connection arrives a few milliseconds later, so a
 starts with it would close early on the service's side. A ``margin`` (1 s) is added to the
 window to absorb that (measured: without it, one 429 in a 30-video run, docs/benchmarks.md).
 
-Two priorities share each key, by the rules of :mod:`bot.genapi.budget`: interactive requests
-(a user is waiting on a command) go first and may use the whole window; background requests
-(polls, catalogue refreshes) leave users their reserved slots, looking ahead at the users' pace,
-and are owed one slot every 10 s however busy the users are.
+**The window is known, never assumed** (issue 18). Every request released is first recorded in
+the database (``db.rates``, table ``rate_requests``, per key, on the database's clock) before it
+is sent, and a key's limiter starts from the rows of the last window: after any restart, clean
+or ``kill -9``, it knows what was really sent (a fresh database starts empty, so the first
+burst after a deploy is served at once). The record writes of requests released together are
+one transaction (:class:`RateRecorder`, a group commit), which keeps the poller's CPU per poll
+low. A 429's ``Retry-After`` is recorded too (``rate_blocks``). Several processes use the same
+rows, deciding inside the database (:mod:`bot.genapi.shared_ratelimit`).
 
-After a restart the limiter cannot know what the previous process sent, and the service still
-counts it: starting empty would allow a burst of ``limit`` requests that a full previous minute
-turns into 429s. So a new :class:`RateLimiter` assumes the window before it was built was
-*evenly* filled: ``limit`` requests, one every ``window / limit`` seconds, the last one now.
-Slots then free up one by one (about every 2 s), so nobody is locked out for a whole minute,
-and after one window the assumption has expired. The worst case left (the previous process
-burst its 30 requests just before dying) costs a few refused 429s, which charge nothing and
-whose ``Retry-After`` the limiter honours.
+**Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.budget`:
+interactive requests (a user is waiting on a command) go first and may use the whole window;
+background requests (polls, catalogue refreshes) leave users their reserved slots, looking ahead
+at the users' pace, and are owed one slot every 10 s however busy the users are.
 
-``aiolimiter`` and similar libraries offer neither a strict rolling window nor priorities,
-hence this module.
+**A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
+refused: an interaction can be answered for 15 minutes after it is deferred. Turns go round the
+guilds with requests waiting (the guild served longest ago first, :func:`fair_order`), first
+come first served within a guild, so a burst of 40 from one server cannot hold another server's
+single request behind it. The caller's :class:`QueueSeat` (a context variable set by the
+Discord side) names its guild, hears its place and estimated wait, and may cancel, which costs
+nothing: nothing was sent. A request is refused only when, as it is queued, the estimated wait
+already exceeds the caller's ``max_wait`` (``QUEUE_MAX_WAIT_SECONDS``, 5 minutes).
+
+``aiolimiter`` and similar libraries offer neither a strict rolling window, nor priorities, nor
+fairness between groups, hence this module.
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
 import itertools
+import logging
 from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.clock import Clock, sleep_or_wake
+from bot.clock import Clock
 from bot.genapi.budget import BudgetRules
-from bot.genapi.errors import RateLimitWaitTooLong
+from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
+    from bot.storage.repositories import RateWindowRepository
+
+log = logging.getLogger(__name__)
+
+MAX_TURNS = 1024
+"""Guilds whose last turn a key's limiter remembers (the oldest are forgotten beyond it)."""
+
+_EPSILON = 1e-6
+"""A delay this small is none: a clock that cannot represent it would never get past it."""
 
 
 class Priority(IntEnum):
@@ -50,6 +71,74 @@ class Priority(IntEnum):
 
     INTERACTIVE = 0
     BACKGROUND = 1
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class QueueSeat:
+    """Who waits for an interactive request, set in :data:`QUEUE_SEAT` by the Discord side.
+
+    Attributes:
+        guild_id: the guild the request is for (the queue's turns go round guilds); None for
+            requests of no guild.
+        on_wait: called with the request's place (1 = next) among the key's waiting requests
+            and the estimated wait in seconds, each time the queue moves while it waits.
+        on_go: called once when the request leaves the queue to be sent.
+        cancelled: set by the member (a Cancel button): the request leaves the queue and
+            :class:`~bot.genapi.errors.QueueCancelled` is raised; nothing is sent.
+    """
+
+    guild_id: int | None = None
+    on_wait: Callable[[int, float], None] | None = None
+    on_go: Callable[[], None] | None = None
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+QUEUE_SEAT: ContextVar[QueueSeat | None] = ContextVar("queue_seat", default=None)
+"""The seat of the interactive requests made in this context (a command's task); None: a
+request of no guild, shown to nobody."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One request waiting in a key's queue.
+
+    Attributes:
+        seq: arrival order on the key.
+        priority: interactive or background.
+        guild_id: the guild an interactive request is for (None: no guild).
+    """
+
+    seq: int
+    priority: Priority
+    guild_id: int | None = None
+
+
+def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -> list[Ticket]:
+    """Order waiting interactive requests: round-robin over guilds, FIFO within each (issue 18).
+
+    Turns go round the guilds with requests waiting; a round starts with the guild served
+    longest ago (never served first, then by its oldest request), and each guild gives one
+    request per round.
+
+    Args:
+        tickets: the waiting interactive requests, any order.
+        last_turn: a growing turn number of the last request each guild sent (absent: none
+            remembered).
+
+    Returns:
+        The tickets in the order they will be served.
+    """
+    by_guild: dict[int | None, list[Ticket]] = {}
+    for ticket in sorted(tickets, key=lambda t: t.seq):
+        by_guild.setdefault(ticket.guild_id, []).append(ticket)
+    guilds = sorted(by_guild, key=lambda g: (last_turn.get(g, -1), by_guild[g][0].seq))
+    rounds = max((len(queue) for queue in by_guild.values()), default=0)
+    return [
+        by_guild[guild][turn]
+        for turn in range(rounds)
+        for guild in guilds
+        if turn < len(by_guild[guild])
+    ]
 
 
 class KeyGate(Protocol):
@@ -63,6 +152,7 @@ class KeyGate(Protocol):
 
         Raises:
             RateLimitWaitTooLong: the wait would exceed ``max_wait`` (nothing is counted).
+            QueueCancelled: the member cancelled while waiting (nothing is counted).
         """
 
 
@@ -77,15 +167,46 @@ class Limiter(Protocol):
         """Return the limiter of the key with ``fingerprint``."""
 
 
+@dataclass(frozen=True, slots=True)
+class KnownWindow:
+    """What was sent on a key before this limiter existed, relative to now.
+
+    Attributes:
+        ages: ``(seconds ago, background)`` of each request recorded in the last window.
+        blocked_for: seconds a recorded 429 still blocks the key (0: none).
+    """
+
+    ages: Sequence[tuple[float, bool]]
+    blocked_for: float = 0.0
+
+
+class WindowRecord(Protocol):
+    """The durable record of one key's window (:class:`DurableWindow`)."""
+
+    async def load(self) -> KnownWindow:
+        """Read what was sent in the last window (raises the database's errors)."""
+        ...
+
+    async def record(self, background: bool) -> None:
+        """Record one request sent now, durably, before it is sent."""
+        ...
+
+    def block(self, seconds: float) -> None:
+        """Record a 429's block (in the background: failures only logged)."""
+        ...
+
+
 class KeyLimiter:
     """The limiter of one API key. Create through :class:`RateLimiter`.
 
     Args:
         rules: how the window is shared between users and polls.
         clock: source of monotonic time and of sleeping.
-        assumed_until: monotonic time up to which the window is assumed evenly filled by
-            requests we did not see (the limiter's start; see the module docstring).
         metrics: observes each wait by priority and counts refusals; None counts nothing.
+        record: the key's durable window: read before the first request, written before each
+            one is sent. None: this process's memory only (tests, benchmarks).
+        writes: whether released requests are written to ``record`` (False when another layer
+            writes them: the shared window's ``take``).
     """
 
     def __init__(
@@ -93,23 +214,26 @@ class KeyLimiter:
         rules: BudgetRules,
         clock: Clock,
         *,
-        assumed_until: float,
         metrics: Metrics | None = None,
+        record: WindowRecord | None = None,
+        writes: bool = True,
     ) -> None:
         self._metrics = metrics
         self._rules = rules
         self._clock = clock
-        spacing = rules.window / rules.limit
-        # (monotonic send time, background): what the previous process may have sent is
-        # counted as background, so it neither makes users look active nor sets their pace.
-        self._sent: deque[tuple[float, bool]] = deque(
-            (assumed_until - rules.window + spacing * (i + 1), True) for i in range(rules.limit)
-        )
+        # (monotonic send time, background), oldest first.
+        self._sent: deque[tuple[float, bool]] = deque()
         self._blocked_until = 0.0
-        self._queue: list[tuple[int, int]] = []
-        self._last_head: tuple[int, int] | None = None
-        self._tickets = itertools.count()
+        self._waiting: dict[int, Ticket] = {}
+        self._turns: dict[int | None, int] = {}
+        self._last_head: Ticket | None = None
+        self._seq = itertools.count()
+        self._turn_seq = itertools.count()
         self._changed = asyncio.Event()
+        self._record = record
+        self._writes = writes and record is not None
+        self._loaded = record is None
+        self._load_lock = asyncio.Lock()
 
     @property
     def sent_in_window(self) -> int:
@@ -120,79 +244,166 @@ class KeyLimiter:
     @property
     def waiting(self) -> int:
         """How many callers are queued."""
-        return len(self._queue)
+        return len(self._waiting)
 
     def block_for(self, seconds: float) -> None:
         """Release nothing for ``seconds`` (a 429's ``Retry-After``), whatever the window says."""
         self._blocked_until = max(self._blocked_until, self._clock.monotonic() + seconds)
+        if self._writes and self._record is not None:
+            self._record.block(seconds)
+        self._notify()
+
+    def release(self, stamp: float, background: bool) -> None:
+        """Give back a slot that :meth:`take` counted but whose request was never sent.
+
+        Args:
+            stamp: what :meth:`take` returned.
+            background: the request's priority was background.
+        """
+        try:
+            self._sent.remove((stamp, background))
+        except ValueError:
+            return  # already out of the window
         self._notify()
 
     async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
-        """Wait until one request may be sent now, and count it as sent.
+        """Wait until one request may be sent now, and count (and record) it as sent.
 
         Args:
             priority: interactive requests overtake every queued background one, except
                 when the background floor is due (:mod:`bot.genapi.budget`).
-            max_wait: seconds the caller is willing to wait; None waits as long as needed.
+            max_wait: seconds an interactive caller accepts to wait, judged as it is queued;
+                None waits as long as needed.
 
         Raises:
             RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
+            QueueCancelled: the member cancelled while waiting (nothing is counted).
         """
-        ticket = (int(priority), next(self._tickets))
-        heapq.heappush(self._queue, ticket)
+        await self.take(priority, max_wait=max_wait)
+
+    async def take(self, priority: Priority, *, max_wait: float | None = None) -> float:
+        """:meth:`acquire`, returning the slot's stamp for :meth:`release`."""
+        if not self._loaded:
+            await self._load()
+        seat = QUEUE_SEAT.get() if priority is Priority.INTERACTIVE else None
+        ticket = Ticket(next(self._seq), priority, None if seat is None else seat.guild_id)
+        background = priority is Priority.BACKGROUND
+        self._waiting[ticket.seq] = ticket
         queued_at = self._clock.monotonic()
+        first = True
         try:
             while True:
+                if seat is not None and seat.cancelled.is_set():
+                    raise QueueCancelled()
                 now = self._clock.monotonic()
                 delay = self._delay(priority, now)
-                head = self._head(now)
+                order = self._order(now)
+                head = order[0]
                 if head != self._last_head:
                     # Whose turn it is can change with time alone (the floor falls due as the
                     # window moves): wake the others so that the new head takes its turn.
                     self._last_head = head
                     self._notify()
-                if head == ticket and delay <= 0:
-                    self._queue.remove(ticket)
-                    heapq.heapify(self._queue)
-                    self._sent.append((now, priority is Priority.BACKGROUND))
-                    self._notify()
-                    if self._metrics is not None:
-                        self._metrics.limiter_wait.labels(priority.name.lower()).observe(
-                            now - queued_at
-                        )
-                    return
-                if max_wait is not None:
-                    estimate = self._estimate(ticket, now)
-                    if estimate > max_wait:
+                if head == ticket and delay <= _EPSILON:
+                    stamp = self._release_ticket(ticket, now, queued_at)
+                    break
+                place = order.index(ticket)
+                if first or (seat is not None and seat.on_wait is not None):
+                    estimate = self._estimate(place, now)
+                    if first and max_wait is not None and estimate > max_wait:
                         if self._metrics is not None:
                             self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
-                        raise RateLimitWaitTooLong(estimate)
+                        queued = sum(
+                            1 for t in self._waiting.values() if t.priority is Priority.INTERACTIVE
+                        )
+                        raise RateLimitWaitTooLong(estimate, queued=queued - 1)
+                    if seat is not None and seat.on_wait is not None:
+                        seat.on_wait(place + 1, estimate)
+                first = False
                 # Only the head of the queue needs a timer; the rest wake when it moves.
-                await sleep_or_wake(self._clock, self._changed, delay if head == ticket else None)
+                await self._wait(delay if head == ticket else None, seat)
         finally:
-            if ticket in self._queue:
-                self._queue.remove(ticket)
-                heapq.heapify(self._queue)
+            if self._waiting.pop(ticket.seq, None) is not None:
                 self._notify()
+        if seat is not None and seat.on_go is not None:
+            seat.on_go()
+        if self._writes and self._record is not None:
+            try:
+                await self._record.record(background)
+            except BaseException:
+                # Not recorded, so not sent: the slot is free again (a cancellation while the
+                # write was under way may have written the row: counted, which is safe).
+                self.release(stamp, background)
+                raise
+        return stamp
 
-    def _head(self, now: float) -> tuple[int, int]:
-        """The ticket served next: interactive first, but a background one owed its floor.
+    def _release_ticket(self, ticket: Ticket, now: float, queued_at: float) -> float:
+        del self._waiting[ticket.seq]
+        if ticket.priority is Priority.INTERACTIVE:
+            self._turns[ticket.guild_id] = next(self._turn_seq)
+        self._forget_turns()
+        self._sent.append((now, ticket.priority is Priority.BACKGROUND))
+        self._notify()
+        if self._metrics is not None:
+            self._metrics.limiter_wait.labels(ticket.priority.name.lower()).observe(now - queued_at)
+        return now
 
-        Only a background request that may go now passes: one that must still wait (its
+    def _forget_turns(self) -> None:
+        # Only the relative order of recent turns matters: the oldest are forgotten (they then
+        # count as "never served", which keeps them ahead of every more recent guild).
+        if len(self._turns) > MAX_TURNS:
+            recent = sorted(self._turns.items(), key=lambda item: item[1])[-MAX_TURNS // 2 :]
+            self._turns = dict(recent)
+
+    async def _load(self) -> None:
+        async with self._load_lock:
+            if self._loaded or self._record is None:
+                return
+            known = await self._record.load()
+            now = self._clock.monotonic()
+            merged = [(now - age, background) for age, background in known.ages]
+            self._sent = deque(sorted([*merged, *self._sent]))
+            self._blocked_until = max(self._blocked_until, now + known.blocked_for)
+            self._loaded = True
+
+    async def _wait(self, delay: float | None, seat: QueueSeat | None) -> None:
+        """Return when the queue changes, ``delay`` passes or the seat is cancelled."""
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._changed.wait())}
+        if seat is not None:
+            waiters.add(asyncio.ensure_future(seat.cancelled.wait()))
+        if delay is not None:
+            waiters.add(asyncio.ensure_future(self._clock.sleep(delay)))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    def _order(self, now: float) -> list[Ticket]:
+        """The waiting tickets in serving order: users (fairly) first, but polls owed the floor.
+
+        Only a background request that may go now passes users: one that must still wait (its
         burst, a block) never holds back a user who could go.
         """
-        # The queue is checked first: most evaluations have no background ticket waiting, and
-        # the rules' look-ahead is the costlier part.
-        background = [t for t in self._queue if t[0] == Priority.BACKGROUND]
+        waiting = self._waiting
+        if len(waiting) == 1:  # the poller's usual case: nothing to order
+            return list(waiting.values())
+        interactive = [t for t in waiting.values() if t.priority is Priority.INTERACTIVE]
+        background = sorted(
+            (t for t in waiting.values() if t.priority is Priority.BACKGROUND),
+            key=lambda t: t.seq,
+        )
+        order = fair_order(interactive, self._turns) if interactive else []
         rules = self._rules
         if (
             background
-            and rules.floor_due(now, self._sent)
+            and interactive
             and self._blocked_until <= now
+            and rules.floor_due(now, self._sent)
             and rules.background_delay(now, self._sent) <= 0
         ):
-            return min(background)
-        return self._queue[0]
+            return [background[0], *order, *background[1:]]
+        return [*order, *background]
 
     def _prune(self, now: float) -> None:
         horizon = now - self._rules.window
@@ -208,10 +419,9 @@ class KeyLimiter:
             delay = self._rules.background_delay(now, self._sent)
         return max(delay, self._blocked_until - now)
 
-    def _estimate(self, ticket: tuple[int, int], now: float) -> float:
-        """Seconds until ``ticket`` is released, counting the tickets queued before it."""
+    def _estimate(self, ahead: int, now: float) -> float:
+        """Seconds until the request with ``ahead`` others before it is released."""
         limit, window = self._rules.limit, self._rules.window
-        ahead = sum(1 for other in self._queue if other < ticket)
         delay = self._blocked_until - now
         needed = len(self._sent) + ahead + 1 - limit
         if needed > 0:
@@ -225,17 +435,120 @@ class KeyLimiter:
         self._changed = asyncio.Event()
 
 
+class RateRecorder:
+    """Writes the requests released together as one transaction (a group commit).
+
+    A request waits for its own row to be written; rows of requests released while a write is
+    under way go in the next one. So a pass of the poller that releases polls of many keys
+    writes once, not once per poll.
+
+    Args:
+        rates: the database's rate windows (``db.rates``).
+        window: seconds a row must be kept (the rolling window, margin included); older rows
+            are deleted now and then by the writes.
+    """
+
+    def __init__(self, rates: RateWindowRepository, window: float) -> None:
+        self._rates = rates
+        self._window = window
+        self._pending: list[tuple[str, bool, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def record(self, key_id: str, background: bool) -> None:
+        """Write one request of ``key_id`` now; return once it is committed.
+
+        Raises:
+            Exception: the database's error (the request must then not be sent).
+        """
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((key_id, background, future))
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+        # Shielded: the batch is written for every request in it, whoever stops waiting.
+        await asyncio.shield(future)
+
+    async def _write(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await self._rates.record([(k, b) for k, b, _ in batch], window=self._window)
+                except Exception as exc:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for _, _, future in batch:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self._writer = None
+
+
+class DurableWindow:
+    """One key's :class:`WindowRecord` in ``db.rates`` (the database's clock).
+
+    Args:
+        rates: the database's rate windows.
+        key_id: the key's fingerprint (never the key).
+        window: the rolling window, margin included, seconds.
+        recorder: the process's batched writer.
+        tasks: where the blocks being written are kept until done.
+    """
+
+    def __init__(
+        self,
+        rates: RateWindowRepository,
+        key_id: str,
+        window: float,
+        recorder: RateRecorder,
+        tasks: set[asyncio.Task[None]],
+    ) -> None:
+        self._rates = rates
+        self._key_id = key_id
+        self._window = window
+        self._recorder = recorder
+        self._tasks = tasks
+
+    async def load(self) -> KnownWindow:
+        """Read the key's requests of the last window and its block, as ages from now."""
+        snapshot = await self._rates.snapshot(self._key_id, self._window)
+        return KnownWindow(
+            ages=[(snapshot.now - at, background) for at, background in snapshot.sent],
+            blocked_for=max(0.0, snapshot.blocked_until - snapshot.now),
+        )
+
+    async def record(self, background: bool) -> None:
+        """Record one request of the key, sent now (batched with concurrent ones)."""
+        await self._recorder.record(self._key_id, background)
+
+    def block(self, seconds: float) -> None:
+        """Record a 429's block for every later process; failures are only logged."""
+        task = asyncio.get_running_loop().create_task(self._block(seconds))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _block(self, seconds: float) -> None:
+        try:
+            await self._rates.block(self._key_id, seconds)
+        except Exception as exc:  # the block still holds in this process
+            log.warning("could not record a rate-limit block: %s", exc)
+
+
 class RateLimiter:
     """One :class:`KeyLimiter` per API key, shared by every caller in the process.
 
-    Keys are identified by their fingerprint, so no secret is held here. Every key starts with
-    the window before this limiter was built assumed evenly filled (a restart; module docstring).
+    Keys are identified by their fingerprint, so no secret is held here. With ``rates`` each
+    key starts from what the database recorded in the last window and records every request
+    before it is sent (module docstring); without it (tests, benchmarks) it starts empty.
 
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
         rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`:
             30 requests per 60 s plus a 1 s margin, spec part 8).
         metrics: given to every key's limiter; None counts nothing.
+        rates: the database's rate windows (``db.rates``); None keeps the window in memory.
+        writes: False when another layer records the requests (the shared limiter).
     """
 
     def __init__(
@@ -244,19 +557,33 @@ class RateLimiter:
         rules: BudgetRules | None = None,
         *,
         metrics: Metrics | None = None,
+        rates: RateWindowRepository | None = None,
+        writes: bool = True,
     ) -> None:
         self._metrics = metrics
         self._clock = clock
         self.rules = rules or BudgetRules()
         self._keys: dict[str, KeyLimiter] = {}
-        self._started = clock.monotonic()
+        self._rates = rates
+        self._writes = writes
+        self._recorder = None if rates is None else RateRecorder(rates, self.rules.window)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def for_key(self, fingerprint: str) -> KeyLimiter:
         """Return the limiter of the key with ``fingerprint``, creating it on first use."""
         limiter = self._keys.get(fingerprint)
         if limiter is None:
+            record = None
+            if self._rates is not None and self._recorder is not None:
+                record = DurableWindow(
+                    self._rates, fingerprint, self.rules.window, self._recorder, self._tasks
+                )
             limiter = KeyLimiter(
-                self.rules, self._clock, assumed_until=self._started, metrics=self._metrics
+                self.rules,
+                self._clock,
+                metrics=self._metrics,
+                record=record,
+                writes=self._writes,
             )
             self._keys[fingerprint] = limiter
         return limiter

@@ -14,12 +14,13 @@ while users keep their reserved slots (looking ahead at their pace), and at leas
 10 s; a 429's ``Retry-After`` blocks the key for every process (``rate_blocks``).
 
 Each process still queues its own callers in an in-process :class:`KeyLimiter` first (the fast
-path: interactive before background within the process, the restart assumption of that module,
-the wait estimate for ``max_wait``); the shared record is consulted only by the request at the
-head. A request the local limiter released but the shared window refused waits and asks again.
-The restart assumption is otherwise moot here: the shared record holds what a previous process
-sent (a row is written before its request is sent, so even a process killed right after is
-counted).
+path: interactive before background within the process, the fair turns between guilds, the wait
+estimate for ``max_wait``, and the queue's place shown to members); it starts from the shared
+record, like the single process's limiter. The shared record is consulted only by the request
+at the head. A request the local limiter released but the shared window refused gives its local
+slot back (E10: it was not sent, so it must not make this process refuse users) and queues
+again after the shared window's delay. A row is written before its request is sent, so even a
+process killed right after is counted.
 """
 
 from __future__ import annotations
@@ -122,17 +123,29 @@ class SharedKeyLimiter:
                 window) would exceed ``max_wait``; nothing is recorded in the shared window.
         """
         started = self._clock.monotonic()
-        await self._local.acquire(priority, max_wait=max_wait)
         background = priority is Priority.BACKGROUND
+        queued_wait = max_wait  # the local queue judges the wait as the request is queued
         while True:
-            delay = await self._rates.take(
-                self._key_id,
-                background=background,
-                window=self._window,
-                decide=partial(self._rule, background=background),
-            )
+            stamp = await self._local.take(priority, max_wait=queued_wait)
+            queued_wait = None
+            try:
+                delay = await self._rates.take(
+                    self._key_id,
+                    background=background,
+                    window=self._window,
+                    decide=partial(self._rule, background=background),
+                )
+            except BaseException:
+                # Not recorded in the shared window: the local slot was never used (a
+                # cancellation while the write was under way may have recorded it there,
+                # where it then stays counted: safe).
+                self._local.release(stamp, background)
+                raise
             if delay <= 0:
                 return
+            # E10: refused by the shared window, so not sent: the local slot is free again,
+            # else this process would refuse its users for up to a window for nothing.
+            self._local.release(stamp, background)
             if max_wait is not None and self._clock.monotonic() - started + delay > max_wait:
                 raise RateLimitWaitTooLong(delay)
             await self._clock.sleep(min(delay, RECHECK_MAX))
@@ -168,7 +181,9 @@ class SharedRateLimiter:
         self._clock = clock
         self._rates = rates
         self.rules = rules or BudgetRules()
-        self._local = RateLimiter(clock, self.rules, metrics=metrics)
+        # The local limiters start from the shared record too (what every process sent in the
+        # last window); the shared ``take`` writes the rows, so they write none themselves.
+        self._local = RateLimiter(clock, self.rules, metrics=metrics, rates=rates, writes=False)
         self._keys: dict[str, SharedKeyLimiter] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 

@@ -762,6 +762,22 @@ seconds; ``blocked_until`` 0.0 when the key is not blocked), ``sent`` the key's 
 means "send now"."""
 
 
+@dataclass(frozen=True, slots=True)
+class RateSnapshot:
+    """One key's recorded window, read in one statement on the database's clock.
+
+    Attributes:
+        now: the database's time, UTC epoch seconds.
+        sent: ``(at, background)`` of the requests recorded after ``now - window``, oldest
+            first (``at`` UTC epoch seconds).
+        blocked_until: UTC epoch seconds before which nothing is sent (0.0: not blocked).
+    """
+
+    now: float
+    sent: Sequence[tuple[float, bool]]
+    blocked_until: float
+
+
 class RateWindowRepository(Protocol):
     """The service's rate window per key, shared by every process on the database (issue 10).
 
@@ -788,6 +804,24 @@ class RateWindowRepository(Protocol):
         Returns:
             0.0 when the request was recorded (send it now), else the seconds to wait before
             asking again.
+        """
+        ...
+
+    async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
+        """Read ``key_id``'s requests of the last ``window`` seconds and its block (issue 18).
+
+        What a limiter starts from after a restart: the window is known, never assumed.
+        """
+        ...
+
+    async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
+        """Record requests sent now, in one transaction, before they are sent (issue 18).
+
+        Args:
+            requests: ``(key_id, background)`` of each request, stamped with the database's
+                time.
+            window: the rolling window, seconds; rows older than ten windows are deleted on
+                the way.
         """
         ...
 

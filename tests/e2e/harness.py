@@ -173,17 +173,22 @@ def bot_env(
 
 
 async def open_world(
-    world_dir: Path, *, sandbox: bool = False, overrides: dict[str, str] | None = None
+    world_dir: Path,
+    *,
+    sandbox: bool = False,
+    overrides: dict[str, str] | None = None,
+    rate_window: float = RATE_WINDOW,
 ) -> World:
     """Start both emulators and the bot; return once its commands are synced.
 
     With ``sandbox`` the bot gets no ``GENAPI_*`` settings and runs its own built-in emulator;
     the world's API emulator is then idle. ``overrides`` replace parts of the bot's environment.
+    ``rate_window`` is the API's rate window for both the emulator and the bot, seconds.
     """
     clock = OffsetClock()
     discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=clock)
     await discord.start()
-    api = GenApiEmulator(rate_window=RATE_WINDOW)
+    api = GenApiEmulator(rate_window=rate_window)
     await api.start()
     api.set_task_duration(lambda model, body: 4.0)
     key = api.create_key(balance_cents=1_000_000)
@@ -192,6 +197,7 @@ async def open_world(
     guild = discord.add_guild("Test Guild", owner_id=admin.id)
     channel = discord.add_channel(guild.id, "generate")
     env = bot_env(world_dir, discord, api, key)
+    env["GENAPI_RATE_WINDOW_SECONDS"] = str(rate_window)
     if sandbox:
         del env["GENAPI_BASE_URL"], env["GENAPI_API_KEY"]
     env.update(overrides or {})

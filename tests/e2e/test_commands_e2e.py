@@ -299,12 +299,14 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
     assert "may still have been charged" in answer.content
     assert "Traceback" not in answer.content
 
-    world.api.inject_fault("429", 1, delay=42)
+    # A Retry-After within QUEUE_MAX_WAIT_SECONDS (300 s) is waited out in the queue (issue
+    # 18); a longer one is refused at once, saying when to come back.
+    world.api.inject_fault("429", 1, delay=400)
     handle = await world.command("text", {"prompt": "hello again"})
     answer = await world.answer(handle)
     assert answer.ephemeral
     assert "try again" in answer.content
-    assert "<t:" in answer.content  # a Discord timestamp: "in 42 seconds", in the user's locale
+    assert "<t:" in answer.content  # a Discord timestamp: "in 7 minutes", in the user's locale
 
 
 async def test_every_interaction_was_acknowledged_within_3_seconds(world: World) -> None:

@@ -1,0 +1,179 @@
+"""The member's view of a request waiting in its key's queue (issue 18, the Discord side).
+
+A request that must wait for its key's rate window waits in the limiter's fair queue
+(:mod:`bot.genapi.ratelimit`). After :data:`FIRST_SHOWN_AFTER` seconds of waiting, the deferred
+response shows the member's place and an estimate ("Queued: 4th on this key, about 10 s"),
+with a Cancel button; it is updated at most every :data:`UPDATE_EVERY` seconds, well within
+Discord's rate limits on webhook edits (a few per few seconds per interaction token, see
+Discord's "Rate Limits" documentation), and only when the text changes. Cancel takes the
+request out of the queue: nothing is sent upstream, the budget reservation is released, nothing
+is charged. When the request goes, the response says so and loses the button, and the command's
+normal flow continues in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import discord
+
+from bot.clock import Clock
+from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+
+if TYPE_CHECKING:
+    from bot.app import GenBot
+
+log = logging.getLogger(__name__)
+
+FIRST_SHOWN_AFTER = 2.0
+"""Seconds a request waits before its place is shown (most waits are shorter: nothing shown)."""
+
+UPDATE_EVERY = 5.0
+"""Least seconds between two edits of the place shown (Discord's edit rate limits)."""
+
+CANCELLED = "Cancelled; nothing was sent or charged."
+"""What the response says once the member cancelled."""
+
+GOING = "Your turn: sending the request…"
+"""What the response says when a request that showed its place leaves the queue."""
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def about(seconds: float) -> str:
+    """A wait for people: ``about 10 s`` (to the next 5 s), ``about 3 min`` past 90 s."""
+    if seconds > 90:
+        return f"about {math.ceil(seconds / 60)} min"
+    return f"about {max(5, 5 * math.ceil(seconds / 5))} s"
+
+
+def queue_text(place: int, estimate: float) -> str:
+    """The status line of a waiting request: ``Queued: 4th on this key, about 10 s``.
+
+    Args:
+        place: 1 for the next request to go on the key.
+        estimate: the limiter's estimated wait, seconds.
+    """
+    return (
+        f"Queued: {ordinal(place)} on this key, {about(estimate)}. "
+        "The service allows a limited number of requests per minute; yours goes in turn."
+    )
+
+
+class CancelView(discord.ui.View):
+    """The Cancel button under a queued request; only its requester may press it.
+
+    Kept in discord.py's in-memory view store, like the queue itself: after a restart the
+    request is gone anyway (the deferred interaction is not resumed).
+    """
+
+    def __init__(self, requester_id: int, cancelled: asyncio.Event, timeout: float) -> None:
+        super().__init__(timeout=timeout)
+        self._requester_id = requester_id
+        self._cancelled = cancelled
+        button: discord.ui.Button[CancelView] = discord.ui.Button(
+            label="Cancel", style=discord.ButtonStyle.secondary
+        )
+        button.callback = self._cancel  # type: ignore[method-assign,assignment]
+        self.add_item(button)
+
+    async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
+        """Only the member who asked may cancel."""
+        return interaction.user.id == self._requester_id
+
+    async def _cancel(self, interaction: discord.Interaction[GenBot]) -> None:
+        self.stop()
+        self._cancelled.set()
+        await interaction.response.edit_message(content=CANCELLED, view=None)
+
+
+class QueueStatus:
+    """Shows one waiting request's place in its deferred response, with a Cancel button.
+
+    Args:
+        interaction: the deferred interaction whose original response shows the status.
+        requester_id: the member who may cancel.
+        guild_id: the guild the request is for (the queue's turns go round guilds).
+        clock: time for the display's pacing (the bot's clock).
+    """
+
+    def __init__(
+        self,
+        interaction: discord.Interaction[GenBot],
+        requester_id: int,
+        guild_id: int,
+        clock: Clock,
+    ) -> None:
+        self._interaction = interaction
+        self._clock = clock
+        self._latest: tuple[int, float] | None = None
+        self._gone = False
+        self._shown = False
+        self._task: asyncio.Task[None] | None = None
+        self.seat = QueueSeat(guild_id=guild_id, on_wait=self._on_wait, on_go=self._on_go)
+        # Discord lets an interaction be answered for 15 minutes: no longer is needed.
+        self._view = CancelView(requester_id, self.seat.cancelled, timeout=900.0)
+
+    def _on_wait(self, place: int, estimate: float) -> None:
+        self._latest = (place, estimate)
+        # A command may queue more than once (a catalogue fetch, then its request): each wait
+        # is shown in turn.
+        self._gone = False
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._show())
+
+    def _on_go(self) -> None:
+        self._gone = True
+
+    async def _show(self) -> None:
+        await self._clock.sleep(FIRST_SHOWN_AFTER)
+        shown: str | None = None
+        while not self._gone and not self.seat.cancelled.is_set() and self._latest is not None:
+            text = queue_text(*self._latest)
+            if text != shown:
+                try:
+                    await self._interaction.edit_original_response(content=text, view=self._view)
+                    shown, self._shown = text, True
+                except discord.HTTPException as exc:
+                    log.warning("could not show a request's place in the queue: %s", exc)
+            await self._clock.sleep(UPDATE_EVERY)
+
+    async def close(self) -> None:
+        """Stop updating; if the place was shown and the request went, say so, without Cancel."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._view.stop()
+        if self._shown and self._gone and not self.seat.cancelled.is_set():
+            try:
+                await self._interaction.edit_original_response(content=GOING, view=None)
+            except discord.HTTPException as exc:
+                log.warning("could not clear a request's queue status: %s", exc)
+
+
+@asynccontextmanager
+async def queue_status(
+    interaction: discord.Interaction[GenBot], requester_id: int, guild_id: int
+) -> AsyncIterator[QueueStatus]:
+    """Within the block, requests made wait in the fair queue as this member's, visibly.
+
+    Sets :data:`~bot.genapi.ratelimit.QUEUE_SEAT` for the block (the command's own task), so
+    the limiter knows the guild and reports the place; the status is closed on the way out,
+    before the command's next edit of the response.
+    """
+    status = QueueStatus(interaction, requester_id, guild_id, interaction.client.services.clock)
+    token = QUEUE_SEAT.set(status.seat)
+    try:
+        yield status
+    finally:
+        QUEUE_SEAT.reset(token)
+        await status.close()

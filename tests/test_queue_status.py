@@ -1,0 +1,69 @@
+"""The queue's place as the member sees it: wording and pacing (manual clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from bot.clock import ManualClock
+from bot.errors import user_message
+from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
+from bot.queue_status import GOING, QueueStatus, queue_text
+
+
+def test_the_place_and_the_wait_read_as_people_say_them() -> None:
+    assert queue_text(4, 9.2).startswith("Queued: 4th on this key, about 10 s.")
+    assert queue_text(1, 0.3).startswith("Queued: 1st on this key, about 5 s.")
+    assert queue_text(12, 130).startswith("Queued: 12th on this key, about 3 min.")
+    assert queue_text(22, 61).startswith("Queued: 22nd on this key, about 65 s.")
+
+
+class FakeInteraction:
+    """Records the edits of the original response, as seconds of the clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.edits: list[tuple[float, str, Any]] = []
+
+    async def edit_original_response(self, *, content: str, view: Any) -> None:
+        self.edits.append((self.clock.monotonic(), content, view))
+
+
+async def test_the_place_is_shown_after_two_seconds_and_edited_at_most_every_five() -> None:
+    clock = ManualClock()
+    interaction = FakeInteraction(clock)
+    status = QueueStatus(interaction, 1, 2, clock)  # type: ignore[arg-type]
+    for place in (5, 4, 3, 2):
+        status.seat.on_wait(place, place * 2.0)  # type: ignore[misc]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        clock.advance(1.0)
+    for _ in range(4):
+        await asyncio.sleep(0)
+    assert interaction.edits, "the place was never shown"
+    assert interaction.edits[0][0] >= 2.0
+    assert interaction.edits[0][2] is not None  # the Cancel button
+    times = [at for at, _, _ in interaction.edits]
+    assert all(b - a >= 5.0 for a, b in itertools.pairwise(times))
+    status.seat.on_go()  # type: ignore[misc]
+    await status.close()
+    assert interaction.edits[-1][1:] == (GOING, None)  # the button goes with the wait
+
+
+async def test_a_short_wait_shows_nothing() -> None:
+    clock = ManualClock()
+    interaction = FakeInteraction(clock)
+    status = QueueStatus(interaction, 1, 2, clock)  # type: ignore[arg-type]
+    status.seat.on_wait(1, 1.0)  # type: ignore[misc]
+    status.seat.on_go()  # type: ignore[misc]
+    await status.close()
+    assert interaction.edits == []
+
+
+def test_a_refusal_says_how_long_the_queue_is_and_a_cancel_that_nothing_was_charged() -> None:
+    refused = user_message(RateLimitWaitTooLong(420.0, queued=57))
+    assert refused == (
+        "The queue for this key is too long: 57 requests are waiting, about 7 min; try again later."
+    )
+    assert user_message(QueueCancelled()) == "Cancelled; nothing was sent or charged."
