@@ -72,6 +72,9 @@ def queue_text(place: int, estimate: float) -> str:
 class CancelView(discord.ui.View):
     """The Cancel button under a queued request; only its requester may press it.
 
+    Not an :class:`~bot.tree.AdmittedView`: a Cancel only stops spending, so it is honoured
+    during a shutdown too.
+
     Kept in discord.py's in-memory view store, like the queue itself: after a restart the
     request is gone anyway (the deferred interaction is not resumed).
     """
