@@ -8,6 +8,7 @@ import discord
 import pytest
 
 from bot.app import EXTENSIONS, GenBot
+from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
 from tests.conftest import Stack
 
 
@@ -35,20 +36,9 @@ def walk(command: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, Any]]) -> None:
     commands = {c["name"]: c for c in tree if c.get("type", 1) == 1}
-    assert set(commands) == {
-        "text",
-        "image",
-        "video",
-        "video-advanced",
-        "models",
-        "config",
-        "usage",
-        "jobs",
-        "settings",
-        "chat",
-    }
+    assert set(commands) == SLASH_COMMANDS
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
-    assert menus == {"Animate image", "Edit image"}
+    assert menus == MESSAGE_MENUS
     assert list(options_of(commands["text"])) == [
         "prompt",
         "model",

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
+from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
 from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -21,20 +22,9 @@ def option_names(command: dict) -> list[str]:
 async def test_the_registered_commands_are_the_interface(world: World) -> None:
     registered = world.discord.registered_commands()
     commands = {c["name"]: c for c in registered if c.get("type", 1) == 1}
-    assert set(commands) == {
-        "text",
-        "image",
-        "video",
-        "video-advanced",
-        "models",
-        "config",
-        "usage",
-        "jobs",
-        "settings",
-        "chat",
-    }
+    assert set(commands) == SLASH_COMMANDS
     menus = {c["name"] for c in registered if c.get("type") == 3}
-    assert menus == {"Animate image", "Edit image"}
+    assert menus == MESSAGE_MENUS
     assert option_names(commands["video"]) == [
         "prompt",
         "model",

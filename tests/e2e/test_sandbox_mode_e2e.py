@@ -9,6 +9,7 @@ import pytest
 import pytest_asyncio
 
 from bot.interactions import invite_permissions
+from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
 from tests.e2e.harness import ROOT, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -95,9 +96,7 @@ async def test_sync_subcommand_registers_the_commands_and_exits(
     assert await asyncio.wait_for(process.wait(), 60) == 0
     assert world.discord.command_syncs == syncs + 1
     names = {c["name"] for c in world.discord.registered_commands()}
-    slash = {"text", "image", "video", "video-advanced", "models", "config", "usage", "jobs"}
-    slash |= {"chat"}
-    assert names == slash | {"Animate image", "Edit image"}  # and the two message menus
+    assert names == SLASH_COMMANDS | MESSAGE_MENUS
 
 
 async def test_a_pending_sandbox_video_is_announced_after_a_restart(world: World) -> None:
