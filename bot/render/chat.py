@@ -10,8 +10,8 @@ import discord
 from bot.errors import format_cents
 from bot.render import limits
 from bot.render.parts import MessageParts
-from bot.render.results import ANSWER_FILENAME
-from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
+from bot.render.results import answer_messages
+from bot.render.text import one_line, truncate
 from bot.services.conversations import ChatAnswer
 
 THREAD_NAME_CHARS = 100
@@ -78,28 +78,9 @@ def chat_answer(
 
 
 def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
-    footer = chat_footer(reply, sandbox=sandbox)
-    content = reply.answer
-    if len(content) > ATTACH_OVER:
-        head = excerpt(content, 400).rstrip()
-        if ends_inside_fence(head):
-            head += "\n```"
-        note = f"-# The full answer ({len(content):,} characters) is attached as {ANSWER_FILENAME}."
-        return [
-            MessageParts(
-                content=f"{head}\n…\n{note}\n{footer}",
-                files=((ANSWER_FILENAME, content.encode("utf-8")),),
-            )
-        ]
-    chunks = split_message(content, limits.CONTENT)
-    if not chunks:
-        return [MessageParts(content=f"*The model gave an empty answer.*\n{footer}")]
-    last = chunks[-1].rstrip()
-    if len(last) + 1 + len(footer) <= limits.CONTENT and not ends_inside_fence(last):
-        chunks[-1] = f"{last}\n{footer}"
-    else:
-        chunks.append(footer)
-    return [MessageParts(content=chunk) for chunk in chunks]
+    return answer_messages(
+        reply.answer, chat_footer(reply, sandbox=sandbox), attach_over=ATTACH_OVER
+    )
 
 
 def thread_lines(threads: list[tuple[int, int, Decimal]], limit: int = 10) -> str:

@@ -61,8 +61,28 @@ def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> li
     Returns:
         The messages to send in order, the first as the interaction's reply.
     """
-    footer = _text_footer(result, sandbox=sandbox)
-    content = result.content
+    return answer_messages(
+        result.content, _text_footer(result, sandbox=sandbox), attach_over=attach_over
+    )
+
+
+def answer_messages(content: str, footer: str, *, attach_over: int) -> list[MessageParts]:
+    """A model's answer as messages, ``footer`` last (``/text`` and ``/chat`` answers).
+
+    Split with :func:`split_message` into messages of at most 2000 characters (Discord's
+    content limit), code blocks intact; ``footer`` ends the last one, or is a message of its own
+    when it does not fit or the last chunk ends inside an unclosed code block. Longer than
+    ``attach_over`` characters: one message instead, an excerpt, the footer, and the whole
+    answer attached as ``answer.md`` (UTF-8).
+
+    Args:
+        content: the model's answer.
+        footer: a subtext line (``-# …``).
+        attach_over: the answer length above which it is attached instead of split.
+
+    Returns:
+        The messages to send in order.
+    """
     if len(content) > attach_over:
         note = f"-# The full answer ({len(content):,} characters) is attached as {ANSWER_FILENAME}."
         return [
