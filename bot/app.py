@@ -24,9 +24,10 @@ from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.interactions import missing_permissions, permission_names
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.render import job_placeholder
-from bot.render.admin import key_problem_notice, missing_key_notice
+from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
 from bot.services.generation import KeyProblem
 from bot.storage.models import Job
 from bot.supervisor import supervise
@@ -155,6 +156,10 @@ class GenBot(commands.AutoShardedBot):
             metrics=services.metrics,
         )
         self._poller_task: asyncio.Task[None] | None = None
+        # The start-up permission check: what each guild lacked when last warned, and the
+        # guilds whose admin channel was told (once per process).
+        self._permissions_warned: dict[int, tuple[str, ...]] = {}
+        self._permissions_told: set[int] = set()
 
     async def on_message(self, message: discord.Message, /) -> None:
         """Members' messages go to the cogs' listeners only: the bot has no prefix commands.
@@ -274,6 +279,48 @@ class GenBot(commands.AutoShardedBot):
     async def on_guild_join(self, guild: discord.Guild) -> None:
         """The bot joined a server (again): its channels are delivered to as usual."""
         self.announcer.guild_joined(guild.id)
+        await self.check_permissions(guild)
+
+    async def on_ready(self) -> None:
+        """Every shard is ready: check the bot's permissions in each of its servers."""
+        for guild in self.guilds:
+            await self.check_permissions(guild)
+
+    async def check_permissions(self, guild: discord.Guild) -> list[str]:
+        """Warn when the bot's roles in ``guild`` lack a permission the commands need.
+
+        Checks ``guild.me``'s role permissions against the one list
+        (:data:`bot.interactions.COMMAND_PERMISSIONS`); channel overwrites are each command's
+        own check. Logs one warning per server naming what is missing (again only if that
+        changes) and, where the server has an admin channel, posts one sentence there at most
+        once per process (issue 21, Delivery).
+
+        Returns:
+            The missing permissions' discord.py names (empty when none, or before the bot's
+            member is known).
+        """
+        me = guild.me
+        if me is None:
+            return []
+        missing = missing_permissions(me.guild_permissions)
+        if not missing:
+            self._permissions_warned.pop(guild.id, None)
+            return []
+        if self._permissions_warned.get(guild.id) != tuple(missing):
+            self._permissions_warned[guild.id] = tuple(missing)
+            log.warning(
+                "guild %s: my roles lack %s; the commands need them (python -m bot invite "
+                "lists every permission)",
+                guild.id,
+                permission_names(missing),
+            )
+        if guild.id not in self._permissions_told:
+            self._permissions_told.add(guild.id)
+            settings = await self.services.db.guilds.settings(guild.id)
+            if settings.admin_channel_id is not None:
+                notice = missing_permissions_notice(permission_names(missing))
+                await self.post_admin_line(guild.id, settings.admin_channel_id, notice)
+        return missing
 
     async def sync_commands(self, *, force: bool = False) -> bool:
         """Sync the command tree if its definitions changed since the last sync, or if forced.

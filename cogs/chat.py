@@ -26,7 +26,7 @@ from bot.app import GenBot
 from bot.cards import CONFIRM_SECONDS
 from bot.command_access import Invoker
 from bot.errors import ValidationFailed, format_cents
-from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.interactions import model_autocomplete, requester, require_chat_permissions
 from bot.render.cards import CUSTOM_ID
 from bot.render.chat import (
     SUMMARISE_TEMPLATE,
@@ -137,11 +137,7 @@ class ChatCog(commands.Cog):
                 interaction, who, conversation, prompt, model=model, system=system
             )
             return
-        require_placeholder_permissions(interaction)
-        if not interaction.app_permissions.create_public_threads:
-            raise ValidationFailed(
-                "I need these permissions in this channel first: Create Public Threads."
-            )
+        require_chat_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         author = display_name(interaction.user)

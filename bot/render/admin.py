@@ -95,6 +95,21 @@ def missing_key_notice(key_fingerprint: str) -> str:
     )
 
 
+def missing_permissions_notice(names: str) -> str:
+    """The sentence posted in a server's admin channel when the bot's roles lack permissions.
+
+    Posted once per process per server, from the start-up permission check (issue 21,
+    Delivery: "a missing one gets a sentence naming it").
+
+    Args:
+        names: the missing permissions as Discord's client names them, comma-separated.
+    """
+    return (
+        f"I am missing these permissions in this server: {names}. Results and /chat need "
+        "them; please grant them to my role (Server Settings → Roles)."
+    )
+
+
 def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 
