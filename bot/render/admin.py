@@ -114,7 +114,8 @@ def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 
     Jobs belong to the key that submitted them, so it is kept until they end (module doc of
-    :mod:`bot.services.keys`). Empty when the server had no key of its own.
+    :mod:`bot.services.keys`), and while a request made with it is in flight (a reservation,
+    whose job is stored a moment later). Empty when the server had no key of its own.
     """
     if not change.had_key:
         return ""
@@ -122,6 +123,9 @@ def old_key_note(change: KeyChange) -> str:
     if jobs is None:
         return " The old key is kept (encrypted) until the jobs submitted with it finish."
     total = sum(jobs.values())
+    if total == 0 and change.old_key_kept:
+        # A reservation keeps it: the request's job may be stored a moment later (issue 18, E1).
+        return " A request made with the old key is still in flight; the key is kept until it ends."
     if total == 0:
         return " No job was using the old key; it was deleted."
     counts = " and ".join(
