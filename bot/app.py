@@ -29,6 +29,7 @@ from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
 from bot.services.generation import KeyProblem
+from bot.storage import Database
 from bot.storage.models import Job
 from bot.supervisor import supervise
 from bot.tree import GenTree
@@ -72,6 +73,37 @@ def shard_options(settings: Settings) -> dict[str, Any]:
     if settings.shard_id_list is not None:
         options["shard_ids"] = settings.shard_id_list
     return options
+
+
+async def post_admin_line(
+    client: discord.Client, guild_id: int, channel_id: int, text: str
+) -> None:
+    """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel over REST.
+
+    Works for a worker's REST-only client as for the gateway (a partial messageable needs no
+    cache). Mentions are never pinged (the client's ``allowed_mentions`` is none); a failure
+    is logged, never raised: an admin notice must not break what it reports on.
+    """
+    channel = client.get_partial_messageable(channel_id, guild_id=guild_id)
+    try:
+        await channel.send(text[:2000])
+    except discord.HTTPException as exc:
+        log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
+
+
+async def post_missing_key_notice(
+    client: discord.Client, db: Database, guild_id: int, key_fingerprint: str
+) -> None:
+    """Tell a guild's admin channel, if it has one, that a job waits for a key known nowhere.
+
+    The :data:`bot.services.keys.MissingKeyNotice` of the gateway and of workers (``python -m
+    bot worker``): whichever process polls the job tells the admins, once per process per
+    guild and key (:meth:`bot.services.keys.KeyResolver.set_missing_key_notice`; issue 18, E4).
+    """
+    settings = await db.guilds.settings(guild_id)
+    if settings.admin_channel_id is not None:
+        text = missing_key_notice(key_fingerprint)
+        await post_admin_line(client, guild_id, settings.admin_channel_id, text)
 
 
 class GenBot(commands.AutoShardedBot):
@@ -377,11 +409,7 @@ class GenBot(commands.AutoShardedBot):
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
 
     async def _missing_key_notice(self, guild_id: int, key_fingerprint: str) -> None:
-        settings = await self.services.db.guilds.settings(guild_id)
-        if settings.admin_channel_id is not None:
-            await self.post_admin_line(
-                guild_id, settings.admin_channel_id, missing_key_notice(key_fingerprint)
-            )
+        await post_missing_key_notice(self, self.services.db, guild_id, key_fingerprint)
 
     async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
         """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.
@@ -389,11 +417,7 @@ class GenBot(commands.AutoShardedBot):
         Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
         logged, never raised: the admin log must not break the command it reports on.
         """
-        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
-        try:
-            await channel.send(text[:2000])
-        except discord.HTTPException as exc:
-            log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
+        await post_admin_line(self, guild_id, channel_id, text)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
         """Return the cached catalogue without waiting on the network (for autocomplete).
