@@ -16,6 +16,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import signal
@@ -32,7 +33,7 @@ import yarl
 from discord.gateway import DiscordWebSocket
 
 from bot.announce import DiscordAnnouncer
-from bot.app import GenBot
+from bot.app import GenBot, post_missing_key_notice
 from bot.clock import SystemClock
 from bot.config import (
     SANDBOX_ALONE,
@@ -280,6 +281,10 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         )
         await client.login(settings.discord_token.get_secret_value())
         stack.push_async_callback(client.close)
+        # The job's guild's admins are told as the gateway tells them (issue 18, E4).
+        services.keys.set_missing_key_notice(
+            functools.partial(post_missing_key_notice, client, services.db)
+        )
         poller = Poller(
             db=services.db,
             client=services.client,

@@ -24,10 +24,12 @@ from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.interactions import missing_permissions, permission_names
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.render import job_placeholder
-from bot.render.admin import key_problem_notice, missing_key_notice
+from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
 from bot.services.generation import KeyProblem
+from bot.storage import Database
 from bot.storage.models import Job
 from bot.supervisor import supervise
 from bot.tree import GenTree
@@ -71,6 +73,37 @@ def shard_options(settings: Settings) -> dict[str, Any]:
     if settings.shard_id_list is not None:
         options["shard_ids"] = settings.shard_id_list
     return options
+
+
+async def post_admin_line(
+    client: discord.Client, guild_id: int, channel_id: int, text: str
+) -> None:
+    """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel over REST.
+
+    Works for a worker's REST-only client as for the gateway (a partial messageable needs no
+    cache). Mentions are never pinged (the client's ``allowed_mentions`` is none); a failure
+    is logged, never raised: an admin notice must not break what it reports on.
+    """
+    channel = client.get_partial_messageable(channel_id, guild_id=guild_id)
+    try:
+        await channel.send(text[:2000])
+    except discord.HTTPException as exc:
+        log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
+
+
+async def post_missing_key_notice(
+    client: discord.Client, db: Database, guild_id: int, key_fingerprint: str
+) -> None:
+    """Tell a guild's admin channel, if it has one, that a job waits for a key known nowhere.
+
+    The :data:`bot.services.keys.MissingKeyNotice` of the gateway and of workers (``python -m
+    bot worker``): whichever process polls the job tells the admins, once per process per
+    guild and key (:meth:`bot.services.keys.KeyResolver.set_missing_key_notice`; issue 18, E4).
+    """
+    settings = await db.guilds.settings(guild_id)
+    if settings.admin_channel_id is not None:
+        text = missing_key_notice(key_fingerprint)
+        await post_admin_line(client, guild_id, settings.admin_channel_id, text)
 
 
 class GenBot(commands.AutoShardedBot):
@@ -155,6 +188,10 @@ class GenBot(commands.AutoShardedBot):
             metrics=services.metrics,
         )
         self._poller_task: asyncio.Task[None] | None = None
+        # The start-up permission check: what each guild lacked when last warned, and the
+        # guilds whose admin channel was told (once per process).
+        self._permissions_warned: dict[int, tuple[str, ...]] = {}
+        self._permissions_told: set[int] = set()
 
     async def on_message(self, message: discord.Message, /) -> None:
         """Members' messages go to the cogs' listeners only: the bot has no prefix commands.
@@ -274,6 +311,48 @@ class GenBot(commands.AutoShardedBot):
     async def on_guild_join(self, guild: discord.Guild) -> None:
         """The bot joined a server (again): its channels are delivered to as usual."""
         self.announcer.guild_joined(guild.id)
+        await self.check_permissions(guild)
+
+    async def on_ready(self) -> None:
+        """Every shard is ready: check the bot's permissions in each of its servers."""
+        for guild in self.guilds:
+            await self.check_permissions(guild)
+
+    async def check_permissions(self, guild: discord.Guild) -> list[str]:
+        """Warn when the bot's roles in ``guild`` lack a permission the commands need.
+
+        Checks ``guild.me``'s role permissions against the one list
+        (:data:`bot.interactions.COMMAND_PERMISSIONS`); channel overwrites are each command's
+        own check. Logs one warning per server naming what is missing (again only if that
+        changes) and, where the server has an admin channel, posts one sentence there at most
+        once per process (issue 21, Delivery).
+
+        Returns:
+            The missing permissions' discord.py names (empty when none, or before the bot's
+            member is known).
+        """
+        me = guild.me
+        if me is None:
+            return []
+        missing = missing_permissions(me.guild_permissions)
+        if not missing:
+            self._permissions_warned.pop(guild.id, None)
+            return []
+        if self._permissions_warned.get(guild.id) != tuple(missing):
+            self._permissions_warned[guild.id] = tuple(missing)
+            log.warning(
+                "guild %s: my roles lack %s; the commands need them (python -m bot invite "
+                "lists every permission)",
+                guild.id,
+                permission_names(missing),
+            )
+        if guild.id not in self._permissions_told:
+            self._permissions_told.add(guild.id)
+            settings = await self.services.db.guilds.settings(guild.id)
+            if settings.admin_channel_id is not None:
+                notice = missing_permissions_notice(permission_names(missing))
+                await self.post_admin_line(guild.id, settings.admin_channel_id, notice)
+        return missing
 
     async def sync_commands(self, *, force: bool = False) -> bool:
         """Sync the command tree if its definitions changed since the last sync, or if forced.
@@ -330,11 +409,7 @@ class GenBot(commands.AutoShardedBot):
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
 
     async def _missing_key_notice(self, guild_id: int, key_fingerprint: str) -> None:
-        settings = await self.services.db.guilds.settings(guild_id)
-        if settings.admin_channel_id is not None:
-            await self.post_admin_line(
-                guild_id, settings.admin_channel_id, missing_key_notice(key_fingerprint)
-            )
+        await post_missing_key_notice(self, self.services.db, guild_id, key_fingerprint)
 
     async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
         """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.
@@ -342,11 +417,7 @@ class GenBot(commands.AutoShardedBot):
         Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
         logged, never raised: the admin log must not break the command it reports on.
         """
-        channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
-        try:
-            await channel.send(text[:2000])
-        except discord.HTTPException as exc:
-            log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
+        await post_admin_line(self, guild_id, channel_id, text)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
         """Return the cached catalogue without waiting on the network (for autocomplete).

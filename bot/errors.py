@@ -113,6 +113,10 @@ _SHARED_KEY_REMEDY = (
 )
 """What a server on the default key can do about it: the key is not its own to top up."""
 
+_ALLOWANCE_KEY_REMEDY = "Tell the bot's owner, or set your own key with `/settings api-key set`."
+"""What a member on the owner's personal allowance can do about the default key's problem
+(issue 22): no server is involved, and the member's own key is billed instead."""
+
 
 _SMALLEST_SHOWN = Decimal("0.000001")
 """Dollars: amounts are shown to a ten-thousandth of a cent at most."""
@@ -214,6 +218,16 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return "The service rejected your API key; set it again with `/settings api-key set`."
         case api.InsufficientCreditsError(on_personal_key=True):
             return "Your API key is out of credits; top it up with the service."
+        case api.UnauthorizedError(on_personal_allowance=True):
+            return (
+                "The service rejected the bot's shared API key, which your personal allowance "
+                f"uses. {_ALLOWANCE_KEY_REMEDY}"
+            )
+        case api.InsufficientCreditsError(on_personal_allowance=True):
+            return (
+                "The bot's shared API key, which your personal allowance uses, is out of "
+                f"credits. {_ALLOWANCE_KEY_REMEDY}"
+            )
         case api.UnauthorizedError(on_shared_key=True):
             return f"The service rejected the bot's shared API key. {_SHARED_KEY_REMEDY}"
         case api.UnauthorizedError():

@@ -34,10 +34,14 @@ replies need Read Message History; embeds need Embed Links; a result edited in a
 Attach Files; a thread needs Send Messages in Threads instead of Send Messages). The one list
 behind both the check and the invite URL (:func:`invite_url`)."""
 
-CHAT_PERMISSIONS = ("create_public_threads",)
-"""What ``/chat`` needs besides :data:`PLACEHOLDER_PERMISSIONS`: starting a conversation's
-thread from its answer (Discord docs, "Start Thread from Message"); answering in the thread
-needs Send Messages in Threads, which that list has."""
+CHAT_PERMISSIONS = ("create_public_threads", "send_messages_in_threads")
+"""What ``/chat`` needs besides :data:`PLACEHOLDER_PERMISSIONS` in a text channel: starting a
+conversation's thread from its answer (Discord docs, "Start Thread from Message") and answering
+there (Send Messages in Threads; issue 21, Delivery)."""
+
+COMMAND_PERMISSIONS = tuple(dict.fromkeys((*PLACEHOLDER_PERMISSIONS, *CHAT_PERMISSIONS)))
+"""Every permission the commands need: the one list behind the invite URL
+(:func:`invite_permissions`) and the start-up check (:func:`missing_permissions`)."""
 
 INVITE_SCOPES = ("bot", "applications.commands")
 """OAuth2 scopes of the invite: the bot user and its slash commands (Discord OAuth2 docs)."""
@@ -107,6 +111,10 @@ def member_role_ids(interaction: discord.Interaction[Any]) -> frozenset[int]:
     return frozenset(int(role_id) for role_id in user._roles)
 
 
+PERMISSION_TITLES = {"send_messages_in_threads": "Send Messages in Threads"}
+"""Names Discord's client spells otherwise than title case."""
+
+
 def require_placeholder_permissions(interaction: discord.Interaction[discord.Client]) -> None:
     """Check that the bot may post, edit and reply to a placeholder where it was asked.
 
@@ -122,18 +130,66 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     granted = interaction.app_permissions
     missing = [name for name in names if not getattr(granted, name)]
     if missing:
-        pretty = ", ".join(name.replace("_", " ").title() for name in missing)
-        raise ValidationFailed(f"I need these permissions in this channel first: {pretty}.")
+        raise ValidationFailed(
+            f"I need these permissions in this channel first: {permission_names(missing)}."
+        )
+
+
+def require_chat_permissions(interaction: discord.Interaction[discord.Client]) -> None:
+    """Check that ``/chat`` may answer in this text channel and go on in a thread of it.
+
+    The placeholder's permissions (:func:`require_placeholder_permissions`, for the answer)
+    and :data:`CHAT_PERMISSIONS` (the thread), checked together so that the sentence names
+    every one missing (issue 21, Delivery), before anything is charged.
+
+    Raises:
+        ValidationFailed: naming every missing permission, e.g. "Create Public Threads, Send
+            Messages in Threads".
+    """
+    names = [name for name in COMMAND_PERMISSIONS if name != "send_messages_in_threads"]
+    names += [name for name in CHAT_PERMISSIONS if name not in names]
+    granted = interaction.app_permissions
+    missing = [name for name in names if not getattr(granted, name)]
+    if missing:
+        raise ValidationFailed(
+            f"I need these permissions in this channel first: {permission_names(missing)}."
+        )
+
+
+def permission_names(names: Iterable[str]) -> str:
+    """Return permissions as Discord's client names them, e.g. "Create Public Threads".
+
+    Args:
+        names: discord.py attribute names (``send_messages_in_threads``).
+
+    Returns:
+        The names joined with ", ", e.g. "Create Public Threads, Send Messages in Threads".
+    """
+    return ", ".join(PERMISSION_TITLES.get(name, name.replace("_", " ").title()) for name in names)
+
+
+def missing_permissions(granted: discord.Permissions) -> list[str]:
+    """Return which of :data:`COMMAND_PERMISSIONS` ``granted`` lacks, in that list's order.
+
+    Args:
+        granted: the bot's permissions, e.g. its roles' in a server (``Guild.me``'s
+            ``guild_permissions``: channel overwrites aside, which each command checks).
+
+    Returns:
+        discord.py attribute names (empty when nothing is missing).
+    """
+    if granted.administrator:
+        return []
+    return [name for name in COMMAND_PERMISSIONS if not getattr(granted, name)]
 
 
 def invite_permissions() -> discord.Permissions:
     """Return every permission the commands check (the invite asks for exactly these).
 
-    :func:`require_placeholder_permissions`'s and ``/chat``'s (:data:`CHAT_PERMISSIONS`).
-    Its ``value`` is the ``permissions`` integer of the invite URL.
+    :data:`COMMAND_PERMISSIONS`: :func:`require_placeholder_permissions`'s and ``/chat``'s
+    (:data:`CHAT_PERMISSIONS`). Its ``value`` is the ``permissions`` integer of the invite URL.
     """
-    names = (*PLACEHOLDER_PERMISSIONS, *CHAT_PERMISSIONS)
-    return discord.Permissions(**dict.fromkeys(names, True))
+    return discord.Permissions(**dict.fromkeys(COMMAND_PERMISSIONS, True))
 
 
 def invite_url(application_id: int) -> str:

@@ -27,7 +27,7 @@ from bot.cards import CONFIRM_SECONDS
 from bot.command_access import Invoker
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.interactions import model_autocomplete, requester, require_chat_permissions
 from bot.queue_status import queue_status
 from bot.render.cards import CUSTOM_ID
 from bot.render.chat import (
@@ -139,11 +139,7 @@ class ChatCog(commands.Cog):
                 interaction, who, conversation, prompt, model=model, system=system
             )
             return
-        require_placeholder_permissions(interaction)
-        if not interaction.app_permissions.create_public_threads:
-            raise ValidationFailed(
-                "I need these permissions in this channel first: Create Public Threads."
-            )
+        require_chat_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
         author = display_name(interaction.user)

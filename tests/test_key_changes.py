@@ -247,7 +247,11 @@ async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_vide
     model = next(m for m in catalogue.video if not m.needs_image)
     submitting = asyncio.create_task(stack.generation.video(who, VideoOptions("a fox", model.id)))
     await answered.wait()
-    await config.set_api_key(who.guild_id, stack.api.create_key())
+    change = await config.set_api_key(who.guild_id, stack.api.create_key())
+    # The admin is told the key stays for the request in flight, not that nothing used it.
+    assert old_key_note(change) == (
+        " A request made with the old key is still in flight; the key is kept until it ends."
+    )
     go_on.set()
     job = await submitting
     await stack.generation.attach_message(job, 1000 + job.id)

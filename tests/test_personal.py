@@ -204,6 +204,35 @@ async def test_a_personal_keys_problem_is_the_members_to_fix(
         assert await services.db.ledger.total(wallet_id(MEMBER)) == 0
 
 
+@pytest.mark.parametrize("problem", ["out of credits", "rejected"])
+async def test_the_default_keys_problem_on_the_allowance_speaks_to_the_member(
+    personal_stack: StackFactory, problem: str
+) -> None:
+    # On the owner's allowance the key is the bot's: no server, and no admin, is involved.
+    async with personal_stack(personal_daily_budget_cents=100) as (services, api):
+        default = services.settings.genapi_api_key.get_secret_value()  # type: ignore[union-attr]
+        if problem == "out of credits":
+            api.set_balance(default, 0)
+            error: type[Exception] = api_errors.InsufficientCreditsError
+        else:
+            api.revoke_key(default)
+            error = api_errors.UnauthorizedError
+        with pytest.raises(error) as refused:
+            await services.generation.text(personal(), TextOptions("hello", max_tokens=1))
+        said = user_message(refused.value)
+        assert "server" not in said and "admin" not in said, said
+        what = {
+            "out of credits": "The bot's shared API key, which your personal allowance uses, is "
+            "out of credits.",
+            "rejected": "The service rejected the bot's shared API key, which your personal "
+            "allowance uses.",
+        }[problem]
+        assert said == (
+            f"{what} Tell the bot's owner, or set your own key with `/settings api-key set`."
+        )
+        assert await services.db.ledger.total(wallet_id(MEMBER)) == 0
+
+
 async def test_the_personal_allowance_is_named_when_it_refuses(
     personal_stack: StackFactory,
 ) -> None:

@@ -13,12 +13,15 @@ from typing import Any
 
 import discord
 import pytest
+from pydantic import SecretStr
 
 import bot.__main__
 from bot.metrics import Metrics
 from bot.poller import Attempt, Poller, Renew
+from bot.render.admin import missing_key_notice
 from bot.render.parts import MessageParts
 from bot.services.generation import Requester
+from bot.services.keys import KeyUnknown
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack, make_settings
 from tests.test_poller import RecordingAnnouncer, make_poller, submit
@@ -29,13 +32,15 @@ async def run_worker_with(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     inside: Callable[[dict[str, Any]], Awaitable[None]],
+    **overrides: Any,
 ) -> None:
     """Run ``run_worker`` with ``inside(poller's arguments)`` as its poller's run, then stop.
 
     ``inside`` runs while the worker's database and clients are open, as its poller would.
+    ``overrides``: settings besides the database and the API's (unreachable) address.
     """
     settings = make_settings(
-        database_path=tmp_path / "bot.db", genapi_base_url="http://127.0.0.1:9/api/v1"
+        database_path=tmp_path / "bot.db", genapi_base_url="http://127.0.0.1:9/api/v1", **overrides
     )
     ran: list[bool] = []
 
@@ -133,3 +138,31 @@ async def test_a_worker_counts_the_leases_it_lost(stack: Stack, who: Requester) 
     lost = "genbot_leases_lost_total"
     assert slow_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 1
     assert fast_metrics.registry.get_sample_value(lost, {"what": "delivery"}) == 0
+
+
+async def test_a_worker_tells_the_admin_channel_once_of_a_job_on_a_key_known_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway posts this notice; a worker, which polls the jobs when POLLER_ENABLED=false,
+    # only logged it, so the admins of a server served by workers were never told.
+    posted: list[tuple[int, str]] = []
+
+    async def send(self: discord.PartialMessageable, content: str, **kwargs: Any) -> None:
+        posted.append((self.id, content))
+
+    monkeypatch.setattr(discord.PartialMessageable, "send", send)
+    guild_id, admin_channel = 4242, 777
+
+    async def poll_on_a_vanished_key(arguments: dict[str, Any]) -> None:
+        await arguments["db"].guilds.set_admin_channel(guild_id, admin_channel)
+        for _ in range(3):  # every poll of the job meets the missing key
+            with pytest.raises(KeyUnknown):
+                await arguments["keys"].resolve_fingerprint(guild_id, "sk-…gone")
+
+    await run_worker_with(
+        tmp_path,
+        monkeypatch,
+        poll_on_a_vanished_key,
+        genapi_api_key=SecretStr("sk-the-current-default-key-0000"),
+    )
+    assert posted == [(admin_channel, missing_key_notice("sk-…gone"))]

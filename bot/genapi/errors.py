@@ -65,10 +65,14 @@ class GenAPIError(Exception):
             whose key it holds), so that a 401 or 402 is not blamed on the server's key.
         on_personal_key: the request used a member's own key (personal use, issue 22), set
             the same way: the member, not a server's admin, must fix a 401 or 402.
+        on_personal_allowance: with ``on_shared_key``, the request was a member's on the
+            owner's allowance (``PERSONAL_DAILY_BUDGET_CENTS``): no server or admin is
+            involved, so a 401 or 402 is the owner's to fix, or the member's own key avoids it.
     """
 
     on_shared_key: bool = False
     on_personal_key: bool = False
+    on_personal_allowance: bool = False
 
 
 class APIStatusError(GenAPIError):

@@ -95,11 +95,27 @@ def missing_key_notice(key_fingerprint: str) -> str:
     )
 
 
+def missing_permissions_notice(names: str) -> str:
+    """The sentence posted in a server's admin channel when the bot's roles lack permissions.
+
+    Posted once per process per server, from the start-up permission check (issue 21,
+    Delivery: "a missing one gets a sentence naming it").
+
+    Args:
+        names: the missing permissions as Discord's client names them, comma-separated.
+    """
+    return (
+        f"I am missing these permissions in this server: {names}. Results and /chat need "
+        "them; please grant them to my role (Server Settings → Roles)."
+    )
+
+
 def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 
     Jobs belong to the key that submitted them, so it is kept until they end (module doc of
-    :mod:`bot.services.keys`). Empty when the server had no key of its own.
+    :mod:`bot.services.keys`), and while a request made with it is in flight (a reservation,
+    whose job is stored a moment later). Empty when the server had no key of its own.
     """
     if not change.had_key:
         return ""
@@ -107,6 +123,9 @@ def old_key_note(change: KeyChange) -> str:
     if jobs is None:
         return " The old key is kept (encrypted) until the jobs submitted with it finish."
     total = sum(jobs.values())
+    if total == 0 and change.old_key_kept:
+        # A reservation keeps it: the request's job may be stored a moment later (issue 18, E1).
+        return " A request made with the old key is still in flight; the key is kept until it ends."
     if total == 0:
         return " No job was using the old key; it was deleted."
     counts = " and ".join(

@@ -866,6 +866,7 @@ class GenerationService:
         """
         if exc is not None and settings.api_key_ciphertext is None:
             exc.on_shared_key = True  # no key of its own: the call used the bot's default key
+            exc.on_personal_allowance = is_personal(settings.guild_id)  # a member's, no server
         elif exc is not None and is_personal(settings.guild_id):
             exc.on_personal_key = True  # a member's own key (issue 22): theirs to fix
         problem: KeyProblem | None = None

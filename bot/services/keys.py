@@ -194,12 +194,16 @@ class KeyChange:
         jobs_on_old_key: pending jobs submitted with the previous key, by kind; the key is kept
             until they end. None when they cannot be counted (the key cannot be decrypted now;
             it is kept anyway).
+        old_key_kept: whether the previous key is kept (retired, encrypted) after the change:
+            for its pending jobs, or for a request in flight on it (a reservation; issue 18,
+            E1) even when no job uses it yet.
     """
 
     last4: str | None
     had_key: bool
     old_fingerprint: str | None
     jobs_on_old_key: dict[Kind, int] | None
+    old_key_kept: bool = False
 
 
 class KeyResolver:
@@ -480,11 +484,19 @@ class KeyResolver:
                 old_fingerprint or "(unreadable now)",
                 pending,
             )
+        kept = retire and (
+            old_fingerprint is None
+            or any(
+                r.fingerprint == old_fingerprint
+                for r in await self._db.guilds.retired_keys(guild_id)
+            )
+        )
         return KeyChange(
             new[1] if new else None,
             had_key,
             old_fingerprint if retire else None,
             jobs if retire else {},
+            old_key_kept=kept,
         )
 
     async def store_key(self, guild_id: int, api_key: str) -> str:

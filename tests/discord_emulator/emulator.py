@@ -22,6 +22,7 @@ from .models import (
     PUBLIC_THREAD,
     Channel,
     Guild,
+    Member,
     Message,
     Overwrite,
     Role,
@@ -220,6 +221,32 @@ class DiscordEmulator(UserActions):
         50001 Missing Access."""
         del self.world.guilds[guild_id].members[self.bot_user.id]
         self.hub.dispatch("GUILD_DELETE", {"id": str(guild_id)}, intent=1)
+
+    def add_bot(self, guild_id: int, permissions: int = perms.DEFAULT_BOT_PERMISSIONS) -> None:
+        """Invite the bot (back) into a guild with ``permissions`` (the invite's ``permissions``).
+
+        As Discord does: the bot's managed role is made anew with the permissions the inviter
+        granted (a removal deleted the old one), then GUILD_CREATE, as for a new server.
+        """
+        guild = self.world.guilds[guild_id]
+        bot_id = self.bot_user.id
+        for role_id in [r.id for r in guild.roles.values() if r.managed and r.bot_id == bot_id]:
+            del guild.roles[role_id]
+        role = Role(
+            self.world.snowflake(),
+            self.bot_user.username,
+            permissions,
+            position=1,
+            managed=True,
+            bot_id=bot_id,
+        )
+        guild.roles[role.id] = role
+        guild.members[bot_id] = Member(bot_id, [role.id])
+        # A join's GUILD_CREATE has no ``unavailable`` (false means an outage ended), which is
+        # how a library tells a new server from one coming back (discord.py: on_guild_join).
+        payload = guild_create_payload(self.world, guild)
+        payload.pop("unavailable", None)
+        self.hub.dispatch("GUILD_CREATE", payload, intent=1)
 
     def add_channel(self, guild_id: int, name: str) -> Channel:
         """Create a text channel (announced to the bot only where it is a member)."""

@@ -15,7 +15,11 @@ import pytest
 
 from bot.storage.money import from_micro
 from tests.discord_emulator.models import Message
-from tests.discord_emulator.permissions import CREATE_PUBLIC_THREADS, DEFAULT_BOT_PERMISSIONS
+from tests.discord_emulator.permissions import (
+    CREATE_PUBLIC_THREADS,
+    DEFAULT_BOT_PERMISSIONS,
+    SEND_MESSAGES_IN_THREADS,
+)
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -244,3 +248,59 @@ async def test_a_member_barred_from_chat_in_integrations_cannot_take_a_turn(
         assert len(text_calls(world)) == calls
     finally:
         world.discord.set_command_permissions(world.guild.id, "chat", [])
+
+
+async def test_without_send_messages_in_threads_chat_is_refused_naming_it(world: World) -> None:
+    # Without it the answer's thread would start but no turn could be answered there.
+    channel = world.discord.add_channel(world.guild.id, "no-thread-posts")
+    world.discord.set_bot_permissions(
+        channel.id, DEFAULT_BOT_PERMISSIONS & ~SEND_MESSAGES_IN_THREADS
+    )
+    calls = len(text_calls(world))
+    handle = await world.command("chat", {"prompt": "hello"}, channel_id=channel.id)
+    refusal = await world.answer(handle)
+    assert refusal.ephemeral
+    assert refusal.content == (
+        "I need these permissions in this channel first: Send Messages in Threads."
+    )
+    assert len(text_calls(world)) == calls
+
+
+async def test_a_server_granting_too_little_is_told_which_permissions_are_missing(
+    world: World,
+) -> None:
+    # Last in this module: the bot is re-invited into the world's guild without thread rights.
+    admin_log = world.discord.add_channel(world.guild.id, "admin-log")
+    handle = await world.command(
+        "config", {"channel": admin_log}, admin=True, subcommand="admin-channel"
+    )
+    await world.answer(handle)
+    threads = CREATE_PUBLIC_THREADS | SEND_MESSAGES_IN_THREADS
+    everyone = world.discord.world.guilds[world.guild.id].roles[world.guild.id]
+    everyone_had = everyone.permissions
+    everyone.permissions &= ~threads  # else @everyone grants them to the bot too
+    world.discord.remove_bot(world.guild.id)
+    world.discord.add_bot(world.guild.id, DEFAULT_BOT_PERMISSIONS & ~threads)
+
+    told = await world.discord.wait_for_message(
+        lambda m: m.channel_id == admin_log.id and "missing these permissions" in m.content,
+        timeout=15,
+    )
+    assert "Send Messages in Threads, Create Public Threads" in told.content
+    assert (
+        f"guild {world.guild.id}: my roles lack Send Messages in Threads, Create Public Threads"
+        in world.bot.log()
+    )
+    # The same lack on the next GUILD_CREATE is not posted again by this process.
+    world.discord.remove_bot(world.guild.id)
+    world.discord.add_bot(world.guild.id, DEFAULT_BOT_PERMISSIONS & ~CREATE_PUBLIC_THREADS)
+    handle = await world.command("chat", {"prompt": "hello"})
+    refusal = await world.answer(handle)
+    assert "Create Public Threads" in refusal.content
+    told_twice = [
+        m for m in world.discord.channel_messages(admin_log.id) if "missing these" in m.content
+    ]
+    assert len(told_twice) == 1
+    everyone.permissions = everyone_had
+    world.discord.remove_bot(world.guild.id)
+    world.discord.add_bot(world.guild.id)
