@@ -114,8 +114,12 @@ class InteractionHandle:
             return None
         return self._emu.world.messages[self.state.original_id]
 
-    async def wait_callback(self, timeout: float = 5) -> CallbackRecord:
-        """Wait for the first callback attempt (accepted or not)."""
+    async def wait_callback(self, timeout: float = 15) -> CallbackRecord:
+        """Wait for the first callback attempt (accepted or not).
+
+        Discord's 3 s deadline is the emulator's to enforce (a late callback is recorded as
+        refused); ``timeout`` only bounds the wait on a loaded test machine.
+        """
         return await self._emu.signal.wait_for(
             lambda: self.state.callbacks[0] if self.state.callbacks else None,
             timeout,
