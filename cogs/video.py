@@ -54,7 +54,7 @@ class VideoCog(commands.Cog):
         self,
         interaction: discord.Interaction[GenBot],
         prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
-        model: str,
+        model: str | None = None,
         duration: app_commands.Range[float, MIN_DURATION_SECONDS, MAX_DURATION_SECONDS]
         | None = None,
         aspect_ratio: str | None = None,
@@ -68,9 +68,9 @@ class VideoCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what happens in the video
-            model: the video model
-            duration: length in seconds (the model's choices)
-            aspect_ratio: the video's shape (default 16:9)
+            model: the video model (default: yours from /settings)
+            duration: length in seconds (the model's choices; default: yours, else 5)
+            aspect_ratio: the video's shape (default: yours from /settings, else 16:9)
             image_url: a source image's URL, for image-to-video models
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
@@ -85,7 +85,7 @@ class VideoCog(commands.Cog):
         source = image.url if image is not None else image_url
         options = VideoOptions(
             prompt,
-            model,
+            model or "",  # none given: the member's default (apply_member_defaults)
             duration,
             aspect_ratio,
             source,
@@ -93,7 +93,8 @@ class VideoCog(commands.Cog):
             lock_camera,
             image_uploaded=image is not None,
         )
-        await start_video(interaction, who, options)
+        applied = await self.bot.services.members.apply_member_defaults(who, options)
+        await start_video(interaction, who, applied.options, note=applied.note)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)
