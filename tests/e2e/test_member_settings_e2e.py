@@ -1,0 +1,110 @@
+"""A member's own defaults with the real bot process (issue 22, ``/settings defaults``).
+
+A member sets a default video model, duration and shape; ``/video`` without those options uses
+them (the service sees them). Once the server's model list forbids the default model, it is
+ignored with a note, and nothing is sent or charged for a video without a model. The scenarios
+build on each other in order: one bot process for the module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.discord_emulator.models import Message
+from tests.e2e.harness import World
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+CHEAP = "aurora-lite/text-to-video"  # makes 5 or 10 s videos
+
+
+async def settings(world: World, subcommand: str, options: dict[str, Any], **kw: Any) -> Message:
+    answer = await world.answer(
+        await world.command("settings", options, subcommand=subcommand, **kw)
+    )
+    assert answer.ephemeral
+    return answer
+
+
+def bodies(world: World, path: str) -> list[dict[str, Any]]:
+    return [r.json for r in world.api.requests if r.method == "POST" and path in r.path and r.json]
+
+
+async def test_video_without_model_and_duration_uses_the_members_defaults(world: World) -> None:
+    saved = await settings(
+        world,
+        "defaults",
+        {"video_model": CHEAP, "video_duration": 10, "aspect_ratio": "9:16"},
+    )
+    assert "Saved" in saved.content and f"video model: `{CHEAP}`" in saved.content
+
+    answer = await world.answer(await world.command("video", {"prompt": "a fox in the snow"}))
+    assert "on its way" in answer.content
+    (sent,) = bodies(world, "/video/generate")
+    assert (sent["model"], sent["duration"], sent["aspect_ratio"]) == (CHEAP, 10, "9:16")
+
+    shown = await settings(world, "show", {})
+    assert "video duration: 10 s" in shown.content and "aspect ratio: `9:16`" in shown.content
+    # Another member's commands are not touched by these defaults.
+    other = world.discord.add_user("other")
+    refused = await world.answer(
+        await world.command("video", {"prompt": "a fox"}, user_id=other.id)
+    )
+    assert "Choose a video model" in refused.content
+    assert len(bodies(world, "/video/generate")) == 1
+
+
+async def test_a_default_the_server_forbids_is_ignored_with_a_note(world: World) -> None:
+    allowed = await world.answer(
+        await world.command(
+            "config",
+            {"models": "flash-clip/, openai/"},
+            admin=True,
+            group="models",
+            subcommand="allow",
+        )
+    )
+    assert allowed.ephemeral
+    videos = len(bodies(world, "/video/generate"))
+
+    refused = await world.answer(await world.command("video", {"prompt": "a fox"}))
+    assert refused.ephemeral
+    assert f"Your default video model `{CHEAP}` is not available to you here" in refused.content
+    assert "Choose a video model" in refused.content
+    assert len(bodies(world, "/video/generate")) == videos  # nothing sent, nothing charged
+
+    # A model given explicitly is the member's choice; only the left-out options are defaulted.
+    answer = await world.answer(
+        await world.command("video", {"prompt": "a fox", "model": "flash-clip/text-to-video"})
+    )
+    assert "on its way" in answer.content
+    note = "Flash Clip does not make 10 s videos (your default); its default length was used."
+    assert note in answer.content
+    sent = bodies(world, "/video/generate")[-1]
+    assert (sent["model"], sent["duration"], sent["aspect_ratio"]) == (
+        "flash-clip/text-to-video",
+        5,
+        "9:16",
+    )
+
+    # /text: the forbidden default is left out, the answer comes with the usual model, and
+    # the note follows it, for the member only.
+    await settings(world, "defaults", {"text_model": "meta/llama-3.1-70b"})
+    handle = await world.command("text", {"prompt": "say hi"})
+    answer = await world.answer(handle)
+    assert not answer.ephemeral
+    (note_message,) = await world.discord.signal.wait_for(
+        lambda: handle.followups or None, 15, "the note about the defaults"
+    )
+    assert note_message.ephemeral
+    assert "`meta/llama-3.1-70b` is not available to you here" in note_message.content
+    assert bodies(world, "/text/generate")[-1]["model"] == "openai/gpt-4o-mini"
+
+
+async def test_private_results_answer_only_the_member(world: World) -> None:
+    await settings(world, "defaults", {"private": True, "text_model": "none"})
+    answer = await world.answer(await world.command("text", {"prompt": "a secret"}))
+    assert answer.ephemeral
+    assert "private results: on" in (await settings(world, "show", {})).content
