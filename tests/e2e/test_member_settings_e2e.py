@@ -108,3 +108,51 @@ async def test_private_results_answer_only_the_member(world: World) -> None:
     answer = await world.answer(await world.command("text", {"prompt": "a secret"}))
     assert answer.ephemeral
     assert "private results: on" in (await settings(world, "show", {})).content
+
+
+async def test_a_dm_when_a_video_is_finished_for_who_asked_and_silence_where_refused(
+    world: World,
+) -> None:
+    on = await settings(world, "dm", {"state": "on"}, group="notify")
+    assert "I will DM you" in on.content
+    closed = world.discord.add_user("closed-dms")
+    world.discord.world.closed_dms.add(closed.id)
+    await settings(world, "dm", {"state": "on"}, group="notify", user_id=closed.id)
+    for user, prompt in ((world.member, "a heron at dawn"), (closed, "a crane at dusk")):
+        answer = await world.answer(
+            await world.command(
+                "video",
+                {"prompt": prompt, "model": "flash-clip/text-to-video"},
+                user_id=user.id,
+            )
+        )
+        assert "on its way" in answer.content
+
+    dm = await world.discord.wait_for_message(
+        lambda m: (
+            world.discord.world.dm_recipients.get(m.channel_id) == world.member.id
+            and "heron" in m.text
+        ),
+        timeout=40,
+    )
+    assert "Your video is ready" in dm.text
+    card = next(
+        m
+        for m in world.discord.channel_messages(world.channel.id)
+        if "heron" in m.text and "/files/" in m.text
+    )
+    assert f"/{world.channel.id}/{card.id}" in dm.text  # the DM links to the card, shown too
+    # The member whose DMs are closed still gets the result in the channel, and nothing else.
+    await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.channel.id and "crane" in m.text and "/files/" in m.text,
+        include_existing=True,
+        timeout=40,
+    )
+    closed_dm = world.discord.dm_channel(closed.id).id
+    refused = await world.discord.signal.wait_for(
+        lambda: [r for r in world.discord.requests if str(closed_dm) in r.path] or None,
+        15,
+        "the refused DM",
+    )
+    assert [r.status for r in refused] == [403]  # tried once, 50007, not retried
+    assert not world.discord.channel_messages(closed_dm)
