@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.discord_emulator.models import Message
-from tests.e2e.harness import World
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -156,3 +156,29 @@ async def test_a_dm_when_a_video_is_finished_for_who_asked_and_silence_where_ref
     )
     assert [r.status for r in refused] == [403]  # tried once, 50007, not retried
     assert not world.discord.channel_messages(closed_dm)
+
+
+async def test_remix_opens_vary_as_a_form_with_the_prompt_to_change(world: World) -> None:
+    remixer = world.discord.add_user("remixer")
+    await settings(world, "defaults", {"remix": True}, user_id=remixer.id)
+    answer = await world.answer(
+        await world.command("text", {"prompt": "name a colour"}, user_id=remixer.id)
+    )
+    vary = next(b for b in action_buttons(answer) if b["label"].startswith("Vary"))
+    texts = len(bodies(world, "/text/generate"))
+    pressed = await world.discord.press_button(
+        answer.id, vary["custom_id"], user_id=remixer.id, permissions=MEMBER_PERMISSIONS
+    )
+    await pressed.wait_callback()
+    modal = pressed.modal
+    assert modal is not None and modal["title"] == "Vary (remix)"
+    prompt = modal["components"][0]["components"][0]
+    assert prompt.get("value") == "name a colour"
+    assert len(bodies(world, "/text/generate")) == texts  # a form costs nothing
+    submitted = await world.discord.submit_modal(
+        modal["custom_id"], {prompt["custom_id"]: "name a warm colour"}, user_id=remixer.id
+    )
+    await world.answer(submitted)
+    sent = bodies(world, "/text/generate")[-1]
+    assert sent["prompt"] == "name a warm colour"
+    assert sent["temperature"] == pytest.approx(1.2)  # Vary's: the default 0.7, plus 0.5
