@@ -118,7 +118,8 @@ class VideoCog(commands.Cog):
             raise ValidationFailed("The model list is still loading; try again in a moment.")
         if not models:
             raise ValidationFailed("No video model is available to you here.")
-        await interaction.response.send_modal(VideoModal(models))
+        mine = await self.bot.services.members.get(interaction.user.id)
+        await interaction.response.send_modal(VideoModal(models, preferred=mine.video_model))
 
     @video.autocomplete("duration")
     async def _duration(
@@ -162,16 +163,19 @@ class VideoModal(AdmittedModal, title="Advanced video"):
 
     Args:
         models: the video models the member may use; the cheapest (at its default duration)
-            is listed first and preselected, at most :data:`MAX_SELECT_OPTIONS` of them.
+            is listed first, at most :data:`MAX_SELECT_OPTIONS` of them.
+        preferred: the member's default video model (``/settings``), preselected when it is
+            among ``models`` (so allowed to them here); else the cheapest is.
     """
 
-    def __init__(self, models: tuple[VideoModel, ...]) -> None:
+    def __init__(self, models: tuple[VideoModel, ...], *, preferred: str | None = None) -> None:
         super().__init__()
         priced = sorted(
             ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
             key=lambda p: (p[0] is None, p[0] or 0),
         )[:MAX_SELECT_OPTIONS]
-        self.default_model = priced[0][1].id
+        ids = [model.id for _, model in priced]
+        self.default_model = preferred if preferred in ids else ids[0]
         self.prompt: discord.ui.TextInput[VideoModal] = discord.ui.TextInput(
             custom_id="prompt",
             style=discord.TextStyle.paragraph,
@@ -185,9 +189,9 @@ class VideoModal(AdmittedModal, title="Advanced video"):
                     label=truncate(model.label, 100),
                     value=model.id,
                     description=truncate(_model_note(price, model), 100),
-                    default=index == 0,
+                    default=model.id == self.default_model,
                 )
-                for index, (price, model) in enumerate(priced)
+                for price, model in priced
             ],
         )
         self.reference: discord.ui.FileUpload[VideoModal] = discord.ui.FileUpload(
@@ -244,7 +248,9 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             image_url=upload.url if upload is not None else None,
             image_uploaded=upload is not None,
         )
-        await start_video(interaction, who, options)
+        # The member's defaults (issue 22) for what the form left out: duration, shape, suffix.
+        applied = await interaction.client.services.members.apply_member_defaults(who, options)
+        await start_video(interaction, who, applied.options, note=applied.note)
 
     async def on_error(  # type: ignore[override]
         self, interaction: discord.Interaction[GenBot], error: Exception

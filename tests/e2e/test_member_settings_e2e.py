@@ -182,3 +182,44 @@ async def test_remix_opens_vary_as_a_form_with_the_prompt_to_change(world: World
     sent = bodies(world, "/text/generate")[-1]
     assert sent["prompt"] == "name a warm colour"
     assert sent["temperature"] == pytest.approx(1.2)  # Vary's: the default 0.7, plus 0.5
+
+
+async def test_video_advanced_preselects_the_default_model_and_applies_the_rest(
+    world: World,
+) -> None:
+    await world.answer(
+        await world.command(
+            "config",
+            {"models": "flash-clip/, nimbus-pro/, openai/"},
+            admin=True,
+            group="models",
+            subcommand="allow",
+        )
+    )
+    fan = world.discord.add_user("nimbus-fan")
+    await settings(
+        world,
+        "defaults",
+        {"video_model": "nimbus-pro/text-to-video", "aspect_ratio": "1:1", "video_duration": 8},
+        user_id=fan.id,
+    )
+    opened = await world.command("video-advanced", {}, user_id=fan.id)
+    await opened.wait_callback()
+    modal = opened.modal
+    assert modal is not None
+    select = modal["components"][1]["component"]
+    # Theirs, not the cheapest (Flash Clip), which the form preselects otherwise.
+    assert [o["value"] for o in select["options"] if o.get("default")] == [
+        "nimbus-pro/text-to-video"
+    ]
+    prompt_id = modal["components"][0]["component"]["custom_id"]
+    answer = await world.answer(
+        await world.discord.submit_modal(modal["custom_id"], {prompt_id: "a kite"}, user_id=fan.id)
+    )
+    assert "on its way" in answer.content
+    sent = bodies(world, "/video/generate")[-1]
+    assert (sent["model"], sent["duration"], sent["aspect_ratio"]) == (
+        "nimbus-pro/text-to-video",
+        8,
+        "1:1",
+    )
