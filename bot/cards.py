@@ -36,7 +36,7 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
-from bot.tree import CHARGED, AdmittedView, answer_error
+from bot.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 
 if TYPE_CHECKING:
     from bot.app import GenBot
@@ -378,8 +378,8 @@ async def show_paid(
     Routes, each taking over the messages not shown yet: the deferred response (``card``
     first when given, else ``messages``: the first as the edit, the rest as followups); then
     the channel, with the bot's token (an interaction token dies after 15 minutes, and a
-    webhook may be gone); then the requester's DM. Only when all fail is it lost, logged as
-    an error (the charge is in the ledger).
+    webhook may be gone), except for a private result; then the requester's DM. Only when all
+    fail is it lost, logged as an error (the charge is in the ledger).
 
     Args:
         interaction: the publicly deferred interaction.
@@ -403,14 +403,17 @@ async def show_paid(
             "a paid result was not shown in its response (%s); posting it in the channel", exc
         )
     bot = interaction.client
-    channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
-    try:
-        while left:
-            await send_card(channel, left[0])
-            left.pop(0)
-        return
-    except Exception as exc:
-        log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
+    # A private result (``/settings defaults private``, issue 22: deferred ephemerally, the
+    # flag set False) never falls back to the channel, where everyone would see it.
+    if interaction.extras.get(PUBLIC_DEFER) is not False:
+        channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
+        try:
+            while left:
+                await send_card(channel, left[0])
+                left.pop(0)
+            return
+        except Exception as exc:
+            log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
     try:
         await interaction.user.send(
             f"Your result from <#{who.channel_id}>, which could not be shown there:"

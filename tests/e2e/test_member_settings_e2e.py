@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.discord_emulator import errors as err
 from tests.discord_emulator.models import Message
 from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
@@ -108,6 +109,26 @@ async def test_private_results_answer_only_the_member(world: World) -> None:
     answer = await world.answer(await world.command("text", {"prompt": "a secret"}))
     assert answer.ephemeral
     assert "private results: on" in (await settings(world, "show", {})).content
+
+    # A private answer whose response cannot be edited (the token died) goes to the member's
+    # DM, never to the channel where everyone would see it.
+    def public() -> list[str]:
+        return [m.text for m in world.discord.channel_messages(world.channel.id) if not m.ephemeral]
+
+    in_channel = public()
+    world.discord.inject_error(
+        "/messages/@original", err.invalid_webhook_token(), method="PATCH", count=1
+    )
+    await world.command("text", {"prompt": "another secret"})
+    dm = await world.discord.wait_for_message(
+        lambda m: (
+            world.discord.world.dm_recipients.get(m.channel_id) == world.member.id
+            and "could not be shown there" in m.text
+        ),
+        timeout=15,
+    )
+    assert dm is not None
+    assert public() == in_channel
 
 
 async def test_a_dm_when_a_video_is_finished_for_who_asked_and_silence_where_refused(
