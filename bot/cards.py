@@ -208,7 +208,9 @@ async def send_note(interaction: Interaction, note: str | None) -> None:
     if note is None:
         return
     try:
-        await interaction.followup.send(note, ephemeral=True)
+        await interaction.followup.send(
+            note, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
     except Exception as exc:
         log.warning("a note about a member's defaults was not shown (%s)", exc)
 
