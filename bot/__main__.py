@@ -44,6 +44,7 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
+from bot.dm_notice import DmNoticeAnnouncer
 from bot.errors import KeyEncryptionUnavailable
 from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import install_links, invite_url
@@ -291,12 +292,16 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
             keys=services.keys,
             schedule=services.schedule,
             # The schedule: a worker's progress edits keep the `ready` estimate on the card.
-            announcer=DiscordAnnouncer(
+            announcer=DmNoticeAnnouncer(
+                DiscordAnnouncer(
+                    client,
+                    clock=clock,
+                    sandbox=services.sandbox,
+                    http=services.downloads,
+                    schedule=services.schedule,
+                ),
                 client,
-                clock=clock,
-                sandbox=services.sandbox,
-                http=services.downloads,
-                schedule=services.schedule,
+                services.db,
             ),
             clock=clock,
             job_timeout=settings.job_timeout_seconds,

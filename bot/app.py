@@ -20,6 +20,7 @@ from bot.announce import DiscordAnnouncer, send_card
 from bot.cards import ClickDebounce
 from bot.command_access import CommandAccess, Override
 from bot.config import Settings
+from bot.dm_notice import DmNoticeAnnouncer
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
@@ -177,7 +178,8 @@ class GenBot(commands.AutoShardedBot):
             client=services.client,
             keys=services.keys,
             schedule=services.schedule,
-            announcer=self.announcer,
+            # Plus the DM of finished results members asked for (issue 22).
+            announcer=DmNoticeAnnouncer(self.announcer, self, services.db),
             clock=services.clock,
             job_timeout=services.settings.job_timeout_seconds,
             lease=services.settings.poll_lease_seconds,

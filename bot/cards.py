@@ -37,7 +37,7 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
-from bot.tree import CHARGED, AdmittedView, answer_error
+from bot.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 
 if TYPE_CHECKING:
     from bot.app import GenBot
@@ -168,11 +168,19 @@ def refuse_personal_media(who: Requester) -> None:
         raise ValidationFailed(PERSONAL_MEDIA_SENTENCE)
 
 
-async def start_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
+async def start_video(
+    interaction: Interaction, who: Requester, options: VideoOptions, *, note: str | None = None
+) -> None:
     """Submit a video, or first ask to confirm its price above the server's threshold.
 
     ``interaction`` must already be deferred ephemerally (or be a deferred component update):
     the answer goes to its original response.
+
+    Args:
+        interaction: the deferred interaction.
+        who: the requester.
+        options: the video's options.
+        note: said with the answer (a member's default left out, issue 22).
 
     Raises:
         ValidationFailed: a personal video (:func:`refuse_personal_media`), among the checks.
@@ -182,13 +190,35 @@ async def start_video(interaction: Interaction, who: Requester, options: VideoOp
     price = await video_price(bot, who, options)
     threshold = await bot.services.db.cards.confirm_above(who.guild_id)
     if threshold is not None and needs_confirmation(price, threshold):
-        view = ConfirmView(who, options, price)
-        await interaction.edit_original_response(content=confirm_text(price, threshold), view=view)
+        view = ConfirmView(who, options, price, note=note)
+        text = confirm_text(price, threshold)
+        await interaction.edit_original_response(content=_noted(text, note), view=view)
         return
-    await submit_video(interaction, who, options)
+    await submit_video(interaction, who, options, note=note)
 
 
-async def submit_video(interaction: Interaction, who: Requester, options: VideoOptions) -> None:
+def _noted(text: str, note: str | None) -> str:
+    return text if note is None else f"{text}\n-# {note}"
+
+
+async def send_note(interaction: Interaction, note: str | None) -> None:
+    """Tell the member, ephemerally, which of their defaults was left out; never raises.
+
+    Sent after the answer (a paid result comes first, whatever happens here).
+    """
+    if note is None:
+        return
+    try:
+        await interaction.followup.send(
+            note, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
+    except Exception as exc:
+        log.warning("a note about a member's defaults was not shown (%s)", exc)
+
+
+async def submit_video(
+    interaction: Interaction, who: Requester, options: VideoOptions, *, note: str | None = None
+) -> None:
     """Submit the video, post its card, say where; then store its request for the buttons.
 
     Once the service has charged (``generation.video`` returns with the charge and the job
@@ -202,7 +232,9 @@ async def submit_video(interaction: Interaction, who: Requester, options: VideoO
     link = await posted_placeholder(bot, job)
     await tell(
         interaction,
-        content=f"Your video is on its way: {link}. You will be pinged when it is ready.",
+        content=_noted(
+            f"Your video is on its way: {link}. You will be pinged when it is ready.", note
+        ),
         view=None,
     )
     await remember(bot, "video", who, stored_options(options), job_id=job.id)
@@ -352,8 +384,8 @@ async def show_paid(
     Routes, each taking over the messages not shown yet: the deferred response (``card``
     first when given, else ``messages``: the first as the edit, the rest as followups); then
     the channel, with the bot's token (an interaction token dies after 15 minutes, and a
-    webhook may be gone); then the requester's DM. Only when all fail is it lost, logged as
-    an error (the charge is in the ledger).
+    webhook may be gone), except for a private result; then the requester's DM. Only when all
+    fail is it lost, logged as an error (the charge is in the ledger).
 
     Args:
         interaction: the publicly deferred interaction.
@@ -377,14 +409,17 @@ async def show_paid(
             "a paid result was not shown in its response (%s); posting it in the channel", exc
         )
     bot = interaction.client
-    channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
-    try:
-        while left:
-            await send_card(channel, left[0])
-            left.pop(0)
-        return
-    except Exception as exc:
-        log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
+    # A private result (``/settings defaults private``, issue 22: deferred ephemerally, the
+    # flag set False) never falls back to the channel, where everyone would see it.
+    if interaction.extras.get(PUBLIC_DEFER) is not False:
+        channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
+        try:
+            while left:
+                await send_card(channel, left[0])
+                left.pop(0)
+            return
+        except Exception as exc:
+            log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
     try:
         await interaction.user.send(
             f"Your result from <#{who.channel_id}>, which could not be shown there:"
@@ -512,10 +547,18 @@ class ConfirmView(AdmittedView):
     ephemeral anyway). Generate runs the whole request again through the service's checks.
     """
 
-    def __init__(self, who: Requester, options: VideoOptions, price_cents: Decimal | None) -> None:
+    def __init__(
+        self,
+        who: Requester,
+        options: VideoOptions,
+        price_cents: Decimal | None,
+        *,
+        note: str | None = None,
+    ) -> None:
         super().__init__(timeout=CONFIRM_SECONDS)
         self.who = who
         self.options = options
+        self.note = note
         generate: discord.ui.Button[ConfirmView] = discord.ui.Button(
             label=confirm_label(price_cents), style=discord.ButtonStyle.success
         )
@@ -536,7 +579,7 @@ class ConfirmView(AdmittedView):
     async def _generate(self, interaction: Interaction) -> None:
         self.stop()
         await interaction.response.defer()
-        await submit_video(interaction, self.who, self.options)
+        await submit_video(interaction, self.who, self.options, note=self.note)
 
     async def _cancel(self, interaction: Interaction) -> None:
         self.stop()

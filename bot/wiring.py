@@ -34,6 +34,7 @@ from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
+from bot.services.member_settings import MemberSettingsService
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
@@ -51,6 +52,7 @@ class Services:
         generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
         guild_config: ``/config``.
         conversations: ``/chat`` conversations in threads (issue 21).
+        members: members' own defaults (issue 22, ``/settings``).
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
@@ -72,6 +74,7 @@ class Services:
     generation: GenerationService
     guild_config: GuildConfigService
     conversations: ConversationService
+    members: MemberSettingsService
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -227,6 +230,7 @@ def assemble_services(
             max_turns=settings.chat_max_turns,
             catalogue=catalogue,
         ),
+        members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
         sandbox=settings.sandbox,
         default_key=default_key,
         metrics=metrics,

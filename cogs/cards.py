@@ -12,6 +12,7 @@ command permissions (Integrations) to commands only, so each button is held to i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -163,8 +164,12 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
         await interaction.response.defer(thinking=True)
         await start_image(interaction, who, ImageOptions(**options))
         return
-    await interaction.response.defer(thinking=True)
     text = TextOptions(**options)
+    if vary and (await interaction.client.services.members.get(interaction.user.id)).remix:
+        # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked.
+        await interaction.response.send_modal(RemixModal(varied(text)))
+        return
+    await interaction.response.defer(thinking=True)
     await start_text(interaction, who, varied(text) if vary else text)
 
 
@@ -326,6 +331,43 @@ class AnimateModal(AdmittedModal, title="Animate image"):
             image_uploaded=self.source.trusted,
         )
         await start_video(interaction, who, options)
+
+    async def on_error(  # type: ignore[override]
+        self, interaction: Interaction, error: Exception
+    ) -> None:
+        """Answer with the one sentence for ``error``."""
+        await answer_error(interaction, error)
+
+
+class RemixModal(AdmittedModal, title="Vary (remix)"):
+    """Vary on a text answer for a member with remix on: the prompt, prefilled, to change first.
+
+    Submitting runs ``/text``'s path (checks, budgets, ledger) with the varied options and the
+    prompt as submitted, charged to whoever submits.
+
+    Args:
+        options: the varied request (its temperature already raised).
+    """
+
+    def __init__(self, options: TextOptions) -> None:
+        super().__init__()
+        self.options = options
+        self.prompt: discord.ui.TextInput[RemixModal] = discord.ui.TextInput(
+            label="Prompt",
+            style=discord.TextStyle.paragraph,
+            max_length=MAX_PROMPT_LENGTH,
+            default=options.prompt[:MAX_PROMPT_LENGTH],
+        )
+        self.add_item(self.prompt)
+
+    async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Ask the varied request with the submitted prompt."""
+        who = requester(interaction)
+        await require_command(interaction, "text")
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        options = dataclasses.replace(self.options, prompt=self.prompt.value)
+        await start_text(interaction, who, options)
 
     async def on_error(  # type: ignore[override]
         self, interaction: Interaction, error: Exception

@@ -23,7 +23,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import CONFIRM_SECONDS
+from bot.cards import CONFIRM_SECONDS, send_note
 from bot.command_access import Invoker
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
@@ -39,7 +39,7 @@ from bot.render.chat import (
 from bot.render.parts import MessageParts
 from bot.render.text import one_line, truncate
 from bot.services.conversations import ChatAnswer
-from bot.services.generation import MAX_PROMPT_LENGTH, Requester
+from bot.services.generation import MAX_PROMPT_LENGTH, Requester, TextOptions
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
 from bot.tree import PUBLIC_DEFER, RESTARTING, AdmittedView, admit, send_ephemeral, sentence_for
@@ -122,7 +122,7 @@ class ChatCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what to say; the answer starts a thread (in a conversation's thread: a turn)
-            model: the text model (default: the service's default; in a thread, its model)
+            model: the text model (default: yours from /settings; in a thread, its model)
             system: a system prompt that sets the model's behaviour for the conversation
         """
         who = requester(interaction)
@@ -142,10 +142,19 @@ class ChatCog(commands.Cog):
         require_chat_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
+        note = None
+        persona = await self.conversations.persona_for(who)
+        if model is None and (persona is None or persona.model is None):
+            # The member's default text model (issue 22), after the channel persona's, as /text.
+            applied = await self.bot.services.members.apply_member_defaults(
+                who, TextOptions(prompt)
+            )
+            model, note = applied.options.model, applied.note
         author = display_name(interaction.user)
         async with queue_status(interaction, who.user_id, who.guild_id):
             reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
         await answer_interaction(interaction, reply)
+        await send_note(interaction, note)
         try:
             message = await interaction.original_response()
         except discord.HTTPException as exc:

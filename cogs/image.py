@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import refuse_personal_media, start_image
+from bot.cards import refuse_personal_media, send_note, start_image
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -60,8 +60,8 @@ class ImageCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what the image shows
-            model: the image model (default: the first in /models)
-            aspect_ratio: the image's shape
+            model: the image model (default: yours from /settings, else the first in /models)
+            aspect_ratio: the image's shape (default: yours from /settings)
             mode: text to image (default), image to image, or edit the text in an image
             image_url: a source image's URL, for the image modes
             image: a source image to upload, for the image modes
@@ -94,9 +94,14 @@ class ImageCog(commands.Cog):
                 image_urls=tuple(typed),
                 uploaded_image_urls=tuple(u.url for u in uploads),
             )
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
-        await start_image(interaction, who, options)
+        mine = await self.bot.services.members.get(interaction.user.id)
+        # Private results (issue 22): a synchronous image only the member sees (an
+        # asynchronous one still gets its card in the channel; the answer links it).
+        interaction.extras[PUBLIC_DEFER] = not mine.private
+        await interaction.response.defer(thinking=True, ephemeral=mine.private)
+        applied = await self.bot.services.members.apply_member_defaults(who, options, mine)
+        await start_image(interaction, who, applied.options)
+        await send_note(interaction, applied.note)
 
 
 async def setup(bot: GenBot) -> None:

@@ -6,6 +6,11 @@ server, the bot's DM, a group DM). It is the server key's flow with the member's
 (:func:`bot.services.personal.wallet_id`): asked in a private form, checked with a free
 ``GET /models`` call (spec 4.1), stored encrypted with ``KEY_ENCRYPTION_KEY``, shown only as
 "ending in XXXX", and retired, not forgotten, while jobs made with it run.
+
+``/settings defaults`` holds the member's own defaults (models, aspect ratio, video duration,
+prompt suffix, private results, remix), applied where a command's option is left out
+(:class:`bot.services.member_settings.MemberSettingsService`); ``/settings notify dm`` turns a
+DM of finished videos and images on or off. Both follow the member everywhere (keyed by user).
 """
 
 from __future__ import annotations
@@ -16,10 +21,22 @@ from discord.ext import commands
 
 from bot.app import GenBot
 from bot.errors import format_cents
+from bot.interactions import model_autocomplete
 from bot.render.admin import old_key_note
+from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
+from bot.services.member_settings import MAX_SUFFIX_LENGTH
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
+from bot.storage.models import MemberSettings
 from bot.tree import AdmittedModal, send_ephemeral, sentence_for
+
+CLEAR = "none"
+"""Typed in a text option of ``/settings defaults``: remove that default."""
+
+RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS] + [
+    app_commands.Choice(name="none (the model's default)", value=CLEAR)
+]
+ON_OFF = [app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")]
 
 
 class PersonalKeyModal(AdmittedModal, title="Set your Generation API key"):
@@ -62,6 +79,8 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         name="api-key", description="Your own Generation API key, for personal use"
     )
 
+    notify = app_commands.Group(name="notify", description="How you hear of finished results")
+
     def __init__(self, bot: GenBot) -> None:
         self.bot = bot
         self.service = bot.guild_config
@@ -81,18 +100,123 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             text = "Your API key was removed."
         await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
 
+    @app_commands.command(name="defaults")
+    @app_commands.autocomplete(
+        text_model=model_autocomplete("text"),
+        image_model=model_autocomplete("image"),
+        video_model=model_autocomplete("video"),
+    )
+    @app_commands.choices(aspect_ratio=RATIOS)
+    async def defaults(
+        self,
+        interaction: discord.Interaction[GenBot],
+        text_model: app_commands.Range[str, 1, 200] | None = None,
+        image_model: app_commands.Range[str, 1, 200] | None = None,
+        video_model: app_commands.Range[str, 1, 200] | None = None,
+        aspect_ratio: str | None = None,
+        video_duration: app_commands.Range[float, 0, MAX_DURATION_SECONDS] | None = None,
+        prompt_suffix: app_commands.Range[str, 1, MAX_SUFFIX_LENGTH] | None = None,
+        private: bool | None = None,
+        remix: bool | None = None,
+    ) -> None:
+        """Set your defaults, used where you leave a command's option out (none: remove one).
+
+        Args:
+            interaction: the interaction.
+            text_model: your /text model (none: remove)
+            image_model: your /image model (none: remove)
+            video_model: your /video model (none: remove)
+            aspect_ratio: your /image and /video shape
+            video_duration: your /video length in seconds (0: remove)
+            prompt_suffix: added after your /image and /video prompts (none: remove)
+            private: answers of /text and /image only you see
+            remix: Vary on a text answer opens a form with its prompt, to change it first
+        """
+        given: dict[str, object] = {
+            "text_model": text_model,
+            "image_model": image_model,
+            "video_model": video_model,
+            "aspect_ratio": aspect_ratio,
+            "prompt_suffix": prompt_suffix,
+        }
+        changes: dict[str, object] = {
+            name: None if str(value).strip().casefold() == CLEAR else value
+            for name, value in given.items()
+            if value is not None
+        }
+        if video_duration is not None:
+            changes["video_duration"] = None if video_duration == 0 else video_duration
+        if private is not None:
+            changes["private"] = private
+        if remix is not None:
+            changes["remix"] = remix
+        if not changes:
+            mine = await self.bot.services.members.get(interaction.user.id)
+            text = "Nothing changed (give an option to set it).\n" + defaults_text(mine)
+        else:
+            mine = await self.bot.services.members.update(interaction.user.id, changes)
+            text = "Saved.\n" + defaults_text(mine)
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @notify.command(name="dm")
+    @app_commands.choices(state=ON_OFF)
+    async def notify_dm(self, interaction: discord.Interaction[GenBot], state: str) -> None:
+        """A DM when your videos and images are finished, besides their usual message.
+
+        Args:
+            interaction: the interaction.
+            state: on or off
+        """
+        on = state == "on"
+        await self.bot.services.members.update(interaction.user.id, {"notify_dm": on})
+        text = (
+            "I will DM you when your videos and images are finished (if your privacy "
+            "settings let me; if not, nothing else changes)."
+            if on
+            else "No more DMs about finished results."
+        )
+        await interaction.response.send_message(text, ephemeral=True)
+
     @app_commands.command(name="show")
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
-        """Show your own settings: your API key (by its end) and what pays where."""
+        """Show your own settings: your defaults, your API key (by its end) and what pays where."""
         wallet = await self.bot.services.db.guilds.settings(wallet_id(interaction.user.id))
-        await interaction.response.send_message(
-            personal_settings_text(
-                wallet.api_key_last4,
-                self.bot.services.settings.personal_daily_budget_cents,
-                shared_key=self.bot.services.default_key is not None,
-            ),
-            ephemeral=True,
+        mine = await self.bot.services.members.get(interaction.user.id)
+        wallet_text = personal_settings_text(
+            wallet.api_key_last4,
+            self.bot.services.settings.personal_daily_budget_cents,
+            shared_key=self.bot.services.default_key is not None,
         )
+        await interaction.response.send_message(
+            f"{defaults_text(mine)}\n{wallet_text}", ephemeral=True
+        )
+
+
+def defaults_text(mine: MemberSettings) -> str:
+    """Describe the member's defaults for ``/settings show`` and ``/settings defaults``.
+
+    Server policy still wins: a default model the member's roles do not allow where they use a
+    command is left out, with a note (:mod:`bot.services.member_settings`).
+    """
+
+    def shown(value: str | None) -> str:
+        return "—" if value is None else f"`{value}`"
+
+    duration = "—" if mine.video_duration is None else f"{mine.video_duration:g} s"
+    lines = [
+        "**Your defaults** (where you leave an option out; a server's rules still win):",
+        f"text model: {shown(mine.text_model)} · image model: {shown(mine.image_model)} · "
+        f"video model: {shown(mine.video_model)}",
+        f"aspect ratio: {shown(mine.aspect_ratio)} · video duration: {duration} · "
+        f"prompt suffix: {shown(mine.prompt_suffix)}",
+        f"private results: {_on(mine.private)} · remix: {_on(mine.remix)} · "
+        f"DM when finished: {_on(mine.notify_dm)}",
+    ]
+    return "\n".join(lines)
+
+
+def _on(flag: bool) -> str:
+    return "on" if flag else "off"
 
 
 def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_key: bool) -> str:

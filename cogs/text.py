@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import start_text
+from bot.cards import send_note, start_text
 from bot.interactions import model_autocomplete, requester
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
 from bot.tree import PUBLIC_DEFER
@@ -38,15 +38,19 @@ class TextCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what to ask or write about
-            model: the text model (default: the first one your roles may use)
+            model: the text model (default: yours from /settings, else the first your roles may use)
             system: a system prompt that sets the model's behaviour
             max_tokens: the longest answer, in tokens (default 1000)
             temperature: randomness, from 0 to 2 (default 0.7)
         """
         who = requester(interaction)
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
         conversation = await conversation_of(interaction)
+        mine = await self.bot.services.members.get(interaction.user.id)
+        # Private results (issue 22): the answer only the member sees; a conversation's turn
+        # stays in its thread, for everyone in it.
+        private = mine.private and conversation is None
+        interaction.extras[PUBLIC_DEFER] = not private
+        await interaction.response.defer(thinking=True, ephemeral=private)
         if conversation is not None:  # in a conversation's thread: its next turn (issue 21)
             await continue_conversation(
                 interaction,
@@ -61,7 +65,9 @@ class TextCog(commands.Cog):
             return
         options = TextOptions(prompt, model, system, max_tokens, temperature)
         options = await self.bot.services.conversations.with_persona(who, options)
-        await start_text(interaction, who, options)
+        applied = await self.bot.services.members.apply_member_defaults(who, options, mine)
+        await start_text(interaction, who, applied.options)
+        await send_note(interaction, applied.note)
 
 
 async def setup(bot: GenBot) -> None:

@@ -54,7 +54,7 @@ class VideoCog(commands.Cog):
         self,
         interaction: discord.Interaction[GenBot],
         prompt: app_commands.Range[str, 1, MAX_PROMPT_LENGTH],
-        model: str,
+        model: str | None = None,
         duration: app_commands.Range[float, MIN_DURATION_SECONDS, MAX_DURATION_SECONDS]
         | None = None,
         aspect_ratio: str | None = None,
@@ -68,9 +68,9 @@ class VideoCog(commands.Cog):
         Args:
             interaction: the interaction.
             prompt: what happens in the video
-            model: the video model
-            duration: length in seconds (the model's choices)
-            aspect_ratio: the video's shape (default 16:9)
+            model: the video model (default: yours from /settings)
+            duration: length in seconds (the model's choices; default: yours, else 5)
+            aspect_ratio: the video's shape (default: yours from /settings, else 16:9)
             image_url: a source image's URL, for image-to-video models
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
@@ -85,7 +85,7 @@ class VideoCog(commands.Cog):
         source = image.url if image is not None else image_url
         options = VideoOptions(
             prompt,
-            model,
+            model or "",  # none given: the member's default (apply_member_defaults)
             duration,
             aspect_ratio,
             source,
@@ -93,7 +93,8 @@ class VideoCog(commands.Cog):
             lock_camera,
             image_uploaded=image is not None,
         )
-        await start_video(interaction, who, options)
+        applied = await self.bot.services.members.apply_member_defaults(who, options)
+        await start_video(interaction, who, applied.options, note=applied.note)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -117,7 +118,8 @@ class VideoCog(commands.Cog):
             raise ValidationFailed("The model list is still loading; try again in a moment.")
         if not models:
             raise ValidationFailed("No video model is available to you here.")
-        await interaction.response.send_modal(VideoModal(models))
+        mine = await self.bot.services.members.get(interaction.user.id)
+        await interaction.response.send_modal(VideoModal(models, preferred=mine.video_model))
 
     @video.autocomplete("duration")
     async def _duration(
@@ -161,16 +163,19 @@ class VideoModal(AdmittedModal, title="Advanced video"):
 
     Args:
         models: the video models the member may use; the cheapest (at its default duration)
-            is listed first and preselected, at most :data:`MAX_SELECT_OPTIONS` of them.
+            is listed first, at most :data:`MAX_SELECT_OPTIONS` of them.
+        preferred: the member's default video model (``/settings``), preselected when it is
+            among ``models`` (so allowed to them here); else the cheapest is.
     """
 
-    def __init__(self, models: tuple[VideoModel, ...]) -> None:
+    def __init__(self, models: tuple[VideoModel, ...], *, preferred: str | None = None) -> None:
         super().__init__()
         priced = sorted(
             ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
             key=lambda p: (p[0] is None, p[0] or 0),
         )[:MAX_SELECT_OPTIONS]
-        self.default_model = priced[0][1].id
+        ids = [model.id for _, model in priced]
+        self.default_model = preferred if preferred in ids else ids[0]
         self.prompt: discord.ui.TextInput[VideoModal] = discord.ui.TextInput(
             custom_id="prompt",
             style=discord.TextStyle.paragraph,
@@ -184,9 +189,9 @@ class VideoModal(AdmittedModal, title="Advanced video"):
                     label=truncate(model.label, 100),
                     value=model.id,
                     description=truncate(_model_note(price, model), 100),
-                    default=index == 0,
+                    default=model.id == self.default_model,
                 )
-                for index, (price, model) in enumerate(priced)
+                for price, model in priced
             ],
         )
         self.reference: discord.ui.FileUpload[VideoModal] = discord.ui.FileUpload(
@@ -243,7 +248,9 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             image_url=upload.url if upload is not None else None,
             image_uploaded=upload is not None,
         )
-        await start_video(interaction, who, options)
+        # The member's defaults (issue 22) for what the form left out: duration, shape, suffix.
+        applied = await interaction.client.services.members.apply_member_defaults(who, options)
+        await start_video(interaction, who, applied.options, note=applied.note)
 
     async def on_error(  # type: ignore[override]
         self, interaction: discord.Interaction[GenBot], error: Exception

@@ -79,7 +79,8 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
     text, image, video = (options_of(commands[n]) for n in ("text", "image", "video"))
     assert text["model"]["autocomplete"] and video["model"]["autocomplete"]
     assert video["duration"]["autocomplete"]
-    assert video["model"]["required"] and video["prompt"]["required"]
+    # A member's default video model (/settings defaults) stands in for a missing one.
+    assert not video["model"]["required"] and video["prompt"]["required"]
     assert (text["temperature"]["min_value"], text["temperature"]["max_value"]) == (0, 2)
     assert text["max_tokens"]["min_value"] == 1
     assert [c["value"] for c in image["mode"]["choices"]] == ["t2i", "i2i", "i2i_text"]
@@ -106,6 +107,11 @@ async def test_installs_and_contexts(tree: list[dict[str, Any]]) -> None:
             assert command["integration_types"] == [0], name
             assert command.get("contexts") in (None, [0]), name
     assert options_of(by_name["settings"], "api-key", "set") == {}  # the key comes in a modal
+    defaults = options_of(by_name["settings"], "defaults")
+    assert all(defaults[f"{kind}_model"]["autocomplete"] for kind in ("text", "image", "video"))
+    assert not any(option.get("required") for option in defaults.values())
+    state = options_of(by_name["settings"], "notify", "dm")["state"]
+    assert [c["value"] for c in state["choices"]] == ["on", "off"]
 
 
 async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(

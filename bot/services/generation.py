@@ -146,6 +146,8 @@ class ImageOptions:
 class VideoOptions:
     """``/video`` options (spec 4.2); ``duration`` in seconds.
 
+    ``model`` is ``""`` while the member gave none: the command then fills in their default
+    (:meth:`bot.services.member_settings.MemberSettingsService.apply_member_defaults`).
     ``image_uploaded``: ``image_url`` is a Discord attachment's (already checked by
     :func:`check_attachment`), not a URL the member typed.
     """

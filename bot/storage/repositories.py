@@ -58,6 +58,7 @@ from bot.storage.models import (
     Job,
     JobStatus,
     Kind,
+    MemberSettings,
     ModelLists,
     NewJob,
     Persona,
@@ -1036,6 +1037,18 @@ class ConversationRepository(Protocol):
         ...
 
 
+class MemberSettingsRepository(Protocol):
+    """Members' own defaults (issue 22, ``/settings``), keyed by user id."""
+
+    async def get(self, user_id: int) -> MemberSettings:
+        """Return the member's settings; :meth:`MemberSettings.default` when they set none."""
+        ...
+
+    async def save(self, settings: MemberSettings, at: float) -> None:
+        """Store (insert or replace) the member's settings; ``at`` UTC epoch seconds."""
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -1072,6 +1085,11 @@ class Repositories(Protocol):
     @property
     def conversations(self) -> ConversationRepository:
         """``/chat`` conversations and their turns, by thread (issue 21)."""
+        ...
+
+    @property
+    def members(self) -> MemberSettingsRepository:
+        """Members' own defaults (issue 22, ``/settings``)."""
         ...
 
 

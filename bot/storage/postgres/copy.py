@@ -41,6 +41,7 @@ TABLES: Final = (
     "conversations",
     "conversation_turns",
     "personas",
+    "member_settings",
 )
 """Every table copied, parents before children (``allowed_channels`` needs its guild)."""
 

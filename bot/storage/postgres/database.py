@@ -12,6 +12,7 @@ from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
+from bot.storage.postgres.members import PgMembers
 from bot.storage.postgres.meta import PgMeta
 from bot.storage.postgres.policy import PgPolicy
 from bot.storage.postgres.rates import PgRates
@@ -28,6 +29,7 @@ class PgRepositories:
         self.cards = PgCards(sql)
         self.conversations = PgConversations(sql)
         self.policy = PgPolicy(sql)
+        self.members = PgMembers(sql)
 
 
 class PostgresDatabase(PgRepositories):

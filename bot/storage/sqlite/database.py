@@ -14,6 +14,7 @@ from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
+from bot.storage.sqlite.members import SqliteMembers
 from bot.storage.sqlite.meta import SqliteMeta
 from bot.storage.sqlite.policy import SqlitePolicy
 from bot.storage.sqlite.rates import SqliteRates
@@ -30,6 +31,7 @@ class SqliteRepositories:
         self.cards = SqliteCards(sql)
         self.conversations = SqliteConversations(sql)
         self.policy = SqlitePolicy(sql)
+        self.members = SqliteMembers(sql)
 
 
 class SqliteDatabase(SqliteRepositories):

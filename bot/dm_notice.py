@@ -1,0 +1,96 @@
+"""The opt-in DM of finished results (issue 22, ``/settings notify dm``).
+
+A member who turned it on gets a DM when one of their videos or asynchronous images is
+finished, *besides* the usual delivery (the card edited in place, or its fallbacks): one short
+message with a link to the card where there is one and the result's link. It is a courtesy:
+where Discord refuses the DM (code 50007, "Cannot send messages to this user": the member
+closed DMs from server members, or blocked the bot) or anything else fails, it is dropped
+silently (logged at info), never retried and never in the way of the delivery.
+
+:class:`DmNoticeAnnouncer` wraps the poller's :class:`bot.poller.JobAnnouncer` and adds the DM
+after the announcer's own ``notify`` (the result is shown and recorded by then, so the DM
+never announces a result that is not there; a crash in between costs at most the DM).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import discord
+
+from bot.poller import Attempt, JobAnnouncer, Renew
+from bot.render.job_list import message_link
+from bot.render.text import truncate
+from bot.storage import Database
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind
+
+log = logging.getLogger(__name__)
+
+CANNOT_DM = 50007
+"""Discord's JSON error code "Cannot send messages to this user" (Discord docs, "JSON Error
+Codes")."""
+
+
+def dm_notice_text(job: Job) -> str:
+    """The DM for a finished ``job``: what it was, where its card is, and the result's link.
+
+    A personal job (no server: ``guild_id`` < 0) has no jump link to a server message; the
+    card is the command's own response there, and ``/jobs`` shows it.
+    """
+    what = "video" if job.kind is Kind.VIDEO else "image"
+    lines = [f"Your {what} is ready: “{truncate(job.prompt_summary, 100)}”."]
+    if job.guild_id > 0 and job.message_id is not None:
+        lines.append(f"Its message: {message_link(job.guild_id, job.channel_id, job.message_id)}")
+    else:
+        lines.append("See it with `/jobs`.")
+    if job.outputs:
+        lines.append(f"Result: <{job.outputs[0]}>")
+    return "\n".join(lines)
+
+
+class DmNoticeAnnouncer:
+    """A :class:`bot.poller.JobAnnouncer` that also DMs members who asked for it.
+
+    Args:
+        inner: the announcer that shows results (:class:`bot.announce.DiscordAnnouncer`).
+        client: the logged-in bot (opens the DM channel).
+        db: the database (``db.members``: who turned the DM on).
+    """
+
+    def __init__(self, inner: JobAnnouncer, client: discord.Client, db: Database) -> None:
+        self._inner = inner
+        self._client = client
+        self._db = db
+
+    async def progress(self, job: Job, now: float) -> None:
+        """As the inner announcer."""
+        await self._inner.progress(job, now)
+
+    async def stopped_watching(self, job: Job, now: float) -> None:
+        """As the inner announcer."""
+        await self._inner.stopped_watching(job, now)
+
+    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
+        """As the inner announcer."""
+        return await self._inner.deliver(job, route, renew)
+
+    async def notify(self, job: Job, route: DeliveryRoute) -> None:
+        """The inner announcer's notice, then the DM if the member turned it on; never raises.
+
+        No DM when the result itself went to the member's DM (``route`` DM), or for a job that
+        did not complete (nothing to show).
+        """
+        await self._inner.notify(job, route)
+        if route is DeliveryRoute.DM or job.status is not JobStatus.COMPLETED:
+            return
+        try:
+            mine = await self._db.members.get(job.user_id)
+            if not mine.notify_dm:
+                return
+            dm = await self._client.create_dm(discord.Object(job.user_id))
+            await dm.send(dm_notice_text(job), allowed_mentions=discord.AllowedMentions.none())
+        except discord.HTTPException as exc:
+            # 50007: the member's privacy settings refuse it; silently, as asked (issue 22).
+            log.info("job %s: no DM notice (%s %s)", job.id, exc.status, exc.code)
+        except Exception as exc:
+            log.info("job %s: no DM notice (%s)", job.id, type(exc).__name__)

@@ -1,0 +1,261 @@
+"""A member's own defaults (issue 22, ``/settings``), and applying them to a command's options.
+
+A member sets, once, what their commands use where they give no option: a model per kind
+(text, image, video), an aspect ratio, a video duration, a prompt suffix, private results,
+remix and a DM when a job is finished. They follow the member everywhere (servers, the bot's
+DM, group DMs): they are keyed by user id, not by server.
+
+Server policy still wins (issue 22: "a default the member's tiers forbid is ignored with a
+note"): :meth:`MemberSettingsService.apply_member_defaults` is the one place a command's
+options get the member's defaults, and it leaves out a default model the member's tiers (or the
+server's model list) do not allow here, one the catalogue no longer offers, and a default
+duration the chosen model does not make, each with a short note for the answer. The rest of the
+request's checks (budgets, caps, blocked terms, the catalogue) run afterwards as for any option
+the member typed, so a default can never spend more than the same option typed would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from bot.clock import Clock
+from bot.errors import ValidationFailed
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.models import Catalogue
+from bot.services.billing import Billing
+from bot.services.generation import (
+    ASPECT_RATIOS,
+    MAX_DURATION_SECONDS,
+    MAX_PROMPT_LENGTH,
+    MIN_DURATION_SECONDS,
+    ImageOptions,
+    Requester,
+    TextOptions,
+    VideoOptions,
+)
+from bot.services.policy import MemberPolicy
+from bot.storage import Database
+from bot.storage.models import MemberSettings
+
+MAX_SUFFIX_LENGTH = 200
+"""Characters of a prompt suffix: a style note ("cinematic, 35 mm"), not a second prompt."""
+
+CHOOSE_VIDEO_MODEL = (
+    "Choose a video model (`model`), or set your default one with `/settings defaults`."
+)
+"""The refusal of a ``/video`` without a model and without a usable default model."""
+
+SETTABLE = frozenset(field.name for field in dataclasses.fields(MemberSettings)) - {"user_id"}
+"""The names :meth:`MemberSettingsService.update` accepts."""
+
+OptionsT = TypeVar("OptionsT", TextOptions, ImageOptions, VideoOptions)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied(Generic[OptionsT]):
+    """A command's options with the member's defaults in, and why any default was left out.
+
+    Attributes:
+        options: the options to run.
+        notes: one short sentence per default left out (shown with the answer).
+    """
+
+    options: OptionsT
+    notes: tuple[str, ...] = ()
+
+    @property
+    def note(self) -> str | None:
+        """The notes as one line, or None when every default applied."""
+        return " ".join(self.notes) or None
+
+
+class MemberSettingsService:
+    """Reads, changes and applies members' own defaults.
+
+    Args:
+        db: the database (``db.members``).
+        billing: the member's effective policy here (:meth:`Billing.member_policy`).
+        catalogue: the cached catalogue, to check a default model still exists; never fetched
+            here (a command fetches it itself when none is cached).
+        clock: stamps changes (UTC epoch seconds).
+    """
+
+    def __init__(
+        self, *, db: Database, billing: Billing, catalogue: CatalogueCache, clock: Clock
+    ) -> None:
+        self._db = db
+        self._billing = billing
+        self._catalogue = catalogue
+        self._clock = clock
+
+    async def get(self, user_id: int) -> MemberSettings:
+        """Return the member's settings (the defaults when they set none)."""
+        return await self._db.members.get(user_id)
+
+    async def update(self, user_id: int, changes: Mapping[str, object]) -> MemberSettings:
+        """Validate and store changes to the member's settings; return the new settings.
+
+        Args:
+            user_id: the member.
+            changes: setting name (:data:`SETTABLE`) -> new value; None clears a default.
+
+        Raises:
+            ValidationFailed: an unknown model of its kind (when the catalogue is cached), an
+                aspect ratio not in :data:`ASPECT_RATIOS`, a duration outside ``/video``'s
+                bounds, or a suffix longer than :data:`MAX_SUFFIX_LENGTH`. Nothing is stored.
+        """
+        unknown = set(changes) - SETTABLE
+        if unknown:
+            raise ValueError(f"not member settings: {sorted(unknown)}")
+        checked = {name: self._check(name, value) for name, value in changes.items()}
+        current = await self._db.members.get(user_id)
+        updated = dataclasses.replace(current, **checked)  # type: ignore[arg-type]
+        await self._db.members.save(updated, self._clock.time())
+        return updated
+
+    def _check(self, name: str, value: object) -> object:
+        if value is None or isinstance(value, bool):
+            return value
+        catalogue = self._catalogue.current
+        if name in ("text_model", "image_model", "video_model"):
+            model = str(value).strip()
+            kind = name.removesuffix("_model")
+            if catalogue is not None and _find(catalogue, kind, model) is None:
+                raise ValidationFailed(f"`{model}` is not a {kind} model; pick one from the list.")
+            return model
+        if name == "aspect_ratio":
+            if value not in ASPECT_RATIOS:
+                raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+            return value
+        if name == "video_duration":
+            seconds = float(str(value))
+            if not MIN_DURATION_SECONDS <= seconds <= MAX_DURATION_SECONDS:
+                raise ValidationFailed(
+                    f"Duration must be between {MIN_DURATION_SECONDS} and "
+                    f"{MAX_DURATION_SECONDS} seconds."
+                )
+            return seconds
+        if name == "prompt_suffix":
+            suffix = " ".join(str(value).split())
+            if len(suffix) > MAX_SUFFIX_LENGTH:
+                raise ValidationFailed(
+                    f"The prompt suffix is too long (at most {MAX_SUFFIX_LENGTH} characters)."
+                )
+            return suffix or None
+        return value
+
+    async def apply_member_defaults(
+        self, who: Requester, options: OptionsT, settings: MemberSettings | None = None
+    ) -> Applied[OptionsT]:
+        """Fill the options the member did not give with their defaults, where policy allows.
+
+        The one place a command's options meet the member's defaults (``/text``, ``/image``,
+        ``/video``); buttons re-run a stored request as it was and do not come here.
+
+        - model (a :class:`VideoOptions` without one has ``model == ""``): the member's
+          default of that kind, unless their tiers (or the server's model list) do not allow
+          it here, or the cached catalogue no longer offers it: then left out, with a note,
+          and the command's own default applies (``/video`` has none: refused).
+        - ``aspect_ratio`` (images, videos) and ``duration`` (videos): when not given; a
+          default duration the video's model does not make is left out with a note (the
+          model's default applies).
+        - ``prompt_suffix`` (images, videos): added after the prompt, unless the prompt would
+          then pass :data:`MAX_PROMPT_LENGTH` (left out, with a note).
+
+        Args:
+            who: who asked, and where (their tiers are those of ``who.guild_id``).
+            options: the options the member gave.
+            settings: the member's settings when already read (e.g. to defer privately).
+
+        Returns:
+            The options to run and the notes for the answer.
+
+        Raises:
+            ValidationFailed: a ``/video`` without a model, and no usable default model (the
+                notes, then :data:`CHOOSE_VIDEO_MODEL`); nothing is reserved or sent.
+        """
+        mine = await self.get(who.user_id) if settings is None else settings
+        notes: list[str] = []
+        catalogue = self._catalogue.current
+        policy: MemberPolicy | None = None
+
+        async def usable(model: str, kind: str) -> bool:
+            nonlocal policy
+            if policy is None:
+                policy = await self._billing.member_policy(who.guild_id, who.role_ids)
+            if not policy.allows(model):
+                notes.append(
+                    f"Your default {kind} model `{model}` is not available to you here, "
+                    "so it was not used."
+                )
+                return False
+            if catalogue is not None and _find(catalogue, kind, model) is None:
+                notes.append(
+                    f"Your default {kind} model `{model}` is no longer offered, so it was not used."
+                )
+                return False
+            return True
+
+        if isinstance(options, TextOptions):
+            mine_text = mine.text_model
+            if options.model is None and mine_text is not None and await usable(mine_text, "text"):
+                options = dataclasses.replace(options, model=mine.text_model)
+            return Applied(options, tuple(notes))
+
+        if isinstance(options, ImageOptions):
+            mine_image = mine.image_model
+            if (
+                options.model is None
+                and mine_image is not None
+                and await usable(mine_image, "image")
+            ):
+                options = dataclasses.replace(options, model=mine_image)
+        elif not options.model:
+            if mine.video_model is not None and await usable(mine.video_model, "video"):
+                options = dataclasses.replace(options, model=mine.video_model)
+            else:
+                # No model is chosen for the member: a video is dear, its model their choice.
+                raise ValidationFailed(" ".join([*notes, CHOOSE_VIDEO_MODEL]))
+        if options.aspect_ratio is None and mine.aspect_ratio is not None:
+            options = dataclasses.replace(options, aspect_ratio=mine.aspect_ratio)
+        if isinstance(options, VideoOptions) and options.duration is None:
+            options = self._default_duration(options, mine, catalogue, notes)
+        if mine.prompt_suffix:
+            prompt = f"{options.prompt.rstrip()} {mine.prompt_suffix}"
+            if len(prompt.strip()) <= MAX_PROMPT_LENGTH:
+                options = dataclasses.replace(options, prompt=prompt)
+            else:
+                notes.append("Your prompt suffix was left out: the prompt is long enough.")
+        return Applied(options, tuple(notes))
+
+    @staticmethod
+    def _default_duration(
+        options: VideoOptions,
+        mine: MemberSettings,
+        catalogue: Catalogue | None,
+        notes: list[str],
+    ) -> VideoOptions:
+        seconds = mine.video_duration
+        if seconds is None:
+            return options
+        model = (
+            None if catalogue is None or not options.model else catalogue.video_model(options.model)
+        )
+        if model is not None and model.durations and seconds not in model.durations:
+            notes.append(
+                f"{model.label} does not make {seconds:g} s videos (your default); "
+                "its default length was used."
+            )
+            return options
+        return dataclasses.replace(options, duration=seconds)
+
+
+def _find(catalogue: Catalogue, kind: str, model: str) -> object | None:
+    if kind == "text":
+        return catalogue.text_model(model)
+    if kind == "image":
+        return catalogue.image_model(model)
+    return catalogue.video_model(model)
