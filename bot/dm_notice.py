@@ -62,6 +62,11 @@ class DmNoticeAnnouncer:
         self._client = client
         self._db = db
 
+    @property
+    def inner(self) -> JobAnnouncer:
+        """The wrapped announcer, which shows the results."""
+        return self._inner
+
     async def progress(self, job: Job, now: float) -> None:
         """As the inner announcer."""
         await self._inner.progress(job, now)

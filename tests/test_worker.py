@@ -43,6 +43,7 @@ async def run_worker_with(
         database_path=tmp_path / "bot.db", genapi_base_url="http://127.0.0.1:9/api/v1", **overrides
     )
     ran: list[bool] = []
+    failed: list[Exception] = []
 
     class Poller:
         last_pass_at = None
@@ -51,7 +52,10 @@ async def run_worker_with(
             self.kwargs = kwargs
 
         async def run(self) -> None:
-            await inside(self.kwargs)
+            try:
+                await inside(self.kwargs)
+            except Exception as exc:  # raised below: the supervisor would restart it forever
+                failed.append(exc)
             ran.append(True)
             raise asyncio.CancelledError  # as a SIGTERM: the worker stops
 
@@ -61,6 +65,8 @@ async def run_worker_with(
     monkeypatch.setattr(bot.__main__, "Poller", Poller)
     monkeypatch.setattr(discord.Client, "login", login)
     await bot.__main__.run_worker(settings)
+    if failed:
+        raise failed[0]
     assert ran == [True]
 
 
@@ -75,7 +81,7 @@ async def test_a_workers_progress_edit_keeps_the_ready_estimate(
         edits.append(parts)
 
     async def progress(arguments: dict[str, Any]) -> None:
-        announcer = arguments["announcer"]
+        announcer = arguments["announcer"].inner  # inside the DM-notice wrapper
         monkeypatch.setattr(announcer, "_edit_quietly", edit)
         await announcer.progress(make_job(created_at=1000.0), 1070.0)
 
