@@ -24,6 +24,7 @@ from bot.cards import (
     ALREADY_RUNNING,
     SourceImage,
     check_uploads_fresh,
+    defer_video,
     message_image,
     require_source,
     start_image,
@@ -154,7 +155,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     check_uploads_fresh(options, interaction.client.services.clock.time())
     if request.kind == "video":
         require_placeholder_permissions(interaction)
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         await start_video(interaction, who, VideoOptions(**options))
         return
     interaction.extras[PUBLIC_DEFER] = True
@@ -317,7 +318,7 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         who = requester(interaction)
         require_placeholder_permissions(interaction)
         await require_command(interaction, "video")
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         model = self.model.values[0] if self.model.values else self.default_model
         options = VideoOptions(
             self.prompt.value,
