@@ -46,6 +46,7 @@ import dataclasses
 import io
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -530,6 +531,38 @@ class DiscordAnnouncer:
                 if route is not DeliveryRoute.DM:
                     self._note_failure(job, exc)
                 return outcome
+
+    async def show_card(
+        self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]
+    ) -> None:
+        """Build ``job``'s card as it stands now and hand it to ``send``.
+
+        For the card's Show result button and ``/jobs show`` (issue 22), answered with the
+        clicker's fresh interaction: a pending job's card (with Show result), a finished one
+        with its buttons and its files downloaded within ``limit`` bytes (the interaction's
+        ``filesize_limit``), held in the process's memory budget until ``send`` returns.
+
+        Raises:
+            discord.HTTPException: ``send`` failed (as it raised it).
+        """
+        now = self._clock.time()
+        if job.status is JobStatus.PENDING:
+            if job.unwatched_at is not None:
+                parts = job_unwatched(job, now=now, sandbox=self._sandbox)
+            else:
+                ready_at = None
+                if self._schedule is not None:
+                    ready_at = await self._schedule.estimated_finish(job, now=now)
+                parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
+            await send(dataclasses.replace(parts, action_buttons=show_buttons(job.id)))
+            return
+        wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
+        async with self.memory.hold(wanted) as held:
+            files, note = await self.attachments(job, limit)
+            held.shrink(sum(len(data) for _, data in files))
+            finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+            names = [name for name, _ in files]
+            await send(dataclasses.replace(with_files(finished, names, note), files=files))
 
     async def _deliver_personal(
         self, job: Job, route: DeliveryRoute, renew: Renew | None

@@ -354,6 +354,30 @@ async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
         await interaction.edit_original_response(**parts.legacy().edit_kwargs())
 
 
+async def show_job(interaction: Interaction, job: Job, *, update: bool) -> None:
+    """Answer ``interaction`` with ``job``'s card as it stands now, with its buttons (issue 22).
+
+    Used by a card's Show result button (``update``: the clicked card itself is updated, the
+    click's fresh token answering where the card's own may have expired) and by
+    ``/jobs show`` (a new response, ``update`` False, deferred publicly by the caller). A
+    finished job's files are downloaded within the interaction's upload limit
+    (``Interaction.filesize_limit``), so the response is deferred first when there are any.
+
+    Raises:
+        discord.HTTPException: Discord refused the answer.
+    """
+
+    async def send(parts: MessageParts) -> None:
+        if interaction.response.is_done():
+            await edit_response(interaction, parts)
+        else:
+            await interaction.response.edit_message(**parts.edit_kwargs())
+
+    if update and job.status == "completed" and job.outputs:
+        await interaction.response.defer()  # a deferred update: "@original" is the card
+    await interaction.client.announcer.show_card(job, interaction.filesize_limit, send)
+
+
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
     """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
 

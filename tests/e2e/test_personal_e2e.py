@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ import pytest
 from bot.services.keys import fingerprint
 from tests.discord_emulator.errors import InvocationError
 from tests.discord_emulator.models import Channel, Guild, Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.e2e.test_commands_e2e import video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -200,24 +202,111 @@ async def test_server_use_is_unchanged(world: World) -> None:
     assert new == (world.guild.id, world.member.id, fingerprint(world.key))
 
 
-async def test_a_video_outside_servers_that_added_the_bot_is_refused_for_now(
+def job_of(card: Message) -> int:
+    """The job id behind a personal card's Show result button (``gb:show:j<id>``)."""
+    show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+    return int(show["custom_id"].removeprefix("gb:show:j"))
+
+
+def delivery(world: World, job_id: int) -> tuple[str, float | None]:
+    """``(delivery_route, announced_at)`` of a job, as the bot recorded it."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        row = db.execute(
+            "SELECT delivery_route, announced_at FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    return row[0], row[1]
+
+
+def with_token(world: World, token: str) -> list[tuple[str, int]]:
+    """``(method, status)`` of every request the bot made with an interaction's token."""
+    return [(r.method, r.status) for r in world.discord.requests if token in r.path]
+
+
+async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show(
     world: World,
 ) -> None:
     place = elsewhere(world)
+    own = next(r.key for r in world.api.requests if r.method == "POST")  # set above
     posts = world.posts_to("/generate")
     handle = await world.discord.invoke(
         "video",
-        {"prompt": "a comet", "model": "kling-v1/text-to-video"},
+        {"prompt": "a comet over the sea", "model": video_model(world)["id"]},
         guild_id=place.guild.id,
         channel_id=place.channel.id,
         user_id=place.user.id,
         permissions=MEMBER_PERMISSIONS,
     )
     world.handles.append(handle)
-    refused = await world.answer(handle)
-    assert "only in servers that added me" in refused.text
-    assert world.posts_to("/generate") == posts
+    # The card is the interaction's own response (the bot cannot post in that channel),
+    # public like a server's card, with a Show result button; paid from the member's key.
+    card = await world.answer(handle)
+    assert not card.ephemeral, card.text
+    assert "a comet over the sea" in card.text
+    job_id = job_of(card)
+    assert world.posts_to("/generate") == posts + 1
+    assert [r.key for r in world.api.requests if r.method == "POST"][-1] == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+
+    # Discord's 15 minutes pass before the service finishes: the token dies (401 50027).
+    world.discord_clock.advance(16 * 60)
+
+    # The bot's database is not an emulator: it is read until the delivery is recorded.
+    deadline = asyncio.get_running_loop().time() + 60
+    while delivery(world, job_id)[1] is None:
+        assert asyncio.get_running_loop().time() < deadline, "the job was never delivered"
+        await asyncio.sleep(0.2)
+    # Nowhere to show it but its card: the result waits for Show result and /jobs show.
+    assert delivery(world, job_id)[0] == "jobs"
+    assert "/files/" not in " ".join(world.discord.messages[card.id].urls)
+
+    # Show result: the click's fresh token updates the card with the result.
+    show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+    clicked = await world.discord.press_button(
+        card.id, show["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+
+    def shown() -> Message | None:
+        message = world.discord.messages[card.id]
+        return message if any("/files/" in url for url in message.urls) else None
+
+    updated = await world.discord.signal.wait_for(shown, 15, "the card to show its result")
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(updated))
+    assert result_url(updated)
+
+    # /jobs show:<id>, in the bot's DM: the card again, with its buttons.
+    again = await world.discord.invoke(
+        "jobs",
+        {"show": job_id},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(place.user.id).id,
+        user_id=place.user.id,
+    )
+    world.handles.append(again)
+    reposted = await world.answer(again)
+    assert result_url(reposted) == result_url(updated)
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(reposted))
+
+    # Someone else's job number shows nothing.
+    other = world.discord.add_user("curious")
+    world.discord.install_for_user(other.id)
+    nosy = await world.discord.invoke(
+        "jobs",
+        {"show": job_id},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(other.id).id,
+        user_id=other.id,
+    )
+    world.handles.append(nosy)
+    refused = await world.answer(nosy)
+    assert refused.ephemeral
+    assert f"no job #{job_id}" in refused.text
+
+    # Never the bot's token on that server's channels, and the dead token was tried once.
     assert channel_requests(world, place.channel) == []
+    used = with_token(world, handle.token)
+    assert [r for r in used if r[1] == 401] == [("PATCH", 401)]
+    assert used[-1] == ("PATCH", 401)  # never again once Discord refused it
 
 
 async def test_config_is_offered_only_where_the_server_installed_the_bot(world: World) -> None:
