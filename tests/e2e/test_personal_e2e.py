@@ -307,6 +307,39 @@ async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show
     used = with_token(world, handle.token)
     assert [r for r in used if r[1] == 401] == [("PATCH", 401)]
     assert used[-1] == ("PATCH", 401)  # never again once Discord refused it
+    assert handle.token not in world.bot.log()
+
+
+async def test_a_personal_video_in_the_bots_dm_is_shown_on_its_card_while_the_token_lives(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    dm = world.discord.dm_channel(place.user.id)
+    handle = await world.discord.invoke(
+        "video",
+        {"prompt": "a lighthouse at dusk", "model": video_model(world)["id"]},
+        guild_id=None,
+        channel_id=dm.id,
+        user_id=place.user.id,
+    )
+    world.handles.append(handle)
+    card = await world.answer(handle)
+    job_id = job_of(card)
+    # The poller edits the card through the interaction's webhook, the file attached within
+    # the interaction's upload limit, then pings the member with one followup.
+    done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=40)
+    assert done.attachments
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(done))
+    ping = await world.discord.wait_for_message(
+        lambda m: m.id in handle.state.followup_ids and bool(m.pinged_user_ids()),
+        include_existing=True,
+        timeout=15,
+    )
+    assert ping.pinged_user_ids() == {place.user.id}
+    assert delivery(world, job_id)[0] == "placeholder"
+    # The bot's own token was never used on that channel, DM included.
+    assert channel_requests(world, dm) == []
+    assert handle.token not in world.bot.log()
 
 
 async def test_config_is_offered_only_where_the_server_installed_the_bot(world: World) -> None:
