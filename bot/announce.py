@@ -116,6 +116,9 @@ INVALID_FORM_BODY = 50035
 """Discord's JSON code for a payload it refuses (400): how it would refuse a Components V2
 card, or an edit adding a new attachment to one; the message is then sent in another form."""
 
+HERE = "the upload limit here"
+"""How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
+
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -446,14 +449,20 @@ class DiscordAnnouncer:
     # -- results --------------------------------------------------------------------------
 
     async def attachments(
-        self, job: Job, limit: int, renew: Renew | None = None
+        self,
+        job: Job,
+        limit: int,
+        renew: Renew | None = None,
+        *,
+        limit_name: str = "this server's upload limit",
     ) -> tuple[tuple[tuple[str, bytes], ...], str | None]:
         """Download a completed job's outputs to attach; return them and a note for people.
 
         Outputs are attached in order while their total stays within ``limit`` bytes (at most
         10, Discord's limit per message). The note says what is attached, or why not.
         ``renew`` (the delivery's lease) is awaited before each download after the first, so
-        that ten slow downloads do not outlast the lease.
+        that ten slow downloads do not outlast the lease. ``limit_name`` names the limit in
+        the note (an interaction's response: "the upload limit here").
         """
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
@@ -467,7 +476,7 @@ class DiscordAnnouncer:
             try:
                 data = await self._download(url, limit - sum(len(d) for _, d in files))
             except TooLarge:
-                why = f"larger than this server's upload limit ({format_bytes(limit)})"
+                why = f"larger than {limit_name} ({format_bytes(limit)})"
                 break
             except DownloadRefused as exc:
                 why = f"not downloaded: {exc.reason}"
@@ -558,7 +567,7 @@ class DiscordAnnouncer:
             return
         wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
         async with self.memory.hold(wanted) as held:
-            files, note = await self.attachments(job, limit)
+            files, note = await self.attachments(job, limit, limit_name=HERE)
             held.shrink(sum(len(data) for _, data in files))
             finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
             names = [name for name, _ in files]
@@ -592,7 +601,7 @@ class DiscordAnnouncer:
         message, limit = found
         wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
         async with self.memory.hold(wanted, renew) as held:
-            files, note = await self.attachments(job, limit, renew)
+            files, note = await self.attachments(job, limit, renew, limit_name=HERE)
             held.shrink(sum(len(data) for _, data in files))
             try:
                 try:

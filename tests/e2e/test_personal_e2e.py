@@ -342,6 +342,32 @@ async def test_a_personal_video_in_the_bots_dm_is_shown_on_its_card_while_the_to
     assert handle.token not in world.bot.log()
 
 
+async def test_a_personal_result_respects_the_interactions_upload_limit(world: World) -> None:
+    place = elsewhere(world)
+    # Discord tells each interaction its upload limit; here 5 MiB, below a 6 MiB video.
+    world.discord.set_attachment_size_limit(place.user.id, 5 * 1024 * 1024)
+    world.api.set_file_size(6 * 1024 * 1024)
+    try:
+        handle = await world.discord.invoke(
+            "video",
+            {"prompt": "a heron taking off", "model": video_model(world)["id"]},
+            guild_id=place.guild.id,
+            channel_id=place.channel.id,
+            user_id=place.user.id,
+            permissions=MEMBER_PERMISSIONS,
+        )
+        world.handles.append(handle)
+        card = await world.answer(handle)
+        done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=40)
+    finally:
+        world.api.set_file_size(None)
+        world.discord.set_attachment_size_limit(place.user.id, 10 * 1024 * 1024)
+    # Linked with the reason, not refused by Discord (413) and retried.
+    assert done.attachments == []
+    assert "upload limit here (5 MB)" in done.text
+    assert [s for _, s in with_token(world, handle.token) if s == 413] == []
+
+
 async def test_config_is_offered_only_where_the_server_installed_the_bot(world: World) -> None:
     place = elsewhere(world)
     with pytest.raises(InvocationError, match="not installed that way"):
