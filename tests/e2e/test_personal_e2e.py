@@ -258,6 +258,16 @@ async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show
     # Nowhere to show it but its card: the result waits for Show result and /jobs show.
     assert delivery(world, job_id)[0] == "jobs"
     assert "/files/" not in " ".join(world.discord.messages[card.id].urls)
+    listing = await world.discord.invoke(
+        "jobs",
+        {},
+        guild_id=place.guild.id,
+        channel_id=place.channel.id,
+        user_id=place.user.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    world.handles.append(listing)
+    assert f"/jobs show:{job_id}" in (await world.answer(listing)).text
 
     # Show result: the click's fresh token updates the card with the result.
     show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
@@ -337,6 +347,17 @@ async def test_a_personal_video_in_the_bots_dm_is_shown_on_its_card_while_the_to
     )
     assert ping.pinged_user_ids() == {place.user.id}
     assert delivery(world, job_id)[0] == "placeholder"
+
+    # Again on the card charges the member who clicks, in their own wallet: a new card.
+    own = next(r.key for r in world.api.requests if r.method == "POST")
+    again = next(b for b in action_buttons(done) if b["custom_id"].startswith("gb:again:"))
+    clicked = await world.discord.press_button(done.id, again["custom_id"], user_id=place.user.id)
+    world.handles.append(clicked)
+    second = await world.answer(clicked)
+    assert "a lighthouse at dusk" in second.text and job_of(second) != job_id
+    assert [r.key for r in world.api.requests if r.method == "POST"][-1] == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+
     # The bot's own token was never used on that channel, DM included.
     assert channel_requests(world, dm) == []
     assert handle.token not in world.bot.log()
