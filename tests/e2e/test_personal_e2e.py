@@ -217,6 +217,13 @@ def delivery(world: World, job_id: int) -> tuple[str, float | None]:
     return row[0], row[1]
 
 
+def card_of(world: World, job_id: int) -> int | None:
+    """The message id the bot recorded as the job's card."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        row = db.execute("SELECT message_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]
+
+
 def with_token(world: World, token: str) -> list[tuple[str, int]]:
     """``(method, status)`` of every request the bot made with an interaction's token."""
     return [(r.method, r.status) for r in world.discord.requests if token in r.path]
@@ -401,3 +408,48 @@ async def test_config_is_offered_only_where_the_server_installed_the_bot(world: 
             group="api-key",
             subcommand="set",
         )
+
+
+async def test_a_personal_card_is_finished_by_the_bot_after_a_restart(world: World) -> None:
+    """The interaction token is kept (encrypted) with the job: a restarted bot still edits it."""
+    place = elsewhere(world)
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        handle = await world.discord.invoke(
+            "video",
+            {"prompt": "a tram in the rain", "model": video_model(world)["id"]},
+            guild_id=place.guild.id,
+            channel_id=place.channel.id,
+            user_id=place.user.id,
+            permissions=MEMBER_PERMISSIONS,
+        )
+        world.handles.append(handle)
+        card = await world.answer(handle)
+        job_id = job_of(card)
+        deadline = asyncio.get_running_loop().time() + 15
+        while card_of(world, job_id) != card.id:  # the card recorded with the job
+            assert asyncio.get_running_loop().time() < deadline, "the card was never recorded"
+            await asyncio.sleep(0.1)
+
+        def identifies() -> int:
+            return sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+        identified = identifies()
+        await world.bot.kill()
+        assert "/files/" not in world.discord.messages[card.id].text  # not finished before
+        await world.bot.start()
+        await world.discord.signal.wait_for(
+            lambda: (
+                sum(1 for e in world.discord.gateway_received if e.op == 2) > identified or None
+            ),
+            60,
+            "a second IDENTIFY",
+        )
+        await world.discord.wait_ready(timeout=60)
+        done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=60)
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    assert delivery(world, job_id)[0] == "placeholder"
+    assert any(b["custom_id"].startswith("gb:again:") for b in action_buttons(done))
+    assert channel_requests(world, place.channel) == []
+    assert handle.token not in world.bot.log()
