@@ -431,6 +431,17 @@ async def test_a_personal_card_is_finished_by_the_bot_after_a_restart(world: Wor
             assert asyncio.get_running_loop().time() < deadline, "the card was never recorded"
             await asyncio.sleep(0.1)
 
+        # Show result while it runs: the card is updated in place (callback 7), still running.
+        show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+        clicked = await world.discord.press_button(
+            card.id, show["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+        )
+        world.handles.append(clicked)
+        callback = await clicked.wait_callback(timeout=15)
+        assert callback.type == 7 and callback.error is None
+        assert "a tram in the rain" in world.discord.messages[card.id].text
+        assert job_of(world.discord.messages[card.id]) == job_id
+
         def identifies() -> int:
             return sum(1 for event in world.discord.gateway_received if event.op == 2)
 
