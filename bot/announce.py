@@ -23,6 +23,13 @@ carries a nonce derived from the job and the route, with ``enforce_nonce`` (Disc
 Message: the same author's message with that nonce from the past few minutes is returned
 instead of a new one), so a send retried after an answer that was lost is not posted twice.
 
+A personal job (issue 22: billed to a member's wallet, asked where the bot may not be a member)
+has no channel message: its card is the interaction's original response, edited through the
+interaction webhook while its token lives (``bot.response_tokens``), never with the bot's token
+on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
+route is that card; when the token is gone the result waits for the card's Show result button
+and ``/jobs show`` (route ``jobs``), without a request.
+
 A server that removed the bot (``GUILD_DELETE``, or 403 Missing Access to ``GET /guilds/{id}``)
 is skipped: its routes fail at once, without a request, and the result goes by DM.
 
@@ -39,6 +46,7 @@ import dataclasses
 import io
 import logging
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -53,10 +61,12 @@ from bot.genapi.outputs import DownloadRefused, output_client
 from bot.poller import SHOWN, Attempt, Renew
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
-from bot.render.cards import dm_buttons
+from bot.render.cards import dm_buttons, show_buttons
 from bot.render.jobs import with_files
 from bot.render.parts import MessageParts, ping_only
 from bot.render.results import is_web_url
+from bot.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
+from bot.services.personal import is_personal
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 
@@ -105,6 +115,9 @@ REQUEST_TOO_LARGE = 40005
 INVALID_FORM_BODY = 50035
 """Discord's JSON code for a payload it refuses (400): how it would refuse a Components V2
 card, or an edit adding a new attachment to one; the message is then sent in another form."""
+
+HERE = "the upload limit here"
+"""How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
 
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -242,6 +255,8 @@ class DiscordAnnouncer:
         memory: bytes of results the deliveries may hold at once (the process's
             :class:`~bot.byte_budget.ByteBudget`); default
             :data:`~bot.byte_budget.DELIVERY_MEMORY_BYTES`.
+        tokens: the interaction tokens of personal jobs, whose cards are interaction
+            responses (issue 22); None: such cards are never edited (Show result shows them).
     """
 
     def __init__(
@@ -253,8 +268,10 @@ class DiscordAnnouncer:
         http: httpx.AsyncClient | None = None,
         schedule: PollSchedule | None = None,
         memory: int = DELIVERY_MEMORY_BYTES,
+        tokens: ResponseTokens | None = None,
     ) -> None:
         self._client = client
+        self._tokens = tokens
         self._schedule = schedule
         self._clock = clock
         self._sandbox = sandbox
@@ -288,6 +305,32 @@ class DiscordAnnouncer:
         parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
         await self._edit_quietly(job, parts)
 
+    async def _response(self, job: Job) -> tuple[_ResponseMessage, int] | None:
+        """The personal job's card as an editable response and its upload limit, bytes.
+
+        None when there is no live token (expired, refused, never kept) or no card: nothing
+        may then be sent about it.
+        """
+        if self._tokens is None or job.message_id is None:
+            return None
+        token = await self._tokens.get(job.id)
+        app_id = self._client.application_id
+        if token is None or app_id is None:
+            return None
+        webhook = discord.Webhook.partial(app_id, token.token, client=self._client)
+        return _ResponseMessage(webhook, job.message_id), token.filesize_limit
+
+    async def _token_refused(self, job: Job, exc: BaseException) -> bool:
+        """Forget the job's token if Discord says it is dead (401 50027, 10015); say so."""
+        if not isinstance(exc, discord.HTTPException):
+            return False
+        if exc.status != 401 and exc.code not in WEBHOOK_TOKEN_DEAD:
+            return False
+        if self._tokens is not None:
+            await self._tokens.forget(job.id)
+        log.info("job %s: its interaction token is no longer valid; not used again", job.id)
+        return True
+
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
         if self._unreachable(job) is not None:
@@ -295,7 +338,15 @@ class DiscordAnnouncer:
         await self._edit_quietly(job, job_unwatched(job, now=now, sandbox=self._sandbox))
 
     async def _edit_quietly(self, job: Job, parts: MessageParts) -> None:
-        message = self._message(job)
+        message: discord.PartialMessage | _ResponseMessage | None
+        if is_personal(job.guild_id):
+            # Its card is the interaction's response: edited with the interaction's token
+            # while it lives, never with the bot's token on the channel.
+            parts = dataclasses.replace(parts, action_buttons=show_buttons(job.id))
+            found = await self._response(job)
+            message = None if found is None else found[0]
+        else:
+            message = self._message(job)
         if message is None:
             return
         try:
@@ -306,7 +357,10 @@ class DiscordAnnouncer:
                     raise
                 await message.edit(**parts.legacy().edit_kwargs())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            self._note_failure(job, exc)
+            if is_personal(job.guild_id):
+                await self._token_refused(job, exc)
+            else:
+                self._note_failure(job, exc)
             log.info("placeholder edit of job %s skipped: %s", job.id, exc)
 
     # -- servers the bot cannot reach -----------------------------------------------------
@@ -395,14 +449,20 @@ class DiscordAnnouncer:
     # -- results --------------------------------------------------------------------------
 
     async def attachments(
-        self, job: Job, limit: int, renew: Renew | None = None
+        self,
+        job: Job,
+        limit: int,
+        renew: Renew | None = None,
+        *,
+        limit_name: str = "this server's upload limit",
     ) -> tuple[tuple[tuple[str, bytes], ...], str | None]:
         """Download a completed job's outputs to attach; return them and a note for people.
 
         Outputs are attached in order while their total stays within ``limit`` bytes (at most
         10, Discord's limit per message). The note says what is attached, or why not.
         ``renew`` (the delivery's lease) is awaited before each download after the first, so
-        that ten slow downloads do not outlast the lease.
+        that ten slow downloads do not outlast the lease. ``limit_name`` names the limit in
+        the note (an interaction's response: "the upload limit here").
         """
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
@@ -416,7 +476,7 @@ class DiscordAnnouncer:
             try:
                 data = await self._download(url, limit - sum(len(d) for _, d in files))
             except TooLarge:
-                why = f"larger than this server's upload limit ({format_bytes(limit)})"
+                why = f"larger than {limit_name} ({format_bytes(limit)})"
                 break
             except DownloadRefused as exc:
                 why = f"not downloaded: {exc.reason}"
@@ -448,6 +508,8 @@ class DiscordAnnouncer:
         downloads.
         """
         self._replied.discard(job.id)  # from an earlier attempt that was not recorded
+        if is_personal(job.guild_id):
+            return await self._deliver_personal(job, route, renew)
         if route is DeliveryRoute.DM:
             limit = DM_UPLOAD_LIMIT  # a DM takes 10 MiB, whatever the server's boosts
         else:
@@ -478,6 +540,106 @@ class DiscordAnnouncer:
                 if route is not DeliveryRoute.DM:
                     self._note_failure(job, exc)
                 return outcome
+
+    async def show_card(
+        self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]
+    ) -> None:
+        """Build ``job``'s card as it stands now and hand it to ``send``.
+
+        For the card's Show result button and ``/jobs show`` (issue 22), answered with the
+        clicker's fresh interaction: a pending job's card (with Show result), a finished one
+        with its buttons and its files downloaded within ``limit`` bytes (the interaction's
+        ``filesize_limit``), held in the process's memory budget until ``send`` returns.
+
+        Raises:
+            discord.HTTPException: ``send`` failed (as it raised it).
+        """
+        now = self._clock.time()
+        if job.status is JobStatus.PENDING:
+            if job.unwatched_at is not None:
+                parts = job_unwatched(job, now=now, sandbox=self._sandbox)
+            else:
+                ready_at = None
+                if self._schedule is not None:
+                    ready_at = await self._schedule.estimated_finish(job, now=now)
+                parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
+            await send(dataclasses.replace(parts, action_buttons=show_buttons(job.id)))
+            return
+        wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
+        async with self.memory.hold(wanted) as held:
+            files, note = await self.attachments(job, limit, limit_name=HERE)
+            held.shrink(sum(len(data) for _, data in files))
+            finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+            names = [name for name, _ in files]
+            await send(dataclasses.replace(with_files(finished, names, note), files=files))
+
+    async def _deliver_personal(
+        self, job: Job, route: DeliveryRoute, renew: Renew | None
+    ) -> Attempt:
+        """Edit a personal job's card (the interaction's response) into its result.
+
+        Only the card's route exists: the bot may not be a member where it was asked, so no
+        channel message (and no DM: opt-in DM notices are ``/settings notify dm``'s). Without
+        a live token nothing is sent and the result waits for Show result and ``/jobs show``.
+        Files stay within the interaction's upload limit (``Interaction.filesize_limit``).
+        """
+        if route is not DeliveryRoute.PLACEHOLDER:
+            return Attempt(
+                shown=False,
+                permanent=True,
+                error="a personal result is shown only on its card (Show result, /jobs show)",
+                code="personal",
+            )
+        found = await self._response(job)
+        if found is None:
+            return Attempt(
+                shown=False,
+                permanent=True,
+                error="the interaction token expired; Show result and /jobs show the result",
+                code="token_expired",
+            )
+        message, limit = found
+        wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
+        async with self.memory.hold(wanted, renew) as held:
+            files, note = await self.attachments(job, limit, renew, limit_name=HERE)
+            held.shrink(sum(len(data) for _, data in files))
+            try:
+                try:
+                    await self._send_response(job, message, files, note)
+                except discord.HTTPException as exc:
+                    if not files or not _too_large(exc):
+                        raise
+                    note = "The file is not attached (Discord refused it as too large); "
+                    note += "the link may stop working."
+                    await self._send_response(job, message, (), note)
+            except Exception as exc:
+                if await self._token_refused(job, exc):
+                    return Attempt(
+                        shown=False,
+                        permanent=True,
+                        error="Discord refused the interaction token (expired)",
+                        code="token_expired",
+                    )
+                outcome = classify(exc)
+                if outcome is None:
+                    raise
+                return outcome
+        return SHOWN
+
+    async def _send_response(
+        self,
+        job: Job,
+        message: _ResponseMessage,
+        files: tuple[tuple[str, bytes], ...],
+        note: str | None,
+    ) -> None:
+        finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+        names = [name for name, _ in files]
+        parts = dataclasses.replace(with_files(finished, names, note), files=files)
+        for_reply = await self._edit_card(message, parts, finished)
+        if for_reply:
+            await message.followup(job, for_reply)
+            self._replied.add(job.id)
 
     async def _send(
         self,
@@ -518,7 +680,7 @@ class DiscordAnnouncer:
 
     async def _edit_card(
         self,
-        message: discord.PartialMessage,
+        message: discord.PartialMessage | _ResponseMessage,
         parts: MessageParts,
         finished: MessageParts,
     ) -> tuple[tuple[str, bytes], ...]:
@@ -597,6 +759,18 @@ class DiscordAnnouncer:
         if job.id in self._replied:
             self._replied.discard(job.id)
             return
+        if is_personal(job.guild_id):
+            # A followup of the interaction (at most 5 on a user install; this is the only one
+            # a job sends), while its token lives: the card's edit pinged nobody.
+            found = await self._response(job) if route is DeliveryRoute.PLACEHOLDER else None
+            if found is None:
+                return
+            try:
+                await found[0].followup(job, ())
+            except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                await self._token_refused(job, exc)
+                log.info("could not notify the requester of job %s: %s", job.id, exc)
+            return
         message = self._message(job)
         if route is not DeliveryRoute.PLACEHOLDER or message is None:
             return
@@ -604,3 +778,30 @@ class DiscordAnnouncer:
             await self._reply(job, message, ())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
             log.info("could not notify the requester of job %s: %s", job.id, exc)
+
+
+class _ResponseMessage:
+    """A personal job's card: a message of an interaction, edited through its webhook.
+
+    Args:
+        webhook: the interaction's webhook (``/webhooks/{application_id}/{token}``).
+        message_id: the card (the interaction's original response).
+    """
+
+    def __init__(self, webhook: discord.Webhook, message_id: int) -> None:
+        self._webhook = webhook
+        self._message_id = message_id
+
+    def __repr__(self) -> str:
+        return f"<response message {self._message_id}>"  # never the token
+
+    async def edit(self, **kwargs: Any) -> Any:
+        """Edit the card (Discord: Edit Followup Message, which also takes the original)."""
+        return await self._webhook.edit_message(self._message_id, **kwargs)
+
+    async def followup(self, job: Job, files: tuple[tuple[str, bytes], ...]) -> None:
+        """Send the completion notice as a followup, pinging only the requester."""
+        parts = completion_reply(job)
+        if files:
+            parts = dataclasses.replace(parts, files=files)
+        await self._webhook.send(**parts.kwargs())

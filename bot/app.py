@@ -29,6 +29,7 @@ from bot.interactions import missing_permissions, permission_names
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
+from bot.response_tokens import ResponseTokens
 from bot.services.generation import KeyProblem
 from bot.storage import Database
 from bot.storage.models import Job
@@ -166,12 +167,15 @@ class GenBot(commands.AutoShardedBot):
         )
         self.add_listener(self._shard_ready, "on_shard_ready")
         services.keys.set_missing_key_notice(self._missing_key_notice)
+        # Personal jobs' interaction tokens: their cards are interaction responses (issue 22).
+        self.response_tokens = ResponseTokens(services.db, services.vault, services.clock)
         self.announcer = DiscordAnnouncer(
             self,
             clock=services.clock,
             sandbox=services.sandbox,
             http=services.downloads,
             schedule=services.schedule,
+            tokens=self.response_tokens,
         )
         self.poller = Poller(
             db=services.db,

@@ -23,10 +23,11 @@ from bot.announce import INVALID_FORM_BODY, send_card
 from bot.clock import Clock
 from bot.errors import ValidationFailed
 from bot.queue_status import queue_status
-from bot.render import image_result, text_answer
-from bot.render.cards import confirm_label, confirm_text
+from bot.render import image_result, job_placeholder, text_answer
+from bot.render.cards import confirm_label, confirm_text, show_buttons
 from bot.render.parts import MessageParts
 from bot.render.results import text_card
+from bot.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -145,27 +146,54 @@ def needs_confirmation(price_cents: Decimal | None, threshold_cents: Decimal | N
     return price_cents is None or price_cents > threshold_cents
 
 
-PERSONAL_MEDIA_SENTENCE = (
-    "Images and videos are made only in servers that added me, for now; `/text` works here."
-)
-"""Personal delivery of cards (issue 22) is not built yet: a video's (or an asynchronous
-image's) card needs the bot in the channel."""
+async def defer_video(interaction: Interaction, who: Requester) -> None:
+    """Defer a video's interaction: ephemerally, or publicly for a personal video.
 
-
-def refuse_personal_media(who: Requester) -> None:
-    """Refuse an image or video billed to a member's wallet, before anything is reserved or sent.
-
-    A video's (or an asynchronous image's) card is a channel message the poller edits with the
-    bot token; where the bot is not a member (a user install) it cannot post or edit it
-    (Discord: 50001 Missing Access), so a paid result could not reach its requester there.
-    Whether an image model answers asynchronously is known only from its answer (spec 4.4),
-    so images are refused too until personal delivery exists.
-
-    Raises:
-        ValidationFailed: ``who`` pays from a personal wallet (issue 22).
+    A server's video card is a channel message, and the response only a note about it; a
+    personal video's card (issue 22: billed to the member, where the bot may not be a member)
+    is the response itself, public like a server's card. An error after a public deferral
+    replaces the "thinking…" message with an ephemeral one (``PUBLIC_DEFER``).
     """
     if is_personal(who.guild_id):
-        raise ValidationFailed(PERSONAL_MEDIA_SENTENCE)
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+    else:
+        await interaction.response.defer(ephemeral=True, thinking=True)
+
+
+async def show_personal_card(interaction: Interaction, job: Job) -> None:
+    """Make the response ``job``'s card, and keep its interaction token for the poller.
+
+    Where the bot may not be a member (a personal job, issue 22) its token cannot post to the
+    channel (Discord: 50001), so the card is the interaction's original response, edited by
+    the poller through the interaction webhook while the token lives (15 minutes), and by its
+    Show result button after that. Never raises (the job is paid for): a card that could not
+    be shown leaves the result to ``/jobs show``.
+    """
+    bot = interaction.client
+    clock = bot.services.clock
+    expires_at = interaction.created_at.timestamp() + TOKEN_LIFETIME_SECONDS
+    token = ResponseToken(
+        interaction.token, expires_at - TOKEN_MARGIN_SECONDS, interaction.filesize_limit
+    )
+    try:
+        await bot.response_tokens.keep(job.id, token)
+        now = clock.time()
+        ready_at = await bot.services.schedule.estimated_finish(job, now=now)
+        parts = dataclasses.replace(
+            job_placeholder(job, now=now, sandbox=bot.services.sandbox, ready_at=ready_at),
+            action_buttons=show_buttons(job.id),
+        )
+        try:
+            message = await interaction.edit_original_response(**parts.edit_kwargs())
+        except discord.HTTPException as exc:
+            if exc.status != 400 or exc.code != INVALID_FORM_BODY:
+                raise
+            message = await interaction.edit_original_response(**parts.legacy().edit_kwargs())
+        await bot.generation.attach_message(job, message.id)
+        bot.poller.wake()
+    except Exception as exc:
+        log.error("job %s: its personal card was not shown (%s); /jobs shows it", job.id, exc)
 
 
 async def start_video(
@@ -183,9 +211,8 @@ async def start_video(
         note: said with the answer (a member's default left out, issue 22).
 
     Raises:
-        ValidationFailed: a personal video (:func:`refuse_personal_media`), among the checks.
+        ValidationFailed: among the checks (channel, options).
     """
-    refuse_personal_media(who)
     bot = interaction.client
     price = await video_price(bot, who, options)
     threshold = await bot.services.db.cards.confirm_above(who.guild_id)
@@ -229,6 +256,10 @@ async def submit_video(
     async with queue_status(interaction, who.user_id, who.guild_id):
         job = await bot.generation.video(who, options)
     charged(interaction)
+    if is_personal(who.guild_id):
+        await show_personal_card(interaction, job)
+        await remember(bot, "video", who, stored_options(options), job_id=job.id)
+        return
     link = await posted_placeholder(bot, job)
     await tell(
         interaction,
@@ -311,13 +342,16 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     """Generate an image; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
 
     A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
-    one gets a card in the channel and a link here.
+    one gets a card in the channel and a link here (a personal one: its card is this response).
     """
-    refuse_personal_media(who)
     bot = interaction.client
     async with queue_status(interaction, who.user_id, who.guild_id):
         outcome = await bot.generation.image(who, options)
     charged(interaction)
+    if outcome.job is not None and is_personal(who.guild_id):
+        await show_personal_card(interaction, outcome.job)
+        await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
+        return
     if outcome.job is not None:
         link = await posted_placeholder(bot, outcome.job)
         await tell(interaction, content=f"Your image is on its way: {link}")
@@ -353,6 +387,30 @@ async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
             raise
         log.warning("Discord refused a card (%s); answered in the old form", exc.code)
         await interaction.edit_original_response(**parts.legacy().edit_kwargs())
+
+
+async def show_job(interaction: Interaction, job: Job, *, update: bool) -> None:
+    """Answer ``interaction`` with ``job``'s card as it stands now, with its buttons (issue 22).
+
+    Used by a card's Show result button (``update``: the clicked card itself is updated, the
+    click's fresh token answering where the card's own may have expired) and by
+    ``/jobs show`` (a new response, ``update`` False, deferred publicly by the caller). A
+    finished job's files are downloaded within the interaction's upload limit
+    (``Interaction.filesize_limit``), so the response is deferred first when there are any.
+
+    Raises:
+        discord.HTTPException: Discord refused the answer.
+    """
+
+    async def send(parts: MessageParts) -> None:
+        if interaction.response.is_done():
+            await edit_response(interaction, parts)
+        else:
+            await interaction.response.edit_message(**parts.edit_kwargs())
+
+    if update and job.status == "completed" and job.outputs:
+        await interaction.response.defer()  # a deferred update: "@original" is the card
+    await interaction.client.announcer.show_card(job, interaction.filesize_limit, send)
 
 
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:

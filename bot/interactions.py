@@ -11,7 +11,13 @@ from discord import app_commands
 from bot.errors import ValidationFailed
 from bot.genapi.models import ImageModel, TextModel, VideoModel
 from bot.services.generation import Requester
-from bot.services.personal import GUILD_INSTALL, USER_INSTALL, Payer, wallet_id, who_pays
+from bot.services.personal import (
+    GUILD_INSTALL,
+    USER_INSTALL,
+    Payer,
+    wallet_id,
+    who_pays,
+)
 
 if TYPE_CHECKING:
     from bot.app import GenBot
@@ -121,9 +127,15 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     Uses the interaction's ``app_permissions`` (the bot's permissions in that channel); in a
     thread, posting needs Send Messages in Threads instead of Send Messages.
 
+    A personal request (issue 22: billed to the member's wallet, where the bot may not be a
+    member) needs none: its card is the interaction's own response, which Discord lets the
+    app post and edit without any channel permission.
+
     Raises:
         ValidationFailed: naming every missing permission, e.g. "Send Messages, Embed Links".
     """
+    if payer(interaction) is Payer.MEMBER:
+        return
     thread = isinstance(interaction.channel, discord.Thread)
     not_here = "send_messages" if thread else "send_messages_in_threads"
     names = [name for name in PLACEHOLDER_PERMISSIONS if name != not_here]

@@ -25,8 +25,10 @@ from bot.cards import (
     ALREADY_RUNNING,
     SourceImage,
     check_uploads_fresh,
+    defer_video,
     message_image,
     require_source,
+    show_job,
     start_image,
     start_text,
     start_video,
@@ -155,7 +157,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     check_uploads_fresh(options, interaction.client.services.clock.time())
     if request.kind == "video":
         require_placeholder_permissions(interaction)
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         await start_video(interaction, who, VideoOptions(**options))
         return
     interaction.extras[PUBLIC_DEFER] = True
@@ -226,12 +228,30 @@ async def _edit(interaction: Interaction, ref: str) -> None:
     await open_edit(interaction, source, request.options.get("model"))
 
 
+async def _show(interaction: Interaction, ref: str) -> None:
+    """Show result (issue 22): update the clicked card with its job as it stands now.
+
+    A personal job's card is an interaction response the poller can edit only while that
+    interaction's token lives (15 minutes); a click brings a fresh token, which answers by
+    updating the card itself (``edit_message``; deferred first when files must be downloaded,
+    Discord's 3 s being short for that). Files stay within this interaction's upload limit.
+    Nothing is charged, so anyone who sees the card may click.
+    """
+    job = None
+    if ref.startswith("j"):
+        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+    if job is None:
+        raise ValidationFailed("This job is no longer known.")
+    await show_job(interaction, job, update=True)
+
+
 _ACTIONS = {
     "again": _again,
     "vary": _vary,
     "animate": _animate,
     "edit": _edit,
     "delete": _delete,
+    "show": _show,
 }
 
 
@@ -322,7 +342,7 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         who = requester(interaction)
         require_placeholder_permissions(interaction)
         await require_command(interaction, "video")
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         model = self.model.values[0] if self.model.values else self.default_model
         options = VideoOptions(
             self.prompt.value,

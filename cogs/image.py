@@ -7,7 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import refuse_personal_media, send_note, start_image
+from bot.cards import send_note, start_image
 from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -71,7 +71,6 @@ class ImageCog(commands.Cog):
             image4: a fourth reference image to upload (models that take several)
         """
         who = requester(interaction)
-        refuse_personal_media(who)
         # Checked up front: an asynchronous model's result comes as a channel message.
         require_placeholder_permissions(interaction)
         uploads = [a for a in (image, image2, image3, image4) if a is not None]

@@ -10,10 +10,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
+from bot.cards import show_job
 from bot.errors import ValidationFailed
 from bot.interactions import requester
 from bot.render import NO_PINGS, job_list_pages
 from bot.storage.models import Job
+from bot.tree import PUBLIC_DEFER
 from cogs.models import Pager
 
 JOBS_LISTED: Final = 50
@@ -41,6 +43,7 @@ class JobsCog(commands.Cog):
         interaction: discord.Interaction[GenBot],
         member: discord.Member | None = None,
         everyone: bool = False,
+        show: app_commands.Range[int, 1] | None = None,
     ) -> None:
         """Show your recent videos and images: pending, finished with links, or failed.
 
@@ -48,8 +51,12 @@ class JobsCog(commands.Cog):
             interaction: the interaction.
             member: whose jobs (Manage Server needed for anyone but yourself)
             everyone: the whole server's jobs (Manage Server only)
+            show: a job's number (#): post its card here again, with its buttons
         """
         who = requester(interaction)
+        if show is not None:
+            await self._show(interaction, show)
+            return
         is_admin = interaction.permissions.manage_guild
         if everyone and not is_admin:
             raise ValidationFailed("Seeing the whole server's jobs needs Manage Server.")
@@ -81,6 +88,26 @@ class JobsCog(commands.Cog):
             await interaction.edit_original_response(
                 embed=pages[0], view=Pager(pages, who.user_id), allowed_mentions=NO_PINGS
             )
+
+    async def _show(self, interaction: discord.Interaction[GenBot], job_id: int) -> None:
+        """``/jobs show:<id>``: post the job's card again here, like Midjourney's ``/show``.
+
+        Works in every context (issue 22): a personal job's card may have outlived its
+        interaction token, and this answer brings a fresh one. Only the requester's own jobs,
+        or, with Manage Server, the server's.
+
+        Raises:
+            ValidationFailed: no such job of the member's (nothing is shown or changed).
+        """
+        who = requester(interaction)
+        job = await self.bot.services.db.jobs.get(job_id)
+        own = job is not None and job.user_id == who.user_id
+        admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
+        if job is None or not (own or admin):
+            raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        await show_job(interaction, job, update=False)
 
     async def _check_again(self, jobs: list[Job]) -> list[Job]:
         """Poll again the listed jobs the poller stopped watching, so the list is current.

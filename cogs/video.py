@@ -10,7 +10,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.app import GenBot
-from bot.cards import refuse_personal_media, start_video
+from bot.cards import defer_video, start_video
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.models import VideoModel
 from bot.interactions import (
@@ -77,11 +77,10 @@ class VideoCog(commands.Cog):
             lock_camera: keep the camera still (models that support it)
         """
         who = requester(interaction)
-        refuse_personal_media(who)
         require_placeholder_permissions(interaction)
         if image is not None:
             check_attachment(image.content_type, image.size)
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         source = image.url if image is not None else image_url
         options = VideoOptions(
             prompt,
@@ -110,7 +109,6 @@ class VideoCog(commands.Cog):
                 no video model this member may use (answered ephemerally, costing nothing).
         """
         who = requester(interaction)
-        refuse_personal_media(who)
         require_placeholder_permissions(interaction)
         await self.bot.generation.check_channel(who)
         models = await allowed_models(interaction, "video")
@@ -239,7 +237,7 @@ class VideoModal(AdmittedModal, title="Advanced video"):
         upload = self.reference.values[0] if self.reference.values else None
         if upload is not None:
             check_attachment(upload.content_type, upload.size)
-        await interaction.response.defer(ephemeral=True, thinking=True)
+        await defer_video(interaction, who)
         chosen = self.duration.values if self.duration is not None else []
         options = VideoOptions(
             self.prompt.value,

@@ -71,7 +71,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
     assert list(options_of(commands["video-advanced"])) == []  # a form: a modal (issue 12)
     assert list(options_of(commands["models"])) == ["type"]
     assert list(options_of(commands["usage"])) == ["user"]
-    assert list(options_of(commands["jobs"])) == ["member", "everyone"]
+    assert list(options_of(commands["jobs"])) == ["member", "everyone", "show"]
 
 
 async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:

@@ -13,9 +13,9 @@ from typing import Final, Literal
 
 from bot.errors import format_cents
 
-Action = Literal["again", "vary", "animate", "edit", "delete"]
-ACTIONS: Final[tuple[Action, ...]] = ("again", "vary", "animate", "edit", "delete")
-CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete):(?P<ref>[jr][0-9]{1,20})"
+Action = Literal["again", "vary", "animate", "edit", "delete", "show"]
+ACTIONS: Final[tuple[Action, ...]] = ("again", "vary", "animate", "edit", "delete", "show")
+CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show):(?P<ref>[jr][0-9]{1,20})"
 """The template every action button's custom id matches."""
 
 _LABELS: Final[dict[Action, str]] = {
@@ -24,6 +24,7 @@ _LABELS: Final[dict[Action, str]] = {
     "animate": "Animate",
     "edit": "Edit",
     "delete": "Delete",
+    "show": "Show result",
 }
 
 
@@ -67,6 +68,16 @@ def result_buttons(
     return tuple(
         (_LABELS[a] + (price if a in ("again", "vary") else ""), custom_id(a, ref)) for a in actions
     )
+
+
+def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
+    """The Show result button of a personal job's card (issue 22): ``gb:show:j<job id>``.
+
+    Where the bot is not a member, the card is an interaction response the bot can edit only
+    for 15 minutes; a click brings a fresh interaction token, answered by updating the card
+    with the job's current state (its result once finished).
+    """
+    return ((_LABELS["show"], custom_id("show", f"j{job_id}")),)
 
 
 DM_ACTIONS: Final[frozenset[Action]] = frozenset({"delete"})

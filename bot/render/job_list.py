@@ -19,6 +19,7 @@ from bot.render import limits
 from bot.render.jobs import NO_REASON, JobView
 from bot.render.results import is_web_url
 from bot.render.text import format_duration, one_line, truncate
+from bot.services.personal import is_personal
 
 LIST_COLOUR = discord.Colour.blurple()
 JOBS_PER_PAGE: Final = 10
@@ -170,6 +171,7 @@ def _status_line(job: ListedJob, status: str, now: float, estimate: float | None
         line = f"Completed{took} ·{when or ' ' + started}"
         if job.delivery_route == "jobs":
             line += " · could not be posted in its channel or by DM: the links here are its result"
+            line += f"; `/jobs show:{job.id}` posts its card"
         return line
     reason = truncate(_plain(one_line(job.error or "")), _REASON_CHARS)
     if status == "failed":
@@ -186,7 +188,9 @@ def _links(job: ListedJob) -> list[str]:
         f"[{noun}{'' if len(urls) == 1 else f' {number}'}]({url})"
         for number, url in enumerate(urls, start=1)
     ]
-    if job.message_id is not None:
+    if job.message_id is not None and not is_personal(job.guild_id):
+        # A personal job's card is an interaction response where no server id is stored
+        # (the wallet id is not a guild): Show result and `/jobs show` reach it instead.
         link = message_link(job.guild_id, job.channel_id, job.message_id)
         links.insert(0, f"[Message]({link})")
     return links

@@ -297,7 +297,9 @@ class UserActions:
             "entitlement_sku_ids": [],
             "authorizing_integration_owners": owners,
             "context": context,
-            "attachment_size_limit": ATTACHMENT_SIZE_LIMIT,
+            "attachment_size_limit": self.world.attachment_size_limits.get(
+                user_id, ATTACHMENT_SIZE_LIMIT
+            ),
         }
         if guild_id:
             guild = self.world.guilds[guild_id]

@@ -211,6 +211,12 @@ class DiscordEmulator(UserActions):
         user-installable commands then work for them in any server, the bot's DM and group DMs."""
         self.world.user_installs.add(user_id)
 
+    def set_attachment_size_limit(self, user_id: int, limit: int) -> None:
+        """Discord's ``attachment_size_limit`` of ``user_id``'s interactions (Interaction
+        Object: "attachment size limit in bytes", set by the context: boosts, the user's
+        Nitro); a response or followup with more bytes of files answers 413, code 40005."""
+        self.world.attachment_size_limits[user_id] = limit
+
     def dm_channel(self, user_id: int) -> Channel:
         """The bot's DM channel with ``user_id`` (where the user may run commands)."""
         return self.world.open_dm(user_id)

@@ -141,8 +141,15 @@ class InteractionRoutes(RouteBase):
             request, message_payload(self.world, self._webhook_message(request, state))
         )
 
+    def _check_upload(self, request: web.Request, state: InteractionState) -> None:
+        """Files beyond the interaction's ``attachment_size_limit``: 413, code 40005."""
+        limit = state.payload.get("attachment_size_limit")
+        if limit is not None and sum(len(f.data) for f in request[FILES]) > int(limit):
+            raise err.DiscordAPIError(413, 40005, "Request entity too large")
+
     async def edit_webhook_message(self, request: web.Request) -> web.Response:
         state = self._token_state(request)
+        self._check_upload(request, state)
         message = self._webhook_message(request, state)
         self.emu.msgs.edit(
             message,
@@ -159,6 +166,7 @@ class InteractionRoutes(RouteBase):
 
     async def post_followup(self, request: web.Request) -> web.Response:
         state = self._token_state(request)
+        self._check_upload(request, state)
         if not state.acked:
             raise err.unknown_webhook()
         payload = request[PAYLOAD] or {}

@@ -330,6 +330,8 @@ class World:
         """Users whose privacy settings refuse the bot's DMs (50007)."""
         self.user_installs: set[int] = set()
         """Users who installed the app to their account (user install, integration type 1)."""
+        self.attachment_size_limits: dict[int, int] = {}
+        """User id -> the ``attachment_size_limit`` of their interactions, where not 10 MiB."""
         self.nonces: dict[str, int] = {}
         """Nonce of a message sent with ``enforce_nonce`` -> that message's id."""
 

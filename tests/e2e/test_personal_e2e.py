@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,7 +12,8 @@ import pytest
 from bot.services.keys import fingerprint
 from tests.discord_emulator.errors import InvocationError
 from tests.discord_emulator.models import Channel, Guild, Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.e2e.test_commands_e2e import video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -200,24 +202,198 @@ async def test_server_use_is_unchanged(world: World) -> None:
     assert new == (world.guild.id, world.member.id, fingerprint(world.key))
 
 
-async def test_a_video_outside_servers_that_added_the_bot_is_refused_for_now(
+def job_of(card: Message) -> int:
+    """The job id behind a personal card's Show result button (``gb:show:j<id>``)."""
+    show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+    return int(show["custom_id"].removeprefix("gb:show:j"))
+
+
+def delivery(world: World, job_id: int) -> tuple[str, float | None]:
+    """``(delivery_route, announced_at)`` of a job, as the bot recorded it."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        row = db.execute(
+            "SELECT delivery_route, announced_at FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+    return row[0], row[1]
+
+
+def card_of(world: World, job_id: int) -> int | None:
+    """The message id the bot recorded as the job's card."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        row = db.execute("SELECT message_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def with_token(world: World, token: str) -> list[tuple[str, int]]:
+    """``(method, status)`` of every request the bot made with an interaction's token."""
+    return [(r.method, r.status) for r in world.discord.requests if token in r.path]
+
+
+async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show(
     world: World,
 ) -> None:
     place = elsewhere(world)
+    own = next(r.key for r in world.api.requests if r.method == "POST")  # set above
     posts = world.posts_to("/generate")
     handle = await world.discord.invoke(
         "video",
-        {"prompt": "a comet", "model": "kling-v1/text-to-video"},
+        {"prompt": "a comet over the sea", "model": video_model(world)["id"]},
         guild_id=place.guild.id,
         channel_id=place.channel.id,
         user_id=place.user.id,
         permissions=MEMBER_PERMISSIONS,
     )
     world.handles.append(handle)
-    refused = await world.answer(handle)
-    assert "only in servers that added me" in refused.text
-    assert world.posts_to("/generate") == posts
+    # The card is the interaction's own response (the bot cannot post in that channel),
+    # public like a server's card, with a Show result button; paid from the member's key.
+    card = await world.answer(handle)
+    assert not card.ephemeral, card.text
+    assert "a comet over the sea" in card.text
+    job_id = job_of(card)
+    assert world.posts_to("/generate") == posts + 1
+    assert [r.key for r in world.api.requests if r.method == "POST"][-1] == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+
+    # Discord's 15 minutes pass before the service finishes: the token dies (401 50027).
+    world.discord_clock.advance(16 * 60)
+
+    # The bot's database is not an emulator: it is read until the delivery is recorded.
+    deadline = asyncio.get_running_loop().time() + 60
+    while delivery(world, job_id)[1] is None:
+        assert asyncio.get_running_loop().time() < deadline, "the job was never delivered"
+        await asyncio.sleep(0.2)
+    # Nowhere to show it but its card: the result waits for Show result and /jobs show.
+    assert delivery(world, job_id)[0] == "jobs"
+    assert "/files/" not in " ".join(world.discord.messages[card.id].urls)
+    listing = await world.discord.invoke(
+        "jobs",
+        {},
+        guild_id=place.guild.id,
+        channel_id=place.channel.id,
+        user_id=place.user.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    world.handles.append(listing)
+    assert f"/jobs show:{job_id}" in (await world.answer(listing)).text
+
+    # Show result: the click's fresh token updates the card with the result.
+    show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+    clicked = await world.discord.press_button(
+        card.id, show["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+
+    def shown() -> Message | None:
+        message = world.discord.messages[card.id]
+        return message if any("/files/" in url for url in message.urls) else None
+
+    updated = await world.discord.signal.wait_for(shown, 15, "the card to show its result")
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(updated))
+    assert result_url(updated)
+
+    # /jobs show:<id>, in the bot's DM: the card again, with its buttons.
+    again = await world.discord.invoke(
+        "jobs",
+        {"show": job_id},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(place.user.id).id,
+        user_id=place.user.id,
+    )
+    world.handles.append(again)
+    reposted = await world.answer(again)
+    assert result_url(reposted) == result_url(updated)
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(reposted))
+
+    # Someone else's job number shows nothing.
+    other = world.discord.add_user("curious")
+    world.discord.install_for_user(other.id)
+    nosy = await world.discord.invoke(
+        "jobs",
+        {"show": job_id},
+        guild_id=None,
+        channel_id=world.discord.dm_channel(other.id).id,
+        user_id=other.id,
+    )
+    world.handles.append(nosy)
+    refused = await world.answer(nosy)
+    assert refused.ephemeral
+    assert f"no job #{job_id}" in refused.text
+
+    # Never the bot's token on that server's channels, and the dead token was tried once.
     assert channel_requests(world, place.channel) == []
+    used = with_token(world, handle.token)
+    assert [r for r in used if r[1] == 401] == [("PATCH", 401)]
+    assert used[-1] == ("PATCH", 401)  # never again once Discord refused it
+    assert handle.token not in world.bot.log()
+
+
+async def test_a_personal_video_in_the_bots_dm_is_shown_on_its_card_while_the_token_lives(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    dm = world.discord.dm_channel(place.user.id)
+    handle = await world.discord.invoke(
+        "video",
+        {"prompt": "a lighthouse at dusk", "model": video_model(world)["id"]},
+        guild_id=None,
+        channel_id=dm.id,
+        user_id=place.user.id,
+    )
+    world.handles.append(handle)
+    card = await world.answer(handle)
+    job_id = job_of(card)
+    # The poller edits the card through the interaction's webhook, the file attached within
+    # the interaction's upload limit, then pings the member with one followup.
+    done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=40)
+    assert done.attachments
+    assert any(b["custom_id"] == f"gb:again:j{job_id}" for b in action_buttons(done))
+    ping = await world.discord.wait_for_message(
+        lambda m: m.id in handle.state.followup_ids and bool(m.pinged_user_ids()),
+        include_existing=True,
+        timeout=15,
+    )
+    assert ping.pinged_user_ids() == {place.user.id}
+    assert delivery(world, job_id)[0] == "placeholder"
+
+    # Again on the card charges the member who clicks, in their own wallet: a new card.
+    own = next(r.key for r in world.api.requests if r.method == "POST")
+    again = next(b for b in action_buttons(done) if b["custom_id"].startswith("gb:again:"))
+    clicked = await world.discord.press_button(done.id, again["custom_id"], user_id=place.user.id)
+    world.handles.append(clicked)
+    second = await world.answer(clicked)
+    assert "a lighthouse at dusk" in second.text and job_of(second) != job_id
+    assert [r.key for r in world.api.requests if r.method == "POST"][-1] == own
+    assert list(ledger(world))[-1] == (-place.user.id, place.user.id, fingerprint(own))
+
+    # The bot's own token was never used on that channel, DM included.
+    assert channel_requests(world, dm) == []
+    assert handle.token not in world.bot.log()
+
+
+async def test_a_personal_result_respects_the_interactions_upload_limit(world: World) -> None:
+    place = elsewhere(world)
+    # Discord tells each interaction its upload limit; here 5 MiB, below a 6 MiB video.
+    world.discord.set_attachment_size_limit(place.user.id, 5 * 1024 * 1024)
+    world.api.set_file_size(6 * 1024 * 1024)
+    try:
+        handle = await world.discord.invoke(
+            "video",
+            {"prompt": "a heron taking off", "model": video_model(world)["id"]},
+            guild_id=place.guild.id,
+            channel_id=place.channel.id,
+            user_id=place.user.id,
+            permissions=MEMBER_PERMISSIONS,
+        )
+        world.handles.append(handle)
+        card = await world.answer(handle)
+        done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=40)
+    finally:
+        world.api.set_file_size(None)
+        world.discord.set_attachment_size_limit(place.user.id, 10 * 1024 * 1024)
+    # Linked with the reason, not refused by Discord (413) and retried.
+    assert done.attachments == []
+    assert "upload limit here (5 MB)" in done.text
+    assert [s for _, s in with_token(world, handle.token) if s == 413] == []
 
 
 async def test_config_is_offered_only_where_the_server_installed_the_bot(world: World) -> None:
@@ -232,3 +408,59 @@ async def test_config_is_offered_only_where_the_server_installed_the_bot(world: 
             group="api-key",
             subcommand="set",
         )
+
+
+async def test_a_personal_card_is_finished_by_the_bot_after_a_restart(world: World) -> None:
+    """The interaction token is kept (encrypted) with the job: a restarted bot still edits it."""
+    place = elsewhere(world)
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        handle = await world.discord.invoke(
+            "video",
+            {"prompt": "a tram in the rain", "model": video_model(world)["id"]},
+            guild_id=place.guild.id,
+            channel_id=place.channel.id,
+            user_id=place.user.id,
+            permissions=MEMBER_PERMISSIONS,
+        )
+        world.handles.append(handle)
+        card = await world.answer(handle)
+        job_id = job_of(card)
+        deadline = asyncio.get_running_loop().time() + 15
+        while card_of(world, job_id) != card.id:  # the card recorded with the job
+            assert asyncio.get_running_loop().time() < deadline, "the card was never recorded"
+            await asyncio.sleep(0.1)
+
+        # Show result while it runs: the card is updated in place (callback 7), still running.
+        show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
+        clicked = await world.discord.press_button(
+            card.id, show["custom_id"], user_id=place.user.id, permissions=MEMBER_PERMISSIONS
+        )
+        world.handles.append(clicked)
+        callback = await clicked.wait_callback(timeout=15)
+        assert callback.type == 7 and callback.error is None
+        assert "a tram in the rain" in world.discord.messages[card.id].text
+        assert job_of(world.discord.messages[card.id]) == job_id
+
+        def identifies() -> int:
+            return sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+        identified = identifies()
+        await world.bot.kill()
+        assert "/files/" not in world.discord.messages[card.id].text  # not finished before
+        await world.bot.start()
+        await world.discord.signal.wait_for(
+            lambda: (
+                sum(1 for e in world.discord.gateway_received if e.op == 2) > identified or None
+            ),
+            60,
+            "a second IDENTIFY",
+        )
+        await world.discord.wait_ready(timeout=60)
+        done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=60)
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    assert delivery(world, job_id)[0] == "placeholder"
+    assert any(b["custom_id"].startswith("gb:again:") for b in action_buttons(done))
+    assert channel_requests(world, place.channel) == []
+    assert handle.token not in world.bot.log()

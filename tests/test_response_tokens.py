@@ -1,0 +1,75 @@
+"""Personal jobs' interaction tokens (issue 22): kept encrypted, never used once dead."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from cryptography.fernet import Fernet
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.response_tokens import ResponseToken, ResponseTokens
+from bot.services.keys import KeyVault
+from bot.storage.repositories import Database
+
+TOKEN = "aW50ZXJhY3Rpb246" + "x" * 60
+"""An interaction token's shape (Discord's are long url-safe strings)."""
+
+
+async def test_a_token_is_stored_encrypted_and_survives_a_restart_until_it_expires(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    clock = ManualClock()
+    db = await open_db(clock)
+    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
+    try:
+        tokens = ResponseTokens(db, vault, clock)
+        await tokens.keep(7, ResponseToken(TOKEN, clock.time() + 870, 25 * 1024 * 1024))
+        assert TOKEN not in repr(await tokens.get(7))
+        stored = await db.meta.get("response:7")
+        assert stored and TOKEN not in stored  # a secret at rest: encrypted like keys
+
+        # Another process (or the bot after a restart) reads it back, with its upload limit.
+        again = ResponseTokens(db, vault, clock)
+        found = await again.get(7)
+        assert found is not None and found.token == TOKEN
+        assert found.filesize_limit == 25 * 1024 * 1024
+
+        # Past its 15 minutes it is never handed out again, and no longer stored.
+        clock.advance(871)
+        assert await again.get(7) is None
+        assert await db.meta.get("response:7") == ""
+        assert await ResponseTokens(db, vault, clock).get(7) is None
+    finally:
+        await db.close()
+
+
+async def test_a_refused_token_is_forgotten_everywhere(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    clock = ManualClock()
+    db = await open_db(clock)
+    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
+    try:
+        tokens = ResponseTokens(db, vault, clock)
+        await tokens.keep(8, ResponseToken(TOKEN, clock.time() + 870))
+        await tokens.forget(8)  # Discord answered 401 50027
+        assert await tokens.get(8) is None
+        assert await ResponseTokens(db, vault, clock).get(8) is None
+    finally:
+        await db.close()
+
+
+async def test_without_an_encryption_key_a_token_stays_in_memory_only(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    clock = ManualClock()
+    db = await open_db(clock)
+    try:
+        tokens = ResponseTokens(db, KeyVault(None), clock)
+        await tokens.keep(9, ResponseToken(TOKEN, clock.time() + 870))
+        assert (await tokens.get(9)) is not None
+        assert await db.meta.get("response:9") is None  # never stored in clear
+        assert await ResponseTokens(db, KeyVault(None), clock).get(9) is None
+    finally:
+        await db.close()
