@@ -60,7 +60,6 @@ class Profiler:
         available = _psql(pg, f"SELECT 1 FROM pg_available_extensions WHERE name = '{EXTENSION}'")
         if available.strip() == "1":
             _psql(pg, f"ALTER SYSTEM SET shared_preload_libraries = '{EXTENSION}'")
-            _psql(pg, "ALTER SYSTEM SET pg_stat_statements.track_utility = on")
             mode = EXTENSION
         else:
             _psql(pg, "ALTER SYSTEM SET log_min_duration_statement = 0")

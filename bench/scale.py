@@ -219,7 +219,11 @@ async def run(
             runs = [c for c in runs if c.engine != "postgresql"]
         else:
             pg = PgServer.start(bin_dir)
-            profiler = Profiler.enable(pg)
+            try:
+                profiler = Profiler.enable(pg)
+            except BaseException:
+                pg.stop()
+                raise
     results: list[tuple[Config, dict[str, str]]] = []
     try:
         for config in runs:
