@@ -237,14 +237,15 @@ async def run(
         if pg is not None:
             pg.stop()
     summary = Table(
-        f"scale, compared: {size.jobs:,} pending jobs, {size.guilds:,} guilds, {size.keys} keys",
+        f"scale, compared: {size.jobs:,} pending jobs, {size.guilds:,} guilds, {size.keys:,} keys",
         header=("metric", *(c.label for c, _ in results)),
     )
     metrics = list(dict.fromkeys(m for _, figures in results for m in figures))
     for metric in metrics:
         summary.add(metric, *(figures.get(metric, "") for _, figures in results))
     summary.notes.append(
-        f"poll budget: {size.keys} keys x 30 requests a minute = {size.keys * 30:,}, less the"
+        f"poll budget: {size.keys:,} keys x 30 requests a minute = {size.keys * 30:,}"
+        f" ({size.keys / 2:,.0f} a second), less the"
         " slot kept for users (issue 11: 24-28 polls a minute per key are expected)"
     )
     return summary
@@ -390,7 +391,7 @@ async def _measure(
 
     table = Table(
         f"scale [{config.label}]: {size.jobs:,} pending jobs, {size.guilds:,} guilds, "
-        f"{size.keys} keys, tasks of {TASK_SECONDS / 60:g} min"
+        f"{size.keys:,} keys, tasks of {TASK_SECONDS / 60:g} min"
     )
     figures: dict[str, str] = {}
 
@@ -414,7 +415,7 @@ async def _measure(
     add(
         "polls a minute",
         f"{polls / elapsed * 60:,.0f}",
-        f"{size.keys} keys x 24-28 = {size.keys * 24:,}-{size.keys * 28:,}",
+        f"{size.keys:,} keys x 24-28 = {size.keys * 24:,}-{size.keys * 28:,}",
     )
     add(
         "bot CPU (all bot processes)",
