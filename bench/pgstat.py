@@ -199,6 +199,10 @@ def _kinds(statements: list[Statement]) -> dict[str, tuple[int, float]]:
 _TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE|JOIN)\s+([A-Za-z_][A-Za-z_0-9.]*)", re.IGNORECASE)
 
 
+_FUNCTION = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
+"""A statement without a table is named by its first function: ``SELECT pg_advisory_xact_lock``."""
+
+
 def _kind(query: str) -> str:
     words = query.split()
     verb = words[0].upper() if words else "?"
@@ -209,5 +213,5 @@ def _kind(query: str) -> str:
         )
     if verb in {"BEGIN", "COMMIT", "ROLLBACK", "SET", "RESET", "SAVEPOINT", "RELEASE"}:
         return verb
-    found = _TABLE.search(query)
+    found = _TABLE.search(query) or _FUNCTION.search(query)
     return f"{verb} {found.group(1)}" if found else verb
