@@ -112,7 +112,8 @@ class Profiler:
 
 _DURATION = re.compile(r"duration: ([0-9.]+) ms\s+(statement|execute|parse|bind)[^:]*:\s*(.*)")
 """A logged statement: ``duration: 0.05 ms  execute __asyncpg_stmt_1__: SELECT …``."""
-_LITERALS = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
+_LITERALS = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
+"""Quoted strings and numbers, not ``$1`` parameters."""
 
 
 def _from_log(log: Path, offset: int) -> list[Statement]:
