@@ -1,7 +1,8 @@
 """``python -m bench [burst|rate|batch|scale|all] [--quick]``: run the benchmarks, print tables.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
-single process; N: one gateway process plus N ``python -m bot worker`` processes).
+single process; N: one gateway process plus N ``python -m bot worker`` processes), and
+``--jobs``, ``--guilds``, ``--keys`` (default 10,000, 1,000, 200).
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
+def _positive(text: str) -> int:
+    try:
+        number = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError("a count is 1 or more")
+    return number
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("scenario", nargs="?", default="all", choices=[*SCENARIOS, "all"])
@@ -84,6 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--window", type=float, default=None, help="scale: seconds of the steady window"
     )
+    for name, what in (
+        ("jobs", "pending jobs seeded (default 10,000"),
+        ("guilds", "guilds they belong to (default 1,000"),
+        ("keys", "distinct API keys of those guilds, 24 polls a minute each (default 200"),
+    ):
+        parser.add_argument(
+            f"--{name}", type=_positive, default=None, help=f"scale: {what}; --quick: a tenth)"
+        )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
@@ -93,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         "workers": args.workers,
         "touch_cap": args.touch_cap,
         "window": args.window,
+        "jobs": args.jobs,
+        "guilds": args.guilds,
+        "keys": args.keys,
     }
     asyncio.run(_main(names, quick=args.quick, keep=args.keep, scale_options=scale_options))
     return 0
