@@ -569,9 +569,7 @@ class DiscordAnnouncer:
         async with self.memory.hold(wanted) as held:
             files, note = await self.attachments(job, limit, limit_name=HERE)
             held.shrink(sum(len(data) for _, data in files))
-            finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
-            names = [name for name, _ in files]
-            await send(dataclasses.replace(with_files(finished, names, note), files=files))
+            await send(self._finished_parts(job, files, note)[1])
 
     async def _deliver_personal(
         self, job: Job, route: DeliveryRoute, renew: Renew | None
@@ -626,6 +624,14 @@ class DiscordAnnouncer:
                 return outcome
         return SHOWN
 
+    def _finished_parts(
+        self, job: Job, files: tuple[tuple[str, bytes], ...], note: str | None
+    ) -> tuple[MessageParts, MessageParts]:
+        """The finished card of ``job``, and the same card carrying ``files`` and ``note``."""
+        finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+        names = [name for name, _ in files]
+        return finished, dataclasses.replace(with_files(finished, names, note), files=files)
+
     async def _send_response(
         self,
         job: Job,
@@ -633,9 +639,7 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
     ) -> None:
-        finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
-        names = [name for name, _ in files]
-        parts = dataclasses.replace(with_files(finished, names, note), files=files)
+        finished, parts = self._finished_parts(job, files, note)
         for_reply = await self._edit_card(message, parts, finished)
         if for_reply:
             await message.followup(job, for_reply)
@@ -648,9 +652,7 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
     ) -> Attempt:
-        finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
-        names = [name for name, _ in files]
-        parts = dataclasses.replace(with_files(finished, names, note), files=files)
+        finished, parts = self._finished_parts(job, files, note)
         if route is DeliveryRoute.PLACEHOLDER:
             message = self._message(job)
             if message is None:
