@@ -206,7 +206,7 @@ class KeyLimiter:
         record: the key's durable window: read before the first request, written before each
             one is sent. None: this process's memory only (tests, benchmarks).
         writes: whether released requests are written to ``record`` (False when another layer
-            writes them: the shared window's ``take``).
+            writes them: the shared window's ``take``); a 429's block is written either way.
     """
 
     def __init__(
@@ -249,7 +249,7 @@ class KeyLimiter:
     def block_for(self, seconds: float) -> None:
         """Release nothing for ``seconds`` (a 429's ``Retry-After``), whatever the window says."""
         self._blocked_until = max(self._blocked_until, self._clock.monotonic() + seconds)
-        if self._writes and self._record is not None:
+        if self._record is not None:  # for every later process, whoever records the requests
             self._record.block(seconds)
         self._notify()
 

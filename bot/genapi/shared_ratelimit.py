@@ -25,8 +25,6 @@ process killed right after is counted.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
@@ -39,8 +37,6 @@ from bot.storage.repositories import RateWindowRepository
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics
-
-log = logging.getLogger(__name__)
 
 RECHECK_MAX = 5.0
 """Longest sleep (seconds) before asking the shared window again: another process's 429 or a
@@ -81,7 +77,6 @@ class SharedKeyLimiter:
         key_id: the key's fingerprint.
         clock: sleeping and monotonic time (the window itself uses the database's clock).
         rules: how the window is shared (limit, window with its margin, reserve, floor).
-        tasks: where the 429 blocks being written are kept until done.
     """
 
     def __init__(
@@ -92,7 +87,6 @@ class SharedKeyLimiter:
         clock: Clock,
         *,
         rules: BudgetRules,
-        tasks: set[asyncio.Task[None]],
     ) -> None:
         self._local = local
         self._rates = rates
@@ -100,14 +94,13 @@ class SharedKeyLimiter:
         self._clock = clock
         self._window = rules.window
         self._rule = partial(shared_delay, rules=rules)
-        self._tasks = tasks
 
     def block_for(self, seconds: float) -> None:
-        """Release nothing, in any process, for ``seconds`` (a 429's ``Retry-After``)."""
+        """Release nothing, in any process, for ``seconds`` (a 429's ``Retry-After``).
+
+        The local limiter records the block in ``rate_blocks`` for the other processes.
+        """
         self._local.block_for(seconds)
-        task = asyncio.get_running_loop().create_task(self._block(seconds))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
         """Wait until one request may be sent now by every process's count, and record it.
@@ -150,12 +143,6 @@ class SharedKeyLimiter:
                 raise RateLimitWaitTooLong(delay)
             await self._clock.sleep(min(delay, RECHECK_MAX))
 
-    async def _block(self, seconds: float) -> None:
-        try:
-            await self._rates.block(self._key_id, seconds)
-        except Exception as exc:  # the local block still holds in this process
-            log.warning("could not share a rate-limit block with other processes: %s", exc)
-
 
 class SharedRateLimiter:
     """One :class:`SharedKeyLimiter` per API key: the window in the database, for all processes.
@@ -185,7 +172,6 @@ class SharedRateLimiter:
         # last window); the shared ``take`` writes the rows, so they write none themselves.
         self._local = RateLimiter(clock, self.rules, metrics=metrics, rates=rates, writes=False)
         self._keys: dict[str, SharedKeyLimiter] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def for_key(self, fingerprint: str) -> SharedKeyLimiter:
         """Return the limiter of the key with ``fingerprint``, creating it on first use."""
@@ -197,7 +183,6 @@ class SharedRateLimiter:
                 fingerprint,
                 self._clock,
                 rules=self.rules,
-                tasks=self._tasks,
             )
             self._keys[fingerprint] = limiter
         return limiter
