@@ -66,8 +66,11 @@ class InteractionRoutes(RouteBase):
     ) -> Message | None:
         if state.acked:
             raise err.already_acknowledged()
-        if now - state.dispatched_at > self.emu.ack_deadline:
+        latency = now - state.dispatched_at
+        if latency > self.emu.ack_deadline + self.emu.late_ack_grace:
             raise err.unknown_interaction()
+        if latency > self.emu.ack_deadline:
+            self.emu.late_acks.append((state.id, latency))
         allowed = CALLBACK_TYPES[state.type]
         if kind in (6, 7) and state.message_id is None:
             allowed = allowed - {6, 7}

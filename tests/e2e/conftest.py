@@ -1,5 +1,6 @@
 """One bot process per test module: started once, shared by that module's scenarios."""
 
+import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
     opened = await open_world(Path(tmp_path_factory.mktemp("e2e")))
     yield opened
     await close_world(opened)
+    if opened.discord.late_acks:
+        warnings.warn(f"acknowledged after Discord's 3 s: {opened.discord.late_acks}", stacklevel=1)
     # Whatever the scenarios did, the bot never made Discord choke or leak a secret.
     assert opened.discord.unhandled == []
     assert opened.discord.server_errors == []
