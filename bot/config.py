@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bot.genapi.errors import REDACTED
+from bot.redaction import REDACTED
 
 DISCORD_API_BASE_URL = "https://discord.com/api/v10"
 DISCORD_GATEWAY_URL = "wss://gateway.discord.gg/"
@@ -259,7 +259,7 @@ def check_database_url(url: str) -> None:
 def redact_database_url(url: str) -> str:
     """Return ``url`` with its password replaced by ``[redacted]``, for logs and messages.
 
-    The same marker as the log filter's (``bot.genapi.errors.REDACTED``):
+    The same marker as the log filter's (``bot.redaction.REDACTED``):
     ``postgresql://bot:s3cret@db:5432/genbot`` gives
     ``postgresql://bot:[redacted]@db:5432/genbot``;
     query parameters are dropped (they may carry a password too).

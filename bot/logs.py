@@ -8,7 +8,7 @@ Every handler :func:`setup_logging` installs carries two filters:
   never mix them up.
 * :class:`RedactionFilter` removes secrets from the final text, arguments and tracebacks
   included, whatever logger emitted the line: the Discord token, every API key the bot knows or
-  decrypts (:meth:`RedactionFilter.add`), anything key-shaped (:func:`bot.genapi.errors.redact`),
+  decrypts (:meth:`RedactionFilter.add`), anything key-shaped (:func:`bot.redaction.redact`),
   passwords in database URLs, and interaction tokens, which Discord puts in webhook URLs
   (``/webhooks/<application id>/<token>``, ``/interactions/<id>/<token>/callback``) and in
   gateway payloads (``"token": "..."``).
@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
-from bot.genapi.errors import REDACTED, redact
+from bot.redaction import REDACTED, redact
 
 LogFormat = Literal["text", "json"]
 

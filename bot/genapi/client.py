@@ -49,6 +49,7 @@ from bot.genapi.models import (
 )
 from bot.genapi.ratelimit import Limiter, Priority
 from bot.metrics import Metrics
+from bot.redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def error_from_response(
 
     The single place where HTTP statuses and ``error.code`` become exceptions (see the table in
     :mod:`bot.genapi.errors`), and where the service's message is redacted
-    (:func:`~bot.genapi.errors.redact`): the key the request carried, the ``known`` keys and
+    (:func:`~bot.redaction.redact`): the key the request carried, the ``known`` keys and
     anything shaped like a key never reach a log or a user.
 
     A 429 is a :class:`~bot.genapi.errors.RateLimitedError` whatever its body: a proxy in front
@@ -132,7 +133,7 @@ def error_from_response(
         error = body["error"]
         code, message = str(error.get("code", "")), str(error.get("message", ""))
         secrets = (*known, *_request_key(response))
-        code, message = errors.redact(code, secrets), errors.redact(message, secrets)
+        code, message = redact(code, secrets), redact(message, secrets)
     except (ValueError, KeyError, TypeError, AttributeError):
         if status == 429:
             code, message = "RATE_LIMITED", f"rate limited ({_kind(response)} body)"
@@ -372,7 +373,7 @@ class GenAPIClient:
         if state.error is None:
             return state
         known = (key.get_secret_value(), *self._known_keys)
-        return state.model_copy(update={"error": errors.redact(state.error, known)})
+        return state.model_copy(update={"error": redact(state.error, known)})
 
     async def _request(
         self,

@@ -54,8 +54,8 @@ from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 
 if TYPE_CHECKING:
+    from bot.genapi.rate_window import RateWindowRepository
     from bot.metrics import Metrics
-    from bot.storage.repositories import RateWindowRepository
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from bot.clock import Clock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
+from bot.genapi.rate_window import RateWindowRepository
 from bot.genapi.ratelimit import KeyLimiter, Priority, RateLimiter
-from bot.storage.repositories import RateWindowRepository
 
 if TYPE_CHECKING:
     from bot.metrics import Metrics

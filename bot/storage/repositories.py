@@ -47,6 +47,7 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Final, Protocol, TypeAlias
 
+from bot.genapi.rate_window import RateWindowRepository
 from bot.storage.models import (
     AuditEntry,
     Charge,
@@ -752,85 +753,6 @@ class MetaRepository(Protocol):
 
     async def set(self, key: str, value: str) -> None:
         """Store ``value`` under ``key``, replacing any previous value."""
-        ...
-
-
-RateDecision: TypeAlias = Callable[[float, Sequence[tuple[float, bool]], float], float]
-"""``decide(now, sent, blocked_until) -> delay``: the rate rule :meth:`RateWindowRepository.take`
-applies inside its transaction. ``now`` and ``blocked_until`` are the database's clock (UTC epoch
-seconds; ``blocked_until`` 0.0 when the key is not blocked), ``sent`` the key's recorded requests
-``(at, background)`` of the last window, oldest first. It returns the seconds to wait; <= 0
-means "send now"."""
-
-
-@dataclass(frozen=True, slots=True)
-class RateSnapshot:
-    """One key's recorded window, read in one statement on the database's clock.
-
-    Attributes:
-        now: the database's time, UTC epoch seconds.
-        sent: ``(at, background)`` of the requests recorded after ``now - window``, oldest
-            first (``at`` UTC epoch seconds).
-        blocked_until: UTC epoch seconds before which nothing is sent (0.0: not blocked).
-    """
-
-    now: float
-    sent: Sequence[tuple[float, bool]]
-    blocked_until: float
-
-
-class RateWindowRepository(Protocol):
-    """The service's rate window per key, shared by every process on the database (issue 10).
-
-    Not part of a transaction's repositories: each method is its own short transaction, timed
-    by the database's clock (SQLite ``julianday('now')``, PostgreSQL ``clock_timestamp()``), so
-    processes on several machines agree on time without synchronised clocks.
-    """
-
-    async def take(
-        self, key_id: str, *, background: bool, window: float, decide: RateDecision
-    ) -> float:
-        """Record a request of ``key_id`` now if ``decide`` allows it, else say how long to wait.
-
-        Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a per-key
-        advisory lock): two processes can never both take the last slot of a window. Rows older
-        than ten windows are deleted on the way.
-
-        Args:
-            key_id: the key's fingerprint (never the key).
-            background: the request is background (a poll), recorded as such.
-            window: seconds of history passed to ``decide`` (the rolling window, margin included).
-            decide: the rule (:data:`RateDecision`).
-
-        Returns:
-            0.0 when the request was recorded (send it now), else the seconds to wait before
-            asking again.
-        """
-        ...
-
-    async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
-        """Read ``key_id``'s requests of the last ``window`` seconds and its block (issue 18).
-
-        What a limiter starts from after a restart: the window is known, never assumed.
-        """
-        ...
-
-    async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
-        """Record requests sent now, in one transaction, before they are sent (issue 18).
-
-        Args:
-            requests: ``(key_id, background)`` of each request, stamped with the database's
-                time.
-            window: the rolling window, seconds; rows older than ten windows are deleted on
-                the way.
-        """
-        ...
-
-    async def block(self, key_id: str, seconds: float) -> None:
-        """No process may send with ``key_id`` for ``seconds`` from now (a 429's Retry-After).
-
-        An existing longer block is kept.
-        """
         ...
 
 

@@ -36,7 +36,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bot.clock import Clock, utc_datetime
 from bot.config import redact_database_url
-from bot.genapi.errors import REDACTED
+from bot.redaction import REDACTED
 from bot.storage.money import from_micro
 from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 

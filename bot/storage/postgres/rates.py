@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from bot.genapi.rate_window import RateDecision, RateSnapshot
 from bot.storage.postgres.engine import Executor
-from bot.storage.repositories import RateDecision, RateSnapshot
 
 RATE_LOCK_NAMESPACE: Final = 0x67656E72
 """First half of the per-key advisory lock (the second is ``hashtext(key_id)``); distinct from

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from bot.storage.repositories import RateDecision, RateSnapshot
+from bot.genapi.rate_window import RateDecision, RateSnapshot
 from bot.storage.sqlite.engine import Executor
 
 NOW_EXPR: Final = "(julianday('now') - 2440587.5) * 86400.0"
