@@ -1,0 +1,331 @@
+"""The tables, once for both engines: SQLAlchemy Core ``Table`` objects the repositories query.
+
+These describe the schema the migrations build (``bot/storage/migrations``); they are not
+used to create it. Types are the generic ones both engines share: money is ``BigInteger``
+micro-cents (``bot.storage.money``), times are ``Double`` UTC epoch seconds, flags are
+``Integer`` 0/1, and the JSON columns (``jobs.details``, ``jobs.outputs``,
+``result_requests.options``, ``result_requests.outputs``) are ``Text`` holding JSON (jsonb on
+PostgreSQL), encoded and decoded by their repositories.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    Integer,
+    LargeBinary,
+    MetaData,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+"""Every table of the bot's schema."""
+
+
+blocked_terms = Table(
+    "blocked_terms",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("term", Text, primary_key=True),
+)
+
+
+card_settings = Table(
+    "card_settings",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("confirm_above_micro", BigInteger),
+)
+
+
+charge_anomalies = Table(
+    "charge_anomalies",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("task_id", Text),
+    Column("reported_cost", Text, nullable=False),
+    Column("reported_remaining", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("key_fingerprint", Text, nullable=False),
+    Column("at", Double, nullable=False),
+)
+
+
+config_audit = Table(
+    "config_audit",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("what", Text, nullable=False),
+    Column("old", Text, nullable=False),
+    Column("new", Text, nullable=False),
+    Column("at", Double, nullable=False),
+)
+
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("thread_id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("model", Text),
+    Column("system", Text),
+    Column("created_at", Double, nullable=False),
+    Column("ended_at", Double),
+    Column("end_reason", Text),
+    Column("summary", Text),
+    Column("summary_upto", Integer, nullable=False),
+)
+
+
+cooldown_uses = Table(
+    "cooldown_uses",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("user_id", BigInteger, primary_key=True),
+    Column("command", Text, primary_key=True),
+    Column("used_at", Double, nullable=False),
+)
+
+
+cooldowns = Table(
+    "cooldowns",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("command", Text, primary_key=True),
+    Column("seconds", Integer, nullable=False),
+)
+
+
+default_keys = Table(
+    "default_keys",
+    metadata,
+    Column("fingerprint", Text, primary_key=True),
+    Column("ciphertext", LargeBinary, nullable=False),
+    Column("stored_at", Double, nullable=False),
+    Column("retired_at", Double),
+)
+
+
+guild_settings = Table(
+    "guild_settings",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("api_key_ciphertext", LargeBinary),
+    Column("api_key_last4", Text),
+    Column("monthly_budget_cents", BigInteger),
+    Column("user_daily_budget_cents", BigInteger),
+    Column("max_pending_videos_per_user", Integer),
+    Column("max_pending_videos_per_guild", Integer),
+    Column("admin_channel_id", BigInteger),
+    Column("notified_problem", Text),
+)
+
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("task_id", Text, nullable=False),
+    Column("provider", Text, nullable=False),
+    Column("poll_url", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("message_id", BigInteger),
+    Column("user_id", BigInteger, nullable=False),
+    Column("prompt_summary", Text, nullable=False),
+    Column("details", Text, nullable=False),
+    Column("key_fingerprint", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("next_poll_at", Double, nullable=False),
+    Column("finished_at", Double),
+    Column("outputs", Text, nullable=False),
+    Column("error", Text),
+    Column("poll_count", Integer, nullable=False),
+    Column("last_progress_at", Double),
+    Column("announced_at", Double),
+    Column("cost_micro", BigInteger, nullable=False),
+    Column("unwatched_at", Double),
+    Column("delivery_route", Text, nullable=False),
+    Column("delivery_attempts", Integer, nullable=False),
+    Column("next_delivery_at", Double),
+    Column("delivery_error", Text),
+    Column("poll_token", BigInteger, nullable=False),
+    Column("delivery_token", BigInteger, nullable=False),
+)
+
+
+ledger = Table(
+    "ledger",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("task_id", Text),
+    Column("at", Double, nullable=False),
+    Column("key_fingerprint", Text, nullable=False),
+    Column("cost_micro", BigInteger, nullable=False),
+    Column("remaining_credits_micro", BigInteger),
+    Column("tier_role_id", BigInteger),
+)
+
+
+member_settings = Table(
+    "member_settings",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("text_model", Text),
+    Column("image_model", Text),
+    Column("video_model", Text),
+    Column("aspect_ratio", Text),
+    Column("video_duration", Double),
+    Column("prompt_suffix", Text),
+    Column("private", Integer, nullable=False),
+    Column("remix", Integer, nullable=False),
+    Column("notify_dm", Integer, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+
+personas = Table(
+    "personas",
+    metadata,
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, primary_key=True),
+    Column("system", Text, nullable=False),
+    Column("model", Text),
+    Column("updated_at", Double, nullable=False),
+)
+
+
+policy_models = Table(
+    "policy_models",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("pattern", Text, primary_key=True),
+    Column("allowed", Integer, primary_key=True),
+)
+
+
+policy_tiers = Table(
+    "policy_tiers",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("role_id", BigInteger, primary_key=True),
+    Column("role_name", Text, nullable=False),
+    Column("daily_per_user_cents", BigInteger),
+    Column("monthly_per_user_cents", BigInteger),
+    Column("videos_at_once", Integer),
+    Column("models", Text),
+)
+
+
+rate_blocks = Table(
+    "rate_blocks",
+    metadata,
+    Column("key_id", Text, primary_key=True),
+    Column("blocked_until", Double, nullable=False),
+)
+
+
+rate_requests = Table(
+    "rate_requests",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("key_id", Text, nullable=False),
+    Column("at", Double, nullable=False),
+    Column("background", Boolean, nullable=False),
+)
+
+
+reservations = Table(
+    "reservations",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Column("amount_micro", BigInteger, nullable=False),
+    Column("key_fingerprint", Text),
+)
+
+
+result_requests = Table(
+    "result_requests",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("job_id", BigInteger),
+    Column("options", Text, nullable=False),
+    Column("outputs", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+)
+
+
+retired_keys = Table(
+    "retired_keys",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("fingerprint", Text),
+    Column("ciphertext", LargeBinary, nullable=False),
+    Column("last4", Text, nullable=False),
+    Column("retired_at", Double, nullable=False),
+)
+
+
+allowed_channels = Table(
+    "allowed_channels",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("channel_id", BigInteger, primary_key=True),
+)
+
+
+conversation_turns = Table(
+    "conversation_turns",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("thread_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("answer", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("prompt_tokens", BigInteger, nullable=False),
+    Column("completion_tokens", BigInteger, nullable=False),
+    Column("cost_micro", BigInteger),
+    Column("carried", Integer, nullable=False),
+    Column("created_at", Double, nullable=False),
+)
