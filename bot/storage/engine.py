@@ -1,0 +1,444 @@
+r"""The engines under every repository: SQLAlchemy Core over aiosqlite and asyncpg (issue 19).
+
+:class:`Engines` holds the connections of one database and opens its write transactions;
+:class:`CoreSql` is the :class:`~bot.storage.sql.Sql` every repository runs through, unbound
+(reads see committed data, each write method gets a transaction of its own) or bound to one
+transaction.
+
+SQLite (``DATABASE_PATH``): one file opened by two engines. The *writer* has exactly one
+connection; an :class:`asyncio.Lock` lets one transaction at a time have it, and each
+transaction starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite/aiosqlite recipe:
+the driver's own transaction handling is off, the ``begin`` event emits our ``BEGIN``), so a
+check-then-write such as a budget reservation is atomic, also against another process on the
+same file. The *reader* is ``query_only`` and, thanks to WAL, sees only committed data and never
+waits for the writer.
+
+PostgreSQL (``DATABASE_URL``): ``postgresql+asyncpg``, one pool of :data:`POOL_MAX_SIZE`
+connections. A transaction is READ COMMITTED on one connection; reads outside one run in
+autocommit (one round trip, no ``BEGIN``). What must not interleave between processes takes the
+guild's transaction-scoped advisory lock (:meth:`CoreSql.lock_guild`); exactly-once transitions
+are conditional updates, which PostgreSQL re-checks after waiting for a row lock.
+
+Every statement runs in one greenlet hop (SQLAlchemy's own async bridge) over the synchronous
+Core API: an unbound read or write is a single hop including its connection's check-out,
+which keeps the CPU per statement close to the raw drivers' (``docs/benchmarks.md``, "Storage
+on SQLAlchemy Core").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from urllib.parse import urlsplit
+
+import asyncpg
+from sqlalchemy import Connection, event, func, select
+from sqlalchemy import Engine as SyncEngine
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql import Executable
+from sqlalchemy.util import greenlet_spawn
+
+from bot.config import redact_database_url
+from bot.redaction import REDACTED
+from bot.storage.repositories import ConstraintError, StorageUnavailableError
+from bot.storage.sql import Engine, Row, Sql
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS: Final = 5000
+"""How long a SQLite connection waits for another one's write lock before failing, ms."""
+
+POOL_MAX_SIZE: Final = 10
+"""PostgreSQL connections per process: one per transaction or read in flight."""
+
+_T = TypeVar("_T")
+
+
+class DatabaseUnavailable(StorageUnavailableError):
+    """The server cannot be reached or refused the login; the message never has the password."""
+
+
+def safe_reason(exc: BaseException, url: str) -> str:
+    """The type and first line of ``exc``, with the URL's password and query redacted."""
+    reason = (str(exc).strip().splitlines() or [""])[0]
+    parts = urlsplit(url)
+    for secret in (url, parts.password, parts.query):
+        if secret:
+            reason = reason.replace(secret, REDACTED)
+    return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+
+
+def _constraint(exc: IntegrityError) -> ConstraintError:
+    """The driver's message (first line) as :class:`ConstraintError`; no values are added."""
+    return ConstraintError((str(exc.orig).strip().splitlines() or ["constraint violated"])[0])
+
+
+# -- SQLite connections ------------------------------------------------------------------------
+
+
+def _sqlite_pragmas(*, query_only: bool) -> Callable[[Any, ConnectionPoolEntry], None]:
+    """The ``connect`` hook of a SQLite engine: today's pragmas, and no driver transactions."""
+
+    def on_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        # SQLAlchemy's recipe: the driver opens no transaction of its own (and commits nothing
+        # before DDL); the engine's ``begin`` hook emits BEGIN IMMEDIATE instead.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            row = cursor.fetchone()
+            if row is None or str(row[0]).lower() != "wal":
+                raise RuntimeError(f"cannot put the database in WAL mode (got {row!r})")
+            # FULL, not NORMAL: a reported charge must survive a power cut once committed.
+            cursor.execute("PRAGMA synchronous = FULL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if query_only:
+                cursor.execute("PRAGMA query_only = ON")
+        finally:
+            cursor.close()
+
+    return on_connect
+
+
+def _begin_immediate(conn: Connection) -> None:
+    # Take the write lock at BEGIN, not at the first write: a transaction that reads before it
+    # writes (check-then-reserve) must not see a state another writer changes under it.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_engine(path: Path, *, query_only: bool) -> AsyncEngine:
+    engine = create_async_engine(
+        f"sqlite+aiosqlite:///{path}",
+        # One connection each: the writer's transactions are serialised anyway, and one reader
+        # thread is what today's engine had.
+        pool_size=1,
+        max_overflow=0,
+        pool_timeout=None,  # the writer lock orders waiters; a wait has no deadline (as today)
+        # Every transaction ends in an explicit COMMIT/ROLLBACK, and the reader never opens one:
+        # the pool's extra ROLLBACK on check-in would be a wasted trip to the driver's thread.
+        pool_reset_on_return=None,
+        skip_autocommit_rollback=query_only,
+    )
+    event.listen(engine.sync_engine, "connect", _sqlite_pragmas(query_only=query_only))
+    if not query_only:
+        event.listen(engine.sync_engine, "begin", _begin_immediate)
+    return engine
+
+
+# -- PostgreSQL connections ----------------------------------------------------------------------
+
+
+def _postgres_engine(url: str, max_size: int) -> AsyncEngine:
+    async def connect() -> asyncpg.Connection[Any]:
+        # asyncpg reads the URL itself, as before SQLAlchemy: every libpq-style option
+        # (sslmode, search_path, ...) keeps working, and the URL is never re-rendered.
+        return await asyncpg.connect(url)
+
+    return create_async_engine(
+        "postgresql+asyncpg://",
+        async_creator=connect,
+        pool_size=max_size,
+        max_overflow=0,
+        pool_timeout=None,  # as asyncpg's pool: a transaction waits for a free connection
+        # Reads outside a transaction run in autocommit: nothing to roll back on check-in.
+        skip_autocommit_rollback=True,
+    )
+
+
+# -- the engines of one database ---------------------------------------------------------------
+
+
+class Engines:
+    """The connections of one database, and its write transactions.
+
+    Build it with :meth:`open_sqlite` or :meth:`open_postgresql`; release it with :meth:`close`.
+
+    Args:
+        dialect: the engine's name.
+        writer: runs transactions (SQLite: its one connection).
+        reader: runs reads outside a transaction (SQLite: the ``query_only`` connection;
+            PostgreSQL: the same pool in autocommit).
+        disposables: the async engines to dispose of at :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        dialect: Engine,
+        writer: AsyncEngine,
+        reader: AsyncEngine,
+        disposables: Sequence[AsyncEngine],
+    ) -> None:
+        self.dialect: Engine = dialect
+        self.writer: SyncEngine = writer.sync_engine
+        self.reader: SyncEngine = reader.sync_engine
+        self._disposables = tuple(disposables)
+        # SQLite: one writer at a time, in arrival order, without a deadline. PostgreSQL:
+        # transactions run side by side, each on its own pooled connection.
+        self._write_lock: asyncio.Lock | None = asyncio.Lock() if dialect == "sqlite" else None
+        self._closed = False
+        self.sql = CoreSql(self)
+        """Reads outside a transaction; each write method opens its own."""
+
+    @classmethod
+    async def open_sqlite(cls, path: Path) -> Engines:
+        """Open (creating if needed) the SQLite file at ``path``; its schema is not touched.
+
+        Raises:
+            OSError: the parent directory cannot be created.
+            sqlalchemy.exc.DBAPIError: the file cannot be opened in WAL mode.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = _sqlite_engine(path, query_only=False)
+        reader = _sqlite_engine(path, query_only=True)
+        engines = cls("sqlite", writer, reader, (writer, reader))
+        try:
+            # Open the writer first: it creates the file and puts it in WAL mode, which a
+            # query_only connection could not.
+            await greenlet_spawn(_touch, engines.writer)
+            await greenlet_spawn(_touch, engines.reader)
+        except BaseException:
+            await engines.close()
+            raise
+        return engines
+
+    @classmethod
+    async def open_postgresql(cls, url: str, *, max_size: int = POOL_MAX_SIZE) -> Engines:
+        """Connect to ``url`` (``postgresql://user:password@host:port/dbname``, a secret).
+
+        Raises:
+            DatabaseUnavailable: the server is unreachable or refused the login (one line; the
+                URL shown without its password).
+        """
+        engine = _postgres_engine(url, max_size)
+        reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        engines = cls("postgresql", engine, reader, (engine,))
+        try:
+            await greenlet_spawn(_touch, engines.writer)
+        except Exception as exc:
+            await engines.close()
+            cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            raise DatabaseUnavailable(
+                f"DATABASE_URL: cannot connect to {redact_database_url(url)}: "
+                f"{safe_reason(cause, url)}"
+            ) from None
+        return engines
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        """Yield the writer's connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite).
+
+        Commits when the block exits normally; rolls back (nothing kept) when it raises or is
+        cancelled. Not re-entrant.
+        """
+        async with self._locked():
+            conn = await greenlet_spawn(_begin, self.writer)
+            try:
+                yield conn
+            except BaseException:
+                # Shielded: a second cancellation must not leave the connection checked out
+                # with its transaction open (SQLite's only writer connection).
+                await asyncio.shield(greenlet_spawn(_end, conn, False))
+                raise
+            await asyncio.shield(greenlet_spawn(_end, conn, True))
+
+    def transaction(self) -> AbstractAsyncContextManager[CoreSql]:
+        """Run the block as one write transaction; yields a :class:`CoreSql` bound to it."""
+        return self._transaction()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[CoreSql]:
+        async with self.connection() as conn:
+            yield CoreSql(self, conn)
+
+    async def run_in_transaction(self, work: Callable[[Connection], _T]) -> _T:
+        """Run synchronous Core ``work`` in one write transaction, in one greenlet hop."""
+        async with self._locked():
+            return await greenlet_spawn(_in_transaction, self.writer, work)
+
+    async def run_read(self, work: Callable[[Connection], _T]) -> _T:
+        """Run synchronous Core ``work`` on a reader connection, in one greenlet hop."""
+        if self._closed:
+            raise StorageUnavailableError("the database is closed")
+        return await greenlet_spawn(_on_reader, self.reader, work)
+
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        if self._closed:
+            raise StorageUnavailableError("the database is closed")
+        if self._write_lock is None:
+            yield
+        else:
+            async with self._write_lock:
+                yield
+
+    async def ping(self) -> None:
+        """Run a trivial query on a reader connection.
+
+        Raises:
+            StorageUnavailableError: the database did not answer or is closed.
+        """
+        try:
+            await self.sql.scalar(select(1))
+        except (DBAPIError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            name = "SQLite" if self.dialect == "sqlite" else "PostgreSQL"
+            cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+            raise StorageUnavailableError(f"{name} did not answer: {cause}") from exc
+
+    async def close(self) -> None:
+        """Close every connection (waits for a write transaction in progress to finish)."""
+        if self._closed:
+            return
+        async with self._locked():
+            self._closed = True
+            for engine in self._disposables:
+                await engine.dispose()
+
+
+def _touch(engine: SyncEngine) -> None:
+    """Open one connection now, so that a bad path or URL fails at start-up."""
+    with engine.connect():
+        pass
+
+
+def _begin(engine: SyncEngine) -> Connection:
+    conn = engine.connect()
+    try:
+        conn.begin()
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _end(conn: Connection, commit: bool) -> None:
+    try:
+        if commit:
+            conn.commit()
+        else:
+            conn.rollback()
+    finally:
+        conn.close()
+
+
+def _in_transaction(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
+    with engine.begin() as conn:
+        return work(conn)
+
+
+def _on_reader(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
+    with engine.connect() as conn:
+        return work(conn)
+
+
+# -- the one Sql of both engines -----------------------------------------------------------------
+
+
+def _rows(conn: Connection, stmt: Executable) -> Sequence[Row]:
+    try:
+        rows: Sequence[Row] = conn.execute(stmt).mappings().all()
+        return rows
+    except IntegrityError as exc:
+        raise _constraint(exc) from exc
+
+
+def _changed(conn: Connection, stmt: Executable, rows: Sequence[Mapping[str, Any]]) -> int:
+    try:
+        if not rows:
+            return int(conn.execute(stmt).rowcount)
+        if len(rows) == 1:
+            return int(conn.execute(stmt, dict(rows[0])).rowcount)
+        if conn.dialect.supports_sane_multi_rowcount:
+            return int(conn.execute(stmt, list(rows)).rowcount)
+        # asyncpg's executemany reports no row counts: one execution per row (one transaction).
+        return sum(int(conn.execute(stmt, dict(row)).rowcount) for row in rows)
+    except IntegrityError as exc:
+        raise _constraint(exc) from exc
+
+
+class CoreSql:
+    """:class:`~bot.storage.sql.Sql` over SQLAlchemy Core, unbound or bound to a transaction.
+
+    Args:
+        engines: the database's connections.
+        conn: the transaction's connection; None for the unbound executor of the database.
+    """
+
+    __slots__ = ("_conn", "_engines", "_locked")
+
+    def __init__(self, engines: Engines, conn: Connection | None = None) -> None:
+        self._engines = engines
+        self._conn = conn
+        self._locked: set[int] = set()
+
+    @property
+    def dialect(self) -> Engine:
+        """The engine's name: ``"sqlite"`` or ``"postgresql"``."""
+        return self._engines.dialect
+
+    @property
+    def connection(self) -> Connection:
+        """The transaction's Core connection, for engine-specific bulk work (copy-db).
+
+        Raises:
+            RuntimeError: this executor is not bound to a transaction.
+        """
+        if self._conn is None:
+            raise RuntimeError("not bound to a transaction")
+        return self._conn
+
+    def write(self) -> AbstractAsyncContextManager[Sql]:
+        """Yield an executor bound to a write transaction: this one's, or a new one."""
+        if self._conn is not None:
+            return contextlib.nullcontext(self)
+        return self._engines.transaction()
+
+    async def all(self, stmt: Executable) -> Sequence[Row]:
+        """Return every row of a query (a write's ``RETURNING`` runs in a write transaction).
+
+        Raises:
+            ConstraintError: a write broke a constraint (nothing of it is kept).
+        """
+        if self._conn is not None:
+            return await greenlet_spawn(_rows, self._conn, stmt)
+        if getattr(stmt, "is_dml", False):
+            return await self._engines.run_in_transaction(lambda conn: _rows(conn, stmt))
+        return await self._engines.run_read(lambda conn: _rows(conn, stmt))
+
+    async def one(self, stmt: Executable) -> Row | None:
+        """Return the first row, or None."""
+        rows = await self.all(stmt)
+        return rows[0] if rows else None
+
+    async def scalar(self, stmt: Executable) -> Any:
+        """Return the first column of the first row, or None when there is no row."""
+        row = await self.one(stmt)
+        return None if row is None else next(iter(row.values()))
+
+    async def run(self, stmt: Executable, rows: Sequence[Mapping[str, Any]] = ()) -> int:
+        """Execute a write (once, or once per mapping of ``rows``); return the rows changed.
+
+        Raises:
+            ConstraintError: the write broke a constraint (nothing of it is kept).
+        """
+        if self._conn is not None:
+            return await greenlet_spawn(_changed, self._conn, stmt, rows)
+        return await self._engines.run_in_transaction(lambda conn: _changed(conn, stmt, rows))
+
+    async def lock_guild(self, guild_id: int) -> None:
+        """PostgreSQL: hold the guild's advisory lock until the transaction ends.
+
+        SQLite needs nothing (its writer lock serialises every write transaction), nor does an
+        unbound executor (there is no transaction to hold it in).
+        """
+        if self.dialect != "postgresql" or self._conn is None or guild_id in self._locked:
+            return
+        await greenlet_spawn(self._conn.execute, select(func.pg_advisory_xact_lock(guild_id)))
+        self._locked.add(guild_id)
