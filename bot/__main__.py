@@ -82,11 +82,12 @@ def quiet_library_loggers(level: int) -> None:
 
     discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
     API key typed into ``/config api-key set``) and interaction tokens. httpx2, httpcore2 and
-    aiosqlite log a line per request or query.
+    aiosqlite log a line per request or query; SQLAlchemy's engine logs every statement with
+    its parameters (key ciphertexts) at INFO.
     """
     for name in ("discord.gateway", "discord.webhook", "discord.http"):
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    for name in ("httpx2", "httpcore2", "aiosqlite"):
+    for name in ("httpx2", "httpcore2", "aiosqlite", "sqlalchemy", "alembic"):
         logging.getLogger(name).setLevel(max(logging.WARNING, level))
 
 

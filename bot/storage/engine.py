@@ -33,7 +33,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -343,8 +343,7 @@ def _on_reader(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
 
 def _rows(conn: Connection, stmt: Executable) -> Sequence[Row]:
     try:
-        rows: Sequence[Row] = conn.execute(stmt).mappings().all()
-        return rows
+        return cast("Sequence[Row]", conn.execute(stmt).mappings().all())
     except IntegrityError as exc:
         raise _constraint(exc) from exc
 
