@@ -150,7 +150,14 @@ def _postgres_engine(url: str, max_size: int) -> AsyncEngine:
         pool_timeout=None,  # as asyncpg's pool: a transaction waits for a free connection
         # Reads outside a transaction run in autocommit: nothing to roll back on check-in.
         skip_autocommit_rollback=True,
+        # jsonb columns come back as their JSON text, as on SQLite: the repositories decode
+        # them (bot.storage.schema types them Text), not the driver.
+        json_deserializer=_json_text,
     )
+
+
+def _json_text(text: str) -> str:
+    return text
 
 
 # -- the engines of one database ---------------------------------------------------------------
