@@ -54,8 +54,8 @@ from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.response_tokens import ResponseTokens
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
-from bot.storage.postgres import DatabaseUnavailable
-from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
+from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
+from bot.storage.engine import DatabaseUnavailable
 from bot.supervisor import supervise
 from bot.wiring import build_services, open_database
 
@@ -398,7 +398,7 @@ def copy_db(settings: Settings, url: str) -> int:
     """``python -m bot copy-db --to URL``: copy the SQLite database into an empty PostgreSQL one.
 
     Prints the rows copied per table and the ledger's exact totals per guild, verified against
-    the source before the one transaction commits (:mod:`bot.storage.postgres.copy`).
+    the source before the one transaction commits (:mod:`bot.storage.copy_db`).
 
     Returns:
         The exit status: 0 copied, 1 the copy failed its check or the server failed, 2 refused
