@@ -103,16 +103,22 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
             db: Database = await SqlDatabase.open_postgresql(url, clock=clock)
         except DatabaseUnavailable as exc:
             raise SettingsError(str(exc)) from None
-        log.info("database: PostgreSQL at %s", redact_database_url(url))
+        log.info(
+            "database: PostgreSQL at %s, schema version %d",
+            redact_database_url(url),
+            db.schema_version,
+        )
         return db
     try:
-        return await SqlDatabase.open_sqlite(settings.database_path, clock=clock)
+        db = await SqlDatabase.open_sqlite(settings.database_path, clock=clock)
     except (DBAPIError, OSError) as exc:
         # e.g. a read-only disk that os.access could not see (check_database_path).
         reason = exc.orig if isinstance(exc, DBAPIError) else exc  # the driver's one line
         raise SettingsError(
             f"DATABASE_PATH: cannot open {settings.database_path}: {reason}"
         ) from None
+    log.info("database: SQLite at %s, schema version %d", settings.database_path, db.schema_version)
+    return db
 
 
 def sandbox_state_path(database_path: Path) -> Path:

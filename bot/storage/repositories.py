@@ -1034,7 +1034,11 @@ class Database(Repositories, Protocol):
 
     @property
     def schema_version(self) -> int:
-        """The schema version the database is at (the engine's own numbering)."""
+        """The schema version the database is at.
+
+        The position of its Alembic revision in the one sequence of both engines
+        (``bot.storage.migrations``; ``0001_baseline`` is 1).
+        """
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[Repositories]:
