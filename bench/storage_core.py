@@ -1,4 +1,4 @@
-"""``python -m bench.storage_core``: the bot's CPU per statement, SQLAlchemy Core against raw drivers.
+"""``python -m bench.storage_core``: CPU per statement, SQLAlchemy Core against the raw drivers.
 
 Issue 19 moves storage onto SQLAlchemy Core; its rule is that Core must not cost more than
 0.3 ms of CPU per poll on the hot path. This measures the poller's typical statements on each
@@ -13,8 +13,9 @@ engine, run the way the repositories run them:
 ``raw`` is what the executors before issue 19 did (aiosqlite: a reader connection, and a writer
 connection behind an ``asyncio.Lock`` with ``BEGIN IMMEDIATE``/``COMMIT``; asyncpg: a pool,
 ``fetch`` and ``execute`` in a transaction). ``core`` is :class:`bot.storage.engine.CoreSql`
-with statements built once at module level and given their values with ``.params()`` (reads)
-or as the one row of ``run(stmt, rows)`` (writes: Core has no ``.params()`` for DML);
+with statements built once at module level and given their values at execution (``params`` of
+a read, the one row of ``run(stmt, rows)`` of a write; Core has no ``.params()`` for DML);
+``core, .params()`` gives a read's values with ``stmt.params(...)`` (a new statement each call),
 ``core, built per call`` builds the statement for each call (``select(...).where(col <= v)``).
 CPU is this process's (``time.process_time``: the event loop, the drivers' threads), per
 statement, in microseconds; the database server's own CPU is not in it.
@@ -56,7 +57,8 @@ BY_ID_SQL = {
     "postgresql": "SELECT * FROM jobs WHERE id = $1",
 }
 SCHEDULE_SQL = {
-    "sqlite": "UPDATE jobs SET next_poll_at = ?, poll_count = ? WHERE id = ? AND status = 'pending'",
+    "sqlite": "UPDATE jobs SET next_poll_at = ?, poll_count = ?"
+    " WHERE id = ? AND status = 'pending'",
     "postgresql": "UPDATE jobs SET next_poll_at = $1, poll_count = $2"
     " WHERE id = $3 AND status = 'pending'",
 }
@@ -194,10 +196,16 @@ async def measure(engine: str, target: str, n: int) -> list[tuple[str, str, floa
 
     cases: list[tuple[str, str, Callable[[int], Awaitable[Any]]]] = [
         ("claim read (50 rows)", "raw", lambda i: raw_read(claim, NOW, 50)),
-        ("claim read (50 rows)", "core", lambda i: sql.all(CLAIM.params(now=NOW, limit=50))),
+        ("claim read (50 rows)", "core", lambda i: sql.all(CLAIM, {"now": NOW, "limit": 50})),
+        (
+            "claim read (50 rows)",
+            "core, .params()",
+            lambda i: sql.all(CLAIM.params(now=NOW, limit=50)),
+        ),
         ("claim read (50 rows)", "core, built per call", lambda i: sql.all(_built_claim())),
         ("job by id", "raw", lambda i: raw_read(by_id, 1 + i % JOBS)),
-        ("job by id", "core", lambda i: sql.one(BY_ID.params(job_id=1 + i % JOBS))),
+        ("job by id", "core", lambda i: sql.one(BY_ID, {"job_id": 1 + i % JOBS})),
+        ("job by id", "core, .params()", lambda i: sql.one(BY_ID.params(job_id=1 + i % JOBS))),
         ("schedule write (own tx)", "raw", raw_write),
         (
             "schedule write (own tx)",

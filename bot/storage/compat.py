@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.util import greenlet_spawn
 
 from bot.storage.engine import CoreSql, Engines
 from bot.storage.money import from_micro
@@ -103,13 +102,13 @@ class _Base:
     async def _read(self, work: Callable[[Connection], _T]) -> _T:
         conn = self._bound
         if conn is not None:
-            return await greenlet_spawn(work, conn)
+            return await self._engines.call_bound(work, conn)
         return await self._engines.run_read(work)
 
     async def _write_once(self, work: Callable[[Connection], _T]) -> _T:
         conn = self._bound
         if conn is not None:
-            return await greenlet_spawn(work, conn)
+            return await self._engines.call_bound(work, conn)
         return await self._engines.run_in_transaction(work)
 
     async def lock_guild(self, guild_id: int) -> None:

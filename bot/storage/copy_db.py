@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from sqlalchemy import Connection, text
-from sqlalchemy.util import await_, greenlet_spawn
+from sqlalchemy.util import await_
 
 from bot.clock import Clock
 from bot.storage.database import Database
@@ -157,7 +157,7 @@ async def copy_sqlite_to_postgres(source: Path, url: str, *, clock: Clock) -> Co
         target = await Database.open_postgresql(url, clock=clock)
         try:
             async with target.engines.connection() as conn:
-                return await greenlet_spawn(_copy, conn, db)
+                return await target.engines.call_bound(_copy, conn, db)
         finally:
             await target.close()
 

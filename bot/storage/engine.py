@@ -5,13 +5,15 @@ r"""The engines under every repository: SQLAlchemy Core over aiosqlite and async
 (reads see committed data, each write method gets a transaction of its own) or bound to one
 transaction.
 
-SQLite (``DATABASE_PATH``): one file opened by two engines. The *writer* has exactly one
-connection; an :class:`asyncio.Lock` lets one transaction at a time have it, and each
-transaction starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite/aiosqlite recipe:
-the driver's own transaction handling is off, the ``begin`` event emits our ``BEGIN``), so a
+SQLite (``DATABASE_PATH``): one file opened by two connections of the standard library's driver
+(SQLAlchemy's ``pysqlite``), each with a thread of its own as aiosqlite would give it. The
+*writer*: an :class:`asyncio.Lock` lets one transaction at a time have it, and each
+transaction starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite recipe: the
+driver's own transaction handling is off, the ``begin`` event emits our ``BEGIN``), so a
 check-then-write such as a budget reservation is atomic, also against another process on the
 same file. The *reader* is ``query_only`` and, thanks to WAL, sees only committed data and never
-waits for the writer.
+waits for the writer. A read, or a write with its ``BEGIN`` and ``COMMIT``, is one trip to the
+connection's thread.
 
 PostgreSQL (``DATABASE_URL``): ``postgresql+asyncpg``, one pool of :data:`POOL_MAX_SIZE`
 connections. A transaction is READ COMMITTED on one connection; reads outside one run in
@@ -19,10 +21,10 @@ autocommit (one round trip, no ``BEGIN``). What must not interleave between proc
 guild's transaction-scoped advisory lock (:meth:`CoreSql.lock_guild`); exactly-once transitions
 are conditional updates, which PostgreSQL re-checks after waiting for a row lock.
 
-Every statement runs in one greenlet hop (SQLAlchemy's own async bridge) over the synchronous
-Core API: an unbound read or write is a single hop including its connection's check-out,
-which keeps the CPU per statement close to the raw drivers' (``docs/benchmarks.md``, "Storage
-on SQLAlchemy Core").
+Repositories' work runs on the synchronous Core API, in one hop per call: SQLite's thread, or
+one greenlet (SQLAlchemy's own async bridge) over asyncpg; an unbound read or write is a single
+hop including its connection's check-out, which keeps the CPU per statement close to the raw
+drivers' (``docs/benchmarks.md``, "Storage on SQLAlchemy Core").
 """
 
 from __future__ import annotations
@@ -31,24 +33,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 import asyncpg
-from sqlalchemy import Connection, event, func, select
+from sqlalchemy import Connection, create_engine, event, func, select
 from sqlalchemy import Engine as SyncEngine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 from sqlalchemy.sql import Executable
 from sqlalchemy.util import greenlet_spawn
 
 from bot.config import redact_database_url
 from bot.redaction import REDACTED
 from bot.storage.repositories import ConstraintError, StorageUnavailableError
-from bot.storage.sql import Engine, Row, Sql
+from bot.storage.sql import Engine, Params, Row, Sql
 
 log = logging.getLogger(__name__)
 
@@ -114,23 +117,50 @@ def _begin_immediate(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _sqlite_engine(path: Path, *, query_only: bool) -> AsyncEngine:
-    engine = create_async_engine(
-        f"sqlite+aiosqlite:///{path}",
-        # One connection each: the writer's transactions are serialised anyway, and one reader
-        # thread is what today's engine had.
-        pool_size=1,
-        max_overflow=0,
-        pool_timeout=None,  # the writer lock orders waiters; a wait has no deadline (as today)
-        # Every transaction ends in an explicit COMMIT/ROLLBACK, and the reader never opens one:
-        # the pool's extra ROLLBACK on check-in would be a wasted trip to the driver's thread.
-        pool_reset_on_return=None,
-        skip_autocommit_rollback=query_only,
-    )
-    event.listen(engine.sync_engine, "connect", _sqlite_pragmas(query_only=query_only))
-    if not query_only:
-        event.listen(engine.sync_engine, "begin", _begin_immediate)
-    return engine
+class _SqliteSide:
+    """One SQLite connection with a thread of its own, as aiosqlite gives each connection.
+
+    The standard library's driver (SQLAlchemy's ``pysqlite``) runs in that one thread; a whole
+    call (a read, or a write with its ``BEGIN IMMEDIATE`` and ``COMMIT``) is one trip to the
+    thread, and the Core connection stays checked out for the engine's life, so no statement
+    pays for a pool. (SQLAlchemy's aiosqlite adapter makes four trips per read and seven per
+    write: ``docs/benchmarks.md``, "Storage on SQLAlchemy Core".)
+    """
+
+    def __init__(self, path: Path, *, query_only: bool) -> None:
+        self.engine = create_engine(
+            f"sqlite:///{path}",
+            poolclass=StaticPool,  # the one connection, used by the one thread
+            # The reader never opens a transaction: nothing to roll back when a read ends.
+            skip_autocommit_rollback=query_only,
+        )
+        event.listen(self.engine, "connect", _sqlite_pragmas(query_only=query_only))
+        if not query_only:
+            event.listen(self.engine, "begin", _begin_immediate)
+        self._thread = ThreadPoolExecutor(
+            1, thread_name_prefix="sqlite-reader" if query_only else "sqlite-writer"
+        )
+        self._conn: Connection | None = None
+
+    def connection(self) -> Connection:
+        """The Core connection (opened on first use); call in the side's thread only."""
+        if self._conn is None or self._conn.invalidated or self._conn.closed:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    async def call(self, work: Callable[..., _T], *args: Any) -> _T:
+        """Run ``work(*args)`` in the side's thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, work, *args)
+
+    def close(self) -> None:
+        """Close the connection; call in the side's thread."""
+        if self._conn is not None:
+            self._conn.close()
+        self.engine.dispose()
+
+    def shutdown(self) -> None:
+        """Let the thread end once its last call returned."""
+        self._thread.shutdown(wait=False)
 
 
 # -- PostgreSQL connections ----------------------------------------------------------------------
@@ -167,26 +197,24 @@ class Engines:
     """The connections of one database, and its write transactions.
 
     Build it with :meth:`open_sqlite` or :meth:`open_postgresql`; release it with :meth:`close`.
-
-    Args:
-        dialect: the engine's name.
-        writer: runs transactions (SQLite: its one connection).
-        reader: runs reads outside a transaction (SQLite: the ``query_only`` connection;
-            PostgreSQL: the same pool in autocommit).
-        disposables: the async engines to dispose of at :meth:`close`.
+    Work is given as synchronous Core functions of a connection; SQLite runs them in the
+    connection's thread, PostgreSQL in one greenlet hop over asyncpg (SQLAlchemy's bridge).
     """
 
     def __init__(
         self,
         dialect: Engine,
-        writer: AsyncEngine,
-        reader: AsyncEngine,
-        disposables: Sequence[AsyncEngine],
+        *,
+        sqlite: tuple[_SqliteSide, _SqliteSide] | None = None,
+        postgres: AsyncEngine | None = None,
     ) -> None:
         self.dialect: Engine = dialect
-        self.writer: SyncEngine = writer.sync_engine
-        self.reader: SyncEngine = reader.sync_engine
-        self._disposables = tuple(disposables)
+        self._sqlite = sqlite
+        self._postgres = postgres
+        if postgres is not None:
+            self._pg_writer = postgres.sync_engine
+            # Reads outside a transaction: autocommit, one round trip, no BEGIN.
+            self._pg_reader = postgres.execution_options(isolation_level="AUTOCOMMIT").sync_engine
         # SQLite: one writer at a time, in arrival order, without a deadline. PostgreSQL:
         # transactions run side by side, each on its own pooled connection.
         self._write_lock: asyncio.Lock | None = asyncio.Lock() if dialect == "sqlite" else None
@@ -203,14 +231,14 @@ class Engines:
             sqlalchemy.exc.DBAPIError: the file cannot be opened in WAL mode.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = _sqlite_engine(path, query_only=False)
-        reader = _sqlite_engine(path, query_only=True)
-        engines = cls("sqlite", writer, reader, (writer, reader))
+        reader = _SqliteSide(path, query_only=True)
+        writer = _SqliteSide(path, query_only=False)
+        engines = cls("sqlite", sqlite=(reader, writer))
         try:
-            # Open the writer first: it creates the file and puts it in WAL mode, which a
+            # The writer first: it creates the file and puts it in WAL mode, which a
             # query_only connection could not.
-            await greenlet_spawn(_touch, engines.writer)
-            await greenlet_spawn(_touch, engines.reader)
+            await writer.call(writer.connection)
+            await reader.call(reader.connection)
         except BaseException:
             await engines.close()
             raise
@@ -224,11 +252,9 @@ class Engines:
             DatabaseUnavailable: the server is unreachable or refused the login (one line; the
                 URL shown without its password).
         """
-        engine = _postgres_engine(url, max_size)
-        reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        engines = cls("postgresql", engine, reader, (engine,))
+        engines = cls("postgresql", postgres=_postgres_engine(url, max_size))
         try:
-            await greenlet_spawn(_touch, engines.writer)
+            await greenlet_spawn(_touch, engines._pg_writer)
         except Exception as exc:
             await engines.close()
             cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
@@ -238,23 +264,35 @@ class Engines:
             ) from None
         return engines
 
+    async def call_bound(self, work: Callable[..., _T], conn: Connection, *args: Any) -> _T:
+        """Run ``work(conn, *args)`` on a transaction's connection (from :meth:`connection`)."""
+        if self._sqlite is not None:
+            return await self._sqlite[1].call(work, conn, *args)
+        return await greenlet_spawn(work, conn, *args)
+
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[Connection]:
         """Yield the writer's connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite).
 
         Commits when the block exits normally; rolls back (nothing kept) when it raises or is
-        cancelled. Not re-entrant.
+        cancelled. Not re-entrant. Run work on the connection with :meth:`call_bound`.
         """
         async with self._locked():
-            conn = await greenlet_spawn(_begin, self.writer)
+            if self._sqlite is not None:
+                writer = self._sqlite[1]
+                conn = await writer.call(_begin_held, writer)
+                end: Callable[[Connection, bool], None] = _end_held
+            else:
+                conn = await greenlet_spawn(_begin, self._pg_writer)
+                end = _end
             try:
                 yield conn
             except BaseException:
-                # Shielded: a second cancellation must not leave the connection checked out
-                # with its transaction open (SQLite's only writer connection).
-                await asyncio.shield(greenlet_spawn(_end, conn, False))
+                # Shielded: a second cancellation must not leave the transaction open (on
+                # SQLite, the only writer connection's).
+                await asyncio.shield(self.call_bound(end, conn, False))
                 raise
-            await asyncio.shield(greenlet_spawn(_end, conn, True))
+            await asyncio.shield(self.call_bound(end, conn, True))
 
     def transaction(self) -> AbstractAsyncContextManager[CoreSql]:
         """Run the block as one write transaction; yields a :class:`CoreSql` bound to it."""
@@ -266,15 +304,21 @@ class Engines:
             yield CoreSql(self, conn)
 
     async def run_in_transaction(self, work: Callable[[Connection], _T]) -> _T:
-        """Run synchronous Core ``work`` in one write transaction, in one greenlet hop."""
+        """Run synchronous Core ``work`` in one write transaction of its own, in one hop."""
         async with self._locked():
-            return await greenlet_spawn(_in_transaction, self.writer, work)
+            if self._sqlite is not None:
+                writer = self._sqlite[1]
+                return await writer.call(_in_held_transaction, writer, work)
+            return await greenlet_spawn(_in_transaction, self._pg_writer, work)
 
     async def run_read(self, work: Callable[[Connection], _T]) -> _T:
-        """Run synchronous Core ``work`` on a reader connection, in one greenlet hop."""
+        """Run synchronous Core ``work`` on a reader connection (committed data), in one hop."""
         if self._closed:
             raise StorageUnavailableError("the database is closed")
-        return await greenlet_spawn(_on_reader, self.reader, work)
+        if self._sqlite is not None:
+            reader = self._sqlite[0]
+            return await reader.call(_on_held, reader, work)
+        return await greenlet_spawn(_on_reader, self._pg_reader, work)
 
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:
@@ -305,12 +349,17 @@ class Engines:
             return
         async with self._locked():
             self._closed = True
-            for engine in self._disposables:
-                await engine.dispose()
+            if self._postgres is not None:
+                await self._postgres.dispose()
+            for side in self._sqlite or ():
+                try:
+                    await side.call(side.close)
+                finally:
+                    side.shutdown()
 
 
 def _touch(engine: SyncEngine) -> None:
-    """Open one connection now, so that a bad path or URL fails at start-up."""
+    """Open one connection now, so that a bad URL fails at start-up."""
     with engine.connect():
         pass
 
@@ -345,12 +394,49 @@ def _on_reader(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
         return work(conn)
 
 
+def _begin_held(side: _SqliteSide) -> Connection:
+    conn = side.connection()
+    if conn.in_transaction():  # what a failed BEGIN or COMMIT may have left behind
+        conn.rollback()
+    conn.begin()
+    return conn
+
+
+def _end_held(conn: Connection, commit: bool) -> None:
+    if not conn.in_transaction():
+        return
+    if commit:
+        try:
+            conn.commit()
+        except BaseException:
+            if conn.in_transaction():
+                conn.rollback()
+            raise
+    else:
+        conn.rollback()
+
+
+def _in_held_transaction(side: _SqliteSide, work: Callable[[Connection], _T]) -> _T:
+    conn = _begin_held(side)
+    try:
+        result = work(conn)
+    except BaseException:
+        _end_held(conn, False)
+        raise
+    _end_held(conn, True)
+    return result
+
+
+def _on_held(side: _SqliteSide, work: Callable[[Connection], _T]) -> _T:
+    return work(side.connection())
+
+
 # -- the one Sql of both engines -----------------------------------------------------------------
 
 
-def _rows(conn: Connection, stmt: Executable) -> Sequence[Row]:
+def _rows(conn: Connection, stmt: Executable, params: Params = None) -> Sequence[Row]:
     try:
-        return cast("Sequence[Row]", conn.execute(stmt).mappings().all())
+        return cast("Sequence[Row]", conn.execute(stmt, params).mappings().all())
     except IntegrityError as exc:
         raise _constraint(exc) from exc
 
@@ -406,26 +492,26 @@ class CoreSql:
             return contextlib.nullcontext(self)
         return self._engines.transaction()
 
-    async def all(self, stmt: Executable) -> Sequence[Row]:
+    async def all(self, stmt: Executable, params: Params = None) -> Sequence[Row]:
         """Return every row of a query (a write's ``RETURNING`` runs in a write transaction).
 
         Raises:
             ConstraintError: a write broke a constraint (nothing of it is kept).
         """
         if self._conn is not None:
-            return await greenlet_spawn(_rows, self._conn, stmt)
+            return await self._engines.call_bound(_rows, self._conn, stmt, params)
         if getattr(stmt, "is_dml", False):
-            return await self._engines.run_in_transaction(lambda conn: _rows(conn, stmt))
-        return await self._engines.run_read(lambda conn: _rows(conn, stmt))
+            return await self._engines.run_in_transaction(lambda c: _rows(c, stmt, params))
+        return await self._engines.run_read(lambda c: _rows(c, stmt, params))
 
-    async def one(self, stmt: Executable) -> Row | None:
+    async def one(self, stmt: Executable, params: Params = None) -> Row | None:
         """Return the first row, or None."""
-        rows = await self.all(stmt)
+        rows = await self.all(stmt, params)
         return rows[0] if rows else None
 
-    async def scalar(self, stmt: Executable) -> Any:
+    async def scalar(self, stmt: Executable, params: Params = None) -> Any:
         """Return the first column of the first row, or None when there is no row."""
-        row = await self.one(stmt)
+        row = await self.one(stmt, params)
         return None if row is None else next(iter(row.values()))
 
     async def run(self, stmt: Executable, rows: Sequence[Mapping[str, Any]] = ()) -> int:
@@ -435,7 +521,7 @@ class CoreSql:
             ConstraintError: the write broke a constraint (nothing of it is kept).
         """
         if self._conn is not None:
-            return await greenlet_spawn(_changed, self._conn, stmt, rows)
+            return await self._engines.call_bound(_changed, self._conn, stmt, rows)
         return await self._engines.run_in_transaction(lambda conn: _changed(conn, stmt, rows))
 
     async def lock_guild(self, guild_id: int) -> None:
@@ -446,5 +532,9 @@ class CoreSql:
         """
         if self.dialect != "postgresql" or self._conn is None or guild_id in self._locked:
             return
-        await greenlet_spawn(self._conn.execute, select(func.pg_advisory_xact_lock(guild_id)))
+        await self._engines.call_bound(_advisory_lock, self._conn, guild_id)
         self._locked.add(guild_id)
+
+
+def _advisory_lock(conn: Connection, guild_id: int) -> None:
+    conn.execute(select(func.pg_advisory_xact_lock(guild_id)))

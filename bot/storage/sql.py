@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 
 Engine: TypeAlias = Literal["sqlite", "postgresql"]
 Row: TypeAlias = Mapping[str, Any]
+Params: TypeAlias = Mapping[str, Any] | None
+"""Values of a statement's ``bindparam()`` names, given at execution.
+
+A statement built once at module level and run with ``params`` keeps its compiled form and
+cache key; ``stmt.params(...)`` or a statement built per call costs about 0.1 ms of CPU more
+per execution (``docs/benchmarks.md``, "Storage on SQLAlchemy Core")."""
 
 
 class Sql(Protocol):
@@ -52,15 +58,19 @@ class Sql(Protocol):
         """
         ...
 
-    async def all(self, stmt: Executable) -> Sequence[Row]:
-        """Return every row of a query (or of a write's ``RETURNING``)."""
+    async def all(self, stmt: Executable, params: Params = None) -> Sequence[Row]:
+        """Return every row of a query (or of a write's ``RETURNING``).
+
+        ``params`` gives the values of the statement's ``bindparam()`` names (see
+        :data:`Params`).
+        """
         ...
 
-    async def one(self, stmt: Executable) -> Row | None:
+    async def one(self, stmt: Executable, params: Params = None) -> Row | None:
         """Return the first row of a query (or of a write's ``RETURNING``), or None."""
         ...
 
-    async def scalar(self, stmt: Executable) -> Any:
+    async def scalar(self, stmt: Executable, params: Params = None) -> Any:
         """Return the first column of the first row, or None when there is no row."""
         ...
 
@@ -133,22 +143,22 @@ class LegacySql:
         async with self._executor.write() as tx:
             yield LegacySql(self._engine, tx)
 
-    async def all(self, stmt: Executable) -> Sequence[Row]:
+    async def all(self, stmt: Executable, params: Params = None) -> Sequence[Row]:
         """Return every row of a query (a write's ``RETURNING`` runs in a write transaction)."""
-        sql, params = compile_for(self._engine, stmt)  # type: ignore[arg-type]
+        sql, values = compile_for(self._engine, stmt, params)  # type: ignore[arg-type]
         if getattr(stmt, "is_dml", False):
             async with self._executor.write() as tx:
-                return await _fetch(self._engine, tx, sql, params)
-        return await _fetch(self._engine, self._executor, sql, params)
+                return await _fetch(self._engine, tx, sql, values)
+        return await _fetch(self._engine, self._executor, sql, values)
 
-    async def one(self, stmt: Executable) -> Row | None:
+    async def one(self, stmt: Executable, params: Params = None) -> Row | None:
         """Return the first row, or None."""
-        rows = await self.all(stmt)
+        rows = await self.all(stmt, params)
         return rows[0] if rows else None
 
-    async def scalar(self, stmt: Executable) -> Any:
+    async def scalar(self, stmt: Executable, params: Params = None) -> Any:
         """Return the first column of the first row, or None."""
-        row = await self.one(stmt)
+        row = await self.one(stmt, params)
         return None if row is None else row[next(iter(row.keys()))]
 
     async def run(self, stmt: Executable, rows: Sequence[Mapping[str, Any]] = ()) -> int:

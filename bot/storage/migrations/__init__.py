@@ -24,7 +24,6 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, func, select
-from sqlalchemy.util import greenlet_spawn
 
 from bot.clock import Clock
 from bot.storage.engine import Engines
@@ -79,7 +78,7 @@ async def migrate(engines: Engines, clock: Clock) -> int:
         sqlalchemy.exc.DBAPIError: a migration failed (nothing of it is kept).
     """
     async with engines.connection() as conn:
-        return await greenlet_spawn(_migrate, conn, engines.dialect, clock.time())
+        return await engines.call_bound(_migrate, conn, engines.dialect, clock.time())
 
 
 def _migrate(conn: Connection, engine: Engine, now: float) -> int:

@@ -34,7 +34,7 @@ class MetaStore:
 
     async def get(self, key: str) -> str | None:
         """Return the value stored under ``key``, or None."""
-        value = await self._sql.scalar(_GET.params(key=key))
+        value = await self._sql.scalar(_GET, {"key": key})
         return None if value is None else str(value)
 
     async def set(self, key: str, value: str) -> None:
