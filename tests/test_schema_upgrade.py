@@ -9,6 +9,7 @@ schema version; the new code then opens them as ``python -m bot`` would.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -20,9 +21,11 @@ import pytest
 from sqlalchemy import Connection, inspect
 
 from bot.clock import ManualClock
+from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
 from bot.storage.models import JobStatus
+from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
 
@@ -218,3 +221,85 @@ async def test_a_fresh_database_has_the_tables_and_columns_of_the_schema_module(
     finally:
         await db.close()
     assert found == _declared()
+
+
+SECOND_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002_probe"
+down_revision = "0001_baseline"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table("probe", sa.Column("id", sa.BigInteger, primary_key=True))
+
+
+def downgrade() -> None:
+    op.drop_table("probe")
+'''
+
+
+@pytest.fixture
+def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real script directory plus a revision ``0002_probe`` after the baseline."""
+    scripts = tmp_path / "migrations"
+    shutil.copytree(
+        migrations.SCRIPT_LOCATION, scripts, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (scripts / "versions" / "0002_probe.py").write_text(SECOND_REVISION, encoding="utf-8")
+    monkeypatch.setattr(migrations, "SCRIPT_LOCATION", scripts)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_older_releases(
+    engine: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legacy database goes through the baseline and the next revision in one open; its
+    legacy mark moves past the legacy head (the release before Alembic then refuses it), and
+    this release, which knows only the baseline, refuses it too."""
+    path = tmp_path / "bot.db"
+    url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
+
+    async def open_db() -> Database:
+        if engine == "sqlite":
+            return await Database.open_sqlite(path, clock=ManualClock())
+        return await Database.open_postgresql(url, clock=ManualClock())
+
+    if engine == "sqlite":
+        build_sqlite_at(path, 5)
+    else:
+        await build_postgres_at(url, 3)
+    real = migrations.SCRIPT_LOCATION
+    request.getfixturevalue("second_revision")
+    db = await open_db()
+    try:
+        assert db.schema_version == 2
+        assert await db.engines.run_read(
+            lambda c: inspect(c).has_table("probe")
+        )  # the revision ran
+        await db.meta.set("k", "v")
+    finally:
+        await db.close()
+    if engine == "sqlite":
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + 1
+    else:
+        conn = await asyncpg.connect(url)
+        try:
+            assert await conn.fetchval("SELECT MAX(version) FROM schema_migrations") == (
+                POSTGRES_HEAD + 1
+            )
+        finally:
+            await conn.close()
+
+    monkeypatch.setattr(migrations, "SCRIPT_LOCATION", real)
+    with pytest.raises(SchemaTooNewError) as raised:
+        await open_db()
+    assert (raised.value.found, raised.value.supported) == (2, 1)
