@@ -14,8 +14,9 @@ from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
 from bot.storage.postgres.members import PgMembers
 from bot.storage.postgres.meta import PgMeta
-from bot.storage.postgres.policy import PgPolicy
 from bot.storage.postgres.rates import PgRates
+from bot.storage.repos.policy import PolicyStore
+from bot.storage.sql import LegacySql
 
 
 class PgRepositories:
@@ -28,7 +29,7 @@ class PgRepositories:
         self.meta = PgMeta(sql)
         self.cards = PgCards(sql)
         self.conversations = PgConversations(sql)
-        self.policy = PgPolicy(sql)
+        self.policy = PolicyStore(LegacySql("postgresql", sql))
         self.members = PgMembers(sql)
 
 

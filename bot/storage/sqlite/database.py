@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
+from bot.storage.repos.policy import PolicyStore
+from bot.storage.sql import LegacySql
 from bot.storage.sqlite.cards import SqliteCards
 from bot.storage.sqlite.conversations import SqliteConversations
 from bot.storage.sqlite.engine import Executor, SqliteConnections
@@ -16,7 +18,6 @@ from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
 from bot.storage.sqlite.members import SqliteMembers
 from bot.storage.sqlite.meta import SqliteMeta
-from bot.storage.sqlite.policy import SqlitePolicy
 from bot.storage.sqlite.rates import SqliteRates
 
 
@@ -30,7 +31,7 @@ class SqliteRepositories:
         self.meta = SqliteMeta(sql)
         self.cards = SqliteCards(sql)
         self.conversations = SqliteConversations(sql)
-        self.policy = SqlitePolicy(sql)
+        self.policy = PolicyStore(LegacySql("sqlite", sql))
         self.members = SqliteMembers(sql)
 
 
