@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 
 from bot.clock import Clock
 from bot.storage.postgres.cards import PgCards
-from bot.storage.postgres.conversations import PgConversations
 from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
@@ -15,6 +14,7 @@ from bot.storage.postgres.ledger import PgLedger
 from bot.storage.postgres.members import PgMembers
 from bot.storage.postgres.meta import PgMeta
 from bot.storage.postgres.rates import PgRates
+from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.sql import LegacySql
 
@@ -28,7 +28,7 @@ class PgRepositories:
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
         self.cards = PgCards(sql)
-        self.conversations = PgConversations(sql)
+        self.conversations = ConversationStore(LegacySql("postgresql", sql))
         self.policy = PolicyStore(LegacySql("postgresql", sql))
         self.members = PgMembers(sql)
 

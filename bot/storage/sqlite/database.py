@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
+from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.sql import LegacySql
 from bot.storage.sqlite.cards import SqliteCards
-from bot.storage.sqlite.conversations import SqliteConversations
 from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
@@ -30,7 +30,7 @@ class SqliteRepositories:
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
         self.cards = SqliteCards(sql)
-        self.conversations = SqliteConversations(sql)
+        self.conversations = ConversationStore(LegacySql("sqlite", sql))
         self.policy = PolicyStore(LegacySql("sqlite", sql))
         self.members = SqliteMembers(sql)
 
