@@ -11,10 +11,10 @@ from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.ledger import PgLedger
-from bot.storage.postgres.members import PgMembers
 from bot.storage.postgres.meta import PgMeta
 from bot.storage.postgres.rates import PgRates
 from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.sql import LegacySql
 
@@ -30,7 +30,7 @@ class PgRepositories:
         self.cards = PgCards(sql)
         self.conversations = ConversationStore(LegacySql("postgresql", sql))
         self.policy = PolicyStore(LegacySql("postgresql", sql))
-        self.members = PgMembers(sql)
+        self.members = MemberStore(LegacySql("postgresql", sql))
 
 
 class PostgresDatabase(PgRepositories):

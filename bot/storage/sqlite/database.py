@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.clock import Clock
 from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.sql import LegacySql
 from bot.storage.sqlite.cards import SqliteCards
@@ -16,7 +17,6 @@ from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.ledger import SqliteLedger
-from bot.storage.sqlite.members import SqliteMembers
 from bot.storage.sqlite.meta import SqliteMeta
 from bot.storage.sqlite.rates import SqliteRates
 
@@ -32,7 +32,7 @@ class SqliteRepositories:
         self.cards = SqliteCards(sql)
         self.conversations = ConversationStore(LegacySql("sqlite", sql))
         self.policy = PolicyStore(LegacySql("sqlite", sql))
-        self.members = SqliteMembers(sql)
+        self.members = MemberStore(LegacySql("sqlite", sql))
 
 
 class SqliteDatabase(SqliteRepositories):
