@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.clock import Clock
-from bot.storage.postgres.cards import PgCards
 from bot.storage.postgres.engine import Executor, PgConnections
 from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
@@ -16,6 +15,7 @@ from bot.storage.postgres.rates import PgRates
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.sql import LegacySql
 
 
@@ -27,7 +27,7 @@ class PgRepositories:
         self.ledger = PgLedger(sql)
         self.guilds = PgGuilds(sql)
         self.meta = PgMeta(sql)
-        self.cards = PgCards(sql)
+        self.cards = ResultRequestStore(LegacySql("postgresql", sql))
         self.conversations = ConversationStore(LegacySql("postgresql", sql))
         self.policy = PolicyStore(LegacySql("postgresql", sql))
         self.members = MemberStore(LegacySql("postgresql", sql))

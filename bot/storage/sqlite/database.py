@@ -11,8 +11,8 @@ from bot.clock import Clock
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.sql import LegacySql
-from bot.storage.sqlite.cards import SqliteCards
 from bot.storage.sqlite.engine import Executor, SqliteConnections
 from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
@@ -29,7 +29,7 @@ class SqliteRepositories:
         self.ledger = SqliteLedger(sql)
         self.guilds = SqliteGuilds(sql)
         self.meta = SqliteMeta(sql)
-        self.cards = SqliteCards(sql)
+        self.cards = ResultRequestStore(LegacySql("sqlite", sql))
         self.conversations = ConversationStore(LegacySql("sqlite", sql))
         self.policy = PolicyStore(LegacySql("sqlite", sql))
         self.members = MemberStore(LegacySql("sqlite", sql))
