@@ -43,14 +43,8 @@ class ResultRequestStore:
     ) -> int:
         """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
 
-        Args:
-            kind: ``"text"``, ``"image"`` or ``"video"``.
-            guild_id: where it was asked.
-            user_id: the requester.
-            options: the command's options, JSON-serialisable.
-            outputs: result URLs of a synchronous answer.
-            job_id: the job of an asynchronous result (at most one request per job).
-            at: when, UTC epoch seconds.
+        ``options`` and ``outputs`` are stored as JSON; ``at`` is UTC epoch seconds
+        (arguments: :meth:`bot.storage.repositories.CardRepository.add_request`).
         """
         new_id = await self._sql.scalar(
             insert(result_requests)
