@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -546,6 +547,23 @@ async def test_expire_and_release_reservations(store: SqliteDatabase) -> None:
     assert await store.ledger.expire_reservations(200.0) == 2
     assert await store.ledger.delete_reservation(last.id) is True
     assert await store.ledger.delete_reservation(last.id) is False
+    assert await store.ledger.reserved_cents(GUILD, 0.0) == 0
+
+
+async def test_a_negative_reservation_is_refused_and_holds_nothing(store: Database) -> None:
+    # The schema's CHECK answers as ConstraintError on both engines (LedgerRepository), also
+    # when the new row's id comes back by RETURNING; a budget check then sees no hold.
+    with pytest.raises(ConstraintError):
+        await store.ledger.add_reservation(
+            guild_id=GUILD,
+            user_id=1,
+            kind=Kind.VIDEO,
+            model="vid/t2v",
+            amount_cents=Decimal("-0.5"),
+            created_at=0.0,
+            expires_at=900.0,
+        )
+    assert await store.ledger.active_reservations(GUILD, 0.0, kind=Kind.VIDEO) == 0
     assert await store.ledger.reserved_cents(GUILD, 0.0) == 0
 
 
