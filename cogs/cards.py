@@ -287,7 +287,9 @@ async def _delete(interaction: Interaction, ref: str) -> None:
             "Only the member who asked for it, or someone with Manage Messages, can delete this."
         )
     message = interaction.message
-    if message is not None and message.interaction_metadata is not None:
+    ephemeral = message is not None and message.flags.ephemeral
+    posted = message is not None and message.interaction_metadata is None  # with the bot token
+    if ephemeral or (is_personal(requester(interaction).guild_id) and not posted):
         # Where the bot may not be a member (a user install, issue 22) its token cannot touch
         # the channel (50001), and an ephemeral card (private results) has no channel message:
         # an interaction response, which the click's own token deletes (after a deferred
