@@ -137,6 +137,31 @@ async def test_the_dm_cards_buttons_work_and_charge_the_server(world: World) -> 
     assert world.discord.messages[done.id].deleted
 
 
+async def test_the_servers_policy_still_holds_on_the_dm_card(world: World) -> None:
+    user = await private_member(world, "private-barred")
+    await video(world, "a locked gate", user)
+    card = await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.discord.dm_channel(user.id).id and "locked gate" in m.text,
+        include_existing=True,
+        timeout=15,
+    )
+    done = await finished(world, card.id)
+    again = next(b for b in action_buttons(done) if b["custom_id"].startswith("gb:again:"))
+    # The server bars this member from /video (Server Settings -> Integrations) afterwards.
+    world.discord.set_command_permissions(world.guild.id, "video", [(user.id, 2, False)])
+    try:
+        charges, posts = len(list(ledger(world))), world.posts_to("/video/generate")
+        clicked = await world.discord.press_button(
+            done.id, again["custom_id"], user_id=user.id, permissions=MEMBER_PERMISSIONS
+        )
+        world.handles.append(clicked)
+        refusal = await world.answer(clicked)
+        assert refusal.ephemeral and "/video" in refusal.text and "Integrations" in refusal.text
+        assert (len(list(ledger(world))), world.posts_to("/video/generate")) == (charges, posts)
+    finally:
+        world.discord.set_command_permissions(world.guild.id, "video", [])
+
+
 async def test_closed_dms_the_result_reaches_the_member_on_the_response(world: World) -> None:
     user = await private_member(world, "closed-private")
     world.discord.world.closed_dms.add(user.id)
