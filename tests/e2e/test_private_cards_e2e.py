@@ -90,6 +90,24 @@ async def test_a_private_video_card_lives_in_the_members_dm(world: World) -> Non
     assert public(world, "secret garden") == []
 
 
+async def test_a_private_asynchronous_image_card_lives_in_the_dm_too(world: World) -> None:
+    user = await private_member(world, "private-painter")
+    handle = await world.command(
+        "image", {"prompt": "a private owl", "model": "ideogram/ideogram-v2"}, user_id=user.id
+    )
+    world.handles.append(handle)
+    answer = await world.answer(handle)
+    assert answer.ephemeral and "DM" in answer.text, answer.text
+    card = await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.discord.dm_channel(user.id).id and "private owl" in m.text,
+        include_existing=True,
+        timeout=15,
+    )
+    done = await finished(world, card.id)
+    assert done.attachments
+    assert public(world, "private owl") == []
+
+
 async def test_the_dm_cards_buttons_work_and_charge_the_server(world: World) -> None:
     user = world.discord.add_user("private-clicker")
     await world.answer(
