@@ -107,6 +107,22 @@ async def test_a_private_asynchronous_image_card_lives_in_the_dm_too(world: Worl
     assert done.attachments
     assert public(world, "private owl") == []
 
+    # Animate on the DM card: its form, submitted there, makes a video paid by the server.
+    animate = next(b for b in action_buttons(done) if b["custom_id"].startswith("gb:animate:"))
+    pressed = await world.discord.press_button(
+        done.id, animate["custom_id"], user_id=user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(pressed)
+    await pressed.wait_callback()
+    assert pressed.modal is not None, pressed.state.callbacks
+    charges = len(list(ledger(world)))
+    submitted = await world.discord.submit_modal(pressed.modal["custom_id"], {}, user_id=user.id)
+    world.handles.append(submitted)
+    answer = await world.answer(submitted)
+    assert answer.ephemeral and "DM" in answer.text, answer.text
+    (charge,) = list(ledger(world))[charges:]
+    assert charge == (world.guild.id, user.id, fingerprint(world.key))
+
 
 async def test_the_dm_cards_buttons_work_and_charge_the_server(world: World) -> None:
     user = world.discord.add_user("private-clicker")
