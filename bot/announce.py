@@ -345,13 +345,14 @@ class DiscordAnnouncer:
         Raises:
             Exception: the database could not be read.
         """
-        if self._cards is None or job.message_id is None or is_personal(job.guild_id):
+        if self._cards is None or is_personal(job.guild_id):
             return None
         return await self._cards.get(job.id)
 
-    def _in_dm(self, job: Job, card: PrivateCard) -> discord.PartialMessage:
-        assert card.channel_id is not None
-        assert job.message_id is not None
+    def _in_dm(self, job: Job, card: PrivateCard) -> discord.PartialMessage | None:
+        """The job's card in the member's DM; None when it was never recorded (a crash)."""
+        if card.channel_id is None or job.message_id is None:
+            return None
         channel = self._client.get_partial_messageable(card.channel_id)
         return channel.get_partial_message(job.message_id)
 
@@ -562,6 +563,15 @@ class DiscordAnnouncer:
             if card.place is CardPlace.RESPONSE:
                 return await self._deliver_response(job, renew)
             placeholder = self._in_dm(job, card)
+        if card is not None and card.place is CardPlace.DM and route is DeliveryRoute.CHANNEL:
+            # The member's DM takes messages (its card went there): a private result whose
+            # card cannot be edited goes there as a new message, not where everyone sees it.
+            return Attempt(
+                shown=False,
+                permanent=True,
+                error="a private result goes to the member's DM, not the channel",
+                code="private",
+            )
         if route is DeliveryRoute.DM or (card is not None and route is DeliveryRoute.PLACEHOLDER):
             limit = DM_UPLOAD_LIMIT  # a DM takes 10 MiB, whatever the server's boosts
         else:
@@ -741,6 +751,8 @@ class DiscordAnnouncer:
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
+            if private:
+                where = f" (requested in <#{job.channel_id}>; private results)"
             parts = dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons))
             notice = self._with_notice(parts, job, where)
             await send_card(dm, notice, nonce=delivery_nonce(job, route))

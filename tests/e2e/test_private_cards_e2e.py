@@ -299,3 +299,35 @@ async def test_a_private_personal_video_card_is_the_ephemeral_response(world: Wo
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
         (guild_id,) = db.execute("SELECT guild_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
     assert guild_id == -place.user.id
+
+
+async def test_a_dm_card_is_finished_there_by_a_restarted_bot(world: World) -> None:
+    """Where the card is lives in the database: a bot killed mid-job still finishes it in the DM."""
+    user = await private_member(world, "private-restart")
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        await video(world, "a night train", user)
+        card = await world.discord.wait_for_message(
+            lambda m: (
+                m.channel_id == world.discord.dm_channel(user.id).id and "night train" in m.text
+            ),
+            include_existing=True,
+            timeout=15,
+        )
+
+        def identifies() -> int:
+            return sum(1 for event in world.discord.gateway_received if event.op == 2)
+
+        identified = identifies()
+        await world.bot.kill()
+        assert "/files/" not in world.discord.messages[card.id].text  # not finished before
+        await world.bot.start()
+        await world.discord.signal.wait_for(
+            lambda: identifies() > identified or None, 60, "a second IDENTIFY"
+        )
+        await world.discord.wait_ready(timeout=60)
+        done = await finished(world, card.id, timeout=60)
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    assert done.attachments
+    assert public(world, "night train") == []
