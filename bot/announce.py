@@ -63,6 +63,7 @@ import httpx2 as httpx
 
 from bot.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.clock import Clock
+from bot.dm_notice import CANNOT_DM
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.poller import SHOWN, Attempt, Renew
 from bot.private_cards import CardPlace, PrivateCard, PrivateCards
@@ -564,8 +565,8 @@ class DiscordAnnouncer:
                 return await self._deliver_response(job, renew)
             placeholder = self._in_dm(job, card)
         if card is not None and card.place is CardPlace.DM and route is DeliveryRoute.CHANNEL:
-            # The member's DM takes messages (its card went there): a private result whose
-            # card cannot be edited goes there as a new message, not where everyone sees it.
+            # The member's DM took its card: a private result whose card cannot be edited goes
+            # there as a new message (the DM route), not where everyone sees it.
             return Attempt(
                 shown=False,
                 permanent=True,
@@ -586,16 +587,15 @@ class DiscordAnnouncer:
             held.shrink(sum(len(data) for _, data in files))
             if files and renew is not None:
                 await renew()
-            private = card is not None
             try:
                 try:
-                    return await self._send(job, route, files, note, placeholder, private)
+                    return await self._send(job, route, files, note, placeholder, card)
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
                 note = "The file is not attached (Discord refused it as too large); "
                 note += "the link may stop working."
-                return await self._send(job, route, (), note, placeholder, private)
+                return await self._send(job, route, (), note, placeholder, card)
             except Exception as exc:
                 outcome = classify(exc)
                 if outcome is None:
@@ -727,7 +727,7 @@ class DiscordAnnouncer:
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
         placeholder: discord.PartialMessage | None,
-        private: bool,
+        card: PrivateCard | None,
     ) -> Attempt:
         finished, parts = self._finished_parts(job, files, note)
         if route is DeliveryRoute.PLACEHOLDER:
@@ -746,16 +746,30 @@ class DiscordAnnouncer:
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to. A
             # private result (issue 22) says why it is posted where everyone sees it.
-            notice = self._with_notice(parts, job, PRIVATE_FALLBACK if private else "")
+            notice = self._with_notice(parts, job, "" if card is None else PRIVATE_FALLBACK)
             await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
-            if private:
+            if card is not None:
                 where = f" (requested in <#{job.channel_id}>; private results)"
-            parts = dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons))
-            notice = self._with_notice(parts, job, where)
-            await send_card(dm, notice, nonce=delivery_nonce(job, route))
+            notice = self._with_notice(
+                dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons)),
+                job,
+                where,
+            )
+            try:
+                await send_card(dm, notice, nonce=delivery_nonce(job, route))
+            except discord.HTTPException as exc:
+                if card is None or card.place is not CardPlace.DM or exc.code != CANNOT_DM:
+                    raise
+                # The member closed their DMs after the card went there: the result still
+                # reaches them, in the channel, saying why (its channel route was skipped).
+                notice = self._with_notice(parts, job, PRIVATE_FALLBACK)
+                channel_route = DeliveryRoute.CHANNEL
+                await send_card(
+                    self._channel(job), notice, nonce=delivery_nonce(job, channel_route)
+                )
         else:
             raise ValueError(f"{route} is not a Discord route")
         return SHOWN
