@@ -51,6 +51,7 @@ from bot.interactions import install_links, invite_url
 from bot.logs import RedactionFilter, setup_logging
 from bot.metrics import Metrics
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.private_cards import PrivateCards
 from bot.response_tokens import ResponseTokens
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
@@ -302,6 +303,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
                     http=services.downloads,
                     schedule=services.schedule,
                     tokens=ResponseTokens(services.db, services.vault, clock),
+                    cards=PrivateCards(services.db),
                 ),
                 client,
                 services.db,

@@ -27,6 +27,7 @@ from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
 from bot.interactions import missing_permissions, permission_names
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.private_cards import PrivateCards
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
 from bot.response_tokens import ResponseTokens
@@ -169,6 +170,8 @@ class GenBot(commands.AutoShardedBot):
         services.keys.set_missing_key_notice(self._missing_key_notice)
         # Personal jobs' interaction tokens: their cards are interaction responses (issue 22).
         self.response_tokens = ResponseTokens(services.db, services.vault, services.clock)
+        # Where private results' cards are: the member's DM, or an ephemeral response.
+        self.private_cards = PrivateCards(services.db)
         self.announcer = DiscordAnnouncer(
             self,
             clock=services.clock,
@@ -176,6 +179,7 @@ class GenBot(commands.AutoShardedBot):
             http=services.downloads,
             schedule=services.schedule,
             tokens=self.response_tokens,
+            cards=self.private_cards,
         )
         self.poller = Poller(
             db=services.db,

@@ -19,6 +19,7 @@ import logging
 import discord
 
 from bot.poller import Attempt, JobAnnouncer, Renew
+from bot.private_cards import PrivateCards
 from bot.render.job_list import message_link
 from bot.render.text import truncate
 from bot.storage import Database
@@ -61,6 +62,7 @@ class DmNoticeAnnouncer:
         self._inner = inner
         self._client = client
         self._db = db
+        self._cards = PrivateCards(db)
 
     @property
     def inner(self) -> JobAnnouncer:
@@ -82,8 +84,9 @@ class DmNoticeAnnouncer:
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """The inner announcer's notice, then the DM if the member turned it on; never raises.
 
-        No DM when the result itself went to the member's DM (``route`` DM), or for a job that
-        did not complete (nothing to show).
+        No DM when the result itself went to the member's DM (``route`` DM, or a private
+        result's card, which lives there: :mod:`bot.private_cards`), or for a job that did not
+        complete (nothing to show).
         """
         await self._inner.notify(job, route)
         if route is DeliveryRoute.DM or job.status is not JobStatus.COMPLETED:
@@ -92,6 +95,8 @@ class DmNoticeAnnouncer:
             mine = await self._db.members.get(job.user_id)
             if not mine.notify_dm:
                 return
+            if route is DeliveryRoute.PLACEHOLDER and await self._cards.get(job.id) is not None:
+                return  # a private card: in the DM already, or the member's DMs are closed
             dm = await self._client.create_dm(discord.Object(job.user_id))
             await dm.send(dm_notice_text(job), allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:

@@ -1,8 +1,7 @@
 """Issue 12 without Discord: button ids and rows, stored requests, the confirmation threshold."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
-from pathlib import Path
 
 import discord
 import pytest
@@ -18,12 +17,15 @@ from bot.render.cards import (
     result_buttons,
 )
 from bot.services.generation import TextOptions
-from bot.storage.database import Database as SqlDatabase
+from bot.storage import Database
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlDatabase]:
-    opened = await SqlDatabase.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (``open_db``): result requests are JSON on both."""
+    opened = await open_db(ManualClock())
     yield opened
     await opened.close()
 
@@ -58,7 +60,7 @@ def test_confirmation_texts() -> None:
     assert "$2.50" in confirm_above_text(Decimal(250))
 
 
-async def test_result_requests_are_found_by_job_or_by_id(store: SqlDatabase) -> None:
+async def test_result_requests_are_found_by_job_or_by_id(store: Database) -> None:
     synchronous = await store.cards.add_request(
         kind="image",
         guild_id=1,
@@ -80,7 +82,7 @@ async def test_result_requests_are_found_by_job_or_by_id(store: SqlDatabase) -> 
     assert await store.cards.request("rx") is None
 
 
-async def test_the_confirmation_threshold_is_off_until_set(store: SqlDatabase) -> None:
+async def test_the_confirmation_threshold_is_off_until_set(store: Database) -> None:
     assert await store.cards.confirm_above(5) is None
     await store.cards.set_confirm_above(5, Decimal("150.5"))
     assert await store.cards.confirm_above(5) == Decimal("150.5")

@@ -198,33 +198,14 @@ def _executor(sql: CoreSql) -> Any:
 
 def add_legacy_repositories(repos: Any, sql: CoreSql) -> None:
     """Give ``repos`` the repositories still written per engine, over ``sql``."""
-    executor = _executor(sql)
     if sql.dialect == "sqlite":
-        from bot.storage.sqlite import cards, conversations, guilds, jobs, ledger, members, policy
+        from bot.storage.sqlite.jobs import SqliteJobs
 
-        repos.jobs = jobs.SqliteJobs(executor)
-        repos.ledger = ledger.SqliteLedger(executor)
-        repos.guilds = guilds.SqliteGuilds(executor)
-        repos.cards = cards.SqliteCards(executor)
-        repos.conversations = conversations.SqliteConversations(executor)
-        repos.policy = policy.SqlitePolicy(executor)
-        repos.members = members.SqliteMembers(executor)
+        repos.jobs = SqliteJobs(_executor(sql))
     else:
-        from bot.storage.postgres import cards as pcards
-        from bot.storage.postgres import conversations as pconversations
-        from bot.storage.postgres import guilds as pguilds
-        from bot.storage.postgres import jobs as pjobs
-        from bot.storage.postgres import ledger as pledger
-        from bot.storage.postgres import members as pmembers
-        from bot.storage.postgres import policy as ppolicy
+        from bot.storage.postgres.jobs import PgJobs
 
-        repos.jobs = pjobs.PgJobs(executor)
-        repos.ledger = pledger.PgLedger(executor)
-        repos.guilds = pguilds.PgGuilds(executor)
-        repos.cards = pcards.PgCards(executor)
-        repos.conversations = pconversations.PgConversations(executor)
-        repos.policy = ppolicy.PgPolicy(executor)
-        repos.members = pmembers.PgMembers(executor)
+        repos.jobs = PgJobs(_executor(sql))
 
 
 def legacy_rates(sql: CoreSql) -> Any:

@@ -20,7 +20,13 @@ from bot.genapi.rate_window import RateWindowRepository
 from bot.storage import compat
 from bot.storage.engine import POOL_MAX_SIZE, CoreSql, Engines
 from bot.storage.migrations import migrate
+from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.ledger import LedgerStore
+from bot.storage.repos.members import MemberStore
 from bot.storage.repos.meta import MetaStore
+from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repositories import (
     CardRepository,
     ConversationRepository,
@@ -45,7 +51,13 @@ class Repositories:
     members: MemberSettingsRepository
 
     def __init__(self, sql: CoreSql) -> None:
+        self.ledger = LedgerStore(sql)
+        self.guilds = GuildStore(sql)
         self.meta = MetaStore(sql)
+        self.cards = ResultRequestStore(sql)
+        self.conversations = ConversationStore(sql)
+        self.policy = PolicyStore(sql)
+        self.members = MemberStore(sql)
         compat.add_legacy_repositories(self, sql)
 
 
