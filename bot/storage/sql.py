@@ -102,13 +102,13 @@ def compile_for(
         row: values for a statement whose parameters are given at execution (``executemany``).
     """
     compiled = stmt.compile(
-        dialect=_DIALECTS[engine],
-        column_keys=list(row) if row is not None else None,
-        compile_kwargs={"render_postcompile": True},
+        dialect=_DIALECTS[engine], column_keys=list(row) if row is not None else None
     )
     assert isinstance(compiled, SQLCompiler)
-    params = compiled.construct_params(row)
-    return str(compiled), [params[name] for name in compiled.positiontup or ()]
+    # Expanded after compiling (IN lists, including those of an expanding parameter given by
+    # ``.params()``, which ``render_postcompile`` refuses to construct parameters for).
+    state = compiled.construct_expanded_state(compiled.construct_params(row))
+    return state.statement, [state.parameters[name] for name in state.positiontup or ()]
 
 
 class LegacySql:
