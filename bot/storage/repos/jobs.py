@@ -237,10 +237,21 @@ def _insert(sql: Sql) -> Any:
 
 
 # Completed per claim with the claimed ids and the lease's expiry; RETURNING the whole rows.
-_CLAIM_POLLS: Final = update(jobs).returning(*jobs.c)
-_BUMP_POLL_TOKEN: Final = jobs.c.poll_token + 1
-_CLAIM_DELIVERIES: Final = update(jobs).returning(*jobs.c)
-_BUMP_DELIVERY_TOKEN: Final = jobs.c.delivery_token + 1
+# (A write's parameters cannot be given by .params(); only these two bound values are made per
+# claim, not the statement's whole tree.)
+_CLAIM_POLLS: Final = update(jobs).values(poll_token=jobs.c.poll_token + 1).returning(*jobs.c)
+_CLAIM_DELIVERIES: Final = (
+    update(jobs).values(delivery_token=jobs.c.delivery_token + 1).returning(*jobs.c)
+)
+
+
+def _claimed(stmt: Any, column: str, until: float, ids: list[int]) -> Any:
+    """``stmt`` (a claim's UPDATE) for the jobs ``ids``, leased until ``until`` (UTC seconds)."""
+    lease = bindparam("p_until", until, type_=Double)
+    return stmt.values({column: lease}).where(
+        jobs.c.id.in_(bindparam("p_ids", ids, type_=BigInteger, expanding=True))
+    )
+
 
 _SCHEDULE_POLL: Final = (
     update(jobs)
@@ -471,11 +482,7 @@ class JobStore:
                 due_at = {r["id"]: r["next_poll_at"] for r in found}
             if not due_at:
                 return []
-            rows = await tx.all(
-                _CLAIM_POLLS.values(next_poll_at=until, poll_token=_BUMP_POLL_TOKEN).where(
-                    jobs.c.id.in_(list(due_at))
-                )
-            )
+            rows = await tx.all(_claimed(_CLAIM_POLLS, "next_poll_at", until, list(due_at)))
         # In claim order, with the new token; next_poll_at: when each fell due (not the
         # lease's expiry), for the poll-lag metric.
         by_id = {row["id"]: job_from_row(row) for row in rows}
@@ -576,11 +583,7 @@ class JobStore:
             ids = [r["id"] for r in found]
             if not ids:
                 return []
-            rows = await tx.all(
-                _CLAIM_DELIVERIES.values(
-                    next_delivery_at=until, delivery_token=_BUMP_DELIVERY_TOKEN
-                ).where(jobs.c.id.in_(ids))
-            )
+            rows = await tx.all(_claimed(_CLAIM_DELIVERIES, "next_delivery_at", until, ids))
         by_id = {row["id"]: job_from_row(row) for row in rows}
         return [by_id[i] for i in ids if i in by_id]
 
