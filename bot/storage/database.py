@@ -17,15 +17,16 @@ from sqlalchemy.sql import ClauseElement, Executable
 
 from bot.clock import Clock
 from bot.genapi.rate_window import RateWindowRepository
-from bot.storage import compat
 from bot.storage.engine import POOL_MAX_SIZE, CoreSql, Engines
 from bot.storage.migrations import migrate
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.jobs import JobStore
 from bot.storage.repos.ledger import LedgerStore
 from bot.storage.repos.members import MemberStore
 from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repositories import (
     CardRepository,
@@ -58,7 +59,7 @@ class Repositories:
         self.conversations = ConversationStore(sql)
         self.policy = PolicyStore(sql)
         self.members = MemberStore(sql)
-        compat.add_legacy_repositories(self, sql)
+        self.jobs = JobStore(sql)
 
 
 class Database(Repositories):
@@ -74,7 +75,7 @@ class Database(Repositories):
         super().__init__(engines.sql)
         self._engines = engines
         self._schema_version = schema_version
-        self.rates: RateWindowRepository = compat.legacy_rates(engines.sql)
+        self.rates: RateWindowRepository = RateWindowStore(engines.sql)
 
     @classmethod
     async def open_sqlite(cls, path: Path, *, clock: Clock) -> Database:

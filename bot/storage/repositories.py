@@ -1,7 +1,8 @@
 """The engine-neutral storage interface: one repository per concern, and the database.
 
-Services, the poller and the cogs depend on these Protocols only; an engine (SQLite in
-:mod:`bot.storage.sqlite`, PostgreSQL in :mod:`bot.storage.postgres`) implements them.
+Services, the poller and the cogs depend on these Protocols only; one implementation for both
+engines (SQLite and PostgreSQL: :mod:`bot.storage.repos` over :mod:`bot.storage.engine`, put
+together by :class:`bot.storage.database.Database`) implements them.
 
 Shapes and units, for every engine:
 
@@ -1018,8 +1019,8 @@ class Repositories(Protocol):
 class Database(Repositories, Protocol):
     """An open database: the repositories plus transactions, health and shutdown.
 
-    Built by an engine's ``open`` (e.g. :meth:`bot.storage.sqlite.SqliteDatabase.open`), which
-    migrates the schema first and raises :class:`SchemaTooNewError` for a newer one.
+    Built by :meth:`bot.storage.database.Database.open_sqlite` or ``open_postgresql``, which
+    migrate the schema first and raise :class:`SchemaTooNewError` for a newer one.
     """
 
     @property

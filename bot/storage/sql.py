@@ -8,28 +8,20 @@ engines really differ (claims with ``FOR UPDATE SKIP LOCKED``).
 
 Rows come back as mappings (``row["column"]``), never by position.
 
-:class:`LegacySql` runs Core statements on the pre-SQLAlchemy executors of
-``bot.storage.sqlite.engine`` and ``bot.storage.postgres.engine``, compiled for their
-engine; it exists while repositories move onto one implementation.
+:class:`bot.storage.engine.CoreSql` implements it for both engines; :func:`compile_for` shows a
+statement as an engine's SQL text (query plans, diagnostics).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol, TypeAlias
 
-import asyncpg
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
-
-from bot.storage.repositories import ConstraintError
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
 
 Engine: TypeAlias = Literal["sqlite", "postgresql"]
 Row: TypeAlias = Mapping[str, Any]
@@ -112,86 +104,10 @@ def compile_for(
         row: values for a statement whose parameters are given at execution (``executemany``).
     """
     compiled = stmt.compile(
-        dialect=_DIALECTS[engine],
-        column_keys=list(row) if row is not None else None,
-        compile_kwargs={"render_postcompile": True},
+        dialect=_DIALECTS[engine], column_keys=list(row) if row is not None else None
     )
     assert isinstance(compiled, SQLCompiler)
-    params = compiled.construct_params(row)
-    return str(compiled), [params[name] for name in compiled.positiontup or ()]
-
-
-class LegacySql:
-    """:class:`Sql` over a pre-SQLAlchemy executor (transitional; see the module's note)."""
-
-    def __init__(self, engine: Engine, executor: Any) -> None:
-        self._engine: Engine = engine
-        self._executor = executor
-
-    @property
-    def dialect(self) -> Engine:
-        """The engine's name."""
-        return self._engine
-
-    @property
-    def executor(self) -> Any:
-        """The executor under this one (for repositories not yet moved)."""
-        return self._executor
-
-    def write(self) -> AbstractAsyncContextManager[Sql]:
-        """Yield an executor bound to a write transaction: this one's, or a new one."""
-        return self._write()
-
-    @asynccontextmanager
-    async def _write(self) -> AsyncIterator[Sql]:
-        async with self._executor.write() as tx:
-            yield LegacySql(self._engine, tx)
-
-    async def all(self, stmt: Executable, params: Params = None) -> Sequence[Row]:
-        """Return every row of a query (a write's ``RETURNING`` runs in a write transaction)."""
-        sql, values = compile_for(self._engine, stmt, params)  # type: ignore[arg-type]
-        if getattr(stmt, "is_dml", False):
-            async with self._executor.write() as tx:
-                return await _fetch(self._engine, tx, sql, values)
-        return await _fetch(self._engine, self._executor, sql, values)
-
-    async def one(self, stmt: Executable, params: Params = None) -> Row | None:
-        """Return the first row, or None."""
-        rows = await self.all(stmt, params)
-        return rows[0] if rows else None
-
-    async def scalar(self, stmt: Executable, params: Params = None) -> Any:
-        """Return the first column of the first row, or None."""
-        row = await self.one(stmt, params)
-        return None if row is None else row[next(iter(row.keys()))]
-
-    async def run(self, stmt: Executable, rows: Sequence[Mapping[str, Any]] = ()) -> int:
-        """Execute a write (once per mapping of ``rows`` when given); return the rows changed."""
-        if not rows:
-            return await self._run(*compile_for(self._engine, stmt))  # type: ignore[arg-type]
-        changed = 0
-        async with self.write() as tx:
-            for row in rows:
-                sql, params = compile_for(self._engine, stmt, row)  # type: ignore[arg-type]
-                changed += await tx._run(sql, params)  # type: ignore[attr-defined]
-        return changed
-
-    async def _run(self, sql: str, params: list[Any]) -> int:
-        if self._engine == "sqlite":
-            return int(await self._executor.run(sql, params))
-        return int(await self._executor.run(sql, *params))
-
-    async def lock_guild(self, guild_id: int) -> None:
-        """PostgreSQL: the guild's advisory lock; SQLite: nothing."""
-        if self._engine == "postgresql":
-            await self._executor.lock_guild(guild_id)
-
-
-async def _fetch(engine: Engine, executor: Any, sql: str, params: list[Any]) -> Sequence[Row]:
-    try:
-        if engine == "sqlite":
-            return list(await executor.all(sql, params))
-        return list(await executor.all(sql, *params))
-    except (sqlite3.IntegrityError, asyncpg.IntegrityConstraintViolationError) as exc:
-        # A write's RETURNING comes through here: its constraint errors are ConstraintError too.
-        raise ConstraintError(str(exc)) from exc
+    # Expanded after compiling (IN lists, including those of an expanding parameter given by
+    # ``.params()``, which ``render_postcompile`` refuses to construct parameters for).
+    state = compiled.construct_expanded_state(compiled.construct_params(row))
+    return state.statement, [state.parameters[name] for name in state.positiontup or ()]
