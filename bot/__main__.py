@@ -67,7 +67,7 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run the bot's (or a worker's) coroutine to completion, on uvloop where there is one.
 
     uvloop cut the bot's CPU per poll by about a tenth at 80 polls a second (its event loop,
-    sockets and aiosqlite's thread hand-offs; docs/benchmarks.md, "Cheaper polls"). It has no
+    sockets and the SQLite connections' thread hand-offs; docs/benchmarks.md, "Cheaper polls"). It has no
     Windows build: there, asyncio's own loop runs it.
     """
     if sys.platform == "win32":
@@ -83,12 +83,12 @@ def quiet_library_loggers(level: int) -> None:
 
     discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
     API key typed into ``/config api-key set``) and interaction tokens. httpx2, httpcore2 and
-    aiosqlite log a line per request or query; SQLAlchemy's engine logs every statement with
-    its parameters (key ciphertexts) at INFO.
+    SQLAlchemy log a line per request or statement (SQLAlchemy's engine with its parameters, key
+    ciphertexts included, at INFO; it sets itself to WARNING at import, kept here explicitly).
     """
     for name in ("discord.gateway", "discord.webhook", "discord.http"):
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    for name in ("httpx2", "httpcore2", "aiosqlite", "sqlalchemy", "alembic"):
+    for name in ("httpx2", "httpcore2", "sqlalchemy", "alembic"):
         logging.getLogger(name).setLevel(max(logging.WARNING, level))
 
 
