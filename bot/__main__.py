@@ -67,8 +67,8 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run the bot's (or a worker's) coroutine to completion, on uvloop where there is one.
 
     uvloop cut the bot's CPU per poll by about a tenth at 80 polls a second (its event loop,
-    sockets and the SQLite connections' thread hand-offs; docs/benchmarks.md, "Cheaper polls"). It has no
-    Windows build: there, asyncio's own loop runs it.
+    sockets and the SQLite connections' thread hand-offs; docs/benchmarks.md, "Cheaper
+    polls"). It has no Windows build: there, asyncio's own loop runs it.
     """
     if sys.platform == "win32":
         asyncio.run(main)
