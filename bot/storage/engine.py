@@ -40,13 +40,14 @@ from typing import Any, Final, TypeVar, cast
 from urllib.parse import urlsplit
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy import Connection, create_engine, event, func, select
 from sqlalchemy import Engine as SyncEngine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool, StaticPool
 from sqlalchemy.sql import Executable
-from sqlalchemy.util import greenlet_spawn
+from sqlalchemy.util import LRUCache, greenlet_spawn
 
 from bot.config import redact_database_url
 from bot.redaction import REDACTED
@@ -166,7 +167,7 @@ class _SqliteSide:
 # -- PostgreSQL connections ----------------------------------------------------------------------
 
 
-def _postgres_engine(url: str, max_size: int) -> AsyncEngine:
+def _postgres_engine(url: str) -> AsyncEngine:
     async def connect() -> asyncpg.Connection[Any]:
         # asyncpg reads the URL itself, as before SQLAlchemy: every libpq-style option
         # (sslmode, search_path, ...) keeps working, and the URL is never re-rendered.
@@ -175,10 +176,8 @@ def _postgres_engine(url: str, max_size: int) -> AsyncEngine:
     return create_async_engine(
         "postgresql+asyncpg://",
         async_creator=connect,
-        pool_size=max_size,
-        max_overflow=0,
-        pool_timeout=None,  # as asyncpg's pool: a transaction waits for a free connection
-        # Reads outside a transaction run in autocommit: nothing to roll back on check-in.
+        # Migrations, copy-db and diagnostics only: a connection when asked, none kept.
+        poolclass=NullPool,
         skip_autocommit_rollback=True,
         # jsonb columns come back as their JSON text, as on SQLite: the repositories decode
         # them (bot.storage.schema types them Text), not the driver.
@@ -207,10 +206,15 @@ class Engines:
         *,
         sqlite: tuple[_SqliteSide, _SqliteSide] | None = None,
         postgres: AsyncEngine | None = None,
+        pool: asyncpg.Pool | None = None,
     ) -> None:
         self.dialect: Engine = dialect
         self._sqlite = sqlite
         self._postgres = postgres
+        self._pool = pool
+        # Compiled forms of the statements run on asyncpg, by Core's cache key (statement
+        # structure), as SQLAlchemy's own execution caches them.
+        self._compiled: LRUCache[Any, Any] = LRUCache(500)
         if postgres is not None:
             self._pg_writer = postgres.sync_engine
             # Reads outside a transaction: autocommit, one round trip, no BEGIN.
@@ -252,7 +256,17 @@ class Engines:
             DatabaseUnavailable: the server is unreachable or refused the login (one line; the
                 URL shown without its password).
         """
-        engines = cls("postgresql", postgres=_postgres_engine(url, max_size))
+        try:
+            # The repositories' statements run on asyncpg's own pool (docs/benchmarks.md,
+            # "Storage on SQLAlchemy Core": SQLAlchemy's asyncpg adapter cost 0.15 ms of CPU per
+            # statement more); Core builds and compiles them.
+            pool = await asyncpg.create_pool(url, min_size=1, max_size=max_size)
+        except Exception as exc:
+            raise DatabaseUnavailable(
+                f"DATABASE_URL: cannot connect to {redact_database_url(url)}: "
+                f"{safe_reason(exc, url)}"
+            ) from None
+        engines = cls("postgresql", postgres=_postgres_engine(url), pool=pool)
         try:
             await greenlet_spawn(_touch, engines._pg_writer)
         except Exception as exc:
@@ -300,8 +314,53 @@ class Engines:
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[CoreSql]:
-        async with self.connection() as conn:
-            yield CoreSql(self, conn)
+        if self._pool is not None:
+            if self._closed:
+                raise StorageUnavailableError("the database is closed")
+            async with self._pool.acquire() as conn, conn.transaction():
+                yield CoreSql(self, pg=conn)
+            return
+        async with self.connection() as sa_conn:
+            yield CoreSql(self, sa_conn)
+
+    async def pg_read(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
+        """Run a read on the pool outside a transaction (committed data, one round trip)."""
+        if self._pool is None or self._closed:
+            raise StorageUnavailableError("the database is closed")
+        # asyncpg's records are read by column name, as the Sql surface's rows are.
+        return cast("Sequence[Row]", await self._pool.fetch(sql, *args))
+
+    def pg_statement(
+        self, stmt: Executable, params: Mapping[str, Any] | None
+    ) -> tuple[str, list[Any]]:
+        """``stmt`` as asyncpg's SQL text and positional arguments, compiled once per structure.
+
+        What SQLAlchemy's execution does, without its DBAPI adapter: the compiled form is
+        cached by Core's cache key; values come from ``params`` and from the statement itself
+        (``.params()``, literals); expanding (``IN``) parameters are rendered per call.
+        """
+        assert self._postgres is not None
+        dialect = self._postgres.dialect
+        keys = sorted(params) if params and getattr(stmt, "is_dml", False) else []
+        compiled: Any
+        compiled, extracted, collected, _ = stmt._compile_w_cache(
+            dialect, compiled_cache=self._compiled, column_keys=keys
+        )
+        values = compiled.construct_params(
+            params, extracted_parameters=extracted, _collected_params=collected
+        )
+        processors = compiled._bind_processors
+        if compiled.post_compile_params or compiled.literal_execute_params:
+            state = compiled._process_parameters_for_postcompile(values)
+            processors = {**processors, **state.processors}
+            sql, names = state.statement, state.positiontup
+            values = state.parameters
+        else:
+            sql, names = compiled.string, compiled.positiontup
+        return sql, [
+            processors[name](values[name]) if name in processors else values[name]
+            for name in names or ()
+        ]
 
     async def run_in_transaction(self, work: Callable[[Connection], _T]) -> _T:
         """Run synchronous Core ``work`` in one write transaction of its own, in one hop."""
@@ -349,6 +408,8 @@ class Engines:
             return
         async with self._locked():
             self._closed = True
+            if self._pool is not None:
+                await self._pool.close()
             if self._postgres is not None:
                 await self._postgres.dispose()
             for side in self._sqlite or ():
@@ -458,16 +519,28 @@ def _changed(conn: Connection, stmt: Executable, rows: Sequence[Mapping[str, Any
 class CoreSql:
     """:class:`~bot.storage.sql.Sql` over SQLAlchemy Core, unbound or bound to a transaction.
 
+    SQLite runs the statements with Core's execution in the connection's thread; PostgreSQL
+    compiles them with Core (cached by structure, :meth:`Engines.pg_statement`) and runs them
+    on asyncpg.
+
     Args:
         engines: the database's connections.
-        conn: the transaction's connection; None for the unbound executor of the database.
+        conn: SQLite: the transaction's Core connection; None when unbound.
+        pg: PostgreSQL: the transaction's asyncpg connection; None when unbound.
     """
 
-    __slots__ = ("_conn", "_engines", "_locked")
+    __slots__ = ("_conn", "_engines", "_locked", "_pg")
 
-    def __init__(self, engines: Engines, conn: Connection | None = None) -> None:
+    def __init__(
+        self,
+        engines: Engines,
+        conn: Connection | None = None,
+        *,
+        pg: asyncpg.Connection[Any] | PoolConnectionProxy[Any] | None = None,
+    ) -> None:
         self._engines = engines
         self._conn = conn
+        self._pg = pg
         self._locked: set[int] = set()
 
     @property
@@ -475,20 +548,9 @@ class CoreSql:
         """The engine's name: ``"sqlite"`` or ``"postgresql"``."""
         return self._engines.dialect
 
-    @property
-    def connection(self) -> Connection:
-        """The transaction's Core connection, for engine-specific bulk work (copy-db).
-
-        Raises:
-            RuntimeError: this executor is not bound to a transaction.
-        """
-        if self._conn is None:
-            raise RuntimeError("not bound to a transaction")
-        return self._conn
-
     def write(self) -> AbstractAsyncContextManager[Sql]:
         """Yield an executor bound to a write transaction: this one's, or a new one."""
-        if self._conn is not None:
+        if self._conn is not None or self._pg is not None:
             return contextlib.nullcontext(self)
         return self._engines.transaction()
 
@@ -498,6 +560,8 @@ class CoreSql:
         Raises:
             ConstraintError: a write broke a constraint (nothing of it is kept).
         """
+        if self._engines.dialect == "postgresql":
+            return await self._pg_fetch(stmt, params)
         if self._conn is not None:
             return await self._engines.call_bound(_rows, self._conn, stmt, params)
         if getattr(stmt, "is_dml", False):
@@ -520,9 +584,40 @@ class CoreSql:
         Raises:
             ConstraintError: the write broke a constraint (nothing of it is kept).
         """
+        if self._engines.dialect == "postgresql":
+            if self._pg is None:
+                async with self._engines.transaction() as tx:
+                    return await tx.run(stmt, rows)
+            changed = 0
+            # asyncpg's executemany reports no row counts: one execution per row (in the one
+            # transaction).
+            for row in rows or (None,):
+                sql, args = self._engines.pg_statement(stmt, row)
+                try:
+                    status = await self._pg.execute(sql, *args)
+                except asyncpg.IntegrityConstraintViolationError as exc:
+                    raise ConstraintError(exc.message) from exc
+                # The command tag: "UPDATE 3", "DELETE 0", "INSERT 0 1" ("CREATE TABLE": 0).
+                count = status.rsplit(" ", 1)[-1]
+                changed += int(count) if count.isdigit() else 0
+            return changed
         if self._conn is not None:
             return await self._engines.call_bound(_changed, self._conn, stmt, rows)
         return await self._engines.run_in_transaction(lambda conn: _changed(conn, stmt, rows))
+
+    async def _pg_fetch(self, stmt: Executable, params: Params) -> Sequence[Row]:
+        if self._pg is None and getattr(stmt, "is_dml", False):
+            async with self._engines.transaction() as tx:
+                return await tx.all(stmt, params)
+        sql, args = self._engines.pg_statement(stmt, params)
+        try:
+            if self._pg is not None:
+                rows: Sequence[Row] = await self._pg.fetch(sql, *args)
+            else:
+                rows = await self._engines.pg_read(sql, args)
+        except asyncpg.IntegrityConstraintViolationError as exc:
+            raise ConstraintError(exc.message) from exc
+        return rows
 
     async def lock_guild(self, guild_id: int) -> None:
         """PostgreSQL: hold the guild's advisory lock until the transaction ends.
@@ -530,9 +625,9 @@ class CoreSql:
         SQLite needs nothing (its writer lock serialises every write transaction), nor does an
         unbound executor (there is no transaction to hold it in).
         """
-        if self.dialect != "postgresql" or self._conn is None or guild_id in self._locked:
+        if self._pg is None or guild_id in self._locked:
             return
-        await self._engines.call_bound(_advisory_lock, self._conn, guild_id)
+        await self._pg.execute("SELECT pg_advisory_xact_lock($1)", guild_id)
         self._locked.add(guild_id)
 
 
