@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -43,7 +44,7 @@ import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 from sqlalchemy import Connection, create_engine, event, func, select
 from sqlalchemy import Engine as SyncEngine
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, StaticPool
 from sqlalchemy.sql import Executable
@@ -77,11 +78,6 @@ def safe_reason(exc: BaseException, url: str) -> str:
         if secret:
             reason = reason.replace(secret, REDACTED)
     return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
-
-
-def _constraint(exc: IntegrityError) -> ConstraintError:
-    """The driver's message (first line) as :class:`ConstraintError`; no values are added."""
-    return ConstraintError((str(exc.orig).strip().splitlines() or ["constraint violated"])[0])
 
 
 # -- SQLite connections ------------------------------------------------------------------------
@@ -212,9 +208,6 @@ class Engines:
         self._sqlite = sqlite
         self._postgres = postgres
         self._pool = pool
-        # Compiled forms of the statements run on asyncpg, by Core's cache key (statement
-        # structure), as SQLAlchemy's own execution caches them.
-        self._compiled: LRUCache[Any, Any] = LRUCache(500)
         if postgres is not None:
             self._pg_writer = postgres.sync_engine
             # Reads outside a transaction: autocommit, one round trip, no BEGIN.
@@ -333,34 +326,9 @@ class Engines:
     def pg_statement(
         self, stmt: Executable, params: Mapping[str, Any] | None
     ) -> tuple[str, list[Any]]:
-        """``stmt`` as asyncpg's SQL text and positional arguments, compiled once per structure.
-
-        What SQLAlchemy's execution does, without its DBAPI adapter: the compiled form is
-        cached by Core's cache key; values come from ``params`` and from the statement itself
-        (``.params()``, literals); expanding (``IN``) parameters are rendered per call.
-        """
+        """``stmt`` as asyncpg's SQL text and positional arguments (see :func:`statement`)."""
         assert self._postgres is not None
-        dialect = self._postgres.dialect
-        keys = sorted(params) if params and getattr(stmt, "is_dml", False) else []
-        compiled: Any
-        compiled, extracted, collected, _ = stmt._compile_w_cache(
-            dialect, compiled_cache=self._compiled, column_keys=keys
-        )
-        values = compiled.construct_params(
-            params, extracted_parameters=extracted, _collected_params=collected
-        )
-        processors = compiled._bind_processors
-        if compiled.post_compile_params or compiled.literal_execute_params:
-            state = compiled._process_parameters_for_postcompile(values)
-            processors = {**processors, **state.processors}
-            sql, names = state.statement, state.positiontup
-            values = state.parameters
-        else:
-            sql, names = compiled.string, compiled.positiontup
-        return sql, [
-            processors[name](values[name]) if name in processors else values[name]
-            for name in names or ()
-        ]
+        return statement(self._postgres.dialect, stmt, params)
 
     async def run_in_transaction(self, work: Callable[[Connection], _T]) -> _T:
         """Run synchronous Core ``work`` in one write transaction of its own, in one hop."""
@@ -417,6 +385,43 @@ class Engines:
                     await side.call(side.close)
                 finally:
                     side.shutdown()
+
+
+_COMPILED: Final[LRUCache[Any, Any]] = LRUCache(1000)
+"""Compiled statements by Core's cache key (their structure), as Core's own execution keeps."""
+
+
+def statement(
+    dialect: Any, stmt: Executable, params: Mapping[str, Any] | None
+) -> tuple[str, list[Any]]:
+    """``stmt`` as the driver's SQL text and positional arguments, compiled once per structure.
+
+    What SQLAlchemy's execution does before it calls the driver, without its DBAPI layer (about
+    0.1 ms of CPU per statement on either engine; docs/benchmarks.md, "Storage on SQLAlchemy
+    Core"): the compiled form is cached by Core's cache key; values come from ``params`` and
+    from the statement itself (``.params()``, literals); the dialect's bind processors apply;
+    expanding (``IN``) parameters are rendered per call.
+    """
+    keys = sorted(params) if params and getattr(stmt, "is_dml", False) else []
+    compiled: Any
+    compiled, extracted, collected, _ = stmt._compile_w_cache(
+        dialect, compiled_cache=_COMPILED, column_keys=keys
+    )
+    values = compiled.construct_params(
+        params, extracted_parameters=extracted, _collected_params=collected
+    )
+    processors = compiled._bind_processors
+    if compiled.post_compile_params or compiled.literal_execute_params:
+        state = compiled._process_parameters_for_postcompile(values)
+        processors = {**processors, **state.processors}
+        sql, names = state.statement, state.positiontup
+        values = state.parameters
+    else:
+        sql, names = compiled.string, compiled.positiontup
+    return sql, [
+        processors[name](values[name]) if name in processors else values[name]
+        for name in names or ()
+    ]
 
 
 def _touch(engine: SyncEngine) -> None:
@@ -495,25 +500,42 @@ def _on_held(side: _SqliteSide, work: Callable[[Connection], _T]) -> _T:
 # -- the one Sql of both engines -----------------------------------------------------------------
 
 
+def _cursor(conn: Connection) -> sqlite3.Cursor:
+    dbapi = conn.connection.dbapi_connection
+    assert dbapi is not None
+    cursor = cast(sqlite3.Cursor, dbapi.cursor())
+    cursor.row_factory = sqlite3.Row  # rows read by column name, as the Sql surface's
+    return cursor
+
+
 def _rows(conn: Connection, stmt: Executable, params: Params = None) -> Sequence[Row]:
+    """Run ``stmt`` on a SQLite connection (in its thread) and return its rows."""
+    sql, args = statement(conn.dialect, stmt, params)
+    cursor = _cursor(conn)
     try:
-        return cast("Sequence[Row]", conn.execute(stmt, params).mappings().all())
-    except IntegrityError as exc:
-        raise _constraint(exc) from exc
+        return cast("Sequence[Row]", cursor.execute(sql, args).fetchall())
+    except sqlite3.IntegrityError as exc:
+        raise ConstraintError(str(exc)) from exc
+    finally:
+        cursor.close()
 
 
 def _changed(conn: Connection, stmt: Executable, rows: Sequence[Mapping[str, Any]]) -> int:
+    """Run a write on a SQLite connection (once, or once per row); return the rows changed."""
+    cursor = _cursor(conn)
     try:
-        if not rows:
-            return int(conn.execute(stmt).rowcount)
-        if len(rows) == 1:
-            return int(conn.execute(stmt, dict(rows[0])).rowcount)
-        if conn.dialect.supports_sane_multi_rowcount:
-            return int(conn.execute(stmt, list(rows)).rowcount)
-        # asyncpg's executemany reports no row counts: one execution per row (one transaction).
-        return sum(int(conn.execute(stmt, dict(row)).rowcount) for row in rows)
-    except IntegrityError as exc:
-        raise _constraint(exc) from exc
+        if len(rows) <= 1:
+            sql, args = statement(conn.dialect, stmt, rows[0] if rows else None)
+            return int(cursor.execute(sql, args).rowcount)
+        batch = [statement(conn.dialect, stmt, row) for row in rows]
+        if len({sql for sql, _ in batch}) == 1:
+            return int(cursor.executemany(batch[0][0], [args for _, args in batch]).rowcount)
+        # Expanding parameters: each row's text is its own.
+        return sum(int(cursor.execute(sql, args).rowcount) for sql, args in batch)
+    except sqlite3.IntegrityError as exc:
+        raise ConstraintError(str(exc)) from exc
+    finally:
+        cursor.close()
 
 
 class CoreSql:
@@ -576,7 +598,7 @@ class CoreSql:
     async def scalar(self, stmt: Executable, params: Params = None) -> Any:
         """Return the first column of the first row, or None when there is no row."""
         row = await self.one(stmt, params)
-        return None if row is None else next(iter(row.values()))
+        return None if row is None else row[0]  # type: ignore[index]
 
     async def run(self, stmt: Executable, rows: Sequence[Mapping[str, Any]] = ()) -> int:
         """Execute a write (once, or once per mapping of ``rows``); return the rows changed.
