@@ -33,6 +33,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     true,
     type_coerce,
     union_all,
@@ -264,6 +265,17 @@ _SCHEDULE_POLL: Final = (
 # Fenced per row like _SCHEDULE_POLL, in one executemany per batch (the write-behind).
 SCHEDULE_POLLS: Final = _SCHEDULE_POLL.values(
     last_progress_at=func.coalesce(bindparam("p_progress", type_=Double), jobs.c.last_progress_at)
+)
+# PostgreSQL's write-behind: the batch as arrays, one UPDATE ... FROM unnest(...) (each row
+# fenced on its own, as SCHEDULE_POLLS; the batch holds one row per job, last_per_job).
+_SCHEDULE_POLLS_UNNEST: Final = text(
+    "UPDATE jobs SET next_poll_at = u.at, poll_count = u.n,"
+    " last_progress_at = COALESCE(u.progress, jobs.last_progress_at)"
+    " FROM unnest(CAST(:p_id AS bigint[]), CAST(:p_next AS double precision[]),"
+    " CAST(:p_count AS integer[]), CAST(:p_token AS bigint[]),"
+    " CAST(:p_progress AS double precision[])) AS u(id, at, n, token, progress)"
+    " WHERE jobs.id = u.id AND jobs.status = 'pending'"
+    " AND (u.token IS NULL OR jobs.poll_token = u.token)"
 )
 _SET_UNWATCHED: Final = (
     update(jobs)
@@ -508,6 +520,13 @@ class JobStore:
         ]
         if not rows:
             return 0
+        if self._sql.dialect == "postgresql":
+            # One statement for the batch, as before issue 19: asyncpg's executemany reports
+            # no row counts, so the batch would otherwise be one round trip per poll (1.4 ms of
+            # bot CPU per poll at 10,000 jobs; docs/benchmarks.md, "Storage on SQLAlchemy
+            # Core"). SQLite runs the executemany below, one trip to its writer thread.
+            columns = {key: [row[key] for row in rows] for key in rows[0]}
+            return await self._sql.run(_SCHEDULE_POLLS_UNNEST, [columns])
         return await self._sql.run(SCHEDULE_POLLS, rows)
 
     async def set_unwatched(
