@@ -90,6 +90,23 @@ async def test_a_private_video_card_lives_in_the_members_dm(world: World) -> Non
     assert public(world, "secret garden") == []
 
 
+async def test_jobs_links_a_private_result_to_its_card_in_the_dm(world: World) -> None:
+    """``/jobs``'s Message link of a private result opens its card in the member's DM."""
+    user = await private_member(world, "private-lister")
+    await video(world, "a paper boat", user)
+    dm = world.discord.dm_channel(user.id)
+    card = await world.discord.wait_for_message(
+        lambda m: m.channel_id == dm.id and "paper boat" in m.text,
+        include_existing=True,
+        timeout=15,
+    )
+    await finished(world, card.id)
+    listed = await world.answer(await world.command("jobs", {}, user_id=user.id))
+    assert listed.ephemeral
+    assert f"[Message](https://discord.com/channels/@me/{dm.id}/{card.id})" in listed.text
+    assert f"/{world.guild.id}/{world.channel.id}/{card.id}" not in listed.text
+
+
 async def test_a_private_asynchronous_image_card_lives_in_the_dm_too(world: World) -> None:
     user = await private_member(world, "private-painter")
     handle = await world.command(
@@ -214,6 +231,10 @@ async def test_closed_dms_the_result_reaches_the_member_on_the_response(world: W
     assert done.ephemeral and result_url(done)
     assert public(world, "hidden waterfall") == []
     assert in_dm(world, user) == []
+    # Its card was an ephemeral response: /jobs has no message to link it to.
+    listed = await world.answer(await world.command("jobs", {}, user_id=user.id))
+    assert "hidden waterfall" in listed.text
+    assert "[Message](" not in listed.text
 
 
 async def test_closed_dms_and_an_expired_token_post_in_the_channel_saying_why(
