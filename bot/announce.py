@@ -757,9 +757,11 @@ class DiscordAnnouncer:
             if card is not None:
                 where = f" (requested in <#{job.channel_id}>; private results)"
             buttons = parts.action_buttons
-            if self._unreachable(job) == BOT_LEFT:
-                # Again, Vary, Animate and Edit act in the server the job came from, as on a
-                # private card (cogs.cards.dm_card_click): the bot is no longer there.
+            why = self._unreachable(job)
+            if why == BOT_LEFT or (why is not None and card is None):
+                # Again, Vary, Animate and Edit act in the server and channel the job came
+                # from, as on a private card (cogs.cards.dm_card_click): the bot is no longer
+                # in that server, or cannot see the channel a public card's next one goes to.
                 buttons = dm_buttons(buttons)
             notice = self._with_notice(
                 dataclasses.replace(parts, action_buttons=buttons), job, where

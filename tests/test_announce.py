@@ -207,6 +207,23 @@ async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
         assert shown is not None and shown.delivery_route is DeliveryRoute.DM
 
 
+async def test_a_result_sent_by_dm_from_a_channel_the_bot_cannot_see_keeps_only_delete(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """Again from that DM would post its new card in the channel the bot lost (50001)."""
+    (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
+    channel = rest_bot.client.get_partial_messageable(rest_bot.who.channel_id)
+    placeholder = await channel.send("queued")
+    await stack.generation.attach_message(job, placeholder.id)
+    rest_bot.emulator.revoke_channel_access(rest_bot.who.channel_id)
+    async with output_client(stack.api.base_url) as http:
+        announcer = DiscordAnnouncer(rest_bot.client, clock=stack.clock, sandbox=False, http=http)
+        await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 1)
+    (sent,) = rest_bot.dms()
+    assert sent.attachments
+    assert actions(sent) == ["delete"]
+
+
 async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the_channel(
     stack: Stack, rest_bot: RestBot
 ) -> None:
