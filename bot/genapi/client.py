@@ -47,7 +47,7 @@ from bot.genapi.models import (
     TextResult,
     VideoRequest,
 )
-from bot.genapi.ratelimit import Limiter, Priority
+from bot.genapi.ratelimit import Kind, Limiter, Priority
 from bot.metrics import Metrics
 from bot.redaction import redact
 
@@ -289,7 +289,10 @@ class GenAPIClient:
         Raises:
             GenAPIError: any subclass; :class:`APITimeoutError` means it may have been charged.
         """
-        response = await self._request("POST", "video/generate", key, json=request.body())
+        # A submission: its member waits for the task anyway, so it leaves the answers' reserve.
+        response = await self._request(
+            "POST", "video/generate", key, json=request.body(), kind=Kind.SUBMISSION
+        )
         return self._parse(response, PendingTask)
 
     async def video_status(
@@ -384,6 +387,7 @@ class GenAPIClient:
         json: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         priority: Priority = Priority.INTERACTIVE,
+        kind: Kind = Kind.ANSWER,
     ) -> httpx.Response:
         idempotent = method == "GET"
         url = path if isinstance(path, httpx.URL) else self._base.join(path)
@@ -394,7 +398,7 @@ class GenAPIClient:
         operation = _operation(method, path)
 
         async def attempt() -> httpx.Response:
-            await limiter.acquire(priority, max_wait=max_wait)
+            await limiter.acquire(priority, max_wait=max_wait, kind=kind)
             started = self._clock.monotonic()
             try:
                 response = await self._http.request(
