@@ -371,7 +371,7 @@ async def test_queued_videos_leave_a_burst_of_texts_its_slots() -> None:
     await clock.drive(*videos, *texts)
     waits = dict(sent)
     assert [waits[f"text{i}"] for i in range(3)] == [0.0, 0.0, 0.0]
-    assert sorted(waits[f"video{i}"] for i in range(10))[:7] == [0.0] * 7
+    assert sorted(waits[f"video{i}"] for i in range(10))[:4] == [0.0] * 4  # 24 of 30
     assert limiter.sent_in_window <= 30
 
 
@@ -402,9 +402,9 @@ async def test_submissions_go_at_once_while_the_window_has_room_beyond_the_reser
     clock = TimerClock()
     limiter = settled(clock, margin=0).for_key("k")
     await clock.drive(
-        *(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION) for _ in range(27))
+        *(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION) for _ in range(24))
     )
-    assert limiter.sent_in_window == 27
+    assert limiter.sent_in_window == 24
     start = clock.monotonic()
-    await clock.drive(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION))  # 28th waits
+    await clock.drive(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION))  # 25th waits
     assert clock.monotonic() > start

@@ -58,8 +58,12 @@ class BudgetRules:
         burst: background requests that may go at once; beyond it they are spaced by
             ``window / limit`` (a leaky bucket), so that the window's requests leave it one
             by one and a user who finds it full waits about that long, not a minute.
-        answer_reserve: slots interactive submissions leave free for answers (issue 23: a
-            ``/text`` and a burst of two at once find room while ``/video``s queue).
+        answer_reserve: slots interactive submissions leave free for answers (issue 23): the
+            share polls are owed against users (``window / floor``, 6 of 30), so that a
+            member's ``/text`` every 5-10 s and a burst of two find room for as long as
+            queued ``/video``s are held (``answer_patience``) and nothing leaves the window
+            (``bench batch``: ten ``/video`` at once after a minute of polls left 30 s
+            without a departure; a reserve of 3 left the fourth ``/text`` 10 s waiting).
         answer_patience: seconds a submission is held back for the answers' reserve at most;
             then it takes its turn like an answer.
     """
@@ -74,7 +78,7 @@ class BudgetRules:
     floor: float = 10.0
     min_pace: float = 6.0
     burst: int = 6
-    answer_reserve: int = 3
+    answer_reserve: int = 6
     answer_patience: float = 30.0
 
     @property

@@ -36,7 +36,7 @@ an image, the catalogue), a *submission* one whose reply is a task that takes te
 to minutes anyway (``/video``). Within a guild, first come first served holds per kind, and a
 guild's turn takes its oldest answer before its oldest submission: a ``/text`` does not wait
 behind the ten ``/video`` its own server queued a moment before. And submissions leave
-``answer_reserve`` slots of the window (3 of 30) to answers, as polls leave theirs to users: a
+``answer_reserve`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
 burst of submissions that finds the window nearly full waits for slots beyond the reserve, and
 answers that come meanwhile pass it. A submission is held this way at most ``answer_patience``
 (30 s), after which it takes its turn like an answer, so a stream of answers from one server
