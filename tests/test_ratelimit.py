@@ -408,3 +408,25 @@ async def test_submissions_go_at_once_while_the_window_has_room_beyond_the_reser
     start = clock.monotonic()
     await clock.drive(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION))  # 25th waits
     assert clock.monotonic() > start
+
+
+async def test_held_videos_coming_due_together_leave_room_for_a_burst_of_texts() -> None:
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    for _ in range(20):  # the window two-thirds full; nothing leaves it for a minute
+        await limiter.acquire(Priority.INTERACTIVE)
+    start = clock.monotonic()
+    waits: dict[str, float] = {}
+
+    async def request(name: str, kind: Kind, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        queued = clock.monotonic()
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0, kind=kind)
+        waits[name] = clock.monotonic() - queued
+
+    videos = [request(f"video{i}", Kind.SUBMISSION) for i in range(10)]
+    texts = [request(f"text{i}", Kind.ANSWER, at=31.0) for i in range(2)]  # past the patience
+    await clock.drive(*videos, *texts)
+    assert waits["text0"] == waits["text1"] == 0.0
+    assert sorted(waits[f"video{i}"] for i in range(10)) == [0.0] * 4 + [30.0] * 4 + [60.0] * 2
+    assert clock.monotonic() - start == 60.0

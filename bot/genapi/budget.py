@@ -65,7 +65,7 @@ class BudgetRules:
             (``bench batch``: ten ``/video`` at once after a minute of polls left 30 s
             without a departure; a reserve of 3 left the fourth ``/text`` 10 s waiting).
         answer_patience: seconds a submission is held back for the answers' reserve at most;
-            then it takes its turn like an answer.
+            then it takes its turn like an answer, leaving only ``reserve`` slots.
     """
 
     limit: int = 30
@@ -98,19 +98,24 @@ class BudgetRules:
             return 0.0
         return live[len(live) - self.limit] + self.window - now
 
-    def submission_delay(self, now: float, sent: Sequence[tuple[float, bool]]) -> float:
+    def submission_delay(
+        self, now: float, sent: Sequence[tuple[float, bool]], *, patient: bool = True
+    ) -> float:
         """Seconds until an interactive submission may go, leaving the answers' reserve free.
 
         Args:
             now: the current time (any epoch, the same as ``sent``'s).
             sent: ``(at, background)`` of the requests sent in the window, oldest first.
+            patient: the submission is still within ``answer_patience``: it leaves
+                ``answer_reserve`` slots; past it, only ``reserve`` (a burst of answers still
+                finds room when held submissions all come due at once).
 
         Returns:
-            <= 0 when it may go now: at most ``limit - answer_reserve - 1`` requests in the
-            window; else when enough of them will have left it.
+            <= 0 when it may go now: fewer than ``limit`` minus the slots left in the window;
+            else when enough of them will have left it.
         """
         live = [at for at, _ in sent if at > now - self.window]
-        cap = max(1, self.limit - self.answer_reserve)
+        cap = max(1, self.limit - (self.answer_reserve if patient else self.reserve))
         if len(live) < cap:
             return 0.0
         return live[len(live) - cap] + self.window - now

@@ -39,8 +39,10 @@ behind the ten ``/video`` its own server queued a moment before. And submissions
 ``answer_reserve`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
 burst of submissions that finds the window nearly full waits for slots beyond the reserve, and
 answers that come meanwhile pass it. A submission is held this way at most ``answer_patience``
-(30 s), after which it takes its turn like an answer, so a stream of answers from one server
-never starves another server's submission (issue 18's turns then apply). Fairness across guilds
+(30 s), after which it takes its turn like an answer (leaving only the users' ``reserve`` of 2,
+so that held submissions coming due together leave room for a burst of answers), so a stream
+of answers from one server never starves another server's submission (issue 18's turns then
+apply: while it is the head of the queue, nothing passes it). Fairness across guilds
 is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
 the ``/text`` wait). The caller's :class:`QueueSeat` (a context variable set by the
 Discord side) names its guild, hears its place and estimated wait, and may cancel, which costs
@@ -480,10 +482,13 @@ class KeyLimiter:
         if ticket.priority is Priority.BACKGROUND:
             delay = rules.background_delay(now, self._sent)
         elif ticket.kind is Kind.SUBMISSION:
-            # Held for the answers' reserve until its patience runs out (module docstring).
+            # Held for the answers' reserve until its patience runs out (module docstring);
+            # then, at its turn, it still leaves the users' reserve (a burst of answers).
             patience = ticket.queued_at + rules.answer_patience - now
-            delay = min(rules.submission_delay(now, self._sent), max(patience, 0.0))
-            delay = max(delay, rules.interactive_delay(now, self._sent))
+            delay = max(
+                min(rules.submission_delay(now, self._sent), max(patience, 0.0)),
+                rules.submission_delay(now, self._sent, patient=False),
+            )
         else:
             delay = rules.interactive_delay(now, self._sent)
         return max(delay, self._blocked_until - now)
