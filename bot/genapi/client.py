@@ -20,6 +20,7 @@ Retry rules (money is real, spec part 7 and the project's rules):
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import hashlib
 import logging
@@ -71,6 +72,17 @@ _BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8.0, jitter=0.5)
 
 POLL_TARGETS = 20_000
 """Resolved poll URLs a client remembers (a few hundred bytes each; 10,000 pending jobs fit)."""
+
+_FIRST_ATTEMPT = RetryCallState(AsyncRetrying(), None, (), {})
+"""The retry state of a request's first attempt (``attempt_number`` 1), for its backoff."""
+
+
+def _first_backoff(exc: BaseException) -> float:
+    """Seconds before the second attempt, as ``GenAPIClient._backoff`` gives after the first."""
+    if isinstance(exc, errors.RateLimitedError):
+        return 0.0  # the limiter already holds the key for Retry-After
+    return float(_BACKOFF(_FIRST_ATTEMPT))
+
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport failures that prove the request never reached the service."""
@@ -449,9 +461,26 @@ class GenAPIClient:
                 self._json(response)  # a non-JSON 200 is worth another try for a GET
             return response
 
+        # The first attempt runs bare: nearly every request succeeds at once, and tenacity's
+        # machinery was 6 % of the poller's CPU (issue 23, docs/benchmarks.md). A retryable
+        # failure continues exactly as tenacity would: the first backoff, then attempts 2..N.
+        try:
+            return await attempt()
+        except Exception as exc:
+            if self._attempts <= 1 or not _is_retryable(exc, idempotent=idempotent):
+                raise
+            log.warning("retrying %s %s after %r", method, url.path, exc)
+            await self._clock.sleep(_first_backoff(exc))
+
+        def later_backoff(state: RetryCallState) -> float:
+            # Attempt n of this retrying is attempt n + 1 of the request.
+            shifted = copy.copy(state)
+            shifted.attempt_number += 1
+            return self._backoff(shifted)
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=self._backoff,
+            stop=stop_after_attempt(self._attempts - 1),
+            wait=later_backoff,
             retry=retry_if_exception(lambda exc: _is_retryable(exc, idempotent=idempotent)),
             sleep=self._clock.sleep,
             before_sleep=lambda state: log.warning(
