@@ -30,7 +30,7 @@ from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
-from bot.logs import bind
+from bot.logs import bind, set_context
 from bot.poll_writes import PollWrites
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
@@ -477,8 +477,10 @@ class Poller:
         await sleep_or_wake(self._clock, self._wake, min(delay, 5.0))
 
     async def _poll(self, job: Job) -> None:
-        with bind(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id):
-            await self._poll_logged(job)
+        # The poll's own task: its context ends with it, so nothing needs resetting (the
+        # context manager ``bind`` was 2 % of the poller's CPU, issue 23).
+        set_context(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id)
+        await self._poll_logged(job)
 
     async def _poll_logged(self, job: Job) -> None:
         try:
