@@ -72,8 +72,10 @@ class BudgetRules:
             head of the users' queue take the free slots before it, at most (issue 23): the
             floor is a share of the window, not a priority at every instant, so it may yield
             an instant to a member waiting for a ``/text``; bounded, so the polls' share, and
-            the detection delay, move by at most this much (``bench batch``: a poll passing a
-            ``/text`` in a full window made the next ``/text``s wait 3.6-6 s).
+            the detection delay, move by at most this much. Two floor periods: in ``bench
+            batch``'s full window a poll passing a ``/text`` made the next ``/text``s wait
+            3.6-6 s, and the first free slot no answer waited for came 17 s after the first
+            the poll yielded (docs/benchmarks.md, section 9).
     """
 
     limit: int = 30
@@ -88,7 +90,7 @@ class BudgetRules:
     burst: int = 6
     answer_reserve: int = 6
     answer_patience: float = 30.0
-    floor_yield: float = 10.0
+    floor_yield: float = 20.0
 
     @property
     def background_cap(self) -> int:

@@ -24,7 +24,7 @@ interactive requests (a user is waiting on a command) go first and may use the w
 background requests (polls, catalogue refreshes) leave users their reserved slots, looking ahead
 at the users' pace, and are owed one slot every 10 s however busy the users are. That floor
 is a share of the window, not a priority at every instant: a poll owed it lets answers waiting
-at the head of the queue take the free slots first, for at most ``floor_yield`` (10 s, issue
+at the head of the queue take the free slots first, for at most ``floor_yield`` (20 s, issue
 23), so a member's ``/text`` is not the one that waits in a full window.
 
 **A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
