@@ -12,6 +12,7 @@ from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import (
     QUEUE_SEAT,
+    KeyLimiter,
     Kind,
     Priority,
     QueueSeat,
@@ -106,7 +107,7 @@ async def test_background_requests_burst_a_little_then_are_spaced() -> None:
     assert gaps == pytest.approx([60 / 30] * 3)
 
 
-async def test_a_background_request_owed_its_floor_passes_waiting_users() -> None:
+async def test_a_background_request_owed_its_floor_passes_waiting_submissions() -> None:
     clock = ManualClock()
     limiter = settled(clock, margin=0).for_key("k")
     for _ in range(30):  # one a second: they leave the window one by one
@@ -114,8 +115,8 @@ async def test_a_background_request_owed_its_floor_passes_waiting_users() -> Non
         clock.advance(1.0)
     order: list[str] = []
 
-    async def request(name: str, priority: Priority) -> None:
-        await limiter.acquire(priority)
+    async def request(name: str, priority: Priority, kind: Kind = Kind.SUBMISSION) -> None:
+        await limiter.acquire(priority, kind=kind)
         order.append(name)
 
     # Users fill the window: without the floor, users queued after the poll would go first.
@@ -430,3 +431,58 @@ async def test_held_videos_coming_due_together_leave_room_for_a_burst_of_texts()
     assert waits["text0"] == waits["text1"] == 0.0
     assert sorted(waits[f"video{i}"] for i in range(10)) == [0.0] * 4 + [30.0] * 4 + [60.0] * 2
     assert clock.monotonic() - start == 60.0
+
+
+async def full_of_answers(
+    clock: TimerClock, limiter: KeyLimiter, spacing: float, window: float = 60.0
+) -> float:
+    """Fill the window with 30 answers ``spacing`` s apart; return when the first leaves it."""
+    first = clock.monotonic()
+    for i in range(30):
+        if i:
+            clock.advance(spacing)
+        await limiter.acquire(Priority.INTERACTIVE)
+    return first + window
+
+
+async def test_a_poll_owed_its_floor_yields_the_free_slot_to_a_waiting_text() -> None:
+    # Issue 23, bench batch's trickle: users fill the window and the polls are owed their
+    # floor; the slot that comes free goes to the member's /text, the poll takes the next one.
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    free_at = await full_of_answers(clock, limiter, 2.0)  # one leaves every 2 s
+    sent: dict[str, float] = {}
+
+    async def request(name: str, priority: Priority) -> None:
+        await limiter.acquire(priority, max_wait=300.0)
+        sent[name] = clock.monotonic()
+
+    poll = asyncio.ensure_future(request("poll", Priority.BACKGROUND))
+    await asyncio.sleep(0)  # the poll was queued first
+    text = asyncio.ensure_future(request("text", Priority.INTERACTIVE))
+    await clock.drive(poll, text)
+    assert sent["text"] == free_at  # the first slot to come free
+    assert sent["poll"] == free_at + 2.0  # the next one
+
+
+async def test_a_poll_yields_to_a_stream_of_texts_only_for_a_bounded_time() -> None:
+    # The floor still holds: however many /text wait, a poll owed it goes within floor_yield
+    # seconds of the first free slot it yielded (detection delay moves by at most that much).
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    free_at = await full_of_answers(clock, limiter, 1.0)  # one leaves every second
+    sent: list[tuple[str, float]] = []
+
+    async def request(name: str, priority: Priority) -> None:
+        await limiter.acquire(priority, max_wait=600.0)
+        sent.append((name, clock.monotonic()))
+
+    poll = asyncio.ensure_future(request("poll", Priority.BACKGROUND))
+    await asyncio.sleep(0)
+    texts = [asyncio.ensure_future(request(f"text{i}", Priority.INTERACTIVE)) for i in range(40)]
+    await clock.drive(poll, *texts)
+    names = [name for name, _ in sent]
+    poll_at = dict(sent)["poll"]
+    assert names[0] == "text0"  # it yielded
+    assert poll_at <= free_at + BudgetRules().floor_yield
+    assert names.index("poll") < names.index("text20")

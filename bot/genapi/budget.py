@@ -22,7 +22,9 @@ database (:mod:`bot.genapi.shared_ratelimit`):
 - **Floor**: when users hold half the window or more, background requests are owed
   ``window / floor`` slots of it (6 of 30: one per 10 s); while they hold fewer, the next free
   slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
-  starved however busy the users.
+  starved however busy the users. The floor is a share, not a priority at every instant: a
+  poll owed it lets answers (``/text``, images) waiting at the head of the queue take the free
+  slots first for at most ``floor_yield`` seconds (issue 23), then goes first.
 
 No timer is kept: a caller asks :func:`interactive_delay` or :func:`background_delay` when it
 wants to send, and again after the returned delay or when the window changes.
@@ -66,6 +68,14 @@ class BudgetRules:
             without a departure; a reserve of 3 left the fourth ``/text`` 10 s waiting).
         answer_patience: seconds a submission is held back for the answers' reserve at most;
             then it takes its turn like an answer, leaving only ``reserve`` slots.
+        floor_yield: seconds a background request owed the floor lets answers waiting at the
+            head of the users' queue take the free slots before it, at most (issue 23): the
+            floor is a share of the window, not a priority at every instant, so it may yield
+            an instant to a member waiting for a ``/text``; bounded, so the polls' share, and
+            the detection delay, move by at most this much. Two floor periods: in ``bench
+            batch``'s full window a poll passing a ``/text`` made the next ``/text``s wait
+            3.6-6 s, and the first free slot no answer waited for came 17 s after the first
+            the poll yielded (docs/benchmarks.md, section 9).
     """
 
     limit: int = 30
@@ -80,6 +90,7 @@ class BudgetRules:
     burst: int = 6
     answer_reserve: int = 6
     answer_patience: float = 30.0
+    floor_yield: float = 20.0
 
     @property
     def background_cap(self) -> int:

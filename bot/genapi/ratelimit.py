@@ -22,7 +22,10 @@ rows, deciding inside the database (:mod:`bot.genapi.shared_ratelimit`).
 **Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.budget`:
 interactive requests (a user is waiting on a command) go first and may use the whole window;
 background requests (polls, catalogue refreshes) leave users their reserved slots, looking ahead
-at the users' pace, and are owed one slot every 10 s however busy the users are.
+at the users' pace, and are owed one slot every 10 s however busy the users are. That floor
+is a share of the window, not a priority at every instant: a poll owed it lets answers waiting
+at the head of the queue take the free slots first, for at most ``floor_yield`` (20 s, issue
+23), so a member's ``/text`` is not the one that waits in a full window.
 
 **A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
 refused: an interaction can be answered for 15 minutes after it is deferred. Turns go round the
@@ -265,6 +268,9 @@ class KeyLimiter:
         self._waiting: dict[int, Ticket] = {}
         self._turns: dict[int | None, int] = {}
         self._last_head: Ticket | None = None
+        # Since when a background request owed the floor has yielded free slots to answers
+        # (None: it is not yielding); :meth:`_order` bounds it by ``floor_yield``.
+        self._yielding_since: float | None = None
         self._seq = itertools.count()
         self._turn_seq = itertools.count()
         self._changed = asyncio.Event()
@@ -392,6 +398,8 @@ class KeyLimiter:
         del self._waiting[ticket.seq]
         if ticket.priority is Priority.INTERACTIVE:
             self._turns[ticket.guild_id] = next(self._turn_seq)
+        else:
+            self._yielding_since = None
         self._forget_turns()
         self._sent.append((now, ticket.priority is Priority.BACKGROUND))
         self._notify()
@@ -434,7 +442,9 @@ class KeyLimiter:
         """The waiting tickets in serving order: users (fairly) first, but polls owed the floor.
 
         Only a background request that may go now passes users: one that must still wait (its
-        burst, a block) never holds back a user who could go.
+        burst, a block) never holds back a user who could go. And it passes an answer at the
+        head of the users' queue only once it has yielded to answers for ``floor_yield``
+        seconds (issue 23: a member's ``/text`` takes the free slot, the poll the next one).
         """
         waiting = self._waiting
         if len(waiting) == 1:  # the poller's usual case: nothing to order
@@ -452,13 +462,16 @@ class KeyLimiter:
             if held:
                 order = [*(t for t in order if t not in held), *held]
         rules = self._rules
-        if (
-            background
-            and interactive
-            and self._blocked_until <= now
-            and rules.floor_due(now, self._sent)
-            and rules.background_delay(now, self._sent) <= 0
-        ):
+        if not (background and interactive and rules.floor_due(now, self._sent)):
+            self._yielding_since = None  # not owed the floor: a later yield starts afresh
+            return [*order, *background]
+        if self._blocked_until <= now and rules.background_delay(now, self._sent) <= 0:
+            if order[0].kind is Kind.ANSWER:
+                # Yield this free slot to the member's answer, within the bound.
+                if self._yielding_since is None:
+                    self._yielding_since = now
+                if now - self._yielding_since < rules.floor_yield:
+                    return [*order, *background]
             return [background[0], *order, *background[1:]]
         return [*order, *background]
 
