@@ -46,10 +46,10 @@ from bot.config import (
 )
 from bot.dm_notice import DmNoticeAnnouncer
 from bot.errors import KeyEncryptionUnavailable
-from bot.health import HealthServer, refresh_job_counts
 from bot.interactions import install_links, invite_url
-from bot.logs import RedactionFilter, setup_logging
-from bot.metrics import Metrics
+from bot.ops.health import HealthServer, refresh_job_counts
+from bot.ops.logs import RedactionFilter, setup_logging
+from bot.ops.metrics import Metrics
 from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.response_tokens import ResponseTokens
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
@@ -156,7 +156,7 @@ def backup_database(source: Path, target: Path) -> None:
 
 
 def known_secrets(settings: Settings) -> list[str]:
-    """The secrets in the settings, for the log redaction filter (``bot.logs``)."""
+    """The secrets in the settings, for the log redaction filter (``bot.ops.logs``)."""
     secrets = [settings.discord_token.get_secret_value()]
     if settings.genapi_api_key is not None:
         secrets.append(settings.genapi_api_key.get_secret_value())
@@ -177,7 +177,7 @@ async def serve_health(settings: Settings, health: HealthServer) -> None:
     """Start ``health`` (``/metrics``, ``/livez``, ``/readyz``) on ``METRICS_PORT``.
 
     Nothing is served when ``METRICS_PORT`` is unset. The gateway's and the worker's servers
-    differ only in their ``/readyz`` checks (:mod:`bot.health`).
+    differ only in their ``/readyz`` checks (:mod:`bot.ops.health`).
 
     Raises:
         SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
@@ -263,7 +263,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
 
     Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
     (ready: not stopping, the database answers, its lease loop passed within a minute;
-    :func:`bot.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
+    :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
     """
     if settings.shared_rate_limit is None:
         settings = settings.model_copy(update={"shared_rate_limit": True})

@@ -30,7 +30,7 @@ from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
-from bot.logs import bind
+from bot.ops.logs import bind
 from bot.poll_writes import PollWrites
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
@@ -40,7 +40,7 @@ from bot.storage.models import DeliveryRoute, Job, JobStatus
 from bot.supervisor import database_busy
 
 if TYPE_CHECKING:
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

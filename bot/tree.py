@@ -13,11 +13,11 @@ from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.errors import BotError, user_message
 from bot.genapi.errors import GenAPIError
-from bot.logs import set_context
+from bot.ops.logs import set_context
 
 if TYPE_CHECKING:
     from bot.app import GenBot
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

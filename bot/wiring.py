@@ -27,7 +27,7 @@ from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.transport import ApiTransport
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.conversations import ConversationService
@@ -55,7 +55,7 @@ class Services:
         members: members' own defaults (issue 22, ``/settings``).
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
-        metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
+        metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
             limiter and billing where they are built.
         downloads: the one pooled client results are downloaded with, under the download
             rule (``bot.genapi.outputs``: the API's origin, else https on public addresses);
@@ -83,7 +83,7 @@ class Services:
 
 OnSecret = Callable[[str], None]
 """Called with every secret the services come to hold (a decrypted key, the sandbox's key), so
-that the log redaction filter (``bot/logs.py``) learns it before any line could carry it."""
+that the log redaction filter (``bot/ops/logs.py``) learns it before any line could carry it."""
 
 
 async def open_database(settings: Settings, clock: Clock) -> Database:

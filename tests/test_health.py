@@ -5,7 +5,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
-from bot.health import check_readiness, check_worker_readiness
+from bot.ops.health import check_readiness, check_worker_readiness
 from tests.test_first_run import one_line, run_bot
 
 if TYPE_CHECKING:

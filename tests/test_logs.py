@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 import bot.__main__
-from bot.logs import bind, setup_logging
+from bot.ops.logs import bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
 from tests.conftest import make_settings

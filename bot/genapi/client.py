@@ -48,7 +48,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.ratelimit import Limiter, Priority
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.redaction import redact
 
 log = logging.getLogger(__name__)

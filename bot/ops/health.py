@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from bot.metrics import CONTENT_TYPE, Metrics
+from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
     from bot.app import GenBot
