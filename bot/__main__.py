@@ -47,16 +47,16 @@ from bot.config import (
 from bot.dm_notice import DmNoticeAnnouncer
 from bot.errors import KeyEncryptionUnavailable
 from bot.interactions import install_links, invite_url
+from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, refresh_job_counts
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
-from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.response_tokens import ResponseTokens
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
-from bot.supervisor import supervise
 from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")

@@ -12,7 +12,7 @@ retries later). Classifying Discord's answers is this module's job; the schedule
 poller's (docs/architecture.md, "Delivery").
 
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
-memory, and at most :data:`bot.byte_budget.DELIVERY_MEMORY_BYTES` across the deliveries of the
+memory, and at most :data:`bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES` across the deliveries of the
 process) and attached under the provider's file name, so the result outlives the provider's
 URL, which stays as a link too. Too large, not downloadable, or refused by the download rule
 (``bot.genapi.outputs``: no private addresses, no redirect to another site): the link alone,
@@ -55,10 +55,10 @@ import aiohttp
 import discord
 import httpx2 as httpx
 
-from bot.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.clock import Clock
 from bot.genapi.outputs import DownloadRefused, output_client
-from bot.poller import SHOWN, Attempt, Renew
+from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
+from bot.jobs.poller import SHOWN, Attempt, Renew
 from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.render import limits as discord_limits
 from bot.render.cards import dm_buttons, show_buttons
@@ -241,7 +241,7 @@ async def send_card(
 
 
 class DiscordAnnouncer:
-    """Implements :class:`bot.poller.JobAnnouncer` with the bot's own REST calls.
+    """Implements :class:`bot.jobs.poller.JobAnnouncer` with the bot's own REST calls.
 
     Args:
         client: the logged-in bot.
@@ -253,8 +253,8 @@ class DiscordAnnouncer:
         schedule: estimates when a pending job will be ready (shown on its card); None shows
             no estimate.
         memory: bytes of results the deliveries may hold at once (the process's
-            :class:`~bot.byte_budget.ByteBudget`); default
-            :data:`~bot.byte_budget.DELIVERY_MEMORY_BYTES`.
+            :class:`~bot.jobs.byte_budget.ByteBudget`); default
+            :data:`~bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES`.
         tokens: the interaction tokens of personal jobs, whose cards are interaction
             responses (issue 22); None: such cards are never edited (Show result shows them).
     """
@@ -503,7 +503,7 @@ class DiscordAnnouncer:
 
         A server that removed the bot, or a channel it cannot see, fails its routes at once
         (permanently, without a request). The files are held within the process's
-        :class:`~bot.byte_budget.ByteBudget` from their download until the message is sent;
+        :class:`~bot.jobs.byte_budget.ByteBudget` from their download until the message is sent;
         ``renew`` (the delivery's lease) is awaited while waiting for room and between
         downloads.
         """

@@ -26,14 +26,14 @@ from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
 from bot.interactions import missing_permissions, permission_names
-from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.jobs.supervisor import supervise
 from bot.render import job_placeholder
 from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
 from bot.response_tokens import ResponseTokens
 from bot.services.generation import KeyProblem
 from bot.storage import Database
 from bot.storage.models import Job
-from bot.supervisor import supervise
 from bot.tree import GenTree
 from bot.wiring import Services
 
@@ -283,7 +283,7 @@ class GenBot(commands.AutoShardedBot):
         Commands already running get up to ``shutdown_grace`` seconds, the gateway and REST
         still open, so that a charge the service reported is recorded and its result shown.
         The poller stops claiming at once and drains its polls and deliveries in the same
-        grace (:meth:`bot.poller.Poller.stop`), releasing the leases of what it cut short.
+        grace (:meth:`bot.jobs.poller.Poller.stop`), releasing the leases of what it cut short.
         """
         self._closing = True
         self.poller.stop()

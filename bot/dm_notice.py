@@ -7,7 +7,7 @@ where Discord refuses the DM (code 50007, "Cannot send messages to this user": t
 closed DMs from server members, or blocked the bot) or anything else fails, it is dropped
 silently (logged at info), never retried and never in the way of the delivery.
 
-:class:`DmNoticeAnnouncer` wraps the poller's :class:`bot.poller.JobAnnouncer` and adds the DM
+:class:`DmNoticeAnnouncer` wraps the poller's :class:`bot.jobs.poller.JobAnnouncer` and adds the DM
 after the announcer's own ``notify`` (the result is shown and recorded by then, so the DM
 never announces a result that is not there; a crash in between costs at most the DM).
 """
@@ -18,7 +18,7 @@ import logging
 
 import discord
 
-from bot.poller import Attempt, JobAnnouncer, Renew
+from bot.jobs.poller import Attempt, JobAnnouncer, Renew
 from bot.render.job_list import message_link
 from bot.render.text import truncate
 from bot.storage import Database
@@ -49,7 +49,7 @@ def dm_notice_text(job: Job) -> str:
 
 
 class DmNoticeAnnouncer:
-    """A :class:`bot.poller.JobAnnouncer` that also DMs members who asked for it.
+    """A :class:`bot.jobs.poller.JobAnnouncer` that also DMs members who asked for it.
 
     Args:
         inner: the announcer that shows results (:class:`bot.announce.DiscordAnnouncer`).

@@ -113,7 +113,7 @@ class JobsCog(commands.Cog):
         """Poll again the listed jobs the poller stopped watching, so the list is current.
 
         A job still processing past ``JOB_TIMEOUT_SECONDS`` is no longer polled on a schedule
-        (bot/poller.py); its placeholder sends its requester here. At most
+        (bot/jobs/poller.py); its placeholder sends its requester here. At most
         :data:`RECHECKED_PER_LISTING` of them, newest first, each within
         :data:`RECHECK_SECONDS`: the answer is deferred, but a key's rate budget is shared.
         A job found finished is delivered by the poller's next pass, by the usual routes.

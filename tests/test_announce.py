@@ -23,9 +23,9 @@ from bot.announce import (
     download,
     file_name,
 )
-from bot.byte_budget import ByteBudget
 from bot.clock import ManualClock
 from bot.genapi.outputs import output_client
+from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.storage import DeliveryRoute, Job, JobStatus

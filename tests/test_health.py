@@ -10,7 +10,7 @@ from tests.test_first_run import one_line, run_bot
 
 if TYPE_CHECKING:
     from bot.app import GenBot
-    from bot.poller import Poller
+    from bot.jobs.poller import Poller
 
 
 def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 import bot.__main__
+from bot.jobs.poller import Attempt, Poller, Renew
 from bot.ops.metrics import Metrics
-from bot.poller import Attempt, Poller, Renew
 from bot.render.admin import missing_key_notice
 from bot.render.parts import MessageParts
 from bot.services.generation import Requester

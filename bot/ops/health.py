@@ -31,7 +31,7 @@ from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
     from bot.app import GenBot
-    from bot.poller import Poller
+    from bot.jobs.poller import Poller
 
 log = logging.getLogger(__name__)
 

@@ -30,14 +30,14 @@ from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
+from bot.jobs.poll_writes import PollWrites
+from bot.jobs.supervisor import database_busy
 from bot.ops.logs import bind
-from bot.poll_writes import PollWrites
 from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus
-from bot.supervisor import database_busy
 
 if TYPE_CHECKING:
     from bot.ops.metrics import Metrics
@@ -93,7 +93,7 @@ shutdown grace for commands, ``SHUTDOWN_GRACE_SECONDS``)."""
 PASS_RETRY_FIRST = 1.0
 PASS_RETRY_MAX = 60.0
 """Seconds before the pass after a failed one: 1 s, doubling up to 60 s (as the supervisor's
-restarts, ``bot/supervisor.py``)."""
+restarts, ``bot/jobs/supervisor.py``)."""
 
 DELIVERY_ATTEMPTS_PER_ROUTE = 8
 """Transient failures of one route (about 45 min of backoff) before falling back to the next."""
@@ -251,7 +251,7 @@ class Poller:
         self._not_found: dict[int, _NotFoundStreak] = {}
         self._fair = FairShare()
         self._wake = asyncio.Event()
-        # Reschedules are written behind, once a pass (bot/poll_writes.py); settling and
+        # Reschedules are written behind, once a pass (bot/jobs/poll_writes.py); settling and
         # delivery are not.
         self._writes = PollWrites(db)
 
