@@ -32,8 +32,6 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from bot.announce import DiscordAnnouncer
-from bot.app import GenBot, post_missing_key_notice
 from bot.clock import SystemClock
 from bot.config import (
     SANDBOX_ALONE,
@@ -44,15 +42,17 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
-from bot.dm_notice import DmNoticeAnnouncer
+from bot.discord.bot import GenBot, post_missing_key_notice
+from bot.discord.delivery import DiscordAnnouncer
+from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.interactions import install_links, invite_url
+from bot.discord.response_tokens import ResponseTokens
 from bot.errors import KeyEncryptionUnavailable
-from bot.interactions import install_links, invite_url
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, refresh_job_counts
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
-from bot.response_tokens import ResponseTokens
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable

@@ -1,7 +1,7 @@
 """The one place that opens the database and builds every service the bot shares.
 
 ``python -m bot`` (:func:`bot.__main__.run`) calls :func:`build_services`; the bot
-(:class:`bot.app.GenBot`) receives the result and builds only what needs Discord (the
+(:class:`bot.discord.bot.GenBot`) receives the result and builds only what needs Discord (the
 announcer and the poller that uses it, and the admin notices). The tests' fixtures use
 :func:`open_database` and :func:`assemble_services`, the same code minus the network set-up.
 """

@@ -1,13 +1,13 @@
 """The buttons under every result, and the Animate image / Edit image context menus (issue 12).
 
 The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<action>:<ref>``,
-see :mod:`bot.render.cards`) carry the result's reference, and the request behind it is read from
-the database, so they work after any restart and on messages of any age. Every action runs
-through :mod:`bot.cards`, so the same validation, channel check, budgets and caps apply as to
-the command, counted to whoever clicked; a refusal costs nothing. Discord applies a server's
-command permissions (Integrations) to commands only, so each button is held to its command's
-(:mod:`bot.command_access`), and a paid button clicked twice runs once
-(:class:`bot.cards.ClickDebounce`).
+see :mod:`bot.discord.render.buttons`) carry the result's reference, and the request behind it is
+read from the database, so they work after any restart and on messages of any age. Every action
+runs through :mod:`bot.discord.request_flows`, so the same validation, channel check, budgets and
+caps apply as to the command, counted to whoever clicked; a refusal costs nothing. Discord applies
+a server's command permissions (Integrations) to commands only, so each button is held to its
+command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
+(:class:`bot.discord.request_flows.ClickDebounce`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import (
+from bot.discord.bot import GenBot
+from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
+from bot.discord.render.buttons import CUSTOM_ID
+from bot.discord.render.text import truncate
+from bot.discord.request_flows import (
     ALREADY_RUNNING,
     SourceImage,
     check_uploads_fresh,
@@ -34,10 +37,8 @@ from bot.cards import (
     start_video,
     varied,
 )
+from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.errors import BotError, ValidationFailed, format_cents
-from bot.interactions import allowed_models, requester, require_placeholder_permissions
-from bot.render.cards import CUSTOM_ID
-from bot.render.text import truncate
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -47,7 +48,6 @@ from bot.services.generation import (
 )
 from bot.services.personal import is_personal
 from bot.storage.models import ResultRequest
-from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 
 Interaction = discord.Interaction[GenBot]
 
@@ -96,7 +96,7 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         return cls(match["action"], match["ref"])
 
     async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
         return await admit(interaction)
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]

@@ -16,13 +16,20 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete, requester
+from bot.discord.render.admin import config_embed, old_key_note
+from bot.discord.render.buttons import confirm_above_text
+from bot.discord.render.policy import (
+    add_policy_fields,
+    audit_lines,
+    models_line,
+    tier_line,
+    tiers_embed,
+)
+from bot.discord.render.text import truncate
+from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.interactions import model_autocomplete, requester
-from bot.render.admin import config_embed, old_key_note
-from bot.render.cards import confirm_above_text
-from bot.render.policy import add_policy_fields, audit_lines, models_line, tier_line, tiers_embed
-from bot.render.text import truncate
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -33,7 +40,6 @@ from bot.services.guild_config import (
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
-from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 

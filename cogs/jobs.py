@@ -9,13 +9,13 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import show_job
+from bot.discord.bot import GenBot
+from bot.discord.interactions import requester
+from bot.discord.render import NO_PINGS, job_list_pages
+from bot.discord.request_flows import show_job
+from bot.discord.tree import PUBLIC_DEFER
 from bot.errors import ValidationFailed
-from bot.interactions import requester
-from bot.render import NO_PINGS, job_list_pages
 from bot.storage.models import Job
-from bot.tree import PUBLIC_DEFER
 from cogs.models import Pager
 
 JOBS_LISTED: Final = 50

@@ -6,10 +6,10 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.interactions import requester
-from bot.render import catalogue_pages
-from bot.tree import AdmittedView
+from bot.discord.bot import GenBot
+from bot.discord.interactions import requester
+from bot.discord.render import catalogue_pages
+from bot.discord.tree import AdmittedView
 
 KINDS = [
     app_commands.Choice(name="Text", value="text"),

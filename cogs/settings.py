@@ -19,16 +19,16 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete
+from bot.discord.render.admin import old_key_note
+from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.errors import format_cents
-from bot.interactions import model_autocomplete
-from bot.render.admin import old_key_note
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
 from bot.storage.models import MemberSettings
-from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 CLEAR = "none"
 """Typed in a text option of ``/settings defaults``: remove that default."""

@@ -14,7 +14,8 @@ import discord
 import httpx2 as httpx
 import pytest
 
-from bot.announce import (
+from bot.clock import ManualClock
+from bot.discord.delivery import (
     NONCE_ROUTES,
     DiscordAnnouncer,
     TooLarge,
@@ -23,7 +24,6 @@ from bot.announce import (
     download,
     file_name,
 )
-from bot.clock import ManualClock
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator

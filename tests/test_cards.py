@@ -7,16 +7,16 @@ from pathlib import Path
 import discord
 import pytest
 
-from bot.cards import CLICK_DEBOUNCE_SECONDS, ClickDebounce, upload_expired, varied
 from bot.clock import ManualClock
-from bot.render import MessageParts
-from bot.render.cards import (
+from bot.discord.render import MessageParts
+from bot.discord.render.buttons import (
     confirm_above_text,
     confirm_label,
     custom_id,
     dm_buttons,
     result_buttons,
 )
+from bot.discord.request_flows import CLICK_DEBOUNCE_SECONDS, ClickDebounce, upload_expired, varied
 from bot.services.generation import TextOptions
 from bot.storage.sqlite import SqliteDatabase
 

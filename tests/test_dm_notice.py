@@ -9,7 +9,7 @@ import discord
 import pytest
 
 from bot.clock import ManualClock
-from bot.dm_notice import DmNoticeAnnouncer, dm_notice_text
+from bot.discord.dm_notice import DmNoticeAnnouncer, dm_notice_text
 from bot.jobs.poller import Attempt
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings

@@ -9,7 +9,7 @@ from bot.ops.health import check_readiness, check_worker_readiness
 from tests.test_first_run import one_line, run_bot
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
     from bot.jobs.poller import Poller
 
 

@@ -13,10 +13,10 @@ import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
+from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
 from bot.jobs.poller import Poller
-from bot.render.admin import missing_key_notice, old_key_note
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint

@@ -8,7 +8,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
-from bot.response_tokens import ResponseToken, ResponseTokens
+from bot.discord.response_tokens import ResponseToken, ResponseTokens
 from bot.services.keys import KeyVault
 from bot.storage.repositories import Database
 

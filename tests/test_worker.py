@@ -16,10 +16,10 @@ import pytest
 from pydantic import SecretStr
 
 import bot.__main__
+from bot.discord.render.admin import missing_key_notice
+from bot.discord.render.parts import MessageParts
 from bot.jobs.poller import Attempt, Poller, Renew
 from bot.ops.metrics import Metrics
-from bot.render.admin import missing_key_notice
-from bot.render.parts import MessageParts
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
 from bot.storage.models import DeliveryRoute, Job, JobStatus

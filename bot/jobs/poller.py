@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
 from bot.clock import Clock, sleep_or_wake
+from bot.discord.render import format_duration
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
 from bot.jobs.poll_writes import PollWrites
 from bot.jobs.supervisor import database_busy
 from bot.ops.logs import bind
-from bot.render import format_duration
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database

@@ -30,7 +30,7 @@ from aiohttp import web
 from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
     from bot.jobs.poller import Poller
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from bot.genapi.errors import GenAPIError
 from bot.ops.logs import set_context
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
     from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ def sentence_for(error: Exception) -> str:
 
 
 CHARGED = "charged"
-"""``interaction.extras`` flag (``bot.cards.charged``): the service charged for this
+"""``interaction.extras`` flag (``bot.discord.request_flows.charged``): the service charged for this
 interaction's request and the charge is recorded; from then on the member is never told that
 it failed (issue 18, E3)."""
 

@@ -18,9 +18,9 @@ import logging
 
 import discord
 
+from bot.discord.render.job_list import message_link
+from bot.discord.render.text import truncate
 from bot.jobs.poller import Attempt, JobAnnouncer, Renew
-from bot.render.job_list import message_link
-from bot.render.text import truncate
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind
 
@@ -52,7 +52,7 @@ class DmNoticeAnnouncer:
     """A :class:`bot.jobs.poller.JobAnnouncer` that also DMs members who asked for it.
 
     Args:
-        inner: the announcer that shows results (:class:`bot.announce.DiscordAnnouncer`).
+        inner: the announcer that shows results (:class:`bot.discord.delivery.DiscordAnnouncer`).
         client: the logged-in bot (opens the DM channel).
         db: the database (``db.members``: who turned the DM on).
     """

@@ -19,15 +19,16 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.announce import INVALID_FORM_BODY, send_card
 from bot.clock import Clock
+from bot.discord.delivery import INVALID_FORM_BODY, send_card
+from bot.discord.queue_status import queue_status
+from bot.discord.render import image_result, job_placeholder, text_answer
+from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
+from bot.discord.render.parts import MessageParts
+from bot.discord.render.results import text_card
+from bot.discord.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
+from bot.discord.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 from bot.errors import ValidationFailed
-from bot.queue_status import queue_status
-from bot.render import image_result, job_placeholder, text_answer
-from bot.render.cards import confirm_label, confirm_text, show_buttons
-from bot.render.parts import MessageParts
-from bot.render.results import text_card
-from bot.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -38,10 +39,9 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
-from bot.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
     from bot.storage.models import Job
 
 log = logging.getLogger(__name__)

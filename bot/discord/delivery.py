@@ -25,15 +25,15 @@ instead of a new one), so a send retried after an answer that was lost is not po
 
 A personal job (issue 22: billed to a member's wallet, asked where the bot may not be a member)
 has no channel message: its card is the interaction's original response, edited through the
-interaction webhook while its token lives (``bot.response_tokens``), never with the bot's token
-on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
+interaction webhook while its token lives (``bot.discord.response_tokens``), never with the bot's
+token on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
 route is that card; when the token is gone the result waits for the card's Show result button
 and ``/jobs show`` (route ``jobs``), without a request.
 
 A server that removed the bot (``GUILD_DELETE``, or 403 Missing Access to ``GET /guilds/{id}``)
 is skipped: its routes fail at once, without a request, and the result goes by DM.
 
-Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
+Results are Components V2 cards (``bot/discord/render/jobs.py``) sent in their old form (content and
 embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
 shows the service's link and the file goes with the completion reply (docs/architecture.md,
 "The job card").
@@ -56,16 +56,16 @@ import discord
 import httpx2 as httpx
 
 from bot.clock import Clock
+from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
+from bot.discord.render import limits as discord_limits
+from bot.discord.render.buttons import dm_buttons, show_buttons
+from bot.discord.render.jobs import with_files
+from bot.discord.render.parts import MessageParts, ping_only
+from bot.discord.render.results import is_web_url
+from bot.discord.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.jobs.poller import SHOWN, Attempt, Renew
-from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
-from bot.render import limits as discord_limits
-from bot.render.cards import dm_buttons, show_buttons
-from bot.render.jobs import with_files
-from bot.render.parts import MessageParts, ping_only
-from bot.render.results import is_web_url
-from bot.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.personal import is_personal
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus

@@ -20,7 +20,7 @@ from bot.services.personal import (
 )
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
 
 ModelKind = Literal["text", "image", "video"]
 ModelAutocomplete = Callable[

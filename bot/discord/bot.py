@@ -16,25 +16,29 @@ from discord import app_commands
 from discord.ext import commands
 
 import cogs
-from bot.announce import DiscordAnnouncer, send_card
-from bot.cards import ClickDebounce
-from bot.command_access import CommandAccess, Override
 from bot.config import Settings
-from bot.dm_notice import DmNoticeAnnouncer
+from bot.discord.command_access import CommandAccess, Override
+from bot.discord.delivery import DiscordAnnouncer, send_card
+from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.interactions import missing_permissions, permission_names
+from bot.discord.render import job_placeholder
+from bot.discord.render.admin import (
+    key_problem_notice,
+    missing_key_notice,
+    missing_permissions_notice,
+)
+from bot.discord.request_flows import ClickDebounce
+from bot.discord.response_tokens import ResponseTokens
+from bot.discord.tree import GenTree
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
-from bot.interactions import missing_permissions, permission_names
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.jobs.supervisor import supervise
-from bot.render import job_placeholder
-from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
-from bot.response_tokens import ResponseTokens
 from bot.services.generation import KeyProblem
 from bot.storage import Database
 from bot.storage.models import Job
-from bot.tree import GenTree
 from bot.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -328,8 +332,8 @@ class GenBot(commands.AutoShardedBot):
         """Warn when the bot's roles in ``guild`` lack a permission the commands need.
 
         Checks ``guild.me``'s role permissions against the one list
-        (:data:`bot.interactions.COMMAND_PERMISSIONS`); channel overwrites are each command's
-        own check. Logs one warning per server naming what is missing (again only if that
+        (:data:`bot.discord.interactions.COMMAND_PERMISSIONS`); channel overwrites are each
+        command's own check. Logs one warning per server naming what is missing (again only if that
         changes) and, where the server has an admin channel, posts one sentence there at most
         once per process (issue 21, Delivery).
 

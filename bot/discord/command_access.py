@@ -26,7 +26,7 @@ import discord
 from bot.errors import ValidationFailed
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import discord
 
-from bot.render import limits
-from bot.render.text import truncate
+from bot.discord.render import limits
+from bot.discord.render.text import truncate
 
 NO_PINGS = discord.AllowedMentions.none()
 """Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
