@@ -71,7 +71,7 @@ def test_every_modal_and_view_passes_the_admission_guard() -> None:
 async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> None:
     from bot.discord.request_flows import ConfirmView
     from bot.services.generation import Requester, VideoOptions
-    from cogs.cards import ResultAction
+    from cogs.results import ResultAction
 
     interaction = refused_interaction()
     interaction.user = SimpleNamespace(id=5)

@@ -71,7 +71,7 @@ async def admit(interaction: discord.Interaction[GenBot], *, answer: bool = True
     service and nothing is charged (issue 18, E2). It runs in the task that then runs the
     callback (discord.py runs an interaction's check and callback in one task), through
     :meth:`GenTree.interaction_check`, :class:`AdmittedView`, :class:`AdmittedModal` and the
-    result buttons' ``interaction_check`` (``cogs/cards.py``).
+    result buttons' ``interaction_check`` (``cogs/results.py``).
 
     Returns:
         Whether the interaction may run.

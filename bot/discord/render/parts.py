@@ -47,7 +47,7 @@ class MessageParts:
         link_buttons: ``(label, url)`` pairs shown as link buttons, at most 25.
         files: ``(filename, data)`` pairs sent as attachments, at most 10.
         action_buttons: ``(label, custom_id)`` pairs of restart-safe buttons, answered by the
-            ``discord.ui.DynamicItem`` registered for their custom id (``cogs/cards.py``);
+            ``discord.ui.DynamicItem`` registered for their custom id (``cogs/results.py``);
             at most 5, in the last row.
         allowed_mentions: who the message may ping; nobody unless stated.
         card: the Components V2 form of the message; None sends content and embeds.

@@ -462,7 +462,7 @@ async def edit_image(interaction: Interaction, message: discord.Message) -> None
     await open_edit(interaction, source, None)
 
 
-class CardsCog(commands.Cog):
+class ResultsCog(commands.Cog):
     """Registers the result buttons and the image context menus."""
 
     def __init__(self, bot: GenBot) -> None:
@@ -487,4 +487,4 @@ class CardsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(CardsCog(bot))
+    await bot.add_cog(ResultsCog(bot))
