@@ -10,7 +10,7 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.discord.dm_notice import DmNoticeAnnouncer, dm_notice_text
-from bot.jobs.poller import Attempt
+from bot.jobs.announcer import Attempt
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from tests.conftest import Stack

@@ -18,7 +18,8 @@ from pydantic import SecretStr
 import bot.__main__
 from bot.discord.render.admin import missing_key_notice
 from bot.discord.render.parts import MessageParts
-from bot.jobs.poller import Attempt, Poller, Renew
+from bot.jobs.announcer import Attempt, Renew
+from bot.jobs.poller import Poller
 from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown

@@ -64,8 +64,8 @@ from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
 from bot.discord.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.genapi.outputs import DownloadRefused, output_client
+from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
-from bot.jobs.poller import SHOWN, Attempt, Renew
 from bot.services.personal import is_personal
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus

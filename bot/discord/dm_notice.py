@@ -20,7 +20,7 @@ import discord
 
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
-from bot.jobs.poller import Attempt, JobAnnouncer, Renew
+from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind
 
