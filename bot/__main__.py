@@ -46,7 +46,6 @@ from bot.discord.bot import GenBot, post_missing_key_notice
 from bot.discord.delivery import DiscordAnnouncer
 from bot.discord.dm_notice import DmNoticeAnnouncer
 from bot.discord.interactions import install_links, invite_url
-from bot.discord.response_tokens import ResponseTokens
 from bot.errors import KeyEncryptionUnavailable
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.jobs.supervisor import supervise
@@ -54,6 +53,7 @@ from bot.ops.health import HealthServer, refresh_job_counts
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
+from bot.services.response_tokens import ResponseTokens
 from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres

@@ -28,7 +28,6 @@ from bot.discord.render.admin import (
     missing_permissions_notice,
 )
 from bot.discord.request_flows import ClickDebounce
-from bot.discord.response_tokens import ResponseTokens
 from bot.discord.tree import GenTree
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
@@ -37,6 +36,7 @@ from bot.genapi.ratelimit import Priority
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.jobs.supervisor import supervise
 from bot.services.generation import KeyProblem
+from bot.services.response_tokens import ResponseTokens
 from bot.storage import Database
 from bot.storage.models import Job
 from bot.wiring import Services

@@ -25,7 +25,7 @@ instead of a new one), so a send retried after an answer that was lost is not po
 
 A personal job (issue 22: billed to a member's wallet, asked where the bot may not be a member)
 has no channel message: its card is the interaction's original response, edited through the
-interaction webhook while its token lives (``bot.discord.response_tokens``), never with the bot's
+interaction webhook while its token lives (``bot.services.response_tokens``), never with the bot's
 token on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
 route is that card; when the token is gone the result waits for the card's Show result button
 and ``/jobs show`` (route ``jobs``), without a request.
@@ -62,11 +62,11 @@ from bot.discord.render.buttons import dm_buttons, show_buttons
 from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
-from bot.discord.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
+from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 

@@ -26,7 +26,6 @@ from bot.discord.render import image_result, job_placeholder, text_answer
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
-from bot.discord.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 from bot.errors import ValidationFailed
 from bot.services.billing import video_cost_cents
@@ -39,6 +38,7 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
+from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
