@@ -45,19 +45,17 @@ from bot.config import (
 from bot.discord.bot import GenBot, post_missing_key_notice
 from bot.discord.delivery import DiscordAnnouncer
 from bot.discord.dm_notice import DmNoticeAnnouncer
-from bot.discord.interactions import install_links, invite_url
+from bot.discord.permissions import install_links, invite_url
 from bot.errors import KeyEncryptionUnavailable
-from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, refresh_job_counts
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.services.response_tokens import ResponseTokens
 from bot.storage import SchemaTooNewError
 from bot.storage.postgres import DatabaseUnavailable
 from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
-from bot.wiring import build_services, open_database
+from bot.wiring import build_poller, build_services, open_database
 
 log = logging.getLogger("bot")
 
@@ -285,34 +283,23 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         stack.push_async_callback(client.close)
         # The job's guild's admins are told as the gateway tells them (issue 18, E4).
         services.keys.set_missing_key_notice(
-            functools.partial(post_missing_key_notice, client, services.db)
+            functools.partial(post_missing_key_notice, client, services.guild_config)
         )
-        poller = Poller(
-            db=services.db,
-            client=services.client,
-            keys=services.keys,
-            schedule=services.schedule,
-            # The schedule: a worker's progress edits keep the `ready` estimate on the card.
-            announcer=DmNoticeAnnouncer(
+        # The schedule: a worker's progress edits keep the `ready` estimate on the card.
+        poller = build_poller(
+            services,
+            DmNoticeAnnouncer(
                 DiscordAnnouncer(
                     client,
                     clock=clock,
                     sandbox=services.sandbox,
                     http=services.downloads,
                     schedule=services.schedule,
-                    tokens=ResponseTokens(services.db, services.vault, clock),
+                    tokens=services.response_tokens,
                 ),
                 client,
-                services.db,
+                services.members,
             ),
-            clock=clock,
-            job_timeout=settings.job_timeout_seconds,
-            lease=settings.poll_lease_seconds,
-            delivery_lease=settings.delivery_lease_seconds,
-            drain_grace=settings.shutdown_grace_seconds,
-            delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
-            delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
-            metrics=metrics,
         )
         work: asyncio.Task[None] | None = None
 

@@ -27,14 +27,18 @@ from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.transport import ApiTransport
+from bot.jobs.announcer import JobAnnouncer
+from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.ops.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
+from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
+from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
 from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
@@ -53,6 +57,8 @@ class Services:
         guild_config: ``/config``.
         conversations: ``/chat`` conversations in threads (issue 21).
         members: members' own defaults (issue 22, ``/settings``).
+        response_tokens: personal jobs' interaction tokens, kept encrypted (issue 22).
+        command_sync: the hash of the command definitions last synced with Discord.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
@@ -75,6 +81,8 @@ class Services:
     guild_config: GuildConfigService
     conversations: ConversationService
     members: MemberSettingsService
+    response_tokens: ResponseTokens
+    command_sync: CommandSync
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -231,10 +239,37 @@ def assemble_services(
             catalogue=catalogue,
         ),
         members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
+        response_tokens=ResponseTokens(db, vault, clock),
+        command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,
         metrics=metrics,
         downloads=downloads,
+    )
+
+
+def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
+    """The poller over ``services``, delivering through ``announcer`` (the Discord side).
+
+    The one place a poller is built, for the gateway (``GenBot``) and for ``python -m bot
+    worker``: its leases, timeouts and waits come from the settings (``WAIT_SCALE`` shortens
+    the delivery backoff in the end-to-end tests).
+    """
+    settings = services.settings
+    return Poller(
+        db=services.db,
+        client=services.client,
+        keys=services.keys,
+        schedule=services.schedule,
+        announcer=announcer,
+        clock=services.clock,
+        job_timeout=settings.job_timeout_seconds,
+        lease=settings.poll_lease_seconds,
+        delivery_lease=settings.delivery_lease_seconds,
+        drain_grace=settings.shutdown_grace_seconds,
+        delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
+        delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
+        metrics=services.metrics,
     )
 
 

@@ -248,7 +248,7 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=text))
             return
         ref = result_ref(resolved)
-        request = None if ref is None else await self.bot.services.db.cards.request(ref)
+        request = None if ref is None else await self.bot.generation.result_request(ref)
         if request is None or request.kind != "text":
             return  # not a /text answer: nothing to continue from
         if not await self._admitted(message):

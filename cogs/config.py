@@ -109,7 +109,7 @@ async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[Non
     entries = await bot.guild_config.record_changes(who.guild_id, who.user_id, before)
     if not entries:
         return
-    channel_id = (await bot.services.db.guilds.settings(who.guild_id)).admin_channel_id
+    channel_id = await bot.guild_config.admin_channel(who.guild_id)
     if channel_id is not None:
         _post_later(bot, who.guild_id, channel_id, audit_lines(entries))
 
@@ -316,7 +316,7 @@ class ConfigCog(
         who = requester(interaction)
         cents = parse_budget(dollars)
         async with audited(interaction):
-            await self.bot.services.db.cards.set_confirm_above(
+            await self.service.set_confirm_above(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
         await self._show(interaction, "Confirmation threshold updated.")
@@ -567,7 +567,7 @@ class ConfigCog(
         guild_id = requester(interaction).guild_id
         config = await self.service.show(guild_id)
         embed = add_policy_fields(config_embed(config), config.policy)
-        threshold = await self.bot.services.db.cards.confirm_above(guild_id)
+        threshold = await self.service.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 

@@ -65,7 +65,9 @@ class JobsCog(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)
         user_id = None if everyone else (member.id if member is not None else who.user_id)
         services = self.bot.services
-        jobs = await services.db.jobs.recent(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
+        jobs = await self.bot.generation.recent_jobs(
+            who.guild_id, user_id=user_id, limit=JOBS_LISTED
+        )
         jobs = await self._check_again(jobs)
         now = services.clock.time()
         estimates = {
@@ -100,7 +102,7 @@ class JobsCog(commands.Cog):
             ValidationFailed: no such job of the member's (nothing is shown or changed).
         """
         who = requester(interaction)
-        job = await self.bot.services.db.jobs.get(job_id)
+        job = await self.bot.generation.job(job_id)
         own = job is not None and job.user_id == who.user_id
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):

@@ -7,7 +7,7 @@ runs through :mod:`bot.discord.request_flows`, so the same validation, channel c
 caps apply as to the command, counted to whoever clicked; a refusal costs nothing. Discord applies
 a server's command permissions (Integrations) to commands only, so each button is held to its
 command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
-(:class:`bot.discord.request_flows.ClickDebounce`).
+(:class:`bot.discord.click_debounce.ClickDebounce`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.click_debounce import ALREADY_RUNNING
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
-    ALREADY_RUNNING,
     SourceImage,
     check_uploads_fresh,
     defer_video,
@@ -136,7 +136,7 @@ async def require_command(interaction: Interaction, command: str) -> None:
 
 async def _request(interaction: Interaction, ref: str) -> ResultRequest:
     who = requester(interaction)
-    request = await interaction.client.services.db.cards.request(ref)
+    request = await interaction.client.generation.result_request(ref)
     # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
@@ -181,11 +181,11 @@ async def _vary(interaction: Interaction, ref: str) -> None:
 
 async def _delete(interaction: Interaction, ref: str) -> None:
     owner: int | None = None
-    request = await interaction.client.services.db.cards.request(ref)
+    request = await interaction.client.generation.result_request(ref)
     if request is not None:
         owner = request.user_id
     elif ref.startswith("j"):
-        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+        job = await interaction.client.generation.job(int(ref[1:]))
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
@@ -239,7 +239,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     """
     job = None
     if ref.startswith("j"):
-        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+        job = await interaction.client.generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
     await show_job(interaction, job, update=True)

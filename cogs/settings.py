@@ -180,10 +180,10 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     @app_commands.command(name="show")
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
         """Show your own settings: your defaults, your API key (by its end) and what pays where."""
-        wallet = await self.bot.services.db.guilds.settings(wallet_id(interaction.user.id))
+        key_last4 = await self.service.key_last4(wallet_id(interaction.user.id))
         mine = await self.bot.services.members.get(interaction.user.id)
         wallet_text = personal_settings_text(
-            wallet.api_key_last4,
+            key_last4,
             self.bot.services.settings.personal_daily_budget_cents,
             shared_key=self.bot.services.default_key is not None,
         )

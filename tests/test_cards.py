@@ -8,6 +8,7 @@ import discord
 import pytest
 
 from bot.clock import ManualClock
+from bot.discord.click_debounce import CLICK_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.render import MessageParts
 from bot.discord.render.buttons import (
     confirm_above_text,
@@ -16,7 +17,7 @@ from bot.discord.render.buttons import (
     dm_buttons,
     result_buttons,
 )
-from bot.discord.request_flows import CLICK_DEBOUNCE_SECONDS, ClickDebounce, upload_expired, varied
+from bot.discord.request_flows import upload_expired, varied
 from bot.services.generation import TextOptions
 from bot.storage.sqlite import SqliteDatabase
 

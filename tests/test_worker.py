@@ -16,6 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 import bot.__main__
+import bot.wiring
 from bot.discord.render.admin import missing_key_notice
 from bot.discord.render.parts import MessageParts
 from bot.jobs.announcer import Attempt, Renew
@@ -63,7 +64,7 @@ async def run_worker_with(
     async def login(self: discord.Client, token: str) -> None:
         return None
 
-    monkeypatch.setattr(bot.__main__, "Poller", Poller)
+    monkeypatch.setattr(bot.wiring, "Poller", Poller)
     monkeypatch.setattr(discord.Client, "login", login)
     await bot.__main__.run_worker(settings)
     if failed:

@@ -15,14 +15,14 @@ never announces a result that is not there; a crash in between costs at most the
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import discord
 
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
 from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
-from bot.storage import Database
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +48,30 @@ def dm_notice_text(job: Job) -> str:
     return "\n".join(lines)
 
 
+class MemberSettingsReader(Protocol):
+    """What the DM notice reads of members' settings (``MemberSettingsService.get``)."""
+
+    async def get(self, user_id: int) -> MemberSettings:
+        """Return the member's settings (the defaults when they set none)."""
+        ...
+
+
 class DmNoticeAnnouncer:
     """A :class:`bot.jobs.poller.JobAnnouncer` that also DMs members who asked for it.
 
     Args:
         inner: the announcer that shows results (:class:`bot.discord.delivery.DiscordAnnouncer`).
         client: the logged-in bot (opens the DM channel).
-        db: the database (``db.members``: who turned the DM on).
+        members: members' settings (who turned the DM on): the
+            :class:`bot.services.member_settings.MemberSettingsService`.
     """
 
-    def __init__(self, inner: JobAnnouncer, client: discord.Client, db: Database) -> None:
+    def __init__(
+        self, inner: JobAnnouncer, client: discord.Client, members: MemberSettingsReader
+    ) -> None:
         self._inner = inner
         self._client = client
-        self._db = db
+        self._members = members
 
     @property
     def inner(self) -> JobAnnouncer:
@@ -89,7 +100,7 @@ class DmNoticeAnnouncer:
         if route is DeliveryRoute.DM or job.status is not JobStatus.COMPLETED:
             return
         try:
-            mine = await self._db.members.get(job.user_id)
+            mine = await self._members.get(job.user_id)
             if not mine.notify_dm:
                 return
             dm = await self._client.create_dm(discord.Object(job.user_id))
