@@ -5,9 +5,9 @@ same rules by being there:
 
 - no import cycle between modules, nor between the packages of ``bot/`` (``bot.discord``,
   ``bot.jobs``, ``bot.services``...); imports under ``TYPE_CHECKING`` count;
-- the arrows run one way: ``cogs`` -> ``bot.discord`` -> ``bot.jobs`` -> ``bot.services`` ->
-  ``bot.errors`` -> ``bot.storage`` / ``bot.genapi``, and ``bot.ops`` (logs, metrics, health),
-  settings, clock and redaction below them all;
+- the arrows run one way: ``cogs`` -> ``bot.discord`` -> ``bot.wiring`` -> ``bot.jobs`` ->
+  ``bot.services`` -> ``bot.errors`` -> ``bot.storage`` / ``bot.genapi``, and ``bot.ops``
+  (logs, metrics, health), settings, clock and redaction below them all;
 - ``discord`` is imported by the Discord adapter, the cogs and ``python -m bot`` only;
 - the cogs and the Discord adapter reach storage only through services: they import no
   repository or engine (``bot.storage.models``, the typed rows, is theirs to use) and never
@@ -30,6 +30,7 @@ ADAPTERS = ("cogs", "bot.discord")
 LAYERS = (
     ("cogs",),
     ("bot.discord",),
+    ("bot.wiring",),
     ("bot.jobs",),
     ("bot.services",),
     ("bot.errors",),
@@ -37,7 +38,8 @@ LAYERS = (
     ("bot.ops", "bot.config", "bot.clock", "bot.redaction"),
 )
 """From the outside in: a module may import its own layer's and the ones below, never above.
-``bot.__main__`` and ``bot.wiring`` (the composition root) stand above them all."""
+``bot.__main__`` stands above them all; the wiring (the composition root) builds everything
+below the Discord adapter, which is handed its ``Services``."""
 
 STORAGE_ALLOWED = frozenset({"bot.storage", "bot.storage.models", "bot.storage.money"})
 """What an adapter may import of storage: the typed rows, money, and the package's plain values
