@@ -1,8 +1,7 @@
 """Issue 12 without Discord: button ids and rows, stored requests, the confirmation threshold."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
-from pathlib import Path
 
 import discord
 import pytest
@@ -19,12 +18,15 @@ from bot.discord.render.buttons import (
 )
 from bot.discord.request_flows import upload_expired, varied
 from bot.services.generation import TextOptions
-from bot.storage.sqlite import SqliteDatabase
+from bot.storage import Database
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteDatabase]:
-    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=ManualClock())
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (``open_db``): result requests are JSON on both."""
+    opened = await open_db(ManualClock())
     yield opened
     await opened.close()
 
@@ -59,7 +61,7 @@ def test_confirmation_texts() -> None:
     assert "$2.50" in confirm_above_text(Decimal(250))
 
 
-async def test_result_requests_are_found_by_job_or_by_id(store: SqliteDatabase) -> None:
+async def test_result_requests_are_found_by_job_or_by_id(store: Database) -> None:
     synchronous = await store.cards.add_request(
         kind="image",
         guild_id=1,
@@ -81,7 +83,7 @@ async def test_result_requests_are_found_by_job_or_by_id(store: SqliteDatabase) 
     assert await store.cards.request("rx") is None
 
 
-async def test_the_confirmation_threshold_is_off_until_set(store: SqliteDatabase) -> None:
+async def test_the_confirmation_threshold_is_off_until_set(store: Database) -> None:
     assert await store.cards.confirm_above(5) is None
     await store.cards.set_confirm_above(5, Decimal("150.5"))
     assert await store.cards.confirm_above(5) == Decimal("150.5")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -427,6 +428,32 @@ async def test_channels_api_key_and_admin_channel(store: SqliteDatabase) -> None
     assert s.allowed_channel_ids == frozenset()
 
 
+async def test_a_key_retired_twice_is_kept_once_with_its_latest_copy(store: Database) -> None:
+    await store.guilds.set_api_key(GUILD, b"key A", "aaaa")
+    await store.jobs.insert(new_job("on-a", key="fp-a"))  # keeps key A while pending
+    await store.guilds.replace_api_key(
+        GUILD, (b"key B", "bbbb"), retire=True, old_fingerprint="fp-a", at=10.0
+    )
+    # A comes back (B had no job: not kept), then is replaced again, re-encrypted meanwhile.
+    await store.guilds.replace_api_key(
+        GUILD, (b"key A again", "aaaa"), retire=True, old_fingerprint="fp-b", at=20.0
+    )
+    await store.guilds.replace_api_key(
+        GUILD, (b"key C", "cccc"), retire=True, old_fingerprint="fp-a", at=30.0
+    )
+    (kept,) = await store.guilds.retired_keys(GUILD)
+    assert (kept.fingerprint, kept.ciphertext, kept.retired_at) == ("fp-a", b"key A again", 30.0)
+
+    # C is removed while it cannot be decrypted (fingerprint unknown), then turns out to be A:
+    # the copy is dropped, the row already holding A stays.
+    await store.guilds.replace_api_key(GUILD, None, retire=True, old_fingerprint=None, at=40.0)
+    unknown, _ = await store.guilds.retired_keys(GUILD)
+    assert unknown.fingerprint is None
+    await store.guilds.set_retired_fingerprint(unknown.id, "fp-a")
+    assert [k.id for k in await store.guilds.retired_keys(GUILD)] == [kept.id]
+    assert (await store.guilds.settings(GUILD)).api_key_ciphertext is None
+
+
 async def test_notified_problem_reports_a_change_once(store: SqliteDatabase) -> None:
     assert await store.guilds.set_notified_problem(GUILD, None) is False
     assert await store.guilds.set_notified_problem(GUILD, "unauthorized") is True
@@ -546,6 +573,23 @@ async def test_expire_and_release_reservations(store: SqliteDatabase) -> None:
     assert await store.ledger.expire_reservations(200.0) == 2
     assert await store.ledger.delete_reservation(last.id) is True
     assert await store.ledger.delete_reservation(last.id) is False
+    assert await store.ledger.reserved_cents(GUILD, 0.0) == 0
+
+
+async def test_a_negative_reservation_is_refused_and_holds_nothing(store: Database) -> None:
+    # The schema's CHECK answers as ConstraintError on both engines (LedgerRepository), also
+    # when the new row's id comes back by RETURNING; a budget check then sees no hold.
+    with pytest.raises(ConstraintError):
+        await store.ledger.add_reservation(
+            guild_id=GUILD,
+            user_id=1,
+            kind=Kind.VIDEO,
+            model="vid/t2v",
+            amount_cents=Decimal("-0.5"),
+            created_at=0.0,
+            expires_at=900.0,
+        )
+    assert await store.ledger.active_reservations(GUILD, 0.0, kind=Kind.VIDEO) == 0
     assert await store.ledger.reserved_cents(GUILD, 0.0) == 0
 
 

@@ -15,14 +15,18 @@ engine; it exists while repositories move onto one implementation.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
+import asyncpg
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
+
+from bot.storage.repositories import ConstraintError
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -174,6 +178,10 @@ class LegacySql:
 
 
 async def _fetch(engine: Engine, executor: Any, sql: str, params: list[Any]) -> Sequence[Row]:
-    if engine == "sqlite":
-        return list(await executor.all(sql, params))
-    return list(await executor.all(sql, *params))
+    try:
+        if engine == "sqlite":
+            return list(await executor.all(sql, params))
+        return list(await executor.all(sql, *params))
+    except (sqlite3.IntegrityError, asyncpg.IntegrityConstraintViolationError) as exc:
+        # A write's RETURNING comes through here: its constraint errors are ConstraintError too.
+        raise ConstraintError(str(exc)) from exc

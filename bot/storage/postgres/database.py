@@ -6,16 +6,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from bot.clock import Clock
-from bot.storage.postgres.cards import PgCards
-from bot.storage.postgres.conversations import PgConversations
 from bot.storage.postgres.engine import Executor, PgConnections
-from bot.storage.postgres.guilds import PgGuilds
 from bot.storage.postgres.jobs import PgJobs
-from bot.storage.postgres.ledger import PgLedger
-from bot.storage.postgres.members import PgMembers
 from bot.storage.postgres.meta import PgMeta
-from bot.storage.postgres.policy import PgPolicy
 from bot.storage.postgres.rates import PgRates
+from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.ledger import LedgerStore
+from bot.storage.repos.members import MemberStore
+from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.result_requests import ResultRequestStore
+from bot.storage.sql import LegacySql
 
 
 class PgRepositories:
@@ -23,13 +24,13 @@ class PgRepositories:
 
     def __init__(self, sql: Executor) -> None:
         self.jobs = PgJobs(sql)
-        self.ledger = PgLedger(sql)
-        self.guilds = PgGuilds(sql)
+        self.ledger = LedgerStore(LegacySql("postgresql", sql))
+        self.guilds = GuildStore(LegacySql("postgresql", sql))
         self.meta = PgMeta(sql)
-        self.cards = PgCards(sql)
-        self.conversations = PgConversations(sql)
-        self.policy = PgPolicy(sql)
-        self.members = PgMembers(sql)
+        self.cards = ResultRequestStore(LegacySql("postgresql", sql))
+        self.conversations = ConversationStore(LegacySql("postgresql", sql))
+        self.policy = PolicyStore(LegacySql("postgresql", sql))
+        self.members = MemberStore(LegacySql("postgresql", sql))
 
 
 class PostgresDatabase(PgRepositories):

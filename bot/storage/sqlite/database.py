@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from bot.clock import Clock
-from bot.storage.sqlite.cards import SqliteCards
-from bot.storage.sqlite.conversations import SqliteConversations
+from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.ledger import LedgerStore
+from bot.storage.repos.members import MemberStore
+from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.result_requests import ResultRequestStore
+from bot.storage.sql import LegacySql
 from bot.storage.sqlite.engine import Executor, SqliteConnections
-from bot.storage.sqlite.guilds import SqliteGuilds
 from bot.storage.sqlite.jobs import SqliteJobs
-from bot.storage.sqlite.ledger import SqliteLedger
-from bot.storage.sqlite.members import SqliteMembers
 from bot.storage.sqlite.meta import SqliteMeta
-from bot.storage.sqlite.policy import SqlitePolicy
 from bot.storage.sqlite.rates import SqliteRates
 
 
@@ -25,13 +26,13 @@ class SqliteRepositories:
 
     def __init__(self, sql: Executor) -> None:
         self.jobs = SqliteJobs(sql)
-        self.ledger = SqliteLedger(sql)
-        self.guilds = SqliteGuilds(sql)
+        self.ledger = LedgerStore(LegacySql("sqlite", sql))
+        self.guilds = GuildStore(LegacySql("sqlite", sql))
         self.meta = SqliteMeta(sql)
-        self.cards = SqliteCards(sql)
-        self.conversations = SqliteConversations(sql)
-        self.policy = SqlitePolicy(sql)
-        self.members = SqliteMembers(sql)
+        self.cards = ResultRequestStore(LegacySql("sqlite", sql))
+        self.conversations = ConversationStore(LegacySql("sqlite", sql))
+        self.policy = PolicyStore(LegacySql("sqlite", sql))
+        self.members = MemberStore(LegacySql("sqlite", sql))
 
 
 class SqliteDatabase(SqliteRepositories):

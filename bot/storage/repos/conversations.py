@@ -1,0 +1,191 @@
+"""Conversations of ``/chat`` (issue 21), both engines: ``ConversationRepository``.
+
+Tables ``conversations``, ``conversation_turns`` (each turn's ``cost_micro`` in micro-cents,
+:mod:`bot.storage.money`) and ``personas``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlalchemy import delete, func, insert, select, update
+
+from bot.storage.models import Conversation, ConversationTurn, Persona
+from bot.storage.money import from_micro
+from bot.storage.repos.dialect import upsert
+from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
+from bot.storage.schema import conversation_turns, conversations, personas
+from bot.storage.sql import Row, Sql
+
+_TURNS = select(func.count().label("turns")).select_from(conversation_turns)
+"""How many turns a conversation has (add the ``thread_id`` condition)."""
+
+
+class ConversationStore:
+    """Conversations, their turns and channels' personas (contract: ``ConversationRepository``).
+
+    Args:
+        sql: the database's executor, or one transaction's.
+    """
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    async def start(self, conversation: Conversation) -> bool:
+        """Store a new conversation; False when its thread already has one (kept as it was)."""
+        c = conversation
+        changed = await self._sql.run(
+            upsert(self._sql, conversations)
+            .values(
+                thread_id=c.thread_id,
+                guild_id=c.guild_id,
+                channel_id=c.channel_id,
+                user_id=c.user_id,
+                model=c.model,
+                system=c.system,
+                created_at=c.created_at,
+            )
+            .on_conflict_do_nothing(index_elements=[conversations.c.thread_id])
+        )
+        return changed > 0
+
+    async def get(self, thread_id: int) -> Conversation | None:
+        """Return the conversation of ``thread_id``; None if it has none."""
+        row = await self._sql.one(
+            select(conversations).where(conversations.c.thread_id == thread_id)
+        )
+        return None if row is None else conversation_from_row(row)
+
+    async def add_turn(self, turn: ConversationTurn) -> int:
+        """Store a turn (after its charge is in the ledger); return the conversation's turns.
+
+        Raises:
+            ConstraintError: the thread has no conversation.
+        """
+        t = turn
+        async with self._sql.write() as tx:
+            await tx.run(
+                insert(conversation_turns).values(
+                    thread_id=t.thread_id,
+                    user_id=t.user_id,
+                    author=t.author,
+                    text=t.text,
+                    answer=t.answer,
+                    model=t.model,
+                    prompt_tokens=t.prompt_tokens,
+                    completion_tokens=t.completion_tokens,
+                    cost_micro=cost_micro(t),
+                    carried=t.carried,
+                    created_at=t.at,
+                )
+            )
+            # The same transaction: the count includes the turn just written.
+            return int(await tx.scalar(_TURNS.where(conversation_turns.c.thread_id == t.thread_id)))
+
+    async def turns(self, thread_id: int) -> list[ConversationTurn]:
+        """Return the turns of ``thread_id``, oldest first."""
+        rows = await self._sql.all(
+            select(conversation_turns)
+            .where(conversation_turns.c.thread_id == thread_id)
+            .order_by(conversation_turns.c.id)
+        )
+        return [turn_from_row(r) for r in rows]
+
+    async def turn_count(self, thread_id: int) -> int:
+        """Return how many turns ``thread_id``'s conversation has."""
+        return int(
+            await self._sql.scalar(_TURNS.where(conversation_turns.c.thread_id == thread_id))
+        )
+
+    async def end(self, thread_id: int, reason: str, at: float) -> bool:
+        """End the conversation (archived, deleted, turn cap); False if none or already ended.
+
+        Args:
+            thread_id: the thread.
+            reason: ``"archived"``, ``"deleted"`` or ``"turn cap"``.
+            at: UTC epoch seconds.
+        """
+        changed = await self._sql.run(
+            update(conversations)
+            .where(conversations.c.thread_id == thread_id, conversations.c.ended_at.is_(None))
+            .values(ended_at=at, end_reason=reason)
+        )
+        return changed > 0
+
+    async def persona(self, channel_id: int) -> Persona | None:
+        """Return the persona of a channel; None if it has none."""
+        row = await self._sql.one(select(personas).where(personas.c.channel_id == channel_id))
+        return None if row is None else _persona(row)
+
+    async def personas(self, guild_id: int) -> list[Persona]:
+        """Return a guild's personas, by channel id."""
+        rows = await self._sql.all(
+            select(personas).where(personas.c.guild_id == guild_id).order_by(personas.c.channel_id)
+        )
+        return [_persona(r) for r in rows]
+
+    async def set_persona(self, persona: Persona, at: float) -> None:
+        """Set (or replace) a channel's persona; ``at`` UTC epoch seconds."""
+        p = persona
+        stmt = upsert(self._sql, personas).values(
+            guild_id=p.guild_id,
+            channel_id=p.channel_id,
+            system=p.system,
+            model=p.model,
+            updated_at=at,
+        )
+        await self._sql.run(
+            stmt.on_conflict_do_update(
+                index_elements=[personas.c.channel_id],
+                set_={
+                    "system": stmt.excluded.system,
+                    "model": stmt.excluded.model,
+                    "updated_at": stmt.excluded.updated_at,
+                },
+            )
+        )
+
+    async def remove_persona(self, channel_id: int) -> bool:
+        """Remove a channel's persona; False if it had none."""
+        changed = await self._sql.run(delete(personas).where(personas.c.channel_id == channel_id))
+        return changed > 0
+
+    async def spend_by_thread(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[tuple[int, int, Decimal]]:
+        """Conversations' spend (their turns' charges): ``(thread_id, turns, cents)``.
+
+        Largest first, then by thread id; turns at or after ``since`` (UTC epoch seconds),
+        optionally one member's turns only.
+        """
+        t, c = conversation_turns, conversations
+        micro = func.coalesce(func.sum(t.c.cost_micro), 0).label("micro")
+        stmt = (
+            select(t.c.thread_id, func.count().label("turns"), micro)
+            .select_from(t.join(c, c.c.thread_id == t.c.thread_id))
+            .where(c.c.guild_id == guild_id, t.c.created_at >= since)
+        )
+        if user_id is not None:
+            stmt = stmt.where(t.c.user_id == user_id)
+        rows = await self._sql.all(
+            stmt.group_by(t.c.thread_id).order_by(micro.desc(), t.c.thread_id)
+        )
+        # SUM of a bigint is numeric (Decimal) on PostgreSQL: exact, made an int here.
+        return [(int(r["thread_id"]), int(r["turns"]), from_micro(int(r["micro"]))) for r in rows]
+
+    async def set_summary(self, thread_id: int, summary: str, upto: int) -> bool:
+        """Keep a summary of the first ``upto`` turns.
+
+        Returns:
+            False when a summary covers as many turns already (a second click made it).
+        """
+        changed = await self._sql.run(
+            update(conversations)
+            .where(conversations.c.thread_id == thread_id, conversations.c.summary_upto < upto)
+            .values(summary=summary, summary_upto=upto)
+        )
+        return changed > 0
+
+
+def _persona(row: Row) -> Persona:
+    return Persona(row["guild_id"], row["channel_id"], row["system"], row["model"])

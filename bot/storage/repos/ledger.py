@@ -1,0 +1,270 @@
+"""The ledger, charge anomalies and reservations: :class:`LedgerStore`, both engines.
+
+Tables ``ledger``, ``charge_anomalies`` and ``reservations``. The money columns hold integer
+micro-cents (:mod:`bot.storage.money`, the only conversion): a sum is ``COALESCE(SUM(col), 0)``
+in SQL, exact on both engines (SQLite: an integer; PostgreSQL: ``SUM(bigint)`` is ``numeric``),
+made Decimal cents once by :func:`_cents`.
+
+The writes that move money between the sums a budget check reads (a charge, a reservation) take
+the guild's lock first, so that a check in another transaction sees them all or none
+(``Sql.lock_guild``: PostgreSQL's advisory lock; SQLite's writer lock already serialises).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Select, delete, func, insert, select
+
+from bot.storage import schema
+from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
+from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.dialect import upsert
+from bot.storage.rows import anomaly_from_row
+from bot.storage.sql import Sql
+
+_ledger = schema.ledger
+_anomalies = schema.charge_anomalies
+_reservations = schema.reservations
+
+
+def _cents(micro: Any) -> Decimal:
+    """A ``COALESCE(SUM(<micro-cent column>), 0)`` as exact Decimal cents.
+
+    PostgreSQL's sum is a ``numeric`` (Decimal), SQLite's an integer: both integral, made an
+    ``int`` before the one conversion.
+    """
+    return from_micro(int(micro))
+
+
+def _for_user(stmt: Select[Any], user_column: Any, user_id: int | None) -> Select[Any]:
+    """``stmt`` narrowed to one member when ``user_id`` is given."""
+    return stmt if user_id is None else stmt.where(user_column == user_id)
+
+
+class LedgerStore:
+    """Ledger, anomalies and reservations (contract: ``LedgerRepository``).
+
+    Args:
+        sql: the database's executor, or one transaction's.
+    """
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    async def insert_charge(self, charge: Charge) -> bool:
+        """Append the charge to the ledger; return False if its task was already recorded.
+
+        Only that uniqueness conflict is ignored (``ON CONFLICT (kind, task_id)``, the partial
+        unique index ``ledger_task``): any other constraint violation (a negative cost...)
+        raises, never passing for "already recorded".
+
+        Raises:
+            ConstraintError: the charge breaks another constraint of the ledger.
+            ValueError: an amount is not a finite number.
+        """
+        remaining = charge.remaining_credits_cents
+        values = {
+            "guild_id": charge.guild_id,
+            "channel_id": charge.channel_id,
+            "user_id": charge.user_id,
+            "kind": charge.kind.value,
+            "model": charge.model,
+            "task_id": charge.task_id,
+            "cost_micro": to_micro(charge.cost_cents),
+            "remaining_credits_micro": None if remaining is None else to_micro(remaining),
+            "key_fingerprint": charge.key_fingerprint,
+            "at": charge.at,
+            "tier_role_id": charge.tier_role_id,
+        }
+        stmt = (
+            upsert(self._sql, _ledger)
+            .values(values)
+            .on_conflict_do_nothing(
+                index_elements=[_ledger.c.kind, _ledger.c.task_id],
+                index_where=_ledger.c.task_id.is_not(None),
+            )
+        )
+        async with self._sql.write() as tx:
+            await tx.lock_guild(charge.guild_id)
+            return await tx.run(stmt) > 0
+
+    async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
+        """Record a charge that breaks the protocol; False if its task was recorded already."""
+        stmt = (
+            upsert(self._sql, _anomalies)
+            .values(
+                guild_id=anomaly.guild_id,
+                channel_id=anomaly.channel_id,
+                user_id=anomaly.user_id,
+                kind=anomaly.kind.value,
+                model=anomaly.model,
+                task_id=anomaly.task_id,
+                reported_cost=anomaly.reported_cost,
+                reported_remaining=anomaly.reported_remaining,
+                reason=anomaly.reason,
+                key_fingerprint=anomaly.key_fingerprint,
+                at=anomaly.at,
+            )
+            .on_conflict_do_nothing(
+                index_elements=[_anomalies.c.kind, _anomalies.c.task_id],
+                index_where=_anomalies.c.task_id.is_not(None),
+            )
+        )
+        return await self._sql.run(stmt) > 0
+
+    async def spent_since(
+        self, guild_id: int, since: float, *, user_id: int | None = None
+    ) -> Decimal:
+        """Return the cents charged to the guild (or one member in it) at or after ``since``."""
+        stmt = select(func.coalesce(func.sum(_ledger.c.cost_micro), 0)).where(
+            _ledger.c.guild_id == guild_id, _ledger.c.at >= since
+        )
+        return _cents(await self._sql.scalar(_for_user(stmt, _ledger.c.user_id, user_id)))
+
+    async def recent_costs(self, model: str, limit: int = 20) -> list[Decimal]:
+        """Return the cents of the model's last ``limit`` charges, newest first."""
+        rows = await self._sql.all(
+            select(_ledger.c.cost_micro)
+            .where(_ledger.c.model == model)
+            .order_by(_ledger.c.at.desc(), _ledger.c.id.desc())
+            .limit(limit)
+        )
+        return [from_micro(row["cost_micro"]) for row in rows]
+
+    async def usage(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> list[UsageRow]:
+        """Return the guild's (or a member's) charges at or after ``since``, per user, kind, model.
+
+        Rows are ordered by cents, largest first, then user id, kind and model.
+        """
+        micro = func.sum(_ledger.c.cost_micro).label("micro")
+        by = (_ledger.c.user_id, _ledger.c.kind, _ledger.c.model)
+        stmt = select(*by, func.count().label("n"), micro).where(
+            _ledger.c.guild_id == guild_id, _ledger.c.at >= since
+        )
+        stmt = _for_user(stmt, _ledger.c.user_id, user_id).group_by(*by)
+        rows = await self._sql.all(stmt.order_by(micro.desc(), *by))
+        return [
+            UsageRow(r["user_id"], Kind(r["kind"]), r["model"], int(r["n"]), _cents(r["micro"]))
+            for r in rows
+        ]
+
+    async def total(self, guild_id: int) -> Decimal:
+        """Return all cents ever charged to the guild."""
+        stmt = select(func.coalesce(func.sum(_ledger.c.cost_micro), 0)).where(
+            _ledger.c.guild_id == guild_id
+        )
+        return _cents(await self._sql.scalar(stmt))
+
+    async def last_remaining_credits(self, key_fingerprint: str) -> Decimal | None:
+        """Return the balance, cents, the service last reported for the key; None if never.
+
+        Charges whose reported balance was unusable (NULL) are skipped.
+        """
+        micro = await self._sql.scalar(
+            select(_ledger.c.remaining_credits_micro)
+            .where(
+                _ledger.c.key_fingerprint == key_fingerprint,
+                _ledger.c.remaining_credits_micro.is_not(None),
+            )
+            .order_by(_ledger.c.at.desc(), _ledger.c.id.desc())
+            .limit(1)
+        )
+        return None if micro is None else from_micro(int(micro))
+
+    async def anomalies(self, guild_id: int, since: float) -> list[ChargeAnomaly]:
+        """Return the guild's protocol anomalies reported at or after ``since``, oldest first."""
+        rows = await self._sql.all(
+            select(_anomalies)
+            .where(_anomalies.c.guild_id == guild_id, _anomalies.c.at >= since)
+            .order_by(_anomalies.c.at, _anomalies.c.id)
+        )
+        return [anomaly_from_row(row) for row in rows]
+
+    async def anomaly_count(self, guild_id: int, since: float) -> int:
+        """Return how many protocol anomalies the guild had at or after ``since``."""
+        stmt = select(func.count()).where(
+            _anomalies.c.guild_id == guild_id, _anomalies.c.at >= since
+        )
+        return int(await self._sql.scalar(stmt))
+
+    # -- reservations -------------------------------------------------------------------------
+
+    async def add_reservation(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        amount_cents: Decimal,
+        created_at: float,
+        expires_at: float,
+        key_fingerprint: str | None = None,
+    ) -> Reservation:
+        """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds).
+
+        Raises:
+            ConstraintError: a negative amount (nothing is held).
+            ValueError: the amount is not a finite number.
+        """
+        stmt = (
+            insert(_reservations)
+            .values(
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind.value,
+                model=model,
+                amount_micro=to_micro(amount_cents),
+                created_at=created_at,
+                expires_at=expires_at,
+                key_fingerprint=key_fingerprint,
+            )
+            .returning(_reservations.c.id)
+        )
+        async with self._sql.write() as tx:
+            await tx.lock_guild(guild_id)
+            reservation_id = int(await tx.scalar(stmt))
+        return Reservation(
+            reservation_id,
+            guild_id,
+            user_id,
+            kind,
+            model,
+            amount_cents,
+            created_at,
+            expires_at,
+            key_fingerprint,
+        )
+
+    async def delete_reservation(self, reservation_id: int) -> bool:
+        """Drop a reservation; return False if it was already gone (expired or settled)."""
+        stmt = delete(_reservations).where(_reservations.c.id == reservation_id)
+        return await self._sql.run(stmt) > 0
+
+    async def expire_reservations(self, now: float) -> int:
+        """Drop reservations with ``expires_at <= now``; return how many."""
+        return await self._sql.run(delete(_reservations).where(_reservations.c.expires_at <= now))
+
+    async def reserved_cents(
+        self, guild_id: int, now: float, *, user_id: int | None = None
+    ) -> Decimal:
+        """Return the cents held by the guild's (or a member's) reservations live at ``now``."""
+        stmt = select(func.coalesce(func.sum(_reservations.c.amount_micro), 0)).where(
+            _reservations.c.guild_id == guild_id, _reservations.c.expires_at > now
+        )
+        return _cents(await self._sql.scalar(_for_user(stmt, _reservations.c.user_id, user_id)))
+
+    async def active_reservations(
+        self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None
+    ) -> int:
+        """Return how many unexpired reservations of ``kind`` the guild (or a member) holds."""
+        stmt = select(func.count()).where(
+            _reservations.c.guild_id == guild_id,
+            _reservations.c.expires_at > now,
+            _reservations.c.kind == kind.value,
+        )
+        return int(await self._sql.scalar(_for_user(stmt, _reservations.c.user_id, user_id)))
