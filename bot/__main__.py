@@ -296,9 +296,11 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
                     http=services.downloads,
                     schedule=services.schedule,
                     tokens=services.response_tokens,
+                    cards=services.private_cards,
                 ),
                 client,
                 services.members,
+                services.private_cards,
             ),
         )
         work: asyncio.Task[None] | None = None

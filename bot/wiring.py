@@ -38,6 +38,7 @@ from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
+from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
@@ -58,6 +59,7 @@ class Services:
         conversations: ``/chat`` conversations in threads (issue 21).
         members: members' own defaults (issue 22, ``/settings``).
         response_tokens: personal jobs' interaction tokens, kept encrypted (issue 22).
+        private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
@@ -82,6 +84,7 @@ class Services:
     conversations: ConversationService
     members: MemberSettingsService
     response_tokens: ResponseTokens
+    private_cards: PrivateCards
     command_sync: CommandSync
     sandbox: bool
     default_key: SecretStr | None = None
@@ -240,6 +243,7 @@ def assemble_services(
         ),
         members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
         response_tokens=ResponseTokens(db, vault, clock),
+        private_cards=PrivateCards(db),
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,

@@ -107,8 +107,10 @@ class JobsCog(commands.Cog):
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
             raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
+        # Private results (issue 22): the card again, only to the member.
+        private = (await self.bot.services.members.get(interaction.user.id)).private
+        interaction.extras[PUBLIC_DEFER] = not private
+        await interaction.response.defer(thinking=True, ephemeral=private)
         await show_job(interaction, job, update=False)
 
     async def _check_again(self, jobs: list[Job]) -> list[Job]:

@@ -8,12 +8,18 @@ caps apply as to the command, counted to whoever clicked; a refusal costs nothin
 a server's command permissions (Integrations) to commands only, so each button is held to its
 command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
 (:class:`bot.discord.click_debounce.ClickDebounce`).
+
+A private result's card lives in its requester's DM (issue 22): a click there by the requester
+is the server's, as in the channel it was asked in (:func:`dm_card_click`): the server's
+key, budgets, tiers, allowed channels and command permissions, with the member's roles read
+from the server.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -22,6 +28,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
+from bot.discord.command_access import Invoker, refusal
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.text import truncate
@@ -30,6 +37,7 @@ from bot.discord.request_flows import (
     check_uploads_fresh,
     defer_video,
     message_image,
+    private_results,
     require_source,
     show_job,
     start_image,
@@ -43,6 +51,7 @@ from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     ImageOptions,
+    Requester,
     TextOptions,
     VideoOptions,
 )
@@ -60,6 +69,11 @@ IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i
 FORGOTTEN = "This result's request is no longer known; use the command again."
 
 IN_DM = "This button works in the server the result came from; use the command there."
+
+NOT_THERE = (
+    "I can no longer act for you in the server this result came from (you or I left it); "
+    "use the command where you are."
+)
 
 PAID_ACTIONS = frozenset({"again", "vary"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
@@ -119,14 +133,43 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
                 debounce.release(interaction.user.id, message_id, self.action, hold=sent)
 
 
-async def require_command(interaction: Interaction, command: str) -> None:
+@dataclass(frozen=True, slots=True)
+class Click:
+    """Who a click on a result acts as, and where.
+
+    Attributes:
+        request: the request behind the result.
+        who: the requester the action runs as (the clicker here; on a private card in a DM,
+            the requester in the server and channel the result came from).
+        invoker: on such a DM card, the member as the server's command permissions see them
+            in that channel; None where the click's own interaction says it.
+    """
+
+    request: ResultRequest
+    who: Requester
+    invoker: Invoker | None = None
+
+
+async def require_command(
+    interaction: Interaction, command: str, invoker: Invoker | None = None
+) -> None:
     """Refuse unless the member may use ``/command`` here (Server Settings → Integrations).
 
     Discord checks command permissions on commands only, never on buttons or forms.
 
+    Args:
+        interaction: the click or the form's submission.
+        command: the command the action runs again.
+        invoker: the member in the server a DM card came from (:func:`dm_card_click`);
+            None: the interaction's own member and channel.
+
     Raises:
         ValidationFailed: the member may not, or it could not be checked.
     """
+    if invoker is not None:
+        if not await interaction.client.command_access.allows(command, invoker):
+            raise ValidationFailed(refusal(command))
+        return
     if is_personal(requester(interaction).guild_id):
         # A server's command permissions govern its own install only; a member's own install
         # (issue 22) has none (Discord applies them to the guild integration).
@@ -134,25 +177,75 @@ async def require_command(interaction: Interaction, command: str) -> None:
     await interaction.client.command_access.require(interaction, command)
 
 
-async def _request(interaction: Interaction, ref: str) -> ResultRequest:
+async def _request(interaction: Interaction, ref: str) -> Click:
     who = requester(interaction)
     request = await interaction.client.generation.result_request(ref)
     # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
-        return request
+        return Click(request, who)
     if interaction.guild_id is None:
+        if (
+            request is not None
+            and not is_personal(request.guild_id)
+            and request.job_id is not None
+            and request.user_id == interaction.user.id
+        ):
+            # A private result's card in its requester's DM (issue 22): the server's, as in
+            # the channel it was asked in.
+            return await dm_card_click(interaction, request, request.job_id)
         # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
     raise ValidationFailed(FORGOTTEN)
 
 
+async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
+    """The requester's click on their private card in the bot's DM, as the server's (issue 22).
+
+    The action is charged to the server the job came from and checked as a click in its
+    channel would be: the member's roles and permissions there are read from the server
+    (the gateway's cache, else ``GET /guilds/{id}/members/{user}``), so tiers, cooldown
+    exemption, allowed channels and the server's command permissions apply unchanged.
+
+    Raises:
+        ValidationFailed: the job is gone, the bot left the server, or the member did
+            (Discord: 404 Unknown Member).
+    """
+    bot = interaction.client
+    job = await bot.generation.job(job_id)
+    guild = bot.get_guild(request.guild_id)
+    if job is None or guild is None:
+        raise ValidationFailed(NOT_THERE)
+    member = guild.get_member(interaction.user.id)
+    if member is None:
+        try:
+            member = await guild.fetch_member(interaction.user.id)
+        except discord.NotFound:
+            raise ValidationFailed(NOT_THERE) from None
+    channel = guild.get_channel_or_thread(job.channel_id)
+    parent = channel.parent_id if isinstance(channel, discord.Thread) else None
+    permissions = (
+        channel.permissions_for(member) if channel is not None else member.guild_permissions
+    )
+    roles = frozenset(int(role_id) for role_id in member._roles)
+    who = Requester(
+        guild.id,
+        job.channel_id,
+        member.id,
+        parent_channel_id=parent,
+        role_ids=roles,
+        manage_guild=permissions.manage_guild,
+    )
+    invoker = Invoker(guild.id, parent or job.channel_id, member.id, roles, permissions.value)
+    return Click(request, who, invoker)
+
+
 async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
-    request = await _request(interaction, ref)
+    click = await _request(interaction, ref)
+    request, who = click.request, click.who
     if vary and request.kind != "text":
         raise ValidationFailed(NOT_VARIED)
-    who = requester(interaction)
-    await require_command(interaction, request.kind)
+    await require_command(interaction, request.kind, click.invoker)
     options = request.options
     check_uploads_fresh(options, interaction.client.services.clock.time())
     if request.kind == "video":
@@ -160,18 +253,20 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
         await defer_video(interaction, who)
         await start_video(interaction, who, VideoOptions(**options))
         return
-    interaction.extras[PUBLIC_DEFER] = True
+    # Private results (issue 22) hold for a button's answer as for the command's.
+    private = await private_results(interaction.client, interaction.user.id)
+    interaction.extras[PUBLIC_DEFER] = not private
     if request.kind == "image":
         require_placeholder_permissions(interaction)
-        await interaction.response.defer(thinking=True)
+        await interaction.response.defer(thinking=True, ephemeral=private)
         await start_image(interaction, who, ImageOptions(**options))
         return
     text = TextOptions(**options)
     if vary and (await interaction.client.services.members.get(interaction.user.id)).remix:
         # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked.
-        await interaction.response.send_modal(RemixModal(varied(text)))
+        await interaction.response.send_modal(RemixModal(varied(text), click=click))
         return
-    await interaction.response.defer(thinking=True)
+    await interaction.response.defer(thinking=True, ephemeral=private)
     await start_text(interaction, who, varied(text) if vary else text)
 
 
@@ -191,10 +286,15 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         raise ValidationFailed(
             "Only the member who asked for it, or someone with Manage Messages, can delete this."
         )
-    if is_personal(requester(interaction).guild_id):
+    message = interaction.message
+    ephemeral = message is not None and message.flags.ephemeral
+    posted = message is not None and message.interaction_metadata is None  # with the bot token
+    if ephemeral or (is_personal(requester(interaction).guild_id) and not posted):
         # Where the bot may not be a member (a user install, issue 22) its token cannot touch
-        # the channel (50001); a personal result is an interaction response, which the click's
-        # own token deletes (after a deferred update, "@original" is the clicked message).
+        # the channel (50001), and an ephemeral card (private results) has no channel message:
+        # an interaction response, which the click's own token deletes (after a deferred
+        # update, "@original" is the clicked message). A card the bot posted (in a channel
+        # or a member's DM) is deleted with the bot's token.
         await interaction.response.defer()
         await interaction.delete_original_response()
         await interaction.followup.send("Deleted.", ephemeral=True)
@@ -217,15 +317,16 @@ async def _source(interaction: Interaction, request: ResultRequest) -> SourceIma
 
 
 async def _animate(interaction: Interaction, ref: str) -> None:
-    request = await _request(interaction, ref)
-    source = await _source(interaction, request)
-    await open_animate(interaction, source, str(request.options.get("prompt") or ""))
+    click = await _request(interaction, ref)
+    source = await _source(interaction, click.request)
+    prompt = str(click.request.options.get("prompt") or "")
+    await open_animate(interaction, source, prompt, click)
 
 
 async def _edit(interaction: Interaction, ref: str) -> None:
-    request = await _request(interaction, ref)
-    source = await _source(interaction, request)
-    await open_edit(interaction, source, request.options.get("model"))
+    click = await _request(interaction, ref)
+    source = await _source(interaction, click.request)
+    await open_edit(interaction, source, click.request.options.get("model"), click)
 
 
 async def _show(interaction: Interaction, ref: str) -> None:
@@ -255,7 +356,21 @@ _ACTIONS = {
 }
 
 
-async def open_animate(interaction: Interaction, source: SourceImage, prompt: str) -> None:
+def acting(interaction: Interaction, click: Click | None) -> tuple[Requester, Invoker | None]:
+    """Who an action (or the form it opened) runs as: a DM card's click acts in its server.
+
+    Returns:
+        The requester and, for a private card in a DM (:func:`dm_card_click`), the member as
+        its server's command permissions see them; else the interaction's own, and None.
+    """
+    if click is not None and click.invoker is not None:
+        return click.who, click.invoker
+    return requester(interaction), None
+
+
+async def open_animate(
+    interaction: Interaction, source: SourceImage, prompt: str, click: Click | None = None
+) -> None:
     """Open the Animate modal: a prompt and a select of image-to-video models, cheapest first.
 
     Refuses first (ephemerally, costing nothing) where the member could not use ``/video``
@@ -266,10 +381,10 @@ async def open_animate(interaction: Interaction, source: SourceImage, prompt: st
         ValidationFailed: channel not allowed, missing permissions, ``/video`` barred, no
             model list yet, or no image-to-video model this member may use.
     """
-    who = requester(interaction)
+    who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     await interaction.client.generation.check_channel(who)
-    await require_command(interaction, "video")
+    await require_command(interaction, "video", invoker)
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
     if models is None:
@@ -283,21 +398,23 @@ async def open_animate(interaction: Interaction, source: SourceImage, prompt: st
     if not priced:
         raise ValidationFailed("No image-to-video model is available to you here.")
     priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
-    await interaction.response.send_modal(AnimateModal(source, prompt, priced))
+    await interaction.response.send_modal(AnimateModal(source, prompt, priced, click=click))
 
 
-async def open_edit(interaction: Interaction, source: SourceImage, model: Any) -> None:
+async def open_edit(
+    interaction: Interaction, source: SourceImage, model: Any, click: Click | None = None
+) -> None:
     """Open the Edit modal: a new prompt and a mode (``i2i`` or ``i2i_text``).
 
     Raises:
         ValidationFailed: channel not allowed, missing permissions or ``/image`` barred.
     """
-    who = requester(interaction)
+    who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     await interaction.client.generation.check_channel(who)
-    await require_command(interaction, "image")
+    await require_command(interaction, "image", invoker)
     await interaction.response.send_modal(
-        EditModal(source, model if isinstance(model, str) else None)
+        EditModal(source, model if isinstance(model, str) else None, click=click)
     )
 
 
@@ -309,11 +426,16 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         prompt: the prompt to start from (the image's own, if known).
         priced: ``(price cents or None, duration s, model)``, cheapest first; the first is
             the default.
+        click: the click that opened the form; on a private card in a DM, its submission
+            acts in the card's server (:func:`acting`).
     """
 
-    def __init__(self, source: SourceImage, prompt: str, priced: list[Any]) -> None:
+    def __init__(
+        self, source: SourceImage, prompt: str, priced: list[Any], *, click: Click | None = None
+    ) -> None:
         super().__init__()
         self.source = source
+        self.click = click
         self.prompt: discord.ui.TextInput[AnimateModal] = discord.ui.TextInput(
             label="Prompt",
             style=discord.TextStyle.paragraph,
@@ -339,9 +461,9 @@ class AnimateModal(AdmittedModal, title="Animate image"):
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the video through ``/video``'s path (confirmation above the threshold)."""
-        who = requester(interaction)
+        who, invoker = acting(interaction, self.click)
         require_placeholder_permissions(interaction)
-        await require_command(interaction, "video")
+        await require_command(interaction, "video", invoker)
         await defer_video(interaction, who)
         model = self.model.values[0] if self.model.values else self.default_model
         options = VideoOptions(
@@ -367,11 +489,14 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
 
     Args:
         options: the varied request (its temperature already raised).
+        click: the click that opened the form; on a private card in a DM, its submission
+            acts in the card's server (:func:`acting`).
     """
 
-    def __init__(self, options: TextOptions) -> None:
+    def __init__(self, options: TextOptions, *, click: Click | None = None) -> None:
         super().__init__()
         self.options = options
+        self.click = click
         self.prompt: discord.ui.TextInput[RemixModal] = discord.ui.TextInput(
             label="Prompt",
             style=discord.TextStyle.paragraph,
@@ -382,10 +507,11 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Ask the varied request with the submitted prompt."""
-        who = requester(interaction)
-        await require_command(interaction, "text")
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
+        who, invoker = acting(interaction, self.click)
+        await require_command(interaction, "text", invoker)
+        private = await private_results(interaction.client, interaction.user.id)
+        interaction.extras[PUBLIC_DEFER] = not private
+        await interaction.response.defer(thinking=True, ephemeral=private)
         options = dataclasses.replace(self.options, prompt=self.prompt.value)
         await start_text(interaction, who, options)
 
@@ -402,11 +528,16 @@ class EditModal(AdmittedModal, title="Edit image"):
     Args:
         source: the image, sent as ``image_url``.
         model: the image model that made it, if known (else the default model).
+        click: the click that opened the form; on a private card in a DM, its submission
+            acts in the card's server (:func:`acting`).
     """
 
-    def __init__(self, source: SourceImage, model: str | None) -> None:
+    def __init__(
+        self, source: SourceImage, model: str | None, *, click: Click | None = None
+    ) -> None:
         super().__init__()
         self.source = source
+        self.click = click
         self.image_model = model
         self.prompt: discord.ui.TextInput[EditModal] = discord.ui.TextInput(
             label="Prompt",
@@ -425,11 +556,12 @@ class EditModal(AdmittedModal, title="Edit image"):
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the image through ``/image``'s path."""
-        who = requester(interaction)
+        who, invoker = acting(interaction, self.click)
         require_placeholder_permissions(interaction)
-        await require_command(interaction, "image")
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
+        await require_command(interaction, "image", invoker)
+        private = await private_results(interaction.client, interaction.user.id)
+        interaction.extras[PUBLIC_DEFER] = not private
+        await interaction.response.defer(thinking=True, ephemeral=private)
         options = ImageOptions(
             self.prompt.value,
             self.image_model,

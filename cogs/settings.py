@@ -129,7 +129,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             aspect_ratio: your /image and /video shape
             video_duration: your /video length in seconds (0: remove)
             prompt_suffix: added after your /image and /video prompts (none: remove)
-            private: answers of /text and /image only you see
+            private: answers only you see; in servers, video cards in your DM
             remix: Vary on a text answer opens a form with its prompt, to change it first
         """
         given: dict[str, object] = {

@@ -28,6 +28,7 @@ from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
+from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.storage import DeliveryRoute, Job, JobStatus
 from bot.storage.models import Kind
 from tests.conftest import Stack
@@ -195,6 +196,54 @@ async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
     for job in jobs:
         shown = await stack.db.jobs.get(job.id)
         assert shown is not None and shown.delivery_route is DeliveryRoute.DM
+
+
+async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the_channel(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """Issue 22, private results: a crash between the DM card and its record (the job falls
+    due after its grace without a card) must not show the result where everyone sees it."""
+    (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
+    dm = rest_bot.emulator.dm_channel(rest_bot.who.user_id)
+    cards = PrivateCards(stack.db)
+    assert await cards.keep(job.id, PrivateCard(CardPlace.DM, dm.id))
+    async with output_client(stack.api.base_url) as http:
+        announcer = DiscordAnnouncer(
+            rest_bot.client, clock=stack.clock, sandbox=False, http=http, cards=cards
+        )
+        await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 1)
+    (sent,) = rest_bot.dms()
+    assert sent.attachments
+    shown = await stack.db.jobs.get(job.id)
+    assert shown is not None and shown.delivery_route is DeliveryRoute.DM
+    channel = rest_bot.emulator.channel_messages(rest_bot.who.channel_id)
+    assert channel == []
+
+
+async def test_a_private_result_reaches_a_member_who_closed_dms_since_in_the_channel(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """The DM card's job skips the channel route; when the DM is then refused (50007: the
+    member closed DMs after the card went there), the result is posted in the channel anyway,
+    saying why, never lost to ``/jobs``."""
+    (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
+    dm = rest_bot.emulator.dm_channel(rest_bot.who.user_id)
+    rest_bot.emulator.world.closed_dms.add(rest_bot.who.user_id)
+    cards = PrivateCards(stack.db)
+    assert await cards.keep(job.id, PrivateCard(CardPlace.DM, dm.id))
+
+    def posted() -> list[Message]:
+        return rest_bot.emulator.channel_messages(rest_bot.who.channel_id)
+
+    async with output_client(stack.api.base_url) as http:
+        announcer = DiscordAnnouncer(
+            rest_bot.client, clock=stack.clock, sandbox=False, http=http, cards=cards
+        )
+        await run_until(make_poller(stack, announcer), lambda: len(posted()) == 1)
+    (sent,) = posted()
+    assert "could not be shown to you privately" in sent.text
+    assert sent.pinged_user_ids() == {rest_bot.who.user_id}
+    assert rest_bot.dms() == []
 
 
 async def test_deliveries_hold_no_more_bytes_at_once_than_the_bound(

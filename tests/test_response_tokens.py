@@ -73,3 +73,21 @@ async def test_without_an_encryption_key_a_token_stays_in_memory_only(
         assert await ResponseTokens(db, KeyVault(None), clock).get(9) is None
     finally:
         await db.close()
+
+
+async def test_a_private_responses_token_stays_private_across_a_restart(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    # An ephemeral card's followups must be ephemeral too (issue 22, private results): a
+    # worker or a restarted bot must know, or the completion ping lands in the channel.
+    clock = ManualClock()
+    db = await open_db(clock)
+    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
+    try:
+        await ResponseTokens(db, vault, clock).keep(
+            9, ResponseToken(TOKEN, clock.time() + 870, private=True)
+        )
+        found = await ResponseTokens(db, vault, clock).get(9)
+        assert found is not None and found.private
+    finally:
+        await db.close()

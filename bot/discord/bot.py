@@ -180,6 +180,8 @@ class GenBot(commands.AutoShardedBot):
         services.keys.set_missing_key_notice(self._missing_key_notice)
         # Personal jobs' interaction tokens: their cards are interaction responses (issue 22).
         self.response_tokens = services.response_tokens
+        # Where private results' cards are: the member's DM, or an ephemeral response.
+        self.private_cards = services.private_cards
         self.announcer = DiscordAnnouncer(
             self,
             clock=services.clock,
@@ -187,10 +189,12 @@ class GenBot(commands.AutoShardedBot):
             http=services.downloads,
             schedule=services.schedule,
             tokens=self.response_tokens,
+            cards=self.private_cards,
         )
         # Plus the DM of finished results members asked for (issue 22).
         self.poller = build_poller(
-            services, DmNoticeAnnouncer(self.announcer, self, services.members)
+            services,
+            DmNoticeAnnouncer(self.announcer, self, services.members, services.private_cards),
         )
         self._poller_task: asyncio.Task[None] | None = None
         # The start-up permission check: what each guild lacked when last warned, and the

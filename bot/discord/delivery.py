@@ -30,6 +30,12 @@ token on the channel, and never after the token expired or Discord refused it (4
 route is that card; when the token is gone the result waits for the card's Show result button
 and ``/jobs show`` (route ``jobs``), without a request.
 
+A private server job (issue 22, private results: :mod:`bot.services.private_cards`) has its card
+in the requester's DM, edited and replied to there with the bot's token like a channel card,
+or, where the member's DMs are closed, in the command's ephemeral response, edited like a
+personal card while its token lives (its followups ephemeral too); once that token is gone its
+result falls back to the channel, saying why.
+
 A server that removed the bot (``GUILD_DELETE``, or 403 Missing Access to ``GET /guilds/{id}``)
 is skipped: its routes fail at once, without a request, and the result goes by DM.
 
@@ -56,6 +62,7 @@ import discord
 import httpx2 as httpx
 
 from bot.clock import Clock
+from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.discord.render import limits as discord_limits
 from bot.discord.render.buttons import dm_buttons, show_buttons
@@ -66,6 +73,7 @@ from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
+from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
@@ -115,6 +123,9 @@ REQUEST_TOO_LARGE = 40005
 INVALID_FORM_BODY = 50035
 """Discord's JSON code for a payload it refuses (400): how it would refuse a Components V2
 card, or an edit adding a new attachment to one; the message is then sent in another form."""
+
+PRIVATE_FALLBACK = " (posted here: it could not be shown to you privately)"
+"""What a private job's result says where it falls back to the channel (issue 22)."""
 
 HERE = "the upload limit here"
 """How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
@@ -257,6 +268,9 @@ class DiscordAnnouncer:
             :data:`~bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES`.
         tokens: the interaction tokens of personal jobs, whose cards are interaction
             responses (issue 22); None: such cards are never edited (Show result shows them).
+        cards: where private server jobs' cards are (the requester's DM, or an ephemeral
+            response: :mod:`bot.services.private_cards`); None: every server job's card is in its
+            channel.
     """
 
     def __init__(
@@ -269,9 +283,11 @@ class DiscordAnnouncer:
         schedule: PollSchedule | None = None,
         memory: int = DELIVERY_MEMORY_BYTES,
         tokens: ResponseTokens | None = None,
+        cards: PrivateCards | None = None,
     ) -> None:
         self._client = client
         self._tokens = tokens
+        self._cards = cards
         self._schedule = schedule
         self._clock = clock
         self._sandbox = sandbox
@@ -297,8 +313,6 @@ class DiscordAnnouncer:
 
     async def progress(self, job: Job, now: float) -> None:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate."""
-        if self._unreachable(job) is not None:
-            return
         ready_at = None
         if self._schedule is not None:
             ready_at = await self._schedule.estimated_finish(job, now=now)
@@ -317,8 +331,31 @@ class DiscordAnnouncer:
         app_id = self._client.application_id
         if token is None or app_id is None:
             return None
-        webhook = discord.Webhook.partial(app_id, token.token, client=self._client)
-        return _ResponseMessage(webhook, job.message_id), token.filesize_limit
+        # The interaction's own webhook (type 3, "application"), as discord.py's
+        # ``Interaction.followup``: only that kind may send ephemeral followups.
+        webhook = discord.Webhook.from_state(
+            data={"id": app_id, "type": 3, "token": token.token},
+            state=self._client._connection,
+        )
+        message = _ResponseMessage(webhook, job.message_id, private=token.private)
+        return message, token.filesize_limit
+
+    async def _private(self, job: Job) -> PrivateCard | None:
+        """Where a private server job's card is; None for a channel card (or a personal job).
+
+        Raises:
+            Exception: the database could not be read.
+        """
+        if self._cards is None or is_personal(job.guild_id):
+            return None
+        return await self._cards.get(job.id)
+
+    def _in_dm(self, job: Job, card: PrivateCard) -> discord.PartialMessage | None:
+        """The job's card in the member's DM; None when it was never recorded (a crash)."""
+        if card.channel_id is None or job.message_id is None:
+            return None
+        channel = self._client.get_partial_messageable(card.channel_id)
+        return channel.get_partial_message(job.message_id)
 
     async def _token_refused(self, job: Job, exc: BaseException) -> bool:
         """Forget the job's token if Discord says it is dead (401 50027, 10015); say so."""
@@ -333,18 +370,29 @@ class DiscordAnnouncer:
 
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
-        if self._unreachable(job) is not None:
-            return
         await self._edit_quietly(job, job_unwatched(job, now=now, sandbox=self._sandbox))
 
     async def _edit_quietly(self, job: Job, parts: MessageParts) -> None:
         message: discord.PartialMessage | _ResponseMessage | None
-        if is_personal(job.guild_id):
+        try:
+            card = await self._private(job)
+        except Exception as exc:
+            log.info("placeholder edit of job %s skipped: %s", job.id, type(exc).__name__)
+            return
+        response = is_personal(job.guild_id) or (
+            card is not None and card.place is CardPlace.RESPONSE
+        )
+        if response:
             # Its card is the interaction's response: edited with the interaction's token
             # while it lives, never with the bot's token on the channel.
-            parts = dataclasses.replace(parts, action_buttons=show_buttons(job.id))
+            if is_personal(job.guild_id):
+                parts = dataclasses.replace(parts, action_buttons=show_buttons(job.id))
             found = await self._response(job)
             message = None if found is None else found[0]
+        elif card is not None:
+            message = self._in_dm(job, card)  # the requester's DM, whatever the server does
+        elif self._unreachable(job) is not None:
+            return
         else:
             message = self._message(job)
         if message is None:
@@ -357,9 +405,9 @@ class DiscordAnnouncer:
                     raise
                 await message.edit(**parts.legacy().edit_kwargs())
         except (discord.HTTPException, aiohttp.ClientError, OSError, TimeoutError) as exc:
-            if is_personal(job.guild_id):
+            if response:
                 await self._token_refused(job, exc)
-            else:
+            elif card is None:
                 self._note_failure(job, exc)
             log.info("placeholder edit of job %s skipped: %s", job.id, exc)
 
@@ -510,7 +558,22 @@ class DiscordAnnouncer:
         self._replied.discard(job.id)  # from an earlier attempt that was not recorded
         if is_personal(job.guild_id):
             return await self._deliver_personal(job, route, renew)
-        if route is DeliveryRoute.DM:
+        card = await self._private(job)
+        placeholder = self._message(job)
+        if card is not None and route is DeliveryRoute.PLACEHOLDER:
+            if card.place is CardPlace.RESPONSE:
+                return await self._deliver_response(job, renew)
+            placeholder = self._in_dm(job, card)
+        if card is not None and card.place is CardPlace.DM and route is DeliveryRoute.CHANNEL:
+            # The member's DM took its card: a private result whose card cannot be edited goes
+            # there as a new message (the DM route), not where everyone sees it.
+            return Attempt(
+                shown=False,
+                permanent=True,
+                error="a private result goes to the member's DM, not the channel",
+                code="private",
+            )
+        if route is DeliveryRoute.DM or (card is not None and route is DeliveryRoute.PLACEHOLDER):
             limit = DM_UPLOAD_LIMIT  # a DM takes 10 MiB, whatever the server's boosts
         else:
             if (why := self._unreachable(job)) is not None:
@@ -526,18 +589,20 @@ class DiscordAnnouncer:
                 await renew()
             try:
                 try:
-                    return await self._send(job, route, files, note)
+                    return await self._send(job, route, files, note, placeholder, card)
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
                 note = "The file is not attached (Discord refused it as too large); "
                 note += "the link may stop working."
-                return await self._send(job, route, (), note)
+                return await self._send(job, route, (), note, placeholder, card)
             except Exception as exc:
                 outcome = classify(exc)
                 if outcome is None:
                     raise
-                if route is not DeliveryRoute.DM:
+                if route is DeliveryRoute.CHANNEL or (
+                    route is DeliveryRoute.PLACEHOLDER and card is None
+                ):
                     self._note_failure(job, exc)
                 return outcome
 
@@ -588,12 +653,22 @@ class DiscordAnnouncer:
                 error="a personal result is shown only on its card (Show result, /jobs show)",
                 code="personal",
             )
+        return await self._deliver_response(job, renew)
+
+    async def _deliver_response(self, job: Job, renew: Renew | None) -> Attempt:
+        """Edit a card that is an interaction's response into its result, while its token lives.
+
+        A personal job's card, or a private server job's whose member's DMs are closed (its
+        ephemeral response). Without a live token nothing is sent: the attempt fails for good
+        (a personal result then waits for Show result and ``/jobs show``; a private one goes
+        to the channel, saying why).
+        """
         found = await self._response(job)
         if found is None:
             return Attempt(
                 shown=False,
                 permanent=True,
-                error="the interaction token expired; Show result and /jobs show the result",
+                error="the interaction token expired",
                 code="token_expired",
             )
         message, limit = found
@@ -651,10 +726,12 @@ class DiscordAnnouncer:
         route: DeliveryRoute,
         files: tuple[tuple[str, bytes], ...],
         note: str | None,
+        placeholder: discord.PartialMessage | None,
+        card: PrivateCard | None,
     ) -> Attempt:
         finished, parts = self._finished_parts(job, files, note)
         if route is DeliveryRoute.PLACEHOLDER:
-            message = self._message(job)
+            message = placeholder
             if message is None:
                 return Attempt(
                     shown=False,
@@ -667,15 +744,32 @@ class DiscordAnnouncer:
                 await self._reply(job, message, for_reply)
                 self._replied.add(job.id)
         elif route is DeliveryRoute.CHANNEL:
-            # A new message carries its own ping: there is no placeholder to reply to.
-            notice = self._with_notice(parts, job, "")
+            # A new message carries its own ping: there is no placeholder to reply to. A
+            # private result (issue 22) says why it is posted where everyone sees it.
+            notice = self._with_notice(parts, job, "" if card is None else PRIVATE_FALLBACK)
             await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
-            parts = dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons))
-            notice = self._with_notice(parts, job, where)
-            await send_card(dm, notice, nonce=delivery_nonce(job, route))
+            if card is not None:
+                where = f" (requested in <#{job.channel_id}>; private results)"
+            notice = self._with_notice(
+                dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons)),
+                job,
+                where,
+            )
+            try:
+                await send_card(dm, notice, nonce=delivery_nonce(job, route))
+            except discord.HTTPException as exc:
+                if card is None or card.place is not CardPlace.DM or exc.code != CANNOT_DM:
+                    raise
+                # The member closed their DMs after the card went there: the result still
+                # reaches them, in the channel, saying why (its channel route was skipped).
+                notice = self._with_notice(parts, job, PRIVATE_FALLBACK)
+                channel_route = DeliveryRoute.CHANNEL
+                await send_card(
+                    self._channel(job), notice, nonce=delivery_nonce(job, channel_route)
+                )
         else:
             raise ValueError(f"{route} is not a Discord route")
         return SHOWN
@@ -761,10 +855,17 @@ class DiscordAnnouncer:
         if job.id in self._replied:
             self._replied.discard(job.id)
             return
-        if is_personal(job.guild_id):
+        if route is not DeliveryRoute.PLACEHOLDER:
+            return
+        try:
+            card = await self._private(job)
+        except Exception as exc:
+            log.info("could not notify the requester of job %s: %s", job.id, type(exc).__name__)
+            return
+        if is_personal(job.guild_id) or (card is not None and card.place is CardPlace.RESPONSE):
             # A followup of the interaction (at most 5 on a user install; this is the only one
             # a job sends), while its token lives: the card's edit pinged nobody.
-            found = await self._response(job) if route is DeliveryRoute.PLACEHOLDER else None
+            found = await self._response(job)
             if found is None:
                 return
             try:
@@ -773,8 +874,8 @@ class DiscordAnnouncer:
                 await self._token_refused(job, exc)
                 log.info("could not notify the requester of job %s: %s", job.id, exc)
             return
-        message = self._message(job)
-        if route is not DeliveryRoute.PLACEHOLDER or message is None:
+        message = self._message(job) if card is None else self._in_dm(job, card)
+        if message is None:
             return
         try:
             await self._reply(job, message, ())
@@ -788,11 +889,13 @@ class _ResponseMessage:
     Args:
         webhook: the interaction's webhook (``/webhooks/{application_id}/{token}``).
         message_id: the card (the interaction's original response).
+        private: the response is ephemeral; so are its followups.
     """
 
-    def __init__(self, webhook: discord.Webhook, message_id: int) -> None:
+    def __init__(self, webhook: discord.Webhook, message_id: int, *, private: bool = False) -> None:
         self._webhook = webhook
         self._message_id = message_id
+        self._private = private
 
     def __repr__(self) -> str:
         return f"<response message {self._message_id}>"  # never the token
@@ -806,4 +909,4 @@ class _ResponseMessage:
         parts = completion_reply(job)
         if files:
             parts = dataclasses.replace(parts, files=files)
-        await self._webhook.send(**parts.kwargs())
+        await self._webhook.send(**parts.kwargs(), ephemeral=self._private)

@@ -22,6 +22,7 @@ import discord
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
 from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
+from bot.services.private_cards import PrivateCards
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 
 log = logging.getLogger(__name__)
@@ -64,14 +65,20 @@ class DmNoticeAnnouncer:
         client: the logged-in bot (opens the DM channel).
         members: members' settings (who turned the DM on): the
             :class:`bot.services.member_settings.MemberSettingsService`.
+        cards: where private results' cards are (no notice for a card in the DM already).
     """
 
     def __init__(
-        self, inner: JobAnnouncer, client: discord.Client, members: MemberSettingsReader
+        self,
+        inner: JobAnnouncer,
+        client: discord.Client,
+        members: MemberSettingsReader,
+        cards: PrivateCards,
     ) -> None:
         self._inner = inner
         self._client = client
         self._members = members
+        self._cards = cards
 
     @property
     def inner(self) -> JobAnnouncer:
@@ -93,7 +100,8 @@ class DmNoticeAnnouncer:
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """The inner announcer's notice, then the DM if the member turned it on; never raises.
 
-        No DM when the result itself went to the member's DM (``route`` DM), or for a job that
+        No DM when the result itself went to the member's DM (``route`` DM, or a private
+        result's card, which lives there: :mod:`bot.services.private_cards`), or for a job that
         did not complete (nothing to show).
         """
         await self._inner.notify(job, route)
@@ -103,6 +111,8 @@ class DmNoticeAnnouncer:
             mine = await self._members.get(job.user_id)
             if not mine.notify_dm:
                 return
+            if route is DeliveryRoute.PLACEHOLDER and await self._cards.get(job.id) is not None:
+                return  # a private card: in the DM already, or the member's DMs are closed
             dm = await self._client.create_dm(discord.Object(job.user_id))
             await dm.send(dm_notice_text(job), allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:

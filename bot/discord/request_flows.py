@@ -6,6 +6,10 @@ validation, channel check, budgets and caps as the command (all in
 behind each result is stored (``Store.add_result_request``) so its buttons can rebuild it after
 any restart. A video whose known price is above the server's confirmation threshold
 (``/config confirm-above``) first asks, ephemerally, for a few minutes.
+
+A member with private results on (issue 22) gets a video's or an asynchronous image's card in
+their DM instead of the channel (:func:`show_private_card`), or, where their DMs are closed, in
+the ephemeral response; in a personal context the card is the response, ephemeral.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 import discord
 
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
+from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, text_answer
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
@@ -37,6 +42,7 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
+from bot.services.private_cards import CardPlace, PrivateCard
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 
 if TYPE_CHECKING:
@@ -92,16 +98,26 @@ def needs_confirmation(price_cents: Decimal | None, threshold_cents: Decimal | N
 async def defer_video(interaction: Interaction, who: Requester) -> None:
     """Defer a video's interaction: ephemerally, or publicly for a personal video.
 
-    A server's video card is a channel message, and the response only a note about it; a
-    personal video's card (issue 22: billed to the member, where the bot may not be a member)
-    is the response itself, public like a server's card. An error after a public deferral
-    replaces the "thinking…" message with an ephemeral one (``PUBLIC_DEFER``).
+    A server's video card is a channel message (or a DM, private results), and the response
+    only a note about it; a personal video's card (issue 22: billed to the member, where the
+    bot may not be a member) is the response itself, public like a server's card, or
+    ephemeral when the member has private results on (``PUBLIC_DEFER`` False). An error after
+    a public deferral replaces the "thinking…" message with an ephemeral one.
     """
     if is_personal(who.guild_id):
-        interaction.extras[PUBLIC_DEFER] = True
-        await interaction.response.defer(thinking=True)
+        private = await private_results(interaction.client, who.user_id)
+        interaction.extras[PUBLIC_DEFER] = not private
+        await interaction.response.defer(thinking=True, ephemeral=private)
     else:
         await interaction.response.defer(ephemeral=True, thinking=True)
+
+
+async def private_results(bot: GenBot, user_id: int) -> bool:
+    """Whether the member turned private results on (``/settings defaults private``).
+
+    Read before a paid call, never after it (a failure here must cost nothing).
+    """
+    return (await bot.services.members.get(user_id)).private
 
 
 async def show_personal_card(interaction: Interaction, job: Job) -> None:
@@ -110,23 +126,31 @@ async def show_personal_card(interaction: Interaction, job: Job) -> None:
     Where the bot may not be a member (a personal job, issue 22) its token cannot post to the
     channel (Discord: 50001), so the card is the interaction's original response, edited by
     the poller through the interaction webhook while the token lives (15 minutes), and by its
-    Show result button after that. Never raises (the job is paid for): a card that could not
-    be shown leaves the result to ``/jobs show``.
+    Show result button after that; ephemeral when the response was deferred so (private
+    results, ``PUBLIC_DEFER`` False). Never raises (the job is paid for): a card that could
+    not be shown leaves the result to ``/jobs show``.
     """
+    await _show_response_card(interaction, job, personal=True)
+
+
+async def _show_response_card(interaction: Interaction, job: Job, *, personal: bool) -> None:
+    """Make the response ``job``'s card (personal, or private with DMs closed); never raises."""
     bot = interaction.client
     clock = bot.services.clock
     expires_at = interaction.created_at.timestamp() + TOKEN_LIFETIME_SECONDS
     token = ResponseToken(
-        interaction.token, expires_at - TOKEN_MARGIN_SECONDS, interaction.filesize_limit
+        interaction.token,
+        expires_at - TOKEN_MARGIN_SECONDS,
+        interaction.filesize_limit,
+        private=not personal or interaction.extras.get(PUBLIC_DEFER) is False,
     )
     try:
         await bot.response_tokens.keep(job.id, token)
         now = clock.time()
         ready_at = await bot.services.schedule.estimated_finish(job, now=now)
-        parts = dataclasses.replace(
-            job_placeholder(job, now=now, sandbox=bot.services.sandbox, ready_at=ready_at),
-            action_buttons=show_buttons(job.id),
-        )
+        parts = job_placeholder(job, now=now, sandbox=bot.services.sandbox, ready_at=ready_at)
+        if personal:
+            parts = dataclasses.replace(parts, action_buttons=show_buttons(job.id))
         try:
             message = await interaction.edit_original_response(**parts.edit_kwargs())
         except discord.HTTPException as exc:
@@ -136,7 +160,84 @@ async def show_personal_card(interaction: Interaction, job: Job) -> None:
         await bot.generation.attach_message(job, message.id)
         bot.poller.wake()
     except Exception as exc:
-        log.error("job %s: its personal card was not shown (%s); /jobs shows it", job.id, exc)
+        log.error("job %s: its card was not shown in its response (%s)", job.id, exc)
+
+
+PRIVATE_ON_ITS_WAY = (
+    "Your {what} is on its way to your DMs (private results): {link}. "
+    "You will be pinged there when it is ready."
+)
+DMS_CLOSED = (
+    "I cannot DM you (your DMs are closed), so your {what} is shown here, only to you, while "
+    "I can edit this message (15 minutes); after that it will be posted in the channel."
+)
+
+
+async def show_private_card(
+    interaction: Interaction, job: Job, what: str, *, note: str | None = None
+) -> None:
+    """Post a private server job's card in the member's DM, not the channel (issue 22).
+
+    Private results (``/settings defaults private``): the card (placeholder, progress, the
+    result with its files and buttons) lives in the bot's DM channel with the member, edited
+    by the poller with the bot's token like a channel card; the ephemeral response says so.
+    Where Discord refuses the DM (50007: DMs closed) the card is this ephemeral response,
+    edited while its token lives (15 minutes), after which the poller posts the result in the
+    channel, saying why (``bot.discord.delivery``). The card's place is recorded
+    (:class:`bot.services.private_cards.PrivateCards`) before the job is handed to the poller; if it
+    cannot be, the card goes to the channel as anyone's. Never raises (the job is paid for).
+
+    Args:
+        interaction: the ephemerally deferred interaction.
+        job: the paid job.
+        what: ``"video"`` or ``"image"``, for the sentences.
+        note: said with the answer (a member's default left out).
+    """
+    bot = interaction.client
+    cards = bot.private_cards
+    try:
+        dm = await interaction.user.create_dm()
+        if not await cards.keep(job.id, PrivateCard(CardPlace.DM, dm.id)):
+            await _public_card(interaction, job, what, note)
+            return
+        now = bot.services.clock.time()
+        ready_at = await bot.services.schedule.estimated_finish(job, now=now)
+        parts = job_placeholder(job, now=now, sandbox=bot.services.sandbox, ready_at=ready_at)
+        message = await send_card(dm, parts)
+    except Exception as exc:
+        if isinstance(exc, discord.HTTPException) and exc.code == CANNOT_DM:
+            log.info("job %s: the member's DMs are closed; its card is the response", job.id)
+        else:
+            log.warning("job %s: its card was not sent by DM (%s); it is the response", job.id, exc)
+        if not await cards.keep(job.id, PrivateCard(CardPlace.RESPONSE)):
+            await _public_card(interaction, job, what, note)
+            return
+        await _show_response_card(interaction, job, personal=False)
+        try:
+            await interaction.followup.send(
+                _noted(DMS_CLOSED.format(what=what), note),
+                ephemeral=True,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        except Exception as exc:
+            log.warning("a note about a paid job was not shown (%s)", exc)
+        return
+    try:
+        await bot.generation.attach_message(job, message.id)
+        bot.poller.wake()
+    except Exception as exc:  # the job falls due after its grace anyway
+        log.error("job %s: its DM card was not recorded (%s)", job.id, exc)
+    text = PRIVATE_ON_ITS_WAY.format(what=what, link=message.jump_url)
+    await tell(interaction, content=_noted(text, note), view=None)
+
+
+async def _public_card(interaction: Interaction, job: Job, what: str, note: str | None) -> None:
+    """Post ``job``'s card in its channel and say where, in the (ephemeral) response."""
+    link = await posted_placeholder(interaction.client, job)
+    text = f"Your {what} is on its way: {link}."
+    if what == "video":
+        text += " You will be pinged when it is ready."
+    await tell(interaction, content=_noted(text, note), view=None)
 
 
 async def start_video(
@@ -196,21 +297,17 @@ async def submit_video(
     (issue 18, E3).
     """
     bot = interaction.client
+    # Read before the paid call: nothing after the charge may fail the request.
+    private = not is_personal(who.guild_id) and await private_results(bot, who.user_id)
     async with queue_status(interaction, who.user_id, who.guild_id):
         job = await bot.generation.video(who, options)
     charged(interaction)
     if is_personal(who.guild_id):
         await show_personal_card(interaction, job)
-        await remember(bot, "video", who, stored_options(options), job_id=job.id)
-        return
-    link = await posted_placeholder(bot, job)
-    await tell(
-        interaction,
-        content=_noted(
-            f"Your video is on its way: {link}. You will be pinged when it is ready.", note
-        ),
-        view=None,
-    )
+    elif private:
+        await show_private_card(interaction, job, "video", note=note)
+    else:
+        await _public_card(interaction, job, "video", note)
     await remember(bot, "video", who, stored_options(options), job_id=job.id)
 
 
@@ -276,22 +373,24 @@ async def tell(interaction: Interaction, **edit: Any) -> None:
 
 
 async def start_image(interaction: Interaction, who: Requester, options: ImageOptions) -> None:
-    """Generate an image; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
+    """Generate an image; ``interaction`` must be deferred (``PUBLIC_DEFER`` set).
 
     A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
-    one gets a card in the channel and a link here (a personal one: its card is this response).
+    one gets a card in the channel and a link here (a personal one: its card is this
+    response; a private one, deferred ephemerally with ``PUBLIC_DEFER`` False: in the member's
+    DM, :func:`show_private_card`).
     """
     bot = interaction.client
     async with queue_status(interaction, who.user_id, who.guild_id):
         outcome = await bot.generation.image(who, options)
     charged(interaction)
-    if outcome.job is not None and is_personal(who.guild_id):
-        await show_personal_card(interaction, outcome.job)
-        await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
-        return
     if outcome.job is not None:
-        link = await posted_placeholder(bot, outcome.job)
-        await tell(interaction, content=f"Your image is on its way: {link}")
+        if is_personal(who.guild_id):
+            await show_personal_card(interaction, outcome.job)
+        elif interaction.extras.get(PUBLIC_DEFER) is False:
+            await show_private_card(interaction, outcome.job, "image")
+        else:
+            await _public_card(interaction, outcome.job, "image", None)
         await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
         return
     assert outcome.result is not None

@@ -6,7 +6,8 @@ personal job's card is therefore the interaction's original response, edited thr
 interaction webhook (``PATCH /webhooks/{application_id}/{token}/messages/{message_id}``),
 which works only while the token lives: 15 minutes after the interaction (Discord,
 "Receiving and Responding": "Interaction tokens are valid for 15 minutes"), then 401, code
-50027 "Invalid Webhook Token".
+50027 "Invalid Webhook Token". The same holds for a private server job whose member's DMs are
+closed (:mod:`bot.services.private_cards`): its card is the command's ephemeral response.
 
 A token is a secret (anyone holding it can edit the card and post as the bot there): it is
 stored encrypted with ``KEY_ENCRYPTION_KEY`` like API keys, under ``db.meta`` key
@@ -52,11 +53,14 @@ class ResponseToken:
             plus 15 minutes, less :data:`TOKEN_MARGIN_SECONDS`).
         filesize_limit: bytes a file attached to this response may have
             (``Interaction.filesize_limit``).
+        private: the response is ephemeral (private results, issue 22): its followups must
+            be ephemeral too, or everyone in the channel would see them.
     """
 
     token: str = field(repr=False)
     expires_at: float
     filesize_limit: int = DEFAULT_FILESIZE_LIMIT
+    private: bool = False
 
 
 def _meta_key(job_id: int) -> str:
@@ -91,7 +95,12 @@ class ResponseTokens:
             return
         try:
             sealed = self._vault.encrypt(token.token).decode("ascii")
-            value = {"t": sealed, "e": token.expires_at, "l": token.filesize_limit}
+            value = {
+                "t": sealed,
+                "e": token.expires_at,
+                "l": token.filesize_limit,
+                "p": token.private,
+            }
             await self._db.meta.set(_meta_key(job_id), json.dumps(value))
         except Exception as exc:
             log.warning("job %s: its response token was not stored (%s)", job_id, type(exc))
@@ -132,7 +141,8 @@ class ResponseTokens:
                 return None
             value = json.loads(raw)
             token = self._vault.decrypt(str(value["t"]).encode("ascii"))
-            return ResponseToken(token, float(value["e"]), int(value["l"]))
+            private = bool(value.get("p", False))  # absent: kept before private results
+            return ResponseToken(token, float(value["e"]), int(value["l"]), private)
         except Exception as exc:  # unreadable, or the database failed: the card waits
             log.warning("job %s: its response token is unreadable (%s)", job_id, type(exc))
             return None

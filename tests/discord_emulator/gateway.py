@@ -22,6 +22,7 @@ RECONNECT, REQUEST_MEMBERS, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 7, 8, 9, 10,
 GUILDS_INTENT = 1 << 0
 GUILD_MEMBERS_INTENT = 1 << 1
 GUILD_MESSAGES_INTENT = 1 << 9
+DIRECT_MESSAGES_INTENT = 1 << 12
 MESSAGE_CONTENT_INTENT = 1 << 15
 """Privileged: without it a guild message's content, embeds, attachments and components
 reach the bot empty unless the message mentions it (Gateway docs, "Message Content Intent")."""

@@ -8,7 +8,12 @@ from typing import Any
 
 from . import errors as err
 from . import permissions as perms
-from .gateway import GUILD_MESSAGES_INTENT, MESSAGE_CONTENT_INTENT, GatewayHub
+from .gateway import (
+    DIRECT_MESSAGES_INTENT,
+    GUILD_MESSAGES_INTENT,
+    MESSAGE_CONTENT_INTENT,
+    GatewayHub,
+)
 from .limits import MAX_UPLOAD_BYTES, validate_message, walk_components
 from .mentions import resolve_mentions
 from .models import EPHEMERAL, LOADING, Attachment, Mentions, Message, World, iso_now
@@ -115,7 +120,7 @@ class MessageService:
     def _emit(self, event: str, message: Message) -> None:
         if not message.ephemeral:
             self.hub.dispatch(
-                event, gateway_message_payload(self.world, message), intent=GUILD_MESSAGES_INTENT
+                event, gateway_message_payload(self.world, message), intent=_intent(message)
             )
         self.signal.notify()
 
@@ -290,15 +295,10 @@ class MessageService:
             raise err.unknown_message()
         message.deleted = True
         if not message.ephemeral:
-            self.hub.dispatch(
-                "MESSAGE_DELETE",
-                {
-                    "id": str(message.id),
-                    "channel_id": str(message.channel_id),
-                    "guild_id": str(message.guild_id),
-                },
-                intent=GUILD_MESSAGES_INTENT,
-            )
+            data = {"id": str(message.id), "channel_id": str(message.channel_id)}
+            if message.guild_id:
+                data["guild_id"] = str(message.guild_id)  # Discord: none for a DM
+            self.hub.dispatch("MESSAGE_DELETE", data, intent=_intent(message))
         self.signal.notify()
 
     # -- channel-route permission checks -----------------------------------------------
@@ -341,3 +341,8 @@ class MessageService:
         ):
             raise err.unknown_message()
         return message
+
+
+def _intent(message: Message) -> int:
+    """The intent a message's events need (Gateway Intents): guild messages, or direct ones."""
+    return GUILD_MESSAGES_INTENT if message.guild_id else DIRECT_MESSAGES_INTENT

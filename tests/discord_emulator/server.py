@@ -399,8 +399,11 @@ class RestApi(InteractionRoutes):
                     "type": 0,
                     "message_id": str(target.id),
                     "channel_id": str(target.channel_id),
-                    "guild_id": str(target.guild_id),
                 }
+                if target.guild_id:
+                    # Discord (Message Reference): guild_id only for a message in a guild; a
+                    # reply in a DM has none.
+                    extra["message_reference"]["guild_id"] = str(target.guild_id)
         message = self.emu.msgs.create(
             channel_id,
             payload,

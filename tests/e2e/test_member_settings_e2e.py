@@ -134,6 +134,8 @@ async def test_private_results_answer_only_the_member(world: World) -> None:
 async def test_a_dm_when_a_video_is_finished_for_who_asked_and_silence_where_refused(
     world: World,
 ) -> None:
+    # Private results (set above) would put the card itself in the DM (test_private_cards_e2e).
+    await settings(world, "defaults", {"private": False})
     on = await settings(world, "dm", {"state": "on"}, group="notify")
     assert "I will DM you" in on.content
     closed = world.discord.add_user("closed-dms")
