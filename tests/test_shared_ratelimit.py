@@ -133,3 +133,16 @@ async def test_a_request_the_shared_window_refused_frees_its_slot_in_the_process
     for _ in range(LIMIT - 1):
         await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
     assert len(await recorded(two[1], "fp")) == 2 * LIMIT - 1
+
+
+async def test_a_shorter_block_never_shortens_a_longer_one(two: tuple[Database, Database]) -> None:
+    # A 429 with a short Retry-After, seen by one process, must not cut short the longer block
+    # another process's 429 set: the key would be used again too early (the window's row is
+    # an upsert that keeps the later time).
+    first, second = two
+    await first.rates.block("fp", 600.0)
+    longer = (await second.rates.snapshot("fp", 60.0)).blocked_until
+    await second.rates.block("fp", 5.0)
+    assert (await first.rates.snapshot("fp", 60.0)).blocked_until == longer
+    await second.rates.block("fp", 1200.0)
+    assert (await first.rates.snapshot("fp", 60.0)).blocked_until >= longer + 500.0

@@ -28,20 +28,26 @@ from bot.storage import (
     SchemaTooNewError,
     StorageUnavailableError,
 )
+from bot.storage.repos.jobs import (
+    CLAIM_CANDIDATES,
+    DUE_DELIVERIES,
+    DUE_JOBS,
+    JOBS_LISTING,
+    NEXT_DELIVERY,
+    NEXT_DUE,
+    PENDING_VIDEOS,
+)
+from bot.storage.sql import compile_for
 from bot.storage.sqlite import SqliteDatabase, engine
 from bot.storage.sqlite.engine import Migration, load_migrations, split_statements
-from bot.storage.sqlite.jobs import (
-    CLAIM_CANDIDATES_SQL,
-    DUE_DELIVERIES_SQL,
-    DUE_JOBS_SQL,
-    JOBS_LISTING_SQL,
-    NEXT_DELIVERY_SQL,
-    NEXT_DUE_SQL,
-    PENDING_VIDEOS_SQL,
-)
 
 GUILD = 100
 LATEST = len(load_migrations())
+
+
+async def query_plan(store: SqliteDatabase, stmt: Any) -> list[str]:
+    """SQLite's plan of one of the jobs repository's named statements (with its parameters)."""
+    return await store.query_plan(*compile_for("sqlite", stmt))
 
 
 @pytest.fixture
@@ -700,21 +706,21 @@ async def test_due_jobs_among_thousands_use_the_partial_index(
     assert await store.jobs.next_due_at() == now - 5000
     assert await store.jobs.pending_count() == 100
 
-    plan = " | ".join(await store.query_plan(DUE_JOBS_SQL, (now, 10)))
+    plan = " | ".join(await query_plan(store, DUE_JOBS.params(p_now=now, p_limit=10)))
     assert "USING INDEX jobs_due" in plan
     assert "SCAN jobs" not in plan
     assert "TEMP B-TREE" not in plan
     # The claim reads its candidates from the index alone, never from the table.
-    claim = await store.query_plan(CLAIM_CANDIDATES_SQL, (now, 10))
+    claim = await query_plan(store, CLAIM_CANDIDATES.params(p_now=now, p_limit=10))
     assert claim == ["SEARCH jobs USING COVERING INDEX jobs_claim (next_poll_at<?)"]
     # A SCAN of a partial index reads only its rows (pending / unannounced jobs): fine.
-    assert await store.query_plan(NEXT_DUE_SQL) in (
+    assert await query_plan(store, NEXT_DUE) in (
         ["SEARCH jobs USING COVERING INDEX jobs_due"],
         ["SEARCH jobs USING INDEX jobs_due"],
         ["SEARCH jobs USING COVERING INDEX jobs_claim"],  # the watched pending jobs only (0010)
     )
-    for sql, params in ((DUE_DELIVERIES_SQL, (now, 10)), (NEXT_DELIVERY_SQL, ())):
-        plan = " | ".join(await store.query_plan(sql, params))
+    for stmt in (DUE_DELIVERIES.params(p_now=now, p_limit=10), NEXT_DELIVERY):
+        plan = " | ".join(await query_plan(store, stmt))
         assert "USING INDEX jobs_delivery_due" in plan or "USING COVERING INDEX" in plan
         assert "SCAN jobs" not in plan
 
@@ -738,9 +744,11 @@ async def test_recent_jobs_newest_first_per_member_or_server(store: SqliteDataba
 
     # Both listings walk an index in order: no scan of every job, no sort (SQLite's plans).
     for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
-        sql = JOBS_LISTING_SQL[user_id is not None]
-        params = (GUILD, 1, 25) if user_id is not None else (GUILD, 25)
-        plan = " | ".join(await store.query_plan(sql, params))
+        if user_id is None:
+            stmt = JOBS_LISTING[False].params(p_guild=GUILD, p_limit=25)
+        else:
+            stmt = JOBS_LISTING[True].params(p_guild=GUILD, p_user=user_id, p_limit=25)
+        plan = " | ".join(await query_plan(store, stmt))
         assert "USING INDEX jobs_listing" in plan or "USING INDEX jobs_guild_listing" in plan
         assert "TEMP B-TREE" not in plan
         assert "SCAN jobs" not in plan
@@ -763,8 +771,10 @@ async def test_pending_videos_leave_out_unwatched_and_finished_jobs(store: Sqlit
     assert await store.jobs.pending_videos(GUILD, user_id=1) == 2
     assert watched.id != unwatched.id
     for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
-        params = (GUILD, 1) if user_id is not None else (GUILD,)
-        plan = " | ".join(await store.query_plan(PENDING_VIDEOS_SQL[user_id is not None], params))
+        params = {"p_guild": GUILD} if user_id is None else {"p_guild": GUILD, "p_user": user_id}
+        plan = " | ".join(
+            await query_plan(store, PENDING_VIDEOS[user_id is not None].params(**params))
+        )
         assert "SCAN jobs" not in plan
 
 

@@ -102,13 +102,13 @@ def compile_for(
         row: values for a statement whose parameters are given at execution (``executemany``).
     """
     compiled = stmt.compile(
-        dialect=_DIALECTS[engine],
-        column_keys=list(row) if row is not None else None,
-        compile_kwargs={"render_postcompile": True},
+        dialect=_DIALECTS[engine], column_keys=list(row) if row is not None else None
     )
     assert isinstance(compiled, SQLCompiler)
-    params = compiled.construct_params(row)
-    return str(compiled), [params[name] for name in compiled.positiontup or ()]
+    # Expanded after compiling (IN lists, including those of an expanding parameter given by
+    # ``.params()``, which ``render_postcompile`` refuses to construct parameters for).
+    state = compiled.construct_expanded_state(compiled.construct_params(row))
+    return state.statement, [state.parameters[name] for name in state.positiontup or ()]
 
 
 class LegacySql:
@@ -159,10 +159,27 @@ class LegacySql:
         """Execute a write (once per mapping of ``rows`` when given); return the rows changed."""
         if not rows:
             return await self._run(*compile_for(self._engine, stmt))  # type: ignore[arg-type]
-        changed = 0
+        # Compiled once for the batch (its rows share their keys), as executemany is; SQLite
+        # runs it as one executemany, PostgreSQL's executor has none: a statement per row.
+        compiled = stmt.compile(  # type: ignore[attr-defined]
+            dialect=_DIALECTS[self._engine], column_keys=list(rows[0])
+        )
+        assert isinstance(compiled, SQLCompiler)
+        if compiled.post_compile_params or compiled.literal_execute_params:
+            # IN lists: each row's text is its own.
+            batch = [compile_for(self._engine, stmt, row) for row in rows]  # type: ignore[arg-type]
+        else:
+            names = compiled.positiontup or ()
+            batch = [
+                (str(compiled), [v[name] for name in names])
+                for v in map(compiled.construct_params, rows)
+            ]
+        if self._engine == "sqlite" and len({sql for sql, _ in batch}) == 1:
+            # One transaction: the executor's own, or the one it is bound to.
+            return int(await self._executor.run_many(batch[0][0], [p for _, p in batch]))
         async with self.write() as tx:
-            for row in rows:
-                sql, params = compile_for(self._engine, stmt, row)  # type: ignore[arg-type]
+            changed = 0
+            for sql, params in batch:
                 changed += await tx._run(sql, params)  # type: ignore[attr-defined]
         return changed
 

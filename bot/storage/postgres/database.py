@@ -7,14 +7,14 @@ from contextlib import asynccontextmanager
 
 from bot.clock import Clock
 from bot.storage.postgres.engine import Executor, PgConnections
-from bot.storage.postgres.jobs import PgJobs
 from bot.storage.postgres.meta import PgMeta
-from bot.storage.postgres.rates import PgRates
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.jobs import JobStore
 from bot.storage.repos.ledger import LedgerStore
 from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.sql import LegacySql
 
@@ -23,7 +23,7 @@ class PgRepositories:
     """The repositories over one executor (the database's, or one transaction's)."""
 
     def __init__(self, sql: Executor) -> None:
-        self.jobs = PgJobs(sql)
+        self.jobs = JobStore(LegacySql("postgresql", sql))
         self.ledger = LedgerStore(LegacySql("postgresql", sql))
         self.guilds = GuildStore(LegacySql("postgresql", sql))
         self.meta = PgMeta(sql)
@@ -48,7 +48,7 @@ class PostgresDatabase(PgRepositories):
     def __init__(self, connections: PgConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
-        self.rates = PgRates(connections.executor)
+        self.rates = RateWindowStore(LegacySql("postgresql", connections.executor))
 
     @classmethod
     async def open(cls, url: str, *, clock: Clock) -> PostgresDatabase:

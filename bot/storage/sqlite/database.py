@@ -10,22 +10,22 @@ from typing import Any
 from bot.clock import Clock
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.guilds import GuildStore
+from bot.storage.repos.jobs import JobStore
 from bot.storage.repos.ledger import LedgerStore
 from bot.storage.repos.members import MemberStore
 from bot.storage.repos.policy import PolicyStore
+from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.sql import LegacySql
 from bot.storage.sqlite.engine import Executor, SqliteConnections
-from bot.storage.sqlite.jobs import SqliteJobs
 from bot.storage.sqlite.meta import SqliteMeta
-from bot.storage.sqlite.rates import SqliteRates
 
 
 class SqliteRepositories:
     """The repositories over one executor (the database's, or one transaction's)."""
 
     def __init__(self, sql: Executor) -> None:
-        self.jobs = SqliteJobs(sql)
+        self.jobs = JobStore(LegacySql("sqlite", sql))
         self.ledger = LedgerStore(LegacySql("sqlite", sql))
         self.guilds = GuildStore(LegacySql("sqlite", sql))
         self.meta = SqliteMeta(sql)
@@ -48,7 +48,7 @@ class SqliteDatabase(SqliteRepositories):
     def __init__(self, connections: SqliteConnections) -> None:
         super().__init__(connections.executor)
         self._connections = connections
-        self.rates = SqliteRates(connections.executor)
+        self.rates = RateWindowStore(LegacySql("sqlite", connections.executor))
 
     @classmethod
     async def open(cls, path: Path, *, clock: Clock) -> SqliteDatabase:
