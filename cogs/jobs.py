@@ -15,6 +15,7 @@ from bot.discord.render import NO_PINGS, job_list_pages
 from bot.discord.request_flows import show_job
 from bot.discord.tree import PUBLIC_DEFER
 from bot.errors import ValidationFailed
+from bot.services.personal import is_personal
 from bot.storage.models import Job
 from cogs.models import Pager
 
@@ -82,7 +83,12 @@ class JobsCog(commands.Cog):
         else:
             whose = f"<@{user_id}>'s"
         pages = job_list_pages(
-            jobs, now=now, estimates=estimates, whose=whose, show_requester=user_id is None
+            jobs,
+            now=now,
+            estimates=estimates,
+            whose=whose,
+            show_requester=user_id is None,
+            message_links=await self._private_links(jobs, who.user_id),
         )
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0], allowed_mentions=NO_PINGS)
@@ -90,6 +96,25 @@ class JobsCog(commands.Cog):
             await interaction.edit_original_response(
                 embed=pages[0], view=Pager(pages, who.user_id), allowed_mentions=NO_PINGS
             )
+
+    async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
+        """The links to the listed private results' cards, which are not channel messages.
+
+        Private results (issue 22): a server job's card may live in its requester's DM, its
+        message id that DM's, not the channel's; or it is an ephemeral response, with no link.
+        One read for the whole listing
+        (:meth:`bot.services.private_cards.PrivateCards.get_many`). A DM link opens only for the
+        member whose DM it is, so others' listings get none.
+        """
+        ids = [job.id for job in jobs if not is_personal(job.guild_id)]
+        if not ids:
+            return {}
+        cards = await self.bot.private_cards.get_many(ids)
+        return {
+            job.id: card.link(job.message_id) if job.user_id == viewer_id else None
+            for job in jobs
+            if (card := cards.get(job.id)) is not None
+        }
 
     async def _show(self, interaction: discord.Interaction[GenBot], job_id: int) -> None:
         """``/jobs show:<id>``: post the job's card again here, like Midjourney's ``/show``.

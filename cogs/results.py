@@ -9,10 +9,11 @@ a server's command permissions (Integrations) to commands only, so each button i
 command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
 (:class:`bot.discord.click_debounce.ClickDebounce`).
 
-A private result's card lives in its requester's DM (issue 22): a click there by the requester
-is the server's, as in the channel it was asked in (:func:`dm_card_click`): the server's
-key, budgets, tiers, allowed channels and command permissions, with the member's roles read
-from the server.
+A private result's card lives in its requester's DM (issue 22), and a result the delivery sent
+there as a new message (its card could not be edited or posted) carries the same buttons: a
+click there by the requester is the server's, as in the channel it was asked in
+(:func:`dm_card_click`): the server's key, budgets, tiers, allowed channels and command
+permissions, with the member's roles read from the server.
 """
 
 from __future__ import annotations
@@ -191,8 +192,8 @@ async def _request(interaction: Interaction, ref: str) -> Click:
             and request.job_id is not None
             and request.user_id == interaction.user.id
         ):
-            # A private result's card in its requester's DM (issue 22): the server's, as in
-            # the channel it was asked in.
+            # A job's result in its requester's DM (issue 22: a private card, or a result the
+            # delivery sent there): the server's, as in the channel it was asked in.
             return await dm_card_click(interaction, request, request.job_id)
         # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
@@ -200,7 +201,10 @@ async def _request(interaction: Interaction, ref: str) -> Click:
 
 
 async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
-    """The requester's click on their private card in the bot's DM, as the server's (issue 22).
+    """The requester's click on a job's result in the bot's DM, as the server's (issue 22).
+
+    The result is their private card, or a result the delivery sent by DM as a new message
+    (the card could not be edited, nor, for a public one, posted in the channel).
 
     The action is charged to the server the job came from and checked as a click in its
     channel would be: the member's roles and permissions there are read from the server

@@ -34,6 +34,7 @@ from bot.storage.models import Kind
 from tests.conftest import Stack
 from tests.discord_emulator import DiscordEmulator
 from tests.discord_emulator.models import Message
+from tests.e2e.harness import action_buttons
 from tests.test_poller import make_poller, run_until, submit
 
 SAMPLE_JOB = Job(
@@ -175,6 +176,11 @@ class RestBot:
         return [m for m in self.emulator.messages.values() if m.channel_id in recipients]
 
 
+def actions(message: Message) -> list[str]:
+    """The actions of the result buttons under ``message`` (``gb:<action>:<ref>``), in order."""
+    return [str(b["custom_id"]).split(":")[1] for b in action_buttons(message)]
+
+
 async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
     stack: Stack, rest_bot: RestBot
 ) -> None:
@@ -190,12 +196,32 @@ async def test_a_worker_asks_a_server_that_removed_the_bot_once_and_sends_by_dm(
         await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 2)
     assert all(dm.attachments for dm in rest_bot.dms())
     assert {dm.pinged_user_ids().pop() for dm in rest_bot.dms()} == {rest_bot.who.user_id}
+    # Again and the like act in the server, which the bot left: only Delete is offered.
+    for dm in rest_bot.dms():
+        assert actions(dm) == ["delete"]
     assert len(rest_bot.failures_in(rest_bot.who.guild_id)) <= 1, rest_bot.failures_in(
         rest_bot.who.guild_id
     )
     for job in jobs:
         shown = await stack.db.jobs.get(job.id)
         assert shown is not None and shown.delivery_route is DeliveryRoute.DM
+
+
+async def test_a_result_sent_by_dm_from_a_channel_the_bot_cannot_see_keeps_only_delete(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    """Again from that DM would post its new card in the channel the bot lost (50001)."""
+    (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
+    channel = rest_bot.client.get_partial_messageable(rest_bot.who.channel_id)
+    placeholder = await channel.send("queued")
+    await stack.generation.attach_message(job, placeholder.id)
+    rest_bot.emulator.revoke_channel_access(rest_bot.who.channel_id)
+    async with output_client(stack.api.base_url) as http:
+        announcer = DiscordAnnouncer(rest_bot.client, clock=stack.clock, sandbox=False, http=http)
+        await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 1)
+    (sent,) = rest_bot.dms()
+    assert sent.attachments
+    assert actions(sent) == ["delete"]
 
 
 async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the_channel(
@@ -214,6 +240,8 @@ async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the
         await run_until(make_poller(stack, announcer), lambda: len(rest_bot.dms()) == 1)
     (sent,) = rest_bot.dms()
     assert sent.attachments
+    # The same buttons as on the DM card: they act in the server it came from.
+    assert actions(sent) == ["again", "delete"]
     shown = await stack.db.jobs.get(job.id)
     assert shown is not None and shown.delivery_route is DeliveryRoute.DM
     channel = rest_bot.emulator.channel_messages(rest_bot.who.channel_id)

@@ -164,3 +164,24 @@ def test_a_result_only_reachable_here_says_so() -> None:
     (page,) = job_list_pages([done], now=NOW, estimates={}, whose="your", show_requester=False)
     assert "could not be posted in its channel or by DM" in text(page)
     assert "https://cdn.example.com/1.mp4" in text(page)
+
+
+def test_a_private_results_card_is_linked_where_it_lives_or_not_at_all() -> None:
+    """Issue 22, private results: a DM card's message id is the DM's, not the channel's."""
+    dm_card = Listed(1, status="completed", finished_at=NOW, message_id=501)
+    ephemeral = Listed(2, message_id=502)
+    channel_card = Listed(3, message_id=503)
+    links = {1: "https://discord.com/channels/@me/900/501", 2: None}
+    (page,) = job_list_pages(
+        [dm_card, ephemeral, channel_card],
+        now=NOW,
+        estimates={},
+        whose="your",
+        show_requester=False,
+        message_links=links,
+    )
+    in_dm, in_response, in_channel = (f.value or "" for f in page.fields)
+    assert "[Message](https://discord.com/channels/@me/900/501)" in in_dm
+    assert f"/{GUILD}/{CHANNEL}/501" not in in_dm
+    assert "[Message]" not in in_response
+    assert f"[Message](https://discord.com/channels/{GUILD}/{CHANNEL}/503)" in in_channel

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.clock import ManualClock
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
@@ -47,3 +47,40 @@ async def test_a_card_that_cannot_be_recorded_says_so_without_raising(
     db = await open_db(ManualClock())
     await db.close()  # every write now fails
     assert not await PrivateCards(db).keep(1, PrivateCard(CardPlace.DM, 7))
+
+
+async def test_a_listings_cards_are_read_in_one_query_and_remembered(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    """``/jobs`` lists up to 50 jobs: their cards' places are one read, not one per job."""
+    db = await open_db(ManualClock())
+    try:
+        writer = PrivateCards(db)
+        assert await writer.keep(1, PrivateCard(CardPlace.DM, 555))
+        assert await writer.keep(2, PrivateCard(CardPlace.RESPONSE))
+        reads: list[list[str]] = []
+        read_many = db.meta.get_many
+
+        async def counted(keys: Sequence[str]) -> dict[str, str]:
+            reads.append(list(keys))
+            return await read_many(keys)
+
+        db.meta.get_many = counted  # type: ignore[method-assign]
+        cards = PrivateCards(db)
+        expected = {1: PrivateCard(CardPlace.DM, 555), 2: PrivateCard(CardPlace.RESPONSE)}
+        assert await cards.get_many([1, 2, 3]) == expected
+        assert len(reads) == 1
+        # Known now, found or not: the next listing and the poller's edits read nothing.
+        assert await cards.get_many([3, 2, 1]) == expected
+        assert await cards.get(3) is None
+        assert len(reads) == 1
+        assert await cards.get_many([]) == {}
+        assert len(reads) == 1
+    finally:
+        await db.close()
+
+
+def test_a_dm_card_links_to_the_dm_and_a_response_to_nothing() -> None:
+    assert PrivateCard(CardPlace.DM, 555).link(777) == "https://discord.com/channels/@me/555/777"
+    assert PrivateCard(CardPlace.DM, 555).link(None) is None
+    assert PrivateCard(CardPlace.RESPONSE).link(777) is None

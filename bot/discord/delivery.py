@@ -124,6 +124,9 @@ INVALID_FORM_BODY = 50035
 """Discord's JSON code for a payload it refuses (400): how it would refuse a Components V2
 card, or an edit adding a new attachment to one; the message is then sent in another form."""
 
+BOT_LEFT = "the bot is no longer in this server"
+"""Why a server's routes are skipped after ``GUILD_DELETE`` or a 403 Missing Access on it."""
+
 PRIVATE_FALLBACK = " (posted here: it could not be shown to you privately)"
 """What a private job's result says where it falls back to the channel (issue 22)."""
 
@@ -432,7 +435,7 @@ class DiscordAnnouncer:
         """Why the job's server or channel cannot be reached now; None if it may be."""
         now = self._clock.time()
         for gone, key, why in (
-            (self._gone_guilds, job.guild_id, "the bot is no longer in this server"),
+            (self._gone_guilds, job.guild_id, BOT_LEFT),
             (self._gone_channels, job.channel_id, "the bot cannot see this channel"),
         ):
             until = gone.get(key)
@@ -753,10 +756,15 @@ class DiscordAnnouncer:
             where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
             if card is not None:
                 where = f" (requested in <#{job.channel_id}>; private results)"
+            buttons = parts.action_buttons
+            why = self._unreachable(job)
+            if why == BOT_LEFT or (why is not None and card is None):
+                # Again, Vary, Animate and Edit act in the server and channel the job came
+                # from, as on a private card (cogs.cards.dm_card_click): the bot is no longer
+                # in that server, or cannot see the channel a public card's next one goes to.
+                buttons = dm_buttons(buttons)
             notice = self._with_notice(
-                dataclasses.replace(parts, action_buttons=dm_buttons(parts.action_buttons)),
-                job,
-                where,
+                dataclasses.replace(parts, action_buttons=buttons), job, where
             )
             try:
                 await send_card(dm, notice, nonce=delivery_nonce(job, route))

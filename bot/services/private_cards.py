@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -48,6 +49,17 @@ class PrivateCard:
 
     place: CardPlace
     channel_id: int | None = None
+
+    def link(self, message_id: int | None) -> str | None:
+        """The jump link to the card ``message_id`` where it lives; None where there is none.
+
+        A DM card: ``https://discord.com/channels/@me/<DM channel id>/<message id>``, Discord's
+        message link in a DM (it opens only for the member). An ephemeral response has no
+        link (Discord keeps it for its interaction only), nor a card whose message is unknown.
+        """
+        if self.place is not CardPlace.DM or self.channel_id is None or message_id is None:
+            return None
+        return f"https://discord.com/channels/@me/{self.channel_id}/{message_id}"
 
 
 def _meta_key(job_id: int) -> str:
@@ -114,3 +126,33 @@ class PrivateCards:
         card = _decode(raw) if raw else None
         self._remember(job_id, card)
         return card
+
+    async def get_many(self, job_ids: Sequence[int]) -> dict[int, PrivateCard]:
+        """Where the cards of ``job_ids`` are, with one query for those not in the cache.
+
+        For listings (``/jobs``): one read however many jobs are listed.
+
+        Returns:
+            Job id -> its private card; ordinary (channel) cards are absent.
+
+        Raises:
+            Exception: the database could not be read.
+        """
+        found: dict[int, PrivateCard] = {}
+        missing = []
+        for job_id in job_ids:
+            if job_id in self._cache:
+                card = self._cache[job_id]
+                if card is not None:
+                    found[job_id] = card
+            else:
+                missing.append(job_id)
+        if missing:
+            raw = await self._db.meta.get_many([_meta_key(job_id) for job_id in missing])
+            for job_id in missing:
+                value = raw.get(_meta_key(job_id))
+                card = _decode(value) if value else None
+                self._remember(job_id, card)
+                if card is not None:
+                    found[job_id] = card
+        return found

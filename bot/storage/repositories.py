@@ -755,6 +755,10 @@ class MetaRepository(Protocol):
         """Store ``value`` under ``key``, replacing any previous value."""
         ...
 
+    async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Return the values stored under ``keys`` (one query); keys without a value are absent."""
+        ...
+
 
 class CardRepository(Protocol):
     """What the buttons under a result need after any restart (issue 12).

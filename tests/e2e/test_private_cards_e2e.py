@@ -90,6 +90,23 @@ async def test_a_private_video_card_lives_in_the_members_dm(world: World) -> Non
     assert public(world, "secret garden") == []
 
 
+async def test_jobs_links_a_private_result_to_its_card_in_the_dm(world: World) -> None:
+    """``/jobs``'s Message link of a private result opens its card in the member's DM."""
+    user = await private_member(world, "private-lister")
+    await video(world, "a paper boat", user)
+    dm = world.discord.dm_channel(user.id)
+    card = await world.discord.wait_for_message(
+        lambda m: m.channel_id == dm.id and "paper boat" in m.text,
+        include_existing=True,
+        timeout=15,
+    )
+    await finished(world, card.id)
+    listed = await world.answer(await world.command("jobs", {}, user_id=user.id))
+    assert listed.ephemeral
+    assert f"[Message](https://discord.com/channels/@me/{dm.id}/{card.id})" in listed.text
+    assert f"/{world.guild.id}/{world.channel.id}/{card.id}" not in listed.text
+
+
 async def test_a_private_asynchronous_image_card_lives_in_the_dm_too(world: World) -> None:
     user = await private_member(world, "private-painter")
     handle = await world.command(
@@ -171,6 +188,46 @@ async def test_the_dm_cards_buttons_work_and_charge_the_server(world: World) -> 
     assert world.discord.messages[done.id].deleted
 
 
+async def test_a_result_resent_by_dm_keeps_the_cards_working_buttons(world: World) -> None:
+    """A DM card that can no longer be edited (Discord: 10008 Unknown Message) gets its result
+    as a new DM; its Again is the server's, as on the card."""
+    user = await private_member(world, "private-resent")
+    dm = world.discord.dm_channel(user.id)
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        await video(world, "a copper kettle", user)
+        card = await world.discord.wait_for_message(
+            lambda m: m.channel_id == dm.id and "copper kettle" in m.text,
+            include_existing=True,
+            timeout=15,
+        )
+        world.discord.delete_message(dm.id, card.id)
+        resent = await world.discord.wait_for_message(
+            lambda m: (
+                m.channel_id == dm.id and m.id != card.id and any("/files/" in u for u in m.urls)
+            ),
+            include_existing=True,
+            timeout=60,
+        )
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    assert "copper kettle" in resent.text
+    kept = {b["custom_id"].split(":")[1] for b in action_buttons(resent)}
+    assert kept == {"again", "delete"}, kept
+    again = next(b for b in action_buttons(resent) if b["custom_id"].startswith("gb:again:"))
+    charges, posts = len(list(ledger(world))), world.posts_to("/video/generate")
+    clicked = await world.discord.press_button(
+        resent.id, again["custom_id"], user_id=user.id, permissions=MEMBER_PERMISSIONS
+    )
+    world.handles.append(clicked)
+    answer = await world.answer(clicked)
+    assert answer.ephemeral and "DM" in answer.text, answer.text
+    assert world.posts_to("/video/generate") == posts + 1
+    (charge,) = list(ledger(world))[charges:]
+    assert charge == (world.guild.id, user.id, fingerprint(world.key))
+    assert public(world, "copper kettle") == []
+
+
 async def test_the_servers_policy_still_holds_on_the_dm_card(world: World) -> None:
     user = await private_member(world, "private-barred")
     await video(world, "a locked gate", user)
@@ -214,6 +271,10 @@ async def test_closed_dms_the_result_reaches_the_member_on_the_response(world: W
     assert done.ephemeral and result_url(done)
     assert public(world, "hidden waterfall") == []
     assert in_dm(world, user) == []
+    # Its card was an ephemeral response: /jobs has no message to link it to.
+    listed = await world.answer(await world.command("jobs", {}, user_id=user.id))
+    assert "hidden waterfall" in listed.text
+    assert "[Message](" not in listed.text
 
 
 async def test_closed_dms_and_an_expired_token_post_in_the_channel_saying_why(

@@ -81,12 +81,13 @@ def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
 
 
 DM_ACTIONS: Final[frozenset[Action]] = frozenset({"delete"})
-"""The actions a card delivered by direct message keeps: a click there has no server, channel
-or member to check and charge as the command would be, so only Delete is shown."""
+"""The actions a result delivered by direct message keeps once the bot left the server it came
+from: Again, Vary, Animate and Edit in a DM act in that server (its key, budgets, checks), so
+they could only be refused there; Delete acts on the DM message itself."""
 
 
 def dm_buttons(buttons: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """The ``(label, custom_id)`` buttons of ``buttons`` that work in a direct message."""
+    """The ``(label, custom_id)`` buttons of ``buttons`` that work in a DM without a server."""
     kept = []
     for label, cid in buttons:
         found = re.fullmatch(CUSTOM_ID, cid)

@@ -73,6 +73,7 @@ def job_list_pages(
     estimates: Mapping[int, float | None],
     whose: str,
     show_requester: bool,
+    message_links: Mapping[int, str | None] | None = None,
 ) -> list[discord.Embed]:
     """Render recent jobs as embeds, one per page of at most :data:`JOBS_PER_PAGE`.
 
@@ -88,6 +89,10 @@ def job_list_pages(
             when there is no estimate.
         whose: the description's subject, e.g. ``"your"``, ``"<@123>'s"``, ``"this server's"``.
         show_requester: name who asked each job (listings of the whole server).
+        message_links: job id -> the link to its card where it is not its channel's message
+            (a private result's card in the member's DM, issue 22), None for no link (an
+            ephemeral card, or a DM card listed to someone else); jobs absent link to
+            ``guild_id/channel_id/message_id``.
 
     Returns:
         At least one embed; a single "no jobs" page when ``jobs`` is empty. They ping nobody
@@ -105,7 +110,8 @@ def job_list_pages(
     pages: list[discord.Embed] = []
     page: discord.Embed | None = None
     for job in jobs:
-        name, value = _entry(job, now, estimates.get(job.id), show_requester=show_requester)
+        link = _message_link(job, message_links or {})
+        name, value = _entry(job, now, estimates.get(job.id), link, show_requester=show_requester)
         full = page is not None and (
             len(page.fields) >= min(JOBS_PER_PAGE, limits.EMBED_FIELDS)
             or len(page) + len(name) + len(value) > limits.EMBED_TOTAL - _FOOTER_ROOM
@@ -122,7 +128,12 @@ def job_list_pages(
 
 
 def _entry(
-    job: ListedJob, now: float, estimate: float | None, *, show_requester: bool
+    job: ListedJob,
+    now: float,
+    estimate: float | None,
+    message: str | None,
+    *,
+    show_requester: bool,
 ) -> tuple[str, str]:
     status = str(job.status)
     noun = "Video" if job.kind == "video" else "Image"
@@ -136,13 +147,14 @@ def _entry(
     # provider's signed URL can be long. Each is shown whole or not at all.
     room = limits.FIELD_VALUE - len(state) - len(tail) - _MIN_PROMPT_CHARS - 3
     shown: list[str] = []
-    for link in _links(job):
+    every = _links(job, message)
+    for link in every:
         if sum(len(item) + 3 for item in shown) + len(link) > room:
             break
         shown.append(link)
     links = " · ".join(shown)
-    if len(shown) < len(_links(job)):
-        more = "more in its message" if job.message_id is not None else "links too long to list"
+    if len(shown) < len(every):
+        more = "more in its message" if message is not None else "links too long to list"
         links += (" · " if links else "") + more
     prompt_room = limits.FIELD_VALUE - len(state) - len(tail) - len(links) - 4
     prompt = truncate(f"> {_plain(job.prompt_summary) or '—'}", min(_PROMPT_CHARS, prompt_room))
@@ -181,18 +193,26 @@ def _status_line(job: ListedJob, status: str, now: float, estimate: float | None
     return f"{label}{when or ' · ' + started}" + (f": {reason}" if reason else "")
 
 
-def _links(job: ListedJob) -> list[str]:
+def _message_link(job: ListedJob, overrides: Mapping[int, str | None]) -> str | None:
+    """The link to ``job``'s card: from ``overrides`` when there, else its channel message's."""
+    if job.id in overrides:
+        return overrides[job.id]
+    if job.message_id is None or is_personal(job.guild_id):
+        # A personal job's card is an interaction response where no server id is stored
+        # (the wallet id is not a guild): Show result and `/jobs show` reach it instead.
+        return None
+    return message_link(job.guild_id, job.channel_id, job.message_id)
+
+
+def _links(job: ListedJob, message: str | None) -> list[str]:
     noun = "Video" if job.kind == "video" else "Image"
     urls = [url for url in job.outputs if is_web_url(url)]
     links = [
         f"[{noun}{'' if len(urls) == 1 else f' {number}'}]({url})"
         for number, url in enumerate(urls, start=1)
     ]
-    if job.message_id is not None and not is_personal(job.guild_id):
-        # A personal job's card is an interaction response where no server id is stored
-        # (the wallet id is not a guild): Show result and `/jobs show` reach it instead.
-        link = message_link(job.guild_id, job.channel_id, job.message_id)
-        links.insert(0, f"[Message]({link})")
+    if message is not None:
+        links.insert(0, f"[Message]({message})")
     return links
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.storage.postgres.engine import Executor
 
 
@@ -24,3 +26,11 @@ class PgMeta:
             key,
             value,
         )
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Return the values stored under ``keys`` (one query); keys without a value are absent."""
+        if not keys:
+            return {}
+        sql = "SELECT key, value FROM meta WHERE key = ANY($1::text[])"
+        rows = await self._sql.all(sql, list(keys))
+        return {str(row["key"]): str(row["value"]) for row in rows}

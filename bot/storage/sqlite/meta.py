@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.storage.sqlite.engine import Executor
 
 
@@ -19,3 +21,11 @@ class SqliteMeta:
     async def set(self, key: str, value: str) -> None:
         """Store ``value`` under ``key``, replacing any previous value."""
         await self._sql.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """Return the values stored under ``keys`` (one query); keys without a value are absent."""
+        if not keys:
+            return {}
+        marks = ", ".join("?" for _ in keys)
+        rows = await self._sql.all(f"SELECT key, value FROM meta WHERE key IN ({marks})", keys)
+        return {str(row["key"]): str(row["value"]) for row in rows}
