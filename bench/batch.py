@@ -81,7 +81,9 @@ async def run(workdir: Path, *, quick: bool) -> Table:
                     second = await _round(
                         bench, where, "with users", range(VIDEOS, 2 * VIDEOS), trickle=True
                     )
-                return _report(bench, [r for r in (first, second) if r is not None])
+                rounds = [r for r in (first, second) if r is not None]
+                _dump_timeline(bench, rounds, workdir / "timeline.tsv")
+                return _report(bench, rounds)
     finally:
         await api.stop()
 
@@ -151,6 +153,38 @@ async def _text(
     with contextlib.suppress(TimeoutError):
         await answer(bench.discord, handle, 30)
     return kind, handle.dispatched_at
+
+
+def _dump_timeline(bench: Bench, rounds: list[Round], path: Path) -> None:
+    """Write every request on the key, each /text's dispatch and wait, and each task's life to
+    ``path`` (kept with ``--keep``): the order in which the limiter served users and polls."""
+    api = bench.api
+    t0 = min((r.time for r in api.requests if r.key == bench.key), default=0.0)
+    events: list[tuple[float, str]] = []
+    for r in api.requests:
+        if r.key == bench.key:
+            kind = r.path.split("/api/v1/", 1)[-1]
+            what = f"poll {kind.split('/')[0]}" if r.method == "GET" else kind
+            events.append((r.time, f"request\t{what}\t{r.status}\t{r.path[:60]}"))
+    for rnd in rounds:
+        for kind, dispatched, wait in rnd.users:
+            waited = "never sent" if wait is None else f"{wait:.2f}"
+            events.append((dispatched, f"/text\t{kind}\twait {waited}\t{rnd.name}"))
+    tasks = _tasks_by_index(api, bench.key)
+    for rnd in rounds:
+        for video in rnd.videos:
+            task = tasks.get(video.index)
+            if task is None:
+                continue
+            detected = _detected_at(bench.discord, video)
+            seen = "never" if detected is None else f"{detected - t0:.2f}"
+            events.append((task.created_at, f"task\t#{video.index:02d} created\t\t{rnd.name}"))
+            events.append(
+                (task.completes_at, f"task\t#{video.index:02d} completes\tdetected {seen}\t")
+            )
+    lines = ["time\tevent\twhat\tstatus\tdetail"]
+    lines += [f"{at - t0:.2f}\t{text}" for at, text in sorted(events)]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def _estimate_errors(bench: Bench, videos: list[BotVideo], offset: float) -> list[float]:

@@ -96,7 +96,8 @@ async def _submit_through_bot(
             user_id=user,
             permissions=MEMBER_PERMISSIONS,
         )
-        if "on its way" in (await answer(bench.discord, handle, 30)).content:
+        # Queued (issue 18) is not refused: a member waits up to the queue's bound (300 s).
+        if "on its way" in (await answer(bench.discord, handle, 330)).content:
             break
         video.refused += 1
         await asyncio.sleep(10)  # refused ("try again"): as a user would, a little later

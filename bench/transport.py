@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from bench.report import Table
 from bot.clock import SystemClock
 from bot.genapi.client import GenAPIClient
-from bot.genapi.ratelimit import KeyGate, Priority
+from bot.genapi.ratelimit import KeyGate, Kind, Priority
 from bot.genapi.transport import ApiTransport
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
@@ -37,7 +37,9 @@ LIMITS = httpx.Limits(max_connections=200, max_keepalive_connections=50)
 class _Open:
     """A limiter that never waits: only the client's own CPU is measured."""
 
-    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+    async def acquire(
+        self, priority: Priority, *, max_wait: float | None = None, kind: Kind = Kind.ANSWER
+    ) -> None:
         return None
 
     def block_for(self, seconds: float) -> None:

@@ -17,8 +17,12 @@ from bot.sandbox import GenApiEmulator
 from tests.discord_emulator import DiscordEmulator, InteractionHandle, Message
 from tests.e2e.harness import BOT_TOKEN, BotProcess, bot_env
 
-BENCH_ENV = {"LOG_LEVEL": "INFO", "GENAPI_RATE_WINDOW_SECONDS": "60"}
-"""Overrides of the e2e settings: the spec's real window, and no DEBUG logging cost."""
+BENCH_ENV = {"LOG_LEVEL": "INFO", "GENAPI_RATE_WINDOW_SECONDS": "60", "WAIT_SCALE": "1"}
+"""Overrides of the e2e settings: the spec's real window and the bot's real waits (the e2e
+harness divides the poll priors, the longest poll gap and the delivery backoff by its
+``WAIT_SCALE`` of 10, as it scales the window; unscaled here, or the bench would measure a bot
+that polls a new video after 1 s and shows estimates a tenth of the prior), and no DEBUG
+logging cost."""
 
 
 @dataclass
@@ -84,11 +88,18 @@ async def running_bot(
 
 async def answer(discord: DiscordEmulator, handle: InteractionHandle, timeout: float) -> Message:
     """What the user sees: the original response once filled, or the bot's ephemeral followup
-    (a public "thinking…" replaced by an error)."""
+    (a public "thinking…" replaced by an error). A place in the key's queue (issue 18:
+    "Queued: …", then "Your turn…") is not an answer yet: taken for a refusal, it made the
+    bench run a second ``/video`` for the same video."""
 
     def check() -> Message | None:
         original = handle.original()
-        if original is not None and not original.loading and not original.deleted:
+        if (
+            original is not None
+            and not original.loading
+            and not original.deleted
+            and not original.text.startswith(("Queued:", "Your turn"))
+        ):
             return original
         return handle.followups[-1] if handle.followups else None
 

@@ -4,6 +4,7 @@ The emulator and the client share one manual clock, so rate windows, Retry-After
 completion times pass without sleeping.
 """
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import httpx2 as httpx
@@ -13,6 +14,7 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.errors import user_message
 from bot.genapi import errors
+from bot.genapi.budget import BudgetRules
 from bot.genapi.client import (
     MAX_RETRY_AFTER,
     GenAPIClient,
@@ -23,6 +25,7 @@ from bot.genapi.models import ImageRequest, ImageResult, PendingTask, TextReques
 from bot.genapi.ratelimit import Priority, RateLimiter
 from bot.genapi.transport import ApiTransport
 from bot.sandbox import GenApiEmulator
+from bot.sandbox.catalogue import VIDEO_MODELS
 from bot.services.billing import video_cost_cents
 from bot.services.generation import may_have_charged
 
@@ -458,3 +461,23 @@ async def test_over_aiohttp_only_a_connection_never_opened_counts_as_not_sent(
         with pytest.raises(errors.APIConnectionError) as never:
             await refused.generate_text(key, TextRequest(prompt="hi"))
         assert not never.value.request_sent
+
+
+async def test_texts_pass_video_submissions_that_find_the_key_nearly_full(
+    api: GenApiEmulator, http: httpx.AsyncClient, clock: ManualClock, key: SecretStr
+) -> None:
+    # Issue 23: a /video submission leaves the answers' reserve (6 slots) to /text, whose
+    # member waits for the reply itself; here the key allows 8 requests a window.
+    limiter = RateLimiter(clock, BudgetRules(limit=8))
+    client = GenAPIClient(api.base_url, http=http, limiter=limiter, clock=clock)
+    model = next(m for m in VIDEO_MODELS if m.mode == "text-to-video")
+    videos = [
+        client.generate_video(key, VideoRequest(model=model.id, prompt=f"video {i}"))
+        for i in range(3)
+    ]
+    texts = [client.generate_text(key, TextRequest(prompt=f"text {i}")) for i in range(3)]
+    await asyncio.gather(*videos, *texts)
+    posts = [str((r.json or {}).get("prompt")) for r in api.requests if r.method == "POST"]
+    assert posts[:2] == ["video 0", "video 1"]  # two go at once, as the reserve allows
+    assert set(posts[2:5]) == {"text 0", "text 1", "text 2"}  # the texts pass the third
+    assert posts[5] == "video 2"

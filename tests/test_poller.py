@@ -521,3 +521,24 @@ async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
     assert announcer.notified == [job.id]
     shown = await stack.db.jobs.get(job.id)
     assert shown is not None and shown.announced_at is not None
+
+
+async def test_an_hour_old_jobs_placeholder_is_refreshed_every_quarter_hour_not_every_minute(
+    stack: Stack, who: Requester
+) -> None:
+    # Issue 23: its live timestamps move by themselves; an edit a minute per old job only
+    # spends Discord's edit limits (and the poller's CPU) on what nobody may still watch.
+    stack.api.set_task_duration(lambda model, body: 10_000.0)
+    await submit(stack, who)
+    ages: list[float] = []
+
+    class Timed(RecordingAnnouncer):
+        async def progress(self, job: Job, now: float) -> None:
+            ages.append(now - job.created_at)
+            await super().progress(job, now)
+
+    poller = make_poller(stack, Timed(), job_timeout=7200.0)
+    await run_until(poller, lambda: bool(ages) and ages[-1] >= 3600.0, limit=60.0)
+    assert 5 <= len([age for age in ages if age < 600]) <= 10  # a young job: every minute
+    assert len([age for age in ages if 1800 <= age < 3600]) <= 4
+    assert all(later - age >= age / 4 for age, later in itertools.pairwise(ages) if age >= 240)

@@ -1,6 +1,7 @@
 """The per-key limiter, on a manual clock: nothing here sleeps for real."""
 
 import asyncio
+import heapq
 import itertools
 from collections.abc import Awaitable, Callable
 
@@ -11,6 +12,7 @@ from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import (
     QUEUE_SEAT,
+    Kind,
     Priority,
     QueueSeat,
     RateLimiter,
@@ -278,3 +280,153 @@ async def test_a_refusal_says_how_long_the_queue_is() -> None:
     assert caught.value.queued == 4  # the two sent went; four wait before it
     assert caught.value.retry_after > 100.0
     await asyncio.gather(*queued)
+
+
+class TimerClock(ManualClock):
+    """A manual clock whose sleepers wake in the order of their deadlines (:meth:`drive`).
+
+    ``ManualClock.sleep`` jumps the clock at once, so of two requests waiting for different
+    slots the later deadline could pass first; here time moves only when every task is idle,
+    to the earliest deadline, as it would in real time.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._count = itertools.count()
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._timers, (self.monotonic() + seconds, next(self._count), future))
+        await future
+
+    async def drive(self, *aws: Awaitable[object]) -> None:
+        """Run ``aws`` to the end, moving time to each next deadline whenever all are idle."""
+        everything = asyncio.gather(*aws)
+        while not everything.done():
+            for _ in range(50):
+                await asyncio.sleep(0)
+            while self._timers and self._timers[0][2].done():
+                heapq.heappop(self._timers)  # cancelled: the sleeper woke for another reason
+            if everything.done() or not self._timers:
+                continue
+            deadline, _, future = heapq.heappop(self._timers)
+            self.advance(max(0.0, deadline - self.monotonic()))
+            future.set_result(None)
+        await everything
+
+
+def test_a_guilds_turn_takes_its_oldest_answer_before_its_submissions() -> None:
+    # Issue 23: first come first served per kind within a guild; turns between guilds as before.
+    a = [Ticket(seq, Priority.INTERACTIVE, 1, Kind.SUBMISSION) for seq in range(3)]
+    a_text = Ticket(5, Priority.INTERACTIVE, 1, Kind.ANSWER)
+    b_video = Ticket(4, Priority.INTERACTIVE, 2, Kind.SUBMISSION)
+    order = fair_order([*a, a_text, b_video], {})
+    assert [t.seq for t in order] == [5, 4, 0, 1, 2]
+
+
+async def test_a_text_does_not_wait_behind_its_own_servers_queued_videos() -> None:
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    QUEUE_SEAT.set(QueueSeat(guild_id=1))  # one server: the bench's second round
+    for i in range(30):  # the window is full; one request leaves it every 2 s, the first in 2 s
+        if i:
+            clock.advance(2.0)
+        await limiter.acquire(Priority.INTERACTIVE)
+    sent: list[tuple[str, float]] = []
+
+    async def request(name: str, kind: Kind) -> None:
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0, kind=kind)
+        sent.append((name, clock.monotonic()))
+
+    queued_at = clock.monotonic()
+    videos = [asyncio.ensure_future(request(f"video{i}", Kind.SUBMISSION)) for i in range(3)]
+    text = asyncio.ensure_future(request("text", Kind.ANSWER))
+    await clock.drive(*videos, text)
+    assert sent[0][0] == "text"
+    assert sent[0][1] - queued_at <= 2.0  # the next slot to come free, not the fourth
+
+
+async def test_queued_videos_leave_a_burst_of_texts_its_slots() -> None:
+    # The bench's second round: ten /video at once find the window two-thirds full (polls
+    # lent the idle slots); the /text that come next must not wait for the window to move.
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    for _ in range(20):
+        await limiter.acquire(Priority.BACKGROUND)
+        clock.advance(2.0)
+    start = clock.monotonic()
+    sent: list[tuple[str, float]] = []
+
+    async def request(name: str, kind: Kind) -> None:
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0, kind=kind)
+        sent.append((name, clock.monotonic() - start))
+
+    # Queued in the same instant (a manual clock's sleep would jump past a later arrival).
+    videos = [asyncio.ensure_future(request(f"video{i}", Kind.SUBMISSION)) for i in range(10)]
+    texts = [asyncio.ensure_future(request(f"text{i}", Kind.ANSWER)) for i in range(3)]
+    await clock.drive(*videos, *texts)
+    waits = dict(sent)
+    assert [waits[f"text{i}"] for i in range(3)] == [0.0, 0.0, 0.0]
+    assert sorted(waits[f"video{i}"] for i in range(10))[:4] == [0.0] * 4  # 24 of 30
+    assert limiter.sent_in_window <= 30
+
+
+async def test_a_stream_of_texts_holds_another_servers_video_only_for_its_patience() -> None:
+    # Issue 18's turns between servers still hold across kinds: 40 /text of one server cannot
+    # keep a single /video of another behind all of them.
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    for _ in range(30):  # full; one request leaves every 2 s from a minute on
+        await limiter.acquire(Priority.INTERACTIVE)
+        clock.advance(2.0)
+    sent: list[str] = []
+
+    async def request(guild: int, name: str, kind: Kind) -> None:
+        QUEUE_SEAT.set(QueueSeat(guild_id=guild))
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=600.0, kind=kind)
+        sent.append(name)
+
+    video = asyncio.ensure_future(request(2, "video", Kind.SUBMISSION))
+    texts = [asyncio.ensure_future(request(1, f"text{i}", Kind.ANSWER)) for i in range(40)]
+    await clock.drive(video, *texts)
+    # 30 s of patience at one slot every 2 s: about 15 texts go first, never 30.
+    assert sent.index("video") < sent.index("text29")
+    assert sent.index("video") > sent.index("text0")  # held while the window was nearly full
+
+
+async def test_submissions_go_at_once_while_the_window_has_room_beyond_the_reserve() -> None:
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    await clock.drive(
+        *(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION) for _ in range(24))
+    )
+    assert limiter.sent_in_window == 24
+    start = clock.monotonic()
+    await clock.drive(limiter.acquire(Priority.INTERACTIVE, kind=Kind.SUBMISSION))  # 25th waits
+    assert clock.monotonic() > start
+
+
+async def test_held_videos_coming_due_together_leave_room_for_a_burst_of_texts() -> None:
+    clock = TimerClock()
+    limiter = settled(clock, margin=0).for_key("k")
+    for _ in range(20):  # the window two-thirds full; nothing leaves it for a minute
+        await limiter.acquire(Priority.INTERACTIVE)
+    start = clock.monotonic()
+    waits: dict[str, float] = {}
+
+    async def request(name: str, kind: Kind, at: float = 0.0) -> None:
+        await clock.sleep(at)
+        queued = clock.monotonic()
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=300.0, kind=kind)
+        waits[name] = clock.monotonic() - queued
+
+    videos = [request(f"video{i}", Kind.SUBMISSION) for i in range(10)]
+    texts = [request(f"text{i}", Kind.ANSWER, at=31.0) for i in range(2)]  # past the patience
+    await clock.drive(*videos, *texts)
+    assert waits["text0"] == waits["text1"] == 0.0
+    assert sorted(waits[f"video{i}"] for i in range(10)) == [0.0] * 4 + [30.0] * 4 + [60.0] * 2
+    assert clock.monotonic() - start == 60.0

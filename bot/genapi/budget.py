@@ -15,6 +15,10 @@ database (:mod:`bot.genapi.shared_ratelimit`):
   the number of distinct ``pace_bucket``-second intervals with a user request in the last
   window, over the time they span (at least 20 s): a burst of submissions counts once, a
   steady trickle of commands counts fully from its first few requests.
+- **Answers' reserve** (issue 23): interactive submissions (``/video``: the member waits for
+  a task anyway) go only while ``answer_reserve`` slots stay free for answers (``/text``: the
+  member waits for the reply itself), at most ``answer_patience`` seconds
+  (:mod:`bot.genapi.ratelimit` orders the queue accordingly).
 - **Floor**: when users hold half the window or more, background requests are owed
   ``window / floor`` slots of it (6 of 30: one per 10 s); while they hold fewer, the next free
   slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
@@ -54,6 +58,14 @@ class BudgetRules:
         burst: background requests that may go at once; beyond it they are spaced by
             ``window / limit`` (a leaky bucket), so that the window's requests leave it one
             by one and a user who finds it full waits about that long, not a minute.
+        answer_reserve: slots interactive submissions leave free for answers (issue 23): the
+            share polls are owed against users (``window / floor``, 6 of 30), so that a
+            member's ``/text`` every 5-10 s and a burst of two find room for as long as
+            queued ``/video``s are held (``answer_patience``) and nothing leaves the window
+            (``bench batch``: ten ``/video`` at once after a minute of polls left 30 s
+            without a departure; a reserve of 3 left the fourth ``/text`` 10 s waiting).
+        answer_patience: seconds a submission is held back for the answers' reserve at most;
+            then it takes its turn like an answer, leaving only ``reserve`` slots.
     """
 
     limit: int = 30
@@ -66,6 +78,8 @@ class BudgetRules:
     floor: float = 10.0
     min_pace: float = 6.0
     burst: int = 6
+    answer_reserve: int = 6
+    answer_patience: float = 30.0
 
     @property
     def background_cap(self) -> int:
@@ -83,6 +97,28 @@ class BudgetRules:
         if len(live) < self.limit:
             return 0.0
         return live[len(live) - self.limit] + self.window - now
+
+    def submission_delay(
+        self, now: float, sent: Sequence[tuple[float, bool]], *, patient: bool = True
+    ) -> float:
+        """Seconds until an interactive submission may go, leaving the answers' reserve free.
+
+        Args:
+            now: the current time (any epoch, the same as ``sent``'s).
+            sent: ``(at, background)`` of the requests sent in the window, oldest first.
+            patient: the submission is still within ``answer_patience``: it leaves
+                ``answer_reserve`` slots; past it, only ``reserve`` (a burst of answers still
+                finds room when held submissions all come due at once).
+
+        Returns:
+            <= 0 when it may go now: fewer than ``limit`` minus the slots left in the window;
+            else when enough of them will have left it.
+        """
+        live = [at for at, _ in sent if at > now - self.window]
+        cap = max(1, self.limit - (self.answer_reserve if patient else self.reserve))
+        if len(live) < cap:
+            return 0.0
+        return live[len(live) - cap] + self.window - now
 
     def floor_due(self, now: float, sent: Sequence[tuple[float, bool]]) -> bool:
         """Whether background requests are owed a slot now, whatever the users' reserve.

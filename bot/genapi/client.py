@@ -20,6 +20,7 @@ Retry rules (money is real, spec part 7 and the project's rules):
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import hashlib
 import logging
@@ -47,7 +48,7 @@ from bot.genapi.models import (
     TextResult,
     VideoRequest,
 )
-from bot.genapi.ratelimit import Limiter, Priority
+from bot.genapi.ratelimit import Kind, Limiter, Priority
 from bot.ops.metrics import Metrics
 from bot.redaction import redact
 
@@ -68,6 +69,20 @@ STATUS_TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=10.0, pool=10.0)
 
 _BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8.0, jitter=0.5)
 """Between retries of idempotent requests: 0.5 s, 1 s, 2 s... up to 8 s, plus jitter."""
+
+POLL_TARGETS = 20_000
+"""Resolved poll URLs a client remembers (a few hundred bytes each; 10,000 pending jobs fit)."""
+
+_FIRST_ATTEMPT = RetryCallState(AsyncRetrying(), None, (), {})
+"""The retry state of a request's first attempt (``attempt_number`` 1), for its backoff."""
+
+
+def _first_backoff(exc: BaseException) -> float:
+    """Seconds before the second attempt, as ``GenAPIClient._backoff`` gives after the first."""
+    if isinstance(exc, errors.RateLimitedError):
+        return 0.0  # the limiter already holds the key for Retry-After
+    return float(_BACKOFF(_FIRST_ATTEMPT))
+
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 """Transport failures that prove the request never reached the service."""
@@ -237,6 +252,7 @@ class GenAPIClient:
     ) -> None:
         self._metrics = metrics
         self._base = httpx.URL(base_url.rstrip("/") + "/")
+        self._poll_targets: dict[str, httpx.URL] = {}
         self._http = http
         self._limiter = limiter
         self._clock = clock
@@ -258,11 +274,22 @@ class GenAPIClient:
         """Resolve a ``poll_url`` against the host of ``{base_url}`` (spec, Conventions).
 
         The path already starts with ``/api/v1``, so it replaces the base path rather than
-        being appended to it; its query (``provider``, ``pollUrl``) is kept as given.
+        being appended to it; its query (``provider``, ``pollUrl``) is kept as given. Resolved
+        URLs are remembered (:data:`POLL_TARGETS` of them): a job is polled many times, and
+        parsing and joining its URL was 4.5 % of the poller's CPU (docs/benchmarks.md).
 
         Raises:
             MalformedResponseError: an absolute URL on another host (our key must not leave).
         """
+        target = self._poll_targets.get(poll_url)
+        if target is None:
+            target = self._resolve_poll_url(poll_url)
+            if len(self._poll_targets) >= POLL_TARGETS:
+                self._poll_targets.clear()  # rare; cheaper than an LRU's bookkeeping per poll
+            self._poll_targets[poll_url] = target
+        return target
+
+    def _resolve_poll_url(self, poll_url: str) -> httpx.URL:
         target = self._base.join(poll_url)
         if (target.scheme, target.host, target.port) != (
             self._base.scheme,
@@ -289,7 +316,10 @@ class GenAPIClient:
         Raises:
             GenAPIError: any subclass; :class:`APITimeoutError` means it may have been charged.
         """
-        response = await self._request("POST", "video/generate", key, json=request.body())
+        # A submission: its member waits for the task anyway, so it leaves the answers' reserve.
+        response = await self._request(
+            "POST", "video/generate", key, json=request.body(), kind=Kind.SUBMISSION
+        )
         return self._parse(response, PendingTask)
 
     async def video_status(
@@ -384,6 +414,7 @@ class GenAPIClient:
         json: dict[str, Any] | None = None,
         params: dict[str, str] | None = None,
         priority: Priority = Priority.INTERACTIVE,
+        kind: Kind = Kind.ANSWER,
     ) -> httpx.Response:
         idempotent = method == "GET"
         url = path if isinstance(path, httpx.URL) else self._base.join(path)
@@ -394,7 +425,7 @@ class GenAPIClient:
         operation = _operation(method, path)
 
         async def attempt() -> httpx.Response:
-            await limiter.acquire(priority, max_wait=max_wait)
+            await limiter.acquire(priority, max_wait=max_wait, kind=kind)
             started = self._clock.monotonic()
             try:
                 response = await self._http.request(
@@ -430,9 +461,26 @@ class GenAPIClient:
                 self._json(response)  # a non-JSON 200 is worth another try for a GET
             return response
 
+        # The first attempt runs bare: nearly every request succeeds at once, and tenacity's
+        # machinery was 6 % of the poller's CPU (issue 23, docs/benchmarks.md). A retryable
+        # failure continues exactly as tenacity would: the first backoff, then attempts 2..N.
+        try:
+            return await attempt()
+        except Exception as exc:
+            if self._attempts <= 1 or not _is_retryable(exc, idempotent=idempotent):
+                raise
+            log.warning("retrying %s %s after %r", method, url.path, exc)
+            await self._clock.sleep(_first_backoff(exc))
+
+        def later_backoff(state: RetryCallState) -> float:
+            # Attempt n of this retrying is attempt n + 1 of the request.
+            shifted = copy.copy(state)
+            shifted.attempt_number += 1
+            return self._backoff(shifted)
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts),
-            wait=self._backoff,
+            stop=stop_after_attempt(self._attempts - 1),
+            wait=later_backoff,
             retry=retry_if_exception(lambda exc: _is_retryable(exc, idempotent=idempotent)),
             sleep=self._clock.sleep,
             before_sleep=lambda state: log.warning(

@@ -27,8 +27,24 @@ at the users' pace, and are owed one slot every 10 s however busy the users are.
 **A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
 refused: an interaction can be answered for 15 minutes after it is deferred. Turns go round the
 guilds with requests waiting (the guild served longest ago first, :func:`fair_order`), first
-come first served within a guild, so a burst of 40 from one server cannot hold another server's
-single request behind it. The caller's :class:`QueueSeat` (a context variable set by the
+come first served within a guild and kind of request, so a burst of 40 from one server cannot
+hold another server's single request behind it.
+
+**Answers before submissions** (issue 23). Interactive requests are of two kinds
+(:class:`Kind`): an *answer* is one whose reply the member waits for at the command (``/text``,
+an image, the catalogue), a *submission* one whose reply is a task that takes tens of seconds
+to minutes anyway (``/video``). Within a guild, first come first served holds per kind, and a
+guild's turn takes its oldest answer before its oldest submission: a ``/text`` does not wait
+behind the ten ``/video`` its own server queued a moment before. And submissions leave
+``answer_reserve`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
+burst of submissions that finds the window nearly full waits for slots beyond the reserve, and
+answers that come meanwhile pass it. A submission is held this way at most ``answer_patience``
+(30 s), after which it takes its turn like an answer (leaving only the users' ``reserve`` of 2,
+so that held submissions coming due together leave room for a burst of answers), so a stream
+of answers from one server never starves another server's submission (issue 18's turns then
+apply: while it is the head of the queue, nothing passes it). Fairness across guilds
+is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
+the ``/text`` wait). The caller's :class:`QueueSeat` (a context variable set by the
 Discord side) names its guild, hears its place and estimated wait, and may cancel, which costs
 nothing: nothing was sent. A request is refused only when, as it is queued, the estimated wait
 already exceeds the caller's ``max_wait`` (``QUEUE_MAX_WAIT_SECONDS``, 5 minutes).
@@ -73,6 +89,19 @@ class Priority(IntEnum):
     BACKGROUND = 1
 
 
+class Kind(IntEnum):
+    """What an interactive request's member waits for (module docstring; issue 23).
+
+    ANSWER: the reply itself, at the command (``/text``, an image, the catalogue): every
+    second of queueing is a second the member watches "thinking…".
+    SUBMISSION: a task whose result comes tens of seconds to minutes later (``/video``): a few
+    seconds more in the queue barely change when the member sees the result.
+    """
+
+    ANSWER = 0
+    SUBMISSION = 1
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class QueueSeat:
     """Who waits for an interactive request, set in :data:`QUEUE_SEAT` by the Discord side.
@@ -106,11 +135,15 @@ class Ticket:
         seq: arrival order on the key.
         priority: interactive or background.
         guild_id: the guild an interactive request is for (None: no guild).
+        kind: what an interactive request's member waits for (answers go first in a guild).
+        queued_at: monotonic seconds when it was queued (a submission's patience counts from it).
     """
 
     seq: int
     priority: Priority
     guild_id: int | None = None
+    kind: Kind = Kind.ANSWER
+    queued_at: float = 0.0
 
 
 def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -> list[Ticket]:
@@ -118,7 +151,8 @@ def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -
 
     Turns go round the guilds with requests waiting; a round starts with the guild served
     longest ago (never served first, then by its oldest request), and each guild gives one
-    request per round.
+    request per round: its oldest answer, else its oldest submission (first come first served
+    per :class:`Kind` within a guild, issue 23).
 
     Args:
         tickets: the waiting interactive requests, any order.
@@ -129,9 +163,9 @@ def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -
         The tickets in the order they will be served.
     """
     by_guild: dict[int | None, list[Ticket]] = {}
-    for ticket in sorted(tickets, key=lambda t: t.seq):
+    for ticket in sorted(tickets, key=lambda t: (t.kind, t.seq)):
         by_guild.setdefault(ticket.guild_id, []).append(ticket)
-    guilds = sorted(by_guild, key=lambda g: (last_turn.get(g, -1), by_guild[g][0].seq))
+    guilds = sorted(by_guild, key=lambda g: (last_turn.get(g, -1), min(t.seq for t in by_guild[g])))
     rounds = max((len(queue) for queue in by_guild.values()), default=0)
     return [
         by_guild[guild][turn]
@@ -147,8 +181,12 @@ class KeyGate(Protocol):
     def block_for(self, seconds: float) -> None:
         """Release nothing for ``seconds`` (a 429's ``Retry-After``)."""
 
-    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+    async def acquire(
+        self, priority: Priority, *, max_wait: float | None = None, kind: Kind = Kind.ANSWER
+    ) -> None:
         """Wait until one request may be sent now, and count it as sent.
+
+        ``kind`` tells an interactive request's :class:`Kind` (ignored for background ones).
 
         Raises:
             RateLimitWaitTooLong: the wait would exceed ``max_wait`` (nothing is counted).
@@ -266,7 +304,9 @@ class KeyLimiter:
             return  # already out of the window
         self._notify()
 
-    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+    async def acquire(
+        self, priority: Priority, *, max_wait: float | None = None, kind: Kind = Kind.ANSWER
+    ) -> None:
         """Wait until one request may be sent now, and count (and record) it as sent.
 
         Args:
@@ -274,29 +314,40 @@ class KeyLimiter:
                 when the background floor is due (:mod:`bot.genapi.budget`).
             max_wait: seconds an interactive caller accepts to wait, judged as it is queued;
                 None waits as long as needed.
+            kind: an interactive request's :class:`Kind`: submissions leave the answers'
+                reserve and go after their guild's answers (module docstring).
 
         Raises:
             RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
             QueueCancelled: the member cancelled while waiting (nothing is counted).
         """
-        await self.take(priority, max_wait=max_wait)
+        await self.take(priority, max_wait=max_wait, kind=kind)
 
-    async def take(self, priority: Priority, *, max_wait: float | None = None) -> float:
+    async def take(
+        self, priority: Priority, *, max_wait: float | None = None, kind: Kind = Kind.ANSWER
+    ) -> float:
         """:meth:`acquire`, returning the slot's stamp for :meth:`release`."""
         if not self._loaded:
             await self._load()
-        seat = QUEUE_SEAT.get() if priority is Priority.INTERACTIVE else None
-        ticket = Ticket(next(self._seq), priority, None if seat is None else seat.guild_id)
+        interactive = priority is Priority.INTERACTIVE
+        seat = QUEUE_SEAT.get() if interactive else None
+        queued_at = self._clock.monotonic()
+        ticket = Ticket(
+            next(self._seq),
+            priority,
+            None if seat is None else seat.guild_id,
+            kind if interactive else Kind.ANSWER,
+            queued_at,
+        )
         background = priority is Priority.BACKGROUND
         self._waiting[ticket.seq] = ticket
-        queued_at = self._clock.monotonic()
         first = True
         try:
             while True:
                 if seat is not None and seat.cancelled.is_set():
                     raise QueueCancelled()
                 now = self._clock.monotonic()
-                delay = self._delay(priority, now)
+                delay = self._delay(ticket, now)
                 order = self._order(now)
                 head = order[0]
                 if head != self._last_head:
@@ -309,7 +360,7 @@ class KeyLimiter:
                     break
                 place = order.index(ticket)
                 if first or (seat is not None and seat.on_wait is not None):
-                    estimate = self._estimate(place, now)
+                    estimate = self._estimate(place, now, ticket.kind)
                     if first and max_wait is not None and estimate > max_wait:
                         if self._metrics is not None:
                             self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
@@ -394,6 +445,12 @@ class KeyLimiter:
             key=lambda t: t.seq,
         )
         order = fair_order(interactive, self._turns) if interactive else []
+        if any(t.kind is Kind.SUBMISSION for t in order):
+            # Submissions held by the answers' reserve go after every request that may use it
+            # (issue 23): an answer of any guild passes them while only the reserve is free.
+            held = [t for t in order if self._held(t, now)]
+            if held:
+                order = [*(t for t in order if t not in held), *held]
         rules = self._rules
         if (
             background
@@ -410,18 +467,38 @@ class KeyLimiter:
         while self._sent and self._sent[0][0] <= horizon:
             self._sent.popleft()
 
-    def _delay(self, priority: Priority, now: float) -> float:
-        """Seconds until a request of ``priority`` could be released, ignoring the queue."""
+    def _held(self, ticket: Ticket, now: float) -> bool:
+        """Whether ``ticket`` is a submission that the answers' reserve still holds back."""
+        return (
+            ticket.kind is Kind.SUBMISSION
+            and now - ticket.queued_at < self._rules.answer_patience
+            and self._rules.submission_delay(now, self._sent) > _EPSILON
+        )
+
+    def _delay(self, ticket: Ticket, now: float) -> float:
+        """Seconds until ``ticket`` could be released, ignoring the queue."""
         self._prune(now)
-        if priority is Priority.INTERACTIVE:
-            delay = self._rules.interactive_delay(now, self._sent)
+        rules = self._rules
+        if ticket.priority is Priority.BACKGROUND:
+            delay = rules.background_delay(now, self._sent)
+        elif ticket.kind is Kind.SUBMISSION:
+            # Held for the answers' reserve until its patience runs out (module docstring);
+            # then, at its turn, it still leaves the users' reserve (a burst of answers).
+            patience = ticket.queued_at + rules.answer_patience - now
+            delay = max(
+                min(rules.submission_delay(now, self._sent), max(patience, 0.0)),
+                rules.submission_delay(now, self._sent, patient=False),
+            )
         else:
-            delay = self._rules.background_delay(now, self._sent)
+            delay = rules.interactive_delay(now, self._sent)
         return max(delay, self._blocked_until - now)
 
-    def _estimate(self, ahead: int, now: float) -> float:
+    def _estimate(self, ahead: int, now: float, kind: Kind = Kind.ANSWER) -> float:
         """Seconds until the request with ``ahead`` others before it is released."""
-        limit, window = self._rules.limit, self._rules.window
+        window = self._rules.window
+        limit = self._rules.limit
+        if kind is Kind.SUBMISSION:
+            limit = max(1, limit - self._rules.answer_reserve)
         delay = self._blocked_until - now
         needed = len(self._sent) + ahead + 1 - limit
         if needed > 0:

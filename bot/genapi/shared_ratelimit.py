@@ -33,7 +33,7 @@ from bot.clock import Clock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.rate_window import RateWindowRepository
-from bot.genapi.ratelimit import KeyLimiter, Priority, RateLimiter
+from bot.genapi.ratelimit import KeyLimiter, Kind, Priority, RateLimiter
 
 if TYPE_CHECKING:
     from bot.ops.metrics import Metrics
@@ -102,7 +102,9 @@ class SharedKeyLimiter:
         """
         self._local.block_for(seconds)
 
-    async def acquire(self, priority: Priority, *, max_wait: float | None = None) -> None:
+    async def acquire(
+        self, priority: Priority, *, max_wait: float | None = None, kind: Kind = Kind.ANSWER
+    ) -> None:
         """Wait until one request may be sent now by every process's count, and record it.
 
         Args:
@@ -110,6 +112,9 @@ class SharedKeyLimiter:
                 (but for the floor), and only they may use the reserved slots of the shared
                 window.
             max_wait: seconds the caller is willing to wait; None waits as long as needed.
+            kind: an interactive request's kind: this process's queue holds submissions for
+                the answers' reserve (by its view of the shared window, which it starts from);
+                the shared window itself checks only the limit for every interactive request.
 
         Raises:
             RateLimitWaitTooLong: the wait (in this process's queue, then for the shared
@@ -119,7 +124,7 @@ class SharedKeyLimiter:
         background = priority is Priority.BACKGROUND
         queued_wait = max_wait  # the local queue judges the wait as the request is queued
         while True:
-            stamp = await self._local.take(priority, max_wait=queued_wait)
+            stamp = await self._local.take(priority, max_wait=queued_wait, kind=kind)
             queued_wait = None
             try:
                 delay = await self._rates.take(

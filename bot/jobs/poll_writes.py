@@ -18,7 +18,6 @@ immediate.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from bot.storage import Database, PollUpdate
 
@@ -65,7 +64,10 @@ class PollWrites:
         if queued is None:
             await self._db.jobs.set_progress_at(job_id, at)
         else:
-            self._queued[job_id] = replace(queued, progress_at=at)
+            # Built directly: ``dataclasses.replace`` was 2 % of the poller's CPU (issue 23).
+            self._queued[job_id] = PollUpdate(
+                queued.job_id, queued.next_poll_at, queued.poll_count, queued.token, at
+            )
 
     async def flush(self) -> int:
         """Write every queued reschedule in one transaction; return how many jobs changed.

@@ -32,7 +32,7 @@ from bot.genapi.ratelimit import Priority
 from bot.jobs.announcer import JobAnnouncer, Renew
 from bot.jobs.poll_writes import PollWrites
 from bot.jobs.supervisor import database_busy
-from bot.ops.logs import bind
+from bot.ops.logs import bind, set_context
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database
@@ -56,6 +56,9 @@ DELIVERY_BACKOFF_FIRST = 30.0
 
 DELIVERY_BACKOFF_MAX = 900.0
 """The longest wait between two delivery attempts, seconds."""
+
+PROGRESS_AGE_SHARE = 0.25
+"""A placeholder's progress edits are at least this share of the job's age apart."""
 
 DRAIN_GRACE_SECONDS = 20.0
 """How long :meth:`Poller.stop` lets the polls and deliveries under way finish (as the bot's
@@ -131,7 +134,8 @@ class Poller:
         clock: wall time (UTC epoch seconds) and sleeping.
         job_timeout: seconds after which a job the service still reports processing stops being
             watched (it is not failed: the service may still finish it).
-        progress_interval: seconds between two progress edits of a placeholder.
+        progress_interval: seconds between two progress edits of a placeholder, at least
+            (a quarter of the job's age once that is longer: :meth:`_progress_gap`).
         per_key_in_flight: polls of one key that may wait in its limiter at once: 1, so that
             the job polled is chosen when its key has room, not several slots before.
         batch: due jobs read per pass.
@@ -423,8 +427,10 @@ class Poller:
         await sleep_or_wake(self._clock, self._wake, min(delay, 5.0))
 
     async def _poll(self, job: Job) -> None:
-        with bind(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id):
-            await self._poll_logged(job)
+        # The poll's own task: its context ends with it, so nothing needs resetting (the
+        # context manager ``bind`` was 2 % of the poller's CPU, issue 23).
+        set_context(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id)
+        await self._poll_logged(job)
 
     async def _poll_logged(self, job: Job) -> None:
         try:
@@ -487,9 +493,22 @@ class Poller:
             await self._writes.schedule_poll(
                 job.id, next_at, job.poll_count + 1, token=self._token(job)
             )
-            if now - (job.last_progress_at or job.created_at) >= self._progress_interval:
+            if now - (job.last_progress_at or job.created_at) >= self._progress_gap(job, now):
                 await self._announcer.progress(job, now)
                 await self._writes.set_progress_at(job.id, now)
+
+    def _progress_gap(self, job: Job, now: float) -> float:
+        """Seconds between two progress edits of ``job``'s placeholder.
+
+        ``progress_interval``, then a quarter of the job's age (:data:`PROGRESS_AGE_SHARE`).
+
+        Its "started <t:…:R>" and "ready <t:…:R>" move by themselves in every client; the edit
+        refreshes the elapsed time and the estimate, which change less and less for a job
+        that has run for a long time (and that nobody may still be watching): an hour-old job
+        is edited every 15 minutes, not every minute, sparing Discord's per-channel edit
+        limits and the poller's CPU (issue 23, docs/benchmarks.md).
+        """
+        return max(self._progress_interval, PROGRESS_AGE_SHARE * (now - job.created_at))
 
     async def _task_not_found(self, job: Job) -> None:
         """A 404 on a poll: fail the job only at the end of a long streak of them (E8).
