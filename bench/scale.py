@@ -40,9 +40,8 @@ from bot.clock import SystemClock
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
+from bot.storage.database import Database as SqlDatabase
 from bot.storage.models import Kind, NewJob
-from bot.storage.postgres import PostgresDatabase
-from bot.storage.sqlite import SqliteDatabase
 from tests.e2e.harness import BotProcess, bot_env
 from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
@@ -69,11 +68,11 @@ async def _seed(api: GenApiEmulator, db: Path, url: str | None, kek: str, size: 
     guilds = [10**17 + g for g in range(size.guilds)]
     guild_key = {g: keys[i % size.keys] for i, g in enumerate(guilds)}
     now = time.time()
-    store: SqliteDatabase | PostgresDatabase
+    store: SqlDatabase
     if url is None:
-        store = await SqliteDatabase.open(db, clock=SystemClock())
+        store = await SqlDatabase.open_sqlite(db, clock=SystemClock())
     else:
-        store = await PostgresDatabase.open(url, clock=SystemClock())
+        store = await SqlDatabase.open_postgresql(url, clock=SystemClock())
     try:
         async with store.transaction() as tx:
             for guild, key in guild_key.items():

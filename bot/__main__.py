@@ -53,8 +53,8 @@ from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
-from bot.storage.postgres import DatabaseUnavailable
-from bot.storage.postgres.copy import CopyError, copy_sqlite_to_postgres
+from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
+from bot.storage.engine import DatabaseUnavailable
 from bot.wiring import build_poller, build_services, open_database
 
 log = logging.getLogger("bot")
@@ -64,8 +64,8 @@ def run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     """Run the bot's (or a worker's) coroutine to completion, on uvloop where there is one.
 
     uvloop cut the bot's CPU per poll by about a tenth at 80 polls a second (its event loop,
-    sockets and aiosqlite's thread hand-offs; docs/benchmarks.md, "Cheaper polls"). It has no
-    Windows build: there, asyncio's own loop runs it.
+    sockets and the SQLite connections' thread hand-offs; docs/benchmarks.md, "Cheaper
+    polls"). It has no Windows build: there, asyncio's own loop runs it.
     """
     if sys.platform == "win32":
         asyncio.run(main)
@@ -80,11 +80,12 @@ def quiet_library_loggers(level: int) -> None:
 
     discord.py's DEBUG lines carry raw gateway payloads and webhook URLs: modal inputs (a guild's
     API key typed into ``/config api-key set``) and interaction tokens. httpx2, httpcore2 and
-    aiosqlite log a line per request or query.
+    SQLAlchemy log a line per request or statement (SQLAlchemy's engine with its parameters, key
+    ciphertexts included, at INFO; it sets itself to WARNING at import, kept here explicitly).
     """
     for name in ("discord.gateway", "discord.webhook", "discord.http"):
         logging.getLogger(name).setLevel(max(logging.INFO, level))
-    for name in ("httpx2", "httpcore2", "aiosqlite"):
+    for name in ("httpx2", "httpcore2", "sqlalchemy", "alembic"):
         logging.getLogger(name).setLevel(max(logging.WARNING, level))
 
 
@@ -386,7 +387,7 @@ def copy_db(settings: Settings, url: str) -> int:
     """``python -m bot copy-db --to URL``: copy the SQLite database into an empty PostgreSQL one.
 
     Prints the rows copied per table and the ledger's exact totals per guild, verified against
-    the source before the one transaction commits (:mod:`bot.storage.postgres.copy`).
+    the source before the one transaction commits (:mod:`bot.storage.copy_db`).
 
     Returns:
         The exit status: 0 copied, 1 the copy failed its check or the server failed, 2 refused

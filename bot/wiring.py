@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2 as httpx
 from pydantic import SecretStr
+from sqlalchemy.exc import DBAPIError
 
 from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
@@ -42,8 +42,8 @@ from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
-from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
-from bot.storage.sqlite import SqliteDatabase
+from bot.storage.database import Database as SqlDatabase
+from bot.storage.engine import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +111,25 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
         try:
-            db: Database = await PostgresDatabase.open(url, clock=clock)
+            db: Database = await SqlDatabase.open_postgresql(url, clock=clock)
         except DatabaseUnavailable as exc:
             raise SettingsError(str(exc)) from None
-        log.info("database: PostgreSQL at %s", redact_database_url(url))
+        log.info(
+            "database: PostgreSQL at %s, schema version %d",
+            redact_database_url(url),
+            db.schema_version,
+        )
         return db
     try:
-        return await SqliteDatabase.open(settings.database_path, clock=clock)
-    except (sqlite3.Error, OSError) as exc:
+        db = await SqlDatabase.open_sqlite(settings.database_path, clock=clock)
+    except (DBAPIError, OSError) as exc:
         # e.g. a read-only disk that os.access could not see (check_database_path).
-        raise SettingsError(f"DATABASE_PATH: cannot open {settings.database_path}: {exc}") from None
+        reason = exc.orig if isinstance(exc, DBAPIError) else exc  # the driver's one line
+        raise SettingsError(
+            f"DATABASE_PATH: cannot open {settings.database_path}: {reason}"
+        ) from None
+    log.info("database: SQLite at %s, schema version %d", settings.database_path, db.schema_version)
+    return db
 
 
 def sandbox_state_path(database_path: Path) -> Path:

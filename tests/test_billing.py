@@ -25,7 +25,7 @@ from bot.services.billing import (
     video_cost_cents,
 )
 from bot.storage import Charge, Database, JobStatus, Kind, NewJob, Reservation
-from bot.storage.sqlite import SqliteDatabase
+from bot.storage.database import Database as SqlDatabase
 
 GUILD = 100
 VIDEO = "vid/t2v"
@@ -64,7 +64,7 @@ async def store(
 
 
 @pytest.fixture
-def billing(store: SqliteDatabase, clock: ManualClock) -> Billing:
+def billing(store: SqlDatabase, clock: ManualClock) -> Billing:
     return Billing(store, settings(), clock)
 
 
@@ -164,7 +164,7 @@ def test_video_cost_is_rounded_up(per_5s: float, duration: float, cents: int) ->
 
 
 async def test_limits_come_from_the_guild_else_the_settings(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -182,7 +182,7 @@ async def test_limits_come_from_the_guild_else_the_settings(
 
 
 async def test_a_video_that_exceeds_the_guild_budget_is_refused(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, monthly_budget_cents=1000)
     await spend(billing, clock, 700, kind=Kind.VIDEO, model=VIDEO)
@@ -202,7 +202,7 @@ async def test_a_video_that_exceeds_the_guild_budget_is_refused(
 
 
 async def test_the_user_daily_budget_is_per_user(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, user_daily_budget_cents=500)
     await spend(billing, clock, 400, user=1, kind=Kind.VIDEO, model=VIDEO)
@@ -222,7 +222,7 @@ async def test_the_user_daily_budget_is_per_user(
 
 
 async def test_a_spent_budget_refuses_even_an_unknown_price(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
     await spend(billing, clock, 100)  # no history: estimated 0, charged 100
@@ -237,7 +237,7 @@ async def test_a_spent_budget_refuses_even_an_unknown_price(
 
 
 async def test_an_overrun_leaves_the_budget_negative_and_refuses(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
     await spend(billing, clock, 150)  # estimated 0, the service charged more than was left
@@ -260,7 +260,7 @@ async def learn_text(
 
 
 async def test_text_holds_its_tokens_at_the_models_observed_price(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     # Issue 20, E6: the mean of the last charges let ten 8,192-token answers pass a budget
     # that fits one. Nothing known yet: the ceiling (50 cents) is held.
@@ -296,7 +296,7 @@ async def test_text_holds_its_tokens_at_the_models_observed_price(
 
 
 async def test_an_image_holds_the_models_highest_recent_charge(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     fresh = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.IMAGE, model="img/a", cost_cents=None
@@ -316,7 +316,7 @@ async def test_an_image_holds_the_models_highest_recent_charge(
 
 
 async def test_settle_gives_back_what_the_hold_took_above_the_charge(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, user_daily_budget_cents=60)
     reservation = await billing.reserve(
@@ -340,7 +340,7 @@ async def test_an_unusable_video_price_holds_the_ceiling(billing: Billing) -> No
 
 
 async def test_settle_replaces_the_hold_by_the_reported_cost(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, monthly_budget_cents=1000)
     reservation = await billing.reserve(
@@ -365,7 +365,7 @@ async def test_settle_replaces_the_hold_by_the_reported_cost(
 
 
 async def test_release_gives_the_budget_back(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     await store.guilds.update_limits(GUILD, monthly_budget_cents=500)
     held = await billing.reserve(
@@ -413,7 +413,7 @@ async def test_a_stale_reservation_expires_after_the_ttl(
 
 
 async def test_expire_stale_deletes_expired_reservations(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(store, settings(), clock, reservation_ttl=60)
     for user in (1, 2):
@@ -436,7 +436,7 @@ async def attempt(billing: Billing, **kwargs: Any) -> Reservation | Exception:
 
 
 async def test_concurrent_reservations_never_overspend(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -483,7 +483,7 @@ async def test_concurrent_reservations_across_two_connections(
 
 
 async def test_concurrent_video_requests_respect_the_pending_caps(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -502,7 +502,7 @@ async def test_concurrent_video_requests_respect_the_pending_caps(
 
 
 async def test_pending_jobs_count_against_the_caps_until_they_finish(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(store, settings(default_max_pending_videos_per_user=2), clock)
     jobs = []
@@ -538,7 +538,7 @@ async def test_pending_jobs_count_against_the_caps_until_they_finish(
 
 
 async def test_a_video_the_poller_stopped_watching_frees_its_place_under_the_caps(
-    store: SqliteDatabase, clock: ManualClock
+    store: SqlDatabase, clock: ManualClock
 ) -> None:
     billing = Billing(
         store,
@@ -572,7 +572,7 @@ async def test_a_video_the_poller_stopped_watching_frees_its_place_under_the_cap
 
 
 async def test_the_monthly_budget_renews_at_the_utc_month_boundary(
-    store: SqliteDatabase, tmp_path: Path
+    store: SqlDatabase, tmp_path: Path
 ) -> None:
     clock = ManualClock(ts("2026-01-31T23:00:00"))
     billing = Billing(store, settings(default_guild_monthly_budget_cents=1000), clock)
@@ -590,7 +590,7 @@ async def test_the_monthly_budget_renews_at_the_utc_month_boundary(
     assert (report.month_cents, report.today_cents, report.reserved_cents) == (0, 0, 1000)
 
 
-async def test_the_user_daily_budget_renews_at_utc_midnight(store: SqliteDatabase) -> None:
+async def test_the_user_daily_budget_renews_at_utc_midnight(store: SqlDatabase) -> None:
     clock = ManualClock(ts("2026-03-10T23:30:00"))
     billing = Billing(store, settings(default_user_daily_budget_cents=200), clock)
     await spend(billing, clock, 200, user=1)
@@ -612,7 +612,7 @@ async def test_the_user_daily_budget_renews_at_utc_midnight(store: SqliteDatabas
 
 
 async def test_settling_twice_charges_once(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     reservation = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=250
@@ -626,7 +626,7 @@ async def test_settling_twice_charges_once(
 
 
 async def test_ledger_total_equals_the_sum_of_reported_charges(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     reported = 0
     for i in range(40):
@@ -654,7 +654,7 @@ async def test_ledger_total_equals_the_sum_of_reported_charges(
 
 
 async def test_report_breaks_spending_down(
-    billing: Billing, store: SqliteDatabase, clock: ManualClock
+    billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
     clock.advance(-86_400)  # yesterday, same month
     await spend(billing, clock, 300, user=1, kind=Kind.VIDEO, model=VIDEO, remaining=9000)

@@ -26,7 +26,7 @@ from bot.services.keys import (
     fingerprint,
 )
 from bot.storage import Database, JobStatus, Kind, NewJob
-from bot.storage.sqlite import SqliteDatabase
+from bot.storage.database import Database as SqlDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
 GUILD = 100
@@ -110,7 +110,7 @@ async def test_the_database_never_holds_the_plaintext_key(
     assert (resolved.source, resolved.fingerprint) == ("guild", fingerprint(GUILD_KEY))
 
 
-async def test_without_key_encryption_key_nothing_is_stored(store: SqliteDatabase) -> None:
+async def test_without_key_encryption_key_nothing_is_stored(store: SqlDatabase) -> None:
     resolver = KeyResolver(store, KeyVault(None), SecretStr(DEFAULT_KEY))
     with pytest.raises(KeyEncryptionUnavailable) as info:
         await resolver.store_key(GUILD, GUILD_KEY)
@@ -119,7 +119,7 @@ async def test_without_key_encryption_key_nothing_is_stored(store: SqliteDatabas
     assert (await resolver.resolve(GUILD)).source == "default"
 
 
-async def test_an_empty_key_is_refused(store: SqliteDatabase, secret: SecretStr) -> None:
+async def test_an_empty_key_is_refused(store: SqlDatabase, secret: SecretStr) -> None:
     resolver = KeyResolver(store, KeyVault(secret), None)
     with pytest.raises(ValueError, match="empty"):
         await resolver.store_key(GUILD, "   ")
@@ -127,7 +127,7 @@ async def test_an_empty_key_is_refused(store: SqliteDatabase, secret: SecretStr)
 
 
 async def test_resolution_order_guild_then_default_then_error(
-    store: SqliteDatabase, secret: SecretStr
+    store: SqlDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
     without_default = KeyResolver(store, KeyVault(secret), None)
@@ -150,7 +150,7 @@ async def test_resolution_order_guild_then_default_then_error(
 
 
 async def test_an_unreadable_guild_key_does_not_fall_back_to_the_default(
-    store: SqliteDatabase, secret: SecretStr
+    store: SqlDatabase, secret: SecretStr
 ) -> None:
     await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
     rotated = KeyVault(SecretStr(Fernet.generate_key().decode()))
@@ -198,7 +198,7 @@ def test_a_bad_entry_in_the_list_is_named_by_position_never_shown(
 async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -> None:
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     path = tmp_path / "bot.db"
-    store = await SqliteDatabase.open(path, clock=ManualClock())
+    store = await SqlDatabase.open_sqlite(path, clock=ManualClock())
     resolver = KeyResolver(store, KeyVault(SecretStr(old)), None)
     await resolver.store_key(GUILD, "gk_live_retired_key_0123456789")
     await store.jobs.insert(
@@ -244,7 +244,7 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
     assert "re-encrypted 4 stored API keys" in done.stdout
     assert old not in done.stdout + done.stderr
 
-    store = await SqliteDatabase.open(path, clock=ManualClock())
+    store = await SqlDatabase.open_sqlite(path, clock=ManualClock())
     try:
         ciphertexts = [
             (await store.guilds.settings(GUILD)).api_key_ciphertext,
@@ -266,7 +266,7 @@ async def test_rotate_keys_reencrypts_current_and_retired_keys(tmp_path: Path) -
         await store.close()
 
 
-async def test_rotate_keys_without_the_old_key_changes_nothing(store: SqliteDatabase) -> None:
+async def test_rotate_keys_without_the_old_key_changes_nothing(store: SqlDatabase) -> None:
     old = SecretStr(Fernet.generate_key().decode())
     await KeyResolver(store, KeyVault(old), None).store_key(GUILD, GUILD_KEY)
     before = (await store.guilds.settings(GUILD)).api_key_ciphertext
@@ -277,7 +277,7 @@ async def test_rotate_keys_without_the_old_key_changes_nothing(store: SqliteData
 
 
 async def test_an_unknown_key_is_retried_whether_or_not_the_default_key_is_set(
-    store: SqliteDatabase, secret: SecretStr
+    store: SqlDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
     # Known nowhere is still "later", never "fail" (issue 18, E4): the owner may bring it back.
@@ -291,7 +291,7 @@ async def test_an_unknown_key_is_retried_whether_or_not_the_default_key_is_set(
 
 
 async def test_a_key_retired_while_unreadable_is_kept_then_found(
-    store: SqliteDatabase, secret: SecretStr
+    store: SqlDatabase, secret: SecretStr
 ) -> None:
     await KeyResolver(store, KeyVault(secret), None).store_key(GUILD, GUILD_KEY)
     # Removed by an admin while KEY_ENCRYPTION_KEY was missing: its jobs cannot be counted.

@@ -28,9 +28,9 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import catalogue as sandbox_catalogue
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.storage import Charge, ConstraintError, JobStatus, Kind
+from bot.storage.database import Database as SqlDatabase
+from bot.storage.migrations.legacy import load, split_statements
 from bot.storage.money import from_micro, to_micro
-from bot.storage.sqlite import SqliteDatabase
-from bot.storage.sqlite.engine import load_migrations, split_statements
 from tests.conftest import Stack
 
 GUILD = 1
@@ -250,7 +250,7 @@ def charge(cost: Decimal, task_id: str | None = "t-1") -> Charge:
 
 
 async def test_only_a_duplicate_task_is_ignored_by_the_ledger(tmp_path: Path) -> None:
-    store = await SqliteDatabase.open(tmp_path / "bot.db", clock=ManualClock())
+    store = await SqlDatabase.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
     try:
         assert await store.ledger.insert_charge(charge(Decimal("0.35"))) is True
         # the same task again
@@ -268,9 +268,9 @@ async def test_only_a_duplicate_task_is_ignored_by_the_ledger(tmp_path: Path) ->
 
 async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    before = next(m.version for m in load_migrations() if m.name == "exact_money") - 1
+    before = next(m.version for m in load("sqlite") if m.name == "exact_money") - 1
     conn = sqlite3.connect(path, isolation_level=None)
-    for migration in load_migrations()[:before]:
+    for migration in load("sqlite")[:before]:
         for statement in split_statements(migration.sql):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before}")
@@ -292,7 +292,7 @@ async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path:
         " VALUES ('a', 'alpha', '/p', 'video', 'v', 1, 7, 1, 'cat', 250, 'fp', 100.0, 150.0)"
     )
     conn.close()
-    store = await SqliteDatabase.open(path, clock=ManualClock())
+    store = await SqlDatabase.open_sqlite(path, clock=ManualClock())
     try:
         assert await store.ledger.total(1) == Decimal(253)
         assert await store.ledger.last_remaining_credits("fp") == Decimal(big)

@@ -26,10 +26,9 @@ from bot.services.policy import (
     parse_models,
 )
 from bot.storage import ConstraintError, Kind
+from bot.storage.copy_db import copy_sqlite_to_postgres
+from bot.storage.database import Database as SqlDatabase
 from bot.storage.models import UNLIMITED, AuditEntry, ModelLists, Tier
-from bot.storage.postgres import PostgresDatabase
-from bot.storage.postgres.copy import copy_sqlite_to_postgres
-from bot.storage.sqlite import SqliteDatabase
 from tests.conftest import Stack
 
 GUILD = 1
@@ -324,7 +323,7 @@ async def test_a_tier_cannot_hold_a_negative_allowance(stack: Stack) -> None:
 
 async def test_copy_db_moves_the_policy_to_postgresql(tmp_path: Path, pg_url: str) -> None:
     clock = ManualClock()
-    source = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+    source = await SqlDatabase.open_sqlite(tmp_path / "bot.db", clock=clock)
     tier = Tier(GUILD, PATRON, "Patron", 50, UNLIMITED, 2, ("aurora-lite/",))
     await source.policy.set_tier(tier)
     await source.policy.set_model_lists(GUILD, ModelLists(("a/",), ("a/b",)))
@@ -336,7 +335,7 @@ async def test_copy_db_moves_the_policy_to_postgresql(tmp_path: Path, pg_url: st
 
     report = await copy_sqlite_to_postgres(tmp_path / "bot.db", pg_url, clock=clock)
     assert report.rows["policy_tiers"] == 1 and report.rows["config_audit"] == 1
-    target = await PostgresDatabase.open(pg_url, clock=clock)
+    target = await SqlDatabase.open_postgresql(pg_url, clock=clock)
     try:
         assert await target.policy.tiers(GUILD) == [tier]
         assert await target.policy.model_lists(GUILD) == ModelLists(("a/",), ("a/b",))

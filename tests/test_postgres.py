@@ -17,11 +17,12 @@ import pytest
 from bot.__main__ import main
 from bot.clock import ManualClock
 from bot.config import SettingsError, load_settings, redact_database_url
+from bot.storage.database import Database as PostgresDatabase
+from bot.storage.engine import DatabaseUnavailable
+from bot.storage.migrations import legacy, revisions
 from bot.storage.models import Charge, Kind, NewJob
-from bot.storage.postgres import DatabaseUnavailable, PostgresDatabase
-from bot.storage.postgres import engine as pg_engine
-from bot.storage.postgres.engine import load_migrations
 from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
+from tests.legacy_db import build_postgres_at
 
 GUILD = 1
 
@@ -66,16 +67,20 @@ async def test_a_new_database_gets_the_whole_schema_once_even_when_processes_sta
 ) -> None:
     clock = ManualClock()
     first, second, third = await asyncio.gather(
-        *(PostgresDatabase.open(pg_url, clock=clock) for _ in range(3))
+        *(PostgresDatabase.open_postgresql(pg_url, clock=clock) for _ in range(3))
     )
     try:
-        assert {db.schema_version for db in (first, second, third)} == {len(load_migrations())}
+        assert {db.schema_version for db in (first, second, third)} == {len(revisions())}
         conn = await asyncpg.connect(pg_url)
         try:
             versions = await conn.fetch("SELECT version FROM schema_migrations ORDER BY version")
+            heads = await conn.fetch("SELECT version_num FROM alembic_version")
         finally:
             await conn.close()
-        assert [r["version"] for r in versions] == list(range(1, len(load_migrations()) + 1))
+        assert [r["version"] for r in versions] == list(
+            range(1, len(legacy.load("postgresql")) + 1)
+        )
+        assert [r["version_num"] for r in heads] == [revisions()[-1]]
         assert await first.meta.get("migration.0001") is not None
     finally:
         for db in (first, second, third):
@@ -83,26 +88,23 @@ async def test_a_new_database_gets_the_whole_schema_once_even_when_processes_sta
 
 
 async def test_a_database_from_a_newer_release_is_refused_with_one_line(pg_url: str) -> None:
-    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     await db.close()
-    newer = len(load_migrations()) + 1
+    newer = len(revisions()) + 1
     conn = await asyncpg.connect(pg_url)
     try:
-        await conn.execute(
-            "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'future', 0)",
-            newer,
-        )
+        await conn.execute("UPDATE alembic_version SET version_num = $1", f"{newer:04d}_future")
     finally:
         await conn.close()
 
     with pytest.raises(SchemaTooNewError) as raised:
-        await PostgresDatabase.open(pg_url, clock=ManualClock())
+        await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     assert raised.value.found == newer
     assert "\n" not in str(raised.value)
 
 
 async def test_the_ledger_is_exact_and_counts_a_task_once(pg_url: str) -> None:
-    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     try:
         assert await db.ledger.insert_charge(charge("t1", "0.35"))
         assert not await db.ledger.insert_charge(charge("t1", "0.35"))  # the same task again
@@ -118,7 +120,7 @@ async def test_the_ledger_is_exact_and_counts_a_task_once(pg_url: str) -> None:
 
 
 async def test_a_retired_key_is_released_when_its_last_pending_job_ends(pg_url: str) -> None:
-    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     try:
         await db.guilds.set_api_key(GUILD, b"old-ciphertext", "1234")
         job = await db.jobs.insert(new_job("t1", fingerprint="old"))
@@ -159,8 +161,8 @@ async def reserve_if_it_fits(db: PostgresDatabase, budget: Decimal, amount: Deci
 
 async def test_two_pools_never_both_pass_a_budget_that_fits_one(pg_url: str) -> None:
     clock = ManualClock()
-    one = await PostgresDatabase.open(pg_url, clock=clock)
-    two = await PostgresDatabase.open(pg_url, clock=clock)
+    one = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
+    two = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
     try:
         budget, amount = Decimal(100), Decimal(30)
         results = await asyncio.gather(
@@ -175,8 +177,8 @@ async def test_two_pools_never_both_pass_a_budget_that_fits_one(pg_url: str) -> 
 
 async def test_a_job_finishes_and_is_delivered_once_whichever_pool_tries(pg_url: str) -> None:
     clock = ManualClock()
-    one = await PostgresDatabase.open(pg_url, clock=clock)
-    two = await PostgresDatabase.open(pg_url, clock=clock)
+    one = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
+    two = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
     try:
         job = await one.jobs.insert(new_job("t1"))
         finished = await asyncio.gather(
@@ -226,7 +228,7 @@ async def test_the_url_password_never_appears_when_the_server_refuses(
     missing = f"postgresql://postgres:hunter2@127.0.0.1:{port}/no_such_database"
     for url in (unreachable, missing):
         with pytest.raises(DatabaseUnavailable) as raised:
-            await PostgresDatabase.open(url, clock=ManualClock())
+            await PostgresDatabase.open_postgresql(url, clock=ManualClock())
         message = str(raised.value)
         assert message.startswith("DATABASE_URL: cannot connect to postgresql://")
         assert "hunter2" not in message
@@ -259,7 +261,7 @@ async def test_the_bot_refuses_an_unreachable_database_url_in_one_line_without_i
 
 
 async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> None:
-    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     await db.ping()
     await db.close()
     with pytest.raises(StorageUnavailableError):
@@ -267,33 +269,38 @@ async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> No
 
 
 async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_url: str,
 ) -> None:
-    """0006 (issue 18) on a database at 0005 holding data."""
-    every = load_migrations()
-    assert [m.name for m in every][5] == "key_holds"
-    monkeypatch.setattr(pg_engine, "load_migrations", lambda: every[:5])
-    old = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    """0006 (issue 18) on a database at 0005 holding data (built as that release did)."""
+    assert [m.name for m in legacy.load("postgresql")][5] == "key_holds"
+    await build_postgres_at(pg_url, 5)
+    conn = await asyncpg.connect(pg_url)
     try:
-        assert old.schema_version == 5
-        await old.guilds.set_api_key(GUILD, b"old-ciphertext", "1234")
-        job = await old.jobs.insert(new_job("t-busy", fingerprint="old"))
-        conn = await asyncpg.connect(pg_url)
-        try:
-            await conn.execute(
-                "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro,"
-                " created_at, expires_at) VALUES ($1, 1, 'video', 'veo', 50000000, 100, 700)",
-                GUILD,
-            )
-        finally:
-            await conn.close()
+        await conn.execute(
+            "INSERT INTO guild_settings (guild_id, api_key_ciphertext, api_key_last4)"
+            " VALUES ($1, 'old-ciphertext', '1234')",
+            GUILD,
+        )
+        job_id = await conn.fetchval(
+            "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id,"
+            " user_id, prompt_summary, details, cost_micro, key_fingerprint, created_at,"
+            " next_poll_at) VALUES ('t-busy', 'p', '/tasks/t-busy', 'video', 'veo', $1, 10, 100,"
+            " 'a cat', '{}', 12500000, 'old', 1000, 1010) RETURNING id",
+            GUILD,
+        )
+        await conn.execute(
+            "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro,"
+            " created_at, expires_at) VALUES ($1, 1, 'video', 'veo', 50000000, 100, 700)",
+            GUILD,
+        )
     finally:
-        await old.close()
+        await conn.close()
 
-    monkeypatch.setattr(pg_engine, "load_migrations", lambda: every)
-    db = await PostgresDatabase.open(pg_url, clock=ManualClock())
+    db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     try:
-        assert db.schema_version == len(every)
+        job = await db.jobs.get(job_id)
+        assert job is not None
+        assert db.schema_version == len(revisions())
         assert await db.ledger.reserved_cents(GUILD, 200.0) == 50
         await db.guilds.replace_api_key(
             GUILD, (b"new-ciphertext", "5678"), retire=True, old_fingerprint="old", at=300.0

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from bot.clock import ManualClock
 from bot.storage import (
@@ -27,7 +28,11 @@ from bot.storage import (
     NewJob,
     SchemaTooNewError,
     StorageUnavailableError,
+    engine,
 )
+from bot.storage.database import Database as SqliteDatabase
+from bot.storage.migrations import legacy, revisions
+from bot.storage.migrations.legacy import LegacyMigration, split_statements
 from bot.storage.repos.jobs import (
     CLAIM_CANDIDATES,
     DUE_DELIVERIES,
@@ -38,11 +43,14 @@ from bot.storage.repos.jobs import (
     PENDING_VIDEOS,
 )
 from bot.storage.sql import compile_for
-from bot.storage.sqlite import SqliteDatabase, engine
-from bot.storage.sqlite.engine import Migration, load_migrations, split_statements
 
 GUILD = 100
-LATEST = len(load_migrations())
+LATEST = len(revisions())
+LEGACY = len(legacy.load("sqlite"))
+
+
+def load_migrations() -> list[LegacyMigration]:
+    return legacy.load("sqlite")
 
 
 async def query_plan(store: SqliteDatabase, stmt: Any) -> list[str]:
@@ -68,7 +76,7 @@ async def store(
 @pytest.fixture
 async def sqlite_store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SqliteDatabase]:
     """SQLite only: for its connections and its query plans."""
-    opened = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+    opened = await SqliteDatabase.open_sqlite(tmp_path / "bot.db", clock=clock)
     yield opened
     await opened.close()
 
@@ -167,30 +175,41 @@ def schema_of(path: Path) -> dict[str, Any]:
 
 async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "nested" / "dir" / "bot.db"
-    store = await SqliteDatabase.open(path, clock=clock)
+    store = await SqliteDatabase.open_sqlite(path, clock=clock)
     try:
         assert path.exists()
         assert store.schema_version == LATEST
-        assert (await store._connections.executor.one("PRAGMA journal_mode"))[0] == "wal"  # type: ignore[index]
-        assert (await store._connections.executor.one("PRAGMA foreign_keys"))[0] == 1  # type: ignore[index]
-        assert (await store._connections.executor.one("PRAGMA busy_timeout"))[
-            0
-        ] == engine.BUSY_TIMEOUT_MS  # type: ignore[index]
+        for pragma, value in (
+            ("journal_mode", "wal"),
+            ("foreign_keys", 1),
+            ("busy_timeout", engine.BUSY_TIMEOUT_MS),
+            ("synchronous", 2),  # FULL
+        ):
+            assert (
+                await store.engines.run_read(
+                    lambda c, p=pragma: c.exec_driver_sql(f"PRAGMA {p}").scalar()
+                )
+                == value
+            )
         assert await store.meta.get("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
         assert (await store.meta.get("migration.0002") or "").startswith("job_schedule applied")
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
+        # The legacy mark stays at the legacy head: the release before Alembic still runs.
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            ("0001_baseline",)
+        ]
 
 
 async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "bot.db"
-    first = await SqliteDatabase.open(path, clock=clock)
+    first = await SqliteDatabase.open_sqlite(path, clock=clock)
     await first.meta.set("k", "v")
     await first.close()
     clock.advance(3600)
-    again = await SqliteDatabase.open(path, clock=clock)
+    again = await SqliteDatabase.open_sqlite(path, clock=clock)
     try:
         assert again.schema_version == LATEST
         assert await again.meta.get("k") == "v"
@@ -215,14 +234,14 @@ def test_migrations_are_numbered_without_gaps() -> None:
     ]
 
 
-@pytest.mark.parametrize("start", range(LATEST))
+@pytest.mark.parametrize("start", range(LEGACY))
 async def test_upgrade_from_every_earlier_version_matches_a_fresh_database(
     tmp_path: Path, clock: ManualClock, start: int
 ) -> None:
     old = tmp_path / "old.db"
     build_db_at(old, start)
-    upgraded = await SqliteDatabase.open(old, clock=clock)
-    fresh = await SqliteDatabase.open(tmp_path / "fresh.db", clock=clock)
+    upgraded = await SqliteDatabase.open_sqlite(old, clock=clock)
+    fresh = await SqliteDatabase.open_sqlite(tmp_path / "fresh.db", clock=clock)
     await upgraded.close()
     await fresh.close()
     assert schema_of(old) == schema_of(tmp_path / "fresh.db")
@@ -257,7 +276,7 @@ async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
                 (task_id, GUILD, status, finished, '["https://x/v.mp4"]' if finished else "[]"),
             )
 
-    store = await SqliteDatabase.open(path, clock=clock)
+    store = await SqliteDatabase.open_sqlite(path, clock=clock)
     try:
         assert store.schema_version == LATEST
         settings = await store.guilds.settings(GUILD)
@@ -279,36 +298,57 @@ async def test_a_database_newer_than_the_code_stops_start_up(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     path = tmp_path / "bot.db"
-    build_db_at(path, LATEST)
+    store = await SqliteDatabase.open_sqlite(path, clock=clock)
+    await store.close()
     with sqlite3.connect(path) as conn:
-        conn.execute(f"PRAGMA user_version = {LATEST + 1}")
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_the_future'")
     with pytest.raises(SchemaTooNewError) as info:
-        await SqliteDatabase.open(path, clock=clock)
-    assert (info.value.found, info.value.supported) == (LATEST + 1, LATEST)
-    assert f"schema version {LATEST + 1}" in str(info.value)
+        await SqliteDatabase.open_sqlite(path, clock=clock)
+    assert (info.value.found, info.value.supported) == (99, LATEST)
+    assert "schema version 99" in str(info.value)
     assert "newer release" in str(info.value)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST + 1
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            ("0099_from_the_future",)
+        ]
+
+
+async def test_a_legacy_version_newer_than_the_legacy_head_stops_start_up(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Only a release of the one sequence moves the legacy mark past the legacy head."""
+    path = tmp_path / "bot.db"
+    build_db_at(path, LEGACY)
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {LEGACY + 1}")
+    with pytest.raises(SchemaTooNewError) as info:
+        await SqliteDatabase.open_sqlite(path, clock=clock)
+    assert (info.value.found, info.value.supported) == (2, LATEST)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY + 1
 
 
 async def test_a_failing_migration_leaves_the_previous_version_intact(
     tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "bot.db"
-    store = await SqliteDatabase.open(path, clock=clock)
-    await store.close()
-    broken = Migration(
-        LATEST + 1,
+    build_db_at(path, LEGACY - 1)
+    real = load_migrations()
+    broken = LegacyMigration(
+        LEGACY,
         "broken",
         "CREATE TABLE half (x INTEGER);\nINSERT INTO no_such_table VALUES (1);",
     )
-    real = load_migrations()
-    monkeypatch.setattr(engine, "load_migrations", lambda: [*real, broken])
-    with pytest.raises(sqlite3.OperationalError, match="no_such_table"):
-        await SqliteDatabase.open(path, clock=clock)
+    monkeypatch.setattr(legacy, "load", lambda engine: [*real[:-1], broken])
+    with pytest.raises(OperationalError, match="no_such_table"):
+        await SqliteDatabase.open_sqlite(path, clock=clock)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LATEST
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY - 1
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'half'").fetchall() == []
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE name = 'alembic_version'").fetchall()
+            == []
+        )
 
 
 def test_split_statements_respects_strings_and_trigger_bodies() -> None:
@@ -372,8 +412,8 @@ async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
 
 
 async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        await sqlite_store._connections.executor.all("DELETE FROM meta")
+    with pytest.raises(OperationalError, match="readonly"):
+        await sqlite_store.engines.run_read(lambda c: c.exec_driver_sql("DELETE FROM meta"))
 
 
 # -- guild settings --------------------------------------------------------------------------
@@ -743,7 +783,7 @@ async def test_recent_jobs_newest_first_per_member_or_server(store: SqliteDataba
     assert {j.status for j in everyone} == {JobStatus.PENDING, JobStatus.COMPLETED}
 
     # Both listings walk an index in order: no scan of every job, no sort (SQLite's plans).
-    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
+    for user_id in (1, None) if store.engine == "sqlite" else ():
         if user_id is None:
             stmt = JOBS_LISTING[False].params(p_guild=GUILD, p_limit=25)
         else:
@@ -770,7 +810,7 @@ async def test_pending_videos_leave_out_unwatched_and_finished_jobs(store: Sqlit
     assert await store.jobs.set_unwatched(unwatched.id, None) is True
     assert await store.jobs.pending_videos(GUILD, user_id=1) == 2
     assert watched.id != unwatched.id
-    for user_id in (1, None) if isinstance(store, SqliteDatabase) else ():
+    for user_id in (1, None) if store.engine == "sqlite" else ():
         params = {"p_guild": GUILD} if user_id is None else {"p_guild": GUILD, "p_user": user_id}
         plan = " | ".join(
             await query_plan(store, PENDING_VIDEOS[user_id is not None].params(**params))
@@ -799,7 +839,7 @@ async def test_a_write_method_outside_a_transaction_is_all_or_nothing(
 async def test_ping_answers_while_open_and_raises_once_closed(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    db = await SqliteDatabase.open(tmp_path / "bot.db", clock=clock)
+    db = await SqliteDatabase.open_sqlite(tmp_path / "bot.db", clock=clock)
     assert db.engine == "sqlite"
     await db.ping()
     await db.close()
@@ -832,7 +872,7 @@ async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use
             (GUILD,),
         )
 
-    store = await SqliteDatabase.open(path, clock=clock)
+    store = await SqliteDatabase.open_sqlite(path, clock=clock)
     try:
         assert store.schema_version == LATEST
         assert await store.ledger.reserved_cents(GUILD, 200.0) == 50

@@ -17,8 +17,7 @@ import pytest
 from bot.clock import ManualClock
 from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
-from bot.storage import JobStatus
-from bot.storage.sqlite import engine
+from bot.storage import JobStatus, engine
 from tests.conftest import Stack
 from tests.test_poller import RecordingAnnouncer, make_poller, submit
 

@@ -7,6 +7,7 @@ no connection) and the poller's arguments are kept. The end-to-end proof of a wo
 """
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,9 @@ async def test_a_workers_progress_edit_keeps_the_ready_estimate(
     async def progress(arguments: dict[str, Any]) -> None:
         announcer = arguments["announcer"].inner  # inside the DM-notice wrapper
         monkeypatch.setattr(announcer, "_edit_quietly", edit)
-        await announcer.progress(make_job(created_at=1000.0), 1070.0)
+        # A job with its card posted (a job without one has nothing to edit).
+        job = dataclasses.replace(make_job(created_at=1000.0), message_id=77)
+        await announcer.progress(job, 1070.0)
 
     await run_worker_with(tmp_path, monkeypatch, progress)
     (parts,) = edits

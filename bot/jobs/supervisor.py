@@ -38,7 +38,11 @@ HEALTHY_AFTER = 60.0
 
 
 def database_busy(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite's "database is locked" (another connection holds the lock)."""
+    """Whether ``exc`` is SQLite's "database is locked" (another connection holds the lock).
+
+    SQLAlchemy wraps the driver's error; the driver's is its ``orig``.
+    """
+    exc = getattr(exc, "orig", None) or exc
     return isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode in (
         sqlite3.SQLITE_BUSY,
         sqlite3.SQLITE_LOCKED,

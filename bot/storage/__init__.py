@@ -1,8 +1,9 @@
-"""Persistent storage: the engine-neutral interface (``repositories``) and its engines.
+"""Persistent storage: the engine-neutral interface (``repositories``) and its implementation.
 
-Services depend on :class:`Database` and the repositories' Protocols only. The SQLite engine
-(``sqlite``) is the default; rows are the dataclasses of ``models``; money conversion for the
-columns is in ``money``.
+Services depend on :class:`Database` and the repositories' Protocols only. One implementation
+serves both engines (SQLite, the default, and PostgreSQL): the repositories of ``repos`` over
+``engine``, put together by ``database``, the schema in ``schema`` and ``migrations``; rows are
+the dataclasses of ``models``; money conversion for the columns is in ``money``.
 """
 
 from bot.storage.models import (

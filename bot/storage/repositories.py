@@ -1,7 +1,8 @@
 """The engine-neutral storage interface: one repository per concern, and the database.
 
-Services, the poller and the cogs depend on these Protocols only; an engine (SQLite in
-:mod:`bot.storage.sqlite`, PostgreSQL in :mod:`bot.storage.postgres`) implements them.
+Services, the poller and the cogs depend on these Protocols only; one implementation for both
+engines (SQLite and PostgreSQL: :mod:`bot.storage.repos` over :mod:`bot.storage.engine`, put
+together by :class:`bot.storage.database.Database`) implements them.
 
 Shapes and units, for every engine:
 
@@ -1022,8 +1023,8 @@ class Repositories(Protocol):
 class Database(Repositories, Protocol):
     """An open database: the repositories plus transactions, health and shutdown.
 
-    Built by an engine's ``open`` (e.g. :meth:`bot.storage.sqlite.SqliteDatabase.open`), which
-    migrates the schema first and raises :class:`SchemaTooNewError` for a newer one.
+    Built by :meth:`bot.storage.database.Database.open_sqlite` or ``open_postgresql``, which
+    migrate the schema first and raise :class:`SchemaTooNewError` for a newer one.
     """
 
     @property
@@ -1038,7 +1039,11 @@ class Database(Repositories, Protocol):
 
     @property
     def schema_version(self) -> int:
-        """The schema version the database is at (the engine's own numbering)."""
+        """The schema version the database is at.
+
+        The position of its Alembic revision in the one sequence of both engines
+        (``bot.storage.migrations``; ``0001_baseline`` is 1).
+        """
         ...
 
     def transaction(self) -> AbstractAsyncContextManager[Repositories]:

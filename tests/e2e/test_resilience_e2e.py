@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from bot.storage.sqlite.engine import BUSY_TIMEOUT_MS
+from bot.storage.engine import BUSY_TIMEOUT_MS
 from tests.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

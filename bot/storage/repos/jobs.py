@@ -7,8 +7,8 @@ not all jobs ever. The engines differ only in how a claim excludes other process
 ``FOR UPDATE SKIP LOCKED``, SQLite's writer lock (``BEGIN IMMEDIATE``) serialises the claims.
 
 The statements are built once, here, with named parameters (``p_*``: never a column's name,
-which Core reserves for ``SET``), and given their values per call (``.params()`` for reads,
-a row of :meth:`Sql.run` for writes): the poller runs them on every pass (issue 23, CPU per
+which Core reserves for ``SET``), and given their values per call (the ``params`` of a read,
+a row of :meth:`Sql.run` for a write): the poller runs them on every pass (issue 23, CPU per
 poll), and Core caches their compiled forms by structure. The hot ones are named so that
 tests can check their plans.
 """
@@ -33,6 +33,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     true,
     type_coerce,
     union_all,
@@ -265,6 +266,17 @@ _SCHEDULE_POLL: Final = (
 SCHEDULE_POLLS: Final = _SCHEDULE_POLL.values(
     last_progress_at=func.coalesce(bindparam("p_progress", type_=Double), jobs.c.last_progress_at)
 )
+# PostgreSQL's write-behind: the batch as arrays, one UPDATE ... FROM unnest(...) (each row
+# fenced on its own, as SCHEDULE_POLLS; the batch holds one row per job, last_per_job).
+_SCHEDULE_POLLS_UNNEST: Final = text(
+    "UPDATE jobs SET next_poll_at = u.at, poll_count = u.n,"
+    " last_progress_at = COALESCE(u.progress, jobs.last_progress_at)"
+    " FROM unnest(CAST(:p_id AS bigint[]), CAST(:p_next AS double precision[]),"
+    " CAST(:p_count AS integer[]), CAST(:p_token AS bigint[]),"
+    " CAST(:p_progress AS double precision[])) AS u(id, at, n, token, progress)"
+    " WHERE jobs.id = u.id AND jobs.status = 'pending'"
+    " AND (u.token IS NULL OR jobs.poll_token = u.token)"
+)
 _SET_UNWATCHED: Final = (
     update(jobs)
     .values(unwatched_at=bindparam("p_at", type_=Double))
@@ -362,12 +374,12 @@ class JobStore:
 
     async def get(self, job_id: int) -> Job | None:
         """Return the job with the store's id ``job_id``, or None."""
-        row = await self._sql.one(_BY_ID.params(p_id=job_id))
+        row = await self._sql.one(_BY_ID, {"p_id": job_id})
         return None if row is None else job_from_row(row)
 
     async def by_task(self, task_id: str) -> Job | None:
         """Return the job of the service's ``task_id``, or None."""
-        row = await self._sql.one(_BY_TASK.params(p_task=task_id))
+        row = await self._sql.one(_BY_TASK, {"p_task": task_id})
         return None if row is None else job_from_row(row)
 
     async def insert(self, job: NewJob) -> Job:
@@ -414,11 +426,9 @@ class JobStore:
             limit: the most jobs to return.
             skip_keys: key fingerprints whose jobs are left out (keys with no room to poll now).
         """
-        if skip_keys:
-            stmt = _DUE_JOBS_SKIPPING.params(p_now=now, p_limit=limit, p_skip=list(skip_keys))
-        else:
-            stmt = DUE_JOBS.params(p_now=now, p_limit=limit)
-        return [job_from_row(r) for r in await self._sql.all(stmt)]
+        params = {"p_now": now, "p_limit": limit, "p_skip": list(skip_keys)}
+        stmt = _DUE_JOBS_SKIPPING if skip_keys else DUE_JOBS
+        return [job_from_row(r) for r in await self._sql.all(stmt, params)]
 
     async def next_due_at(self) -> float | None:
         """Return the earliest ``next_poll_at`` of the watched pending jobs; None if none."""
@@ -432,15 +442,13 @@ class JobStore:
     async def _candidates(
         self, sql: Sql, now: float, limit: int, skip_keys: Collection[str]
     ) -> list[PollCandidate]:
-        if skip_keys:
-            stmt = _CLAIM_CANDIDATES_SKIPPING.params(
-                p_now=now, p_limit=limit, p_skip=list(skip_keys)
-            )
-        else:
-            stmt = CLAIM_CANDIDATES.params(p_now=now, p_limit=limit)
+        # Values given at execution: the module-level statement keeps its compiled form and
+        # cache key (a .params() copy costs about 0.1 ms more; docs/benchmarks.md).
+        params = {"p_now": now, "p_limit": limit, "p_skip": list(skip_keys)}
+        stmt = _CLAIM_CANDIDATES_SKIPPING if skip_keys else CLAIM_CANDIDATES
         return [
             PollCandidate(r["id"], r["key_fingerprint"], r["guild_id"], r["next_poll_at"])
-            for r in await sql.all(stmt)
+            for r in await sql.all(stmt, params)
         ]
 
     async def claim_due(
@@ -477,7 +485,7 @@ class JobStore:
                 # that no other process is claiming and that are still due, per_key of a key.
                 ranked = [c.id for c in (rank(candidates) if rank else candidates)]
                 found = await tx.all(
-                    _CLAIM_RANKED.params(p_ranked=ranked, p_now=now, p_per_key=per_key)
+                    _CLAIM_RANKED, {"p_ranked": ranked, "p_now": now, "p_per_key": per_key}
                 )
                 due_at = {r["id"]: r["next_poll_at"] for r in found}
             if not due_at:
@@ -512,6 +520,13 @@ class JobStore:
         ]
         if not rows:
             return 0
+        if self._sql.dialect == "postgresql":
+            # One statement for the batch, as before issue 19: asyncpg's executemany reports
+            # no row counts, so the batch would otherwise be one round trip per poll (1.4 ms of
+            # bot CPU per poll at 10,000 jobs; docs/benchmarks.md, "Storage on SQLAlchemy
+            # Core"). SQLite runs the executemany below, one trip to its writer thread.
+            columns = {key: [row[key] for row in rows] for key in rows[0]}
+            return await self._sql.run(_SCHEDULE_POLLS_UNNEST, [columns])
         return await self._sql.run(SCHEDULE_POLLS, rows)
 
     async def set_unwatched(
@@ -561,7 +576,7 @@ class JobStore:
 
     async def due_deliveries(self, now: float, limit: int) -> list[Job]:
         """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first."""
-        rows = await self._sql.all(DUE_DELIVERIES.params(p_now=now, p_limit=limit))
+        rows = await self._sql.all(DUE_DELIVERIES, {"p_now": now, "p_limit": limit})
         return [job_from_row(r) for r in rows]
 
     async def next_delivery_at(self) -> float | None:
@@ -576,10 +591,10 @@ class JobStore:
         claimed in one write transaction (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, as
         :meth:`claim_due`; SQLite: under its writer lock).
         """
-        if not await self._sql.all(_DUE_DELIVERY_IDS.params(p_now=now, p_limit=1)):
+        if not await self._sql.all(_DUE_DELIVERY_IDS, {"p_now": now, "p_limit": 1}):
             return []
         async with self._sql.write() as tx:
-            found = await tx.all(_CLAIM_DELIVERY_IDS.params(p_now=now, p_limit=limit))
+            found = await tx.all(_CLAIM_DELIVERY_IDS, {"p_now": now, "p_limit": limit})
             ids = [r["id"] for r in found]
             if not ids:
                 return []

@@ -119,10 +119,10 @@ class RateWindowStore:
 
     async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
         """The key's requests of the last ``window`` seconds and its block (database's clock)."""
-        row = await self._sql.one(_SNAPSHOT_HEAD[self._sql.dialect].params(p_key=key_id))
+        row = await self._sql.one(_SNAPSHOT_HEAD[self._sql.dialect], {"p_key": key_id})
         assert row is not None
         now = float(row["now"])
-        rows = await self._sql.all(_SENT.params(p_key=key_id, p_since=now - window))
+        rows = await self._sql.all(_SENT, {"p_key": key_id, "p_since": now - window})
         return RateSnapshot(
             now=now,
             sent=[(float(r["at"]), bool(r["background"])) for r in rows],
@@ -158,13 +158,13 @@ class RateWindowStore:
         """
         async with self._sql.write() as tx:
             if tx.dialect == "postgresql":
-                await tx.all(_RATE_LOCK.params(p_key=key_id))
+                await tx.all(_RATE_LOCK, {"p_key": key_id})
             now = float(await tx.scalar(_NOW_ROW[tx.dialect]))
             before = now - RETAINED_WINDOWS * window
             await tx.run(_PRUNE_BEFORE, [{"p_key": key_id, "p_before": before}])
-            rows = await tx.all(_SENT.params(p_key=key_id, p_since=now - window))
+            rows = await tx.all(_SENT, {"p_key": key_id, "p_since": now - window})
             sent = [(float(r["at"]), bool(r["background"])) for r in rows]
-            blocked = await tx.scalar(_BLOCKED.params(p_key=key_id))
+            blocked = await tx.scalar(_BLOCKED, {"p_key": key_id})
             delay = decide(now, sent, 0.0 if blocked is None else float(blocked))
             if delay > 0:
                 return delay

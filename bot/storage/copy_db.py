@@ -3,7 +3,12 @@
 Every table is copied as it is (ids kept, money already in micro-cents in both engines), in one
 PostgreSQL transaction that is committed only after the copy is verified: the row count of each
 table and, per guild, the ledger's count and exact sum of micro-cents must equal the source's.
-The migration records of ``meta`` stay behind (each engine numbers its own migrations).
+The legacy migration records of ``meta`` stay behind (each engine had its own numbering); the
+schema version is the same on both (the one Alembic sequence), and the source must be at it.
+
+Engine-specific on purpose: the source is read with the standard library's ``sqlite3`` (a
+read-only snapshot, never migrated), and the target is filled with asyncpg's binary ``COPY``
+(``copy_records_to_table``) on the transaction's connection, a bulk path Core does not have.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Final
 
+from sqlalchemy import Connection, text
+from sqlalchemy.util import await_
+
 from bot.clock import Clock
+from bot.storage.database import Database
+from bot.storage.migrations import position, revisions
 from bot.storage.money import from_micro
-from bot.storage.postgres.engine import Connection, PgConnections
-from bot.storage.sqlite.engine import load_migrations as sqlite_migrations
 
 TABLES: Final = (
     "meta",
@@ -95,19 +103,26 @@ def _source_ledger(db: sqlite3.Connection) -> dict[int, tuple[int, int]]:
     return {int(g): (int(n), int(micro)) for g, n, micro in rows}
 
 
-async def _target_columns(conn: Connection, table: str) -> list[str]:
-    rows = await conn.fetch(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
-        table,
+def _count(conn: Connection, sql: str) -> int:
+    return int(conn.execute(text(sql)).scalar_one())
+
+
+def _target_columns(conn: Connection, table: str) -> list[str]:
+    rows = conn.execute(
+        text(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = :table"
+            " ORDER BY ordinal_position"
+        ),
+        {"table": table},
     )
     return [str(r[0]) for r in rows]
 
 
-async def _refuse_unless_empty(conn: Connection) -> None:
+def _refuse_unless_empty(conn: Connection) -> None:
     for table in TABLES:
         where = " WHERE key NOT LIKE 'migration.%'" if table == "meta" else ""
-        count = int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{where}"))
+        count = _count(conn, f"SELECT COUNT(*) FROM {table}{where}")
         if count:
             raise CopyError(
                 f"the target database is not empty ({table} has {count} rows); "
@@ -118,9 +133,9 @@ async def _refuse_unless_empty(conn: Connection) -> None:
 async def copy_sqlite_to_postgres(source: Path, url: str, *, clock: Clock) -> CopyReport:
     """Copy the SQLite database at ``source`` into the empty PostgreSQL database at ``url``.
 
-    The source must be at the newest SQLite schema (start this release on it once) and should
-    not be in use: it is read in one read transaction, a consistent snapshot. The target is
-    migrated to the newest PostgreSQL schema first, then filled in one transaction.
+    The source must be at the newest schema (start this release on it once) and should not be
+    in use: it is read in one read transaction, a consistent snapshot. The target is migrated
+    to the newest schema first, then filled in one transaction.
 
     Args:
         source: the SQLite file (``DATABASE_PATH``).
@@ -139,27 +154,35 @@ async def copy_sqlite_to_postgres(source: Path, url: str, *, clock: Clock) -> Co
     # A one-shot command: blocking sqlite3 reads on the event loop's thread hold nobody up.
     with contextlib.closing(_open_source(source)) as db:
         db.execute("BEGIN")  # one snapshot for every table, counts and sums included
-        target = await PgConnections.open(url, clock=clock)
+        target = await Database.open_postgresql(url, clock=clock)
         try:
-            async with target.transaction() as tx:
-                conn = tx.connection
-                await _refuse_unless_empty(conn)
-                report = CopyReport()
-                for table in TABLES:
-                    columns = await _target_columns(conn, table)
-                    rows = _source_rows(db, table, columns)
-                    if rows:
-                        await conn.copy_records_to_table(table, records=rows, columns=columns)
-                    report.rows[table] = len(rows)
-                for table in _WITH_IDS:
-                    # Ids were copied as they were: new rows must start after the largest.
-                    await conn.execute(
-                        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
-                        f" COALESCE(MAX(id), 0) + 1, false) FROM {table}"
-                    )
-                await _verify(conn, db, report)
+            async with target.engines.connection() as conn:
+                return await target.engines.call_bound(_copy, conn, db)
         finally:
             await target.close()
+
+
+def _copy(conn: Connection, db: sqlite3.Connection) -> CopyReport:
+    """Fill the target in the open transaction of ``conn``; verify before the commit."""
+    _refuse_unless_empty(conn)  # also starts the transaction the raw COPY then runs in
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    report = CopyReport()
+    for table in TABLES:
+        columns = _target_columns(conn, table)
+        rows = _source_rows(db, table, columns)
+        if rows:
+            await_(driver.copy_records_to_table(table, records=rows, columns=columns))
+        report.rows[table] = len(rows)
+    for table in _WITH_IDS:
+        # Ids were copied as they were: new rows must start after the largest.
+        conn.execute(
+            text(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                f" COALESCE(MAX(id), 0) + 1, false) FROM {table}"
+            )
+        )
+    _verify(conn, db, report)
     return report
 
 
@@ -178,26 +201,32 @@ def _open_source(source: Path) -> sqlite3.Connection:
 
 
 def _check_source_version(db: sqlite3.Connection, source: Path) -> None:
-    found = int(db.execute("PRAGMA user_version").fetchone()[0])
-    newest = len(sqlite_migrations())
-    if found != newest:
+    known = revisions()
+    has_alembic = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'alembic_version'"
+    ).fetchone()
+    row = db.execute("SELECT version_num FROM alembic_version").fetchone() if has_alembic else None
+    found = 0 if row is None else position(str(row[0]), known)
+    if found != len(known):
         raise CopyError(
-            f"DATABASE_PATH: {source} is at SQLite schema version {found}, not {newest}; "
+            f"DATABASE_PATH: {source} is at schema version {found}, not {len(known)}; "
             "start this release of the bot on it once (it migrates at start-up), then copy"
         )
 
 
-async def _verify(conn: Connection, db: sqlite3.Connection, report: CopyReport) -> None:
+def _verify(conn: Connection, db: sqlite3.Connection, report: CopyReport) -> None:
     for table, expected in report.rows.items():
         where = " WHERE key NOT LIKE 'migration.%'" if table == "meta" else ""
-        copied = int(await conn.fetchval(f"SELECT COUNT(*) FROM {table}{where}"))
+        copied = _count(conn, f"SELECT COUNT(*) FROM {table}{where}")
         if copied != expected:
             raise CopyError(f"{table}: {copied} rows copied, {expected} in the source")
     source = _source_ledger(db)
-    rows = await conn.fetch(
-        "SELECT guild_id, COUNT(*) AS n, SUM(cost_micro) AS micro FROM ledger GROUP BY guild_id"
+    rows = conn.execute(
+        text(
+            "SELECT guild_id, COUNT(*) AS n, SUM(cost_micro) AS micro FROM ledger GROUP BY guild_id"
+        )
     )
-    target = {int(r["guild_id"]): (int(r["n"]), int(r["micro"])) for r in rows}
+    target = {int(r.guild_id): (int(r.n), int(r.micro)) for r in rows}
     if target != source:
         raise CopyError("the ledger's totals per guild differ from the source's; nothing copied")
     report.ledger = {g: (n, from_micro(micro)) for g, (n, micro) in sorted(target.items())}

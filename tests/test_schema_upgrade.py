@@ -1,0 +1,305 @@
+"""One migration sequence (issue 19): databases made by the releases before Alembic upgrade in
+place, with their money, jobs and settings intact; a fresh database of either engine has the
+tables of ``bot.storage.schema``.
+
+The old databases are built as those releases built them (tests/legacy_db.py), at the newest
+legacy version of each engine and at an older one, and filled with rows through SQL of that
+schema version; the new code then opens them as ``python -m bot`` would.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy import Connection, inspect
+
+from bot.clock import ManualClock
+from bot.storage import migrations
+from bot.storage.database import Database
+from bot.storage.migrations import legacy, revisions
+from bot.storage.models import JobStatus
+from bot.storage.repositories import SchemaTooNewError
+from bot.storage.schema import metadata
+from tests.legacy_db import build_postgres_at, build_sqlite_at
+
+GUILD = 100
+SQLITE_HEAD = len(legacy.load("sqlite"))
+POSTGRES_HEAD = len(legacy.load("postgresql"))
+HEAD = len(revisions())
+
+# Rows of the oldest schema used here (SQLite 0005, PostgreSQL 0001-0003); the columns added
+# since have defaults. Money is micro-cents (1 cent = 1,000,000) from SQLite 0005 and PG 0001.
+ROWS = [
+    "INSERT INTO guild_settings (guild_id, monthly_budget_cents, admin_channel_id)"
+    f" VALUES ({GUILD}, 5000, 42)",
+    f"INSERT INTO allowed_channels (guild_id, channel_id) VALUES ({GUILD}, 7)",
+    "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, at,"
+    " key_fingerprint, cost_micro, remaining_credits_micro)"
+    f" VALUES ({GUILD}, 7, 1, 'video', 'vid/t2v', 'done', 100.0, 'fp', 12500001, 975000000)",
+    "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, at,"
+    " key_fingerprint, cost_micro, remaining_credits_micro)"
+    f" VALUES ({GUILD}, 7, 2, 'image', 'img/x', NULL, 110.0, 'fp', 350000, NULL)",
+    "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro, created_at,"
+    f" expires_at) VALUES ({GUILD}, 1, 'video', 'vid/t2v', 50000000, 100.0, 700.0)",
+    "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id, user_id,"
+    " prompt_summary, cost_micro, key_fingerprint, status, created_at, next_poll_at,"
+    " finished_at, outputs, announced_at)"
+    f" VALUES ('done', 'alpha', '/p/done', 'video', 'vid/t2v', {GUILD}, 7, 1, 'a cat',"
+    " 12500001, 'fp', 'completed', 100.0, 150.0, 200.0, '[\"https://x/v.mp4\"]', 200.0)",
+    "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id, user_id,"
+    " prompt_summary, cost_micro, key_fingerprint, status, created_at, next_poll_at)"
+    f" VALUES ('busy', 'alpha', '/p/busy', 'video', 'vid/t2v', {GUILD}, 7, 1, 'a dog',"
+    " 25000000, 'fp', 'pending', 100.0, 150.0)",
+    "INSERT INTO meta (key, value) VALUES ('operator.note', 'kept')",
+]
+MEMBER_ROW = (
+    "INSERT INTO member_settings (user_id, video_model, prompt_suffix, private, updated_at)"
+    " VALUES (1, 'vid/t2v', 'in watercolour', 1, 100.0)"
+)
+
+
+async def assert_intact(db: Database, *, members: bool) -> None:
+    """The rows of :data:`ROWS` read back through the repositories, exactly."""
+    assert db.schema_version == HEAD
+    settings = await db.guilds.settings(GUILD)
+    assert (settings.monthly_budget_cents, settings.admin_channel_id) == (5000, 42)
+    assert settings.allowed_channel_ids == {7}
+    assert await db.ledger.total(GUILD) == Decimal("12.850001")
+    assert await db.ledger.reserved_cents(GUILD, 200.0) == 50
+    done = await db.jobs.by_task("done")
+    assert done is not None
+    assert (done.status, done.outputs, done.announced_at) == (
+        JobStatus.COMPLETED,
+        ("https://x/v.mp4",),
+        200.0,
+    )
+    assert done.cost_cents == Decimal("12.500001")
+    assert [j.task_id for j in await db.jobs.due(1000.0, 10)] == ["busy"]
+    assert await db.meta.get("operator.note") == "kept"
+    if members:
+        member = await db.members.get(1)
+        assert (member.video_model, member.prompt_suffix, member.private) == (
+            "vid/t2v",
+            "in watercolour",
+            True,
+        )
+
+
+@pytest.mark.parametrize("version", [5, SQLITE_HEAD])
+async def test_a_sqlite_database_of_a_legacy_release_upgrades_with_its_data(
+    tmp_path: Path, version: int
+) -> None:
+    path = tmp_path / "bot.db"
+    build_sqlite_at(path, version)
+    with sqlite3.connect(path) as conn:
+        for row in ROWS:
+            conn.execute(row)
+        if version >= 13:
+            conn.execute(MEMBER_ROW)
+
+    db = await Database.open_sqlite(path, clock=ManualClock())
+    try:
+        await assert_intact(db, members=version >= 13)
+    finally:
+        await db.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (revisions()[-1],)
+        ]
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD - 1
+        # The stamps of the legacy releases stay; the baseline added the missing ones.
+        stamps = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'migration.%'"))
+    assert len(stamps) == SQLITE_HEAD
+    assert stamps["migration.0001"].endswith("applied 2025-12-01T00:00:00+00:00")
+
+
+@pytest.mark.parametrize("version", [3, POSTGRES_HEAD])
+async def test_a_postgres_database_of_a_legacy_release_upgrades_with_its_data(
+    pg_url: str, version: int
+) -> None:
+    await build_postgres_at(pg_url, version)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        for row in ROWS:
+            await conn.execute(row)
+        if version >= 8:
+            await conn.execute(MEMBER_ROW)
+    finally:
+        await conn.close()
+
+    db = await Database.open_postgresql(pg_url, clock=ManualClock())
+    try:
+        await assert_intact(db, members=version >= 8)
+    finally:
+        await db.close()
+    conn = await asyncpg.connect(pg_url)
+    try:
+        assert await conn.fetchval("SELECT version_num FROM alembic_version") == revisions()[-1]
+        assert [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")] == list(
+            range(1, POSTGRES_HEAD + HEAD)
+        )
+        # Ids go on after the copied ones (the identity columns were not disturbed).
+        assert await conn.fetchval("SELECT max(id) FROM jobs") == 2
+    finally:
+        await conn.close()
+
+
+async def test_a_second_opening_applies_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "bot.db"
+    build_sqlite_at(path, 5)
+    clock = ManualClock()
+    first = await Database.open_sqlite(path, clock=clock)
+    await first.close()
+    clock.advance(86400)
+    again = await Database.open_sqlite(path, clock=clock)
+    try:
+        assert again.schema_version == HEAD
+        # Applied once, at the first opening's time.
+        assert await again.meta.get("migration.0006") == (
+            "delivery applied 2026-01-01T00:00:00+00:00"
+        )
+    finally:
+        await again.close()
+
+
+def _tables(conn: Connection) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    inspector = inspect(conn)
+    for table in inspector.get_table_names():
+        if table in ("alembic_version", "schema_migrations"):
+            continue
+        key = sorted(inspector.get_pk_constraint(table)["constrained_columns"])
+        found[table] = {
+            # SQLite reports its rowid alias (INTEGER PRIMARY KEY) nullable; it never is.
+            "columns": {
+                c["name"]: c["nullable"] and c["name"] not in key
+                for c in inspector.get_columns(table)
+            },
+            "primary_key": key,
+        }
+    return found
+
+
+def _declared() -> dict[str, dict[str, Any]]:
+    return {
+        table.name: {
+            "columns": {c.name: c.nullable for c in table.columns},
+            "primary_key": sorted(c.name for c in table.primary_key.columns),
+        }
+        for table in metadata.sorted_tables
+    }
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_fresh_database_has_the_tables_and_columns_of_the_schema_module(
+    engine: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    opener: Callable[[], Awaitable[Database]]
+    if engine == "sqlite":
+
+        def opener() -> Awaitable[Database]:
+            return Database.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+    else:
+        url = request.getfixturevalue("pg_url")
+
+        def opener() -> Awaitable[Database]:
+            return Database.open_postgresql(url, clock=ManualClock())
+
+    db = await opener()
+    try:
+        assert db.schema_version == HEAD
+        found = await db.engines.run_read(_tables)
+    finally:
+        await db.close()
+    assert found == _declared()
+
+
+SECOND_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002_probe"
+down_revision = "0001_baseline"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table("probe", sa.Column("id", sa.BigInteger, primary_key=True))
+
+
+def downgrade() -> None:
+    op.drop_table("probe")
+'''
+
+
+@pytest.fixture
+def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real script directory plus a revision ``0002_probe`` after the baseline."""
+    scripts = tmp_path / "migrations"
+    shutil.copytree(
+        migrations.SCRIPT_LOCATION, scripts, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (scripts / "versions" / "0002_probe.py").write_text(SECOND_REVISION, encoding="utf-8")
+    monkeypatch.setattr(migrations, "SCRIPT_LOCATION", scripts)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_older_releases(
+    engine: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legacy database goes through the baseline and the next revision in one open; its
+    legacy mark moves past the legacy head (the release before Alembic then refuses it), and
+    this release, which knows only the baseline, refuses it too."""
+    path = tmp_path / "bot.db"
+    url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
+
+    async def open_db() -> Database:
+        if engine == "sqlite":
+            return await Database.open_sqlite(path, clock=ManualClock())
+        return await Database.open_postgresql(url, clock=ManualClock())
+
+    if engine == "sqlite":
+        build_sqlite_at(path, 5)
+    else:
+        await build_postgres_at(url, 3)
+    real = migrations.SCRIPT_LOCATION
+    request.getfixturevalue("second_revision")
+    db = await open_db()
+    try:
+        assert db.schema_version == 2
+        assert await db.engines.run_read(
+            lambda c: inspect(c).has_table("probe")
+        )  # the revision ran
+        await db.meta.set("k", "v")
+    finally:
+        await db.close()
+    if engine == "sqlite":
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + 1
+    else:
+        conn = await asyncpg.connect(url)
+        try:
+            assert await conn.fetchval("SELECT MAX(version) FROM schema_migrations") == (
+                POSTGRES_HEAD + 1
+            )
+        finally:
+            await conn.close()
+
+    monkeypatch.setattr(migrations, "SCRIPT_LOCATION", real)
+    with pytest.raises(SchemaTooNewError) as raised:
+        await open_db()
+    assert (raised.value.found, raised.value.supported) == (2, 1)
