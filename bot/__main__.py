@@ -32,8 +32,6 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from bot.announce import DiscordAnnouncer
-from bot.app import GenBot, post_missing_key_notice
 from bot.clock import SystemClock
 from bot.config import (
     SANDBOX_ALONE,
@@ -44,21 +42,20 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
-from bot.dm_notice import DmNoticeAnnouncer
+from bot.discord.bot import GenBot, post_missing_key_notice
+from bot.discord.delivery import DiscordAnnouncer
+from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.permissions import install_links, invite_url
 from bot.errors import KeyEncryptionUnavailable
-from bot.health import HealthServer, refresh_job_counts
-from bot.interactions import install_links, invite_url
-from bot.logs import RedactionFilter, setup_logging
-from bot.metrics import Metrics
-from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
-from bot.private_cards import PrivateCards
-from bot.response_tokens import ResponseTokens
+from bot.jobs.supervisor import supervise
+from bot.ops.health import HealthServer, refresh_job_counts
+from bot.ops.logs import RedactionFilter, setup_logging
+from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
-from bot.supervisor import supervise
-from bot.wiring import build_services, open_database
+from bot.wiring import build_poller, build_services, open_database
 
 log = logging.getLogger("bot")
 
@@ -158,7 +155,7 @@ def backup_database(source: Path, target: Path) -> None:
 
 
 def known_secrets(settings: Settings) -> list[str]:
-    """The secrets in the settings, for the log redaction filter (``bot.logs``)."""
+    """The secrets in the settings, for the log redaction filter (``bot.ops.logs``)."""
     secrets = [settings.discord_token.get_secret_value()]
     if settings.genapi_api_key is not None:
         secrets.append(settings.genapi_api_key.get_secret_value())
@@ -179,7 +176,7 @@ async def serve_health(settings: Settings, health: HealthServer) -> None:
     """Start ``health`` (``/metrics``, ``/livez``, ``/readyz``) on ``METRICS_PORT``.
 
     Nothing is served when ``METRICS_PORT`` is unset. The gateway's and the worker's servers
-    differ only in their ``/readyz`` checks (:mod:`bot.health`).
+    differ only in their ``/readyz`` checks (:mod:`bot.ops.health`).
 
     Raises:
         SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
@@ -265,7 +262,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
 
     Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
     (ready: not stopping, the database answers, its lease loop passed within a minute;
-    :func:`bot.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
+    :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
     """
     if settings.shared_rate_limit is None:
         settings = settings.model_copy(update={"shared_rate_limit": True})
@@ -287,35 +284,25 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         stack.push_async_callback(client.close)
         # The job's guild's admins are told as the gateway tells them (issue 18, E4).
         services.keys.set_missing_key_notice(
-            functools.partial(post_missing_key_notice, client, services.db)
+            functools.partial(post_missing_key_notice, client, services.guild_config)
         )
-        poller = Poller(
-            db=services.db,
-            client=services.client,
-            keys=services.keys,
-            schedule=services.schedule,
-            # The schedule: a worker's progress edits keep the `ready` estimate on the card.
-            announcer=DmNoticeAnnouncer(
+        # The schedule: a worker's progress edits keep the `ready` estimate on the card.
+        poller = build_poller(
+            services,
+            DmNoticeAnnouncer(
                 DiscordAnnouncer(
                     client,
                     clock=clock,
                     sandbox=services.sandbox,
                     http=services.downloads,
                     schedule=services.schedule,
-                    tokens=ResponseTokens(services.db, services.vault, clock),
-                    cards=PrivateCards(services.db),
+                    tokens=services.response_tokens,
+                    cards=services.private_cards,
                 ),
                 client,
-                services.db,
+                services.members,
+                services.private_cards,
             ),
-            clock=clock,
-            job_timeout=settings.job_timeout_seconds,
-            lease=settings.poll_lease_seconds,
-            delivery_lease=settings.delivery_lease_seconds,
-            drain_grace=settings.shutdown_grace_seconds,
-            delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
-            delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
-            metrics=metrics,
         )
         work: asyncio.Task[None] | None = None
 

@@ -1,7 +1,7 @@
 """The one place that opens the database and builds every service the bot shares.
 
 ``python -m bot`` (:func:`bot.__main__.run`) calls :func:`build_services`; the bot
-(:class:`bot.app.GenBot`) receives the result and builds only what needs Discord (the
+(:class:`bot.discord.bot.GenBot`) receives the result and builds only what needs Discord (the
 announcer and the poller that uses it, and the admin notices). The tests' fixtures use
 :func:`open_database` and :func:`assemble_services`, the same code minus the network set-up.
 """
@@ -27,14 +27,19 @@ from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.transport import ApiTransport
-from bot.metrics import Metrics
+from bot.jobs.announcer import JobAnnouncer
+from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.ops.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
+from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
+from bot.services.private_cards import PrivateCards
+from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
 from bot.storage.database import Database as SqlDatabase
@@ -53,9 +58,12 @@ class Services:
         guild_config: ``/config``.
         conversations: ``/chat`` conversations in threads (issue 21).
         members: members' own defaults (issue 22, ``/settings``).
+        response_tokens: personal jobs' interaction tokens, kept encrypted (issue 22).
+        private_cards: where private results' cards are (the member's DM, or a response).
+        command_sync: the hash of the command definitions last synced with Discord.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
-        metrics: the process's metrics (``bot/metrics.py``), also given to the client, the
+        metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
             limiter and billing where they are built.
         downloads: the one pooled client results are downloaded with, under the download
             rule (``bot.genapi.outputs``: the API's origin, else https on public addresses);
@@ -75,6 +83,9 @@ class Services:
     guild_config: GuildConfigService
     conversations: ConversationService
     members: MemberSettingsService
+    response_tokens: ResponseTokens
+    private_cards: PrivateCards
+    command_sync: CommandSync
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -83,7 +94,7 @@ class Services:
 
 OnSecret = Callable[[str], None]
 """Called with every secret the services come to hold (a decrypted key, the sandbox's key), so
-that the log redaction filter (``bot/logs.py``) learns it before any line could carry it."""
+that the log redaction filter (``bot/ops/logs.py``) learns it before any line could carry it."""
 
 
 async def open_database(settings: Settings, clock: Clock) -> Database:
@@ -240,10 +251,38 @@ def assemble_services(
             catalogue=catalogue,
         ),
         members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
+        response_tokens=ResponseTokens(db, vault, clock),
+        private_cards=PrivateCards(db),
+        command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,
         metrics=metrics,
         downloads=downloads,
+    )
+
+
+def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
+    """The poller over ``services``, delivering through ``announcer`` (the Discord side).
+
+    The one place a poller is built, for the gateway (``GenBot``) and for ``python -m bot
+    worker``: its leases, timeouts and waits come from the settings (``WAIT_SCALE`` shortens
+    the delivery backoff in the end-to-end tests).
+    """
+    settings = services.settings
+    return Poller(
+        db=services.db,
+        client=services.client,
+        keys=services.keys,
+        schedule=services.schedule,
+        announcer=announcer,
+        clock=services.clock,
+        job_timeout=settings.job_timeout_seconds,
+        lease=settings.poll_lease_seconds,
+        delivery_lease=settings.delivery_lease_seconds,
+        drain_grace=settings.shutdown_grace_seconds,
+        delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
+        delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
+        metrics=services.metrics,
     )
 
 

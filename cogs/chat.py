@@ -22,27 +22,34 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import CONFIRM_SECONDS, send_note
-from bot.command_access import Invoker
-from bot.errors import ValidationFailed, format_cents
-from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.interactions import model_autocomplete, requester, require_chat_permissions
-from bot.queue_status import queue_status
-from bot.render.cards import CUSTOM_ID
-from bot.render.chat import (
+from bot.discord.bot import GenBot
+from bot.discord.command_access import Invoker
+from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
+from bot.discord.queue_status import queue_status
+from bot.discord.render.buttons import CUSTOM_ID
+from bot.discord.render.chat import (
     SUMMARISE_TEMPLATE,
     chat_answer,
     summarise_button,
     thread_name,
 )
-from bot.render.parts import MessageParts
-from bot.render.text import one_line, truncate
+from bot.discord.render.parts import MessageParts
+from bot.discord.render.text import one_line, truncate
+from bot.discord.request_flows import CONFIRM_SECONDS, send_note
+from bot.discord.tree import (
+    PUBLIC_DEFER,
+    RESTARTING,
+    AdmittedView,
+    admit,
+    send_ephemeral,
+    sentence_for,
+)
+from bot.errors import ValidationFailed, format_cents
+from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester, TextOptions
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
-from bot.tree import PUBLIC_DEFER, RESTARTING, AdmittedView, admit, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +248,7 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=text))
             return
         ref = result_ref(resolved)
-        request = None if ref is None else await self.bot.services.db.cards.request(ref)
+        request = None if ref is None else await self.bot.generation.result_request(ref)
         if request is None or request.kind != "text":
             return  # not a /text answer: nothing to continue from
         if not await self._admitted(message):
@@ -511,7 +518,7 @@ class SummariseButton(
         return cls(int(match["thread"]))
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
         return await admit(interaction)
 
     async def callback(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]

@@ -16,13 +16,20 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete, requester
+from bot.discord.render.admin import config_embed, old_key_note
+from bot.discord.render.buttons import confirm_above_text
+from bot.discord.render.policy import (
+    add_policy_fields,
+    audit_lines,
+    models_line,
+    tier_line,
+    tiers_embed,
+)
+from bot.discord.render.text import truncate
+from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.interactions import model_autocomplete, requester
-from bot.render.admin import config_embed, old_key_note
-from bot.render.cards import confirm_above_text
-from bot.render.policy import add_policy_fields, audit_lines, models_line, tier_line, tiers_embed
-from bot.render.text import truncate
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -33,7 +40,6 @@ from bot.services.guild_config import (
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
 from bot.storage import UNSET, Kind, LimitUpdate
-from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +109,7 @@ async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[Non
     entries = await bot.guild_config.record_changes(who.guild_id, who.user_id, before)
     if not entries:
         return
-    channel_id = (await bot.services.db.guilds.settings(who.guild_id)).admin_channel_id
+    channel_id = await bot.guild_config.admin_channel(who.guild_id)
     if channel_id is not None:
         _post_later(bot, who.guild_id, channel_id, audit_lines(entries))
 
@@ -310,7 +316,7 @@ class ConfigCog(
         who = requester(interaction)
         cents = parse_budget(dollars)
         async with audited(interaction):
-            await self.bot.services.db.cards.set_confirm_above(
+            await self.service.set_confirm_above(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
         await self._show(interaction, "Confirmation threshold updated.")
@@ -561,7 +567,7 @@ class ConfigCog(
         guild_id = requester(interaction).guild_id
         config = await self.service.show(guild_id)
         embed = add_policy_fields(config_embed(config), config.policy)
-        threshold = await self.bot.services.db.cards.confirm_above(guild_id)
+        threshold = await self.service.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 

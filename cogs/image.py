@@ -6,9 +6,10 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import send_note, start_image
-from bot.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
+from bot.discord.request_flows import send_note, start_image
+from bot.discord.tree import PUBLIC_DEFER
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
@@ -17,7 +18,6 @@ from bot.services.generation import (
     ImageOptions,
     check_attachment,
 )
-from bot.tree import PUBLIC_DEFER
 
 MODES = [
     app_commands.Choice(name="Text to image", value="t2i"),

@@ -9,14 +9,14 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import show_job
+from bot.discord.bot import GenBot
+from bot.discord.interactions import requester
+from bot.discord.render import NO_PINGS, job_list_pages
+from bot.discord.request_flows import show_job
+from bot.discord.tree import PUBLIC_DEFER
 from bot.errors import ValidationFailed
-from bot.interactions import requester
-from bot.render import NO_PINGS, job_list_pages
 from bot.services.personal import is_personal
 from bot.storage.models import Job
-from bot.tree import PUBLIC_DEFER
 from cogs.models import Pager
 
 JOBS_LISTED: Final = 50
@@ -66,7 +66,9 @@ class JobsCog(commands.Cog):
         await interaction.response.defer(ephemeral=True, thinking=True)
         user_id = None if everyone else (member.id if member is not None else who.user_id)
         services = self.bot.services
-        jobs = await services.db.jobs.recent(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
+        jobs = await self.bot.generation.recent_jobs(
+            who.guild_id, user_id=user_id, limit=JOBS_LISTED
+        )
         jobs = await self._check_again(jobs)
         now = services.clock.time()
         estimates = {
@@ -100,8 +102,9 @@ class JobsCog(commands.Cog):
 
         Private results (issue 22): a server job's card may live in its requester's DM, its
         message id that DM's, not the channel's; or it is an ephemeral response, with no link.
-        One read for the whole listing (:meth:`bot.private_cards.PrivateCards.get_many`). A DM
-        link opens only for the member whose DM it is, so others' listings get none.
+        One read for the whole listing
+        (:meth:`bot.services.private_cards.PrivateCards.get_many`). A DM link opens only for the
+        member whose DM it is, so others' listings get none.
         """
         ids = [job.id for job in jobs if not is_personal(job.guild_id)]
         if not ids:
@@ -124,7 +127,7 @@ class JobsCog(commands.Cog):
             ValidationFailed: no such job of the member's (nothing is shown or changed).
         """
         who = requester(interaction)
-        job = await self.bot.services.db.jobs.get(job_id)
+        job = await self.bot.generation.job(job_id)
         own = job is not None and job.user_id == who.user_id
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
@@ -139,7 +142,7 @@ class JobsCog(commands.Cog):
         """Poll again the listed jobs the poller stopped watching, so the list is current.
 
         A job still processing past ``JOB_TIMEOUT_SECONDS`` is no longer polled on a schedule
-        (bot/poller.py); its placeholder sends its requester here. At most
+        (bot/jobs/poller.py); its placeholder sends its requester here. At most
         :data:`RECHECKED_PER_LISTING` of them, newest first, each within
         :data:`RECHECK_SECONDS`: the answer is deferred, but a key's rate budget is shared.
         A job found finished is delivered by the poller's next pass, by the usual routes.

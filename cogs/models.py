@@ -6,10 +6,10 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.interactions import requester
-from bot.render import catalogue_pages
-from bot.tree import AdmittedView
+from bot.discord.bot import GenBot
+from bot.discord.interactions import requester
+from bot.discord.render import catalogue_pages
+from bot.discord.tree import AdmittedView
 
 KINDS = [
     app_commands.Choice(name="Text", value="text"),
@@ -39,9 +39,7 @@ class Pager(AdmittedView):
 
     async def interaction_check(self, interaction: discord.Interaction[discord.Client]) -> bool:
         """Only the user who ran the command turns its pages (not while the bot shuts down)."""
-        return interaction.user.id == self.owner_id and await super().interaction_check(
-            interaction  # type: ignore[arg-type]
-        )
+        return interaction.user.id == self.owner_id and await super().interaction_check(interaction)
 
     async def _show(self, interaction: discord.Interaction[discord.Client], step: int) -> None:
         self.index = max(0, min(len(self.pages) - 1, self.index + step))

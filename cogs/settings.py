@@ -19,16 +19,16 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete
+from bot.discord.render.admin import old_key_note
+from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.errors import format_cents
-from bot.interactions import model_autocomplete
-from bot.render.admin import old_key_note
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
 from bot.storage.models import MemberSettings
-from bot.tree import AdmittedModal, send_ephemeral, sentence_for
 
 CLEAR = "none"
 """Typed in a text option of ``/settings defaults``: remove that default."""
@@ -180,10 +180,10 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     @app_commands.command(name="show")
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
         """Show your own settings: your defaults, your API key (by its end) and what pays where."""
-        wallet = await self.bot.services.db.guilds.settings(wallet_id(interaction.user.id))
+        key_last4 = await self.service.key_last4(wallet_id(interaction.user.id))
         mine = await self.bot.services.members.get(interaction.user.id)
         wallet_text = personal_settings_text(
-            wallet.api_key_last4,
+            key_last4,
             self.bot.services.settings.personal_daily_budget_cents,
             shared_key=self.bot.services.default_key is not None,
         )

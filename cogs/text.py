@@ -6,11 +6,11 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import send_note, start_text
-from bot.interactions import model_autocomplete, requester
+from bot.discord.bot import GenBot
+from bot.discord.interactions import model_autocomplete, requester
+from bot.discord.request_flows import send_note, start_text
+from bot.discord.tree import PUBLIC_DEFER
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
-from bot.tree import PUBLIC_DEFER
 from cogs.chat import continue_conversation, conversation_of
 
 

@@ -8,11 +8,11 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
+from bot.discord.bot import GenBot
+from bot.discord.interactions import requester
+from bot.discord.render.admin import usage_embed
+from bot.discord.render.chat import thread_lines
 from bot.errors import BotError, ValidationFailed
-from bot.interactions import requester
-from bot.render.admin import usage_embed
-from bot.render.chat import thread_lines
 from bot.services.generation import Requester
 from bot.services.personal import is_personal
 

@@ -9,18 +9,19 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import defer_video, start_video
-from bot.errors import ValidationFailed, format_cents
-from bot.genapi.models import VideoModel
-from bot.interactions import (
+from bot.discord.bot import GenBot
+from bot.discord.interactions import (
     MAX_CHOICES,
     allowed_models,
     model_autocomplete,
     requester,
     require_placeholder_permissions,
 )
-from bot.render.text import truncate
+from bot.discord.render.text import truncate
+from bot.discord.request_flows import defer_video, start_video
+from bot.discord.tree import AdmittedModal, answer_error
+from bot.errors import ValidationFailed, format_cents
+from bot.genapi.models import VideoModel
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -31,7 +32,6 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.tree import AdmittedModal, answer_error
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 

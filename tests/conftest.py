@@ -21,7 +21,7 @@ from bot.config import Settings
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
-from bot.logs import HANDLER_NAME
+from bot.ops.logs import HANDLER_NAME
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem, Requester

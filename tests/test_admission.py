@@ -2,7 +2,7 @@
 
 During the shutdown grace nothing new may start a paid call that the shutdown would not wait
 for; the end-to-end proof is ``tests/e2e/test_shutdown_e2e.py``. Here: every view, modal and
-dynamic item of the bot passes :func:`bot.tree.admit`, so a new one cannot forget it.
+dynamic item of the bot passes :func:`bot.discord.tree.admit`, so a new one cannot forget it.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ import discord
 import pytest
 
 import cogs
-from bot.tree import RESTARTING, AdmittedModal, AdmittedView
+from bot.discord.tree import RESTARTING, AdmittedModal, AdmittedView
 
-MODULES = ["bot.cards", *(f"cogs.{m.name}" for m in pkgutil.iter_modules(cogs.__path__))]
+MODULES = [
+    "bot.discord.request_flows",
+    *(f"cogs.{m.name}" for m in pkgutil.iter_modules(cogs.__path__)),
+]
 
 
 def ours(base: type) -> list[type]:
@@ -66,9 +69,9 @@ def test_every_modal_and_view_passes_the_admission_guard() -> None:
 
 @pytest.mark.parametrize("kind", ["modal", "view", "button"])
 async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> None:
-    from bot.cards import ConfirmView
+    from bot.discord.request_flows import ConfirmView
     from bot.services.generation import Requester, VideoOptions
-    from cogs.cards import ResultAction
+    from cogs.results import ResultAction
 
     interaction = refused_interaction()
     interaction.user = SimpleNamespace(id=5)

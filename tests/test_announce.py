@@ -14,7 +14,8 @@ import discord
 import httpx2 as httpx
 import pytest
 
-from bot.announce import (
+from bot.clock import ManualClock
+from bot.discord.delivery import (
     NONCE_ROUTES,
     DiscordAnnouncer,
     TooLarge,
@@ -23,12 +24,11 @@ from bot.announce import (
     download,
     file_name,
 )
-from bot.byte_budget import ByteBudget
-from bot.clock import ManualClock
 from bot.genapi.outputs import output_client
-from bot.private_cards import CardPlace, PrivateCard, PrivateCards
+from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
+from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.storage import DeliveryRoute, Job, JobStatus
 from bot.storage.models import Kind
 from tests.conftest import Stack

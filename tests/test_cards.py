@@ -6,16 +6,17 @@ from decimal import Decimal
 import discord
 import pytest
 
-from bot.cards import CLICK_DEBOUNCE_SECONDS, ClickDebounce, upload_expired, varied
 from bot.clock import ManualClock
-from bot.render import MessageParts
-from bot.render.cards import (
+from bot.discord.click_debounce import CLICK_DEBOUNCE_SECONDS, ClickDebounce
+from bot.discord.render import MessageParts
+from bot.discord.render.buttons import (
     confirm_above_text,
     confirm_label,
     custom_id,
     dm_buttons,
     result_buttons,
 )
+from bot.discord.request_flows import upload_expired, varied
 from bot.services.generation import TextOptions
 from bot.storage import Database
 

@@ -12,7 +12,7 @@ from typing import Any
 import discord
 import pytest
 
-from bot.command_access import (
+from bot.discord.command_access import (
     CHANNEL,
     ROLE,
     USER,

@@ -7,7 +7,7 @@ from typing import Any
 import discord
 import pytest
 
-from bot.app import EXTENSIONS, GenBot
+from bot.discord.bot import EXTENSIONS, GenBot
 from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
 from tests.conftest import Stack
 

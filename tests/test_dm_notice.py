@@ -9,8 +9,9 @@ import discord
 import pytest
 
 from bot.clock import ManualClock
-from bot.dm_notice import DmNoticeAnnouncer, dm_notice_text
-from bot.poller import Attempt
+from bot.discord.dm_notice import DmNoticeAnnouncer, dm_notice_text
+from bot.jobs.announcer import Attempt
+from bot.services.private_cards import PrivateCards
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from tests.conftest import Stack
@@ -99,7 +100,7 @@ def refused() -> discord.HTTPException:
 async def test_only_members_who_asked_get_it_and_a_refusal_is_silent(stack: Stack) -> None:
     db: Database = stack.db
     inner, client = Inner(), Client()
-    announcer = DmNoticeAnnouncer(inner, client, db)  # type: ignore[arg-type]
+    announcer = DmNoticeAnnouncer(inner, client, db.members, PrivateCards(db))  # type: ignore[arg-type]
     await announcer.notify(job(), DeliveryRoute.PLACEHOLDER)
     assert client.sent == [] and inner.notified == [(7, DeliveryRoute.PLACEHOLDER)]
 
@@ -110,6 +111,6 @@ async def test_only_members_who_asked_get_it_and_a_refusal_is_silent(stack: Stac
     await announcer.notify(job(status=JobStatus.FAILED, outputs=()), DeliveryRoute.CHANNEL)
     assert len(client.sent) == 1
 
-    closed = DmNoticeAnnouncer(inner, Client(refused()), db)  # type: ignore[arg-type]
+    closed = DmNoticeAnnouncer(inner, Client(refused()), db.members, PrivateCards(db))  # type: ignore[arg-type]
     await closed.notify(job(), DeliveryRoute.PLACEHOLDER)  # no exception: dropped
     assert inner.notified[-1] == (7, DeliveryRoute.PLACEHOLDER)

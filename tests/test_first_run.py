@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import SettingsError, load_settings
-from bot.interactions import PLACEHOLDER_PERMISSIONS, invite_permissions
+from bot.discord.permissions import PLACEHOLDER_PERMISSIONS, invite_permissions
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.token-secret-part"  # id 123456789012345678

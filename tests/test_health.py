@@ -5,12 +5,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
-from bot.health import check_readiness, check_worker_readiness
+from bot.ops.health import check_readiness, check_worker_readiness
 from tests.test_first_run import one_line, run_bot
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
-    from bot.poller import Poller
+    from bot.discord.bot import GenBot
+    from bot.jobs.poller import Poller
 
 
 def test_a_metrics_port_in_use_is_one_line_naming_the_setting(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import discord
 
-from bot.render import job_list_pages, limits
+from bot.discord.render import job_list_pages, limits
 
 NOW = 1_700_000_000.0
 GUILD, CHANNEL = 10, 20

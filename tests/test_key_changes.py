@@ -13,10 +13,10 @@ import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
+from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
-from bot.poller import Poller
-from bot.render.admin import missing_key_notice, old_key_note
+from bot.jobs.poller import Poller
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
@@ -141,7 +141,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
     stack.clock.advance(120)
     slip = RecordingAnnouncer()
     broken = poller(stack, slip)
-    with caplog.at_level(logging.WARNING, logger="bot.poller"):
+    with caplog.at_level(logging.WARNING, logger="bot.jobs.poller"):
         assert await broken.poll_due() == 1
         while broken.in_flight:
             await asyncio.sleep(0.01)
@@ -333,7 +333,7 @@ async def test_a_job_whose_key_is_known_nowhere_waits_with_a_warning_and_never_f
     on_keys(stack, restarted_keys)
     slip = RecordingAnnouncer()
     restarted = poller(stack, slip)
-    with caplog.at_level(logging.WARNING, logger="bot.poller"):
+    with caplog.at_level(logging.WARNING, logger="bot.jobs.poller"):
         for _ in range(2):  # two passes: the admins are told once
             stack.clock.advance(400)
             assert await restarted.poll_due() == 1

@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 import bot.__main__
-from bot.logs import bind, setup_logging
+from bot.ops.logs import bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
 from tests.conftest import make_settings
@@ -60,7 +60,7 @@ def test_no_secret_survives_a_library_logging_at_debug(fmt: str, root_logging: N
     try:
         raise RuntimeError(f"upstream echoed {API_KEY}")
     except RuntimeError:
-        logging.getLogger("bot.poller").exception("poll failed")
+        logging.getLogger("bot.jobs.poller").exception("poll failed")
     text = out.getvalue()
     assert "poll failed" in text
     for secret in (BOT_TOKEN, API_KEY, INTERACTION_TOKEN, "hunter2pass", "plain-default-key"):
@@ -84,7 +84,7 @@ def test_a_key_the_bot_decrypts_is_redacted_from_then_on(root_logging: None) -> 
 def test_json_lines_carry_the_context_of_their_own_task(root_logging: None) -> None:
     out = io.StringIO()
     setup_logging(logging.INFO, "json", stream=out)
-    log = logging.getLogger("bot.poller")
+    log = logging.getLogger("bot.jobs.poller")
 
     async def poll(job_id: int) -> None:
         with bind(job_id=job_id, task_id=f"task-{job_id}"):
@@ -103,7 +103,7 @@ def test_json_lines_carry_the_context_of_their_own_task(root_logging: None) -> N
         (None, None),
     ]
     assert {"time", "level", "logger", "message"} <= lines[0].keys()
-    assert lines[0]["level"] == "INFO" and lines[0]["logger"] == "bot.poller"
+    assert lines[0]["level"] == "INFO" and lines[0]["logger"] == "bot.jobs.poller"
 
 
 class _Built(Exception):

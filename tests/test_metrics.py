@@ -8,7 +8,7 @@ from bot.clock import ManualClock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority, RateLimiter
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:

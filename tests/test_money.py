@@ -17,14 +17,14 @@ import httpx2 as httpx
 import pytest
 from pydantic import SecretStr
 
-from bot.cards import needs_confirmation
 from bot.clock import ManualClock
+from bot.discord.render.buttons import confirm_label, confirm_text
+from bot.discord.request_flows import needs_confirmation
 from bot.errors import BudgetExceeded, format_cents, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.client import GenAPIClient
 from bot.genapi.models import TextRequest
 from bot.genapi.ratelimit import RateLimiter
-from bot.render.cards import confirm_label, confirm_text
 from bot.sandbox import catalogue as sandbox_catalogue
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.storage import Charge, ConstraintError, JobStatus, Kind

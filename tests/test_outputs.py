@@ -11,8 +11,8 @@ import httpx2 as httpx
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from bot.announce import download
 from bot.clock import ManualClock
+from bot.discord.delivery import download
 from bot.genapi.outputs import (
     DownloadRefused,
     PublicResolver,

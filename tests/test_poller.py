@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from bot.clock import ManualClock
-from bot.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, SHOWN, Attempt, Poller, Renew
+from bot.jobs.announcer import SHOWN, Attempt, Renew
+from bot.jobs.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, Poller
 from bot.services.generation import Requester, VideoOptions
 from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from bot.clock import ManualClock
-from bot.private_cards import CardPlace, PrivateCard, PrivateCards
+from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.storage.repositories import Database
 
 

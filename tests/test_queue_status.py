@@ -7,9 +7,9 @@ import itertools
 from typing import Any
 
 from bot.clock import ManualClock
+from bot.discord.queue_status import GOING, QueueStatus, queue_text
 from bot.errors import user_message
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
-from bot.queue_status import GOING, QueueStatus, queue_text
 
 
 def test_the_place_and_the_wait_read_as_people_say_them() -> None:

@@ -10,12 +10,12 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.discord.tree import sentence_for
 from bot.genapi import errors
 from bot.genapi.client import GenAPIClient, error_from_response
 from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
-from bot.tree import sentence_for
 from tests.conftest import Stack
 from tests.test_key_changes import on_keys, poller
 from tests.test_poller import RecordingAnnouncer, run_until, submit

@@ -8,8 +8,7 @@ from typing import Any
 import discord
 import pytest
 
-from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
-from bot.render import (
+from bot.discord.render import (
     NO_PINGS,
     MessageParts,
     catalogue_pages,
@@ -23,8 +22,9 @@ from bot.render import (
     text_answer,
     truncate,
 )
-from bot.render.jobs import job_unwatched, with_files
-from bot.render.results import text_card
+from bot.discord.render.jobs import job_unwatched, with_files
+from bot.discord.render.results import text_card
+from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
 IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))

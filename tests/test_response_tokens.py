@@ -8,8 +8,8 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
-from bot.response_tokens import ResponseToken, ResponseTokens
 from bot.services.keys import KeyVault
+from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.storage.repositories import Database
 
 TOKEN = "aW50ZXJhY3Rpb246" + "x" * 60

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from bot.clock import ManualClock
-from bot.poller import Poller
+from bot.jobs.poller import Poller
 from bot.services.generation import Requester
 from bot.services.schedule import (
     LEARNED_TTL,

@@ -6,9 +6,9 @@ import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
+from bot.discord.render.admin import key_problem_notice
 from bot.errors import user_message
 from bot.genapi import errors as api_errors
-from bot.render.admin import key_problem_notice
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
 from tests.conftest import Stack

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from bot.clock import ManualClock
+from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
 from bot.storage import JobStatus, engine
-from bot.supervisor import supervise
 from tests.conftest import Stack
 from tests.test_poller import RecordingAnnouncer, make_poller, submit
 
@@ -41,7 +41,7 @@ async def test_a_failing_task_restarts_with_a_doubling_capped_backoff(
 ) -> None:
     clock = ManualClock()
     starts, run = starts_of(clock, failures=9)
-    with caplog.at_level(logging.ERROR, logger="bot.supervisor"):
+    with caplog.at_level(logging.ERROR, logger="bot.jobs.supervisor"):
         await supervise("poller", run, clock=clock)
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert gaps == [1, 2, 4, 8, 16, 32, 60, 60, 60]
@@ -128,7 +128,7 @@ async def test_a_locked_database_delays_the_poller_but_never_stops_it(
     assert announcer.notified == [job.id]
     # An operator's lock is reported as such, not as a crash with a traceback.
     locked = [r for r in caplog.records if "database is locked" in r.getMessage()]
-    assert all(r.exc_info is None for r in locked if r.name == "bot.supervisor")
+    assert all(r.exc_info is None for r in locked if r.name == "bot.jobs.supervisor")
 
 
 # SQLite's own lock (an operator's sqlite3 session on the file).

@@ -17,10 +17,12 @@ import pytest
 from pydantic import SecretStr
 
 import bot.__main__
-from bot.metrics import Metrics
-from bot.poller import Attempt, Poller, Renew
-from bot.render.admin import missing_key_notice
-from bot.render.parts import MessageParts
+import bot.wiring
+from bot.discord.render.admin import missing_key_notice
+from bot.discord.render.parts import MessageParts
+from bot.jobs.announcer import Attempt, Renew
+from bot.jobs.poller import Poller
+from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
 from bot.storage.models import DeliveryRoute, Job, JobStatus
@@ -63,7 +65,7 @@ async def run_worker_with(
     async def login(self: discord.Client, token: str) -> None:
         return None
 
-    monkeypatch.setattr(bot.__main__, "Poller", Poller)
+    monkeypatch.setattr(bot.wiring, "Poller", Poller)
     monkeypatch.setattr(discord.Client, "login", login)
     await bot.__main__.run_worker(settings)
     if failed:

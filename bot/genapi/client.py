@@ -49,7 +49,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.ratelimit import Kind, Limiter, Priority
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.redaction import redact
 
 log = logging.getLogger(__name__)

@@ -74,7 +74,7 @@ from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 
 if TYPE_CHECKING:
     from bot.genapi.rate_window import RateWindowRepository
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from bot.genapi.rate_window import RateWindowRepository
 from bot.genapi.ratelimit import KeyLimiter, Kind, Priority, RateLimiter
 
 if TYPE_CHECKING:
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 RECHECK_MAX = 5.0
 """Longest sleep (seconds) before asking the shared window again: another process's 429 or a

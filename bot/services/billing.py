@@ -39,7 +39,7 @@ from typing import TypeVar
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
-from bot.metrics import Metrics
+from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.storage import (

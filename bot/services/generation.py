@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
@@ -38,7 +38,15 @@ from bot.services.personal import is_personal
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
-from bot.storage.models import Charge, GuildSettings, Job, Kind, NewJob, Reservation
+from bot.storage.models import (
+    Charge,
+    GuildSettings,
+    Job,
+    Kind,
+    NewJob,
+    Reservation,
+    ResultRequest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -756,6 +764,58 @@ class GenerationService:
         """
         first = await self._schedule.first_poll_at(job.model, job.kind, job.created_at)
         await self._db.jobs.set_message(job.id, message_id, due_at=first)
+
+    async def job(self, job_id: int) -> Job | None:
+        """Return the job ``job_id`` (``/jobs``, a result's buttons), or None if unknown."""
+        return await self._db.jobs.get(job_id)
+
+    async def recent_jobs(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
+        """Return a guild's most recent jobs, newest first, whatever their status (``/jobs``).
+
+        Args:
+            guild_id: the guild (a member's wallet id for personal jobs).
+            user_id: only this member's jobs; None for the whole guild's.
+            limit: the most jobs to return.
+        """
+        return await self._db.jobs.recent(guild_id, user_id=user_id, limit=limit)
+
+    async def remember_request(
+        self,
+        kind: str,
+        who: Requester,
+        options: Mapping[str, Any],
+        *,
+        job_id: int | None = None,
+        outputs: Sequence[str] = (),
+    ) -> int:
+        """Store the request behind a paid result, for its buttons (issue 12).
+
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            who: the requester (its guild and member).
+            options: the command's options, JSON-serialisable.
+            job_id: the job of an asynchronous result (at most one request per job).
+            outputs: result URLs of a synchronous answer.
+
+        Returns:
+            The request's id (the ``r<id>`` of its buttons).
+
+        Raises:
+            StorageError: it could not be stored (the caller decides what that costs).
+        """
+        return await self._db.cards.add_request(
+            kind=kind,
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            options=options,
+            outputs=outputs,
+            job_id=job_id,
+            at=self._clock.time(),
+        )
+
+    async def result_request(self, ref: str) -> ResultRequest | None:
+        """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
+        return await self._db.cards.request(ref)
 
     async def _settle_job(
         self,

@@ -245,6 +245,29 @@ class GuildConfigService:
         """Set (None: clear) the channel where key problems are announced."""
         await self._db.guilds.set_admin_channel(guild_id, channel_id)
 
+    async def admin_channel(self, guild_id: int) -> int | None:
+        """Return the channel where notices to the guild's admins go, or None when unset."""
+        return (await self._db.guilds.settings(guild_id)).admin_channel_id
+
+    async def has_own_key(self, guild_id: int) -> bool:
+        """True when the guild (or a member's wallet id) stored an API key of its own."""
+        return (await self._db.guilds.settings(guild_id)).api_key_ciphertext is not None
+
+    async def key_last4(self, guild_id: int) -> str | None:
+        """Return the last 4 characters of the guild's (or wallet's) own key, or None."""
+        return (await self._db.guilds.settings(guild_id)).api_key_last4
+
+    async def confirm_above(self, guild_id: int) -> Decimal | None:
+        """Return the price above which a video asks to confirm first, cents; None: never.
+
+        ``/config confirm-above`` (issue 12); off by default.
+        """
+        return await self._db.cards.confirm_above(guild_id)
+
+    async def set_confirm_above(self, guild_id: int, cents: Decimal | None) -> None:
+        """Set (None: turn off) the price above which a video asks to confirm first, cents."""
+        await self._db.cards.set_confirm_above(guild_id, cents)
+
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
         settings = await self._db.guilds.settings(guild_id)

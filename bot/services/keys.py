@@ -100,7 +100,7 @@ class KeyVault:
             first encrypts, every one decrypts (``cryptography.fernet.MultiFernet``). None when
             the owner has not set it.
         on_key: called with every API key encrypted or decrypted here (the log redaction
-            filter learns it: ``bot.logs.RedactionFilter.add``).
+            filter learns it: ``bot.ops.logs.RedactionFilter.add``).
 
     Raises:
         ValueError: an entry is not a Fernet key (settings validation checks this first).

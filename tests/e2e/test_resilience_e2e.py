@@ -13,7 +13,7 @@ from tests.e2e.harness import World
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SHUTDOWN_GRACE = 20.0
-"""``bot.app.SHUTDOWN_GRACE_SECONDS``: the bound on a graceful shutdown."""
+"""``bot.discord.bot.SHUTDOWN_GRACE_SECONDS``: the bound on a graceful shutdown."""
 
 
 def ledger_rows(world: World, kind: str) -> int:

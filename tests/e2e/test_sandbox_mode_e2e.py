@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from bot.interactions import invite_permissions
+from bot.discord.permissions import invite_permissions
 from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
 from tests.e2e.harness import ROOT, World, close_world, open_world
 

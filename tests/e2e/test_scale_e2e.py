@@ -76,7 +76,7 @@ class Cluster:
 async def claims_of(worker: BotProcess) -> dict[int, int]:
     """Wait for the worker to claim jobs; return its latest claim: job id -> fencing token."""
     for _ in range(600):
-        lines = [line for line in worker.log().splitlines() if "bot.poller: claimed " in line]
+        lines = [line for line in worker.log().splitlines() if "bot.jobs.poller: claimed " in line]
         if lines:
             found = re.findall(r"job (\d+) token (\d+)", lines[-1])
             return {int(job): int(token) for job, token in found}

@@ -23,17 +23,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.announce import INVALID_FORM_BODY, send_card
-from bot.clock import Clock
-from bot.dm_notice import CANNOT_DM
+from bot.discord.delivery import INVALID_FORM_BODY, send_card
+from bot.discord.dm_notice import CANNOT_DM
+from bot.discord.queue_status import queue_status
+from bot.discord.render import image_result, job_placeholder, text_answer
+from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
+from bot.discord.render.parts import MessageParts
+from bot.discord.render.results import text_card
+from bot.discord.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
 from bot.errors import ValidationFailed
-from bot.private_cards import CardPlace, PrivateCard
-from bot.queue_status import queue_status
-from bot.render import image_result, job_placeholder, text_answer
-from bot.render.cards import confirm_label, confirm_text, show_buttons
-from bot.render.parts import MessageParts
-from bot.render.results import text_card
-from bot.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -44,10 +42,11 @@ from bot.services.generation import (
     check_video,
 )
 from bot.services.personal import is_personal
-from bot.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
+from bot.services.private_cards import CardPlace, PrivateCard
+from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
     from bot.storage.models import Job
 
 log = logging.getLogger(__name__)
@@ -61,62 +60,6 @@ DEFAULT_TEMPERATURE = 0.7
 2 (spec 4.5's bound)."""
 
 Interaction = discord.Interaction["GenBot"]
-
-CLICK_DEBOUNCE_SECONDS = 5.0
-"""How long a member's click on a paid button of one message holds back their next click on
-it, besides the time it runs (issue 20: a double click made two paid requests)."""
-
-ALREADY_RUNNING = (
-    "Your first click on this is still being handled; this one was ignored (nothing charged)."
-)
-
-
-class ClickDebounce:
-    """One paid click at a time per member, message and button, and none again for a few seconds.
-
-    A double click reaches the bot as two interactions a few milliseconds apart; both would
-    run and both be charged. The first claims ``(member, message, button)``; the same click
-    again is refused while it runs and for ``seconds`` after it began (Again then Vary on one
-    message are two requests the member meant). A guild's interactions all reach one gateway
-    process (its shard), so memory is enough.
-
-    Args:
-        clock: the time source (seconds).
-        seconds: the hold after a click began, seconds.
-    """
-
-    def __init__(self, clock: Clock, seconds: float = CLICK_DEBOUNCE_SECONDS) -> None:
-        self._clock = clock
-        self._seconds = seconds
-        self._held: dict[tuple[int, int, str], tuple[float, bool]] = {}
-
-    def claim(self, user_id: int, message_id: int, button: str = "") -> bool:
-        """Claim a click; False while the member's previous same click still holds."""
-        now = self._clock.monotonic()
-        for key, (began, running) in list(self._held.items()):
-            if not running and now - began >= self._seconds:
-                del self._held[key]
-        if (user_id, message_id, button) in self._held:
-            return False
-        self._held[(user_id, message_id, button)] = (now, True)
-        return True
-
-    def release(
-        self, user_id: int, message_id: int, button: str = "", *, hold: bool = True
-    ) -> None:
-        """The claimed click finished.
-
-        Args:
-            user_id: the member.
-            message_id: the message clicked.
-            button: which of its buttons.
-            hold: keep holding the same click for the rest of the few seconds; False for a
-                click refused before any request was sent, which a retry cannot pay twice.
-        """
-        key = (user_id, message_id, button)
-        held = self._held.pop(key, None)
-        if held is not None and hold:
-            self._held[key] = (held[0], False)
 
 
 def stored_options(options: TextOptions | ImageOptions | VideoOptions) -> dict[str, Any]:
@@ -240,8 +183,8 @@ async def show_private_card(
     by the poller with the bot's token like a channel card; the ephemeral response says so.
     Where Discord refuses the DM (50007: DMs closed) the card is this ephemeral response,
     edited while its token lives (15 minutes), after which the poller posts the result in the
-    channel, saying why (``bot.announce``). The card's place is recorded
-    (:class:`bot.private_cards.PrivateCards`) before the job is handed to the poller; if it
+    channel, saying why (``bot.discord.delivery``). The card's place is recorded
+    (:class:`bot.services.private_cards.PrivateCards`) before the job is handed to the poller; if it
     cannot be, the card goes to the channel as anyone's. Never raises (the job is paid for).
 
     Args:
@@ -316,7 +259,7 @@ async def start_video(
     """
     bot = interaction.client
     price = await video_price(bot, who, options)
-    threshold = await bot.services.db.cards.confirm_above(who.guild_id)
+    threshold = await bot.guild_config.confirm_above(who.guild_id)
     if threshold is not None and needs_confirmation(price, threshold):
         view = ConfirmView(who, options, price, note=note)
         text = confirm_text(price, threshold)
@@ -382,7 +325,7 @@ async def remember(
     job_id: int | None = None,
     outputs: Sequence[str] = (),
 ) -> int | None:
-    """Store the request behind a paid result, for its buttons (``db.cards.add_request``).
+    """Store the request behind a paid result, for its buttons (``remember_request``).
 
     Bookkeeping after the charge: a failure is logged and the result goes out without
     working buttons (they then say the request is no longer known), never lost.
@@ -391,14 +334,8 @@ async def remember(
         The request's id (``r<id>``), or None when it could not be stored.
     """
     try:
-        return await bot.services.db.cards.add_request(
-            kind=kind,
-            guild_id=who.guild_id,
-            user_id=who.user_id,
-            options=options,
-            outputs=outputs,
-            job_id=job_id,
-            at=bot.services.clock.time(),
+        return await bot.generation.remember_request(
+            kind, who, options, job_id=job_id, outputs=outputs
         )
     except Exception as exc:
         log.error(

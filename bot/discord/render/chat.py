@@ -7,11 +7,11 @@ from decimal import Decimal
 
 import discord
 
+from bot.discord.render import limits
+from bot.discord.render.parts import MessageParts
+from bot.discord.render.results import answer_messages
+from bot.discord.render.text import one_line, truncate
 from bot.errors import format_cents
-from bot.render import limits
-from bot.render.parts import MessageParts
-from bot.render.results import answer_messages
-from bot.render.text import one_line, truncate
 from bot.services.conversations import ChatAnswer
 
 THREAD_NAME_CHARS = 100

@@ -22,56 +22,27 @@ import asyncio
 import logging
 import secrets
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final
 
 from bot.clock import Clock, sleep_or_wake
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
-from bot.logs import bind, set_context
-from bot.poll_writes import PollWrites
-from bot.render import format_duration
+from bot.jobs.announcer import JobAnnouncer, Renew
+from bot.jobs.poll_writes import PollWrites
+from bot.jobs.supervisor import database_busy
+from bot.ops.logs import bind, set_context
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database
 from bot.storage.models import DeliveryRoute, Job, JobStatus
-from bot.supervisor import database_busy
 
 if TYPE_CHECKING:
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """The outcome of one delivery attempt by one route.
-
-    Attributes:
-        shown: the result is shown (or the requester told where it is); the job is delivered.
-        permanent: this route can never show it (unknown message or channel, missing access
-            or permissions, archived thread, DMs closed): fall back to the next route now.
-        error: what went wrong, for the logs and ``/jobs``; None when shown.
-        retry_after: seconds the other side asked us to wait (a 429), if any.
-        code: what failed, for the metrics: Discord's JSON error code (``"50013"``), else
-            ``"429"``, ``"http_<status>"``, ``"network"``, ``"unreachable"`` (skipped without a
-            request: the bot left the server, or cannot see the channel) or ``"unknown"``.
-    """
-
-    shown: bool
-    permanent: bool = False
-    error: str | None = None
-    retry_after: float | None = None
-    code: str = "unknown"
-
-
-SHOWN: Final = Attempt(shown=True)
-
-Renew = Callable[[], Awaitable[None]]
-"""Extends the delivery lease of the job being delivered by another ``delivery_lease``
-seconds (fenced by its token: a holder that lost the lease changes nothing)."""
 
 NEXT_ROUTE: Final = {
     DeliveryRoute.PLACEHOLDER: DeliveryRoute.CHANNEL,
@@ -96,7 +67,7 @@ shutdown grace for commands, ``SHUTDOWN_GRACE_SECONDS``)."""
 PASS_RETRY_FIRST = 1.0
 PASS_RETRY_MAX = 60.0
 """Seconds before the pass after a failed one: 1 s, doubling up to 60 s (as the supervisor's
-restarts, ``bot/supervisor.py``)."""
+restarts, ``bot/jobs/supervisor.py``)."""
 
 DELIVERY_ATTEMPTS_PER_ROUTE = 8
 """Transient failures of one route (about 45 min of backoff) before falling back to the next."""
@@ -143,27 +114,6 @@ def delivery_backoff(
     """
     delay = min(cap, first * 2.0 ** max(0, attempts - 1))
     return min(cap, max(delay, retry_after or 0.0))
-
-
-class JobAnnouncer(Protocol):
-    """Shows a job's progress and result where its requester asked (the Discord side)."""
-
-    async def progress(self, job: Job, now: float) -> None:
-        """Refresh the placeholder of a running job (elapsed time). Must not raise."""
-
-    async def stopped_watching(self, job: Job, now: float) -> None:
-        """Say on the placeholder that the bot stopped watching the job. Must not raise."""
-
-    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
-        """Show a finished job's result by ``route`` (never JOBS); report how it went.
-
-        Must be safe to repeat: an edit replaces the whole message; a new message or DM
-        carries its own notice to the requester. Work that may outlast the delivery lease
-        (downloads, waiting for memory) awaits ``renew`` between its steps.
-        """
-
-    async def notify(self, job: Job, route: DeliveryRoute) -> None:
-        """Tell the requester, once, after a delivery by ``route`` was recorded. Must not raise."""
 
 
 class Poller:
@@ -255,7 +205,7 @@ class Poller:
         self._not_found: dict[int, _NotFoundStreak] = {}
         self._fair = FairShare()
         self._wake = asyncio.Event()
-        # Reschedules are written behind, once a pass (bot/poll_writes.py); settling and
+        # Reschedules are written behind, once a pass (bot/jobs/poll_writes.py); settling and
         # delivery are not.
         self._writes = PollWrites(db)
 
@@ -606,9 +556,9 @@ class Poller:
             return
         if await self._db.jobs.set_unwatched(job.id, now, token=self._token(job)):
             log.info(
-                "job %s still processing after %s; stopped watching it",
+                "job %s still processing after %.0f s; stopped watching it",
                 job.id,
-                format_duration(self._timeout),
+                self._timeout,
             )
             await self._db.jobs.schedule_poll(
                 job.id, now, job.poll_count + 1, token=self._token(job)

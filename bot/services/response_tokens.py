@@ -7,7 +7,7 @@ interaction webhook (``PATCH /webhooks/{application_id}/{token}/messages/{messag
 which works only while the token lives: 15 minutes after the interaction (Discord,
 "Receiving and Responding": "Interaction tokens are valid for 15 minutes"), then 401, code
 50027 "Invalid Webhook Token". The same holds for a private server job whose member's DMs are
-closed (:mod:`bot.private_cards`): its card is the command's ephemeral response.
+closed (:mod:`bot.services.private_cards`): its card is the command's ephemeral response.
 
 A token is a secret (anyone holding it can edit the card and post as the bot there): it is
 stored encrypted with ``KEY_ENCRYPTION_KEY`` like API keys, under ``db.meta`` key

@@ -1,13 +1,13 @@
 """The buttons under every result, and the Animate image / Edit image context menus (issue 12).
 
 The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<action>:<ref>``,
-see :mod:`bot.render.cards`) carry the result's reference, and the request behind it is read from
-the database, so they work after any restart and on messages of any age. Every action runs
-through :mod:`bot.cards`, so the same validation, channel check, budgets and caps apply as to
-the command, counted to whoever clicked; a refusal costs nothing. Discord applies a server's
-command permissions (Integrations) to commands only, so each button is held to its command's
-(:mod:`bot.command_access`), and a paid button clicked twice runs once
-(:class:`bot.cards.ClickDebounce`).
+see :mod:`bot.discord.render.buttons`) carry the result's reference, and the request behind it is
+read from the database, so they work after any restart and on messages of any age. Every action
+runs through :mod:`bot.discord.request_flows`, so the same validation, channel check, budgets and
+caps apply as to the command, counted to whoever clicked; a refusal costs nothing. Discord applies
+a server's command permissions (Integrations) to commands only, so each button is held to its
+command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
+(:class:`bot.discord.click_debounce.ClickDebounce`).
 
 A private result's card lives in its requester's DM (issue 22), and a result the delivery sent
 there as a new message (its card could not be edited or posted) carries the same buttons: a
@@ -27,9 +27,13 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from bot.app import GenBot
-from bot.cards import (
-    ALREADY_RUNNING,
+from bot.discord.bot import GenBot
+from bot.discord.click_debounce import ALREADY_RUNNING
+from bot.discord.command_access import Invoker, refusal
+from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
+from bot.discord.render.buttons import CUSTOM_ID
+from bot.discord.render.text import truncate
+from bot.discord.request_flows import (
     SourceImage,
     check_uploads_fresh,
     defer_video,
@@ -42,11 +46,8 @@ from bot.cards import (
     start_video,
     varied,
 )
-from bot.command_access import Invoker, refusal
+from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.errors import BotError, ValidationFailed, format_cents
-from bot.interactions import allowed_models, requester, require_placeholder_permissions
-from bot.render.cards import CUSTOM_ID
-from bot.render.text import truncate
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -57,7 +58,6 @@ from bot.services.generation import (
 )
 from bot.services.personal import is_personal
 from bot.storage.models import ResultRequest
-from bot.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 
 Interaction = discord.Interaction[GenBot]
 
@@ -111,7 +111,7 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
         return cls(match["action"], match["ref"])
 
     async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.tree.admit`)."""
+        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
         return await admit(interaction)
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
@@ -180,7 +180,7 @@ async def require_command(
 
 async def _request(interaction: Interaction, ref: str) -> Click:
     who = requester(interaction)
-    request = await interaction.client.services.db.cards.request(ref)
+    request = await interaction.client.generation.result_request(ref)
     # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
@@ -216,7 +216,7 @@ async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id
             (Discord: 404 Unknown Member).
     """
     bot = interaction.client
-    job = await bot.services.db.jobs.get(job_id)
+    job = await bot.generation.job(job_id)
     guild = bot.get_guild(request.guild_id)
     if job is None or guild is None:
         raise ValidationFailed(NOT_THERE)
@@ -280,11 +280,11 @@ async def _vary(interaction: Interaction, ref: str) -> None:
 
 async def _delete(interaction: Interaction, ref: str) -> None:
     owner: int | None = None
-    request = await interaction.client.services.db.cards.request(ref)
+    request = await interaction.client.generation.result_request(ref)
     if request is not None:
         owner = request.user_id
     elif ref.startswith("j"):
-        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+        job = await interaction.client.generation.job(int(ref[1:]))
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
@@ -344,7 +344,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     """
     job = None
     if ref.startswith("j"):
-        job = await interaction.client.services.db.jobs.get(int(ref[1:]))
+        job = await interaction.client.generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
     await show_job(interaction, job, update=True)
@@ -598,7 +598,7 @@ async def edit_image(interaction: Interaction, message: discord.Message) -> None
     await open_edit(interaction, source, None)
 
 
-class CardsCog(commands.Cog):
+class ResultsCog(commands.Cog):
     """Registers the result buttons and the image context menus."""
 
     def __init__(self, bot: GenBot) -> None:
@@ -623,4 +623,4 @@ class CardsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(CardsCog(bot))
+    await bot.add_cog(ResultsCog(bot))

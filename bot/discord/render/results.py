@@ -7,12 +7,12 @@ from decimal import Decimal
 
 import discord
 
+from bot.discord.render import limits
+from bot.discord.render.buttons import result_buttons
+from bot.discord.render.parts import Card, MessageParts
+from bot.discord.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 from bot.errors import format_cents
 from bot.genapi.models import ImageResult, TextResult
-from bot.render import limits
-from bot.render.cards import result_buttons
-from bot.render.parts import Card, MessageParts
-from bot.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 
 ANSWER_FILENAME = "answer.md"
 # Long enough to show what the answer is about, short enough not to bury the attachment.
@@ -24,7 +24,7 @@ CARD_ANSWER = 3700
 """Characters of a text answer a card holds: with the 200 of the footer, inside Discord's
 4000 characters of text displays per message."""
 CARD_PROMPT = 1500
-"""Characters of the prompt a card shows (as the job card, :mod:`bot.render.jobs`)."""
+"""Characters of the prompt a card shows (as the job card, :mod:`bot.discord.render.jobs`)."""
 
 
 def text_answer(
@@ -33,7 +33,7 @@ def text_answer(
     """Build the messages answering ``/text``, with the action buttons on the last one.
 
     As :func:`_text_messages`; ``ref`` (``r<id>``) adds Again, Vary and Delete
-    (:func:`bot.render.cards.result_buttons`) to the last message; None adds none. This is
+    (:func:`bot.discord.render.buttons.result_buttons`) to the last message; None adds none. This is
     the form of answers too long for :func:`text_card`, and its fallback.
     """
     messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over)

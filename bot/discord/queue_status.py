@@ -26,7 +26,7 @@ from bot.clock import Clock
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
+    from bot.discord.bot import GenBot
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def queue_text(place: int, estimate: float) -> str:
 class CancelView(discord.ui.View):
     """The Cancel button under a queued request; only its requester may press it.
 
-    Not an :class:`~bot.tree.AdmittedView`: a Cancel only stops spending, so it is honoured
+    Not an :class:`~bot.discord.tree.AdmittedView`: a Cancel only stops spending, so it is honoured
     during a shutdown too.
 
     Kept in discord.py's in-memory view store, like the queue itself: after a restart the

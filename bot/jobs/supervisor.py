@@ -3,7 +3,7 @@
 The poller, the catalogue refresh and the reservation sweep each run forever; one that ended
 on an exception would leave the bot taking ``/video`` orders it never announces.
 :func:`supervise` runs one of them and, when it raises, logs the exception with a short error
-id (8 hex digits, as command errors in ``bot/tree.py``) and starts it again after a backoff:
+id (8 hex digits, as command errors in ``bot/discord/tree.py``) and starts it again after a backoff:
 1 s, doubling to at most 60 s, back to 1 s once a run lasted a healthy minute. Cancellation
 (shutdown) still stops it at once.
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
-from bot.render import limits
+from bot.discord.render import limits
 
 ELLIPSIS = "…"
 

@@ -12,7 +12,7 @@ retries later). Classifying Discord's answers is this module's job; the schedule
 poller's (docs/architecture.md, "Delivery").
 
 A completed video or image is downloaded (streamed, at most the channel's upload limit held in
-memory, and at most :data:`bot.byte_budget.DELIVERY_MEMORY_BYTES` across the deliveries of the
+memory, and at most :data:`bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES` across the deliveries of the
 process) and attached under the provider's file name, so the result outlives the provider's
 URL, which stays as a link too. Too large, not downloadable, or refused by the download rule
 (``bot.genapi.outputs``: no private addresses, no redirect to another site): the link alone,
@@ -25,21 +25,21 @@ instead of a new one), so a send retried after an answer that was lost is not po
 
 A personal job (issue 22: billed to a member's wallet, asked where the bot may not be a member)
 has no channel message: its card is the interaction's original response, edited through the
-interaction webhook while its token lives (``bot.response_tokens``), never with the bot's token
-on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
+interaction webhook while its token lives (``bot.services.response_tokens``), never with the bot's
+token on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
 route is that card; when the token is gone the result waits for the card's Show result button
 and ``/jobs show`` (route ``jobs``), without a request.
 
-A private server job (issue 22, private results: :mod:`bot.private_cards`) has its card in the
-requester's DM, edited and replied to there with the bot's token like a channel card, or, where
-the member's DMs are closed, in the command's ephemeral response, edited like a personal card
-while its token lives (its followups ephemeral too); once that token is gone its result falls
-back to the channel, saying why.
+A private server job (issue 22, private results: :mod:`bot.services.private_cards`) has its card
+in the requester's DM, edited and replied to there with the bot's token like a channel card,
+or, where the member's DMs are closed, in the command's ephemeral response, edited like a
+personal card while its token lives (its followups ephemeral too); once that token is gone its
+result falls back to the channel, saying why.
 
 A server that removed the bot (``GUILD_DELETE``, or 403 Missing Access to ``GET /guilds/{id}``)
 is skipped: its routes fail at once, without a request, and the result goes by DM.
 
-Results are Components V2 cards (``bot/render/jobs.py``) sent in their old form (content and
+Results are Components V2 cards (``bot/discord/render/jobs.py``) sent in their old form (content and
 embeds) where Discord refuses the card (400, 50035); a card whose edit may not add the file
 shows the service's link and the file goes with the completion reply (docs/architecture.md,
 "The job card").
@@ -61,20 +61,20 @@ import aiohttp
 import discord
 import httpx2 as httpx
 
-from bot.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.clock import Clock
-from bot.dm_notice import CANNOT_DM
+from bot.discord.dm_notice import CANNOT_DM
+from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
+from bot.discord.render import limits as discord_limits
+from bot.discord.render.buttons import dm_buttons, show_buttons
+from bot.discord.render.jobs import with_files
+from bot.discord.render.parts import MessageParts, ping_only
+from bot.discord.render.results import is_web_url
 from bot.genapi.outputs import DownloadRefused, output_client
-from bot.poller import SHOWN, Attempt, Renew
-from bot.private_cards import CardPlace, PrivateCard, PrivateCards
-from bot.render import completion_reply, job_finished, job_placeholder, job_unwatched
-from bot.render import limits as discord_limits
-from bot.render.cards import dm_buttons, show_buttons
-from bot.render.jobs import with_files
-from bot.render.parts import MessageParts, ping_only
-from bot.render.results import is_web_url
-from bot.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
+from bot.jobs.announcer import SHOWN, Attempt, Renew
+from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
+from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
+from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 
@@ -255,7 +255,7 @@ async def send_card(
 
 
 class DiscordAnnouncer:
-    """Implements :class:`bot.poller.JobAnnouncer` with the bot's own REST calls.
+    """Implements :class:`bot.jobs.poller.JobAnnouncer` with the bot's own REST calls.
 
     Args:
         client: the logged-in bot.
@@ -267,12 +267,12 @@ class DiscordAnnouncer:
         schedule: estimates when a pending job will be ready (shown on its card); None shows
             no estimate.
         memory: bytes of results the deliveries may hold at once (the process's
-            :class:`~bot.byte_budget.ByteBudget`); default
-            :data:`~bot.byte_budget.DELIVERY_MEMORY_BYTES`.
+            :class:`~bot.jobs.byte_budget.ByteBudget`); default
+            :data:`~bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES`.
         tokens: the interaction tokens of personal jobs, whose cards are interaction
             responses (issue 22); None: such cards are never edited (Show result shows them).
         cards: where private server jobs' cards are (the requester's DM, or an ephemeral
-            response: :mod:`bot.private_cards`); None: every server job's card is in its
+            response: :mod:`bot.services.private_cards`); None: every server job's card is in its
             channel.
     """
 
@@ -563,7 +563,7 @@ class DiscordAnnouncer:
 
         A server that removed the bot, or a channel it cannot see, fails its routes at once
         (permanently, without a request). The files are held within the process's
-        :class:`~bot.byte_budget.ByteBudget` from their download until the message is sent;
+        :class:`~bot.jobs.byte_budget.ByteBudget` from their download until the message is sent;
         ``renew`` (the delivery's lease) is awaited while waiting for room and between
         downloads.
         """

@@ -1,23 +1,23 @@
 """Discord presentation: pure functions that build messages, with no network and no bot state.
 
-Everything here respects Discord's limits (see :mod:`bot.render.limits`): content 2000
+Everything here respects Discord's limits (see :mod:`bot.discord.render.limits`): content 2000
 characters, embeds 6000 characters and at most 10 per message, 25 link buttons. Whatever echoes
 a prompt or a model's output pings nobody (:data:`NO_PINGS`); only :func:`completion_reply`
 pings, and only the requester.
 """
 
-from bot.render.catalogue import catalogue_pages
-from bot.render.job_list import job_list_pages
-from bot.render.jobs import (
+from bot.discord.render.catalogue import catalogue_pages
+from bot.discord.render.job_list import job_list_pages
+from bot.discord.render.jobs import (
     JobView,
     completion_reply,
     job_finished,
     job_placeholder,
     job_unwatched,
 )
-from bot.render.parts import NO_PINGS, MessageParts, ping_only
-from bot.render.results import image_result, text_answer
-from bot.render.text import format_duration, split_message, truncate
+from bot.discord.render.parts import NO_PINGS, MessageParts, ping_only
+from bot.discord.render.results import image_result, text_answer
+from bot.discord.render.text import format_duration, split_message, truncate
 
 __all__ = [
     "NO_PINGS",

@@ -23,17 +23,70 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 
-from bot.metrics import CONTENT_TYPE, Metrics
-
-if TYPE_CHECKING:
-    from bot.app import GenBot
-    from bot.poller import Poller
+from bot.clock import Clock
+from bot.config import Settings
+from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger(__name__)
+
+
+class LeaseLoop(Protocol):
+    """What the checks read of a poller (:class:`bot.jobs.poller.Poller`)."""
+
+    @property
+    def last_pass_at(self) -> float | None:
+        """When its last pass ended (monotonic seconds), or None before the first."""
+
+
+class GatewayServices(Protocol):
+    """What the checks read of a gateway's services (:class:`bot.wiring.Services`)."""
+
+    @property
+    def settings(self) -> Settings:
+        """The process's settings (``POLLER_ENABLED``)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The process's clock (its monotonic time)."""
+
+
+class Gateway(Protocol):
+    """What the checks read of a gateway process's bot (:class:`bot.discord.bot.GenBot`).
+
+    A port, so that operations import nothing of the Discord adapter or the job runner: the
+    bot is handed in by ``python -m bot``.
+    """
+
+    @property
+    def closing(self) -> bool:
+        """True once a graceful shutdown began."""
+
+    @property
+    def latency(self) -> float:
+        """The gateway's heartbeat latency, seconds (NaN or inf before the first heartbeat)."""
+
+    @property
+    def shard_id(self) -> int | None:
+        """The shard whose latency is reported."""
+
+    @property
+    def poller(self) -> LeaseLoop:
+        """The bot's poller."""
+
+    @property
+    def services(self) -> GatewayServices:
+        """The bot's services."""
+
+    def is_closed(self) -> bool:
+        """True once the client's connection is closed."""
+
+    def is_ready(self) -> bool:
+        """True once the gateway's READY was received."""
+
 
 DATABASE_TIMEOUT = 1.0
 """Seconds the database has to answer the readiness query."""
@@ -77,7 +130,7 @@ def _poller_reason(last_pass_at: float | None, now: float) -> str | None:
 
 
 async def check_readiness(
-    bot: GenBot, ping: Callable[[], Awaitable[object]], *, now: float
+    bot: Gateway, ping: Callable[[], Awaitable[object]], *, now: float
 ) -> Readiness:
     """Run the three checks of a gateway's ``/readyz`` (module docstring).
 
@@ -101,7 +154,7 @@ async def check_readiness(
 
 
 async def check_worker_readiness(
-    poller: Poller,
+    poller: LeaseLoop,
     ping: Callable[[], Awaitable[object]],
     *,
     now: float,
@@ -186,7 +239,7 @@ class HealthServer:
     @classmethod
     def for_gateway(
         cls,
-        bot: GenBot,
+        bot: Gateway,
         metrics: Metrics,
         *,
         ping: Callable[[], Awaitable[object]],
@@ -209,7 +262,7 @@ class HealthServer:
     @classmethod
     def for_worker(
         cls,
-        poller: Poller,
+        poller: LeaseLoop,
         metrics: Metrics,
         *,
         ping: Callable[[], Awaitable[object]],

@@ -7,10 +7,10 @@ from typing import Final
 
 import discord
 
+from bot.discord.render import limits
+from bot.discord.render.text import truncate
 from bot.errors import format_cents
 from bot.genapi.models import Catalogue, ImageModel, TextModel, VideoModel
-from bot.render import limits
-from bot.render.text import truncate
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")

@@ -7,7 +7,7 @@ where Discord refuses the DM (code 50007, "Cannot send messages to this user": t
 closed DMs from server members, or blocked the bot) or anything else fails, it is dropped
 silently (logged at info), never retried and never in the way of the delivery.
 
-:class:`DmNoticeAnnouncer` wraps the poller's :class:`bot.poller.JobAnnouncer` and adds the DM
+:class:`DmNoticeAnnouncer` wraps the poller's :class:`bot.jobs.poller.JobAnnouncer` and adds the DM
 after the announcer's own ``notify`` (the result is shown and recorded by then, so the DM
 never announces a result that is not there; a crash in between costs at most the DM).
 """
@@ -15,15 +15,15 @@ never announces a result that is not there; a crash in between costs at most the
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
 import discord
 
-from bot.poller import Attempt, JobAnnouncer, Renew
-from bot.private_cards import PrivateCards
-from bot.render.job_list import message_link
-from bot.render.text import truncate
-from bot.storage import Database
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind
+from bot.discord.render.job_list import message_link
+from bot.discord.render.text import truncate
+from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
+from bot.services.private_cards import PrivateCards
+from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +49,36 @@ def dm_notice_text(job: Job) -> str:
     return "\n".join(lines)
 
 
+class MemberSettingsReader(Protocol):
+    """What the DM notice reads of members' settings (``MemberSettingsService.get``)."""
+
+    async def get(self, user_id: int) -> MemberSettings:
+        """Return the member's settings (the defaults when they set none)."""
+        ...
+
+
 class DmNoticeAnnouncer:
-    """A :class:`bot.poller.JobAnnouncer` that also DMs members who asked for it.
+    """A :class:`bot.jobs.poller.JobAnnouncer` that also DMs members who asked for it.
 
     Args:
-        inner: the announcer that shows results (:class:`bot.announce.DiscordAnnouncer`).
+        inner: the announcer that shows results (:class:`bot.discord.delivery.DiscordAnnouncer`).
         client: the logged-in bot (opens the DM channel).
-        db: the database (``db.members``: who turned the DM on).
+        members: members' settings (who turned the DM on): the
+            :class:`bot.services.member_settings.MemberSettingsService`.
+        cards: where private results' cards are (no notice for a card in the DM already).
     """
 
-    def __init__(self, inner: JobAnnouncer, client: discord.Client, db: Database) -> None:
+    def __init__(
+        self,
+        inner: JobAnnouncer,
+        client: discord.Client,
+        members: MemberSettingsReader,
+        cards: PrivateCards,
+    ) -> None:
         self._inner = inner
         self._client = client
-        self._db = db
-        self._cards = PrivateCards(db)
+        self._members = members
+        self._cards = cards
 
     @property
     def inner(self) -> JobAnnouncer:
@@ -85,14 +101,14 @@ class DmNoticeAnnouncer:
         """The inner announcer's notice, then the DM if the member turned it on; never raises.
 
         No DM when the result itself went to the member's DM (``route`` DM, or a private
-        result's card, which lives there: :mod:`bot.private_cards`), or for a job that did not
-        complete (nothing to show).
+        result's card, which lives there: :mod:`bot.services.private_cards`), or for a job that
+        did not complete (nothing to show).
         """
         await self._inner.notify(job, route)
         if route is DeliveryRoute.DM or job.status is not JobStatus.COMPLETED:
             return
         try:
-            mine = await self._db.members.get(job.user_id)
+            mine = await self._members.get(job.user_id)
             if not mine.notify_dm:
                 return
             if route is DeliveryRoute.PLACEHOLDER and await self._cards.get(job.id) is not None:

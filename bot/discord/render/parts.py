@@ -8,8 +8,8 @@ from typing import Any
 
 import discord
 
-from bot.render import limits
-from bot.render.text import truncate
+from bot.discord.render import limits
+from bot.discord.render.text import truncate
 
 NO_PINGS = discord.AllowedMentions.none()
 """Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
@@ -47,7 +47,7 @@ class MessageParts:
         link_buttons: ``(label, url)`` pairs shown as link buttons, at most 25.
         files: ``(filename, data)`` pairs sent as attachments, at most 10.
         action_buttons: ``(label, custom_id)`` pairs of restart-safe buttons, answered by the
-            ``discord.ui.DynamicItem`` registered for their custom id (``cogs/cards.py``);
+            ``discord.ui.DynamicItem`` registered for their custom id (``cogs/results.py``);
             at most 5, in the last row.
         allowed_mentions: who the message may ping; nobody unless stated.
         card: the Components V2 form of the message; None sends content and embeds.

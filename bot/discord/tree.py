@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import discord
 from discord import app_commands
@@ -13,13 +13,32 @@ from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.errors import BotError, user_message
 from bot.genapi.errors import GenAPIError
-from bot.logs import set_context
+from bot.ops.logs import set_context
 
 if TYPE_CHECKING:
-    from bot.app import GenBot
-    from bot.metrics import Metrics
+    from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+class CommandHost(Protocol):
+    """What the command tree and the admission guard use of the bot (``GenBot``).
+
+    A port: the bot builds its tree (``tree_cls``) and every entry point passes the guard, so
+    this module imports nothing of the bot; ``interaction.client`` is read through this.
+    """
+
+    @property
+    def metrics(self) -> Metrics:
+        """The process's metrics (commands by outcome, acknowledgement times)."""
+
+    @property
+    def shard_id(self) -> int | None:
+        """The shard this process runs, for the log context."""
+
+    def admit_command(self) -> bool:
+        """Count the current task as an admitted command; False while shutting down."""
+
 
 PUBLIC_DEFER = "public_defer"
 """``interaction.extras`` flag: the command deferred publicly, so an error replaces the public
@@ -48,7 +67,7 @@ def sentence_for(error: Exception) -> str:
 
 
 CHARGED = "charged"
-"""``interaction.extras`` flag (``bot.cards.charged``): the service charged for this
+"""``interaction.extras`` flag (``bot.discord.request_flows.charged``): the service charged for this
 interaction's request and the charge is recorded; from then on the member is never told that
 it failed (issue 18, E3)."""
 
@@ -62,7 +81,7 @@ RESTARTING = "The bot is restarting; try again in a minute."
 """The answer to a command that arrives during a shutdown (it is not run)."""
 
 
-async def admit(interaction: discord.Interaction[GenBot], *, answer: bool = True) -> bool:
+async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -> bool:
     """The one admission guard of every entry point: command, button, select, modal, view.
 
     Counts the interaction's task as in flight (``GenBot.admit_command``), so that a shutdown
@@ -71,12 +90,13 @@ async def admit(interaction: discord.Interaction[GenBot], *, answer: bool = True
     service and nothing is charged (issue 18, E2). It runs in the task that then runs the
     callback (discord.py runs an interaction's check and callback in one task), through
     :meth:`GenTree.interaction_check`, :class:`AdmittedView`, :class:`AdmittedModal` and the
-    result buttons' ``interaction_check`` (``cogs/cards.py``).
+    result buttons' ``interaction_check`` (``cogs/results.py``).
 
     Returns:
         Whether the interaction may run.
     """
-    if interaction.client.admit_command():
+    host: CommandHost = interaction.client
+    if host.admit_command():
         return True
     if answer:
         await send_ephemeral(interaction, RESTARTING)
@@ -90,7 +110,7 @@ class AdmittedView(discord.ui.View):
     that an interaction they refuse is never counted as in flight.
     """
 
-    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Refuse (ephemerally, "restarting") while the bot shuts down."""
         return await admit(interaction)
 
@@ -102,7 +122,7 @@ class AdmittedModal(discord.ui.Modal):
     paid call that nothing would wait for.
     """
 
-    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:  # type: ignore[override]
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Refuse (ephemerally, "restarting") while the bot shuts down."""
         return await admit(interaction)
 
@@ -119,7 +139,7 @@ class AckTimer(AsyncWebhookAdapter):
         metrics: where the time goes (``genbot_interaction_ack_seconds``).
     """
 
-    def __init__(self, interaction: discord.Interaction[GenBot], metrics: Metrics) -> None:
+    def __init__(self, interaction: discord.Interaction[Any], metrics: Metrics) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._locks = async_context.get()._locks
         self._interaction = interaction
@@ -139,28 +159,29 @@ class AckTimer(AsyncWebhookAdapter):
         return result
 
 
-def command_name(interaction: discord.Interaction[GenBot]) -> str:
+def command_name(interaction: discord.Interaction[Any]) -> str:
     """The full name of the interaction's command (``config api-key``); ``other`` if none."""
     command = interaction.command
     return command.qualified_name if command is not None else "other"
 
 
-class GenTree(app_commands.CommandTree["GenBot"]):
+class GenTree(app_commands.CommandTree[Any]):
     """Command tree whose :meth:`on_error` answers every failure with one ephemeral sentence.
 
     Also counts commands by name and outcome, times their acknowledgement and sets the log
     context (interaction, guild, user, shard) of the command's task.
     """
 
-    def __init__(self, client: GenBot, **kwargs: Any) -> None:
+    def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
+        self._host: CommandHost = client
         client.add_listener(self._completed, "on_app_command_completion")
 
     @property
     def _metrics(self) -> Metrics:
-        return self.client.services.metrics
+        return self._host.metrics
 
-    async def interaction_check(self, interaction: discord.Interaction[GenBot], /) -> bool:
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Run a command only while the bot is not shutting down (then say so, ephemerally)."""
         command = interaction.type is discord.InteractionType.application_command
         if command:
@@ -169,7 +190,7 @@ class GenTree(app_commands.CommandTree["GenBot"]):
                 interaction_id=interaction.id,
                 guild_id=interaction.guild_id,
                 user_id=interaction.user.id,
-                shard=self.client.shard_id if self.client.shard_id is not None else 0,
+                shard=self._host.shard_id if self._host.shard_id is not None else 0,
             )
             async_context.set(AckTimer(interaction, self._metrics))
         if not command:
@@ -181,13 +202,13 @@ class GenTree(app_commands.CommandTree["GenBot"]):
 
     async def _completed(
         self,
-        interaction: discord.Interaction[GenBot],
+        interaction: discord.Interaction[Any],
         command: app_commands.Command[Any, ..., Any] | app_commands.ContextMenu,
     ) -> None:
         self._metrics.commands.labels(command.qualified_name, "ok").inc()
 
     async def on_error(
-        self, interaction: discord.Interaction[GenBot], error: app_commands.AppCommandError
+        self, interaction: discord.Interaction[Any], error: app_commands.AppCommandError
     ) -> None:
         """Tell the user what went wrong, ephemerally, whatever state the interaction is in."""
         original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
@@ -200,7 +221,7 @@ class GenTree(app_commands.CommandTree["GenBot"]):
         await answer_error(interaction, error)
 
 
-async def answer_error(interaction: discord.Interaction[GenBot], error: Exception) -> None:
+async def answer_error(interaction: discord.Interaction[Any], error: Exception) -> None:
     """Answer an interaction that raised: its one ephemeral sentence (:func:`sentence_for`).
 
     After a charge (``interaction.extras[CHARGED]``) the request did not fail: the member is
@@ -225,7 +246,7 @@ async def answer_error(interaction: discord.Interaction[GenBot], error: Exceptio
         log.warning("could not deliver a message: %s", exc)
 
 
-async def send_ephemeral(interaction: discord.Interaction[GenBot], text: str) -> None:
+async def send_ephemeral(interaction: discord.Interaction[Any], text: str) -> None:
     """Answer ``interaction`` with ``text`` visible only to the user, whether or not it deferred.
 
     After a public deferral the "thinking…" message is deleted first, so that the error is not

@@ -14,11 +14,11 @@ from typing import Final, Protocol
 
 import discord
 
+from bot.discord.render import limits
+from bot.discord.render.jobs import NO_REASON, JobView
+from bot.discord.render.results import is_web_url
+from bot.discord.render.text import format_duration, one_line, truncate
 from bot.errors import format_cents
-from bot.render import limits
-from bot.render.jobs import NO_REASON, JobView
-from bot.render.results import is_web_url
-from bot.render.text import format_duration, one_line, truncate
 from bot.services.personal import is_personal
 
 LIST_COLOUR = discord.Colour.blurple()

@@ -14,12 +14,12 @@ from typing import Any, Final, Protocol
 
 import discord
 
+from bot.discord.render import limits
+from bot.discord.render.buttons import result_buttons
+from bot.discord.render.parts import Card, MessageParts, ping_only
+from bot.discord.render.results import image_buttons, is_web_url
+from bot.discord.render.text import format_duration, one_line, truncate
 from bot.errors import format_cents
-from bot.render import limits
-from bot.render.cards import result_buttons
-from bot.render.parts import Card, MessageParts, ping_only
-from bot.render.results import image_buttons, is_web_url
-from bot.render.text import format_duration, one_line, truncate
 
 PENDING_COLOUR = discord.Colour.blurple()
 DONE_COLOUR = discord.Colour.green()
@@ -170,7 +170,7 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
         job: the finished job.
         sandbox: whether the job ran on the sandbox service.
         ref: the job's button reference (``j<job id>``): adds the restart-safe action
-            buttons (:func:`bot.render.cards.result_buttons`); None adds none.
+            buttons (:func:`bot.discord.render.buttons.result_buttons`); None adds none.
 
     Returns:
         The message; it pings nobody, since an edit cannot notify (see :func:`completion_reply`).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import pkgutil
@@ -15,42 +16,51 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-import cogs
-from bot.announce import DiscordAnnouncer, send_card
-from bot.cards import ClickDebounce
-from bot.command_access import CommandAccess, Override
 from bot.config import Settings
-from bot.dm_notice import DmNoticeAnnouncer
+from bot.discord.click_debounce import ClickDebounce
+from bot.discord.command_access import CommandAccess, Override
+from bot.discord.delivery import DiscordAnnouncer, send_card
+from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.permissions import missing_permissions, permission_names
+from bot.discord.render import job_placeholder
+from bot.discord.render.admin import (
+    key_problem_notice,
+    missing_key_notice,
+    missing_permissions_notice,
+)
+from bot.discord.tree import GenTree
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
-from bot.interactions import missing_permissions, permission_names
-from bot.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
-from bot.private_cards import PrivateCards
-from bot.render import job_placeholder
-from bot.render.admin import key_problem_notice, missing_key_notice, missing_permissions_notice
-from bot.response_tokens import ResponseTokens
+from bot.jobs.supervisor import supervise
+from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
-from bot.storage import Database
+from bot.services.guild_config import GuildConfigService
 from bot.storage.models import Job
-from bot.supervisor import supervise
-from bot.tree import GenTree
-from bot.wiring import Services
+from bot.wiring import Services, build_poller
 
 log = logging.getLogger(__name__)
 
 
-def discover_extensions() -> tuple[str, ...]:
-    """Return every module of the ``cogs`` package, each an extension with a ``setup``.
+EXTENSION_PACKAGE = "cogs"
+"""The package whose every module is an extension (``cogs/``)."""
+
+
+def discover_extensions(package: str = EXTENSION_PACKAGE) -> tuple[str, ...]:
+    """Return every module of ``package``, each an extension with a ``setup``.
 
     A new command is a new file in ``cogs/``; nothing else lists it. Modules whose names start
-    with ``_`` are helpers, not extensions.
+    with ``_`` are helpers, not extensions. The package is found by name, as discord.py loads
+    extensions (``load_extension``), not imported: the cogs import the bot, never the reverse.
     """
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.submodule_search_locations is None:
+        raise ModuleNotFoundError(f"no extension package {package!r}")
     return tuple(
         sorted(
-            f"cogs.{module.name}"
-            for module in pkgutil.iter_modules(cogs.__path__)
+            f"{package}.{module.name}"
+            for module in pkgutil.iter_modules(spec.submodule_search_locations)
             if not module.name.startswith("_")
         )
     )
@@ -95,7 +105,7 @@ async def post_admin_line(
 
 
 async def post_missing_key_notice(
-    client: discord.Client, db: Database, guild_id: int, key_fingerprint: str
+    client: discord.Client, guild_config: GuildConfigService, guild_id: int, key_fingerprint: str
 ) -> None:
     """Tell a guild's admin channel, if it has one, that a job waits for a key known nowhere.
 
@@ -103,10 +113,10 @@ async def post_missing_key_notice(
     bot worker``): whichever process polls the job tells the admins, once per process per
     guild and key (:meth:`bot.services.keys.KeyResolver.set_missing_key_notice`; issue 18, E4).
     """
-    settings = await db.guilds.settings(guild_id)
-    if settings.admin_channel_id is not None:
+    channel_id = await guild_config.admin_channel(guild_id)
+    if channel_id is not None:
         text = missing_key_notice(key_fingerprint)
-        await post_admin_line(client, guild_id, settings.admin_channel_id, text)
+        await post_admin_line(client, guild_id, channel_id, text)
 
 
 class GenBot(commands.AutoShardedBot):
@@ -161,7 +171,7 @@ class GenBot(commands.AutoShardedBot):
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
         # Discord's command permissions, for the buttons that run a command again (issue 20).
-        self.command_access = CommandAccess(self)
+        self.command_access = CommandAccess(self, dev_guild_id=services.settings.dev_guild_id)
         self.click_debounce = ClickDebounce(services.clock)
         self.add_listener(
             self._command_permissions_updated, "on_raw_app_command_permissions_update"
@@ -169,9 +179,9 @@ class GenBot(commands.AutoShardedBot):
         self.add_listener(self._shard_ready, "on_shard_ready")
         services.keys.set_missing_key_notice(self._missing_key_notice)
         # Personal jobs' interaction tokens: their cards are interaction responses (issue 22).
-        self.response_tokens = ResponseTokens(services.db, services.vault, services.clock)
+        self.response_tokens = services.response_tokens
         # Where private results' cards are: the member's DM, or an ephemeral response.
-        self.private_cards = PrivateCards(services.db)
+        self.private_cards = services.private_cards
         self.announcer = DiscordAnnouncer(
             self,
             clock=services.clock,
@@ -181,21 +191,10 @@ class GenBot(commands.AutoShardedBot):
             tokens=self.response_tokens,
             cards=self.private_cards,
         )
-        self.poller = Poller(
-            db=services.db,
-            client=services.client,
-            keys=services.keys,
-            schedule=services.schedule,
-            # Plus the DM of finished results members asked for (issue 22).
-            announcer=DmNoticeAnnouncer(self.announcer, self, services.db),
-            clock=services.clock,
-            job_timeout=services.settings.job_timeout_seconds,
-            lease=services.settings.poll_lease_seconds,
-            delivery_lease=services.settings.delivery_lease_seconds,
-            drain_grace=services.settings.shutdown_grace_seconds,
-            delivery_backoff_first=services.settings.scaled(DELIVERY_BACKOFF_FIRST),
-            delivery_backoff_max=services.settings.scaled(DELIVERY_BACKOFF_MAX),
-            metrics=services.metrics,
+        # Plus the DM of finished results members asked for (issue 22).
+        self.poller = build_poller(
+            services,
+            DmNoticeAnnouncer(self.announcer, self, services.members, services.private_cards),
         )
         self._poller_task: asyncio.Task[None] | None = None
         # The start-up permission check: what each guild lacked when last warned, and the
@@ -246,6 +245,11 @@ class GenBot(commands.AutoShardedBot):
         return task
 
     @property
+    def metrics(self) -> Metrics:
+        """The process's metrics (the services'), for the command tree."""
+        return self.services.metrics
+
+    @property
     def closing(self) -> bool:
         """True once a shutdown began: new commands are refused (``/readyz`` says 503)."""
         return self._closing
@@ -287,7 +291,7 @@ class GenBot(commands.AutoShardedBot):
         Commands already running get up to ``shutdown_grace`` seconds, the gateway and REST
         still open, so that a charge the service reported is recorded and its result shown.
         The poller stops claiming at once and drains its polls and deliveries in the same
-        grace (:meth:`bot.poller.Poller.stop`), releasing the leases of what it cut short.
+        grace (:meth:`bot.jobs.poller.Poller.stop`), releasing the leases of what it cut short.
         """
         self._closing = True
         self.poller.stop()
@@ -332,8 +336,8 @@ class GenBot(commands.AutoShardedBot):
         """Warn when the bot's roles in ``guild`` lack a permission the commands need.
 
         Checks ``guild.me``'s role permissions against the one list
-        (:data:`bot.interactions.COMMAND_PERMISSIONS`); channel overwrites are each command's
-        own check. Logs one warning per server naming what is missing (again only if that
+        (:data:`bot.discord.permissions.COMMAND_PERMISSIONS`); channel overwrites are each
+        command's own check. Logs one warning per server naming what is missing (again only if that
         changes) and, where the server has an admin channel, posts one sentence there at most
         once per process (issue 21, Delivery).
 
@@ -358,10 +362,10 @@ class GenBot(commands.AutoShardedBot):
             )
         if guild.id not in self._permissions_told:
             self._permissions_told.add(guild.id)
-            settings = await self.services.db.guilds.settings(guild.id)
-            if settings.admin_channel_id is not None:
+            channel_id = await self.guild_config.admin_channel(guild.id)
+            if channel_id is not None:
                 notice = missing_permissions_notice(permission_names(missing))
-                await self.post_admin_line(guild.id, settings.admin_channel_id, notice)
+                await self.post_admin_line(guild.id, channel_id, notice)
         return missing
 
     async def sync_commands(self, *, force: bool = False) -> bool:
@@ -379,13 +383,13 @@ class GenBot(commands.AutoShardedBot):
             self.tree.copy_global_to(guild=guild)
         payload = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-        meta_key = f"command_hash:{self.application_id}:{guild_id or 'global'}"
-        if not force and await self.services.db.meta.get(meta_key) == digest:
+        scope = f"{self.application_id}:{guild_id or 'global'}"
+        if not force and await self.services.command_sync.unchanged(scope, digest):
             log.info("application commands unchanged; not syncing")
             return False
         synced = await self.tree.sync(guild=guild)
         self.command_access.set_commands(synced)
-        await self.services.db.meta.set(meta_key, digest)
+        await self.services.command_sync.record(scope, digest)
         log.info("synced %d application commands to %s", len(synced), guild_id or "all guilds")
         return True
 
@@ -410,8 +414,8 @@ class GenBot(commands.AutoShardedBot):
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
-        settings = await self.services.db.guilds.settings(guild_id)
-        text = key_problem_notice(problem, shared=settings.api_key_ciphertext is None)
+        shared = not await self.guild_config.has_own_key(guild_id)
+        text = key_problem_notice(problem, shared=shared)
         channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
         try:
             await channel.send(text)
@@ -419,7 +423,7 @@ class GenBot(commands.AutoShardedBot):
             log.warning("could not post an admin notice in guild %s: %s", guild_id, exc)
 
     async def _missing_key_notice(self, guild_id: int, key_fingerprint: str) -> None:
-        await post_missing_key_notice(self, self.services.db, guild_id, key_fingerprint)
+        await post_missing_key_notice(self, self.guild_config, guild_id, key_fingerprint)
 
     async def post_admin_line(self, guild_id: int, channel_id: int, text: str) -> None:
         """Post ``text`` (at most 2,000 characters kept) in a guild's admin channel.

@@ -6,7 +6,7 @@ asynchronous image in a server does not get its card in the channel: it lives in
 so it outlives the interaction's 15 minutes. Where Discord refuses the DM (50007: the member
 closed DMs from server members, or blocked the bot) the card is the command's ephemeral
 response instead, edited through the interaction webhook while its token lives
-(:mod:`bot.response_tokens`); after that the poller falls back to the channel, saying why.
+(:mod:`bot.services.response_tokens`); after that the poller falls back to the channel, saying why.
 
 The job's row keeps the server and channel it was asked in (its charge, its buttons' checks,
 the fallback); where its card is goes to ``db.meta`` under ``card:<job id>`` (``dm:<channel

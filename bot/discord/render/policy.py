@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import discord
 
-from bot.render.text import truncate
+from bot.discord.render.text import truncate
 from bot.services.guild_config import ServerPolicy
 from bot.services.policy import describe_allowance, describe_models
 from bot.storage.models import AuditEntry, ModelLists, Tier

@@ -19,14 +19,12 @@ import asyncio
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import discord
+from discord.ext.commands import AutoShardedBot
 
 from bot.errors import ValidationFailed
-
-if TYPE_CHECKING:
-    from bot.app import GenBot
 
 log = logging.getLogger(__name__)
 
@@ -190,10 +188,13 @@ class CommandAccess:
 
     Args:
         bot: the bot (its REST client, application id and command tree).
+        dev_guild_id: where the commands are registered when ``DEV_GUILD_ID`` is set (None:
+            globally).
     """
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(self, bot: AutoShardedBot, *, dev_guild_id: int | None = None) -> None:
         self._bot = bot
+        self._dev_guild_id = dev_guild_id
         self._commands: dict[str, RegisteredCommand] | None = None
         self._guilds: dict[int, dict[int, tuple[Override, ...]]] = {}
         self._loading: dict[int, asyncio.Task[dict[int, tuple[Override, ...]]]] = {}
@@ -232,7 +233,7 @@ class CommandAccess:
             guild.pop(target_id, None)
 
     async def _fetch_commands(self) -> dict[str, RegisteredCommand]:
-        dev_guild = self._bot.services.settings.dev_guild_id
+        dev_guild = self._dev_guild_id
         guild = discord.Object(dev_guild) if dev_guild else None
         self.set_commands(await self._bot.tree.fetch_commands(guild=guild))
         assert self._commands is not None

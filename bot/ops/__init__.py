@@ -1,0 +1,1 @@
+"""Operations: logging and its redaction, Prometheus metrics, the health server."""

@@ -1,0 +1,227 @@
+"""The layout of docs/architecture.md, held against the code's own imports (issue 19).
+
+Read from the source with ``ast`` (nothing is imported or run), so a new module is held to the
+same rules by being there:
+
+- no import cycle between modules, nor between the packages of ``bot/`` (``bot.discord``,
+  ``bot.jobs``, ``bot.services``...); imports under ``TYPE_CHECKING`` count;
+- the arrows run one way: ``cogs`` -> ``bot.discord`` -> ``bot.wiring`` -> ``bot.jobs`` ->
+  ``bot.services`` -> ``bot.errors`` -> ``bot.storage`` / ``bot.genapi``, and ``bot.ops``
+  (logs, metrics, health), settings, clock and redaction below them all;
+- ``discord`` is imported by the Discord adapter, the cogs and ``python -m bot`` only;
+- the cogs and the Discord adapter reach storage only through services: they import no
+  repository or engine (``bot.storage.models``, the typed rows, is theirs to use) and never
+  touch a ``db`` attribute.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PACKAGES = ("bot", "cogs")
+
+ADAPTERS = ("cogs", "bot.discord")
+"""Where Discord is spoken: no repository, no ``db``."""
+
+LAYERS = (
+    ("cogs",),
+    ("bot.discord",),
+    ("bot.wiring",),
+    ("bot.jobs",),
+    ("bot.services",),
+    ("bot.errors",),
+    ("bot.storage", "bot.genapi", "bot.sandbox"),
+    ("bot.ops", "bot.config", "bot.clock", "bot.redaction"),
+)
+"""From the outside in: a module may import its own layer's and the ones below, never above.
+``bot.__main__`` stands above them all; the wiring (the composition root) builds everything
+below the Discord adapter, which is handed its ``Services``."""
+
+STORAGE_ALLOWED = frozenset({"bot.storage", "bot.storage.models", "bot.storage.money"})
+"""What an adapter may import of storage: the typed rows, money, and the package's plain values
+(``UNSET``, ``Kind``, ``StorageError``...), never :data:`FORBIDDEN_NAMES`."""
+
+FORBIDDEN_NAMES = frozenset({"Database", "Repositories"})
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def sources() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+SOURCES = sources()
+
+
+def resolve(name: str) -> str | None:
+    """The module of ours that ``name`` (a module or a module's attribute) is, if any."""
+    while name:
+        if name in SOURCES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports(module: str) -> Iterator[tuple[str, tuple[str, ...], int]]:
+    """Every import of ours in ``module``: (module imported, names taken, line)."""
+    path = SOURCES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if (target := resolve(alias.name)) is not None:
+                    yield target, (), node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            names = tuple(alias.name for alias in node.names)
+            for name in names:
+                # ``from bot.discord import render`` imports the module bot.discord.render.
+                target = SOURCES.get(f"{base}.{name}") and f"{base}.{name}"
+                target = target or resolve(base)
+                if target is not None:
+                    yield target, names, node.lineno
+
+
+def graph() -> dict[str, set[str]]:
+    return {
+        module: {target for target, _, _ in imports(module) if target != module}
+        for module in SOURCES
+    }
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def package_of(module: str) -> str:
+    """``bot.discord.render.jobs`` -> ``bot.discord``; a top-level module is its own."""
+    parts = module.split(".")
+    if parts[0] == "cogs":
+        return "cogs"
+    return ".".join(parts[:2])
+
+
+def layer_of(module: str) -> int | None:
+    for depth, members in enumerate(LAYERS):
+        if any(module == m or module.startswith(f"{m}.") for m in members):
+            return depth
+    return None
+
+
+def test_no_import_cycle_between_modules() -> None:
+    assert cycles(graph()) == []
+
+
+def test_no_import_cycle_between_packages() -> None:
+    edges: dict[str, set[str]] = {}
+    for module, targets in graph().items():
+        edges.setdefault(package_of(module), set()).update(
+            package_of(t) for t in targets if package_of(t) != package_of(module)
+        )
+    assert cycles(edges) == []
+
+
+def test_arrows_run_one_way() -> None:
+    upward = [
+        f"{module}:{line} imports {target}"
+        for module in SOURCES
+        for target, _, line in imports(module)
+        if (here := layer_of(module)) is not None
+        and (there := layer_of(target)) is not None
+        and there < here
+    ]
+    assert upward == []
+
+
+def test_only_the_discord_adapter_imports_discord() -> None:
+    speakers = [
+        module
+        for module, path in SOURCES.items()
+        if any(
+            (
+                isinstance(node, ast.Import)
+                and any(a.name.split(".")[0] == "discord" for a in node.names)
+            )
+            or (
+                isinstance(node, ast.ImportFrom)
+                and not node.level
+                and (node.module or "").split(".")[0] == "discord"
+            )
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    ]
+    assert [
+        m for m in speakers if not m.startswith(("cogs.", "bot.discord")) and m != "bot.__main__"
+    ] == []
+
+
+def test_cogs_and_the_discord_adapter_reach_storage_only_through_services() -> None:
+    reaches: list[str] = []
+    for module, path in SOURCES.items():
+        if not any(module == a or module.startswith(f"{a}.") for a in ADAPTERS):
+            continue
+        for target, names, line in imports(module):
+            if target.startswith("bot.storage") and (
+                target not in STORAGE_ALLOWED or FORBIDDEN_NAMES.intersection(names)
+            ):
+                reaches.append(f"{module}:{line} imports {target} {names}")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("db", "_db"):
+                reaches.append(f"{module}:{node.lineno} reaches .{node.attr}")
+    assert reaches == []
+
+
+def test_the_rules_see_the_code() -> None:
+    """The graph is not empty by a path mistake: the bot imports its tree, the poller services."""
+    edges = graph()
+    assert "bot.discord.tree" in edges["bot.discord.bot"]
+    assert "bot.services.keys" in edges["bot.jobs.poller"]
+    assert any(t.startswith("bot.storage") for t in edges["bot.services.billing"])
