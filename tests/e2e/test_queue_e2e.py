@@ -147,22 +147,30 @@ async def test_a_servers_single_request_goes_before_another_servers_31st(
         user_id=world.member.id,
     )
 
-    # The last member of the burst gives up while queued: Cancel costs nothing.
-    def shows_place() -> Message | None:
-        original = burst[-1].original()
-        return original if original is not None and original.text.startswith("Queued: ") else None
+    # A member of the burst's tail gives up while queued: Cancel costs nothing. Whichever of
+    # the last ten shows its place first (on a loaded machine the bot may reach the very last
+    # one only after the window has moved on, and it then never waits).
+    def shows_place() -> tuple[int, Message] | None:
+        for index in range(len(burst) - 1, len(burst) - 11, -1):
+            original = burst[index].original()
+            if original is not None and original.text.startswith("Queued: "):
+                return index, original
+        return None
 
-    queued = await world.discord.signal.wait_for(
-        shows_place, 30, "the last request's place in the queue"
+    gives_up, queued = await world.discord.signal.wait_for(
+        shows_place, 30, "a place in the queue shown to one of the burst's last ten"
     )
     cancel = next(c for c in queued.all_components if c.get("label") == "Cancel")
-    await world.discord.press_button(queued.id, cancel["custom_id"], user_id=members[39 % 8].id)
-    cancelled = await final_answer(world, burst[-1], 30)
+    await world.discord.press_button(
+        queued.id, cancel["custom_id"], user_id=members[gives_up % 8].id
+    )
+    cancelled = await final_answer(world, burst[gives_up], 30)
     assert "Cancelled; nothing was sent or charged." in cancelled.text
-    answers = [await final_answer(world, h, 60) for h in [*burst[:-1], single]]
+    served = [h for i, h in enumerate(burst) if i != gives_up]
+    answers = [await final_answer(world, h, 60) for h in [*served, single]]
     assert all("Sandbox reply to:" in a.text for a in answers), [a.text for a in answers]
     order = posts(world, "/text/generate")
-    assert "a 39" not in order
+    assert f"a {gives_up}" not in order
     firsts = [p for p in order if p.startswith("a ")]
     assert order.index("b 0") < order.index(firsts[30])
     assert world.api.rate_limited_count(world.key) == 0
