@@ -35,7 +35,7 @@ Errors (engines translate their drivers' errors into these; the driver's error i
 - :class:`SchemaTooNewError`: at open, the database was written by a newer release.
 - :class:`StorageUnavailableError`: :meth:`Database.ping` got no answer.
 - Anything else the driver raises (a busy or lost connection) propagates as it is; see
-  :mod:`bot.supervisor` for the ones treated as transient.
+  :mod:`bot.jobs.supervisor` for the ones treated as transient.
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ class JobRepository(Protocol):
         recorded under the same conditions (as :meth:`set_progress_at` would).
 
         One transaction (one commit) instead of one per poll: the poller's write-behind
-        (``bot.poll_writes``) flushes its reschedules with it.
+        (``bot.jobs.poll_writes``) flushes its reschedules with it.
 
         Returns:
             How many jobs were changed.
