@@ -42,9 +42,7 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
-from bot.discord.bot import GenBot, post_missing_key_notice
-from bot.discord.delivery import DiscordAnnouncer
-from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.bot import GenBot, build_announcer, post_missing_key_notice
 from bot.discord.permissions import install_links, invite_url
 from bot.errors import KeyEncryptionUnavailable
 from bot.jobs.supervisor import supervise
@@ -286,24 +284,9 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         services.keys.set_missing_key_notice(
             functools.partial(post_missing_key_notice, client, services.guild_config)
         )
-        # The schedule: a worker's progress edits keep the `ready` estimate on the card.
-        poller = build_poller(
-            services,
-            DmNoticeAnnouncer(
-                DiscordAnnouncer(
-                    client,
-                    clock=clock,
-                    sandbox=services.sandbox,
-                    http=services.downloads,
-                    schedule=services.schedule,
-                    tokens=services.response_tokens,
-                    cards=services.private_cards,
-                ),
-                client,
-                services.members,
-                services.private_cards,
-            ),
-        )
+        # The gateway's announcer (its schedule, tokens, private cards), on the worker's client.
+        _, announcer = build_announcer(client, services)
+        poller = build_poller(services, announcer)
         work: asyncio.Task[None] | None = None
 
         def stopping() -> bool:

@@ -119,6 +119,35 @@ async def post_missing_key_notice(
         await post_admin_line(client, guild_id, channel_id, text)
 
 
+def build_announcer(
+    client: discord.Client, services: Services
+) -> tuple[DiscordAnnouncer, DmNoticeAnnouncer]:
+    """The poller's announcer, the same for the gateway and a worker (issue 23, E12).
+
+    A :class:`DiscordAnnouncer` (cards, their progress with the ``ready`` estimate, personal
+    responses, private cards) wrapped by the DM of finished results members asked for
+    (issue 22). Built in one place so that a worker's announcer cannot lack what the
+    gateway's has (a worker once had no schedule, and its progress edits dropped the estimate).
+
+    Args:
+        client: the logged-in client that sends (the gateway's bot, or a worker's client).
+        services: the process's services (``bot.wiring``).
+
+    Returns:
+        The announcer that shows results, and the poller's announcer that wraps it.
+    """
+    shows = DiscordAnnouncer(
+        client,
+        clock=services.clock,
+        sandbox=services.sandbox,
+        http=services.downloads,
+        schedule=services.schedule,
+        tokens=services.response_tokens,
+        cards=services.private_cards,
+    )
+    return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
+
+
 class GenBot(commands.AutoShardedBot):
     """The genbot Discord client.
 
@@ -182,20 +211,8 @@ class GenBot(commands.AutoShardedBot):
         self.response_tokens = services.response_tokens
         # Where private results' cards are: the member's DM, or an ephemeral response.
         self.private_cards = services.private_cards
-        self.announcer = DiscordAnnouncer(
-            self,
-            clock=services.clock,
-            sandbox=services.sandbox,
-            http=services.downloads,
-            schedule=services.schedule,
-            tokens=self.response_tokens,
-            cards=self.private_cards,
-        )
-        # Plus the DM of finished results members asked for (issue 22).
-        self.poller = build_poller(
-            services,
-            DmNoticeAnnouncer(self.announcer, self, services.members, services.private_cards),
-        )
+        self.announcer, announcer = build_announcer(self, services)
+        self.poller = build_poller(services, announcer)
         self._poller_task: asyncio.Task[None] | None = None
         # The start-up permission check: what each guild lacked when last warned, and the
         # guilds whose admin channel was told (once per process).
