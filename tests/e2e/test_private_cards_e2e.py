@@ -10,7 +10,6 @@ channel, saying why. In a personal context the card is the response itself, ephe
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from typing import Any
 
@@ -350,13 +349,12 @@ async def test_a_private_personal_video_card_is_the_ephemeral_response(world: Wo
     job_id = job_of(card)
     done = await finished(world, card.id)
     assert done.ephemeral
-    deadline = asyncio.get_running_loop().time() + 30
-    while delivery(world, job_id)[1] is None:
-        assert asyncio.get_running_loop().time() < deadline, "the job was never delivered"
-        await asyncio.sleep(0.2)
-    # The ping is a followup only the member sees.
-    pings = [m for m in handle.followups if f"<@{place.user.id}>" in m.text]
-    assert pings and all(m.ephemeral for m in pings)
+    # The ping is a followup only the member sees. It follows the recorded delivery (the
+    # notice is sent after the card's edit is stored), so wait for it rather than the record.
+    ping = await handle.wait_followup(lambda m: f"<@{place.user.id}>" in m.text, timeout=30)
+    assert ping.ephemeral
+    assert all(m.ephemeral for m in handle.followups)
+    assert delivery(world, job_id)[1] is not None
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
         (guild_id,) = db.execute("SELECT guild_id FROM jobs WHERE id = ?", (job_id,)).fetchone()
     assert guild_id == -place.user.id
