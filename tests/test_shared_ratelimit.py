@@ -11,6 +11,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
+import asyncpg
 import pytest
 
 from bot.clock import ManualClock, SystemClock
@@ -146,3 +147,41 @@ async def test_a_shorter_block_never_shortens_a_longer_one(two: tuple[Database, 
     assert (await first.rates.snapshot("fp", 60.0)).blocked_until == longer
     await second.rates.block("fp", 1200.0)
     assert (await first.rates.snapshot("fp", 60.0)).blocked_until >= longer + 500.0
+
+
+@pytest.mark.parametrize("engine_settings", ["postgresql"], indirect=True)
+async def test_a_request_costs_five_round_trips_on_postgresql(
+    open_db: Callable[[ManualClock], Awaitable[Database]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's take runs per request to the service: its round trips are the server's load.
+
+    BEGIN, the key's lock, one read (clock, block and window), the insert, COMMIT; and the pool
+    does not reset a released connection (nothing session-level is ever set; the locks are the
+    transaction's), which would add ``RESET ALL`` and three more statements (docs/benchmarks.md).
+    """
+    statements: list[str] = []
+    create_pool = asyncpg.create_pool
+
+    def logged(*args: object, **kwargs: object) -> object:
+        async def init(connection: asyncpg.Connection) -> None:
+            connection.add_query_logger(lambda query: statements.append(query.query))
+
+        return create_pool(*args, init=init, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncpg, "create_pool", logged)
+    db = await open_db(ManualClock())
+    try:
+        allow = 0.0
+
+        def send(now: float, sent: Sequence[tuple[float, bool]], blocked_until: float) -> float:
+            return allow
+
+        await db.rates.take("fp", background=True, window=61.0, decide=send)  # first: prunes
+        statements.clear()
+        for _ in range(3):
+            await db.rates.take("fp", background=True, window=61.0, decide=send)
+        assert len(statements) == 3 * 5, statements
+        assert not any("RESET" in s.upper() for s in statements)
+        assert len(await recorded(db, "fp")) == 4
+    finally:
+        await db.close()

@@ -51,7 +51,7 @@ class RateWindowRepository(Protocol):
 
         Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a per-key
         advisory lock): two processes can never both take the last slot of a window. Rows older
-        than ten windows are deleted on the way.
+        than ten windows are deleted now and then (a key's first take, then every hundredth).
 
         Args:
             key_id: the key's fingerprint (never the key).

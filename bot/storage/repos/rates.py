@@ -17,6 +17,7 @@ from sqlalchemy import (
     Double,
     Integer,
     String,
+    and_,
     bindparam,
     case,
     delete,
@@ -53,19 +54,32 @@ PRUNE_EVERY: Final = 100
 """A key's old rows are deleted once every this many of its recorded writes."""
 
 _KEY: Final = bindparam("p_key", type_=String)
-_SINCE: Final = bindparam("p_since", type_=Double)
 
-_SENT: Final = (
-    select(rate_requests.c.at, rate_requests.c.background)
-    .where(rate_requests.c.key_id == _KEY, rate_requests.c.at > _SINCE)
-    .order_by(rate_requests.c.at)
-)
 _BLOCKED: Final = select(rate_blocks.c.blocked_until).where(rate_blocks.c.key_id == _KEY)
-_SNAPSHOT_HEAD: Final = {
-    dialect: select(now.label("now"), _BLOCKED.scalar_subquery().label("blocked"))
-    for dialect, now in NOW.items()
-}
-_NOW_ROW: Final = {dialect: select(now.label("now")) for dialect, now in NOW.items()}
+_SPAN: Final = bindparam("p_span", type_=Double)
+
+
+def _window(now: ColumnElement[float]) -> Any:
+    """The key's clock, block and recorded requests of the last ``p_span`` seconds, one read.
+
+    One row per request, oldest first (``at`` NULL when there is none), each carrying ``now``
+    and ``blocked``. The clock is read once, in the ``head`` CTE: PostgreSQL materialises a
+    CTE with a volatile function (``clock_timestamp()``), and SQLite computes the join's range
+    from the one head row before it walks the index.
+    """
+    head = select(now.label("now"), _BLOCKED.scalar_subquery().label("blocked")).cte("head")
+    joined = head.outerjoin(
+        rate_requests,
+        and_(rate_requests.c.key_id == _KEY, rate_requests.c.at > head.c.now - _SPAN),
+    )
+    return (
+        select(head.c.now, head.c.blocked, rate_requests.c.at, rate_requests.c.background)
+        .select_from(joined)
+        .order_by(rate_requests.c.at)
+    )
+
+
+_WINDOW: Final = {dialect: _window(now) for dialect, now in NOW.items()}
 _BACKGROUND: Final = bindparam("p_background", type_=Boolean)
 _RECORD: Final = {
     dialect: insert(rate_requests).values(key_id=_KEY, at=now, background=_BACKGROUND)
@@ -119,14 +133,8 @@ class RateWindowStore:
 
     async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
         """The key's requests of the last ``window`` seconds and its block (database's clock)."""
-        row = await self._sql.one(_SNAPSHOT_HEAD[self._sql.dialect], {"p_key": key_id})
-        assert row is not None
-        now = float(row["now"])
-        rows = await self._sql.all(_SENT, {"p_key": key_id, "p_since": now - window})
-        return RateSnapshot(
-            now=now,
-            sent=[(float(r["at"]), bool(r["background"])) for r in rows],
-            blocked_until=0.0 if row["blocked"] is None else float(row["blocked"]),
+        return _snapshot(
+            await self._sql.all(_WINDOW[self._sql.dialect], _args(key_id, window)), window
         )
 
     async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
@@ -140,9 +148,7 @@ class RateWindowStore:
             # Old rows go with the first write of a key and then every PRUNE_EVERY writes, so
             # the delete is not paid per request.
             for key_id in {key_id for key_id, _ in requests}:
-                count = self._pruned.get(key_id, 0)
-                self._pruned[key_id] = count + 1
-                if count % PRUNE_EVERY == 0:
+                if self._due_for_pruning(key_id):
                     row = {"p_key": key_id, "p_age": RETAINED_WINDOWS * window}
                     await tx.run(_PRUNE[dialect], [row])
 
@@ -158,20 +164,51 @@ class RateWindowStore:
         """
         async with self._sql.write() as tx:
             if tx.dialect == "postgresql":
+                # Its own statement: under READ COMMITTED each statement reads a new snapshot,
+                # so the window read next sees what the lock's previous holder committed.
                 await tx.all(_RATE_LOCK, {"p_key": key_id})
-            now = float(await tx.scalar(_NOW_ROW[tx.dialect]))
-            before = now - RETAINED_WINDOWS * window
-            await tx.run(_PRUNE_BEFORE, [{"p_key": key_id, "p_before": before}])
-            rows = await tx.all(_SENT, {"p_key": key_id, "p_since": now - window})
-            sent = [(float(r["at"]), bool(r["background"])) for r in rows]
-            blocked = await tx.scalar(_BLOCKED, {"p_key": key_id})
-            delay = decide(now, sent, 0.0 if blocked is None else float(blocked))
+            seen = _snapshot(await tx.all(_WINDOW[tx.dialect], _args(key_id, window)), window)
+            delay = decide(seen.now, seen.sent, seen.blocked_until)
             if delay > 0:
                 return delay
-            row = {"p_key": key_id, "p_at": now, "p_background": background}
+            row = {"p_key": key_id, "p_at": seen.now, "p_background": background}
             await tx.run(_INSERT_AT, [row])
+            if self._due_for_pruning(key_id):
+                before = seen.now - RETAINED_WINDOWS * window
+                await tx.run(_PRUNE_BEFORE, [{"p_key": key_id, "p_before": before}])
             return 0.0
+
+    def _due_for_pruning(self, key_id: str) -> bool:
+        """True on a key's first recorded write in this process, then every PRUNE_EVERY."""
+        count = self._pruned.get(key_id, 0)
+        self._pruned[key_id] = count + 1
+        return count % PRUNE_EVERY == 0
 
     async def block(self, key_id: str, seconds: float) -> None:
         """Block the key for ``seconds`` from the database's now (a longer block stays)."""
         await self._sql.run(_block(self._sql), [{"p_key": key_id, "p_seconds": seconds}])
+
+
+_SLACK: Final = 1.0
+"""Seconds read beyond the window, then cut in Python against the reported clock: exact even
+if an engine evaluated the join's bound a moment after the head's clock."""
+
+
+def _args(key_id: str, window: float) -> dict[str, Any]:
+    return {"p_key": key_id, "p_span": window + _SLACK}
+
+
+def _snapshot(rows: Sequence[Any], window: float) -> RateSnapshot:
+    """:data:`_WINDOW`'s rows as a snapshot, keeping the requests after ``now - window``."""
+    now = float(rows[0]["now"])
+    blocked = rows[0]["blocked"]
+    since = now - window
+    return RateSnapshot(
+        now=now,
+        sent=[
+            (float(r["at"]), bool(r["background"]))
+            for r in rows
+            if r["at"] is not None and float(r["at"]) > since
+        ],
+        blocked_until=0.0 if blocked is None else float(blocked),
+    )
