@@ -17,6 +17,7 @@ import pytest
 from bot.clock import ManualClock, SystemClock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
+from bot.genapi.rate_window import RateTake, RateWindowRepository
 from bot.genapi.ratelimit import Priority
 from bot.genapi.shared_ratelimit import SharedRateLimiter, shared_delay
 from bot.storage import Database
@@ -68,7 +69,7 @@ async def recorded(db: Database, key_id: str) -> list[tuple[float, bool]]:
         seen.extend(sent)
         return 1.0  # record nothing
 
-    await db.rates.take(key_id, background=False, window=3600.0, decide=look)
+    await db.rates.take([RateTake(key_id, False, 3600.0, look)])
     return seen
 
 
@@ -150,7 +151,7 @@ async def test_a_shorter_block_never_shortens_a_longer_one(two: tuple[Database, 
 
 
 @pytest.mark.parametrize("engine_settings", ["postgresql"], indirect=True)
-async def test_a_request_costs_five_round_trips_on_postgresql(
+async def test_a_batch_of_takes_costs_five_round_trips_on_postgresql(
     open_db: Callable[[ManualClock], Awaitable[Database]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The window's take runs per request to the service: its round trips are the server's load.
@@ -171,17 +172,74 @@ async def test_a_request_costs_five_round_trips_on_postgresql(
     monkeypatch.setattr(asyncpg, "create_pool", logged)
     db = await open_db(ManualClock())
     try:
-        allow = 0.0
 
         def send(now: float, sent: Sequence[tuple[float, bool]], blocked_until: float) -> float:
-            return allow
+            return 0.0
 
-        await db.rates.take("fp", background=True, window=61.0, decide=send)  # first: prunes
+        keys = ["fp-a", "fp-b", "fp-c"]
+        for key in keys:  # a key's first take also prunes its old rows
+            await db.rates.take([RateTake(key, True, 61.0, send)])
         statements.clear()
         for _ in range(3):
-            await db.rates.take("fp", background=True, window=61.0, decide=send)
+            await db.rates.take([RateTake("fp-a", True, 61.0, send)])
         assert len(statements) == 3 * 5, statements
         assert not any("RESET" in s.upper() for s in statements)
-        assert len(await recorded(db, "fp")) == 4
+        # Takes that arrive together share one transaction, whatever their keys.
+        statements.clear()
+        await db.rates.take([RateTake(key, True, 61.0, send) for key in keys])
+        assert len(statements) == 5, statements
+        assert [len(await recorded(db, key)) for key in keys] == [5, 2, 2]
+    finally:
+        await db.close()
+
+
+async def test_takes_of_one_key_written_together_see_each_other(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    """A burst for one key shares a transaction: the rule still sees every earlier take."""
+    db = await open_db(ManualClock())
+    try:
+
+        def two_at_most(now: float, sent: Sequence[tuple[float, bool]], blocked: float) -> float:
+            return 0.0 if len(sent) < 2 else 7.0
+
+        delays = await db.rates.take([RateTake("fp", False, 60.0, two_at_most)] * 5)
+        assert delays == [0.0, 0.0, 7.0, 7.0, 7.0]
+        assert len(await recorded(db, "fp")) == 2
+    finally:
+        await db.close()
+
+
+class CountedTakes:
+    """The database's windows, counting the transactions the limiter asks of them."""
+
+    def __init__(self, rates: RateWindowRepository) -> None:
+        self.rates = rates
+        self.batches: list[int] = []
+
+    async def take(self, takes: Sequence[RateTake]) -> list[float]:
+        self.batches.append(len(takes))
+        return await self.rates.take(takes)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.rates, name)
+
+
+async def test_requests_of_many_keys_released_together_share_a_transaction(
+    open_db: Callable[[ManualClock], Awaitable[Database]],
+) -> None:
+    """A poller's pass releases polls of many keys at once: one write, not one per poll."""
+    db = await open_db(ManualClock())
+    try:
+        counted = CountedTakes(db.rates)
+        limiter = SharedRateLimiter(SystemClock(), counted)  # type: ignore[arg-type]
+        keys = [f"fp-{i}" for i in range(12)]
+        # A key's first request reads its window (one read per key, on its own schedule).
+        await asyncio.gather(*(limiter.for_key(k).acquire(Priority.INTERACTIVE) for k in keys))
+        counted.batches.clear()
+        await asyncio.gather(*(limiter.for_key(k).acquire(Priority.INTERACTIVE) for k in keys))
+        assert sum(counted.batches) == 12
+        assert len(counted.batches) <= 2  # the first alone, at once; the others together
+        assert [len(await recorded(db, key)) for key in keys] == [2] * 12
     finally:
         await db.close()

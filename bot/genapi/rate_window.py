@@ -36,6 +36,23 @@ class RateSnapshot:
     blocked_until: float
 
 
+@dataclass(frozen=True, slots=True)
+class RateTake:
+    """One request asking the shared window for a slot (:meth:`RateWindowRepository.take`).
+
+    Attributes:
+        key_id: the key's fingerprint (never the key).
+        background: the request is background (a poll), recorded as such.
+        window: seconds of history passed to ``decide`` (the rolling window, margin included).
+        decide: the rule (:data:`RateDecision`).
+    """
+
+    key_id: str
+    background: bool
+    window: float
+    decide: RateDecision
+
+
 class RateWindowRepository(Protocol):
     """The service's rate window per key, shared by every process on the database (issue 10).
 
@@ -44,24 +61,17 @@ class RateWindowRepository(Protocol):
     processes on several machines agree on time without synchronised clocks.
     """
 
-    async def take(
-        self, key_id: str, *, background: bool, window: float, decide: RateDecision
-    ) -> float:
-        """Record a request of ``key_id`` now if ``decide`` allows it, else say how long to wait.
+    async def take(self, takes: Sequence[RateTake]) -> list[float]:
+        """Decide ``takes`` in order and record those allowed, in one transaction.
 
-        Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a per-key
-        advisory lock): two processes can never both take the last slot of a window. Rows older
-        than ten windows are deleted now and then (a key's first take, then every hundredth).
-
-        Args:
-            key_id: the key's fingerprint (never the key).
-            background: the request is background (a poll), recorded as such.
-            window: seconds of history passed to ``decide`` (the rolling window, margin included).
-            decide: the rule (:data:`RateDecision`).
+        Atomic per key across processes (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: the keys'
+        advisory locks): two processes can never both take the last slot of a window. A take
+        sees the requests recorded by the takes before it in the batch. Rows older than ten
+        windows are deleted now and then (a key's first take, then every hundredth).
 
         Returns:
-            0.0 when the request was recorded (send it now), else the seconds to wait before
-            asking again.
+            per take, 0.0 when its request was recorded (send it now), else the seconds to
+            wait before asking again.
         """
         ...
 

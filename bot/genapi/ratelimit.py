@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bot.clock import Clock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
+from bot.genapi.group_commit import GroupCommit
 
 if TYPE_CHECKING:
     from bot.genapi.rate_window import RateWindowRepository
@@ -526,7 +527,7 @@ class KeyLimiter:
 
 
 class RateRecorder:
-    """Writes the requests released together as one transaction (a group commit).
+    """Writes the requests released together as one transaction (a :class:`GroupCommit`).
 
     A request waits for its own row to be written; rows of requests released while a write is
     under way go in the next one. So a pass of the poller that releases polls of many keys
@@ -541,8 +542,7 @@ class RateRecorder:
     def __init__(self, rates: RateWindowRepository, window: float) -> None:
         self._rates = rates
         self._window = window
-        self._pending: list[tuple[str, bool, asyncio.Future[None]]] = []
-        self._writer: asyncio.Task[None] | None = None
+        self._commits: GroupCommit[tuple[str, bool], None] = GroupCommit(self._write)
 
     async def record(self, key_id: str, background: bool) -> None:
         """Write one request of ``key_id`` now; return once it is committed.
@@ -550,29 +550,11 @@ class RateRecorder:
         Raises:
             Exception: the database's error (the request must then not be sent).
         """
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending.append((key_id, background, future))
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write())
-        # Shielded: the batch is written for every request in it, whoever stops waiting.
-        await asyncio.shield(future)
+        await self._commits.submit((key_id, background))
 
-    async def _write(self) -> None:
-        try:
-            while self._pending:
-                batch, self._pending = self._pending, []
-                try:
-                    await self._rates.record([(k, b) for k, b, _ in batch], window=self._window)
-                except Exception as exc:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
-                else:
-                    for _, _, future in batch:
-                        if not future.done():
-                            future.set_result(None)
-        finally:
-            self._writer = None
+    async def _write(self, requests: Sequence[tuple[str, bool]]) -> list[None]:
+        await self._rates.record(requests, window=self._window)
+        return [None] * len(requests)
 
 
 class DurableWindow:

@@ -8,10 +8,11 @@ window lives in the database instead (``db.rates``, tables ``rate_requests`` and
 without synchronised clocks.
 
 The rules are those of :mod:`bot.genapi.budget`, applied to the shared record inside one
-transaction per request (:meth:`RateWindowRepository.take`, atomic per key across processes):
-never more than ``limit`` requests in ``window + margin`` seconds; background requests only
-while users keep their reserved slots (looking ahead at their pace), and at least one every
-10 s; a 429's ``Retry-After`` blocks the key for every process (``rate_blocks``).
+transaction (:meth:`RateWindowRepository.take`, atomic per key across processes; requests
+released together share it): never more than ``limit`` requests in ``window + margin``
+seconds; background requests only while users keep their reserved slots (looking ahead at
+their pace), and at least one every 10 s; a 429's ``Retry-After`` blocks the key for every
+process (``rate_blocks``).
 
 Each process still queues its own callers in an in-process :class:`KeyLimiter` first (the fast
 path: interactive before background within the process, the fair turns between guilds, the wait
@@ -32,7 +33,8 @@ from typing import TYPE_CHECKING
 from bot.clock import Clock
 from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
-from bot.genapi.rate_window import RateWindowRepository
+from bot.genapi.group_commit import GroupCommit
+from bot.genapi.rate_window import RateTake, RateWindowRepository
 from bot.genapi.ratelimit import KeyLimiter, Kind, Priority, RateLimiter
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ class SharedKeyLimiter:
 
     Args:
         local: this process's limiter of the key (in-process order and the fast path).
-        rates: the shared windows.
+        takes: the process's batched takes of the shared windows (every key's).
         key_id: the key's fingerprint.
         clock: sleeping and monotonic time (the window itself uses the database's clock).
         rules: how the window is shared (limit, window with its margin, reserve, floor).
@@ -82,14 +84,14 @@ class SharedKeyLimiter:
     def __init__(
         self,
         local: KeyLimiter,
-        rates: RateWindowRepository,
+        takes: GroupCommit[RateTake, float],
         key_id: str,
         clock: Clock,
         *,
         rules: BudgetRules,
     ) -> None:
         self._local = local
-        self._rates = rates
+        self._takes = takes
         self._key_id = key_id
         self._clock = clock
         self._window = rules.window
@@ -127,11 +129,13 @@ class SharedKeyLimiter:
             stamp = await self._local.take(priority, max_wait=queued_wait, kind=kind)
             queued_wait = None
             try:
-                delay = await self._rates.take(
-                    self._key_id,
-                    background=background,
-                    window=self._window,
-                    decide=partial(self._rule, background=background),
+                delay = await self._takes.submit(
+                    RateTake(
+                        self._key_id,
+                        background,
+                        self._window,
+                        partial(self._rule, background=background),
+                    )
                 )
             except BaseException:
                 # Not recorded in the shared window: the local slot was never used (a
@@ -171,7 +175,9 @@ class SharedRateLimiter:
         metrics: Metrics | None = None,
     ) -> None:
         self._clock = clock
-        self._rates = rates
+        # Takes of every key share transactions (group commit): a pass of the poller that
+        # releases polls of many keys costs one, not one per poll.
+        self._takes: GroupCommit[RateTake, float] = GroupCommit(rates.take)
         self.rules = rules or BudgetRules()
         # The local limiters start from the shared record too (what every process sent in the
         # last window); the shared ``take`` writes the rows, so they write none themselves.
@@ -184,7 +190,7 @@ class SharedRateLimiter:
         if limiter is None:
             limiter = SharedKeyLimiter(
                 self._local.for_key(fingerprint),
-                self._rates,
+                self._takes,
                 fingerprint,
                 self._clock,
                 rules=self.rules,

@@ -3,13 +3,18 @@
 The tables ``rate_requests`` and ``rate_blocks``, timed by the database's clock so that
 processes on several machines agree on time without synchronised clocks (issue 10). The
 engines differ in two places, each a small branch: the clock's SQL expression (:data:`NOW`)
-and how :meth:`RateWindowStore.take` excludes other processes (PostgreSQL: a per-key
-advisory lock; SQLite: its writer lock).
+and how :meth:`RateWindowStore.take` excludes other processes (PostgreSQL: per-key advisory
+locks; SQLite: its writer lock).
+
+A take runs once per request to the service, so its round trips are most of the database's
+load per poll (docs/benchmarks.md, sections 8 and 11). The limiter gives takes that arrive
+together in one batch (``bot.genapi.group_commit``): one lock statement, one read and one
+insert for all their keys, however many there are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from sqlalchemy import (
@@ -21,14 +26,16 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
-    func,
     insert,
     literal_column,
+    null,
     select,
+    text,
+    union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
 
-from bot.genapi.rate_window import RateDecision, RateSnapshot
+from bot.genapi.rate_window import RateSnapshot, RateTake
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import rate_blocks, rate_requests
 from bot.storage.sql import Engine, Sql
@@ -54,29 +61,35 @@ PRUNE_EVERY: Final = 100
 """A key's old rows are deleted once every this many of its recorded writes."""
 
 _KEY: Final = bindparam("p_key", type_=String)
-
-_BLOCKED: Final = select(rate_blocks.c.blocked_until).where(rate_blocks.c.key_id == _KEY)
+_KEYS: Final = bindparam("p_keys", type_=String, expanding=True)
 _SPAN: Final = bindparam("p_span", type_=Double)
 
 
 def _window(now: ColumnElement[float]) -> Any:
-    """The key's clock, block and recorded requests of the last ``p_span`` seconds, one read.
+    """The clock, and the blocks and requests of the last ``p_span`` seconds of ``p_keys``.
 
-    One row per request, oldest first (``at`` NULL when there is none), each carrying ``now``
-    and ``blocked``. The clock is read once, in the ``head`` CTE: PostgreSQL materialises a
-    CTE with a volatile function (``clock_timestamp()``), and SQLite computes the join's range
-    from the one head row before it walks the index.
+    One read. Rows ``(now, key_id, at, background)``: a block has ``background`` NULL and its
+    ``blocked_until`` in ``at``; a request, its time. There is always a row, the clock's (with
+    NULLs when no key is blocked). The clock is read once: the ``head`` CTE is materialised
+    (PostgreSQL does so anyway for ``clock_timestamp()``, a volatile function; SQLite would
+    otherwise evaluate it per reference).
     """
-    head = select(now.label("now"), _BLOCKED.scalar_subquery().label("blocked")).cte("head")
-    joined = head.outerjoin(
-        rate_requests,
-        and_(rate_requests.c.key_id == _KEY, rate_requests.c.at > head.c.now - _SPAN),
+    head = select(now.label("now")).cte("head").prefix_with("MATERIALIZED")
+    blocks = select(
+        head.c.now,
+        rate_blocks.c.key_id,
+        rate_blocks.c.blocked_until.label("at"),
+        null().label("background"),
+    ).select_from(head.outerjoin(rate_blocks, rate_blocks.c.key_id.in_(_KEYS)))
+    sent = select(
+        head.c.now, rate_requests.c.key_id, rate_requests.c.at, rate_requests.c.background
+    ).select_from(
+        head.join(
+            rate_requests,
+            and_(rate_requests.c.key_id.in_(_KEYS), rate_requests.c.at > head.c.now - _SPAN),
+        )
     )
-    return (
-        select(head.c.now, head.c.blocked, rate_requests.c.at, rate_requests.c.background)
-        .select_from(joined)
-        .order_by(rate_requests.c.at)
-    )
+    return union_all(blocks, sent).order_by(literal_column("at"))
 
 
 _WINDOW: Final = {dialect: _window(now) for dialect, now in NOW.items()}
@@ -85,9 +98,6 @@ _RECORD: Final = {
     dialect: insert(rate_requests).values(key_id=_KEY, at=now, background=_BACKGROUND)
     for dialect, now in NOW.items()
 }
-_INSERT_AT: Final = insert(rate_requests).values(
-    key_id=_KEY, at=bindparam("p_at", type_=Double), background=_BACKGROUND
-)
 _AGE: Final = bindparam("p_age", type_=Double)
 _PRUNE: Final = {
     dialect: delete(rate_requests).where(
@@ -116,12 +126,14 @@ def _block(sql: Sql) -> Any:
 
 
 # PostgreSQL only: transactions run concurrently, and two processes must never both take the
-# last slot of a key's window; held to the end of the transaction.
-_RATE_LOCK: Final = select(
-    func.pg_advisory_xact_lock(
-        bindparam("p_namespace", RATE_LOCK_NAMESPACE, type_=Integer), func.hashtext(_KEY)
-    )
-)
+# last slot of a key's window; held to the end of the transaction. A batch locks its keys in
+# one order, that of the locks' own numbers, so that two processes locking overlapping sets
+# cannot deadlock (DISTINCT: two keys whose hashes collide share one lock, taken once).
+_RATE_LOCKS: Final = text(
+    "SELECT pg_advisory_xact_lock(:p_namespace, h) FROM "
+    "(SELECT DISTINCT hashtext(k) AS h FROM unnest(CAST(:p_key_array AS text[])) AS k "
+    "ORDER BY h) AS locks"
+).bindparams(bindparam("p_namespace", RATE_LOCK_NAMESPACE, type_=Integer))
 
 
 class RateWindowStore:
@@ -133,9 +145,8 @@ class RateWindowStore:
 
     async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
         """The key's requests of the last ``window`` seconds and its block (database's clock)."""
-        return _snapshot(
-            await self._sql.all(_WINDOW[self._sql.dialect], _args(key_id, window)), window
-        )
+        seen = _Seen(await self._sql.all(_WINDOW[self._sql.dialect], _args([key_id], window)))
+        return seen.snapshot(key_id, window)
 
     async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
         """Record ``requests`` at the database's now, in one transaction (one executemany)."""
@@ -152,31 +163,45 @@ class RateWindowStore:
                     row = {"p_key": key_id, "p_age": RETAINED_WINDOWS * window}
                     await tx.run(_PRUNE[dialect], [row])
 
-    async def take(
-        self, key_id: str, *, background: bool, window: float, decide: RateDecision
-    ) -> float:
-        """Record a request now if ``decide`` allows; else return the seconds to wait.
+    async def take(self, takes: Sequence[RateTake]) -> list[float]:
+        """Decide ``takes`` in order and record those allowed; per take, the seconds to wait.
 
         One write transaction, atomic per key across processes: SQLite's ``BEGIN IMMEDIATE``
-        serialises every process on the file; PostgreSQL takes the key's advisory lock first
+        serialises every process on the file; PostgreSQL takes the keys' advisory locks first
         (held to the end of the transaction), then reads its clock, so a process that waited
-        for the lock decides with the time it actually sends at.
+        for a lock decides with the time it actually sends at. A second take of a key sees
+        the first one's request. Five round trips on PostgreSQL however many takes.
         """
+        if not takes:
+            return []
+        keys = sorted({take.key_id for take in takes})
+        window = max(take.window for take in takes)
         async with self._sql.write() as tx:
             if tx.dialect == "postgresql":
                 # Its own statement: under READ COMMITTED each statement reads a new snapshot,
-                # so the window read next sees what the lock's previous holder committed.
-                await tx.all(_RATE_LOCK, {"p_key": key_id})
-            seen = _snapshot(await tx.all(_WINDOW[tx.dialect], _args(key_id, window)), window)
-            delay = decide(seen.now, seen.sent, seen.blocked_until)
-            if delay > 0:
-                return delay
-            row = {"p_key": key_id, "p_at": seen.now, "p_background": background}
-            await tx.run(_INSERT_AT, [row])
-            if self._due_for_pruning(key_id):
-                before = seen.now - RETAINED_WINDOWS * window
-                await tx.run(_PRUNE_BEFORE, [{"p_key": key_id, "p_before": before}])
-            return 0.0
+                # so the read next sees what the locks' previous holders committed.
+                await tx.all(_RATE_LOCKS, {"p_key_array": keys})
+            seen = _Seen(await tx.all(_WINDOW[tx.dialect], _args(keys, window)))
+            delays: list[float] = []
+            rows: list[dict[str, Any]] = []
+            for take in takes:
+                now, sent, blocked = seen.view(take.key_id, take.window)
+                delay = take.decide(now, sent, blocked)
+                delays.append(delay)
+                if delay <= 0:
+                    seen.add(take.key_id, take.background)
+                    rows.append({"key_id": take.key_id, "at": now, "background": take.background})
+            if rows:
+                # One multi-row INSERT (one round trip; an executemany is one per row here).
+                await tx.run(insert(rate_requests).values(rows))
+            prune = [
+                {"p_key": key_id, "p_before": seen.now - RETAINED_WINDOWS * window}
+                for key_id in {row["key_id"] for row in rows}
+                if self._due_for_pruning(key_id)
+            ]
+            if prune:
+                await tx.run(_PRUNE_BEFORE, prune)
+        return delays
 
     def _due_for_pruning(self, key_id: str) -> bool:
         """True on a key's first recorded write in this process, then every PRUNE_EVERY."""
@@ -194,21 +219,36 @@ _SLACK: Final = 1.0
 if an engine evaluated the join's bound a moment after the head's clock."""
 
 
-def _args(key_id: str, window: float) -> dict[str, Any]:
-    return {"p_key": key_id, "p_span": window + _SLACK}
+def _args(keys: Iterable[str], window: float) -> dict[str, Any]:
+    return {"p_keys": list(keys), "p_span": window + _SLACK}
 
 
-def _snapshot(rows: Sequence[Any], window: float) -> RateSnapshot:
-    """:data:`_WINDOW`'s rows as a snapshot, keeping the requests after ``now - window``."""
-    now = float(rows[0]["now"])
-    blocked = rows[0]["blocked"]
-    since = now - window
-    return RateSnapshot(
-        now=now,
-        sent=[
-            (float(r["at"]), bool(r["background"]))
-            for r in rows
-            if r["at"] is not None and float(r["at"]) > since
-        ],
-        blocked_until=0.0 if blocked is None else float(blocked),
-    )
+class _Seen:
+    """:data:`_WINDOW`'s rows by key: the clock, each key's block and requests (oldest first)."""
+
+    def __init__(self, rows: Sequence[Any]) -> None:
+        self.now = float(rows[0]["now"])
+        self._blocked: dict[str, float] = {}
+        self._sent: dict[str, list[tuple[float, bool]]] = {}
+        for row in rows:
+            key_id, at = row["key_id"], row["at"]
+            if key_id is None or at is None:
+                continue
+            if row["background"] is None:
+                self._blocked[key_id] = float(at)
+            else:
+                self._sent.setdefault(key_id, []).append((float(at), bool(row["background"])))
+
+    def view(self, key_id: str, window: float) -> tuple[float, list[tuple[float, bool]], float]:
+        """``(now, sent, blocked_until)`` for a :data:`RateDecision` over ``window`` seconds."""
+        since = self.now - window
+        sent = [request for request in self._sent.get(key_id, ()) if request[0] > since]
+        return self.now, sent, self._blocked.get(key_id, 0.0)
+
+    def add(self, key_id: str, background: bool) -> None:
+        """Count a request recorded now by this transaction (the next take of the key sees it)."""
+        self._sent.setdefault(key_id, []).append((self.now, background))
+
+    def snapshot(self, key_id: str, window: float) -> RateSnapshot:
+        now, sent, blocked = self.view(key_id, window)
+        return RateSnapshot(now=now, sent=sent, blocked_until=blocked)
