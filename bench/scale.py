@@ -367,6 +367,8 @@ async def _measure(
 
     bots = [psutil.Process(_pid(p)) for p in cluster.processes]
     server = _pg_processes(cluster.pg_pid)
+    bench = [psutil.Process()]  # this process: both emulators answer every poll
+    bench_before, busy_before = _cpu(bench), psutil.cpu_times()
     cpu_before, pg_before, wall_before = _cpu(bots), _cpu(server), time.monotonic()
     polls_before = len(watch.polls)
     if cluster.profiler is not None and cluster.url is not None:
@@ -375,6 +377,7 @@ async def _measure(
     await asyncio.sleep(size.window)
     server = [*server, *(p for p in _pg_processes(cluster.pg_pid) if p not in server)]
     cpu_after, pg_after, wall_after = _cpu(bots), _cpu(server), time.monotonic()
+    bench_after, busy_after = _cpu(bench), psutil.cpu_times()
     load_after = psutil.getloadavg()
     watch.update()
     polls = len(watch.polls) - polls_before
@@ -437,6 +440,13 @@ async def _measure(
         add("SQLite size (db + wal + shm)", f"{_db_size(cluster.db) / 1e6:.1f} MB")
     add("most requests of one key in a rolling 60 s", busiest, "<= 30")
     add("429s received (all keys)", rejected, "0")
+    add(
+        "emulators' CPU (the bench process)",
+        f"{(bench_after - bench_before) / elapsed * 100:.0f}% of one core",
+        "what answers the polls: a cap when near 100%",
+    )
+    idle = (busy_after.idle - busy_before.idle) / (elapsed * (psutil.cpu_count() or 1))
+    add("machine CPU busy", f"{(1 - idle) * 100:.0f}%", f"all users, {psutil.cpu_count()} cores")
     add(
         "load average (1 min), window start / end",
         f"{load_before[0]:.2f} / {load_after[0]:.2f}",
