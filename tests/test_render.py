@@ -22,7 +22,7 @@ from bot.discord.render import (
     text_answer,
     truncate,
 )
-from bot.discord.render.jobs import job_unwatched, with_files
+from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.results import text_card
 from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 
@@ -525,3 +525,11 @@ def test_a_short_text_answer_is_one_card_and_a_long_one_keeps_the_split_form() -
     assert [b.custom_id for b in buttons(parts)] == ["gb:again:r9", "gb:vary:r9", "gb:delete:r9"]
     assert "content" not in parts.kwargs()
     assert text_card(text_result("word " * 900), sandbox=False) is None  # 4,500 characters
+
+
+def test_a_result_posted_later_names_its_channel_not_this_one() -> None:
+    # A card that could not be posted may come from a DM card's button: "this channel" would
+    # be the DM, where the result does not go.
+    text = posted_later(1234)
+    assert "<#1234>" in text and "this channel" not in text
+    assert "direct message" in text and "/jobs" in text

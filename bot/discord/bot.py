@@ -22,7 +22,7 @@ from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
 from bot.discord.permissions import missing_permissions, permission_names
-from bot.discord.render import job_placeholder
+from bot.discord.render import job_placeholder, posted_later
 from bot.discord.render.admin import (
     key_problem_notice,
     missing_key_notice,
@@ -480,7 +480,7 @@ class GenBot(commands.AutoShardedBot):
             message = await send_card(channel, parts)
         except discord.HTTPException as exc:
             log.warning("job %s: placeholder not posted (%s); result will be posted", job.id, exc)
-            return "the result will be posted in this channel"
+            return posted_later(job.channel_id)
         await self.generation.attach_message(job, message.id)
         self.poller.wake()
         return message.jump_url

@@ -26,7 +26,7 @@ import discord
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
-from bot.discord.render import image_result, job_placeholder, text_answer
+from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
@@ -358,7 +358,7 @@ async def posted_placeholder(bot: GenBot, job: Job) -> str:
         return await bot.post_placeholder(job)
     except Exception as exc:
         log.error("job %s: placeholder not posted (%s); the result will be posted", job.id, exc)
-        return "the result will be posted in this channel"
+        return posted_later(job.channel_id)
 
 
 async def tell(interaction: Interaction, **edit: Any) -> None:

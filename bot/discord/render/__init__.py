@@ -14,6 +14,7 @@ from bot.discord.render.jobs import (
     job_finished,
     job_placeholder,
     job_unwatched,
+    posted_later,
 )
 from bot.discord.render.parts import NO_PINGS, MessageParts, ping_only
 from bot.discord.render.results import image_result, text_answer
@@ -32,6 +33,7 @@ __all__ = [
     "job_placeholder",
     "job_unwatched",
     "ping_only",
+    "posted_later",
     "split_message",
     "text_answer",
     "truncate",

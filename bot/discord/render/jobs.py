@@ -92,6 +92,19 @@ class JobView(Protocol):
         """How many times the service was polled."""
 
 
+def posted_later(channel_id: int) -> str:
+    """Where a job's result goes when its card could not be posted (delivery's fallbacks).
+
+    Names the channel rather than "this channel": the request may come from a DM card's
+    button, where "this channel" would be the DM (docs/architecture.md, delivery routes:
+    the channel, then a direct message, then ``/jobs``).
+    """
+    return (
+        f"the result will be posted in <#{channel_id}> when it is ready (or sent to you by "
+        "direct message, or listed in `/jobs`, if I cannot post there)"
+    )
+
+
 def job_placeholder(
     job: JobView, *, now: float, sandbox: bool, ready_at: float | None = None
 ) -> MessageParts:
