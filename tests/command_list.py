@@ -1,6 +1,6 @@
 """The bot's commands as Discord lists them: the one place the command list is written.
 
-A new command adds its name here; the unit test of the tree (tests/test_commands.py) and the
+A new command adds its name here; the unit test of the tree (tests/discord/test_commands.py) and the
 end-to-end tests of the registration (tests/e2e/) compare against it.
 """
 

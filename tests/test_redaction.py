@@ -17,8 +17,8 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
 from tests.conftest import Stack
-from tests.test_key_changes import on_keys, poller
-from tests.test_poller import RecordingAnnouncer, run_until, submit
+from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
+from tests.services.test_key_changes import on_keys, poller
 
 
 async def test_the_emulator_can_echo_the_key_and_the_client_redacts_it(stack: Stack) -> None:

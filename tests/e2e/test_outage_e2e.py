@@ -29,7 +29,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
     opened = await open_world(
         Path(tmp_path_factory.mktemp("outage")),
         # /jobs re-checks an unwatched job on every listing here, right after the poller's last
-        # check; the interval between re-checks is tested in tests/test_jobs_recheck.py.
+        # check; the interval between re-checks is tested in tests/services/test_jobs_recheck.py.
         overrides={"JOB_TIMEOUT_SECONDS": str(TIMEOUT), "JOBS_RECHECK_SECONDS": "0"},
     )
     yield opened

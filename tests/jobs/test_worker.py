@@ -27,8 +27,8 @@ from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
 from bot.storage.models import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack, make_settings
-from tests.test_poller import RecordingAnnouncer, make_poller, submit
-from tests.test_schedule import make_job
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.jobs.test_schedule import make_job
 
 
 async def run_worker_with(

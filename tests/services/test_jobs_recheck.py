@@ -13,7 +13,7 @@ from typing import Any
 from bot.services.generation import Requester
 from cogs.jobs import JobsCog
 from tests.conftest import Stack
-from tests.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
 
 
 def polls_of(stack: Stack, task_id: str) -> int:

@@ -17,7 +17,7 @@ from bot.services.schedule import (
 )
 from bot.storage.models import Job, JobStatus, Kind, NewJob
 from tests.conftest import Stack
-from tests.test_poller import RecordingAnnouncer, run_until, submit
+from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
 
 
 def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:

@@ -22,7 +22,7 @@ from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
 from bot.storage import Job, JobStatus, Kind
 from tests.conftest import Stack
-from tests.test_poller import RecordingAnnouncer, run_until, submit
+from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 

@@ -19,7 +19,7 @@ from bot.clock import ManualClock
 from bot.storage.copy_db import NOT_COPIED, TABLES
 from bot.storage.database import Database
 from bot.storage.models import DeliveryRoute, JobStatus, Kind
-from tests.test_postgres import new_job
+from tests.storage.test_postgres import new_job
 
 LEDGER = [
     # guild, task, micro-cents

@@ -28,7 +28,7 @@ from bot.services.keys import (
 from bot.storage import Database, JobStatus, Kind, NewJob
 from bot.storage.database import Database as SqlDatabase
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GUILD = 100
 GUILD_KEY = "gk_live_9f8e7d6c5b4a39281706f5e4"
 DEFAULT_KEY = "gk_live_default_0123456789abcdef"

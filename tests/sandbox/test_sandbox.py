@@ -13,7 +13,7 @@ import pytest
 
 from bot.sandbox import GenApiEmulator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeClock:

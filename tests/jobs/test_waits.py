@@ -16,7 +16,7 @@ from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
 from bot.storage import DeliveryRoute
 from tests.conftest import Stack
-from tests.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 
 SCALED = pytest.mark.parametrize("stack_overrides", [{"wait_scale": 10.0}])
 

@@ -35,7 +35,7 @@ from tests.conftest import Stack
 from tests.discord_emulator import DiscordEmulator
 from tests.discord_emulator.models import Message
 from tests.e2e.harness import action_buttons
-from tests.test_poller import make_poller, run_until, submit
+from tests.jobs.test_poller import make_poller, run_until, submit
 
 SAMPLE_JOB = Job(
     task_id="t1",

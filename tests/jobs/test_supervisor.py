@@ -19,7 +19,7 @@ from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
 from bot.storage import JobStatus, engine
 from tests.conftest import Stack
-from tests.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 
 
 def starts_of(

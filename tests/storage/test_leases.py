@@ -13,7 +13,7 @@ import pytest
 from bot.clock import ManualClock
 from bot.services.schedule import FairShare
 from bot.storage import Database, DeliveryRoute, JobStatus, PollUpdate
-from tests.test_storage import new_job
+from tests.storage.test_storage import new_job
 
 NOW = 1_767_225_600.0
 LEASE = 30.0
