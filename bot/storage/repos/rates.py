@@ -23,6 +23,7 @@ from sqlalchemy import (
     Integer,
     String,
     and_,
+    any_,
     bindparam,
     case,
     delete,
@@ -34,6 +35,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import ARRAY
 
 from bot.genapi.rate_window import RateSnapshot, RateTake
 from bot.storage.repos.dialect import upsert
@@ -61,11 +63,26 @@ PRUNE_EVERY: Final = 100
 """A key's old rows are deleted once every this many of its recorded writes."""
 
 _KEY: Final = bindparam("p_key", type_=String)
-_KEYS: Final = bindparam("p_keys", type_=String, expanding=True)
+_KEYS: Final[dict[Engine, Any]] = {
+    # A batch's keys. PostgreSQL: one array parameter, so that the statement's text (and the
+    # server's prepared statement) is the same whatever the batch's size; SQLite has no arrays
+    # and prepares cheaply, so an IN list expanded per call.
+    "sqlite": bindparam("p_keys", type_=String, expanding=True),
+    "postgresql": bindparam("p_keys", type_=ARRAY(String)),
+}
+
+
+def _of_keys(column: ColumnElement[str], dialect: Engine) -> ColumnElement[bool]:
+    """``column`` is one of the batch's keys (``p_keys``)."""
+    if dialect == "postgresql":
+        return column == any_(_KEYS[dialect])
+    return column.in_(_KEYS[dialect])
+
+
 _SPAN: Final = bindparam("p_span", type_=Double)
 
 
-def _window(now: ColumnElement[float]) -> Any:
+def _window(dialect: Engine) -> Any:
     """The clock, and the blocks and requests of the last ``p_span`` seconds of ``p_keys``.
 
     One read. Rows ``(now, key_id, at, background)``: a block has ``background`` NULL and its
@@ -74,30 +91,53 @@ def _window(now: ColumnElement[float]) -> Any:
     (PostgreSQL does so anyway for ``clock_timestamp()``, a volatile function; SQLite would
     otherwise evaluate it per reference).
     """
-    head = select(now.label("now")).cte("head").prefix_with("MATERIALIZED")
+    head = select(NOW[dialect].label("now")).cte("head").prefix_with("MATERIALIZED")
     blocks = select(
         head.c.now,
         rate_blocks.c.key_id,
         rate_blocks.c.blocked_until.label("at"),
         null().label("background"),
-    ).select_from(head.outerjoin(rate_blocks, rate_blocks.c.key_id.in_(_KEYS)))
+    ).select_from(head.outerjoin(rate_blocks, _of_keys(rate_blocks.c.key_id, dialect)))
     sent = select(
         head.c.now, rate_requests.c.key_id, rate_requests.c.at, rate_requests.c.background
     ).select_from(
         head.join(
             rate_requests,
-            and_(rate_requests.c.key_id.in_(_KEYS), rate_requests.c.at > head.c.now - _SPAN),
+            and_(
+                _of_keys(rate_requests.c.key_id, dialect), rate_requests.c.at > head.c.now - _SPAN
+            ),
         )
     )
     return union_all(blocks, sent).order_by(literal_column("at"))
 
 
-_WINDOW: Final = {dialect: _window(now) for dialect, now in NOW.items()}
+_WINDOW: Final = {dialect: _window(dialect) for dialect in NOW}
 _BACKGROUND: Final = bindparam("p_background", type_=Boolean)
 _RECORD: Final = {
     dialect: insert(rate_requests).values(key_id=_KEY, at=now, background=_BACKGROUND)
     for dialect, now in NOW.items()
 }
+_INSERT_AT: Final = insert(rate_requests).values(
+    key_id=_KEY, at=bindparam("p_at", type_=Double), background=_BACKGROUND
+)
+# PostgreSQL: the batch as arrays, one statement whatever its size (an executemany is one
+# round trip per row there, and a multi-row VALUES is compiled and prepared per size).
+_INSERT_UNNEST: Final = text(
+    "INSERT INTO rate_requests (key_id, at, background)"
+    " SELECT * FROM unnest(CAST(:p_key AS text[]), CAST(:p_at AS double precision[]),"
+    " CAST(:p_background AS boolean[]))"
+)
+
+
+async def _insert(tx: Sql, rows: Sequence[dict[str, Any]]) -> None:
+    """Record ``rows`` (``p_key``, ``p_at``, ``p_background``) in one statement."""
+    if tx.dialect == "postgresql":
+        arrays = {name: [row[name] for row in rows] for name in ("p_key", "p_at", "p_background")}
+        await tx.run(_INSERT_UNNEST, [arrays])
+    else:
+        await tx.run(_INSERT_AT, rows)
+
+
 _AGE: Final = bindparam("p_age", type_=Double)
 _PRUNE: Final = {
     dialect: delete(rate_requests).where(
@@ -131,7 +171,7 @@ def _block(sql: Sql) -> Any:
 # cannot deadlock (DISTINCT: two keys whose hashes collide share one lock, taken once).
 _RATE_LOCKS: Final = text(
     "SELECT pg_advisory_xact_lock(:p_namespace, h) FROM "
-    "(SELECT DISTINCT hashtext(k) AS h FROM unnest(CAST(:p_key_array AS text[])) AS k "
+    "(SELECT DISTINCT hashtext(k) AS h FROM unnest(CAST(:p_keys AS text[])) AS k "
     "ORDER BY h) AS locks"
 ).bindparams(bindparam("p_namespace", RATE_LOCK_NAMESPACE, type_=Integer))
 
@@ -180,7 +220,7 @@ class RateWindowStore:
             if tx.dialect == "postgresql":
                 # Its own statement: under READ COMMITTED each statement reads a new snapshot,
                 # so the read next sees what the locks' previous holders committed.
-                await tx.all(_RATE_LOCKS, {"p_key_array": keys})
+                await tx.all(_RATE_LOCKS, {"p_keys": keys})
             seen = _Seen(await tx.all(_WINDOW[tx.dialect], _args(keys, window)))
             delays: list[float] = []
             rows: list[dict[str, Any]] = []
@@ -190,13 +230,14 @@ class RateWindowStore:
                 delays.append(delay)
                 if delay <= 0:
                     seen.add(take.key_id, take.background)
-                    rows.append({"key_id": take.key_id, "at": now, "background": take.background})
+                    rows.append(
+                        {"p_key": take.key_id, "p_at": now, "p_background": take.background}
+                    )
             if rows:
-                # One multi-row INSERT (one round trip; an executemany is one per row here).
-                await tx.run(insert(rate_requests).values(rows))
+                await _insert(tx, rows)
             prune = [
                 {"p_key": key_id, "p_before": seen.now - RETAINED_WINDOWS * window}
-                for key_id in {row["key_id"] for row in rows}
+                for key_id in {row["p_key"] for row in rows}
                 if self._due_for_pruning(key_id)
             ]
             if prune:
