@@ -27,6 +27,7 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    func,
     insert,
     literal_column,
     null,
@@ -120,22 +121,38 @@ _RECORD: Final = {
 _INSERT_AT: Final = insert(rate_requests).values(
     key_id=_KEY, at=bindparam("p_at", type_=Double), background=_BACKGROUND
 )
-# PostgreSQL: the batch as arrays, one statement whatever its size (an executemany is one
-# round trip per row there, and a multi-row VALUES is compiled and prepared per size).
-_INSERT_UNNEST: Final = text(
-    "INSERT INTO rate_requests (key_id, at, background)"
-    " SELECT * FROM unnest(CAST(:p_key AS text[]), CAST(:p_at AS double precision[]),"
-    " CAST(:p_background AS boolean[]))"
-)
 
 
-async def _insert(tx: Sql, rows: Sequence[dict[str, Any]]) -> None:
-    """Record ``rows`` (``p_key``, ``p_at``, ``p_background``) in one statement."""
+def _from_arrays(*, stamped: bool) -> Any:
+    """PostgreSQL: ``INSERT … SELECT … FROM unnest(arrays)``, one statement for any number of rows.
+
+    An executemany is one round trip per row there, and a multi-row ``VALUES`` is compiled and
+    prepared once per size. ``stamped``: the rows carry their time (``p_at``); else each is
+    stamped with the database's clock.
+    """
+    names = ("p_key", "p_at", "p_background") if stamped else ("p_key", "p_background")
+    types: dict[str, Any] = {"p_key": String, "p_at": Double, "p_background": Boolean}
+    rows = (
+        func.unnest(*(bindparam(name, type_=ARRAY(types[name])) for name in names))
+        .table_valued(*names)
+        .render_derived()
+    )
+    at = rows.c.p_at if stamped else NOW["postgresql"]
+    return insert(rate_requests).from_select(
+        ["key_id", "at", "background"], select(rows.c.p_key, at, rows.c.p_background)
+    )
+
+
+_INSERT_ARRAYS: Final = {True: _from_arrays(stamped=True), False: _from_arrays(stamped=False)}
+
+
+async def _insert(tx: Sql, rows: Sequence[dict[str, Any]], *, stamped: bool) -> None:
+    """Record ``rows`` (``p_key``, ``p_background``, and ``p_at`` when ``stamped``) at once."""
     if tx.dialect == "postgresql":
-        arrays = {name: [row[name] for row in rows] for name in ("p_key", "p_at", "p_background")}
-        await tx.run(_INSERT_UNNEST, [arrays])
+        arrays = {name: [row[name] for row in rows] for name in rows[0]}
+        await tx.run(_INSERT_ARRAYS[stamped], [arrays])
     else:
-        await tx.run(_INSERT_AT, rows)
+        await tx.run(_INSERT_AT if stamped else _RECORD[tx.dialect], rows)
 
 
 _AGE: Final = bindparam("p_age", type_=Double)
@@ -189,13 +206,13 @@ class RateWindowStore:
         return seen.snapshot(key_id, window)
 
     async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
-        """Record ``requests`` at the database's now, in one transaction (one executemany)."""
+        """Record ``requests`` at the database's now, in one transaction (one statement)."""
         if not requests:
             return
         dialect = self._sql.dialect
         rows = [{"p_key": key_id, "p_background": bg} for key_id, bg in requests]
         async with self._sql.write() as tx:
-            await tx.run(_RECORD[dialect], rows)
+            await _insert(tx, rows, stamped=False)
             # Old rows go with the first write of a key and then every PRUNE_EVERY writes, so
             # the delete is not paid per request.
             for key_id in {key_id for key_id, _ in requests}:
@@ -234,7 +251,7 @@ class RateWindowStore:
                         {"p_key": take.key_id, "p_at": now, "p_background": take.background}
                     )
             if rows:
-                await _insert(tx, rows)
+                await _insert(tx, rows, stamped=True)
             prune = [
                 {"p_key": key_id, "p_before": seen.now - RETAINED_WINDOWS * window}
                 for key_id in {row["p_key"] for row in rows}
