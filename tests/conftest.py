@@ -108,6 +108,22 @@ def open_db(engine_settings: dict[str, Any]) -> Callable[[ManualClock], Awaitabl
 
 
 @pytest.fixture
+def clock() -> ManualClock:
+    """The tests' time (a module may override it to start elsewhere)."""
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(
+    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
+) -> AsyncIterator[Database]:
+    """The database of each engine in turn (``engine_settings``), on ``clock``."""
+    opened = await open_db(clock)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
 def stack_overrides() -> dict[str, Any]:
     """Settings of the ``stack`` fixture beyond the defaults (parametrize it to change them)."""
     return {}

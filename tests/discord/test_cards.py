@@ -1,6 +1,5 @@
 """Issue 12 without Discord: button ids and rows, stored requests, the confirmation threshold."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 
 import discord
@@ -19,16 +18,6 @@ from bot.discord.render.buttons import (
 from bot.discord.request_flows import upload_expired, varied
 from bot.services.generation import TextOptions
 from bot.storage import Database
-
-
-@pytest.fixture
-async def store(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
-) -> AsyncIterator[Database]:
-    """The database of each engine in turn (``open_db``): result requests are JSON on both."""
-    opened = await open_db(ManualClock())
-    yield opened
-    await opened.close()
 
 
 def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -51,16 +51,6 @@ def settings(**overrides: Any) -> Settings:
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(ts("2026-01-15T12:00:00"))
-
-
-@pytest.fixture
-async def store(
-    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
-) -> AsyncIterator[Database]:
-    """The database of each engine in turn (conftest ``engine_settings``)."""
-    opened = await open_db(clock)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -38,14 +37,6 @@ OTHER_DEFAULT = "gk_live_default_after_the_leak_99"
 @pytest.fixture
 def secret() -> SecretStr:
     return SecretStr(Fernet.generate_key().decode())
-
-
-@pytest.fixture
-async def store(open_db: Callable[[ManualClock], Awaitable[Database]]) -> AsyncIterator[Database]:
-    """The database of each engine in turn (conftest ``engine_settings``)."""
-    opened = await open_db(ManualClock())
-    yield opened
-    await opened.close()
 
 
 def test_fingerprint_is_short_stable_and_distinct() -> None:

@@ -2,7 +2,7 @@
 member gave no option, with the server's policy winning (a forbidden default is left out with a
 note)."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -17,15 +17,6 @@ from tests.conftest import Stack
 USER = 100
 CHEAP = "aurora-lite/text-to-video"  # 5 or 10 s
 DEAR = "zenith-ultra/text-to-video"  # 6 or 10 s
-
-
-@pytest.fixture
-async def store(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
-) -> AsyncIterator[Database]:
-    opened = await open_db(ManualClock())
-    yield opened
-    await opened.close()
 
 
 async def test_a_member_without_settings_gets_the_defaults(store: Database) -> None:

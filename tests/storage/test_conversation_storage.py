@@ -1,6 +1,6 @@
 """Conversations and their turns on both engines (issue 21): kept across a reopen."""
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 import pytest
@@ -10,15 +10,6 @@ from bot.storage import ConstraintError, Database
 from bot.storage.models import Conversation, ConversationTurn
 
 THREAD = 5000
-
-
-@pytest.fixture
-async def store(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
-) -> AsyncIterator[Database]:
-    opened = await open_db(ManualClock())
-    yield opened
-    await opened.close()
 
 
 def turn(n: int, cost: Decimal | None = Decimal("0.35")) -> ConversationTurn:

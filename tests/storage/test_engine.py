@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
 from bot.__main__ import quiet_library_loggers
-from bot.clock import ManualClock
 from bot.storage import Database, StorageUnavailableError
-
-
-@pytest.fixture
-async def store(open_db: Callable[[ManualClock], Awaitable[Database]]) -> AsyncIterator[Database]:
-    opened = await open_db(ManualClock())
-    yield opened
-    await opened.close()
 
 
 async def test_no_statement_or_parameter_reaches_the_log_even_at_debug(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -56,21 +56,6 @@ def load_migrations() -> list[LegacyMigration]:
 async def query_plan(store: SqliteDatabase, stmt: Any) -> list[str]:
     """SQLite's plan of one of the jobs repository's named statements (with its parameters)."""
     return await store.query_plan(*compile_for("sqlite", stmt))
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-async def store(
-    open_db: Callable[[ManualClock], Awaitable[Database]], clock: ManualClock
-) -> AsyncIterator[Database]:
-    """The database of each engine in turn (conftest ``engine_settings``)."""
-    opened = await open_db(clock)
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture
