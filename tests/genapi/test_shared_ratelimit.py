@@ -253,3 +253,21 @@ async def test_requests_of_many_keys_released_together_share_a_transaction(
         assert [len(await recorded(db, key)) for key in keys] == [2] * 12
     finally:
         await db.close()
+
+
+async def test_rows_older_than_ten_windows_are_deleted_by_a_keys_first_write(
+    two: tuple[Database, Database],
+) -> None:
+    """The table keeps ten windows for operators, not forever (a new process prunes first)."""
+    first, second = two
+
+    def allow(now: float, sent: Sequence[tuple[float, bool]], blocked: float) -> float:
+        return 0.0
+
+    await first.rates.record([("fp-r", True)], window=0.02)
+    await first.rates.take([RateTake("fp-t", True, 0.02, allow)])
+    await asyncio.sleep(0.3)  # the database's clock: more than ten windows of 0.02 s
+    await second.rates.record([("fp-r", False)], window=0.02)
+    await second.rates.take([RateTake("fp-t", False, 0.02, allow)])
+    for key in ("fp-r", "fp-t"):  # only the second process's request is left
+        assert [background for _, background in await recorded(first, key)] == [False]

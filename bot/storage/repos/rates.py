@@ -162,9 +162,6 @@ _PRUNE: Final = {
     )
     for dialect, now in NOW.items()
 }
-_PRUNE_BEFORE: Final = delete(rate_requests).where(
-    rate_requests.c.key_id == _KEY, rate_requests.c.at <= bindparam("p_before", type_=Double)
-)
 
 
 def _block(sql: Sql) -> Any:
@@ -209,16 +206,10 @@ class RateWindowStore:
         """Record ``requests`` at the database's now, in one transaction (one statement)."""
         if not requests:
             return
-        dialect = self._sql.dialect
         rows = [{"p_key": key_id, "p_background": bg} for key_id, bg in requests]
         async with self._sql.write() as tx:
             await _insert(tx, rows, stamped=False)
-            # Old rows go with the first write of a key and then every PRUNE_EVERY writes, so
-            # the delete is not paid per request.
-            for key_id in {key_id for key_id, _ in requests}:
-                if self._due_for_pruning(key_id):
-                    row = {"p_key": key_id, "p_age": RETAINED_WINDOWS * window}
-                    await tx.run(_PRUNE[dialect], [row])
+            await self._prune(tx, {key_id for key_id, _ in requests}, window)
 
     async def take(self, takes: Sequence[RateTake]) -> list[float]:
         """Decide ``takes`` in order and record those allowed; per take, the seconds to wait.
@@ -252,33 +243,31 @@ class RateWindowStore:
                     )
             if rows:
                 await _insert(tx, rows, stamped=True)
-            prune = [
-                {"p_key": key_id, "p_before": seen.now - RETAINED_WINDOWS * window}
-                for key_id in {row["p_key"] for row in rows}
-                if self._due_for_pruning(key_id)
-            ]
-            if prune:
-                await tx.run(_PRUNE_BEFORE, prune)
+            await self._prune(tx, {row["p_key"] for row in rows}, window)
         return delays
 
-    def _due_for_pruning(self, key_id: str) -> bool:
-        """True on a key's first recorded write in this process, then every PRUNE_EVERY."""
-        count = self._pruned.get(key_id, 0)
-        self._pruned[key_id] = count + 1
-        return count % PRUNE_EVERY == 0
+    async def _prune(self, tx: Sql, written: Iterable[str], window: float) -> None:
+        """Delete old rows of the keys just written to, now and then.
+
+        A key's first write in this process, then every PRUNE_EVERY of its writes (a batch
+        counts once), so the delete is not paid per request.
+        """
+        due = []
+        for key_id in written:
+            count = self._pruned.get(key_id, 0)
+            self._pruned[key_id] = count + 1
+            if count % PRUNE_EVERY == 0:
+                due.append({"p_key": key_id, "p_age": RETAINED_WINDOWS * window})
+        if due:
+            await tx.run(_PRUNE[tx.dialect], due)
 
     async def block(self, key_id: str, seconds: float) -> None:
         """Block the key for ``seconds`` from the database's now (a longer block stays)."""
         await self._sql.run(_block(self._sql), [{"p_key": key_id, "p_seconds": seconds}])
 
 
-_SLACK: Final = 1.0
-"""Seconds read beyond the window, then cut in Python against the reported clock: exact even
-if an engine evaluated the join's bound a moment after the head's clock."""
-
-
 def _args(keys: Iterable[str], window: float) -> dict[str, Any]:
-    return {"p_keys": list(keys), "p_span": window + _SLACK}
+    return {"p_keys": list(keys), "p_span": window}
 
 
 class _Seen:
