@@ -184,7 +184,7 @@ class ConfigCog(
     async def api_key_set(self, interaction: discord.Interaction[GenBot]) -> None:
         """Set this server's API key (asked in a private form, checked before it is stored)."""
         who = requester(interaction)
-        await interaction.response.send_modal(ApiKeyModal(self.service, who.guild_id))
+        await ApiKeyModal(self.service, who.guild_id).show(interaction)
 
     @api_key.command(name="remove")
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:

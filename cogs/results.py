@@ -268,7 +268,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     text = TextOptions(**options)
     if vary and (await interaction.client.services.members.get(interaction.user.id)).remix:
         # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked.
-        await interaction.response.send_modal(RemixModal(varied(text), click=click))
+        await RemixModal(varied(text), click=click).show(interaction)
         return
     await interaction.response.defer(thinking=True, ephemeral=private)
     await start_text(interaction, who, varied(text) if vary else text)
@@ -402,7 +402,7 @@ async def open_animate(
     if not priced:
         raise ValidationFailed("No image-to-video model is available to you here.")
     priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
-    await interaction.response.send_modal(AnimateModal(source, prompt, priced, click=click))
+    await AnimateModal(source, prompt, priced, click=click).show(interaction)
 
 
 async def open_edit(
@@ -417,8 +417,8 @@ async def open_edit(
     require_placeholder_permissions(interaction)
     await interaction.client.generation.check_channel(who)
     await require_command(interaction, "image", invoker)
-    await interaction.response.send_modal(
-        EditModal(source, model if isinstance(model, str) else None, click=click)
+    await EditModal(source, model if isinstance(model, str) else None, click=click).show(
+        interaction
     )
 
 

@@ -88,7 +88,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     @api_key.command(name="set")
     async def api_key_set(self, interaction: discord.Interaction[GenBot]) -> None:
         """Set your API key (asked in a private form, checked before it is stored)."""
-        await interaction.response.send_modal(PersonalKeyModal(self.service))
+        await PersonalKeyModal(self.service).show(interaction)
 
     @api_key.command(name="remove")
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:

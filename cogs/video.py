@@ -117,7 +117,7 @@ class VideoCog(commands.Cog):
         if not models:
             raise ValidationFailed("No video model is available to you here.")
         mine = await self.bot.services.members.get(interaction.user.id)
-        await interaction.response.send_modal(VideoModal(models, preferred=mine.video_model))
+        await VideoModal(models, preferred=mine.video_model).show(interaction)
 
     @video.autocomplete("duration")
     async def _duration(

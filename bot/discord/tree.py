@@ -126,6 +126,27 @@ class AdmittedModal(discord.ui.Modal):
         """Refuse (ephemerally, "restarting") while the bot shuts down."""
         return await admit(interaction)
 
+    async def show(self, interaction: discord.Interaction[Any]) -> None:
+        """Answer ``interaction`` with this form, listening for its submission first.
+
+        discord.py's ``send_modal`` registers the modal only once the callback's HTTP answer
+        has been read, but Discord delivers the submission on the gateway, another connection:
+        when the event loop was busy, the submission can be read first and would be dropped
+        (the member sees "This interaction failed"). Registered before the callback, it is
+        never dropped; a callback that fails takes the registration back.
+
+        Raises:
+            discord.HTTPException: Discord refused the callback (nothing stays registered).
+        """
+        # No public call registers a form that is not "persistent" (a text input without a
+        # custom id); the connection's view store is where send_modal itself puts it.
+        interaction.client._connection.store_view(self)
+        try:
+            await interaction.response.send_modal(self)
+        except BaseException:
+            self.stop()  # removes it from the store again
+            raise
+
 
 class AckTimer(AsyncWebhookAdapter):
     """discord.py's webhook adapter, timing an interaction's first response (its ack).

@@ -744,6 +744,7 @@ class UserActions:
             permissions=permissions,
             message=source,
         )
+        state.opener = opener
         return InteractionHandle(self, state)
 
 

@@ -111,6 +111,11 @@ class DiscordEmulator(UserActions):
         self.interactions: dict[int, InteractionState] = {}
         self.interactions_by_token: dict[str, InteractionState] = {}
         self.open_modals: dict[str, InteractionState] = {}
+        #: When set, the answer to a modal callback (type 9) is held until the bot has answered
+        #: the form's submission (at most :data:`MODAL_HOLD_SECONDS`): the submission reaches
+        #: the bot before its callback's HTTP answer, an order a busy event loop can read from
+        #: Discord too (two connections, no ordering between them).
+        self.submit_before_modal_answer = False
         self.command_syncs = 0
         self._rate_limits: list[list[Any]] = []
         self._errors: list[list[Any]] = []

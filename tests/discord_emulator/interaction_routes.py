@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from aiohttp import web
@@ -18,6 +20,10 @@ from .routing import FILES, PAYLOAD, RouteBase, _flag, _int
 
 #: Callback types Discord accepts per interaction type.
 CALLBACK_TYPES = {2: {4, 5, 9}, 3: {4, 5, 6, 7, 9}, 4: {8}, 5: {4, 5, 6, 7}}
+
+MODAL_HOLD_SECONDS = 10.0
+"""Seconds a modal callback's answer is held at most for the bot to answer the submission
+(``submit_before_modal_answer``)."""
 
 USER_INSTALL_MAX_FOLLOWUPS = 5
 """Discord (Receiving and Responding, "Followup Messages"): an interaction of a user-installed
@@ -40,11 +46,17 @@ class InteractionRoutes(RouteBase):
         now = self.emu.clock()
         record = CallbackRecord(kind, data, now, now - state.dispatched_at)
         state.callbacks.append(record)
+        if state.opener is not None:
+            state.opener.submission_answered.set()
         try:
             message = self._apply_callback(state, kind, data, request[FILES], now)
         except DiscordAPIError as exc:
             record.status, record.error = exc.status, exc.body()
             raise
+        if kind == 9 and self.emu.submit_before_modal_answer:
+            self.emu.signal.notify()  # the form is open: the test may submit it now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.submission_answered.wait(), MODAL_HOLD_SECONDS)
         if not _flag(request.query, "with_response"):
             return self._empty(request)
         info: dict[str, Any] = {"id": str(state.id), "type": state.type}

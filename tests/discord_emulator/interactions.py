@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,10 @@ class InteractionState:
     choices: list[dict[str, Any]] | None = None
     message_id: int | None = None
     app_permissions: int = 0
+    #: A modal submission's: the interaction that opened the modal.
+    opener: InteractionState | None = None
+    #: Set once the modal this interaction opened was submitted and the bot answered that.
+    submission_answered: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class InteractionHandle:

@@ -115,6 +115,20 @@ async def test_a_refused_form_costs_nothing(world: World) -> None:
     assert (len(ledger(world)), generations(world)) == (spent, calls)
 
 
+async def test_a_form_submitted_before_its_callback_answer_is_read_is_still_answered(
+    world: World,
+) -> None:
+    # The submission comes on the gateway, the callback's answer on HTTP: a busy bot can read
+    # the submission first, and discord.py alone would drop it ("This interaction failed").
+    world.discord.submit_before_modal_answer = True
+    try:
+        modal = await open_form(world)
+        answer = await world.answer(await submit(world, modal, {"Prompt": "x", "Model": [I2V]}))
+    finally:
+        world.discord.submit_before_modal_answer = False
+    assert answer.ephemeral and "animates an image" in answer.content
+
+
 async def test_a_channel_where_video_is_not_allowed_gets_no_form(world: World) -> None:
     elsewhere = world.discord.add_channel(world.guild.id, "elsewhere")
     allow = {"channel": elsewhere.id}
