@@ -478,7 +478,8 @@ async def show_paid(
     Routes, each taking over the messages not shown yet: the deferred response (``card``
     first when given, else ``messages``: the first as the edit, the rest as followups); then
     the channel, with the bot's token (an interaction token dies after 15 minutes, and a
-    webhook may be gone), except for a private result; then the requester's DM. Only when all
+    webhook may be gone), except for a private result; then the requester's DM, without the
+    result's buttons (issue 20: a DM card's buttons work or are not shown). Only when all
     fail is it lost, logged as an error (the charge is in the ledger).
 
     Args:
@@ -519,7 +520,9 @@ async def show_paid(
             f"Your result from <#{who.channel_id}>, which could not be shown there:"
         )
         while left:
-            await send_card(interaction.user, left[0])
+            # Without its buttons: they act in the server from where they are pressed, and a
+            # synchronous result's stored request names no channel to act in from a DM.
+            await send_card(interaction.user, dataclasses.replace(left[0], action_buttons=()))
             left.pop(0)
     except Exception as exc:
         log.error("a paid result of guild %s could not be shown anywhere (%s)", who.guild_id, exc)

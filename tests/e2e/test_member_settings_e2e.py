@@ -129,6 +129,14 @@ async def test_private_results_answer_only_the_member(world: World) -> None:
     )
     assert dm is not None
     assert public() == in_channel
+    # Its buttons could not act for the server from the DM (its stored request names no
+    # channel), so the answer there has none (issue 20: DM cards' buttons work or are absent).
+    answer = await world.discord.wait_for_message(
+        lambda m: m.channel_id == dm.channel_id and "Sandbox reply to: another secret" in m.text,
+        timeout=15,
+        include_existing=True,
+    )
+    assert [c for c in answer.all_components if c.get("custom_id")] == []
 
 
 async def test_a_dm_when_a_video_is_finished_for_who_asked_and_silence_where_refused(
