@@ -23,6 +23,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.choices import Option, choice_view
 from bot.discord.command_access import Invoker
 from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
 from bot.discord.queue_status import queue_status
@@ -39,7 +40,6 @@ from bot.discord.request_flows import CONFIRM_SECONDS, send_note
 from bot.discord.tree import (
     PUBLIC_DEFER,
     RESTARTING,
-    AdmittedView,
     admit,
     send_ephemeral,
     sentence_for,
@@ -533,36 +533,61 @@ class SummariseButton(
         except Exception as exc:
             await send_ephemeral(interaction, sentence_for(exc))
             return
+        confirm = SummariseConfirm(self.thread_id, interaction.user.id)
+        token = interaction.client.choices.open(confirm, CONFIRM_SECONDS)
         await interaction.response.send_message(
             summary_question(plan.covered, plan.estimate_cents),
-            view=SummariseConfirm(self.thread_id, plan.estimate_cents),
+            view=confirm.view(token, plan.estimate_cents),
             ephemeral=True,
         )
 
 
-class SummariseConfirm(AdmittedView):
-    """Summarise · about $x / Cancel, for the clicker only, valid a few minutes."""
+class SummariseConfirm:
+    """Summarise · about $x / Cancel, for the clicker only (a :class:`Choice`, a few minutes).
 
-    def __init__(self, thread_id: int, estimate_cents: Decimal | None) -> None:
-        super().__init__(timeout=CONFIRM_SECONDS)
+    A second press of Summarise (a double click) pays nothing: it is told the first is
+    making the summary.
+    """
+
+    SUMMARISE = "summarise"
+    CANCEL = "cancel"
+
+    def __init__(self, thread_id: int, owner_id: int) -> None:
         self.thread_id = thread_id
-        price = "" if estimate_cents is None else f" · about {format_cents(estimate_cents)}"
-        go: discord.ui.Button[SummariseConfirm] = discord.ui.Button(
-            label=f"Summarise{price}", style=discord.ButtonStyle.success
-        )
-        cancel: discord.ui.Button[SummariseConfirm] = discord.ui.Button(
-            label="Cancel", style=discord.ButtonStyle.secondary
-        )
-        go.callback = self._summarise  # type: ignore[method-assign,assignment]
-        cancel.callback = self._cancel  # type: ignore[method-assign,assignment]
-        self.add_item(go)
-        self.add_item(cancel)
+        self._owner_id = owner_id
+        self._chosen = False
 
-    async def _summarise(self, interaction: discord.Interaction[GenBot]) -> None:
-        if self.is_finished():  # a double click: the first one pays, this one is told
+    @property
+    def owner_id(self) -> int:
+        """The member who clicked Summarise."""
+        return self._owner_id
+
+    def admits(self, option: str) -> bool:
+        """Summarise makes a billed call: not during a shutdown; Cancel always."""
+        return option == self.SUMMARISE
+
+    def view(self, token: str, estimate_cents: Decimal | None) -> discord.ui.View:
+        """The two buttons, Summarise showing the estimated price."""
+        price = "" if estimate_cents is None else f" · about {format_cents(estimate_cents)}"
+        return choice_view(
+            token,
+            [
+                Option(self.SUMMARISE, f"Summarise{price}", discord.ButtonStyle.success),
+                Option(self.CANCEL, "Cancel"),
+            ],
+        )
+
+    async def choose(self, interaction: discord.Interaction[GenBot], option: str) -> bool:
+        """Make the summary (one billed call), or cancel; the choice closes either way."""
+        if self._chosen:  # a double click: the first one pays, this one is told
             await send_ephemeral(interaction, "This summary is already being made.")
-            return
-        self.stop()
+            return False
+        self._chosen = True
+        if option == self.CANCEL:
+            await interaction.response.edit_message(
+                content="Cancelled; nothing was charged.", view=None
+            )
+            return False
         await interaction.response.defer()
         conversations = interaction.client.services.conversations
         try:
@@ -572,7 +597,7 @@ class SummariseConfirm(AdmittedView):
             made = await conversations.summarise(requester(interaction), conversation)
         except Exception as exc:
             await interaction.edit_original_response(content=sentence_for(exc), view=None)
-            return
+            return False
         cost = format_cents(made.cost_cents)
         await interaction.edit_original_response(
             content=summary_done(made.covered, cost, made.summary, kept=made.kept), view=None
@@ -586,12 +611,7 @@ class SummariseConfirm(AdmittedView):
                     "summary from now on.",
                     allowed_mentions=discord.AllowedMentions.none(),
                 )
-
-    async def _cancel(self, interaction: discord.Interaction[GenBot]) -> None:
-        self.stop()
-        await interaction.response.edit_message(
-            content="Cancelled; nothing was charged.", view=None
-        )
+        return False
 
 
 def summary_question(covered: int, estimate_cents: Decimal | None) -> str:

@@ -10,6 +10,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.choices import Pager
 from bot.discord.interactions import requester
 from bot.discord.render import NO_PINGS, job_list_pages
 from bot.discord.request_flows import show_job
@@ -17,7 +18,6 @@ from bot.discord.tree import PUBLIC_DEFER
 from bot.errors import ValidationFailed
 from bot.services.personal import is_personal
 from bot.storage.models import Job
-from cogs.models import Pager
 
 JOBS_LISTED: Final = 50
 """The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""
@@ -93,8 +93,9 @@ class JobsCog(commands.Cog):
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0], allowed_mentions=NO_PINGS)
         else:
+            pager = Pager(pages, who.user_id, self.bot.choices)
             await interaction.edit_original_response(
-                embed=pages[0], view=Pager(pages, who.user_id), allowed_mentions=NO_PINGS
+                embed=pages[0], view=pager.view(), allowed_mentions=NO_PINGS
             )
 
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:

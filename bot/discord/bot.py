@@ -17,6 +17,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.config import Settings
+from bot.discord.choices import ChoiceButton, OpenChoices
 from bot.discord.click_debounce import ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
@@ -202,6 +203,8 @@ class GenBot(commands.AutoShardedBot):
         # Discord's command permissions, for the buttons that run a command again (issue 20).
         self.command_access = CommandAccess(self, dev_guild_id=services.settings.dev_guild_id)
         self.click_debounce = ClickDebounce(services.clock)
+        # Buttons whose state lives in this process (Cancel, confirmations, pages).
+        self.choices = OpenChoices()
         self.add_listener(
             self._command_permissions_updated, "on_raw_app_command_permissions_update"
         )
@@ -228,6 +231,7 @@ class GenBot(commands.AutoShardedBot):
 
     async def setup_hook(self) -> None:
         """Load the cogs, sync if needed, then resume pending jobs and start the poller."""
+        self.add_dynamic_items(ChoiceButton)
         for extension in EXTENSIONS:
             await self.load_extension(extension)
         await self.sync_commands(force=self._sync in ("force", "only"))
@@ -249,8 +253,8 @@ class GenBot(commands.AutoShardedBot):
         self.services.catalogue.use_key(key)
         try:
             async with asyncio.timeout(10):
-                # Interactive: start-up waits on it, and the limiter assumes the minute before
-                # start-up used (genapi/ratelimit.py), which holds background requests ~14 s.
+                # Interactive: start-up waits on it, so it must not queue behind the polls'
+                # floor when the key's recorded window is full (genapi/ratelimit.py).
                 await self.services.catalogue.refresh(key, priority=Priority.INTERACTIVE)
         except (GenAPIError, TimeoutError) as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)

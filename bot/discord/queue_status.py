@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot.clock import Clock
+from bot.discord.choices import OpenChoices, Option, choice_view
+from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 
 if TYPE_CHECKING:
@@ -69,44 +71,27 @@ def queue_text(place: int, estimate: float) -> str:
     )
 
 
-class CancelView(discord.ui.View):
-    """The Cancel button under a queued request; only its requester may press it.
+TOO_LATE = "Too late to cancel: your request was already sent."
+"""The answer to a Cancel pressed as the request went."""
 
-    Not an :class:`~bot.discord.tree.AdmittedView`: a Cancel only stops spending, so it is honoured
-    during a shutdown too.
-
-    Kept in discord.py's in-memory view store, like the queue itself: after a restart the
-    request is gone anyway (the deferred interaction is not resumed).
-    """
-
-    def __init__(self, requester_id: int, cancelled: asyncio.Event, timeout: float) -> None:
-        super().__init__(timeout=timeout)
-        self._requester_id = requester_id
-        self._cancelled = cancelled
-        button: discord.ui.Button[CancelView] = discord.ui.Button(
-            label="Cancel", style=discord.ButtonStyle.secondary
-        )
-        button.callback = self._cancel  # type: ignore[method-assign,assignment]
-        self.add_item(button)
-
-    async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
-        """Only the member who asked may cancel."""
-        return interaction.user.id == self._requester_id
-
-    async def _cancel(self, interaction: discord.Interaction[GenBot]) -> None:
-        self.stop()
-        self._cancelled.set()
-        await interaction.response.edit_message(content=CANCELLED, view=None)
+CANCEL_SECONDS = 900.0
+"""How long Cancel is held: Discord lets an interaction be answered for 15 minutes, no more."""
 
 
 class QueueStatus:
     """Shows one waiting request's place in its deferred response, with a Cancel button.
+
+    Cancel is a :class:`~bot.discord.choices.Choice` held in this process, like the queue
+    itself (after a restart the request is gone anyway: the deferred interaction is not
+    resumed). Only the requester may press it; it is not admitted like work (a Cancel only
+    stops spending, so it is honoured during a shutdown too).
 
     Args:
         interaction: the deferred interaction whose original response shows the status.
         requester_id: the member who may cancel.
         guild_id: the guild the request is for (the queue's turns go round guilds).
         clock: time for the display's pacing (the bot's clock).
+        choices: where the Cancel button's state is held while it is shown.
     """
 
     def __init__(
@@ -115,16 +100,36 @@ class QueueStatus:
         requester_id: int,
         guild_id: int,
         clock: Clock,
+        choices: OpenChoices,
     ) -> None:
         self._interaction = interaction
+        self._requester_id = requester_id
         self._clock = clock
+        self._choices = choices
+        self._token: str | None = None
         self._latest: tuple[int, float] | None = None
         self._gone = False
         self._shown = False
         self._task: asyncio.Task[None] | None = None
         self.seat = QueueSeat(guild_id=guild_id, on_wait=self._on_wait, on_go=self._on_go)
-        # Discord lets an interaction be answered for 15 minutes: no longer is needed.
-        self._view = CancelView(requester_id, self.seat.cancelled, timeout=900.0)
+
+    @property
+    def owner_id(self) -> int:
+        """The member who asked: the only one who may cancel."""
+        return self._requester_id
+
+    def admits(self, option: str) -> bool:
+        """Never: a Cancel only stops spending."""
+        return False
+
+    async def choose(self, interaction: discord.Interaction[GenBot], option: str) -> bool:
+        """Cancel: the request leaves the queue; nothing is sent or charged."""
+        if self._gone:
+            await send_ephemeral(interaction, TOO_LATE)
+            return False
+        self.seat.cancelled.set()
+        await interaction.response.edit_message(content=CANCELLED, view=None)
+        return False
 
     def _on_wait(self, place: int, estimate: float) -> None:
         self._latest = (place, estimate)
@@ -139,12 +144,15 @@ class QueueStatus:
 
     async def _show(self) -> None:
         await self._clock.sleep(FIRST_SHOWN_AFTER)
+        if self._token is None:
+            self._token = self._choices.open(self, CANCEL_SECONDS)
+        view = choice_view(self._token, [Option("cancel", "Cancel")])
         shown: str | None = None
         while not self._gone and not self.seat.cancelled.is_set() and self._latest is not None:
             text = queue_text(*self._latest)
             if text != shown:
                 try:
-                    await self._interaction.edit_original_response(content=text, view=self._view)
+                    await self._interaction.edit_original_response(content=text, view=view)
                     shown, self._shown = text, True
                 except discord.HTTPException as exc:
                     log.warning("could not show a request's place in the queue: %s", exc)
@@ -155,7 +163,8 @@ class QueueStatus:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        self._view.stop()
+        if self._token is not None:
+            self._choices.close(self._token)
         if self._shown and self._gone and not self.seat.cancelled.is_set():
             try:
                 await self._interaction.edit_original_response(content=GOING, view=None)
@@ -173,7 +182,8 @@ async def queue_status(
     the limiter knows the guild and reports the place; the status is closed on the way out,
     before the command's next edit of the response.
     """
-    status = QueueStatus(interaction, requester_id, guild_id, interaction.client.services.clock)
+    bot = interaction.client
+    status = QueueStatus(interaction, requester_id, guild_id, bot.services.clock, bot.choices)
     token = QUEUE_SEAT.set(status.seat)
     try:
         yield status

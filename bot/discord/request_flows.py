@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
+from bot.discord.choices import Option, choice_view
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
@@ -30,7 +31,7 @@ from bot.discord.render import image_result, job_placeholder, posted_later, text
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
-from bot.discord.tree import CHARGED, PUBLIC_DEFER, AdmittedView, answer_error
+from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral
 from bot.errors import ValidationFailed
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
@@ -261,7 +262,8 @@ async def start_video(
     price = await video_price(bot, who, options)
     threshold = await bot.guild_config.confirm_above(who.guild_id)
     if threshold is not None and needs_confirmation(price, threshold):
-        view = ConfirmView(who, options, price, note=note)
+        confirm = ConfirmVideo(who, options, note=note)
+        view = choice_view(bot.choices.open(confirm, CONFIRM_SECONDS), confirm.buttons(price))
         text = confirm_text(price, threshold)
         await interaction.edit_original_response(content=_noted(text, note), view=view)
         return
@@ -637,58 +639,65 @@ def _gallery_images(components: Sequence[Any]) -> list[str]:
     return found
 
 
-class ConfirmView(AdmittedView):
+ALREADY_GENERATING = "This video is already on its way."
+ALREADY_CANCELLED = "This video was cancelled; nothing was charged."
+
+
+class ConfirmVideo:
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
-    Valid for :data:`CONFIRM_SECONDS`; only the member who asked can answer (the message is
-    ephemeral anyway). Generate runs the whole request again through the service's checks.
+    A :class:`~bot.discord.choices.Choice`, open for :data:`CONFIRM_SECONDS`; only the member
+    who asked can answer (the message is ephemeral anyway). Generate runs the whole request
+    again through the service's checks; a second press of it (a double click) is told the
+    first one is on its way and pays nothing.
     """
+
+    GENERATE = "generate"
+    CANCEL = "cancel"
 
     def __init__(
         self,
         who: Requester,
         options: VideoOptions,
-        price_cents: Decimal | None,
         *,
         note: str | None = None,
     ) -> None:
-        super().__init__(timeout=CONFIRM_SECONDS)
         self.who = who
         self.options = options
         self.note = note
-        generate: discord.ui.Button[ConfirmView] = discord.ui.Button(
-            label=confirm_label(price_cents), style=discord.ButtonStyle.success
-        )
-        cancel: discord.ui.Button[ConfirmView] = discord.ui.Button(
-            label="Cancel", style=discord.ButtonStyle.secondary
-        )
-        generate.callback = self._generate  # type: ignore[method-assign,assignment]
-        cancel.callback = self._cancel  # type: ignore[method-assign,assignment]
-        self.add_item(generate)
-        self.add_item(cancel)
+        self._chosen: str | None = None
 
-    async def interaction_check(self, interaction: Interaction) -> bool:  # type: ignore[override]
-        """Only the member who asked may confirm, and not while the bot shuts down."""
-        return interaction.user.id == self.who.user_id and await super().interaction_check(
-            interaction
-        )
+    @property
+    def owner_id(self) -> int:
+        """The member who asked."""
+        return self.who.user_id
 
-    async def _generate(self, interaction: Interaction) -> None:
-        self.stop()
-        await interaction.response.defer()
-        await submit_video(interaction, self.who, self.options, note=self.note)
+    def admits(self, option: str) -> bool:
+        """Generate starts a paid request: not during a shutdown; Cancel always."""
+        return option == self.GENERATE
 
-    async def _cancel(self, interaction: Interaction) -> None:
-        self.stop()
-        await interaction.response.edit_message(
-            content="Cancelled; nothing was charged.", view=None
-        )
+    def buttons(self, price_cents: Decimal | None) -> list[Option]:
+        """The two buttons, Generate showing the price."""
+        return [
+            Option(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
+            Option(self.CANCEL, "Cancel"),
+        ]
 
-    async def on_error(  # type: ignore[override]
-        self, interaction: Interaction, error: Exception, item: discord.ui.Item[Any]
-    ) -> None:
-        """Answer with the one sentence for ``error`` (never "failed" after a charge)."""
-        await answer_error(interaction, error)
+    async def choose(self, interaction: Interaction, option: str) -> bool:
+        """Submit the video, or cancel; the choice closes with the first press."""
+        if self._chosen is not None:
+            done = self._chosen == self.GENERATE
+            await send_ephemeral(interaction, ALREADY_GENERATING if done else ALREADY_CANCELLED)
+            return False
+        self._chosen = option
+        if option == self.GENERATE:
+            await interaction.response.defer()
+            await submit_video(interaction, self.who, self.options, note=self.note)
+        else:
+            await interaction.response.edit_message(
+                content="Cancelled; nothing was charged.", view=None
+            )
+        return False
 
 
 def require_source(message: discord.Message, bot_user_id: int) -> SourceImage:

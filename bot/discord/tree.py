@@ -82,15 +82,16 @@ RESTARTING = "The bot is restarting; try again in a minute."
 
 
 async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -> bool:
-    """The one admission guard of every entry point: command, button, select, modal, view.
+    """The one admission guard of every entry point: command, button, modal.
 
     Counts the interaction's task as in flight (``GenBot.admit_command``), so that a shutdown
     waits for it to record its charge and answer; while shutting down it is refused instead,
     answered "restarting" (ephemeral) when ``answer``, and must not run: nothing reaches the
     service and nothing is charged (issue 18, E2). It runs in the task that then runs the
     callback (discord.py runs an interaction's check and callback in one task), through
-    :meth:`GenTree.interaction_check`, :class:`AdmittedView`, :class:`AdmittedModal` and the
-    result buttons' ``interaction_check`` (``cogs/results.py``).
+    :meth:`GenTree.interaction_check`, :class:`AdmittedModal`, the result buttons'
+    ``interaction_check`` (``cogs/results.py``) and the choice buttons
+    (:mod:`bot.discord.choices`).
 
     Returns:
         Whether the interaction may run.
@@ -101,18 +102,6 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     if answer:
         await send_ephemeral(interaction, RESTARTING)
     return False
-
-
-class AdmittedView(discord.ui.View):
-    """A view whose every component interaction passes :func:`admit` first.
-
-    Subclasses that check more (who may press) call ``super().interaction_check`` last, so
-    that an interaction they refuse is never counted as in flight.
-    """
-
-    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
-        """Refuse (ephemerally, "restarting") while the bot shuts down."""
-        return await admit(interaction)
 
 
 class AdmittedModal(discord.ui.Modal):

@@ -1,7 +1,7 @@
-"""Issue 18, E2: one admission guard for every entry point (command, button, modal, view).
+"""Issue 18, E2: one admission guard for every entry point (command, button, modal).
 
 During the shutdown grace nothing new may start a paid call that the shutdown would not wait
-for; the end-to-end proof is ``tests/e2e/test_shutdown_e2e.py``. Here: every view, modal and
+for; the end-to-end proof is ``tests/e2e/test_shutdown_e2e.py``. Here: every modal and
 dynamic item of the bot passes :func:`bot.discord.tree.admit`, so a new one cannot forget it.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,10 +16,12 @@ import discord
 import pytest
 
 import cogs
-from bot.discord.tree import RESTARTING, AdmittedModal, AdmittedView
+from bot.discord.tree import RESTARTING, AdmittedModal
 
 MODULES = [
     "bot.discord.request_flows",
+    "bot.discord.choices",
+    "bot.discord.queue_status",
     *(f"cogs.{m.name}" for m in pkgutil.iter_modules(cogs.__path__)),
 ]
 
@@ -51,41 +52,45 @@ def refused_interaction() -> Any:
     return SimpleNamespace(client=client, response=response, extras={}, sent=sent)
 
 
-def test_every_modal_and_view_passes_the_admission_guard() -> None:
+def test_every_modal_passes_the_admission_guard_and_no_view_holds_buttons() -> None:
     modals = [m for m in ours(discord.ui.Modal) if m is not AdmittedModal]
-    views = [
-        v
-        for v in ours(discord.ui.View)
-        if v is not AdmittedView
-        and "_SentView" not in v.__qualname__  # never dispatched
-        # A queued request's Cancel only stops spending: it must work during a shutdown too.
-        and v.__qualname__ != "CancelView"
-    ]
     assert {m.__name__ for m in modals} >= {"AnimateModal", "EditModal", "VideoModal"}
-    assert "ConfirmView" in {v.__name__ for v in views}
     assert [m for m in modals if not issubclass(m, AdmittedModal)] == []
-    assert [v for v in views if not issubclass(v, AdmittedView)] == []
+    # Buttons are DynamicItems (each admits its clicks below): a View's would be dispatched
+    # only once the call that showed them returned (bot.discord.choices).
+    views = [v for v in ours(discord.ui.view.BaseView) if not issubclass(v, discord.ui.Modal)]
+    assert {v.__name__ for v in views} <= {"_SentView", "_SentLayout"}  # link buttons only
 
 
-@pytest.mark.parametrize("kind", ["modal", "view", "button"])
-async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> None:
-    from bot.discord.request_flows import ConfirmView
+def confirm_video() -> Any:
+    from bot.discord.request_flows import ConfirmVideo
     from bot.services.generation import Requester, VideoOptions
+
+    return ConfirmVideo(Requester(1, 2, 5), VideoOptions("a fox", "m"))
+
+
+@pytest.mark.parametrize("kind", ["modal", "choice", "button"])
+async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> None:
+    from bot.discord.choices import ChoiceButton, OpenChoices, Option
     from cogs.results import ResultAction
 
     interaction = refused_interaction()
     interaction.user = SimpleNamespace(id=5)
     if kind == "modal":
         allowed = await AdmittedModal(title="x").interaction_check(interaction)
-    elif kind == "view":
-        view = ConfirmView(Requester(1, 2, 5), VideoOptions("a fox", "m"), Decimal(100))
-        allowed = await view.interaction_check(interaction)
+    elif kind == "choice":
+        choices = OpenChoices()
+        interaction.client.choices = choices
+        confirm = confirm_video()
+        token = choices.open(confirm, 60)
+        await ChoiceButton(token, Option(confirm.GENERATE, "Generate")).callback(interaction)
+        allowed = confirm._chosen is not None
     else:
         from cogs.chat import SummariseButton
 
         # Every restart-safe button of ours: each admits its clicks like a command.
         buttons = [ResultAction("again", "r1"), SummariseButton(1)]
-        assert {type(b).__name__ for b in buttons} == {
+        assert {type(b).__name__ for b in buttons} | {"ChoiceButton"} == {
             d.__name__ for d in ours(discord.ui.DynamicItem)
         }
         for button in buttons[1:]:
@@ -98,3 +103,34 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
     assert allowed is False
     [(text, options)] = interaction.sent
     assert (text, options["ephemeral"]) == (RESTARTING, True)
+
+
+async def test_a_cancel_is_honoured_during_shutdown_and_only_for_who_asked() -> None:
+    from bot.discord.choices import EXPIRED, NOT_YOURS, ChoiceButton, OpenChoices, Option
+
+    choices = OpenChoices()
+    confirm = confirm_video()
+    token = choices.open(confirm, 60)
+    cancel = ChoiceButton(token, Option(confirm.CANCEL, "Cancel"))
+
+    someone_else = refused_interaction()
+    someone_else.client.choices, someone_else.user = choices, SimpleNamespace(id=6)
+    await cancel.callback(someone_else)
+    assert [text for text, _ in someone_else.sent] == [NOT_YOURS]
+
+    edits: list[dict[str, Any]] = []
+
+    async def edit_message(**kwargs: Any) -> None:
+        edits.append(kwargs)
+
+    asker = refused_interaction()
+    asker.client.choices, asker.user = choices, SimpleNamespace(id=5)
+    asker.response.edit_message = edit_message
+    await cancel.callback(asker)
+    assert edits == [{"content": "Cancelled; nothing was charged.", "view": None}]
+    assert asker.sent == []
+
+    again = refused_interaction()
+    again.client.choices, again.user = choices, SimpleNamespace(id=5)
+    await cancel.callback(again)  # the choice closed with the first press
+    assert [text for text, _ in again.sent] == [EXPIRED]

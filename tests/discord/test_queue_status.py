@@ -7,6 +7,7 @@ import itertools
 from typing import Any
 
 from bot.clock import ManualClock
+from bot.discord.choices import OpenChoices
 from bot.discord.queue_status import GOING, QueueStatus, queue_text
 from bot.errors import user_message
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
@@ -33,7 +34,7 @@ class FakeInteraction:
 async def test_the_place_is_shown_after_two_seconds_and_edited_at_most_every_five() -> None:
     clock = ManualClock()
     interaction = FakeInteraction(clock)
-    status = QueueStatus(interaction, 1, 2, clock)  # type: ignore[arg-type]
+    status = QueueStatus(interaction, 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
     for place in (5, 4, 3, 2):
         status.seat.on_wait(place, place * 2.0)  # type: ignore[misc]
         await asyncio.sleep(0)
@@ -54,7 +55,7 @@ async def test_the_place_is_shown_after_two_seconds_and_edited_at_most_every_fiv
 async def test_a_short_wait_shows_nothing() -> None:
     clock = ManualClock()
     interaction = FakeInteraction(clock)
-    status = QueueStatus(interaction, 1, 2, clock)  # type: ignore[arg-type]
+    status = QueueStatus(interaction, 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
     status.seat.on_wait(1, 1.0)  # type: ignore[misc]
     status.seat.on_go()  # type: ignore[misc]
     await status.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -111,17 +112,23 @@ class DiscordEmulator(UserActions):
         self.interactions: dict[int, InteractionState] = {}
         self.interactions_by_token: dict[str, InteractionState] = {}
         self.open_modals: dict[str, InteractionState] = {}
-        #: When set, the answer to a modal callback (type 9) is held until the bot has answered
-        #: the form's submission (at most :data:`MODAL_HOLD_SECONDS`): the submission reaches
-        #: the bot before its callback's HTTP answer, an order a busy event loop can read from
-        #: Discord too (two connections, no ordering between them).
-        self.submit_before_modal_answer = False
+        #: When set, the answer to a call that shows a modal (callback type 9) or buttons (an
+        #: edit of an interaction's message) is held until the bot has answered the form's
+        #: submission or a press of one of the buttons (at most ``HOLD_SECONDS``): the member's
+        #: act reaches the bot before the HTTP answer, an order a busy event loop can read from
+        #: Discord too (gateway and HTTP are two connections, with no order between them).
+        self.act_before_answer = False
+        self._answered_on: dict[int, asyncio.Event] = {}
         self.command_syncs = 0
         self._rate_limits: list[list[Any]] = []
         self._errors: list[list[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.host = "127.0.0.1"
+
+    def answered_on(self, message_id: int) -> asyncio.Event:
+        """Set once the bot answered an interaction on a component of message ``message_id``."""
+        return self._answered_on.setdefault(message_id, asyncio.Event())
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from aiohttp import web
 from . import errors as err
 from . import permissions as perms
 from .errors import DiscordAPIError, FormErrors
-from .interactions import MODAL_SUBMIT, CallbackRecord, InteractionState
+from .interactions import MESSAGE_COMPONENT, MODAL_SUBMIT, CallbackRecord, InteractionState
 from .limits import validate_autocomplete, validate_modal
 from .models import Message
 from .payloads import message_payload
@@ -21,9 +21,27 @@ from .routing import FILES, PAYLOAD, RouteBase, _flag, _int
 #: Callback types Discord accepts per interaction type.
 CALLBACK_TYPES = {2: {4, 5, 9}, 3: {4, 5, 6, 7, 9}, 4: {8}, 5: {4, 5, 6, 7}}
 
-MODAL_HOLD_SECONDS = 10.0
-"""Seconds a modal callback's answer is held at most for the bot to answer the submission
-(``submit_before_modal_answer``)."""
+HOLD_SECONDS = 10.0
+"""Seconds an answer is held at most for the bot to answer an interaction on what it showed
+(``act_before_answer``)."""
+
+
+async def _hold(answered: asyncio.Event) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(answered.wait(), HOLD_SECONDS)
+
+
+def _custom_ids(components: list[dict[str, Any]]) -> list[str]:
+    """The custom ids of the interactive components in ``components``, nested ones too."""
+    found: list[str] = []
+    for component in components:
+        if component.get("custom_id"):
+            found.append(str(component["custom_id"]))
+        found += _custom_ids(component.get("components") or [])
+        if isinstance(component.get("accessory"), dict):
+            found += _custom_ids([component["accessory"]])
+    return found
+
 
 USER_INSTALL_MAX_FOLLOWUPS = 5
 """Discord (Receiving and Responding, "Followup Messages"): an interaction of a user-installed
@@ -48,15 +66,16 @@ class InteractionRoutes(RouteBase):
         state.callbacks.append(record)
         if state.opener is not None:
             state.opener.submission_answered.set()
+        if state.type == MESSAGE_COMPONENT and state.message_id is not None:
+            self.emu.answered_on(state.message_id).set()
         try:
             message = self._apply_callback(state, kind, data, request[FILES], now)
         except DiscordAPIError as exc:
             record.status, record.error = exc.status, exc.body()
             raise
-        if kind == 9 and self.emu.submit_before_modal_answer:
+        if kind == 9 and self.emu.act_before_answer:
             self.emu.signal.notify()  # the form is open: the test may submit it now
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.submission_answered.wait(), MODAL_HOLD_SECONDS)
+            await _hold(state.submission_answered)
         if not _flag(request.query, "with_response"):
             return self._empty(request)
         info: dict[str, Any] = {"id": str(state.id), "type": state.type}
@@ -166,12 +185,16 @@ class InteractionRoutes(RouteBase):
         state = self._token_state(request)
         self._check_upload(request, state)
         message = self._webhook_message(request, state)
+        payload = request[PAYLOAD] or {}
         self.emu.msgs.edit(
             message,
-            request[PAYLOAD] or {},
+            payload,
             request[FILES],
             can_mention_everyone=bool(state.app_permissions & perms.MENTION_EVERYONE),
         )
+        if self.emu.act_before_answer and _custom_ids(payload.get("components") or []):
+            self.emu.signal.notify()  # the buttons are shown: the test may press one now
+            await _hold(self.emu.answered_on(message.id))
         return self._json(request, message_payload(self.world, message))
 
     async def delete_webhook_message(self, request: web.Request) -> web.Response:

@@ -377,6 +377,42 @@ async def test_an_expensive_video_asks_first(world: World) -> None:
     assert "$1.00" in shown.text
 
 
+async def test_generate_pressed_before_the_bot_read_that_it_was_shown_is_answered(
+    world: World,
+) -> None:
+    # Discord delivers the press on the gateway, the answer to the edit that showed the button
+    # on HTTP: a busy bot can read the press first, which discord.py's views drop.
+    await world.answer(
+        await world.command("config", {"dollars": "1.00"}, admin=True, subcommand="confirm-above")
+    )
+    buyer = world.discord.add_user("quick buyer")
+    world.discord.act_before_answer = True
+    try:
+        ask = await world.answer(
+            await world.command(
+                "video",
+                {"prompt": "a quick storm", "model": EXPENSIVE_VIDEO, "duration": 6},
+                user_id=buyer.id,
+            )
+        )
+        labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
+        go = await world.discord.press_button(
+            ask.id, labels["Generate · $1.80"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
+        )
+        await go.wait_callback()
+    finally:
+        world.discord.act_before_answer = False
+    await world.discord.signal.wait_for(
+        lambda: True if "on its way" in world.discord.messages[ask.id].content else None,
+        15,
+        "the confirmed video",
+    )
+    assert ledger(world)[-1] == (buyer.id, "video", EXPENSIVE_VIDEO)
+    await world.answer(
+        await world.command("config", {"dollars": "off"}, admin=True, subcommand="confirm-above")
+    )
+
+
 async def test_a_member_barred_from_video_in_integrations_cannot_click_again(
     world: World,
 ) -> None:

@@ -115,6 +115,14 @@ async def test_models_pages_turn_with_buttons(world: World) -> None:
     callback = await pressed.wait_callback()
     assert callback.type == 7  # UPDATE_MESSAGE: the same message shows the next page
     assert world.discord.messages[first.id].embeds[0].get("title") != title
+    # Anyone else is told the pages are not theirs to turn, and the page stays.
+    shown = world.discord.messages[first.id].embeds[0].get("title")
+    other = world.discord.add_user("someone else")
+    refused = await world.answer(
+        await world.discord.press_button(first.id, next_button["custom_id"], user_id=other.id)
+    )
+    assert refused.ephemeral and "Only the member who asked" in refused.content
+    assert world.discord.messages[first.id].embeds[0].get("title") == shown
 
 
 async def test_usage_members_see_their_own_and_admins_everyone(world: World) -> None:

@@ -120,12 +120,12 @@ async def test_a_form_submitted_before_its_callback_answer_is_read_is_still_answ
 ) -> None:
     # The submission comes on the gateway, the callback's answer on HTTP: a busy bot can read
     # the submission first, and discord.py alone would drop it ("This interaction failed").
-    world.discord.submit_before_modal_answer = True
+    world.discord.act_before_answer = True
     try:
         modal = await open_form(world)
         answer = await world.answer(await submit(world, modal, {"Prompt": "x", "Model": [I2V]}))
     finally:
-        world.discord.submit_before_modal_answer = False
+        world.discord.act_before_answer = False
     assert answer.ephemeral and "animates an image" in answer.content
 
 
