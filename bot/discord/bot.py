@@ -29,7 +29,7 @@ from bot.discord.render.admin import (
     missing_key_notice,
     missing_permissions_notice,
 )
-from bot.discord.tree import GenTree
+from bot.discord.tree import FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
@@ -205,6 +205,9 @@ class GenBot(commands.AutoShardedBot):
         self.click_debounce = ClickDebounce(services.clock)
         # Buttons whose state lives in this process (Cancel, confirmations, pages).
         self.choices = OpenChoices()
+        # Forms shown and waited for; a submission of any other is answered, not dropped.
+        self.forms = OpenForms(services.clock)
+        self.add_listener(self._unknown_form, "on_interaction")
         self.add_listener(
             self._command_permissions_updated, "on_raw_app_command_permissions_update"
         )
@@ -221,6 +224,18 @@ class GenBot(commands.AutoShardedBot):
         # guilds whose admin channel was told (once per process).
         self._permissions_warned: dict[int, tuple[str, ...]] = {}
         self._permissions_told: set[int] = set()
+
+    async def _unknown_form(self, interaction: discord.Interaction[Any]) -> None:
+        """Answer a form's submission that discord.py dropped: this process does not hold it.
+
+        The form was shown before a restart, or over :data:`~bot.discord.tree.FORM_SECONDS`
+        ago; without an answer the member would see "This interaction failed".
+        """
+        if interaction.type is not discord.InteractionType.modal_submit:
+            return
+        data: dict[str, Any] = dict(interaction.data or {})
+        if not self.forms.is_open(str(data.get("custom_id", ""))):
+            await send_ephemeral(interaction, FORM_EXPIRED)
 
     async def on_message(self, message: discord.Message, /) -> None:
         """Members' messages go to the cogs' listeners only: the bot has no prefix commands.

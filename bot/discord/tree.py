@@ -16,6 +16,7 @@ from bot.genapi.errors import GenAPIError
 from bot.ops.logs import set_context
 
 if TYPE_CHECKING:
+    from bot.clock import Clock
     from bot.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -104,12 +105,54 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     return False
 
 
+FORM_SECONDS = 3600.0
+"""How long a form waits for its submission. Discord never closes a modal by itself, and
+discord.py would keep an unsubmitted one (a member who dismissed it) for ever."""
+
+FORM_EXPIRED = (
+    "This form is no longer open (it was open over an hour, or the bot restarted); open it again."
+)
+
+
+class OpenForms:
+    """The forms (modals) this process showed and still waits for, by custom id.
+
+    discord.py drops a submission of a form it does not hold, and the member would see "This
+    interaction failed"; the bot answers it :data:`FORM_EXPIRED` instead
+    (``GenBot._unknown_form``), for which it must know the forms it holds.
+
+    Args:
+        clock: the bot's clock (monotonic seconds).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}  # in opening order: all live FORM_SECONDS
+
+    def opened(self, custom_id: str) -> None:
+        """Record a form shown now; forget those past their time."""
+        now = self._clock.monotonic()
+        while self._until:
+            first, until = next(iter(self._until.items()))
+            if until > now:
+                break
+            del self._until[first]
+        self._until[custom_id] = now + FORM_SECONDS
+
+    def is_open(self, custom_id: str) -> bool:
+        """Whether this process showed the form ``custom_id`` and still waits for it."""
+        return self._until.get(custom_id, 0.0) > self._clock.monotonic()
+
+
 class AdmittedModal(discord.ui.Modal):
     """A modal whose submission passes :func:`admit` first.
 
     A modal opened before a shutdown may be submitted during it: refused then, it starts no
-    paid call that nothing would wait for.
+    paid call that nothing would wait for. It waits :data:`FORM_SECONDS` for its submission.
     """
+
+    def __init__(self, *, title: str = discord.utils.MISSING) -> None:
+        super().__init__(title=title, timeout=FORM_SECONDS)
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Refuse (ephemerally, "restarting") while the bot shuts down."""
@@ -127,6 +170,7 @@ class AdmittedModal(discord.ui.Modal):
         Raises:
             discord.HTTPException: Discord refused the callback (nothing stays registered).
         """
+        interaction.client.forms.opened(self.custom_id)
         # No public call registers a form that is not "persistent" (a text input without a
         # custom id); the connection's view store is where send_modal itself puts it.
         interaction.client._connection.store_view(self)

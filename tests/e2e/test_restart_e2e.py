@@ -33,6 +33,13 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
             )
         )
 
+    # A form and a list's pages, shown before the crash and used after it.
+    form = await world.command("video-advanced")
+    await form.wait_callback()
+    assert form.modal is not None
+    listing = await world.answer(await world.command("models", {}))
+    pages = {b["label"]: b["custom_id"] for row in listing.components for b in row["components"]}
+
     await world.bot.kill()
     await asyncio.sleep(1)
     assert all("/files/" not in p.text for p in placeholders)  # none finished before the crash
@@ -42,6 +49,16 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
         lambda: True if identifies(world) >= 2 else None, 60, "a second IDENTIFY"
     )
     await world.discord.wait_ready(timeout=60)
+    late = await world.answer(
+        await world.discord.submit_modal(
+            form.modal["custom_id"], {form.modal["components"][0]["component"]["custom_id"]: "x"}
+        )
+    )
+    assert late.ephemeral and "This form is no longer open" in late.content
+    turned = await world.answer(
+        await world.discord.press_button(listing.id, pages["Next"], user_id=world.member.id)
+    )
+    assert turned.ephemeral and "These buttons have expired" in turned.content
     for placeholder in placeholders:
         await world.discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.text, timeout=60)
     await asyncio.sleep(3)  # a few more poller passes: nothing may be announced twice
