@@ -326,21 +326,39 @@ async def test_context_menus_animate_and_edit_a_members_image(world: World) -> N
     assert generations(world) == calls
 
 
+async def expensive_video(
+    world: World, user_id: int, prompt: str
+) -> tuple[Message, dict[str, str]]:
+    """Ask for a 6 s video of the expensive model: the price question and its buttons."""
+    ask = await world.answer(
+        await world.command(
+            "video", {"prompt": prompt, "model": EXPENSIVE_VIDEO, "duration": 6}, user_id=user_id
+        )
+    )
+    return ask, {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
+
+
+async def confirmed(world: World, ask: Message, labels: dict[str, str], user_id: int) -> None:
+    """Press Generate under the price question, then wait until the video is on its way."""
+    go = await world.discord.press_button(
+        ask.id, labels["Generate · $1.80"], user_id=user_id, permissions=MEMBER_PERMISSIONS
+    )
+    await go.wait_callback()
+    await world.discord.signal.wait_for(
+        lambda: True if "on its way" in world.discord.messages[ask.id].content else None,
+        15,
+        "the confirmed video",
+    )
+
+
 async def test_an_expensive_video_asks_first(world: World) -> None:
     await world.answer(
         await world.command("config", {"dollars": "1.00"}, admin=True, subcommand="confirm-above")
     )
     buyer = world.discord.add_user("buyer")  # the member may be at the cap of videos by now
     calls = generations(world)
-    ask = await world.answer(
-        await world.command(
-            "video",
-            {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6},
-            user_id=buyer.id,
-        )
-    )
+    ask, labels = await expensive_video(world, buyer.id, "a storm")
     assert ask.ephemeral and "$1.80" in ask.content
-    labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
     assert set(labels) == {"Generate · $1.80", "Cancel"}
     cancel = await world.discord.press_button(
         ask.id, labels["Cancel"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
@@ -349,23 +367,8 @@ async def test_an_expensive_video_asks_first(world: World) -> None:
     assert "nothing was charged" in world.discord.messages[ask.id].content
     assert generations(world) == calls
 
-    ask = await world.answer(
-        await world.command(
-            "video",
-            {"prompt": "a storm", "model": EXPENSIVE_VIDEO, "duration": 6},
-            user_id=buyer.id,
-        )
-    )
-    labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
-    go = await world.discord.press_button(
-        ask.id, labels["Generate · $1.80"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
-    )
-    await go.wait_callback()
-    await world.discord.signal.wait_for(
-        lambda: True if "on its way" in world.discord.messages[ask.id].content else None,
-        15,
-        "the confirmed video",
-    )
+    ask, labels = await expensive_video(world, buyer.id, "a storm")
+    await confirmed(world, ask, labels, buyer.id)
     assert ledger(world)[-1] == (buyer.id, "video", EXPENSIVE_VIDEO)
     # Below the threshold it runs at once, as before (asked by the admin: the member may be
     # at the cap of videos in progress).
@@ -388,25 +391,10 @@ async def test_generate_pressed_before_the_bot_read_that_it_was_shown_is_answere
     buyer = world.discord.add_user("quick buyer")
     world.discord.act_before_answer = True
     try:
-        ask = await world.answer(
-            await world.command(
-                "video",
-                {"prompt": "a quick storm", "model": EXPENSIVE_VIDEO, "duration": 6},
-                user_id=buyer.id,
-            )
-        )
-        labels = {i["label"]: i["custom_id"] for row in ask.components for i in row["components"]}
-        go = await world.discord.press_button(
-            ask.id, labels["Generate · $1.80"], user_id=buyer.id, permissions=MEMBER_PERMISSIONS
-        )
-        await go.wait_callback()
+        ask, labels = await expensive_video(world, buyer.id, "a quick storm")
+        await confirmed(world, ask, labels, buyer.id)
     finally:
         world.discord.act_before_answer = False
-    await world.discord.signal.wait_for(
-        lambda: True if "on its way" in world.discord.messages[ask.id].content else None,
-        15,
-        "the confirmed video",
-    )
     assert ledger(world)[-1] == (buyer.id, "video", EXPENSIVE_VIDEO)
     await world.answer(
         await world.command("config", {"dollars": "off"}, admin=True, subcommand="confirm-above")
