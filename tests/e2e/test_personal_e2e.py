@@ -4,69 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
 from bot.services.keys import fingerprint
 from tests.discord_emulator.errors import InvocationError
-from tests.discord_emulator.models import Channel, Guild, Message, User
+from tests.discord_emulator.models import Channel, Message
 from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.e2e.personal import delivery, elsewhere, job_of, ledger
 from tests.e2e.test_commands_e2e import video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@dataclass
-class Elsewhere:
-    """A server that never added the bot, and a member who installed it to their account."""
-
-    guild: Guild
-    channel: Channel
-    user: User
-
-
-_elsewhere: dict[int, Elsewhere] = {}
-
-
-def elsewhere(world: World) -> Elsewhere:
-    """The module's server without the bot (made once per world)."""
-    found = _elsewhere.get(id(world))
-    if found is None:
-        guild = world.discord.add_guild("No Bot Here", with_bot=False)
-        channel = world.discord.add_channel(guild.id, "chat")
-        user = world.discord.add_user("traveller")
-        world.discord.install_for_user(user.id)
-        found = _elsewhere[id(world)] = Elsewhere(guild, channel, user)
-    return found
-
-
 async def personal_text(world: World, prompt: str, *, dm: bool = False) -> Message:
     """Run ``/text`` as the traveller, in the server without the bot or in the bot's DM."""
-    place = elsewhere(world)
-    if dm:
-        where: dict[str, int | None] = {
-            "guild_id": None,
-            "channel_id": world.discord.dm_channel(place.user.id).id,
-        }
-    else:
-        where = {"guild_id": place.guild.id, "channel_id": place.channel.id}
-    handle = await world.discord.invoke(
-        "text",
-        {"prompt": prompt},
-        user_id=place.user.id,
-        permissions=MEMBER_PERMISSIONS,
-        **where,  # type: ignore[arg-type]
+    return await world.answer(
+        await elsewhere(world).invoke(world, "text", {"prompt": prompt}, dm=dm)
     )
-    world.handles.append(handle)
-    return await world.answer(handle)
-
-
-def ledger(world: World) -> Iterator[tuple[int, int, str]]:
-    """``(guild_id, user_id, key_fingerprint)`` of every charge the bot recorded."""
-    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
-        yield from db.execute("SELECT guild_id, user_id, key_fingerprint FROM ledger ORDER BY id")
 
 
 def channel_requests(world: World, channel: Channel) -> list[str]:
@@ -89,23 +44,7 @@ async def test_personal_use_needs_the_members_key_and_is_billed_to_them(world: W
 
     # The key is set in a private form, checked with the service, shown only by its end.
     own = world.api.create_key(balance_cents=10_000)
-    opened = await world.discord.invoke(
-        "settings",
-        {},
-        guild_id=place.guild.id,
-        channel_id=place.channel.id,
-        user_id=place.user.id,
-        permissions=MEMBER_PERMISSIONS,
-        group="api-key",
-        subcommand="set",
-    )
-    await opened.wait_callback()
-    assert opened.modal is not None
-    field_id = opened.modal["components"][0]["components"][0]["custom_id"]
-    submitted = await world.discord.submit_modal(
-        opened.modal["custom_id"], {field_id: own}, permissions=MEMBER_PERMISSIONS
-    )
-    saved = (await submitted.wait_original(timeout=15)).content
+    saved = (await place.set_key(world, own)).content
     assert f"ending in `{own[-4:]}`" in saved
     assert own not in saved
 
@@ -202,21 +141,6 @@ async def test_server_use_is_unchanged(world: World) -> None:
     assert new == (world.guild.id, world.member.id, fingerprint(world.key))
 
 
-def job_of(card: Message) -> int:
-    """The job id behind a personal card's Show result button (``gb:show:j<id>``)."""
-    show = next(b for b in action_buttons(card) if b["custom_id"].startswith("gb:show:"))
-    return int(show["custom_id"].removeprefix("gb:show:j"))
-
-
-def delivery(world: World, job_id: int) -> tuple[str, float | None]:
-    """``(delivery_route, announced_at)`` of a job, as the bot recorded it."""
-    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
-        row = db.execute(
-            "SELECT delivery_route, announced_at FROM jobs WHERE id = ?", (job_id,)
-        ).fetchone()
-    return row[0], row[1]
-
-
 def card_of(world: World, job_id: int) -> int | None:
     """The message id the bot recorded as the job's card."""
     with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
@@ -235,15 +159,9 @@ async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show
     place = elsewhere(world)
     own = next(r.key for r in world.api.requests if r.method == "POST")  # set above
     posts = world.posts_to("/generate")
-    handle = await world.discord.invoke(
-        "video",
-        {"prompt": "a comet over the sea", "model": video_model(world)["id"]},
-        guild_id=place.guild.id,
-        channel_id=place.channel.id,
-        user_id=place.user.id,
-        permissions=MEMBER_PERMISSIONS,
+    handle = await place.invoke(
+        world, "video", {"prompt": "a comet over the sea", "model": video_model(world)["id"]}
     )
-    world.handles.append(handle)
     # The card is the interaction's own response (the bot cannot post in that channel),
     # public like a server's card, with a Show result button; paid from the member's key.
     card = await world.answer(handle)
@@ -265,15 +183,7 @@ async def test_a_video_whose_token_expired_is_shown_by_show_result_and_jobs_show
     # Nowhere to show it but its card: the result waits for Show result and /jobs show.
     assert delivery(world, job_id)[0] == "jobs"
     assert "/files/" not in " ".join(world.discord.messages[card.id].urls)
-    listing = await world.discord.invoke(
-        "jobs",
-        {},
-        guild_id=place.guild.id,
-        channel_id=place.channel.id,
-        user_id=place.user.id,
-        permissions=MEMBER_PERMISSIONS,
-    )
-    world.handles.append(listing)
+    listing = await place.invoke(world, "jobs")
     assert f"/jobs show:{job_id}" in (await world.answer(listing)).text
 
     # Show result: the click's fresh token updates the card with the result.
@@ -376,15 +286,9 @@ async def test_a_personal_result_respects_the_interactions_upload_limit(world: W
     world.discord.set_attachment_size_limit(place.user.id, 5 * 1024 * 1024)
     world.api.set_file_size(6 * 1024 * 1024)
     try:
-        handle = await world.discord.invoke(
-            "video",
-            {"prompt": "a heron taking off", "model": video_model(world)["id"]},
-            guild_id=place.guild.id,
-            channel_id=place.channel.id,
-            user_id=place.user.id,
-            permissions=MEMBER_PERMISSIONS,
+        handle = await place.invoke(
+            world, "video", {"prompt": "a heron taking off", "model": video_model(world)["id"]}
         )
-        world.handles.append(handle)
         card = await world.answer(handle)
         done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, timeout=40)
     finally:
@@ -415,15 +319,9 @@ async def test_a_personal_card_is_finished_by_the_bot_after_a_restart(world: Wor
     place = elsewhere(world)
     world.api.set_task_duration(lambda model, body: 10.0)
     try:
-        handle = await world.discord.invoke(
-            "video",
-            {"prompt": "a tram in the rain", "model": video_model(world)["id"]},
-            guild_id=place.guild.id,
-            channel_id=place.channel.id,
-            user_id=place.user.id,
-            permissions=MEMBER_PERMISSIONS,
+        handle = await place.invoke(
+            world, "video", {"prompt": "a tram in the rain", "model": video_model(world)["id"]}
         )
-        world.handles.append(handle)
         card = await world.answer(handle)
         job_id = job_of(card)
         deadline = asyncio.get_running_loop().time() + 15

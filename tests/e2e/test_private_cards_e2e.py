@@ -18,7 +18,7 @@ import pytest
 from bot.services.keys import fingerprint
 from tests.discord_emulator.models import Message, User
 from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
-from tests.e2e.test_personal_e2e import delivery, elsewhere, job_of, ledger
+from tests.e2e.personal import delivery, elsewhere, job_of, ledger
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -307,23 +307,7 @@ async def test_closed_dms_and_an_expired_token_post_in_the_channel_saying_why(
 async def test_a_private_personal_video_card_is_the_ephemeral_response(world: World) -> None:
     place = elsewhere(world)
     own = world.api.create_key(balance_cents=10_000)
-    opened = await world.discord.invoke(
-        "settings",
-        {},
-        guild_id=place.guild.id,
-        channel_id=place.channel.id,
-        user_id=place.user.id,
-        permissions=MEMBER_PERMISSIONS,
-        group="api-key",
-        subcommand="set",
-    )
-    await opened.wait_callback()
-    assert opened.modal is not None
-    field_id = opened.modal["components"][0]["components"][0]["custom_id"]
-    submitted = await world.discord.submit_modal(
-        opened.modal["custom_id"], {field_id: own}, permissions=MEMBER_PERMISSIONS
-    )
-    await submitted.wait_original(timeout=15)
+    await place.set_key(world, own)
     where = {"guild_id": place.guild.id, "channel_id": place.channel.id}
     saved = await world.answer(
         await world.discord.invoke(
