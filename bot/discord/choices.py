@@ -82,9 +82,6 @@ class OpenChoices:
         """Forget the choice: its buttons answer :data:`EXPIRED` from now on."""
         self._open.pop(token, None)
 
-    def __len__(self) -> int:
-        return len(self._open)
-
 
 @dataclass(frozen=True, slots=True)
 class Option:

@@ -123,10 +123,14 @@ class QueueStatus:
         return False
 
     async def choose(self, interaction: discord.Interaction[GenBot], option: str) -> bool:
-        """Cancel: the request leaves the queue; nothing is sent or charged."""
+        """Cancel: the request leaves the queue; nothing is sent or charged.
+
+        Pressed as the request went, it is told so and stays: the command may queue again
+        (a catalogue fetch, then its request).
+        """
         if self._gone:
             await send_ephemeral(interaction, TOO_LATE)
-            return False
+            return True
         self.seat.cancelled.set()
         await interaction.response.edit_message(content=CANCELLED, view=None)
         return False
