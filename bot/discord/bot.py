@@ -29,7 +29,7 @@ from bot.discord.render.admin import (
     missing_key_notice,
     missing_permissions_notice,
 )
-from bot.discord.tree import FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
+from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
@@ -205,9 +205,11 @@ class GenBot(commands.AutoShardedBot):
         self.click_debounce = ClickDebounce(services.clock)
         # Buttons whose state lives in this process (Cancel, confirmations, pages).
         self.choices = OpenChoices()
-        # Forms shown and waited for; a submission of any other is answered, not dropped.
+        # Forms shown and waited for, and the buttons' templates: a submission or a press that
+        # nothing here answers is told so, not dropped.
         self.forms = OpenForms(services.clock)
-        self.add_listener(self._unknown_form, "on_interaction")
+        self._buttons: list[type[discord.ui.DynamicItem[Any]]] = []
+        self.add_listener(self._unanswered, "on_interaction")
         self.add_listener(
             self._command_permissions_updated, "on_raw_app_command_permissions_update"
         )
@@ -225,17 +227,31 @@ class GenBot(commands.AutoShardedBot):
         self._permissions_warned: dict[int, tuple[str, ...]] = {}
         self._permissions_told: set[int] = set()
 
-    async def _unknown_form(self, interaction: discord.Interaction[Any]) -> None:
-        """Answer a form's submission that discord.py dropped: this process does not hold it.
+    def add_dynamic_items(self, *items: type[discord.ui.DynamicItem[Any]]) -> None:
+        """Register restart-safe buttons (discord.py), remembering their templates."""
+        super().add_dynamic_items(*items)
+        self._buttons.extend(items)
 
-        The form was shown before a restart, or over :data:`~bot.discord.tree.FORM_SECONDS`
-        ago; without an answer the member would see "This interaction failed".
+    async def _unanswered(self, interaction: discord.Interaction[Any]) -> None:
+        """Answer a submission or a press that discord.py dropped: nothing here handles it.
+
+        Without an answer the member would see "This interaction failed". A form was shown
+        before a restart, or over :data:`~bot.discord.tree.FORM_SECONDS` ago; a button's
+        custom id matches none of the registered templates (a button of an older version,
+        whose view lived in that process's memory). Every button the bot sends is one of
+        those ``DynamicItem`` classes (``tests/discord/test_admission.py``).
         """
-        if interaction.type is not discord.InteractionType.modal_submit:
-            return
         data: dict[str, Any] = dict(interaction.data or {})
-        if not self.forms.is_open(str(data.get("custom_id", ""))):
+        custom_id = str(data.get("custom_id", ""))
+        kind = interaction.type
+        if kind is discord.InteractionType.modal_submit and not self.forms.is_open(custom_id):
             await send_ephemeral(interaction, FORM_EXPIRED)
+        elif kind is discord.InteractionType.component and not self._answers(custom_id):
+            await send_ephemeral(interaction, BUTTON_GONE)
+
+    def _answers(self, custom_id: str) -> bool:
+        """Whether a registered button class answers a press of ``custom_id``."""
+        return any(b.__discord_ui_compiled_template__.fullmatch(custom_id) for b in self._buttons)
 
     async def on_message(self, message: discord.Message, /) -> None:
         """Members' messages go to the cogs' listeners only: the bot has no prefix commands.

@@ -109,6 +109,8 @@ FORM_SECONDS = 3600.0
 """How long a form waits for its submission. Discord never closes a modal by itself, and
 discord.py would keep an unsubmitted one (a member who dismissed it) for ever."""
 
+BUTTON_GONE = "This button no longer works (the bot was updated); run the command again."
+
 FORM_EXPIRED = (
     "This form is no longer open (it was open over an hour, or the bot restarted); open it again."
 )
@@ -119,7 +121,7 @@ class OpenForms:
 
     discord.py drops a submission of a form it does not hold, and the member would see "This
     interaction failed"; the bot answers it :data:`FORM_EXPIRED` instead
-    (``GenBot._unknown_form``), for which it must know the forms it holds.
+    (``GenBot._unanswered``), for which it must know the forms it holds.
 
     Args:
         clock: the bot's clock (monotonic seconds).

@@ -59,6 +59,27 @@ async def test_pending_videos_survive_kill_9(world: World) -> None:
         await world.discord.press_button(listing.id, pages["Next"], user_id=world.member.id)
     )
     assert turned.ephemeral and "These buttons have expired" in turned.content
+    # A button of an older version, whose view lived in that process's memory only.
+    old = world.discord.msgs.create(
+        world.channel.id,
+        {
+            "content": "Generate · $1.80?",
+            "components": [
+                {
+                    "type": 1,
+                    "components": [
+                        {"type": 2, "style": 3, "label": "Generate", "custom_id": "9f" * 16}
+                    ],
+                }
+            ],
+        },
+        [],
+        can_mention_everyone=False,
+    )
+    gone = await world.answer(
+        await world.discord.press_button(old.id, "9f" * 16, user_id=world.member.id)
+    )
+    assert gone.ephemeral and "This button no longer works" in gone.content
     for placeholder in placeholders:
         await world.discord.wait_for_edit(placeholder.id, lambda m: "/files/" in m.text, timeout=60)
     await asyncio.sleep(3)  # a few more poller passes: nothing may be announced twice
