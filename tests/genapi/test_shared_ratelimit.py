@@ -73,6 +73,18 @@ async def recorded(db: Database, key_id: str) -> list[tuple[float, bool]]:
     return seen
 
 
+async def blocked_until(db: Database, key_id: str) -> float:
+    """When the key's recorded block ends (the database's clock); 0 when it has none."""
+    seen: list[float] = []
+
+    def look(now: float, sent: Sequence[tuple[float, bool]], blocked_until: float) -> float:
+        seen.append(blocked_until)
+        return 1.0  # record nothing
+
+    await db.rates.take([RateTake(key_id, False, 3600.0, look)])
+    return seen[0] if seen else 0.0
+
+
 async def test_two_processes_never_exceed_the_limit_in_any_rolling_window(
     two: tuple[Database, Database],
 ) -> None:
@@ -110,7 +122,10 @@ async def test_a_429_blocks_the_key_for_every_process(two: tuple[Database, Datab
     first, second = (SharedRateLimiter(SystemClock(), db.rates) for db in two)
     await first.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
     first.for_key("fp").block_for(120.0)
-    await asyncio.sleep(0.2)  # the block is written in the background
+    for _ in range(500):  # the block is written in the background: until the other sees it
+        if await blocked_until(two[1], "fp") > 0:
+            break
+        await asyncio.sleep(0.01)
     with pytest.raises(RateLimitWaitTooLong):
         await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=5.0)
     # Nothing was recorded for the refused request.
