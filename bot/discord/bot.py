@@ -149,6 +149,10 @@ def build_announcer(
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
 
 
+PRIME_CATALOGUE_SECONDS = 10.0
+"""How long start-up waits for the catalogue before going online without it."""
+
+
 class GenBot(commands.AutoShardedBot):
     """The genbot Discord client.
 
@@ -283,11 +287,17 @@ class GenBot(commands.AutoShardedBot):
             return
         self.services.catalogue.use_key(key)
         try:
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(PRIME_CATALOGUE_SECONDS):
                 # Interactive: start-up waits on it, so it must not queue behind the polls'
                 # floor when the key's recorded window is full (genapi/ratelimit.py).
                 await self.services.catalogue.refresh(key, priority=Priority.INTERACTIVE)
-        except (GenAPIError, TimeoutError) as exc:
+        except TimeoutError:
+            log.warning(
+                "catalogue not loaded within %.0f s of start-up (a slow service, or the key's "
+                "window full); autocomplete waits for it",
+                PRIME_CATALOGUE_SECONDS,
+            )
+        except GenAPIError as exc:
             log.warning("catalogue not loaded at start-up (%s); autocomplete waits for it", exc)
 
     def _start(self, run: Callable[[], Coroutine[Any, Any, None]], name: str) -> asyncio.Task[None]:
@@ -329,11 +339,13 @@ class GenBot(commands.AutoShardedBot):
             log.warning("%s received: already shutting down", name)
             return
         self._closing = True
+        running = len(self._commands)
         log.warning(
-            "%s received: taking no new commands; waiting up to %.0f s for %d running ones",
+            "%s received: taking no new commands; waiting up to %.0f s for %d running %s",
             name,
             self._shutdown_grace,
-            len(self._commands),
+            running,
+            "command" if running == 1 else "commands",
         )
         self._shutdown = asyncio.create_task(self.close(), name="shutdown")
 
