@@ -1,7 +1,8 @@
 """The bot's commands as Discord lists them: the one place the command list is written.
 
-A new command adds its name here; the unit test of the tree (tests/discord/test_commands.py) and the
-end-to-end tests of the registration (tests/e2e/) compare against it.
+A new command adds its name (and its options) here; the unit test of the tree
+(tests/discord/test_commands.py) and the end-to-end tests of the registration (tests/e2e/)
+compare against it.
 """
 
 SLASH_COMMANDS = frozenset(
@@ -22,3 +23,34 @@ SLASH_COMMANDS = frozenset(
 
 MESSAGE_MENUS = frozenset({"Animate image", "Edit image"})
 """Message context menus (type 3)."""
+
+OPTIONS = {
+    "text": ["prompt", "model", "system", "max_tokens", "temperature"],
+    "image": [
+        "prompt",
+        "model",
+        "aspect_ratio",
+        "mode",
+        "image_url",
+        "image",
+        "image_urls",
+        "image2",
+        "image3",
+        "image4",
+    ],
+    "video": [
+        "prompt",
+        "model",
+        "duration",
+        "aspect_ratio",
+        "image_url",
+        "image",
+        "generate_audio",
+        "lock_camera",
+    ],
+    "video-advanced": [],  # a form: a modal (issue 12)
+    "models": ["type"],
+    "usage": ["user"],
+    "jobs": ["member", "everyone", "show"],
+}
+"""The options of the commands that take them directly, in Discord's order."""

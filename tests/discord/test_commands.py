@@ -8,7 +8,7 @@ import discord
 import pytest
 
 from bot.discord.bot import EXTENSIONS, GenBot
-from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
+from tests.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
 from tests.conftest import Stack
 
 
@@ -39,39 +39,7 @@ async def test_the_commands_and_options_are_the_interface(tree: list[dict[str, A
     assert set(commands) == SLASH_COMMANDS
     menus = {c["name"] for c in tree if c.get("type") == 3}  # message context menus
     assert menus == MESSAGE_MENUS
-    assert list(options_of(commands["text"])) == [
-        "prompt",
-        "model",
-        "system",
-        "max_tokens",
-        "temperature",
-    ]
-    assert list(options_of(commands["image"])) == [
-        "prompt",
-        "model",
-        "aspect_ratio",
-        "mode",
-        "image_url",
-        "image",
-        "image_urls",
-        "image2",
-        "image3",
-        "image4",
-    ]
-    assert list(options_of(commands["video"])) == [
-        "prompt",
-        "model",
-        "duration",
-        "aspect_ratio",
-        "image_url",
-        "image",
-        "generate_audio",
-        "lock_camera",
-    ]
-    assert list(options_of(commands["video-advanced"])) == []  # a form: a modal (issue 12)
-    assert list(options_of(commands["models"])) == ["type"]
-    assert list(options_of(commands["usage"])) == ["user"]
-    assert list(options_of(commands["jobs"])) == ["member", "everyone", "show"]
+    assert {name: list(options_of(commands[name])) for name in OPTIONS} == OPTIONS
 
 
 async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
+from tests.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
 from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -25,23 +25,7 @@ async def test_the_registered_commands_are_the_interface(world: World) -> None:
     assert set(commands) == SLASH_COMMANDS
     menus = {c["name"] for c in registered if c.get("type") == 3}
     assert menus == MESSAGE_MENUS
-    assert option_names(commands["video"]) == [
-        "prompt",
-        "model",
-        "duration",
-        "aspect_ratio",
-        "image_url",
-        "image",
-        "generate_audio",
-        "lock_camera",
-    ]
-    assert option_names(commands["text"]) == [
-        "prompt",
-        "model",
-        "system",
-        "max_tokens",
-        "temperature",
-    ]
+    assert {name: option_names(commands[name]) for name in OPTIONS} == OPTIONS
     assert int(commands["config"]["default_member_permissions"]) == 1 << 5
 
 

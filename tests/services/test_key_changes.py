@@ -16,13 +16,12 @@ from pydantic import SecretStr
 from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
-from bot.jobs.poller import Poller
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
 from bot.storage import Job, JobStatus, Kind
 from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 
@@ -44,17 +43,6 @@ def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
     )
     stack.services = replace(stack.services, keys=keys, generation=generation)
     return stack
-
-
-def poller(stack: Stack, announcer: RecordingAnnouncer) -> Poller:
-    return Poller(
-        db=stack.db,
-        client=stack.client,
-        keys=stack.keys,
-        schedule=stack.schedule,
-        announcer=announcer,
-        clock=stack.clock,
-    )
 
 
 def config_service(stack: Stack) -> GuildConfigService:
@@ -95,7 +83,7 @@ async def test_a_pending_video_survives_a_key_change(
     assert "1 video is still being made with the old key" in note, note
 
     announcer = RecordingAnnouncer()
-    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
     finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED, finished.error
@@ -140,7 +128,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
     on_keys(stack, resolver(stack, None))
     stack.clock.advance(120)
     slip = RecordingAnnouncer()
-    broken = poller(stack, slip)
+    broken = make_poller(stack, slip)
     with caplog.at_level(logging.WARNING, logger="bot.jobs.poller"):
         assert await broken.poll_due() == 1
         while broken.in_flight:
@@ -156,7 +144,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
     # Restarted with it: the job completes.
     on_keys(stack, resolver(stack))
     announcer = RecordingAnnouncer()
-    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
     finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     assert finished.status is JobStatus.COMPLETED, finished.error
@@ -171,7 +159,7 @@ async def test_a_key_unreadable_with_the_configured_keys_is_retried_not_failed(
     # KEY_ENCRYPTION_KEY replaced by a new key without the old one after it.
     on_keys(stack, resolver(stack, SecretStr(Fernet.generate_key().decode())))
     slip = RecordingAnnouncer()
-    broken = poller(stack, slip)
+    broken = make_poller(stack, slip)
     assert await broken.poll_due() + 1  # whether or not it is due yet
     stack.clock.advance(120)
     await broken.poll_due()
@@ -219,7 +207,7 @@ async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
 async def polled_to_the_end(stack: Stack, job: Job) -> Job:
     """Run the poller until ``job`` is announced; return it as stored then."""
     announcer = RecordingAnnouncer()
-    await run_until(poller(stack, announcer), lambda: bool(announcer.notified))
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.notified))
     finished = await stack.db.jobs.get(job.id)
     assert finished is not None
     return finished
@@ -332,7 +320,7 @@ async def test_a_job_whose_key_is_known_nowhere_waits_with_a_warning_and_never_f
     restarted_keys.set_missing_key_notice(tell_admins)
     on_keys(stack, restarted_keys)
     slip = RecordingAnnouncer()
-    restarted = poller(stack, slip)
+    restarted = make_poller(stack, slip)
     with caplog.at_level(logging.WARNING, logger="bot.jobs.poller"):
         for _ in range(2):  # two passes: the admins are told once
             stack.clock.advance(400)
