@@ -5,6 +5,7 @@ emulator and the bot read the same manual clock, so task durations, rate windows
 days pass without sleeping.
 """
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -129,17 +130,19 @@ def stack_overrides() -> dict[str, Any]:
     return {}
 
 
-@pytest.fixture
-async def stack(
-    engine_settings: dict[str, Any], stack_overrides: dict[str, Any]
-) -> AsyncIterator[Stack]:
-    clock = ManualClock()
+@contextlib.asynccontextmanager
+async def services_on_emulator(
+    clock: ManualClock, **settings: Any
+) -> AsyncIterator[tuple[Services, GenApiEmulator, str]]:
+    """Services as ``python -m bot`` builds them (``assemble_services``), on the API emulator.
+
+    Yields the services, the emulator and the default key (100,000 cents of credit); the
+    database is closed on the way out. ``settings`` are passed to :func:`make_settings`.
+    """
     async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
         key = api.create_key(balance_cents=100_000)
-        settings = make_settings(
-            genapi_api_key=key, genapi_base_url=api.base_url, **engine_settings, **stack_overrides
-        )
-        db = await open_database(settings, clock)
+        made = make_settings(genapi_api_key=key, genapi_base_url=api.base_url, **settings)
+        db = await open_database(made, clock)
         client = GenAPIClient(
             api.base_url,
             http=http,
@@ -147,7 +150,22 @@ async def stack(
             clock=clock,
             generation_timeout=GENERATION_TIMEOUT,
         )
-        services = assemble_services(settings, clock, db, client, SecretStr(key))
+        try:
+            yield assemble_services(made, clock, db, client, SecretStr(key)), api, key
+        finally:
+            await db.close()
+
+
+@pytest.fixture
+async def stack(
+    engine_settings: dict[str, Any], stack_overrides: dict[str, Any]
+) -> AsyncIterator[Stack]:
+    clock = ManualClock()
+    async with services_on_emulator(clock, **engine_settings, **stack_overrides) as (
+        services,
+        api,
+        key,
+    ):
         notices: list[tuple[int, int, KeyProblem]] = []
 
         async def notify(guild_id: int, channel_id: int, problem: KeyProblem) -> None:
@@ -155,7 +173,6 @@ async def stack(
 
         services.generation.set_admin_notifier(notify)
         yield Stack(clock, api, key, services, notices)
-        await db.close()
 
 
 @pytest.fixture

@@ -7,16 +7,12 @@ from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
 from typing import Any
 
-import httpx2 as httpx
 import pytest
 from cryptography.fernet import Fernet
-from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.errors import BudgetExceeded, user_message
 from bot.genapi import errors as api_errors
-from bot.genapi.client import GenAPIClient
-from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import fingerprint
@@ -28,8 +24,8 @@ from bot.services.personal import (
     wallet_id,
     who_pays,
 )
-from bot.wiring import Services, assemble_services, open_database
-from tests.conftest import GENERATION_TIMEOUT, make_settings
+from bot.wiring import Services
+from tests.conftest import services_on_emulator
 
 GUILD = 111
 MEMBER = 222
@@ -85,28 +81,10 @@ def personal_stack(engine_settings: dict[str, Any]) -> StackFactory:
 
     @contextlib.asynccontextmanager
     async def build(**overrides: Any) -> AsyncIterator[tuple[Services, GenApiEmulator]]:
-        clock = ManualClock()
-        async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
-            key = api.create_key(balance_cents=100_000)
-            settings = make_settings(
-                genapi_api_key=key,
-                genapi_base_url=api.base_url,
-                key_encryption_key=Fernet.generate_key().decode(),
-                **engine_settings,
-                **overrides,
-            )
-            db = await open_database(settings, clock)
-            client = GenAPIClient(
-                api.base_url,
-                http=http,
-                limiter=RateLimiter(clock),
-                clock=clock,
-                generation_timeout=GENERATION_TIMEOUT,
-            )
-            try:
-                yield assemble_services(settings, clock, db, client, SecretStr(key)), api
-            finally:
-                await db.close()
+        fernet = Fernet.generate_key().decode()
+        settings = {"key_encryption_key": fernet, **engine_settings, **overrides}
+        async with services_on_emulator(ManualClock(), **settings) as (services, api, _):
+            yield services, api
 
     return build
 
