@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
+import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
@@ -16,78 +15,61 @@ TOKEN = "aW50ZXJhY3Rpb246" + "x" * 60
 """An interaction token's shape (Discord's are long url-safe strings)."""
 
 
+@pytest.fixture
+def vault() -> KeyVault:
+    """A vault with a key: tokens are stored encrypted."""
+    return KeyVault(SecretStr(Fernet.generate_key().decode()))
+
+
 async def test_a_token_is_stored_encrypted_and_survives_a_restart_until_it_expires(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
+    store: Database, clock: ManualClock, vault: KeyVault
 ) -> None:
-    clock = ManualClock()
-    db = await open_db(clock)
-    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
-    try:
-        tokens = ResponseTokens(db, vault, clock)
-        await tokens.keep(7, ResponseToken(TOKEN, clock.time() + 870, 25 * 1024 * 1024))
-        assert TOKEN not in repr(await tokens.get(7))
-        stored = await db.meta.get("response:7")
-        assert stored and TOKEN not in stored  # a secret at rest: encrypted like keys
+    tokens = ResponseTokens(store, vault, clock)
+    await tokens.keep(7, ResponseToken(TOKEN, clock.time() + 870, 25 * 1024 * 1024))
+    assert TOKEN not in repr(await tokens.get(7))
+    stored = await store.meta.get("response:7")
+    assert stored and TOKEN not in stored  # a secret at rest: encrypted like keys
 
-        # Another process (or the bot after a restart) reads it back, with its upload limit.
-        again = ResponseTokens(db, vault, clock)
-        found = await again.get(7)
-        assert found is not None and found.token == TOKEN
-        assert found.filesize_limit == 25 * 1024 * 1024
+    # Another process (or the bot after a restart) reads it back, with its upload limit.
+    again = ResponseTokens(store, vault, clock)
+    found = await again.get(7)
+    assert found is not None and found.token == TOKEN
+    assert found.filesize_limit == 25 * 1024 * 1024
 
-        # Past its 15 minutes it is never handed out again, and no longer stored.
-        clock.advance(871)
-        assert await again.get(7) is None
-        assert await db.meta.get("response:7") == ""
-        assert await ResponseTokens(db, vault, clock).get(7) is None
-    finally:
-        await db.close()
+    # Past its 15 minutes it is never handed out again, and no longer stored.
+    clock.advance(871)
+    assert await again.get(7) is None
+    assert await store.meta.get("response:7") == ""
+    assert await ResponseTokens(store, vault, clock).get(7) is None
 
 
 async def test_a_refused_token_is_forgotten_everywhere(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
+    store: Database, clock: ManualClock, vault: KeyVault
 ) -> None:
-    clock = ManualClock()
-    db = await open_db(clock)
-    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
-    try:
-        tokens = ResponseTokens(db, vault, clock)
-        await tokens.keep(8, ResponseToken(TOKEN, clock.time() + 870))
-        await tokens.forget(8)  # Discord answered 401 50027
-        assert await tokens.get(8) is None
-        assert await ResponseTokens(db, vault, clock).get(8) is None
-    finally:
-        await db.close()
+    tokens = ResponseTokens(store, vault, clock)
+    await tokens.keep(8, ResponseToken(TOKEN, clock.time() + 870))
+    await tokens.forget(8)  # Discord answered 401 50027
+    assert await tokens.get(8) is None
+    assert await ResponseTokens(store, vault, clock).get(8) is None
 
 
 async def test_without_an_encryption_key_a_token_stays_in_memory_only(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
+    store: Database, clock: ManualClock
 ) -> None:
-    clock = ManualClock()
-    db = await open_db(clock)
-    try:
-        tokens = ResponseTokens(db, KeyVault(None), clock)
-        await tokens.keep(9, ResponseToken(TOKEN, clock.time() + 870))
-        assert (await tokens.get(9)) is not None
-        assert await db.meta.get("response:9") is None  # never stored in clear
-        assert await ResponseTokens(db, KeyVault(None), clock).get(9) is None
-    finally:
-        await db.close()
+    tokens = ResponseTokens(store, KeyVault(None), clock)
+    await tokens.keep(9, ResponseToken(TOKEN, clock.time() + 870))
+    assert (await tokens.get(9)) is not None
+    assert await store.meta.get("response:9") is None  # never stored in clear
+    assert await ResponseTokens(store, KeyVault(None), clock).get(9) is None
 
 
 async def test_a_private_responses_token_stays_private_across_a_restart(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
+    store: Database, clock: ManualClock, vault: KeyVault
 ) -> None:
     # An ephemeral card's followups must be ephemeral too (issue 22, private results): a
     # worker or a restarted bot must know, or the completion ping lands in the channel.
-    clock = ManualClock()
-    db = await open_db(clock)
-    vault = KeyVault(SecretStr(Fernet.generate_key().decode()))
-    try:
-        await ResponseTokens(db, vault, clock).keep(
-            9, ResponseToken(TOKEN, clock.time() + 870, private=True)
-        )
-        found = await ResponseTokens(db, vault, clock).get(9)
-        assert found is not None and found.private
-    finally:
-        await db.close()
+    await ResponseTokens(store, vault, clock).keep(
+        9, ResponseToken(TOKEN, clock.time() + 870, private=True)
+    )
+    found = await ResponseTokens(store, vault, clock).get(9)
+    assert found is not None and found.private
