@@ -17,8 +17,8 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
 from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
-from tests.services.test_key_changes import on_keys, poller
+from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.services.test_key_changes import on_keys
 
 
 async def test_the_emulator_can_echo_the_key_and_the_client_redacts_it(stack: Stack) -> None:
@@ -100,7 +100,7 @@ async def test_a_failed_tasks_reason_is_redacted(stack: Stack, who: Requester) -
     stack.api.fail_next_tasks(1, f"provider rejected key {stack.key}")
     (job,) = await submit(stack, who)
     announcer = RecordingAnnouncer()
-    await run_until(poller(stack, announcer), lambda: bool(announcer.results))
+    await run_until(make_poller(stack, announcer), lambda: bool(announcer.results))
     (shown,) = announcer.results
     assert shown.id == job.id
     assert stack.key not in (shown.error or "")
