@@ -15,15 +15,26 @@ from sqlalchemy import (
     Boolean,
     Column,
     Double,
+    ForeignKey,
+    Index,
     Integer,
     LargeBinary,
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
 """Every table of the bot's schema."""
+
+JSON_TEXT = {"json": True}
+"""``Column.info`` of a column holding JSON text: ``jsonb`` on PostgreSQL, ``TEXT`` on SQLite.
+
+The repositories encode and decode the JSON themselves, so the column is ``Text`` to
+SQLAlchemy on both engines (a ``JSONB`` type would encode the text a second time).
+"""
 
 
 blocked_terms = Table(
@@ -58,6 +69,15 @@ charge_anomalies = Table(
     Column("key_fingerprint", Text, nullable=False),
     Column("at", Double, nullable=False),
 )
+Index(
+    "charge_anomalies_task",
+    charge_anomalies.c.kind,
+    charge_anomalies.c.task_id,
+    unique=True,
+    sqlite_where=text("task_id IS NOT NULL"),
+    postgresql_where=text("task_id IS NOT NULL"),
+)
+Index("charge_anomalies_guild_at", charge_anomalies.c.guild_id, charge_anomalies.c.at)
 
 
 config_audit = Table(
@@ -71,6 +91,7 @@ config_audit = Table(
     Column("new", Text, nullable=False),
     Column("at", Double, nullable=False),
 )
+Index("config_audit_guild", config_audit.c.guild_id, config_audit.c.id)
 
 
 conversations = Table(
@@ -138,7 +159,7 @@ jobs = Table(
     "jobs",
     metadata,
     Column("id", BigInteger, primary_key=True),
-    Column("task_id", Text, nullable=False),
+    Column("task_id", Text, nullable=False, unique=True),
     Column("provider", Text, nullable=False),
     Column("poll_url", Text, nullable=False),
     Column("kind", Text, nullable=False),
@@ -148,13 +169,13 @@ jobs = Table(
     Column("message_id", BigInteger),
     Column("user_id", BigInteger, nullable=False),
     Column("prompt_summary", Text, nullable=False),
-    Column("details", Text, nullable=False),
+    Column("details", Text, nullable=False, info=JSON_TEXT),
     Column("key_fingerprint", Text, nullable=False),
     Column("status", Text, nullable=False),
     Column("created_at", Double, nullable=False),
     Column("next_poll_at", Double, nullable=False),
     Column("finished_at", Double),
-    Column("outputs", Text, nullable=False),
+    Column("outputs", Text, nullable=False, info=JSON_TEXT),
     Column("error", Text),
     Column("poll_count", Integer, nullable=False),
     Column("last_progress_at", Double),
@@ -167,6 +188,67 @@ jobs = Table(
     Column("delivery_error", Text),
     Column("poll_token", BigInteger, nullable=False),
     Column("delivery_token", BigInteger, nullable=False),
+)
+# Partial indexes: their size follows the pending (or undelivered) jobs, not all jobs ever.
+Index(
+    "jobs_pending_videos",
+    jobs.c.guild_id,
+    jobs.c.user_id,
+    sqlite_where=text("status = 'pending' AND kind = 'video'"),
+    postgresql_where=text("status = 'pending' AND kind = 'video'"),
+)
+Index(
+    "jobs_due",
+    jobs.c.next_poll_at,
+    sqlite_where=text("status = 'pending'"),
+    postgresql_where=text("status = 'pending'"),
+)
+Index(
+    "jobs_unannounced",
+    jobs.c.finished_at,
+    sqlite_where=text("status <> 'pending' AND announced_at IS NULL"),
+    postgresql_where=text("status <> 'pending' AND announced_at IS NULL"),
+)
+Index(
+    "jobs_completed_model",
+    jobs.c.model,
+    jobs.c.finished_at,
+    sqlite_where=text("status = 'completed'"),
+    postgresql_where=text("status = 'completed'"),
+)
+Index("jobs_listing", jobs.c.guild_id, jobs.c.user_id, jobs.c.created_at)
+Index("jobs_guild_listing", jobs.c.guild_id, jobs.c.created_at)
+Index(
+    "jobs_pending_key",
+    jobs.c.guild_id,
+    jobs.c.key_fingerprint,
+    sqlite_where=text("status = 'pending'"),
+    postgresql_where=text("status = 'pending'"),
+)
+Index(
+    "jobs_pending_fingerprint",
+    jobs.c.key_fingerprint,
+    sqlite_where=text("status = 'pending'"),
+    postgresql_where=text("status = 'pending'"),
+)
+Index(
+    "jobs_delivery_due",
+    jobs.c.next_delivery_at,
+    sqlite_where=text("status <> 'pending' AND announced_at IS NULL"),
+    postgresql_where=text("status <> 'pending' AND announced_at IS NULL"),
+)
+# The poller's claim reads its candidates from this index alone; status and unwatched_at are
+# implied by the WHERE, but SQLite counts an index as covering only when it holds every column
+# the query names.
+Index(
+    "jobs_claim",
+    jobs.c.next_poll_at,
+    jobs.c.key_fingerprint,
+    jobs.c.guild_id,
+    jobs.c.status,
+    jobs.c.unwatched_at,
+    sqlite_where=text("status = 'pending' AND unwatched_at IS NULL"),
+    postgresql_where=text("status = 'pending' AND unwatched_at IS NULL"),
 )
 
 
@@ -186,6 +268,18 @@ ledger = Table(
     Column("remaining_credits_micro", BigInteger),
     Column("tier_role_id", BigInteger),
 )
+Index(
+    "ledger_task",
+    ledger.c.kind,
+    ledger.c.task_id,
+    unique=True,
+    sqlite_where=text("task_id IS NOT NULL"),
+    postgresql_where=text("task_id IS NOT NULL"),
+)
+Index("ledger_guild_at", ledger.c.guild_id, ledger.c.at)
+Index("ledger_guild_user_at", ledger.c.guild_id, ledger.c.user_id, ledger.c.at)
+Index("ledger_key_at", ledger.c.key_fingerprint, ledger.c.at)
+Index("ledger_model_at", ledger.c.model, ledger.c.at)
 
 
 member_settings = Table(
@@ -222,6 +316,7 @@ personas = Table(
     Column("model", Text),
     Column("updated_at", Double, nullable=False),
 )
+Index("personas_guild", personas.c.guild_id)
 
 
 policy_models = Table(
@@ -262,6 +357,7 @@ rate_requests = Table(
     Column("at", Double, nullable=False),
     Column("background", Boolean, nullable=False),
 )
+Index("rate_requests_key", rate_requests.c.key_id, rate_requests.c.at)
 
 
 reservations = Table(
@@ -277,6 +373,8 @@ reservations = Table(
     Column("amount_micro", BigInteger, nullable=False),
     Column("key_fingerprint", Text),
 )
+Index("reservations_guild_expires", reservations.c.guild_id, reservations.c.expires_at)
+Index("reservations_expires", reservations.c.expires_at)
 
 
 result_requests = Table(
@@ -286,9 +384,9 @@ result_requests = Table(
     Column("kind", Text, nullable=False),
     Column("guild_id", BigInteger, nullable=False),
     Column("user_id", BigInteger, nullable=False),
-    Column("job_id", BigInteger),
-    Column("options", Text, nullable=False),
-    Column("outputs", Text, nullable=False),
+    Column("job_id", BigInteger, unique=True),
+    Column("options", Text, nullable=False, info=JSON_TEXT),
+    Column("outputs", Text, nullable=False, info=JSON_TEXT),
     Column("created_at", Double, nullable=False),
 )
 
@@ -302,13 +400,19 @@ retired_keys = Table(
     Column("ciphertext", LargeBinary, nullable=False),
     Column("last4", Text, nullable=False),
     Column("retired_at", Double, nullable=False),
+    UniqueConstraint("guild_id", "fingerprint"),
 )
 
 
 allowed_channels = Table(
     "allowed_channels",
     metadata,
-    Column("guild_id", BigInteger, primary_key=True),
+    Column(
+        "guild_id",
+        BigInteger,
+        ForeignKey("guild_settings.guild_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
     Column("channel_id", BigInteger, primary_key=True),
 )
 
@@ -317,7 +421,12 @@ conversation_turns = Table(
     "conversation_turns",
     metadata,
     Column("id", BigInteger, primary_key=True),
-    Column("thread_id", BigInteger, nullable=False),
+    Column(
+        "thread_id",
+        BigInteger,
+        ForeignKey("conversations.thread_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
     Column("user_id", BigInteger, nullable=False),
     Column("author", Text, nullable=False),
     Column("text", Text, nullable=False),
@@ -329,3 +438,4 @@ conversation_turns = Table(
     Column("carried", Integer, nullable=False),
     Column("created_at", Double, nullable=False),
 )
+Index("conversation_turns_thread", conversation_turns.c.thread_id, conversation_turns.c.id)

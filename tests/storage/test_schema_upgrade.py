@@ -116,7 +116,7 @@ async def test_a_sqlite_database_of_a_legacy_release_upgrades_with_its_data(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD - 1
         # The stamps of the legacy releases stay; the baseline added the missing ones.
         stamps = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'migration.%'"))
-    assert len(stamps) == SQLITE_HEAD
+    assert len(stamps) == SQLITE_HEAD + HEAD - 1
     assert stamps["migration.0001"].endswith("applied 2025-12-01T00:00:00+00:00")
 
 
@@ -223,13 +223,16 @@ async def test_a_fresh_database_has_the_tables_and_columns_of_the_schema_module(
     assert found == _declared()
 
 
-SECOND_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
+PROBE = f"{HEAD + 1:04d}_probe"
+"""A revision one past this release's head."""
+
+NEXT_REVISION = f'''"""A probe revision for the tests: one more table, for both engines."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_probe"
-down_revision = "0001_baseline"
+revision = "{PROBE}"
+down_revision = "{revisions()[-1]}"
 branch_labels = None
 depends_on = None
 
@@ -244,26 +247,26 @@ def downgrade() -> None:
 
 
 @pytest.fixture
-def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real script directory plus a revision ``0002_probe`` after the baseline."""
+def next_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real script directory plus a revision :data:`PROBE` after its head."""
     scripts = tmp_path / "migrations"
     shutil.copytree(
         migrations.SCRIPT_LOCATION, scripts, ignore=shutil.ignore_patterns("__pycache__")
     )
-    (scripts / "versions" / "0002_probe.py").write_text(SECOND_REVISION, encoding="utf-8")
+    (scripts / "versions" / f"{PROBE}.py").write_text(NEXT_REVISION, encoding="utf-8")
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", scripts)
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_older_releases(
+async def test_a_revision_after_the_head_runs_on_both_engines_and_fences_older_releases(
     engine: str,
     tmp_path: Path,
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A legacy database goes through the baseline and the next revision in one open; its
-    legacy mark moves past the legacy head (the release before Alembic then refuses it), and
-    this release, which knows only the baseline, refuses it too."""
+    """A legacy database goes through every revision and a next one in one open; its legacy
+    mark moves past the legacy head (the release before Alembic then refuses it), and this
+    release, which does not know the next revision, refuses it too."""
     path = tmp_path / "bot.db"
     url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
 
@@ -277,10 +280,10 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     else:
         await build_postgres_at(url, 3)
     real = migrations.SCRIPT_LOCATION
-    request.getfixturevalue("second_revision")
+    request.getfixturevalue("next_revision")
     db = await open_db()
     try:
-        assert db.schema_version == 2
+        assert db.schema_version == HEAD + 1
         assert await db.engines.run_read(
             lambda c: inspect(c).has_table("probe")
         )  # the revision ran
@@ -289,12 +292,12 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
         await db.close()
     if engine == "sqlite":
         with sqlite3.connect(path) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + 1
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD
     else:
         conn = await asyncpg.connect(url)
         try:
             assert await conn.fetchval("SELECT MAX(version) FROM schema_migrations") == (
-                POSTGRES_HEAD + 1
+                POSTGRES_HEAD + HEAD
             )
         finally:
             await conn.close()
@@ -302,4 +305,4 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", real)
     with pytest.raises(SchemaTooNewError) as raised:
         await open_db()
-    assert (raised.value.found, raised.value.supported) == (2, 1)
+    assert (raised.value.found, raised.value.supported) == (HEAD + 1, HEAD)

@@ -17,18 +17,23 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from alembic import command
+from alembic.autogenerate import compare_metadata
 from alembic.config import Config
+from alembic.runtime.environment import NameFilterParentNames, NameFilterType
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Boolean, Connection, func, select
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.types import TypeEngine
 
 from bot.clock import Clock
 from bot.storage.engine import Engines
 from bot.storage.migrations import legacy
 from bot.storage.repositories import SchemaTooNewError
+from bot.storage.schema import metadata
 from bot.storage.sql import Engine
 
 log = logging.getLogger(__name__)
@@ -106,3 +111,124 @@ def _migrate(conn: Connection, engine: Engine, now: float) -> int:
         legacy.mark(conn, legacy_head + head - 1, known[-1], now)
     log.info("database schema at version %d (%s)", head, known[-1])
     return head
+
+
+LEGACY_TABLES: Final = frozenset({"schema_migrations"})
+"""Tables of the legacy migrations' bookkeeping, outside :data:`bot.storage.schema.metadata`."""
+
+_SQLITE_AFFINITY: Final = {
+    "INTEGER": ("INT",),
+    "REAL": ("REAL", "FLOA", "DOUB"),
+    "TEXT": ("CHAR", "CLOB", "TEXT"),
+    "BLOB": ("BLOB",),
+}
+
+
+def _sqlite_affinity(type_name: str) -> str:
+    """SQLite's type affinity of a declared type (https://sqlite.org/datatype3.html §3.1)."""
+    upper = type_name.upper()
+    for affinity, markers in _SQLITE_AFFINITY.items():
+        if any(marker in upper for marker in markers):
+            return affinity
+    return "NUMERIC"
+
+
+def compare_type(
+    context: MigrationContext,
+    inspected_column: Any,
+    metadata_column: Any,
+    inspected_type: TypeEngine[Any],
+    metadata_type: TypeEngine[Any],
+) -> bool | None:
+    """Alembic's ``compare_type`` hook: True where the column's type really differs.
+
+    SQLite keeps a column's declared name but stores by affinity: the schema's ``BigInteger``,
+    ``Boolean`` and ``Double`` are the legacy tables' ``INTEGER`` and ``REAL``, so two types
+    differ only by their affinity. On PostgreSQL a JSON text column
+    (:data:`bot.storage.schema.JSON_TEXT`) is ``jsonb``. Anything else keeps Alembic's own
+    comparison (None).
+    """
+    if context.dialect.name == "postgresql" and metadata_column.info.get("json"):
+        return not isinstance(inspected_type, JSONB)
+    if context.dialect.name != "sqlite":
+        return None
+    # SQLAlchemy keeps a Boolean as 0 or 1: the legacy tables declare it INTEGER.
+    declared = (
+        "INTEGER"
+        if isinstance(metadata_type, Boolean)
+        else metadata_type.compile(dialect=context.dialect)
+    )
+    return _sqlite_affinity(str(inspected_type)) != _sqlite_affinity(declared)
+
+
+def include_name(
+    name: str | None, type_: NameFilterType, parent_names: NameFilterParentNames
+) -> bool:
+    """Alembic's ``include_name`` hook: leave out the legacy bookkeeping tables."""
+    return not (type_ == "table" and name in LEGACY_TABLES)
+
+
+def schema_drift(conn: Connection) -> list[Any]:
+    """What Alembic's autogenerate would change to make the database match the schema.
+
+    Empty when the database migrated to head is what ``bot/storage/schema.py`` describes
+    (``tests/storage/test_schema_drift.py`` holds both engines to it). On SQLite, a primary key
+    of integer affinity is the rowid, never NULL, though SQLite reports it nullable without a
+    ``NOT NULL`` of its own; that report is not a difference.
+
+    Args:
+        conn: a connection of a plain engine (the reflection reads the catalogue with the
+            driver's own type codecs).
+
+    Returns:
+        Alembic's diff entries (``compare_metadata``), empty when none.
+    """
+    context = MigrationContext.configure(
+        conn, opts={"compare_type": compare_type, "include_name": include_name}
+    )
+    drift = []
+    for entry in compare_metadata(context, metadata):
+        changes = entry if isinstance(entry, list) else [entry]
+        kept = [c for c in changes if not _sqlite_rowid_nullable(conn, c)]
+        if kept:
+            drift.append(kept if isinstance(entry, list) else entry)
+    if conn.dialect.name == "sqlite":
+        drift = _without_sqlite_fk_actions(drift)
+    return drift
+
+
+def _fk_key(change: Any) -> tuple[Any, ...]:
+    fk = change[1]
+    return (
+        fk.parent.name,
+        tuple(c.name for c in fk.columns),
+        fk.referred_table.name,
+        tuple(e.column.name for e in fk.elements),
+    )
+
+
+def _without_sqlite_fk_actions(drift: list[Any]) -> list[Any]:
+    """Drop the remove/add pairs of one foreign key that differ only by their ``ON DELETE``.
+
+    SQLAlchemy reads a SQLite foreign key's action only from a table-level ``FOREIGN KEY``
+    clause, not from a column's inline ``REFERENCES … ON DELETE`` (the legacy tables' form),
+    which ``PRAGMA foreign_key_list`` shows is there.
+    """
+    removed = {_fk_key(c) for c in drift if isinstance(c, tuple) and c[0] == "remove_fk"}
+    added = {_fk_key(c) for c in drift if isinstance(c, tuple) and c[0] == "add_fk"}
+    same = removed & added
+    return [
+        c
+        for c in drift
+        if not (isinstance(c, tuple) and c[0] in ("remove_fk", "add_fk") and _fk_key(c) in same)
+    ]
+
+
+def _sqlite_rowid_nullable(conn: Connection, change: Any) -> bool:
+    if conn.dialect.name != "sqlite" or change[0] != "modify_nullable":
+        return False
+    column = metadata.tables[change[2]].c[change[3]]
+    return (
+        bool(column.primary_key)
+        and _sqlite_affinity(column.type.compile(dialect=conn.dialect)) == "INTEGER"
+    )
