@@ -9,7 +9,7 @@ Retry rules (money is real, spec part 7 and the project's rules):
   charge twice. It is retried only after a 429 (the service refused it, nothing was charged)
   and after a connection that provably never opened (connect error, connect or pool timeout).
 * ``GET`` requests (catalogue, status polls) are idempotent and also retry on transport errors,
-  5xx answers and non-JSON bodies, with exponential backoff (tenacity).
+  5xx answers and non-JSON bodies, with exponential backoff and jitter (:func:`retry_delay`).
 * A 429's ``Retry-After`` blocks the whole key in the limiter; an interactive caller that would
   wait longer than ``interactive_max_wait`` (``QUEUE_MAX_WAIT_SECONDS``) gets
   :class:`RateLimitedError` at once instead. A
@@ -20,11 +20,11 @@ Retry rules (money is real, spec part 7 and the project's rules):
 
 from __future__ import annotations
 
-import copy
 import email.utils
 import hashlib
 import logging
 import math
+import random
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -32,8 +32,6 @@ from typing import Any, TypeVar
 
 import httpx2 as httpx
 from pydantic import BaseModel, SecretStr, ValidationError
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_exponential_jitter
 
 from bot.clock import Clock
 from bot.genapi import errors
@@ -67,21 +65,29 @@ GENERATION_TIMEOUT = httpx.Timeout(connect=5.0, read=120.0, write=15.0, pool=10.
 
 STATUS_TIMEOUT = httpx.Timeout(connect=5.0, read=15.0, write=10.0, pool=10.0)
 
-_BACKOFF = wait_exponential_jitter(multiplier=0.5, max=8.0, jitter=0.5)
-"""Between retries of idempotent requests: 0.5 s, 1 s, 2 s... up to 8 s, plus jitter."""
+BACKOFF_FIRST = 0.5
+"""Seconds before the second attempt of a retryable request (then doubled each attempt)."""
+
+BACKOFF_MAX = 8.0
+"""The longest backoff between two attempts, seconds, before jitter."""
+
+BACKOFF_JITTER = 0.5
+"""Up to this many seconds added at random to each backoff, so clients do not retry in step."""
 
 POLL_TARGETS = 20_000
 """Resolved poll URLs a client remembers (a few hundred bytes each; 10,000 pending jobs fit)."""
 
-_FIRST_ATTEMPT = RetryCallState(AsyncRetrying(), None, (), {})
-"""The retry state of a request's first attempt (``attempt_number`` 1), for its backoff."""
 
+def retry_delay(failure: BaseException, attempt: int) -> float:
+    """Seconds to wait after attempt number ``attempt`` (from 1) failed with ``failure``.
 
-def _first_backoff(exc: BaseException) -> float:
-    """Seconds before the second attempt, as ``GenAPIClient._backoff`` gives after the first."""
-    if isinstance(exc, errors.RateLimitedError):
-        return 0.0  # the limiter already holds the key for Retry-After
-    return float(_BACKOFF(_FIRST_ATTEMPT))
+    0.5 s, 1 s, 2 s... capped at :data:`BACKOFF_MAX`, plus up to :data:`BACKOFF_JITTER`; none
+    after a 429, whose ``Retry-After`` the key's limiter already holds the next attempt for.
+    """
+    if isinstance(failure, errors.RateLimitedError):
+        return 0.0
+    backoff = min(BACKOFF_MAX, BACKOFF_FIRST * 2.0 ** (attempt - 1))
+    return backoff + random.uniform(0.0, BACKOFF_JITTER)
 
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -416,94 +422,103 @@ class GenAPIClient:
         priority: Priority = Priority.INTERACTIVE,
         kind: Kind = Kind.ANSWER,
     ) -> httpx.Response:
+        """Send one request, again while its failure is retryable, up to ``attempts`` times.
+
+        Only a failure :func:`_is_retryable` allows is tried again (never a generation that may
+        have reached the service); the last failure is raised as it came.
+        """
         idempotent = method == "GET"
         url = path if isinstance(path, httpx.URL) else self._base.join(path)
+        attempt = 1
+        while True:
+            try:
+                return await self._send(
+                    method,
+                    url,
+                    key,
+                    operation=_operation(method, path),
+                    json=json,
+                    params=params,
+                    priority=priority,
+                    kind=kind,
+                )
+            except Exception as exc:
+                if attempt >= self._attempts or not _is_retryable(exc, idempotent=idempotent):
+                    raise
+                log.warning("retrying %s %s after %r", method, url.path, exc)
+                await self._clock.sleep(retry_delay(exc, attempt))
+                attempt += 1
+
+    async def _send(
+        self,
+        method: str,
+        url: httpx.URL,
+        key: SecretStr,
+        *,
+        operation: str,
+        json: dict[str, Any] | None,
+        params: dict[str, str] | None,
+        priority: Priority,
+        kind: Kind,
+    ) -> httpx.Response:
+        """One attempt: a slot of the key's limiter, the HTTP exchange, its error mapped.
+
+        Raises:
+            errors.APIConnectionError: the transport failed (``request_sent`` says whether the
+                request may have reached the service).
+            errors.APITimeoutError: no answer in time (the request may have been processed).
+            errors.RateLimitWaitTooLong: a 429's ``Retry-After`` is longer than an interactive
+                caller may wait.
+            errors.APIError: the service answered with an error (``error_from_response``).
+            errors.MalformedResponseError: a GET's 2xx body is not JSON.
+        """
+        idempotent = method == "GET"
         limiter = self._limiter.for_key(key_fingerprint(key))
         max_wait = self._interactive_max_wait if priority is Priority.INTERACTIVE else None
-        headers = {"Authorization": f"Bearer {key.get_secret_value()}"}
-        timeout = self._status_timeout if idempotent else self._generation_timeout
-        operation = _operation(method, path)
-
-        async def attempt() -> httpx.Response:
-            await limiter.acquire(priority, max_wait=max_wait, kind=kind)
-            started = self._clock.monotonic()
-            try:
-                response = await self._http.request(
-                    method, url, json=json, params=params, headers=headers, timeout=timeout
-                )
-            except _NOT_SENT as exc:
-                self._count(operation, "not_sent", None)
-                # Users only see "cannot be reached"; the operator needs the address (no key).
-                log.warning("cannot reach the Generation API at %s: %r", self._base, exc)
-                raise errors.APIConnectionError(
-                    f"could not connect ({type(exc).__name__})", request_sent=False
-                ) from exc
-            except httpx.TimeoutException as exc:
-                self._count(operation, "timeout", None)
-                raise errors.APITimeoutError() from exc
-            except httpx.TransportError as exc:
-                self._count(operation, "connection_error", None)
-                log.warning("connection to the Generation API at %s failed: %r", self._base, exc)
-                raise errors.APIConnectionError(
-                    f"connection failed ({type(exc).__name__})", request_sent=True
-                ) from exc
-            self._count(operation, _outcome(response), self._clock.monotonic() - started)
-            if response.is_error:
-                error = error_from_response(
-                    response, (key.get_secret_value(), *self._known_keys), charging=not idempotent
-                )
-                if isinstance(error, errors.RateLimitedError):
-                    limiter.block_for(error.retry_after)
-                    if max_wait is not None and error.retry_after > max_wait:
-                        raise errors.RateLimitWaitTooLong(error.retry_after) from error
-                raise error
-            if idempotent:
-                self._json(response)  # a non-JSON 200 is worth another try for a GET
-            return response
-
-        # The first attempt runs bare: nearly every request succeeds at once, and tenacity's
-        # machinery was 6 % of the poller's CPU (issue 23, docs/benchmarks.md). A retryable
-        # failure continues exactly as tenacity would: the first backoff, then attempts 2..N.
+        await limiter.acquire(priority, max_wait=max_wait, kind=kind)
+        started = self._clock.monotonic()
         try:
-            return await attempt()
-        except Exception as exc:
-            if self._attempts <= 1 or not _is_retryable(exc, idempotent=idempotent):
-                raise
-            log.warning("retrying %s %s after %r", method, url.path, exc)
-            await self._clock.sleep(_first_backoff(exc))
-
-        def later_backoff(state: RetryCallState) -> float:
-            # Attempt n of this retrying is attempt n + 1 of the request.
-            shifted = copy.copy(state)
-            shifted.attempt_number += 1
-            return self._backoff(shifted)
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._attempts - 1),
-            wait=later_backoff,
-            retry=retry_if_exception(lambda exc: _is_retryable(exc, idempotent=idempotent)),
-            sleep=self._clock.sleep,
-            before_sleep=lambda state: log.warning(
-                "retrying %s %s after %r",
+            response = await self._http.request(
                 method,
-                url.path,
-                state.outcome and state.outcome.exception(),
-            ),
-            reraise=True,
-        )
-        response: httpx.Response = await retrying(attempt)
+                url,
+                json=json,
+                params=params,
+                headers={"Authorization": f"Bearer {key.get_secret_value()}"},
+                timeout=self._status_timeout if idempotent else self._generation_timeout,
+            )
+        except _NOT_SENT as exc:
+            self._count(operation, "not_sent", None)
+            # Users only see "cannot be reached"; the operator needs the address (no key).
+            log.warning("cannot reach the Generation API at %s: %r", self._base, exc)
+            raise errors.APIConnectionError(
+                f"could not connect ({type(exc).__name__})", request_sent=False
+            ) from exc
+        except httpx.TimeoutException as exc:
+            self._count(operation, "timeout", None)
+            raise errors.APITimeoutError() from exc
+        except httpx.TransportError as exc:
+            self._count(operation, "connection_error", None)
+            log.warning("connection to the Generation API at %s failed: %r", self._base, exc)
+            raise errors.APIConnectionError(
+                f"connection failed ({type(exc).__name__})", request_sent=True
+            ) from exc
+        self._count(operation, _outcome(response), self._clock.monotonic() - started)
+        if response.is_error:
+            error = error_from_response(
+                response, (key.get_secret_value(), *self._known_keys), charging=not idempotent
+            )
+            if isinstance(error, errors.RateLimitedError):
+                limiter.block_for(error.retry_after)
+                if max_wait is not None and error.retry_after > max_wait:
+                    raise errors.RateLimitWaitTooLong(error.retry_after) from error
+            raise error
+        if idempotent:
+            self._json(response)  # a non-JSON 200 is worth another try for a GET
         return response
 
     def _count(self, operation: str, outcome: str, seconds: float | None) -> None:
         if self._metrics is not None:
             self._metrics.upstream(operation, outcome, seconds)
-
-    @staticmethod
-    def _backoff(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, errors.RateLimitedError):
-            return 0.0  # the limiter already holds the key for Retry-After
-        return float(_BACKOFF(state))
 
     @staticmethod
     def _json(response: httpx.Response) -> Any:
