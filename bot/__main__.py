@@ -16,7 +16,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import functools
 import importlib.metadata
 import logging
 import signal
@@ -42,18 +41,18 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
-from bot.discord.bot import GenBot, build_announcer, post_missing_key_notice
+from bot.discord.bot import GenBot
 from bot.discord.permissions import install_links, invite_url
+from bot.discord.worker import run_worker
 from bot.errors import KeyEncryptionUnavailable
-from bot.jobs.supervisor import supervise
-from bot.ops.health import HealthServer, refresh_job_counts
+from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage import SchemaTooNewError
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
-from bot.wiring import build_poller, build_services, open_database
+from bot.wiring import build_services, open_database
 
 log = logging.getLogger("bot")
 
@@ -170,27 +169,6 @@ def known_secrets(settings: Settings) -> list[str]:
     return secrets
 
 
-async def serve_health(settings: Settings, health: HealthServer) -> None:
-    """Start ``health`` (``/metrics``, ``/livez``, ``/readyz``) on ``METRICS_PORT``.
-
-    Nothing is served when ``METRICS_PORT`` is unset. The gateway's and the worker's servers
-    differ only in their ``/readyz`` checks (:mod:`bot.ops.health`).
-
-    Raises:
-        SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
-    """
-    if settings.metrics_port is None:
-        return
-    where = f"{settings.metrics_host}:{settings.metrics_port}"
-    try:
-        url = await health.start(settings.metrics_host, settings.metrics_port)
-    except OSError as exc:
-        raise SettingsError(
-            f"METRICS_PORT: cannot listen on {where}: {exc.strerror or exc}"
-        ) from None
-    log.info("metrics and health checks at %s (/metrics, /livez, /readyz)", url)
-
-
 async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
     """Build the services, run the bot until it is closed, and release everything."""
     clock = SystemClock()
@@ -217,12 +195,11 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
         )
         bot = GenBot(services, sync=sync, shutdown_grace=settings.shutdown_grace_seconds)
         if sync != "only" and settings.metrics_port is not None:
-            db = services.db
             health = HealthServer.for_gateway(
                 bot,
                 metrics,
-                ping=db.ping,
-                refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
+                ping=services.ping_database,
+                refresh=services.count_open_jobs,
             )
             await serve_health(settings, health)
             stack.push_async_callback(health.stop)
@@ -243,90 +220,6 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                 await bot.login(token)
             else:
                 await bot.start(token)
-
-
-async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = None) -> None:
-    """``python -m bot worker``: poll, settle and deliver jobs, with no gateway connection.
-
-    Logs in for REST only (``Client.login``: the bot token, no gateway session, no shard), so
-    any number of workers may run beside the gateway processes (``POLLER_ENABLED=false``
-    there). Jobs are claimed under leases with fencing tokens and each key's rate window is
-    shared through the database, so workers never poll one job at once nor exceed a key's
-    limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it
-    gracefully: it claims nothing more, lets the polls and deliveries under way finish within
-    ``SHUTDOWN_GRACE_SECONDS``, cancels the rest and releases their leases, so that another
-    worker takes those jobs at once (issue 18, "Worker stop"). A second signal cancels at once
-    (the leases are still released).
-
-    Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
-    (ready: not stopping, the database answers, its lease loop passed within a minute;
-    :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
-    """
-    if settings.shared_rate_limit is None:
-        settings = settings.model_copy(update={"shared_rate_limit": True})
-    clock = SystemClock()
-    metrics = Metrics(role="worker")
-    async with contextlib.AsyncExitStack() as stack:
-        services = await build_services(
-            settings,
-            clock,
-            stack,
-            metrics=metrics,
-            on_secret=None if redaction is None else redaction.add,
-        )
-        # The guilds intent only silences discord.py's warning: no gateway session is opened.
-        client = discord.Client(
-            intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
-        )
-        await client.login(settings.discord_token.get_secret_value())
-        stack.push_async_callback(client.close)
-        # The job's guild's admins are told as the gateway tells them (issue 18, E4).
-        services.keys.set_missing_key_notice(
-            functools.partial(post_missing_key_notice, client, services.guild_config)
-        )
-        # The gateway's announcer (its schedule, tokens, private cards), on the worker's client.
-        _, announcer = build_announcer(client, services)
-        poller = build_poller(services, announcer)
-        work: asyncio.Task[None] | None = None
-
-        def stopping() -> bool:
-            # Draining after SIGTERM counts as stopping: a balancer should send nothing new.
-            return poller.stopping or (work is not None and (work.done() or work.cancelling() > 0))
-
-        if settings.metrics_port is not None:
-            db = services.db
-            health = HealthServer.for_worker(
-                poller,
-                metrics,
-                ping=db.ping,
-                monotonic=clock.monotonic,
-                stopping=stopping,
-                refresh=lambda: refresh_job_counts(metrics, db.jobs.state_counts),
-            )
-            await serve_health(settings, health)
-            stack.push_async_callback(health.stop)
-        work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
-        loop = asyncio.get_running_loop()
-
-        def stop(name: str) -> None:
-            if poller.stopping:
-                log.warning("%s received again: stopping at once", name)
-                work.cancel()
-                return
-            log.warning(
-                "%s received: claiming no more jobs; up to %.0f s for the polls and deliveries "
-                "under way",
-                name,
-                settings.shutdown_grace_seconds,
-            )
-            poller.stop()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop, signum.name)
-        log.info("worker started as %s (no gateway): polling and delivering jobs", client.user)
-        with contextlib.suppress(asyncio.CancelledError):
-            await work
-        log.info("worker stopped")
 
 
 def rotate_keys(settings: Settings) -> int:

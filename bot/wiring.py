@@ -29,6 +29,7 @@ from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.transport import ApiTransport
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.ops.health import refresh_job_counts
 from bot.ops.metrics import Metrics
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
@@ -90,6 +91,14 @@ class Services:
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
     downloads: httpx.AsyncClient | None = None
+
+    async def ping_database(self) -> None:
+        """Return when the database answers (``/readyz``); raise its error when it does not."""
+        await self.db.ping()
+
+    async def count_open_jobs(self) -> None:
+        """Set the ``genbot_jobs`` gauges from the open jobs by state and kind (``/metrics``)."""
+        await refresh_job_counts(self.metrics, self.db.jobs.state_counts)
 
 
 OnSecret = Callable[[str], None]

@@ -28,7 +28,7 @@ from typing import Protocol
 from aiohttp import web
 
 from bot.clock import Clock
-from bot.config import Settings
+from bot.config import Settings, SettingsError
 from bot.ops.metrics import CONTENT_TYPE, Metrics
 
 log = logging.getLogger(__name__)
@@ -327,3 +327,24 @@ async def refresh_job_counts(
             metrics.jobs.labels(state, kind).set(rows.get((state, kind), 0))
     for (state, kind), number in rows.items():
         metrics.jobs.labels(state, kind).set(number)
+
+
+async def serve_health(settings: Settings, health: HealthServer) -> None:
+    """Start ``health`` (``/metrics``, ``/livez``, ``/readyz``) on ``METRICS_PORT``.
+
+    Nothing is served when ``METRICS_PORT`` is unset. The gateway's and the worker's servers
+    differ only in their ``/readyz`` checks (the readiness checks above).
+
+    Raises:
+        SettingsError: ``METRICS_PORT: cannot listen on ...`` (in use, not permitted).
+    """
+    if settings.metrics_port is None:
+        return
+    where = f"{settings.metrics_host}:{settings.metrics_port}"
+    try:
+        url = await health.start(settings.metrics_host, settings.metrics_port)
+    except OSError as exc:
+        raise SettingsError(
+            f"METRICS_PORT: cannot listen on {where}: {exc.strerror or exc}"
+        ) from None
+    log.info("metrics and health checks at %s (/metrics, /livez, /readyz)", url)
