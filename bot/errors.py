@@ -1,7 +1,9 @@
-"""Domain errors, and the one place that turns any error into the sentence a user sees.
+"""Domain errors, each with the sentence a member sees, and :func:`user_message` for any error.
 
 Services raise these (or :mod:`bot.genapi.errors`); the command tree's error handler calls
-:func:`user_message` and sends the result as one ephemeral sentence.
+:func:`user_message` and sends the result as one ephemeral sentence. A domain error says its
+own sentence (:meth:`BotError.user_sentence`); :func:`user_message` phrases only the service's
+errors, which know nothing of members.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from bot.genapi import errors as api
 class BotError(Exception):
     """Base of the bot's own domain errors."""
 
+    def user_sentence(self, now: float | None = None) -> str:
+        """The one sentence a member sees for this error (the generic one unless overridden).
+
+        Args:
+            now: wall time, UTC epoch seconds, for "try again" timestamps; None where a
+                relative phrase is used instead.
+        """
+        return GENERIC_SENTENCE
+
 
 class ValidationFailed(BotError):
     """A request failed a check before any upstream call (bad option, not allowed here...).
@@ -27,13 +38,32 @@ class ValidationFailed(BotError):
         super().__init__(sentence)
         self.sentence = sentence
 
+    def user_sentence(self, now: float | None = None) -> str:
+        """The sentence the check was raised with."""
+        return self.sentence
+
 
 class NoApiKeyConfigured(BotError):
     """Neither the guild's own key nor ``GENAPI_API_KEY`` is set."""
 
+    def user_sentence(self, now: float | None = None) -> str:
+        """How an admin sets the server's key."""
+        return (
+            "No Generation API key is set for this server. "
+            "An admin can set one with `/config api-key set`."
+        )
+
 
 class KeyEncryptionUnavailable(BotError):
     """An admin tried to store a key but ``KEY_ENCRYPTION_KEY`` is not configured."""
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """What the bot's owner must set, and how to make the key."""
+        return (
+            "Keys cannot be stored: the bot owner must set `KEY_ENCRYPTION_KEY` (make one with "
+            '`python -c "from cryptography.fernet import Fernet; '
+            'print(Fernet.generate_key().decode())"`).'
+        )
 
 
 class BudgetExceeded(BotError):
@@ -65,6 +95,21 @@ class BudgetExceeded(BotError):
         self.limit_cents = limit_cents
         self.source = source
 
+    def user_sentence(self, now: float | None = None) -> str:
+        """Which budget, what is left of it and what the request needs, in dollars."""
+        left, needed = format_cents(self.remaining_cents), format_cents(self.needed_cents)
+        if self.scope == "guild":
+            return (
+                f"This server's monthly budget has {left} left; this request needs about {needed}."
+            )
+        if self.limit_cents is not None and self.source is not None:
+            period = "monthly" if self.scope == "user_month" else "daily"
+            return (
+                f"Your {period} allowance ({format_cents(self.limit_cents)}, {self.source}) "
+                f"has {left} left; this request needs about {needed}."
+            )
+        return f"Your daily budget has {left} left; this request needs about {needed}."
+
 
 class CooldownActive(BotError):
     """The member used this command too recently (a ``/config cooldown``).
@@ -78,6 +123,11 @@ class CooldownActive(BotError):
         super().__init__(f"{command} cooldown until {until}")
         self.command = command
         self.until = until
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """When the member may use the command again."""
+        # Discord renders <t:…:R> as a relative time ("in 25 seconds") in the reader's locale.
+        return f"/{self.command} has a cooldown here; try again <t:{math.ceil(self.until)}:R>."
 
 
 class PromptBlocked(ValidationFailed):
@@ -106,6 +156,12 @@ class ConcurrencyLimitReached(BotError):
         self.scope = scope
         self.limit = limit
 
+    def user_sentence(self, now: float | None = None) -> str:
+        """Whose cap was reached and what to do."""
+        if self.scope == "user":
+            return f"You already have {self.limit} videos in progress; wait for one to finish."
+        return f"This server already has {self.limit} videos in progress; try again later."
+
 
 _SHARED_KEY_REMEDY = (
     "Tell the bot's owner, or a server admin can set the server's own key with "
@@ -117,6 +173,9 @@ _ALLOWANCE_KEY_REMEDY = "Tell the bot's owner, or set your own key with `/settin
 """What a member on the owner's personal allowance can do about the default key's problem
 (issue 22): no server is involved, and the member's own key is billed instead."""
 
+
+GENERIC_SENTENCE = "Something went wrong on our side; it has been logged."
+"""What a member reads for an error that has no sentence of its own (the details are logged)."""
 
 _SMALLEST_SHOWN = Decimal("0.000001")
 """Dollars: amounts are shown to a ten-thousandth of a cent at most."""
@@ -158,44 +217,9 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
     Returns:
         A short sentence; a generic one (without details) for unknown exceptions.
     """
+    if isinstance(exc, BotError):
+        return exc.user_sentence(now)
     match exc:
-        case ValidationFailed():
-            return exc.sentence
-        case NoApiKeyConfigured():
-            return (
-                "No Generation API key is set for this server. "
-                "An admin can set one with `/config api-key set`."
-            )
-        case KeyEncryptionUnavailable():
-            return (
-                "Keys cannot be stored: the bot owner must set `KEY_ENCRYPTION_KEY` (make one with "
-                '`python -c "from cryptography.fernet import Fernet; '
-                'print(Fernet.generate_key().decode())"`).'
-            )
-        case BudgetExceeded(scope="guild"):
-            return (
-                f"This server's monthly budget has {format_cents(exc.remaining_cents)} left; "
-                f"this request needs about {format_cents(exc.needed_cents)}."
-            )
-        case BudgetExceeded(limit_cents=int() as limit, source=str() as source):
-            period = "monthly" if exc.scope == "user_month" else "daily"
-            return (
-                f"Your {period} allowance ({format_cents(limit)}, {source}) has "
-                f"{format_cents(exc.remaining_cents)} left; this request needs about "
-                f"{format_cents(exc.needed_cents)}."
-            )
-        case CooldownActive():
-            # Discord renders <t:…:R> as a relative time ("in 25 seconds") in the reader's locale.
-            return f"/{exc.command} has a cooldown here; try again <t:{math.ceil(exc.until)}:R>."
-        case BudgetExceeded():
-            return (
-                f"Your daily budget has {format_cents(exc.remaining_cents)} left; "
-                f"this request needs about {format_cents(exc.needed_cents)}."
-            )
-        case ConcurrencyLimitReached(scope="user"):
-            return f"You already have {exc.limit} videos in progress; wait for one to finish."
-        case ConcurrencyLimitReached():
-            return f"This server already has {exc.limit} videos in progress; try again later."
         case api.QueueCancelled():
             return "Cancelled; nothing was sent or charged."
         case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
@@ -264,4 +288,4 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
         case api.APIStatusError():
             return "The generation service had a problem; try again later."
         case _:
-            return "Something went wrong on our side; it has been logged."
+            return GENERIC_SENTENCE
