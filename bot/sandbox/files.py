@@ -25,7 +25,8 @@ def _one_pixel_png() -> bytes:
 
 
 PNG_BYTES: Final = _one_pixel_png()
-# Only an ISO-BMFF "ftyp" box and an empty "free" box: enough to be sniffed as MP4, not playable.
+# Only an ISO-BMFF "ftyp" box and an empty "free" box: the type's entry below; a video task's
+# file is its real clip (bot.sandbox.clips).
 MP4_BYTES: Final = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\x08free"
 
 CONTENT_TYPES: Final = {".mp4": ("video/mp4", MP4_BYTES), ".png": ("image/png", PNG_BYTES)}

@@ -30,7 +30,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bot.sandbox import catalogue as cat
-from bot.sandbox import files
+from bot.sandbox import clips, files
 from bot.sandbox.ledger import FAIL_MARKER, Ledger
 from bot.sandbox.state import ApiError, EmulatedTask, Fault, RecordedRequest, invalid
 from bot.sandbox.validation import parse_image, parse_text, parse_video
@@ -315,6 +315,8 @@ class GenApiEmulator(Ledger):
         if task is None or f"{self.origin}/files/{name}" not in task.outputs:
             return web.Response(status=404, text="Not found")
         content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
+        if name.endswith(".mp4"):
+            data = clips.clip_of_task(task.task_id)
         if self.file_size is not None and self.file_size > len(data):
             # Trailing zeros: a valid header followed by padding, as large as a test needs.
             data = files.padded(data, self.file_size)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import av
 import httpx2 as httpx
 import pytest
 
 from bot.sandbox import GenApiEmulator
+from bot.sandbox.clips import identify, seed_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,6 +76,11 @@ async def test_video_completes_after_scaled_time(
         file = await anonymous.get(done["outputs"][0])
     assert file.status_code == 200
     assert file.headers["content-type"] == "video/mp4"
+    # A real, playable clip whose every frame names its task.
+    with av.open(io.BytesIO(file.content)) as clip:
+        colours = [bytes(f.reformat(format="rgb24").planes[0])[:3] for f in clip.decode(video=0)]
+    seed = seed_of(submitted["task_id"]) % 64
+    assert [identify((c[0], c[1], c[2])) for c in colours] == [(seed, i) for i in range(24)]
 
 
 async def test_forced_failure_reports_error_object(

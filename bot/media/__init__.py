@@ -1,0 +1,1 @@
+"""The bot's own work on media files (no network, no Discord): frames and joins of videos."""

@@ -1,0 +1,448 @@
+"""Video files as the bot works on them: a clip's last frame, and clips joined into one film.
+
+Everything here is blocking CPU work on files (PyAV, the maintained FFmpeg binding): callers
+run it off the event loop (``asyncio.to_thread``). Files are streamed packet by packet, never
+held whole, so memory stays flat whatever their length.
+
+- :func:`last_frame_png`: the last decoded frame of a clip, as a PNG, found from the last
+  keyframe rather than by decoding the whole clip.
+- :func:`join_clips`: one MP4 of several clips in order: by stream copy when they share codec,
+  size, frame rate and codec set-up (nothing re-encoded, no quality lost), else re-encoded to
+  the first clip's size and frame rate, letterboxed (never stretched), with audio when every
+  clip has it.
+- :func:`fit_to_size`: re-encode a film at the bitrate that fits a byte limit (an upload's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Final
+
+import av
+import av.audio.resampler
+import av.filter
+import av.stream
+import av.video.frame
+
+
+OUTPUT_CODEC: Final = "libx264"
+"""The codec of a re-encoded film: H.264, which every Discord client plays."""
+
+AUDIO_RATE: Final = 48_000
+"""Samples a second of a re-encoded film's AAC track."""
+
+MIN_VIDEO_BITRATE: Final = 100_000
+"""Bits a second below which a film is not re-encoded to fit (it would be unwatchable)."""
+
+Progress = Callable[[float], None]
+"""Called now and then with the share of the work done, 0.0 to 1.0."""
+
+
+class MediaError(Exception):
+    """A file is not a video PyAV can read, or the work could not be done.
+
+    Attributes:
+        sentence: what a member may be told (no path, no library detail).
+    """
+
+    def __init__(self, sentence: str) -> None:
+        super().__init__(sentence)
+        self.sentence = sentence
+
+
+class MediaTimeout(MediaError):
+    """The work passed its deadline and was stopped (the partial output is not kept)."""
+
+
+@dataclass(frozen=True)
+class ClipInfo:
+    """What decides how clips join.
+
+    Attributes:
+        codec: the video codec's name (``h264``).
+        width: pixels.
+        height: pixels.
+        fps: frames a second (the stream's average rate).
+        has_audio: the file has an audio stream.
+        duration: seconds.
+        extradata: the codec's set-up (H.264's SPS and PPS); clips copied into one stream
+            must share it.
+    """
+
+    codec: str
+    width: int
+    height: int
+    fps: Fraction
+    has_audio: bool
+    duration: float
+    extradata: bytes
+
+    def copies_with(self, other: ClipInfo) -> bool:
+        """Whether ``other`` can follow this clip by stream copy (same stream set-up)."""
+        return (
+            self.codec == other.codec
+            and (self.width, self.height) == (other.width, other.height)
+            and self.fps == other.fps
+            and self.extradata == other.extradata
+        )
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """A joined film.
+
+    Attributes:
+        path: the MP4 written.
+        copied: True when joined by stream copy, False when re-encoded.
+        duration: seconds.
+        has_audio: whether the film kept an audio track.
+        size: bytes.
+    """
+
+    path: Path
+    copied: bool
+    duration: float
+    has_audio: bool
+    size: int
+
+
+def probe(path: Path) -> ClipInfo:
+    """Read what :func:`join_clips` needs to know of a clip.
+
+    Raises:
+        MediaError: the file is not a video PyAV can read.
+    """
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            video = container.streams.video[0]
+            ctx = video.codec_context
+            rate = video.average_rate or video.guessed_rate or Fraction(24)
+            duration = _duration(container, video)
+            return ClipInfo(
+                codec=ctx.name,
+                width=ctx.width,
+                height=ctx.height,
+                fps=Fraction(rate),
+                has_audio=bool(container.streams.audio),
+                duration=duration,
+                extradata=bytes(ctx.extradata or b""),
+            )
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
+
+
+def last_frame_png(path: Path) -> bytes:
+    """The clip's last frame as a PNG (lossless: what the next clip starts from).
+
+    Seeks to the last keyframe before the end and decodes from there, so the cost follows the
+    keyframe interval, not the clip's length; falls back to decoding from the start where the
+    file cannot seek.
+
+    Raises:
+        MediaError: the file has no video or no decodable frame.
+    """
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            video = container.streams.video[0]
+            video.thread_type = "AUTO"
+            last = None
+            end = _duration(container, video)
+            if end > 0:
+                try:
+                    # Container-level seek: microseconds, to the keyframe at or before it.
+                    container.seek(max(0, int((end - 0.001) * 1_000_000)), backward=True)
+                    last = _last_of(container.decode(video))
+                except av.FFmpegError:
+                    last = None
+            if last is None:
+                container.seek(0)
+                last = _last_of(container.decode(video))
+            if last is None:
+                raise MediaError("That video has no frame the bot can read.")
+            return _png(last)
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
+
+
+def join_clips(
+    paths: Sequence[Path],
+    output: Path,
+    *,
+    progress: Progress | None = None,
+    deadline: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> JoinResult:
+    """Join ``paths`` in order into the MP4 ``output``.
+
+    By stream copy when every clip :meth:`ClipInfo.copies_with` the first (audio copied too
+    when every clip has it); else re-encoded to the first clip's size and frame rate with
+    H.264, each clip scaled to fit and letterboxed (never stretched), with AAC audio when every
+    clip has audio.
+
+    Args:
+        paths: two or more clips, in the order they are joined.
+        output: where the film is written (replaced).
+        progress: told the share done now and then.
+        deadline: ``monotonic()`` time after which the work stops with :class:`MediaTimeout`.
+        monotonic: the clock ``deadline`` is read against.
+
+    Raises:
+        MediaError: a clip cannot be read, or the film cannot be written.
+        MediaTimeout: the deadline passed (``output`` is removed).
+    """
+    if not paths:
+        raise MediaError("There is nothing to join.")
+    infos = [probe(p) for p in paths]
+    total = sum(i.duration for i in infos) or 1.0
+
+    reported = 0.0
+
+    def check(done: float) -> None:
+        nonlocal reported
+        if deadline is not None and monotonic() > deadline:
+            raise MediaTimeout("Joining took too long and was stopped.")
+        share = min(1.0, max(0.0, done / total))
+        if progress is not None and share > reported:
+            reported = share
+            progress(share)
+
+    audio = all(i.has_audio for i in infos)
+    copied = all(infos[0].copies_with(i) for i in infos[1:])
+    try:
+        if copied:
+            _copy(paths, infos, output, audio=audio, check=check)
+        else:
+            _encode(paths, infos, output, audio=audio, check=check)
+    except MediaTimeout:
+        output.unlink(missing_ok=True)
+        raise
+    except av.FFmpegError as exc:
+        output.unlink(missing_ok=True)
+        raise MediaError("The clips could not be joined.") from exc
+    if progress is not None and reported < 1.0:
+        progress(1.0)
+    joined = probe(output)
+    return JoinResult(
+        path=output,
+        copied=copied,
+        duration=joined.duration,
+        has_audio=joined.has_audio,
+        size=output.stat().st_size,
+    )
+
+
+def fit_to_size(source: Path, output: Path, max_bytes: int) -> Path:
+    """Re-encode ``source`` into ``output`` at the bitrate that keeps it under ``max_bytes``.
+
+    The video gets what the audio (128 kbit/s when present) and a tenth for the container
+    leave; the size, frame rate and duration stay.
+
+    Raises:
+        MediaError: even :data:`MIN_VIDEO_BITRATE` would not fit (the caller refuses with the
+            size and the limit), or the file cannot be read.
+    """
+    info = probe(source)
+    audio_rate = 128_000 if info.has_audio else 0
+    budget = max_bytes * 8 * 0.9 / max(info.duration, 0.1) - audio_rate
+    if budget < MIN_VIDEO_BITRATE:
+        raise MediaError("The film is too long to fit the upload limit.")
+    try:
+        _encode(
+            [source],
+            [info],
+            output,
+            audio=info.has_audio,
+            check=lambda done: None,
+            bitrate=int(budget),
+        )
+    except av.FFmpegError as exc:
+        output.unlink(missing_ok=True)
+        raise MediaError("The film could not be made smaller.") from exc
+    return output
+
+
+def _duration(container: av.container.InputContainer, video: av.video.stream.VideoStream) -> float:
+    if video.duration is not None and video.time_base is not None:
+        return float(video.duration * video.time_base)
+    if container.duration is not None:
+        return container.duration / 1_000_000
+    return 0.0
+
+
+def _last_of(frames: Iterator[av.video.frame.VideoFrame]) -> av.video.frame.VideoFrame | None:
+    last = None
+    for frame in frames:
+        last = frame
+    return last
+
+
+def _png(frame: av.video.frame.VideoFrame) -> bytes:
+    codec = av.CodecContext.create("png", "w")
+    codec.width, codec.height = frame.width, frame.height
+    codec.pix_fmt = "rgb24"
+    rgb = frame.reformat(format="rgb24")
+    rgb.pts = None
+    packets = [*codec.encode(rgb), *codec.encode(None)]
+    return b"".join(bytes(p) for p in packets)
+
+
+def _copy(
+    paths: Sequence[Path],
+    infos: Sequence[ClipInfo],
+    output: Path,
+    *,
+    audio: bool,
+    check: Callable[[float], None],
+) -> None:
+    """Remux every clip's packets into one file, each clip's timestamps after the last's.
+
+    A clip starts where the film's pictures end (the sum of the clips' video durations); a
+    stream whose packets reach further (an AAC track's last packet, B-frames' decoding
+    timestamps) starts after its own last packet instead, so every stream's timestamps keep
+    increasing. The AAC priming packet (negative timestamp) of every clip but the first is
+    dropped: in the middle of a film it would be heard.
+    """
+    with av.open(str(output), "w", format="mp4") as out:
+        with av.open(str(paths[0])) as first:
+            targets: dict[str, av.stream.Stream] = {
+                "video": out.add_stream_from_template(first.streams.video[0])
+            }
+            if audio:
+                targets["audio"] = out.add_stream_from_template(first.streams.audio[0])
+        stream_end: dict[str, int] = {}  # the next free decoding timestamp, per stream
+        offset = 0.0  # seconds of pictures before this clip
+        for number, (path, info) in enumerate(zip(paths, infos, strict=True)):
+            with av.open(str(path)) as clip:
+                streams: list[av.stream.Stream] = [clip.streams.video[0]]
+                if audio:
+                    streams.append(clip.streams.audio[0])
+                shift: dict[str, int] = {}
+                for count, packet in enumerate(clip.demux(*streams)):
+                    kind = packet.stream.type
+                    if packet.dts is None or packet.time_base is None:
+                        continue  # the demuxer's flush packet
+                    if number and kind == "audio" and (packet.pts or 0) < 0:
+                        continue
+                    if kind not in shift:
+                        shift[kind] = max(
+                            round(offset / packet.time_base),
+                            stream_end.get(kind, packet.dts) - packet.dts,
+                        )
+                    packet.dts += shift[kind]
+                    if packet.pts is not None:
+                        packet.pts += shift[kind]
+                    stream_end[kind] = packet.dts + max(1, packet.duration or 0)
+                    packet.stream = targets[kind]
+                    out.mux(packet)
+                    if count % 64 == 0:
+                        check(float(packet.dts * packet.time_base))
+            offset += info.duration
+            check(offset)
+
+
+def _encode(
+    paths: Sequence[Path],
+    infos: Sequence[ClipInfo],
+    output: Path,
+    *,
+    audio: bool,
+    check: Callable[[float], None],
+    bitrate: int | None = None,
+) -> None:
+    """Decode every clip and encode one H.264 (+ AAC) film at the first clip's size and rate."""
+    width, height = infos[0].width - infos[0].width % 2, infos[0].height - infos[0].height % 2
+    fps = infos[0].fps
+    with av.open(str(output), "w", format="mp4") as out:
+        video = out.add_stream(OUTPUT_CODEC, rate=fps)
+        video.width, video.height, video.pix_fmt = width, height, "yuv420p"
+        if bitrate is None:
+            video.options = {"crf": "20", "preset": "veryfast"}
+        else:
+            video.bit_rate = bitrate
+            video.options = {"preset": "veryfast", "maxrate": str(bitrate), "bufsize": str(bitrate)}
+        sound = out.add_stream("aac", rate=AUDIO_RATE) if audio else None
+        resampler = av.audio.resampler.AudioResampler(
+            format="fltp", layout="stereo", rate=AUDIO_RATE
+        )
+        frame_time = Fraction(1) / fps
+        next_pts = 0  # in frames of the film
+        next_sample = 0
+        done = 0.0
+        for path, info in zip(paths, infos, strict=True):
+            with av.open(str(path)) as clip:
+                source = clip.streams.video[0]
+                source.thread_type = "AUTO"
+                graph = _letterbox(source, width, height, fps)
+                for frame in clip.decode(source):
+                    graph.push(frame)
+                    next_pts = _drain(graph, out, video, next_pts, frame_time)
+                    if next_pts % 48 == 0:
+                        check(done + min(info.duration, float(next_pts * frame_time) - done))
+                graph.push(None)
+                next_pts = _drain(graph, out, video, next_pts, frame_time)
+            if sound is not None:
+                with av.open(str(path)) as clip:
+                    for samples in clip.decode(clip.streams.audio[0]):
+                        samples.pts = None
+                        for resampled in resampler.resample(samples):
+                            resampled.pts = next_sample
+                            next_sample += resampled.samples
+                            out.mux(sound.encode(resampled))
+                # The clip's sound ends where its pictures do: pad or cut to keep them in step.
+                next_sample = round(float(next_pts * frame_time) * AUDIO_RATE)
+            done += info.duration
+            check(done)
+        out.mux(video.encode(None))
+        if sound is not None:
+            out.mux(sound.encode(None))
+
+
+def _letterbox(
+    source: av.video.stream.VideoStream, width: int, height: int, fps: Fraction
+) -> av.filter.Graph:
+    """Scale to fit ``width`` × ``height`` keeping the aspect, pad the rest black, at ``fps``."""
+    graph = av.filter.Graph()
+    buffer = graph.add_buffer(template=source)
+    scale = graph.add(
+        "scale", f"w={width}:h={height}:force_original_aspect_ratio=decrease:force_divisible_by=2"
+    )
+    pad = graph.add("pad", f"w={width}:h={height}:x=(ow-iw)/2:y=(oh-ih)/2:color=black")
+    rate = graph.add("fps", f"fps={fps.numerator}/{fps.denominator}")
+    setsar = graph.add("setsar", "1")
+    fmt = graph.add("format", "yuv420p")
+    sink = graph.add("buffersink")
+    buffer.link_to(scale)
+    scale.link_to(pad)
+    pad.link_to(rate)
+    rate.link_to(setsar)
+    setsar.link_to(fmt)
+    fmt.link_to(sink)
+    graph.configure()
+    return graph
+
+
+def _drain(
+    graph: av.filter.Graph,
+    out: av.container.OutputContainer,
+    video: av.video.stream.VideoStream,
+    next_pts: int,
+    frame_time: Fraction,
+) -> int:
+    while True:
+        try:
+            frame = graph.pull()
+        except (av.BlockingIOError, av.EOFError):
+            return next_pts
+        assert isinstance(frame, av.video.frame.VideoFrame)
+        frame.pts = next_pts
+        frame.time_base = frame_time
+        out.mux(video.encode(frame))
+        next_pts += 1

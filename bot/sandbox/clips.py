@@ -1,0 +1,142 @@
+"""Real, playable MP4 clips for the emulator, whose frames say where they come from.
+
+Every frame is one flat colour, :func:`frame_colour` of its clip's ``seed`` and its index, so a
+test can tell from any decoded frame which clip and which frame it is (the last frame sent on
+as a continuation's ``image_url``, the clips of a joined film in order). H.264 in yuv420p at a
+high quality keeps each channel within a few levels of the colour it was given.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import zlib
+from fractions import Fraction
+from typing import Final
+
+import av
+import av.audio.frame
+import av.audio.stream
+import av.container
+import av.video.frame
+
+WIDTH: Final = 128
+HEIGHT: Final = 72
+FPS: Final = 24
+SECONDS: Final = 1.0
+
+_LEVELS: Final = 8
+"""Steps per channel of the seed's colour: 8 levels of red and green tell 64 clips apart."""
+
+_FRAME_STEP: Final = 6
+"""Blue levels per frame index: far apart enough for H.264's rounding (a few levels)."""
+
+
+def frame_colour(seed: int, index: int) -> tuple[int, int, int]:
+    """The RGB colour of frame ``index`` of the clip made with ``seed``.
+
+    Red and green encode ``seed`` (mod 64), blue the frame's index (mod 40), each a whole step
+    apart so that a decoded frame is told apart within H.264's error.
+    """
+    step = 256 // _LEVELS
+    red = step * (seed % _LEVELS) + step // 2
+    green = step * ((seed // _LEVELS) % _LEVELS) + step // 2
+    blue = 10 + _FRAME_STEP * (index % 40)
+    return red, green, blue
+
+
+def identify(rgb: tuple[float, float, float]) -> tuple[int, int]:
+    """The ``(seed mod 64, frame index mod 40)`` whose :func:`frame_colour` is nearest ``rgb``."""
+    step = 256 // _LEVELS
+    red, green, blue = rgb
+    seed = round((red - step // 2) / step) % _LEVELS + _LEVELS * (
+        round((green - step // 2) / step) % _LEVELS
+    )
+    return seed, round((blue - 10) / _FRAME_STEP) % 40
+
+
+def seed_of(task_id: str) -> int:
+    """The seed of a task's clip: the number its id ends with, else a checksum of the id.
+
+    Sequential task ids give consecutive clips different colours, so a test tells them apart.
+    """
+    digits = len(task_id) - len(task_id.rstrip("0123456789"))
+    if digits:
+        return int(task_id[-digits:])
+    return zlib.crc32(task_id.encode())
+
+
+CLIPS_KEPT: Final = 256
+"""Clips :func:`clip_of_task` keeps made (a few kilobytes each)."""
+
+
+@functools.lru_cache(maxsize=CLIPS_KEPT)
+def clip_of_task(task_id: str) -> bytes:
+    """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`."""
+    return make_clip(seed_of(task_id))
+
+
+def make_clip(
+    seed: int,
+    *,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+    seconds: float = SECONDS,
+    fps: int = FPS,
+    audio: bool = False,
+) -> bytes:
+    """An H.264 MP4 of ``seconds`` at ``fps``, every frame flat :func:`frame_colour`.
+
+    Args:
+        seed: names the clip (a task's number); its frames' colours encode it.
+        width: pixels, even.
+        height: pixels, even.
+        seconds: the clip's duration.
+        fps: frames a second.
+        audio: with an AAC track of silence (a join keeps audio only when every clip has it).
+
+    Returns:
+        The MP4 file's bytes.
+    """
+    out = io.BytesIO()
+    frames = max(1, round(seconds * fps))
+    with av.open(out, "w", format="mp4") as container:
+        video = container.add_stream("libx264", rate=fps)
+        video.width, video.height = width, height
+        video.pix_fmt = "yuv420p"
+        video.options = {"crf": "12", "preset": "veryfast"}
+        sound = container.add_stream("aac", rate=48_000) if audio else None
+        for index in range(frames):
+            frame = _flat_frame(width, height, frame_colour(seed, index))
+            frame.pts = index
+            frame.time_base = Fraction(1, fps)
+            container.mux(video.encode(frame))
+        container.mux(video.encode())
+        if sound is not None:
+            _silence(container, sound, seconds)
+    return out.getvalue()
+
+
+def _flat_frame(width: int, height: int, rgb: tuple[int, int, int]) -> av.video.frame.VideoFrame:
+    frame = av.video.frame.VideoFrame(width, height, "rgb24")
+    plane = frame.planes[0]
+    row = bytes(rgb) * width + bytes(plane.line_size - 3 * width)
+    plane.update(row * height)
+    return frame
+
+
+def _silence(
+    container: av.container.OutputContainer, stream: av.audio.stream.AudioStream, seconds: float
+) -> None:
+    rate = stream.rate or 48_000
+    samples = 1024
+    total = round(seconds * rate)
+    for start in range(0, total, samples):
+        frame = av.audio.frame.AudioFrame(format="fltp", layout="stereo", samples=samples)
+        for plane in frame.planes:
+            plane.update(bytes(plane.buffer_size))
+        frame.sample_rate = rate
+        frame.pts = start
+        frame.time_base = Fraction(1, rate)
+        container.mux(stream.encode(frame))
+    container.mux(stream.encode())
