@@ -272,6 +272,8 @@ class GenBot(commands.AutoShardedBot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
+        # The registered commands, which the buttons' checks need, unless the sync gave them.
+        self.command_access.warm()
         if self.services.settings.poller_enabled:
             self._poller_task = self._start(self.poller.run, "poller")
         else:
@@ -389,7 +391,16 @@ class GenBot(commands.AutoShardedBot):
     async def on_guild_join(self, guild: discord.Guild) -> None:
         """The bot joined a server (again): its channels are delivered to as usual."""
         self.announcer.guild_joined(guild.id)
+        self.command_access.warm(guild.id)
         await self.check_permissions(guild)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        """A server's ``GUILD_CREATE``: read its command permissions before anyone clicks.
+
+        A button's click is acknowledged before any REST call; what its check needs is read
+        here (:meth:`bot.discord.command_access.CommandAccess.warm`).
+        """
+        self.command_access.warm(guild.id)
 
     async def on_ready(self) -> None:
         """Every shard is ready: check the bot's permissions in each of its servers."""
@@ -465,8 +476,11 @@ class GenBot(commands.AutoShardedBot):
             self.command_access.updated(event.guild.id, event.target_id, entries)
 
     async def _shard_ready(self, shard_id: int) -> None:
-        # A new session (not a resume) may have missed permission updates: read them again.
+        # A new session (not a resume) may have missed permission updates: read them again,
+        # now rather than at the next click (discord.py announces the shard's guilds first).
         self.command_access.forget()
+        for guild in self.guilds:
+            self.command_access.warm(guild.id)
 
     async def _sweep_reservations(self) -> None:
         while True:
