@@ -41,6 +41,7 @@ from bot.discord.request_flows import (
     private_results,
     require_source,
     show_job,
+    shown_once,
     start_image,
     start_text,
     start_video,
@@ -401,7 +402,8 @@ async def _show(interaction: Interaction, ref: str) -> None:
         job = await interaction.client.generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
-    await show_job(interaction, job, update=True)
+    async with shown_once(interaction, job.id, "show"):
+        await show_job(interaction, job, update=True)
 
 
 _ACTIONS = {

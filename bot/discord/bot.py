@@ -18,7 +18,7 @@ from discord.ext import commands
 
 from bot.config import Settings
 from bot.discord.choices import ChoiceButton, OpenChoices
-from bot.discord.click_debounce import ClickDebounce
+from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
@@ -207,6 +207,8 @@ class GenBot(commands.AutoShardedBot):
         # Discord's command permissions, for the buttons that run a command again (issue 20).
         self.command_access = CommandAccess(self, dev_guild_id=services.settings.dev_guild_id)
         self.click_debounce = ClickDebounce(services.clock)
+        # Show result and /jobs show, per member and job: each may download the result.
+        self.show_debounce = ClickDebounce(services.clock, SHOW_DEBOUNCE_SECONDS)
         # Buttons whose state lives in this process (Cancel, confirmations, pages).
         self.choices = OpenChoices()
         # Forms shown and waited for, and the buttons' templates: a submission or a press that

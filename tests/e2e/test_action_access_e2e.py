@@ -173,13 +173,15 @@ async def test_a_click_is_acknowledged_before_the_bot_asks_discord_anything(
     world: World,
 ) -> None:
     guild_id, channel_id = await new_guild(world, "Second server")
-    # The command permissions a click is checked against are read when the server arrives.
-    await world.discord.signal.wait_for(
-        lambda: permission_reads(world, guild_id) or None, 15, "the permissions read ahead"
-    )
     before = spent(world)
-    await first_click(world, guild_id, channel_id)
+    handle = await first_click(world, guild_id, channel_id)
     assert spent(world)[0] == before[0] + 2  # the /text and its Again
+    # The command permissions the click was checked against were read when the server came.
+    [read] = permission_reads(world, guild_id)
+    ack = next(
+        r for r in world.discord.requests if r.path.startswith(f"/interactions/{handle.id}/")
+    )
+    assert world.discord.requests.index(read) < world.discord.requests.index(ack)
 
     # Where that read failed, the click is still acknowledged first, and reads them after.
     world.discord.inject_error(
@@ -196,3 +198,35 @@ async def test_a_click_is_acknowledged_before_the_bot_asks_discord_anything(
         r for r in world.discord.requests if r.path.startswith(f"/interactions/{handle.id}/")
     )
     assert world.discord.requests.index(ack) < world.discord.requests.index(reads[-1])
+
+
+def downloads(world: World, url: str) -> int:
+    """GETs of one result file from the service."""
+    path = url.split("://", 1)[1].split("/", 1)[1]
+    return sum(1 for r in world.api.requests if r.method == "GET" and path in r.path)
+
+
+async def jobs_show(world: World, job_id: int, *, admin: bool = False) -> InteractionHandle:
+    return await world.command("jobs", {"show": job_id}, admin=admin)
+
+
+async def test_re_shows_are_debounced_and_reuse_the_file_fetched(world: World) -> None:
+    await world.answer(await world.command("video", {"prompt": "a heron", "model": VIDEO_MODEL}))
+    card = await world.discord.wait_for_message(
+        lambda m: "a heron" in m.text, include_existing=True
+    )
+    done = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 40)
+    job_id = int(button(done, "Again").rsplit(":j", 1)[1])
+    url = next(u for u in done.urls if "/files/" in u)
+    fetched = downloads(world, url)
+
+    shown = await world.answer(await jobs_show(world, job_id))
+    assert shown.attachments, shown.text
+    assert downloads(world, url) == fetched + 1
+    # The same member again at once: told it was just shown; nothing fetched.
+    repeat = await world.answer(await jobs_show(world, job_id))
+    assert repeat.ephemeral and "a moment ago" in repeat.content
+    # Another member (an admin sees the server's jobs) within a minute: the same file, reused.
+    other = await world.answer(await jobs_show(world, job_id, admin=True))
+    assert other.attachments
+    assert downloads(world, url) == fetched + 1
