@@ -24,7 +24,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.choices import Option, choice_view
-from bot.discord.command_access import Invoker
+from bot.discord.command_access import Invoker, member_refusal
 from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
 from bot.discord.queue_status import queue_status
 from bot.discord.render.buttons import CUSTOM_ID
@@ -332,12 +332,19 @@ class ChatCog(commands.Cog):
         parent = channel.parent if isinstance(channel, discord.Thread) else channel
         if not isinstance(author, discord.Member) or parent is None:
             return False
+        permissions = parent.permissions_for(author).value
+        # As Discord refuses /chat itself: a timeout, or no Use Application Commands there
+        # (the parent's overwrites, which a thread's messages carry no bitfield of).
+        barred = member_refusal(permissions, author.timed_out_until, discord.utils.utcnow())
+        if barred is not None:
+            await self._reply(message, MessageParts(content=barred))
+            return False
         invoker = Invoker(
             guild_id=channel.guild.id,
             channel_id=parent.id,
             user_id=author.id,
             role_ids=frozenset(int(r) for r in author._roles),
-            permissions=parent.permissions_for(author).value,
+            permissions=permissions,
         )
         try:
             allowed = await self.bot.command_access.allows("chat", invoker)
@@ -522,7 +529,12 @@ class SummariseButton(
         return await admit(interaction)
 
     async def callback(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]
-        """Show the price first (ephemeral), with the buttons that confirm or cancel."""
+        """Show the price first (ephemeral), with the buttons that confirm or cancel.
+
+        Deferred before the command permissions are checked (a check may ask Discord, and the
+        acknowledgement must come within 3 s).
+        """
+        await interaction.response.defer(ephemeral=True, thinking=True)
         try:
             await interaction.client.command_access.require(interaction, "chat")
             conversations = interaction.client.services.conversations
@@ -535,10 +547,9 @@ class SummariseButton(
             return
         confirm = SummariseConfirm(self.thread_id, interaction.user.id)
         token = interaction.client.choices.open(confirm, CONFIRM_SECONDS)
-        await interaction.response.send_message(
-            summary_question(plan.covered, plan.estimate_cents),
+        await interaction.edit_original_response(
+            content=summary_question(plan.covered, plan.estimate_cents),
             view=confirm.view(token, plan.estimate_cents),
-            ephemeral=True,
         )
 
 

@@ -13,7 +13,7 @@ from bot.discord.bot import GenBot
 from bot.discord.choices import Pager
 from bot.discord.interactions import requester
 from bot.discord.render import NO_PINGS, job_list_pages
-from bot.discord.request_flows import show_job
+from bot.discord.request_flows import show_job, shown_once
 from bot.discord.tree import PUBLIC_DEFER
 from bot.errors import ValidationFailed
 from bot.services.personal import is_personal
@@ -133,11 +133,12 @@ class JobsCog(commands.Cog):
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
             raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
-        # Private results (issue 22): the card again, only to the member.
-        private = (await self.bot.services.members.get(interaction.user.id)).private
-        interaction.extras[PUBLIC_DEFER] = not private
-        await interaction.response.defer(thinking=True, ephemeral=private)
-        await show_job(interaction, job, update=False)
+        async with shown_once(interaction, job_id, "jobs show"):
+            # Private results (issue 22): the card again, only to the member.
+            private = (await self.bot.services.members.get(interaction.user.id)).private
+            interaction.extras[PUBLIC_DEFER] = not private
+            await interaction.response.defer(thinking=True, ephemeral=private)
+            await show_job(interaction, job, update=False)
 
     async def _check_again(self, jobs: list[Job]) -> list[Job]:
         """Poll again the listed jobs the poller stopped watching, so the list is current.

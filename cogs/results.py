@@ -29,7 +29,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
-from bot.discord.command_access import Invoker, refusal
+from bot.discord.command_access import Invoker, invoker_of, member_refusal, refusal
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.text import truncate
@@ -41,6 +41,7 @@ from bot.discord.request_flows import (
     private_results,
     require_source,
     show_job,
+    shown_once,
     start_image,
     start_text,
     start_video,
@@ -144,11 +145,15 @@ class Click:
             the requester in the server and channel the result came from).
         invoker: on such a DM card, the member as the server's command permissions see them
             in that channel; None where the click's own interaction says it.
+        dm_job_id: a DM card's job while the member in its server is not read yet (it may
+            take a REST call, which waits for the acknowledgement): :func:`resolve` reads it.
+            ``who`` is then provisional (the server, the DM), good for deferring only.
     """
 
     request: ResultRequest
     who: Requester
     invoker: Invoker | None = None
+    dm_job_id: int | None = None
 
 
 async def require_command(
@@ -193,11 +198,26 @@ async def _request(interaction: Interaction, ref: str) -> Click:
             and request.user_id == interaction.user.id
         ):
             # A job's result in its requester's DM (issue 22: a private card, or a result the
-            # delivery sent there): the server's, as in the channel it was asked in.
-            return await dm_card_click(interaction, request, request.job_id)
+            # delivery sent there): the server's, as in the channel it was asked in, read
+            # once the click is acknowledged (resolve).
+            provisional = Requester(request.guild_id, who.channel_id, who.user_id)
+            return Click(request, provisional, dm_job_id=request.job_id)
         # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
     raise ValidationFailed(FORGOTTEN)
+
+
+async def resolve(interaction: Interaction, click: Click) -> Click:
+    """``click`` with a DM card's member read from its server (:func:`dm_card_click`).
+
+    Call it after the acknowledgement: it may ask Discord (``GET /guilds/{id}/members/{user}``).
+
+    Raises:
+        ValidationFailed: as :func:`dm_card_click`.
+    """
+    if click.dm_job_id is None:
+        return click
+    return await dm_card_click(interaction, click.request, click.dm_job_id)
 
 
 async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
@@ -231,6 +251,9 @@ async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id
     permissions = (
         channel.permissions_for(member) if channel is not None else member.guild_permissions
     )
+    barred = member_refusal(permissions.value, member.timed_out_until, discord.utils.utcnow())
+    if barred is not None:  # as Discord would refuse the command in that channel
+        raise ValidationFailed(barred)
     roles = frozenset(int(role_id) for role_id in member._roles)
     who = Requester(
         guild.id,
@@ -245,33 +268,65 @@ async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id
 
 
 async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
+    """Again (or Vary): the request behind the result, made again by the clicker.
+
+    Acknowledged (deferred) before anything that may ask Discord: the DM card's member and
+    the command permissions are read after it (Discord allows 3 s for the acknowledgement).
+    """
+    bot = interaction.client
     click = await _request(interaction, ref)
-    request, who = click.request, click.who
+    request = click.request
     if vary and request.kind != "text":
         raise ValidationFailed(NOT_VARIED)
-    await require_command(interaction, request.kind, click.invoker)
     options = request.options
-    check_uploads_fresh(options, interaction.client.services.clock.time())
+    check_uploads_fresh(options, bot.services.clock.time())
+    if vary and (await bot.services.members.get(interaction.user.id)).remix:
+        # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked;
+        # the form is the answer, so the command permissions are checked on its submission.
+        refuse_if_known_barred(interaction, "text", click.invoker)
+        await RemixModal(varied(TextOptions(**options)), click=click).show(interaction)
+        return
     if request.kind == "video":
         require_placeholder_permissions(interaction)
-        await defer_video(interaction, who)
-        await start_video(interaction, who, VideoOptions(**options))
-        return
-    # Private results (issue 22) hold for a button's answer as for the command's.
-    private = await private_results(interaction.client, interaction.user.id)
-    interaction.extras[PUBLIC_DEFER] = not private
-    if request.kind == "image":
-        require_placeholder_permissions(interaction)
+        await defer_video(interaction, click.who)
+    else:
+        # Private results (issue 22) hold for a button's answer as for the command's.
+        private = await private_results(bot, interaction.user.id)
+        interaction.extras[PUBLIC_DEFER] = not private
+        if request.kind == "image":
+            require_placeholder_permissions(interaction)
         await interaction.response.defer(thinking=True, ephemeral=private)
-        await start_image(interaction, who, ImageOptions(**options))
-        return
-    text = TextOptions(**options)
-    if vary and (await interaction.client.services.members.get(interaction.user.id)).remix:
-        # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked.
-        await RemixModal(varied(text), click=click).show(interaction)
-        return
-    await interaction.response.defer(thinking=True, ephemeral=private)
-    await start_text(interaction, who, varied(text) if vary else text)
+    click = await resolve(interaction, click)
+    await require_command(interaction, request.kind, click.invoker)
+    if request.kind == "video":
+        await start_video(interaction, click.who, VideoOptions(**options))
+    elif request.kind == "image":
+        await start_image(interaction, click.who, ImageOptions(**options))
+    else:
+        text = TextOptions(**options)
+        await start_text(interaction, click.who, varied(text) if vary else text)
+
+
+def refuse_if_known_barred(
+    interaction: Interaction, command: str, invoker: Invoker | None = None
+) -> None:
+    """Before a form opens: refuse a member already known to be barred from ``/command``.
+
+    The form is the interaction's answer and must come first (no REST call before it), so
+    only what is cached is consulted (:meth:`~bot.discord.command_access.CommandAccess.cached`);
+    the full check runs on the form's submission (:func:`require_command`).
+
+    Raises:
+        ValidationFailed: the member is known to be barred (:func:`refusal`).
+    """
+    if invoker is None:
+        if interaction.guild_id is None or interaction.channel_id is None:
+            return  # a DM card not read yet: checked on submission
+        if is_personal(requester(interaction).guild_id):
+            return
+        invoker = invoker_of(interaction)
+    if interaction.client.command_access.cached(command, invoker) is False:
+        raise ValidationFailed(refusal(command))
 
 
 async def _vary(interaction: Interaction, ref: str) -> None:
@@ -347,7 +402,8 @@ async def _show(interaction: Interaction, ref: str) -> None:
         job = await interaction.client.generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
-    await show_job(interaction, job, update=True)
+    async with shown_once(interaction, job.id, "show"):
+        await show_job(interaction, job, update=True)
 
 
 _ACTIONS = {
@@ -367,9 +423,25 @@ def acting(interaction: Interaction, click: Click | None) -> tuple[Requester, In
         The requester and, for a private card in a DM (:func:`dm_card_click`), the member as
         its server's command permissions see them; else the interaction's own, and None.
     """
-    if click is not None and click.invoker is not None:
+    if click is not None and (click.invoker is not None or click.dm_job_id is not None):
         return click.who, click.invoker
     return requester(interaction), None
+
+
+async def submitted(interaction: Interaction, click: Click | None, command: str) -> Requester:
+    """Who a form's submission acts as, once checked: call it after the acknowledgement.
+
+    Reads a DM card's member in its server (:func:`resolve`) and holds the member to
+    ``/command``'s permissions (:func:`require_command`); both may ask Discord.
+
+    Raises:
+        ValidationFailed: the member may not, is gone, or it could not be checked.
+    """
+    if click is not None:
+        click = await resolve(interaction, click)
+    who, invoker = acting(interaction, click)
+    await require_command(interaction, command, invoker)
+    return who
 
 
 async def open_animate(
@@ -387,8 +459,9 @@ async def open_animate(
     """
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
-    await interaction.client.generation.check_channel(who)
-    await require_command(interaction, "video", invoker)
+    if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
+        await interaction.client.generation.check_channel(who)
+    refuse_if_known_barred(interaction, "video", invoker)
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
     if models is None:
@@ -415,8 +488,9 @@ async def open_edit(
     """
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
-    await interaction.client.generation.check_channel(who)
-    await require_command(interaction, "image", invoker)
+    if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
+        await interaction.client.generation.check_channel(who)
+    refuse_if_known_barred(interaction, "image", invoker)
     await EditModal(source, model if isinstance(model, str) else None, click=click).show(
         interaction
     )
@@ -464,11 +538,13 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         self.add_item(discord.ui.Label(text="Model", component=self.model))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
-        """Make the video through ``/video``'s path (confirmation above the threshold)."""
-        who, invoker = acting(interaction, self.click)
+        """Make the video through ``/video``'s path (confirmation above the threshold).
+
+        Deferred first; the checks that may ask Discord come after (:func:`submitted`).
+        """
         require_placeholder_permissions(interaction)
-        await require_command(interaction, "video", invoker)
-        await defer_video(interaction, who)
+        await defer_video(interaction, acting(interaction, self.click)[0])
+        who = await submitted(interaction, self.click, "video")
         model = self.model.values[0] if self.model.values else self.default_model
         options = VideoOptions(
             self.prompt.value,
@@ -510,12 +586,11 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
         self.add_item(self.prompt)
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
-        """Ask the varied request with the submitted prompt."""
-        who, invoker = acting(interaction, self.click)
-        await require_command(interaction, "text", invoker)
+        """Ask the varied request with the submitted prompt (deferred before the checks)."""
         private = await private_results(interaction.client, interaction.user.id)
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
+        who = await submitted(interaction, self.click, "text")
         options = dataclasses.replace(self.options, prompt=self.prompt.value)
         await start_text(interaction, who, options)
 
@@ -559,13 +634,12 @@ class EditModal(AdmittedModal, title="Edit image"):
         self.add_item(discord.ui.Label(text="Mode", component=self.mode))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
-        """Make the image through ``/image``'s path."""
-        who, invoker = acting(interaction, self.click)
+        """Make the image through ``/image``'s path (deferred before the checks)."""
         require_placeholder_permissions(interaction)
-        await require_command(interaction, "image", invoker)
         private = await private_results(interaction.client, interaction.user.id)
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
+        who = await submitted(interaction, self.click, "image")
         options = ImageOptions(
             self.prompt.value,
             self.image_model,

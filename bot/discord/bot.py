@@ -18,7 +18,7 @@ from discord.ext import commands
 
 from bot.config import Settings
 from bot.discord.choices import ChoiceButton, OpenChoices
-from bot.discord.click_debounce import ClickDebounce
+from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
@@ -207,6 +207,8 @@ class GenBot(commands.AutoShardedBot):
         # Discord's command permissions, for the buttons that run a command again (issue 20).
         self.command_access = CommandAccess(self, dev_guild_id=services.settings.dev_guild_id)
         self.click_debounce = ClickDebounce(services.clock)
+        # Show result and /jobs show, per member and job: each may download the result.
+        self.show_debounce = ClickDebounce(services.clock, SHOW_DEBOUNCE_SECONDS)
         # Buttons whose state lives in this process (Cancel, confirmations, pages).
         self.choices = OpenChoices()
         # Forms shown and waited for, and the buttons' templates: a submission or a press that
@@ -272,6 +274,8 @@ class GenBot(commands.AutoShardedBot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
+        # The registered commands, which the buttons' checks need, unless the sync gave them.
+        self.command_access.warm()
         if self.services.settings.poller_enabled:
             self._poller_task = self._start(self.poller.run, "poller")
         else:
@@ -389,7 +393,16 @@ class GenBot(commands.AutoShardedBot):
     async def on_guild_join(self, guild: discord.Guild) -> None:
         """The bot joined a server (again): its channels are delivered to as usual."""
         self.announcer.guild_joined(guild.id)
+        self.command_access.warm(guild.id)
         await self.check_permissions(guild)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        """A server's ``GUILD_CREATE``: read its command permissions before anyone clicks.
+
+        A button's click is acknowledged before any REST call; what its check needs is read
+        here (:meth:`bot.discord.command_access.CommandAccess.warm`).
+        """
+        self.command_access.warm(guild.id)
 
     async def on_ready(self) -> None:
         """Every shard is ready: check the bot's permissions in each of its servers."""
@@ -465,8 +478,11 @@ class GenBot(commands.AutoShardedBot):
             self.command_access.updated(event.guild.id, event.target_id, entries)
 
     async def _shard_ready(self, shard_id: int) -> None:
-        # A new session (not a resume) may have missed permission updates: read them again.
+        # A new session (not a resume) may have missed permission updates: read them again,
+        # now rather than at the next click (discord.py announces the shard's guilds first).
         self.command_access.forget()
+        for guild in self.guilds:
+            self.command_access.warm(guild.id)
 
     async def _sweep_reservations(self) -> None:
         while True:

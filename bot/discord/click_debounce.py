@@ -8,6 +8,14 @@ CLICK_DEBOUNCE_SECONDS = 5.0
 """How long a member's click on a paid button of one message holds back their next click on
 it, besides the time it runs (issue 20: a double click made two paid requests)."""
 
+SHOW_DEBOUNCE_SECONDS = 10.0
+"""How long a member's Show result (or ``/jobs show``) of a job holds back their next one of
+that job: each may download the result's files (:mod:`bot.discord.shown_files`)."""
+
+JUST_SHOWN = (
+    "You asked to see job #{job_id} a moment ago; it is shown there. Ask again in a few seconds."
+)
+
 ALREADY_RUNNING = (
     "Your first click on this is still being handled; this one was ignored (nothing charged)."
 )

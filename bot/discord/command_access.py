@@ -19,6 +19,7 @@ import asyncio
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final
 
 import discord
@@ -36,6 +37,16 @@ CHANNEL: Final = 3
 ADMINISTRATOR: Final = 1 << 3
 """Discord's Administrator permission bit: "Members with the Administrator permission can use
 all commands" (Application Commands → Permissions)."""
+
+USE_APPLICATION_COMMANDS: Final = 1 << 31
+"""Discord's Use Application Commands permission bit: without it in a channel (its overwrites
+included), Discord's client offers the member no command there (Permissions)."""
+
+TIMED_OUT = "You are timed out in this server, so this is not available to you until it ends."
+NO_APPLICATION_COMMANDS = (
+    "This channel does not let you use application commands (Use Application Commands), so "
+    "this is not available to you here."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +175,47 @@ def may_use_command(
     return default_member_permissions & ~invoker.permissions == 0
 
 
+def member_refusal(permissions: int, timed_out_until: datetime | None, now: datetime) -> str | None:
+    """Why Discord would refuse the member every command here, or None when it would not.
+
+    Discord refuses application commands to a timed-out member (``communication_disabled_until``
+    in the future; Guild Member Object, "Timeouts") and where the member lacks Use Application
+    Commands in the channel; an administrator is never refused (nor can be timed out). A
+    button, a form or a conversation turn spends as the command behind it does, so it is held
+    to the same rule.
+
+    Args:
+        permissions: the member's permissions in the channel, overwrites included (bitfield).
+        timed_out_until: the end of the member's timeout (UTC), or None.
+        now: the current time (UTC).
+
+    Returns:
+        :data:`TIMED_OUT`, :data:`NO_APPLICATION_COMMANDS`, or None.
+    """
+    if permissions & ADMINISTRATOR:
+        return None
+    if timed_out_until is not None and timed_out_until > now:
+        return TIMED_OUT
+    if not permissions & USE_APPLICATION_COMMANDS:
+        return NO_APPLICATION_COMMANDS
+    return None
+
+
+def interaction_refusal(interaction: discord.Interaction[Any]) -> str | None:
+    """:func:`member_refusal` for an interaction's member where it happens (None outside a guild).
+
+    For a component or a modal submission the member's permissions in the channel are the
+    interaction's ``member.permissions`` (overwrites included; Interaction Object), which
+    discord.py gives as ``interaction.permissions``; ``app_permissions`` are the bot's.
+    """
+    user = interaction.user
+    if interaction.guild_id is None or not isinstance(user, discord.Member):
+        return None
+    return member_refusal(
+        interaction.permissions.value, user.timed_out_until, discord.utils.utcnow()
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RegisteredCommand:
     """An application command as Discord has it registered: its id and default permissions."""
@@ -179,6 +231,13 @@ def refusal(command: str) -> str:
         "so this button is not available to you."
     )
 
+
+WARM_CONCURRENCY: Final = 4
+"""Reads of guilds' command permissions at once when warming (a session starts with every
+guild's ``GUILD_CREATE``; Discord's global limit is 50 requests a second)."""
+
+READ_ATTEMPTS: Final = 3
+"""Reads of one guild's permissions while updates keep arriving during the read."""
 
 UNCHECKED = "I could not check this server's command permissions just now; try again in a moment."
 
@@ -200,6 +259,10 @@ class CommandAccess:
         self._loading: dict[int, asyncio.Task[dict[int, tuple[Override, ...]]]] = {}
         self._updates = 0
         self._commands_loading: asyncio.Task[dict[str, RegisteredCommand]] | None = None
+        # Warming every guild at a session's start must not burst Discord's rate limits.
+        self._reads = asyncio.Semaphore(WARM_CONCURRENCY)
+        self._warming: set[asyncio.Task[None]] = set()
+        self._warm_guilds: set[int] = set()
 
     def set_commands(self, commands: Iterable[discord.app_commands.AppCommand]) -> None:
         """Remember the registered commands (``tree.sync`` or ``tree.fetch_commands`` result)."""
@@ -220,11 +283,15 @@ class CommandAccess:
         self._guilds.clear()
 
     def updated(self, guild_id: int, target_id: int, entries: Iterable[Override]) -> None:
-        """Apply ``APPLICATION_COMMAND_PERMISSIONS_UPDATE``: ``target_id``'s whole new list."""
-        # A read under way may predate this update: it is then not kept (read again next time).
+        """Apply ``APPLICATION_COMMAND_PERMISSIONS_UPDATE``: ``target_id``'s whole new list.
+
+        A guild not known yet is read now (:meth:`warm`), so that its next click need not.
+        """
+        # A read under way may predate this update: it is then not kept (it reads again).
         self._updates += 1
         guild = self._guilds.get(guild_id)
         if guild is None:
+            self.warm(guild_id)
             return
         found = tuple(entries)
         if found:
@@ -243,14 +310,67 @@ class CommandAccess:
         application_id = self._bot.application_id
         assert application_id is not None
         updates = self._updates
-        data = await self._bot.http.get_guild_application_command_permissions(
-            application_id, guild_id
-        )
+        async with self._reads:
+            data = await self._bot.http.get_guild_application_command_permissions(
+                application_id, guild_id
+            )
         found = {int(item["id"]): parse_overrides(item["permissions"]) for item in data}
         found = {target: entries for target, entries in found.items() if entries}
         if updates == self._updates:
             self._guilds[guild_id] = found
         return found
+
+    def warm(self, guild_id: int | None = None) -> None:
+        """Read in the background what a click would otherwise read before it could answer.
+
+        Discord allows an interaction 3 seconds for its acknowledgement; a button's check must
+        not wait on a REST call first (Interactions, "Responding to an Interaction"). Called
+        at start-up (the registered commands: ``guild_id`` None), at ``GUILD_CREATE`` and on
+        a permissions update for a guild not known yet. A failure is logged; the click then
+        reads it after its acknowledgement.
+
+        Args:
+            guild_id: the guild whose overrides to read; None: the registered commands only.
+        """
+        if guild_id is not None and (guild_id in self._guilds or guild_id in self._warm_guilds):
+            return
+        if guild_id is not None:
+            self._warm_guilds.add(guild_id)
+        task = asyncio.create_task(self._warm(guild_id))
+        self._warming.add(task)
+        task.add_done_callback(self._warming.discard)
+
+    async def _warm(self, guild_id: int | None) -> None:
+        try:
+            await self._registered()
+            # A read overtaken by an update is not kept (_fetch_guild): read again.
+            for _ in range(READ_ATTEMPTS):
+                if guild_id is None or guild_id in self._guilds:
+                    return
+                await self._overrides(guild_id)
+        except discord.HTTPException as exc:
+            log.warning("command permissions of guild %s not read ahead: %s", guild_id, exc)
+        finally:
+            self._warm_guilds.discard(guild_id or 0)
+
+    def cached(self, command: str, invoker: Invoker) -> bool | None:
+        """:meth:`allows` from what is already known, without asking Discord; None: unknown.
+
+        For a form's opening, whose answer (the form) must come first: a member known to be
+        barred is refused at once, the rest are checked when the form is submitted.
+        """
+        registered = None if self._commands is None else self._commands.get(command)
+        overrides = self._guilds.get(invoker.guild_id)
+        application_id = self._bot.application_id
+        if registered is None or overrides is None or application_id is None:
+            return None
+        return may_use_command(
+            application_id=application_id,
+            command_id=registered.id,
+            default_member_permissions=registered.default_member_permissions,
+            overrides=overrides,
+            invoker=invoker,
+        )
 
     async def _registered(self) -> dict[str, RegisteredCommand]:
         if self._commands is not None:

@@ -69,6 +69,7 @@ from bot.discord.render.buttons import dm_buttons, show_buttons
 from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
+from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
@@ -296,6 +297,8 @@ class DiscordAnnouncer:
         self._sandbox = sandbox
         self._http = http
         self.memory = ByteBudget(memory, clock)
+        self.show_memory = ByteBudget(SHOW_MEMORY_BYTES, clock)
+        self.shown_files = ShownFiles(clock)
         # Jobs whose reply to the placeholder went with the delivery (it carried the files a
         # card could not take by an edit), so notify does not ping a second time; discarded
         # by notify, or by the job's next attempt.
@@ -626,7 +629,8 @@ class DiscordAnnouncer:
         For the card's Show result button and ``/jobs show`` (issue 22), answered with the
         clicker's fresh interaction: a pending job's card (with Show result), a finished one
         with its buttons and its files downloaded within ``limit`` bytes (the interaction's
-        ``filesize_limit``), held in the process's memory budget until ``send`` returns.
+        ``filesize_limit``), held in the re-shows' own memory slot until ``send`` returns, and
+        reused by the job's next re-show for a short while (:mod:`bot.discord.shown_files`).
 
         Raises:
             discord.HTTPException: ``send`` failed (as it raised it).
@@ -642,10 +646,18 @@ class DiscordAnnouncer:
                 parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
             await send(dataclasses.replace(parts, action_buttons=show_buttons(job.id)))
             return
+        kept = self.shown_files.get(job.id, limit)
+        if kept is not None:  # downloaded for a re-show a moment ago: not fetched again
+            await send(self._finished_parts(job, *kept)[1])
+            return
         wanted = limit if job.status is JobStatus.COMPLETED and job.outputs else 0
-        async with self.memory.hold(wanted) as held:
+        # The re-shows' own slot, never the deliveries' budget: a flood of re-shows cannot
+        # make a delivery wait (bot.discord.shown_files).
+        async with self.show_memory.hold(wanted) as held:
             files, note = await self.attachments(job, limit, limit_name=HERE)
             held.shrink(sum(len(data) for _, data in files))
+            if files:
+                self.shown_files.keep(job.id, limit, files, note)
             await send(self._finished_parts(job, files, note)[1])
 
     async def _deliver_personal(

@@ -14,9 +14,10 @@ the ephemeral response; in a personal context the card is the response, ephemera
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
@@ -24,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import discord
 
 from bot.discord.choices import Option, choice_view
+from bot.discord.click_debounce import JUST_SHOWN
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
@@ -449,6 +451,30 @@ async def show_job(interaction: Interaction, job: Job, *, update: bool) -> None:
     if update and job.status == "completed" and job.outputs:
         await interaction.response.defer()  # a deferred update: "@original" is the card
     await interaction.client.announcer.show_card(job, interaction.filesize_limit, send)
+
+
+@contextlib.asynccontextmanager
+async def shown_once(interaction: Interaction, job_id: int, entry: str) -> AsyncIterator[None]:
+    """Run one re-show of ``job_id`` by the interaction's member, debounced per job and member.
+
+    Show result and ``/jobs show`` each (``entry``) may download the result's files; the same
+    member's same re-show of the job again within
+    :data:`~bot.discord.click_debounce.SHOW_DEBOUNCE_SECONDS` of the last is refused before
+    anything is fetched (the file a re-show fetched is reused by others meanwhile:
+    :mod:`bot.discord.shown_files`).
+
+    Raises:
+        ValidationFailed: :data:`~bot.discord.click_debounce.JUST_SHOWN`, answered before any
+            acknowledgement (nothing deferred, fetched or changed).
+    """
+    debounce = interaction.client.show_debounce
+    user_id = interaction.user.id
+    if not debounce.claim(user_id, job_id, entry):
+        raise ValidationFailed(JUST_SHOWN.format(job_id=job_id))
+    try:
+        yield
+    finally:
+        debounce.release(user_id, job_id, entry)
 
 
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:

@@ -11,6 +11,7 @@ import discord
 from discord import app_commands
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
+from bot.discord.command_access import interaction_refusal
 from bot.errors import BotError, user_message
 from bot.genapi.errors import GenAPIError
 from bot.ops.logs import set_context
@@ -78,6 +79,9 @@ CHARGED_ANYWAY = (
 )
 """The answer to an error raised after a charge: the result is coming, so no "failed"."""
 
+ACTIONS = frozenset({discord.InteractionType.component, discord.InteractionType.modal_submit})
+"""Interactions Discord lets through whatever the member's command permissions: clicks, forms."""
+
 RESTARTING = "The bot is restarting; try again in a minute."
 """The answer to a command that arrives during a shutdown (it is not run)."""
 
@@ -94,9 +98,20 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     ``interaction_check`` (``cogs/results.py``) and the choice buttons
     (:mod:`bot.discord.choices`).
 
+    A button or a form is held to the rule Discord applies to commands only
+    (:func:`bot.discord.command_access.interaction_refusal`): a timed-out member, or one
+    without Use Application Commands in the channel, is refused with one ephemeral sentence
+    (the acknowledgement itself), and nothing runs or is charged.
+
     Returns:
         Whether the interaction may run.
     """
+    if interaction.type in ACTIONS:
+        refused = interaction_refusal(interaction)
+        if refused is not None:
+            if answer:
+                await send_ephemeral(interaction, refused)
+            return False
     host: CommandHost = interaction.client
     if host.admit_command():
         return True

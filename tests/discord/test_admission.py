@@ -50,7 +50,14 @@ def refused_interaction() -> Any:
 
     response = SimpleNamespace(is_done=lambda: False, send_message=send_message)
     client = SimpleNamespace(admit_command=lambda: False)
-    return SimpleNamespace(client=client, response=response, extras={}, sent=sent)
+    return SimpleNamespace(
+        client=client,
+        response=response,
+        extras={},
+        sent=sent,
+        type=discord.InteractionType.component,
+        guild_id=None,
+    )
 
 
 def test_every_modal_passes_the_admission_guard_and_no_view_holds_buttons() -> None:

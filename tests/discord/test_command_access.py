@@ -252,3 +252,37 @@ async def test_a_guild_whose_overrides_cannot_be_read_refuses() -> None:
     unregistered = CommandAccess(fake_bot(FakeHttp()))
     with pytest.raises(ValidationFailed, match="could not check"):
         await unregistered.allows("nothing-registered", member())
+
+
+async def test_warming_reads_ahead_so_that_a_click_reads_nothing() -> None:
+    http = FakeHttp()
+    http.data = [patrons_only()]
+    access = CommandAccess(fake_bot(http))
+    assert access.cached("video", member()) is None  # nothing known: a form checks on submit
+    access.warm(GUILD)
+    access.warm(GUILD)  # GUILD_CREATE and READY's re-read together: one read
+    while access.cached("video", member()) is None:
+        await asyncio.sleep(0)
+    assert http.reads == 1
+    assert access.cached("video", member()) is False
+    assert access.cached("video", member(PATRON)) is True
+    assert not await access.allows("video", member())
+    assert http.reads == 1
+
+
+async def test_an_update_for_a_guild_not_known_yet_reads_it_and_an_overtaken_read_is_redone() -> (
+    None
+):
+    http = FakeHttp()
+    http.gate.clear()
+    access = CommandAccess(fake_bot(http))
+    access.updated(GUILD, VIDEO, [])  # a guild not read yet: read it now
+    while http.reads == 0:
+        await asyncio.sleep(0)
+    http.data = [patrons_only()]
+    access.updated(GUILD, VIDEO, parse_overrides(patrons_only()["permissions"]))
+    http.gate.set()
+    while access.cached("video", member()) is None:
+        await asyncio.sleep(0)
+    assert http.reads == 2  # the read the update overtook was not kept, and was redone
+    assert access.cached("video", member()) is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import secrets
 from collections.abc import Callable
@@ -132,6 +133,21 @@ class UserActions:
         if not allowed:
             # Discord's client does not offer a command the member may not use here.
             raise InvocationError(f"/{command['name']} is not available to this member here")
+
+    def _refuse_barred_member(self, member: Member, permissions: int) -> None:
+        """Discord's client offers no command to a timed-out member, nor where the member lacks
+        Use Application Commands (administrators aside).
+
+        Raises:
+            InvocationError: the member is timed out, or lacks the permission there.
+        """
+        if permissions & perms.ADMINISTRATOR:
+            return
+        until = member.communication_disabled_until
+        if until is not None and dt.datetime.fromisoformat(until) > dt.datetime.now(dt.UTC):
+            raise InvocationError("a timed-out member cannot use application commands")
+        if not permissions & perms.USE_APPLICATION_COMMANDS:
+            raise InvocationError("this member may not use application commands here")
 
     def member_message(
         self,
@@ -305,6 +321,14 @@ class UserActions:
             guild = self.world.guilds[guild_id]
             channel = guild.channels[channel_id]
             member = self.add_member(guild_id, user_id)
+            # The member's permissions in the channel, overwrites included (a thread: its
+            # parent's), as Discord computes ``member.permissions``.
+            where = self.world.channels.get(channel.parent_id or 0) if channel.is_thread else None
+            permissions = perms.with_overwrites(
+                permissions, guild, where or channel, list(member.role_ids), user_id
+            )
+            if kind == APPLICATION_COMMAND:
+                self._refuse_barred_member(member, permissions)
             if self.world.bot_in_guild(guild_id):
                 app_permissions = self.world.bot_permissions(channel_id)
             else:

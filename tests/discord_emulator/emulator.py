@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -332,6 +333,31 @@ class DiscordEmulator(UserActions):
         self.hub.dispatch(
             "CHANNEL_UPDATE", channel_payload(self.world.channels[channel_id]), intent=1
         )
+
+    def set_channel_overwrite(
+        self, channel_id: int, target_id: int, *, allow: int = 0, deny: int = 0
+    ) -> None:
+        """Set a channel's overwrite for a role (the guild id: @everyone) or a member.
+
+        The bot hears it (CHANNEL_UPDATE); interactions there carry the member's permissions
+        with it applied.
+        """
+        channel = self.world.channels[channel_id]
+        kind = 1 if target_id in self.world.users else 0
+        channel.overwrites[target_id] = Overwrite(target_id, kind, allow, deny)
+        self.hub.dispatch("CHANNEL_UPDATE", channel_payload(channel), intent=1)
+
+    def time_out(self, guild_id: int, user_id: int, seconds: float | None) -> None:
+        """Time a member out for ``seconds`` from now (None: lift it), as a moderator does.
+
+        Sets ``communication_disabled_until`` on the member; the bot reads it from the member
+        object of the member's interactions and messages (it has no members intent).
+        """
+        member = self.add_member(guild_id, user_id)
+        until = None
+        if seconds is not None:
+            until = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).isoformat()
+        member.communication_disabled_until = until
 
     def revoke_channel_access(self, channel_id: int) -> None:
         """Deny the bot View Channel (REST then answers 403 50001 Missing Access)."""

@@ -110,6 +110,8 @@ class Member:
     role_ids: list[int] = field(default_factory=list)
     joined_at: str = field(default_factory=iso_now)
     nick: str | None = None
+    communication_disabled_until: str | None = None
+    """While in the future, the member is timed out (ISO-8601, UTC)."""
 
 
 @dataclass

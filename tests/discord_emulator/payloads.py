@@ -127,7 +127,7 @@ def member_payload(
         "mute": False,
         "flags": 0,
         "pending": False,
-        "communication_disabled_until": None,
+        "communication_disabled_until": member.communication_disabled_until,
         "unusual_dm_activity_until": None,
         "avatar_decoration_data": None,
     }

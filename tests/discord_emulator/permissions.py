@@ -101,6 +101,33 @@ def compute_permissions(guild: Guild, channel: Channel | None, user_id: int) -> 
     return base
 
 
+def with_overwrites(
+    permissions: int, guild: Guild, channel: Channel | None, role_ids: list[int], user_id: int
+) -> int:
+    """``permissions`` with a channel's overwrites applied: @everyone's, the roles', the member's.
+
+    Discord computes an interaction's ``member.permissions`` this way ("Permissions",
+    Permission Overwrites); a thread takes its parent's overwrites. Administrators keep all.
+    """
+    if channel is None or permissions & ADMINISTRATOR:
+        return permissions
+    overwrites = channel.overwrites
+    everyone = overwrites.get(guild.id)
+    if everyone:
+        permissions = (permissions & ~everyone.deny) | everyone.allow
+    allow = deny = 0
+    for role_id in role_ids:
+        ow = overwrites.get(role_id)
+        if ow and ow.type == 0:
+            allow |= ow.allow
+            deny |= ow.deny
+    permissions = (permissions & ~deny) | allow
+    own = overwrites.get(user_id)
+    if own and own.type == 1:
+        permissions = (permissions & ~own.deny) | own.allow
+    return permissions
+
+
 #: What anyone may do in a DM (there are no overwrites there).
 DM_PERMISSIONS = (
     VIEW_CHANNEL | SEND_MESSAGES | EMBED_LINKS | ATTACH_FILES | READ_MESSAGE_HISTORY | ADD_REACTIONS
