@@ -28,7 +28,6 @@ import av.filter
 import av.stream
 import av.video.frame
 
-
 OUTPUT_CODEC: Final = "libx264"
 """The codec of a re-encoded film: H.264, which every Discord client plays."""
 
