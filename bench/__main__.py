@@ -1,4 +1,4 @@
-"""``python -m bench [burst|rate|batch|scale|all] [--quick]``: run the benchmarks, print tables.
+"""``python -m bench [burst|rate|batch|scale|redaction|all] [--quick]``: run them, print tables.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
 single process; N: one gateway process plus N ``python -m bot worker`` processes), and
@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import batch, burst, rate, scale
+from bench import batch, burst, rate, redaction, scale
 from bench.report import Table, machine
 
 Scenario = Callable[..., Awaitable[Table]]
@@ -26,6 +26,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rate": rate.run,
     "batch": batch.run,
     "scale": scale.run,
+    "redaction": redaction.run,
 }
 
 
