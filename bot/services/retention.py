@@ -8,7 +8,9 @@ What is kept, and for how long (settings, in days; 0 keeps for ever):
 * ``RETENTION_AUDIT_DAYS`` (365): ``/config audit``'s rows (who changed which setting).
 * ``RETENTION_RATE_ROWS_DAYS`` (1): the shared rate window's requests (a window is 60 s; the
   limiter keeps ten windows per key itself, but a key that stops being used keeps its rows)
-  and blocks after a 429 that ended.
+  and blocks after a 429 that ended. Those rows are stamped by the database's clock and the
+  cutoff comes from the bot's: at a period of hours or days, the two clocks' difference is
+  nothing.
 * ``RETENTION_METADATA_DAYS`` (1): personal jobs' interaction tokens, dead 15 minutes after
   their interaction, counted from when they expired; forgotten (blank) ones at once.
 
