@@ -110,7 +110,12 @@ class RedactionFilter(logging.Filter):
         super().__init__()
         self._secrets = KnownSecrets(secrets, limit=limit)
 
-    def __len__(self) -> int:
+    @property
+    def known(self) -> int:
+        """How many secret values the filter holds, configured and learnt.
+
+        A property rather than ``__len__``, which would make an empty filter falsy.
+        """
         return len(self._secrets)
 
     def add(self, secret: str) -> None:

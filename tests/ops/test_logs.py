@@ -155,7 +155,7 @@ def test_an_interaction_token_never_registered_is_redacted_wherever_it_appears(
     assert INTERACTION_TOKEN not in text
     assert "a" * 70 not in text
     assert "kept response token [redacted] for job 7" in text
-    assert len(redaction) == 0
+    assert redaction.known == 0
 
 
 async def test_response_tokens_are_not_added_to_the_known_secrets(
@@ -175,7 +175,7 @@ async def test_response_tokens_are_not_added_to_the_known_secrets(
             await tokens.keep(job_id, ResponseToken(f"{INTERACTION_TOKEN}{job_id:04d}", 1e12))
     finally:
         await db.close()
-    assert len(redaction) == 0  # 50 personal jobs later, the set is as small as before
+    assert redaction.known == 0  # 50 personal jobs later, the set is as small as before
 
 
 def test_the_known_secrets_are_bounded_and_the_configured_ones_stay() -> None:
@@ -184,7 +184,7 @@ def test_the_known_secrets_are_bounded_and_the_configured_ones_stay() -> None:
     for secret in learnt:
         redaction.add(secret)
     redaction.add(learnt[2])  # used again: the most recent
-    assert len(redaction) == 4  # the configured one and three learnt ones
+    assert redaction.known == 4  # the configured one and three learnt ones
     text = redaction.redact(" | ".join(["configured-secret-value", *learnt]))
     assert text.split(" | ") == [
         "[redacted]",
@@ -214,7 +214,7 @@ def test_keys_known_by_the_thousand_are_found_as_words_or_within_them() -> None:
     keys = [f"gk{n:05d}{'abcdefghij' * 2}" for n in range(10_000)]
     for key in keys:
         redaction.add(key)
-    assert len(redaction) == 10_000
+    assert redaction.known == 10_000
     line = f"key {keys[17]}, header x_{keys[9_999]}. JSON {{'k': '{keys[5]}'}} ok"
     assert (
         redaction.redact(line) == "key [redacted], header x_[redacted]. JSON {'k': '[redacted]'} ok"
