@@ -93,6 +93,14 @@ class Settings(BaseSettings):
     chat_max_prompt_chars: Annotated[int, Field(ge=4200)] = 16_000
     chat_max_turns: Annotated[int, Field(ge=1)] = 50
 
+    # Retention: days rows are kept before the periodic sweep deletes them (0: for ever), and
+    # seconds between two sweeps (bot/services/retention.py).
+    retention_result_requests_days: Annotated[float, Field(ge=0)] = 90.0
+    retention_audit_days: Annotated[float, Field(ge=0)] = 365.0
+    retention_rate_rows_days: Annotated[float, Field(ge=0)] = 1.0
+    retention_metadata_days: Annotated[float, Field(ge=0)] = 1.0
+    retention_sweep_seconds: Annotated[float, Field(gt=0)] = 3600.0
+
     @field_validator("shard_ids")
     @classmethod
     def _shard_id_list(cls, value: str | None) -> str | None:

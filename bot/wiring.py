@@ -41,6 +41,7 @@ from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
 from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
+from bot.services.retention import Retention, RetentionPeriods
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
 from bot.storage.database import Database as SqlDatabase
@@ -291,6 +292,21 @@ def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
         drain_grace=settings.shutdown_grace_seconds,
         delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
         delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
+        metrics=services.metrics,
+    )
+
+
+def build_retention(services: Services) -> Retention:
+    """The retention sweep over ``services``: its periods and interval from the settings.
+
+    Run by each gateway process as a supervised background task (``GenBot``).
+    """
+    settings = services.settings
+    return Retention(
+        services.db,
+        services.clock,
+        RetentionPeriods.from_settings(settings),
+        interval=settings.retention_sweep_seconds,
         metrics=services.metrics,
     )
 

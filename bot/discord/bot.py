@@ -39,7 +39,7 @@ from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
 from bot.services.guild_config import GuildConfigService
 from bot.storage.models import Job
-from bot.wiring import Services, build_poller
+from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +282,7 @@ class GenBot(commands.AutoShardedBot):
             log.info("POLLER_ENABLED=false: jobs are polled and delivered by workers")
         self._start(self.services.catalogue.run, "catalogue-refresh")
         self._start(self._sweep_reservations, "reservation-sweep")
+        self._start(build_retention(self.services).run, "retention-sweep")
         await self._prime_catalogue()
 
     async def _prime_catalogue(self) -> None:

@@ -22,13 +22,17 @@ A refusal raises :class:`DownloadRefused`, whose ``reason`` is shown to people b
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import socket
+import unicodedata
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import aiohttp
 import httpx2 as httpx
+import idna
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from bot.genapi.transport import ApiTransport
@@ -42,8 +46,10 @@ __all__ = [
     "PublicResolver",
     "ip_literal",
     "is_public_address",
+    "normalise_host",
     "origin",
     "output_client",
+    "resolves_privately",
 ]
 
 MAX_REDIRECTS: Final = 5
@@ -53,6 +59,17 @@ _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_IPV4_MAPPED: Final = ipaddress.IPv6Network("::ffff:0:0/96")
+_IPV4_COMPATIBLE: Final = ipaddress.IPv6Network("::/96")
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+_LOCAL_NAT64: Final = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+RESOLVE_SECONDS: Final = 3.0
+"""How long the check of a typed host's addresses waits for this machine's resolver."""
+
+HostResolver = Callable[[str], Awaitable[Sequence[str]]]
+"""Returns the addresses (text) a host name resolves to; raises ``OSError`` when it cannot."""
 
 
 class DownloadRefused(httpx.TransportError):
@@ -72,15 +89,70 @@ class DownloadRefused(httpx.TransportError):
 def is_public_address(address: Address) -> bool:
     """Whether ``address`` is on the public internet (``ipaddress``'s ``is_global``, not multicast).
 
-    An IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:127.0.0.1``, 6to4, Teredo)
-    must also carry a public one: a host could otherwise reach loopback through it.
+    The IPv6 forms that carry an IPv4 address are decided here, the same on every Python
+    (3.11 calls ``::127.0.0.1`` and ``64:ff9b::7f00:1`` global; 3.13 reads mapped ones by
+    their IPv4 address): IPv4-mapped (``::ffff:0:0/96``; no host has such an address of its
+    own) and IPv4-compatible (``::/96``, deprecated by RFC 4291 2.5.5.1) are never public, nor
+    NAT64 (the well-known ``64:ff9b::/96`` of RFC 6052 and the local-use ``64:ff9b:1::/48`` of
+    RFC 8215): a translator reaches whatever IPv4 address it is given, the bot's own network's
+    included, and a public service names its hosts by their own addresses. 6to4 and Teredo are
+    public only when the IPv4 address they carry is.
     """
     if isinstance(address, ipaddress.IPv6Address):
+        if any(address in net for net in (_IPV4_MAPPED, _IPV4_COMPATIBLE, _NAT64, _LOCAL_NAT64)):
+            return False
         teredo = address.teredo
-        for inner in (address.ipv4_mapped, address.sixtofour, teredo[1] if teredo else None):
+        for inner in (address.sixtofour, teredo[1] if teredo else None):
             if inner is not None and not is_public_address(inner):
                 return False
     return address.is_global and not address.is_multicast
+
+
+def normalise_host(host: str) -> str:
+    """Return ``host`` as resolvers read it: UTS #46 processing, then the ASCII (A-label) form.
+
+    Full-width letters and digits, ideographic full stops (U+3002) and enclosed letters
+    (``ⓛⓞⓒⓐⓛⓗⓞⓢⓣ``) map to what they look like, so ``１２７。０。０。１`` is ``127.0.0.1``
+    and is checked as such. An ASCII name is only lowercased (names such as ``under_score``
+    stay usable); an IPv6 literal (brackets dropped) is NFKC-normalised.
+
+    Raises:
+        ValueError: a non-ASCII name that IDNA refuses (a character no label may hold, an
+            empty label).
+    """
+    host = host.strip()
+    if host.startswith("[") or ":" in host:
+        return unicodedata.normalize("NFKC", host).removeprefix("[").removesuffix("]").lower()
+    if host.isascii():
+        return host.lower()
+    try:
+        return idna.encode(host, uts46=True, transitional=False).decode("ascii")
+    except idna.IDNAError as exc:
+        raise ValueError(f"not a valid host name: {exc}") from None
+
+
+async def _system_resolve(host: str) -> list[str]:
+    found = await asyncio.get_running_loop().getaddrinfo(host, 443, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in found]
+
+
+async def resolves_privately(host: str, resolve: HostResolver | None = None) -> bool:
+    """Whether ``host`` (normalised) resolves here to any address that is not public.
+
+    Any one suffices: the service may connect to whichever it picks. A name this machine
+    cannot resolve (or not within :data:`RESOLVE_SECONDS`) is not known to be private: the
+    service resolves it in its own network, and refuses what it cannot fetch.
+
+    Args:
+        host: a host name (not an IP literal: those are checked as they are).
+        resolve: the resolver; this machine's (``getaddrinfo``) when None.
+    """
+    try:
+        async with asyncio.timeout(RESOLVE_SECONDS):
+            found = await (resolve or _system_resolve)(host)
+    except (OSError, TimeoutError, UnicodeError):
+        return False
+    return any(not _public(address.split("%", 1)[0]) for address in found)
 
 
 def ip_literal(host: str) -> Address | None:

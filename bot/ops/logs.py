@@ -7,11 +7,13 @@ Every handler :func:`setup_logging` installs carries two filters:
   handled (:func:`bind`); each asyncio task has its own copy, so concurrent commands and polls
   never mix them up.
 * :class:`RedactionFilter` removes secrets from the final text, arguments and tracebacks
-  included, whatever logger emitted the line: the Discord token, every API key the bot knows or
-  decrypts (:meth:`RedactionFilter.add`), anything key-shaped (:func:`bot.redaction.redact`),
-  passwords in database URLs, and interaction tokens, which Discord puts in webhook URLs
-  (``/webhooks/<application id>/<token>``, ``/interactions/<id>/<token>/callback``) and in
-  gateway payloads (``"token": "..."``).
+  included, whatever logger emitted the line: the configured secrets (the Discord token, the
+  default key, database passwords), the API keys the bot decrypts (:meth:`RedactionFilter.add`,
+  the most recent :data:`bot.redaction.KNOWN_SECRETS_LIMIT`), and by their shape: anything
+  key-shaped, passwords in database URLs, and interaction tokens, bare (they all begin with
+  ``aW50ZXJhY3Rpb246``), in webhook URLs (``/webhooks/<application id>/<token>``,
+  ``/interactions/<id>/<token>/callback``) and in gateway payloads (``"token": "..."``).
+  Interaction tokens are never added one by one: a busy bot sees thousands an hour.
 
 Filters sit on the handlers rather than on loggers because a logger's filters do not see the
 records that its children propagate to it: a library's DEBUG line would pass unfiltered.
@@ -29,7 +31,7 @@ from typing import Any, Literal
 
 from pythonjsonlogger.json import JsonFormatter
 
-from bot.redaction import REDACTED, redact
+from bot.redaction import KNOWN_SECRETS_LIMIT, REDACTED, KnownSecrets, redact
 
 LogFormat = Literal["text", "json"]
 
@@ -43,8 +45,6 @@ _context: dict[str, contextvars.ContextVar[int | str | None]] = {
 }
 
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@/\s]+@")
-_WEBHOOK_TOKEN = re.compile(r"(/webhooks/\d+/)[^/?#\s\"']+")
-_CALLBACK_TOKEN = re.compile(r"(/interactions/\d+/)[^/?#\s\"']+")
 _TOKEN_FIELD = re.compile(r"""(?i)(["']token["']\s*:\s*["'])[^"']+""")
 _AUTHORIZATION = re.compile(
     r"(?i)(\bauthorization['\"]?\s*[:=]\s*['\"]?(?:bot\s+|bearer\s+)?)[^\s'\",}]+"
@@ -99,30 +99,46 @@ class RedactionFilter(logging.Filter):
     arguments cannot slip through; the record then carries the redacted text and no arguments.
 
     Args:
-        secrets: values to remove wherever they appear (the Discord token, the default API key,
-            database passwords); more are added with :meth:`add`. Values shorter than 4
-            characters are ignored (they would erase ordinary words).
+        secrets: values to remove wherever they appear, for good (the Discord token, the
+            default API key, database passwords). Values shorter than 4 characters are ignored
+            (they would erase ordinary words).
+        limit: secrets learnt with :meth:`add` kept at most, the least recently seen
+            forgotten first (:data:`bot.redaction.KNOWN_SECRETS_LIMIT`).
     """
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    def __init__(self, secrets: Iterable[str] = (), *, limit: int = KNOWN_SECRETS_LIMIT) -> None:
         super().__init__()
-        self._secrets: set[str] = set()
-        for secret in secrets:
-            self.add(secret)
+        self._secrets = KnownSecrets(secrets, limit=limit)
+
+    @property
+    def known(self) -> int:
+        """How many secret values the filter holds, configured and learnt.
+
+        A property rather than ``__len__``, which would make an empty filter falsy.
+        """
+        return len(self._secrets)
 
     def add(self, secret: str) -> None:
-        """Remove ``secret`` from every later line (a key the bot just decrypted, say)."""
-        if len(secret) >= 4:
-            self._secrets.add(secret)
+        """Remove ``secret`` from later lines (an API key the bot just decrypted).
+
+        Learnt, not configured: kept while among the ``limit`` most recently added.
+        """
+        self._secrets.learn(secret)
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The compiled pattern of the known secrets that are not single words (None: none).
+
+        The same object from one line to the next until the set changes.
+        """
+        return self._secrets.pattern
 
     def redact(self, text: str) -> str:
         """Return ``text`` without any secret this filter knows or recognises by shape."""
-        text = redact(text, self._secrets)
+        text = redact(self._secrets.sub(text))
         # Cheap substring tests first: a DEBUG line costs ~40 us less when nothing can match.
         if "://" in text and "@" in text:
             text = _URL_PASSWORD.sub(rf"\1{REDACTED}@", text)
-        text = _WEBHOOK_TOKEN.sub(rf"\1{REDACTED}", text)
-        text = _CALLBACK_TOKEN.sub(rf"\1{REDACTED}", text)
         folded = text.lower()
         if "token" in folded:
             text = _TOKEN_FIELD.sub(rf"\1{REDACTED}", text)

@@ -198,6 +198,17 @@ class Metrics:
         self.ready = Gauge(
             "genbot_ready", "1 when /readyz answers 200, else 0 (read at each scrape).", registry=r
         )
+        self.retention_swept = Counter(
+            "genbot_retention_swept_rows",
+            "Rows the retention sweep deleted, by table.",
+            ["table"],
+            registry=r,
+        )
+        self.retention_last_sweep = Gauge(
+            "genbot_retention_last_sweep_timestamp_seconds",
+            "When the retention sweep last finished, UTC epoch seconds.",
+            registry=r,
+        )
 
     def render(self) -> bytes:
         """The registry in the Prometheus text format (:data:`CONTENT_TYPE`)."""
@@ -210,6 +221,18 @@ class Metrics:
             self.upstream_seconds.labels(operation).observe(max(0.0, seconds))
         if outcome == "rate_limited":
             self.upstream_429.labels(operation).inc()
+
+    def swept(self, swept: dict[str, int], at: float) -> None:
+        """Count one retention sweep that finished at ``at`` (UTC epoch seconds).
+
+        Args:
+            swept: rows deleted per table; every table swept is listed, 0 when nothing was
+                due, so that each series exists from the first sweep.
+            at: when the sweep finished.
+        """
+        for table, rows in swept.items():
+            self.retention_swept.labels(table).inc(rows)
+        self.retention_last_sweep.set(at)
 
     def credits(self, what: str, kind: str, cents: Decimal | int) -> None:
         """Add ``cents`` to the ``what`` (reserved, charged, released) counter of ``kind``.

@@ -31,7 +31,13 @@ from bot.genapi.models import (
     VideoModel,
     VideoRequest,
 )
-from bot.genapi.outputs import ip_literal, is_public_address
+from bot.genapi.outputs import (
+    HostResolver,
+    ip_literal,
+    is_public_address,
+    normalise_host,
+    resolves_privately,
+)
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import is_personal
@@ -234,17 +240,20 @@ def _check_url(url: str | None, *, uploaded: bool) -> str | None:
     # Plain http would let anyone on the path swap the image the service is paid to use.
     if not url.lower().startswith("https://") or len(url) == len("https://"):
         raise ValidationFailed("The image URL must start with https://.")
-    _check_host(url)
-    return url
+    return _check_host(url)
 
 
-def _check_host(url: str) -> None:
-    """Refuse a typed URL that would make the service fetch from a private place (issue 18, S2).
+_PRIVATE_URL = (
+    "The image URL must point to a public address, not localhost or a private, "
+    "loopback or link-local one."
+)
 
-    The service fetches the image from wherever the URL points, possibly from inside its own
-    network, and credentials in a URL end up in logs: no userinfo, no ``localhost`` (RFC 6761
-    reserves ``*.localhost`` for loopback), no IP literal outside the public internet
-    (loopback, private, link-local, reserved; ``bot.genapi.outputs.is_public_address``).
+
+def _typed_host(url: str) -> tuple[str, str]:
+    """The typed host of ``url`` and its normalised form (:func:`normalise_host`).
+
+    Raises:
+        ValidationFailed: the URL or its host cannot be read.
     """
     try:
         parts = urlsplit(url)
@@ -258,16 +267,61 @@ def _check_host(url: str) -> None:
         )
     if not host or any(ch in host for ch in "%\\ "):
         raise ValidationFailed("The image URL has no valid host name.")
+    try:
+        return host, normalise_host(host).rstrip(".")
+    except ValueError:
+        raise ValidationFailed("The image URL has no valid host name.") from None
+
+
+def _check_host(url: str) -> str:
+    """Refuse a typed URL that would make the service fetch from a private place (issue 18, S2).
+
+    The service fetches the image from wherever the URL points, possibly from inside its own
+    network, and credentials in a URL end up in logs: no userinfo, no ``localhost`` (RFC 6761
+    reserves ``*.localhost`` for loopback), no IP literal outside the public internet
+    (loopback, private, link-local, reserved; ``bot.genapi.outputs.is_public_address``). The
+    host is judged as resolvers read it (UTS #46: ``ⓛⓞⓒⓐⓛⓗⓞⓢⓣ`` is ``localhost``), and the URL
+    sent carries that reading (the A-label form), so the service resolves what was checked.
+    A name's addresses are checked later, asynchronously (:func:`check_typed_names`).
+
+    Returns:
+        ``url``, its host in the normalised form when that differs from what was typed.
+    """
+    typed, host = _typed_host(url)
     literal = ip_literal(host)
     if (
         host == "localhost"
         or host.endswith(".localhost")
         or (literal is not None and not is_public_address(literal))
     ):
-        raise ValidationFailed(
-            "The image URL must point to a public address, not localhost or a private, "
-            "loopback or link-local one."
-        )
+        raise ValidationFailed(_PRIVATE_URL)
+    if literal is not None or typed.lower() == host:
+        return url
+    parts = urlsplit(url)
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return parts._replace(netloc=netloc).geturl()
+
+
+async def check_typed_names(
+    urls: Sequence[str | None], resolve: HostResolver | None = None
+) -> None:
+    """Refuse typed URLs whose host name resolves here to a private address, before any call.
+
+    The service resolves the name itself, maybe as this machine does (the same cloud network,
+    the same internal DNS): a name pointing at ``10.0.0.7`` or loopback is refused like the
+    literal. A name this machine cannot resolve is left to the service.
+
+    Args:
+        urls: URLs already through :func:`check_video` or :func:`check_image` (None skipped).
+        resolve: the resolver; this machine's when None.
+
+    Raises:
+        ValidationFailed: a host resolves to an address that is not public.
+    """
+    names = {_typed_host(url.strip())[1] for url in urls if url and url.strip()}
+    for name in sorted(names):
+        if ip_literal(name) is None and await resolves_privately(name, resolve):
+            raise ValidationFailed(_PRIVATE_URL)
 
 
 def check_attachment(content_type: str | None, size: int) -> None:
@@ -446,6 +500,8 @@ class GenerationService:
         notify_admins: called once per key problem per guild, if it has an admin channel.
         placeholder_grace: seconds a new job waits for its placeholder before it falls due
             anyway (``PLACEHOLDER_GRACE_SECONDS``).
+        resolve_host: resolves the host names of typed image URLs (:func:`check_typed_names`);
+            this machine's resolver when None.
     """
 
     def __init__(
@@ -460,8 +516,10 @@ class GenerationService:
         clock: Clock,
         notify_admins: NotifyAdmins | None = None,
         placeholder_grace: float = PLACEHOLDER_GRACE,
+        resolve_host: HostResolver | None = None,
     ) -> None:
         self._client = client
+        self._resolve_host = resolve_host
         self._placeholder_grace = placeholder_grace
         self._catalogue = catalogue
         self._billing = billing
@@ -678,6 +736,8 @@ class GenerationService:
             if usable:
                 options = replace(options, model=usable[0])
         request = check_image(catalogue, options)
+        typed = None if options.image_uploaded else options.image_url
+        await check_typed_names([typed, *options.image_urls], self._resolve_host)
         reservation, key = await self._reserve(who, Kind.IMAGE, request.model, None, key)
         # Read before the call: nothing but the settlement comes between the answer and the
         # ledger (an asynchronous model's first poll needs it).
@@ -722,6 +782,8 @@ class GenerationService:
         key = await self._keys.resolve(who.guild_id)
         model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
+        typed = None if options.image_uploaded else options.image_url
+        await check_typed_names([typed], self._resolve_host)
         reservation, key = await self._reserve(
             who,
             Kind.VIDEO,

@@ -118,8 +118,13 @@ class KeyVault:
         """Whether keys can be encrypted and decrypted (``KEY_ENCRYPTION_KEY`` is set)."""
         return self._fernet is not None
 
-    def encrypt(self, api_key: str) -> bytes:
+    def encrypt(self, api_key: str, *, learn: bool = True) -> bytes:
         """Return the ciphertext of ``api_key``.
+
+        Args:
+            api_key: the key (or another secret) to encrypt.
+            learn: tell ``on_key`` about it; False for a secret the log filter recognises by
+                its shape (an interaction token), which would only fill its bounded set.
 
         Raises:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is not set; the key must not be
@@ -127,12 +132,16 @@ class KeyVault:
         """
         if self._fernet is None:
             raise KeyEncryptionUnavailable
-        if self._on_key is not None:
+        if learn and self._on_key is not None:
             self._on_key(api_key)
         return self._fernet.encrypt(api_key.encode("utf-8"))
 
-    def decrypt(self, ciphertext: bytes) -> str:
+    def decrypt(self, ciphertext: bytes, *, learn: bool = True) -> str:
         """Return the API key of ``ciphertext``.
+
+        Args:
+            ciphertext: what :meth:`encrypt` returned.
+            learn: tell ``on_key`` about the result (see :meth:`encrypt`).
 
         Raises:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is not set.
@@ -144,7 +153,7 @@ class KeyVault:
             api_key = self._fernet.decrypt(ciphertext).decode("utf-8")
         except InvalidToken:
             raise StoredKeyUnreadable from None
-        if self._on_key is not None:
+        if learn and self._on_key is not None:
             self._on_key(api_key)
         return api_key
 

@@ -94,7 +94,8 @@ class ResponseTokens:
         if not self._vault.available:
             return
         try:
-            sealed = self._vault.encrypt(token.token).decode("ascii")
+            # Not learnt by the log filter: interaction tokens are redacted by their shape.
+            sealed = self._vault.encrypt(token.token, learn=False).decode("ascii")
             value = {
                 "t": sealed,
                 "e": token.expires_at,
@@ -140,7 +141,7 @@ class ResponseTokens:
             if not raw:
                 return None
             value = json.loads(raw)
-            token = self._vault.decrypt(str(value["t"]).encode("ascii"))
+            token = self._vault.decrypt(str(value["t"]).encode("ascii"), learn=False)
             private = bool(value.get("p", False))  # absent: kept before private results
             return ResponseToken(token, float(value["e"]), int(value["l"]), private)
         except Exception as exc:  # unreadable, or the database failed: the card waits

@@ -28,6 +28,7 @@ from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
+from bot.storage.repos.retention import RetentionStore
 from bot.storage.repositories import (
     CardRepository,
     ConversationRepository,
@@ -36,6 +37,7 @@ from bot.storage.repositories import (
     LedgerRepository,
     MemberSettingsRepository,
     PolicyRepository,
+    RetentionRepository,
 )
 from bot.storage.sql import Engine, compile_for
 
@@ -76,6 +78,7 @@ class Database(Repositories):
         self._engines = engines
         self._schema_version = schema_version
         self.rates: RateWindowRepository = RateWindowStore(engines.sql)
+        self.retention: RetentionRepository = RetentionStore(engines.sql)
 
     @classmethod
     async def open_sqlite(cls, path: Path, *, clock: Clock) -> Database:

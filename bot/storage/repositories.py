@@ -976,6 +976,36 @@ class MemberSettingsRepository(Protocol):
         ...
 
 
+class RetentionRepository(Protocol):
+    """Deletes rows past their retention period (``bot.services.retention`` says which).
+
+    Each method commits on its own (batches, never one long transaction) and may be called
+    by several processes at once: a row is deleted once, whoever gets there first.
+    """
+
+    async def sweep_older(self, table: str, before: float, *, limit: int) -> int:
+        """Delete up to ``limit`` rows of ``table`` dated at or before ``before`` (UTC epoch s).
+
+        ``table``: ``"result_requests"`` (by ``created_at``), ``"config_audit"`` or
+        ``"rate_requests"`` (by ``at``). Returns how many were deleted.
+
+        Raises:
+            KeyError: another table.
+        """
+        ...
+
+    async def sweep_ended_blocks(self, before: float) -> int:
+        """Delete the rate blocks that ended at or before ``before``; return how many."""
+        ...
+
+    async def sweep_response_tokens(self, before: float) -> int:
+        """Delete stored interaction tokens (``meta``) expired at or before ``before``.
+
+        Blank (forgotten) ones go too. Returns how many rows were deleted.
+        """
+        ...
+
+
 class Repositories(Protocol):
     """The repositories of one scope: the database itself, or one transaction."""
 
@@ -1035,6 +1065,11 @@ class Database(Repositories, Protocol):
     @property
     def rates(self) -> RateWindowRepository:
         """The shared per-key rate windows (never inside a transaction)."""
+        ...
+
+    @property
+    def retention(self) -> RetentionRepository:
+        """Deletes rows past their retention period (never inside a transaction)."""
         ...
 
     @property

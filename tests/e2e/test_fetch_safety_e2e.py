@@ -6,11 +6,15 @@ on a poll does not fail a paid video (E8); a gateway's JSON 502 after a generati
 answered with the may-have-charged sentence (E9). The real bot process, both emulators.
 """
 
+import ipaddress
+import socket
+
 import pytest
 
+from bot.genapi.outputs import is_public_address
 from tests.e2e.harness import World, result_url
 from tests.e2e.test_checks_e2e import generation_posts, refused
-from tests.e2e.test_commands_e2e import submit_video, video_model
+from tests.e2e.test_commands_e2e import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -58,6 +62,64 @@ async def test_a_typed_image_url_to_a_private_place_is_refused(
     assert sentence in await refused(world, "image", options)
     urls = {"prompt": "make it blue", "mode": "i2i", "image_urls": f"https://cdn.example/a {url}"}
     assert sentence in await refused(world, "image", urls)
+
+
+def image_to_video() -> str:
+    return str(next(m["id"] for m in catalogue("video") if m["mode"] == "image-to-video"))
+
+
+async def refused_everywhere(world: World, url: str) -> str:
+    """Type ``url`` as /image's image_url and image_urls and /video's image_url; all refused."""
+    sentences = [
+        await refused(world, "image", {"prompt": "make it blue", "mode": "i2i", "image_url": url}),
+        await refused(
+            world,
+            "image",
+            {"prompt": "make it blue", "mode": "i2i", "image_urls": f"https://cdn.example/a {url}"},
+        ),
+        await refused(
+            world, "video", {"prompt": "it moves", "model": image_to_video(), "image_url": url}
+        ),
+    ]
+    assert len(set(sentences)) == 1
+    return sentences[0]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ/fox.png",  # enclosed letters: localhost
+        "https://１２７。０。０。１/fox.png",  # full-width digits, ideographic full stops
+        "https://１０．０．０．７:8443/fox.png",
+        "https://[::127.0.0.1]/fox.png",  # IPv4-compatible
+        "https://[::ffff:7f00:1]/fox.png",  # IPv4-mapped, in hex
+        "https://[64:ff9b::a00:7]/fox.png",  # NAT64 of 10.0.0.7
+        "https://[64:ff9b:1::808:808]/fox.png",  # local-use NAT64
+    ],
+)
+async def test_a_typed_url_dressed_as_public_is_refused(world: World, url: str) -> None:
+    assert "public address" in await refused_everywhere(world, url)
+
+
+async def test_a_typed_name_that_resolves_to_a_private_address_is_refused(world: World) -> None:
+    # The machine's own name: /etc/hosts points it at loopback or the container's address.
+    name = socket.gethostname()
+    found = {info[4][0].split("%")[0] for info in socket.getaddrinfo(name, 443)}
+    if all(is_public_address(ipaddress.ip_address(address)) for address in found):
+        pytest.skip(f"{name} resolves to public addresses here")
+    assert "public address" in await refused_everywhere(world, f"https://{name}/fox.png")
+
+
+async def test_a_typed_unicode_host_reaches_the_service_as_it_was_checked(world: World) -> None:
+    posts = generation_posts(world)
+    typed = "https://ｃｄｎ。ｅｘａｍｐｌｅ/fox.png"
+    handle = await world.command(
+        "image", {"prompt": "make it blue", "mode": "i2i", "image_url": typed}
+    )
+    await world.answer(handle)
+    assert generation_posts(world) == posts + 1
+    sent = [r for r in world.api.requests if r.method == "POST"][-1]
+    assert sent.json["image_url"] == "https://cdn.example/fox.png"
 
 
 async def test_an_empty_attachment_is_refused_and_costs_nothing(world: World) -> None:

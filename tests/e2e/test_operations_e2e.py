@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,3 +193,11 @@ async def test_a_json_log_at_debug_holds_context_and_no_secret(operated: Operate
     ]
     for secret in secrets:
         assert secret not in raw
+
+
+async def test_the_retention_sweep_ran_at_start_up_and_is_counted(operated: Operated) -> None:
+    samples = await scrape(operated.url)
+    for table in ("result_requests", "config_audit", "rate_requests", "rate_blocks", "meta"):
+        assert ("genbot_retention_swept_rows_total", frozenset({("table", table)})) in samples
+    swept_at = value(samples, "genbot_retention_last_sweep_timestamp_seconds")
+    assert 0 < time.time() - swept_at < 600

@@ -18,7 +18,9 @@ from bot.genapi.outputs import (
     PublicResolver,
     ip_literal,
     is_public_address,
+    normalise_host,
     output_client,
+    resolves_privately,
 )
 from bot.sandbox import GenApiEmulator
 
@@ -146,10 +148,60 @@ async def test_the_resolver_keeps_only_public_addresses() -> None:
         ("fd00::1", False),
         ("::ffff:127.0.0.1", False),
         ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+        # Forms that carry an IPv4 address; Python 3.11-3.13 disagree on their is_global.
+        ("::ffff:8.8.8.8", False),  # IPv4-mapped: never a host's own address
+        ("::127.0.0.1", False),  # IPv4-compatible (deprecated, RFC 4291 2.5.5.1)
+        ("::8.8.8.8", False),
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1 (RFC 6052)
+        ("64:ff9b::a00:7", False),  # NAT64 of 10.0.0.7
+        ("64:ff9b::5db8:d70e", False),  # NAT64 of a public host: still a translator's form
+        ("64:ff9b:1::5db8:d70e", False),  # local-use NAT64 (RFC 8215): a private translator
     ],
 )
 def test_public_addresses(address: str, public: bool) -> None:
     assert is_public_address(ipaddress.ip_address(address)) is public
+
+
+@pytest.mark.parametrize(
+    ("typed", "host"),
+    [
+        ("ⓛⓞⓒⓐⓛⓗⓞⓢⓣ", "localhost"),  # enclosed letters
+        ("１２７。０。０。１", "127.0.0.1"),  # full-width digits, ideographic full stops
+        ("１２７．１", "127.1"),
+        ("ＬＯＣＡＬＨＯＳＴ．", "localhost."),
+        ("bücher.example", "xn--bcher-kva.example"),
+        ("CDN.Example", "cdn.example"),
+        ("under_score.example", "under_score.example"),  # ASCII: only lowercased
+        ("[::１]", "::1"),
+    ],
+)
+def test_hosts_are_normalised_as_resolvers_read_them(typed: str, host: str) -> None:
+    assert normalise_host(typed) == host
+
+
+def test_a_host_idna_cannot_read_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a valid host name"):
+        normalise_host("exa\u2044mple.com")  # a fraction slash: no label may hold it
+    with pytest.raises(ValueError, match="not a valid host name"):
+        normalise_host("ｅｘａｍｐｌｅ。。com")
+
+
+async def test_a_name_resolving_to_any_private_address_is_private() -> None:
+    async def resolve(*found: str) -> bool:
+        async def fixed(host: str) -> list[str]:
+            return list(found)
+
+        return await resolves_privately("cdn.example", fixed)
+
+    assert await resolve("93.184.215.14") is False
+    assert await resolve("93.184.215.14", "10.0.0.7") is True  # the service may pick either
+    assert await resolve("::ffff:127.0.0.1") is True
+    assert await resolve() is False  # unknown here: the service resolves it in its network
+
+    async def failing(host: str) -> list[str]:
+        raise OSError("no such host")
+
+    assert await resolves_privately("cdn.example", failing) is False
 
 
 def test_ip_literals_include_the_legacy_forms_resolvers_accept() -> None:

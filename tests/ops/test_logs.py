@@ -13,7 +13,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 import bot.discord.worker
-from bot.ops.logs import bind, setup_logging
+from bot.ops.logs import RedactionFilter, bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
 from tests.conftest import make_settings
@@ -138,3 +138,84 @@ async def test_a_worker_redacts_the_server_keys_it_decrypts(
     logging.getLogger("httpx").warning("request with %s", guild_key)
     assert "request with" in out.getvalue()
     assert guild_key not in out.getvalue()
+
+
+def test_an_interaction_token_never_registered_is_redacted_wherever_it_appears(
+    root_logging: None,
+) -> None:
+    # Discord's interaction tokens are base64 of "interaction:<id>:..." and so begin with
+    # "aW50ZXJhY3Rpb246": recognised by that shape, they need not be learnt one by one.
+    out = io.StringIO()
+    redaction = setup_logging(logging.DEBUG, "text", stream=out)
+    log = logging.getLogger("bot.discord.delivery")
+    log.info("kept response token %s for job 7", INTERACTION_TOKEN)
+    log.info("a library's repr: InteractionResponse(token=%s)", INTERACTION_TOKEN + "_x-1")
+    log.info("followup https://discord.com/api/webhooks/1234/%s/messages/@original", "a" * 70)
+    text = out.getvalue()
+    assert INTERACTION_TOKEN not in text
+    assert "a" * 70 not in text
+    assert "kept response token [redacted] for job 7" in text
+    assert redaction.known == 0
+
+
+async def test_response_tokens_are_not_added_to_the_known_secrets(
+    root_logging: None, tmp_path: Path
+) -> None:
+    from bot.clock import ManualClock
+    from bot.services.response_tokens import ResponseToken, ResponseTokens
+    from bot.storage.database import Database
+
+    redaction = setup_logging(logging.INFO, "text", stream=io.StringIO())
+    vault = KeyVault(SecretStr(Fernet.generate_key().decode()), on_key=redaction.add)
+    clock = ManualClock()
+    db = await Database.open_sqlite(tmp_path / "bot.db", clock=clock)
+    try:
+        tokens = ResponseTokens(db, vault, clock)
+        for job_id in range(50):
+            await tokens.keep(job_id, ResponseToken(f"{INTERACTION_TOKEN}{job_id:04d}", 1e12))
+    finally:
+        await db.close()
+    assert redaction.known == 0  # 50 personal jobs later, the set is as small as before
+
+
+def test_the_known_secrets_are_bounded_and_the_configured_ones_stay() -> None:
+    redaction = RedactionFilter(["configured-secret-value"], limit=3)
+    learnt = [f"learnt key number {n}" for n in range(5)]
+    for secret in learnt:
+        redaction.add(secret)
+    redaction.add(learnt[2])  # used again: the most recent
+    assert redaction.known == 4  # the configured one and three learnt ones
+    text = redaction.redact(" | ".join(["configured-secret-value", *learnt]))
+    assert text.split(" | ") == [
+        "[redacted]",
+        learnt[0],  # the least recently seen are forgotten first
+        learnt[1],
+        "[redacted]",
+        "[redacted]",
+        "[redacted]",
+    ]
+
+
+def test_the_pattern_is_compiled_once_per_change_not_per_record() -> None:
+    redaction = RedactionFilter(["configured secret"])
+    first = redaction.pattern
+    for n in range(20):
+        redaction.redact(f"line {n} with configured secret")
+    assert redaction.pattern is first
+    redaction.add("configured secret")  # already known: no change
+    assert redaction.pattern is first
+    redaction.add("a new secret")
+    assert redaction.pattern is not first
+    assert redaction.redact("a new secret and configured secret") == "[redacted] and [redacted]"
+
+
+def test_keys_known_by_the_thousand_are_found_as_words_or_within_them() -> None:
+    redaction = RedactionFilter()
+    keys = [f"gk{n:05d}{'abcdefghij' * 2}" for n in range(10_000)]
+    for key in keys:
+        redaction.add(key)
+    assert redaction.known == 10_000
+    line = f"key {keys[17]}, header x_{keys[9_999]}. JSON {{'k': '{keys[5]}'}} ok"
+    assert (
+        redaction.redact(line) == "key [redacted], header x_[redacted]. JSON {'k': '[redacted]'} ok"
+    )

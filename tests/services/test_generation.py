@@ -1,9 +1,13 @@
 """The generation service: checks before any call, charges in the ledger before any answer."""
 
+import ipaddress
+import socket
+
 import pytest
 
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
+from bot.genapi.outputs import is_public_address
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
@@ -171,6 +175,15 @@ async def test_a_bad_image_request_is_refused_before_any_call(
         ("https://240.0.0.1/fox.png", "public address"),
         ("https://0.0.0.0/fox.png", "public address"),
         ("https://cdn.example:notaport/fox.png", "not a valid web address"),
+        # Typed as resolvers read them (UTS #46), and addresses that carry an IPv4 one.
+        ("https://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ/fox.png", "public address"),
+        ("https://１２７。０。０。１/fox.png", "public address"),
+        ("https://１０．０．０．５:8443/fox.png", "public address"),
+        ("https://ａｄｍｉｎ．ｌｏｃａｌｈｏｓｔ/fox.png", "public address"),
+        ("https://[::127.0.0.1]/fox.png", "public address"),
+        ("https://[64:ff9b::7f00:1]/fox.png", "public address"),
+        ("https://[64:ff9b:1::a00:1]/fox.png", "public address"),
+        ("https://bad\ufffdname.example/fox.png", "no valid host name"),
     ],
 )
 async def test_a_typed_image_url_to_a_private_place_is_refused(
@@ -194,6 +207,33 @@ async def test_a_typed_image_url_on_a_public_host_is_sent(stack: Stack, who: Req
     for url in ("https://cdn.example/fox.png", "https://93.184.215.14:8443/fox.png"):
         await stack.generation.image(who, ImageOptions("a fox", mode="i2i", image_url=url))
         assert stack.api.requests[-1].json["image_url"] == url
+
+
+async def test_a_typed_name_that_resolves_to_a_private_address_is_refused(
+    stack: Stack, who: Requester
+) -> None:
+    # This machine's own name resolves to loopback or its private address (/etc/hosts).
+    name = socket.gethostname()
+    found = {info[4][0] for info in socket.getaddrinfo(name, 443)}
+    if all(is_public_address(ipaddress.ip_address(a.split("%")[0])) for a in found):
+        pytest.skip(f"{name} resolves to public addresses here: {sorted(found)}")
+    url = f"https://{name}/fox.png"
+    with pytest.raises(ValidationFailed, match="public address"):
+        await stack.generation.image(who, ImageOptions("a fox", mode="i2i", image_url=url))
+    model = await video_model(stack, needs_image=True)
+    with pytest.raises(ValidationFailed, match="public address"):
+        await stack.generation.video(who, VideoOptions("a fox", model.id, image_url=url))
+    assert stack.posts() == 0
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+async def test_a_typed_host_is_sent_as_it_was_checked(stack: Stack, who: Requester) -> None:
+    # The service resolves the A-label form the bot checked, not its own reading of Unicode.
+    typed = "https://ｂüｃｈｅｒ。example:8443/fox.png?x=1"
+    await stack.generation.image(who, ImageOptions("a fox", mode="i2i", image_url=typed))
+    assert stack.api.requests[-1].json["image_url"] == (
+        "https://xn--bcher-kva.example:8443/fox.png?x=1"
+    )
 
 
 async def test_several_reference_images_go_as_image_urls(stack: Stack, who: Requester) -> None:
