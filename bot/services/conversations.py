@@ -470,13 +470,18 @@ class ConversationService:
         *,
         system: str | None = None,
         seed: Sequence[ConversationTurn] = (),
-    ) -> None:
+    ) -> bool:
         """Keep a new conversation in ``thread_id`` (started from ``channel_id``) and its turn.
 
         Its model is the one that answered, so later turns keep it. ``seed``: the history the
         first turn was asked with (a replied-to ``/text`` answer), kept before it.
+
+        Returns:
+            True when this call created the conversation; False when the thread had one
+            already (a reply to the same answer a moment earlier): the turn is then kept as
+            that conversation's next, without ``seed`` (kept by its creator).
         """
-        await self._db.conversations.start(
+        created = await self._db.conversations.start(
             Conversation(
                 thread_id=thread_id,
                 guild_id=who.guild_id,
@@ -487,9 +492,11 @@ class ConversationService:
                 created_at=self._clock.time(),
             )
         )
-        for turn in seed:
-            await self._db.conversations.add_turn(replace(turn, thread_id=thread_id))
+        if created:
+            for turn in seed:
+                await self._db.conversations.add_turn(replace(turn, thread_id=thread_id))
         await self._keep(thread_id, who, author, text, reply)
+        return created
 
     async def record(
         self, conversation: Conversation, who: Requester, author: str, text: str, reply: ChatAnswer
@@ -578,6 +585,18 @@ class ConversationService:
     async def end(self, thread_id: int, reason: str) -> bool:
         """End a thread's conversation (``"archived"``, ``"deleted"``); False if none or ended."""
         return await self._db.conversations.end(thread_id, reason, self._clock.time())
+
+    async def purge(self, thread_id: int) -> bool:
+        """Forget a deleted thread's conversation: its turns, system prompt and summary.
+
+        The thread is gone, so what was said there is not kept; the charges stay in the
+        ledger. The conversation stays known as ended (``"deleted"``), so a turn answered
+        meanwhile is shown but not stored.
+
+        Returns:
+            False when the thread had no conversation (nothing is stored for it).
+        """
+        return await self._db.conversations.purge(thread_id, self._clock.time())
 
     def _check_open(self, conversation: Conversation) -> None:
         if conversation.end_reason is not None:

@@ -17,6 +17,9 @@ from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
 from bot.storage.schema import conversation_turns, conversations, personas
 from bot.storage.sql import Row, Sql
 
+DELETED = "deleted"
+"""The end reason of a conversation whose thread was deleted: its turns are purged."""
+
 _TURNS = select(func.count().label("turns")).select_from(conversation_turns)
 """How many turns a conversation has (add the ``thread_id`` condition)."""
 
@@ -59,11 +62,22 @@ class ConversationStore:
     async def add_turn(self, turn: ConversationTurn) -> int:
         """Store a turn (after its charge is in the ledger); return the conversation's turns.
 
+        Nothing is stored for a conversation whose thread was deleted (:meth:`purge`): 0 is
+        returned.
+
         Raises:
             ConstraintError: the thread has no conversation.
         """
         t = turn
         async with self._sql.write() as tx:
+            # The conversation's row, locked (PostgreSQL) so that a purge waits or goes first.
+            reason = await tx.one(
+                select(conversations.c.end_reason)
+                .where(conversations.c.thread_id == t.thread_id)
+                .with_for_update()
+            )
+            if reason is not None and reason["end_reason"] == DELETED:
+                return 0
             await tx.run(
                 insert(conversation_turns).values(
                     thread_id=t.thread_id,
@@ -110,6 +124,32 @@ class ConversationStore:
             .where(conversations.c.thread_id == thread_id, conversations.c.ended_at.is_(None))
             .values(ended_at=at, end_reason=reason)
         )
+        return changed > 0
+
+    async def purge(self, thread_id: int, at: float) -> bool:
+        """Forget a deleted thread's conversation: its turns, system prompt and summary.
+
+        The conversation's row stays, ended (``"deleted"`` at ``at``, UTC epoch seconds), so
+        that a turn answered meanwhile is not stored (:meth:`add_turn`).
+
+        Returns:
+            False when the thread had no conversation.
+        """
+        async with self._sql.write() as tx:
+            changed = await tx.run(
+                update(conversations)
+                .where(conversations.c.thread_id == thread_id)
+                .values(
+                    ended_at=func.coalesce(conversations.c.ended_at, at),
+                    end_reason=DELETED,
+                    system=None,
+                    summary=None,
+                    summary_upto=0,
+                )
+            )
+            await tx.run(
+                delete(conversation_turns).where(conversation_turns.c.thread_id == thread_id)
+            )
         return changed > 0
 
     async def persona(self, channel_id: int) -> Persona | None:
