@@ -295,6 +295,12 @@ class SummaryResult:
     kept: bool
 
 
+PERSONA_LOCKED = (
+    "This channel's persona is locked by the server's admins: the `system` option cannot be "
+    "used here."
+)
+
+
 class ConversationEnded(ValidationFailed):
     """A turn in a conversation that has ended; the sentence says why and what to do."""
 
@@ -366,8 +372,9 @@ class ConversationService:
 
         Raises:
             ConversationEnded: the conversation has ended, or reaches its turn cap now.
-            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, PromptBlocked: before any
-                call, as ``/text``.
+            ValidationFailed: ``system`` given where the channel's persona is locked
+                (:data:`PERSONA_LOCKED`); or, as the following, before any call as ``/text``.
+            NoApiKeyConfigured, BudgetExceeded, PromptBlocked: before any call, as ``/text``.
             GenAPIError: the call failed.
         """
         text = text.strip()
@@ -381,6 +388,9 @@ class ConversationService:
             )
         history: list[ConversationTurn] = list(seed)
         persona = await self.persona_for(who)
+        locked = persona is not None and persona.locked
+        if locked and system:
+            raise ValidationFailed(PERSONA_LOCKED)
         if conversation is not None:
             self._check_open(conversation)
             history = await self._db.conversations.turns(conversation.thread_id)
@@ -392,7 +402,8 @@ class ConversationService:
                 )
                 raise ConversationEnded(self._ended_sentence("turn cap"))
             model = model or conversation.model
-            system = system or conversation.system
+            # A locked persona: the system the conversation was started with is not sent.
+            system = None if locked else system or conversation.system
         if persona is not None:
             model = model or persona.model
         current = None if self._catalogue is None else self._catalogue.current
@@ -452,10 +463,16 @@ class ConversationService:
 
         The persona's system prompt comes before the member's; its model applies when the
         member chose none.
+
+        Raises:
+            ValidationFailed: the member gave a ``system`` where the persona is locked
+                (:data:`PERSONA_LOCKED`); nothing is called or charged.
         """
         persona = await self.persona_for(who)
         if persona is None:
             return options
+        if persona.locked and options.system:
+            raise ValidationFailed(PERSONA_LOCKED)
         system = "\n\n".join(p for p in (persona.system, options.system) if p)
         return replace(options, system=system, model=options.model or persona.model)
 

@@ -342,6 +342,32 @@ async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: Worl
     assert "carried 2 earlier turns" in third.content
 
 
+async def test_a_locked_persona_refuses_a_members_system_before_any_call(world: World) -> None:
+    channel = world.discord.add_channel(world.guild.id, "pirates")
+    handle = await world.command(
+        "config",
+        {"channel": channel.id, "system": "You are a pirate.", "locked": True},
+        admin=True,
+        group="persona",
+        subcommand="set",
+    )
+    assert "locked" in (await world.answer(handle)).content
+    calls = len(text_calls(world))
+    for command in ("chat", "text"):
+        handle = await world.command(
+            command, {"prompt": "hi", "system": "You are not a pirate."}, channel_id=channel.id
+        )
+        refusal = await world.answer(handle)
+        assert refusal.ephemeral and "persona is locked" in refusal.content
+    assert len(text_calls(world)) == calls
+    world.api.set_next_text("Arr.")
+    answer = await world.answer(
+        await world.command("chat", {"prompt": "hi"}, channel_id=channel.id)
+    )
+    assert answer.content.startswith("Arr.")
+    assert text_calls(world)[-1]["system"].startswith("You are a pirate.")
+
+
 async def test_a_member_barred_from_chat_in_integrations_cannot_take_a_turn(
     world: World,
 ) -> None:

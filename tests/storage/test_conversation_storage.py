@@ -84,6 +84,10 @@ async def test_a_channels_persona_is_set_replaced_and_removed(store: Database) -
     await store.conversations.set_persona(Persona(1, 11, "Be terse."), 3.0)
     await store.conversations.set_persona(Persona(2, 12, "Other server."), 3.0)
     assert await store.conversations.persona(10) == Persona(1, 10, "You are a poet.", "m/x")
+    await store.conversations.set_persona(Persona(1, 11, "Be terse.", locked=True), 3.0)
+    assert await store.conversations.persona(11) == Persona(1, 11, "Be terse.", locked=True)
+    await store.conversations.set_persona(Persona(1, 11, "Be terse."), 4.0)
+    assert await store.conversations.persona(11) == Persona(1, 11, "Be terse.", locked=False)
     assert [p.channel_id for p in await store.conversations.personas(1)] == [10, 11]
     assert await store.conversations.remove_persona(10)
     assert not await store.conversations.remove_persona(10)

@@ -24,7 +24,7 @@ from bot.clock import ManualClock
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import JobStatus
+from bot.storage.models import JobStatus, Persona
 from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
@@ -114,9 +114,10 @@ async def test_a_sqlite_database_of_a_legacy_release_upgrades_with_its_data(
             (revisions()[-1],)
         ]
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD - 1
-        # The stamps of the legacy releases stay; the baseline added the missing ones.
+        # The stamps of the legacy releases stay; the baseline added the missing ones, and
+        # each later revision one more.
         stamps = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'migration.%'"))
-    assert len(stamps) == SQLITE_HEAD
+    assert len(stamps) == SQLITE_HEAD + HEAD - 1
     assert stamps["migration.0001"].endswith("applied 2025-12-01T00:00:00+00:00")
 
 
@@ -223,13 +224,15 @@ async def test_a_fresh_database_has_the_tables_and_columns_of_the_schema_module(
     assert found == _declared()
 
 
-SECOND_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
+PROBE = f"{HEAD + 1:04d}_probe"
+
+NEXT_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_probe"
-down_revision = "0001_baseline"
+revision = "{revision}"
+down_revision = "{head}"
 branch_labels = None
 depends_on = None
 
@@ -244,13 +247,14 @@ def downgrade() -> None:
 
 
 @pytest.fixture
-def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real script directory plus a revision ``0002_probe`` after the baseline."""
+def next_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real script directory plus a revision :data:`PROBE` after its newest."""
     scripts = tmp_path / "migrations"
     shutil.copytree(
         migrations.SCRIPT_LOCATION, scripts, ignore=shutil.ignore_patterns("__pycache__")
     )
-    (scripts / "versions" / "0002_probe.py").write_text(SECOND_REVISION, encoding="utf-8")
+    text = NEXT_REVISION.replace("{revision}", PROBE).replace("{head}", revisions()[-1])
+    (scripts / "versions" / f"{PROBE}.py").write_text(text, encoding="utf-8")
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", scripts)
 
 
@@ -277,10 +281,10 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     else:
         await build_postgres_at(url, 3)
     real = migrations.SCRIPT_LOCATION
-    request.getfixturevalue("second_revision")
+    request.getfixturevalue("next_revision")
     db = await open_db()
     try:
-        assert db.schema_version == 2
+        assert db.schema_version == HEAD + 1
         assert await db.engines.run_read(
             lambda c: inspect(c).has_table("probe")
         )  # the revision ran
@@ -289,12 +293,12 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
         await db.close()
     if engine == "sqlite":
         with sqlite3.connect(path) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + 1
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD
     else:
         conn = await asyncpg.connect(url)
         try:
             assert await conn.fetchval("SELECT MAX(version) FROM schema_migrations") == (
-                POSTGRES_HEAD + 1
+                POSTGRES_HEAD + HEAD
             )
         finally:
             await conn.close()
@@ -302,4 +306,37 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", real)
     with pytest.raises(SchemaTooNewError) as raised:
         await open_db()
-    assert (raised.value.found, raised.value.supported) == (2, 1)
+    assert (raised.value.found, raised.value.supported) == (HEAD + 1, HEAD)
+
+
+PERSONA_ROW = (
+    "INSERT INTO personas (guild_id, channel_id, system, model, updated_at)"
+    f" VALUES ({GUILD}, 10, 'You are a pirate.', NULL, 1.0)"
+)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_persona_set_before_personas_could_be_locked_stays_unlocked(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if engine == "sqlite":
+        path = tmp_path / "bot.db"
+        build_sqlite_at(path, SQLITE_HEAD)
+        with sqlite3.connect(path) as conn:
+            conn.execute(PERSONA_ROW)
+        db = await Database.open_sqlite(path, clock=ManualClock())
+    else:
+        url = request.getfixturevalue("pg_url")
+        await build_postgres_at(url, POSTGRES_HEAD)
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(PERSONA_ROW)
+        finally:
+            await conn.close()
+        db = await Database.open_postgresql(url, clock=ManualClock())
+    try:
+        assert await db.conversations.persona(10) == Persona(GUILD, 10, "You are a pirate.")
+        await db.conversations.set_persona(Persona(GUILD, 10, "Be terse.", locked=True), 2.0)
+        assert await db.conversations.persona(10) == Persona(GUILD, 10, "Be terse.", locked=True)
+    finally:
+        await db.close()

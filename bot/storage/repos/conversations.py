@@ -173,6 +173,7 @@ class ConversationStore:
             system=p.system,
             model=p.model,
             updated_at=at,
+            locked=int(p.locked),
         )
         await self._sql.run(
             stmt.on_conflict_do_update(
@@ -181,6 +182,7 @@ class ConversationStore:
                     "system": stmt.excluded.system,
                     "model": stmt.excluded.model,
                     "updated_at": stmt.excluded.updated_at,
+                    "locked": stmt.excluded.locked,
                 },
             )
         )
@@ -228,4 +230,6 @@ class ConversationStore:
 
 
 def _persona(row: Row) -> Persona:
-    return Persona(row["guild_id"], row["channel_id"], row["system"], row["model"])
+    return Persona(
+        row["guild_id"], row["channel_id"], row["system"], row["model"], bool(row["locked"])
+    )
