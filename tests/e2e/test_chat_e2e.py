@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.storage.money import from_micro
+from tests.discord_emulator import errors as err
 from tests.discord_emulator.errors import DiscordAPIError
 from tests.discord_emulator.models import Message
 from tests.discord_emulator.permissions import (
@@ -261,6 +262,26 @@ async def test_a_chat_whose_answer_edit_fails_with_500s_still_shows_it_and_start
     second = await reply_in(world, thread.id, asked)
     assert second.content.startswith("Fourteen.") and "carried 1 earlier turn" in second.content
     assert "What is 3+4?" in text_calls(world)[-1]["prompt"]
+
+
+async def test_a_paid_turn_the_thread_refuses_reaches_the_member_by_dm(world: World) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "Pick a number"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    # Both the reply under the member's message and the plain post in the thread are refused.
+    world.discord.inject_error(
+        f"/channels/{thread.id}/messages", err.missing_permissions(), method="POST", count=2
+    )
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Forty-two.")
+    world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Another one?")
+    dm = world.discord.dm_channel(world.member.id)
+    got = await world.discord.wait_for_message(
+        lambda m: m.channel_id == dm.id and m.content.startswith("Forty-two."), timeout=20
+    )
+    assert "carried 1 earlier turn" in got.content
+    assert any(f"<#{thread.id}>" in m.content for m in world.discord.channel_messages(dm.id))
 
 
 async def test_two_members_replying_to_one_answer_at_once_share_one_conversation(
