@@ -181,10 +181,11 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        # The legacy mark stays at the legacy head: the release before Alembic still runs.
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY
+        # The legacy mark stays at the legacy head at the baseline (the release before
+        # Alembic still runs), and each later revision moves it one past.
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY + LATEST - 1
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
-            ("0001_baseline",)
+            (revisions()[-1],)
         ]
 
 
