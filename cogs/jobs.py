@@ -134,7 +134,7 @@ class JobsCog(commands.Cog):
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
             raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
-        # Private results (issue 22): the card again, only to the member; and someone else's
+        # Private results: the card again, only to the member; and someone else's
         # job (an admin's look) only to the admin when its owner keeps their results private.
         members = self.bot.services.members
         private = (await members.get(interaction.user.id)).private
