@@ -11,12 +11,14 @@ answers continues from it in a new thread started from that answer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import replace
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import discord
 from discord import app_commands
@@ -25,6 +27,7 @@ from discord.ext import commands
 from bot.discord.bot import GenBot
 from bot.discord.choices import Option, choice_view
 from bot.discord.command_access import Invoker, member_refusal
+from bot.discord.delivery import send_card
 from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
 from bot.discord.queue_status import queue_status
 from bot.discord.render.buttons import CUSTOM_ID
@@ -36,7 +39,7 @@ from bot.discord.render.chat import (
 )
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.text import one_line, truncate
-from bot.discord.request_flows import CONFIRM_SECONDS, send_note
+from bot.discord.request_flows import CONFIRM_SECONDS, charged, send_note, show_paid
 from bot.discord.tree import (
     PUBLIC_DEFER,
     RESTARTING,
@@ -46,12 +49,13 @@ from bot.discord.tree import (
 )
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.services.conversations import ChatAnswer
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester, TextOptions
 from bot.storage import StorageError
 from bot.storage.models import Conversation, ConversationTurn
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 AUTO_ARCHIVE_MINUTES: Final = 1440
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
@@ -75,6 +79,11 @@ NEED_THREADS = (
 NO_THREAD = (
     "I could not start a thread for this conversation (I need Create Public Threads and Send "
     "Messages in Threads in this channel); the answer above stays, and was charged."
+)
+
+ANSWER_BY_DM = (
+    "I could not show the answer in this channel, so I sent it to your DMs (it was charged); "
+    "a conversation needs the answer in the channel, so none was started."
 )
 
 
@@ -113,6 +122,8 @@ class ChatCog(commands.Cog):
     def __init__(self, bot: GenBot) -> None:
         self.bot = bot
         self.conversations = bot.services.conversations
+        # Replies to one answer, one at a time (one conversation per answer).
+        self._answer_locks = KeyedLocks()
 
     @app_commands.command(name="chat")
     @app_commands.guild_only()
@@ -160,18 +171,20 @@ class ChatCog(commands.Cog):
         author = display_name(interaction.user)
         async with queue_status(interaction, who.user_id, who.guild_id):
             reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
-        await answer_interaction(interaction, reply)
+        # Paid from here: whatever fails below, the member is never told that it failed.
+        charged(interaction)
+        message = await show_paid(
+            interaction, who, chat_answer(reply, sandbox=self.bot.services.sandbox)
+        )
         await send_note(interaction, note)
-        try:
-            message = await interaction.original_response()
-        except discord.HTTPException as exc:
-            log.warning("could not read the answer to start its thread: %s", exc)
-            await send_ephemeral_followup(interaction, NO_THREAD)
+        if message is None:  # by DM (or lost): no message in the channel to start a thread from
+            await send_ephemeral_followup(interaction, ANSWER_BY_DM)
             return
         # A thread started from a message has the message's id (Discord docs, "Start Thread
         # from Message"): the conversation is kept before the thread exists, so a member who
-        # writes there at once already finds it.
-        await keep(
+        # writes there at once already finds it. The message is the response, or the answer's
+        # post in the channel when the response could not be edited.
+        created = await keep(
             self.conversations.start(
                 message.id, who.channel_id, who, author, prompt, reply, system=system
             )
@@ -180,9 +193,10 @@ class ChatCog(commands.Cog):
             await message.create_thread(
                 name=thread_name(prompt), auto_archive_duration=AUTO_ARCHIVE_MINUTES
             )
-        except discord.HTTPException as exc:
+        except (discord.HTTPException, ValueError) as exc:
             log.warning("could not start a conversation thread: %s", exc)
-            await self.conversations.end(message.id, "deleted")
+            if created:
+                await keep(self.conversations.end(message.id, "deleted"))
             await send_ephemeral_followup(interaction, NO_THREAD)
 
     @commands.Cog.listener()
@@ -201,7 +215,6 @@ class ChatCog(commands.Cog):
         if conversation is None or not await self._admitted(message):
             return
         who = message_requester(message, channel)
-        author = display_name(message.author)
         text = strip_mention(message.content, me.id)
         if not await self._may_chat(message, channel):
             return
@@ -214,6 +227,25 @@ class ChatCog(commands.Cog):
         # then says what is wrong).
         with contextlib.suppress(discord.HTTPException):
             await channel.typing()
+        await self._take_turn(message, who, conversation, text)
+
+    async def _take_turn(
+        self,
+        message: discord.Message,
+        who: Requester,
+        conversation: Conversation,
+        text: str,
+        *,
+        header: str | None = None,
+    ) -> None:
+        """Answer a member's message as the next turn of ``conversation``, in its thread.
+
+        A refusal (before any charge) is one sentence under the message. Once paid, the turn
+        is kept and the answer shown (:func:`deliver_paid`): in the thread (under the message
+        when it is there), else under the message, else by DM. ``header``: a line posted in
+        the thread first (a turn asked from outside it says whose it is).
+        """
+        author = display_name(message.author)
         # No response to show a place in: the turn still waits as its guild's (fair turns).
         QUEUE_SEAT.set(QueueSeat(guild_id=who.guild_id))
         try:
@@ -222,20 +254,25 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
         await keep(self.conversations.record(conversation, who, author, text, reply))
-        first, *rest = chat_answer(
+        parts = chat_answer(
             reply, sandbox=self.bot.services.sandbox, thread_id=conversation.thread_id
         )
-        await self._reply(message, first)
-        for part in rest:
-            await channel.send(**part.kwargs())
+        if message.channel.id == conversation.thread_id:
+            await deliver_paid(message, parts)
+            return
+        thread = self.bot.get_partial_messageable(conversation.thread_id, guild_id=who.guild_id)
+        await deliver_paid(message, parts, thread=thread, header=header)
 
     async def _reply_outside_thread(
         self, message: discord.Message, channel: discord.TextChannel, bot_id: int
     ) -> None:
-        """A reply to one of the bot's ``/text`` answers continues from it, in a new thread.
+        """A reply to one of the bot's answers continues from it, in the answer's thread.
 
-        llmcord-style: the answer replied to (its prompt from the stored request, its text
-        from the message) is the conversation's first turn; the thread starts from it.
+        llmcord-style: the ``/text`` answer replied to (its prompt from the stored request,
+        its text from the message) is the conversation's first turn; the thread starts from
+        it. An answer has one conversation: replies to it are taken one at a time, and one
+        that finds its conversation started (by ``/chat``, or by a reply a moment earlier)
+        is that conversation's next turn, answered in its thread.
         """
         resolved = message.reference.resolved if message.reference is not None else None
         if not isinstance(resolved, discord.Message) or resolved.author.id != bot_id:
@@ -243,10 +280,34 @@ class ChatCog(commands.Cog):
         if not any(user.id == bot_id for user in message.mentions):
             await self._reply(message, MessageParts(content=UNREADABLE_REPLY))
             return
-        if await self.conversations.get(resolved.id) is not None:
-            text = f"This conversation goes on in its thread, <#{resolved.id}>: mention me there."
-            await self._reply(message, MessageParts(content=text))
-            return
+        async with self._answer_locks.hold(resolved.id):
+            conversation = await self.conversations.get(resolved.id)
+            if conversation is not None:
+                if not await self._admitted(message) or not await self._may_chat(message, channel):
+                    return
+                text = strip_mention(message.content, bot_id)
+                who = replace(
+                    message_requester(message, channel),
+                    channel_id=conversation.thread_id,
+                    parent_channel_id=channel.id,
+                )
+                await self._take_turn(
+                    message, who, conversation, text, header=continuing(who.user_id, text)
+                )
+                return
+            await self._start_from_reply(message, channel, resolved, bot_id)
+
+    async def _start_from_reply(
+        self,
+        message: discord.Message,
+        channel: discord.TextChannel,
+        resolved: discord.Message,
+        bot_id: int,
+    ) -> None:
+        """Start a conversation from the ``/text`` answer ``resolved`` that ``message`` replies to.
+
+        Runs under the answer's lock (:meth:`_reply_outside_thread`).
+        """
         ref = result_ref(resolved)
         request = None if ref is None else await self.bot.generation.result_request(ref)
         if request is None or request.kind != "text":
@@ -284,7 +345,7 @@ class ChatCog(commands.Cog):
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
-        await keep(
+        created = await keep(
             self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
         )
         parts = chat_answer(reply, sandbox=self.bot.services.sandbox)
@@ -293,18 +354,14 @@ class ChatCog(commands.Cog):
                 name=thread_name(seed.text or text), auto_archive_duration=AUTO_ARCHIVE_MINUTES
             )
         except discord.HTTPException as exc:
-            # Paid: the answer still reaches the member, under their message.
+            # Paid: the answer still reaches the member, under their message. A conversation
+            # this reply did not create (another process's) is not ended here.
             log.warning("could not start a conversation thread: %s", exc)
-            await self.conversations.end(resolved.id, "deleted")
-            for part in parts:
-                await self._reply(message, part)
+            if created:
+                await keep(self.conversations.end(resolved.id, "deleted"))
+            await deliver_paid(message, parts)
             return
-        await thread.send(
-            f"-# Continuing from <@{who.user_id}>'s reply: {truncate(one_line(text), 200)}",
-            allowed_mentions=discord.AllowedMentions.none(),
-        )
-        for part in parts:
-            await thread.send(**part.kwargs())
+        await deliver_paid(message, parts, thread=thread, header=continuing(who.user_id, text))
 
     async def _admitted(self, message: discord.Message) -> bool:
         """Count this turn as a command in flight, so that the shutdown waits for it.
@@ -375,32 +432,120 @@ class ChatCog(commands.Cog):
 
     @commands.Cog.listener()
     async def on_raw_thread_delete(self, payload: discord.RawThreadDeleteEvent) -> None:
-        """A deleted thread ends its conversation (Gateway docs: THREAD_DELETE)."""
-        await self.conversations.end(payload.thread_id, "deleted")
+        """A deleted thread's conversation ends and its turns are purged (THREAD_DELETE).
+
+        Nothing is stored for the thread afterwards
+        (:meth:`bot.services.conversations.ConversationService.purge`).
+        """
+        await self.conversations.purge(payload.thread_id)
 
 
-async def keep(stored: Awaitable[object]) -> None:
+class KeyedLocks:
+    """One :class:`asyncio.Lock` per key, held by one task at a time and forgotten when free.
+
+    In one process: a guild's gateway events reach one shard, and each shard one process, so
+    the members' messages about one answer all arrive here.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: int) -> AsyncIterator[None]:
+        """Hold ``key``'s lock for the ``async with`` block, waiting for the holder first."""
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+async def keep(stored: Awaitable[T]) -> T | None:
     """Await the storing of a paid turn; a failure is logged, never shown as a failure.
 
     The charge is in the ledger already; the member gets the answer they paid for even if its
     history could not be kept.
+
+    Returns:
+        What the store returned; None when it failed.
     """
     try:
-        await stored
+        return await stored
     except StorageError:
         log.exception("could not keep a conversation turn")
+        return None
 
 
-async def answer_interaction(
-    interaction: discord.Interaction[GenBot], reply: ChatAnswer, thread_id: int | None = None
+def continuing(user_id: int, text: str) -> str:
+    """The line before a turn asked from outside its thread: whose reply it answers."""
+    return f"-# Continuing from <@{user_id}>'s reply: {truncate(one_line(text), 200)}"
+
+
+async def deliver_paid(
+    message: discord.Message,
+    parts: Sequence[MessageParts],
+    *,
+    thread: discord.abc.Messageable | None = None,
+    header: str | None = None,
 ) -> None:
-    """Edit the deferred response into the answer; its further parts as followups."""
-    first, *rest = chat_answer(
-        reply, sandbox=interaction.client.services.sandbox, thread_id=thread_id
-    )
-    await interaction.edit_original_response(**first.edit_kwargs())
-    for part in rest:
-        await interaction.followup.send(**part.kwargs())
+    """Show a paid turn's answer to ``message`` somewhere, whatever fails; never raises.
+
+    Routes, each taking over the parts not shown yet, as ``/text``'s
+    (:func:`bot.discord.request_flows.show_paid`): ``thread`` when given (after ``header``);
+    then the message's channel, the first part as a reply to it; then the author's DM,
+    without the Summarise button (it acts in the thread). Only when all fail is it lost,
+    logged as an error (the charge is in the ledger). Nothing pings.
+
+    Args:
+        message: the member's message the answer is to.
+        parts: the answer (:func:`bot.discord.render.chat.chat_answer`).
+        thread: the conversation's thread, when ``message`` is outside it.
+        header: a line posted in ``thread`` before the answer.
+    """
+    left = list(parts)
+    if thread is not None:
+        try:
+            if header is not None:
+                await thread.send(header, allowed_mentions=discord.AllowedMentions.none())
+            while left:
+                await send_card(thread, left[0])
+                left.pop(0)
+            return
+        except Exception as exc:
+            log.warning("a paid answer was not posted in its thread (%s); replying instead", exc)
+    try:
+        while left:
+            if len(left) == len(parts):
+                try:
+                    await message.reply(**left[0].kwargs(), mention_author=False)
+                except discord.HTTPException as exc:
+                    log.warning("could not reply with a paid answer (%s); posting it", exc)
+                    await send_card(message.channel, left[0])
+            else:
+                await send_card(message.channel, left[0])
+            left.pop(0)
+        return
+    except Exception as exc:
+        log.warning("a paid answer was not posted in its channel (%s); sending it by DM", exc)
+    try:
+        await message.author.send(
+            f"Your answer from <#{message.channel.id}>, which could not be shown there:",
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+        while left:
+            await send_card(message.author, replace(left[0], action_buttons=()))
+            left.pop(0)
+    except Exception as exc:
+        log.error("a paid conversation turn could not be shown anywhere (%s)", exc)
 
 
 async def conversation_of(interaction: discord.Interaction[GenBot]) -> Conversation | None:
@@ -424,14 +569,17 @@ async def continue_conversation(
 ) -> None:
     """Answer ``/chat`` or ``/text`` used in a conversation's thread as its next turn.
 
-    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set); the turn is kept before
-    the answer is shown.
+    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set). Once the service has
+    answered, the interaction is marked charged, the turn kept, and the answer shown whatever
+    fails (:func:`bot.discord.request_flows.show_paid`: the response, else the thread, else
+    the member's DM).
 
     Raises:
         ConversationEnded, ValidationFailed, BudgetExceeded, GenAPIError...: as
-            :meth:`ConversationService.ask`.
+            :meth:`ConversationService.ask`, before any charge.
     """
-    conversations = interaction.client.services.conversations
+    bot = interaction.client
+    conversations = bot.services.conversations
     author = display_name(interaction.user)
     async with queue_status(interaction, who.user_id, who.guild_id):
         reply = await conversations.ask(
@@ -444,8 +592,10 @@ async def continue_conversation(
             max_tokens=max_tokens,
             temperature=temperature,
         )
+    charged(interaction)
     await keep(conversations.record(conversation, who, author, prompt, reply))
-    await answer_interaction(interaction, reply, conversation.thread_id)
+    parts = chat_answer(reply, sandbox=bot.services.sandbox, thread_id=conversation.thread_id)
+    await show_paid(interaction, who, parts)
 
 
 def result_ref(message: discord.Message) -> str | None:
@@ -605,14 +755,16 @@ class SummariseConfirm:
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
                 raise ValidationFailed("This conversation is no longer known.")
-            made = await conversations.summarise(requester(interaction), conversation)
+            who = requester(interaction)
+            made = await conversations.summarise(who, conversation)
         except Exception as exc:
             await interaction.edit_original_response(content=sentence_for(exc), view=None)
             return False
+        # Paid: the summary is shown whatever fails (the response, else the thread, else DM).
+        charged(interaction)
         cost = format_cents(made.cost_cents)
-        await interaction.edit_original_response(
-            content=summary_done(made.covered, cost, made.summary, kept=made.kept), view=None
-        )
+        done = summary_done(made.covered, cost, made.summary, kept=made.kept)
+        await show_paid(interaction, who, [MessageParts(content=done)])
         channel = interaction.channel
         if made.kept and isinstance(channel, discord.Thread):
             with contextlib.suppress(discord.HTTPException):

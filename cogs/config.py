@@ -444,6 +444,7 @@ class ConfigCog(
         channel: discord.TextChannel,
         system: app_commands.Range[str, 1, MAX_PERSONA_CHARS],
         model: str | None = None,
+        locked: bool = False,
     ) -> None:
         """Give a channel a persona for /chat and /text there and in its threads.
 
@@ -452,12 +453,14 @@ class ConfigCog(
             channel: the channel (its threads get it too)
             system: the system prompt, sent before each member's own
             model: the default text model there (members may still pick another)
+            locked: members may not give their own system prompt there (default: they may)
         """
         who = requester(interaction)
         async with audited(interaction):
-            await self.service.set_persona(who.guild_id, channel.id, system, model)
+            await self.service.set_persona(who.guild_id, channel.id, system, model, locked=locked)
+        lock = " It is locked: members cannot give their own `system` there." if locked else ""
         await interaction.response.send_message(
-            f"{channel.mention} now has a persona for /chat and /text.", ephemeral=True
+            f"{channel.mention} now has a persona for /chat and /text.{lock}", ephemeral=True
         )
 
     @persona.command(name="remove")
@@ -480,7 +483,8 @@ class ConfigCog(
         """List the channels' personas."""
         personas = await self.service.personas(requester(interaction).guild_id)
         lines = [
-            f"<#{p.channel_id}> · {p.model or 'default model'}: {truncate(p.system, 300)}"
+            f"<#{p.channel_id}> · {p.model or 'default model'}{' · locked' if p.locked else ''}: "
+            f"{truncate(p.system, 300)}"
             for p in personas
         ]
         await interaction.response.send_message(

@@ -122,7 +122,8 @@ class JobsCog(commands.Cog):
 
         Works in every context (issue 22): a personal job's card may have outlived its
         interaction token, and this answer brings a fresh one. Only the requester's own jobs,
-        or, with Manage Server, the server's.
+        or, with Manage Server, the server's; someone else's job whose owner has private
+        results on is shown to the admin alone (ephemeral), whatever the admin's own setting.
 
         Raises:
             ValidationFailed: no such job of the member's (nothing is shown or changed).
@@ -134,8 +135,12 @@ class JobsCog(commands.Cog):
         if job is None or not (own or admin):
             raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
         async with shown_once(interaction, job_id, "jobs show"):
-            # Private results (issue 22): the card again, only to the member.
-            private = (await self.bot.services.members.get(interaction.user.id)).private
+            # Private results: the card again, only to the member; and someone else's
+            # job (an admin's look) only to the admin when its owner keeps their results private.
+            members = self.bot.services.members
+            private = (await members.get(interaction.user.id)).private
+            if not own and not private:
+                private = (await members.get(job.user_id)).private
             interaction.extras[PUBLIC_DEFER] = not private
             await interaction.response.defer(thinking=True, ephemeral=private)
             await show_job(interaction, job, update=False)

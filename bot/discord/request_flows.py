@@ -411,22 +411,25 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     await show_paid(interaction, who, [parts])
 
 
-async def edit_response(interaction: Interaction, parts: MessageParts) -> None:
+async def edit_response(interaction: Interaction, parts: MessageParts) -> discord.Message:
     """Edit the deferred response into ``parts``: its card, else the old form.
 
     Discord answers a payload it refuses (a Components V2 card it does not take) with 400,
     code 50035; the same message then goes in content and embeds.
 
+    Returns:
+        The response as edited.
+
     Raises:
         discord.HTTPException: Discord refused both forms.
     """
     try:
-        await interaction.edit_original_response(**parts.edit_kwargs())
+        return await interaction.edit_original_response(**parts.edit_kwargs())
     except discord.HTTPException as exc:
         if parts.card is None or exc.status != 400 or exc.code != INVALID_FORM_BODY:
             raise
         log.warning("Discord refused a card (%s); answered in the old form", exc.code)
-        await interaction.edit_original_response(**parts.legacy().edit_kwargs())
+        return await interaction.edit_original_response(**parts.legacy().edit_kwargs())
 
 
 async def show_job(interaction: Interaction, job: Job, *, update: bool) -> None:
@@ -500,7 +503,7 @@ async def show_paid(
     messages: Sequence[MessageParts],
     *,
     card: MessageParts | None = None,
-) -> None:
+) -> discord.Message | None:
     """Show a paid result somewhere, whatever fails; never raises (issue 18, E3).
 
     Routes, each taking over the messages not shown yet: the deferred response (``card``
@@ -516,17 +519,25 @@ async def show_paid(
         messages: the result as messages (their own card or old form each).
         card: the result as one Components V2 card, shown instead of ``messages`` when
             Discord takes it (400 / 50035 falls back to ``messages``).
+
+    Returns:
+        The message showing the result's first part: the response, else its post in the
+        channel (a conversation starts its thread from either); None when it went by DM or
+        was lost.
     """
     left = list(messages)
+    first: discord.Message | None = None
     try:
-        if card is not None and await _edit_card(interaction, card):
-            return
-        await edit_response(interaction, left[0])
+        if card is not None:
+            first = await _edit_card(interaction, card)
+            if first is not None:
+                return first
+        first = await edit_response(interaction, left[0])
         left.pop(0)
         while left:
             await interaction.followup.send(**left[0].kwargs())
             left.pop(0)
-        return
+        return first
     except Exception as exc:
         log.warning(
             "a paid result was not shown in its response (%s); posting it in the channel", exc
@@ -538,9 +549,10 @@ async def show_paid(
         channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
         try:
             while left:
-                await send_card(channel, left[0])
+                posted = await send_card(channel, left[0])
+                first = first or posted
                 left.pop(0)
-            return
+            return first
         except Exception as exc:
             log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
     try:
@@ -554,18 +566,18 @@ async def show_paid(
             left.pop(0)
     except Exception as exc:
         log.error("a paid result of guild %s could not be shown anywhere (%s)", who.guild_id, exc)
+    return first
 
 
-async def _edit_card(interaction: Interaction, card: MessageParts) -> bool:
-    """Edit the response into ``card``; False when Discord refuses the card (400 / 50035)."""
+async def _edit_card(interaction: Interaction, card: MessageParts) -> discord.Message | None:
+    """Edit the response into ``card``; None when Discord refuses the card (400 / 50035)."""
     try:
-        await interaction.edit_original_response(**card.edit_kwargs())
+        return await interaction.edit_original_response(**card.edit_kwargs())
     except discord.HTTPException as exc:
         if exc.status != 400 or exc.code != INVALID_FORM_BODY:
             raise
         log.warning("Discord refused a card (%s); answered in the old form", exc.code)
-        return False
-    return True
+        return None
 
 
 def upload_expired(url: str, now: float) -> bool:

@@ -295,6 +295,12 @@ class SummaryResult:
     kept: bool
 
 
+PERSONA_LOCKED = (
+    "This channel's persona is locked by the server's admins: the `system` option cannot be "
+    "used here."
+)
+
+
 class ConversationEnded(ValidationFailed):
     """A turn in a conversation that has ended; the sentence says why and what to do."""
 
@@ -366,8 +372,9 @@ class ConversationService:
 
         Raises:
             ConversationEnded: the conversation has ended, or reaches its turn cap now.
-            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, PromptBlocked: before any
-                call, as ``/text``.
+            ValidationFailed: ``system`` given where the channel's persona is locked
+                (:data:`PERSONA_LOCKED`); or, as the following, before any call as ``/text``.
+            NoApiKeyConfigured, BudgetExceeded, PromptBlocked: before any call, as ``/text``.
             GenAPIError: the call failed.
         """
         text = text.strip()
@@ -381,6 +388,9 @@ class ConversationService:
             )
         history: list[ConversationTurn] = list(seed)
         persona = await self.persona_for(who)
+        locked = persona is not None and persona.locked
+        if locked and system:
+            raise ValidationFailed(PERSONA_LOCKED)
         if conversation is not None:
             self._check_open(conversation)
             history = await self._db.conversations.turns(conversation.thread_id)
@@ -392,7 +402,8 @@ class ConversationService:
                 )
                 raise ConversationEnded(self._ended_sentence("turn cap"))
             model = model or conversation.model
-            system = system or conversation.system
+            # A locked persona: the system the conversation was started with is not sent.
+            system = None if locked else system or conversation.system
         if persona is not None:
             model = model or persona.model
         current = None if self._catalogue is None else self._catalogue.current
@@ -452,10 +463,16 @@ class ConversationService:
 
         The persona's system prompt comes before the member's; its model applies when the
         member chose none.
+
+        Raises:
+            ValidationFailed: the member gave a ``system`` where the persona is locked
+                (:data:`PERSONA_LOCKED`); nothing is called or charged.
         """
         persona = await self.persona_for(who)
         if persona is None:
             return options
+        if persona.locked and options.system:
+            raise ValidationFailed(PERSONA_LOCKED)
         system = "\n\n".join(p for p in (persona.system, options.system) if p)
         return replace(options, system=system, model=options.model or persona.model)
 
@@ -470,13 +487,18 @@ class ConversationService:
         *,
         system: str | None = None,
         seed: Sequence[ConversationTurn] = (),
-    ) -> None:
+    ) -> bool:
         """Keep a new conversation in ``thread_id`` (started from ``channel_id``) and its turn.
 
         Its model is the one that answered, so later turns keep it. ``seed``: the history the
         first turn was asked with (a replied-to ``/text`` answer), kept before it.
+
+        Returns:
+            True when this call created the conversation; False when the thread had one
+            already (a reply to the same answer a moment earlier): the turn is then kept as
+            that conversation's next, without ``seed`` (kept by its creator).
         """
-        await self._db.conversations.start(
+        created = await self._db.conversations.start(
             Conversation(
                 thread_id=thread_id,
                 guild_id=who.guild_id,
@@ -487,9 +509,11 @@ class ConversationService:
                 created_at=self._clock.time(),
             )
         )
-        for turn in seed:
-            await self._db.conversations.add_turn(replace(turn, thread_id=thread_id))
+        if created:
+            for turn in seed:
+                await self._db.conversations.add_turn(replace(turn, thread_id=thread_id))
         await self._keep(thread_id, who, author, text, reply)
+        return created
 
     async def record(
         self, conversation: Conversation, who: Requester, author: str, text: str, reply: ChatAnswer
@@ -578,6 +602,18 @@ class ConversationService:
     async def end(self, thread_id: int, reason: str) -> bool:
         """End a thread's conversation (``"archived"``, ``"deleted"``); False if none or ended."""
         return await self._db.conversations.end(thread_id, reason, self._clock.time())
+
+    async def purge(self, thread_id: int) -> bool:
+        """Forget a deleted thread's conversation: its turns, system prompt and summary.
+
+        The thread is gone, so what was said there is not kept; the charges stay in the
+        ledger. The conversation stays known as ended (``"deleted"``), so a turn answered
+        meanwhile is shown but not stored.
+
+        Returns:
+            False when the thread had no conversation (nothing is stored for it).
+        """
+        return await self._db.conversations.purge(thread_id, self._clock.time())
 
     def _check_open(self, conversation: Conversation) -> None:
         if conversation.end_reason is not None:

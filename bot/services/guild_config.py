@@ -387,11 +387,19 @@ class GuildConfigService:
     # -- personas (issue 21) ----------------------------------------------------------------
 
     async def set_persona(
-        self, guild_id: int, channel_id: int, system: str, model: str | None
+        self,
+        guild_id: int,
+        channel_id: int,
+        system: str,
+        model: str | None,
+        *,
+        locked: bool = False,
     ) -> Persona:
         """Set a channel's persona: a system prompt and a default text model (issue 21).
 
-        It applies to ``/chat`` and ``/text`` in the channel and its threads.
+        It applies to ``/chat`` and ``/text`` in the channel and its threads. ``locked``: a
+        member's own ``system`` is refused there, so that it cannot countermand the persona
+        (:meth:`bot.services.conversations.ConversationService.persona_for`).
 
         Raises:
             ValidationFailed: the system prompt is empty or over :data:`MAX_PERSONA_CHARS`.
@@ -403,7 +411,7 @@ class GuildConfigService:
             raise ValidationFailed(
                 f"The persona's system prompt is too long (at most {MAX_PERSONA_CHARS} characters)."
             )
-        persona = Persona(guild_id, channel_id, system, model or None)
+        persona = Persona(guild_id, channel_id, system, model or None, locked)
         await self._db.conversations.set_persona(persona, self._clock.time())
         return persona
 
@@ -442,7 +450,8 @@ class GuildConfigService:
         }
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
-            values[f"persona <#{persona.channel_id}>"] = f"{model} · {persona.system}"
+            lock = " · locked" if persona.locked else ""
+            values[f"persona <#{persona.channel_id}>"] = f"{model}{lock} · {persona.system}"
         for term in config.policy.blocked_terms:
             values[f"blocked term `{term}`"] = "blocked"
         for kind, seconds in config.policy.cooldowns.items():

@@ -463,12 +463,15 @@ class Persona:
         channel_id: the text channel (its threads inherit it).
         system: the system prompt, sent before the member's own.
         model: the default text model; None: the member's choice or the service's default.
+        locked: an admin locked it: a member's ``system`` is refused in the channel and its
+            threads, and a conversation's own ``system`` is no longer sent there.
     """
 
     guild_id: int
     channel_id: int
     system: str
     model: str | None = None
+    locked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -905,6 +905,9 @@ class ConversationRepository(Protocol):
     async def add_turn(self, turn: ConversationTurn) -> int:
         """Store a turn (after its charge is in the ledger); return the conversation's turns.
 
+        Nothing is stored for a conversation whose thread was deleted (:meth:`purge`): 0 is
+        returned.
+
         Raises:
             ConstraintError: the thread has no conversation.
         """
@@ -950,6 +953,17 @@ class ConversationRepository(Protocol):
 
         Returns:
             False when a summary covers as many turns already (a second click made it).
+        """
+        ...
+
+    async def purge(self, thread_id: int, at: float) -> bool:
+        """Forget a deleted thread's conversation: its turns, system prompt and summary.
+
+        The conversation's row stays, ended (``"deleted"`` at ``at``, UTC epoch seconds), so
+        that a turn answered meanwhile is not stored (:meth:`add_turn`).
+
+        Returns:
+            False when the thread had no conversation.
         """
         ...
 

@@ -315,6 +315,8 @@ personas = Table(
     Column("system", Text, nullable=False),
     Column("model", Text),
     Column("updated_at", Double, nullable=False),
+    # 1: a member's ``system`` cannot countermand the persona (``/config persona set locked``).
+    Column("locked", Integer, nullable=False, server_default="0"),
 )
 Index("personas_guild", personas.c.guild_id)
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from bot.storage.money import from_micro
+from tests.discord_emulator import errors as err
+from tests.discord_emulator.errors import DiscordAPIError
 from tests.discord_emulator.models import Message
 from tests.discord_emulator.permissions import (
     CREATE_PUBLIC_THREADS,
@@ -59,6 +61,30 @@ async def end_reason(world: World, thread_id: int) -> str:
         while (reason := read()) is None:
             await asyncio.sleep(0.05)
     return reason
+
+
+def stored_turns(world: World, thread_id: int) -> list[str]:
+    """The texts of the turns the bot keeps for a thread's conversation."""
+    conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT text FROM conversation_turns WHERE thread_id = ? ORDER BY id", (thread_id,)
+        ).fetchall()
+    finally:
+        conn.close()
+    return [str(text) for (text,) in rows]
+
+
+def open_conversation(world: World, thread_id: int) -> bool:
+    """Whether the thread has a conversation that has not ended (read from the database)."""
+    conn = sqlite3.connect(f"file:{world.bot.env['DATABASE_PATH']}?mode=ro", uri=True)
+    try:
+        row = conn.execute(
+            "SELECT ended_at FROM conversations WHERE thread_id = ?", (thread_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return row is not None and row[0] is None
 
 
 def identifies(world: World) -> int:
@@ -190,14 +216,120 @@ async def test_without_create_public_threads_chat_is_refused_before_any_call(
     assert len(text_calls(world)) == calls
 
 
-async def test_a_deleted_thread_ends_the_conversation(world: World) -> None:
+async def test_a_deleted_thread_ends_the_conversation_and_purges_its_turns(world: World) -> None:
     answer = await world.answer(await world.command("chat", {"prompt": "Short-lived"}))
     thread = await world.discord.signal.wait_for(
         lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
     )
+    assert stored_turns(world, thread.id) == ["Short-lived"]
     world.discord.delete_thread(thread.id)
 
     assert await end_reason(world, thread.id) == "deleted"
+    assert stored_turns(world, thread.id) == []
+
+
+async def test_a_chat_whose_answer_edit_fails_with_500s_still_shows_it_and_starts_the_thread(
+    world: World,
+) -> None:
+    balance = world.api.balance(world.key)
+    charged_before = ledger_total(world)
+    world.api.set_next_text("Seven.")
+    # Every attempt at the answer's edit fails: discord.py's first and its four retries of a 5xx.
+    world.discord.inject_error(
+        "/messages/@original",
+        DiscordAPIError(500, 0, "500: Internal Server Error"),
+        method="PATCH",
+        count=5,
+    )
+    handle = await world.command("chat", {"prompt": "What is 3+4?"})
+    posted = await world.discord.wait_for_message(
+        lambda m: m.channel_id == world.channel.id and m.content.startswith("Seven."),
+        timeout=90,  # discord.py waits 25 s over its retries of the edit
+    )
+    assert posted.webhook_id is None  # the bot's own post, not the response
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(posted.id), 15, "the conversation's thread"
+    )
+    assert thread.parent_id == world.channel.id
+    assert not any("went wrong" in m.text for m in handle.followups)
+    assert world.api.balance(world.key) < balance
+    assert ledger_total(world) - charged_before == balance - world.api.balance(world.key)
+
+    # The conversation goes on in its thread: the first turn was kept.
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Fourteen.")
+    asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Twice that?")
+    second = await reply_in(world, thread.id, asked)
+    assert second.content.startswith("Fourteen.") and "carried 1 earlier turn" in second.content
+    assert "What is 3+4?" in text_calls(world)[-1]["prompt"]
+
+
+async def test_a_paid_turn_the_thread_refuses_reaches_the_member_by_dm(world: World) -> None:
+    answer = await world.answer(await world.command("chat", {"prompt": "Pick a number"}))
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "the conversation's thread"
+    )
+    # Both the reply under the member's message and the plain post in the thread are refused.
+    world.discord.inject_error(
+        f"/channels/{thread.id}/messages", err.missing_permissions(), method="POST", count=2
+    )
+    bot = world.discord.bot_user.id
+    world.api.set_next_text("Forty-two.")
+    world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Another one?")
+    dm = world.discord.dm_channel(world.member.id)
+    got = await world.discord.wait_for_message(
+        lambda m: m.channel_id == dm.id and m.content.startswith("Forty-two."), timeout=20
+    )
+    assert "carried 1 earlier turn" in got.content
+    assert any(f"<#{thread.id}>" in m.content for m in world.discord.channel_messages(dm.id))
+
+
+async def test_two_members_replying_to_one_answer_at_once_share_one_conversation(
+    world: World,
+) -> None:
+    world.api.set_next_text("Rome.")
+    answer = await world.answer(await world.command("text", {"prompt": "Capital of Italy?"}))
+    calls = len(text_calls(world))
+    first = world.discord.member_message(
+        world.channel.id, world.member.id, "How many people live there?", reply_to=answer.id
+    )
+    second = world.discord.member_message(
+        world.channel.id, world.admin.id, "Which river crosses it?", reply_to=answer.id
+    )
+    thread = await world.discord.signal.wait_for(
+        lambda: world.discord.world.channels.get(answer.id), 15, "a thread from the answer"
+    )
+    answers = await world.discord.signal.wait_for(
+        lambda: (
+            found
+            if len(
+                found := [
+                    m for m in world.discord.channel_messages(thread.id) if "carried" in m.content
+                ]
+            )
+            == 2
+            else None
+        ),
+        30,
+        "both answers in the thread",
+    )
+    assert "carried 1 earlier turn" in answers[0].content
+    assert "carried 2 earlier turns" in answers[1].content
+    assert len(text_calls(world)) == calls + 2
+    # The second continued the first's conversation: its prompt holds the first's turn.
+    prompts = [call["prompt"] for call in text_calls(world)[calls:]]
+    assert sum("How many people" in p and "Which river" in p for p in prompts) == 1
+    # One conversation, still open, with the answer, both turns, and nothing twice.
+    assert open_conversation(world, thread.id)
+    assert sorted(stored_turns(world, thread.id)) == sorted(
+        ["Capital of Italy?", "How many people live there?", "Which river crosses it?"]
+    )
+    # Nothing was answered under the members' messages in the channel.
+    assert not [
+        m
+        for m in world.discord.channel_messages(world.channel.id)
+        if (m.message_reference or {}).get("message_id") in (str(first.id), str(second.id))
+    ]
 
 
 async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: World) -> None:
@@ -229,6 +361,32 @@ async def test_a_reply_to_a_text_answer_continues_it_in_a_new_thread(world: Worl
     asked = world.discord.member_message(thread.id, world.member.id, f"<@{bot}> Is it big?")
     third = await reply_in(world, thread.id, asked)
     assert "carried 2 earlier turns" in third.content
+
+
+async def test_a_locked_persona_refuses_a_members_system_before_any_call(world: World) -> None:
+    channel = world.discord.add_channel(world.guild.id, "pirates")
+    handle = await world.command(
+        "config",
+        {"channel": channel.id, "system": "You are a pirate.", "locked": True},
+        admin=True,
+        group="persona",
+        subcommand="set",
+    )
+    assert "locked" in (await world.answer(handle)).content
+    calls = len(text_calls(world))
+    for command in ("chat", "text"):
+        handle = await world.command(
+            command, {"prompt": "hi", "system": "You are not a pirate."}, channel_id=channel.id
+        )
+        refusal = await world.answer(handle)
+        assert refusal.ephemeral and "persona is locked" in refusal.content
+    assert len(text_calls(world)) == calls
+    world.api.set_next_text("Arr.")
+    answer = await world.answer(
+        await world.command("chat", {"prompt": "hi"}, channel_id=channel.id)
+    )
+    assert answer.content.startswith("Arr.")
+    assert text_calls(world)[-1]["system"].startswith("You are a pirate.")
 
 
 async def test_a_member_barred_from_chat_in_integrations_cannot_take_a_turn(

@@ -374,3 +374,25 @@ async def test_a_dm_card_is_finished_there_by_a_restarted_bot(world: World) -> N
         world.api.set_task_duration(lambda model, body: 4.0)
     assert done.attachments
     assert public(world, "night train") == []
+
+
+async def test_an_admins_jobs_show_keeps_a_private_result_private(world: World) -> None:
+    """``/jobs show`` of someone else's job honours its owner's private results: the card
+    is shown to the admin alone, never posted for the channel to see."""
+    user = await private_member(world, "private-owner")
+    await video(world, "a hidden lighthouse", user)
+    card = await world.discord.wait_for_message(
+        lambda m: (
+            m.channel_id == world.discord.dm_channel(user.id).id and "hidden lighthouse" in m.text
+        ),
+        include_existing=True,
+        timeout=15,
+    )
+    done = await finished(world, card.id)
+    again = next(b for b in action_buttons(done) if b["custom_id"].startswith("gb:again:j"))
+    job_id = int(again["custom_id"].removeprefix("gb:again:j"))
+
+    shown = await world.answer(await world.command("jobs", {"show": job_id}, admin=True))
+    assert "hidden lighthouse" in shown.text
+    assert shown.ephemeral
+    assert public(world, "hidden lighthouse") == []

@@ -7,6 +7,7 @@ import pytest
 from bot.errors import CooldownActive, PromptBlocked, ValidationFailed
 from bot.services.conversations import (
     ASSISTANT_LABEL,
+    PERSONA_LOCKED,
     TRANSCRIPT_LINE,
     ConversationEnded,
     ConversationService,
@@ -203,6 +204,43 @@ async def test_a_channels_persona_comes_before_the_members_system(stack: Stack) 
     assert await service.with_persona(elsewhere, TextOptions("hi")) == TextOptions("hi")
     with pytest.raises(ValidationFailed):
         await config.set_persona(1, 10, "   ", None)
+
+
+async def test_a_locked_persona_cannot_be_countermanded_by_a_members_system(
+    stack: Stack,
+) -> None:
+    config = stack.services.guild_config
+    service = chat(stack)
+    # A conversation started, with its own system, before the persona was locked.
+    first = await service.ask(WHO, "ana", "hello", system="Ignore the pirate; be a lawyer.")
+    await service.start(THREAD, 10, WHO, "ana", "hello", first, system="Ignore the pirate.")
+    conversation = await service.get(THREAD)
+    assert conversation is not None
+    before = await config.snapshot(1)
+    await config.set_persona(1, 10, "You are a pirate.", None, locked=True)
+    entries = await config.record_changes(1, 5, before)
+    assert [e.what for e in entries] == ["persona <#10>"] and "locked" in entries[0].new
+    posts = stack.posts()
+
+    for asked in (
+        service.ask(WHO, "ana", "hi", system="You are not a pirate."),
+        service.ask(WHO, "ana", "hi", system="No.", conversation=conversation),
+        service.with_persona(WHO, TextOptions("hi", system="Forget the pirate.")),
+    ):
+        with pytest.raises(ValidationFailed) as refused:
+            await asked
+        assert refused.value.sentence == PERSONA_LOCKED
+    assert stack.posts() == posts  # refused before any call: nothing charged
+
+    await service.ask(WHO, "bob", "and now?", conversation=conversation)
+    body = [r.json for r in stack.api.requests if r.path.endswith("/text/generate")][-1]
+    assert body is not None
+    assert body["system"].startswith("You are a pirate.\n\n") and "Ignore" not in body["system"]
+    assert (await service.with_persona(WHO, TextOptions("hi"))).system == "You are a pirate."
+    # Unlocked again, a member's system is taken as before.
+    await config.set_persona(1, 10, "You are a pirate.", None)
+    options = await service.with_persona(WHO, TextOptions("hi", system="Short."))
+    assert options.system == "You are a pirate.\n\nShort."
 
 
 def test_a_models_context_window_lowers_the_bound() -> None:

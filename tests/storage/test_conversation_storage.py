@@ -1,6 +1,7 @@
 """Conversations and their turns on both engines (issue 21): kept across a reopen."""
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -83,7 +84,41 @@ async def test_a_channels_persona_is_set_replaced_and_removed(store: Database) -
     await store.conversations.set_persona(Persona(1, 11, "Be terse."), 3.0)
     await store.conversations.set_persona(Persona(2, 12, "Other server."), 3.0)
     assert await store.conversations.persona(10) == Persona(1, 10, "You are a poet.", "m/x")
+    await store.conversations.set_persona(Persona(1, 11, "Be terse.", locked=True), 3.0)
+    assert await store.conversations.persona(11) == Persona(1, 11, "Be terse.", locked=True)
+    await store.conversations.set_persona(Persona(1, 11, "Be terse."), 4.0)
+    assert await store.conversations.persona(11) == Persona(1, 11, "Be terse.", locked=False)
     assert [p.channel_id for p in await store.conversations.personas(1)] == [10, 11]
     assert await store.conversations.remove_persona(10)
     assert not await store.conversations.remove_persona(10)
     assert await store.conversations.persona(10) is None
+
+
+async def test_a_deleted_threads_turns_are_purged_and_none_is_stored_after(
+    store: Database,
+) -> None:
+    await store.conversations.start(CONVERSATION)
+    await store.conversations.add_turn(turn(1))
+    await store.conversations.set_summary(THREAD, "They asked one question.", 1)
+    await store.conversations.start(
+        Conversation(THREAD + 1, 1, 10, 101, None, None, created_at=1000.0)
+    )
+    await store.conversations.add_turn(replace(turn(2), thread_id=THREAD + 1))
+
+    assert await store.conversations.purge(THREAD, 2000.0)
+    assert await store.conversations.turns(THREAD) == []
+    gone = await store.conversations.get(THREAD)
+    assert gone is not None
+    assert (gone.end_reason, gone.ended_at, gone.system, gone.summary) == (
+        "deleted",
+        2000.0,
+        None,
+        None,
+    )
+    # A turn answered while the thread was being deleted is not stored.
+    assert await store.conversations.add_turn(turn(3)) == 0
+    assert await store.conversations.turns(THREAD) == []
+    # Another thread's conversation is untouched; a thread without one stores nothing.
+    assert await store.conversations.turn_count(THREAD + 1) == 1
+    assert not await store.conversations.purge(THREAD + 2, 2000.0)
+    assert await store.conversations.get(THREAD + 2) is None

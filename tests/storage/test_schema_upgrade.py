@@ -24,7 +24,7 @@ from bot.clock import ManualClock
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import JobStatus
+from bot.storage.models import JobStatus, Persona
 from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
@@ -114,9 +114,11 @@ async def test_a_sqlite_database_of_a_legacy_release_upgrades_with_its_data(
             (revisions()[-1],)
         ]
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD - 1
-        # The stamps of the legacy releases stay; the baseline added the missing ones.
+        # The stamps of the legacy releases stay; the baseline added the missing ones, and
+        # the upgrade past it one more, of the head it reached.
         stamps = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'migration.%'"))
-    assert len(stamps) == SQLITE_HEAD + HEAD - 1
+    assert len(stamps) == SQLITE_HEAD + 1
+    assert f"migration.{SQLITE_HEAD + HEAD - 1:04d}" in stamps
     assert stamps["migration.0001"].endswith("applied 2025-12-01T00:00:00+00:00")
 
 
@@ -142,9 +144,10 @@ async def test_a_postgres_database_of_a_legacy_release_upgrades_with_its_data(
     conn = await asyncpg.connect(pg_url)
     try:
         assert await conn.fetchval("SELECT version_num FROM alembic_version") == revisions()[-1]
-        assert [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")] == list(
-            range(1, POSTGRES_HEAD + HEAD)
-        )
+        assert [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")] == [
+            *range(1, POSTGRES_HEAD + 1),
+            POSTGRES_HEAD + HEAD - 1,
+        ]
         # Ids go on after the copied ones (the identity columns were not disturbed).
         assert await conn.fetchval("SELECT max(id) FROM jobs") == 2
     finally:
@@ -306,3 +309,36 @@ async def test_a_revision_after_the_head_runs_on_both_engines_and_fences_older_r
     with pytest.raises(SchemaTooNewError) as raised:
         await open_db()
     assert (raised.value.found, raised.value.supported) == (HEAD + 1, HEAD)
+
+
+PERSONA_ROW = (
+    "INSERT INTO personas (guild_id, channel_id, system, model, updated_at)"
+    f" VALUES ({GUILD}, 10, 'You are a pirate.', NULL, 1.0)"
+)
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_persona_set_before_personas_could_be_locked_stays_unlocked(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if engine == "sqlite":
+        path = tmp_path / "bot.db"
+        build_sqlite_at(path, SQLITE_HEAD)
+        with sqlite3.connect(path) as conn:
+            conn.execute(PERSONA_ROW)
+        db = await Database.open_sqlite(path, clock=ManualClock())
+    else:
+        url = request.getfixturevalue("pg_url")
+        await build_postgres_at(url, POSTGRES_HEAD)
+        conn = await asyncpg.connect(url)
+        try:
+            await conn.execute(PERSONA_ROW)
+        finally:
+            await conn.close()
+        db = await Database.open_postgresql(url, clock=ManualClock())
+    try:
+        assert await db.conversations.persona(10) == Persona(GUILD, 10, "You are a pirate.")
+        await db.conversations.set_persona(Persona(GUILD, 10, "Be terse.", locked=True), 2.0)
+        assert await db.conversations.persona(10) == Persona(GUILD, 10, "Be terse.", locked=True)
+    finally:
+        await db.close()

@@ -17,6 +17,9 @@ from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
 from bot.storage.schema import conversation_turns, conversations, personas
 from bot.storage.sql import Row, Sql
 
+DELETED = "deleted"
+"""The end reason of a conversation whose thread was deleted: its turns are purged."""
+
 _TURNS = select(func.count().label("turns")).select_from(conversation_turns)
 """How many turns a conversation has (add the ``thread_id`` condition)."""
 
@@ -59,11 +62,22 @@ class ConversationStore:
     async def add_turn(self, turn: ConversationTurn) -> int:
         """Store a turn (after its charge is in the ledger); return the conversation's turns.
 
+        Nothing is stored for a conversation whose thread was deleted (:meth:`purge`): 0 is
+        returned.
+
         Raises:
             ConstraintError: the thread has no conversation.
         """
         t = turn
         async with self._sql.write() as tx:
+            # The conversation's row, locked (PostgreSQL) so that a purge waits or goes first.
+            reason = await tx.one(
+                select(conversations.c.end_reason)
+                .where(conversations.c.thread_id == t.thread_id)
+                .with_for_update()
+            )
+            if reason is not None and reason["end_reason"] == DELETED:
+                return 0
             await tx.run(
                 insert(conversation_turns).values(
                     thread_id=t.thread_id,
@@ -112,6 +126,32 @@ class ConversationStore:
         )
         return changed > 0
 
+    async def purge(self, thread_id: int, at: float) -> bool:
+        """Forget a deleted thread's conversation: its turns, system prompt and summary.
+
+        The conversation's row stays, ended (``"deleted"`` at ``at``, UTC epoch seconds), so
+        that a turn answered meanwhile is not stored (:meth:`add_turn`).
+
+        Returns:
+            False when the thread had no conversation.
+        """
+        async with self._sql.write() as tx:
+            changed = await tx.run(
+                update(conversations)
+                .where(conversations.c.thread_id == thread_id)
+                .values(
+                    ended_at=func.coalesce(conversations.c.ended_at, at),
+                    end_reason=DELETED,
+                    system=None,
+                    summary=None,
+                    summary_upto=0,
+                )
+            )
+            await tx.run(
+                delete(conversation_turns).where(conversation_turns.c.thread_id == thread_id)
+            )
+        return changed > 0
+
     async def persona(self, channel_id: int) -> Persona | None:
         """Return the persona of a channel; None if it has none."""
         row = await self._sql.one(select(personas).where(personas.c.channel_id == channel_id))
@@ -133,6 +173,7 @@ class ConversationStore:
             system=p.system,
             model=p.model,
             updated_at=at,
+            locked=int(p.locked),
         )
         await self._sql.run(
             stmt.on_conflict_do_update(
@@ -141,6 +182,7 @@ class ConversationStore:
                     "system": stmt.excluded.system,
                     "model": stmt.excluded.model,
                     "updated_at": stmt.excluded.updated_at,
+                    "locked": stmt.excluded.locked,
                 },
             )
         )
@@ -188,4 +230,6 @@ class ConversationStore:
 
 
 def _persona(row: Row) -> Persona:
-    return Persona(row["guild_id"], row["channel_id"], row["system"], row["model"])
+    return Persona(
+        row["guild_id"], row["channel_id"], row["system"], row["model"], bool(row["locked"])
+    )
