@@ -40,8 +40,9 @@ class BudgetExceeded(BotError):
     """A budget would be exceeded by the request.
 
     Attributes:
-        scope: ``"guild"`` (monthly guild budget), ``"user"`` (the member's daily allowance)
-            or ``"user_month"`` (the member's monthly allowance, from a role tier).
+        scope: ``"guild"`` (monthly guild budget), ``"user"`` (the member's daily allowance),
+            ``"user_month"`` (the member's monthly allowance, from a role tier) or
+            ``"personal_total"`` (all members' personal use of the shared key, per day).
         remaining_cents: what is left of that budget, in cents (never negative).
         needed_cents: what the request would cost or is estimated to cost, in cents.
         limit_cents: the budget itself, whole cents; None when not given.
@@ -176,6 +177,13 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return (
                 f"This server's monthly budget has {format_cents(exc.remaining_cents)} left; "
                 f"this request needs about {format_cents(exc.needed_cents)}."
+            )
+        case BudgetExceeded(scope="personal_total"):
+            return (
+                "Personal use of the bot's shared key has "
+                f"{format_cents(exc.remaining_cents)} left today for all members together; "
+                f"this request needs about {format_cents(exc.needed_cents)}. Your own key has "
+                "no such limit: `/settings api-key set`."
             )
         case BudgetExceeded(limit_cents=int() as limit, source=str() as source):
             period = "monthly" if exc.scope == "user_month" else "daily"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
@@ -18,6 +19,8 @@ from bot.services.generation import Requester, TextOptions
 from bot.services.keys import fingerprint
 from bot.services.personal import (
     SET_KEY_SENTENCE,
+    BotNotInServer,
+    NotYourInstall,
     Payer,
     PersonalKeyNeeded,
     is_personal,
@@ -25,7 +28,7 @@ from bot.services.personal import (
     who_pays,
 )
 from bot.wiring import Services
-from tests.conftest import services_on_emulator
+from tests.conftest import make_settings, services_on_emulator
 
 GUILD = 111
 MEMBER = 222
@@ -44,7 +47,8 @@ OTHER = 333
         (GUILD, {1: MEMBER}, False, Payer.MEMBER),
         # Both installs, the bot a member: the server's install authorised it, the server pays.
         (GUILD, {0: GUILD, 1: MEMBER}, True, Payer.GUILD),
-        # Both installs, but the bot is not a member there (commands-only install, or it left).
+        # Both installs, but the bot is not a member there (commands-only install, or it left):
+        # the member's own install authorised it.
         (GUILD, {0: GUILD, 1: MEMBER}, False, Payer.MEMBER),
         # A user install in a server whose own install is another server's id (never trusted).
         (GUILD, {0: 999, 1: MEMBER}, True, Payer.MEMBER),
@@ -60,6 +64,38 @@ def test_who_pays_follows_the_authorising_install(
         who_pays(guild_id=guild_id, user_id=MEMBER, owners=owners, bot_in_guild=bot_in_guild)
         is payer
     )
+
+
+@pytest.mark.parametrize(
+    ("owners", "click", "refusal"),
+    [
+        # A server install of the commands alone (the bot never added): nobody's wallet.
+        ({0: GUILD}, False, BotNotInServer),
+        ({0: GUILD}, True, BotNotInServer),
+        # Someone else's install never bills this member for a command.
+        ({1: OTHER}, False, NotYourInstall),
+    ],
+)
+def test_the_members_wallet_pays_only_where_the_member_allowed_it(
+    owners: dict[int, int], click: bool, refusal: type[Exception]
+) -> None:
+    with pytest.raises(refusal) as refused:
+        who_pays(guild_id=GUILD, user_id=MEMBER, owners=owners, bot_in_guild=False, click=click)
+    assert "nothing was charged" in user_message(refused.value)
+    if refusal is BotNotInServer:
+        assert "must add the bot" in user_message(refused.value)
+
+
+def test_a_click_on_a_personal_card_bills_whoever_clicks() -> None:
+    # The card's owner's install authorised the card; the clicker pays from their own wallet.
+    owners = {1: OTHER}
+    assert (
+        who_pays(guild_id=GUILD, user_id=MEMBER, owners=owners, bot_in_guild=False, click=True)
+        is Payer.MEMBER
+    )
+    assert who_pays(
+        guild_id=None, user_id=MEMBER, owners=owners, bot_in_guild=False, click=True
+    ) is (Payer.MEMBER)
 
 
 def test_a_wallet_id_is_never_a_servers() -> None:
@@ -236,3 +272,50 @@ def test_settings_show_names_the_key_by_its_end_and_what_pays() -> None:
     assert "grants you $0.50 a day (UTC)" in granted
     assert "/settings api-key set" in personal_settings_text(None, 50, shared_key=False)
     assert SET_KEY_SENTENCE in personal_settings_text(None, 0, shared_key=True)
+
+
+async def test_all_members_together_are_bounded_per_day_on_the_shared_key(
+    personal_stack: StackFactory,
+) -> None:
+    # Each member's allowance fits one 1-token answer (its hold: 2 cents); all members' total
+    # fits one too, so of two members asking at once, one is refused before any call.
+    async with personal_stack(
+        personal_daily_budget_cents=2,
+        personal_total_daily_budget_cents=2,
+        text_hold_ceiling_cents=2,
+    ) as (services, api):
+        asked = [
+            services.generation.text(personal(user), TextOptions("hello", max_tokens=1))
+            for user in (MEMBER, OTHER)
+        ]
+        outcomes = await asyncio.gather(*asked, return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(refused) == 1, outcomes
+        assert isinstance(refused[0], BudgetExceeded) and refused[0].scope == "personal_total"
+        said = user_message(refused[0])
+        assert "for all members together" in said and "/settings api-key set" in said
+        assert sum(1 for r in api.requests if r.method == "POST") == 1
+        # Members whose own allowance is untouched are refused once the total is spent.
+        scopes = []
+        for user in range(500, 510):
+            try:
+                await services.generation.text(personal(user), TextOptions("hi", max_tokens=1))
+            except BudgetExceeded as exc:
+                scopes.append(exc.scope)
+                break
+        assert scopes == ["personal_total"]
+        spent = await services.db.ledger.personal_spent_since(None, 0.0)
+        assert 0 < spent <= 2
+        # A member's own key is theirs: the total does not apply.
+        own = api.create_key(balance_cents=5_000)
+        await services.guild_config.set_api_key(wallet_id(444), own)
+        await services.generation.text(personal(444), TextOptions("mine", max_tokens=1))
+        # A new UTC day, a new total.
+        services.clock.advance(86_400)  # type: ignore[attr-defined]
+        await services.generation.text(personal(OTHER), TextOptions("again", max_tokens=1))
+
+
+def test_the_total_defaults_to_ten_members_allowances() -> None:
+    assert make_settings(personal_daily_budget_cents=3).personal_total_budget_cents == 30
+    chosen = make_settings(personal_daily_budget_cents=3, personal_total_daily_budget_cents=5)
+    assert chosen.personal_total_budget_cents == 5
