@@ -477,3 +477,34 @@ async def test_every_answer_names_who_paid(world: World) -> None:
     )
     card = await world.answer(handle)
     assert "paid by your key" in card.text
+
+
+def rate_rows(world: World, key: str) -> int:
+    """Rows the bot's durable rate window holds for ``key`` (requests and block)."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        requests = db.execute(
+            "SELECT COUNT(*) FROM rate_requests WHERE key_id = ?", (fingerprint(key),)
+        ).fetchone()[0]
+        blocks = db.execute(
+            "SELECT COUNT(*) FROM rate_blocks WHERE key_id = ?", (fingerprint(key),)
+        ).fetchone()[0]
+    return int(requests) + int(blocks)
+
+
+async def test_key_checks_are_paced_per_member_and_a_rejected_key_leaves_nothing(
+    world: World,
+) -> None:
+    member = world.discord.add_user("key-typist")
+    world.discord.install_for_user(member.id)
+    place = type(elsewhere(world))(elsewhere(world).guild, elsewhere(world).channel, member)
+    typo = "sk-this-is-not-a-key-at-all"
+    refused = await place.set_key(world, typo)
+    assert "rejected that key" in refused.content
+    assert [r.key for r in world.api.requests].count(typo) == 1  # checked with the service
+    assert rate_rows(world, typo) == 0  # nor a limiter's window row of it
+
+    # Again at once, now with a good key: refused before anything is sent, saying when.
+    own = world.api.create_key(balance_cents=1_000)
+    again = await place.set_key(world, own)
+    assert "/settings api-key set has a cooldown" in again.content
+    assert own not in [r.key for r in world.api.requests]

@@ -12,10 +12,11 @@ import pytest
 from cryptography.fernet import Fernet
 
 from bot.clock import ManualClock
-from bot.errors import BudgetExceeded, user_message
+from bot.errors import BudgetExceeded, CooldownActive, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
+from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
 from bot.services.keys import fingerprint
 from bot.services.personal import (
     SET_KEY_SENTENCE,
@@ -319,3 +320,37 @@ def test_the_total_defaults_to_ten_members_allowances() -> None:
     assert make_settings(personal_daily_budget_cents=3).personal_total_budget_cents == 30
     chosen = make_settings(personal_daily_budget_cents=3, personal_total_daily_budget_cents=5)
     assert chosen.personal_total_budget_cents == 5
+
+
+async def test_a_rejected_key_leaves_no_limiter_behind(personal_stack: StackFactory) -> None:
+    # Its rate-window rows: tests/e2e/test_personal_e2e.py (the bot's durable window).
+    async with personal_stack() as (services, api):
+        typed = "not-a-key-the-service-knows"
+        with pytest.raises(ValidationFailed, match="rejected that key"):
+            await services.guild_config.set_api_key(wallet_id(MEMBER), typed)
+        assert [r.key for r in api.requests] == [typed]  # it was checked with the service
+        assert fingerprint(typed) not in services.client.limiter._keys  # type: ignore[attr-defined]
+
+
+async def test_key_checks_have_a_per_member_cooldown(personal_stack: StackFactory) -> None:
+    async with personal_stack() as (services, api):
+        first = "first-typo-of-a-key"
+        with pytest.raises(ValidationFailed):
+            await services.guild_config.set_api_key(wallet_id(MEMBER), first)
+        checks = len(api.requests)
+        # At once again: refused before anything is sent, saying when to come back.
+        own = api.create_key(balance_cents=1_000)
+        with pytest.raises(CooldownActive) as refused:
+            await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        assert "/settings api-key set has a cooldown" in user_message(refused.value)
+        assert len(api.requests) == checks
+        assert (await services.db.guilds.settings(wallet_id(MEMBER))).api_key_ciphertext is None
+        # Another member is not held by it; a malformed key is refused without using it.
+        await services.guild_config.set_api_key(wallet_id(OTHER), own)
+        with pytest.raises(ValidationFailed, match="does not look like"):
+            await services.guild_config.set_api_key(wallet_id(444), "short")
+        await services.guild_config.set_api_key(wallet_id(444), own)
+        # Once the cooldown passed, the member's check goes to the service.
+        services.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)  # type: ignore[attr-defined]
+        change = await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        assert change.last4 == own[-4:]
