@@ -206,6 +206,12 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
             return f"This server already has {exc.limit} videos in progress; try again later."
         case api.QueueCancelled():
             return "Cancelled; nothing was sent or charged."
+        case api.RateLimitWaitTooLong(on_personal_key=True, queued=int() as queued) if queued > 0:
+            minutes = max(1, math.ceil(exc.retry_after / 60))
+            return (
+                f"The queue for your key is too long: {queued} requests are waiting, about "
+                f"{minutes} min; try again later."
+            )
         case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
             # A refusal says how long the queue is (issue 18).
             minutes = max(1, math.ceil(exc.retry_after / 60))
@@ -213,6 +219,11 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
                 f"The queue for this key is too long: {queued} requests are waiting, about "
                 f"{minutes} min; try again later."
             )
+        case api.RateLimitedError(on_personal_key=True):
+            # The member's own key: its own 30 requests a minute, whoever else uses it.
+            wait = max(1, math.ceil(exc.retry_after))
+            when = f"<t:{math.ceil(now + wait)}:R>" if now is not None else f"in {wait} s"
+            return f"The service is rate limiting your key; try again {when}."
         case api.RateLimitedError():
             wait = max(1, math.ceil(exc.retry_after))
             if now is not None:

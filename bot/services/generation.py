@@ -34,7 +34,12 @@ from bot.genapi.models import (
 from bot.genapi.outputs import ip_literal, is_public_address
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
-from bot.services.personal import is_personal, paid_by
+from bot.services.personal import (
+    KEY_CHANGING_PERSONAL,
+    KEY_CHANGING_SERVER,
+    is_personal,
+    paid_by,
+)
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
@@ -541,7 +546,8 @@ class GenerationService:
             await self._billing.release(reservation)
             log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
             key = await self._keys.resolve(who.guild_id)
-        raise ValidationFailed("The server's API key is being changed; try again in a moment.")
+        personal = is_personal(who.guild_id)
+        raise ValidationFailed(KEY_CHANGING_PERSONAL if personal else KEY_CHANGING_SERVER)
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).

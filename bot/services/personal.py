@@ -106,6 +106,26 @@ class NotYourInstall(ValidationFailed):
         super().__init__(NOT_YOUR_INSTALL_SENTENCE)
 
 
+class PersonalKeyUnreadable(ValidationFailed):
+    """The member's stored key cannot be decrypted (``KEY_ENCRYPTION_KEY`` changed since).
+
+    The member's own remedy, in their words: no server and no admin is involved.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Your stored API key can no longer be read (the bot's encryption key changed); "
+            "set it again with `/settings api-key set`."
+        )
+
+
+KEY_CHANGING_PERSONAL = "Your API key is being changed; try again in a moment."
+"""Said when the member's key changed between choosing it and reserving, twice over."""
+
+KEY_CHANGING_SERVER = "The server's API key is being changed; try again in a moment."
+"""The same, for a server's key."""
+
+
 class PersonalKeyNeeded(ValidationFailed):
     """Personal use without a personal key, and the owner grants no allowance on the default key.
 

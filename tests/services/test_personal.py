@@ -10,15 +10,17 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from pydantic import SecretStr
 
 from bot.clock import ManualClock
-from bot.errors import BudgetExceeded, CooldownActive, ValidationFailed, user_message
+from bot.errors import BotError, BudgetExceeded, CooldownActive, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
 from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
-from bot.services.keys import fingerprint
+from bot.services.keys import KeyVault, fingerprint
 from bot.services.personal import (
+    KEY_CHANGING_PERSONAL,
     SET_KEY_SENTENCE,
     BotNotInServer,
     NotYourInstall,
@@ -354,3 +356,48 @@ async def test_key_checks_have_a_per_member_cooldown(personal_stack: StackFactor
         services.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)  # type: ignore[attr-defined]
         change = await services.guild_config.set_api_key(wallet_id(MEMBER), own)
         assert change.last4 == own[-4:]
+
+
+# -- personal-mode errors speak of the member's key, never a server's ---------------------------
+
+
+async def test_a_personal_key_that_cannot_be_read_says_to_set_it_again(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack() as (services, api):
+        own = api.create_key(balance_cents=1_000)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        # The owner changed KEY_ENCRYPTION_KEY since: the stored key cannot be decrypted.
+        services.keys._vault = KeyVault(SecretStr(Fernet.generate_key().decode()))  # type: ignore[attr-defined]
+        with pytest.raises(BotError) as refused:
+            await services.generation.text(personal(), TextOptions("hello"))
+        said = user_message(refused.value)
+        assert "server" not in said and "admin" not in said, said
+        assert "/settings api-key set" in said
+
+
+async def test_an_allowance_without_the_bots_key_speaks_to_the_member(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack(personal_daily_budget_cents=100) as (services, _):
+        services.keys._default_key = None  # type: ignore[attr-defined]
+        with pytest.raises(BotError) as refused:
+            await services.generation.text(personal(), TextOptions("hello"))
+        said = user_message(refused.value)
+        assert "this server" not in said and "admin" not in said, said
+        assert "/settings api-key set" in said
+
+
+@pytest.mark.parametrize("refusal", ["busy", "queue"])
+def test_a_rate_limit_on_the_members_own_key_names_their_key(refusal: str) -> None:
+    exc: api_errors.RateLimitedError = (
+        api_errors.RateLimitedError(429, "RATE_LIMITED", "slow down", retry_after=20.0)
+        if refusal == "busy"
+        else api_errors.RateLimitWaitTooLong(600.0, queued=12)
+    )
+    exc.on_personal_key = True
+    assert "your key" in user_message(exc, now=1_000.0)
+
+
+def test_a_key_changing_during_a_personal_request_is_the_members() -> None:
+    assert "server" not in KEY_CHANGING_PERSONAL and "Your API key" in KEY_CHANGING_PERSONAL
