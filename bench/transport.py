@@ -48,6 +48,9 @@ class _Open:
     def for_key(self, fingerprint: str) -> KeyGate:
         return self
 
+    async def forget(self, fingerprint: str) -> None:
+        return None
+
 
 async def _serve() -> None:
     api = GenApiEmulator(rate_limit=10**9)

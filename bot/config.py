@@ -33,6 +33,10 @@ SANDBOX_ALONE = (
 )
 
 
+PERSONAL_TOTAL_MULTIPLE = 10
+"""``PERSONAL_TOTAL_DAILY_BUDGET_CENTS``'s default, in members' daily allowances."""
+
+
 class Settings(BaseSettings):
     """The bot's configuration. Field names are the environment variables, upper-cased."""
 
@@ -68,6 +72,9 @@ class Settings(BaseSettings):
     video_hold_ceiling_cents_per_5s: NonNegativeCents = 200
     jobs_recheck_seconds: Annotated[float, Field(ge=0)] = 300.0
     personal_daily_budget_cents: NonNegativeCents = 0
+    # All members' personal use of GENAPI_API_KEY together, per UTC day; None: 10 times the
+    # per-member allowance (personal_total_budget_cents).
+    personal_total_daily_budget_cents: NonNegativeCents | None = None
 
     job_timeout_seconds: Annotated[float, Field(gt=0)] = 1800.0
     genapi_rate_limit: Annotated[int, Field(ge=1)] = 30
@@ -174,6 +181,19 @@ class Settings(BaseSettings):
                 '"from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
             ) from None
         return value
+
+    @property
+    def personal_total_budget_cents(self) -> int:
+        """Cents all members together may spend per UTC day on the shared key, personally.
+
+        ``PERSONAL_TOTAL_DAILY_BUDGET_CENTS`` when set, else :data:`PERSONAL_TOTAL_MULTIPLE`
+        times ``PERSONAL_DAILY_BUDGET_CENTS``: ten members spending their whole allowance on
+        the same day is already a busy day for an allowance meant as a taste of the bot, and
+        the owner's bill stays a known small multiple of one member's.
+        """
+        if self.personal_total_daily_budget_cents is not None:
+            return self.personal_total_daily_budget_cents
+        return PERSONAL_TOTAL_MULTIPLE * self.personal_daily_budget_cents
 
     @property
     def postgresql(self) -> bool:

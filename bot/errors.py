@@ -70,8 +70,9 @@ class BudgetExceeded(BotError):
     """A budget would be exceeded by the request.
 
     Attributes:
-        scope: ``"guild"`` (monthly guild budget), ``"user"`` (the member's daily allowance)
-            or ``"user_month"`` (the member's monthly allowance, from a role tier).
+        scope: ``"guild"`` (monthly guild budget), ``"user"`` (the member's daily allowance),
+            ``"user_month"`` (the member's monthly allowance, from a role tier) or
+            ``"personal_total"`` (all members' personal use of the shared key, per day).
         remaining_cents: what is left of that budget, in cents (never negative).
         needed_cents: what the request would cost or is estimated to cost, in cents.
         limit_cents: the budget itself, whole cents; None when not given.
@@ -101,6 +102,12 @@ class BudgetExceeded(BotError):
         if self.scope == "guild":
             return (
                 f"This server's monthly budget has {left} left; this request needs about {needed}."
+            )
+        if self.scope == "personal_total":
+            return (
+                f"Personal use of the bot's shared key has {left} left today for all members "
+                f"together; this request needs about {needed}. Your own key has no such "
+                "limit: `/settings api-key set`."
             )
         if self.limit_cents is not None and self.source is not None:
             period = "monthly" if self.scope == "user_month" else "daily"
@@ -222,6 +229,12 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
     match exc:
         case api.QueueCancelled():
             return "Cancelled; nothing was sent or charged."
+        case api.RateLimitWaitTooLong(on_personal_key=True, queued=int() as queued) if queued > 0:
+            minutes = max(1, math.ceil(exc.retry_after / 60))
+            return (
+                f"The queue for your key is too long: {queued} requests are waiting, about "
+                f"{minutes} min; try again later."
+            )
         case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
             # A refusal says how long the queue is (issue 18).
             minutes = max(1, math.ceil(exc.retry_after / 60))
@@ -229,6 +242,11 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
                 f"The queue for this key is too long: {queued} requests are waiting, about "
                 f"{minutes} min; try again later."
             )
+        case api.RateLimitedError(on_personal_key=True):
+            # The member's own key: its own 30 requests a minute, whoever else uses it.
+            wait = max(1, math.ceil(exc.retry_after))
+            when = f"<t:{math.ceil(now + wait)}:R>" if now is not None else f"in {wait} s"
+            return f"The service is rate limiting your key; try again {when}."
         case api.RateLimitedError():
             wait = max(1, math.ceil(exc.retry_after))
             if now is not None:

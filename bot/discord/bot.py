@@ -145,6 +145,7 @@ def build_announcer(
         schedule=services.schedule,
         tokens=services.response_tokens,
         cards=services.private_cards,
+        members=services.members,
     )
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
 

@@ -27,8 +27,12 @@ A personal job (issue 22: billed to a member's wallet, asked where the bot may n
 has no channel message: its card is the interaction's original response, edited through the
 interaction webhook while its token lives (``bot.services.response_tokens``), never with the bot's
 token on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
-route is that card; when the token is gone the result waits for the card's Show result button
-and ``/jobs show`` (route ``jobs``), without a request.
+route is that card. When the token is gone, the result is announced where the bot can still
+write: the member's DM with the bot (route ``dm``), for a job asked there and, for one asked
+elsewhere, when the member turned DM notices on (``/settings notify dm``). The DM names the
+result and how to see it (its Show result button, ``/jobs show``); its link too. Where neither
+applies (or the DM is refused), the result waits for the card's Show result button and
+``/jobs show`` (route ``jobs``), without a request.
 
 A private server job (issue 22, private results: :mod:`bot.services.private_cards`) has its card
 in the requester's DM, edited and replied to there with the bot's token like a channel card,
@@ -62,7 +66,7 @@ import discord
 import httpx2 as httpx
 
 from bot.clock import Clock
-from bot.discord.dm_notice import CANNOT_DM
+from bot.discord.dm_notice import CANNOT_DM, MemberSettingsReader, late_result_text
 from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.discord.render import limits as discord_limits
 from bot.discord.render.buttons import dm_buttons, show_buttons
@@ -275,6 +279,8 @@ class DiscordAnnouncer:
         cards: where private server jobs' cards are (the requester's DM, or an ephemeral
             response: :mod:`bot.services.private_cards`); None: every server job's card is in its
             channel.
+        members: members' settings (who turned DM notices on), for the DM of a personal result
+            whose card's token died; None: only jobs asked in the bot's DM get one.
     """
 
     def __init__(
@@ -288,8 +294,10 @@ class DiscordAnnouncer:
         memory: int = DELIVERY_MEMORY_BYTES,
         tokens: ResponseTokens | None = None,
         cards: PrivateCards | None = None,
+        members: MemberSettingsReader | None = None,
     ) -> None:
         self._client = client
+        self._members = members
         self._tokens = tokens
         self._cards = cards
         self._schedule = schedule
@@ -665,19 +673,56 @@ class DiscordAnnouncer:
     ) -> Attempt:
         """Edit a personal job's card (the interaction's response) into its result.
 
-        Only the card's route exists: the bot may not be a member where it was asked, so no
-        channel message (and no DM: opt-in DM notices are ``/settings notify dm``'s). Without
-        a live token nothing is sent and the result waits for Show result and ``/jobs show``.
-        Files stay within the interaction's upload limit (``Interaction.filesize_limit``).
+        The bot may not be a member where it was asked, so there is no channel message. While
+        the token lives, the card is edited; once it is gone, the DM route announces the
+        result in the member's DM with the bot (:meth:`_late_personal`). Files stay within the
+        interaction's upload limit (``Interaction.filesize_limit``).
         """
+        if route is DeliveryRoute.DM:
+            return await self._late_personal(job)
         if route is not DeliveryRoute.PLACEHOLDER:
             return Attempt(
                 shown=False,
                 permanent=True,
-                error="a personal result is shown only on its card (Show result, /jobs show)",
+                error="a personal result has no channel message (its card, or the DM)",
                 code="personal",
             )
         return await self._deliver_response(job, renew)
+
+    async def _late_personal(self, job: Job) -> Attempt:
+        """Announce a personal result whose card can no longer be edited, in the member's DM.
+
+        The bot's DM with the member is the one place it can always write with its own token.
+        Used for a job asked in that DM (its channel is the DM), else only when the member
+        turned DM notices on. The message names the result, carries the card's Show result
+        button (a click updates the message into the card) and says ``/jobs show``; it
+        carries the route's nonce, so a retried send is not posted twice.
+        """
+        try:
+            dm = await self._client.create_dm(discord.Object(job.user_id))
+            if dm.id != job.channel_id:
+                wanted = (
+                    self._members is not None and (await self._members.get(job.user_id)).notify_dm
+                )
+                if not wanted:
+                    return Attempt(
+                        shown=False,
+                        permanent=True,
+                        error="asked outside the bot's DM, and DM notices are off",
+                        code="personal",
+                    )
+            parts = MessageParts(
+                content=late_result_text(job),
+                action_buttons=show_buttons(job.id),
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+            await send_card(dm, parts, nonce=delivery_nonce(job, DeliveryRoute.DM))
+        except Exception as exc:
+            outcome = classify(exc)
+            if outcome is None:
+                raise
+            return outcome
+        return SHOWN
 
     async def _deliver_response(self, job: Job, renew: Renew | None) -> Attempt:
         """Edit a card that is an interaction's response into its result, while its token lives.

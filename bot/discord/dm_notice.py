@@ -49,6 +49,28 @@ def dm_notice_text(job: Job) -> str:
     return "\n".join(lines)
 
 
+def late_result_text(job: Job) -> str:
+    """The DM announcing a personal result whose card's interaction token died.
+
+    Names the result (what, its prompt, its job number) and how to see it: the Show result
+    button under the message, or ``/jobs show:<number>`` anywhere; the result's link too.
+    """
+    what = "video" if job.kind is Kind.VIDEO else "image"
+    prompt = truncate(job.prompt_summary, 100)
+    if job.status is JobStatus.COMPLETED:
+        head = f"Your {what} “{prompt}” (job #{job.id}) is ready"
+    else:
+        reason = truncate(" ".join((job.error or "no reason given").split()), 200).rstrip(".")
+        head = f"Your {what} “{prompt}” (job #{job.id}) failed: {reason}"
+    lines = [
+        f"{head}. Its card could no longer be updated (Discord lets me edit it for 15 minutes).",
+        f"See it with **Show result** below, or `/jobs show:{job.id}` anywhere.",
+    ]
+    if job.status is JobStatus.COMPLETED and job.outputs:
+        lines.append(f"Result: <{job.outputs[0]}>")
+    return "\n".join(lines)
+
+
 class MemberSettingsReader(Protocol):
     """What the DM notice reads of members' settings (``MemberSettingsService.get``)."""
 

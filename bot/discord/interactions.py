@@ -32,6 +32,10 @@ ModelAutocomplete = Callable[
 ]
 
 
+CLICKS = (discord.InteractionType.component, discord.InteractionType.modal_submit)
+"""Interactions that act on a message (a button, or a form it opened): on a personal card
+they carry the card owner's install, and whoever clicks pays (:func:`who_pays`)."""
+
 MAX_CHOICES = 25
 """Discord accepts at most 25 autocomplete choices (application command docs)."""
 
@@ -74,6 +78,10 @@ def payer(interaction: discord.Interaction[discord.Client]) -> Payer:
     """Return whose wallet ``interaction`` spends from (:func:`bot.services.personal.who_pays`).
 
     The bot is a member of a guild when its gateway cache holds it (the guilds intent).
+
+    Raises:
+        BotNotInServer: a server install without the bot as a member authorised it.
+        NotYourInstall: no install of the member's authorised it (and no DM or card click).
     """
     guild_id = interaction.guild_id
     return who_pays(
@@ -81,6 +89,7 @@ def payer(interaction: discord.Interaction[discord.Client]) -> Payer:
         user_id=interaction.user.id,
         owners={int(k): int(v) for k, v in interaction._integration_owners.items()},
         bot_in_guild=guild_id is not None and interaction.client.get_guild(guild_id) is not None,
+        click=interaction.type in CLICKS,
     )
 
 

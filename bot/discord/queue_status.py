@@ -26,6 +26,7 @@ from bot.clock import Clock
 from bot.discord.choices import OpenChoices, Option, choice_view
 from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.services.personal import queue_seat
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -89,7 +90,9 @@ class QueueStatus:
     Args:
         interaction: the deferred interaction whose original response shows the status.
         requester_id: the member who may cancel.
-        guild_id: the guild the request is for (the queue's turns go round guilds).
+        guild_id: the guild (or member's wallet) the request is billed to; the queue's turns
+            go round guilds, and all personal use shares one seat
+            (:func:`bot.services.personal.queue_seat`).
         clock: time for the display's pacing (the bot's clock).
         choices: where the Cancel button's state is held while it is shown.
     """
@@ -111,7 +114,10 @@ class QueueStatus:
         self._gone = False
         self._shown = False
         self._task: asyncio.Task[None] | None = None
-        self.seat = QueueSeat(guild_id=guild_id, on_wait=self._on_wait, on_go=self._on_go)
+        # Every member's wallet shares one seat: members on the owner's shared key take one
+        # turn together, as large as one server's, not one each.
+        seat = queue_seat(guild_id)
+        self.seat = QueueSeat(guild_id=seat, on_wait=self._on_wait, on_go=self._on_go)
 
     @property
     def owner_id(self) -> int:

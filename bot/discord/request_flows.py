@@ -385,6 +385,7 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     DM, :func:`show_private_card`).
     """
     bot = interaction.client
+    payer = await bot.generation.paid_by(who)
     async with queue_status(interaction, who.user_id, who.guild_id):
         outcome = await bot.generation.image(who, options)
     charged(interaction)
@@ -407,6 +408,7 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
         requester_id=who.user_id,
         sandbox=bot.services.sandbox,
         ref=None if ref is None else f"r{ref}",
+        paid_by=payer,
     )
     await show_paid(interaction, who, [parts])
 
@@ -487,14 +489,16 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
     after (:func:`show_paid`), without buttons if its request could not be stored.
     """
     bot = interaction.client
+    payer = await bot.generation.paid_by(who)
     async with queue_status(interaction, who.user_id, who.guild_id):
         result = await bot.generation.text(who, options)
     charged(interaction)
     ref = await remember(bot, "text", who, stored_options(options))
     tag = None if ref is None else f"r{ref}"
     sandbox = bot.services.sandbox
-    messages = text_answer(result, sandbox=sandbox, ref=tag)
-    await show_paid(interaction, who, messages, card=text_card(result, sandbox=sandbox, ref=tag))
+    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer)
+    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer)
+    await show_paid(interaction, who, messages, card=card)
 
 
 async def show_paid(

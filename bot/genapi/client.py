@@ -276,6 +276,17 @@ class GenAPIClient:
         """The limiter every request of this client goes through."""
         return self._limiter
 
+    async def forget_key(self, key: SecretStr) -> None:
+        """Forget everything the limiter keeps of ``key``, a key the service rejected (401).
+
+        Called when a key being checked is rejected, so that typing bad keys leaves no
+        limiter and no window rows.
+
+        Raises:
+            Exception: the database's error deleting the rows.
+        """
+        await self._limiter.forget(key_fingerprint(key))
+
     def poll_target(self, poll_url: str) -> httpx.URL:
         """Resolve a ``poll_url`` against the host of ``{base_url}`` (spec, Conventions).
 

@@ -99,3 +99,11 @@ class RateWindowRepository(Protocol):
         An existing longer block is kept.
         """
         ...
+
+    async def forget(self, key_id: str) -> None:
+        """Delete every row of ``key_id`` (its requests and its block).
+
+        For a key the service rejected when it was checked: it will never be used, so
+        nothing of it is kept.
+        """
+        ...

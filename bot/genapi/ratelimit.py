@@ -208,6 +208,9 @@ class Limiter(Protocol):
     def for_key(self, fingerprint: str) -> KeyGate:
         """Return the limiter of the key with ``fingerprint``."""
 
+    async def forget(self, fingerprint: str) -> None:
+        """Drop the key's limiter and its recorded window (a key the service rejected)."""
+
 
 @dataclass(frozen=True, slots=True)
 class KnownWindow:
@@ -659,3 +662,19 @@ class RateLimiter:
             )
             self._keys[fingerprint] = limiter
         return limiter
+
+    async def forget(self, fingerprint: str) -> None:
+        """Drop the key's limiter and delete its recorded window (a key the service rejected).
+
+        The rows of ``rate_requests`` and ``rate_blocks``: a key rejected when it was checked
+        is never to be used.
+
+        Requests still waiting on the dropped limiter keep it until they go; the next request
+        with the key starts a new one from what the database then holds.
+
+        Raises:
+            Exception: the database's error deleting the rows.
+        """
+        self._keys.pop(fingerprint, None)
+        if self._rates is not None:
+            await self._rates.forget(fingerprint)

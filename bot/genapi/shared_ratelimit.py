@@ -197,3 +197,12 @@ class SharedRateLimiter:
             )
             self._keys[fingerprint] = limiter
         return limiter
+
+    async def forget(self, fingerprint: str) -> None:
+        """Drop the key's limiters and delete its shared window (a key the service rejected).
+
+        Raises:
+            Exception: the database's error deleting the rows.
+        """
+        self._keys.pop(fingerprint, None)
+        await self._local.forget(fingerprint)

@@ -40,7 +40,7 @@ from bot.clock import Clock, utc_datetime
 from bot.config import Settings
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
 from bot.ops.metrics import Metrics
-from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
+from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.storage import (
     Charge,
@@ -340,7 +340,8 @@ class Billing:
             ConcurrencyLimitReached: (videos) the user's or the guild's pending videos, counting
                 reservations in flight, are at the cap.
             BudgetExceeded: the guild's monthly budget or the member's daily or monthly
-                allowance is spent, or has less left than the cost (estimate).
+                allowance is spent, or has less left than the cost (estimate); for a member
+                on the shared key, also all members' personal total for the day.
             ValidationFailed: the member's tiers (or the server's model list) do not allow
                 ``model``.
             CooldownActive: the member used the command less than its cooldown ago.
@@ -352,7 +353,8 @@ class Billing:
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             await tx.ledger.expire_reservations(now)
-            limits = self._limits(await tx.guilds.settings(guild_id))
+            settings = await tx.guilds.settings(guild_id)
+            limits = self._limits(settings)
             policy = await self.member_policy(guild_id, role_ids, tx)
             if model and not policy.allows(model):
                 raise ValidationFailed(
@@ -390,6 +392,8 @@ class Billing:
                     limit=allowance.value,
                     source=allowance.source,
                 )
+            if is_personal(guild_id) and settings.api_key_ciphertext is None:
+                await self._check_personal_total(tx, key_fingerprint, needed, now)
             if seconds is not None:
                 await tx.policy.record_use(guild_id, user_id, kind, now)
             reservation = await tx.ledger.add_reservation(
@@ -413,6 +417,26 @@ class Billing:
         if seconds is not None:
             self._uses[reservation.id] = (now, last)
         return reservation
+
+    async def _check_personal_total(
+        self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
+    ) -> None:
+        """Refuse a member's request on the shared key past all members' daily total.
+
+        ``PERSONAL_TOTAL_DAILY_BUDGET_CENTS`` bounds every member's personal use of the key
+        together, per UTC day (charges and live holds), besides each member's own allowance.
+        Members' wallets each have their own lock, so this check takes the personal pool's
+        too (:data:`bot.services.personal.PERSONAL_POOL_LOCK`, always after the wallet's, so
+        no two transactions wait on each other): two members cannot both pass it together.
+
+        Raises:
+            BudgetExceeded: scope ``"personal_total"``.
+        """
+        await tx.guilds.lock(PERSONAL_POOL_LOCK)
+        total = self._defaults.personal_total_budget_cents
+        spent = await tx.ledger.personal_spent_since(key_fingerprint, day_start(now))
+        held = await tx.ledger.personal_reserved_cents(key_fingerprint, now)
+        _check_budget("personal_total", total - spent - held, needed, limit=total)
 
     def video_hold(self, cost_cents_per_5s: Decimal | float, duration_seconds: float) -> Decimal:
         """Return what a video holds: its catalogue price, else the configured ceiling.

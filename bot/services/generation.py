@@ -40,7 +40,12 @@ from bot.genapi.outputs import (
 )
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
-from bot.services.personal import is_personal
+from bot.services.personal import (
+    KEY_CHANGING_PERSONAL,
+    KEY_CHANGING_SERVER,
+    is_personal,
+    paid_by,
+)
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
@@ -599,7 +604,8 @@ class GenerationService:
             await self._billing.release(reservation)
             log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
             key = await self._keys.resolve(who.guild_id)
-        raise ValidationFailed("The server's API key is being changed; try again in a moment.")
+        personal = is_personal(who.guild_id)
+        raise ValidationFailed(KEY_CHANGING_PERSONAL if personal else KEY_CHANGING_SERVER)
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
@@ -628,6 +634,18 @@ class GenerationService:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
             raise ValidationFailed(f"Generation commands are available in {where}.")
         return settings
+
+    async def paid_by(self, who: Requester) -> str:
+        """Name who will pay for ``who``'s next request, for its answer's footer.
+
+        Read before the request (a failure here charges nothing): ``"this server"``, or for a
+        member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
+        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``).
+        """
+        if not is_personal(who.guild_id):
+            return paid_by(who.guild_id, own_key=True)
+        settings = await self._db.guilds.settings(who.guild_id)
+        return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
 
     async def check_channel(self, who: Requester) -> None:
         """Refuse as the commands do when ``who`` may not generate in this channel.
@@ -893,6 +911,8 @@ class GenerationService:
         first_poll: float,
     ) -> Job:
         now = self._clock.time()
+        # Whose money it spent, for its card's footer (delivered later, without the requester).
+        details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
         new_job = NewJob(
             task_id=task.task_id,
             provider=task.provider or "",

@@ -5,7 +5,9 @@ The policy (issue 13): role tiers, the server-wide model list, blocked terms, co
 
 from __future__ import annotations
 
+import logging
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TypeAlias
@@ -13,12 +15,13 @@ from typing import TypeAlias
 from pydantic import SecretStr
 
 from bot.clock import Clock, SystemClock
-from bot.errors import KeyEncryptionUnavailable, ValidationFailed, format_cents
+from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed, format_cents
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.services.billing import Billing, Limits
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
+from bot.services.personal import is_personal
 from bot.services.policy import (
     MAX_TERM_LENGTH,
     describe_allowance,
@@ -28,6 +31,16 @@ from bot.services.policy import (
 from bot.storage import UNSET, Database, LimitUpdate
 from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Persona, Tier
 from bot.storage.repositories import Unset
+
+log = logging.getLogger(__name__)
+
+KEY_CHECK_COOLDOWN_SECONDS = 30.0
+"""Seconds between two checks of a personal key by one member (``/settings api-key set``).
+
+Each check is a call to the service on the typed key: without a bound, a member (or a
+script) could make the bot try keys as fast as forms are submitted. Any member may use
+``/settings``, unlike ``/config``, which needs Manage Server. Kept in the process's memory (a
+restart forgets it: at worst one more check)."""
 
 MAX_PERSONA_CHARS = 2000
 """A persona's system prompt, characters: it is sent before a member's own (up to 4,000) on
@@ -159,6 +172,9 @@ class GuildConfigService:
         self._client = client
         self._default_key_set = default_key_set
         self._catalogue = catalogue
+        # Wallets whose key-check cooldown runs: wallet id -> when its last check started
+        # (clock time), oldest first.
+        self._key_checks: OrderedDict[int, float] = OrderedDict()
 
     async def set_api_key(self, guild_id: int, api_key: str) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
@@ -170,7 +186,10 @@ class GuildConfigService:
 
         Raises:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is unset; checked before any call.
-            ValidationFailed: the key is malformed or the service rejected it; nothing stored.
+            ValidationFailed: the key is malformed or the service rejected it; nothing stored
+                (and nothing of a rejected key is kept: no limiter, no rate-window rows).
+            CooldownActive: a member's wallet checked a key less than
+                :data:`KEY_CHECK_COOLDOWN_SECONDS` ago; nothing is sent.
             GenAPIError: the check could not be made (service down, rate limited).
         """
         api_key = api_key.strip()
@@ -178,14 +197,43 @@ class GuildConfigService:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
             raise ValidationFailed("That does not look like an API key; nothing was stored.")
+        self._key_check_allowed(guild_id)
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
+            await self._forget_rejected(SecretStr(api_key))
             raise ValidationFailed("The service rejected that key; nothing was stored.") from None
         change = await self._keys.replace_key(guild_id, api_key)
         await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
         return change
+
+    def _key_check_allowed(self, guild_id: int) -> None:
+        """Start a member's key-check cooldown, or refuse while it runs.
+
+        A server's admins' ``/config api-key set`` has none: Manage Server already bounds who
+        may check.
+
+        Raises:
+            CooldownActive: the wallet checked a key less than the cooldown ago.
+        """
+        if not is_personal(guild_id):
+            return
+        now = self._clock.time()
+        checks = self._key_checks
+        while checks and next(iter(checks.values())) + KEY_CHECK_COOLDOWN_SECONDS <= now:
+            checks.popitem(last=False)  # oldest first: only the running cooldowns are kept
+        last = checks.get(guild_id)
+        if last is not None:
+            raise CooldownActive("settings api-key set", last + KEY_CHECK_COOLDOWN_SECONDS)
+        checks[guild_id] = now
+
+    async def _forget_rejected(self, key: SecretStr) -> None:
+        """Drop what the limiter made for a key the service rejected; failures only logged."""
+        try:
+            await self._client.forget_key(key)
+        except Exception as exc:  # the refusal still stands; old rows are swept with the window
+            log.warning("could not forget a rejected key's rate window: %s", type(exc).__name__)
 
     async def remove_api_key(self, guild_id: int) -> KeyChange:
         """Remove the guild's own key; requests then use ``GENAPI_API_KEY`` if set.

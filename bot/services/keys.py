@@ -46,7 +46,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import fernet_keys
 from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
-from bot.services.personal import PersonalKeyNeeded, is_personal
+from bot.services.personal import PersonalKeyNeeded, PersonalKeyUnreadable, is_personal
 from bot.storage import Database, Kind
 
 log = logging.getLogger(__name__)
@@ -282,23 +282,28 @@ class KeyResolver:
 
         Raises:
             NoApiKeyConfigured: neither key is set.
-            PersonalKeyNeeded: a personal wallet without its own key, and no personal allowance.
+            PersonalKeyNeeded: a personal wallet without its own key, and no personal allowance
+                (or no default key to spend it on).
             StoredKeyUnreadable: the guild's key was encrypted with another ``KEY_ENCRYPTION_KEY``.
+            PersonalKeyUnreadable: the same, for a member's own key.
             KeyEncryptionUnavailable: the guild has a key but ``KEY_ENCRYPTION_KEY`` is unset.
         """
         settings = await self._db.guilds.settings(guild_id)
         if settings.api_key_ciphertext is not None:
             try:
                 key = self._vault.decrypt(settings.api_key_ciphertext)
-            except (StoredKeyUnreadable, KeyEncryptionUnavailable):
+            except (StoredKeyUnreadable, KeyEncryptionUnavailable) as exc:
                 log.warning("guild %d: its stored API key cannot be decrypted", guild_id)
+                if is_personal(guild_id) and isinstance(exc, StoredKeyUnreadable):
+                    # The member's to fix, not a server admin's (/config is not theirs).
+                    raise PersonalKeyUnreadable() from None
                 raise
             return ResolvedKey(
                 SecretStr(key), fingerprint(key), "guild", settings.api_key_ciphertext
             )
-        if is_personal(guild_id) and not self._personal_allowance:
-            raise PersonalKeyNeeded
         default = self._default_key
+        if is_personal(guild_id) and (not self._personal_allowance or default is None):
+            raise PersonalKeyNeeded  # an allowance on no key is none: the member's own key
         if default is None:
             raise NoApiKeyConfigured
         return default

@@ -8,8 +8,12 @@ member's user install, both when both apply; a guild install used outside a guil
 ``"0": "0"``).
 
 **Who pays** (:func:`who_pays`): a server install in a server where the bot is a member pays
-from the server (today's rules: its key, budgets, tiers, channels); anything else (a user
-install in a server without the bot, the bot's DM, a group DM) pays from the member's wallet.
+from the server (today's rules: its key, budgets, tiers, channels). The member's wallet (their
+own key, or the owner's personal allowance) pays only where the member allowed it: their own
+install authorised the interaction, or it happened in a DM or group DM, or it is a click on a
+personal card (whoever clicks pays, from their own wallet). A server install where the bot is
+not a member (a commands-only install) pays from nobody: it is refused with one sentence
+saying the server must add the bot (:class:`BotNotInServer`).
 
 **The member's wallet** uses the same storage as a server's, under a wallet id that no server
 can have: ``-user_id`` (:func:`wallet_id`; Discord snowflakes are positive). Its key is stored,
@@ -51,6 +55,77 @@ class Payer(Enum):
     MEMBER = "member"
 
 
+BOT_NOT_IN_SERVER_SENTENCE = (
+    "This server installed my commands without adding me: a server admin must add the bot "
+    "to this server before they can be used here; nothing was charged."
+)
+"""The one sentence a server install without the bot as a member gets."""
+
+NOT_YOUR_INSTALL_SENTENCE = (
+    "Only your own install of the app can bill you here; nothing was charged."
+)
+"""The sentence for an interaction no install of the member's (nor a DM) authorised."""
+
+PAID_BY_SERVER = "this server"
+PAID_BY_KEY = "your key"
+PAID_BY_ALLOWANCE = "your allowance"
+"""How an answer's footer names who paid (``paid by this server``, ``paid by your key``,
+``paid by your allowance``: the owner's shared key within ``PERSONAL_DAILY_BUDGET_CENTS``)."""
+
+PERSONAL_SEAT = 0
+"""The fair queue's seat of every personal request (:class:`bot.genapi.ratelimit.QueueSeat`).
+
+Turns go round guilds; a member's wallet is a "guild" of one, so without this the members
+using the owner's shared key would each take a turn as large as a whole server's. All
+personal use shares this one seat (0: no guild, and no wallet, has that id) instead.
+"""
+
+
+PERSONAL_POOL_LOCK = 0
+"""The lock id (``db.guilds.lock``) of all members' personal use of the shared key together,
+taken after a wallet's own lock when ``PERSONAL_TOTAL_DAILY_BUDGET_CENTS`` is checked. No
+server (ids > 0) nor wallet (ids < 0) has it."""
+
+
+class BotNotInServer(ValidationFailed):
+    """A server install authorised the interaction, but the bot is not a member there.
+
+    Nobody may pay: the server's install cannot be billed without the bot (no gateway, no
+    channels), and the member did not authorise their own wallet. Raised before anything is
+    reserved or sent.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(BOT_NOT_IN_SERVER_SENTENCE)
+
+
+class NotYourInstall(ValidationFailed):
+    """No install of the member's authorised the interaction, and it is no DM or card click."""
+
+    def __init__(self) -> None:
+        super().__init__(NOT_YOUR_INSTALL_SENTENCE)
+
+
+class PersonalKeyUnreadable(ValidationFailed):
+    """The member's stored key cannot be decrypted (``KEY_ENCRYPTION_KEY`` changed since).
+
+    The member's own remedy, in their words: no server and no admin is involved.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Your stored API key can no longer be read (the bot's encryption key changed); "
+            "set it again with `/settings api-key set`."
+        )
+
+
+KEY_CHANGING_PERSONAL = "Your API key is being changed; try again in a moment."
+"""Said when the member's key changed between choosing it and reserving, twice over."""
+
+KEY_CHANGING_SERVER = "The server's API key is being changed; try again in a moment."
+"""The same, for a server's key."""
+
+
 class PersonalKeyNeeded(ValidationFailed):
     """Personal use without a personal key, and the owner grants no allowance on the default key.
 
@@ -67,23 +142,65 @@ def who_pays(
     user_id: int,
     owners: Mapping[int, int],
     bot_in_guild: bool,
+    click: bool = False,
 ) -> Payer:
-    """Decide who pays for an interaction, from how it was authorised (issue 22).
+    """Decide who pays for an interaction, from how it was authorised.
+
+    Discord, "Interaction Object" (``authorizing_integration_owners``): ``"0"`` is the guild
+    whose install authorised it (``"0"`` outside guilds), ``"1"`` the user whose install did.
+    A component (or a form opened by one) carries the owners of the interaction whose response
+    holds it, so on a personal card ``"1"`` is the card's owner, not the clicker.
 
     Args:
         guild_id: the guild the interaction happened in; None in a DM or group DM.
-        user_id: the member who used the command.
+        user_id: the member who used the command or clicked.
         owners: ``authorizing_integration_owners`` as ints (install type -> guild or user id).
         bot_in_guild: the bot is a member of ``guild_id`` (in its gateway cache).
+        click: the interaction is a component or a form submitted from one.
 
     Returns:
-        ``Payer.GUILD`` only when the server's own install authorised the command in that
-        server and the bot is a member there; ``Payer.MEMBER`` otherwise.
+        ``Payer.GUILD`` when the server's own install authorised it in that server and the bot
+        is a member there; ``Payer.MEMBER`` when the member's own install authorised it, in a
+        DM or group DM, or for a click on a personal card.
+
+    Raises:
+        BotNotInServer: the server's install authorised it but the bot is not a member there.
+        NotYourInstall: nothing above applies (an install of someone else's).
     """
-    del user_id  # the user install is the member's own: it never bills anyone else
     if guild_id is not None and owners.get(GUILD_INSTALL) == guild_id and bot_in_guild:
         return Payer.GUILD
-    return Payer.MEMBER
+    if guild_id is None or owners.get(USER_INSTALL) == user_id:
+        return Payer.MEMBER
+    if click and USER_INSTALL in owners:
+        return Payer.MEMBER  # a personal card: whoever clicks pays, from their own wallet
+    if owners.get(GUILD_INSTALL) == guild_id:
+        raise BotNotInServer()
+    raise NotYourInstall()
+
+
+def paid_by(guild_id: int, *, own_key: bool) -> str:
+    """Name who pays for a request billed to ``guild_id``, as an answer's footer says it.
+
+    Args:
+        guild_id: the server, or a member's wallet (:func:`wallet_id`).
+        own_key: the wallet's own key is used (a server's or the member's), not the bot's
+            shared ``GENAPI_API_KEY``.
+
+    Returns:
+        ``"this server"`` for a server (whichever key: its budgets pay), ``"your key"`` for a
+        member's own key, ``"your allowance"`` for a member on the owner's shared key.
+    """
+    if not is_personal(guild_id):
+        return PAID_BY_SERVER
+    return PAID_BY_KEY if own_key else PAID_BY_ALLOWANCE
+
+
+def queue_seat(guild_id: int) -> int:
+    """The fair queue's seat of a request billed to ``guild_id``.
+
+    :data:`PERSONAL_SEAT` for every member's wallet, the guild itself otherwise.
+    """
+    return PERSONAL_SEAT if is_personal(guild_id) else guild_id
 
 
 def wallet_id(user_id: int) -> int:

@@ -519,6 +519,14 @@ class LedgerRepository(Protocol):
         """Return the cents charged to the guild (or one member in it) at or after ``since``."""
         ...
 
+    async def personal_spent_since(self, key_fingerprint: str | None, since: float) -> Decimal:
+        """Return the cents charged to every member's wallet at or after ``since`` on a key.
+
+        Every wallet: ``guild_id`` < 0, all personal use of the key with ``key_fingerprint``
+        (None: of any key).
+        """
+        ...
+
     async def recent_costs(self, model: str, limit: int = 20) -> list[Decimal]:
         """Return the cents of the model's last ``limit`` charges, newest first."""
         ...
@@ -595,6 +603,13 @@ class LedgerRepository(Protocol):
         self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None
     ) -> int:
         """Return how many unexpired reservations of ``kind`` the guild (or a member) holds."""
+        ...
+
+    async def personal_reserved_cents(self, key_fingerprint: str | None, now: float) -> Decimal:
+        """Return the cents held by every member's wallet's reservations live at ``now``.
+
+        On the key with ``key_fingerprint`` (None: on any key).
+        """
         ...
 
 

@@ -10,7 +10,10 @@ from bot.clock import ManualClock
 from bot.discord.choices import OpenChoices
 from bot.discord.queue_status import GOING, QueueStatus, queue_text
 from bot.errors import user_message
+from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
+from bot.genapi.ratelimit import QUEUE_SEAT, Priority, RateLimiter
+from bot.services.personal import wallet_id
 
 
 def test_the_place_and_the_wait_read_as_people_say_them() -> None:
@@ -68,3 +71,33 @@ def test_a_refusal_says_how_long_the_queue_is_and_a_cancel_that_nothing_was_char
         "The queue for this key is too long: 57 requests are waiting, about 7 min; try again later."
     )
     assert user_message(QueueCancelled()) == "Cancelled; nothing was sent or charged."
+
+
+async def test_members_on_the_shared_key_take_one_turn_together_not_one_each() -> None:
+    """Forty members' personal requests on the shared key hold a server's one back no longer
+    than one server's burst would: they share one seat of the fair queue."""
+    clock = ManualClock()
+    limiter = RateLimiter(clock, BudgetRules(limit=30, window=61.0)).for_key("shared")
+    sent: list[str] = []
+
+    async def request(guild_id: int, user_id: int, name: str) -> None:
+        status = QueueStatus(
+            FakeInteraction(clock),  # type: ignore[arg-type]
+            user_id,
+            guild_id,
+            clock,
+            OpenChoices(),
+        )
+        QUEUE_SEAT.set(status.seat)
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=600.0)
+        sent.append(name)
+        await status.close()
+
+    members = [
+        asyncio.ensure_future(request(wallet_id(user), user, f"m{user}")) for user in range(1, 41)
+    ]
+    server = asyncio.ensure_future(request(7, 99, "server"))
+    await asyncio.gather(*members, server)
+    # The first 30 go as they come (the window is free); then the server's turn comes first,
+    # not after each of the ten members still waiting.
+    assert sent.index("server") == 30

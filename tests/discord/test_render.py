@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import discord
@@ -22,9 +23,11 @@ from bot.discord.render import (
     text_answer,
     truncate,
 )
+from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.results import text_card
 from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
+from bot.services.conversations import ChatAnswer
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
 IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))
@@ -533,3 +536,22 @@ def test_a_result_posted_later_names_its_channel_not_this_one() -> None:
     text = posted_later(1234)
     assert "<#1234>" in text and "this channel" not in text
     assert "direct message" in text and "/jobs" in text
+
+
+def test_every_answers_footer_names_who_paid() -> None:
+    """The footer of a /text answer, an image, a job's card and a /chat answer."""
+    text = text_answer(text_result("42."), sandbox=False, paid_by="your key")
+    assert (text[-1].content or "").endswith("$0.02 · paid by your key")
+    card = text_card(text_result("42."), sandbox=False, paid_by="this server")
+    assert card is not None and card.card is not None
+    assert "paid by this server" in card.card.notes[-1]
+    job = FakeJob(details={"duration": 8, "paid_by": "your allowance"})
+    done = FakeJob(details=job.details, status="completed", finished_at=CREATED + 60)
+    for parts in (
+        job_placeholder(job, now=CREATED, sandbox=False),
+        job_finished(done, sandbox=False),
+    ):
+        assert parts.card is not None and "paid by your allowance" in parts.card.notes[-1]
+        assert parts.embeds[0].footer.text == "paid by your allowance"
+    reply = ChatAnswer("Four.", "gpt-mini", Decimal(1), 0, 0, 10, 5, 2)
+    assert "paid by this server" in chat_footer(reply, sandbox=False)

@@ -260,7 +260,9 @@ class UserActions:
             # installs, whoever clicks.
             return dict(meta["authorizing_integration_owners"]), context
         owners: dict[str, str] = {}
-        if guild_id and self.world.bot_in_guild(guild_id):
+        if guild_id and (
+            self.world.bot_in_guild(guild_id) or guild_id in self.world.command_installs
+        ):
             owners["0"] = str(guild_id)
         elif not guild_id and user_id not in self.world.user_installs:
             owners["0"] = "0"

@@ -233,6 +233,16 @@ class DiscordEmulator(UserActions):
         user-installable commands then work for them in any server, the bot's DM and group DMs."""
         self.world.user_installs.add(user_id)
 
+    def install_commands_only(self, guild_id: int) -> None:
+        """The guild installs the app's commands without adding the bot (OAuth2
+        ``integration_type=0`` without the ``bot`` scope): its interactions there carry
+        ``"0": guild_id`` while the bot is no member."""
+        self.world.command_installs.add(guild_id)
+
+    def uninstall_for_user(self, user_id: int) -> None:
+        """The user removes the app from their account (Authorized Apps)."""
+        self.world.user_installs.discard(user_id)
+
     def set_attachment_size_limit(self, user_id: int, limit: int) -> None:
         """Discord's ``attachment_size_limit`` of ``user_id``'s interactions (Interaction
         Object: "attachment size limit in bytes", set by the context: boosts, the user's

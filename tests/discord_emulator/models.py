@@ -332,6 +332,9 @@ class World:
         """Users whose privacy settings refuse the bot's DMs (50007)."""
         self.user_installs: set[int] = set()
         """Users who installed the app to their account (user install, integration type 1)."""
+        self.command_installs: set[int] = set()
+        """Guilds that installed the app's commands without adding the bot (a guild install
+        without the ``bot`` scope): its commands are offered there, the bot is no member."""
         self.attachment_size_limits: dict[int, int] = {}
         """User id -> the ``attachment_size_limit`` of their interactions, where not 10 MiB."""
         self.nonces: dict[str, int] = {}

@@ -362,3 +362,149 @@ async def test_a_personal_card_is_finished_by_the_bot_after_a_restart(world: Wor
     assert any(b["custom_id"].startswith("gb:again:") for b in action_buttons(done))
     assert channel_requests(world, place.channel) == []
     assert handle.token not in world.bot.log()
+
+
+async def wait_delivered(world: World, job_id: int) -> str:
+    """The route the bot recorded once the job's delivery is (the database is read)."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while delivery(world, job_id)[1] is None:
+        assert asyncio.get_running_loop().time() < deadline, "the job was never delivered"
+        await asyncio.sleep(0.2)
+    return delivery(world, job_id)[0]
+
+
+async def test_a_personal_video_finishing_after_its_token_is_announced_in_the_bots_dm(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    dm = world.discord.dm_channel(place.user.id)
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        handle = await place.invoke(
+            world,
+            "video",
+            {"prompt": "a kite over the dunes", "model": video_model(world)["id"]},
+            dm=True,
+        )
+        card = await world.answer(handle)
+        job_id = job_of(card)
+        # Discord's 15 minutes pass before the service finishes: the card's token dies.
+        world.discord_clock.advance(16 * 60)
+        notice = await world.discord.wait_for_message(
+            lambda m: m.channel_id == dm.id and m.id != card.id and f"#{job_id}" in m.text,
+            timeout=60,
+        )
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+    # In the DM it was asked in, with the bot's own token: what it is and how to see it.
+    assert notice.webhook_id is None
+    assert "a kite over the dunes" in notice.text and "is ready" in notice.text
+    assert f"/jobs show:{job_id}" in notice.text
+    assert await wait_delivered(world, job_id) == "dm"
+    assert "/files/" not in " ".join(world.discord.messages[card.id].urls)
+
+    # Its Show result button updates that message into the card, with the result.
+    show = next(b for b in action_buttons(notice) if b["custom_id"] == f"gb:show:j{job_id}")
+    clicked = await world.discord.press_button(notice.id, show["custom_id"], user_id=place.user.id)
+    world.handles.append(clicked)
+    shown = await world.discord.wait_for_edit(
+        notice.id, lambda m: any("/files/" in url for url in m.urls), timeout=15
+    )
+    assert result_url(shown)
+    assert handle.token not in world.bot.log()
+
+
+async def test_a_late_personal_result_asked_elsewhere_reaches_a_member_with_dm_notices_on(
+    world: World,
+) -> None:
+    place = elsewhere(world)
+    dm = world.discord.dm_channel(place.user.id)
+    on = await place.invoke(world, "settings", {"state": "on"}, group="notify", subcommand="dm")
+    assert "I will DM you" in (await world.answer(on)).text
+    world.api.set_task_duration(lambda model, body: 10.0)
+    try:
+        handle = await place.invoke(
+            world, "video", {"prompt": "a ferry at dawn", "model": video_model(world)["id"]}
+        )
+        card = await world.answer(handle)
+        job_id = job_of(card)
+        world.discord_clock.advance(16 * 60)
+        notice = await world.discord.wait_for_message(
+            lambda m: m.channel_id == dm.id and f"#{job_id}" in m.text, timeout=60
+        )
+    finally:
+        world.api.set_task_duration(lambda model, body: 4.0)
+        off = await place.invoke(
+            world, "settings", {"state": "off"}, group="notify", subcommand="dm"
+        )
+        await world.answer(off)
+    assert "a ferry at dawn" in notice.text and f"/jobs show:{job_id}" in notice.text
+    assert await wait_delivered(world, job_id) == "dm"
+    assert channel_requests(world, place.channel) == []
+
+
+async def test_a_server_install_without_the_bot_bills_nobody(world: World) -> None:
+    # A server installed the commands alone; a member with a key of their own, but whose own
+    # install is gone: neither wallet was allowed to pay there.
+    guild = world.discord.add_guild("Commands Only", with_bot=False)
+    channel = world.discord.add_channel(guild.id, "chat")
+    world.discord.install_commands_only(guild.id)
+    holder = world.discord.add_user("keyholder")
+    world.discord.install_for_user(holder.id)
+    own = world.api.create_key(balance_cents=10_000)
+    place = type(elsewhere(world))(guild, channel, holder)
+    assert f"ending in `{own[-4:]}`" in (await place.set_key(world, own)).content
+    world.discord.uninstall_for_user(holder.id)
+
+    posts = world.posts_to("/generate")
+    charges = len(list(ledger(world)))
+    handle = await place.invoke(world, "text", {"prompt": "who pays for this?"})
+    refused = await world.answer(handle)
+    assert refused.ephemeral
+    assert "must add the bot" in refused.text
+    assert world.posts_to("/generate") == posts
+    assert len(list(ledger(world))) == charges
+
+
+async def test_every_answer_names_who_paid(world: World) -> None:
+    server = await world.answer(await world.command("text", {"prompt": "who paid here"}))
+    assert "paid by this server" in server.text
+    mine = await personal_text(world, "who paid there")
+    assert "paid by your key" in mine.text
+    place = elsewhere(world)
+    handle = await place.invoke(
+        world, "video", {"prompt": "a paid-for tide", "model": video_model(world)["id"]}
+    )
+    card = await world.answer(handle)
+    assert "paid by your key" in card.text
+
+
+def rate_rows(world: World, key: str) -> int:
+    """Rows the bot's durable rate window holds for ``key`` (requests and block)."""
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        requests = db.execute(
+            "SELECT COUNT(*) FROM rate_requests WHERE key_id = ?", (fingerprint(key),)
+        ).fetchone()[0]
+        blocks = db.execute(
+            "SELECT COUNT(*) FROM rate_blocks WHERE key_id = ?", (fingerprint(key),)
+        ).fetchone()[0]
+    return int(requests) + int(blocks)
+
+
+async def test_key_checks_are_paced_per_member_and_a_rejected_key_leaves_nothing(
+    world: World,
+) -> None:
+    member = world.discord.add_user("key-typist")
+    world.discord.install_for_user(member.id)
+    place = type(elsewhere(world))(elsewhere(world).guild, elsewhere(world).channel, member)
+    typo = "sk-this-is-not-a-key-at-all"
+    refused = await place.set_key(world, typo)
+    assert "rejected that key" in refused.content
+    assert [r.key for r in world.api.requests].count(typo) == 1  # checked with the service
+    assert rate_rows(world, typo) == 0  # nor a limiter's window row of it
+
+    # Again at once, now with a good key: refused before anything is sent, saying when.
+    own = world.api.create_key(balance_cents=1_000)
+    again = await place.set_key(world, own)
+    assert "/settings api-key set has a cooldown" in again.content
+    assert own not in [r.key for r in world.api.requests]

@@ -14,12 +14,14 @@ from bot.genapi.ratelimit import (
     QUEUE_SEAT,
     KeyLimiter,
     Kind,
+    Limiter,
     Priority,
     QueueSeat,
     RateLimiter,
     Ticket,
     fair_order,
 )
+from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.storage import Database
 
 
@@ -214,6 +216,37 @@ async def test_after_a_restart_the_limiter_starts_from_what_was_recorded(
         after = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
         await after.acquire(Priority.INTERACTIVE)
         assert clock.monotonic() >= 60.0
+    finally:
+        await db.close()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["process", "shared"])
+async def test_a_forgotten_key_leaves_no_limiter_and_no_rows(
+    open_db: Callable[[ManualClock], Awaitable[Database]], shared: bool
+) -> None:
+    # A key the service rejected when it was checked: nothing of it is kept, others untouched.
+    clock = ManualClock()
+    db = await open_db(clock)
+    try:
+        limiters: Limiter = (
+            SharedRateLimiter(clock, db.rates)
+            if shared
+            else RateLimiter(clock, BudgetRules(), rates=db.rates)
+        )
+        for key in ("rejected", "kept"):
+            await limiters.for_key(key).acquire(Priority.INTERACTIVE)
+        limiters.for_key("rejected").block_for(30.0)
+        for _ in range(1000):  # the block is written in the background: wait until it is
+            if (await db.rates.snapshot("rejected", 61.0)).blocked_until > 0:
+                break
+            await asyncio.sleep(0)
+        else:
+            pytest.fail("the block was never written")
+        await limiters.forget("rejected")
+        gone = await db.rates.snapshot("rejected", 10.0**9)
+        assert (list(gone.sent), gone.blocked_until) == ([], 0.0)
+        assert len((await db.rates.snapshot("kept", 61.0)).sent) == 1
+        assert "rejected" not in limiters._keys  # type: ignore[attr-defined]
     finally:
         await db.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from decimal import Decimal
@@ -9,15 +10,20 @@ from typing import Any
 
 import pytest
 from cryptography.fernet import Fernet
+from pydantic import SecretStr
 
 from bot.clock import ManualClock
-from bot.errors import BudgetExceeded, user_message
+from bot.errors import BotError, BudgetExceeded, CooldownActive, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
-from bot.services.keys import fingerprint
+from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
+from bot.services.keys import KeyVault, fingerprint
 from bot.services.personal import (
+    KEY_CHANGING_PERSONAL,
     SET_KEY_SENTENCE,
+    BotNotInServer,
+    NotYourInstall,
     Payer,
     PersonalKeyNeeded,
     is_personal,
@@ -25,7 +31,7 @@ from bot.services.personal import (
     who_pays,
 )
 from bot.wiring import Services
-from tests.conftest import services_on_emulator
+from tests.conftest import make_settings, services_on_emulator
 
 GUILD = 111
 MEMBER = 222
@@ -44,7 +50,8 @@ OTHER = 333
         (GUILD, {1: MEMBER}, False, Payer.MEMBER),
         # Both installs, the bot a member: the server's install authorised it, the server pays.
         (GUILD, {0: GUILD, 1: MEMBER}, True, Payer.GUILD),
-        # Both installs, but the bot is not a member there (commands-only install, or it left).
+        # Both installs, but the bot is not a member there (commands-only install, or it left):
+        # the member's own install authorised it.
         (GUILD, {0: GUILD, 1: MEMBER}, False, Payer.MEMBER),
         # A user install in a server whose own install is another server's id (never trusted).
         (GUILD, {0: 999, 1: MEMBER}, True, Payer.MEMBER),
@@ -60,6 +67,38 @@ def test_who_pays_follows_the_authorising_install(
         who_pays(guild_id=guild_id, user_id=MEMBER, owners=owners, bot_in_guild=bot_in_guild)
         is payer
     )
+
+
+@pytest.mark.parametrize(
+    ("owners", "click", "refusal"),
+    [
+        # A server install of the commands alone (the bot never added): nobody's wallet.
+        ({0: GUILD}, False, BotNotInServer),
+        ({0: GUILD}, True, BotNotInServer),
+        # Someone else's install never bills this member for a command.
+        ({1: OTHER}, False, NotYourInstall),
+    ],
+)
+def test_the_members_wallet_pays_only_where_the_member_allowed_it(
+    owners: dict[int, int], click: bool, refusal: type[Exception]
+) -> None:
+    with pytest.raises(refusal) as refused:
+        who_pays(guild_id=GUILD, user_id=MEMBER, owners=owners, bot_in_guild=False, click=click)
+    assert "nothing was charged" in user_message(refused.value)
+    if refusal is BotNotInServer:
+        assert "must add the bot" in user_message(refused.value)
+
+
+def test_a_click_on_a_personal_card_bills_whoever_clicks() -> None:
+    # The card's owner's install authorised the card; the clicker pays from their own wallet.
+    owners = {1: OTHER}
+    assert (
+        who_pays(guild_id=GUILD, user_id=MEMBER, owners=owners, bot_in_guild=False, click=True)
+        is Payer.MEMBER
+    )
+    assert who_pays(
+        guild_id=None, user_id=MEMBER, owners=owners, bot_in_guild=False, click=True
+    ) is (Payer.MEMBER)
 
 
 def test_a_wallet_id_is_never_a_servers() -> None:
@@ -236,3 +275,129 @@ def test_settings_show_names_the_key_by_its_end_and_what_pays() -> None:
     assert "grants you $0.50 a day (UTC)" in granted
     assert "/settings api-key set" in personal_settings_text(None, 50, shared_key=False)
     assert SET_KEY_SENTENCE in personal_settings_text(None, 0, shared_key=True)
+
+
+async def test_all_members_together_are_bounded_per_day_on_the_shared_key(
+    personal_stack: StackFactory,
+) -> None:
+    # Each member's allowance fits one 1-token answer (its hold: 2 cents); all members' total
+    # fits one too, so of two members asking at once, one is refused before any call.
+    async with personal_stack(
+        personal_daily_budget_cents=2,
+        personal_total_daily_budget_cents=2,
+        text_hold_ceiling_cents=2,
+    ) as (services, api):
+        asked = [
+            services.generation.text(personal(user), TextOptions("hello", max_tokens=1))
+            for user in (MEMBER, OTHER)
+        ]
+        outcomes = await asyncio.gather(*asked, return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(refused) == 1, outcomes
+        assert isinstance(refused[0], BudgetExceeded) and refused[0].scope == "personal_total"
+        said = user_message(refused[0])
+        assert "for all members together" in said and "/settings api-key set" in said
+        assert sum(1 for r in api.requests if r.method == "POST") == 1
+        # Members whose own allowance is untouched are refused once the total is spent.
+        scopes = []
+        for user in range(500, 510):
+            try:
+                await services.generation.text(personal(user), TextOptions("hi", max_tokens=1))
+            except BudgetExceeded as exc:
+                scopes.append(exc.scope)
+                break
+        assert scopes == ["personal_total"]
+        spent = await services.db.ledger.personal_spent_since(None, 0.0)
+        assert 0 < spent <= 2
+        # A member's own key is theirs: the total does not apply.
+        own = api.create_key(balance_cents=5_000)
+        await services.guild_config.set_api_key(wallet_id(444), own)
+        await services.generation.text(personal(444), TextOptions("mine", max_tokens=1))
+        # A new UTC day, a new total.
+        services.clock.advance(86_400)  # type: ignore[attr-defined]
+        await services.generation.text(personal(OTHER), TextOptions("again", max_tokens=1))
+
+
+def test_the_total_defaults_to_ten_members_allowances() -> None:
+    assert make_settings(personal_daily_budget_cents=3).personal_total_budget_cents == 30
+    chosen = make_settings(personal_daily_budget_cents=3, personal_total_daily_budget_cents=5)
+    assert chosen.personal_total_budget_cents == 5
+
+
+async def test_a_rejected_key_leaves_no_limiter_behind(personal_stack: StackFactory) -> None:
+    # Its rate-window rows: tests/e2e/test_personal_e2e.py (the bot's durable window).
+    async with personal_stack() as (services, api):
+        typed = "not-a-key-the-service-knows"
+        with pytest.raises(ValidationFailed, match="rejected that key"):
+            await services.guild_config.set_api_key(wallet_id(MEMBER), typed)
+        assert [r.key for r in api.requests] == [typed]  # it was checked with the service
+        assert fingerprint(typed) not in services.client.limiter._keys  # type: ignore[attr-defined]
+
+
+async def test_key_checks_have_a_per_member_cooldown(personal_stack: StackFactory) -> None:
+    async with personal_stack() as (services, api):
+        first = "first-typo-of-a-key"
+        with pytest.raises(ValidationFailed):
+            await services.guild_config.set_api_key(wallet_id(MEMBER), first)
+        checks = len(api.requests)
+        # At once again: refused before anything is sent, saying when to come back.
+        own = api.create_key(balance_cents=1_000)
+        with pytest.raises(CooldownActive) as refused:
+            await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        assert "/settings api-key set has a cooldown" in user_message(refused.value)
+        assert len(api.requests) == checks
+        assert (await services.db.guilds.settings(wallet_id(MEMBER))).api_key_ciphertext is None
+        # Another member is not held by it; a malformed key is refused without using it.
+        await services.guild_config.set_api_key(wallet_id(OTHER), own)
+        with pytest.raises(ValidationFailed, match="does not look like"):
+            await services.guild_config.set_api_key(wallet_id(444), "short")
+        await services.guild_config.set_api_key(wallet_id(444), own)
+        # Once the cooldown passed, the member's check goes to the service.
+        services.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)  # type: ignore[attr-defined]
+        change = await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        assert change.last4 == own[-4:]
+
+
+# -- personal-mode errors speak of the member's key, never a server's ---------------------------
+
+
+async def test_a_personal_key_that_cannot_be_read_says_to_set_it_again(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack() as (services, api):
+        own = api.create_key(balance_cents=1_000)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        # The owner changed KEY_ENCRYPTION_KEY since: the stored key cannot be decrypted.
+        services.keys._vault = KeyVault(SecretStr(Fernet.generate_key().decode()))  # type: ignore[attr-defined]
+        with pytest.raises(BotError) as refused:
+            await services.generation.text(personal(), TextOptions("hello"))
+        said = user_message(refused.value)
+        assert "server" not in said and "admin" not in said, said
+        assert "/settings api-key set" in said
+
+
+async def test_an_allowance_without_the_bots_key_speaks_to_the_member(
+    personal_stack: StackFactory,
+) -> None:
+    async with personal_stack(personal_daily_budget_cents=100) as (services, _):
+        services.keys._default_key = None  # type: ignore[attr-defined]
+        with pytest.raises(BotError) as refused:
+            await services.generation.text(personal(), TextOptions("hello"))
+        said = user_message(refused.value)
+        assert "this server" not in said and "admin" not in said, said
+        assert "/settings api-key set" in said
+
+
+@pytest.mark.parametrize("refusal", ["busy", "queue"])
+def test_a_rate_limit_on_the_members_own_key_names_their_key(refusal: str) -> None:
+    exc: api_errors.RateLimitedError = (
+        api_errors.RateLimitedError(429, "RATE_LIMITED", "slow down", retry_after=20.0)
+        if refusal == "busy"
+        else api_errors.RateLimitWaitTooLong(600.0, queued=12)
+    )
+    exc.on_personal_key = True
+    assert "your key" in user_message(exc, now=1_000.0)
+
+
+def test_a_key_changing_during_a_personal_request_is_the_members() -> None:
+    assert "server" not in KEY_CHANGING_PERSONAL and "Your API key" in KEY_CHANGING_PERSONAL

@@ -13,6 +13,7 @@ from bot.discord.render.results import answer_messages
 from bot.discord.render.text import one_line, truncate
 from bot.errors import format_cents
 from bot.services.conversations import ChatAnswer
+from bot.services.personal import PAID_BY_SERVER
 
 THREAD_NAME_CHARS = 100
 """Discord's longest thread name (Channel docs: ``name``, 1-100 characters)."""
@@ -29,14 +30,16 @@ def thread_name(prompt: str) -> str:
 def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
     """The subtext under an answer: model, tokens, cost, and the history the call carried.
 
-    ``-# model · 1,234 tokens · $0.02 · carried 2 earlier turns``; when the bound dropped
-    turns, a second line ``-# Earlier turns are no longer sent: 6 of 14.``
+    ``-# model · 1,234 tokens · $0.02 · paid by this server · carried 2 earlier turns``; when
+    the bound dropped turns, a second line ``-# Earlier turns are no longer sent: 6 of 14.``
     """
     items = [discord.utils.escape_markdown(reply.model)]
     tokens = reply.prompt_tokens + reply.completion_tokens
     if tokens:
         items.append(f"{tokens:,} tokens")
     items.append(format_cents(reply.cost_cents))
+    # A conversation lives in a server's channels and threads: the server always pays.
+    items.append(f"paid by {PAID_BY_SERVER}")
     if reply.carried == 0:
         items.append("no earlier turns sent")
     else:

@@ -359,9 +359,20 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
     footer = f"Requested by <@{job.user_id}>"
     if timing:
         footer += f" · {timing}"
+    if paid := _paid_by(job):
+        footer += f" · {paid}"
     if sandbox:
         footer += " · sandbox"
     return Card(accent=colour.value, texts=("\n".join(lines),), notes=(f"-# {footer}",))
+
+
+def _paid_by(job: JobView) -> str | None:
+    """Whose money the job spent: ``paid by this server`` (``your key``, ``your allowance``).
+
+    Recorded with the job when it was submitted (``details["paid_by"]``); None for older jobs.
+    """
+    paid = job.details.get("paid_by")
+    return f"paid by {paid}" if isinstance(paid, str) and paid else None
 
 
 def _job_embed(
@@ -379,8 +390,9 @@ def _job_embed(
     embed.add_field(name="Cost", value=f"{format_cents(job.cost_cents)} charged")
     embed.add_field(name="Requested by", value=f"<@{job.user_id}>")
     embed.add_field(name="Status", value=status, inline=False)
-    if sandbox:
-        embed.set_footer(text="sandbox")
+    footer = " · ".join(item for item in (_paid_by(job), "sandbox" if sandbox else None) if item)
+    if footer:
+        embed.set_footer(text=footer)
     return embed
 
 

@@ -28,7 +28,12 @@ CARD_PROMPT = 1500
 
 
 def text_answer(
-    result: TextResult, *, sandbox: bool, attach_over: int = 6000, ref: str | None = None
+    result: TextResult,
+    *,
+    sandbox: bool,
+    attach_over: int = 6000,
+    ref: str | None = None,
+    paid_by: str | None = None,
 ) -> list[MessageParts]:
     """Build the messages answering ``/text``, with the action buttons on the last one.
 
@@ -36,13 +41,15 @@ def text_answer(
     (:func:`bot.discord.render.buttons.result_buttons`) to the last message; None adds none. This is
     the form of answers too long for :func:`text_card`, and its fallback.
     """
-    messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over)
+    messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over, paid_by=paid_by)
     if ref is not None:
         messages[-1] = dataclasses.replace(messages[-1], action_buttons=result_buttons("text", ref))
     return messages
 
 
-def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> list[MessageParts]:
+def _text_messages(
+    result: TextResult, *, sandbox: bool, attach_over: int, paid_by: str | None = None
+) -> list[MessageParts]:
     """Build the messages answering ``/text``: the model's answer and a subtext footer.
 
     The answer is split with :func:`split_message` into messages of at most 2000 characters
@@ -57,12 +64,15 @@ def _text_messages(result: TextResult, *, sandbox: bool, attach_over: int) -> li
         result: the service's answer.
         sandbox: whether the answer came from the sandbox service.
         attach_over: the answer length above which it is attached instead of split.
+        paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
 
     Returns:
         The messages to send in order, the first as the interaction's reply.
     """
     return answer_messages(
-        result.content, _text_footer(result, sandbox=sandbox), attach_over=attach_over
+        result.content,
+        _text_footer(result, sandbox=sandbox, paid_by=paid_by),
+        attach_over=attach_over,
     )
 
 
@@ -102,7 +112,9 @@ def answer_messages(content: str, footer: str, *, attach_over: int) -> list[Mess
     return [MessageParts(content=chunk) for chunk in chunks]
 
 
-def text_card(result: TextResult, *, sandbox: bool, ref: str | None = None) -> MessageParts | None:
+def text_card(
+    result: TextResult, *, sandbox: bool, ref: str | None = None, paid_by: str | None = None
+) -> MessageParts | None:
     """Build the answer to ``/text`` as one Components V2 card, when it fits one.
 
     The answer goes in a text display and the footer (``-# model · 123 tokens · $0.02``)
@@ -113,6 +125,7 @@ def text_card(result: TextResult, *, sandbox: bool, ref: str | None = None) -> M
         result: the service's answer.
         sandbox: whether the answer came from the sandbox service.
         ref: the result's button reference (``r<id>``): adds Again, Vary and Delete.
+        paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
 
     Returns:
         The card, or None for a longer answer (:func:`text_answer` splits or attaches it,
@@ -121,7 +134,7 @@ def text_card(result: TextResult, *, sandbox: bool, ref: str | None = None) -> M
     content = result.content.strip()
     if len(content) > CARD_ANSWER:
         return None
-    footer = _text_footer(result, sandbox=sandbox)
+    footer = _text_footer(result, sandbox=sandbox, paid_by=paid_by)
     answer = content or "*The model gave an empty answer.*"
     card = Card(DONE_COLOUR.value, (answer,), notes=(footer,))
     actions = () if ref is None else result_buttons("text", ref)
@@ -134,12 +147,14 @@ def _excerpt(content: str) -> str:
     return f"{head}\n```" if ends_inside_fence(head) else head
 
 
-def _text_footer(result: TextResult, *, sandbox: bool) -> str:
+def _text_footer(result: TextResult, *, sandbox: bool, paid_by: str | None = None) -> str:
     items = [discord.utils.escape_markdown(result.model)]
     # A service that does not report usage sends zeros; "0 tokens" would be misleading.
     if result.usage.total_tokens:
         items.append(f"{result.usage.total_tokens:,} tokens")
     items.append(format_cents(result.cost_cents))
+    if paid_by:
+        items.append(f"paid by {paid_by}")
     if sandbox:
         items.append("sandbox")
     # "-# " makes the line Discord's small grey subtext.
@@ -154,6 +169,7 @@ def image_result(
     requester_id: int,
     sandbox: bool,
     ref: str | None = None,
+    paid_by: str | None = None,
 ) -> MessageParts:
     """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
@@ -173,6 +189,7 @@ def image_result(
         sandbox: whether the image came from the sandbox service.
         ref: the result's button reference (``r<id>``): adds Again, Vary, Animate, Edit and
             Delete; None adds none.
+        paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
 
     Returns:
         The message; it pings nobody, as the requester is waiting on the reply anyway.
@@ -189,14 +206,16 @@ def image_result(
     first.description = f"Requested by <@{requester_id}>"
     if not urls:
         first.description += "\nThe service returned no image."
-    footer = [model, format_cents(result.cost_cents)] + (["sandbox"] if sandbox else [])
+    footer = [model, format_cents(result.cost_cents)]
+    footer += [f"paid by {paid_by}"] if paid_by else []
+    footer += ["sandbox"] if sandbox else []
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
     actions = () if ref is None or not urls else result_buttons("image", ref)
     return MessageParts(
         embeds=tuple(embeds),
         link_buttons=image_buttons(urls),
         action_buttons=actions,
-        card=_image_card(urls, prompt, model, result.cost_cents, requester_id, sandbox),
+        card=_image_card(urls, prompt, model, result.cost_cents, requester_id, sandbox, paid_by),
     )
 
 
@@ -207,6 +226,7 @@ def _image_card(
     cost_cents: Decimal,
     requester_id: int,
     sandbox: bool,
+    paid_by: str | None = None,
 ) -> Card:
     """The job card's look for a synchronous image: done, the gallery, the links."""
     shown = discord.utils.escape_mentions(truncate(prompt, CARD_PROMPT))
@@ -218,7 +238,8 @@ def _image_card(
             f"`{truncate(model, 200)}` · {format_cents(cost_cents)} charged",
         )
     )
-    footer = f"-# Requested by <@{requester_id}>" + (" · sandbox" if sandbox else "")
+    footer = f"-# Requested by <@{requester_id}>" + (f" · paid by {paid_by}" if paid_by else "")
+    footer += " · sandbox" if sandbox else ""
     if not urls:
         return Card(DONE_COLOUR.value, (head,), notes=("The service returned no image.", footer))
     media = tuple((url, f"image {n}") for n, url in enumerate(urls[: limits.FILES_PER_MESSAGE], 1))

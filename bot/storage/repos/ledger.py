@@ -123,6 +123,18 @@ class LedgerStore:
         )
         return _cents(await self._sql.scalar(_for_user(stmt, _ledger.c.user_id, user_id)))
 
+    async def personal_spent_since(self, key_fingerprint: str | None, since: float) -> Decimal:
+        """Return the cents charged to every member's wallet on the key at or after ``since``.
+
+        ``key_fingerprint`` None: on any key.
+        """
+        stmt = select(func.coalesce(func.sum(_ledger.c.cost_micro), 0)).where(
+            _ledger.c.guild_id < 0, _ledger.c.at >= since
+        )
+        if key_fingerprint is not None:
+            stmt = stmt.where(_ledger.c.key_fingerprint == key_fingerprint)
+        return _cents(await self._sql.scalar(stmt))
+
     async def recent_costs(self, model: str, limit: int = 20) -> list[Decimal]:
         """Return the cents of the model's last ``limit`` charges, newest first."""
         rows = await self._sql.all(
@@ -257,6 +269,18 @@ class LedgerStore:
             _reservations.c.guild_id == guild_id, _reservations.c.expires_at > now
         )
         return _cents(await self._sql.scalar(_for_user(stmt, _reservations.c.user_id, user_id)))
+
+    async def personal_reserved_cents(self, key_fingerprint: str | None, now: float) -> Decimal:
+        """Return the cents held by every member's wallet's live reservations on the key.
+
+        ``key_fingerprint`` None: on any key.
+        """
+        stmt = select(func.coalesce(func.sum(_reservations.c.amount_micro), 0)).where(
+            _reservations.c.guild_id < 0, _reservations.c.expires_at > now
+        )
+        if key_fingerprint is not None:
+            stmt = stmt.where(_reservations.c.key_fingerprint == key_fingerprint)
+        return _cents(await self._sql.scalar(stmt))
 
     async def active_reservations(
         self, guild_id: int, now: float, *, kind: Kind, user_id: int | None = None

@@ -265,6 +265,13 @@ class RateWindowStore:
         """Block the key for ``seconds`` from the database's now (a longer block stays)."""
         await self._sql.run(_block(self._sql), [{"p_key": key_id, "p_seconds": seconds}])
 
+    async def forget(self, key_id: str) -> None:
+        """Delete the key's requests and block (a key the service rejected), one transaction."""
+        self._pruned.pop(key_id, None)
+        async with self._sql.write() as tx:
+            await tx.run(delete(rate_requests).where(rate_requests.c.key_id == key_id))
+            await tx.run(delete(rate_blocks).where(rate_blocks.c.key_id == key_id))
+
 
 def _args(keys: Iterable[str], window: float) -> dict[str, Any]:
     return {"p_keys": list(keys), "p_span": window}
