@@ -24,7 +24,7 @@ from bot.clock import ManualClock
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import JobStatus
+from bot.storage.models import Charge, JobStatus, Kind, NewJob
 from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
@@ -73,7 +73,7 @@ async def assert_intact(db: Database, *, members: bool) -> None:
     assert settings.allowed_channel_ids == {7}
     assert await db.ledger.total(GUILD) == Decimal("12.850001")
     assert await db.ledger.reserved_cents(GUILD, 200.0) == 50
-    done = await db.jobs.by_task("done")
+    done = await db.jobs.by_task("fp", Kind.VIDEO, "done")
     assert done is not None
     assert (done.status, done.outputs, done.announced_at) == (
         JobStatus.COMPLETED,
@@ -116,7 +116,8 @@ async def test_a_sqlite_database_of_a_legacy_release_upgrades_with_its_data(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD - 1
         # The stamps of the legacy releases stay; the baseline added the missing ones.
         stamps = dict(conn.execute("SELECT key, value FROM meta WHERE key LIKE 'migration.%'"))
-    assert len(stamps) == SQLITE_HEAD
+    # ... and the revisions after it one more, at the legacy mark they moved to.
+    assert len(stamps) == SQLITE_HEAD + min(1, HEAD - 1)
     assert stamps["migration.0001"].endswith("applied 2025-12-01T00:00:00+00:00")
 
 
@@ -223,13 +224,14 @@ async def test_a_fresh_database_has_the_tables_and_columns_of_the_schema_module(
     assert found == _declared()
 
 
-SECOND_REVISION = '''"""A probe revision for the tests: one more table, for both engines."""
+PROBE = f"{HEAD + 1:04d}_probe"
+SECOND_REVISION = f'''"""A probe revision for the tests: one more table, for both engines."""
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002_probe"
-down_revision = "0001_baseline"
+revision = "{PROBE}"
+down_revision = "{revisions()[-1]}"
 branch_labels = None
 depends_on = None
 
@@ -245,12 +247,12 @@ def downgrade() -> None:
 
 @pytest.fixture
 def second_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real script directory plus a revision ``0002_probe`` after the baseline."""
+    """The real script directory plus a revision (:data:`PROBE`) after the newest."""
     scripts = tmp_path / "migrations"
     shutil.copytree(
         migrations.SCRIPT_LOCATION, scripts, ignore=shutil.ignore_patterns("__pycache__")
     )
-    (scripts / "versions" / "0002_probe.py").write_text(SECOND_REVISION, encoding="utf-8")
+    (scripts / "versions" / f"{PROBE}.py").write_text(SECOND_REVISION, encoding="utf-8")
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", scripts)
 
 
@@ -263,7 +265,7 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
 ) -> None:
     """A legacy database goes through the baseline and the next revision in one open; its
     legacy mark moves past the legacy head (the release before Alembic then refuses it), and
-    this release, which knows only the baseline, refuses it too."""
+    this release, which stops at its own newest revision, refuses it too."""
     path = tmp_path / "bot.db"
     url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
 
@@ -280,7 +282,7 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     request.getfixturevalue("second_revision")
     db = await open_db()
     try:
-        assert db.schema_version == 2
+        assert db.schema_version == HEAD + 1
         assert await db.engines.run_read(
             lambda c: inspect(c).has_table("probe")
         )  # the revision ran
@@ -289,12 +291,12 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
         await db.close()
     if engine == "sqlite":
         with sqlite3.connect(path) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + 1
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SQLITE_HEAD + HEAD
     else:
         conn = await asyncpg.connect(url)
         try:
             assert await conn.fetchval("SELECT MAX(version) FROM schema_migrations") == (
-                POSTGRES_HEAD + 1
+                POSTGRES_HEAD + HEAD
             )
         finally:
             await conn.close()
@@ -302,4 +304,89 @@ async def test_a_revision_after_the_baseline_runs_on_both_engines_and_fences_old
     monkeypatch.setattr(migrations, "SCRIPT_LOCATION", real)
     with pytest.raises(SchemaTooNewError) as raised:
         await open_db()
-    assert (raised.value.found, raised.value.supported) == (2, 1)
+    assert (raised.value.found, raised.value.supported) == (HEAD + 1, HEAD)
+
+
+def _jobs_schema(path: Path) -> tuple[str, set[tuple[str, str]]]:
+    """The stored ``CREATE TABLE jobs`` and the (type, name) of its indexes and triggers."""
+    with sqlite3.connect(path) as conn:
+        (created,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs'").fetchone()
+        dependents = set(
+            conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE tbl_name = 'jobs'"
+                " AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+            )
+        )
+    return created, dependents
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_task_id_stored_before_the_upgrade_is_no_longer_unique_on_its_own(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """After the upgrade, the same task id under another key is another job and another charge;
+    the rows kept are intact, and SQLite's rebuilt ``jobs`` keeps STRICT, its checks, indexes
+    and trigger."""
+    path = tmp_path / "bot.db"
+    url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
+    if engine == "sqlite":
+        build_sqlite_at(path, SQLITE_HEAD)
+        with sqlite3.connect(path) as conn:
+            for row in ROWS:
+                conn.execute(row)
+        before, dependents = _jobs_schema(path)
+        db = await Database.open_sqlite(path, clock=ManualClock())
+    else:
+        await build_postgres_at(url, POSTGRES_HEAD)
+        conn = await asyncpg.connect(url)
+        try:
+            for row in ROWS:
+                await conn.execute(row)
+        finally:
+            await conn.close()
+        db = await Database.open_postgresql(url, clock=ManualClock())
+    try:
+        await assert_intact(db, members=False)
+        done = await db.jobs.by_task("fp", Kind.VIDEO, "done")
+        assert done is not None
+        # Another key's task of the same id: a job and a charge of its own.
+        other = await db.jobs.insert(
+            NewJob(
+                task_id="done",
+                provider="alpha",
+                poll_url="/p/done",
+                kind=Kind.VIDEO,
+                model="vid/t2v",
+                guild_id=GUILD + 1,
+                channel_id=8,
+                message_id=None,
+                user_id=3,
+                prompt_summary="an owl",
+                details={},
+                cost_cents=Decimal(5),
+                key_fingerprint="fp-other",
+                created_at=300.0,
+                next_poll_at=310.0,
+            )
+        )
+        assert other.id != done.id
+        assert other.guild_id == GUILD + 1
+        assert await db.ledger.insert_charge(
+            Charge(
+                GUILD + 1, 8, 3, Kind.VIDEO, "vid/t2v", "done", Decimal(5), None, "fp-other", 300
+            )
+        )
+        assert await db.ledger.total(GUILD + 1) == 5
+        assert await db.ledger.total(GUILD) == Decimal("12.850001")
+        # A job's status change still releases a retired key's hold (the trigger was kept).
+        assert await db.jobs.finish(other.id, JobStatus.FAILED, [], "boom", 320.0)
+    finally:
+        await db.close()
+    if engine == "sqlite":
+        after, kept = _jobs_schema(path)
+        assert "UNIQUE" in before and "UNIQUE" not in after
+        assert after.rstrip().endswith("STRICT") and "json_valid(details)" in after
+        assert kept == dependents | {("index", "jobs_task")}
+        # The CHECKs are still there.
+        with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE jobs SET details = 'not json' WHERE task_id = 'busy'")

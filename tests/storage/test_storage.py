@@ -181,10 +181,11 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        # The legacy mark stays at the legacy head: the release before Alembic still runs.
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY
+        # The legacy mark moves past the legacy head with each revision after the baseline:
+        # the release before Alembic refuses a schema it does not know.
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == LEGACY + LATEST - 1
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
-            ("0001_baseline",)
+            (revisions()[-1],)
         ]
 
 
@@ -269,7 +270,7 @@ async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
         assert settings.admin_channel_id == 42
         assert settings.allowed_channel_ids == {7}
         assert await store.ledger.total(GUILD) == 250
-        done = await store.jobs.by_task("done")
+        done = await store.jobs.by_task("fp", Kind.VIDEO, "done")
         assert done is not None
         assert done.announced_at == 200.0
         assert done.outputs == ("https://x/v.mp4",)
@@ -573,7 +574,7 @@ async def test_settle_is_all_or_nothing(store: SqliteDatabase, clock: ManualCloc
         await settle(store, reservation.id, charge(task_id="t1"), bad_job)
     assert await store.ledger.total(GUILD) == 0
     assert await store.ledger.reserved_cents(GUILD, clock.time()) == 50
-    assert await store.jobs.by_task("t1") is None
+    assert await store.jobs.by_task("fp-default", Kind.VIDEO, "t1") is None
 
     job = await settle(
         store, reservation.id, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
@@ -868,7 +869,7 @@ async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use
         )
         (kept,) = await store.guilds.retired_keys(GUILD)
         assert (kept.fingerprint, kept.ciphertext) == ("old", b"old")
-        busy = await store.jobs.by_task("busy")
+        busy = await store.jobs.by_task("old", Kind.VIDEO, "busy")
         assert busy is not None
         # Its job ends while the old reservation (key unknown) lives: still kept.
         assert await store.jobs.finish(busy.id, JobStatus.COMPLETED, ["u"], None, 400.0)
