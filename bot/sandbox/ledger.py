@@ -98,6 +98,7 @@ class Ledger:
         """Every task by id, sync image tasks included; after :meth:`restart_task_counter`, the
         newest task of each id."""
         self._task_counter: int | None = None
+        self._hidden_models: dict[str, frozenset[str]] = {}
         self._replaced: dict[str, list[EmulatedTask]] = {}
         """Tasks whose id a later task reused, by id, oldest first (kept in memory only)."""
 
@@ -302,6 +303,25 @@ class Ledger:
         files stay served. Until the first call, task ids are random UUIDs.
         """
         self._task_counter = 0
+
+    def hide_models(self, key: str, *model_ids: str) -> None:
+        """Leave ``model_ids`` out of the ``GET /models`` that ``key`` is answered.
+
+        Plays a provider that enables models per account, so that accounts see different
+        catalogues. Only the listing changes; no arguments shows ``key`` everything again.
+        """
+        self._hidden_models[key] = frozenset(model_ids)
+
+    def models_json(self, key: str | None) -> dict[str, Any]:
+        """The body of ``GET /models`` for ``key``: the catalogue less its hidden models."""
+        body = cat.catalogue_json()
+        hidden = self._hidden_models.get(key or "", frozenset())
+        if hidden:
+            body["models"] = {
+                kind: [m for m in models if m["id"] not in hidden]
+                for kind, models in body["models"].items()
+            }
+        return body
 
     def set_task_duration(self, fn: TaskDuration | None) -> None:
         """Set how many service seconds a task takes, from (model id, request body).

@@ -214,7 +214,7 @@ class GenApiEmulator(Ledger):
     # -- endpoints -------------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(cat.catalogue_json())
+        return web.json_response(self.models_json(request[_KEY]))
 
     async def _video_generate(self, request: web.Request) -> web.Response:
         body = self._body(request)

@@ -212,6 +212,23 @@ async def test_slow_fault_delays_but_processes(
     assert time.perf_counter() - started < 0.2
 
 
+async def test_hidden_models_leave_one_accounts_catalogue_only(
+    api: GenApiEmulator, http: httpx.AsyncClient, key: str
+) -> None:
+    other = api.create_key(1000)
+    api.hide_models(key, VIDEO["model"])
+    mine = (await http.get("/models")).json()["models"]
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {other}"}
+    ) as other_http:
+        theirs = (await other_http.get("/models")).json()["models"]
+    assert VIDEO["model"] not in [m["id"] for m in mine["video"]]
+    assert VIDEO["model"] in [m["id"] for m in theirs["video"]]
+    assert mine["text"] == theirs["text"]
+    api.hide_models(key)
+    assert (await http.get("/models")).json()["models"] == theirs
+
+
 async def test_poll_needs_matching_provider(api: GenApiEmulator, http: httpx.AsyncClient) -> None:
     body = {"model": "flash-clip/text-to-video", "prompt": "x"}  # a provider "beta" model
     submitted = (await http.post("/video/generate", json=body)).json()
