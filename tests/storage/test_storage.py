@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -512,6 +513,36 @@ async def test_a_task_is_charged_once_per_kind(store: SqliteDatabase) -> None:
     await store.ledger.insert_charge(charge(task_id=None, cost=5))
     await store.ledger.insert_charge(charge(task_id=None, cost=5))
     assert await store.ledger.total(GUILD) == 100 + 30 + 5 + 5
+
+
+async def test_a_task_is_identified_by_its_key_kind_id_and_time(store: SqliteDatabase) -> None:
+    """A task id is unique only within its key: the same id under another key, or under the
+    same key at another time (the service gave it again), is another charge and another job."""
+    first = charge(task_id="t1", cost=100, kind=Kind.VIDEO, at=100.0)
+    assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
+    assert await store.ledger.insert_charge(first)
+    assert not await store.ledger.insert_charge(first)  # the very same charge again
+    assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
+    # Another key's task of the same id: its own charge, nothing given before on that key.
+    theirs = charge(task_id="t1", cost=40, kind=Kind.VIDEO, at=100.0, key="fp-b", guild=GUILD + 1)
+    assert not await store.ledger.task_given_before("fp-b", Kind.VIDEO, "t1", 100.0)
+    assert await store.ledger.insert_charge(theirs)
+    # The same key given the id again later: charged too, and known as given before.
+    assert await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 200.0)
+    assert await store.ledger.insert_charge(replace(first, at=200.0, guild_id=GUILD + 2))
+    assert await store.ledger.total(GUILD) == 100
+    assert await store.ledger.total(GUILD + 1) == 40
+    assert await store.ledger.total(GUILD + 2) == 100
+
+    mine = await store.jobs.insert(new_job("t1", created_at=100.0))
+    assert await store.jobs.insert(new_job("t1", created_at=100.0)) == mine  # idempotent
+    other = await store.jobs.insert(new_job("t1", created_at=100.0, key="fp-b", guild=GUILD + 1))
+    later = await store.jobs.insert(new_job("t1", created_at=200.0, guild=GUILD + 2))
+    assert len({mine.id, other.id, later.id}) == 3
+    assert (other.guild_id, later.guild_id) == (GUILD + 1, GUILD + 2)
+    found = await store.jobs.by_task("fp-default", Kind.VIDEO, "t1")
+    assert found is not None and found.id == later.id  # the newest of that key's
+    assert await store.jobs.by_task("fp-default", Kind.IMAGE, "t1") is None
 
 
 async def test_ledger_totals_equal_the_reported_charges(store: SqliteDatabase) -> None:
