@@ -14,7 +14,8 @@ SQLite cannot drop the inline ``UNIQUE`` of ``jobs.task_id``: the table is rebui
 own procedure (https://sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema
 Changes") from its stored ``CREATE TABLE`` with only that word removed, so that ``STRICT``, the
 ``CHECK`` constraints, defaults, ids, indexes and triggers are kept exactly (Alembic's batch
-mode rebuilds from reflection, which loses ``STRICT`` and ``json_valid`` checks).
+mode rebuilds from reflection, which omits unnamed ``CHECK`` constraints such as
+``json_valid(details)`` and the status checks, with a warning).
 
 Revision ID: 0002_task_identity
 Revises: 0001_baseline
