@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import importlib.util
 import json
@@ -30,7 +29,6 @@ from bot.discord.render.admin import (
     missing_permissions_notice,
 )
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
-from bot.errors import BotError
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
@@ -521,12 +519,7 @@ class GenBot(commands.AutoShardedBot):
         When nothing is cached yet, a background fetch starts with the guild's key and None is
         returned: Discord allows autocomplete no deferral, so it must answer now.
         """
-        catalogue = self.services.catalogue.current
-        if catalogue is None and guild_id is not None:
-            with contextlib.suppress(BotError):
-                key = await self.services.keys.resolve(guild_id)
-                self.services.catalogue.refresh_soon(key.key)
-        return catalogue
+        return await self.generation.cached_catalogue(guild_id)
 
     async def post_placeholder(self, job: Job) -> str:
         """Post ``job``'s public placeholder in its channel and hand the job to the poller.

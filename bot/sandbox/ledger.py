@@ -95,7 +95,12 @@ class Ledger:
         self.requests: list[RecordedRequest] = []
         """Every request received, in arrival order."""
         self.tasks: dict[str, EmulatedTask] = {}
-        """Every task by id, sync image tasks included."""
+        """Every task by id, sync image tasks included; after :meth:`restart_task_counter`, the
+        newest task of each id."""
+        self._task_counter: int | None = None
+        self._hidden_models: dict[str, frozenset[str]] = {}
+        self._replaced: dict[str, list[EmulatedTask]] = {}
+        """Tasks whose id a later task reused, by id, oldest first (kept in memory only)."""
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -287,6 +292,37 @@ class Ledger:
         for task in self.tasks.values():
             self._settle(task)
 
+    def restart_task_counter(self) -> None:
+        """Number the next tasks ``task-1``, ``task-2``... from a counter that starts over now.
+
+        Plays a service that lost its id sequence (a restored backup, a reset node): a task id
+        is only unique within the account that made it, and after a restart not even there.
+        Each call starts the counter at 1 again, so the next tasks reuse ids given before, to
+        the same key or to others. The earlier tasks keep their state: each stays reachable
+        by its own key (a poll with another key's id is answered with that key's task) and its
+        files stay served. Until the first call, task ids are random UUIDs.
+        """
+        self._task_counter = 0
+
+    def hide_models(self, key: str, *model_ids: str) -> None:
+        """Leave ``model_ids`` out of the ``GET /models`` that ``key`` is answered.
+
+        Plays a provider that enables models per account, so that accounts see different
+        catalogues. Only the listing changes; no arguments shows ``key`` everything again.
+        """
+        self._hidden_models[key] = frozenset(model_ids)
+
+    def models_json(self, key: str | None) -> dict[str, Any]:
+        """The body of ``GET /models`` for ``key``: the catalogue less its hidden models."""
+        body = cat.catalogue_json()
+        hidden = self._hidden_models.get(key or "", frozenset())
+        if hidden:
+            body["models"] = {
+                kind: [m for m in models if m["id"] not in hidden]
+                for kind, models in body["models"].items()
+            }
+        return body
+
     def set_task_duration(self, fn: TaskDuration | None) -> None:
         """Set how many service seconds a task takes, from (model id, request body).
 
@@ -418,8 +454,13 @@ class Ledger:
         body: dict[str, Any],
     ) -> EmulatedTask:
         now = self._clock()
+        if self._task_counter is None:
+            task_id = str(uuid.uuid4())
+        else:
+            self._task_counter += 1
+            task_id = f"task-{self._task_counter}"
         task = EmulatedTask(
-            task_id=str(uuid.uuid4()),
+            task_id=task_id,
             kind=kind,
             model=model,
             provider=provider,
@@ -430,8 +471,22 @@ class Ledger:
             key=key,
             request=body,
         )
-        self.tasks[task.task_id] = task
+        earlier = self.tasks.get(task_id)
+        if earlier is not None:
+            self._replaced.setdefault(task_id, []).append(earlier)
+        self.tasks[task_id] = task
         return task
+
+    def _tasks_of_id(self, task_id: str) -> list[EmulatedTask]:
+        """Every task given ``task_id``, newest first (more than one after a counter restart)."""
+        newest = self.tasks.get(task_id)
+        if newest is None:
+            return []
+        return [newest, *reversed(self._replaced.get(task_id, []))]
+
+    def _task_of(self, key: str, task_id: str) -> EmulatedTask | None:
+        """The newest task ``task_id`` of ``key``: what a poll with ``key`` reaches."""
+        return next((t for t in self._tasks_of_id(task_id) if t.key == key), None)
 
     def _schedule(self, task: EmulatedTask, prompt: str, default_seconds: float) -> None:
         """Set when an async task finishes and whether it will fail."""

@@ -214,7 +214,7 @@ class GenApiEmulator(Ledger):
     # -- endpoints -------------------------------------------------------------------------
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response(cat.catalogue_json())
+        return web.json_response(self.models_json(request[_KEY]))
 
     async def _video_generate(self, request: web.Request) -> web.Response:
         body = self._body(request)
@@ -287,10 +287,10 @@ class GenApiEmulator(Ledger):
         return self._status(request, "image")
 
     def _status(self, request: web.Request, kind: str) -> web.Response:
-        task = self.tasks.get(request.match_info["task_id"])
+        task = self._task_of(request[_KEY], request.match_info["task_id"])
         provider = request.query.get("provider", cat.DEFAULT_PROVIDER)
         # Another key's task is as unknown as a missing one; the provider must match too.
-        if task is None or task.kind != kind or task.key != request[_KEY]:
+        if task is None or task.kind != kind:
             raise ApiError(404, "NOT_FOUND", f"No such {kind} task")
         if task.provider != provider:
             raise ApiError(404, "NOT_FOUND", f"No such {kind} task for provider {provider}")
@@ -309,10 +309,12 @@ class GenApiEmulator(Ledger):
         name = request.match_info["name"]
         if self.files_redirect is not None and "redirected" not in request.query:
             raise web.HTTPFound(f"{self.files_redirect}/files/{name}?redirected=1")
-        task = self.tasks.get(files.task_id_of(name) or "")
-        if task is not None:
+        url = f"{self.origin}/files/{name}"
+        found = False
+        for task in self._tasks_of_id(files.task_id_of(name) or ""):
             self._settle(task)
-        if task is None or f"{self.origin}/files/{name}" not in task.outputs:
+            found = found or url in task.outputs
+        if not found:
             return web.Response(status=404, text="Not found")
         content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
         if name.endswith(".mp4"):

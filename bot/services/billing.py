@@ -43,6 +43,7 @@ from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.storage import (
+    TASK_ID_REUSED,
     Charge,
     ChargeAnomaly,
     Database,
@@ -193,6 +194,8 @@ class UsageReport:
             use; None if unknown.
         anomalies: charges reported this month that broke the protocol (see
             :func:`charge_anomaly`), for the admins to check with the provider.
+        reused_task_ids: tasks this month whose id was already stored for another task, of
+            any key (:data:`~bot.storage.TASK_ID_REUSED`): each was charged and kept on its own.
         by_tier: ``(tier name, cents)`` this month, largest first (whole-server reports only;
             ``"no tier"`` for members without a tier role).
 
@@ -208,6 +211,39 @@ class UsageReport:
     last_remaining_credits_cents: Decimal | None
     anomalies: int = 0
     by_tier: list[tuple[str, Decimal]] = field(default_factory=list)
+    reused_task_ids: int = 0
+
+
+async def _task_given_before(
+    tx: Repositories, charge: Charge | None, anomaly: ChargeAnomaly | None
+) -> ChargeAnomaly | None:
+    """The anomaly to record when a charged task's id is already stored for another task.
+
+    A task id is known to be unique only within the key that made it, and a service that lost
+    its id sequence may give one again even there. The new task is charged and stored on its
+    own either way (the ledger and the jobs identify a task by key, kind, task id and time,
+    never by the id alone, so it is never merged with another guild's, wallet's or key's);
+    this anomaly tells the admins of the clash. None for a new id, a charge without a task
+    id, or this very charge recorded again.
+    """
+    reported = charge if charge is not None else anomaly
+    if reported is None or reported.task_id is None:
+        return None
+    if not await tx.ledger.task_given_before(
+        reported.key_fingerprint, reported.kind, reported.task_id, reported.at
+    ):
+        return None
+    log.warning(
+        "task id %s (key %s, guild %s) is already stored for another task; charged and kept"
+        " as a task of its own",
+        reported.task_id,
+        reported.key_fingerprint,
+        reported.guild_id,
+    )
+    if charge is not None:
+        return ChargeAnomaly.of(charge, charge.remaining_credits_cents, TASK_ID_REUSED)
+    assert anomaly is not None
+    return replace(anomaly, reason=TASK_ID_REUSED)
 
 
 class Billing:
@@ -620,12 +656,15 @@ class Billing:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
                 await tx.ledger.delete_reservation(reservation.id)
+            reused = await _task_given_before(tx, charge, anomaly)
             if charge is not None and not await tx.ledger.insert_charge(charge):
                 log.info(
                     "charge of task %s already in the ledger; not counted again", charge.task_id
                 )
             if anomaly is not None:
                 await tx.ledger.insert_anomaly(anomaly)
+            if reused is not None:
+                await tx.ledger.insert_anomaly(reused)
             if learned is not None:
                 await _learn_text_price(tx, *learned)
             return None if job is None else await tx.jobs.insert(job)
@@ -676,6 +715,7 @@ class Billing:
             last_remaining_credits_cents=remaining,
             anomalies=await self._db.ledger.anomaly_count(guild_id, month_start(now)),
             by_tier=[] if user_id is not None else await self._by_tier(guild_id, month_start(now)),
+            reused_task_ids=await self._db.ledger.reused_task_count(guild_id, month_start(now)),
         )
 
     async def _by_tier(self, guild_id: int, since: float) -> list[tuple[str, Decimal]]:

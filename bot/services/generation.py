@@ -8,6 +8,7 @@ method returns, so before the user is answered.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -16,8 +17,10 @@ from decimal import Decimal
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
 from bot.clock import Clock
-from bot.errors import PromptBlocked, ValidationFailed
+from bot.errors import BotError, NoApiKeyConfigured, PromptBlocked, ValidationFailed
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
@@ -659,17 +662,64 @@ class GenerationService:
         await self._check_channel(who)
 
     async def catalogue(self, guild_id: int) -> Catalogue:
-        """Return the catalogue (cached; fetched with the guild's key if none is cached).
+        """Return the catalogue the guild's account sees (cached per key; fetched if none is).
+
+        A server reads the catalogue of the key its requests use (its own, else the bot's
+        default): accounts may see different models. A member's wallet reads the shared one,
+        fetched with the bot's default key, never with the member's own key: the catalogue is
+        work shared by everyone, done with shared keys only (``bot.genapi.catalogue``).
 
         Raises:
-            NoApiKeyConfigured: no key to fetch it with.
-            GenAPIError: the first fetch failed.
+            NoApiKeyConfigured: no shared key to fetch it with, and none cached.
+            GenAPIError: the first fetch failed (with the default key for a wallet:
+                ``on_shared_key``).
         """
-        if self._catalogue.current is not None:
-            return self._catalogue.current
-        key = await self._keys.resolve(guild_id)
+        key = await self._catalogue_key(guild_id)
+        if key is None:
+            shared = self._catalogue.current
+            if shared is None:
+                raise NoApiKeyConfigured
+            return shared
+        if self._catalogue.cached(key) is not None:
+            # At once, no I/O of our own (a stale one is refreshed in the background): a
+            # command's checks must not write before its paid call.
+            return await self._catalogue.get(key)
+        if is_personal(guild_id):
+            try:
+                return await self._catalogue.get(key)
+            except api.GenAPIError as exc:
+                # The bot's key failed for a member, not a server: the owner's to fix, and
+                # never the member's own key's problem.
+                exc.on_shared_key = exc.on_personal_allowance = True
+                raise
         settings = await self._db.guilds.settings(guild_id)
-        return await self._call(settings, self._catalogue.get(key.key))
+        return await self._call(settings, self._catalogue.get(key))
+
+    async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
+        """Return the catalogue the guild's account sees without waiting on the network.
+
+        For autocomplete, which Discord allows no deferral: a missing or stale catalogue is
+        fetched in the background, and None is returned while there is none yet. Outside a
+        guild, or when the guild's key cannot be read, the shared catalogue is returned.
+        """
+        key = None
+        if guild_id is not None:
+            with contextlib.suppress(BotError):
+                key = await self._catalogue_key(guild_id)
+        return self._catalogue.current if key is None else self._catalogue.peek(key)
+
+    async def _catalogue_key(self, guild_id: int) -> SecretStr | None:
+        """The shared key whose account's catalogue serves ``guild_id``; None if there is none.
+
+        A server's own key, else the bot's default; for a member's wallet the bot's default
+        key whatever key the member set.
+
+        Raises:
+            BotError: the server's key cannot be resolved (``KeyResolver.resolve``).
+        """
+        if is_personal(guild_id):
+            return self._keys.default_key
+        return (await self._keys.resolve(guild_id)).key
 
     async def text(
         self,

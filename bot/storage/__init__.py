@@ -7,6 +7,7 @@ the dataclasses of ``models``; money conversion for the columns is in ``money``.
 """
 
 from bot.storage.models import (
+    TASK_ID_REUSED,
     Charge,
     ChargeAnomaly,
     DeliveryRoute,
@@ -36,6 +37,7 @@ from bot.storage.repositories import (
 )
 
 __all__ = [
+    "TASK_ID_REUSED",
     "UNSET",
     "Charge",
     "ChargeAnomaly",

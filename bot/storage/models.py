@@ -108,6 +108,17 @@ class Charge:
     tier_role_id: int | None = None
 
 
+TASK_ID_REUSED: Final = "task id given again by the service"
+"""The reason of the anomaly recorded when a charged task's id is stored for another task.
+
+A task id is unique only within the account that made it (tasks are private to the key that
+paid for them: ``docs/genapi-choices.md``, error for an unknown task id), and a service that
+lost its id sequence may give one again even there: the new task is stored and
+charged on its own (a charge is identified by its key, kind, task id and time), never merged
+with the earlier one (of any key, guild or wallet), and this anomaly tells the admins.
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class ChargeAnomaly:
     """A reported charge that breaks the protocol, kept for the admins (not summed in budgets).

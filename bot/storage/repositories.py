@@ -198,15 +198,19 @@ class JobRepository(Protocol):
         """Return the job with the store's id ``job_id``, or None."""
         ...
 
-    async def by_task(self, task_id: str) -> Job | None:
-        """Return the job of the service's ``task_id``, or None."""
+    async def by_task(self, key_fingerprint: str, kind: Kind, task_id: str) -> Job | None:
+        """Return the newest job of the service's ``task_id`` made with the key, or None.
+
+        A task id is unique only within the account (key) that made it.
+        """
         ...
 
     async def insert(self, job: NewJob) -> Job:
         """Store a PENDING job and return it as stored.
 
-        Idempotent on ``task_id``: if the task is stored already, nothing is written and the
-        stored job is returned.
+        Idempotent on the job's identity (its key's fingerprint, kind, task id and creation
+        time): if this very job is stored already, nothing is written and the stored job is
+        returned. The same task id under another key, server or time is another job.
 
         Raises:
             ConstraintError: the job breaks a constraint (e.g. a negative cost).
@@ -495,8 +499,8 @@ class LedgerRepository(Protocol):
         """Append the charge to the ledger.
 
         Returns:
-            False if a charge of the same kind and task was recorded before (nothing written);
-            charges without a task id (text) are always appended.
+            False if this very charge (the same key, kind, task id and time) was recorded
+            before (nothing written); charges without a task id (text) are always appended.
 
         Raises:
             ConstraintError: the charge breaks another constraint (a negative cost...); it never
@@ -509,7 +513,26 @@ class LedgerRepository(Protocol):
         """Record a reported charge that breaks the protocol (not summed into budgets).
 
         Returns:
-            False if an anomaly of the same kind and task was recorded before.
+            False if this anomaly (the same key, kind, task id, time and reason) was recorded
+            before.
+        """
+        ...
+
+    async def task_given_before(
+        self, key_fingerprint: str, kind: Kind, task_id: str, at: float
+    ) -> bool:
+        """Whether the key was charged for ``task_id`` before, by another task.
+
+        Args:
+            key_fingerprint: :func:`bot.services.keys.fingerprint` of the key charged.
+            kind: the task's kind.
+            task_id: the service's id of the task.
+            at: when this task's charge was reported, UTC epoch seconds.
+
+        Returns:
+            True when the ledger or the anomalies hold a charge of the same key, kind and task
+            id reported at another time than ``at``: the service gave the id again. False for
+            this very charge recorded again.
         """
         ...
 
@@ -556,7 +579,15 @@ class LedgerRepository(Protocol):
         ...
 
     async def anomaly_count(self, guild_id: int, since: float) -> int:
-        """Return how many protocol anomalies the guild had at or after ``since``."""
+        """Return how many charges of the guild at or after ``since`` had an absurd amount.
+
+        A task id given again (:data:`~bot.storage.models.TASK_ID_REUSED`) is not counted:
+        see :meth:`reused_task_count`.
+        """
+        ...
+
+    async def reused_task_count(self, guild_id: int, since: float) -> int:
+        """Return how many of the guild's tasks at or after ``since`` had an id given before."""
         ...
 
     # -- reservations -------------------------------------------------------------------------

@@ -73,6 +73,9 @@ Index(
     "charge_anomalies_task",
     charge_anomalies.c.kind,
     charge_anomalies.c.task_id,
+    charge_anomalies.c.key_fingerprint,
+    charge_anomalies.c.at,
+    charge_anomalies.c.reason,
     unique=True,
     sqlite_where=text("task_id IS NOT NULL"),
     postgresql_where=text("task_id IS NOT NULL"),
@@ -159,7 +162,7 @@ jobs = Table(
     "jobs",
     metadata,
     Column("id", BigInteger, primary_key=True),
-    Column("task_id", Text, nullable=False, unique=True),
+    Column("task_id", Text, nullable=False),
     Column("provider", Text, nullable=False),
     Column("poll_url", Text, nullable=False),
     Column("kind", Text, nullable=False),
@@ -240,6 +243,16 @@ Index(
 # The poller's claim reads its candidates from this index alone; status and unwatched_at are
 # implied by the WHERE, but SQLite counts an index as covering only when it holds every column
 # the query names.
+# A task id is unique only within its key's account, and a service may give one again: the
+# time it came tells another task from the same one recorded again.
+Index(
+    "jobs_task",
+    jobs.c.kind,
+    jobs.c.task_id,
+    jobs.c.key_fingerprint,
+    jobs.c.created_at,
+    unique=True,
+)
 Index(
     "jobs_claim",
     jobs.c.next_poll_at,
@@ -272,6 +285,8 @@ Index(
     "ledger_task",
     ledger.c.kind,
     ledger.c.task_id,
+    ledger.c.key_fingerprint,
+    ledger.c.at,
     unique=True,
     sqlite_where=text("task_id IS NOT NULL"),
     postgresql_where=text("task_id IS NOT NULL"),

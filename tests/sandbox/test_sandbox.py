@@ -95,6 +95,36 @@ async def test_forced_failure_reports_error_object(
     assert status["error"] == {"code": "GENERATION_FAILED", "message": "boom"}
 
 
+async def test_a_restarted_task_counter_reuses_ids_and_each_key_keeps_its_own_task(
+    api: GenApiEmulator, http: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    other = api.create_key(1000)
+    api.restart_task_counter()
+    first = (await http.post("/video/generate", json=VIDEO)).json()
+    second = (await http.post("/video/generate", json=VIDEO)).json()
+    assert (first["task_id"], second["task_id"]) == ("task-1", "task-2")
+
+    api.restart_task_counter()
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {other}"}
+    ) as other_http:
+        reused = (await other_http.post("/video/generate", json=VIDEO)).json()
+        assert reused["task_id"] == "task-1"
+        api.fail_task("task-1", "the newer task-1 fails")
+        clock.now += 3.0
+        theirs = (await other_http.get(api.origin + reused["poll_url"])).json()
+    # The same id, two tasks: each key reaches its own, and the earlier one's file is served.
+    mine = (await http.get(api.origin + first["poll_url"])).json()
+    assert (mine["status"], theirs["status"]) == ("completed", "failed")
+    async with httpx.AsyncClient() as anonymous:
+        assert (await anonymous.get(mine["outputs"][0])).status_code == 200
+    # The same key given an id again reaches the newer task only.
+    api.restart_task_counter()
+    again = (await http.post("/video/generate", json=VIDEO)).json()
+    assert again["task_id"] == "task-1"
+    assert (await http.get(api.origin + again["poll_url"])).json()["status"] == "processing"
+
+
 async def test_rate_limit_rejects_31st_and_does_not_count_it(
     api: GenApiEmulator, key: str, http: httpx.AsyncClient, clock: FakeClock
 ) -> None:
@@ -188,6 +218,23 @@ async def test_slow_fault_delays_but_processes(
     started = time.perf_counter()
     await http.get("/models")
     assert time.perf_counter() - started < 0.2
+
+
+async def test_hidden_models_leave_one_accounts_catalogue_only(
+    api: GenApiEmulator, http: httpx.AsyncClient, key: str
+) -> None:
+    other = api.create_key(1000)
+    api.hide_models(key, VIDEO["model"])
+    mine = (await http.get("/models")).json()["models"]
+    async with httpx.AsyncClient(
+        base_url=api.base_url, headers={"Authorization": f"Bearer {other}"}
+    ) as other_http:
+        theirs = (await other_http.get("/models")).json()["models"]
+    assert VIDEO["model"] not in [m["id"] for m in mine["video"]]
+    assert VIDEO["model"] in [m["id"] for m in theirs["video"]]
+    assert mine["text"] == theirs["text"]
+    api.hide_models(key)
+    assert (await http.get("/models")).json()["models"] == theirs
 
 
 async def test_poll_needs_matching_provider(api: GenApiEmulator, http: httpx.AsyncClient) -> None:

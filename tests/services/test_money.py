@@ -200,7 +200,7 @@ async def test_an_absurd_cost_is_recorded_for_admins_and_the_video_still_stored(
     stack.api.set_balance(stack.key, Decimal("1e16"))  # room for the absurd charge
     stack.api.report_next_costs(reported)  # type: ignore[arg-type]
     job = await stack.generation.video(who, VideoOptions("a fox", await video_model_id(stack)))
-    stored = await stack.db.jobs.by_task(job.task_id)
+    stored = await stack.db.jobs.by_task(job.key_fingerprint, job.kind, job.task_id)
     assert stored is not None
     assert stored.status is JobStatus.PENDING
     (anomaly,) = await stack.db.ledger.anomalies(who.guild_id, since=0)
@@ -297,7 +297,7 @@ async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path:
         assert await store.ledger.total(1) == Decimal(253)
         assert await store.ledger.last_remaining_credits("fp") == Decimal(big)
         assert await store.ledger.reserved_cents(1, 0.0) == Decimal(40)
-        job = await store.jobs.by_task("a")
+        job = await store.jobs.by_task("fp", Kind.VIDEO, "a")
         assert job is not None
         assert job.cost_cents == Decimal(250)
         assert await store.ledger.recent_costs("v") == [Decimal(250)]

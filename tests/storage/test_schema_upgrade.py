@@ -24,7 +24,7 @@ from bot.clock import ManualClock
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import JobStatus, Persona
+from bot.storage.models import Charge, JobStatus, Kind, NewJob, Persona
 from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
@@ -73,7 +73,7 @@ async def assert_intact(db: Database, *, members: bool) -> None:
     assert settings.allowed_channel_ids == {7}
     assert await db.ledger.total(GUILD) == Decimal("12.850001")
     assert await db.ledger.reserved_cents(GUILD, 200.0) == 50
-    done = await db.jobs.by_task("done")
+    done = await db.jobs.by_task("fp", Kind.VIDEO, "done")
     assert done is not None
     assert (done.status, done.outputs, done.announced_at) == (
         JobStatus.COMPLETED,
@@ -342,3 +342,88 @@ async def test_a_persona_set_before_personas_could_be_locked_stays_unlocked(
         assert await db.conversations.persona(10) == Persona(GUILD, 10, "Be terse.", locked=True)
     finally:
         await db.close()
+
+
+def _jobs_schema(path: Path) -> tuple[str, set[tuple[str, str]]]:
+    """The stored ``CREATE TABLE jobs`` and the (type, name) of its indexes and triggers."""
+    with sqlite3.connect(path) as conn:
+        (created,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'jobs'").fetchone()
+        dependents = set(
+            conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE tbl_name = 'jobs'"
+                " AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+            )
+        )
+    return created, dependents
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+async def test_a_task_id_stored_before_the_upgrade_is_no_longer_unique_on_its_own(
+    engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """After the upgrade, the same task id under another key is another job and another charge;
+    the rows kept are intact, and SQLite's rebuilt ``jobs`` keeps STRICT, its checks, indexes
+    and trigger."""
+    path = tmp_path / "bot.db"
+    url = request.getfixturevalue("pg_url") if engine == "postgresql" else ""
+    if engine == "sqlite":
+        build_sqlite_at(path, SQLITE_HEAD)
+        with sqlite3.connect(path) as conn:
+            for row in ROWS:
+                conn.execute(row)
+        before, dependents = _jobs_schema(path)
+        db = await Database.open_sqlite(path, clock=ManualClock())
+    else:
+        await build_postgres_at(url, POSTGRES_HEAD)
+        conn = await asyncpg.connect(url)
+        try:
+            for row in ROWS:
+                await conn.execute(row)
+        finally:
+            await conn.close()
+        db = await Database.open_postgresql(url, clock=ManualClock())
+    try:
+        await assert_intact(db, members=False)
+        done = await db.jobs.by_task("fp", Kind.VIDEO, "done")
+        assert done is not None
+        # Another key's task of the same id: a job and a charge of its own.
+        other = await db.jobs.insert(
+            NewJob(
+                task_id="done",
+                provider="alpha",
+                poll_url="/p/done",
+                kind=Kind.VIDEO,
+                model="vid/t2v",
+                guild_id=GUILD + 1,
+                channel_id=8,
+                message_id=None,
+                user_id=3,
+                prompt_summary="an owl",
+                details={},
+                cost_cents=Decimal(5),
+                key_fingerprint="fp-other",
+                created_at=300.0,
+                next_poll_at=310.0,
+            )
+        )
+        assert other.id != done.id
+        assert other.guild_id == GUILD + 1
+        assert await db.ledger.insert_charge(
+            Charge(
+                GUILD + 1, 8, 3, Kind.VIDEO, "vid/t2v", "done", Decimal(5), None, "fp-other", 300
+            )
+        )
+        assert await db.ledger.total(GUILD + 1) == 5
+        assert await db.ledger.total(GUILD) == Decimal("12.850001")
+        # A job's status change still releases a retired key's hold (the trigger was kept).
+        assert await db.jobs.finish(other.id, JobStatus.FAILED, [], "boom", 320.0)
+    finally:
+        await db.close()
+    if engine == "sqlite":
+        after, kept = _jobs_schema(path)
+        assert "UNIQUE" in before and "UNIQUE" not in after
+        assert after.rstrip().endswith("STRICT") and "json_valid(details)" in after
+        assert kept == dependents | {("index", "jobs_task")}
+        # The CHECKs are still there.
+        with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError):
+            conn.execute("UPDATE jobs SET details = 'not json' WHERE task_id = 'busy'")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -270,7 +271,7 @@ async def test_upgrade_of_a_v1_database_keeps_data_and_does_not_reannounce(
         assert settings.admin_channel_id == 42
         assert settings.allowed_channel_ids == {7}
         assert await store.ledger.total(GUILD) == 250
-        done = await store.jobs.by_task("done")
+        done = await store.jobs.by_task("fp", Kind.VIDEO, "done")
         assert done is not None
         assert done.announced_at == 200.0
         assert done.outputs == ("https://x/v.mp4",)
@@ -514,6 +515,36 @@ async def test_a_task_is_charged_once_per_kind(store: SqliteDatabase) -> None:
     assert await store.ledger.total(GUILD) == 100 + 30 + 5 + 5
 
 
+async def test_a_task_is_identified_by_its_key_kind_id_and_time(store: SqliteDatabase) -> None:
+    """A task id is unique only within its key: the same id under another key, or under the
+    same key at another time (the service gave it again), is another charge and another job."""
+    first = charge(task_id="t1", cost=100, kind=Kind.VIDEO, at=100.0)
+    assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
+    assert await store.ledger.insert_charge(first)
+    assert not await store.ledger.insert_charge(first)  # the very same charge again
+    assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
+    # Another key's task of the same id: its own charge, nothing given before on that key.
+    theirs = charge(task_id="t1", cost=40, kind=Kind.VIDEO, at=100.0, key="fp-b", guild=GUILD + 1)
+    assert not await store.ledger.task_given_before("fp-b", Kind.VIDEO, "t1", 100.0)
+    assert await store.ledger.insert_charge(theirs)
+    # The same key given the id again later: charged too, and known as given before.
+    assert await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 200.0)
+    assert await store.ledger.insert_charge(replace(first, at=200.0, guild_id=GUILD + 2))
+    assert await store.ledger.total(GUILD) == 100
+    assert await store.ledger.total(GUILD + 1) == 40
+    assert await store.ledger.total(GUILD + 2) == 100
+
+    mine = await store.jobs.insert(new_job("t1", created_at=100.0))
+    assert await store.jobs.insert(new_job("t1", created_at=100.0)) == mine  # idempotent
+    other = await store.jobs.insert(new_job("t1", created_at=100.0, key="fp-b", guild=GUILD + 1))
+    later = await store.jobs.insert(new_job("t1", created_at=200.0, guild=GUILD + 2))
+    assert len({mine.id, other.id, later.id}) == 3
+    assert (other.guild_id, later.guild_id) == (GUILD + 1, GUILD + 2)
+    found = await store.jobs.by_task("fp-default", Kind.VIDEO, "t1")
+    assert found is not None and found.id == later.id  # the newest of that key's
+    assert await store.jobs.by_task("fp-default", Kind.IMAGE, "t1") is None
+
+
 async def test_ledger_totals_equal_the_reported_charges(store: SqliteDatabase) -> None:
     reported: dict[tuple[Kind, str | None, int], int] = {}
     for i in range(200):
@@ -574,7 +605,7 @@ async def test_settle_is_all_or_nothing(store: SqliteDatabase, clock: ManualCloc
         await settle(store, reservation.id, charge(task_id="t1"), bad_job)
     assert await store.ledger.total(GUILD) == 0
     assert await store.ledger.reserved_cents(GUILD, clock.time()) == 50
-    assert await store.jobs.by_task("t1") is None
+    assert await store.jobs.by_task("fp-default", Kind.VIDEO, "t1") is None
 
     job = await settle(
         store, reservation.id, charge(task_id="t1", cost=50, kind=Kind.VIDEO), new_job("t1")
@@ -869,7 +900,7 @@ async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use
         )
         (kept,) = await store.guilds.retired_keys(GUILD)
         assert (kept.fingerprint, kept.ciphertext) == ("old", b"old")
-        busy = await store.jobs.by_task("busy")
+        busy = await store.jobs.by_task("old", Kind.VIDEO, "busy")
         assert busy is not None
         # Its job ends while the old reservation (key unknown) lives: still kept.
         assert await store.jobs.finish(busy.id, JobStatus.COMPLETED, ["u"], None, 400.0)

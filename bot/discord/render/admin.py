@@ -175,6 +175,16 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
             ),
             inline=False,
         )
+    if user_id is None and report.reused_task_ids:
+        embed.add_field(
+            name="Task ids given again",
+            value=(
+                f"{report.reused_task_ids} task(s) this month got an id the service had given "
+                "the same key before. Each was charged and delivered on its own; tell the "
+                "provider their task ids repeat."
+            ),
+            inline=False,
+        )
     if report.last_remaining_credits_cents is not None:
         embed.set_footer(
             text=f"Credits left on the key: {format_cents(report.last_remaining_credits_cents)}"

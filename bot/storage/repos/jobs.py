@@ -86,7 +86,18 @@ def _json(name: str) -> ColumnElement[Any]:
 # -- reads ---------------------------------------------------------------------------------------
 
 _BY_ID: Final = select(jobs).where(jobs.c.id == _ID)
-_BY_TASK: Final = select(jobs).where(jobs.c.task_id == bindparam("p_task"))
+_OF_TASK: Final = and_(
+    jobs.c.key_fingerprint == bindparam("p_key"),
+    jobs.c.kind == bindparam("p_kind"),
+    jobs.c.task_id == bindparam("p_task"),
+)
+# Served by the unique index jobs_task (kind, task_id, key_fingerprint, created_at).
+_BY_TASK: Final = (
+    select(jobs).where(_OF_TASK).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(1)
+)
+_BY_IDENTITY: Final = select(jobs).where(
+    _OF_TASK, jobs.c.created_at == bindparam("p_created", type_=Double)
+)
 
 DUE_JOBS: Final = (
     select(jobs)
@@ -207,7 +218,12 @@ _INSERTS: dict[Engine, Any] = {}
 
 
 def _insert(sql: Sql) -> Any:
-    """The job's ``INSERT ... ON CONFLICT (task_id) DO NOTHING`` for ``sql``'s engine.
+    """The job's ``INSERT ... ON CONFLICT DO NOTHING`` for ``sql``'s engine.
+
+    The conflict is on the job's identity, the unique index ``jobs_task``: its key's
+    fingerprint, kind, task id and creation time. A task id is only unique within the key that
+    made it, and a service may give one again: another server's, another key's or a later
+    task under a known id is a job of its own; only the very same job is not stored twice.
 
     Built on first use, once per engine: the upsert construct is the dialect's own.
     """
@@ -232,7 +248,14 @@ def _insert(sql: Sql) -> Any:
                 created_at=bindparam("p_created", type_=Double),
                 next_poll_at=bindparam("p_next", type_=Double),
             )
-            .on_conflict_do_nothing(index_elements=[jobs.c.task_id])
+            .on_conflict_do_nothing(
+                index_elements=[
+                    jobs.c.key_fingerprint,
+                    jobs.c.kind,
+                    jobs.c.task_id,
+                    jobs.c.created_at,
+                ]
+            )
         )
     return stmt
 
@@ -377,13 +400,26 @@ class JobStore:
         row = await self._sql.one(_BY_ID, {"p_id": job_id})
         return None if row is None else job_from_row(row)
 
-    async def by_task(self, task_id: str) -> Job | None:
-        """Return the job of the service's ``task_id``, or None."""
-        row = await self._sql.one(_BY_TASK, {"p_task": task_id})
+    async def by_task(self, key_fingerprint: str, kind: Kind, task_id: str) -> Job | None:
+        """Return the newest job of the service's ``task_id`` made with the key, or None.
+
+        A task id means something only within the account (key) that made it: the same id
+        under another key is another task.
+
+        Args:
+            key_fingerprint: :func:`bot.services.keys.fingerprint` of the key that made it.
+            kind: the task's kind (an image and a video may share an id).
+            task_id: the service's id of the task.
+        """
+        params = {"p_key": key_fingerprint, "p_kind": kind.value, "p_task": task_id}
+        row = await self._sql.one(_BY_TASK, params)
         return None if row is None else job_from_row(row)
 
     async def insert(self, job: NewJob) -> Job:
-        """Store a pending job and return it; if its task is stored already, return that one.
+        """Store a pending job and return it; if this very job is stored already, return it.
+
+        The job is identified by its key's fingerprint, kind, task id and creation time: a
+        job of another server, key or time under the same task id is stored apart.
 
         Takes the guild's lock first: a pending video replaces a reservation in the caps.
 
@@ -410,9 +446,17 @@ class JobStore:
                 "p_next": job.next_poll_at,
             }
             await tx.run(_insert(tx), [row])
-            stored = await JobStore(tx).by_task(job.task_id)
-        assert stored is not None
-        return stored
+            found = await tx.one(
+                _BY_IDENTITY,
+                {
+                    "p_key": job.key_fingerprint,
+                    "p_kind": job.kind.value,
+                    "p_task": job.task_id,
+                    "p_created": job.created_at,
+                },
+            )
+        assert found is not None
+        return job_from_row(found)
 
     # -- polling ------------------------------------------------------------------------------
 

@@ -15,10 +15,17 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Select, delete, func, insert, select
+from sqlalchemy import Select, delete, exists, func, insert, or_, select
 
 from bot.storage import schema
-from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
+from bot.storage.models import (
+    TASK_ID_REUSED,
+    Charge,
+    ChargeAnomaly,
+    Kind,
+    Reservation,
+    UsageRow,
+)
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.rows import anomaly_from_row
@@ -56,9 +63,12 @@ class LedgerStore:
     async def insert_charge(self, charge: Charge) -> bool:
         """Append the charge to the ledger; return False if its task was already recorded.
 
-        Only that uniqueness conflict is ignored (``ON CONFLICT (kind, task_id)``, the partial
-        unique index ``ledger_task``): any other constraint violation (a negative cost...)
-        raises, never passing for "already recorded".
+        A charge is identified by its key's fingerprint, kind, task id and time (the partial
+        unique index ``ledger_task``): a task id is unique only within the key that made it,
+        and a service may give one again, so a charge of another key, server or time under a
+        known task id is appended. Only that uniqueness conflict, this very charge recorded
+        again, is ignored: any other constraint violation (a negative cost...) raises, never
+        passing for "already recorded".
 
         Raises:
             ConstraintError: the charge breaks another constraint of the ledger.
@@ -82,7 +92,12 @@ class LedgerStore:
             upsert(self._sql, _ledger)
             .values(values)
             .on_conflict_do_nothing(
-                index_elements=[_ledger.c.kind, _ledger.c.task_id],
+                index_elements=[
+                    _ledger.c.key_fingerprint,
+                    _ledger.c.kind,
+                    _ledger.c.task_id,
+                    _ledger.c.at,
+                ],
                 index_where=_ledger.c.task_id.is_not(None),
             )
         )
@@ -91,7 +106,11 @@ class LedgerStore:
             return await tx.run(stmt) > 0
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
-        """Record a charge that breaks the protocol; False if its task was recorded already."""
+        """Record a charge that breaks the protocol; False if this anomaly was recorded already.
+
+        Identified by the key's fingerprint, kind, task id, time and reason (the partial unique
+        index ``charge_anomalies_task``).
+        """
         stmt = (
             upsert(self._sql, _anomalies)
             .values(
@@ -108,11 +127,36 @@ class LedgerStore:
                 at=anomaly.at,
             )
             .on_conflict_do_nothing(
-                index_elements=[_anomalies.c.kind, _anomalies.c.task_id],
+                index_elements=[
+                    _anomalies.c.key_fingerprint,
+                    _anomalies.c.kind,
+                    _anomalies.c.task_id,
+                    _anomalies.c.at,
+                    _anomalies.c.reason,
+                ],
                 index_where=_anomalies.c.task_id.is_not(None),
             )
         )
         return await self._sql.run(stmt) > 0
+
+    async def task_given_before(
+        self, key_fingerprint: str, kind: Kind, task_id: str, at: float
+    ) -> bool:
+        """Whether ``task_id`` of ``kind`` is already stored for another task.
+
+        Another task: one charged at another time, or under another key (another guild's, a
+        member's wallet's, a retired one). Read from the unique indexes ``ledger_task`` and
+        ``charge_anomalies_task``, whose leading columns are the kind and the task id.
+        """
+        given = [
+            exists().where(
+                table.c.kind == kind.value,
+                table.c.task_id == task_id,
+                or_(table.c.key_fingerprint != key_fingerprint, table.c.at != at),
+            )
+            for table in (_ledger, _anomalies)
+        ]
+        return bool(await self._sql.scalar(select(or_(*given))))
 
     async def spent_since(
         self, guild_id: int, since: float, *, user_id: int | None = None
@@ -197,9 +241,20 @@ class LedgerStore:
         return [anomaly_from_row(row) for row in rows]
 
     async def anomaly_count(self, guild_id: int, since: float) -> int:
-        """Return how many protocol anomalies the guild had at or after ``since``."""
+        """Return how many charges of the guild at or after ``since`` had an absurd amount."""
         stmt = select(func.count()).where(
-            _anomalies.c.guild_id == guild_id, _anomalies.c.at >= since
+            _anomalies.c.guild_id == guild_id,
+            _anomalies.c.at >= since,
+            _anomalies.c.reason != TASK_ID_REUSED,
+        )
+        return int(await self._sql.scalar(stmt))
+
+    async def reused_task_count(self, guild_id: int, since: float) -> int:
+        """Return how many of the guild's tasks at or after ``since`` had an id given before."""
+        stmt = select(func.count()).where(
+            _anomalies.c.guild_id == guild_id,
+            _anomalies.c.at >= since,
+            _anomalies.c.reason == TASK_ID_REUSED,
         )
         return int(await self._sql.scalar(stmt))
 
