@@ -57,7 +57,7 @@ def test_no_declared_package_goes_unused() -> None:
     used = distributions(top_level_imports("bot", "cogs", "tests", "bench"))
     # mypy and ruff are tools run from the command line, not imported; stubs are read by mypy;
     # pytest-xdist is a pytest plugin (.ci/run's -n).
-    tools = {"mypy", "ruff", "asyncpg-stubs", "pytest-xdist"} | NOT_IMPORTED
+    tools = {"mypy", "ruff", "asyncpg-stubs", "types-regex", "pytest-xdist"} | NOT_IMPORTED
     idle = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"]) - used
     assert idle <= tools
 
