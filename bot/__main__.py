@@ -234,7 +234,16 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
         async def say_ready() -> None:
             user, servers = bot.user, len(bot.guilds)
             url = invite_url(bot.application_id or (user.id if user else 0))
-            log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+            if servers:
+                log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+            else:
+                # A new operator's first start: the token works, and the next step is the invite.
+                log.warning(
+                    "ready as %s, but in no server yet: open %s to add it to one "
+                    "(python -m bot invite prints this link again)",
+                    user,
+                    url,
+                )
 
         bot.add_listener(say_ready, "on_ready")
         async with bot:

@@ -134,6 +134,14 @@ def test_a_real_key_without_a_base_url_is_named_in_one_warning(tmp_path: Path) -
     assert "sk-gen-real-key-never-shown" not in result.stderr
 
 
+def test_sandbox_mode_is_one_line_that_says_how_to_leave_it(tmp_path: Path) -> None:
+    result = run_bot(tmp_path, DATABASE_PATH=str(tmp_path / "bot.db"))
+    (line,) = [line for line in result.stderr.splitlines() if "SANDBOX MODE" in line]
+    assert "GENAPI_BASE_URL is not set" in line
+    assert "To leave it, set GENAPI_BASE_URL" in line
+    assert "/config api-key set" in line
+
+
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
