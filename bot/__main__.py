@@ -405,8 +405,8 @@ def copy_db(settings: Settings, url: str) -> int:
 
 HELP_EPILOG = """\
 Settings come from the environment, or from a .env file in the working directory
-(copy .env.example). Every setting is described in the Configuration table of README.md;
-the only one required is DISCORD_TOKEN. Without GENAPI_BASE_URL the bot runs in sandbox mode.
+(copy .env.example). Every setting is described in docs/settings.md; the only one
+required is DISCORD_TOKEN. Without GENAPI_BASE_URL the bot runs in sandbox mode.
 """
 
 
