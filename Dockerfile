@@ -1,14 +1,11 @@
 # genbot: one bot process on SQLite (docs/deployment.md). Build: docker build -t genbot .
 FROM python:3.11-slim AS build
-# PyICU (blocked terms' look-alike letters, UTS #39) builds against the system's ICU.
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends g++ pkg-config libicu-dev \
-    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml requirements.lock README.md LICENSE ./
 # The runtime dependencies at the versions CI passed with (requirements.lock, made by uv from
-# pyproject.toml; no dev extras), then the project itself without resolving anything again.
-RUN pip install --no-cache-dir --prefix=/install -r requirements.lock
+# pyproject.toml; no dev extras), all from wheels (no compiler in the image), then the project
+# itself without resolving anything again.
+RUN pip install --no-cache-dir --prefix=/install --only-binary :all: -r requirements.lock
 COPY bot ./bot
 COPY cogs ./cogs
 RUN pip install --no-cache-dir --prefix=/install --no-deps .
@@ -19,11 +16,6 @@ ENV PYTHONUNBUFFERED=1 \
     DATABASE_PATH=/data/bot.db \
     METRICS_HOST=0.0.0.0 \
     METRICS_PORT=9100
-# The ICU runtime PyICU was built against (libicuNN, whatever Debian release the image has).
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends \
-        "$(apt-cache depends libicu-dev | sed -n 's/.*Depends: \(libicu[0-9][0-9]*\)$/\1/p' | head -n1)" \
-    && rm -rf /var/lib/apt/lists/*
 COPY --from=build /install /usr/local
 # A non-root user that owns only the data volume.
 RUN useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin/nologin genbot \

@@ -211,7 +211,16 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
         async def say_ready() -> None:
             user, servers = bot.user, len(bot.guilds)
             url = invite_url(bot.application_id or (user.id if user else 0))
-            log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+            if servers:
+                log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+            else:
+                # A new operator's first start: the token works, and the next step is the invite.
+                log.warning(
+                    "ready as %s, but in no server yet: open %s to add it to one "
+                    "(python -m bot invite prints this link again)",
+                    user,
+                    url,
+                )
 
         bot.add_listener(say_ready, "on_ready")
         async with bot:
@@ -289,8 +298,8 @@ def copy_db(settings: Settings, url: str) -> int:
 
 HELP_EPILOG = """\
 Settings come from the environment, or from a .env file in the working directory
-(copy .env.example). Every setting is described in the Configuration table of README.md;
-the only one required is DISCORD_TOKEN. Without GENAPI_BASE_URL the bot runs in sandbox mode.
+(copy .env.example). Every setting is described in docs/settings.md; the only one
+required is DISCORD_TOKEN. Without GENAPI_BASE_URL the bot runs in sandbox mode.
 """
 
 

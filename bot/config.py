@@ -1,7 +1,7 @@
 """Settings, read once in ``main()`` from the environment and ``.env`` (pydantic-settings).
 
-Every field here is listed in the README's configuration table and in ``.env.example``; a test
-keeps the three in step. Secrets are :class:`pydantic.SecretStr`, so they never print.
+Every field here is listed in the settings table of ``docs/settings.md`` and in ``.env.example``;
+a test keeps the three in step. Secrets are :class:`pydantic.SecretStr`, so they never print.
 """
 
 from __future__ import annotations

@@ -172,7 +172,9 @@ async def _start_sandbox(settings: Settings, stack: contextlib.AsyncExitStack) -
     log.warning(
         "SANDBOX MODE: GENAPI_BASE_URL is not set, so the built-in emulator at %s "
         "answers every request; results are marked as sandbox and cost nothing. "
-        "Its key and tasks are kept in %s.",
+        "Its key and tasks are kept in %s. To leave it, set GENAPI_BASE_URL to the "
+        "Generation API's address and restart, then give each server its key with "
+        "/config api-key set (or the bot one key for every server: docs/settings.md).",
         emulator.base_url,
         state_path,
     )

@@ -134,6 +134,14 @@ def test_a_real_key_without_a_base_url_is_named_in_one_warning(tmp_path: Path) -
     assert "sk-gen-real-key-never-shown" not in result.stderr
 
 
+def test_sandbox_mode_is_one_line_that_says_how_to_leave_it(tmp_path: Path) -> None:
+    result = run_bot(tmp_path, DATABASE_PATH=str(tmp_path / "bot.db"))
+    (line,) = [line for line in result.stderr.splitlines() if "SANDBOX MODE" in line]
+    assert "GENAPI_BASE_URL is not set" in line
+    assert "To leave it, set GENAPI_BASE_URL" in line
+    assert "/config api-key set" in line
+
+
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
@@ -170,8 +178,7 @@ def test_help_is_plain_text_naming_env_and_the_settings_table(tmp_path: Path) ->
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert ".env file in the working directory" in text
-    assert "README.md" in text
-    assert "Configuration" in text
+    assert "docs/settings.md" in text
     for command in ("run", "sync", "invite", "backup"):
         assert f" {command} " in text
     assert "\x1b[" not in result.stdout  # no colour codes
@@ -207,12 +214,12 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     assert invite_permissions().create_public_threads  # /chat's threads (issue 21)
 
 
-def test_the_readme_invite_matches_the_code() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_invite_matches_the_code() -> None:
+    documented = (ROOT / "docs" / "discord-application.md").read_text()
     value = invite_permissions().value
-    assert f"`{value}`" in readme
-    assert f"permissions={value}" in readme
-    assert "Send Messages in Threads" in readme
+    assert f"`{value}`" in documented
+    assert f"permissions={value}" in documented
+    assert "Send Messages in Threads" in documented
 
 
 def test_invite_with_an_application_id_needs_no_token(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def test_no_declared_package_goes_unused() -> None:
     used = distributions(top_level_imports("bot", "cogs", "tests", "bench"))
     # mypy and ruff are tools run from the command line, not imported; stubs are read by mypy;
     # pytest-xdist is a pytest plugin (.ci/run's -n).
-    tools = {"mypy", "ruff", "asyncpg-stubs", "pytest-xdist"} | NOT_IMPORTED
+    tools = {"mypy", "ruff", "asyncpg-stubs", "types-regex", "pytest-xdist"} | NOT_IMPORTED
     idle = declared(PROJECT["dependencies"] + PROJECT["optional-dependencies"]["dev"]) - used
     assert idle <= tools
 
@@ -97,3 +97,20 @@ def test_the_lock_files_pin_every_requirement_within_its_range(
         assert requirement.specifier.contains(pinned[name], prereleases=True), (
             f"{lock} pins {name}=={pinned[name]} outside {requirement.specifier}"
         )
+
+
+def test_ci_and_the_image_install_only_wheels() -> None:
+    # No compiler and no system headers anywhere: every dependency has wheels (Linux x86_64 and
+    # aarch64, macOS; Python 3.11 to 3.13), and CI proves the README's install resolves that way.
+    ci = (ROOT / ".ci" / "run").read_text()
+    installs = [
+        line for line in ci.splitlines() if "pip install" in line and "--upgrade pip" not in line
+    ]
+    assert installs
+    assert all("--only-binary :all:" in line for line in installs), installs
+    assert any('-e ".[dev]"' in line for line in installs)
+    assert any("-r requirements-dev.lock" in line for line in installs)
+    assert "libicu" not in ci and "g++" not in ci
+    image = (ROOT / "Dockerfile").read_text()
+    assert "--only-binary :all: -r requirements.lock" in image
+    assert "g++" not in image and "libicu" not in image

@@ -24,6 +24,7 @@ from bot.discord.dm_notice import DmNoticeAnnouncer
 from bot.discord.permissions import missing_permissions, permission_names
 from bot.discord.render import job_placeholder, posted_later
 from bot.discord.render.admin import (
+    NO_KEY_YET,
     key_problem_notice,
     missing_key_notice,
     missing_permissions_notice,
@@ -231,6 +232,44 @@ class GenBot(commands.AutoShardedBot):
         # guilds whose admin channel was told (once per process).
         self._permissions_warned: dict[int, tuple[str, ...]] = {}
         self._permissions_told: set[int] = set()
+        # The guilds without a key whose first admin to run a command was told how to set one
+        # (once per process: a restart may tell one admin again, which costs nothing).
+        self._no_key_told: set[int] = set()
+        self.add_listener(self._tell_admin_no_key_yet, "on_app_command_completion")
+
+    async def _tell_admin_no_key_yet(
+        self,
+        interaction: discord.Interaction[Any],
+        command: app_commands.Command[Any, ..., Any] | app_commands.ContextMenu,
+    ) -> None:
+        """After an admin's command, in a server without a key, say how to set one (once).
+
+        A new server has neither its own key nor the bot's default (``GENAPI_API_KEY``), so
+        every generation command would fail; the first admin (Manage Server) to run any command
+        there is told, ephemerally, to run ``/config api-key set``. Not after that command
+        itself or ``/config show`` (which shows the key's state), and not where only a member
+        installed the app (no server key applies there).
+        """
+        guild_id = interaction.guild_id
+        if (
+            guild_id is None
+            or guild_id in self._no_key_told
+            or not interaction.is_guild_integration()
+            or not interaction.permissions.manage_guild
+            or command.qualified_name.startswith(("config api-key", "config show"))
+            or not interaction.response.is_done()
+            or interaction.response.type is discord.InteractionResponseType.modal
+        ):
+            return
+        if await self.guild_config.has_key(guild_id):
+            return
+        self._no_key_told.add(guild_id)
+        try:
+            await interaction.followup.send(
+                NO_KEY_YET, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+        except discord.HTTPException as exc:
+            log.warning("could not tell an admin of guild %s to set a key: %s", guild_id, exc)
 
     def add_dynamic_items(self, *items: type[discord.ui.DynamicItem[Any]]) -> None:
         """Register restart-safe buttons (discord.py), remembering their templates."""

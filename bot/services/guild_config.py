@@ -301,6 +301,14 @@ class GuildConfigService:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
         return (await self._db.guilds.settings(guild_id)).api_key_ciphertext is not None
 
+    async def has_key(self, guild_id: int) -> bool:
+        """True when the guild's requests have a key: its own, or the bot's default.
+
+        The bot's default is ``GENAPI_API_KEY``, or in sandbox mode the emulator's own key;
+        False means every generation command of the guild fails until an admin sets a key.
+        """
+        return self._default_key_set or await self.has_own_key(guild_id)
+
     async def key_last4(self, guild_id: int) -> str | None:
         """Return the last 4 characters of the guild's (or wallet's) own key, or None."""
         return (await self._db.guilds.settings(guild_id)).api_key_last4

@@ -5,22 +5,20 @@ reservation transaction, the generation service applies :func:`find_blocked_term
 reservation, and ``/config`` parses admins' input with :func:`parse_models` and
 :func:`normalise_term`. Money is whole ``int`` cents; None means unlimited.
 
-Blocked terms are compared by Unicode's confusable *skeleton* (UTS #39 section 4, computed by
-ICU's spoof checker through PyICU, with the confusables data of the ICU release), so a term
-matches its look-alikes (``bаd`` with a Cyrillic ``а``, ``paypaI`` with a capital ``I``).
+Blocked terms are compared by Unicode's confusable *skeleton* (UTS #39 section 4, with Unicode's
+``confusables.txt``: :mod:`bot.services.confusables`), so a term matches its look-alikes
+(``bаd`` with a Cyrillic ``а``, ``paypaI`` with a capital ``I``).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-import icu
-
 from bot.errors import ValidationFailed, format_cents
+from bot.services import confusables
 from bot.storage.models import UNLIMITED, ModelLists, Tier
 
 ALL_MODELS = "*"
@@ -70,19 +68,15 @@ BLOCKED_TERMS_RULE = (
 """What ``/config blocked-terms add`` promises (Discord: at most 100 characters)."""
 
 
-@functools.cache
-def _spoof_checker() -> icu.SpoofChecker:
-    return icu.SpoofChecker()
-
-
 def skeleton(text: str) -> str:
     """Return the confusable skeleton (UTS #39 section 4) of ``text`` case-folded.
 
     Two strings that look alike have the same skeleton (``bаd`` with a Cyrillic ``а`` and
-    ``bad``, ``rn`` and ``m``, ``1`` and ``l``).
+    ``bad``, ``rn`` and ``m``, ``1`` and ``l``); characters that show nothing (variation
+    selectors, fillers: Default_Ignorable_Code_Point) are left out.
     """
     folded = unicodedata.normalize("NFC", text).casefold()
-    return str(_spoof_checker().getSkeleton(0, folded))
+    return confusables.skeleton(folded)
 
 
 def _folded_forms(text: str) -> set[str]:
@@ -92,11 +86,11 @@ def _folded_forms(text: str) -> set[str]:
     another small letter (``paypaI``: ``I`` is an ``l``, which case folding makes an ``i``).
     """
     visible = _visible_nfkc(text)
-    return {skeleton(visible), skeleton(str(_spoof_checker().getSkeleton(0, visible)))}
+    return {skeleton(visible), skeleton(confusables.skeleton(visible))}
 
 
 def _unspaced(ch: str) -> bool:
-    return bool(icu.Script.getScript(ch).getShortName() in UNSPACED_SCRIPTS)
+    return confusables.in_scripts(ch, UNSPACED_SCRIPTS)
 
 
 def _word_char(ch: str) -> bool:

@@ -72,6 +72,16 @@ def test_a_blocked_term_matches_look_alike_letters() -> None:
     assert find_blocked_term("skill", terms) is None
 
 
+def test_a_blocked_term_matches_with_marks_that_show_nothing_inside() -> None:
+    # Unicode's skeleton leaves out Default_Ignorable_Code_Point characters (UTS #39
+    # section 4): these are not format characters, so case folding and NFKC keep them.
+    terms = [normalise_term("bad")]
+    assert find_blocked_term("b\ufe0fad", terms) == "bad"  # a variation selector
+    assert find_blocked_term("ba\u3164d", terms) == "bad"  # the Hangul filler
+    assert find_blocked_term("b\u034fad", terms) == "bad"  # the combining grapheme joiner
+    assert find_blocked_term("b\u180bad idea", terms) == "bad"  # a Mongolian variation selector
+
+
 def test_the_blocked_terms_command_says_what_is_matched() -> None:
     assert len(BLOCKED_TERMS_RULE) <= 100  # Discord's limit for a description
     for promise in ("any case", "look-alike", "whole words", "CJK/Thai anywhere"):

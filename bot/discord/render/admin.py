@@ -49,6 +49,13 @@ def config_embed(config: GuildConfig) -> discord.Embed:
     return embed
 
 
+NO_KEY_YET = (
+    "This server has no Generation API key yet, so members' commands cannot generate anything. "
+    "Set one with `/config api-key set` (only admins see this)."
+)
+"""Told once, ephemerally, to the first admin who runs a command in a server without a key."""
+
+
 def key_problem_notice(problem: str, *, shared: bool) -> str:
     """The notice posted in a server's admin channel when its key is refused or out of credits.
 
