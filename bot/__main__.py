@@ -44,13 +44,13 @@ from bot.config import (
 )
 from bot.discord.bot import GenBot, build_announcer, post_missing_key_notice
 from bot.discord.permissions import install_links, invite_url
+from bot.domain import SchemaTooNewError
 from bot.errors import KeyEncryptionUnavailable
 from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, refresh_job_counts
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.storage import SchemaTooNewError
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
 from bot.wiring import build_poller, build_services, open_database

@@ -38,21 +38,12 @@ from typing import TypeVar
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
+from bot.domain import Charge, ChargeAnomaly, GuildSettings, Job, Kind, NewJob, Reservation
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
 from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
-from bot.storage import (
-    Charge,
-    ChargeAnomaly,
-    Database,
-    GuildSettings,
-    Job,
-    Kind,
-    NewJob,
-    Repositories,
-    Reservation,
-)
+from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
 
 log = logging.getLogger(__name__)

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from bot.clock import Clock
+from bot.domain import Charge, GuildSettings, Job, Kind, NewJob, Reservation, ResultRequest
 from bot.errors import PromptBlocked, ValidationFailed
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
@@ -38,15 +39,6 @@ from bot.services.personal import is_personal
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
-from bot.storage.models import (
-    Charge,
-    GuildSettings,
-    Job,
-    Kind,
-    NewJob,
-    Reservation,
-    ResultRequest,
-)
 
 log = logging.getLogger(__name__)
 

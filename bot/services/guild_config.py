@@ -13,6 +13,17 @@ from typing import TypeAlias
 from pydantic import SecretStr
 
 from bot.clock import Clock, SystemClock
+from bot.domain import (
+    UNLIMITED,
+    UNSET,
+    AuditEntry,
+    Kind,
+    LimitUpdate,
+    ModelLists,
+    Persona,
+    Tier,
+    Unset,
+)
 from bot.errors import KeyEncryptionUnavailable, ValidationFailed, format_cents
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
@@ -25,9 +36,7 @@ from bot.services.policy import (
     describe_models,
     normalise_term,
 )
-from bot.storage import UNSET, Database, LimitUpdate
-from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Persona, Tier
-from bot.storage.repositories import Unset
+from bot.storage import Database
 
 MAX_PERSONA_CHARS = 2000
 """A persona's system prompt, characters: it is sent before a member's own (up to 4,000) on
@@ -72,7 +81,7 @@ def parse_allowance(text: str) -> int | None:
     """Read a tier's allowance: dollars, ``unlimited``, or ``default`` (the server's).
 
     Returns:
-        Whole cents; :data:`~bot.storage.models.UNLIMITED`; None for the server default.
+        Whole cents; :data:`~bot.domain.UNLIMITED`; None for the server default.
 
     Raises:
         ValidationFailed: none of these.
@@ -310,7 +319,7 @@ class GuildConfigService:
         """Create or change a role's tier; options left :data:`UNSET` keep their value.
 
         A new tier's unset options are the server defaults (None). Allowances are whole
-        cents or :data:`~bot.storage.models.UNLIMITED`; ``models`` patterns (``("*",)`` = all).
+        cents or :data:`~bot.domain.UNLIMITED`; ``models`` patterns (``("*",)`` = all).
 
         Returns:
             The tier as stored.

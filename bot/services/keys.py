@@ -44,10 +44,11 @@ from pydantic import SecretStr
 
 from bot.clock import Clock, SystemClock
 from bot.config import fernet_keys
+from bot.domain import Kind
 from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
 from bot.services.personal import PersonalKeyNeeded, is_personal
-from bot.storage import Database, Kind
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import icu
 
+from bot.domain import UNLIMITED, ModelLists, Tier
 from bot.errors import ValidationFailed, format_cents
-from bot.storage.models import UNLIMITED, ModelLists, Tier
 
 ALL_MODELS = "*"
 """A model pattern that matches every model (admins type ``all``)."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bot.clock import Clock
-from bot.storage.models import Job, Kind
+from bot.domain import Job, Kind
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ together by :class:`bot.storage.database.Database`) implements them.
 
 Shapes and units, for every engine:
 
-- Rows are the dataclasses of :mod:`bot.storage.models`.
+- Rows are the dataclasses of :mod:`bot.domain`.
 - Money is :class:`~decimal.Decimal` cents, exact as the service reported it (budgets admins set
   stay whole ``int`` cents). How an engine stores it (INTEGER micro-cents in both engines today,
   see :mod:`bot.storage.money`) is its own business; an amount finer than a micro-cent is
@@ -45,11 +45,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import Enum
 from typing import Any, Final, Protocol, TypeAlias
 
-from bot.genapi.rate_window import RateWindowRepository
-from bot.storage.models import (
+from bot.domain import (
+    UNSET,
     AuditEntry,
     Charge,
     ChargeAnomaly,
@@ -60,6 +59,7 @@ from bot.storage.models import (
     Job,
     JobStatus,
     Kind,
+    LimitUpdate,
     MemberSettings,
     ModelLists,
     NewJob,
@@ -69,47 +69,10 @@ from bot.storage.models import (
     ResultRequest,
     RetiredKey,
     Tier,
+    Unset,
     UsageRow,
 )
-
-
-class StorageError(Exception):
-    """Base of the storage errors that do not depend on the engine."""
-
-
-class ConstraintError(StorageError):
-    """A write broke a constraint of the schema (e.g. a negative amount, a cap below 1).
-
-    Only the conflicts a method documents as expected ("task already recorded") are not errors.
-    The transaction the write ran in is rolled back when the error leaves its block.
-    """
-
-
-class StorageUnavailableError(StorageError):
-    """The database did not answer (closed, unreachable, or refusing connections).
-
-    Raised by :meth:`Database.ping`; the driver's error is the ``__cause__`` (its text never
-    contains a password: engines build it from the error, not from the connection string).
-    """
-
-
-class SchemaTooNewError(StorageError, RuntimeError):
-    """The database was written by a newer version of the bot; start-up must stop.
-
-    Attributes:
-        found: the database's schema version.
-        supported: the newest version this code knows.
-    """
-
-    def __init__(self, found: int, supported: int) -> None:
-        super().__init__(
-            f"The database has schema version {found}, but this version of the bot only knows "
-            f"versions up to {supported}: it was last used by a newer release. Run that release "
-            "(or restore a backup taken before the upgrade); refusing to start so that the "
-            "data is not damaged."
-        )
-        self.found = found
-        self.supported = supported
+from bot.genapi.rate_window import RateWindowRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,29 +113,13 @@ def last_per_job(updates: Sequence[PollUpdate]) -> list[PollUpdate]:
     return list({update.job_id: update for update in updates}.values())
 
 
-class _Unset(Enum):
-    UNSET = "UNSET"
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Final = _Unset.UNSET
-"""Sentinel of :meth:`GuildRepository.update_limits`: leave this limit as it is."""
-
-Unset: TypeAlias = _Unset
-"""The type of :data:`UNSET`, for other "value, None or keep" parameters."""
-
-LimitUpdate: TypeAlias = int | _Unset | None
-"""A new limit: a value, None (back to the Settings default) or :data:`UNSET` (unchanged)."""
-
 LIMIT_NAMES: Final = (
     "monthly_budget_cents",
     "user_daily_budget_cents",
     "max_pending_videos_per_user",
     "max_pending_videos_per_guild",
 )
-"""The limits of :class:`~bot.storage.models.GuildSettings` that admins change."""
+"""The limits of :class:`~bot.domain.GuildSettings` that admins change."""
 
 
 def limit_changes(*updates: LimitUpdate) -> dict[str, int | None]:
@@ -811,8 +758,8 @@ class CardRepository(Protocol):
 class PolicyRepository(Protocol):
     """A guild's policy (issue 13): role tiers, model list, blocked terms, cooldowns, audit.
 
-    Allowances are whole cents, :data:`~bot.storage.models.UNLIMITED` or None (server default),
-    as in :class:`~bot.storage.models.Tier`.
+    Allowances are whole cents, :data:`~bot.domain.UNLIMITED` or None (server default),
+    as in :class:`~bot.domain.Tier`.
     """
 
     async def tiers(self, guild_id: int) -> list[Tier]:

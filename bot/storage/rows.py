@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from bot.storage.models import (
+from bot.domain import (
     ChargeAnomaly,
     Conversation,
     ConversationTurn,

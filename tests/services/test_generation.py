@@ -2,6 +2,7 @@
 
 import pytest
 
+from bot.domain import JobStatus, Kind
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
@@ -13,7 +14,6 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.storage import JobStatus, Kind
 from tests.conftest import Stack
 
 

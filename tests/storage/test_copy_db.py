@@ -16,9 +16,9 @@ import pytest
 
 from bot.__main__ import main
 from bot.clock import ManualClock
+from bot.domain import DeliveryRoute, JobStatus, Kind
 from bot.storage.copy_db import NOT_COPIED, TABLES
 from bot.storage.database import Database
-from bot.storage.models import DeliveryRoute, JobStatus, Kind
 from tests.storage.test_postgres import new_job
 
 LEDGER = [

@@ -16,11 +16,10 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from bot.clock import ManualClock
-from bot.storage import (
+from bot.domain import (
     UNSET,
     Charge,
     ConstraintError,
-    Database,
     GuildSettings,
     Job,
     JobStatus,
@@ -28,8 +27,8 @@ from bot.storage import (
     NewJob,
     SchemaTooNewError,
     StorageUnavailableError,
-    engine,
 )
+from bot.storage import Database, engine
 from bot.storage.database import Database as SqliteDatabase
 from bot.storage.migrations import legacy, revisions
 from bot.storage.migrations.legacy import LegacyMigration, split_statements

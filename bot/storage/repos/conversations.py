@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from sqlalchemy import delete, func, insert, select, update
 
-from bot.storage.models import Conversation, ConversationTurn, Persona
+from bot.domain import Conversation, ConversationTurn, Persona
 from bot.storage.money import from_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row

@@ -27,10 +27,10 @@ from sqlalchemy import (
     update,
 )
 
+from bot.domain import UNSET, GuildSettings, JobStatus, LimitUpdate, RetiredKey
 from bot.storage import schema
-from bot.storage.models import GuildSettings, JobStatus, RetiredKey
 from bot.storage.repos.dialect import upsert
-from bot.storage.repositories import UNSET, LimitUpdate, limit_changes
+from bot.storage.repositories import limit_changes
 from bot.storage.sql import Sql
 
 _settings = schema.guild_settings

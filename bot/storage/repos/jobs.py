@@ -43,7 +43,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.repositories import PollCandidate, PollRanking, last_per_job, per_key_cap

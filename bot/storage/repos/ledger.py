@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import Select, delete, func, insert, select
 
+from bot.domain import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage import schema
-from bot.storage.models import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.rows import anomaly_from_row

@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.storage.models import MemberSettings
+from bot.domain import MemberSettings
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import member_settings
 from bot.storage.sql import Sql

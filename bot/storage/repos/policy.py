@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from sqlalchemy import BigInteger, cast, delete, func, insert, select
 
-from bot.storage.models import AuditEntry, Kind, ModelLists, Tier
+from bot.domain import AuditEntry, Kind, ModelLists, Tier
 from bot.storage.money import from_micro
 from bot.storage.repos.dialect import text_order, upsert
 from bot.storage.rows import models_text, tier_from_row

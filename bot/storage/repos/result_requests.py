@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from bot.storage.models import ResultRequest
+from bot.domain import ResultRequest
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import json_value, upsert
 from bot.storage.rows import result_request_from_row
