@@ -44,12 +44,11 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType
 
 from bot.domain import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
-from bot.storage.money import to_micro
+from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.repositories import PollCandidate, PollRanking, last_per_job, per_key_cap
-from bot.storage.rows import job_from_row
 from bot.storage.schema import jobs
-from bot.storage.sql import Engine, Sql
+from bot.storage.sql import Engine, Row, Sql
 
 # Literals, not parameters: a literal 'pending' is what lets the planners (SQLite's above all)
 # use the partial indexes, whose WHERE clauses name these values.
@@ -361,6 +360,46 @@ RELEASE_DELIVERY: Final = (
         jobs.c.next_delivery_at > _RELEASED_AT,
     )
 )
+
+
+def job_from_row(row: Row) -> Job:
+    """Build a :class:`Job` from a row of the ``jobs`` table (either engine).
+
+    ``details`` and ``outputs`` arrive as JSON text (SQLite TEXT, PostgreSQL jsonb as text);
+    ``cost_micro`` is micro-cents (:mod:`bot.storage.money`).
+    """
+    return Job(
+        id=row["id"],
+        task_id=row["task_id"],
+        provider=row["provider"],
+        poll_url=row["poll_url"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        prompt_summary=row["prompt_summary"],
+        details=json.loads(row["details"]),
+        cost_cents=from_micro(row["cost_micro"]),
+        key_fingerprint=row["key_fingerprint"],
+        created_at=row["created_at"],
+        next_poll_at=row["next_poll_at"],
+        status=JobStatus(row["status"]),
+        finished_at=row["finished_at"],
+        outputs=tuple(json.loads(row["outputs"])),
+        error=row["error"],
+        poll_count=row["poll_count"],
+        announced_at=row["announced_at"],
+        last_progress_at=row["last_progress_at"],
+        unwatched_at=row["unwatched_at"],
+        delivery_route=DeliveryRoute(row["delivery_route"]),
+        delivery_attempts=row["delivery_attempts"],
+        next_delivery_at=row["next_delivery_at"],
+        delivery_error=row["delivery_error"],
+        poll_token=row["poll_token"],
+        delivery_token=row["delivery_token"],
+    )
 
 
 class JobStore:

@@ -21,8 +21,7 @@ from bot.domain import Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage import schema
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
-from bot.storage.rows import anomaly_from_row
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
 
 _ledger = schema.ledger
 _anomalies = schema.charge_anomalies
@@ -41,6 +40,23 @@ def _cents(micro: Any) -> Decimal:
 def _for_user(stmt: Select[Any], user_column: Any, user_id: int | None) -> Select[Any]:
     """``stmt`` narrowed to one member when ``user_id`` is given."""
     return stmt if user_id is None else stmt.where(user_column == user_id)
+
+
+def anomaly_from_row(row: Row) -> ChargeAnomaly:
+    """Build a :class:`ChargeAnomaly` from a row of ``charge_anomalies`` (either engine)."""
+    return ChargeAnomaly(
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        user_id=row["user_id"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        task_id=row["task_id"],
+        reported_cost=row["reported_cost"],
+        reported_remaining=row["reported_remaining"],
+        reason=row["reason"],
+        key_fingerprint=row["key_fingerprint"],
+        at=row["at"],
+    )
 
 
 class LedgerStore:

@@ -14,7 +14,6 @@ from sqlalchemy import BigInteger, cast, delete, func, insert, select
 from bot.domain import AuditEntry, Kind, ModelLists, Tier
 from bot.storage.money import from_micro
 from bot.storage.repos.dialect import text_order, upsert
-from bot.storage.rows import models_text, tier_from_row
 from bot.storage.schema import (
     blocked_terms,
     config_audit,
@@ -24,7 +23,26 @@ from bot.storage.schema import (
     policy_models,
     policy_tiers,
 )
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
+
+
+def models_text(models: tuple[str, ...] | None) -> str | None:
+    """A tier's model patterns as stored (comma-separated; None = the server's list)."""
+    return None if models is None else ",".join(models)
+
+
+def tier_from_row(row: Row) -> Tier:
+    """Build a :class:`Tier` from a row of ``policy_tiers`` (either engine)."""
+    models = row["models"]
+    return Tier(
+        guild_id=row["guild_id"],
+        role_id=row["role_id"],
+        role_name=row["role_name"],
+        daily_per_user_cents=row["daily_per_user_cents"],
+        monthly_per_user_cents=row["monthly_per_user_cents"],
+        videos_at_once=row["videos_at_once"],
+        models=None if models is None else tuple(m for m in models.split(",") if m),
+    )
 
 
 class PolicyStore:

@@ -6,6 +6,7 @@ Tables ``result_requests`` (``options`` and ``outputs`` JSON text; jsonb on Post
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -15,9 +16,21 @@ from sqlalchemy import insert, select
 from bot.domain import ResultRequest
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import json_value, upsert
-from bot.storage.rows import result_request_from_row
 from bot.storage.schema import card_settings, result_requests
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
+
+
+def result_request_from_row(row: Row) -> ResultRequest:
+    """Build a :class:`ResultRequest` from a row of ``result_requests`` (either engine)."""
+    return ResultRequest(
+        id=int(row["id"]),
+        kind=str(row["kind"]),
+        guild_id=int(row["guild_id"]),
+        user_id=int(row["user_id"]),
+        job_id=None if row["job_id"] is None else int(row["job_id"]),
+        options=json.loads(row["options"]),
+        outputs=tuple(json.loads(row["outputs"])),
+    )
 
 
 class ResultRequestStore:
