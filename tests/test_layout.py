@@ -44,6 +44,7 @@ LAYERS = (
 ``bot.__main__`` stands above them all; the wiring (the composition root) builds everything
 below the Discord adapter, which is handed its ``Services``."""
 
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     if parts[-1] == "__init__":

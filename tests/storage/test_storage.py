@@ -608,7 +608,7 @@ async def test_expire_and_release_reservations(store: SqliteDatabase) -> None:
 
 
 async def test_a_negative_reservation_is_refused_and_holds_nothing(store: Database) -> None:
-    # The schema's CHECK answers as ConstraintError on both engines (LedgerRepository), also
+    # The schema's CHECK answers as ConstraintError on both engines (LedgerStore), also
     # when the new row's id comes back by RETURNING; a budget check then sees no hold.
     with pytest.raises(ConstraintError):
         await store.ledger.add_reservation(

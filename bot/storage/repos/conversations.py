@@ -1,4 +1,4 @@
-"""Conversations of ``/chat`` (issue 21), both engines: ``ConversationRepository``.
+"""Conversations of ``/chat``, both engines: :class:`ConversationStore`.
 
 Tables ``conversations``, ``conversation_turns`` (each turn's ``cost_micro`` in micro-cents,
 :mod:`bot.storage.money`) and ``personas``.
@@ -64,7 +64,10 @@ def cost_micro(turn: ConversationTurn) -> int | None:
 
 
 class ConversationStore:
-    """Conversations, their turns and channels' personas (contract: ``ConversationRepository``).
+    """Conversations of ``/chat`` and their turns, keyed by thread.
+
+    A restart keeps every conversation: the history each call folds into its prompt is read
+    from here.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -195,10 +198,11 @@ class ConversationStore:
     async def spend_by_thread(
         self, guild_id: int, since: float, user_id: int | None = None
     ) -> list[tuple[int, int, Decimal]]:
-        """Conversations' spend (their turns' charges): ``(thread_id, turns, cents)``.
+        """Conversations' spend: ``(thread_id, turns, cents)``, largest first.
 
-        Largest first, then by thread id; turns at or after ``since`` (UTC epoch seconds),
-        optionally one member's turns only.
+        From the turns' charges (each is its call's ledger row; the first turn's row carries
+        the parent channel, as the thread did not exist yet), at or after ``since`` (UTC
+        epoch seconds), optionally one member's turns only.
         """
         t, c = conversation_turns, conversations
         micro = func.coalesce(func.sum(t.c.cost_micro), 0).label("micro")

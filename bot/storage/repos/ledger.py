@@ -60,7 +60,9 @@ def anomaly_from_row(row: Row) -> ChargeAnomaly:
 
 
 class LedgerStore:
-    """Ledger, anomalies and reservations (contract: ``LedgerRepository``).
+    """The ledger (charges the service reported), protocol anomalies, and reservations.
+
+    The ledger and the anomalies are append-only. Sums are exact Decimal cents.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -107,7 +109,11 @@ class LedgerStore:
             return await tx.run(stmt) > 0
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
-        """Record a charge that breaks the protocol; False if its task was recorded already."""
+        """Record a reported charge that breaks the protocol (not summed into budgets).
+
+        Returns:
+            False if an anomaly of the same kind and task was recorded before.
+        """
         stmt = (
             upsert(self._sql, _anomalies)
             .values(
@@ -221,11 +227,15 @@ class LedgerStore:
         expires_at: float,
         key_fingerprint: str | None = None,
     ) -> Reservation:
-        """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds).
+        """Hold ``amount_cents`` (>= 0) for a request in flight until ``expires_at``.
+
+        ``key_fingerprint`` names the key the request is sent with: while the reservation
+        exists (expired or not, until deleted) that key is not dropped by
+        :meth:`GuildStore.replace_api_key` nor released, since its task may
+        be stored a moment later. None: unknown, every key of the guild is kept meanwhile.
 
         Raises:
-            ConstraintError: a negative amount (nothing is held).
-            ValueError: the amount is not a finite number.
+            ConstraintError: a negative amount.
         """
         stmt = (
             insert(_reservations)
@@ -262,7 +272,7 @@ class LedgerStore:
         return await self._sql.run(stmt) > 0
 
     async def expire_reservations(self, now: float) -> int:
-        """Drop reservations with ``expires_at <= now``; return how many."""
+        """Drop the reservations with ``expires_at <= now``; return how many."""
         return await self._sql.run(delete(_reservations).where(_reservations.c.expires_at <= now))
 
     async def reserved_cents(

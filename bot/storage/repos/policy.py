@@ -1,4 +1,4 @@
-"""A guild's policy (issue 13), both engines: :class:`bot.storage.repositories.PolicyRepository`.
+"""A guild's policy, both engines: :class:`PolicyStore`.
 
 Tables ``policy_tiers``, ``policy_models``, ``blocked_terms``, ``cooldowns``,
 ``cooldown_uses``, ``config_audit``; ``ledger.tier_role_id`` for spend by tier. Text is listed
@@ -46,7 +46,10 @@ def tier_from_row(row: Row) -> Tier:
 
 
 class PolicyStore:
-    """Role tiers, model list, blocked terms, cooldowns, audit (contract: ``PolicyRepository``).
+    """A guild's policy: role tiers, model list, blocked terms, cooldowns, audit.
+
+    Allowances are whole cents, :data:`~bot.domain.UNLIMITED` or None (server default),
+    as in :class:`~bot.domain.Tier`.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -153,7 +156,7 @@ class PolicyStore:
         return changed > 0
 
     async def cooldowns(self, guild_id: int) -> dict[Kind, int]:
-        """Return the guild's cooldowns, seconds per command."""
+        """Return the guild's cooldowns, seconds per command; commands without one are absent."""
         rows = await self._sql.all(
             select(cooldowns.c.command, cooldowns.c.seconds)
             .where(cooldowns.c.guild_id == guild_id)

@@ -1,4 +1,4 @@
-"""What the buttons under a result need (issue 12), both engines: ``CardRepository``.
+"""What the buttons under a result need, both engines: :class:`ResultRequestStore`.
 
 Tables ``result_requests`` (``options`` and ``outputs`` JSON text; jsonb on PostgreSQL) and
 ``card_settings`` (the confirmation threshold, micro-cents: :mod:`bot.storage.money`).
@@ -34,7 +34,10 @@ def result_request_from_row(row: Row) -> ResultRequest:
 
 
 class ResultRequestStore:
-    """Result requests and confirmation thresholds (contract: ``CardRepository``).
+    """What the buttons under a result need after any restart.
+
+    The request behind each result, found by the reference its buttons' custom ids carry
+    (``j<job id>`` or ``r<request id>``), and each guild's confirmation threshold.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -56,8 +59,14 @@ class ResultRequestStore:
     ) -> int:
         """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
 
-        ``options`` and ``outputs`` are stored as JSON; ``at`` is UTC epoch seconds
-        (arguments: :meth:`bot.storage.repositories.CardRepository.add_request`).
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            guild_id: where it was asked.
+            user_id: the requester.
+            options: the command's options, JSON-serialisable.
+            outputs: result URLs of a synchronous answer.
+            job_id: the job of an asynchronous result (at most one request per job).
+            at: when, UTC epoch seconds.
         """
         new_id = await self._sql.scalar(
             insert(result_requests)
