@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 import httpx2 as httpx
 from pydantic import SecretStr
@@ -46,6 +47,8 @@ from bot.storage.database import Database as SqlDatabase
 from bot.storage.engine import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,24 @@ class Services:
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
     downloads: httpx.AsyncClient | None = None
+    _concerns: dict[object, object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def service(self, build: Callable[[Database, Clock], S]) -> S:
+        """Return the process's one service ``build`` makes from the database and the clock.
+
+        How a new stored concern's cog reaches its service without a line in this module: a
+        service whose constructor takes ``(db, clock)`` is built on first use and shared by
+        every later caller (``bot.services.service(WidgetService)``). A service that needs
+        more (billing, the API client) is built in :func:`assemble_services` as the others.
+
+        Args:
+            build: the service's class (any callable taking the database and the clock).
+        """
+        if build not in self._concerns:
+            self._concerns[build] = build(self.db, self.clock)
+        return cast(S, self._concerns[build])
 
 
 OnSecret = Callable[[str], None]

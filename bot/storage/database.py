@@ -40,10 +40,10 @@ driver's error is the ``__cause__``):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.sql import ClauseElement, Executable
@@ -61,7 +61,9 @@ from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
-from bot.storage.sql import Engine, compile_for
+from bot.storage.sql import Engine, Sql, compile_for
+
+R = TypeVar("R")
 
 
 class Repositories:
@@ -79,6 +81,7 @@ class Repositories:
     """
 
     def __init__(self, sql: CoreSql) -> None:
+        self._sql = sql
         self.ledger = LedgerStore(sql)
         self.guilds = GuildStore(sql)
         self.meta = MetaStore(sql)
@@ -87,6 +90,19 @@ class Repositories:
         self.policy = PolicyStore(sql)
         self.members = MemberStore(sql)
         self.jobs = JobStore(sql)
+
+    def of(self, repository: Callable[[Sql], R]) -> R:
+        """Return ``repository`` bound to this scope (the database, or one transaction).
+
+        How a concern's service reaches its repository without a line in this module: a
+        repository is a class of ``bot/storage/repos`` built from the executor it runs on, so
+        ``db.of(WidgetStore)`` runs each write in its own transaction and, inside
+        ``async with db.transaction() as tx:``, ``tx.of(WidgetStore)`` runs in that one.
+
+        Args:
+            repository: the repository's class (any callable taking a :class:`Sql`).
+        """
+        return repository(self._sql)
 
 
 class Database(Repositories):

@@ -41,6 +41,7 @@ from bot.storage.repos.jobs import (
     NEXT_DUE,
     PENDING_VIDEOS,
 )
+from bot.storage.repos.meta import MetaStore
 from bot.storage.sql import compile_for
 
 GUILD = 100
@@ -394,6 +395,25 @@ async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
         assert await tx.meta.get("k") == "new"  # the transaction sees its own write
         assert await store.meta.get("k") is None  # the reader does not, yet
     assert await store.meta.get("k") == "new"
+
+
+async def test_a_repository_is_reached_by_its_class_in_either_scope(store: Database) -> None:
+    # A new concern's service reaches its repository by class, on the database or in one
+    # transaction, with no attribute added to the database for it.
+    await store.of(MetaStore).set("k", "one")
+
+    async def crash_midway() -> None:
+        async with store.transaction() as tx:
+            await tx.of(MetaStore).set("k", "two")
+            assert await tx.of(MetaStore).get("k") == "two"
+            raise RuntimeError("crash in the middle")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        await crash_midway()
+    assert await store.of(MetaStore).get("k") == "one"
+    async with store.transaction() as tx:
+        await tx.of(MetaStore).set("k", "three")
+    assert await store.meta.get("k") == "three"
 
 
 async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
