@@ -43,7 +43,6 @@ from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
-from bot.storage.database import Database as SqlDatabase
 from bot.storage.engine import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,7 @@ class Services:
     """Everything the cogs and the poller share; built once by :func:`build_services`.
 
     Attributes:
-        db: the database (any engine; services see only :class:`bot.storage.Database`).
+        db: the database (either engine: :class:`bot.storage.Database`).
         generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
         guild_config: ``/config``.
         conversations: ``/chat`` conversations in threads (issue 21).
@@ -132,7 +131,7 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
         try:
-            db: Database = await SqlDatabase.open_postgresql(url, clock=clock)
+            db: Database = await Database.open_postgresql(url, clock=clock)
         except DatabaseUnavailable as exc:
             raise SettingsError(str(exc)) from None
         log.info(
@@ -142,7 +141,7 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
         )
         return db
     try:
-        db = await SqlDatabase.open_sqlite(settings.database_path, clock=clock)
+        db = await Database.open_sqlite(settings.database_path, clock=clock)
     except (DBAPIError, OSError) as exc:
         # e.g. a read-only disk that os.access could not see (check_database_path).
         reason = exc.orig if isinstance(exc, DBAPIError) else exc  # the driver's one line
