@@ -37,11 +37,11 @@ from bench.pgstat import Profiler, profile_table
 from bench.report import Table, secs
 from bench.world import BENCH_ENV, new_discord, wait_for_log
 from bot.clock import SystemClock
+from bot.domain import Kind, NewJob
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
 from bot.storage.database import Database as SqlDatabase
-from bot.storage.models import Kind, NewJob
 from tests.e2e.harness import BotProcess, bot_env
 from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from bot.domain import Kind
 from bot.genapi.budget import BudgetRules
 from bot.services.schedule import MAX_INTERVAL, MIN_INTERVAL, PRIORS, CompletionTimes
-from bot.storage.models import Kind
 
 STEP = 0.05
 PLAIN = BudgetRules(window=60.0)

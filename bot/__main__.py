@@ -44,12 +44,12 @@ from bot.config import (
 from bot.discord.bot import GenBot
 from bot.discord.permissions import install_links, invite_url
 from bot.discord.worker import run_worker
+from bot.domain import SchemaTooNewError
 from bot.errors import KeyEncryptionUnavailable
 from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
-from bot.storage import SchemaTooNewError
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
 from bot.wiring import build_services, open_database

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 import httpx2 as httpx
 from pydantic import SecretStr
@@ -44,10 +45,11 @@ from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.storage import Database
-from bot.storage.database import Database as SqlDatabase
 from bot.storage.engine import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class Services:
     """Everything the cogs and the poller share; built once by :func:`build_services`.
 
     Attributes:
-        db: the database (any engine; services see only :class:`bot.storage.Database`).
+        db: the database (either engine: :class:`bot.storage.Database`).
         generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
         guild_config: ``/config``.
         conversations: ``/chat`` conversations in threads (issue 21).
@@ -92,6 +94,24 @@ class Services:
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
     downloads: httpx.AsyncClient | None = None
+    _concerns: dict[object, object] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def service(self, build: Callable[[Database, Clock], S]) -> S:
+        """Return the process's one service ``build`` makes from the database and the clock.
+
+        How a new stored concern's cog reaches its service without a line in this module: a
+        service whose constructor takes ``(db, clock)`` is built on first use and shared by
+        every later caller (``bot.services.service(WidgetService)``). A service that needs
+        more (billing, the API client) is built in :func:`assemble_services` as the others.
+
+        Args:
+            build: the service's class (any callable taking the database and the clock).
+        """
+        if build not in self._concerns:
+            self._concerns[build] = build(self.db, self.clock)
+        return cast(S, self._concerns[build])
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""
@@ -121,7 +141,7 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
     if settings.database_url is not None:
         url = settings.database_url.get_secret_value()
         try:
-            db: Database = await SqlDatabase.open_postgresql(url, clock=clock)
+            db: Database = await Database.open_postgresql(url, clock=clock)
         except DatabaseUnavailable as exc:
             raise SettingsError(str(exc)) from None
         log.info(
@@ -131,7 +151,7 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
         )
         return db
     try:
-        db = await SqlDatabase.open_sqlite(settings.database_path, clock=clock)
+        db = await Database.open_sqlite(settings.database_path, clock=clock)
     except (DBAPIError, OSError) as exc:
         # e.g. a read-only disk that os.access could not see (check_database_path).
         reason = exc.orig if isinstance(exc, DBAPIError) else exc  # the driver's one line

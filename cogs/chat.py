@@ -47,11 +47,10 @@ from bot.discord.tree import (
     send_ephemeral,
     sentence_for,
 )
+from bot.domain import Conversation, ConversationTurn, StorageError
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.generation import MAX_PROMPT_LENGTH, Requester, TextOptions
-from bot.storage import StorageError
-from bot.storage.models import Conversation, ConversationTurn
 
 log = logging.getLogger(__name__)
 

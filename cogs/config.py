@@ -29,6 +29,7 @@ from bot.discord.render.policy import (
 )
 from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
+from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -39,7 +40,6 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
-from bot.storage import UNSET, Kind, LimitUpdate
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from bot.discord.interactions import requester
 from bot.discord.render import NO_PINGS, job_list_pages
 from bot.discord.request_flows import show_job, shown_once
 from bot.discord.tree import PUBLIC_DEFER
+from bot.domain import Job
 from bot.errors import ValidationFailed
 from bot.services.personal import is_personal
-from bot.storage.models import Job
 
 JOBS_LISTED: Final = 50
 """The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""

@@ -48,6 +48,7 @@ from bot.discord.request_flows import (
     varied,
 )
 from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
+from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
@@ -58,7 +59,6 @@ from bot.services.generation import (
     VideoOptions,
 )
 from bot.services.personal import is_personal
-from bot.storage.models import ResultRequest
 
 Interaction = discord.Interaction[GenBot]
 

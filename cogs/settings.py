@@ -23,12 +23,12 @@ from bot.discord.bot import GenBot
 from bot.discord.interactions import model_autocomplete
 from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
+from bot.domain import MemberSettings
 from bot.errors import format_cents
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
-from bot.storage.models import MemberSettings
 
 CLEAR = "none"
 """Typed in a text option of ``/settings defaults``: remove that default."""

@@ -30,6 +30,7 @@ from bot.discord.render.admin import (
     missing_permissions_notice,
 )
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
+from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
@@ -37,7 +38,6 @@ from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
 from bot.services.guild_config import GuildConfigService
-from bot.storage.models import Job
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ Placeholders are ordinary channel messages the bot posted with its own token, ne
 interaction's response: an interaction token dies 15 minutes after the command (then 401, code
 50027), and a video can take longer.
 
-A delivery attempt by one route (:class:`bot.storage.models.DeliveryRoute`) either shows the
+A delivery attempt by one route (:class:`bot.domain.DeliveryRoute`) either shows the
 result, fails for good on that route (unknown message 10008 or channel 10003, missing access
 50001 or permissions 50013, archived thread 50083, DMs closed 50007, ...: the poller falls back
 to the next route), or fails transiently (5xx, 429, network errors, time-outs: the poller
@@ -74,6 +74,7 @@ from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
+from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
@@ -81,7 +82,6 @@ from bot.services.personal import is_personal
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
-from bot.storage.models import DeliveryRoute, Job, JobStatus
 
 log = logging.getLogger(__name__)
 

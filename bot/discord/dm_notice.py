@@ -21,9 +21,9 @@ import discord
 
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
 from bot.services.private_cards import PrivateCards
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SE
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
-    from bot.storage.models import Job
+    from bot.domain import Job
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from bot.storage.models import DeliveryRoute, Job
+from bot.domain import DeliveryRoute, Job
 
 
 @dataclass(frozen=True, slots=True)

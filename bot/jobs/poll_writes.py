@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.storage import Database, PollUpdate
+from bot.domain import PollUpdate
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from bot.clock import Clock, sleep_or_wake
+from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi import errors as api
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import Priority
@@ -36,7 +37,6 @@ from bot.ops.logs import bind, set_context
 from bot.services.keys import KEY_RETRY_SECONDS, KeyResolver, KeyUnavailable
 from bot.services.schedule import FairShare, PollSchedule
 from bot.storage import Database
-from bot.storage.models import DeliveryRoute, Job, JobStatus
 
 if TYPE_CHECKING:
     from bot.ops.metrics import Metrics

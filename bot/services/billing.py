@@ -38,22 +38,21 @@ from typing import TypeVar
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
-from bot.ops.metrics import Metrics
-from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
-from bot.services.policy import Allowance, MemberPolicy, member_policy
-from bot.storage import (
+from bot.domain import (
     TASK_ID_REUSED,
     Charge,
     ChargeAnomaly,
-    Database,
     GuildSettings,
     Job,
     Kind,
     NewJob,
-    Repositories,
     Reservation,
 )
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
+from bot.ops.metrics import Metrics
+from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
+from bot.services.policy import Allowance, MemberPolicy, member_policy
+from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from bot.clock import Clock
+from bot.domain import Conversation, ConversationTurn, Persona
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import Catalogue
@@ -32,7 +33,6 @@ from bot.services.generation import (
     TextOptions,
 )
 from bot.storage import Database
-from bot.storage.models import Conversation, ConversationTurn, Persona
 
 log = logging.getLogger(__name__)
 

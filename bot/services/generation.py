@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from bot.clock import Clock
+from bot.domain import Charge, GuildSettings, Job, Kind, NewJob, Reservation, ResultRequest
 from bot.errors import BotError, NoApiKeyConfigured, PromptBlocked, ValidationFailed
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
@@ -52,15 +53,6 @@ from bot.services.personal import (
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
-from bot.storage.models import (
-    Charge,
-    GuildSettings,
-    Job,
-    Kind,
-    NewJob,
-    Reservation,
-    ResultRequest,
-)
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,17 @@ from typing import TypeAlias
 from pydantic import SecretStr
 
 from bot.clock import Clock, SystemClock
+from bot.domain import (
+    UNLIMITED,
+    UNSET,
+    AuditEntry,
+    Kind,
+    LimitUpdate,
+    ModelLists,
+    Persona,
+    Tier,
+    Unset,
+)
 from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed, format_cents
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
@@ -28,9 +39,7 @@ from bot.services.policy import (
     describe_models,
     normalise_term,
 )
-from bot.storage import UNSET, Database, LimitUpdate
-from bot.storage.models import UNLIMITED, AuditEntry, Kind, ModelLists, Persona, Tier
-from bot.storage.repositories import Unset
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +94,7 @@ def parse_allowance(text: str) -> int | None:
     """Read a tier's allowance: dollars, ``unlimited``, or ``default`` (the server's).
 
     Returns:
-        Whole cents; :data:`~bot.storage.models.UNLIMITED`; None for the server default.
+        Whole cents; :data:`~bot.domain.UNLIMITED`; None for the server default.
 
     Raises:
         ValidationFailed: none of these.
@@ -366,7 +375,7 @@ class GuildConfigService:
         """Create or change a role's tier; options left :data:`UNSET` keep their value.
 
         A new tier's unset options are the server defaults (None). Allowances are whole
-        cents or :data:`~bot.storage.models.UNLIMITED`; ``models`` patterns (``("*",)`` = all).
+        cents or :data:`~bot.domain.UNLIMITED`; ``models`` patterns (``("*",)`` = all).
 
         Returns:
             The tier as stored.

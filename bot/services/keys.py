@@ -44,10 +44,11 @@ from pydantic import SecretStr
 
 from bot.clock import Clock, SystemClock
 from bot.config import fernet_keys
+from bot.domain import Kind
 from bot.errors import BotError, KeyEncryptionUnavailable, NoApiKeyConfigured
 from bot.genapi.client import key_fingerprint as fingerprint
 from bot.services.personal import PersonalKeyNeeded, PersonalKeyUnreadable, is_personal
-from bot.storage import Database, Kind
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +421,7 @@ class KeyResolver:
         """Store the default key encrypted, so that its jobs outlive a change of it (at start).
 
         The previous default keys stay stored while a pending job or a reservation uses them
-        (``GuildRepository.keep_default_key``), where :meth:`resolve_fingerprint` finds them.
+        (``GuildStore.keep_default_key``), where :meth:`resolve_fingerprint` finds them.
         Without ``KEY_ENCRYPTION_KEY`` nothing is stored (never a key in clear), and a log line
         says that a change of ``GENAPI_API_KEY`` would leave the old key's jobs waiting
         (:class:`KeyUnknown`, with a warning per poll) until it is back.

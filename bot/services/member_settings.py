@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from bot.clock import Clock
+from bot.domain import MemberSettings
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import Catalogue
@@ -38,7 +39,6 @@ from bot.services.generation import (
 )
 from bot.services.policy import MemberPolicy
 from bot.storage import Database
-from bot.storage.models import MemberSettings
 
 MAX_SUFFIX_LENGTH = 200
 """Characters of a prompt suffix: a style note ("cinematic, 35 mm"), not a second prompt."""

@@ -17,9 +17,9 @@ import unicodedata
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from bot.domain import UNLIMITED, ModelLists, Tier
 from bot.errors import ValidationFailed, format_cents
 from bot.services import confusables
-from bot.storage.models import UNLIMITED, ModelLists, Tier
 
 ALL_MODELS = "*"
 """A model pattern that matches every model (admins type ``all``)."""

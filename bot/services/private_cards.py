@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bot.storage.repositories import Database
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from bot.clock import Clock
 from bot.services.keys import KeyVault
-from bot.storage.repositories import Database
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 

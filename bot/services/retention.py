@@ -31,7 +31,7 @@ from typing import Final
 from bot.clock import Clock
 from bot.config import Settings
 from bot.ops.metrics import Metrics
-from bot.storage.repositories import Database
+from bot.storage import Database
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The service allows 30 requests per rolling minute per key (spec part 8), so a poll should go
 where it is most likely to find a finished job. Each model's completion times are described by
 a survival function ``S(age)``, the chance that a job of that age is still running: its recent
-history (:meth:`JobRepository.completion_seconds`) blended with a broad log-normal prior, which
+history (``db.jobs.completion_seconds``) blended with a broad log-normal prior, which
 alone answers before any job of the model finished and keeps the tail honest past the history.
 
 A job last polled at age ``b`` (0 when never polled) has, at age ``a``, finished since its last
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from bot.clock import Clock
-from bot.storage.models import Job, Kind
+from bot.domain import Job, Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +255,7 @@ class FairShare:
     def rank(self, due: Sequence[OwnedT]) -> list[OwnedT]:
         """Order ``due`` (earliest due first) for claiming: each key's guilds take turns.
 
-        A :data:`bot.storage.repositories.PollRanking`. Round after round, every guild with
+        A :data:`bot.storage.repos.jobs.PollRanking`. Round after round, every guild with
         jobs left gives its next one, guilds polled longest ago (or never) first.
         """
         queues: dict[str, dict[int, list[OwnedT]]] = {}

@@ -1,65 +1,11 @@
-"""Persistent storage: the engine-neutral interface (``repositories``) and its implementation.
+"""Persistent storage: the database of both engines and its repositories.
 
-Services depend on :class:`Database` and the repositories' Protocols only. One implementation
-serves both engines (SQLite, the default, and PostgreSQL): the repositories of ``repos`` over
-``engine``, put together by ``database``, the schema in ``schema`` and ``migrations``; rows are
-the dataclasses of ``models``; money conversion for the columns is in ``money``.
+One implementation serves both engines (SQLite, the default, and PostgreSQL): the repositories
+of ``repos`` (one module per concern, each with its row mapping) over ``engine``, put together
+by ``database``; the tables in ``schema``, built by ``migrations``; the rows are the dataclasses
+of :mod:`bot.domain`; money conversion for the columns is in ``money``.
 """
 
-from bot.storage.models import (
-    TASK_ID_REUSED,
-    Charge,
-    ChargeAnomaly,
-    DeliveryRoute,
-    GuildSettings,
-    Job,
-    JobStatus,
-    Kind,
-    NewJob,
-    PollUpdate,
-    Reservation,
-    RetiredKey,
-    UsageRow,
-)
-from bot.storage.repositories import (
-    UNSET,
-    ConstraintError,
-    Database,
-    GuildRepository,
-    JobRepository,
-    LedgerRepository,
-    LimitUpdate,
-    MetaRepository,
-    Repositories,
-    SchemaTooNewError,
-    StorageError,
-    StorageUnavailableError,
-)
+from bot.storage.database import Database, Repositories
 
-__all__ = [
-    "TASK_ID_REUSED",
-    "UNSET",
-    "Charge",
-    "ChargeAnomaly",
-    "ConstraintError",
-    "Database",
-    "DeliveryRoute",
-    "GuildRepository",
-    "GuildSettings",
-    "Job",
-    "JobRepository",
-    "JobStatus",
-    "Kind",
-    "LedgerRepository",
-    "LimitUpdate",
-    "MetaRepository",
-    "NewJob",
-    "PollUpdate",
-    "Repositories",
-    "Reservation",
-    "RetiredKey",
-    "SchemaTooNewError",
-    "StorageError",
-    "StorageUnavailableError",
-    "UsageRow",
-]
+__all__ = ["Database", "Repositories"]

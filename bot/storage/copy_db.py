@@ -27,46 +27,25 @@ from bot.clock import Clock
 from bot.storage.database import Database
 from bot.storage.migrations import position, revisions
 from bot.storage.money import from_micro
+from bot.storage.schema import metadata
 
-TABLES: Final = (
-    "meta",
-    "guild_settings",
-    "allowed_channels",
-    "retired_keys",
-    "default_keys",
-    "ledger",
-    "charge_anomalies",
-    "reservations",
-    "jobs",
-    "result_requests",
-    "card_settings",
-    "policy_tiers",
-    "policy_models",
-    "blocked_terms",
-    "cooldowns",
-    "cooldown_uses",
-    "config_audit",
-    "conversations",
-    "conversation_turns",
-    "personas",
-    "member_settings",
+NOT_COPIED: Final = tuple(
+    t.name for t in metadata.sorted_tables if t.info.get("copy_db", True) is False
 )
-"""Every table copied, parents before children (``allowed_channels`` needs its guild)."""
+"""Tables the schema marks as not worth moving (``schema.NOT_COPIED``: the shared rate window)."""
 
-NOT_COPIED: Final = ("rate_requests", "rate_blocks")
-"""The shared rate window (issue 10): the last minute of requests, worthless after a move."""
+TABLES: Final = tuple(t.name for t in metadata.sorted_tables if t.name not in NOT_COPIED)
+"""Every table copied, in the schema's own order: parents before children (its foreign keys,
+e.g. ``allowed_channels`` after ``guild_settings``), so a new table is copied by being there."""
 
-_WITH_IDS: Final = (
-    "retired_keys",
-    "ledger",
-    "charge_anomalies",
-    "reservations",
-    "jobs",
-    "result_requests",
-    "config_audit",
-    "conversation_turns",
+_WITH_IDS: Final = tuple(
+    name
+    for name in TABLES
+    if "id" in metadata.tables[name].c and metadata.tables[name].c.id.primary_key
 )
-_NOT_COPIED: Final = "migration.%"
+"""The copied tables keyed by a generated ``id``, whose sequences continue after the largest."""
+
+_MIGRATION_KEYS: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""
 
 
@@ -94,7 +73,7 @@ def _source_rows(
 ) -> list[tuple[object, ...]]:
     sql = f"SELECT {', '.join(columns)} FROM {table}"  # names from PostgreSQL's own catalogue
     if table == "meta":
-        return list(db.execute(f"{sql} WHERE key NOT LIKE ?", (_NOT_COPIED,)))
+        return list(db.execute(f"{sql} WHERE key NOT LIKE ?", (_MIGRATION_KEYS,)))
     return list(db.execute(sql))
 
 

@@ -1,16 +1,49 @@
-"""The one :class:`~bot.storage.repositories.Database` of both engines (issue 19).
+"""The bot's database, either engine: its repositories, its transactions.
 
 SQLite at ``DATABASE_PATH`` (the embedded default) or PostgreSQL at ``DATABASE_URL``: the same
-class, the same repositories (``bot/storage/repos``) over :class:`~bot.storage.engine.CoreSql`;
-what differs between the engines is in :mod:`bot.storage.engine`.
+class, the same repositories (``bot/storage/repos``, one module per concern) over
+:class:`~bot.storage.engine.CoreSql`; what differs between the engines is in
+:mod:`bot.storage.engine`.
+
+Shapes and units, for every engine:
+
+- Rows are the dataclasses of :mod:`bot.domain`.
+- Money is :class:`~decimal.Decimal` cents, exact as the service reported it (budgets admins set
+  stay whole ``int`` cents). Both engines store INTEGER micro-cents (:mod:`bot.storage.money`);
+  an amount finer than a micro-cent is stored rounded *up* to the next micro-cent.
+- Times are UTC epoch seconds (``float``). Ids of Discord objects are ``int`` snowflakes.
+
+Transactions:
+
+- Used directly (``db.jobs.finish(...)``), every method is atomic on its own: a method that
+  writes several rows (``guilds.replace_api_key``, ``guilds.reencrypt_keys``) commits all of
+  them or none. Reads made this way see committed data only.
+- ``async with db.transaction() as tx:`` gives the same repositories bound to one transaction:
+  reads see its own writes, it commits when the block exits normally and rolls back (nothing
+  kept) when the block raises or is cancelled. Keep blocks short and free of network calls.
+- A check followed by a write (a budget check and reservation) must not interleave with another
+  one for the same guild, in this process or another: the block calls ``tx.guilds.lock`` first,
+  and so does every block that changes what such a check sums (settling a charge). SQLite
+  serialises all write transactions anyway; PostgreSQL takes a per-guild lock held until the
+  transaction ends.
+
+Errors (:mod:`bot.domain.errors`; engines translate their drivers' errors into these, the
+driver's error is the ``__cause__``):
+
+- ``ConstraintError``: a write broke a constraint of the schema (a negative cost, a cap below
+  1); nothing of the transaction it ran in is kept once the error leaves the block.
+- ``SchemaTooNewError``: at open, the database was written by a newer release.
+- ``StorageUnavailableError``: :meth:`Database.ping` got no answer.
+- Anything else the driver raises (a busy or lost connection) propagates as it is; see
+  :mod:`bot.jobs.supervisor` for the ones treated as transient.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.sql import ClauseElement, Executable
@@ -29,31 +62,27 @@ from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.retention import RetentionStore
-from bot.storage.repositories import (
-    CardRepository,
-    ConversationRepository,
-    GuildRepository,
-    JobRepository,
-    LedgerRepository,
-    MemberSettingsRepository,
-    PolicyRepository,
-    RetentionRepository,
-)
-from bot.storage.sql import Engine, compile_for
+from bot.storage.sql import Engine, Sql, compile_for
+
+R = TypeVar("R")
 
 
 class Repositories:
-    """The repositories over one :class:`CoreSql` (the database's, or one transaction's)."""
+    """The repositories of one scope over one :class:`CoreSql`: the database, or a transaction.
 
-    jobs: JobRepository
-    ledger: LedgerRepository
-    guilds: GuildRepository
-    cards: CardRepository
-    policy: PolicyRepository
-    conversations: ConversationRepository
-    members: MemberSettingsRepository
+    Attributes:
+        jobs: jobs: polling, leases, delivery, listing.
+        ledger: the ledger, anomalies and reservations.
+        guilds: guild settings, limits, channels and keys.
+        meta: small named values (the command-sync hash...).
+        cards: result requests and confirmation thresholds (the buttons under results).
+        policy: role tiers, model list, blocked terms, cooldowns and the audit log.
+        conversations: ``/chat`` conversations and their turns, by thread.
+        members: members' own defaults (``/settings``).
+    """
 
     def __init__(self, sql: CoreSql) -> None:
+        self._sql = sql
         self.ledger = LedgerStore(sql)
         self.guilds = GuildStore(sql)
         self.meta = MetaStore(sql)
@@ -63,6 +92,19 @@ class Repositories:
         self.members = MemberStore(sql)
         self.jobs = JobStore(sql)
 
+    def of(self, repository: Callable[[Sql], R]) -> R:
+        """Return ``repository`` bound to this scope (the database, or one transaction).
+
+        How a concern's service reaches its repository without a line in this module: a
+        repository is a class of ``bot/storage/repos`` built from the executor it runs on, so
+        ``db.of(WidgetStore)`` runs each write in its own transaction and, inside
+        ``async with db.transaction() as tx:``, ``tx.of(WidgetStore)`` runs in that one.
+
+        Args:
+            repository: the repository's class (any callable taking a :class:`Sql`).
+        """
+        return repository(self._sql)
+
 
 class Database(Repositories):
     """The bot's database, either engine.
@@ -70,7 +112,12 @@ class Database(Repositories):
     Used directly, reads see committed data (SQLite: the ``query_only`` reader; PostgreSQL:
     the pool in autocommit) and each write method runs in its own transaction;
     :meth:`transaction` binds the repositories to one. Build it with :meth:`open_sqlite` or
-    :meth:`open_postgresql` (both migrate the schema first); release it with :meth:`close`.
+    :meth:`open_postgresql` (both migrate the schema first, and raise ``SchemaTooNewError`` for
+    a newer one); release it with :meth:`close`.
+
+    Attributes:
+        rates: the shared per-key rate windows (never inside a transaction).
+        retention: deletes rows past their retention period (never inside a transaction).
     """
 
     def __init__(self, engines: Engines, schema_version: int) -> None:
@@ -78,7 +125,7 @@ class Database(Repositories):
         self._engines = engines
         self._schema_version = schema_version
         self.rates: RateWindowRepository = RateWindowStore(engines.sql)
-        self.retention: RetentionRepository = RetentionStore(engines.sql)
+        self.retention = RetentionStore(engines.sql)
 
     @classmethod
     async def open_sqlite(cls, path: Path, *, clock: Clock) -> Database:
@@ -120,7 +167,7 @@ class Database(Repositories):
 
     @property
     def engine(self) -> Engine:
-        """The engine's name: ``"sqlite"`` or ``"postgresql"`` (logs, metrics)."""
+        """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""
         return self._engines.dialect
 
     @property
@@ -140,14 +187,17 @@ class Database(Repositories):
     async def transaction(self) -> AsyncIterator[Repositories]:
         """Run the block as one transaction (SQLite: ``BEGIN IMMEDIATE``, one writer at a time).
 
-        Commits when the block exits normally; rolls back (nothing kept) when it raises or is
-        cancelled. Not re-entrant: inside the block, use the yielded repositories only.
+        ``async with db.transaction() as tx:`` yields its repositories. Commits when the block
+        exits normally; rolls back (nothing kept) when it raises or is cancelled. The yielded
+        repositories must not be used after the block. Not re-entrant: inside the block, use
+        the yielded repositories only (SQLite's single writer makes ``db.*`` wait for the block
+        to end).
         """
         async with self._engines.transaction() as sql:
             yield Repositories(sql)
 
     async def ping(self) -> None:
-        """Run a trivial query.
+        """Check cheaply that the database answers (a trivial query; for health checks).
 
         Raises:
             StorageUnavailableError: the database did not answer or is closed.

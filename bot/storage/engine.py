@@ -54,8 +54,8 @@ from sqlalchemy.sql import Executable
 from sqlalchemy.util import LRUCache, greenlet_spawn
 
 from bot.config import redact_database_url
+from bot.domain import ConstraintError, StorageUnavailableError
 from bot.redaction import REDACTED
-from bot.storage.repositories import ConstraintError, StorageUnavailableError
 from bot.storage.sql import Engine, Params, Row, Sql
 
 log = logging.getLogger(__name__)

@@ -29,6 +29,10 @@ from sqlalchemy import (
 metadata = MetaData()
 """Every table of the bot's schema."""
 
+NOT_COPIED = {"copy_db": False}
+"""``Table.info`` of a table whose rows are worthless after a move (the shared rate window: the
+last minute of requests): ``copy-db`` leaves it behind. Every other table is copied."""
+
 JSON_TEXT = {"json": True}
 """``Column.info`` of a column holding JSON text: ``jsonb`` on PostgreSQL, ``TEXT`` on SQLite.
 
@@ -363,6 +367,7 @@ rate_blocks = Table(
     metadata,
     Column("key_id", Text, primary_key=True),
     Column("blocked_until", Double, nullable=False),
+    info=NOT_COPIED,
 )
 
 
@@ -373,6 +378,7 @@ rate_requests = Table(
     Column("key_id", Text, nullable=False),
     Column("at", Double, nullable=False),
     Column("background", Boolean, nullable=False),
+    info=NOT_COPIED,
 )
 Index("rate_requests_key", rate_requests.c.key_id, rate_requests.c.at)
 

@@ -24,13 +24,12 @@ from bot.discord.delivery import (
     download,
     file_name,
 )
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from bot.storage import DeliveryRoute, Job, JobStatus
-from bot.storage.models import Kind
 from tests.conftest import Stack
 from tests.discord_emulator import DiscordEmulator
 from tests.discord_emulator.models import Message

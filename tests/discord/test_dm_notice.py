@@ -10,10 +10,10 @@ import pytest
 
 from bot.clock import ManualClock
 from bot.discord.dm_notice import DmNoticeAnnouncer, dm_notice_text
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from bot.jobs.announcer import Attempt
 from bot.services.private_cards import PrivateCards
 from bot.storage import Database
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from tests.conftest import Stack
 
 USER = 100

@@ -13,9 +13,9 @@ import sqlite3
 
 import pytest
 
+from bot.domain import TASK_ID_REUSED
 from bot.genapi.client import key_fingerprint
 from bot.sandbox.catalogue import catalogue_json
-from bot.storage import TASK_ID_REUSED
 from tests.discord_emulator.models import Channel, Guild, Message
 from tests.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World
 

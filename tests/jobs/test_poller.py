@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, Poller
 from bot.services.generation import Requester, VideoOptions
-from bot.storage import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack
 
 GONE = Attempt(shown=False, permanent=True, error="404 10008 Unknown Message")

@@ -5,6 +5,7 @@ from dataclasses import replace
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import Job, JobStatus, Kind, NewJob
 from bot.jobs.poller import Poller
 from bot.services.generation import Requester
 from bot.services.schedule import (
@@ -15,7 +16,6 @@ from bot.services.schedule import (
     FairShare,
     PollSchedule,
 )
-from bot.storage.models import Job, JobStatus, Kind, NewJob
 from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
 

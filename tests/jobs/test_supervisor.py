@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import JobStatus
 from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
-from bot.storage import JobStatus, engine
+from bot.storage import engine
 from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 

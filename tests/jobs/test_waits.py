@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from bot.config import SettingsError, load_settings
+from bot.domain import DeliveryRoute
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
-from bot.storage import DeliveryRoute
 from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 

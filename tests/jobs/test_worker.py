@@ -20,12 +20,12 @@ import bot.discord.worker
 import bot.wiring
 from bot.discord.render.admin import missing_key_notice
 from bot.discord.render.parts import MessageParts
+from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.jobs.announcer import Attempt, Renew
 from bot.jobs.poller import Poller
 from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
-from bot.storage.models import DeliveryRoute, Job, JobStatus
 from tests.conftest import Stack, make_settings
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 from tests.jobs.test_schedule import make_job

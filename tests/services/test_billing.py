@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.config import Settings
+from bot.domain import Charge, JobStatus, Kind, NewJob, Reservation
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached
 from bot.services.billing import (
     Billing,
@@ -24,7 +25,7 @@ from bot.services.billing import (
     text_tokens_bound,
     video_cost_cents,
 )
-from bot.storage import Charge, Database, JobStatus, Kind, NewJob, Reservation
+from bot.storage import Database
 from bot.storage.database import Database as SqlDatabase
 
 GUILD = 100

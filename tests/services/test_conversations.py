@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from bot.domain import ConversationTurn, Kind
 from bot.errors import CooldownActive, PromptBlocked, ValidationFailed
 from bot.services.conversations import (
     ASSISTANT_LABEL,
@@ -17,8 +18,6 @@ from bot.services.conversations import (
     prompt_bound,
 )
 from bot.services.generation import Requester, TextOptions
-from bot.storage import Kind
-from bot.storage.models import ConversationTurn
 from tests.conftest import Stack
 
 THREAD = 7000

@@ -5,6 +5,7 @@ import socket
 
 import pytest
 
+from bot.domain import JobStatus, Kind
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.outputs import is_public_address
@@ -17,7 +18,6 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from bot.storage import JobStatus, Kind
 from tests.conftest import Stack
 
 

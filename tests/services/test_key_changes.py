@@ -14,12 +14,12 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.discord.render.admin import missing_key_notice, old_key_note
+from bot.domain import Job, JobStatus, Kind
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from bot.storage import Job, JobStatus, Kind
 from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
 

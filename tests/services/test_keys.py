@@ -14,6 +14,7 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.config import SettingsError, load_settings
+from bot.domain import JobStatus, Kind, NewJob
 from bot.errors import KeyEncryptionUnavailable, NoApiKeyConfigured, user_message
 from bot.services.keys import (
     KeyResolver,
@@ -24,7 +25,7 @@ from bot.services.keys import (
     StoredKeyUnreadable,
     fingerprint,
 )
-from bot.storage import Database, JobStatus, Kind, NewJob
+from bot.storage import Database
 from bot.storage.database import Database as SqlDatabase
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import MemberSettings, ModelLists
 from bot.errors import ValidationFailed
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.member_settings import CHOOSE_VIDEO_MODEL
 from bot.storage import Database
-from bot.storage.models import MemberSettings, ModelLists
 from tests.conftest import Stack
 
 USER = 100

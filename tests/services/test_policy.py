@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import UNLIMITED, AuditEntry, ConstraintError, Kind, ModelLists, Tier
 from bot.errors import BudgetExceeded, CooldownActive, PromptBlocked, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
@@ -25,10 +26,8 @@ from bot.services.policy import (
     normalise_term,
     parse_models,
 )
-from bot.storage import ConstraintError, Kind
 from bot.storage.copy_db import copy_sqlite_to_postgres
 from bot.storage.database import Database as SqlDatabase
-from bot.storage.models import UNLIMITED, AuditEntry, ModelLists, Tier
 from tests.conftest import Stack
 
 GUILD = 1

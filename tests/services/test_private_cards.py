@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bot.clock import ManualClock
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from bot.storage.repositories import Database
+from bot.storage import Database
 
 
 async def test_a_cards_place_is_found_by_another_process(

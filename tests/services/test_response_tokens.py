@@ -9,7 +9,7 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.services.keys import KeyVault
 from bot.services.response_tokens import ResponseToken, ResponseTokens
-from bot.storage.repositories import Database
+from bot.storage import Database
 
 TOKEN = "aW50ZXJhY3Rpb246" + "x" * 60
 """An interaction token's shape (Discord's are long url-safe strings)."""

@@ -10,13 +10,13 @@ from pydantic import SecretStr
 from sqlalchemy import func, insert, select
 
 from bot.clock import ManualClock
+from bot.domain import AuditEntry
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyVault
 from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.services.retention import DAY, Retention, RetentionPeriods
-from bot.storage.models import AuditEntry
-from bot.storage.repositories import Database
+from bot.storage import Database
 from bot.storage.schema import config_audit, meta, rate_blocks, rate_requests, result_requests
 from tests.conftest import make_settings
 

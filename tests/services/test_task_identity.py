@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
+from bot.domain import TASK_ID_REUSED, JobStatus, Kind
 from bot.services.generation import Requester, VideoOptions
-from bot.storage import TASK_ID_REUSED, JobStatus, Kind
 from tests.conftest import Stack
 
 OTHER = Requester(guild_id=2, channel_id=20, user_id=200)

@@ -7,8 +7,8 @@ from decimal import Decimal
 import pytest
 
 from bot.clock import ManualClock
-from bot.storage import ConstraintError, Database
-from bot.storage.models import Conversation, ConversationTurn
+from bot.domain import ConstraintError, Conversation, ConversationTurn
+from bot.storage import Database
 
 THREAD = 5000
 
@@ -76,7 +76,7 @@ async def test_a_turn_needs_its_conversation(store: Database) -> None:
 
 
 async def test_a_channels_persona_is_set_replaced_and_removed(store: Database) -> None:
-    from bot.storage.models import Persona
+    from bot.domain import Persona
 
     assert await store.conversations.persona(10) is None
     await store.conversations.set_persona(Persona(1, 10, "You are a pirate."), 1.0)

@@ -9,7 +9,8 @@ import logging
 import pytest
 
 from bot.__main__ import quiet_library_loggers
-from bot.storage import Database, StorageUnavailableError
+from bot.domain import StorageUnavailableError
+from bot.storage import Database
 
 
 async def test_no_statement_or_parameter_reaches_the_log_even_at_debug(

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from bot.clock import ManualClock
+from bot.domain import DeliveryRoute, JobStatus, PollUpdate
 from bot.services.schedule import FairShare
-from bot.storage import Database, DeliveryRoute, JobStatus, PollUpdate
+from bot.storage import Database
 from tests.storage.test_storage import new_job
 
 NOW = 1_767_225_600.0

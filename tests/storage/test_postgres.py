@@ -17,11 +17,17 @@ import pytest
 from bot.__main__ import main
 from bot.clock import ManualClock
 from bot.config import SettingsError, load_settings, redact_database_url
+from bot.domain import (
+    Charge,
+    ConstraintError,
+    Kind,
+    NewJob,
+    SchemaTooNewError,
+    StorageUnavailableError,
+)
 from bot.storage.database import Database as PostgresDatabase
 from bot.storage.engine import DatabaseUnavailable
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import Charge, Kind, NewJob
-from bot.storage.repositories import ConstraintError, SchemaTooNewError, StorageUnavailableError
 from tests.legacy_db import build_postgres_at
 
 GUILD = 1

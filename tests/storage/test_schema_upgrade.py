@@ -21,11 +21,10 @@ import pytest
 from sqlalchemy import Connection, inspect
 
 from bot.clock import ManualClock
+from bot.domain import Charge, JobStatus, Kind, NewJob, Persona, SchemaTooNewError
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
-from bot.storage.models import Charge, JobStatus, Kind, NewJob, Persona
-from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from tests.legacy_db import build_postgres_at, build_sqlite_at
 

@@ -17,11 +17,10 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from bot.clock import ManualClock
-from bot.storage import (
+from bot.domain import (
     UNSET,
     Charge,
     ConstraintError,
-    Database,
     GuildSettings,
     Job,
     JobStatus,
@@ -29,8 +28,8 @@ from bot.storage import (
     NewJob,
     SchemaTooNewError,
     StorageUnavailableError,
-    engine,
 )
+from bot.storage import Database, engine
 from bot.storage.database import Database as SqliteDatabase
 from bot.storage.migrations import legacy, revisions
 from bot.storage.migrations.legacy import LegacyMigration, split_statements
@@ -43,6 +42,7 @@ from bot.storage.repos.jobs import (
     NEXT_DUE,
     PENDING_VIDEOS,
 )
+from bot.storage.repos.meta import MetaStore
 from bot.storage.sql import compile_for
 
 GUILD = 100
@@ -398,6 +398,25 @@ async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
     assert await store.meta.get("k") == "new"
 
 
+async def test_a_repository_is_reached_by_its_class_in_either_scope(store: Database) -> None:
+    # A new concern's service reaches its repository by class, on the database or in one
+    # transaction, with no attribute added to the database for it.
+    await store.of(MetaStore).set("k", "one")
+
+    async def crash_midway() -> None:
+        async with store.transaction() as tx:
+            await tx.of(MetaStore).set("k", "two")
+            assert await tx.of(MetaStore).get("k") == "two"
+            raise RuntimeError("crash in the middle")
+
+    with pytest.raises(RuntimeError, match="crash"):
+        await crash_midway()
+    assert await store.of(MetaStore).get("k") == "one"
+    async with store.transaction() as tx:
+        await tx.of(MetaStore).set("k", "three")
+    assert await store.meta.get("k") == "three"
+
+
 async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
     with pytest.raises(OperationalError, match="readonly"):
         await sqlite_store.engines.run_read(lambda c: c.exec_driver_sql("DELETE FROM meta"))
@@ -517,15 +536,16 @@ async def test_a_task_is_charged_once_per_kind(store: SqliteDatabase) -> None:
 
 async def test_a_task_is_identified_by_its_key_kind_id_and_time(store: SqliteDatabase) -> None:
     """A task id is unique only within its key: the same id under another key, or under the
-    same key at another time (the service gave it again), is another charge and another job."""
+    same key at another time (the service gave it again), is another charge and another job,
+    and either is a clash with the task stored before."""
     first = charge(task_id="t1", cost=100, kind=Kind.VIDEO, at=100.0)
     assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
     assert await store.ledger.insert_charge(first)
     assert not await store.ledger.insert_charge(first)  # the very same charge again
     assert not await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 100.0)
-    # Another key's task of the same id: its own charge, nothing given before on that key.
+    # Another key's task of the same id: its own charge, and a clash with the first.
     theirs = charge(task_id="t1", cost=40, kind=Kind.VIDEO, at=100.0, key="fp-b", guild=GUILD + 1)
-    assert not await store.ledger.task_given_before("fp-b", Kind.VIDEO, "t1", 100.0)
+    assert await store.ledger.task_given_before("fp-b", Kind.VIDEO, "t1", 100.0)
     assert await store.ledger.insert_charge(theirs)
     # The same key given the id again later: charged too, and known as given before.
     assert await store.ledger.task_given_before("fp-default", Kind.VIDEO, "t1", 200.0)
@@ -640,7 +660,7 @@ async def test_expire_and_release_reservations(store: SqliteDatabase) -> None:
 
 
 async def test_a_negative_reservation_is_refused_and_holds_nothing(store: Database) -> None:
-    # The schema's CHECK answers as ConstraintError on both engines (LedgerRepository), also
+    # The schema's CHECK answers as ConstraintError on both engines (LedgerStore), also
     # when the new row's id comes back by RETURNING; a budget check then sees no hold.
     with pytest.raises(ConstraintError):
         await store.ledger.add_reservation(

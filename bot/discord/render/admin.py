@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import discord
 
+from bot.domain import Kind
 from bot.errors import format_cents
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
-from bot.storage.models import Kind
 
 TOP_USERS = 10
 """Members listed in a guild report; the embed field value limit is 1,024 characters."""

@@ -37,7 +37,7 @@ _REPLY_REASON_CHARS: Final = 300
 
 
 class JobView(Protocol):
-    """What rendering needs of a job; :class:`bot.storage.models.Job` has all of it.
+    """What rendering needs of a job; :class:`bot.domain.Job` has all of it.
 
     Read-only properties, so a frozen dataclass satisfies it and ``kind`` and ``status`` may
     be ``str`` enums.

@@ -10,9 +10,9 @@ from __future__ import annotations
 import discord
 
 from bot.discord.render.text import truncate
+from bot.domain import AuditEntry, ModelLists, Tier
 from bot.services.guild_config import ServerPolicy
 from bot.services.policy import describe_allowance, describe_models
-from bot.storage.models import AuditEntry, ModelLists, Tier
 
 FIELD_LIMIT = 1024
 """Characters in an embed field's value (Discord's embed limits)."""

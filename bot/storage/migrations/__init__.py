@@ -30,9 +30,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeEngine
 
 from bot.clock import Clock
+from bot.domain import SchemaTooNewError
 from bot.storage.engine import Engines
 from bot.storage.migrations import legacy
-from bot.storage.repositories import SchemaTooNewError
 from bot.storage.schema import metadata
 from bot.storage.sql import Engine
 

@@ -1,6 +1,7 @@
-"""The repositories, written once for both engines over :class:`bot.storage.sql.Sql` (issue 19).
+"""The repositories, written once for both engines over :class:`bot.storage.sql.Sql`.
 
-One module per area, each class implementing its Protocol of
-:mod:`bot.storage.repositories` with SQLAlchemy Core statements over
-:mod:`bot.storage.schema`; what the engines spell differently is in :mod:`.dialect`.
+One module per concern: its repository class (SQLAlchemy Core statements over
+:mod:`bot.storage.schema`) and the mapping of its rows into the :mod:`bot.domain` types; what
+the engines spell differently is in :mod:`.dialect`. There is no interface beside them: each
+has one implementation, and the tests run it on real databases of both engines.
 """

@@ -1,4 +1,4 @@
-"""Conversations of ``/chat`` (issue 21), both engines: ``ConversationRepository``.
+"""Conversations of ``/chat``, both engines: :class:`ConversationStore`.
 
 Tables ``conversations``, ``conversation_turns`` (each turn's ``cost_micro`` in micro-cents,
 :mod:`bot.storage.money`) and ``personas``.
@@ -10,10 +10,9 @@ from decimal import Decimal
 
 from sqlalchemy import delete, func, insert, select, update
 
-from bot.storage.models import Conversation, ConversationTurn, Persona
-from bot.storage.money import from_micro
+from bot.domain import Conversation, ConversationTurn, Persona
+from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
-from bot.storage.rows import conversation_from_row, cost_micro, turn_from_row
 from bot.storage.schema import conversation_turns, conversations, personas
 from bot.storage.sql import Row, Sql
 
@@ -24,8 +23,54 @@ _TURNS = select(func.count().label("turns")).select_from(conversation_turns)
 """How many turns a conversation has (add the ``thread_id`` condition)."""
 
 
+def conversation_from_row(row: Row) -> Conversation:
+    """Build a :class:`Conversation` from a ``conversations`` row (either engine)."""
+    return Conversation(
+        thread_id=int(row["thread_id"]),
+        guild_id=int(row["guild_id"]),
+        channel_id=int(row["channel_id"]),
+        user_id=int(row["user_id"]),
+        model=row["model"],
+        system=row["system"],
+        created_at=float(row["created_at"]),
+        ended_at=None if row["ended_at"] is None else float(row["ended_at"]),
+        end_reason=row["end_reason"],
+        summary=row["summary"],
+        summary_upto=int(row["summary_upto"]),
+    )
+
+
+def turn_from_row(row: Row) -> ConversationTurn:
+    """Build a :class:`ConversationTurn` from a ``conversation_turns`` row (either engine)."""
+    micro = row["cost_micro"]
+    return ConversationTurn(
+        thread_id=int(row["thread_id"]),
+        user_id=int(row["user_id"]),
+        author=str(row["author"]),
+        text=str(row["text"]),
+        answer=str(row["answer"]),
+        model=str(row["model"]),
+        prompt_tokens=int(row["prompt_tokens"]),
+        completion_tokens=int(row["completion_tokens"]),
+        cost_cents=None if micro is None else from_micro(int(micro)),
+        carried=int(row["carried"]),
+        at=float(row["created_at"]),
+    )
+
+
+def cost_micro(turn: ConversationTurn) -> int | None:
+    """The turn's cost as micro-cents; None when it is not a usable number."""
+    cents = turn.cost_cents
+    if cents is None or not cents.is_finite() or cents < 0:
+        return None
+    return to_micro(cents)
+
+
 class ConversationStore:
-    """Conversations, their turns and channels' personas (contract: ``ConversationRepository``).
+    """Conversations of ``/chat`` and their turns, keyed by thread.
+
+    A restart keeps every conversation: the history each call folds into its prompt is read
+    from here.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -195,10 +240,11 @@ class ConversationStore:
     async def spend_by_thread(
         self, guild_id: int, since: float, user_id: int | None = None
     ) -> list[tuple[int, int, Decimal]]:
-        """Conversations' spend (their turns' charges): ``(thread_id, turns, cents)``.
+        """Conversations' spend: ``(thread_id, turns, cents)``, largest first.
 
-        Largest first, then by thread id; turns at or after ``since`` (UTC epoch seconds),
-        optionally one member's turns only.
+        From the turns' charges (each is its call's ledger row; the first turn's row carries
+        the parent channel, as the thread did not exist yet), at or after ``since`` (UTC
+        epoch seconds), optionally one member's turns only.
         """
         t, c = conversation_turns, conversations
         micro = func.coalesce(func.sum(t.c.cost_micro), 0).label("micro")

@@ -3,7 +3,7 @@
 Tables ``guild_settings``, ``allowed_channels``, ``retired_keys`` and ``default_keys``, both
 engines. The writes of one guild take the guild's lock first (``Sql.lock_guild``: PostgreSQL's
 transaction-scoped advisory lock; SQLite's writer lock already serialises every write), so
-that a check-then-write of one guild never interleaves with another's (``GuildRepository``).
+that a check-then-write of one guild never interleaves with another's (``GuildStore.lock``).
 
 Keys are stored Fernet-encrypted only (``ciphertext``); no statement here sees a plaintext key.
 """
@@ -11,7 +11,7 @@ Keys are stored Fernet-encrypted only (``ciphertext``); no statement here sees a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     ColumnElement,
@@ -27,10 +27,9 @@ from sqlalchemy import (
     update,
 )
 
+from bot.domain import UNSET, GuildSettings, JobStatus, LimitUpdate, RetiredKey, Unset
 from bot.storage import schema
-from bot.storage.models import GuildSettings, JobStatus, RetiredKey
 from bot.storage.repos.dialect import upsert
-from bot.storage.repositories import UNSET, LimitUpdate, limit_changes
 from bot.storage.sql import Sql
 
 _settings = schema.guild_settings
@@ -44,6 +43,26 @@ _reservations = schema.reservations
 # statement (PostgreSQL's, after a few runs) cannot prove a parameter equal to the predicate of
 # the partial indexes on pending jobs (``WHERE status = 'pending'``), a literal it can.
 _PENDING = literal(JobStatus.PENDING.value, literal_execute=True)
+
+
+LIMIT_NAMES: Final = (
+    "monthly_budget_cents",
+    "user_daily_budget_cents",
+    "max_pending_videos_per_user",
+    "max_pending_videos_per_guild",
+)
+"""The limits of :class:`~bot.domain.GuildSettings` that admins change."""
+
+
+def limit_changes(*updates: LimitUpdate) -> dict[str, int | None]:
+    """Pair ``update_limits``' arguments (in :data:`LIMIT_NAMES` order) with their names.
+
+    Returns:
+        ``{column: value}`` for the limits given, :data:`UNSET` ones left out; the names
+        come from :data:`LIMIT_NAMES`, never from user input, so engines may put them in SQL.
+    """
+    pairs = zip(LIMIT_NAMES, updates, strict=True)
+    return {name: value for name, value in pairs if not isinstance(value, Unset)}
 
 
 def _key_in_flight(
@@ -100,7 +119,7 @@ async def _retire(tx: Sql, guild_id: int, key_fingerprint: str | None, at: float
 
     Runs on ``tx``, the caller's transaction, under the guild's lock it holds: the check of
     the key's jobs and reservations and the copy are one atomic step with the key's
-    replacement, so a live job's key is never missing (``GuildRepository.replace_api_key``).
+    replacement, so a live job's key is never missing (``GuildStore.replace_api_key``).
     """
     row = await tx.one(
         select(_settings.c.api_key_ciphertext, _settings.c.api_key_last4).where(
@@ -134,7 +153,11 @@ async def _retire(tx: Sql, guild_id: int, key_fingerprint: str | None, at: float
 
 
 class GuildStore:
-    """Guild settings, limits, channels, current and retired keys (contract: ``GuildRepository``).
+    """Per-guild settings: limits, channels, the notified problem, current and retired API keys.
+
+    Keys are stored Fernet-encrypted only (``ciphertext``) with their last four characters for
+    display; a plaintext key never reaches storage. The bot's default keys (``GENAPI_API_KEY``,
+    current and previous) are kept here too, encrypted the same way.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -144,11 +167,15 @@ class GuildStore:
         self._sql = sql
 
     async def lock(self, guild_id: int) -> None:
-        """Hold the guild's lock until the transaction ends (see ``Sql.lock_guild``)."""
+        """Serialise this transaction against every other one that locks ``guild_id``.
+
+        Only meaningful inside :meth:`Database.transaction`; held until it ends. A budget check
+        and the writes that change what it sums call it first.
+        """
         await self._sql.lock_guild(guild_id)
 
     async def settings(self, guild_id: int) -> GuildSettings:
-        """Return the guild's settings; defaults (all None, no channels) if it has none."""
+        """Return the guild's settings; :meth:`GuildSettings.default` if it never changed any."""
         row = await self._sql.one(select(_settings).where(_settings.c.guild_id == guild_id))
         if row is None:
             return GuildSettings.default(guild_id)
@@ -187,7 +214,16 @@ class GuildStore:
         max_pending_videos_per_user: LimitUpdate = UNSET,
         max_pending_videos_per_guild: LimitUpdate = UNSET,
     ) -> None:
-        """Change some of the guild's limits (a value, None = the default, UNSET = kept).
+        """Change some of the guild's limits.
+
+        Args:
+            guild_id: the guild.
+            monthly_budget_cents: whole cents per UTC calendar month.
+            user_daily_budget_cents: whole cents per member per UTC day.
+            max_pending_videos_per_user: cap on a member's pending videos.
+            max_pending_videos_per_guild: cap on the guild's pending videos.
+
+        Each limit is a value, None (back to the Settings default) or :data:`UNSET` (kept).
 
         Raises:
             ConstraintError: a negative budget or a cap below 1.
@@ -215,7 +251,11 @@ class GuildStore:
         await self._update(guild_id, {"admin_channel_id": channel_id})
 
     async def set_notified_problem(self, guild_id: int, problem: str | None) -> bool:
-        """Record the problem admins were last told about; True if it changed."""
+        """Record the problem admins were last told about (None = resolved).
+
+        Returns:
+            True if it changed, i.e. admins should be notified (once per problem).
+        """
         async with self._sql.write() as tx:
             await tx.lock_guild(guild_id)
             current = await tx.scalar(
@@ -249,11 +289,17 @@ class GuildStore:
         old_fingerprint: str | None,
         at: float,
     ) -> None:
-        """Store ``new`` (ciphertext, last4) as the guild's key, or remove it (None).
+        """Store ``new`` (ciphertext, last4) as the guild's key, or remove its key (None).
 
-        With ``retire``, the current key first moves to ``retired_keys`` if a pending job or a
-        reservation uses it (or if ``old_fingerprint`` is None: its jobs cannot be counted),
-        all in one transaction under the guild's lock.
+        Args:
+            guild_id: the guild.
+            new: the new key's ciphertext and last four characters; None to remove the key.
+            retire: first move the current key to the retired keys if a pending job or a
+                reservation (a request in flight) of the guild uses it, all in one transaction
+                under the guild's lock: a live job's key is never missing.
+            old_fingerprint: the current key's fingerprint; None when it cannot be decrypted
+                now (then it is retired whatever its jobs, as they cannot be counted).
+            at: UTC epoch seconds, the retirement time.
         """
         async with self._sql.write() as tx:
             await tx.lock_guild(guild_id)
@@ -313,17 +359,30 @@ class GuildStore:
             )
 
     async def delete_released_keys(self) -> int:
-        """Delete the retired keys (guilds' and default) nothing live uses; return how many."""
+        """Delete the retired keys no pending job nor reservation uses; return how many.
+
+        Guilds' retired keys (fingerprint known) and retired default keys (:meth:`keep_default_key`)
+        alike.
+        """
         async with self._sql.write() as tx:
             return await tx.run(RELEASED_RETIRED_KEYS) + await tx.run(RELEASED_DEFAULT_KEYS)
 
     async def keep_default_key(
         self, key_fingerprint: str, ciphertext: bytes, at: float
     ) -> list[str]:
-        """Store the current default key, retire the others, drop the released ones.
+        """Store the bot's default key (``GENAPI_API_KEY``) encrypted; retire the previous ones.
+
+        In one transaction: the key is stored (or its ciphertext replaced) as current; any other
+        current default key is retired at ``at``; retired default keys that no pending job and
+        no reservation use are deleted.
+
+        Args:
+            key_fingerprint: :func:`bot.services.keys.fingerprint` of the key.
+            ciphertext: the key, Fernet-encrypted with ``KEY_ENCRYPTION_KEY``.
+            at: UTC epoch seconds.
 
         Returns:
-            The fingerprints of the retired default keys still kept, oldest retirement first.
+            The fingerprints of the retired default keys still kept (something uses them).
         """
         stored = upsert(self._sql, _defaults).values(
             fingerprint=key_fingerprint, ciphertext=ciphertext, stored_at=at

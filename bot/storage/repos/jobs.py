@@ -1,4 +1,4 @@
-"""Jobs: :class:`bot.storage.repositories.JobRepository` once for both engines, over :class:`Sql`.
+"""Jobs: :class:`JobStore` once for both engines, over :class:`Sql`.
 
 The poller's reads are served by the partial indexes of the migrations (``jobs_due``,
 ``jobs_claim``, ``jobs_delivery_due``, ``jobs_listing``...): their cost follows the due jobs,
@@ -16,9 +16,10 @@ tests can check their plans.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, Final
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, TypeAlias
 
 from sqlalchemy import (
     BigInteger,
@@ -43,13 +44,11 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import NullType
 
-from bot.storage.models import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
-from bot.storage.money import to_micro
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
+from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
-from bot.storage.repositories import PollCandidate, PollRanking, last_per_job, per_key_cap
-from bot.storage.rows import job_from_row
 from bot.storage.schema import jobs
-from bot.storage.sql import Engine, Sql
+from bot.storage.sql import Engine, Row, Sql
 
 # Literals, not parameters: a literal 'pending' is what lets the planners (SQLite's above all)
 # use the partial indexes, whose WHERE clauses name these values.
@@ -63,6 +62,44 @@ _NOW: Final = bindparam("p_now", type_=Double)
 _LIMIT: Final = bindparam("p_limit", type_=BigInteger)
 _ID: Final = bindparam("p_id", type_=BigInteger)
 _SKIP: Final = bindparam("p_skip", type_=String, expanding=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PollCandidate:
+    """A due job as a claim sees it, read from the claim index: which job, whose, when due.
+
+    Attributes:
+        id: the job's id.
+        key_fingerprint: the key it is polled with.
+        guild_id: the guild it belongs to.
+        next_poll_at: when it fell due, UTC epoch seconds.
+    """
+
+    id: int
+    key_fingerprint: str
+    guild_id: int
+    next_poll_at: float
+
+
+PollRanking: TypeAlias = Callable[[Sequence[PollCandidate]], list[PollCandidate]]
+"""Orders due jobs (given earliest due first) in the order they should be claimed; each key's
+first ``per_key`` available are (the poller's: :meth:`bot.services.schedule.FairShare.rank`)."""
+
+
+def per_key_cap(jobs: Sequence[PollCandidate], per_key: int) -> list[PollCandidate]:
+    """Keep, in order, at most ``per_key`` of ``jobs`` of one key fingerprint (engines' claims)."""
+    taken: Counter[str] = Counter()
+    kept: list[PollCandidate] = []
+    for job in jobs:
+        if taken[job.key_fingerprint] < per_key:
+            taken[job.key_fingerprint] += 1
+            kept.append(job)
+    return kept
+
+
+def last_per_job(updates: Sequence[PollUpdate]) -> list[PollUpdate]:
+    """Keep each job's last update of ``updates``, in the order of those (``schedule_polls``)."""
+    return list({update.job_id: update for update in updates}.values())
 
 
 def _fence(column: ColumnElement[Any]) -> ColumnElement[bool]:
@@ -386,10 +423,52 @@ RELEASE_DELIVERY: Final = (
 )
 
 
+def job_from_row(row: Row) -> Job:
+    """Build a :class:`Job` from a row of the ``jobs`` table (either engine).
+
+    ``details`` and ``outputs`` arrive as JSON text (SQLite TEXT, PostgreSQL jsonb as text);
+    ``cost_micro`` is micro-cents (:mod:`bot.storage.money`).
+    """
+    return Job(
+        id=row["id"],
+        task_id=row["task_id"],
+        provider=row["provider"],
+        poll_url=row["poll_url"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        message_id=row["message_id"],
+        user_id=row["user_id"],
+        prompt_summary=row["prompt_summary"],
+        details=json.loads(row["details"]),
+        cost_cents=from_micro(row["cost_micro"]),
+        key_fingerprint=row["key_fingerprint"],
+        created_at=row["created_at"],
+        next_poll_at=row["next_poll_at"],
+        status=JobStatus(row["status"]),
+        finished_at=row["finished_at"],
+        outputs=tuple(json.loads(row["outputs"])),
+        error=row["error"],
+        poll_count=row["poll_count"],
+        announced_at=row["announced_at"],
+        last_progress_at=row["last_progress_at"],
+        unwatched_at=row["unwatched_at"],
+        delivery_route=DeliveryRoute(row["delivery_route"]),
+        delivery_attempts=row["delivery_attempts"],
+        next_delivery_at=row["next_delivery_at"],
+        delivery_error=row["delivery_error"],
+        poll_token=row["poll_token"],
+        delivery_token=row["delivery_token"],
+    )
+
+
 class JobStore:
     """Asynchronous jobs: storing, polling (with leases), delivery and listing.
 
-    See :class:`bot.storage.repositories.JobRepository` for the contract; both engines.
+    A job is PENDING until :meth:`finish`; a finished job is undelivered until
+    :meth:`mark_announced`. The poller's reads (:meth:`due`, :meth:`due_deliveries`) cost
+    O(due jobs), not O(all jobs): engines serve them from indexes.
     """
 
     def __init__(self, sql: Sql) -> None:
@@ -463,12 +542,13 @@ class JobStore:
     async def due(self, now: float, limit: int, *, skip_keys: Collection[str] = ()) -> list[Job]:
         """Return up to ``limit`` watched pending jobs with ``next_poll_at <= now``, earliest first.
 
-        Served by the partial index ``jobs_due``: the cost follows the due jobs, not all jobs.
-
         Args:
             now: UTC epoch seconds.
-            limit: the most jobs to return.
-            skip_keys: key fingerprints whose jobs are left out (keys with no room to poll now).
+            limit: the most jobs to return (>= 1).
+            skip_keys: key fingerprints whose jobs are left out (keys with no room to poll now),
+                so that one key's backlog cannot fill the batch and starve the others.
+
+        Jobs with ``unwatched_at`` set are never due.
         """
         params = {"p_now": now, "p_limit": limit, "p_skip": list(skip_keys)}
         stmt = _DUE_JOBS_SKIPPING if skip_keys else DUE_JOBS
@@ -505,11 +585,27 @@ class JobStore:
         skip_keys: Collection[str] = (),
         rank: PollRanking | None = None,
     ) -> list[Job]:
-        """Lease due jobs (``next_poll_at = until``, ``poll_token + 1``) and return them.
+        """Lease due jobs to the caller, atomically across processes, and return them.
 
-        The due jobs are read first without a lock (an idle pass takes no write lock), ranked
-        (by ``rank``, else earliest due first), capped at ``per_key`` of each key, then claimed
-        in one write transaction; only the claimed jobs are read whole (``RETURNING``).
+        In one transaction: the watched pending jobs with ``next_poll_at <= now`` (earliest
+        first, at most ``limit`` read, at most ``per_key`` of one key, none of ``skip_keys``)
+        get ``next_poll_at = until`` (the lease's expiry) and ``poll_token + 1`` (its fencing
+        token). The returned jobs carry the new token (and, as ``next_poll_at``, the time each
+        fell due, for the poll-lag metric): pass the token as ``token=`` to
+        :meth:`schedule_poll`, :meth:`set_unwatched` and :meth:`finish`, so that a holder whose
+        lease expired (and whose job another process claimed since) changes nothing. Two
+        callers never get the same job while its lease runs: PostgreSQL claims with
+        ``FOR UPDATE SKIP LOCKED``, SQLite's ``BEGIN IMMEDIATE`` serialises the claims.
+
+        Args:
+            now: UTC epoch seconds.
+            until: the lease's expiry, UTC epoch seconds (after it, a job whose holder died is
+                due again and another process claims it).
+            limit: the most due jobs to consider (>= 1).
+            per_key: the most jobs of one key fingerprint to claim (>= 1).
+            skip_keys: key fingerprints whose jobs are left out (keys with no room now).
+            rank: orders the due jobs read for the claim (None: earliest due first); a job
+                another process claims meanwhile is skipped for the next in that order.
         """
         sqlite = self._sql.dialect == "sqlite"
         # SQLite re-reads the candidates under its writer lock (below): one row says whether
@@ -545,13 +641,29 @@ class JobStore:
     ) -> bool:
         """Set when a pending job is polled next (UTC epoch seconds) and the polls made so far.
 
-        Fenced: with a ``token``, only under that poll lease.
+        A job that is no longer PENDING is left alone, and so is one whose ``poll_token`` is
+        not ``token`` (a stale lease; None: no lease checked).
+
+        Returns:
+            Whether the job was changed.
         """
         row = {"p_next": next_poll_at, "p_count": poll_count, "p_id": job_id, "p_token": token}
         return await self._sql.run(_SCHEDULE_POLL, [row]) > 0
 
     async def schedule_polls(self, updates: Sequence[PollUpdate]) -> int:
-        """Apply many polls' outcomes in one transaction (one executemany), each row fenced."""
+        """Apply many polls' outcomes in one transaction, each as :meth:`schedule_poll` would.
+
+        Each row is fenced on its own: a job no longer PENDING, or whose ``poll_token`` is not
+        the update's ``token`` (None: not checked), is left alone, and the others are written.
+        A job listed more than once gets its last update only. ``progress_at``, when given, is
+        recorded under the same conditions (as :meth:`set_progress_at` would).
+
+        One transaction (one commit) instead of one per poll: the poller's write-behind
+        (``bot.jobs.poll_writes``) flushes its reschedules with it.
+
+        Returns:
+            How many jobs were changed.
+        """
         rows = [
             {
                 "p_next": u.next_poll_at,
@@ -576,7 +688,12 @@ class JobStore:
     async def set_unwatched(
         self, job_id: int, at: float | None, *, token: int | None = None
     ) -> bool:
-        """Stop (``at``) or resume (None) watching a pending job; True if it was pending."""
+        """Stop watching a pending job at ``at`` (UTC epoch seconds), or resume it (None).
+
+        Returns:
+            Whether the job was still PENDING, under ``poll_token == token`` when a token is
+            given (only then is anything changed).
+        """
         row = {"p_at": at, "p_id": job_id, "p_token": token}
         return await self._sql.run(_SET_UNWATCHED, [row]) > 0
 
@@ -585,7 +702,14 @@ class JobStore:
         await self._sql.run(_SET_PROGRESS_AT, [{"p_at": at, "p_id": job_id}])
 
     async def set_message(self, job_id: int, message_id: int, due_at: float | None = None) -> None:
-        """Record the job's placeholder message; a pending job falls due by ``due_at``."""
+        """Record the job's placeholder message; a pending job falls due no later than ``due_at``.
+
+        Args:
+            job_id: the job.
+            message_id: the placeholder's Discord message id.
+            due_at: poll the pending job no later than this (UTC epoch seconds); an earlier
+                ``next_poll_at`` stays. None, or a finished job: the schedule is left alone.
+        """
         row = {"p_message": message_id, "p_due": due_at, "p_id": job_id}
         await self._sql.run(_SET_MESSAGE, [row])
 
@@ -599,7 +723,20 @@ class JobStore:
         *,
         token: int | None = None,
     ) -> bool:
-        """Mark a pending job finished; True only the first time (exactly once, any process).
+        """Mark a pending job COMPLETED or FAILED; it becomes due for delivery at ``finished_at``.
+
+        Args:
+            job_id: the job.
+            status: COMPLETED or FAILED.
+            outputs: result URLs (completed jobs), in the service's order.
+            error: failure text for people (failed jobs); None otherwise.
+            finished_at: UTC epoch seconds.
+            token: the poll lease's fencing token; a job claimed since under a newer one is
+                left alone. None: no lease checked.
+
+        Returns:
+            True only the first time (a job finishes exactly once); False if it was not pending
+            (or the token is stale).
 
         Raises:
             ValueError: ``status`` is PENDING.
@@ -619,7 +756,10 @@ class JobStore:
     # -- delivery -----------------------------------------------------------------------------
 
     async def due_deliveries(self, now: float, limit: int) -> list[Job]:
-        """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first."""
+        """Return up to ``limit`` finished, undelivered jobs whose delivery is due, oldest first.
+
+        Due means ``next_delivery_at <= now`` (UTC epoch seconds).
+        """
         rows = await self._sql.all(DUE_DELIVERIES, {"p_now": now, "p_limit": limit})
         return [job_from_row(r) for r in rows]
 
@@ -629,11 +769,12 @@ class JobStore:
         return None if value is None else float(value)
 
     async def claim_deliveries(self, now: float, until: float, *, limit: int) -> list[Job]:
-        """Lease due deliveries (``next_delivery_at = until``, ``delivery_token + 1``).
+        """Lease due deliveries to the caller, atomically across processes, and return them.
 
-        Read first without a lock, so that a pass with nothing due takes no write lock; then
-        claimed in one write transaction (PostgreSQL: ``FOR UPDATE SKIP LOCKED``, as
-        :meth:`claim_due`; SQLite: under its writer lock).
+        Like :meth:`claim_due`: finished, undelivered jobs with ``next_delivery_at <= now``
+        (oldest first, at most ``limit``) get ``next_delivery_at = until`` and
+        ``delivery_token + 1``; pass the returned token to :meth:`schedule_delivery` and
+        :meth:`mark_announced`.
         """
         if not await self._sql.all(_DUE_DELIVERY_IDS, {"p_now": now, "p_limit": 1}):
             return []
@@ -656,7 +797,19 @@ class JobStore:
         *,
         token: int | None = None,
     ) -> None:
-        """Set a finished, undelivered job's next delivery attempt (``next_at``: UTC seconds)."""
+        """Set a finished, undelivered job's next delivery attempt.
+
+        Args:
+            job_id: the job.
+            route: the route the next attempt takes.
+            attempts: transient failures on that route so far.
+            next_at: when to try, UTC epoch seconds.
+            error: the last failure, for people; None if none.
+            token: the delivery lease's fencing token (None: no lease checked).
+
+        A pending or delivered job is left alone, and so is one claimed since under a newer
+        token.
+        """
         row = {
             "p_route": route.value,
             "p_attempts": attempts,
@@ -675,14 +828,38 @@ class JobStore:
         *,
         token: int | None = None,
     ) -> bool:
-        """Record that the job's result was delivered by ``route``; True only the first time."""
+        """Record that the job's result was delivered at ``at`` (UTC epoch seconds) by ``route``.
+
+        Returns:
+            True only the first time: a job is delivered once. False too when ``token`` is
+            given and the job was claimed since under a newer one (a stale holder must not
+            ping the requester).
+        """
         row = {"p_at": at, "p_route": route.value, "p_id": job_id, "p_token": token}
         return await self._sql.run(_MARK_ANNOUNCED, [row]) > 0
 
     async def release_leases(
         self, polls: Mapping[int, int], deliveries: Mapping[int, int], at: float
     ) -> int:
-        """Make leased jobs due again at ``at`` (a stopping process's leases; fenced)."""
+        """Give back the poll and delivery leases a stopping process still holds.
+
+        A job whose lease is released falls due again at ``at``, so another process claims it
+        at once instead of waiting out the lease ("Worker stop"). Only the lease's
+        due time changes (and only ever earlier): route, attempts and poll count stay as
+        recorded. Pass only the leases whose work was cut short: a poll or delivery that ended
+        has set the job's next time itself.
+
+        Args:
+            polls: job id -> the poll lease's fencing token (``Job.poll_token`` as claimed).
+            deliveries: job id -> the delivery lease's fencing token (``Job.delivery_token``).
+            at: when the jobs fall due again, UTC epoch seconds (the caller's now).
+
+        A job claimed since under a newer token, finished (polls) or delivered (deliveries) is
+        left alone, in one transaction.
+
+        Returns:
+            How many leases were released.
+        """
         changed = 0
         async with self._sql.write() as tx:
             if polls:
@@ -700,7 +877,13 @@ class JobStore:
     # -- listing and statistics ---------------------------------------------------------------
 
     async def recent(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
-        """Return a guild's (or one member's) most recent jobs, newest first (``/jobs``)."""
+        """Return a guild's most recent jobs, newest first, whatever their status (``/jobs``).
+
+        Args:
+            guild_id: the guild.
+            user_id: only this member's jobs; None for the whole guild's.
+            limit: the most jobs to return.
+        """
         if user_id is None:
             stmt = JOBS_LISTING[False].params(p_guild=guild_id, p_limit=limit)
         else:
@@ -713,7 +896,11 @@ class JobStore:
         return [float(r["took"]) for r in rows]
 
     async def pending_videos(self, guild_id: int, *, user_id: int | None = None) -> int:
-        """Return how many of the guild's (or a member's) video jobs are pending and watched."""
+        """Return how many of the guild's (or a member's) video jobs are pending and watched.
+
+        A job the poller stopped watching (``unwatched_at`` set) is no longer progressing and
+        does not count toward the pending-video caps.
+        """
         if user_id is None:
             stmt = PENDING_VIDEOS[False].params(p_guild=guild_id)
         else:
@@ -721,7 +908,10 @@ class JobStore:
         return int(await self._sql.scalar(stmt))
 
     async def pending_on_key(self, guild_id: int, key_fingerprint: str) -> dict[Kind, int]:
-        """Return how many of the guild's jobs submitted with the key are pending, by kind."""
+        """Return how many of the guild's jobs submitted with the key are pending, by kind.
+
+        Kinds without a pending job are absent.
+        """
         rows = await self._sql.all(_PENDING_ON_KEY.params(p_guild=guild_id, p_key=key_fingerprint))
         return {Kind(row["kind"]): int(row["n"]) for row in rows}
 

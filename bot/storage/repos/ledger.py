@@ -17,19 +17,11 @@ from typing import Any
 
 from sqlalchemy import Select, delete, exists, func, insert, or_, select
 
+from bot.domain import TASK_ID_REUSED, Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage import schema
-from bot.storage.models import (
-    TASK_ID_REUSED,
-    Charge,
-    ChargeAnomaly,
-    Kind,
-    Reservation,
-    UsageRow,
-)
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
-from bot.storage.rows import anomaly_from_row
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
 
 _ledger = schema.ledger
 _anomalies = schema.charge_anomalies
@@ -50,8 +42,27 @@ def _for_user(stmt: Select[Any], user_column: Any, user_id: int | None) -> Selec
     return stmt if user_id is None else stmt.where(user_column == user_id)
 
 
+def anomaly_from_row(row: Row) -> ChargeAnomaly:
+    """Build a :class:`ChargeAnomaly` from a row of ``charge_anomalies`` (either engine)."""
+    return ChargeAnomaly(
+        guild_id=row["guild_id"],
+        channel_id=row["channel_id"],
+        user_id=row["user_id"],
+        kind=Kind(row["kind"]),
+        model=row["model"],
+        task_id=row["task_id"],
+        reported_cost=row["reported_cost"],
+        reported_remaining=row["reported_remaining"],
+        reason=row["reason"],
+        key_fingerprint=row["key_fingerprint"],
+        at=row["at"],
+    )
+
+
 class LedgerStore:
-    """Ledger, anomalies and reservations (contract: ``LedgerRepository``).
+    """The ledger (charges the service reported), protocol anomalies, and reservations.
+
+    The ledger and the anomalies are append-only. Sums are exact Decimal cents.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -106,10 +117,13 @@ class LedgerStore:
             return await tx.run(stmt) > 0
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
-        """Record a charge that breaks the protocol; False if this anomaly was recorded already.
+        """Record a reported charge that breaks the protocol (not summed into budgets).
 
         Identified by the key's fingerprint, kind, task id, time and reason (the partial unique
         index ``charge_anomalies_task``).
+
+        Returns:
+            False if this anomaly was recorded already.
         """
         stmt = (
             upsert(self._sql, _anomalies)
@@ -272,11 +286,15 @@ class LedgerStore:
         expires_at: float,
         key_fingerprint: str | None = None,
     ) -> Reservation:
-        """Hold ``amount_cents`` for a request until ``expires_at`` (UTC epoch seconds).
+        """Hold ``amount_cents`` (>= 0) for a request in flight until ``expires_at``.
+
+        ``key_fingerprint`` names the key the request is sent with: while the reservation
+        exists (expired or not, until deleted) that key is not dropped by
+        :meth:`GuildStore.replace_api_key` nor released, since its task may
+        be stored a moment later. None: unknown, every key of the guild is kept meanwhile.
 
         Raises:
-            ConstraintError: a negative amount (nothing is held).
-            ValueError: the amount is not a finite number.
+            ConstraintError: a negative amount.
         """
         stmt = (
             insert(_reservations)
@@ -313,7 +331,7 @@ class LedgerStore:
         return await self._sql.run(stmt) > 0
 
     async def expire_reservations(self, now: float) -> int:
-        """Drop reservations with ``expires_at <= now``; return how many."""
+        """Drop the reservations with ``expires_at <= now``; return how many."""
         return await self._sql.run(delete(_reservations).where(_reservations.c.expires_at <= now))
 
     async def reserved_cents(

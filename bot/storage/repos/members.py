@@ -1,4 +1,4 @@
-"""Members' own defaults (issue 22, ``/settings``), both engines: ``MemberSettingsRepository``.
+"""Members' own defaults (``/settings``), both engines: :class:`MemberStore`.
 
 Table ``member_settings``, keyed by user id; the flags are 0 or 1 on both engines (so copy-db
 moves rows unchanged).
@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from bot.storage.models import MemberSettings
+from bot.domain import MemberSettings
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import member_settings
 from bot.storage.sql import Sql
@@ -30,7 +30,7 @@ _FLAGS = ("private", "remix", "notify_dm")
 
 
 class MemberStore:
-    """Members' own defaults (contract: ``MemberSettingsRepository``).
+    """Members' own defaults (``/settings``), keyed by user id.
 
     Args:
         sql: the database's executor, or one transaction's.

@@ -1,4 +1,4 @@
-"""Meta: :class:`bot.storage.repositories.MetaRepository`, one class for both engines."""
+"""Meta: small named values of bot state (:class:`MetaStore`), one class for both engines."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ _SET: Final[dict[Engine, Executable]] = {
 
 
 class MetaStore:
-    """Small named values of bot state, in the ``meta`` table."""
+    """Small named values of bot state (e.g. the hash of the last synced command tree)."""
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql

@@ -1,4 +1,4 @@
-"""A guild's policy (issue 13), both engines: :class:`bot.storage.repositories.PolicyRepository`.
+"""A guild's policy, both engines: :class:`PolicyStore`.
 
 Tables ``policy_tiers``, ``policy_models``, ``blocked_terms``, ``cooldowns``,
 ``cooldown_uses``, ``config_audit``; ``ledger.tier_role_id`` for spend by tier. Text is listed
@@ -11,10 +11,9 @@ from decimal import Decimal
 
 from sqlalchemy import BigInteger, cast, delete, func, insert, select
 
-from bot.storage.models import AuditEntry, Kind, ModelLists, Tier
+from bot.domain import AuditEntry, Kind, ModelLists, Tier
 from bot.storage.money import from_micro
 from bot.storage.repos.dialect import text_order, upsert
-from bot.storage.rows import models_text, tier_from_row
 from bot.storage.schema import (
     blocked_terms,
     config_audit,
@@ -24,11 +23,33 @@ from bot.storage.schema import (
     policy_models,
     policy_tiers,
 )
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
+
+
+def models_text(models: tuple[str, ...] | None) -> str | None:
+    """A tier's model patterns as stored (comma-separated; None = the server's list)."""
+    return None if models is None else ",".join(models)
+
+
+def tier_from_row(row: Row) -> Tier:
+    """Build a :class:`Tier` from a row of ``policy_tiers`` (either engine)."""
+    models = row["models"]
+    return Tier(
+        guild_id=row["guild_id"],
+        role_id=row["role_id"],
+        role_name=row["role_name"],
+        daily_per_user_cents=row["daily_per_user_cents"],
+        monthly_per_user_cents=row["monthly_per_user_cents"],
+        videos_at_once=row["videos_at_once"],
+        models=None if models is None else tuple(m for m in models.split(",") if m),
+    )
 
 
 class PolicyStore:
-    """Role tiers, model list, blocked terms, cooldowns, audit (contract: ``PolicyRepository``).
+    """A guild's policy: role tiers, model list, blocked terms, cooldowns, audit.
+
+    Allowances are whole cents, :data:`~bot.domain.UNLIMITED` or None (server default),
+    as in :class:`~bot.domain.Tier`.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -135,7 +156,7 @@ class PolicyStore:
         return changed > 0
 
     async def cooldowns(self, guild_id: int) -> dict[Kind, int]:
-        """Return the guild's cooldowns, seconds per command."""
+        """Return the guild's cooldowns, seconds per command; commands without one are absent."""
         rows = await self._sql.all(
             select(cooldowns.c.command, cooldowns.c.seconds)
             .where(cooldowns.c.guild_id == guild_id)

@@ -1,4 +1,4 @@
-"""What the buttons under a result need (issue 12), both engines: ``CardRepository``.
+"""What the buttons under a result need, both engines: :class:`ResultRequestStore`.
 
 Tables ``result_requests`` (``options`` and ``outputs`` JSON text; jsonb on PostgreSQL) and
 ``card_settings`` (the confirmation threshold, micro-cents: :mod:`bot.storage.money`).
@@ -6,22 +6,38 @@ Tables ``result_requests`` (``options`` and ``outputs`` JSON text; jsonb on Post
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import insert, select
 
-from bot.storage.models import ResultRequest
+from bot.domain import ResultRequest
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import json_value, upsert
-from bot.storage.rows import result_request_from_row
 from bot.storage.schema import card_settings, result_requests
-from bot.storage.sql import Sql
+from bot.storage.sql import Row, Sql
+
+
+def result_request_from_row(row: Row) -> ResultRequest:
+    """Build a :class:`ResultRequest` from a row of ``result_requests`` (either engine)."""
+    return ResultRequest(
+        id=int(row["id"]),
+        kind=str(row["kind"]),
+        guild_id=int(row["guild_id"]),
+        user_id=int(row["user_id"]),
+        job_id=None if row["job_id"] is None else int(row["job_id"]),
+        options=json.loads(row["options"]),
+        outputs=tuple(json.loads(row["outputs"])),
+    )
 
 
 class ResultRequestStore:
-    """Result requests and confirmation thresholds (contract: ``CardRepository``).
+    """What the buttons under a result need after any restart.
+
+    The request behind each result, found by the reference its buttons' custom ids carry
+    (``j<job id>`` or ``r<request id>``), and each guild's confirmation threshold.
 
     Args:
         sql: the database's executor, or one transaction's.
@@ -43,8 +59,14 @@ class ResultRequestStore:
     ) -> int:
         """Store the request behind a result; return its id (the ``r<id>`` of its buttons).
 
-        ``options`` and ``outputs`` are stored as JSON; ``at`` is UTC epoch seconds
-        (arguments: :meth:`bot.storage.repositories.CardRepository.add_request`).
+        Args:
+            kind: ``"text"``, ``"image"`` or ``"video"``.
+            guild_id: where it was asked.
+            user_id: the requester.
+            options: the command's options, JSON-serialisable.
+            outputs: result URLs of a synchronous answer.
+            job_id: the job of an asynchronous result (at most one request per job).
+            at: when, UTC epoch seconds.
         """
         new_id = await self._sql.scalar(
             insert(result_requests)

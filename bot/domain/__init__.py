@@ -1,0 +1,65 @@
+"""The types every layer speaks: jobs, kinds, charges, tiers, guilds', members' settings.
+
+Plain values (frozen dataclasses, enums) and the store's failures, by role: :mod:`.jobs`,
+:mod:`.charges`, :mod:`.guilds`, :mod:`.policy`, :mod:`.conversations`, :mod:`.members`,
+:mod:`.errors`. The domain imports nothing of ours (the standard library only), so storage,
+services, jobs, the Discord adapter and the cogs all import it, and it none of them
+(``tests/test_layout.py``).
+
+Money is :class:`~decimal.Decimal` cents, exact, except the budgets admins set, which are whole
+``int`` cents. Times are UTC epoch seconds (``float``). Ids of Discord objects are ``int``
+snowflakes.
+"""
+
+from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
+from bot.domain.conversations import Conversation, ConversationTurn, Persona
+from bot.domain.errors import (
+    ConstraintError,
+    SchemaTooNewError,
+    StorageError,
+    StorageUnavailableError,
+)
+from bot.domain.guilds import UNSET, GuildSettings, LimitUpdate, RetiredKey, Unset
+from bot.domain.jobs import (
+    DeliveryRoute,
+    Job,
+    JobStatus,
+    Kind,
+    NewJob,
+    PollUpdate,
+    ResultRequest,
+)
+from bot.domain.members import MemberSettings
+from bot.domain.policy import UNLIMITED, AuditEntry, ModelLists, Tier
+
+__all__ = [
+    "TASK_ID_REUSED",
+    "UNLIMITED",
+    "UNSET",
+    "AuditEntry",
+    "Charge",
+    "ChargeAnomaly",
+    "ConstraintError",
+    "Conversation",
+    "ConversationTurn",
+    "DeliveryRoute",
+    "GuildSettings",
+    "Job",
+    "JobStatus",
+    "Kind",
+    "LimitUpdate",
+    "MemberSettings",
+    "ModelLists",
+    "NewJob",
+    "Persona",
+    "PollUpdate",
+    "Reservation",
+    "ResultRequest",
+    "RetiredKey",
+    "SchemaTooNewError",
+    "StorageError",
+    "StorageUnavailableError",
+    "Tier",
+    "Unset",
+    "UsageRow",
+]
