@@ -39,7 +39,7 @@ async def test_a_finished_video_is_attached_under_the_providers_file_name(world:
     )
     (attachment,) = done.attachments
     assert attachment.filename == file_name(done)
-    assert attachment.data.startswith(b"\x00\x00\x00\x18ftyp")
+    assert attachment.data[4:8] == b"ftyp"
     assert "Attached as" in done.text
 
 
@@ -187,7 +187,7 @@ async def test_a_card_refusing_a_new_file_by_an_edit_gets_it_in_the_reply(world:
     assert done.media_urls == [result_url(done)]  # the card shows the service's URL
     assert "reply" in done.text
     assert [a.filename for a in reply.attachments] == [file_name(done)]
-    assert reply.attachments[0].data.startswith(b"\x00\x00\x00\x18ftyp")
+    assert reply.attachments[0].data[4:8] == b"ftyp"
     assert reply.pinged_user_ids() == {world.member.id}
     assert len([v for v in done.history if "/files/" in v["text"]]) == 1
     assert replies_to(world, placeholder) == [reply]
