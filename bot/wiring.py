@@ -21,12 +21,12 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
-from bot.genapi.budget import RATE_WINDOW_MARGIN, BudgetRules
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
+from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
@@ -371,7 +371,7 @@ async def build_services(
     downloads = await stack.enter_async_context(output_client(base_url))
     metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
-    rules = BudgetRules(
+    rules = SlotRules(
         limit=settings.genapi_rate_limit,
         window=settings.genapi_rate_window_seconds + RATE_WINDOW_MARGIN,
     )

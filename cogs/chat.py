@@ -25,7 +25,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
-from bot.discord.choices import Option, choice_view
+from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.command_access import Invoker, member_refusal
 from bot.discord.delivery import send_card
 from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
@@ -703,7 +703,7 @@ class SummariseButton(
 
 
 class SummariseConfirm:
-    """Summarise · about $x / Cancel, for the clicker only (a :class:`Choice`, a few minutes).
+    """Summarise · about $x / Cancel, for the clicker only (a pending choice, a few minutes).
 
     A second press of Summarise (a double click) pays nothing: it is told the first is
     making the summary.
@@ -732,8 +732,8 @@ class SummariseConfirm:
         return choice_view(
             token,
             [
-                Option(self.SUMMARISE, f"Summarise{price}", discord.ButtonStyle.success),
-                Option(self.CANCEL, "Cancel"),
+                ChoiceOption(self.SUMMARISE, f"Summarise{price}", discord.ButtonStyle.success),
+                ChoiceOption(self.CANCEL, "Cancel"),
             ],
         )
 

@@ -21,7 +21,7 @@ from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.errors import ValidationFailed, format_cents
-from bot.genapi.models import VideoModel
+from bot.genapi.wire import VideoModel
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,

@@ -32,8 +32,8 @@ from bot.discord.render.admin import (
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
-from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.genapi.wire import Catalogue
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem

@@ -15,7 +15,7 @@ from bot.discord.permissions import (
     permission_names,
 )
 from bot.errors import ValidationFailed
-from bot.genapi.models import ImageModel, TextModel, VideoModel
+from bot.genapi.wire import ImageModel, TextModel, VideoModel
 from bot.services.generation import Requester
 from bot.services.personal import (
     Payer,

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.discord.choices import Option, choice_view
+from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
@@ -688,7 +688,7 @@ ALREADY_CANCELLED = "This video was cancelled; nothing was charged."
 class ConfirmVideo:
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
-    A :class:`~bot.discord.choices.Choice`, open for :data:`CONFIRM_SECONDS`; only the member
+    A :class:`~bot.discord.choices.PendingChoice`, open for :data:`CONFIRM_SECONDS`; only the member
     who asked can answer (the message is ephemeral anyway). Generate runs the whole request
     again through the service's checks; a second press of it (a double click) is told the
     first one is on its way and pays nothing.
@@ -718,11 +718,11 @@ class ConfirmVideo:
         """Generate starts a paid request: not during a shutdown; Cancel always."""
         return option == self.GENERATE
 
-    def buttons(self, price_cents: Decimal | None) -> list[Option]:
+    def buttons(self, price_cents: Decimal | None) -> list[ChoiceOption]:
         """The two buttons, Generate showing the price."""
         return [
-            Option(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
-            Option(self.CANCEL, "Cancel"),
+            ChoiceOption(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
+            ChoiceOption(self.CANCEL, "Cancel"),
         ]
 
     async def choose(self, interaction: Interaction, option: str) -> bool:

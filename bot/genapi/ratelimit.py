@@ -19,9 +19,9 @@ one transaction (:class:`RateRecorder`, a group commit), which keeps the poller'
 low. A 429's ``Retry-After`` is recorded too (``rate_blocks``). Several processes use the same
 rows, deciding inside the database (:mod:`bot.genapi.shared_ratelimit`).
 
-**Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.budget`:
+**Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.slots`:
 interactive requests (a user is waiting on a command) go first and may use the whole window;
-background requests (polls, catalogue refreshes) leave users their reserved slots, looking ahead
+background requests (polls, catalogue refreshes) leave users the slots kept for them, looking ahead
 at the users' pace, and are owed one slot every 10 s however busy the users are. That floor
 is a share of the window, not a priority at every instant: a poll owed it lets answers waiting
 at the head of the queue take the free slots first, for at most ``floor_yield`` (20 s, issue
@@ -39,11 +39,11 @@ an image, the catalogue), a *submission* one whose reply is a task that takes te
 to minutes anyway (``/video``). Within a guild, first come first served holds per kind, and a
 guild's turn takes its oldest answer before its oldest submission: a ``/text`` does not wait
 behind the ten ``/video`` its own server queued a moment before. And submissions leave
-``answer_reserve`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
-burst of submissions that finds the window nearly full waits for slots beyond the reserve, and
-answers that come meanwhile pass it. A submission is held this way at most ``answer_patience``
-(30 s), after which it takes its turn like an answer (leaving only the users' ``reserve`` of 2,
-so that held submissions coming due together leave room for a burst of answers), so a stream
+``answer_slots`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
+burst of submissions that finds the window nearly full waits for slots beyond the answers', and
+answers that come meanwhile pass it. A submission waits this way at most ``answer_patience``
+(30 s), after which it takes its turn like an answer (leaving only the users' ``user_slots`` of 2,
+so that waiting submissions coming due together leave room for a burst of answers), so a stream
 of answers from one server never starves another server's submission (issue 18's turns then
 apply: while it is the head of the queue, nothing passes it). Fairness across guilds
 is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
@@ -69,9 +69,9 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.clock import Clock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.group_commit import GroupCommit
+from bot.genapi.slots import SlotRules
 
 if TYPE_CHECKING:
     from bot.genapi.rate_window import RateWindowRepository
@@ -256,7 +256,7 @@ class KeyLimiter:
 
     def __init__(
         self,
-        rules: BudgetRules,
+        rules: SlotRules,
         clock: Clock,
         *,
         metrics: Metrics | None = None,
@@ -321,11 +321,11 @@ class KeyLimiter:
 
         Args:
             priority: interactive requests overtake every queued background one, except
-                when the background floor is due (:mod:`bot.genapi.budget`).
+                when the background floor is due (:mod:`bot.genapi.slots`).
             max_wait: seconds an interactive caller accepts to wait, judged as it is queued;
                 None waits as long as needed.
             kind: an interactive request's :class:`Kind`: submissions leave the answers'
-                reserve and go after their guild's answers (module docstring).
+                slots and go after their guild's answers (module docstring).
 
         Raises:
             RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
@@ -460,11 +460,11 @@ class KeyLimiter:
         )
         order = fair_order(interactive, self._turns) if interactive else []
         if any(t.kind is Kind.SUBMISSION for t in order):
-            # Submissions held by the answers' reserve go after every request that may use it
-            # (issue 23): an answer of any guild passes them while only the reserve is free.
-            held = [t for t in order if self._held(t, now)]
-            if held:
-                order = [*(t for t in order if t not in held), *held]
+            # Submissions kept back for the answers' slots go after every request that may use
+            # those slots: an answer of any guild passes them while only those slots are free.
+            behind = [t for t in order if self._behind_answers(t, now)]
+            if behind:
+                order = [*(t for t in order if t not in behind), *behind]
         rules = self._rules
         if not (background and interactive and rules.floor_due(now, self._sent)):
             self._yielding_since = None  # not owed the floor: a later yield starts afresh
@@ -484,8 +484,8 @@ class KeyLimiter:
         while self._sent and self._sent[0][0] <= horizon:
             self._sent.popleft()
 
-    def _held(self, ticket: Ticket, now: float) -> bool:
-        """Whether ``ticket`` is a submission that the answers' reserve still holds back."""
+    def _behind_answers(self, ticket: Ticket, now: float) -> bool:
+        """Whether ``ticket`` is a submission still kept back for the answers' slots."""
         return (
             ticket.kind is Kind.SUBMISSION
             and now - ticket.queued_at < self._rules.answer_patience
@@ -499,8 +499,8 @@ class KeyLimiter:
         if ticket.priority is Priority.BACKGROUND:
             delay = rules.background_delay(now, self._sent)
         elif ticket.kind is Kind.SUBMISSION:
-            # Held for the answers' reserve until its patience runs out (module docstring);
-            # then, at its turn, it still leaves the users' reserve (a burst of answers).
+            # Kept back for the answers' slots until its patience runs out (module docstring);
+            # then, at its turn, it still leaves the users' slots (a burst of answers).
             patience = ticket.queued_at + rules.answer_patience - now
             delay = max(
                 min(rules.submission_delay(now, self._sent), max(patience, 0.0)),
@@ -515,7 +515,7 @@ class KeyLimiter:
         window = self._rules.window
         limit = self._rules.limit
         if kind is Kind.SUBMISSION:
-            limit = max(1, limit - self._rules.answer_reserve)
+            limit = max(1, limit - self._rules.answer_slots)
         delay = self._blocked_until - now
         needed = len(self._sent) + ahead + 1 - limit
         if needed > 0:
@@ -619,7 +619,7 @@ class RateLimiter:
 
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
-        rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`:
+        rules: how each key's window is shared (:class:`~bot.genapi.slots.SlotRules`:
             30 requests per 60 s plus a 1 s margin, spec part 8).
         metrics: given to every key's limiter; None counts nothing.
         rates: the database's rate windows (``db.rates``); None keeps the window in memory.
@@ -629,7 +629,7 @@ class RateLimiter:
     def __init__(
         self,
         clock: Clock,
-        rules: BudgetRules | None = None,
+        rules: SlotRules | None = None,
         *,
         metrics: Metrics | None = None,
         rates: RateWindowRepository | None = None,
@@ -637,7 +637,7 @@ class RateLimiter:
     ) -> None:
         self._metrics = metrics
         self._clock = clock
-        self.rules = rules or BudgetRules()
+        self.rules = rules or SlotRules()
         self._keys: dict[str, KeyLimiter] = {}
         self._rates = rates
         self._writes = writes

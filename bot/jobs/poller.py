@@ -9,7 +9,7 @@ Which job to poll, and when, is the poll policy of docs/architecture.md (issue 1
 due when it has likely finished since its last poll (:mod:`bot.services.schedule`), the due jobs
 of a key are taken guild by guild (:class:`~bot.services.schedule.FairShare`), earliest due
 first, and the key's limiter at background priority decides when each poll goes
-(:mod:`bot.genapi.budget`). One poll per key waits in that limiter at a time, so the job polled
+(:mod:`bot.genapi.slots`). One poll per key waits in that limiter at a time, so the job polled
 is chosen when the key has room; the rest stay due in the database. A job being polled is
 leased (its next poll pushed ``lease`` seconds away) so that passes do not read it again, and
 passes run at most every ``min_pass_interval`` seconds: at 10,000 jobs a pass per finished poll

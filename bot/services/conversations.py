@@ -24,7 +24,7 @@ from bot.clock import Clock
 from bot.domain import Conversation, ConversationTurn, Persona
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.models import Catalogue
+from bot.genapi.wire import Catalogue
 from bot.services.billing import month_start
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,

@@ -25,7 +25,14 @@ from bot.errors import BotError, NoApiKeyConfigured, PromptBlocked, ValidationFa
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
-from bot.genapi.models import (
+from bot.genapi.outputs import (
+    HostResolver,
+    ip_literal,
+    is_public_address,
+    normalise_host,
+    resolves_privately,
+)
+from bot.genapi.wire import (
     Catalogue,
     ImageRequest,
     ImageResult,
@@ -34,13 +41,6 @@ from bot.genapi.models import (
     TextResult,
     VideoModel,
     VideoRequest,
-)
-from bot.genapi.outputs import (
-    HostResolver,
-    ip_literal,
-    is_public_address,
-    normalise_host,
-    resolves_privately,
 )
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey

@@ -25,7 +25,7 @@ from bot.clock import Clock
 from bot.domain import MemberSettings
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.models import Catalogue
+from bot.genapi.wire import Catalogue
 from bot.services.billing import Billing
 from bot.services.generation import (
     ASPECT_RATIOS,

@@ -10,7 +10,7 @@ import discord
 from bot.discord.render import limits
 from bot.discord.render.text import truncate
 from bot.errors import format_cents
-from bot.genapi.models import Catalogue, ImageModel, TextModel, VideoModel
+from bot.genapi.wire import Catalogue, ImageModel, TextModel, VideoModel
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")

@@ -48,7 +48,7 @@ from bot.domain import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import jobs
-from bot.storage.sql import Engine, Row, Sql
+from bot.storage.sql import DialectName, Row, Sql
 
 # Literals, not parameters: a literal 'pending' is what lets the planners (SQLite's above all)
 # use the partial indexes, whose WHERE clauses name these values.
@@ -251,7 +251,7 @@ _CLAIM_RANKED: Final = (
 
 # -- writes --------------------------------------------------------------------------------------
 
-_INSERTS: dict[Engine, Any] = {}
+_INSERTS: dict[DialectName, Any] = {}
 
 
 def _insert(sql: Sql) -> Any:
