@@ -1,7 +1,7 @@
 """Scenario 3: 10,000 pending jobs across 1,000 guilds and 200 keys, resumed after a restart.
 
 The counts are the defaults (earlier figures used them); ``--jobs``, ``--guilds`` and ``--keys``
-change them (issue 23: with 200 keys the spec's budget of 24 background polls a minute per key,
+change them (issue 23: with 200 keys the spec's capacity of 24 background polls a minute per key,
 80 polls a second, caps the run before the processes do).
 
 The database is seeded before the bot starts, as a previous run would have left it: 1,000
@@ -243,7 +243,7 @@ async def run(
     for metric in metrics:
         summary.add(metric, *(figures.get(metric, "") for _, figures in results))
     summary.notes.append(
-        f"poll budget: {size.keys:,} keys x 30 requests a minute = {size.keys * 30:,}"
+        f"poll capacity: {size.keys:,} keys x 30 requests a minute = {size.keys * 30:,}"
         f" ({size.keys / 2:,.0f} a second), less the"
         " slot kept for users (issue 11: 24-28 polls a minute per key are expected)"
     )
