@@ -27,10 +27,16 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.clock import Clock
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
 from bot.discord.command_access import Invoker, invoker_of, member_refusal, refusal
-from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
+from bot.discord.interactions import (
+    allowed_models,
+    loaded_cog,
+    requester,
+    require_placeholder_permissions,
+)
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
@@ -38,7 +44,6 @@ from bot.discord.request_flows import (
     check_uploads_fresh,
     defer_video,
     message_image,
-    private_results,
     require_source,
     show_job,
     shown_once,
@@ -53,11 +58,13 @@ from bot.errors import BotError, ValidationFailed, format_cents
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
+    GenerationService,
     ImageOptions,
     Requester,
     TextOptions,
     VideoOptions,
 )
+from bot.services.member_settings import MemberSettingsService
 from bot.services.personal import is_personal
 
 Interaction = discord.Interaction[GenBot]
@@ -185,7 +192,7 @@ async def require_command(
 
 async def _request(interaction: Interaction, ref: str) -> Click:
     who = requester(interaction)
-    request = await interaction.client.generation.result_request(ref)
+    request = await _cog(interaction).generation.result_request(ref)
     # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
@@ -235,9 +242,8 @@ async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id
         ValidationFailed: the job is gone, the bot left the server, or the member did
             (Discord: 404 Unknown Member).
     """
-    bot = interaction.client
-    job = await bot.generation.job(job_id)
-    guild = bot.get_guild(request.guild_id)
+    job = await _cog(interaction).generation.job(job_id)
+    guild = interaction.client.get_guild(request.guild_id)
     if job is None or guild is None:
         raise ValidationFailed(NOT_THERE)
     member = guild.get_member(interaction.user.id)
@@ -273,14 +279,14 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     Acknowledged (deferred) before anything that may ask Discord: the DM card's member and
     the command permissions are read after it (Discord allows 3 s for the acknowledgement).
     """
-    bot = interaction.client
     click = await _request(interaction, ref)
     request = click.request
     if vary and request.kind != "text":
         raise ValidationFailed(NOT_VARIED)
     options = request.options
-    check_uploads_fresh(options, bot.services.clock.time())
-    if vary and (await bot.services.members.get(interaction.user.id)).remix:
+    cog = _cog(interaction)
+    check_uploads_fresh(options, cog.clock.time())
+    if vary and (await cog.members.get(interaction.user.id)).remix:
         # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked;
         # the form is the answer, so the command permissions are checked on its submission.
         refuse_if_known_barred(interaction, "text", click.invoker)
@@ -291,7 +297,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
         await defer_video(interaction, click.who)
     else:
         # Private results (issue 22) hold for a button's answer as for the command's.
-        private = await private_results(bot, interaction.user.id)
+        private = (await cog.members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         if request.kind == "image":
             require_placeholder_permissions(interaction)
@@ -335,11 +341,11 @@ async def _vary(interaction: Interaction, ref: str) -> None:
 
 async def _delete(interaction: Interaction, ref: str) -> None:
     owner: int | None = None
-    request = await interaction.client.generation.result_request(ref)
+    request = await _cog(interaction).generation.result_request(ref)
     if request is not None:
         owner = request.user_id
     elif ref.startswith("j"):
-        job = await interaction.client.generation.job(int(ref[1:]))
+        job = await _cog(interaction).generation.job(int(ref[1:]))
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
@@ -399,7 +405,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     """
     job = None
     if ref.startswith("j"):
-        job = await interaction.client.generation.job(int(ref[1:]))
+        job = await _cog(interaction).generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
     async with shown_once(interaction, job.id, "show"):
@@ -460,7 +466,7 @@ async def open_animate(
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
-        await interaction.client.generation.check_channel(who)
+        await _cog(interaction).generation.check_channel(who)
     refuse_if_known_barred(interaction, "video", invoker)
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
@@ -489,7 +495,7 @@ async def open_edit(
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
-        await interaction.client.generation.check_channel(who)
+        await _cog(interaction).generation.check_channel(who)
     refuse_if_known_barred(interaction, "image", invoker)
     await EditModal(source, model if isinstance(model, str) else None, click=click).show(
         interaction
@@ -587,7 +593,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Ask the varied request with the submitted prompt (deferred before the checks)."""
-        private = await private_results(interaction.client, interaction.user.id)
+        private = (await _cog(interaction).members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
         who = await submitted(interaction, self.click, "text")
@@ -636,7 +642,7 @@ class EditModal(AdmittedModal, title="Edit image"):
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the image through ``/image``'s path (deferred before the checks)."""
         require_placeholder_permissions(interaction)
-        private = await private_results(interaction.client, interaction.user.id)
+        private = (await _cog(interaction).members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
         who = await submitted(interaction, self.click, "image")
@@ -675,8 +681,17 @@ async def edit_image(interaction: Interaction, message: discord.Message) -> None
 class ResultsCog(commands.Cog):
     """Registers the result buttons and the image context menus."""
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        generation: GenerationService,
+        members: MemberSettingsService,
+        clock: Clock,
+    ) -> None:
         self.bot = bot
+        self.generation = generation
+        self.members = members
+        self.clock = clock
         self.menus = (
             app_commands.ContextMenu(name="Animate image", callback=animate_image),
             app_commands.ContextMenu(name="Edit image", callback=edit_image),
@@ -697,4 +712,10 @@ class ResultsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ResultsCog(bot))
+    services = bot.services
+    await bot.add_cog(ResultsCog(bot, services.generation, services.members, services.clock))
+
+
+def _cog(interaction: Interaction) -> ResultsCog:
+    """The loaded results cog: the buttons, forms and menus reach its services through it."""
+    return loaded_cog(interaction, ResultsCog)

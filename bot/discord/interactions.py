@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import discord
 from discord import app_commands
+from discord.ext import commands
 
 from bot.discord.permissions import (
     CHAT_PERMISSIONS,
@@ -35,6 +36,25 @@ ModelAutocomplete = Callable[
 CLICKS = (discord.InteractionType.component, discord.InteractionType.modal_submit)
 """Interactions that act on a message (a button, or a form it opened): on a personal card
 they carry the card owner's install, and whoever clicks pays (:func:`who_pays`)."""
+
+C = TypeVar("C", bound=commands.Cog)
+
+
+def loaded_cog(interaction: discord.Interaction[Any], cog_type: type[C]) -> C:
+    """The loaded instance of ``cog_type``, which holds the services its ``setup`` gave it.
+
+    How a cog module's restart-safe buttons (``DynamicItem``), which discord.py builds from a
+    custom id and not from the cog, reach those services: through the cog, the one way every
+    part of a cog module reaches them.
+
+    Raises:
+        RuntimeError: the cog is not loaded (its extension failed or was unloaded).
+    """
+    cog = interaction.client.get_cog(cog_type.__cog_name__)
+    if not isinstance(cog, cog_type):
+        raise RuntimeError(f"the {cog_type.__cog_name__} cog is not loaded")
+    return cog
+
 
 MAX_CHOICES = 25
 """Discord accepts at most 25 autocomplete choices (application command docs)."""
