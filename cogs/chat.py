@@ -57,7 +57,7 @@ from bot.discord.tree import (
     send_ephemeral,
     sentence_for,
 )
-from bot.domain import Conversation, ConversationTurn
+from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.conversations import ConversationService
@@ -340,23 +340,16 @@ class ChatCog(commands.Cog):
         author = display_name(message.author)
         text = strip_mention(message.content, bot_id)
         metadata = resolved.interaction_metadata
-        seed = ConversationTurn(
-            thread_id=resolved.id,
-            user_id=request.user_id,
-            author=display_name(metadata.user) if metadata is not None else "member",
-            text=str(request.options.get("prompt") or ""),
-            answer=answer_text(resolved),
-            model=str(request.options.get("model") or ""),
-            prompt_tokens=0,
-            completion_tokens=0,
-            cost_cents=None,  # charged as the /text it was, not as a turn of this conversation
-            carried=0,
-            at=resolved.created_at.timestamp(),
-        )
-        model = request.options.get("model")
         try:
-            reply = await self.conversations.ask(
-                who, author, text, model=model if isinstance(model, str) else None, seed=[seed]
+            reply, seed = await self.conversations.ask_from_answer(
+                who,
+                author,
+                text,
+                request,
+                answer=answer_text(resolved),
+                answer_author=display_name(metadata.user) if metadata is not None else "member",
+                answer_id=resolved.id,
+                answered_at=resolved.created_at.timestamp(),
             )
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
