@@ -1,4 +1,4 @@
-"""Scenario 4 (issue 11): 10 videos submitted at once, each ready 20-60 s later, no history.
+"""Scenario 4: 10 videos submitted at once, each ready 20-60 s later, no history.
 
 Two rounds on one key, against a fresh database (no completion history at first):
 
@@ -207,7 +207,7 @@ def _report(bench: Bench, rounds: list[Round]) -> Table:
     offset = bench.started_wall - bench.started_at  # wall minus monotonic
     tasks = _tasks_by_index(api, bench.key)
     table = Table(
-        "batch: 10 videos at once, each ready 20-60 s later, no history (issue 11)",
+        "batch: 10 videos at once, each ready 20-60 s later, no history",
         header=("metric", "round", "genbot", "policy simulated", "clairvoyant floor", "goal"),
     )
     for rnd in rounds:

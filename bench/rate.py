@@ -96,7 +96,7 @@ async def _submit_through_bot(
             user_id=user,
             permissions=MEMBER_PERMISSIONS,
         )
-        # Queued (issue 18) is not refused: a member waits up to the queue's bound (300 s).
+        # Queued is not refused: a member waits up to the queue's bound (300 s).
         if "on its way" in (await answer(bench.discord, handle, 330)).content:
             break
         video.refused += 1

@@ -1,4 +1,4 @@
-"""``/chat``: conversations in threads, with history the bot keeps (issue 21).
+"""``/chat``: conversations in threads, with history the bot keeps.
 
 ``/chat prompt`` answers, then starts a public thread from the answer; in that thread a member
 message that mentions the bot or replies to one of its messages is the next turn (Discord sends
@@ -185,7 +185,7 @@ class ChatCog(commands.Cog):
         note = None
         persona = await self.conversations.persona_for(who)
         if model is None and (persona is None or persona.model is None):
-            # The member's default text model (issue 22), after the channel persona's, as /text.
+            # The member's default text model, after the channel persona's, as /text.
             applied = await self.members.apply_member_defaults(who, TextOptions(prompt))
             model, note = applied.options.model, applied.note
         author = display_name(interaction.user)
@@ -389,7 +389,7 @@ class ChatCog(commands.Cog):
 
         Discord applies a server's command permissions to commands only; a turn taken by a
         message spends as ``/chat`` does, so it is held to ``/chat``'s rule in the channel
-        (a thread's parent), as the result buttons are (issue 20).
+        (a thread's parent), as the result buttons are.
 
         A member who may not (or whose permissions cannot be read now: it fails closed, money
         is at stake) is told so in a reply.

@@ -84,7 +84,7 @@ def _post_later(bot: GenBot, guild_id: int, channel_id: int, text: str) -> None:
 
     Discord fails an interaction not answered within 3 s ("The application did not respond")
     and a post can wait much longer (a channel's rate limit, a slow gateway): the change is
-    saved and audited by then, so the answer goes first and the post follows (issue 20).
+    saved and audited by then, so the answer goes first and the post follows.
     """
     task = asyncio.get_running_loop().create_task(
         bot.post_admin_line(guild_id, channel_id, text), name=f"audit-post-{guild_id}"
@@ -330,7 +330,7 @@ class ConfigCog(
             )
         await self._show(interaction, "Confirmation threshold updated.")
 
-    # -- policy (issue 13) --------------------------------------------------------------------
+    # -- policy --------------------------------------------------------------------
 
     @tier.command(name="set")
     async def tier_set(

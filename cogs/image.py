@@ -95,7 +95,7 @@ class ImageCog(commands.Cog):
                 uploaded_image_urls=tuple(u.url for u in uploads),
             )
         mine = await self.members.get(interaction.user.id)
-        # Private results (issue 22): a synchronous image only the member sees (an
+        # Private results: a synchronous image only the member sees (an
         # asynchronous one still gets its card in the channel; the answer links it).
         interaction.extras[PUBLIC_DEFER] = not mine.private
         await interaction.response.defer(thinking=True, ephemeral=mine.private)

@@ -122,7 +122,7 @@ class JobsCog(commands.Cog):
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
         """The links to the listed private results' cards, which are not channel messages.
 
-        Private results (issue 22): a server job's card may live in its requester's DM, its
+        Private results: a server job's card may live in its requester's DM, its
         message id that DM's, not the channel's; or it is an ephemeral response, with no link.
         One read for the whole listing
         (:meth:`bot.services.private_cards.PrivateCards.get_many`). A DM link opens only for the
@@ -141,7 +141,7 @@ class JobsCog(commands.Cog):
     async def _show(self, interaction: discord.Interaction[GenBot], job_id: int) -> None:
         """``/jobs show:<id>``: post the job's card again here, like Midjourney's ``/show``.
 
-        Works in every context (issue 22): a personal job's card may have outlived its
+        Works in every context: a personal job's card may have outlived its
         interaction token, and this answer brings a fresh one. Only the requester's own jobs,
         or, with Manage Server, the server's; someone else's job whose owner has private
         results on is shown to the admin alone (ephemeral), whatever the admin's own setting.

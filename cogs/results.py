@@ -1,4 +1,4 @@
-"""The buttons under every result, and the Animate image / Edit image context menus (issue 12).
+"""The buttons under every result, and the Animate image / Edit image context menus.
 
 The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<action>:<ref>``,
 see :mod:`bot.discord.render.buttons`) carry the result's reference, and the request behind it is
@@ -9,7 +9,7 @@ a server's command permissions (Integrations) to commands only, so each button i
 command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
 (:class:`bot.discord.click_debounce.ClickDebounce`).
 
-A private result's card lives in its requester's DM (issue 22), and a result the delivery sent
+A private result's card lives in its requester's DM, and a result the delivery sent
 there as a new message (its card could not be edited or posted) carries the same buttons: a
 click there by the requester is the server's, as in the channel it was asked in
 (:func:`dm_card_click`): the server's key, budgets, tiers, allowed channels and command
@@ -92,7 +92,7 @@ NOT_VARIED = (
     "or a video by, so use Again (the same request) or Edit instead."
 )
 """Vary on an image or a video: the spec's requests (4.2, 4.4) have no seed or strength, so
-it could only repeat Again at the same price; it is no longer shown there (issue 20)."""
+it could only repeat Again at the same price; it is no longer shown there."""
 
 
 class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
@@ -185,7 +185,7 @@ async def require_command(
         return
     if is_personal(requester(interaction).guild_id):
         # A server's command permissions govern its own install only; a member's own install
-        # (issue 22) has none (Discord applies them to the guild integration).
+        # has none (Discord applies them to the guild integration).
         return
     await interaction.client.command_access.require(interaction, command)
 
@@ -193,7 +193,7 @@ async def require_command(
 async def _request(interaction: Interaction, ref: str) -> Click:
     who = requester(interaction)
     request = await _cog(interaction).generation.result_request(ref)
-    # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
+    # A personal result's buttons charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
         return Click(request, who)
@@ -204,12 +204,12 @@ async def _request(interaction: Interaction, ref: str) -> Click:
             and request.job_id is not None
             and request.user_id == interaction.user.id
         ):
-            # A job's result in its requester's DM (issue 22: a private card, or a result the
+            # A job's result in its requester's DM (a private card, or a result the
             # delivery sent there): the server's, as in the channel it was asked in, read
             # once the click is acknowledged (resolve).
             provisional = Requester(request.guild_id, who.channel_id, who.user_id)
             return Click(request, provisional, dm_job_id=request.job_id)
-        # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
+        # A card an earlier release delivered by DM still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
     raise ValidationFailed(FORGOTTEN)
 
@@ -228,7 +228,7 @@ async def resolve(interaction: Interaction, click: Click) -> Click:
 
 
 async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
-    """The requester's click on a job's result in the bot's DM, as the server's (issue 22).
+    """The requester's click on a job's result in the bot's DM, as the server's.
 
     The result is their private card, or a result the delivery sent by DM as a new message
     (the card could not be edited, nor, for a public one, posted in the channel).
@@ -287,7 +287,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     cog = _cog(interaction)
     check_uploads_fresh(options, cog.clock.time())
     if vary and (await cog.members.get(interaction.user.id)).remix:
-        # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked;
+        # Remix (/settings defaults remix): change the prompt before it is re-asked;
         # the form is the answer, so the command permissions are checked on its submission.
         refuse_if_known_barred(interaction, "text", click.invoker)
         await RemixModal(varied(TextOptions(**options)), click=click).show(interaction)
@@ -296,7 +296,7 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
         require_placeholder_permissions(interaction)
         await defer_video(interaction, click.who)
     else:
-        # Private results (issue 22) hold for a button's answer as for the command's.
+        # Private results hold for a button's answer as for the command's.
         private = (await cog.members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         if request.kind == "image":
@@ -355,7 +355,7 @@ async def _delete(interaction: Interaction, ref: str) -> None:
     ephemeral = message is not None and message.flags.ephemeral
     posted = message is not None and message.interaction_metadata is None  # with the bot token
     if ephemeral or (is_personal(requester(interaction).guild_id) and not posted):
-        # Where the bot may not be a member (a user install, issue 22) its token cannot touch
+        # Where the bot may not be a member (a user install) its token cannot touch
         # the channel (50001), and an ephemeral card (private results) has no channel message:
         # an interaction response, which the click's own token deletes (after a deferred
         # update, "@original" is the clicked message). A card the bot posted (in a channel
@@ -395,7 +395,7 @@ async def _edit(interaction: Interaction, ref: str) -> None:
 
 
 async def _show(interaction: Interaction, ref: str) -> None:
-    """Show result (issue 22): update the clicked card with its job as it stands now.
+    """Show result: update the clicked card with its job as it stands now.
 
     A personal job's card is an interaction response the poller can edit only while that
     interaction's token lives (15 minutes); a click brings a fresh token, which answers by

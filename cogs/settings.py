@@ -1,4 +1,4 @@
-"""``/settings``: the member's own settings, wherever they are (issue 22, personal mode).
+"""``/settings``: the member's own settings, wherever they are (personal mode).
 
 ``/settings api-key set|remove`` manages the member's personal API key, which pays for their
 requests where the member pays (:func:`bot.services.personal.who_pays`: a user install in any

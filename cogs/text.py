@@ -56,12 +56,12 @@ class TextCog(commands.Cog):
         who = requester(interaction)
         conversation = await conversation_of(self.conversations, interaction)
         mine = await self.members.get(interaction.user.id)
-        # Private results (issue 22): the answer only the member sees; a conversation's turn
+        # Private results: the answer only the member sees; a conversation's turn
         # stays in its thread, for everyone in it.
         private = mine.private and conversation is None
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
-        if conversation is not None:  # in a conversation's thread: its next turn (issue 21)
+        if conversation is not None:  # in a conversation's thread: its next turn
             await continue_conversation(
                 self.conversations,
                 interaction,

@@ -63,12 +63,12 @@ class UsageCog(commands.Cog):
         )
         embed = usage_embed(report, user_id=user_id)
         threads = await self.conversations.spend_by_thread(who.guild_id, user_id)
-        if threads:  # conversations' spend this month, by thread (issue 21)
+        if threads:  # conversations' spend this month, by thread
             embed.add_field(name="Conversations this month", value=thread_lines(threads))
         await interaction.response.send_message(embed=embed, ephemeral=True)
 
     async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:
-        """Show the member's own spending from their wallet (issue 22), never a server's.
+        """Show the member's own spending from their wallet, never a server's.
 
         On their own key, the balance the service last reported for it (``remaining_credits_cents``
         of their last charge; the spec has no balance endpoint). The bot's default key's

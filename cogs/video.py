@@ -257,7 +257,7 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             image_url=upload.url if upload is not None else None,
             image_uploaded=upload is not None,
         )
-        # The member's defaults (issue 22) for what the form left out: duration, shape, suffix.
+        # The member's defaults for what the form left out: duration, shape, suffix.
         applied = await self._members.apply_member_defaults(who, options)
         await start_video(interaction, who, applied.options, note=applied.note)
 

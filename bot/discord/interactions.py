@@ -61,7 +61,7 @@ MAX_CHOICES = 25
 
 
 def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
-    """Return who invoked ``interaction``, where, and whose wallet pays (issue 22).
+    """Return who invoked ``interaction``, where, and whose wallet pays.
 
     In a thread (a forum post is one), ``parent_channel_id`` is the thread's parent, from the
     interaction's partial channel (Discord sends ``parent_id`` for threads).
@@ -132,7 +132,7 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     Uses the interaction's ``app_permissions`` (the bot's permissions in that channel); in a
     thread, posting needs Send Messages in Threads instead of Send Messages.
 
-    A personal request (issue 22: billed to the member's wallet, where the bot may not be a
+    A personal request (billed to the member's wallet, where the bot may not be a
     member) needs none: its card is the interaction's own response, which Discord lets the
     app post and edit without any channel permission.
 
@@ -157,7 +157,7 @@ def require_chat_permissions(interaction: discord.Interaction[discord.Client]) -
 
     The placeholder's permissions (:func:`require_placeholder_permissions`, for the answer)
     and :data:`CHAT_PERMISSIONS` (the thread), checked together so that the sentence names
-    every one missing (issue 21, Delivery), before anything is charged.
+    every one missing, before anything is charged.
 
     Raises:
         ValidationFailed: naming every missing permission, e.g. "Create Public Threads, Send

@@ -1,4 +1,4 @@
-"""The member's view of a request waiting in its key's queue (issue 18, the Discord side).
+"""The member's view of a request waiting in its key's queue (the Discord side).
 
 A request that must wait for its key's rate window waits in the limiter's fair queue
 (:mod:`bot.genapi.ratelimit`). After :data:`FIRST_SHOWN_AFTER` seconds of waiting, the deferred

@@ -232,7 +232,7 @@ class GenAPIClient:
         limiter: the process-wide per-key limiter.
         clock: used for backoff sleeps, so tests never wait.
         interactive_max_wait: the longest estimated wait, seconds, an interactive request is
-            queued for in the limiter (issue 18: ``QUEUE_MAX_WAIT_SECONDS``, 5 minutes); beyond
+            queued for in the limiter (``QUEUE_MAX_WAIT_SECONDS``, 5 minutes); beyond
             it :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
         attempts: tries per request, the first included, when the failure is retryable.
         generation_timeout: timeouts of generation POSTs, seconds.

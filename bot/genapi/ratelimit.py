@@ -10,7 +10,7 @@ a request that waits for a new connection arrives a few milliseconds later, so a
 starts with it would close early on the service's side. A ``margin`` (1 s) is added to the
 window to absorb that (measured: without it, one 429 in a 30-video run, docs/benchmarks.md).
 
-**The window is known, never assumed** (issue 18). Every request released is first recorded in
+**The window is known, never assumed**. Every request released is first recorded in
 the database (``db.rates``, table ``rate_requests``, per key, on the database's clock) before it
 is sent, and a key's limiter starts from the rows of the last window: after any restart, clean
 or ``kill -9``, it knows what was really sent (a fresh database starts empty, so the first
@@ -27,13 +27,13 @@ is a share of the window, not a priority at every instant: a poll owed it lets a
 at the head of the queue take the free slots first, for at most ``floor_yield`` (20 s, issue
 23), so a member's ``/text`` is not the one that waits in a full window.
 
-**A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
+**A fair, visible queue**. Interactive requests that must wait are queued, not
 refused: an interaction can be answered for 15 minutes after it is deferred. Turns go round the
 guilds with requests waiting (the guild served longest ago first, :func:`fair_order`), first
 come first served within a guild and kind of request, so a burst of 40 from one server cannot
 hold another server's single request behind it.
 
-**Answers before submissions** (issue 23). Interactive requests are of two kinds
+**Answers before submissions**. Interactive requests are of two kinds
 (:class:`Kind`): an *answer* is one whose reply the member waits for at the command (``/text``,
 an image, the catalogue), a *submission* one whose reply is a task that takes tens of seconds
 to minutes anyway (``/video``). Within a guild, first come first served holds per kind, and a
@@ -44,7 +44,7 @@ burst of submissions that finds the window nearly full waits for slots beyond th
 answers that come meanwhile pass it. A submission waits this way at most ``answer_patience``
 (30 s), after which it takes its turn like an answer (leaving only the users' ``user_slots`` of 2,
 so that waiting submissions coming due together leave room for a burst of answers), so a stream
-of answers from one server never starves another server's submission (issue 18's turns then
+of answers from one server never starves another server's submission (the guilds' turns then
 apply: while it is the head of the queue, nothing passes it). Fairness across guilds
 is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
 the ``/text`` wait). The caller's :class:`QueueSeat` (a context variable set by the
@@ -94,7 +94,7 @@ class Priority(IntEnum):
 
 
 class Kind(IntEnum):
-    """What an interactive request's member waits for (module docstring; issue 23).
+    """What an interactive request's member waits for (module docstring).
 
     ANSWER: the reply itself, at the command (``/text``, an image, the catalogue): every
     second of queueing is a second the member watches "thinking…".
@@ -151,12 +151,12 @@ class Ticket:
 
 
 def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -> list[Ticket]:
-    """Order waiting interactive requests: round-robin over guilds, FIFO within each (issue 18).
+    """Order waiting interactive requests: round-robin over guilds, FIFO within each.
 
     Turns go round the guilds with requests waiting; a round starts with the guild served
     longest ago (never served first, then by its oldest request), and each guild gives one
     request per round: its oldest answer, else its oldest submission (first come first served
-    per :class:`Kind` within a guild, issue 23).
+    per :class:`Kind` within a guild).
 
     Args:
         tickets: the waiting interactive requests, any order.
@@ -448,7 +448,7 @@ class KeyLimiter:
         Only a background request that may go now passes users: one that must still wait (its
         burst, a block) never holds back a user who could go. And it passes an answer at the
         head of the users' queue only once it has yielded to answers for ``floor_yield``
-        seconds (issue 23: a member's ``/text`` takes the free slot, the poll the next one).
+        seconds (a member's ``/text`` takes the free slot, the poll the next one).
         """
         waiting = self._waiting
         if len(waiting) == 1:  # the poller's usual case: nothing to order

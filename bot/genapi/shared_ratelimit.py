@@ -1,4 +1,4 @@
-"""The per-key limiter shared by every process on one database (issue 10).
+"""The per-key limiter shared by every process on one database.
 
 Spec part 8 allows 30 requests per rolling minute per key, whatever process sends them. When
 several processes may use one key (gateway processes for several shards, poll workers), each
@@ -19,7 +19,7 @@ path: interactive before background within the process, the fair turns between g
 estimate for ``max_wait``, and the queue's place shown to members); it starts from the shared
 record, like the single process's limiter. The shared record is consulted only by the request
 at the head. A request the local limiter released but the shared window refused gives its local
-slot back (E10: it was not sent, so it must not make this process refuse users) and queues
+slot back (it was not sent, so it must not make this process refuse users) and queues
 again after the shared window's delay. A row is written before its request is sent, so even a
 process killed right after is counted.
 """
@@ -145,7 +145,7 @@ class SharedKeyLimiter:
                 raise
             if delay <= 0:
                 return
-            # E10: refused by the shared window, so not sent: the local slot is free again,
+            # Refused by the shared window, so not sent: the local slot is free again,
             # else this process would refuse its users for up to a window for nothing.
             self._local.release(stamp, background)
             if max_wait is not None and self._clock.monotonic() - started + delay > max_wait:

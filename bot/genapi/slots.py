@@ -24,7 +24,7 @@ database (:mod:`bot.genapi.shared_ratelimit`):
   slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
   starved however busy the users. The floor is a share, not a priority at every instant: a
   poll owed it lets answers (``/text``, images) waiting at the head of the queue take the free
-  slots first for at most ``floor_yield`` seconds (issue 23), then goes first.
+  slots first for at most ``floor_yield`` seconds, then goes first.
 
 No timer is kept: a caller asks :func:`interactive_delay` or :func:`background_delay` when it
 wants to send, and again after the returned delay or when the window changes.
@@ -60,7 +60,7 @@ class SlotRules:
         burst: background requests that may go at once; beyond it they are spaced by
             ``window / limit`` (a leaky bucket), so that the window's requests leave it one
             by one and a user who finds it full waits about that long, not a minute.
-        answer_slots: slots interactive submissions leave free for answers (issue 23): the
+        answer_slots: slots interactive submissions leave free for answers: the
             share polls are owed against users (``window / floor``, 6 of 30), so that a
             member's ``/text`` every 5-10 s and a burst of two find room for as long as
             queued ``/video``s wait (``answer_patience``) and nothing leaves the window
@@ -69,7 +69,7 @@ class SlotRules:
         answer_patience: seconds a submission is kept back for the answers' slots at most;
             then it takes its turn like an answer, leaving only ``user_slots`` slots.
         floor_yield: seconds a background request owed the floor lets answers waiting at the
-            head of the users' queue take the free slots before it, at most (issue 23): the
+            head of the users' queue take the free slots before it, at most: the
             floor is a share of the window, not a priority at every instant, so it may yield
             an instant to a member waiting for a ``/text``; bounded, so the polls' share, and
             the detection delay, move by at most this much. Two floor periods: in ``bench

@@ -1,4 +1,4 @@
-"""Conversations (``/chat`` in threads, issue 21): history the bot keeps and folds into each call.
+"""Conversations (``/chat`` in threads): history the bot keeps and folds into each call.
 
 The API takes no messages array (spec 4.5: ``prompt`` and ``system``), so each turn folds the
 stored history into ``prompt`` as labelled turns ending with the assistant's label, and puts

@@ -1,11 +1,11 @@
-"""A member's own defaults (issue 22, ``/settings``), and applying them to a command's options.
+"""A member's own defaults (``/settings``), and applying them to a command's options.
 
 A member sets, once, what their commands use where they give no option: a model per kind
 (text, image, video), an aspect ratio, a video duration, a prompt suffix, private results,
 remix and a DM when a job is finished. They follow the member everywhere (servers, the bot's
 DM, group DMs): they are keyed by user id, not by server.
 
-Server policy still wins (issue 22: "a default the member's tiers forbid is ignored with a
+Server policy still wins ("a default the member's tiers forbid is ignored with a
 note"): :meth:`MemberSettingsService.apply_member_defaults` is the one place a command's
 options get the member's defaults, and it leaves out a default model the member's tiers (or the
 server's model list) do not allow here, one the catalogue no longer offers, and a default

@@ -1,4 +1,4 @@
-r"""The engines under every repository: SQLAlchemy Core over sqlite3 and asyncpg (issue 19).
+r"""The engines under every repository: SQLAlchemy Core over sqlite3 and asyncpg.
 
 :class:`Engines` holds the connections of one database and opens its write transactions;
 :class:`CoreSql` is the :class:`~bot.storage.sql.Sql` every repository runs through, unbound

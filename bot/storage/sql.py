@@ -1,6 +1,6 @@
 """The one surface repositories run SQL through: SQLAlchemy Core statements, both engines.
 
-A repository is written once (issue 19) against :class:`Sql`: it builds Core statements over
+A repository is written once against :class:`Sql`: it builds Core statements over
 the tables of ``bot.storage.schema`` and never sees a placeholder style, a driver or a
 connection. Engine-specific semantics stay behind this surface (the writer lock, advisory
 locks, the database's clock) or are asked for explicitly with :attr:`Sql.dialect` where the

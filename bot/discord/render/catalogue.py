@@ -34,7 +34,7 @@ def catalogue_pages(
     Args:
         catalogue: the service's catalogue.
         kind: ``"video"``, ``"image"`` or ``"text"``; None for all three, video first.
-        available: whether the reader may use a model id (their role tiers, issue 13); the
+        available: whether the reader may use a model id (their role tiers); the
             others are marked "not available to you". None marks nothing.
 
     Returns:

@@ -1,4 +1,4 @@
-"""One migration sequence for both engines: Alembic, run by the bot at start-up (issue 19).
+"""One migration sequence for both engines: Alembic, run by the bot at start-up.
 
 ``versions/`` holds the revisions, shared by SQLite and PostgreSQL; ``0001_baseline`` brings a
 database of any release before Alembic (or an empty one) to the last legacy schema with the

@@ -1,7 +1,7 @@
 """Rate windows: :class:`bot.genapi.rate_window.RateWindowRepository` for both engines.
 
 The tables ``rate_requests`` and ``rate_blocks``, timed by the database's clock so that
-processes on several machines agree on time without synchronised clocks (issue 10). The
+processes on several machines agree on time without synchronised clocks. The
 engines differ in two places, each a small branch: the clock's SQL expression (:data:`NOW`)
 and how :meth:`RateWindowStore.take` excludes other processes (PostgreSQL: per-key advisory
 locks; SQLite: its writer lock).

@@ -1,6 +1,6 @@
 """The schemas of the releases before Alembic: each engine's numbered SQL files, as data.
 
-Before issue 19 each engine had its own migration numbering: SQLite ``sqlite/0001``-``0013``
+Before Alembic each engine had its own migration numbering: SQLite ``sqlite/0001``-``0013``
 (the version in ``PRAGMA user_version``), PostgreSQL ``postgresql/0001``-``0008`` (the rows of
 ``schema_migrations``). Revision ``0001_baseline`` applies what a database still lacks of its
 engine's files, exactly as those releases did (the same statements, the same records in
