@@ -280,7 +280,7 @@ class Billing:
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
         if is_personal(settings.guild_id):
-            # A member's wallet (issue 22): on their own key, their money, no bot budget; on the
+            # A member's wallet: on their own key, their money, no bot budget; on the
             # bot's default key, the owner's personal allowance per member per UTC day.
             own_key = settings.api_key_ciphertext is not None
             return Limits(
@@ -346,12 +346,12 @@ class Billing:
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
-        The member's policy (issue 13) is the most generous of their role tiers per limit, or
+        The member's policy is the most generous of their role tiers per limit, or
         the server defaults: model access, the command's cooldown, their pending-video cap,
         their daily and monthly allowances; the server's monthly budget and video cap apply to
         everyone. A refused request holds nothing and starts no cooldown. The use is recorded
         here, so two concurrent requests cannot both pass a cooldown, and taken back by
-        :meth:`release` when the service refused the call for free (issue 20, E14).
+        :meth:`release` when the service refused the call for free.
 
         Args:
             guild_id: the guild paying.
@@ -364,7 +364,7 @@ class Billing:
             role_ids: the member's role ids, for their tiers.
             cooldown_exempt: skip the cooldown (members with Manage Server).
             key_fingerprint: the key the request is sent with; it is kept while the
-                reservation lives (issue 18, E1). None: unknown.
+                reservation lives. None: unknown.
             tokens: (text) the most tokens the call may be charged for
                 (:func:`text_tokens_bound`); None for other kinds.
 
