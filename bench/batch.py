@@ -1,16 +1,16 @@
-"""Scenario 4 (issue 11): 10 videos submitted at once, each ready 20-60 s later, no history.
+"""Scenario 4: 10 videos submitted at once, each ready 20-60 s later, no history.
 
 Two rounds on one key, against a fresh database (no completion history at first):
 
 1. **batch**: 10 users run ``/video`` at the same moment; nothing else uses the key. Measured:
    detection delay (the service's completion to the placeholder's edit into the result),
-   requests used against those the budget allowed, 429s, and the error of the first
+   requests used against those the window allowed, 429s, and the error of the first
    ``ready <t:…:R>`` estimate each placeholder showed.
 2. **with users**: 10 more videos at once while a member runs ``/text`` every 5 s, and a burst of
    2 ``/text`` at once 30.5 s in. Measured: how long each ``/text`` waited (dispatch to the API
    receiving it), p99 for the trickle and for the burst, and the detection delay under load.
 
-Beside each round, the bench's own model of the exact budget (:mod:`bench.sim`) for the same
+Beside each round, the bench's own model of the exact request window (:mod:`bench.sim`) for the same
 arrivals, durations and user requests: the clairvoyant floor and genbot's policy simulated.
 Real time: the 60 s window is not scaled.
 """
@@ -207,7 +207,7 @@ def _report(bench: Bench, rounds: list[Round]) -> Table:
     offset = bench.started_wall - bench.started_at  # wall minus monotonic
     tasks = _tasks_by_index(api, bench.key)
     table = Table(
-        "batch: 10 videos at once, each ready 20-60 s later, no history (issue 11)",
+        "batch: 10 videos at once, each ready 20-60 s later, no history",
         header=("metric", "round", "genbot", "policy simulated", "clairvoyant floor", "goal"),
     )
     for rnd in rounds:
@@ -261,8 +261,9 @@ def _report(bench: Bench, rounds: list[Round]) -> Table:
                 )
     table.add("429s received", "all", api.rate_limited_count(bench.key), "", "", "0")
     table.notes.append(
-        "policy simulated / clairvoyant floor: bench.sim's model of the exact budget for the same "
-        "arrivals, durations and user requests; the floor polls each job once, at completion"
+        "policy simulated / clairvoyant floor: bench.sim's model of the exact request window for "
+        "the same arrivals, durations and user requests; the floor polls each job once, at "
+        "completion"
     )
     return table
 

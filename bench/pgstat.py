@@ -1,4 +1,4 @@
-"""The PostgreSQL server's statements per poll, for ``bench scale`` (issue 23).
+"""The PostgreSQL server's statements per poll, for ``bench scale``.
 
 The bench's throwaway server (``tests/pg_server.py``) is restarted once with
 ``shared_preload_libraries = 'pg_stat_statements'`` (the extension must be loaded at the

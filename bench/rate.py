@@ -1,4 +1,4 @@
-"""Scenario 2: 30 videos pending on one key; the rate budget, detection delay, /text headroom.
+"""Scenario 2: 30 videos pending on one key; the request window, detection delay, /text headroom.
 
 The bot gets the videos through ``/video`` from 30 users; at the same moments a naive client
 (:mod:`bench.naive`) submits identical videos with a second key on the same emulator and polls
@@ -96,7 +96,7 @@ async def _submit_through_bot(
             user_id=user,
             permissions=MEMBER_PERMISSIONS,
         )
-        # Queued (issue 18) is not refused: a member waits up to the queue's bound (300 s).
+        # Queued is not refused: a member waits up to the queue's bound (300 s).
         if "on its way" in (await answer(bench.discord, handle, 330)).content:
             break
         video.refused += 1
@@ -309,7 +309,7 @@ def _report(
     mean_theirs = sum(their_polls) / len(their_polls) if their_polls else float("nan")
 
     table = Table(
-        f"rate budget: {size.videos} videos on one key, tasks of {size.shortest:g}-"
+        f"request window: {size.videos} videos on one key, tasks of {size.shortest:g}-"
         f"{size.longest:g} s, submitted every {size.spacing:g} s",
         header=("metric", "genbot", "naive (poll every 4 s)", "genbot / naive", "goal"),
     )
@@ -380,7 +380,7 @@ def _report(
 def _reference_rows(
     table: Table, tasks: list[EmulatedTask], probes: list[Probe], measured: tuple[float, float]
 ) -> None:
-    """The exact budget's model (:mod:`bench.sim`) for this run's arrivals and durations."""
+    """The exact request window's model (:mod:`bench.sim`) for this run's arrivals and durations."""
     if not tasks:
         return
     t0 = min(t.created_at for t in tasks)

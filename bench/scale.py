@@ -1,7 +1,7 @@
 """Scenario 3: 10,000 pending jobs across 1,000 guilds and 200 keys, resumed after a restart.
 
 The counts are the defaults (earlier figures used them); ``--jobs``, ``--guilds`` and ``--keys``
-change them (issue 23: with 200 keys the spec's budget of 24 background polls a minute per key,
+change them (with 200 keys the spec's capacity of 24 background polls a minute per key,
 80 polls a second, caps the run before the processes do).
 
 The database is seeded before the bot starts, as a previous run would have left it: 1,000
@@ -10,7 +10,7 @@ in the API emulator and run for an hour, all overdue. Then the bot is started an
 time to resume, time until every job was polled once, then a steady window of polling
 (CPU, RSS, polls a minute), and the database's size.
 
-Each configuration is one engine and a number of workers (issue 10): ``0`` workers is the
+Each configuration is one engine and a number of workers: ``0`` workers is the
 single process (``python -m bot``, gateway plus poller); ``N`` workers is one gateway process
 with ``POLLER_ENABLED=false`` plus ``N`` ``python -m bot worker`` processes on one database.
 PostgreSQL is a throwaway server on loopback started with the tests' helper
@@ -243,9 +243,9 @@ async def run(
     for metric in metrics:
         summary.add(metric, *(figures.get(metric, "") for _, figures in results))
     summary.notes.append(
-        f"poll budget: {size.keys:,} keys x 30 requests a minute = {size.keys * 30:,}"
+        f"poll capacity: {size.keys:,} keys x 30 requests a minute = {size.keys * 30:,}"
         f" ({size.keys / 2:,.0f} a second), less the"
-        " slot kept for users (issue 11: 24-28 polls a minute per key are expected)"
+        " slot kept for users (24-28 polls a minute per key are expected)"
     )
     return summary
 

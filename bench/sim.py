@@ -1,10 +1,10 @@
-"""A discrete-event model of one key's exact budget: the references `batch` and `rate` print.
+"""A discrete-event model of one key's request window: the references `batch` and `rate` print.
 
 For the arrivals, durations and user requests a run actually had, it computes:
 
 - the **clairvoyant floor**: each job polled once, exactly when it completes, within the plain
-  budget (30 requests per rolling 60 s, users first): no policy can detect sooner;
-- **the policy simulated**: genbot's own rules (:class:`~bot.genapi.budget.BudgetRules`, the
+  window (30 requests per rolling 60 s, users first): no policy can detect sooner;
+- **the policy simulated**: genbot's own rules (:class:`~bot.genapi.slots.SlotRules`, the
   hazard schedule of :mod:`bot.services.schedule`, one poll of the key at a time, earliest due
   first), with no network or Discord latency: what the policy itself costs, apart from the
   plumbing the measured figures add.
@@ -18,11 +18,11 @@ import math
 from dataclasses import dataclass, field
 
 from bot.domain import Kind
-from bot.genapi.budget import BudgetRules
+from bot.genapi.slots import SlotRules
 from bot.services.schedule import MAX_INTERVAL, MIN_INTERVAL, PRIORS, CompletionTimes
 
 STEP = 0.05
-PLAIN = BudgetRules(window=60.0)
+PLAIN = SlotRules(window=60.0)
 """The service's own rule, for the clairvoyant floor: 30 per rolling 60 s, nothing more."""
 
 
@@ -61,7 +61,7 @@ def simulate(
     horizon: float = 900.0,
 ) -> SimResult:
     """Run the model; ``submits`` and ``users`` are request times, ``durations`` seconds."""
-    rules = PLAIN if clairvoyant else BudgetRules()
+    rules = PLAIN if clairvoyant else SlotRules()
     jobs = [_Job(a, d) for a, d in zip(submits, durations, strict=True)]
     queue = sorted([(a, i) for i, a in enumerate(submits)] + [(u, -1) for u in users])
     sent: list[tuple[float, bool]] = []
@@ -100,7 +100,7 @@ def simulate(
 
 def _poll(
     jobs: list[_Job],
-    rules: BudgetRules,
+    rules: SlotRules,
     t: float,
     live: list[tuple[float, bool]],
     sent: list[tuple[float, bool]],

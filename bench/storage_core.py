@@ -1,6 +1,6 @@
 """``python -m bench.storage_core``: CPU per statement, SQLAlchemy Core against the raw drivers.
 
-Issue 19 moves storage onto SQLAlchemy Core; its rule is that Core must not cost more than
+Storage runs on SQLAlchemy Core; the rule is that Core must not cost more than
 0.3 ms of CPU per poll on the hot path. This measures the poller's typical statements on each
 engine, run the way the repositories run them:
 
@@ -10,8 +10,8 @@ engine, run the way the repositories run them:
 - ``schedule write``: one job's next poll, an UPDATE in a transaction of its own;
 - ``write in tx``: the same UPDATE inside an open transaction (write-behind's per-row cost).
 
-``raw`` is what the executors before issue 19 did (aiosqlite: a reader connection, and a writer
-connection behind an ``asyncio.Lock`` with ``BEGIN IMMEDIATE``/``COMMIT``; asyncpg: a pool,
+``raw`` is what the executors before SQLAlchemy Core did (aiosqlite: a reader connection, and a
+writer connection behind an ``asyncio.Lock`` with ``BEGIN IMMEDIATE``/``COMMIT``; asyncpg: a pool,
 ``fetch`` and ``execute`` in a transaction). ``core`` is :class:`bot.storage.engine.CoreSql`
 with statements built once at module level and given their values at execution (``params`` of
 a read, the one row of ``run(stmt, rows)`` of a write; Core has no ``.params()`` for DML);

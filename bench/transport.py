@@ -1,4 +1,4 @@
-"""CPU per status poll of the API client over each HTTP transport (issue 11, "Cheaper polls").
+"""CPU per status poll of the API client per HTTP transport (docs/benchmarks.md, "Cheaper polls").
 
 ``python -m bench.transport [--requests 2000] [--concurrency 1,8,50] [--repeats 2]``
 

@@ -88,8 +88,8 @@ async def running_bot(
 
 async def answer(discord: DiscordEmulator, handle: InteractionHandle, timeout: float) -> Message:
     """What the user sees: the original response once filled, or the bot's ephemeral followup
-    (a public "thinking…" replaced by an error). A place in the key's queue (issue 18:
-    "Queued: …", then "Your turn…") is not an answer yet: taken for a refusal, it made the
+    (a public "thinking…" replaced by an error). A place in the key's queue ("Queued: …",
+    then "Your turn…") is not an answer yet: taken for a refusal, it made the
     bench run a second ``/video`` for the same video."""
 
     def check() -> Message | None:

@@ -94,7 +94,7 @@ class Settings(BaseSettings):
     delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 20.0
 
-    # Conversations (issue 21): the bound on a folded prompt, characters (at least one 4,000-
+    # Conversations: the bound on a folded prompt, characters (at least one 4,000-
     # character turn with its labels; the emulator takes 32,000, docs/genapi-choices.md), and
     # turns per conversation.
     chat_max_prompt_chars: Annotated[int, Field(ge=4200)] = 16_000
@@ -231,7 +231,7 @@ class Settings(BaseSettings):
         poll priors, the longest gap between polls): never the service's rules (the rate
         window has its own setting, and two polls of a job stay 3 s apart, spec part 3), nor
         waits on Discord (``PLACEHOLDER_GRACE_SECONDS``). 1 in production; the end-to-end
-        tests' bot runs at 10 (issue 19).
+        tests' bot runs at 10.
         """
         return seconds / self.wait_scale
 

@@ -177,8 +177,8 @@ _SHARED_KEY_REMEDY = (
 """What a server on the default key can do about it: the key is not its own to top up."""
 
 _ALLOWANCE_KEY_REMEDY = "Tell the bot's owner, or set your own key with `/settings api-key set`."
-"""What a member on the owner's personal allowance can do about the default key's problem
-(issue 22): no server is involved, and the member's own key is billed instead."""
+"""What a member on the owner's personal allowance can do about the default key's problem:
+no server is involved, and the member's own key is billed instead."""
 
 
 GENERIC_SENTENCE = "Something went wrong on our side; it has been logged."
@@ -236,7 +236,7 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
                 f"{minutes} min; try again later."
             )
         case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
-            # A refusal says how long the queue is (issue 18).
+            # A refusal says how long the queue is.
             minutes = max(1, math.ceil(exc.retry_after / 60))
             return (
                 f"The queue for this key is too long: {queued} requests are waiting, about "

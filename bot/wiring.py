@@ -21,12 +21,12 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url
-from bot.genapi.budget import RATE_WINDOW_MARGIN, BudgetRules
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
+from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
@@ -60,9 +60,9 @@ class Services:
         db: the database (either engine: :class:`bot.storage.Database`).
         generation: ``/text``, ``/image``, ``/video``; its admin notifier is set by the bot.
         guild_config: ``/config``.
-        conversations: ``/chat`` conversations in threads (issue 21).
-        members: members' own defaults (issue 22, ``/settings``).
-        response_tokens: personal jobs' interaction tokens, kept encrypted (issue 22).
+        conversations: ``/chat`` conversations in threads.
+        members: members' own defaults (``/settings``).
+        response_tokens: personal jobs' interaction tokens, kept encrypted.
         private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
         sandbox: results come from the built-in emulator, and say so.
@@ -236,7 +236,7 @@ def assemble_services(
         personal_allowance=settings.personal_daily_budget_cents > 0,
     )
     # Refreshed from the jobs table on a TTL: a gateway without a poller finishes no job, and
-    # each worker sees only the jobs it finished itself (issue 23, E12).
+    # each worker sees only the jobs it finished itself.
     schedule = PollSchedule(
         db.jobs.completion_seconds,
         max_interval=settings.scaled(MAX_INTERVAL),
@@ -371,15 +371,15 @@ async def build_services(
     downloads = await stack.enter_async_context(output_client(base_url))
     metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
-    rules = BudgetRules(
+    rules = SlotRules(
         limit=settings.genapi_rate_limit,
         window=settings.genapi_rate_window_seconds + RATE_WINDOW_MARGIN,
     )
     if settings.rate_limit_shared:
-        # Several processes may use one key: the window lives in the database (issue 10).
+        # Several processes may use one key: the window lives in the database.
         limiter = SharedRateLimiter(clock, db.rates, rules, metrics=metrics)
     else:
-        # One process: its window starts from what the database recorded (issue 18).
+        # One process: its window starts from what the database recorded.
         limiter = RateLimiter(clock, rules, metrics=metrics, rates=db.rates)
     client = GenAPIClient(
         base_url,
@@ -401,7 +401,7 @@ async def build_services(
         downloads=downloads,
     )
     if settings.genapi_base_url is not None:
-        # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY (issue 18, E4).
+        # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY.
         # Not the sandbox's key: it lives in the sandbox's state file with its tasks.
         await services.keys.keep_default()
     return services

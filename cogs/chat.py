@@ -1,4 +1,4 @@
-"""``/chat``: conversations in threads, with history the bot keeps (issue 21).
+"""``/chat``: conversations in threads, with history the bot keeps.
 
 ``/chat prompt`` answers, then starts a public thread from the answer; in that thread a member
 message that mentions the bot or replies to one of its messages is the next turn (Discord sends
@@ -15,20 +15,30 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from decimal import Decimal
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
-from bot.discord.choices import Option, choice_view
+from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.command_access import Invoker, member_refusal
+from bot.discord.conversation_turns import (
+    continue_conversation,
+    display_name,
+    keep,
+)
 from bot.discord.delivery import send_card
-from bot.discord.interactions import model_autocomplete, requester, require_chat_permissions
+from bot.discord.interactions import (
+    loaded_cog,
+    model_autocomplete,
+    requester,
+    require_chat_permissions,
+)
 from bot.discord.queue_status import queue_status
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.chat import (
@@ -47,14 +57,14 @@ from bot.discord.tree import (
     send_ephemeral,
     sentence_for,
 )
-from bot.domain import Conversation, ConversationTurn, StorageError
+from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.services.generation import MAX_PROMPT_LENGTH, Requester, TextOptions
+from bot.services.conversations import ConversationService
+from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
+from bot.services.member_settings import MemberSettingsService
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 AUTO_ARCHIVE_MINUTES: Final = 1440
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
@@ -86,11 +96,6 @@ ANSWER_BY_DM = (
 )
 
 
-def display_name(user: discord.abc.User) -> str:
-    """The name a turn is labelled with: the member's display name in the server."""
-    return user.display_name
-
-
 def message_requester(
     message: discord.Message, channel: discord.Thread | discord.TextChannel
 ) -> Requester:
@@ -118,9 +123,20 @@ def message_requester(
 class ChatCog(commands.Cog):
     """Talk with a language model in a thread that keeps the conversation."""
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        conversations: ConversationService,
+        members: MemberSettingsService,
+        generation: GenerationService,
+        *,
+        sandbox: bool,
+    ) -> None:
         self.bot = bot
-        self.conversations = bot.services.conversations
+        self.conversations = conversations
+        self.members = members
+        self.generation = generation
+        self.sandbox = sandbox
         # Replies to one answer, one at a time (one conversation per answer).
         self._answer_locks = KeyedLocks()
 
@@ -153,7 +169,14 @@ class ChatCog(commands.Cog):
             interaction.extras[PUBLIC_DEFER] = True
             await interaction.response.defer(thinking=True)
             await continue_conversation(
-                interaction, who, conversation, prompt, model=model, system=system
+                self.conversations,
+                interaction,
+                who,
+                conversation,
+                prompt,
+                sandbox=self.sandbox,
+                model=model,
+                system=system,
             )
             return
         require_chat_permissions(interaction)
@@ -162,19 +185,15 @@ class ChatCog(commands.Cog):
         note = None
         persona = await self.conversations.persona_for(who)
         if model is None and (persona is None or persona.model is None):
-            # The member's default text model (issue 22), after the channel persona's, as /text.
-            applied = await self.bot.services.members.apply_member_defaults(
-                who, TextOptions(prompt)
-            )
+            # The member's default text model, after the channel persona's, as /text.
+            applied = await self.members.apply_member_defaults(who, TextOptions(prompt))
             model, note = applied.options.model, applied.note
         author = display_name(interaction.user)
         async with queue_status(interaction, who.user_id, who.guild_id):
             reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
         # Paid from here: whatever fails below, the member is never told that it failed.
         charged(interaction)
-        message = await show_paid(
-            interaction, who, chat_answer(reply, sandbox=self.bot.services.sandbox)
-        )
+        message = await show_paid(interaction, who, chat_answer(reply, sandbox=self.sandbox))
         await send_note(interaction, note)
         if message is None:  # by DM (or lost): no message in the channel to start a thread from
             await send_ephemeral_followup(interaction, ANSWER_BY_DM)
@@ -253,9 +272,7 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
         await keep(self.conversations.record(conversation, who, author, text, reply))
-        parts = chat_answer(
-            reply, sandbox=self.bot.services.sandbox, thread_id=conversation.thread_id
-        )
+        parts = chat_answer(reply, sandbox=self.sandbox, thread_id=conversation.thread_id)
         if message.channel.id == conversation.thread_id:
             await deliver_paid(message, parts)
             return
@@ -308,7 +325,7 @@ class ChatCog(commands.Cog):
         Runs under the answer's lock (:meth:`_reply_outside_thread`).
         """
         ref = result_ref(resolved)
-        request = None if ref is None else await self.bot.generation.result_request(ref)
+        request = None if ref is None else await self.generation.result_request(ref)
         if request is None or request.kind != "text":
             return  # not a /text answer: nothing to continue from
         if not await self._admitted(message):
@@ -323,23 +340,16 @@ class ChatCog(commands.Cog):
         author = display_name(message.author)
         text = strip_mention(message.content, bot_id)
         metadata = resolved.interaction_metadata
-        seed = ConversationTurn(
-            thread_id=resolved.id,
-            user_id=request.user_id,
-            author=display_name(metadata.user) if metadata is not None else "member",
-            text=str(request.options.get("prompt") or ""),
-            answer=answer_text(resolved),
-            model=str(request.options.get("model") or ""),
-            prompt_tokens=0,
-            completion_tokens=0,
-            cost_cents=None,  # charged as the /text it was, not as a turn of this conversation
-            carried=0,
-            at=resolved.created_at.timestamp(),
-        )
-        model = request.options.get("model")
         try:
-            reply = await self.conversations.ask(
-                who, author, text, model=model if isinstance(model, str) else None, seed=[seed]
+            reply, seed = await self.conversations.ask_from_answer(
+                who,
+                author,
+                text,
+                request,
+                answer=answer_text(resolved),
+                answer_author=display_name(metadata.user) if metadata is not None else "member",
+                answer_id=resolved.id,
+                answered_at=resolved.created_at.timestamp(),
             )
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
@@ -347,7 +357,7 @@ class ChatCog(commands.Cog):
         created = await keep(
             self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
         )
-        parts = chat_answer(reply, sandbox=self.bot.services.sandbox)
+        parts = chat_answer(reply, sandbox=self.sandbox)
         try:
             thread = await resolved.create_thread(
                 name=thread_name(seed.text or text), auto_archive_duration=AUTO_ARCHIVE_MINUTES
@@ -379,7 +389,7 @@ class ChatCog(commands.Cog):
 
         Discord applies a server's command permissions to commands only; a turn taken by a
         message spends as ``/chat`` does, so it is held to ``/chat``'s rule in the channel
-        (a thread's parent), as the result buttons are (issue 20).
+        (a thread's parent), as the result buttons are.
 
         A member who may not (or whose permissions cannot be read now: it fails closed, money
         is at stake) is told so in a reply.
@@ -468,22 +478,6 @@ class KeyedLocks:
         return len(self._locks)
 
 
-async def keep(stored: Awaitable[T]) -> T | None:
-    """Await the storing of a paid turn; a failure is logged, never shown as a failure.
-
-    The charge is in the ledger already; the member gets the answer they paid for even if its
-    history could not be kept.
-
-    Returns:
-        What the store returned; None when it failed.
-    """
-    try:
-        return await stored
-    except StorageError:
-        log.exception("could not keep a conversation turn")
-        return None
-
-
 def continuing(user_id: int, text: str) -> str:
     """The line before a turn asked from outside its thread: whose reply it answers."""
     return f"-# Continuing from <@{user_id}>'s reply: {truncate(one_line(text), 200)}"
@@ -545,56 +539,6 @@ async def deliver_paid(
             left.pop(0)
     except Exception as exc:
         log.error("a paid conversation turn could not be shown anywhere (%s)", exc)
-
-
-async def conversation_of(interaction: discord.Interaction[GenBot]) -> Conversation | None:
-    """The conversation of the thread ``interaction`` was used in; None elsewhere."""
-    channel = interaction.channel
-    if not isinstance(channel, discord.Thread):
-        return None
-    return await interaction.client.services.conversations.get(channel.id)
-
-
-async def continue_conversation(
-    interaction: discord.Interaction[GenBot],
-    who: Requester,
-    conversation: Conversation,
-    prompt: str,
-    *,
-    model: str | None = None,
-    system: str | None = None,
-    max_tokens: int | None = None,
-    temperature: float | None = None,
-) -> None:
-    """Answer ``/chat`` or ``/text`` used in a conversation's thread as its next turn.
-
-    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set). Once the service has
-    answered, the interaction is marked charged, the turn kept, and the answer shown whatever
-    fails (:func:`bot.discord.request_flows.show_paid`: the response, else the thread, else
-    the member's DM).
-
-    Raises:
-        ConversationEnded, ValidationFailed, BudgetExceeded, GenAPIError...: as
-            :meth:`ConversationService.ask`, before any charge.
-    """
-    bot = interaction.client
-    conversations = bot.services.conversations
-    author = display_name(interaction.user)
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        reply = await conversations.ask(
-            who,
-            author,
-            prompt,
-            conversation=conversation,
-            model=model,
-            system=system,
-            max_tokens=max_tokens,
-            temperature=temperature,
-        )
-    charged(interaction)
-    await keep(conversations.record(conversation, who, author, prompt, reply))
-    parts = chat_answer(reply, sandbox=bot.services.sandbox, thread_id=conversation.thread_id)
-    await show_paid(interaction, who, parts)
 
 
 def result_ref(message: discord.Message) -> str | None:
@@ -686,7 +630,7 @@ class SummariseButton(
         await interaction.response.defer(ephemeral=True, thinking=True)
         try:
             await interaction.client.command_access.require(interaction, "chat")
-            conversations = interaction.client.services.conversations
+            conversations = loaded_cog(interaction, ChatCog).conversations
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
                 raise ValidationFailed("This conversation is no longer known.")
@@ -694,7 +638,7 @@ class SummariseButton(
         except Exception as exc:
             await send_ephemeral(interaction, sentence_for(exc))
             return
-        confirm = SummariseConfirm(self.thread_id, interaction.user.id)
+        confirm = SummariseConfirm(conversations, self.thread_id, interaction.user.id)
         token = interaction.client.choices.open(confirm, CONFIRM_SECONDS)
         await interaction.edit_original_response(
             content=summary_question(plan.covered, plan.estimate_cents),
@@ -703,7 +647,7 @@ class SummariseButton(
 
 
 class SummariseConfirm:
-    """Summarise · about $x / Cancel, for the clicker only (a :class:`Choice`, a few minutes).
+    """Summarise · about $x / Cancel, for the clicker only (a pending choice, a few minutes).
 
     A second press of Summarise (a double click) pays nothing: it is told the first is
     making the summary.
@@ -712,7 +656,8 @@ class SummariseConfirm:
     SUMMARISE = "summarise"
     CANCEL = "cancel"
 
-    def __init__(self, thread_id: int, owner_id: int) -> None:
+    def __init__(self, conversations: ConversationService, thread_id: int, owner_id: int) -> None:
+        self._conversations = conversations
         self.thread_id = thread_id
         self._owner_id = owner_id
         self._chosen = False
@@ -732,8 +677,8 @@ class SummariseConfirm:
         return choice_view(
             token,
             [
-                Option(self.SUMMARISE, f"Summarise{price}", discord.ButtonStyle.success),
-                Option(self.CANCEL, "Cancel"),
+                ChoiceOption(self.SUMMARISE, f"Summarise{price}", discord.ButtonStyle.success),
+                ChoiceOption(self.CANCEL, "Cancel"),
             ],
         )
 
@@ -749,7 +694,7 @@ class SummariseConfirm:
             )
             return False
         await interaction.response.defer()
-        conversations = interaction.client.services.conversations
+        conversations = self._conversations
         try:
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
@@ -800,5 +745,14 @@ def summary_done(covered: int, cost: str, summary: str, *, kept: bool) -> str:
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ChatCog(bot))
+    services = bot.services
+    await bot.add_cog(
+        ChatCog(
+            bot,
+            services.conversations,
+            services.members,
+            services.generation,
+            sandbox=services.sandbox,
+        )
+    )
     bot.add_dynamic_items(SummariseButton)

@@ -31,6 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
+from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -52,12 +53,16 @@ NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
 
 
-async def _unmatched_note(interaction: discord.Interaction[GenBot], patterns: Iterable[str]) -> str:
+async def _unmatched_note(
+    generation: GenerationService,
+    interaction: discord.Interaction[GenBot],
+    patterns: Iterable[str],
+) -> str:
     """A warning naming the patterns that match no model of the cached catalogue, or "".
 
     Kept anyway: a model may join the catalogue later, and a prefix is meant for those.
     """
-    catalogue = await interaction.client.cached_catalogue(interaction.guild_id)
+    catalogue = await generation.cached_catalogue(interaction.guild_id)
     if catalogue is None:
         return ""
     ids = [m.id for m in catalogue.text]
@@ -79,7 +84,7 @@ def _post_later(bot: GenBot, guild_id: int, channel_id: int, text: str) -> None:
 
     Discord fails an interaction not answered within 3 s ("The application did not respond")
     and a post can wait much longer (a channel's rate limit, a slow gateway): the change is
-    saved and audited by then, so the answer goes first and the post follows (issue 20).
+    saved and audited by then, so the answer goes first and the post follows.
     """
     task = asyncio.get_running_loop().create_task(
         bot.post_admin_line(guild_id, channel_id, text), name=f"audit-post-{guild_id}"
@@ -95,23 +100,24 @@ def _posted(task: asyncio.Task[None]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def audited(interaction: discord.Interaction[GenBot]) -> AsyncIterator[None]:
+async def audited(
+    service: GuildConfigService, interaction: discord.Interaction[GenBot]
+) -> AsyncIterator[None]:
     """Audit the ``/config`` change made in the block (nothing if the block raises).
 
     Snapshots every setting before, and after the block writes one audit row per setting
     that changed (before the admin is answered) and posts them in one message in the admin
     channel, if set, once the command has answered (:func:`_post_later`).
     """
-    bot = interaction.client
     who = requester(interaction)
-    before = await bot.guild_config.snapshot(who.guild_id)
+    before = await service.snapshot(who.guild_id)
     yield
-    entries = await bot.guild_config.record_changes(who.guild_id, who.user_id, before)
+    entries = await service.record_changes(who.guild_id, who.user_id, before)
     if not entries:
         return
-    channel_id = await bot.guild_config.admin_channel(who.guild_id)
+    channel_id = await service.admin_channel(who.guild_id)
     if channel_id is not None:
-        _post_later(bot, who.guild_id, channel_id, audit_lines(entries))
+        _post_later(interaction.client, who.guild_id, channel_id, audit_lines(entries))
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -136,7 +142,7 @@ class ApiKeyModal(AdmittedModal, title="Set the Generation API key"):
         """Check the key with the service, then store it encrypted; never echo it."""
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             change = await self.service.set_api_key(self.guild_id, self.key.value)
         await interaction.edit_original_response(
             content=f"API key saved (ending in `{change.last4}`); this server's requests now "
@@ -171,9 +177,12 @@ class ConfigCog(
         name="blocked-terms", description="Words or phrases that refuse a prompt"
     )
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
-        self.service = bot.guild_config
+    def __init__(
+        self, service: GuildConfigService, generation: GenerationService, *, shared_key: bool
+    ) -> None:
+        self.service = service
+        self.generation = generation
+        self.shared_key = shared_key
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -190,11 +199,11 @@ class ConfigCog(
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:
         """Remove this server's API key (kept only until the jobs made with it finish)."""
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             change = await self.service.remove_api_key(who.guild_id)
         if not change.had_key:
             text = "This server has no API key of its own; nothing was removed."
-        elif self.bot.services.default_key is not None:
+        elif self.shared_key:
             text = "This server's API key was removed; requests now use the bot's shared key."
         else:
             text = "This server's API key was removed; commands need a key again to work."
@@ -219,7 +228,7 @@ class ConfigCog(
             raise ValidationFailed("Give `monthly`, `daily_per_user`, or both.")
         new_monthly: LimitUpdate = UNSET if monthly is None else parse_budget(monthly)
         new_daily: LimitUpdate = UNSET if daily_per_user is None else parse_budget(daily_per_user)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_budgets(
                 who.guild_id, monthly=new_monthly, daily_per_user=new_daily
             )
@@ -240,7 +249,7 @@ class ConfigCog(
             videos_per_server: videos the whole server may have in progress
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_caps(
                 who.guild_id,
                 per_user=UNSET if videos_per_user is None else videos_per_user,
@@ -261,7 +270,7 @@ class ConfigCog(
             channel: the channel to allow
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.allow_channel(who.guild_id, channel.id, allowed=True)
         await self._show(interaction, f"Commands allowed in {channel.mention}.")
 
@@ -278,7 +287,7 @@ class ConfigCog(
             channel: the channel to remove
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.allow_channel(who.guild_id, channel.id, allowed=False)
         await self._show(interaction, f"{channel.mention} removed.")
 
@@ -286,7 +295,7 @@ class ConfigCog(
     async def channels_everywhere(self, interaction: discord.Interaction[GenBot]) -> None:
         """Allow the commands in every channel again."""
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.allow_everywhere(who.guild_id)
         await self._show(interaction, "Commands allowed in every channel.")
 
@@ -301,7 +310,7 @@ class ConfigCog(
             channel: the channel for notices to admins
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
         await self._show(interaction, "Admin channel updated.")
 
@@ -315,13 +324,13 @@ class ConfigCog(
         """
         who = requester(interaction)
         cents = parse_budget(dollars)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_confirm_above(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
         await self._show(interaction, "Confirmation threshold updated.")
 
-    # -- policy (issue 13) --------------------------------------------------------------------
+    # -- policy --------------------------------------------------------------------
 
     @tier.command(name="set")
     async def tier_set(
@@ -357,7 +366,7 @@ class ConfigCog(
         if models is not None:
             default = models.strip().casefold() in DEFAULT_WORDS
             new_models = None if default else parse_models(models)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             tier = await self.service.set_tier(
                 who.guild_id,
                 role.id,
@@ -367,7 +376,7 @@ class ConfigCog(
                 videos_at_once=UNSET if videos_at_once is None else videos_at_once,
                 models=new_models,
             )
-        note = await _unmatched_note(interaction, tier.models or ())
+        note = await _unmatched_note(self.generation, interaction, tier.models or ())
         await interaction.response.send_message(
             f"Tier saved. {tier_line(tier)}{note}", ephemeral=True
         )
@@ -383,7 +392,7 @@ class ConfigCog(
             role: the role whose tier to remove
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             removed = await self.service.remove_tier(who.guild_id, role.id)
         text = f"Tier of {role.mention} removed." if removed else f"{role.mention} has no tier."
         await interaction.response.send_message(text, ephemeral=True)
@@ -404,9 +413,9 @@ class ConfigCog(
         """
         who = requester(interaction)
         patterns = parse_models(models)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             lists = await self.service.set_models(who.guild_id, allowed=patterns)
-        note = await _unmatched_note(interaction, patterns)
+        note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
             f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
         )
@@ -421,9 +430,9 @@ class ConfigCog(
         """
         who = requester(interaction)
         patterns = () if models.strip().casefold() in NONE_WORDS else parse_models(models)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             lists = await self.service.set_models(who.guild_id, blocked=patterns)
-        note = await _unmatched_note(interaction, patterns)
+        note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
             f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
         )
@@ -456,7 +465,7 @@ class ConfigCog(
             locked: members may not give their own system prompt there (default: they may)
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_persona(who.guild_id, channel.id, system, model, locked=locked)
         lock = " It is locked: members cannot give their own `system` there." if locked else ""
         await interaction.response.send_message(
@@ -473,7 +482,7 @@ class ConfigCog(
             interaction: the interaction.
             channel: the channel
         """
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             removed = await self.service.remove_persona(channel.id)
         text = "Persona removed." if removed else f"{channel.mention} has no persona."
         await interaction.response.send_message(text, ephemeral=True)
@@ -504,7 +513,7 @@ class ConfigCog(
             term: the word or phrase
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             stored = await self.service.add_blocked_term(who.guild_id, term)
         await interaction.response.send_message(
             f"Prompts containing `{stored}` are now refused.", ephemeral=True
@@ -521,7 +530,7 @@ class ConfigCog(
             term: the word or phrase
         """
         who = requester(interaction)
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             removed = await self.service.remove_blocked_term(who.guild_id, term)
         text = "Term removed." if removed else "That term was not blocked."
         await interaction.response.send_message(text, ephemeral=True)
@@ -553,7 +562,7 @@ class ConfigCog(
             kind = Kind(command)
         except ValueError:
             raise ValidationFailed("The command must be text, image or video.") from None
-        async with audited(interaction):
+        async with audited(self.service, interaction):
             await self.service.set_cooldown(who.guild_id, kind, seconds)
         text = (
             f"/{kind.value} has no cooldown now."
@@ -578,4 +587,11 @@ class ConfigCog(
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ConfigCog(bot))
+    services = bot.services
+    await bot.add_cog(
+        ConfigCog(
+            services.guild_config,
+            services.generation,
+            shared_key=services.default_key is not None,
+        )
+    )

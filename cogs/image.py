@@ -18,6 +18,7 @@ from bot.services.generation import (
     ImageOptions,
     check_attachment,
 )
+from bot.services.member_settings import MemberSettingsService
 
 MODES = [
     app_commands.Choice(name="Text to image", value="t2i"),
@@ -33,8 +34,8 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 class ImageCog(commands.Cog):
     """Make images."""
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
+    def __init__(self, members: MemberSettingsService) -> None:
+        self.members = members
 
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -93,16 +94,16 @@ class ImageCog(commands.Cog):
                 image_urls=tuple(typed),
                 uploaded_image_urls=tuple(u.url for u in uploads),
             )
-        mine = await self.bot.services.members.get(interaction.user.id)
-        # Private results (issue 22): a synchronous image only the member sees (an
+        mine = await self.members.get(interaction.user.id)
+        # Private results: a synchronous image only the member sees (an
         # asynchronous one still gets its card in the channel; the answer links it).
         interaction.extras[PUBLIC_DEFER] = not mine.private
         await interaction.response.defer(thinking=True, ephemeral=mine.private)
-        applied = await self.bot.services.members.apply_member_defaults(who, options, mine)
+        applied = await self.members.apply_member_defaults(who, options, mine)
         await start_image(interaction, who, applied.options)
         await send_note(interaction, applied.note)
 
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ImageCog(bot))
+    await bot.add_cog(ImageCog(bot.services.members))

@@ -9,6 +9,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.clock import Clock
 from bot.discord.bot import GenBot
 from bot.discord.choices import Pager
 from bot.discord.interactions import requester
@@ -17,7 +18,12 @@ from bot.discord.request_flows import show_job, shown_once
 from bot.discord.tree import PUBLIC_DEFER
 from bot.domain import Job
 from bot.errors import ValidationFailed
+from bot.jobs.poller import Poller
+from bot.services.generation import GenerationService
+from bot.services.member_settings import MemberSettingsService
 from bot.services.personal import is_personal
+from bot.services.private_cards import PrivateCards
+from bot.services.schedule import PollSchedule
 
 JOBS_LISTED: Final = 50
 """The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""
@@ -27,14 +33,32 @@ RECHECKED_PER_LISTING: Final = 3
 requests a minute)."""
 
 RECHECK_SECONDS: Final = 8.0
-"""How long one such poll may take, waiting for the key's rate budget included."""
+"""How long one such poll may take, waiting for a slot of the key's request window included."""
 
 
 class JobsCog(commands.Cog):
     """Find one's jobs and their results."""
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        generation: GenerationService,
+        members: MemberSettingsService,
+        private_cards: PrivateCards,
+        schedule: PollSchedule,
+        poller: Poller,
+        *,
+        clock: Clock,
+        recheck_seconds: float,
+    ) -> None:
         self.bot = bot
+        self.generation = generation
+        self.members = members
+        self.private_cards = private_cards
+        self.schedule = schedule
+        self.poller = poller
+        self.clock = clock
+        self.recheck_seconds = recheck_seconds
 
     @app_commands.command(name="jobs")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -65,14 +89,11 @@ class JobsCog(commands.Cog):
             raise ValidationFailed("Seeing other members' jobs needs Manage Server.")
         await interaction.response.defer(ephemeral=True, thinking=True)
         user_id = None if everyone else (member.id if member is not None else who.user_id)
-        services = self.bot.services
-        jobs = await self.bot.generation.recent_jobs(
-            who.guild_id, user_id=user_id, limit=JOBS_LISTED
-        )
+        jobs = await self.generation.recent_jobs(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
         jobs = await self._check_again(jobs)
-        now = services.clock.time()
+        now = self.clock.time()
         estimates = {
-            job.id: await services.schedule.estimated_finish(job, now=now)
+            job.id: await self.schedule.estimated_finish(job, now=now)
             for job in jobs
             if job.status == "pending"
         }
@@ -101,7 +122,7 @@ class JobsCog(commands.Cog):
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
         """The links to the listed private results' cards, which are not channel messages.
 
-        Private results (issue 22): a server job's card may live in its requester's DM, its
+        Private results: a server job's card may live in its requester's DM, its
         message id that DM's, not the channel's; or it is an ephemeral response, with no link.
         One read for the whole listing
         (:meth:`bot.services.private_cards.PrivateCards.get_many`). A DM link opens only for the
@@ -110,7 +131,7 @@ class JobsCog(commands.Cog):
         ids = [job.id for job in jobs if not is_personal(job.guild_id)]
         if not ids:
             return {}
-        cards = await self.bot.private_cards.get_many(ids)
+        cards = await self.private_cards.get_many(ids)
         return {
             job.id: card.link(job.message_id) if job.user_id == viewer_id else None
             for job in jobs
@@ -120,7 +141,7 @@ class JobsCog(commands.Cog):
     async def _show(self, interaction: discord.Interaction[GenBot], job_id: int) -> None:
         """``/jobs show:<id>``: post the job's card again here, like Midjourney's ``/show``.
 
-        Works in every context (issue 22): a personal job's card may have outlived its
+        Works in every context: a personal job's card may have outlived its
         interaction token, and this answer brings a fresh one. Only the requester's own jobs,
         or, with Manage Server, the server's; someone else's job whose owner has private
         results on is shown to the admin alone (ephemeral), whatever the admin's own setting.
@@ -129,7 +150,7 @@ class JobsCog(commands.Cog):
             ValidationFailed: no such job of the member's (nothing is shown or changed).
         """
         who = requester(interaction)
-        job = await self.bot.generation.job(job_id)
+        job = await self.generation.job(job_id)
         own = job is not None and job.user_id == who.user_id
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
@@ -137,7 +158,7 @@ class JobsCog(commands.Cog):
         async with shown_once(interaction, job_id, "jobs show"):
             # Private results: the card again, only to the member; and someone else's
             # job (an admin's look) only to the admin when its owner keeps their results private.
-            members = self.bot.services.members
+            members = self.members
             private = (await members.get(interaction.user.id)).private
             if not own and not private:
                 private = (await members.get(job.user_id)).private
@@ -151,16 +172,15 @@ class JobsCog(commands.Cog):
         A job still processing past ``JOB_TIMEOUT_SECONDS`` is no longer polled on a schedule
         (bot/jobs/poller.py); its placeholder sends its requester here. At most
         :data:`RECHECKED_PER_LISTING` of them, newest first, each within
-        :data:`RECHECK_SECONDS`: the answer is deferred, but a key's rate budget is shared.
+        :data:`RECHECK_SECONDS`: the answer is deferred, but a key's request window is shared.
         A job found finished is delivered by the poller's next pass, by the usual routes.
 
         A job is polled at most once per ``JOBS_RECHECK_SECONDS`` (5 minutes), however often
-        ``/jobs`` runs (issue 20, E17): each poll spends the key's budget, which on the shared
+        ``/jobs`` runs: each poll takes a slot of the key's request window, which on the shared
         key belongs to every server. The last check of an unwatched job is its
         ``next_poll_at`` (it is never due, so the field is free; the poller writes it).
         """
-        services = self.bot.services
-        now, interval = services.clock.time(), services.settings.jobs_recheck_seconds
+        now, interval = self.clock.time(), self.recheck_seconds
         stale = [
             job
             for job in jobs
@@ -172,7 +192,7 @@ class JobsCog(commands.Cog):
         for job in stale[:RECHECKED_PER_LISTING]:
             try:
                 async with asyncio.timeout(RECHECK_SECONDS):
-                    again = await self.bot.poller.recheck(job.id)
+                    again = await self.poller.recheck(job.id)
             except TimeoutError:
                 continue
             if again is not None:
@@ -182,4 +202,16 @@ class JobsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(JobsCog(bot))
+    services = bot.services
+    await bot.add_cog(
+        JobsCog(
+            bot,
+            services.generation,
+            services.members,
+            services.private_cards,
+            services.schedule,
+            bot.poller,
+            clock=services.clock,
+            recheck_seconds=services.settings.jobs_recheck_seconds,
+        )
+    )

@@ -1,4 +1,4 @@
-"""The buttons under every result, and the Animate image / Edit image context menus (issue 12).
+"""The buttons under every result, and the Animate image / Edit image context menus.
 
 The buttons are ``discord.ui.DynamicItem`` instances: their custom ids (``gb:<action>:<ref>``,
 see :mod:`bot.discord.render.buttons`) carry the result's reference, and the request behind it is
@@ -9,7 +9,7 @@ a server's command permissions (Integrations) to commands only, so each button i
 command's (:mod:`bot.discord.command_access`), and a paid button clicked twice runs once
 (:class:`bot.discord.click_debounce.ClickDebounce`).
 
-A private result's card lives in its requester's DM (issue 22), and a result the delivery sent
+A private result's card lives in its requester's DM, and a result the delivery sent
 there as a new message (its card could not be edited or posted) carries the same buttons: a
 click there by the requester is the server's, as in the channel it was asked in
 (:func:`dm_card_click`): the server's key, budgets, tiers, allowed channels and command
@@ -27,10 +27,16 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.clock import Clock
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
 from bot.discord.command_access import Invoker, invoker_of, member_refusal, refusal
-from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
+from bot.discord.interactions import (
+    allowed_models,
+    loaded_cog,
+    requester,
+    require_placeholder_permissions,
+)
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
@@ -38,7 +44,6 @@ from bot.discord.request_flows import (
     check_uploads_fresh,
     defer_video,
     message_image,
-    private_results,
     require_source,
     show_job,
     shown_once,
@@ -53,11 +58,13 @@ from bot.errors import BotError, ValidationFailed, format_cents
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
+    GenerationService,
     ImageOptions,
     Requester,
     TextOptions,
     VideoOptions,
 )
+from bot.services.member_settings import MemberSettingsService
 from bot.services.personal import is_personal
 
 Interaction = discord.Interaction[GenBot]
@@ -85,7 +92,7 @@ NOT_VARIED = (
     "or a video by, so use Again (the same request) or Edit instead."
 )
 """Vary on an image or a video: the spec's requests (4.2, 4.4) have no seed or strength, so
-it could only repeat Again at the same price; it is no longer shown there (issue 20)."""
+it could only repeat Again at the same price; it is no longer shown there."""
 
 
 class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
@@ -178,15 +185,15 @@ async def require_command(
         return
     if is_personal(requester(interaction).guild_id):
         # A server's command permissions govern its own install only; a member's own install
-        # (issue 22) has none (Discord applies them to the guild integration).
+        # has none (Discord applies them to the guild integration).
         return
     await interaction.client.command_access.require(interaction, command)
 
 
 async def _request(interaction: Interaction, ref: str) -> Click:
     who = requester(interaction)
-    request = await interaction.client.generation.result_request(ref)
-    # A personal result's buttons (issue 22) charge whoever clicks, in their own wallet.
+    request = await _cog(interaction).generation.result_request(ref)
+    # A personal result's buttons charge whoever clicks, in their own wallet.
     personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
     if request is not None and (personal or request.guild_id == who.guild_id):
         return Click(request, who)
@@ -197,12 +204,12 @@ async def _request(interaction: Interaction, ref: str) -> Click:
             and request.job_id is not None
             and request.user_id == interaction.user.id
         ):
-            # A job's result in its requester's DM (issue 22: a private card, or a result the
+            # A job's result in its requester's DM (a private card, or a result the
             # delivery sent there): the server's, as in the channel it was asked in, read
             # once the click is acknowledged (resolve).
             provisional = Requester(request.guild_id, who.channel_id, who.user_id)
             return Click(request, provisional, dm_job_id=request.job_id)
-        # A card delivered by DM before issue 20 still shows them: nothing to check or charge.
+        # A card an earlier release delivered by DM still shows them: nothing to check or charge.
         raise ValidationFailed(IN_DM)
     raise ValidationFailed(FORGOTTEN)
 
@@ -221,7 +228,7 @@ async def resolve(interaction: Interaction, click: Click) -> Click:
 
 
 async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
-    """The requester's click on a job's result in the bot's DM, as the server's (issue 22).
+    """The requester's click on a job's result in the bot's DM, as the server's.
 
     The result is their private card, or a result the delivery sent by DM as a new message
     (the card could not be edited, nor, for a public one, posted in the channel).
@@ -235,9 +242,8 @@ async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id
         ValidationFailed: the job is gone, the bot left the server, or the member did
             (Discord: 404 Unknown Member).
     """
-    bot = interaction.client
-    job = await bot.generation.job(job_id)
-    guild = bot.get_guild(request.guild_id)
+    job = await _cog(interaction).generation.job(job_id)
+    guild = interaction.client.get_guild(request.guild_id)
     if job is None or guild is None:
         raise ValidationFailed(NOT_THERE)
     member = guild.get_member(interaction.user.id)
@@ -273,15 +279,15 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     Acknowledged (deferred) before anything that may ask Discord: the DM card's member and
     the command permissions are read after it (Discord allows 3 s for the acknowledgement).
     """
-    bot = interaction.client
     click = await _request(interaction, ref)
     request = click.request
     if vary and request.kind != "text":
         raise ValidationFailed(NOT_VARIED)
     options = request.options
-    check_uploads_fresh(options, bot.services.clock.time())
-    if vary and (await bot.services.members.get(interaction.user.id)).remix:
-        # Remix (issue 22, /settings defaults remix): change the prompt before it is re-asked;
+    cog = _cog(interaction)
+    check_uploads_fresh(options, cog.clock.time())
+    if vary and (await cog.members.get(interaction.user.id)).remix:
+        # Remix (/settings defaults remix): change the prompt before it is re-asked;
         # the form is the answer, so the command permissions are checked on its submission.
         refuse_if_known_barred(interaction, "text", click.invoker)
         await RemixModal(varied(TextOptions(**options)), click=click).show(interaction)
@@ -290,8 +296,8 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
         require_placeholder_permissions(interaction)
         await defer_video(interaction, click.who)
     else:
-        # Private results (issue 22) hold for a button's answer as for the command's.
-        private = await private_results(bot, interaction.user.id)
+        # Private results hold for a button's answer as for the command's.
+        private = (await cog.members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         if request.kind == "image":
             require_placeholder_permissions(interaction)
@@ -335,11 +341,11 @@ async def _vary(interaction: Interaction, ref: str) -> None:
 
 async def _delete(interaction: Interaction, ref: str) -> None:
     owner: int | None = None
-    request = await interaction.client.generation.result_request(ref)
+    request = await _cog(interaction).generation.result_request(ref)
     if request is not None:
         owner = request.user_id
     elif ref.startswith("j"):
-        job = await interaction.client.generation.job(int(ref[1:]))
+        job = await _cog(interaction).generation.job(int(ref[1:]))
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
@@ -349,7 +355,7 @@ async def _delete(interaction: Interaction, ref: str) -> None:
     ephemeral = message is not None and message.flags.ephemeral
     posted = message is not None and message.interaction_metadata is None  # with the bot token
     if ephemeral or (is_personal(requester(interaction).guild_id) and not posted):
-        # Where the bot may not be a member (a user install, issue 22) its token cannot touch
+        # Where the bot may not be a member (a user install) its token cannot touch
         # the channel (50001), and an ephemeral card (private results) has no channel message:
         # an interaction response, which the click's own token deletes (after a deferred
         # update, "@original" is the clicked message). A card the bot posted (in a channel
@@ -389,7 +395,7 @@ async def _edit(interaction: Interaction, ref: str) -> None:
 
 
 async def _show(interaction: Interaction, ref: str) -> None:
-    """Show result (issue 22): update the clicked card with its job as it stands now.
+    """Show result: update the clicked card with its job as it stands now.
 
     A personal job's card is an interaction response the poller can edit only while that
     interaction's token lives (15 minutes); a click brings a fresh token, which answers by
@@ -399,7 +405,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     """
     job = None
     if ref.startswith("j"):
-        job = await interaction.client.generation.job(int(ref[1:]))
+        job = await _cog(interaction).generation.job(int(ref[1:]))
     if job is None:
         raise ValidationFailed("This job is no longer known.")
     async with shown_once(interaction, job.id, "show"):
@@ -460,7 +466,7 @@ async def open_animate(
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
-        await interaction.client.generation.check_channel(who)
+        await _cog(interaction).generation.check_channel(who)
     refuse_if_known_barred(interaction, "video", invoker)
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
@@ -489,7 +495,7 @@ async def open_edit(
     who, invoker = acting(interaction, click)
     require_placeholder_permissions(interaction)
     if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
-        await interaction.client.generation.check_channel(who)
+        await _cog(interaction).generation.check_channel(who)
     refuse_if_known_barred(interaction, "image", invoker)
     await EditModal(source, model if isinstance(model, str) else None, click=click).show(
         interaction
@@ -587,7 +593,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Ask the varied request with the submitted prompt (deferred before the checks)."""
-        private = await private_results(interaction.client, interaction.user.id)
+        private = (await _cog(interaction).members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
         who = await submitted(interaction, self.click, "text")
@@ -636,7 +642,7 @@ class EditModal(AdmittedModal, title="Edit image"):
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the image through ``/image``'s path (deferred before the checks)."""
         require_placeholder_permissions(interaction)
-        private = await private_results(interaction.client, interaction.user.id)
+        private = (await _cog(interaction).members.get(interaction.user.id)).private
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
         who = await submitted(interaction, self.click, "image")
@@ -675,8 +681,17 @@ async def edit_image(interaction: Interaction, message: discord.Message) -> None
 class ResultsCog(commands.Cog):
     """Registers the result buttons and the image context menus."""
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        generation: GenerationService,
+        members: MemberSettingsService,
+        clock: Clock,
+    ) -> None:
         self.bot = bot
+        self.generation = generation
+        self.members = members
+        self.clock = clock
         self.menus = (
             app_commands.ContextMenu(name="Animate image", callback=animate_image),
             app_commands.ContextMenu(name="Edit image", callback=edit_image),
@@ -697,4 +712,10 @@ class ResultsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ResultsCog(bot))
+    services = bot.services
+    await bot.add_cog(ResultsCog(bot, services.generation, services.members, services.clock))
+
+
+def _cog(interaction: Interaction) -> ResultsCog:
+    """The loaded results cog: the buttons, forms and menus reach its services through it."""
+    return loaded_cog(interaction, ResultsCog)

@@ -1,4 +1,4 @@
-"""``/settings``: the member's own settings, wherever they are (issue 22, personal mode).
+"""``/settings``: the member's own settings, wherever they are (personal mode).
 
 ``/settings api-key set|remove`` manages the member's personal API key, which pays for their
 requests where the member pays (:func:`bot.services.personal.who_pays`: a user install in any
@@ -27,7 +27,7 @@ from bot.domain import MemberSettings
 from bot.errors import format_cents
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
-from bot.services.member_settings import MAX_SUFFIX_LENGTH
+from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
 
 CLEAR = "none"
@@ -81,9 +81,18 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
 
     notify = app_commands.Group(name="notify", description="How you hear of finished results")
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
-        self.service = bot.guild_config
+    def __init__(
+        self,
+        service: GuildConfigService,
+        members: MemberSettingsService,
+        *,
+        personal_daily_budget_cents: int,
+        shared_key: bool,
+    ) -> None:
+        self.service = service
+        self.members = members
+        self.personal_daily_budget_cents = personal_daily_budget_cents
+        self.shared_key = shared_key
 
     @api_key.command(name="set")
     async def api_key_set(self, interaction: discord.Interaction[GenBot]) -> None:
@@ -151,10 +160,10 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         if remix is not None:
             changes["remix"] = remix
         if not changes:
-            mine = await self.bot.services.members.get(interaction.user.id)
+            mine = await self.members.get(interaction.user.id)
             text = "Nothing changed (give an option to set it).\n" + defaults_text(mine)
         else:
-            mine = await self.bot.services.members.update(interaction.user.id, changes)
+            mine = await self.members.update(interaction.user.id, changes)
             text = "Saved.\n" + defaults_text(mine)
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -168,7 +177,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             state: on or off
         """
         on = state == "on"
-        await self.bot.services.members.update(interaction.user.id, {"notify_dm": on})
+        await self.members.update(interaction.user.id, {"notify_dm": on})
         text = (
             "I will DM you when your videos and images are finished (if your privacy "
             "settings let me; if not, nothing else changes)."
@@ -181,11 +190,11 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     async def show(self, interaction: discord.Interaction[GenBot]) -> None:
         """Show your own settings: your defaults, your API key (by its end) and what pays where."""
         key_last4 = await self.service.key_last4(wallet_id(interaction.user.id))
-        mine = await self.bot.services.members.get(interaction.user.id)
+        mine = await self.members.get(interaction.user.id)
         wallet_text = personal_settings_text(
             key_last4,
-            self.bot.services.settings.personal_daily_budget_cents,
-            shared_key=self.bot.services.default_key is not None,
+            self.personal_daily_budget_cents,
+            shared_key=self.shared_key,
         )
         await interaction.response.send_message(
             f"{defaults_text(mine)}\n{wallet_text}", ephemeral=True
@@ -245,4 +254,12 @@ def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_ke
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(SettingsCog(bot))
+    services = bot.services
+    await bot.add_cog(
+        SettingsCog(
+            services.guild_config,
+            services.members,
+            personal_daily_budget_cents=services.settings.personal_daily_budget_cents,
+            shared_key=services.default_key is not None,
+        )
+    )

@@ -7,18 +7,28 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.conversation_turns import continue_conversation, conversation_of
 from bot.discord.interactions import model_autocomplete, requester
 from bot.discord.request_flows import send_note, start_text
 from bot.discord.tree import PUBLIC_DEFER
+from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, TextOptions
-from cogs.chat import continue_conversation, conversation_of
+from bot.services.member_settings import MemberSettingsService
 
 
 class TextCog(commands.Cog):
     """Ask a language model."""
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
+    def __init__(
+        self,
+        conversations: ConversationService,
+        members: MemberSettingsService,
+        *,
+        sandbox: bool,
+    ) -> None:
+        self.conversations = conversations
+        self.members = members
+        self.sandbox = sandbox
 
     @app_commands.command(name="text")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -44,15 +54,16 @@ class TextCog(commands.Cog):
             temperature: randomness, from 0 to 2 (default 0.7)
         """
         who = requester(interaction)
-        conversation = await conversation_of(interaction)
-        mine = await self.bot.services.members.get(interaction.user.id)
-        # Private results (issue 22): the answer only the member sees; a conversation's turn
+        conversation = await conversation_of(self.conversations, interaction)
+        mine = await self.members.get(interaction.user.id)
+        # Private results: the answer only the member sees; a conversation's turn
         # stays in its thread, for everyone in it.
         private = mine.private and conversation is None
         interaction.extras[PUBLIC_DEFER] = not private
         await interaction.response.defer(thinking=True, ephemeral=private)
-        if conversation is not None:  # in a conversation's thread: its next turn (issue 21)
+        if conversation is not None:  # in a conversation's thread: its next turn
             await continue_conversation(
+                self.conversations,
                 interaction,
                 who,
                 conversation,
@@ -61,15 +72,17 @@ class TextCog(commands.Cog):
                 system=system,
                 max_tokens=max_tokens,
                 temperature=temperature,
+                sandbox=self.sandbox,
             )
             return
         options = TextOptions(prompt, model, system, max_tokens, temperature)
-        options = await self.bot.services.conversations.with_persona(who, options)
-        applied = await self.bot.services.members.apply_member_defaults(who, options, mine)
+        options = await self.conversations.with_persona(who, options)
+        applied = await self.members.apply_member_defaults(who, options, mine)
         await start_text(interaction, who, applied.options)
         await send_note(interaction, applied.note)
 
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(TextCog(bot))
+    services = bot.services
+    await bot.add_cog(TextCog(services.conversations, services.members, sandbox=services.sandbox))

@@ -13,15 +13,22 @@ from bot.discord.interactions import requester
 from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import thread_lines
 from bot.errors import BotError, ValidationFailed
+from bot.services.billing import Billing
+from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
+from bot.services.keys import KeyResolver
 from bot.services.personal import is_personal
 
 
 class UsageCog(commands.Cog):
     """Spending reports."""
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
+    def __init__(
+        self, keys: KeyResolver, billing: Billing, conversations: ConversationService
+    ) -> None:
+        self.keys = keys
+        self.billing = billing
+        self.conversations = conversations
 
     @app_commands.command(name="usage")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -48,20 +55,20 @@ class UsageCog(commands.Cog):
             user_id = None if user is None else user.id
         fingerprint = None
         with contextlib.suppress(BotError):
-            key = await self.bot.services.keys.resolve(who.guild_id)
+            key = await self.keys.resolve(who.guild_id)
             # The balance of the bot's shared key is its owner's business, not the server's.
             fingerprint = key.fingerprint if key.source == "guild" else None
-        report = await self.bot.services.billing.report(
+        report = await self.billing.report(
             who.guild_id, user_id, key_fingerprint=fingerprint if is_admin else None
         )
         embed = usage_embed(report, user_id=user_id)
-        threads = await self.bot.services.conversations.spend_by_thread(who.guild_id, user_id)
-        if threads:  # conversations' spend this month, by thread (issue 21)
+        threads = await self.conversations.spend_by_thread(who.guild_id, user_id)
+        if threads:  # conversations' spend this month, by thread
             embed.add_field(name="Conversations this month", value=thread_lines(threads))
         await interaction.response.send_message(embed=embed, ephemeral=True)
 
     async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:
-        """Show the member's own spending from their wallet (issue 22), never a server's.
+        """Show the member's own spending from their wallet, never a server's.
 
         On their own key, the balance the service last reported for it (``remaining_credits_cents``
         of their last charge; the spec has no balance endpoint). The bot's default key's
@@ -69,11 +76,9 @@ class UsageCog(commands.Cog):
         """
         fingerprint = None
         with contextlib.suppress(BotError):
-            key = await self.bot.services.keys.resolve(who.guild_id)
+            key = await self.keys.resolve(who.guild_id)
             fingerprint = key.fingerprint if key.source == "guild" else None
-        report = await self.bot.services.billing.report(
-            who.guild_id, who.user_id, key_fingerprint=fingerprint
-        )
+        report = await self.billing.report(who.guild_id, who.user_id, key_fingerprint=fingerprint)
         await interaction.response.send_message(
             embed=usage_embed(report, user_id=who.user_id), ephemeral=True
         )
@@ -81,4 +86,5 @@ class UsageCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(UsageCog(bot))
+    services = bot.services
+    await bot.add_cog(UsageCog(services.keys, services.billing, services.conversations))

@@ -21,7 +21,7 @@ from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.errors import ValidationFailed, format_cents
-from bot.genapi.models import VideoModel
+from bot.genapi.wire import VideoModel
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -29,9 +29,11 @@ from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     MAX_URL_LENGTH,
     MIN_DURATION_SECONDS,
+    GenerationService,
     VideoOptions,
     check_attachment,
 )
+from bot.services.member_settings import MemberSettingsService
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -42,8 +44,9 @@ MAX_SELECT_OPTIONS = 25
 class VideoCog(commands.Cog):
     """Make videos."""
 
-    def __init__(self, bot: GenBot) -> None:
-        self.bot = bot
+    def __init__(self, generation: GenerationService, members: MemberSettingsService) -> None:
+        self.generation = generation
+        self.members = members
 
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -92,7 +95,7 @@ class VideoCog(commands.Cog):
             lock_camera,
             image_uploaded=image is not None,
         )
-        applied = await self.bot.services.members.apply_member_defaults(who, options)
+        applied = await self.members.apply_member_defaults(who, options)
         await start_video(interaction, who, applied.options, note=applied.note)
 
     @app_commands.command(name="video-advanced")
@@ -110,21 +113,21 @@ class VideoCog(commands.Cog):
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
-        await self.bot.generation.check_channel(who)
+        await self.generation.check_channel(who)
         models = await allowed_models(interaction, "video")
         if models is None:
             raise ValidationFailed("The model list is still loading; try again in a moment.")
         if not models:
             raise ValidationFailed("No video model is available to you here.")
-        mine = await self.bot.services.members.get(interaction.user.id)
-        await VideoModal(models, preferred=mine.video_model).show(interaction)
+        mine = await self.members.get(interaction.user.id)
+        await VideoModal(self.members, models, preferred=mine.video_model).show(interaction)
 
     @video.autocomplete("duration")
     async def _duration(
         self, interaction: discord.Interaction[GenBot], current: str | float
     ) -> list[app_commands.Choice[float]]:
         # discord.py hands a number option's partial value over as typed, or as NaN when empty.
-        catalogue = await self.bot.cached_catalogue(interaction.guild_id)
+        catalogue = await self.generation.cached_catalogue(interaction.guild_id)
         chosen = getattr(interaction.namespace, "model", None)
         model = None if catalogue is None or not chosen else catalogue.video_model(chosen)
         if model is not None:
@@ -160,14 +163,22 @@ class VideoModal(AdmittedModal, title="Advanced video"):
     its attachment in the submission's resolved data (components reference, "File Upload").
 
     Args:
+        members: members' own defaults, applied to what the form leaves out.
         models: the video models the member may use; the cheapest (at its default duration)
             is listed first, at most :data:`MAX_SELECT_OPTIONS` of them.
         preferred: the member's default video model (``/settings``), preselected when it is
             among ``models`` (so allowed to them here); else the cheapest is.
     """
 
-    def __init__(self, models: tuple[VideoModel, ...], *, preferred: str | None = None) -> None:
+    def __init__(
+        self,
+        members: MemberSettingsService,
+        models: tuple[VideoModel, ...],
+        *,
+        preferred: str | None = None,
+    ) -> None:
         super().__init__()
+        self._members = members
         priced = sorted(
             ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
             key=lambda p: (p[0] is None, p[0] or 0),
@@ -246,8 +257,8 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             image_url=upload.url if upload is not None else None,
             image_uploaded=upload is not None,
         )
-        # The member's defaults (issue 22) for what the form left out: duration, shape, suffix.
-        applied = await interaction.client.services.members.apply_member_defaults(who, options)
+        # The member's defaults for what the form left out: duration, shape, suffix.
+        applied = await self._members.apply_member_defaults(who, options)
         await start_video(interaction, who, applied.options, note=applied.note)
 
     async def on_error(  # type: ignore[override]
@@ -265,4 +276,4 @@ def _model_note(price: Decimal | None, model: VideoModel) -> str:
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(VideoCog(bot))
+    await bot.add_cog(VideoCog(bot.services.generation, bot.services.members))

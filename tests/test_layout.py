@@ -13,7 +13,11 @@ same rules by being there:
 - ``discord`` is imported by the Discord adapter, the cogs and ``python -m bot`` only;
 - the cogs and the Discord adapter reach storage only through services: they import nothing
   of ``bot.storage`` (the typed rows and the store's errors are the domain's) and never touch
-  a ``db`` attribute.
+  a ``db`` attribute;
+- no cog imports another cog (what two cogs share lives in ``bot.discord``), and a cog module
+  reaches the services one way: its cog is given them in ``setup``; nowhere else does it read
+  ``bot.services`` or a service off the bot (``self.bot.generation``,
+  ``interaction.client.private_cards``...).
 """
 
 from __future__ import annotations
@@ -212,6 +216,51 @@ def test_cogs_and_the_discord_adapter_reach_storage_only_through_services() -> N
             if isinstance(node, ast.Attribute) and node.attr in ("db", "_db"):
                 reaches.append(f"{module}:{node.lineno} reaches .{node.attr}")
     assert reaches == []
+
+
+def service_names() -> set[str]:
+    """The fields of ``bot.wiring.Services``, and the bot's attributes that hold a service."""
+    tree = ast.parse((ROOT / "bot" / "wiring.py").read_text())
+    (services,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Services"]
+    fields = {
+        n.target.id
+        for n in services.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    }
+    return fields - {"_concerns"} | {"services", "poller", "cached_catalogue"}
+
+
+def test_no_cog_imports_another_cog() -> None:
+    crossing = [
+        f"{module}:{line} imports {target}"
+        for module in SOURCES
+        if module.startswith("cogs.")
+        for target, _, line in imports(module)
+        if target.startswith("cogs") and target != module
+    ]
+    assert crossing == []
+
+
+def test_cogs_reach_their_services_only_as_given_in_setup() -> None:
+    """``bot.services.X``, ``self.bot.X`` or ``interaction.client.X`` only inside ``setup``."""
+    names = service_names()
+    reaches: list[str] = []
+    for module, path in SOURCES.items():
+        if not module.startswith("cogs."):
+            continue
+        tree = ast.parse(path.read_text())
+        setups = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef) and n.name == "setup"]
+        allowed = {id(node) for setup in setups for node in ast.walk(setup)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or node.attr not in names:
+                continue
+            owner = ast.unparse(node.value)
+            if (owner in ("bot", "self.bot") or owner.endswith(".client")) and id(
+                node
+            ) not in allowed:
+                reaches.append(f"{module}:{node.lineno} reaches {owner}.{node.attr}")
+    assert reaches == []
+    assert "generation" in names and "services" in names  # the rule sees the services
 
 
 def test_the_domain_imports_nothing_of_ours() -> None:

@@ -32,8 +32,8 @@ from bot.discord.render.admin import (
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
-from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.genapi.wire import Catalogue
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -111,7 +111,7 @@ async def post_missing_key_notice(
 
     The :data:`bot.services.keys.MissingKeyNotice` of the gateway and of workers (``python -m
     bot worker``): whichever process polls the job tells the admins, once per process per
-    guild and key (:meth:`bot.services.keys.KeyResolver.set_missing_key_notice`; issue 18, E4).
+    guild and key (:meth:`bot.services.keys.KeyResolver.set_missing_key_notice`).
     """
     channel_id = await guild_config.admin_channel(guild_id)
     if channel_id is not None:
@@ -122,11 +122,11 @@ async def post_missing_key_notice(
 def build_announcer(
     client: discord.Client, services: Services
 ) -> tuple[DiscordAnnouncer, DmNoticeAnnouncer]:
-    """The poller's announcer, the same for the gateway and a worker (issue 23, E12).
+    """The poller's announcer, the same for the gateway and a worker.
 
     A :class:`DiscordAnnouncer` (cards, their progress with the ``ready`` estimate, personal
-    responses, private cards) wrapped by the DM of finished results members asked for
-    (issue 22). Built in one place so that a worker's announcer cannot lack what the
+    responses, private cards) wrapped by the DM of finished results members asked for.
+    Built in one place so that a worker's announcer cannot lack what the
     gateway's has (a worker once had no schedule, and its progress edits dropped the estimate).
 
     Args:
@@ -179,7 +179,7 @@ class GenBot(commands.AutoShardedBot):
     ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
-        # Conversations (issue 21): members' messages in threads. Not the privileged Message
+        # Conversations: members' messages in threads. Not the privileged Message
         # Content intent: messages that mention the bot (or reply to it) carry their content.
         intents.guild_messages = True
         super().__init__(
@@ -204,7 +204,7 @@ class GenBot(commands.AutoShardedBot):
         self.guild_config = services.guild_config
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
-        # Discord's command permissions, for the buttons that run a command again (issue 20).
+        # Discord's command permissions, for the buttons that run a command again.
         self.command_access = CommandAccess(self, dev_guild_id=services.settings.dev_guild_id)
         self.click_debounce = ClickDebounce(services.clock)
         # Show result and /jobs show, per member and job: each may download the result.
@@ -221,7 +221,7 @@ class GenBot(commands.AutoShardedBot):
         )
         self.add_listener(self._shard_ready, "on_shard_ready")
         services.keys.set_missing_key_notice(self._missing_key_notice)
-        # Personal jobs' interaction tokens: their cards are interaction responses (issue 22).
+        # Personal jobs' interaction tokens: their cards are interaction responses.
         self.response_tokens = services.response_tokens
         # Where private results' cards are: the member's DM, or an ephemeral response.
         self.private_cards = services.private_cards
@@ -455,7 +455,7 @@ class GenBot(commands.AutoShardedBot):
         (:data:`bot.discord.permissions.COMMAND_PERMISSIONS`); channel overwrites are each
         command's own check. Logs one warning per server naming what is missing (again only if that
         changes) and, where the server has an admin channel, posts one sentence there at most
-        once per process (issue 21, Delivery).
+        once per process, so the admins learn what to grant without a flood of posts.
 
         Returns:
             The missing permissions' discord.py names (empty when none, or before the bot's
@@ -528,7 +528,7 @@ class GenBot(commands.AutoShardedBot):
             expired = await self.services.billing.expire_stale()
             if expired:
                 log.info("released %d stale budget reservations", expired)
-            # Keys kept for a request that ended without a job (issue 18, E1).
+            # Keys kept for a request that ended without a job.
             await self.services.keys.sweep_retired()
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 

@@ -36,7 +36,7 @@ EXPIRED = "These buttons have expired; run the command again."
 NOT_YOURS = "Only the member who asked can use these buttons."
 
 
-class Choice(Protocol):
+class PendingChoice(Protocol):
     """What a shown choice does when one of its buttons is pressed (in :class:`OpenChoices`)."""
 
     @property
@@ -62,9 +62,9 @@ class OpenChoices:
     """The choices shown and not yet closed, by token; this process's only (never stored)."""
 
     def __init__(self) -> None:
-        self._open: dict[str, Choice] = {}
+        self._open: dict[str, PendingChoice] = {}
 
-    def open(self, choice: Choice, timeout: float) -> str:
+    def open(self, choice: PendingChoice, timeout: float) -> str:
         """Hold ``choice`` for ``timeout`` seconds at most; return its token for the buttons.
 
         Must be called from the event loop (the expiry is a timer on it).
@@ -74,7 +74,7 @@ class OpenChoices:
         asyncio.get_running_loop().call_later(timeout, self._open.pop, token, None)
         return token
 
-    def get(self, token: str) -> Choice | None:
+    def get(self, token: str) -> PendingChoice | None:
         """The choice ``token`` names; None once it expired or was closed."""
         return self._open.get(token)
 
@@ -84,8 +84,8 @@ class OpenChoices:
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
-    """One button of a choice: ``option`` is what :meth:`Choice.choose` is told."""
+class ChoiceOption:
+    """One button of a choice: ``option`` is what :meth:`PendingChoice.choose` is told."""
 
     option: str
     label: str
@@ -98,7 +98,7 @@ class ChoiceButton(
 ):
     """A button of an open choice (see the module's docstring), registered at start-up."""
 
-    def __init__(self, token: str, option: Option) -> None:
+    def __init__(self, token: str, option: ChoiceOption) -> None:
         super().__init__(
             discord.ui.Button(
                 custom_id=f"choice:{token}:{option.option}",
@@ -118,7 +118,7 @@ class ChoiceButton(
         match: re.Match[str],
     ) -> ChoiceButton:
         """Rebuild the button from its custom id (discord.py calls this on every click)."""
-        return cls(match["token"], Option(match["option"], item.label or ""))
+        return cls(match["token"], ChoiceOption(match["option"], item.label or ""))
 
     async def callback(self, interaction: discord.Interaction[Any]) -> None:
         """Hand the press to its choice, once the presser and the admission guard allow it."""
@@ -143,7 +143,7 @@ class ChoiceButton(
                 choices.close(self.token)
 
 
-def choice_view(token: str, options: Sequence[Option]) -> discord.ui.View:
+def choice_view(token: str, options: Sequence[ChoiceOption]) -> discord.ui.View:
     """The buttons of choice ``token``, in one row, as a view to send with a message.
 
     The view holds nothing discord.py must keep: every button is a :class:`ChoiceButton`.
@@ -159,7 +159,7 @@ PAGES_SECONDS = 600.0
 
 
 class Pager:
-    """Previous / Next over a list of embeds, for the member who asked (a :class:`Choice`).
+    """Previous / Next over a list of embeds, for the member who asked (a :class:`PendingChoice`).
 
     Args:
         pages: the embeds, one per page (two or more).
@@ -187,8 +187,8 @@ class Pager:
         return choice_view(
             self._token,
             [
-                Option("previous", "Previous", disabled=self.index == 0),
-                Option(
+                ChoiceOption("previous", "Previous", disabled=self.index == 0),
+                ChoiceOption(
                     "next",
                     "Next",
                     discord.ButtonStyle.primary,

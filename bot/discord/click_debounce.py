@@ -1,4 +1,4 @@
-"""One paid click at a time: the guard against a double click paying twice (issue 20)."""
+"""One paid click at a time: the guard against a double click paying twice."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from bot.clock import Clock
 
 CLICK_DEBOUNCE_SECONDS = 5.0
 """How long a member's click on a paid button of one message holds back their next click on
-it, besides the time it runs (issue 20: a double click made two paid requests)."""
+it, besides the time it runs (a double click made two paid requests)."""
 
 SHOW_DEBOUNCE_SECONDS = 10.0
 """How long a member's Show result (or ``/jobs show``) of a job holds back their next one of

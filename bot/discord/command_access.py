@@ -3,7 +3,7 @@
 Discord applies a server's command permissions (Server Settings → Integrations → the app) to
 application commands only; a button or a modal is never checked. A result's button that spends
 (Again, Animate, Edit, Vary on a text) is the command behind it run again, so it must be allowed
-only where the clicker could run that command in that channel (issue 20, E5).
+only where the clicker could run that command in that channel.
 
 The rule, :func:`may_use_command`, is pure. :class:`CommandAccess` keeps what it needs: the
 application's registered commands (id and ``default_member_permissions``) and each guild's

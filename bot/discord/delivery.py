@@ -23,7 +23,7 @@ carries a nonce derived from the job and the route, with ``enforce_nonce`` (Disc
 Message: the same author's message with that nonce from the past few minutes is returned
 instead of a new one), so a send retried after an answer that was lost is not posted twice.
 
-A personal job (issue 22: billed to a member's wallet, asked where the bot may not be a member)
+A personal job (billed to a member's wallet, asked where the bot may not be a member)
 has no channel message: its card is the interaction's original response, edited through the
 interaction webhook while its token lives (``bot.services.response_tokens``), never with the bot's
 token on the channel, and never after the token expired or Discord refused it (401, 50027). Its only
@@ -34,7 +34,7 @@ result and how to see it (its Show result button, ``/jobs show``); its link too.
 applies (or the DM is refused), the result waits for the card's Show result button and
 ``/jobs show`` (route ``jobs``), without a request.
 
-A private server job (issue 22, private results: :mod:`bot.services.private_cards`) has its card
+A private server job (private results: :mod:`bot.services.private_cards`) has its card
 in the requester's DM, edited and replied to there with the bot's token like a channel card,
 or, where the member's DMs are closed, in the command's ephemeral response, edited like a
 personal card while its token lives (its followups ephemeral too); once that token is gone its
@@ -133,7 +133,7 @@ BOT_LEFT = "the bot is no longer in this server"
 """Why a server's routes are skipped after ``GUILD_DELETE`` or a 403 Missing Access on it."""
 
 PRIVATE_FALLBACK = " (posted here: it could not be shown to you privately)"
-"""What a private job's result says where it falls back to the channel (issue 22)."""
+"""What a private job's result says where it falls back to the channel."""
 
 HERE = "the upload limit here"
 """How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
@@ -275,7 +275,7 @@ class DiscordAnnouncer:
             :class:`~bot.jobs.byte_budget.ByteBudget`); default
             :data:`~bot.jobs.byte_budget.DELIVERY_MEMORY_BYTES`.
         tokens: the interaction tokens of personal jobs, whose cards are interaction
-            responses (issue 22); None: such cards are never edited (Show result shows them).
+            responses; None: such cards are never edited (Show result shows them).
         cards: where private server jobs' cards are (the requester's DM, or an ephemeral
             response: :mod:`bot.services.private_cards`); None: every server job's card is in its
             channel.
@@ -329,7 +329,7 @@ class DiscordAnnouncer:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate.
 
         A job without a card message (its post failed) has nothing to refresh on any route
-        (channel, DM or response): the estimate and the rendering are skipped (issue 23: they
+        (channel, DM or response): the estimate and the rendering are skipped (they
         were 4 % of the poller's CPU at 10,000 pending jobs, docs/benchmarks.md). A channel
         the bot cannot reach is decided by ``_edit_quietly``: a private card in the DM is
         still edited there.
@@ -634,7 +634,7 @@ class DiscordAnnouncer:
     ) -> None:
         """Build ``job``'s card as it stands now and hand it to ``send``.
 
-        For the card's Show result button and ``/jobs show`` (issue 22), answered with the
+        For the card's Show result button and ``/jobs show``, answered with the
         clicker's fresh interaction: a pending job's card (with Show result), a finished one
         with its buttons and its files downloaded within ``limit`` bytes (the interaction's
         ``filesize_limit``), held in the re-shows' own memory slot until ``send`` returns, and
@@ -814,7 +814,7 @@ class DiscordAnnouncer:
                 self._replied.add(job.id)
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to. A
-            # private result (issue 22) says why it is posted where everyone sees it.
+            # private result says why it is posted where everyone sees it.
             notice = self._with_notice(parts, job, "" if card is None else PRIVATE_FALLBACK)
             await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:

@@ -1,4 +1,4 @@
-"""The opt-in DM of finished results (issue 22, ``/settings notify dm``).
+"""The opt-in DM of finished results (``/settings notify dm``).
 
 A member who turned it on gets a DM when one of their videos or asynchronous images is
 finished, *besides* the usual delivery (the card edited in place, or its fallbacks): one short
@@ -138,7 +138,7 @@ class DmNoticeAnnouncer:
             dm = await self._client.create_dm(discord.Object(job.user_id))
             await dm.send(dm_notice_text(job), allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:
-            # 50007: the member's privacy settings refuse it; silently, as asked (issue 22).
+            # 50007: the member's privacy settings refuse it; silently, as asked.
             log.info("job %s: no DM notice (%s %s)", job.id, exc.status, exc.code)
         except Exception as exc:
             log.info("job %s: no DM notice (%s)", job.id, type(exc).__name__)

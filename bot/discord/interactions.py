@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 import discord
 from discord import app_commands
+from discord.ext import commands
 
 from bot.discord.permissions import (
     CHAT_PERMISSIONS,
@@ -15,7 +16,7 @@ from bot.discord.permissions import (
     permission_names,
 )
 from bot.errors import ValidationFailed
-from bot.genapi.models import ImageModel, TextModel, VideoModel
+from bot.genapi.wire import ImageModel, TextModel, VideoModel
 from bot.services.generation import Requester
 from bot.services.personal import (
     Payer,
@@ -36,12 +37,31 @@ CLICKS = (discord.InteractionType.component, discord.InteractionType.modal_submi
 """Interactions that act on a message (a button, or a form it opened): on a personal card
 they carry the card owner's install, and whoever clicks pays (:func:`who_pays`)."""
 
+C = TypeVar("C", bound=commands.Cog)
+
+
+def loaded_cog(interaction: discord.Interaction[Any], cog_type: type[C]) -> C:
+    """The loaded instance of ``cog_type``, which holds the services its ``setup`` gave it.
+
+    How a cog module's restart-safe buttons (``DynamicItem``), which discord.py builds from a
+    custom id and not from the cog, reach those services: through the cog, the one way every
+    part of a cog module reaches them.
+
+    Raises:
+        RuntimeError: the cog is not loaded (its extension failed or was unloaded).
+    """
+    cog = interaction.client.get_cog(cog_type.__cog_name__)
+    if not isinstance(cog, cog_type):
+        raise RuntimeError(f"the {cog_type.__cog_name__} cog is not loaded")
+    return cog
+
+
 MAX_CHOICES = 25
 """Discord accepts at most 25 autocomplete choices (application command docs)."""
 
 
 def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
-    """Return who invoked ``interaction``, where, and whose wallet pays (issue 22).
+    """Return who invoked ``interaction``, where, and whose wallet pays.
 
     In a thread (a forum post is one), ``parent_channel_id`` is the thread's parent, from the
     interaction's partial channel (Discord sends ``parent_id`` for threads).
@@ -112,7 +132,7 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     Uses the interaction's ``app_permissions`` (the bot's permissions in that channel); in a
     thread, posting needs Send Messages in Threads instead of Send Messages.
 
-    A personal request (issue 22: billed to the member's wallet, where the bot may not be a
+    A personal request (billed to the member's wallet, where the bot may not be a
     member) needs none: its card is the interaction's own response, which Discord lets the
     app post and edit without any channel permission.
 
@@ -137,7 +157,7 @@ def require_chat_permissions(interaction: discord.Interaction[discord.Client]) -
 
     The placeholder's permissions (:func:`require_placeholder_permissions`, for the answer)
     and :data:`CHAT_PERMISSIONS` (the thread), checked together so that the sentence names
-    every one missing (issue 21, Delivery), before anything is charged.
+    every one missing, before anything is charged.
 
     Raises:
         ValidationFailed: naming every missing permission, e.g. "Create Public Threads, Send

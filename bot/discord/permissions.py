@@ -29,7 +29,7 @@ behind both the check and the invite URL (:func:`invite_url`)."""
 CHAT_PERMISSIONS = ("create_public_threads", "send_messages_in_threads")
 """What ``/chat`` needs besides :data:`PLACEHOLDER_PERMISSIONS` in a text channel: starting a
 conversation's thread from its answer (Discord docs, "Start Thread from Message") and answering
-there (Send Messages in Threads; issue 21, Delivery)."""
+there (Send Messages in Threads)."""
 
 COMMAND_PERMISSIONS = tuple(dict.fromkeys((*PLACEHOLDER_PERMISSIONS, *CHAT_PERMISSIONS)))
 """Every permission the commands need: the one list behind the invite URL
@@ -95,7 +95,7 @@ def invite_url(application_id: int) -> str:
 
 
 def user_install_url(application_id: int) -> str:
-    """Return the URL that installs the bot to a member's account (issue 22, personal use).
+    """Return the URL that installs the bot to a member's account (personal use).
 
     The user install (``integration_type=1``, scope ``applications.commands`` only, Discord
     OAuth2 docs): the member's commands work in any server, the bot's DM and group DMs, and

@@ -1,4 +1,4 @@
-"""The member's view of a request waiting in its key's queue (issue 18, the Discord side).
+"""The member's view of a request waiting in its key's queue (the Discord side).
 
 A request that must wait for its key's rate window waits in the limiter's fair queue
 (:mod:`bot.genapi.ratelimit`). After :data:`FIRST_SHOWN_AFTER` seconds of waiting, the deferred
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import discord
 
 from bot.clock import Clock
-from bot.discord.choices import OpenChoices, Option, choice_view
+from bot.discord.choices import ChoiceOption, OpenChoices, choice_view
 from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.personal import queue_seat
@@ -82,7 +82,7 @@ CANCEL_SECONDS = 900.0
 class QueueStatus:
     """Shows one waiting request's place in its deferred response, with a Cancel button.
 
-    Cancel is a :class:`~bot.discord.choices.Choice` held in this process, like the queue
+    Cancel is a :class:`~bot.discord.choices.PendingChoice` held in this process, like the queue
     itself (after a restart the request is gone anyway: the deferred interaction is not
     resumed). Only the requester may press it; it is not admitted like work (a Cancel only
     stops spending, so it is honoured during a shutdown too).
@@ -156,7 +156,7 @@ class QueueStatus:
         await self._clock.sleep(FIRST_SHOWN_AFTER)
         if self._token is None:
             self._token = self._choices.open(self, CANCEL_SECONDS)
-        view = choice_view(self._token, [Option("cancel", "Cancel")])
+        view = choice_view(self._token, [ChoiceOption("cancel", "Cancel")])
         shown: str | None = None
         while not self._gone and not self.seat.cancelled.is_set() and self._latest is not None:
             text = queue_text(*self._latest)

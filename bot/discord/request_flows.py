@@ -1,4 +1,4 @@
-"""Running a generation from a command, a result's button, a context menu or a modal (issue 12).
+"""Running a generation from a command, a result's button, a context menu or a modal.
 
 One path per kind, shared by every entry point, so a click goes through exactly the same
 validation, channel check, budgets and caps as the command (all in
@@ -7,7 +7,7 @@ behind each result is stored (``Store.add_result_request``) so its buttons can r
 any restart. A video whose known price is above the server's confirmation threshold
 (``/config confirm-above``) first asks, ephemerally, for a few minutes.
 
-A member with private results on (issue 22) gets a video's or an asynchronous image's card in
+A member with private results on gets a video's or an asynchronous image's card in
 their DM instead of the channel (:func:`show_private_card`), or, where their DMs are closed, in
 the ephemeral response; in a personal context the card is the response, ephemeral.
 """
@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.discord.choices import Option, choice_view
+from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIRM_SECONDS = 300.0
-"""How long a price confirmation stays valid (issue 12: "a few minutes")."""
+"""How long a price confirmation stays valid ("a few minutes")."""
 
 VARY_TEMPERATURE_STEP = 0.5
 DEFAULT_TEMPERATURE = 0.7
@@ -102,7 +102,7 @@ async def defer_video(interaction: Interaction, who: Requester) -> None:
     """Defer a video's interaction: ephemerally, or publicly for a personal video.
 
     A server's video card is a channel message (or a DM, private results), and the response
-    only a note about it; a personal video's card (issue 22: billed to the member, where the
+    only a note about it; a personal video's card (billed to the member, where the
     bot may not be a member) is the response itself, public like a server's card, or
     ephemeral when the member has private results on (``PUBLIC_DEFER`` False). An error after
     a public deferral replaces the "thinking…" message with an ephemeral one.
@@ -126,7 +126,7 @@ async def private_results(bot: GenBot, user_id: int) -> bool:
 async def show_personal_card(interaction: Interaction, job: Job) -> None:
     """Make the response ``job``'s card, and keep its interaction token for the poller.
 
-    Where the bot may not be a member (a personal job, issue 22) its token cannot post to the
+    Where the bot may not be a member (a personal job) its token cannot post to the
     channel (Discord: 50001), so the card is the interaction's original response, edited by
     the poller through the interaction webhook while the token lives (15 minutes), and by its
     Show result button after that; ephemeral when the response was deferred so (private
@@ -179,7 +179,7 @@ DMS_CLOSED = (
 async def show_private_card(
     interaction: Interaction, job: Job, what: str, *, note: str | None = None
 ) -> None:
-    """Post a private server job's card in the member's DM, not the channel (issue 22).
+    """Post a private server job's card in the member's DM, not the channel.
 
     Private results (``/settings defaults private``): the card (placeholder, progress, the
     result with its files and buttons) lives in the bot's DM channel with the member, edited
@@ -255,7 +255,7 @@ async def start_video(
         interaction: the deferred interaction.
         who: the requester.
         options: the video's options.
-        note: said with the answer (a member's default left out, issue 22).
+        note: said with the answer (a member's default left out).
 
     Raises:
         ValidationFailed: among the checks (channel, options).
@@ -297,8 +297,7 @@ async def submit_video(
     """Submit the video, post its card, say where; then store its request for the buttons.
 
     Once the service has charged (``generation.video`` returns with the charge and the job
-    recorded), nothing that fails afterwards is reported as a failure: the job is coming
-    (issue 18, E3).
+    recorded), nothing that fails afterwards is reported as a failure: the job is coming.
     """
     bot = interaction.client
     # Read before the paid call: nothing after the charge may fail the request.
@@ -435,7 +434,7 @@ async def edit_response(interaction: Interaction, parts: MessageParts) -> discor
 
 
 async def show_job(interaction: Interaction, job: Job, *, update: bool) -> None:
-    """Answer ``interaction`` with ``job``'s card as it stands now, with its buttons (issue 22).
+    """Answer ``interaction`` with ``job``'s card as it stands now, with its buttons.
 
     Used by a card's Show result button (``update``: the clicked card itself is updated, the
     click's fresh token answering where the card's own may have expired) and by
@@ -508,13 +507,13 @@ async def show_paid(
     *,
     card: MessageParts | None = None,
 ) -> discord.Message | None:
-    """Show a paid result somewhere, whatever fails; never raises (issue 18, E3).
+    """Show a paid result somewhere, whatever fails; never raises.
 
     Routes, each taking over the messages not shown yet: the deferred response (``card``
     first when given, else ``messages``: the first as the edit, the rest as followups); then
     the channel, with the bot's token (an interaction token dies after 15 minutes, and a
     webhook may be gone), except for a private result; then the requester's DM, without the
-    result's buttons (issue 20: a DM card's buttons work or are not shown). Only when all
+    result's buttons (a DM card's buttons work or are not shown). Only when all
     fail is it lost, logged as an error (the charge is in the ledger).
 
     Args:
@@ -547,7 +546,7 @@ async def show_paid(
             "a paid result was not shown in its response (%s); posting it in the channel", exc
         )
     bot = interaction.client
-    # A private result (``/settings defaults private``, issue 22: deferred ephemerally, the
+    # A private result (``/settings defaults private``: deferred ephemerally, the
     # flag set False) never falls back to the channel, where everyone would see it.
     if interaction.extras.get(PUBLIC_DEFER) is not False:
         channel = bot.get_partial_messageable(who.channel_id, guild_id=who.guild_id)
@@ -688,7 +687,7 @@ ALREADY_CANCELLED = "This video was cancelled; nothing was charged."
 class ConfirmVideo:
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
-    A :class:`~bot.discord.choices.Choice`, open for :data:`CONFIRM_SECONDS`; only the member
+    A :class:`~bot.discord.choices.PendingChoice`, open for :data:`CONFIRM_SECONDS`; only the member
     who asked can answer (the message is ephemeral anyway). Generate runs the whole request
     again through the service's checks; a second press of it (a double click) is told the
     first one is on its way and pays nothing.
@@ -718,11 +717,11 @@ class ConfirmVideo:
         """Generate starts a paid request: not during a shutdown; Cancel always."""
         return option == self.GENERATE
 
-    def buttons(self, price_cents: Decimal | None) -> list[Option]:
+    def buttons(self, price_cents: Decimal | None) -> list[ChoiceOption]:
         """The two buttons, Generate showing the price."""
         return [
-            Option(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
-            Option(self.CANCEL, "Cancel"),
+            ChoiceOption(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
+            ChoiceOption(self.CANCEL, "Cancel"),
         ]
 
     async def choose(self, interaction: Interaction, option: str) -> bool:

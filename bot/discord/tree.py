@@ -71,7 +71,7 @@ def sentence_for(error: Exception) -> str:
 CHARGED = "charged"
 """``interaction.extras`` flag (``bot.discord.request_flows.charged``): the service charged for this
 interaction's request and the charge is recorded; from then on the member is never told that
-it failed (issue 18, E3)."""
+it failed."""
 
 CHARGED_ANYWAY = (
     "Your request went through (it was charged); its result is shown here, in this channel "
@@ -92,7 +92,7 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     Counts the interaction's task as in flight (``GenBot.admit_command``), so that a shutdown
     waits for it to record its charge and answer; while shutting down it is refused instead,
     answered "restarting" (ephemeral) when ``answer``, and must not run: nothing reaches the
-    service and nothing is charged (issue 18, E2). It runs in the task that then runs the
+    service and nothing is charged. It runs in the task that then runs the
     callback (discord.py runs an interaction's check and callback in one task), through
     :meth:`GenTree.interaction_check`, :class:`AdmittedModal`, the result buttons'
     ``interaction_check`` (``cogs/results.py``) and the choice buttons

@@ -36,8 +36,8 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
     limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it
     gracefully: it claims nothing more, lets the polls and deliveries under way finish within
     ``SHUTDOWN_GRACE_SECONDS``, cancels the rest and releases their leases, so that another
-    worker takes those jobs at once (issue 18, "Worker stop"). A second signal cancels at once
-    (the leases are still released).
+    worker takes those jobs at once rather than after their leases run out. A second signal
+    cancels at once (the leases are still released).
 
     Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
     (ready: not stopping, the database answers, its lease loop passed within a minute;
@@ -61,7 +61,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         )
         await client.login(settings.discord_token.get_secret_value())
         stack.push_async_callback(client.close)
-        # The job's guild's admins are told as the gateway tells them (issue 18, E4).
+        # The job's guild's admins are told as the gateway tells them.
         services.keys.set_missing_key_notice(
             functools.partial(post_missing_key_notice, client, services.guild_config)
         )

@@ -22,8 +22,8 @@ from pydantic import SecretStr
 from bot.clock import Clock
 from bot.genapi.client import GenAPIClient, key_fingerprint
 from bot.genapi.errors import GenAPIError
-from bot.genapi.models import Catalogue
 from bot.genapi.ratelimit import Priority
+from bot.genapi.wire import Catalogue
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,8 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from bot.clock import Clock
 from bot.genapi import errors
-from bot.genapi.models import (
+from bot.genapi.ratelimit import Kind, Limiter, Priority
+from bot.genapi.wire import (
     Catalogue,
     ImageRequest,
     ImageResult,
@@ -46,7 +47,6 @@ from bot.genapi.models import (
     TextResult,
     VideoRequest,
 )
-from bot.genapi.ratelimit import Kind, Limiter, Priority
 from bot.ops.metrics import Metrics
 from bot.redaction import redact
 
@@ -232,7 +232,7 @@ class GenAPIClient:
         limiter: the process-wide per-key limiter.
         clock: used for backoff sleeps, so tests never wait.
         interactive_max_wait: the longest estimated wait, seconds, an interactive request is
-            queued for in the limiter (issue 18: ``QUEUE_MAX_WAIT_SECONDS``, 5 minutes); beyond
+            queued for in the limiter (``QUEUE_MAX_WAIT_SECONDS``, 5 minutes); beyond
             it :class:`~bot.genapi.errors.RateLimitWaitTooLong` is raised.
         attempts: tries per request, the first included, when the failure is retryable.
         generation_timeout: timeouts of generation POSTs, seconds.
@@ -333,7 +333,7 @@ class GenAPIClient:
         Raises:
             GenAPIError: any subclass; :class:`APITimeoutError` means it may have been charged.
         """
-        # A submission: its member waits for the task anyway, so it leaves the answers' reserve.
+        # A submission: its member waits for the task anyway, so it leaves the answers' slots.
         response = await self._request(
             "POST", "video/generate", key, json=request.body(), kind=Kind.SUBMISSION
         )

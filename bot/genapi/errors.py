@@ -34,7 +34,7 @@ class GenAPIError(Exception):
         on_shared_key: the request used the bot's shared default key (``GENAPI_API_KEY``), not
             a server's own. Set by the service that chose the key (the client does not know
             whose key it holds), so that a 401 or 402 is not blamed on the server's key.
-        on_personal_key: the request used a member's own key (personal use, issue 22), set
+        on_personal_key: the request used a member's own key (personal use), set
             the same way: the member, not a server's admin, must fix a 401 or 402.
         on_personal_allowance: with ``on_shared_key``, the request was a member's on the
             owner's allowance (``PERSONAL_DAILY_BUDGET_CENTS``): no server or admin is
@@ -174,7 +174,7 @@ class RateLimitWaitTooLong(RateLimitedError):
 
 
 class QueueCancelled(GenAPIError):
-    """The member cancelled a request while it waited in the key's queue (issue 18).
+    """The member cancelled a request while it waited in the key's queue.
 
     Nothing was sent, so nothing can have been charged.
     """

@@ -1,4 +1,4 @@
-"""Where the service's output files may be downloaded from (issue 18, S1).
+"""Where the service's output files may be downloaded from.
 
 A completed job's ``outputs`` are URLs the service (or whoever answers in its name) chose; the
 bot downloads them and posts the bytes in a channel. Without a rule, a redirect or a crafted URL

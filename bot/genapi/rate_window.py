@@ -2,8 +2,8 @@
 
 Owned here, by its consumer (``ratelimit``, ``shared_ratelimit``), so that the client package
 depends on no storage: the storage engines implement :class:`RateWindowRepository`
-structurally (``bot.storage``'s ``rates``). Issue 10 (one window across processes) and
-issue 18 (the window is known after any restart, never assumed).
+structurally (``bot.storage``'s ``rates``). Two rules shape it: one
+window across processes, and a window known after any restart, never assumed.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class RateTake:
 
 
 class RateWindowRepository(Protocol):
-    """The service's rate window per key, shared by every process on the database (issue 10).
+    """The service's rate window per key, shared by every process on the database.
 
     Not part of a transaction's repositories: each method is its own short transaction, timed
     by the database's clock (SQLite ``julianday('now')``, PostgreSQL ``clock_timestamp()``), so
@@ -76,14 +76,14 @@ class RateWindowRepository(Protocol):
         ...
 
     async def snapshot(self, key_id: str, window: float) -> RateSnapshot:
-        """Read ``key_id``'s requests of the last ``window`` seconds and its block (issue 18).
+        """Read ``key_id``'s requests of the last ``window`` seconds and its block.
 
         What a limiter starts from after a restart: the window is known, never assumed.
         """
         ...
 
     async def record(self, requests: Sequence[tuple[str, bool]], *, window: float) -> None:
-        """Record requests sent now, in one transaction, before they are sent (issue 18).
+        """Record requests sent now, in one transaction, before they are sent.
 
         Args:
             requests: ``(key_id, background)`` of each request, stamped with the database's

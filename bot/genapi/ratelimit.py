@@ -10,7 +10,7 @@ a request that waits for a new connection arrives a few milliseconds later, so a
 starts with it would close early on the service's side. A ``margin`` (1 s) is added to the
 window to absorb that (measured: without it, one 429 in a 30-video run, docs/benchmarks.md).
 
-**The window is known, never assumed** (issue 18). Every request released is first recorded in
+**The window is known, never assumed**. Every request released is first recorded in
 the database (``db.rates``, table ``rate_requests``, per key, on the database's clock) before it
 is sent, and a key's limiter starts from the rows of the last window: after any restart, clean
 or ``kill -9``, it knows what was really sent (a fresh database starts empty, so the first
@@ -19,32 +19,32 @@ one transaction (:class:`RateRecorder`, a group commit), which keeps the poller'
 low. A 429's ``Retry-After`` is recorded too (``rate_blocks``). Several processes use the same
 rows, deciding inside the database (:mod:`bot.genapi.shared_ratelimit`).
 
-**Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.budget`:
+**Priorities.** Two priorities share each key, by the rules of :mod:`bot.genapi.slots`:
 interactive requests (a user is waiting on a command) go first and may use the whole window;
-background requests (polls, catalogue refreshes) leave users their reserved slots, looking ahead
+background requests (polls, catalogue refreshes) leave users the slots kept for them, looking ahead
 at the users' pace, and are owed one slot every 10 s however busy the users are. That floor
 is a share of the window, not a priority at every instant: a poll owed it lets answers waiting
 at the head of the queue take the free slots first, for at most ``floor_yield`` (20 s, issue
 23), so a member's ``/text`` is not the one that waits in a full window.
 
-**A fair, visible queue** (issue 18). Interactive requests that must wait are queued, not
+**A fair, visible queue**. Interactive requests that must wait are queued, not
 refused: an interaction can be answered for 15 minutes after it is deferred. Turns go round the
 guilds with requests waiting (the guild served longest ago first, :func:`fair_order`), first
 come first served within a guild and kind of request, so a burst of 40 from one server cannot
 hold another server's single request behind it.
 
-**Answers before submissions** (issue 23). Interactive requests are of two kinds
+**Answers before submissions**. Interactive requests are of two kinds
 (:class:`Kind`): an *answer* is one whose reply the member waits for at the command (``/text``,
 an image, the catalogue), a *submission* one whose reply is a task that takes tens of seconds
 to minutes anyway (``/video``). Within a guild, first come first served holds per kind, and a
 guild's turn takes its oldest answer before its oldest submission: a ``/text`` does not wait
 behind the ten ``/video`` its own server queued a moment before. And submissions leave
-``answer_reserve`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
-burst of submissions that finds the window nearly full waits for slots beyond the reserve, and
-answers that come meanwhile pass it. A submission is held this way at most ``answer_patience``
-(30 s), after which it takes its turn like an answer (leaving only the users' ``reserve`` of 2,
-so that held submissions coming due together leave room for a burst of answers), so a stream
-of answers from one server never starves another server's submission (issue 18's turns then
+``answer_slots`` slots of the window (6 of 30) to answers, as polls leave theirs to users: a
+burst of submissions that finds the window nearly full waits for slots beyond the answers', and
+answers that come meanwhile pass it. A submission waits this way at most ``answer_patience``
+(30 s), after which it takes its turn like an answer (leaving only the users' ``user_slots`` of 2,
+so that waiting submissions coming due together leave room for a burst of answers), so a stream
+of answers from one server never starves another server's submission (the guilds' turns then
 apply: while it is the head of the queue, nothing passes it). Fairness across guilds
 is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
 the ``/text`` wait). The caller's :class:`QueueSeat` (a context variable set by the
@@ -69,9 +69,9 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.clock import Clock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.group_commit import GroupCommit
+from bot.genapi.slots import SlotRules
 
 if TYPE_CHECKING:
     from bot.genapi.rate_window import RateWindowRepository
@@ -94,7 +94,7 @@ class Priority(IntEnum):
 
 
 class Kind(IntEnum):
-    """What an interactive request's member waits for (module docstring; issue 23).
+    """What an interactive request's member waits for (module docstring).
 
     ANSWER: the reply itself, at the command (``/text``, an image, the catalogue): every
     second of queueing is a second the member watches "thinking…".
@@ -151,12 +151,12 @@ class Ticket:
 
 
 def fair_order(tickets: Iterable[Ticket], last_turn: Mapping[int | None, int]) -> list[Ticket]:
-    """Order waiting interactive requests: round-robin over guilds, FIFO within each (issue 18).
+    """Order waiting interactive requests: round-robin over guilds, FIFO within each.
 
     Turns go round the guilds with requests waiting; a round starts with the guild served
     longest ago (never served first, then by its oldest request), and each guild gives one
     request per round: its oldest answer, else its oldest submission (first come first served
-    per :class:`Kind` within a guild, issue 23).
+    per :class:`Kind` within a guild).
 
     Args:
         tickets: the waiting interactive requests, any order.
@@ -256,7 +256,7 @@ class KeyLimiter:
 
     def __init__(
         self,
-        rules: BudgetRules,
+        rules: SlotRules,
         clock: Clock,
         *,
         metrics: Metrics | None = None,
@@ -321,11 +321,11 @@ class KeyLimiter:
 
         Args:
             priority: interactive requests overtake every queued background one, except
-                when the background floor is due (:mod:`bot.genapi.budget`).
+                when the background floor is due (:mod:`bot.genapi.slots`).
             max_wait: seconds an interactive caller accepts to wait, judged as it is queued;
                 None waits as long as needed.
             kind: an interactive request's :class:`Kind`: submissions leave the answers'
-                reserve and go after their guild's answers (module docstring).
+                slots and go after their guild's answers (module docstring).
 
         Raises:
             RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
@@ -448,7 +448,7 @@ class KeyLimiter:
         Only a background request that may go now passes users: one that must still wait (its
         burst, a block) never holds back a user who could go. And it passes an answer at the
         head of the users' queue only once it has yielded to answers for ``floor_yield``
-        seconds (issue 23: a member's ``/text`` takes the free slot, the poll the next one).
+        seconds (a member's ``/text`` takes the free slot, the poll the next one).
         """
         waiting = self._waiting
         if len(waiting) == 1:  # the poller's usual case: nothing to order
@@ -460,11 +460,11 @@ class KeyLimiter:
         )
         order = fair_order(interactive, self._turns) if interactive else []
         if any(t.kind is Kind.SUBMISSION for t in order):
-            # Submissions held by the answers' reserve go after every request that may use it
-            # (issue 23): an answer of any guild passes them while only the reserve is free.
-            held = [t for t in order if self._held(t, now)]
-            if held:
-                order = [*(t for t in order if t not in held), *held]
+            # Submissions kept back for the answers' slots go after every request that may use
+            # those slots: an answer of any guild passes them while only those slots are free.
+            behind = [t for t in order if self._behind_answers(t, now)]
+            if behind:
+                order = [*(t for t in order if t not in behind), *behind]
         rules = self._rules
         if not (background and interactive and rules.floor_due(now, self._sent)):
             self._yielding_since = None  # not owed the floor: a later yield starts afresh
@@ -484,8 +484,8 @@ class KeyLimiter:
         while self._sent and self._sent[0][0] <= horizon:
             self._sent.popleft()
 
-    def _held(self, ticket: Ticket, now: float) -> bool:
-        """Whether ``ticket`` is a submission that the answers' reserve still holds back."""
+    def _behind_answers(self, ticket: Ticket, now: float) -> bool:
+        """Whether ``ticket`` is a submission still kept back for the answers' slots."""
         return (
             ticket.kind is Kind.SUBMISSION
             and now - ticket.queued_at < self._rules.answer_patience
@@ -499,8 +499,8 @@ class KeyLimiter:
         if ticket.priority is Priority.BACKGROUND:
             delay = rules.background_delay(now, self._sent)
         elif ticket.kind is Kind.SUBMISSION:
-            # Held for the answers' reserve until its patience runs out (module docstring);
-            # then, at its turn, it still leaves the users' reserve (a burst of answers).
+            # Kept back for the answers' slots until its patience runs out (module docstring);
+            # then, at its turn, it still leaves the users' slots (a burst of answers).
             patience = ticket.queued_at + rules.answer_patience - now
             delay = max(
                 min(rules.submission_delay(now, self._sent), max(patience, 0.0)),
@@ -515,7 +515,7 @@ class KeyLimiter:
         window = self._rules.window
         limit = self._rules.limit
         if kind is Kind.SUBMISSION:
-            limit = max(1, limit - self._rules.answer_reserve)
+            limit = max(1, limit - self._rules.answer_slots)
         delay = self._blocked_until - now
         needed = len(self._sent) + ahead + 1 - limit
         if needed > 0:
@@ -619,7 +619,7 @@ class RateLimiter:
 
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
-        rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`:
+        rules: how each key's window is shared (:class:`~bot.genapi.slots.SlotRules`:
             30 requests per 60 s plus a 1 s margin, spec part 8).
         metrics: given to every key's limiter; None counts nothing.
         rates: the database's rate windows (``db.rates``); None keeps the window in memory.
@@ -629,7 +629,7 @@ class RateLimiter:
     def __init__(
         self,
         clock: Clock,
-        rules: BudgetRules | None = None,
+        rules: SlotRules | None = None,
         *,
         metrics: Metrics | None = None,
         rates: RateWindowRepository | None = None,
@@ -637,7 +637,7 @@ class RateLimiter:
     ) -> None:
         self._metrics = metrics
         self._clock = clock
-        self.rules = rules or BudgetRules()
+        self.rules = rules or SlotRules()
         self._keys: dict[str, KeyLimiter] = {}
         self._rates = rates
         self._writes = writes

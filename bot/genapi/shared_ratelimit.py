@@ -1,4 +1,4 @@
-"""The per-key limiter shared by every process on one database (issue 10).
+"""The per-key limiter shared by every process on one database.
 
 Spec part 8 allows 30 requests per rolling minute per key, whatever process sends them. When
 several processes may use one key (gateway processes for several shards, poll workers), each
@@ -7,10 +7,10 @@ window lives in the database instead (``db.rates``, tables ``rate_requests`` and
 ``rate_blocks``), timed by the database's clock: processes on several machines agree on time
 without synchronised clocks.
 
-The rules are those of :mod:`bot.genapi.budget`, applied to the shared record inside one
+The rules are those of :mod:`bot.genapi.slots`, applied to the shared record inside one
 transaction (:meth:`RateWindowRepository.take`, atomic per key across processes; requests
 released together share it): never more than ``limit`` requests in ``window + margin``
-seconds; background requests only while users keep their reserved slots (looking ahead at
+seconds; background requests only while users keep the slots kept for them (looking ahead at
 their pace), and at least one every 10 s; a 429's ``Retry-After`` blocks the key for every
 process (``rate_blocks``).
 
@@ -19,7 +19,7 @@ path: interactive before background within the process, the fair turns between g
 estimate for ``max_wait``, and the queue's place shown to members); it starts from the shared
 record, like the single process's limiter. The shared record is consulted only by the request
 at the head. A request the local limiter released but the shared window refused gives its local
-slot back (E10: it was not sent, so it must not make this process refuse users) and queues
+slot back (it was not sent, so it must not make this process refuse users) and queues
 again after the shared window's delay. A row is written before its request is sent, so even a
 process killed right after is counted.
 """
@@ -31,11 +31,11 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from bot.clock import Clock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.group_commit import GroupCommit
 from bot.genapi.rate_window import RateTake, RateWindowRepository
 from bot.genapi.ratelimit import KeyLimiter, Kind, Priority, RateLimiter
+from bot.genapi.slots import SlotRules
 
 if TYPE_CHECKING:
     from bot.ops.metrics import Metrics
@@ -50,10 +50,10 @@ def shared_delay(
     sent: Sequence[tuple[float, bool]],
     blocked_until: float,
     *,
-    rules: BudgetRules,
+    rules: SlotRules,
     background: bool,
 ) -> float:
-    """Seconds until a request may be sent, by ``rules`` (:mod:`bot.genapi.budget`).
+    """Seconds until a request may be sent, by ``rules`` (:mod:`bot.genapi.slots`).
 
     Args:
         now: the database's time, UTC epoch seconds.
@@ -78,7 +78,7 @@ class SharedKeyLimiter:
         takes: the process's batched takes of the shared windows (every key's).
         key_id: the key's fingerprint.
         clock: sleeping and monotonic time (the window itself uses the database's clock).
-        rules: how the window is shared (limit, window with its margin, reserve, floor).
+        rules: how the window is shared (limit, window with its margin, users' slots, floor).
     """
 
     def __init__(
@@ -88,7 +88,7 @@ class SharedKeyLimiter:
         key_id: str,
         clock: Clock,
         *,
-        rules: BudgetRules,
+        rules: SlotRules,
     ) -> None:
         self._local = local
         self._takes = takes
@@ -111,11 +111,11 @@ class SharedKeyLimiter:
 
         Args:
             priority: interactive requests overtake this process's queued background ones
-                (but for the floor), and only they may use the reserved slots of the shared
+                (but for the floor), and only they may use the slots kept for users in the shared
                 window.
             max_wait: seconds the caller is willing to wait; None waits as long as needed.
-            kind: an interactive request's kind: this process's queue holds submissions for
-                the answers' reserve (by its view of the shared window, which it starts from);
+            kind: an interactive request's kind: this process's queue keeps submissions back for
+                the answers' slots (by its view of the shared window, which it starts from);
                 the shared window itself checks only the limit for every interactive request.
 
         Raises:
@@ -145,7 +145,7 @@ class SharedKeyLimiter:
                 raise
             if delay <= 0:
                 return
-            # E10: refused by the shared window, so not sent: the local slot is free again,
+            # Refused by the shared window, so not sent: the local slot is free again,
             # else this process would refuse its users for up to a window for nothing.
             self._local.release(stamp, background)
             if max_wait is not None and self._clock.monotonic() - started + delay > max_wait:
@@ -162,7 +162,7 @@ class SharedRateLimiter:
     Args:
         clock: sleeping and monotonic time (the window uses the database's clock).
         rates: the database's shared windows (``db.rates``).
-        rules: how each key's window is shared (:class:`~bot.genapi.budget.BudgetRules`).
+        rules: how each key's window is shared (:class:`~bot.genapi.slots.SlotRules`).
         metrics: given to this process's limiters; None counts nothing.
     """
 
@@ -170,7 +170,7 @@ class SharedRateLimiter:
         self,
         clock: Clock,
         rates: RateWindowRepository,
-        rules: BudgetRules | None = None,
+        rules: SlotRules | None = None,
         *,
         metrics: Metrics | None = None,
     ) -> None:
@@ -178,7 +178,7 @@ class SharedRateLimiter:
         # Takes of every key share transactions (group commit): a pass of the poller that
         # releases polls of many keys costs one, not one per poll.
         self._takes: GroupCommit[RateTake, float] = GroupCommit(rates.take)
-        self.rules = rules or BudgetRules()
+        self.rules = rules or SlotRules()
         # The local limiters start from the shared record too (what every process sent in the
         # last window); the shared ``take`` writes the rows, so they write none themselves.
         self._local = RateLimiter(clock, self.rules, metrics=metrics, rates=rates, writes=False)

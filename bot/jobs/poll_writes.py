@@ -65,7 +65,7 @@ class PollWrites:
         if queued is None:
             await self._db.jobs.set_progress_at(job_id, at)
         else:
-            # Built directly: ``dataclasses.replace`` was 2 % of the poller's CPU (issue 23).
+            # Built directly: ``dataclasses.replace`` was 2 % of the poller's CPU.
             self._queued[job_id] = PollUpdate(
                 queued.job_id, queued.next_poll_at, queued.poll_count, queued.token, at
             )

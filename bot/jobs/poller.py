@@ -5,11 +5,11 @@ polls whatever is due and delivers whatever finished and is not yet shown. Each 
 first, then settled once (``db.jobs.finish`` succeeds only for a pending job), then delivered
 once, with its own retries and fallbacks (docs/architecture.md, "Delivery").
 
-Which job to poll, and when, is the poll policy of docs/architecture.md (issue 11): a job falls
+Which job to poll, and when, is the poll policy of docs/architecture.md: a job falls
 due when it has likely finished since its last poll (:mod:`bot.services.schedule`), the due jobs
 of a key are taken guild by guild (:class:`~bot.services.schedule.FairShare`), earliest due
 first, and the key's limiter at background priority decides when each poll goes
-(:mod:`bot.genapi.budget`). One poll per key waits in that limiter at a time, so the job polled
+(:mod:`bot.genapi.slots`). One poll per key waits in that limiter at a time, so the job polled
 is chosen when the key has room; the rest stay due in the database. A job being polled is
 leased (its next poll pushed ``lease`` seconds away) so that passes do not read it again, and
 passes run at most every ``min_pass_interval`` seconds: at 10,000 jobs a pass per finished poll
@@ -49,7 +49,7 @@ NEXT_ROUTE: Final = {
     DeliveryRoute.CHANNEL: DeliveryRoute.DM,
     DeliveryRoute.DM: DeliveryRoute.JOBS,
 }
-"""The fallback order of issue 9: the placeholder, a new channel message, a DM, ``/jobs``."""
+"""The fallback order of a delivery: the placeholder, a new channel message, a DM, ``/jobs``."""
 
 DELIVERY_BACKOFF_FIRST = 30.0
 """Seconds before the first retry of a transient delivery failure; doubled each time."""
@@ -76,7 +76,7 @@ DELIVERY_ATTEMPTS_PER_ROUTE = 8
 NOT_FOUND_FAILURES: Final = 5
 NOT_FOUND_SECONDS: Final = 600.0
 """A job fails as unknown to the service only after :data:`NOT_FOUND_FAILURES` consecutive 404s
-on its polls, the first at least :data:`NOT_FOUND_SECONDS` before the last (issue 18, E8). The
+on its polls, the first at least :data:`NOT_FOUND_SECONDS` before the last. The
 spec defines no unknown-task error (part 7), and a 404 can be transient (a node that does not
 know the task yet); failing on the first would throw a paid result away
 (docs/genapi-choices.md)."""
@@ -224,7 +224,7 @@ class Poller:
         Each pass (claim, start polls and deliveries, sleep until something is due) stands
         alone: a pass that fails (a locked database, a bug) is logged and the next one comes
         after a backoff (1 s doubling to 60 s), while the polls and deliveries already under
-        way carry on (issue 18, E11: cancelling them left their leases to run out and could
+        way carry on (cancelling them left their leases to run out and could
         post a cancelled channel message twice). In-flight work ends only on shutdown:
         :meth:`stop` drains it (``drain_grace``), and a cancellation (a second signal) cancels
         it at once; either way the leases still held are released.
@@ -364,7 +364,7 @@ class Poller:
                         job.id, now, job.poll_count, token=job.poll_token
                     )
                 except Exception as exc:
-                    # This job only: the rest of the claim is still started (E11).
+                    # This job only: the rest of the claim is still started.
                     log.warning(
                         "job %s not handed back (%s); due again when its lease ends", job.id, exc
                     )
@@ -428,7 +428,7 @@ class Poller:
 
     async def _poll(self, job: Job) -> None:
         # The poll's own task: its context ends with it, so nothing needs resetting (the
-        # context manager ``bind`` was 2 % of the poller's CPU, issue 23).
+        # context manager ``bind`` was 2 % of the poller's CPU).
         set_context(job_id=job.id, task_id=job.task_id, guild_id=job.guild_id)
         await self._poll_logged(job)
 
@@ -506,12 +506,12 @@ class Poller:
         refreshes the elapsed time and the estimate, which change less and less for a job
         that has run for a long time (and that nobody may still be watching): an hour-old job
         is edited every 15 minutes, not every minute, sparing Discord's per-channel edit
-        limits and the poller's CPU (issue 23, docs/benchmarks.md).
+        limits and the poller's CPU (docs/benchmarks.md).
         """
         return max(self._progress_interval, PROGRESS_AGE_SHARE * (now - job.created_at))
 
     async def _task_not_found(self, job: Job) -> None:
-        """A 404 on a poll: fail the job only at the end of a long streak of them (E8).
+        """A 404 on a poll: fail the job only at the end of a long streak of them.
 
         The streak lives in this process: a restart starts it again, which only delays a
         failure, never brings one forward.

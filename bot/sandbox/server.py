@@ -31,7 +31,7 @@ from aiohttp.typedefs import Handler
 
 from bot.sandbox import catalogue as cat
 from bot.sandbox import clips, files
-from bot.sandbox.ledger import FAIL_MARKER, Ledger
+from bot.sandbox.service import FAIL_MARKER, EmulatedService
 from bot.sandbox.state import ApiError, EmulatedTask, Fault, RecordedRequest, invalid
 from bot.sandbox.validation import parse_image, parse_text, parse_video
 
@@ -75,10 +75,10 @@ def _parse_json(raw: bytes) -> Any:
         return None
 
 
-class GenApiEmulator(Ledger):
+class GenApiEmulator(EmulatedService):
     """The Generation Service API, served locally with controllable time, money and faults.
 
-    Constructed as :class:`Ledger` is (time scale, rate limit and window, clock, default
+    Constructed as :class:`EmulatedService` is (time scale, rate limit and window, clock, default
     balance), which also provides the knobs: keys, balances, forced failures, faults, statistics.
     """
 

@@ -280,7 +280,7 @@ class Billing:
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
         if is_personal(settings.guild_id):
-            # A member's wallet (issue 22): on their own key, their money, no bot budget; on the
+            # A member's wallet: on their own key, their money, no bot budget; on the
             # bot's default key, the owner's personal allowance per member per UTC day.
             own_key = settings.api_key_ciphertext is not None
             return Limits(
@@ -346,12 +346,12 @@ class Billing:
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
-        The member's policy (issue 13) is the most generous of their role tiers per limit, or
+        The member's policy is the most generous of their role tiers per limit, or
         the server defaults: model access, the command's cooldown, their pending-video cap,
         their daily and monthly allowances; the server's monthly budget and video cap apply to
         everyone. A refused request holds nothing and starts no cooldown. The use is recorded
         here, so two concurrent requests cannot both pass a cooldown, and taken back by
-        :meth:`release` when the service refused the call for free (issue 20, E14).
+        :meth:`release` when the service refused the call for free.
 
         Args:
             guild_id: the guild paying.
@@ -364,7 +364,7 @@ class Billing:
             role_ids: the member's role ids, for their tiers.
             cooldown_exempt: skip the cooldown (members with Manage Server).
             key_fingerprint: the key the request is sent with; it is kept while the
-                reservation lives (issue 18, E1). None: unknown.
+                reservation lives. None: unknown.
             tokens: (text) the most tokens the call may be charged for
                 (:func:`text_tokens_bound`); None for other kinds.
 
@@ -391,15 +391,10 @@ class Billing:
             settings = await tx.guilds.settings(guild_id)
             limits = self._limits(settings)
             policy = await self.member_policy(guild_id, role_ids, tx)
-            if model and not policy.allows(model):
-                raise ValidationFailed(
-                    f"`{model}` is not available to your roles here; pick one from the list."
-                )
-            seconds = None if cooldown_exempt else (await tx.policy.cooldowns(guild_id)).get(kind)
-            if seconds is not None:
-                last = await tx.policy.last_use(guild_id, user_id, kind)
-                if last is not None and now < last + seconds:
-                    raise CooldownActive(kind.value, last + seconds)
+            _check_model_access(policy, model)
+            seconds, last = await _check_cooldown(
+                tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
+            )
             if kind is Kind.VIDEO:
                 caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
                 await self._check_video_caps(tx, caps, guild_id, user_id, now)
@@ -408,25 +403,8 @@ class Billing:
                 if cost_cents is not None
                 else await self._hold(tx, kind, model, tokens)
             )
-            if limits.monthly_budget_cents is not None:
-                spent = await tx.ledger.spent_since(guild_id, month_start(now))
-                held = await tx.ledger.reserved_cents(guild_id, now)
-                _check_budget("guild", limits.monthly_budget_cents - spent - held, needed)
-            for scope, allowance, since in (
-                ("user", policy.daily, day_start(now)),
-                ("user_month", policy.monthly, month_start(now)),
-            ):
-                if allowance.value is None:
-                    continue
-                spent = await tx.ledger.spent_since(guild_id, since, user_id=user_id)
-                held = await tx.ledger.reserved_cents(guild_id, now, user_id=user_id)
-                _check_budget(
-                    scope,
-                    allowance.value - spent - held,
-                    needed,
-                    limit=allowance.value,
-                    source=allowance.source,
-                )
+            await _check_guild_budget(tx, limits, guild_id, needed, now)
+            await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
             if is_personal(guild_id) and settings.api_key_ciphertext is None:
                 await self._check_personal_total(tx, key_fingerprint, needed, now)
             if seconds is not None:
@@ -760,6 +738,83 @@ async def _learn_text_price(tx: Repositories, model: str, cost: Decimal, tokens:
     """
     history = [*await _text_history(tx, model), (cost, tokens)][-ESTIMATE_WINDOW:]
     await tx.meta.set(TEXT_PRICE_KEY + model, json.dumps([[str(c), t] for c, t in history]))
+
+
+def _check_model_access(policy: MemberPolicy, model: str) -> None:
+    """Refuse ``model`` when the member's tiers (or the server's model list) do not allow it.
+
+    Raises:
+        ValidationFailed: the model is not the member's here.
+    """
+    if model and not policy.allows(model):
+        raise ValidationFailed(
+            f"`{model}` is not available to your roles here; pick one from the list."
+        )
+
+
+async def _check_cooldown(
+    tx: Repositories, guild_id: int, user_id: int, kind: Kind, now: float, *, exempt: bool
+) -> tuple[float | None, float | None]:
+    """Refuse a command used again within its cooldown (none for an exempt member).
+
+    Returns:
+        The command's cooldown, seconds (None: none applies), and the member's last use of
+        it (None: never, or no cooldown), for the use to be recorded and taken back.
+
+    Raises:
+        CooldownActive: the member used the command less than its cooldown ago.
+    """
+    seconds = None if exempt else (await tx.policy.cooldowns(guild_id)).get(kind)
+    last = None
+    if seconds is not None:
+        last = await tx.policy.last_use(guild_id, user_id, kind)
+        if last is not None and now < last + seconds:
+            raise CooldownActive(kind.value, last + seconds)
+    return seconds, last
+
+
+async def _check_guild_budget(
+    tx: Repositories, limits: Limits, guild_id: int, needed: Decimal, now: float
+) -> None:
+    """Refuse what the guild's monthly budget, less charges and live holds, cannot cover.
+
+    Raises:
+        BudgetExceeded: scope ``"guild"``.
+    """
+    if limits.monthly_budget_cents is not None:
+        spent = await tx.ledger.spent_since(guild_id, month_start(now))
+        held = await tx.ledger.reserved_cents(guild_id, now)
+        _check_budget("guild", limits.monthly_budget_cents - spent - held, needed)
+
+
+async def _check_member_allowances(
+    tx: Repositories,
+    policy: MemberPolicy,
+    guild_id: int,
+    user_id: int,
+    needed: Decimal,
+    now: float,
+) -> None:
+    """Refuse what the member's daily or monthly allowance, less charges and holds, cannot cover.
+
+    Raises:
+        BudgetExceeded: scope ``"user"`` (the UTC day) or ``"user_month"``.
+    """
+    for scope, allowance, since in (
+        ("user", policy.daily, day_start(now)),
+        ("user_month", policy.monthly, month_start(now)),
+    ):
+        if allowance.value is None:
+            continue
+        spent = await tx.ledger.spent_since(guild_id, since, user_id=user_id)
+        held = await tx.ledger.reserved_cents(guild_id, now, user_id=user_id)
+        _check_budget(
+            scope,
+            allowance.value - spent - held,
+            needed,
+            limit=allowance.value,
+            source=allowance.source,
+        )
 
 
 def _check_budget(

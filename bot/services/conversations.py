@@ -1,4 +1,4 @@
-"""Conversations (``/chat`` in threads, issue 21): history the bot keeps and folds into each call.
+"""Conversations (``/chat`` in threads): history the bot keeps and folds into each call.
 
 The API takes no messages array (spec 4.5: ``prompt`` and ``system``), so each turn folds the
 stored history into ``prompt`` as labelled turns ending with the assistant's label, and puts
@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from bot.clock import Clock
-from bot.domain import Conversation, ConversationTurn, Persona
+from bot.domain import Conversation, ConversationTurn, Persona, ResultRequest
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.models import Catalogue
+from bot.genapi.wire import Catalogue
 from bot.services.billing import month_start
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -440,6 +440,60 @@ class ConversationService:
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
         )
+
+    async def ask_from_answer(
+        self,
+        who: Requester,
+        author: str,
+        text: str,
+        answered: ResultRequest,
+        *,
+        answer: str,
+        answer_author: str,
+        answer_id: int,
+        answered_at: float,
+    ) -> tuple[ChatAnswer, ConversationTurn]:
+        """Answer a reply to a ``/text`` answer: a new conversation seeded with that answer.
+
+        The answer is the conversation's first turn: its prompt and model from the stored
+        request, its text as shown. It was charged as the ``/text`` it was, so the seed carries
+        no cost and counts in no conversation's spend; the reply is asked with the answer's
+        model (:meth:`ask`, ``seed``).
+
+        Args:
+            who: who replied, and where.
+            author: their display name, the label the model sees.
+            text: the reply (the bot's mention removed).
+            answered: the stored request behind the answer (a ``/text``'s).
+            answer: the answer's text as shown (its subtext footers removed).
+            answer_author: the display name of who asked the ``/text``.
+            answer_id: the answer's message id (the thread started from it has its id).
+            answered_at: when the answer was posted, UTC epoch seconds.
+
+        Returns:
+            The reply's answer (charged) and the seed turn, for :meth:`start` with ``seed``.
+
+        Raises:
+            As :meth:`ask`, before any charge.
+        """
+        seed = ConversationTurn(
+            thread_id=answer_id,
+            user_id=answered.user_id,
+            author=answer_author,
+            text=str(answered.options.get("prompt") or ""),
+            answer=answer,
+            model=str(answered.options.get("model") or ""),
+            prompt_tokens=0,
+            completion_tokens=0,
+            cost_cents=None,  # charged as the /text it was, not as a turn of this conversation
+            carried=0,
+            at=answered_at,
+        )
+        model = answered.options.get("model")
+        reply = await self.ask(
+            who, author, text, model=model if isinstance(model, str) else None, seed=[seed]
+        )
+        return reply, seed
 
     async def spend_by_thread(
         self, guild_id: int, user_id: int | None = None

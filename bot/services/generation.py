@@ -25,7 +25,14 @@ from bot.errors import BotError, NoApiKeyConfigured, PromptBlocked, ValidationFa
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
-from bot.genapi.models import (
+from bot.genapi.outputs import (
+    HostResolver,
+    ip_literal,
+    is_public_address,
+    normalise_host,
+    resolves_privately,
+)
+from bot.genapi.wire import (
     Catalogue,
     ImageRequest,
     ImageResult,
@@ -34,13 +41,6 @@ from bot.genapi.models import (
     TextResult,
     VideoModel,
     VideoRequest,
-)
-from bot.genapi.outputs import (
-    HostResolver,
-    ip_literal,
-    is_public_address,
-    normalise_host,
-    resolves_privately,
 )
 from bot.services.billing import Billing, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
@@ -274,7 +274,7 @@ def _typed_host(url: str) -> tuple[str, str]:
 
 
 def _check_host(url: str) -> str:
-    """Refuse a typed URL that would make the service fetch from a private place (issue 18, S2).
+    """Refuse a typed URL that would make the service fetch from a private place.
 
     The service fetches the image from wherever the URL points, possibly from inside its own
     network, and credentials in a URL end up in logs: no userinfo, no ``localhost`` (RFC 6761
@@ -578,7 +578,7 @@ class GenerationService:
         """Reserve the request's cost on ``key``; return the reservation and the key to send with.
 
         The reservation carries the key's fingerprint, which keeps the key while the request is
-        in flight (issue 18, E1). An admin may have replaced the key since it was chosen: then
+        in flight. An admin may have replaced the key since it was chosen: then
         the reservation is released and the key chosen again, before anything is sent.
         """
         for _ in range(KEY_CHANGE_RETRIES):
@@ -725,10 +725,10 @@ class GenerationService:
         """Generate text (spec 4.5); the charge is in the ledger when this returns.
 
         Without a model, the first text model the member's role tiers allow is used, as for
-        ``/image`` (issue 20, E15): the service's own default (spec 4.5) is a model the
+        ``/image``: the service's own default (spec 4.5) is a model the
         member's tiers may not allow, and one whose price nobody knows before the call.
 
-        A conversation's turn (issue 21) comes here too, so it is a ``/text`` for money and
+        A conversation's turn comes here too, so it is a ``/text`` for money and
         policy: the same channel check, reservation, budgets, tiers, cooldown and ledger row.
 
         Args:
@@ -790,7 +790,7 @@ class GenerationService:
         key = await self._keys.resolve(who.guild_id)
         catalogue = await self.catalogue(who.guild_id)
         if options.model is None:
-            # The default is the first image model the member's roles allow (issue 13).
+            # The default is the first image model the member's roles allow.
             policy = await self._billing.member_policy(who.guild_id, who.role_ids)
             usable = [m.id for m in catalogue.image if policy.allows(m.id)]
             if usable:
@@ -882,7 +882,7 @@ class GenerationService:
 
         Only now does the job fall due for its first poll: polled before its placeholder
         existed, a fast job would be shown in a message of its own while the placeholder,
-        posted after, said "Generating…" forever (issue 9, item 7).
+        posted after, said "Generating…" forever.
         """
         first = await self._schedule.first_poll_at(job.model, job.kind, job.created_at)
         await self._db.jobs.set_message(job.id, message_id, due_at=first)
@@ -910,7 +910,7 @@ class GenerationService:
         job_id: int | None = None,
         outputs: Sequence[str] = (),
     ) -> int:
-        """Store the request behind a paid result, for its buttons (issue 12).
+        """Store the request behind a paid result, for its buttons.
 
         Args:
             kind: ``"text"``, ``"image"`` or ``"video"``.
@@ -987,7 +987,7 @@ class GenerationService:
         """Clear the guild's key problem after a call that worked; after the settlement.
 
         The charge is recorded by then and the member's result is waiting: a failure here is
-        logged, never raised (issue 18, E3: after a charge, never say it failed).
+        logged, never raised (after a charge, never say it failed).
         """
         try:
             await self._key_problem(settings, None)
@@ -1054,7 +1054,7 @@ class GenerationService:
             exc.on_shared_key = True  # no key of its own: the call used the bot's default key
             exc.on_personal_allowance = is_personal(settings.guild_id)  # a member's, no server
         elif exc is not None and is_personal(settings.guild_id):
-            exc.on_personal_key = True  # a member's own key (issue 22): theirs to fix
+            exc.on_personal_key = True  # a member's own key: theirs to fix
         problem: KeyProblem | None = None
         if isinstance(exc, api.UnauthorizedError):
             problem = "unauthorized"

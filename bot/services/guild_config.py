@@ -1,6 +1,6 @@
 """What ``/config`` changes: a guild's key, limits, channels, notices and policy, audited.
 
-The policy (issue 13): role tiers, the server-wide model list, blocked terms, cooldowns.
+The policy: role tiers, the server-wide model list, blocked terms, cooldowns.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ restart forgets it: at worst one more check)."""
 
 MAX_PERSONA_CHARS = 2000
 """A persona's system prompt, characters: it is sent before a member's own (up to 4,000) on
-every call in its channel (issue 21)."""
+every call in its channel."""
 
 DEFAULT_WORDS = frozenset({"default", "server", "inherit"})
 """What an admin types for "the server default" in a tier's option."""
@@ -108,7 +108,7 @@ def parse_allowance(text: str) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class ServerPolicy:
-    """A guild's policy (issue 13), as ``/config show`` and ``/config tier list`` display it.
+    """A guild's policy, as ``/config show`` and ``/config tier list`` display it.
 
     Attributes:
         tiers: the role tiers, by role name.
@@ -325,7 +325,7 @@ class GuildConfigService:
     async def confirm_above(self, guild_id: int) -> Decimal | None:
         """Return the price above which a video asks to confirm first, cents; None: never.
 
-        ``/config confirm-above`` (issue 12); off by default.
+        ``/config confirm-above``; off by default.
         """
         return await self._db.cards.confirm_above(guild_id)
 
@@ -350,7 +350,7 @@ class GuildConfigService:
             policy=await self.policy(guild_id),
         )
 
-    # -- policy (issue 13) --------------------------------------------------------------------
+    # -- policy --------------------------------------------------------------------
 
     async def policy(self, guild_id: int) -> ServerPolicy:
         """Return the guild's tiers, model list, blocked terms and cooldowns."""
@@ -449,7 +449,7 @@ class GuildConfigService:
         """Set a command's per-member cooldown, seconds; 0 removes it."""
         await self._db.policy.set_cooldown(guild_id, command, seconds)
 
-    # -- personas (issue 21) ----------------------------------------------------------------
+    # -- personas ----------------------------------------------------------------
 
     async def set_persona(
         self,
@@ -460,7 +460,7 @@ class GuildConfigService:
         *,
         locked: bool = False,
     ) -> Persona:
-        """Set a channel's persona: a system prompt and a default text model (issue 21).
+        """Set a channel's persona: a system prompt and a default text model.
 
         It applies to ``/chat`` and ``/text`` in the channel and its threads. ``locked``: a
         member's own ``system`` is refused there, so that it cannot countermand the persona

@@ -6,7 +6,7 @@ its last four characters, for display). A request uses the guild's key if it has
 :func:`fingerprint` identifies a key in logs and in the ledger without revealing it.
 
 A task belongs to the key that submitted it (its status can only be read with that key), so a
-key stays while anything made with it is live (issue 18):
+key stays while anything made with it is live:
 
 - A key an admin replaces or removes is *retired*, not forgotten: it stays encrypted in
   ``retired_keys`` while a pending job of the guild uses it *or a reservation does* (a request
@@ -205,8 +205,8 @@ class KeyChange:
             until they end. None when they cannot be counted (the key cannot be decrypted now;
             it is kept anyway).
         old_key_kept: whether the previous key is kept (retired, encrypted) after the change:
-            for its pending jobs, or for a request in flight on it (a reservation; issue 18,
-            E1) even when no job uses it yet.
+            for its pending jobs, or for a request in flight on it (a reservation)
+            even when no job uses it yet.
     """
 
     last4: str | None
@@ -277,7 +277,7 @@ class KeyResolver:
         A guild key that cannot be decrypted is an error, not a reason to fall back: falling
         back would silently bill the owner's default key for a guild that chose its own.
 
-        A member's personal wallet (``guild_id < 0``, issue 22) falls back to the default key
+        A member's personal wallet (``guild_id < 0``) falls back to the default key
         only when the owner grants a personal allowance on it: the owner's money is never spent
         by a user install by accident.
 
@@ -321,7 +321,7 @@ class KeyResolver:
                 may be on the default key while ``GENAPI_API_KEY`` is unset: poll it later.
             KeyUnknown: (a :class:`KeyUnavailable`) the key is known nowhere, e.g.
                 ``GENAPI_API_KEY`` was changed while ``KEY_ENCRYPTION_KEY`` was unset: poll it
-                later too, never fail it (issue 18, E4).
+                later too, never fail it.
         """
         default = self._default_key
         if default is not None and default.fingerprint == key_fingerprint:
@@ -402,7 +402,7 @@ class KeyResolver:
         Call it once the reservation carrying ``key.fingerprint`` is stored: from then on the
         key is kept (replacing it retires it). Between :meth:`resolve` and that reservation an
         admin may have replaced the key, and a key replaced with nothing in flight is dropped:
-        a job submitted with it could never be polled (issue 18, E1).
+        a job submitted with it could never be polled.
 
         Returns:
             True for the default key (this process holds it), and for the guild's key while it

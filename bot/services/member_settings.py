@@ -1,11 +1,11 @@
-"""A member's own defaults (issue 22, ``/settings``), and applying them to a command's options.
+"""A member's own defaults (``/settings``), and applying them to a command's options.
 
 A member sets, once, what their commands use where they give no option: a model per kind
 (text, image, video), an aspect ratio, a video duration, a prompt suffix, private results,
 remix and a DM when a job is finished. They follow the member everywhere (servers, the bot's
 DM, group DMs): they are keyed by user id, not by server.
 
-Server policy still wins (issue 22: "a default the member's tiers forbid is ignored with a
+Server policy still wins ("a default the member's tiers forbid is ignored with a
 note"): :meth:`MemberSettingsService.apply_member_defaults` is the one place a command's
 options get the member's defaults, and it leaves out a default model the member's tiers (or the
 server's model list) do not allow here, one the catalogue no longer offers, and a default
@@ -25,7 +25,7 @@ from bot.clock import Clock
 from bot.domain import MemberSettings
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.models import Catalogue
+from bot.genapi.wire import Catalogue
 from bot.services.billing import Billing
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -178,79 +178,118 @@ class MemberSettingsService:
                 notes, then :data:`CHOOSE_VIDEO_MODEL`); nothing is reserved or sent.
         """
         mine = await self.get(who.user_id) if settings is None else settings
-        notes: list[str] = []
-        catalogue = self._catalogue.current
-        policy: MemberPolicy | None = None
-
-        async def usable(model: str, kind: str) -> bool:
-            nonlocal policy
-            if policy is None:
-                policy = await self._billing.member_policy(who.guild_id, who.role_ids)
-            if not policy.allows(model):
-                notes.append(
-                    f"Your default {kind} model `{model}` is not available to you here, "
-                    "so it was not used."
-                )
-                return False
-            if catalogue is not None and _find(catalogue, kind, model) is None:
-                notes.append(
-                    f"Your default {kind} model `{model}` is no longer offered, so it was not used."
-                )
-                return False
-            return True
-
+        defaults = _Defaults(who, mine, self._billing, self._catalogue.current)
         if isinstance(options, TextOptions):
-            mine_text = mine.text_model
-            if options.model is None and mine_text is not None and await usable(mine_text, "text"):
-                options = dataclasses.replace(options, model=mine.text_model)
-            return Applied(options, tuple(notes))
+            options = await defaults.text(options)
+        elif isinstance(options, ImageOptions):
+            options = await defaults.image(options)
+        else:
+            options = await defaults.video(options)
+        return Applied(options, tuple(defaults.notes))
 
-        if isinstance(options, ImageOptions):
-            mine_image = mine.image_model
-            if (
-                options.model is None
-                and mine_image is not None
-                and await usable(mine_image, "image")
-            ):
-                options = dataclasses.replace(options, model=mine_image)
-        elif not options.model:
-            if mine.video_model is not None and await usable(mine.video_model, "video"):
-                options = dataclasses.replace(options, model=mine.video_model)
+
+ShapedT = TypeVar("ShapedT", ImageOptions, VideoOptions)
+
+
+class _Defaults:
+    """One member's defaults applied to one command's options, one method per kind.
+
+    Collects the notes of the defaults left out (:meth:`MemberSettingsService.apply_member_defaults`
+    says which and why). The member's policy here is read once, and only when a default model
+    is to be checked.
+    """
+
+    def __init__(
+        self, who: Requester, mine: MemberSettings, billing: Billing, catalogue: Catalogue | None
+    ) -> None:
+        self._who = who
+        self._mine = mine
+        self._billing = billing
+        self._catalogue = catalogue
+        self._policy: MemberPolicy | None = None
+        self.notes: list[str] = []
+
+    async def text(self, options: TextOptions) -> TextOptions:
+        """``/text``: the default text model, when none was given."""
+        model = self._mine.text_model
+        if options.model is None and model is not None and await self._usable(model, "text"):
+            options = dataclasses.replace(options, model=model)
+        return options
+
+    async def image(self, options: ImageOptions) -> ImageOptions:
+        """``/image``: the default image model, aspect ratio and prompt suffix."""
+        model = self._mine.image_model
+        if options.model is None and model is not None and await self._usable(model, "image"):
+            options = dataclasses.replace(options, model=model)
+        return self._suffixed(self._shaped(options))
+
+    async def video(self, options: VideoOptions) -> VideoOptions:
+        """``/video``: the default video model (required), aspect ratio, duration and suffix.
+
+        Raises:
+            ValidationFailed: no model given and no usable default model.
+        """
+        if not options.model:
+            model = self._mine.video_model
+            if model is not None and await self._usable(model, "video"):
+                options = dataclasses.replace(options, model=model)
             else:
                 # No model is chosen for the member: a video is dear, its model their choice.
-                raise ValidationFailed(" ".join([*notes, CHOOSE_VIDEO_MODEL]))
-        if options.aspect_ratio is None and mine.aspect_ratio is not None:
-            options = dataclasses.replace(options, aspect_ratio=mine.aspect_ratio)
-        if isinstance(options, VideoOptions) and options.duration is None:
-            options = self._default_duration(options, mine, catalogue, notes)
-        if mine.prompt_suffix:
-            prompt = f"{options.prompt.rstrip()} {mine.prompt_suffix}"
-            if len(prompt.strip()) <= MAX_PROMPT_LENGTH:
-                options = dataclasses.replace(options, prompt=prompt)
-            else:
-                notes.append("Your prompt suffix was left out: the prompt is long enough.")
-        return Applied(options, tuple(notes))
+                raise ValidationFailed(" ".join([*self.notes, CHOOSE_VIDEO_MODEL]))
+        options = self._shaped(options)
+        if options.duration is None:
+            options = self._duration(options)
+        return self._suffixed(options)
 
-    @staticmethod
-    def _default_duration(
-        options: VideoOptions,
-        mine: MemberSettings,
-        catalogue: Catalogue | None,
-        notes: list[str],
-    ) -> VideoOptions:
-        seconds = mine.video_duration
+    async def _usable(self, model: str, kind: str) -> bool:
+        """Whether the default ``model`` may be used here; if not, a note says why."""
+        if self._policy is None:
+            self._policy = await self._billing.member_policy(self._who.guild_id, self._who.role_ids)
+        if not self._policy.allows(model):
+            self.notes.append(
+                f"Your default {kind} model `{model}` is not available to you here, "
+                "so it was not used."
+            )
+            return False
+        if self._catalogue is not None and _find(self._catalogue, kind, model) is None:
+            self.notes.append(
+                f"Your default {kind} model `{model}` is no longer offered, so it was not used."
+            )
+            return False
+        return True
+
+    def _shaped(self, options: ShapedT) -> ShapedT:
+        """The default aspect ratio, when none was given."""
+        if options.aspect_ratio is None and self._mine.aspect_ratio is not None:
+            options = dataclasses.replace(options, aspect_ratio=self._mine.aspect_ratio)
+        return options
+
+    def _duration(self, options: VideoOptions) -> VideoOptions:
+        """The default duration, unless the video's model does not make it (with a note)."""
+        seconds = self._mine.video_duration
         if seconds is None:
             return options
+        catalogue = self._catalogue
         model = (
             None if catalogue is None or not options.model else catalogue.video_model(options.model)
         )
         if model is not None and model.durations and seconds not in model.durations:
-            notes.append(
+            self.notes.append(
                 f"{model.label} does not make {seconds:g} s videos (your default); "
                 "its default length was used."
             )
             return options
         return dataclasses.replace(options, duration=seconds)
+
+    def _suffixed(self, options: ShapedT) -> ShapedT:
+        """The prompt suffix after the prompt, unless the prompt would then be too long."""
+        if self._mine.prompt_suffix:
+            prompt = f"{options.prompt.rstrip()} {self._mine.prompt_suffix}"
+            if len(prompt.strip()) <= MAX_PROMPT_LENGTH:
+                options = dataclasses.replace(options, prompt=prompt)
+            else:
+                self.notes.append("Your prompt suffix was left out: the prompt is long enough.")
+        return options
 
 
 def _find(catalogue: Catalogue, kind: str, model: str) -> object | None:

@@ -1,4 +1,4 @@
-"""Personal mode (issue 22): who pays for a command, and the member's own wallet.
+"""Personal mode: who pays for a command, and the member's own wallet.
 
 A command reaches the bot through an install: the server's (integration type 0, "guild
 install") or the member's own (type 1, "user install"). Discord says which installs authorised

@@ -1,4 +1,4 @@
-"""A server's policy (issue 13): role tiers, model access, blocked terms; pure rules.
+"""A server's policy: role tiers, model access, blocked terms; pure rules.
 
 No I/O here: :class:`bot.services.billing.Billing` applies :func:`member_policy` inside its
 reservation transaction, the generation service applies :func:`find_blocked_term` before any
@@ -256,7 +256,7 @@ def member_policy(
     videos_default: int,
     lists: ModelLists,
 ) -> MemberPolicy:
-    """Return a member's effective policy (issue 13: the most generous tier per limit).
+    """Return a member's effective policy (the most generous tier per limit).
 
     Args:
         tiers: the guild's tiers.

@@ -1,4 +1,4 @@
-"""Where a private server job's card lives (issue 22, private results).
+"""Where a private server job's card lives (private results).
 
 A member with private results on (``/settings defaults private``) who asks for a video or an
 asynchronous image in a server does not get its card in the channel: it lives in their DM

@@ -1,6 +1,6 @@
 """Interaction tokens kept with personal jobs, to edit their card where the bot is not a member.
 
-Where the bot is not a member (a user install in a server, the bot's DM, a group DM: issue 22)
+Where the bot is not a member (a user install in a server, the bot's DM, a group DM)
 its own token cannot post to or read the channel (Discord: 403, 50001 Missing Access). A
 personal job's card is therefore the interaction's original response, edited through the
 interaction webhook (``PATCH /webhooks/{application_id}/{token}/messages/{message_id}``),
@@ -53,7 +53,7 @@ class ResponseToken:
             plus 15 minutes, less :data:`TOKEN_MARGIN_SECONDS`).
         filesize_limit: bytes a file attached to this response may have
             (``Interaction.filesize_limit``).
-        private: the response is ephemeral (private results, issue 22): its followups must
+        private: the response is ephemeral (private results): its followups must
             be ephemeral too, or everyone in the channel would see them.
     """
 

@@ -1,4 +1,4 @@
-"""When to poll an asynchronous job, and when it will likely be ready (issue 11).
+"""When to poll an asynchronous job, and when it will likely be ready.
 
 The service allows 30 requests per rolling minute per key (spec part 8), so a poll should go
 where it is most likely to find a finished job. Each model's completion times are described by
@@ -15,8 +15,8 @@ go out. Two polls of one job are never closer than 3 s (spec part 3, "polls ever
 The estimate shown to people (``ready <t:...:R>``) is the conditional median: the age by which
 half the jobs as old as this one have finished, from the same ``S``.
 
-What a process learned is read again from the jobs table every :data:`LEARNED_TTL` seconds
-(issue 23, E12): the jobs table is the one store every process shares, and in a deployment with
+What a process learned is read again from the jobs table every :data:`LEARNED_TTL` seconds:
+the jobs table is the one store every process shares, and in a deployment with
 workers the process that shows estimates (a gateway with ``POLLER_ENABLED=false``) never
 finishes a job itself, nor does one worker see the jobs the others finished.
 """
@@ -62,7 +62,7 @@ def scaled_priors(scale: float) -> dict[Kind, LogNormal]:
     """Return :data:`PRIORS` with every median divided by ``scale`` (``WAIT_SCALE``, >= 1).
 
     The end-to-end tests' emulated videos take 4 s, not a minute: at scale 10 a new video is
-    polled after 3 s (the spec's least interval) instead of 24 s (issue 19).
+    polled after 3 s (the spec's least interval) instead of 24 s.
     """
     return {kind: LogNormal(prior.median / scale, prior.sigma) for kind, prior in PRIORS.items()}
 
@@ -233,7 +233,7 @@ OwnedT = TypeVar("OwnedT", bound=Owned)
 
 
 class FairShare:
-    """Shares each key's polls fairly between the guilds that use it (issue 11).
+    """Shares each key's polls fairly between the guilds that use it.
 
     On a key several guilds share (the bot's default key), due jobs are claimed guild by guild:
     first the guild whose last poll on that key is the oldest, and within a guild its earliest

@@ -62,7 +62,7 @@ from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.retention import RetentionStore
-from bot.storage.sql import Engine, Sql, compile_for
+from bot.storage.sql import DialectName, Sql, compile_for
 
 R = TypeVar("R")
 
@@ -166,7 +166,7 @@ class Database(Repositories):
         return cls(engines, version)
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> DialectName:
         """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""
         return self._engines.dialect
 

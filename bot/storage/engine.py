@@ -1,4 +1,4 @@
-r"""The engines under every repository: SQLAlchemy Core over sqlite3 and asyncpg (issue 19).
+r"""The engines under every repository: SQLAlchemy Core over sqlite3 and asyncpg.
 
 :class:`Engines` holds the connections of one database and opens its write transactions;
 :class:`CoreSql` is the :class:`~bot.storage.sql.Sql` every repository runs through, unbound
@@ -45,8 +45,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
-from sqlalchemy import Connection, create_engine, event, func, select
-from sqlalchemy import Engine as SyncEngine
+from sqlalchemy import Connection, Engine, create_engine, event, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, StaticPool
@@ -56,7 +55,7 @@ from sqlalchemy.util import LRUCache, greenlet_spawn
 from bot.config import redact_database_url
 from bot.domain import ConstraintError, StorageUnavailableError
 from bot.redaction import REDACTED
-from bot.storage.sql import Engine, Params, Row, Sql
+from bot.storage.sql import DialectName, Params, Row, Sql
 
 log = logging.getLogger(__name__)
 
@@ -201,13 +200,13 @@ class Engines:
 
     def __init__(
         self,
-        dialect: Engine,
+        dialect: DialectName,
         *,
         sqlite: tuple[_SqliteSide, _SqliteSide] | None = None,
         postgres: AsyncEngine | None = None,
         pool: asyncpg.Pool | None = None,
     ) -> None:
-        self.dialect: Engine = dialect
+        self.dialect: DialectName = dialect
         self._sqlite = sqlite
         self._postgres = postgres
         self._pool = pool
@@ -440,13 +439,13 @@ def statement(
     ]
 
 
-def _touch(engine: SyncEngine) -> None:
+def _touch(engine: Engine) -> None:
     """Open one connection now, so that a bad URL fails at start-up."""
     with engine.connect():
         pass
 
 
-def _begin(engine: SyncEngine) -> Connection:
+def _begin(engine: Engine) -> Connection:
     conn = engine.connect()
     try:
         conn.begin()
@@ -466,12 +465,12 @@ def _end(conn: Connection, commit: bool) -> None:
         conn.close()
 
 
-def _in_transaction(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
+def _in_transaction(engine: Engine, work: Callable[[Connection], _T]) -> _T:
     with engine.begin() as conn:
         return work(conn)
 
 
-def _on_reader(engine: SyncEngine, work: Callable[[Connection], _T]) -> _T:
+def _on_reader(engine: Engine, work: Callable[[Connection], _T]) -> _T:
     with engine.connect() as conn:
         return work(conn)
 
@@ -582,7 +581,7 @@ class CoreSql:
         self._locked: set[int] = set()
 
     @property
-    def dialect(self) -> Engine:
+    def dialect(self) -> DialectName:
         """The engine's name: ``"sqlite"`` or ``"postgresql"``."""
         return self._engines.dialect
 

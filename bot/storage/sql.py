@@ -1,6 +1,6 @@
 """The one surface repositories run SQL through: SQLAlchemy Core statements, both engines.
 
-A repository is written once (issue 19) against :class:`Sql`: it builds Core statements over
+A repository is written once against :class:`Sql`: it builds Core statements over
 the tables of ``bot.storage.schema`` and never sees a placeholder style, a driver or a
 connection. Engine-specific semantics stay behind this surface (the writer lock, advisory
 locks, the database's clock) or are asked for explicitly with :attr:`Sql.dialect` where the
@@ -23,7 +23,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql import ClauseElement, Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 
-Engine: TypeAlias = Literal["sqlite", "postgresql"]
+DialectName: TypeAlias = Literal["sqlite", "postgresql"]
+"""The database's SQLAlchemy dialect name (``Dialect.name``), for the few statements whose SQL
+differs; not SQLAlchemy's ``Engine``."""
 Row: TypeAlias = Mapping[str, Any]
 Params: TypeAlias = Mapping[str, Any] | None
 """Values of a statement's ``bindparam()`` names, given at execution.
@@ -42,7 +44,7 @@ class Sql(Protocol):
     """
 
     @property
-    def dialect(self) -> Engine:
+    def dialect(self) -> DialectName:
         """The engine's name, for the few statements whose semantics differ."""
         ...
 
@@ -87,14 +89,14 @@ class Sql(Protocol):
         ...
 
 
-_DIALECTS: dict[Engine, Dialect] = {
+_DIALECTS: dict[DialectName, Dialect] = {
     "sqlite": sqlite.dialect(paramstyle="qmark"),
     "postgresql": postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
 }
 
 
 def compile_for(
-    engine: Engine, stmt: ClauseElement, row: Mapping[str, Any] | None = None
+    engine: DialectName, stmt: ClauseElement, row: Mapping[str, Any] | None = None
 ) -> tuple[str, list[Any]]:
     """Return ``stmt`` as ``engine``'s SQL text and its positional parameters.
 

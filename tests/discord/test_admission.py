@@ -79,7 +79,7 @@ def confirm_video() -> Any:
 
 @pytest.mark.parametrize("kind", ["modal", "choice", "button"])
 async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> None:
-    from bot.discord.choices import ChoiceButton, OpenChoices, Option
+    from bot.discord.choices import ChoiceButton, ChoiceOption, OpenChoices
     from cogs.results import ResultAction
 
     interaction = refused_interaction()
@@ -91,7 +91,7 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
         interaction.client.choices = choices
         confirm = confirm_video()
         token = choices.open(confirm, 60)
-        await ChoiceButton(token, Option(confirm.GENERATE, "Generate")).callback(interaction)
+        await ChoiceButton(token, ChoiceOption(confirm.GENERATE, "Generate")).callback(interaction)
         allowed = confirm._chosen is not None
     else:
         from cogs.chat import SummariseButton
@@ -114,12 +114,12 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
 
 
 async def test_a_cancel_is_honoured_during_shutdown_and_only_for_who_asked() -> None:
-    from bot.discord.choices import EXPIRED, NOT_YOURS, ChoiceButton, OpenChoices, Option
+    from bot.discord.choices import EXPIRED, NOT_YOURS, ChoiceButton, ChoiceOption, OpenChoices
 
     choices = OpenChoices()
     confirm = confirm_video()
     token = choices.open(confirm, 60)
-    cancel = ChoiceButton(token, Option(confirm.CANCEL, "Cancel"))
+    cancel = ChoiceButton(token, ChoiceOption(confirm.CANCEL, "Cancel"))
 
     someone_else = refused_interaction()
     someone_else.client.choices, someone_else.user = choices, SimpleNamespace(id=6)

@@ -10,9 +10,9 @@ from bot.clock import ManualClock
 from bot.discord.choices import OpenChoices
 from bot.discord.queue_status import GOING, QueueStatus, queue_text
 from bot.errors import user_message
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import QUEUE_SEAT, Priority, RateLimiter
+from bot.genapi.slots import SlotRules
 from bot.services.personal import wallet_id
 
 
@@ -77,7 +77,7 @@ async def test_members_on_the_shared_key_take_one_turn_together_not_one_each() -
     """Forty members' personal requests on the shared key hold a server's one back no longer
     than one server's burst would: they share one seat of the fair queue."""
     clock = ManualClock()
-    limiter = RateLimiter(clock, BudgetRules(limit=30, window=61.0)).for_key("shared")
+    limiter = RateLimiter(clock, SlotRules(limit=30, window=61.0)).for_key("shared")
     sent: list[str] = []
 
     async def request(guild_id: int, user_id: int, name: str) -> None:

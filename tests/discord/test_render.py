@@ -26,7 +26,7 @@ from bot.discord.render import (
 from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.results import text_card
-from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
+from bot.genapi.wire import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 from bot.services.conversations import ChatAnswer
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"

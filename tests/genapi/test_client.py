@@ -14,16 +14,16 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.errors import user_message
 from bot.genapi import errors
-from bot.genapi.budget import BudgetRules
 from bot.genapi.client import (
     MAX_RETRY_AFTER,
     GenAPIClient,
     error_from_response,
     parse_retry_after,
 )
-from bot.genapi.models import ImageRequest, ImageResult, PendingTask, TextRequest, VideoRequest
 from bot.genapi.ratelimit import Priority, RateLimiter
+from bot.genapi.slots import SlotRules
 from bot.genapi.transport import ApiTransport
+from bot.genapi.wire import ImageRequest, ImageResult, PendingTask, TextRequest, VideoRequest
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import VIDEO_MODELS
 from bot.services.billing import video_cost_cents
@@ -466,9 +466,9 @@ async def test_over_aiohttp_only_a_connection_never_opened_counts_as_not_sent(
 async def test_texts_pass_video_submissions_that_find_the_key_nearly_full(
     api: GenApiEmulator, http: httpx.AsyncClient, clock: ManualClock, key: SecretStr
 ) -> None:
-    # Issue 23: a /video submission leaves the answers' reserve (6 slots) to /text, whose
+    # Issue 23: a /video submission leaves the answers' slots (6 slots) to /text, whose
     # member waits for the reply itself; here the key allows 8 requests a window.
-    limiter = RateLimiter(clock, BudgetRules(limit=8))
+    limiter = RateLimiter(clock, SlotRules(limit=8))
     client = GenAPIClient(api.base_url, http=http, limiter=limiter, clock=clock)
     model = next(m for m in VIDEO_MODELS if m.mode == "text-to-video")
     videos = [
@@ -478,6 +478,6 @@ async def test_texts_pass_video_submissions_that_find_the_key_nearly_full(
     texts = [client.generate_text(key, TextRequest(prompt=f"text {i}")) for i in range(3)]
     await asyncio.gather(*videos, *texts)
     posts = [str((r.json or {}).get("prompt")) for r in api.requests if r.method == "POST"]
-    assert posts[:2] == ["video 0", "video 1"]  # two go at once, as the reserve allows
+    assert posts[:2] == ["video 0", "video 1"]  # two go at once, as the answers' slots allow
     assert set(posts[2:5]) == {"text 0", "text 1", "text 2"}  # the texts pass the third
     assert posts[5] == "video 2"

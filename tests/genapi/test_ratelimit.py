@@ -8,7 +8,6 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from bot.clock import ManualClock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import (
     QUEUE_SEAT,
@@ -22,6 +21,7 @@ from bot.genapi.ratelimit import (
     fair_order,
 )
 from bot.genapi.shared_ratelimit import SharedRateLimiter
+from bot.genapi.slots import SlotRules
 from bot.storage import Database
 
 
@@ -33,7 +33,7 @@ def limiter_of(
     margin: float = 1.0,
     **rules: float,
 ) -> RateLimiter:
-    return RateLimiter(clock, BudgetRules(limit=limit, window=window + margin, **rules))
+    return RateLimiter(clock, SlotRules(limit=limit, window=window + margin, **rules))
 
 
 def settled(
@@ -104,7 +104,7 @@ async def test_background_requests_burst_a_little_then_are_spaced() -> None:
     for _ in range(9):
         await limiter.acquire(Priority.BACKGROUND)
         released.append(clock.monotonic() - start)
-    assert released[:6] == [0.0] * 6  # BudgetRules.burst
+    assert released[:6] == [0.0] * 6  # SlotRules.burst
     gaps = [later - earlier for earlier, later in itertools.pairwise(released[5:])]
     assert gaps == pytest.approx([60 / 30] * 3)
 
@@ -194,7 +194,7 @@ async def test_a_fresh_database_serves_the_first_burst_at_once(
     clock = ManualClock()
     db = await open_db(clock)
     try:
-        limiter = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        limiter = RateLimiter(clock, SlotRules(), rates=db.rates).for_key("k")
         await asyncio.gather(*(limiter.acquire(Priority.INTERACTIVE) for _ in range(30)))
         assert clock.monotonic() == 0.0
         assert len((await db.rates.snapshot("k", 61.0)).sent) == 30  # recorded before sent
@@ -210,10 +210,10 @@ async def test_after_a_restart_the_limiter_starts_from_what_was_recorded(
     clock = ManualClock()
     db = await open_db(clock)
     try:
-        before = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        before = RateLimiter(clock, SlotRules(), rates=db.rates).for_key("k")
         for _ in range(30):
             await before.acquire(Priority.INTERACTIVE)
-        after = RateLimiter(clock, BudgetRules(), rates=db.rates).for_key("k")
+        after = RateLimiter(clock, SlotRules(), rates=db.rates).for_key("k")
         await after.acquire(Priority.INTERACTIVE)
         assert clock.monotonic() >= 60.0
     finally:
@@ -231,7 +231,7 @@ async def test_a_forgotten_key_leaves_no_limiter_and_no_rows(
         limiters: Limiter = (
             SharedRateLimiter(clock, db.rates)
             if shared
-            else RateLimiter(clock, BudgetRules(), rates=db.rates)
+            else RateLimiter(clock, SlotRules(), rates=db.rates)
         )
         for key in ("rejected", "kept"):
             await limiters.for_key(key).acquire(Priority.INTERACTIVE)
@@ -517,5 +517,5 @@ async def test_a_poll_yields_to_a_stream_of_texts_only_for_a_bounded_time() -> N
     names = [name for name, _ in sent]
     poll_at = dict(sent)["poll"]
     assert names[0] == "text0"  # it yielded
-    assert poll_at <= free_at + BudgetRules().floor_yield
+    assert poll_at <= free_at + SlotRules().floor_yield
     assert names.index("poll") < names.index("text20")

@@ -15,21 +15,21 @@ import asyncpg
 import pytest
 
 from bot.clock import ManualClock, SystemClock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.rate_window import RateTake, RateWindowRepository
 from bot.genapi.ratelimit import Priority
 from bot.genapi.shared_ratelimit import SharedRateLimiter, shared_delay
+from bot.genapi.slots import SlotRules
 from bot.storage import Database
 
 LIMIT = 5
 WINDOW = 0.4
 MARGIN = 0.1
-RESERVE = 2
+USER_SLOTS = 2
 
 
 def rule(now: float, sent: Sequence[tuple[float, bool]], *, background: bool) -> float:
-    return shared_delay(now, sent, 0.0, rules=BudgetRules(), background=background)
+    return shared_delay(now, sent, 0.0, rules=SlotRules(), background=background)
 
 
 def test_the_rule_counts_every_process_and_keeps_slots_for_interactive_requests() -> None:
@@ -46,7 +46,7 @@ def test_the_rule_counts_every_process_and_keeps_slots_for_interactive_requests(
     polls = [(1029.0, True)] * 6
     assert rule(1030.0, polls, background=True) == pytest.approx(61.0 / 30 - 1.0)
     assert rule(1030.0, polls, background=False) <= 0
-    blocked = shared_delay(10.0, [], 25.0, rules=BudgetRules(), background=False)
+    blocked = shared_delay(10.0, [], 25.0, rules=SlotRules(), background=False)
     assert blocked == 15.0
 
 
@@ -92,7 +92,7 @@ async def test_two_processes_never_exceed_the_limit_in_any_rolling_window(
         SharedRateLimiter(
             SystemClock(),
             db.rates,
-            BudgetRules(limit=LIMIT, window=WINDOW + MARGIN, reserve=RESERVE, min_pace=0.0),
+            SlotRules(limit=LIMIT, window=WINDOW + MARGIN, user_slots=USER_SLOTS, min_pace=0.0),
         )
         for db in two
     ]
@@ -137,7 +137,7 @@ async def test_a_request_the_shared_window_refused_frees_its_slot_in_the_process
 ) -> None:
     # E10: a process whose requests the shared window refused must not then refuse its users
     # for a whole window on its own count (they were never sent).
-    rules = BudgetRules(limit=LIMIT, window=WINDOW + MARGIN, min_pace=0.0)
+    rules = SlotRules(limit=LIMIT, window=WINDOW + MARGIN, min_pace=0.0)
     first, second = (SharedRateLimiter(SystemClock(), db.rates, rules) for db in two)
     await second.for_key("fp").acquire(Priority.INTERACTIVE, max_wait=0.05)
     for _ in range(LIMIT - 1):

@@ -5,9 +5,9 @@ from decimal import Decimal
 import pytest
 
 from bot.clock import ManualClock
-from bot.genapi.budget import BudgetRules
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.ratelimit import Priority, RateLimiter
+from bot.genapi.slots import SlotRules
 from bot.ops.metrics import Metrics
 
 
@@ -25,7 +25,7 @@ def test_two_bots_in_one_process_do_not_share_counters() -> None:
 
 async def test_the_limiter_counts_its_waits_and_refusals_by_priority() -> None:
     clock, metrics = ManualClock(), Metrics()
-    limiter = RateLimiter(clock, BudgetRules(limit=2, window=10.0), metrics=metrics)
+    limiter = RateLimiter(clock, SlotRules(limit=2, window=10.0), metrics=metrics)
     clock.advance(10)  # past the window assumed used at start-up
     keyed = limiter.for_key("k")
     await keyed.acquire(Priority.INTERACTIVE)

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from bot.domain import ConversationTurn, Kind
+from bot.domain import ConversationTurn, Kind, ResultRequest
 from bot.errors import CooldownActive, PromptBlocked, ValidationFailed
 from bot.services.conversations import (
     ASSISTANT_LABEL,
@@ -294,3 +294,39 @@ async def test_summarise_replaces_the_dropped_turns_with_one_billed_summary(stac
     assert "aaaa" not in prompt["prompt"]
     assert "⟦summary of earlier turns⟧\nAna sent long rows of letters.\n" in prompt["prompt"]
     assert reply.dropped == 0
+
+
+async def test_a_reply_to_a_text_answer_is_seeded_with_that_answer_at_no_cost(
+    stack: Stack,
+) -> None:
+    service = chat(stack)
+    model = (await service.ask(WHO, "ana", "Which model?")).model
+    answered = ResultRequest(
+        id=1,
+        kind="text",
+        guild_id=WHO.guild_id,
+        user_id=55,
+        job_id=None,
+        options={"prompt": "What is 2+2?", "model": model},
+        outputs=(),
+    )
+    reply, seed = await service.ask_from_answer(
+        WHO,
+        "bob",
+        "And 3+3?",
+        answered,
+        answer="4.",
+        answer_author="ana",
+        answer_id=THREAD,
+        answered_at=12.0,
+    )
+    assert (seed.user_id, seed.author, seed.text, seed.answer) == (55, "ana", "What is 2+2?", "4.")
+    assert (seed.model, seed.cost_cents, seed.at) == (model, None, 12.0)
+    last = [r.json for r in stack.api.requests if r.path.endswith("/text/generate")][-1]
+    assert last is not None and last["model"] == model
+    assert last["prompt"].startswith("⟦user: ana⟧\nWhat is 2+2?\n⟦assistant⟧\n4.\n")
+    assert await service.start(THREAD, 10, WHO, "bob", "And 3+3?", reply, seed=[seed])
+    turns = await stack.db.conversations.turns(THREAD)
+    assert [t.text for t in turns] == ["What is 2+2?", "And 3+3?"]
+    # The answer was paid as the /text it was: the conversation's spend is the reply alone.
+    assert await service.spend_by_thread(1) == [(THREAD, 1, reply.cost_cents)]

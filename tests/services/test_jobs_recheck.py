@@ -8,7 +8,6 @@ around the cog is a stand-in holding the services.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 from bot.services.generation import Requester
 from cogs.jobs import JobsCog
@@ -29,8 +28,17 @@ async def test_jobs_polls_an_unwatched_job_at_most_once_per_five_minutes(
     poller = make_poller(stack, announcer, job_timeout=600.0)
     await run_until(poller, lambda: bool(announcer.unwatched))
     stack.clock.advance(3600)
-    bot: Any = SimpleNamespace(services=stack.services, poller=poller)
-    cog = JobsCog(bot)
+    services = stack.services
+    cog = JobsCog(
+        SimpleNamespace(),  # type: ignore[arg-type]
+        services.generation,
+        services.members,
+        services.private_cards,
+        services.schedule,
+        poller,
+        clock=services.clock,
+        recheck_seconds=services.settings.jobs_recheck_seconds,
+    )
 
     async def list_jobs() -> None:
         jobs = await stack.db.jobs.recent(who.guild_id, user_id=who.user_id, limit=50)

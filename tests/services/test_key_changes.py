@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.domain import Job, JobStatus, Kind
 from bot.genapi.catalogue import CatalogueCache
-from bot.genapi.models import VideoRequest
+from bot.genapi.wire import VideoRequest
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint

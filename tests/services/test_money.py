@@ -24,8 +24,8 @@ from bot.domain import Charge, ConstraintError, JobStatus, Kind
 from bot.errors import BudgetExceeded, format_cents, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.client import GenAPIClient
-from bot.genapi.models import TextRequest
 from bot.genapi.ratelimit import RateLimiter
+from bot.genapi.wire import TextRequest
 from bot.sandbox import catalogue as sandbox_catalogue
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.storage.database import Database as SqlDatabase
@@ -90,7 +90,7 @@ async def test_a_video_charged_035_cents_is_stored_exactly_and_polled(
 # -- budgets ------------------------------------------------------------------------------------
 
 
-async def test_budgets_compare_exactly(stack: Stack, who: Requester) -> None:
+async def test_slotss_compare_exactly(stack: Stack, who: Requester) -> None:
     # Nine charges of 0.1 leave exactly 0.1 (as floats: 0.10000000000000009). The first,
     # before any charge is known, holds the ceiling: the budget is set after it.
     for n in range(9):

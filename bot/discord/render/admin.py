@@ -87,7 +87,7 @@ def missing_key_notice(key_fingerprint: str) -> str:
     """The notice posted in a server's admin channel when a job waits for a key known nowhere.
 
     The job was submitted with a key that is neither this server's key, nor one kept for its
-    jobs, nor the bot's default key (issue 18, E4): it is paid for and is never failed for that;
+    jobs, nor the bot's default key: it is paid for and is never failed for that;
     it is polled again every few minutes until the key is back.
 
     Args:
@@ -105,8 +105,8 @@ def missing_key_notice(key_fingerprint: str) -> str:
 def missing_permissions_notice(names: str) -> str:
     """The sentence posted in a server's admin channel when the bot's roles lack permissions.
 
-    Posted once per process per server, from the start-up permission check (issue 21,
-    Delivery: "a missing one gets a sentence naming it").
+    Posted once per process per server, from the start-up permission check: a
+    missing permission gets a sentence naming it, so an admin knows what to grant.
 
     Args:
         names: the missing permissions as Discord's client names them, comma-separated.
@@ -131,7 +131,7 @@ def old_key_note(change: KeyChange) -> str:
         return " The old key is kept (encrypted) until the jobs submitted with it finish."
     total = sum(jobs.values())
     if total == 0 and change.old_key_kept:
-        # A reservation keeps it: the request's job may be stored a moment later (issue 18, E1).
+        # A reservation keeps it: the request's job may be stored a moment later.
         return " A request made with the old key is still in flight; the key is kept until it ends."
     if total == 0:
         return " No job was using the old key; it was deleted."

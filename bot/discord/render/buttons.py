@@ -1,4 +1,4 @@
-"""The buttons under a finished result, and the texts of the flows they open (issue 12).
+"""The buttons under a finished result, and the texts of the flows they open.
 
 Custom ids are ``gb:<action>:<ref>``: ``ref`` is ``j<job id>`` for an asynchronous result or
 ``r<result request id>`` for a synchronous one, so a click finds its request in the database
@@ -71,7 +71,7 @@ def result_buttons(
 
 
 def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
-    """The Show result button of a personal job's card (issue 22): ``gb:show:j<job id>``.
+    """The Show result button of a personal job's card: ``gb:show:j<job id>``.
 
     Where the bot is not a member, the card is an interaction response the bot can edit only
     for 15 minutes; a click brings a fresh interaction token, answered by updating the card

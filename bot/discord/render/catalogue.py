@@ -10,7 +10,7 @@ import discord
 from bot.discord.render import limits
 from bot.discord.render.text import truncate
 from bot.errors import format_cents
-from bot.genapi.models import Catalogue, ImageModel, TextModel, VideoModel
+from bot.genapi.wire import Catalogue, ImageModel, TextModel, VideoModel
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")
@@ -34,7 +34,7 @@ def catalogue_pages(
     Args:
         catalogue: the service's catalogue.
         kind: ``"video"``, ``"image"`` or ``"text"``; None for all three, video first.
-        available: whether the reader may use a model id (their role tiers, issue 13); the
+        available: whether the reader may use a model id (their role tiers); the
             others are marked "not available to you". None marks nothing.
 
     Returns:

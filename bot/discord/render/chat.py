@@ -1,4 +1,4 @@
-"""Answers of conversation turns (``/chat``, issue 21): the answer, what it cost and carried."""
+"""Answers of conversation turns (``/chat``): the answer, what it cost and carried."""
 
 from __future__ import annotations
 

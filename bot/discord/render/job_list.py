@@ -90,7 +90,7 @@ def job_list_pages(
         whose: the description's subject, e.g. ``"your"``, ``"<@123>'s"``, ``"this server's"``.
         show_requester: name who asked each job (listings of the whole server).
         message_links: job id -> the link to its card where it is not its channel's message
-            (a private result's card in the member's DM, issue 22), None for no link (an
+            (a private result's card in the member's DM), None for no link (an
             ephemeral card, or a DM card listed to someone else); jobs absent link to
             ``guild_id/channel_id/message_id``.
 

@@ -1,4 +1,4 @@
-"""Embeds and lines for a server's policy (issue 13); nothing here pings.
+"""Embeds and lines for a server's policy; nothing here pings.
 
 ``/config show``'s policy part, ``/config tier list``, the model list, and the audit lines
 posted in the admin channel (the bot allows no mentions, so role and user mentions only

@@ -12,7 +12,7 @@ from bot.discord.render.buttons import result_buttons
 from bot.discord.render.parts import Card, MessageParts
 from bot.discord.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 from bot.errors import format_cents
-from bot.genapi.models import ImageResult, TextResult
+from bot.genapi.wire import ImageResult, TextResult
 
 ANSWER_FILENAME = "answer.md"
 # Long enough to show what the answer is about, short enough not to bury the attachment.

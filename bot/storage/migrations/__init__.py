@@ -1,4 +1,4 @@
-"""One migration sequence for both engines: Alembic, run by the bot at start-up (issue 19).
+"""One migration sequence for both engines: Alembic, run by the bot at start-up.
 
 ``versions/`` holds the revisions, shared by SQLite and PostgreSQL; ``0001_baseline`` brings a
 database of any release before Alembic (or an empty one) to the last legacy schema with the
@@ -34,7 +34,7 @@ from bot.domain import SchemaTooNewError
 from bot.storage.engine import Engines
 from bot.storage.migrations import legacy
 from bot.storage.schema import metadata
-from bot.storage.sql import Engine
+from bot.storage.sql import DialectName
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ async def migrate(engines: Engines, clock: Clock) -> int:
         return await engines.call_bound(_migrate, conn, engines.dialect, clock.time())
 
 
-def _migrate(conn: Connection, engine: Engine, now: float) -> int:
+def _migrate(conn: Connection, engine: DialectName, now: float) -> int:
     if engine == "postgresql":
         conn.execute(select(func.pg_advisory_xact_lock(*MIGRATION_LOCK)))
     known = revisions()

@@ -70,8 +70,8 @@ def _key_in_flight(
 ) -> tuple[Exists, Exists]:
     """Conditions: a pending job or a reservation (of the guild, if given) may use the key.
 
-    A reservation is a request in flight on the key: its job may be stored a moment from now
-    (issue 18, E1). One with no fingerprint (made before the reservations had one) may be on
+    A reservation is a request in flight on the key: its job may be stored a moment from now.
+    One with no fingerprint (made before the reservations had one) may be on
     any key of its guild.
     """
     job = exists().where(_jobs.c.status == _PENDING, _jobs.c.key_fingerprint == fingerprint)

@@ -8,7 +8,7 @@ not all jobs ever. The engines differ only in how a claim excludes other process
 
 The statements are built once, here, with named parameters (``p_*``: never a column's name,
 which Core reserves for ``SET``), and given their values per call (the ``params`` of a read,
-a row of :meth:`Sql.run` for a write): the poller runs them on every pass (issue 23, CPU per
+a row of :meth:`Sql.run` for a write): the poller runs them on every pass (CPU per
 poll), and Core caches their compiled forms by structure. The hot ones are named so that
 tests can check their plans.
 """
@@ -48,7 +48,7 @@ from bot.domain import DeliveryRoute, Job, JobStatus, Kind, NewJob, PollUpdate
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import jobs
-from bot.storage.sql import Engine, Row, Sql
+from bot.storage.sql import DialectName, Row, Sql
 
 # Literals, not parameters: a literal 'pending' is what lets the planners (SQLite's above all)
 # use the partial indexes, whose WHERE clauses name these values.
@@ -251,7 +251,7 @@ _CLAIM_RANKED: Final = (
 
 # -- writes --------------------------------------------------------------------------------------
 
-_INSERTS: dict[Engine, Any] = {}
+_INSERTS: dict[DialectName, Any] = {}
 
 
 def _insert(sql: Sql) -> Any:
@@ -677,10 +677,11 @@ class JobStore:
         if not rows:
             return 0
         if self._sql.dialect == "postgresql":
-            # One statement for the batch, as before issue 19: asyncpg's executemany reports
-            # no row counts, so the batch would otherwise be one round trip per poll (1.4 ms of
-            # bot CPU per poll at 10,000 jobs; docs/benchmarks.md, "Storage on SQLAlchemy
-            # Core"). SQLite runs the executemany below, one trip to its writer thread.
+            # One statement for the batch, as before storage moved to SQLAlchemy Core:
+            # asyncpg's executemany reports no row counts, so the batch would otherwise be one
+            # round trip per poll (1.4 ms of bot CPU per poll at 10,000 jobs; docs/benchmarks.md,
+            # "Storage on SQLAlchemy Core"). SQLite runs the executemany below, one trip to its
+            # writer thread.
             columns = {key: [row[key] for row in rows] for key in rows[0]}
             return await self._sql.run(_SCHEDULE_POLLS_UNNEST, [columns])
         return await self._sql.run(SCHEDULE_POLLS, rows)
@@ -844,7 +845,7 @@ class JobStore:
         """Give back the poll and delivery leases a stopping process still holds.
 
         A job whose lease is released falls due again at ``at``, so another process claims it
-        at once instead of waiting out the lease ("Worker stop"). Only the lease's
+        at once instead of waiting out the lease (a worker that stops). Only the lease's
         due time changes (and only ever earlier): route, attempts and poll count stay as
         recorded. Pass only the leases whose work was cut short: a poll or delivery that ended
         has set the job's next time itself.

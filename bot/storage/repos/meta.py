@@ -10,7 +10,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Executable
 
 from bot.storage.schema import meta
-from bot.storage.sql import Engine, Sql
+from bot.storage.sql import DialectName, Sql
 
 _GET: Final = select(meta.c.value).where(meta.c.key == bindparam("key"))
 _GET_MANY: Final = select(meta.c.key, meta.c.value).where(
@@ -20,7 +20,7 @@ _GET_MANY: Final = select(meta.c.key, meta.c.value).where(
 # An upsert: both dialects' INSERT constructs share ``on_conflict_do_update``.
 _SQLITE_INSERT = sqlite.insert(meta)
 _PG_INSERT = postgresql.insert(meta)
-_SET: Final[dict[Engine, Executable]] = {
+_SET: Final[dict[DialectName, Executable]] = {
     "sqlite": _SQLITE_INSERT.on_conflict_do_update(
         index_elements=[meta.c.key], set_={"value": _SQLITE_INSERT.excluded.value}
     ),

@@ -1,7 +1,7 @@
 """Rate windows: :class:`bot.genapi.rate_window.RateWindowRepository` for both engines.
 
 The tables ``rate_requests`` and ``rate_blocks``, timed by the database's clock so that
-processes on several machines agree on time without synchronised clocks (issue 10). The
+processes on several machines agree on time without synchronised clocks. The
 engines differ in two places, each a small branch: the clock's SQL expression (:data:`NOW`)
 and how :meth:`RateWindowStore.take` excludes other processes (PostgreSQL: per-key advisory
 locks; SQLite: its writer lock).
@@ -41,9 +41,9 @@ from sqlalchemy.types import ARRAY
 from bot.genapi.rate_window import RateSnapshot, RateTake
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import rate_blocks, rate_requests
-from bot.storage.sql import Engine, Sql
+from bot.storage.sql import DialectName, Sql
 
-NOW: Final[dict[Engine, ColumnElement[float]]] = {
+NOW: Final[dict[DialectName, ColumnElement[float]]] = {
     # SQLite: millisecond resolution (``unixepoch('subsec')`` needs SQLite 3.42, and Debian 12
     # ships 3.40). PostgreSQL: clock_timestamp(), the time of the call, not of the
     # transaction's start (now()), so that a process that waited for a lock decides with the
@@ -64,7 +64,7 @@ PRUNE_EVERY: Final = 100
 """A key's old rows are deleted once every this many of its recorded writes."""
 
 _KEY: Final = bindparam("p_key", type_=String)
-_KEYS: Final[dict[Engine, Any]] = {
+_KEYS: Final[dict[DialectName, Any]] = {
     # A batch's keys. PostgreSQL: one array parameter, so that the statement's text (and the
     # server's prepared statement) is the same whatever the batch's size; SQLite has no arrays
     # and prepares cheaply, so an IN list expanded per call.
@@ -73,7 +73,7 @@ _KEYS: Final[dict[Engine, Any]] = {
 }
 
 
-def _of_keys(column: ColumnElement[str], dialect: Engine) -> ColumnElement[bool]:
+def _of_keys(column: ColumnElement[str], dialect: DialectName) -> ColumnElement[bool]:
     """``column`` is one of the batch's keys (``p_keys``)."""
     if dialect == "postgresql":
         return column == any_(_KEYS[dialect])
@@ -83,7 +83,7 @@ def _of_keys(column: ColumnElement[str], dialect: Engine) -> ColumnElement[bool]
 _SPAN: Final = bindparam("p_span", type_=Double)
 
 
-def _window(dialect: Engine) -> Any:
+def _window(dialect: DialectName) -> Any:
     """The clock, and the blocks and requests of the last ``p_span`` seconds of ``p_keys``.
 
     One read. Rows ``(now, key_id, at, background)``: a block has ``background`` NULL and its

@@ -1,6 +1,6 @@
 """The schemas of the releases before Alembic: each engine's numbered SQL files, as data.
 
-Before issue 19 each engine had its own migration numbering: SQLite ``sqlite/0001``-``0013``
+Before Alembic each engine had its own migration numbering: SQLite ``sqlite/0001``-``0013``
 (the version in ``PRAGMA user_version``), PostgreSQL ``postgresql/0001``-``0008`` (the rows of
 ``schema_migrations``). Revision ``0001_baseline`` applies what a database still lacks of its
 engine's files, exactly as those releases did (the same statements, the same records in
@@ -20,7 +20,7 @@ from sqlalchemy import Connection, text
 from sqlalchemy.util import await_
 
 from bot.clock import utc_datetime
-from bot.storage.sql import Engine
+from bot.storage.sql import DialectName
 
 _NAME: Final = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -40,7 +40,7 @@ class LegacyMigration:
     sql: str
 
 
-def load(engine: Engine) -> list[LegacyMigration]:
+def load(engine: DialectName) -> list[LegacyMigration]:
     """Return ``engine``'s legacy migrations in order.
 
     Raises:
@@ -140,7 +140,7 @@ def upgrade(conn: Connection, at: float) -> list[LegacyMigration]:
     Returns:
         The migrations applied (none when the database was at the legacy head).
     """
-    engine: Engine = "sqlite" if conn.dialect.name == "sqlite" else "postgresql"
+    engine: DialectName = "sqlite" if conn.dialect.name == "sqlite" else "postgresql"
     current = version(conn)
     missing = load(engine)[current:]
     for migration in missing:

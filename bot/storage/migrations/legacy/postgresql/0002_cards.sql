@@ -1,4 +1,4 @@
--- 0002: what the buttons under a result need after any restart (issue 12; SQLite 0007).
+-- 0002: what the buttons under a result need after any restart (SQLite 0007).
 
 -- The request behind each result (a job, or a synchronous /image or /text answer), so that
 -- Again, Vary, Animate and Edit can rebuild it; the buttons' custom ids carry the job id

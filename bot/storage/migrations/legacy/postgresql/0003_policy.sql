@@ -1,4 +1,4 @@
--- 0003: a server's policy (issue 13), as SQLite's 0008_policy: role tiers, the server-wide
+-- 0003: a server's policy, as SQLite's 0008_policy: role tiers, the server-wide
 -- model list, blocked terms, cooldowns and their last uses, the audit of /config changes, and
 -- the tier of each charge.
 

@@ -1,4 +1,4 @@
--- 0006: a key stays while anything made with it is live (issue 18, E1 and E4; SQLite's 0011).
+-- 0006: a key stays while anything made with it is live (SQLite's 0011).
 --
 -- A reservation is a request in flight: its POST may be charged and its task stored a moment
 -- later with the key's fingerprint, so replacing or removing a guild's key keeps it while a

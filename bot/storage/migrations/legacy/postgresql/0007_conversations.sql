@@ -1,4 +1,4 @@
--- 0007: /chat conversations and their turns, keyed by thread (issue 21; SQLite 0012).
+-- 0007: /chat conversations and their turns, keyed by thread (SQLite 0012).
 --
 -- The API takes no messages array (spec 4.5: prompt and system), so the bot keeps the history
 -- and folds it into each call; a restart keeps every conversation.

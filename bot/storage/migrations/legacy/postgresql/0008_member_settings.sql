@@ -1,4 +1,4 @@
--- 0008: members' own defaults (issue 22, /settings), keyed by user id (SQLite 0013).
+-- 0008: members' own defaults (/settings), keyed by user id (SQLite 0013).
 --
 -- A member without a row has set nothing. NULL: no default (the command's own applies).
 -- The flags are 0 or 1, as in SQLite, so copy-db moves rows unchanged.

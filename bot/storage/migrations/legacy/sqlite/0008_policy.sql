@@ -1,4 +1,4 @@
--- 0008: a server's policy (issue 13): role tiers, the server-wide model list, blocked terms,
+-- 0008: a server's policy: role tiers, the server-wide model list, blocked terms,
 -- cooldowns and their last uses, the audit of /config changes, and the tier of each charge.
 
 -- Allowances: whole cents; -1 = unlimited; NULL = the server default. models: comma-separated

@@ -1,4 +1,4 @@
--- 0009: several processes share the work (issue 10). A poll or a delivery of a job is held by
+-- 0009: several processes share the work. A poll or a delivery of a job is held by
 -- one process at a time under a lease: its expiry is the job's next_poll_at (next_delivery_at)
 -- and its fencing token the counter below, incremented by every claim. A write made under an
 -- older token (a holder whose lease expired: paused, partitioned, or killed) is ignored.

@@ -1,4 +1,4 @@
--- 0011: a key stays while anything made with it is live (issue 18, E1 and E4).
+-- 0011: a key stays while anything made with it is live.
 --
 -- A reservation is a request in flight: its POST may be charged and its task stored a moment
 -- later with the key's fingerprint. Replacing or removing a guild's key while it is in flight

@@ -1,4 +1,4 @@
--- 0013: members' own defaults (issue 22, /settings), keyed by user id; wherever they use the bot.
+-- 0013: members' own defaults (/settings), keyed by user id; wherever they use the bot.
 --
 -- A member without a row has set nothing. NULL: no default (the command's own applies).
 CREATE TABLE member_settings (

@@ -1,17 +1,17 @@
-"""How a key's budget is shared between users and polls (issue 11), on a simulated clock.
+"""How a key's request slots are shared between users and polls, on a simulated clock.
 
 The rules are pure functions of the window's record, so these tests drive time themselves:
-a step loop sends users' requests when :meth:`BudgetRules.interactive_delay` allows and polls
-whenever :meth:`BudgetRules.background_delay` does, as a poller with endless due jobs would.
+a step loop sends users' requests when :meth:`SlotRules.interactive_delay` allows and polls
+whenever :meth:`SlotRules.background_delay` does, as a poller with endless due jobs would.
 """
 
 from dataclasses import dataclass, field
 
 import pytest
 
-from bot.genapi.budget import BudgetRules
+from bot.genapi.slots import SlotRules
 
-RULES = BudgetRules()  # 30 per 61 s (60 s + 1 s margin), 2 slots for users, floor 10 s
+RULES = SlotRules()  # 30 per 61 s (60 s + 1 s margin), 2 slots for users, floor 10 s
 STEP = 0.05
 
 
@@ -58,11 +58,11 @@ def test_polls_never_push_the_key_past_its_limit() -> None:
     assert run.most_in_a_window() <= RULES.limit
 
 
-def test_polls_use_the_whole_budget_when_nobody_uses_the_bot() -> None:
+def test_polls_use_the_whole_window_when_nobody_uses_the_bot() -> None:
     run = drive([], 61.0 * 4)
     # After the first window, every slot but the one kept for a user who may come.
     last_window = [at for at in run.polls if at > 61.0 * 3]
-    assert len(last_window) >= RULES.limit - RULES.idle_reserve - 1
+    assert len(last_window) >= RULES.limit - RULES.idle_user_slots - 1
 
 
 def test_a_user_never_waits_more_than_two_seconds_behind_polls() -> None:
@@ -83,7 +83,7 @@ def test_two_slots_are_kept_for_active_users() -> None:
     sent = [(10.0 + i, True) for i in range(26)] + [(55.0, False)]
     assert RULES.background_delay(60.0, sent) > 0
     assert RULES.interactive_delay(60.0, sent) <= 0
-    # Nobody came for a while: the second reserved slot is lent to polls.
+    # Nobody came for a while: the second slot kept for users is lent to polls.
     idle = [(10.0 + i, True) for i in range(27)]
     assert RULES.background_delay(60.0, idle) <= 0
 
@@ -103,4 +103,4 @@ def test_polls_get_what_users_leave(pace: float) -> None:
     run = drive([pace * k for k in range(int(600 / pace))], 600.0)
     per_window = len([at for at in run.polls if at > 300.0]) / (300.0 / RULES.window)
     users_per_window = RULES.window / pace
-    assert per_window >= RULES.limit - users_per_window - RULES.reserve - 3
+    assert per_window >= RULES.limit - users_per_window - RULES.user_slots - 3

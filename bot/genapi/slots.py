@@ -1,4 +1,4 @@
-"""How one key's rate budget is shared between users and polls (spec part 8; issue 11).
+"""How one key's request slots are shared between users and polls (spec part 8).
 
 The service allows ``limit`` (30) requests per rolling ``window`` (60 s, plus our 1 s margin)
 per key, every endpoint counted. Interactive requests (a user waits on a command) and
@@ -9,22 +9,22 @@ database (:mod:`bot.genapi.shared_ratelimit`):
 - **Interactive** requests go whenever fewer than ``limit`` requests were sent in the window.
 - **Background** requests keep room for users, looking ahead rather than at a fixed pacing: one
   may go at ``t`` only if, counting the requests already sent and the users' recent pace, users
-  will still find ``reserve`` slots free within ``user_wait`` seconds at every moment of the next
-  window. ``reserve`` is 2 while a user request came in the last ``recent`` seconds, else 1
-  (the second reserved slot is lent to polls while nobody is using the bot). The users' pace is
-  the number of distinct ``pace_bucket``-second intervals with a user request in the last
-  window, over the time they span (at least 20 s): a burst of submissions counts once, a
-  steady trickle of commands counts fully from its first few requests.
-- **Answers' reserve** (issue 23): interactive submissions (``/video``: the member waits for
-  a task anyway) go only while ``answer_reserve`` slots stay free for answers (``/text``: the
+  will still find ``user_slots`` slots free within ``user_wait`` seconds at every moment of the
+  next window. ``user_slots`` is 2 while a user request came in the last ``recent`` seconds,
+  else 1 (the second slot kept for users is lent to polls while nobody is using the bot). The
+  users' pace is the number of distinct ``pace_bucket``-second intervals with a user request in
+  the last window, over the time they span (at least 20 s): a burst of submissions counts once,
+  a steady trickle of commands counts fully from its first few requests.
+- **Answers' slots**: interactive submissions (``/video``: the member waits for
+  a task anyway) go only while ``answer_slots`` slots stay free for answers (``/text``: the
   member waits for the reply itself), at most ``answer_patience`` seconds
   (:mod:`bot.genapi.ratelimit` orders the queue accordingly).
-- **Floor**: when users hold half the window or more, background requests are owed
-  ``window / floor`` slots of it (6 of 30: one per 10 s); while they hold fewer, the next free
+- **Floor**: when users take half the window or more, background requests are owed
+  ``window / floor`` slots of it (6 of 30: one per 10 s); while they take fewer, the next free
   slot is theirs and the in-process queue lets them pass interactive ones, so polls are never
   starved however busy the users. The floor is a share, not a priority at every instant: a
   poll owed it lets answers (``/text``, images) waiting at the head of the queue take the free
-  slots first for at most ``floor_yield`` seconds (issue 23), then goes first.
+  slots first for at most ``floor_yield`` seconds, then goes first.
 
 No timer is kept: a caller asks :func:`interactive_delay` or :func:`background_delay` when it
 wants to send, and again after the returned delay or when the window changes.
@@ -43,14 +43,14 @@ the service counts from when it arrives (docs/benchmarks.md: without it, one 429
 
 
 @dataclass(frozen=True, slots=True)
-class BudgetRules:
-    """The sharing rules of one key's budget (module docstring). Times are seconds.
+class SlotRules:
+    """The sharing rules of one key's request slots (module docstring). Times are seconds.
 
     Attributes:
         limit: requests per window (spec part 8: 30).
         window: the rolling window, our margin included (spec part 8: 60 s, plus 1 s).
-        reserve: slots kept for users while they are active.
-        idle_reserve: slots kept for users when none came in the last ``recent`` seconds.
+        user_slots: slots kept for users while they are active.
+        idle_user_slots: slots kept for users when none came in the last ``recent`` seconds.
         user_wait: how long a user request may wait behind polls, at most.
         recent: a user request this recent makes the users active.
         pace_bucket: user requests within one such interval count once in the users' pace.
@@ -60,16 +60,16 @@ class BudgetRules:
         burst: background requests that may go at once; beyond it they are spaced by
             ``window / limit`` (a leaky bucket), so that the window's requests leave it one
             by one and a user who finds it full waits about that long, not a minute.
-        answer_reserve: slots interactive submissions leave free for answers (issue 23): the
+        answer_slots: slots interactive submissions leave free for answers: the
             share polls are owed against users (``window / floor``, 6 of 30), so that a
             member's ``/text`` every 5-10 s and a burst of two find room for as long as
-            queued ``/video``s are held (``answer_patience``) and nothing leaves the window
+            queued ``/video``s wait (``answer_patience``) and nothing leaves the window
             (``bench batch``: ten ``/video`` at once after a minute of polls left 30 s
-            without a departure; a reserve of 3 left the fourth ``/text`` 10 s waiting).
-        answer_patience: seconds a submission is held back for the answers' reserve at most;
-            then it takes its turn like an answer, leaving only ``reserve`` slots.
+            without a departure; 3 such slots left the fourth ``/text`` 10 s waiting).
+        answer_patience: seconds a submission is kept back for the answers' slots at most;
+            then it takes its turn like an answer, leaving only ``user_slots`` slots.
         floor_yield: seconds a background request owed the floor lets answers waiting at the
-            head of the users' queue take the free slots before it, at most (issue 23): the
+            head of the users' queue take the free slots before it, at most: the
             floor is a share of the window, not a priority at every instant, so it may yield
             an instant to a member waiting for a ``/text``; bounded, so the polls' share, and
             the detection delay, move by at most this much. Two floor periods: in ``bench
@@ -80,22 +80,22 @@ class BudgetRules:
 
     limit: int = 30
     window: float = 61.0
-    reserve: int = 2
-    idle_reserve: int = 1
+    user_slots: int = 2
+    idle_user_slots: int = 1
     user_wait: float = 2.0
     recent: float = 30.0
     pace_bucket: float = 2.0
     floor: float = 10.0
     min_pace: float = 6.0
     burst: int = 6
-    answer_reserve: int = 6
+    answer_slots: int = 6
     answer_patience: float = 30.0
     floor_yield: float = 20.0
 
     @property
     def background_cap(self) -> int:
         """Requests of one window background ones may bring it to while users are active."""
-        return max(1, self.limit - self.reserve)
+        return max(1, self.limit - self.user_slots)
 
     def interactive_delay(self, now: float, sent: Sequence[tuple[float, bool]]) -> float:
         """Seconds until an interactive request may go (<= 0: now).
@@ -112,30 +112,30 @@ class BudgetRules:
     def submission_delay(
         self, now: float, sent: Sequence[tuple[float, bool]], *, patient: bool = True
     ) -> float:
-        """Seconds until an interactive submission may go, leaving the answers' reserve free.
+        """Seconds until an interactive submission may go, leaving the answers' slots free.
 
         Args:
             now: the current time (any epoch, the same as ``sent``'s).
             sent: ``(at, background)`` of the requests sent in the window, oldest first.
             patient: the submission is still within ``answer_patience``: it leaves
-                ``answer_reserve`` slots; past it, only ``reserve`` (a burst of answers still
-                finds room when held submissions all come due at once).
+                ``answer_slots`` slots; past it, only ``user_slots`` (a burst of answers still
+                finds room when waiting submissions all come due at once).
 
         Returns:
             <= 0 when it may go now: fewer than ``limit`` minus the slots left in the window;
             else when enough of them will have left it.
         """
         live = [at for at, _ in sent if at > now - self.window]
-        cap = max(1, self.limit - (self.answer_reserve if patient else self.reserve))
+        cap = max(1, self.limit - (self.answer_slots if patient else self.user_slots))
         if len(live) < cap:
             return 0.0
         return live[len(live) - cap] + self.window - now
 
     def floor_due(self, now: float, sent: Sequence[tuple[float, bool]]) -> bool:
-        """Whether background requests are owed a slot now, whatever the users' reserve.
+        """Whether background requests are owed a slot now, whatever the users' slots.
 
-        True when users hold at least half the window (they, not polls, are what fills it) and
-        background requests hold fewer than ``window / floor`` of its slots (6 of 30): a
+        True when users take at least half the window (they, not polls, are what fills it) and
+        background requests take fewer than ``window / floor`` of its slots (6 of 30): a
         share, not a timer, because slots come free only as older requests leave the window.
         """
         live = [background for at, background in sent if at > now - self.window]
@@ -183,7 +183,7 @@ class BudgetRules:
     def _leaves_room(self, now: float, live: Sequence[tuple[float, bool]]) -> bool:
         users = [at for at, background in live if not background]
         active = bool(users) and users[-1] > now - self.recent
-        reserve = self.reserve if active else self.idle_reserve
+        kept = self.user_slots if active else self.idle_user_slots
         # Users' requests per second: distinct pace buckets over the time they span (at least
         # 20 s, so that one request is not taken for a flood; at most the window).
         span = min(self.window, max(20.0, now - users[0])) if users else self.window
@@ -193,13 +193,14 @@ class BudgetRules:
         )
         times = [at for at, _ in live]
         # The count users would face is highest just before each request leaves the window
-        # (a request sent at ``at`` still holds its slot until ``at + window``): check now and
-        # every such moment ``u`` (requests still held at ``u + user_wait``, this one, the users
-        # expected by then at their pace, and the reserve must fit the limit).
+        # (a request sent at ``at`` still takes its slot until ``at + window``): check now and
+        # every such moment ``u`` (requests still in the window at ``u + user_wait``, this one,
+        # the users expected by then at their pace, and the slots kept for users must fit the
+        # limit).
         checks = [(now, sum(1 for at in times if at > now + self.user_wait - self.window))]
         checks += [
             (u, len(times) - bisect_left(times, at))  # ``times`` is oldest first
             for at in times
             if (u := at + self.window - self.user_wait) > now
         ]
-        return all(held + 1 + pace * (u - now) + reserve <= self.limit for u, held in checks)
+        return all(taken + 1 + pace * (u - now) + kept <= self.limit for u, taken in checks)

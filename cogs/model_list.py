@@ -10,6 +10,8 @@ from bot.discord.bot import GenBot
 from bot.discord.choices import Pager
 from bot.discord.interactions import requester
 from bot.discord.render import catalogue_pages
+from bot.services.billing import Billing
+from bot.services.generation import GenerationService
 
 KINDS = [
     app_commands.Choice(name="Text", value="text"),
@@ -21,8 +23,10 @@ KINDS = [
 class ModelsCog(commands.Cog):
     """Browse the models."""
 
-    def __init__(self, bot: GenBot) -> None:
+    def __init__(self, bot: GenBot, generation: GenerationService, billing: Billing) -> None:
         self.bot = bot
+        self.generation = generation
+        self.billing = billing
 
     @app_commands.command(name="models")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -39,8 +43,8 @@ class ModelsCog(commands.Cog):
         """
         who = requester(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        catalogue = await self.bot.generation.catalogue(who.guild_id)
-        policy = await self.bot.services.billing.member_policy(who.guild_id, who.role_ids)
+        catalogue = await self.generation.catalogue(who.guild_id)
+        policy = await self.billing.member_policy(who.guild_id, who.role_ids)
         pages = catalogue_pages(catalogue, type, policy.allows)
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0])
@@ -51,4 +55,4 @@ class ModelsCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ModelsCog(bot))
+    await bot.add_cog(ModelsCog(bot, bot.services.generation, bot.services.billing))

@@ -1,9 +1,9 @@
 """The emulator's state and rules apart from HTTP: keys, credits, tasks, time, knobs.
 
-:class:`Ledger` is the base of :class:`bot.sandbox.server.GenApiEmulator`; its public methods
-are the emulator's test knobs. Times are seconds of the injected ``clock`` (monotonic, not
+:class:`EmulatedService` is the base of :class:`bot.sandbox.server.GenApiEmulator`; its public
+methods are the emulator's test knobs. Times are seconds of the injected ``clock`` (monotonic, not
 scaled); money is cents, :class:`~decimal.Decimal` (whole by default; fractional when a test
-asks with :meth:`Ledger.report_next_costs`).
+asks with :meth:`EmulatedService.report_next_costs`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def chargeable(cost: ReportedCost) -> Decimal:
     return amount if amount.is_finite() and amount >= 0 else Decimal(0)
 
 
-class Ledger:
+class EmulatedService:
     """Accounts, tasks, time and queued misbehaviour of the emulator.
 
     Args:
