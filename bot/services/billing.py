@@ -30,7 +30,7 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -63,9 +63,10 @@ ESTIMATE_WINDOW = 20
 """How many of a model's latest charges its hold looks at (image: their highest; text: their
 price per token)."""
 
-TEXT_PRICE_KEY = "text_price:"
-"""Meta key prefix (``db.meta``) of a text model's last charges with their token counts: a JSON
-list of ``[cost_cents as text, total_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW`."""
+TEXT_PRICE_KEY = "text_rates:"
+"""Meta key prefix (``db.meta``) of a text model's last positive charges on one account:
+``text_rates:<key fingerprint>:<model>``, a JSON list of ``[cost_cents as text, prompt_tokens,
+completion_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW` (:func:`text_rate_bound`)."""
 
 DEFAULT_RESERVATION_TTL = 900.0
 """Seconds after which an unsettled reservation stops holding budget (15 minutes)."""
@@ -107,8 +108,20 @@ def video_cost_cents(cost_cents_per_5s: Decimal | float, duration_seconds: float
     return Decimal(math.ceil(exact))
 
 
-def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> int:
-    """Return an upper bound of the tokens a text call may be charged for (spec 2.5, 4.5).
+@dataclass(frozen=True, slots=True)
+class TextTokens:
+    """Tokens of a text call, the prompt's and the answer's apart (spec 2.5 ``usage``).
+
+    Before a call, upper bounds (:func:`text_tokens_bound`); after it, what the service
+    reported it charged for (``usage.prompt_tokens``, ``usage.completion_tokens``).
+    """
+
+    prompt: int
+    completion: int
+
+
+def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> TextTokens:
+    """Return upper bounds of the tokens a text call may be charged for (spec 2.5, 4.5).
 
     The answer is at most ``max_tokens`` tokens (1000 when omitted, spec part 8); the prompt and
     system prompt count as their UTF-8 bytes, since a byte-level tokenizer never makes more
@@ -116,7 +129,57 @@ def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -
     tokenizer).
     """
     sent = len(prompt.encode()) + (len(system.encode()) if system else 0)
-    return sent + (1000 if max_tokens is None else max_tokens)
+    return TextTokens(prompt=sent, completion=1000 if max_tokens is None else max_tokens)
+
+
+TextCharge = tuple[Decimal, int, int]
+"""One positive text charge: ``(cost_cents, prompt_tokens, completion_tokens)``."""
+
+
+def text_rate_bound(charges: Sequence[TextCharge], tokens: TextTokens) -> Fraction | None:
+    """The most a call of ``tokens`` can cost at any prompt and answer rates the charges allow.
+
+    A text call is charged for its prompt tokens at one rate ``a`` and its answer tokens at
+    another ``b`` (cents per token, unknown: the spec shows no price of text calls), rounded
+    up per call, so every charge ``c`` of ``p`` prompt and ``k`` answer tokens proves
+    ``a * p + b * k <= c``. The highest ``a * P + b * K`` over every ``a, b >= 0`` that all
+    the charges allow (a linear program in two unknowns: its optimum is at a corner of the
+    allowed region) is an upper bound of what the call can be charged, before rounding. A
+    long answer to a short prompt is bounded by what answers are known to cost, however
+    cheap long prompts were.
+
+    Args:
+        charges: positive charges of one model on one account (free answers prove nothing).
+        tokens: the call's bounds.
+
+    Returns:
+        Cents (not rounded); None when no charge bounds a rate the call needs (e.g. no
+        charge with answer tokens, for a call that may answer).
+    """
+    rows = [(Fraction(c), p, k) for c, p, k in charges if c > 0 and (p > 0 or k > 0)]
+    if (tokens.prompt > 0 and not any(p > 0 for _, p, _ in rows)) or (
+        tokens.completion > 0 and not any(k > 0 for _, _, k in rows)
+    ):
+        return None
+    zero = Fraction(0)
+    corners: list[tuple[Fraction, Fraction]] = [(zero, zero)]
+    corners += [(c / p, zero) for c, p, _ in rows if p > 0]
+    corners += [(zero, c / k) for c, _, k in rows if k > 0]
+    for i, (c1, p1, k1) in enumerate(rows):
+        for c2, p2, k2 in rows[i + 1 :]:
+            det = p1 * k2 - p2 * k1
+            if det:
+                a = (c1 * k2 - c2 * k1) / det
+                b = (p1 * c2 - p2 * c1) / det
+                if a >= 0 and b >= 0:
+                    corners.append((a, b))
+    # Exact fractions (a few ms for 20 charges): a hold rounded up from a float could be a
+    # cent short, or a cent too many on an exact price.
+    return max(
+        a * tokens.prompt + b * tokens.completion
+        for a, b in corners
+        if all(a * p + b * k <= c for c, p, k in rows)
+    )
 
 
 def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:
@@ -307,7 +370,7 @@ class Billing:
         role_ids: Collection[int] = (),
         cooldown_exempt: bool = False,
         key_fingerprint: str | None = None,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
@@ -330,8 +393,8 @@ class Billing:
             cooldown_exempt: skip the cooldown (members with Manage Server).
             key_fingerprint: the key the request is sent with; it is kept while the
                 reservation lives (issue 18, E1). None: unknown.
-            tokens: (text) the most tokens the call may be charged for
-                (:func:`text_tokens_bound`); None for other kinds.
+            tokens: (text) the most tokens the call may be charged for, prompt and answer
+                apart (:func:`text_tokens_bound`); None for other kinds.
 
         Returns:
             The reservation, to :meth:`settle` or :meth:`release`.
@@ -369,7 +432,7 @@ class Billing:
             needed = (
                 Decimal(cost_cents)
                 if cost_cents is not None
-                else await self._hold(tx, kind, model, tokens)
+                else await self._hold(tx, kind, model, tokens, key_fingerprint)
             )
             if limits.monthly_budget_cents is not None:
                 spent = await tx.ledger.spent_since(guild_id, month_start(now))
@@ -430,22 +493,33 @@ class Billing:
         assert ceiling is not None  # the setting is a whole number >= 0
         return ceiling
 
-    async def _hold(self, tx: Repositories, kind: Kind, model: str, tokens: int | None) -> Decimal:
+    async def _hold(
+        self,
+        tx: Repositories,
+        kind: Kind,
+        model: str,
+        tokens: TextTokens | None,
+        key_fingerprint: str | None,
+    ) -> Decimal:
         """What a request of unknown price holds: an amount that bounds its charge.
 
         * image: the highest of the model's last :data:`ESTIMATE_WINDOW` charges (an image is
           priced per request), else ``IMAGE_HOLD_CEILING_CENTS``;
-        * text: ``tokens`` times the model's observed price per token (:func:`_text_price`),
-          rounded up to a cent, else ``TEXT_HOLD_CEILING_CENTS``;
+        * text: the most the call's prompt and answer tokens can cost at the rates the
+          model's last positive charges on this account allow (:func:`text_rate_bound`),
+          rounded up to a cent (at least 1, the service's smallest charge), else, while no
+          positive charge bounds the rates, ``TEXT_HOLD_CEILING_CENTS``: a free or cached
+          answer (0 cents) proves no price and never lowers a hold;
         * video (a price always comes with it; this is the safety net): the highest charge,
           else the ceiling for 5 s.
         """
         d = self._defaults
         if kind is Kind.TEXT:
-            price = await _text_price(tx, model) if model else None
-            if price is None or tokens is None:
+            history = await _text_history(tx, key_fingerprint, model) if model else []
+            bound = None if tokens is None else text_rate_bound(history, tokens)
+            if bound is None:
                 return Decimal(d.text_hold_ceiling_cents)
-            return Decimal(math.ceil(price * tokens))
+            return Decimal(max(1, math.ceil(bound)))
         costs = await tx.ledger.recent_costs(model, ESTIMATE_WINDOW)
         if costs:
             return max(costs)
@@ -477,7 +551,7 @@ class Billing:
         charge: Charge,
         job: NewJob | None = None,
         *,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> Job | None:
         """Replace the reservation by the charge the service reported (and store the job).
 
@@ -490,8 +564,9 @@ class Billing:
             reservation: from :meth:`reserve`.
             charge: what the service reported.
             job: the job to store (asynchronous results).
-            tokens: (text) the call's ``usage.total_tokens``, to learn the model's price per
-                token; None or not positive learns nothing.
+            tokens: (text) the call's ``usage`` (prompt and completion tokens), to learn the
+                rates of the model on the charge's account (:func:`text_rate_bound`); None,
+                no tokens or a charge of 0 (free, cached) learns nothing.
 
         Returns:
             The stored job, or None when ``job`` is None.
@@ -525,8 +600,16 @@ class Billing:
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
         learned = (
-            (charge.model, ledger.cost_cents, tokens)
-            if ledger is not None and tokens is not None and tokens > 0 and charge.model
+            (
+                charge.key_fingerprint,
+                charge.model,
+                (ledger.cost_cents, tokens.prompt, tokens.completion),
+            )
+            if ledger is not None
+            and tokens is not None
+            and tokens.prompt + tokens.completion > 0
+            and ledger.cost_cents > 0
+            and charge.model
             else None
         )
         stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly, learned)
@@ -582,12 +665,12 @@ class Billing:
         charge: Charge | None,
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
-        learned: tuple[str, Decimal, int] | None = None,
+        learned: tuple[str | None, str, TextCharge] | None = None,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
 
-        ``learned``: ``(model, cost_cents, total_tokens)`` of a text charge, appended to the
-        model's price history (:data:`TEXT_PRICE_KEY`).
+        ``learned``: ``(key fingerprint, model, charge)`` of a positive text charge, added to
+        the model's history on that account (:data:`TEXT_PRICE_KEY`).
 
         Holds the guild's lock: a budget check of the guild sees both the reservation and the
         charge, or neither, never one without the other.
@@ -666,37 +749,44 @@ def _first(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-async def _text_history(tx: Repositories, model: str) -> list[tuple[Decimal, int]]:
-    raw = await tx.meta.get(TEXT_PRICE_KEY + model)
+def _text_key(key_fingerprint: str | None, model: str) -> str:
+    # Accounts may be priced differently: one history per key (an unknown key is one account).
+    return f"{TEXT_PRICE_KEY}{key_fingerprint or '-'}:{model}"
+
+
+async def _text_history(
+    tx: Repositories, key_fingerprint: str | None, model: str
+) -> list[TextCharge]:
+    raw = await tx.meta.get(_text_key(key_fingerprint, model))
     if raw is None:
         return []
     try:
-        return [(Decimal(cost), int(tokens)) for cost, tokens in json.loads(raw)]
+        return [(Decimal(cost), int(p), int(k)) for cost, p, k in json.loads(raw)]
     except (ValueError, TypeError, ArithmeticError):
         log.warning("unreadable price history of %s; starting it again", model)
         return []
 
 
-async def _text_price(tx: Repositories, model: str) -> Fraction | None:
-    """Return the model's observed price per token, cents (an upper bound), or None.
+async def _learn_text_price(
+    tx: Repositories, key_fingerprint: str | None, model: str, charge: TextCharge
+) -> None:
+    """Add one positive text charge to the model's history on one account (the last 20 kept).
 
-    A text call is charged one rate per token, rounded up per call (docs/genapi-choices.md:
-    ``max(1, ceil(total_tokens x rate))``; the spec shows no price of text calls). A charge of
-    ``c`` cents for ``t`` tokens therefore proves that the rate is at most ``c / t``: the
-    smallest such ratio of the model's last charges is the tightest bound (a short call, whose
-    charge is mostly rounding, says little; a long one says nearly the exact rate).
+    A charge above what the known rates allow for its own tokens (rounded up as the service
+    rounds, at least 1 cent) proves the price was raised: the older charges, made at the old
+    price, no longer bound anything and are dropped, so the next hold is at the new price at
+    once. A lost update between two processes loses one observation, nothing more.
     """
-    ratios = [Fraction(cost) / tokens for cost, tokens in await _text_history(tx, model) if tokens]
-    return min(ratios) if ratios else None
-
-
-async def _learn_text_price(tx: Repositories, model: str, cost: Decimal, tokens: int) -> None:
-    """Append one text charge to the model's price history (the last 20 are kept).
-
-    A lost update between two processes loses one observation, nothing more.
-    """
-    history = [*await _text_history(tx, model), (cost, tokens)][-ESTIMATE_WINDOW:]
-    await tx.meta.set(TEXT_PRICE_KEY + model, json.dumps([[str(c), t] for c, t in history]))
+    history = await _text_history(tx, key_fingerprint, model)
+    cost, prompt, completion = charge
+    allowed = text_rate_bound(history, TextTokens(prompt, completion)) if history else None
+    if allowed is not None and cost > max(1, math.ceil(allowed)):
+        log.info("%s charged more than its known rates allow: the price rose", model)
+        history = []
+    history = [*history, charge][-ESTIMATE_WINDOW:]
+    await tx.meta.set(
+        _text_key(key_fingerprint, model), json.dumps([[str(c), p, k] for c, p, k in history])
+    )
 
 
 def _check_budget(

@@ -32,7 +32,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.outputs import ip_literal, is_public_address
-from bot.services.billing import Billing, text_tokens_bound
+from bot.services.billing import Billing, TextTokens, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import is_personal
 from bot.services.policy import find_blocked_term
@@ -425,11 +425,18 @@ def check_text(
     )
 
 
-def _total_tokens(result: TextResult) -> int | None:
-    """The tokens a text result was charged for (spec 2.5 ``usage``), or None if unusable."""
+def _usage(result: TextResult) -> TextTokens | None:
+    """The prompt and answer tokens a text result was charged for (spec 2.5 ``usage``).
+
+    None when the service did not tell them apart (only ``total_tokens``, or none): such a
+    charge says nothing of either rate.
+    """
     usage = result.usage
-    total = usage.total_tokens or usage.prompt_tokens + usage.completion_tokens
-    return total if total > 0 else None
+    if usage.prompt_tokens < 0 or usage.completion_tokens < 0:
+        return None
+    if usage.prompt_tokens + usage.completion_tokens <= 0:
+        return None
+    return TextTokens(usage.prompt_tokens, usage.completion_tokens)
 
 
 class GenerationService:
@@ -515,7 +522,7 @@ class GenerationService:
         model: str,
         cost_cents: Decimal | None,
         key: ResolvedKey,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> tuple[Reservation, ResolvedKey]:
         """Reserve the request's cost on ``key``; return the reservation and the key to send with.
 
@@ -653,7 +660,7 @@ class GenerationService:
         await self._billing.settle(
             reservation,
             self._charge(who, key, Kind.TEXT, request.model, None, result),
-            tokens=_total_tokens(result),
+            tokens=_usage(result),
         )
         await self._key_works(settings)
         return result
