@@ -8,7 +8,8 @@ Discord's rate limits on webhook edits (a few per few seconds per interaction to
 Discord's "Rate Limits" documentation), and only when the text changes. Cancel takes the
 request out of the queue: nothing is sent upstream, the budget reservation is released, nothing
 is charged. When the request goes, the response says so and loses the button, and the command's
-normal flow continues in it.
+normal flow continues in it. The seat carries the end of the interaction's token: a request
+that could no longer be answered in time is refused by the queue instead of sent.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bot.clock import Clock
 from bot.discord.choices import OpenChoices, Option, choice_view
 from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -111,7 +113,12 @@ class QueueStatus:
         self._gone = False
         self._shown = False
         self._task: asyncio.Task[None] | None = None
-        self.seat = QueueSeat(guild_id=guild_id, on_wait=self._on_wait, on_go=self._on_go)
+        # Not sent once its answer could come after the token can show it (judged on every
+        # wake, bot.genapi.ratelimit): Discord's token lives 15 min from the interaction.
+        expires_at = interaction.created_at.timestamp() + TOKEN_LIFETIME_SECONDS
+        self.seat = QueueSeat(
+            guild_id=guild_id, on_wait=self._on_wait, on_go=self._on_go, expires_at=expires_at
+        )
 
     @property
     def owner_id(self) -> int:

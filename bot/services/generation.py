@@ -32,6 +32,7 @@ from bot.genapi.models import (
     VideoRequest,
 )
 from bot.genapi.outputs import ip_literal, is_public_address
+from bot.genapi.ratelimit import HOLD_EXPIRES_AT
 from bot.services.billing import Billing, TextTokens, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import is_personal
@@ -904,10 +905,14 @@ class GenerationService:
     ) -> T:
         """Await a charging call; release the reservation only if nothing can have been charged.
 
-        A refusal (4xx, ``GENERATION_FAILED``) charged nothing. A timeout, a dropped connection,
+        A refusal (4xx, ``GENERATION_FAILED``, a queue that could not send it in time) charged
+        nothing. A timeout, a dropped connection,
         a body we could not read, another 5xx, or a cancellation may still have been charged: that
         reservation is kept until it expires, holding the budget conservatively.
         """
+        # A request still queued for its key's rate window is not sent once the hold could
+        # end before its charge is settled (bot.genapi.ratelimit: judged on every wake).
+        hold = HOLD_EXPIRES_AT.set(reservation.expires_at)
         try:
             result = await call
         except api.GenAPIError as exc:
@@ -915,6 +920,8 @@ class GenerationService:
                 await self._billing.release(reservation)
             await self._key_problem(settings, exc)
             raise
+        finally:
+            HOLD_EXPIRES_AT.reset(hold)
         # No I/O here: the answer goes straight to the settlement (``_key_works`` comes after).
         return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.clock import ManualClock
@@ -26,6 +27,7 @@ class FakeInteraction:
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
         self.edits: list[tuple[float, str, Any]] = []
+        self.created_at = datetime.fromtimestamp(clock.time(), tz=UTC)
 
     async def edit_original_response(self, *, content: str, view: Any) -> None:
         self.edits.append((self.clock.monotonic(), content, view))
@@ -68,3 +70,9 @@ def test_a_refusal_says_how_long_the_queue_is_and_a_cancel_that_nothing_was_char
         "The queue for this key is too long: 57 requests are waiting, about 7 min; try again later."
     )
     assert user_message(QueueCancelled()) == "Cancelled; nothing was sent or charged."
+
+
+def test_the_seat_carries_the_end_of_the_interactions_token() -> None:
+    clock = ManualClock()
+    status = QueueStatus(FakeInteraction(clock), 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
+    assert status.seat.expires_at == clock.time() + 900  # Discord: 15 minutes

@@ -1,10 +1,14 @@
 """The generation service: checks before any call, charges in the ledger before any answer."""
 
+import asyncio
+from typing import Any
+
 import pytest
 
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
-from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.genapi.client import key_fingerprint
+from bot.genapi.ratelimit import QUEUE_SEAT, KeyLimiter, Priority, QueueSeat
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -14,7 +18,8 @@ from bot.services.generation import (
     check_attachment,
 )
 from bot.storage import JobStatus, Kind
-from tests.conftest import Stack
+from tests.conftest import Stack, services_on_emulator
+from tests.genapi.test_ratelimit import TimerClock
 
 
 async def video_model(stack: Stack, **wanted: object):
@@ -327,3 +332,36 @@ async def test_a_request_cancelled_in_the_queue_costs_nothing(stack: Stack, who:
         await stack.generation.video(who, VideoOptions("a fox", model.id))
     assert stack.posts() == 0
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+# -- a request queued for its key's window ------------------------------------------------------
+
+
+async def test_a_queued_text_refused_on_a_later_wake_releases_its_hold_and_sends_nothing(
+    engine_settings: dict[str, Any],
+) -> None:
+    clock = TimerClock()
+    async with services_on_emulator(clock, **engine_settings) as (services, api, key):
+        who = Requester(guild_id=1, channel_id=10, user_id=100)
+        await services.generation.catalogue(who.guild_id)  # fetched before the window fills
+        limiter = services.client.limiter.for_key(key_fingerprint(key))
+        assert isinstance(limiter, KeyLimiter)
+        while limiter.sent_in_window < 30:  # a full window: the next request waits about 61 s
+            await limiter.acquire(Priority.INTERACTIVE)
+        posts = sum(1 for r in api.requests if r.method == "POST")
+        QUEUE_SEAT.set(QueueSeat(guild_id=who.guild_id))
+        asked = asyncio.ensure_future(services.generation.text(who, TextOptions("hi")))
+        for _ in range(2000):  # the reservation is written by the database's own thread
+            if limiter.waiting:
+                break
+            await asyncio.sleep(0.005)
+        assert limiter.waiting == 1
+        held = await services.db.ledger.reserved_cents(who.guild_id, clock.time())
+        assert held > 0
+        limiter.block_for(1000.0)  # a 429 elsewhere: past QUEUE_MAX_WAIT_SECONDS (300)
+        with pytest.raises(api_errors.RateLimitWaitTooLong) as refused:
+            await clock.drive(asked)
+        assert clock.monotonic() < 300.0
+        assert await services.db.ledger.reserved_cents(who.guild_id, clock.time()) == 0
+        assert sum(1 for r in api.requests if r.method == "POST") == posts
+        assert "try again" in user_message(refused.value)
