@@ -107,6 +107,21 @@ class ConcurrencyLimitReached(BotError):
         self.limit = limit
 
 
+class SettlementDeferred(BotError):
+    """The service charged and answered, but the database could not record it yet.
+
+    The charge and the job are in the settlement spool (``bot.services.settlement_spool``)
+    and will be recorded and delivered from it; the request did not fail.
+
+    Attributes:
+        job_kind: what the job makes (``"video"``, ``"image"``), for the sentence.
+    """
+
+    def __init__(self, job_kind: str) -> None:
+        super().__init__("settlement spooled")
+        self.job_kind = job_kind
+
+
 _SHARED_KEY_REMEDY = (
     "Tell the bot's owner, or a server admin can set the server's own key with "
     "`/config api-key set`."
@@ -161,6 +176,12 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
     match exc:
         case ValidationFailed():
             return exc.sentence
+        case SettlementDeferred():
+            # After a charge: never a failure (the spool records and delivers it).
+            return (
+                f"Your request went through (it was charged); the {exc.job_kind} will be posted "
+                "in this channel when it is ready, and `/jobs` will list it."
+            )
         case NoApiKeyConfigured():
             return (
                 "No Generation API key is set for this server. "

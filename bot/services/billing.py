@@ -26,6 +26,7 @@ Times are UTC epoch seconds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -36,15 +37,25 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
 
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
+from bot.errors import (
+    BudgetExceeded,
+    ConcurrencyLimitReached,
+    CooldownActive,
+    SettlementDeferred,
+    ValidationFailed,
+)
 from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
+from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import (
     Charge,
     ChargeAnomaly,
+    ConstraintError,
     Database,
     GuildSettings,
     Job,
@@ -54,6 +65,7 @@ from bot.storage import (
     Reservation,
 )
 from bot.storage.money import from_micro, to_micro
+from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +85,13 @@ DEFAULT_RESERVATION_TTL = 900.0
 
 MAX_CHARGE_CENTS = Decimal(10_000_000)
 """A single reported charge above this ($100,000) is absurd: recorded as an anomaly, not summed."""
+
+SETTLE_ATTEMPTS = 6
+"""Tries of a settlement whose database error is transient, the first included; with the
+backoff (0.25 s doubling to 4 s) and SQLite's 5 s busy timeout per try, about 40 s at most."""
+
+SETTLE_BACKOFF = wait_exponential(multiplier=0.25, max=4.0)
+"""Between two tries of a settlement: 0.25 s, 0.5 s, 1 s... up to 4 s."""
 
 MAX_BALANCE_CENTS = Decimal(10**12)
 """A reported balance beyond +/- this is unusable (and would not fit the micro-cent column)."""
@@ -282,6 +301,9 @@ class Billing:
         clock: the wall clock (UTC epoch seconds) that defines months, days and expiries.
         reservation_ttl: seconds an unsettled reservation holds budget.
         metrics: counts cents reserved, charged and released; None counts nothing.
+        spool: where a settlement goes when the database cannot take it
+            (:mod:`bot.services.settlement_spool`); None: the error is raised.
+        settle_attempts: tries of a settlement whose error is transient.
     """
 
     def __init__(
@@ -291,8 +313,14 @@ class Billing:
         clock: Clock,
         reservation_ttl: float = DEFAULT_RESERVATION_TTL,
         metrics: Metrics | None = None,
+        spool: SettlementSpool | None = None,
+        settle_attempts: int = SETTLE_ATTEMPTS,
     ) -> None:
         self._db = db
+        self._spool = spool
+        # One writer of the spool file at a time in this process (its flock is per process).
+        self._spool_lock = asyncio.Lock()
+        self._settle_attempts = settle_attempts
         self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
@@ -560,6 +588,14 @@ class Billing:
         job is stored either way, since its result is paid for. The hold's excess over the
         charge is given back with the reservation.
 
+        A transient database error (:func:`bot.storage.transient.is_transient`: a busy SQLite
+        writer, a dropped PostgreSQL connection) is retried with backoff
+        (:data:`SETTLE_ATTEMPTS`). If it still fails, the settlement goes to the spool
+        (:mod:`bot.services.settlement_spool`), which the next start replays: a text or
+        synchronous image then returns as if settled (the member has the answer), and a job
+        raises :class:`~bot.errors.SettlementDeferred` (the member is told it went through
+        and where the result will come).
+
         Args:
             reservation: from :meth:`reserve`.
             charge: what the service reported.
@@ -574,6 +610,9 @@ class Billing:
         Raises:
             ConstraintError: a constraint failed other than "task already recorded"; nothing
                 of the transaction is kept.
+            SettlementDeferred: (a job) the settlement is in the spool, not the database.
+            Exception: the database's error, when there is no spool or it could not be written
+                (the settlement is then logged in full, for the operator).
         """
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
         self._uses.pop(reservation.id, None)
@@ -612,7 +651,9 @@ class Billing:
             and charge.model
             else None
         )
-        stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly, learned)
+        stored = await self._settle_durably(
+            reservation, charge.guild_id, ledger, job, anomaly, learned
+        )
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
         return stored
@@ -654,9 +695,113 @@ class Billing:
         Screened by :func:`charge_anomaly` like :meth:`settle`.
         """
         ledger, anomaly = charge_anomaly(charge)
-        await self._settle(None, charge.guild_id, ledger, None, anomaly)
+        await self._settle_durably(None, charge.guild_id, ledger, None, anomaly)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
+
+    async def _settle_durably(
+        self,
+        reservation: Reservation | None,
+        guild_id: int,
+        charge: Charge | None,
+        job: NewJob | None,
+        anomaly: ChargeAnomaly | None,
+        learned: tuple[str | None, str, TextCharge] | None = None,
+    ) -> Job | None:
+        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`)."""
+        tries = 0
+
+        async def once() -> Job | None:
+            nonlocal tries
+            tries += 1
+            return await self._settle(
+                reservation, guild_id, charge, job, anomaly, learned, again=tries > 1
+            )
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._settle_attempts),
+            wait=SETTLE_BACKOFF,
+            retry=retry_if_exception(is_transient),
+            sleep=self._clock.sleep,
+            before_sleep=lambda state: log.warning(
+                "settlement in guild %s failed (%r); trying again",
+                guild_id,
+                state.outcome and state.outcome.exception(),
+            ),
+            reraise=True,
+        )
+        try:
+            return await retrying(once)
+        except (ConstraintError, ValueError):
+            raise  # the settlement itself is wrong: a replay would fail the same way
+        except Exception as exc:
+            entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
+            if self._spool is None:
+                log.critical("settlement lost with the database's error: %s", entry.to_json())
+                raise
+            try:
+                async with self._spool_lock:
+                    self._spool.append(entry)
+            except OSError as spool_error:
+                log.critical(
+                    "settlement neither recorded (%r) nor spooled (%s): %s",
+                    exc,
+                    spool_error,
+                    entry.to_json(),
+                )
+                raise exc from None
+            log.error(
+                "settlement %s in guild %s spooled to %s after %d tries (%r); replayed at the"
+                " next start",
+                entry.id,
+                guild_id,
+                self._spool.path,
+                tries,
+                exc,
+            )
+            if job is not None:
+                raise SettlementDeferred(job.kind.value) from exc
+            return None
+
+    async def replay_spool(self) -> int:
+        """Record the settlements waiting in the spool (at start-up, then every minute).
+
+        Each entry is one transaction, idempotent (:mod:`bot.services.settlement_spool`); an
+        entry that fails stays for the next replay, logged.
+
+        Returns:
+            How many entries were settled.
+        """
+        spool = self._spool
+        if spool is None or not spool.pending():
+            return 0
+        settled = 0
+        async with self._spool_lock:
+            with spool.take() as (entries, kept):
+                for entry in entries:
+                    try:
+                        await self._replay(entry)
+                    except Exception as exc:
+                        log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
+                        kept.append(entry)
+                    else:
+                        settled += 1
+        if settled:
+            log.info("recorded %d spooled settlement(s) from %s", settled, spool.path)
+        return settled
+
+    async def _replay(self, entry: SpooledSettlement) -> None:
+        async with self._db.transaction() as tx:
+            await tx.guilds.lock(entry.guild_id)
+            charge = entry.charge
+            if charge is not None and not await tx.ledger.has_charge(charge):
+                await tx.ledger.insert_charge(charge)
+                self._count("charged", charge.kind, charge.cost_cents)
+            if entry.anomaly is not None:
+                # For the admins' count only; after a lost commit it may be counted twice.
+                await tx.ledger.insert_anomaly(entry.anomaly)
+            if entry.job is not None:
+                await tx.jobs.insert(entry.job)
 
     async def _settle(
         self,
@@ -666,6 +811,8 @@ class Billing:
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
         learned: tuple[str | None, str, TextCharge] | None = None,
+        *,
+        again: bool = False,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
 
@@ -674,11 +821,18 @@ class Billing:
 
         Holds the guild's lock: a budget check of the guild sees both the reservation and the
         charge, or neither, never one without the other.
+
+        ``again``: an earlier try failed. If its reservation is gone, that try committed after
+        all (its connection dropped as it committed; the reservation outlives the call by far,
+        see ``bot.genapi.ratelimit.SEND_MARGIN``): the charge is not recorded twice.
         """
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
-                await tx.ledger.delete_reservation(reservation.id)
+                held = await tx.ledger.delete_reservation(reservation.id)
+                if again and not held:
+                    log.warning("settlement of reservation %s committed before", reservation.id)
+                    return None if job is None else await tx.jobs.insert(job)
             if charge is not None and not await tx.ledger.insert_charge(charge):
                 log.info(
                     "charge of task %s already in the ledger; not counted again", charge.task_id

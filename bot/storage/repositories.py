@@ -491,6 +491,13 @@ class LedgerRepository(Protocol):
     The ledger and the anomalies are append-only. Sums are exact Decimal cents.
     """
 
+    async def has_charge(self, charge: Charge) -> bool:
+        """Whether this very charge is recorded (a replay after an attempt of unknown outcome).
+
+        The same guild, member, kind, model, key, task id, ``at`` and amount.
+        """
+        ...
+
     async def insert_charge(self, charge: Charge) -> bool:
         """Append the charge to the ledger.
 
