@@ -776,16 +776,20 @@ class Billing:
         if spool is None or not spool.pending():
             return 0
         settled = 0
-        async with self._spool_lock:
-            with spool.take() as (entries, kept):
-                for entry in entries:
-                    try:
-                        await self._replay(entry)
-                    except Exception as exc:
-                        log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
-                        kept.append(entry)
-                    else:
-                        settled += 1
+        try:
+            async with self._spool_lock:
+                with spool.take() as (entries, kept):
+                    for entry in entries:
+                        try:
+                            await self._replay(entry)
+                        except Exception as exc:
+                            log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
+                            kept.append(entry)
+                        else:
+                            settled += 1
+        except OSError as exc:
+            # Kept as it is; the operator must make it readable (the charges are in it).
+            log.critical("cannot replay the settlement spool %s: %s", spool.path, exc)
         if settled:
             log.info("recorded %d spooled settlement(s) from %s", settled, spool.path)
         return settled

@@ -111,8 +111,8 @@ def _encode(row: Charge | ChargeAnomaly | NewJob | None) -> dict[str, Any] | Non
     out: dict[str, Any] = {}
     for f in fields(row):
         value = getattr(row, f.name)
-        if isinstance(value, Decimal):
-            value = str(value)
+        if f.name in _DECIMALS and value is not None:
+            value = str(Decimal(value))  # exact text; a caller may have passed an int
         elif isinstance(value, Kind):
             value = value.value
         elif f.name == "details":

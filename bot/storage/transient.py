@@ -38,5 +38,8 @@ def is_transient(exc: BaseException) -> bool:
         return True
     cause = getattr(exc, "orig", None) or exc
     if isinstance(cause, sqlite3.OperationalError):
-        return cause.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        code = getattr(cause, "sqlite_errorcode", None)
+        if code is None:  # raised by hand, not by SQLite: read its words
+            return "locked" in str(cause)
+        return code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
     return isinstance(cause, (*_PG_TRANSIENT, ConnectionError, TimeoutError))
