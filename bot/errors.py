@@ -179,8 +179,8 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
         case SettlementDeferred():
             # After a charge: never a failure (the spool records and delivers it).
             return (
-                f"Your request went through (it was charged); the {exc.job_kind} will be posted "
-                "in this channel when it is ready, and `/jobs` will list it."
+                f"Your request went through (it was charged); the {exc.job_kind} will be "
+                "delivered here or by DM when it is ready, and `/jobs` will list it."
             )
         case NoApiKeyConfigured():
             return (

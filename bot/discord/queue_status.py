@@ -73,6 +73,9 @@ def queue_text(place: int, estimate: float) -> str:
     )
 
 
+NOT_SENT = "Not sent: the queue could not send it in time; nothing was charged."
+"""What the response says when the queue refused a request that showed its place."""
+
 TOO_LATE = "Too late to cancel: your request was already sent."
 """The answer to a Cancel pressed as the request went."""
 
@@ -176,9 +179,12 @@ class QueueStatus:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._token is not None:
             self._choices.close(self._token)
-        if self._shown and self._gone and not self.seat.cancelled.is_set():
+        if self._shown and not self.seat.cancelled.is_set():
+            # Gone: its turn came. Not gone: the queue refused it (its wait or its token ran
+            # out), and the command's refusal follows; either way the Cancel button goes.
+            text = GOING if self._gone else NOT_SENT
             try:
-                await self._interaction.edit_original_response(content=GOING, view=None)
+                await self._interaction.edit_original_response(content=text, view=None)
             except discord.HTTPException as exc:
                 log.warning("could not clear a request's queue status: %s", exc)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.clock import ManualClock
 from bot.discord.choices import OpenChoices
-from bot.discord.queue_status import GOING, QueueStatus, queue_text
+from bot.discord.queue_status import GOING, NOT_SENT, QueueStatus, queue_text
 from bot.errors import user_message
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 
@@ -76,3 +76,15 @@ def test_the_seat_carries_the_end_of_the_interactions_token() -> None:
     clock = ManualClock()
     status = QueueStatus(FakeInteraction(clock), 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
     assert status.seat.expires_at == clock.time() + 900  # Discord: 15 minutes
+
+
+async def test_a_request_the_queue_refused_loses_its_cancel_button() -> None:
+    clock = ManualClock()
+    interaction = FakeInteraction(clock)
+    status = QueueStatus(interaction, 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
+    status.seat.on_wait(3, 30.0)  # type: ignore[misc]
+    for _ in range(4):
+        await asyncio.sleep(0)
+    assert interaction.edits and interaction.edits[-1][2] is not None
+    await status.close()  # refused by the queue: never went, never cancelled
+    assert interaction.edits[-1][1:] == (NOT_SENT, None)
