@@ -651,9 +651,14 @@ class Billing:
             and charge.model
             else None
         )
-        stored = await self._settle_durably(
-            reservation, charge.guild_id, ledger, job, anomaly, learned
-        )
+        try:
+            stored = await self._settle_durably(
+                reservation, charge.guild_id, ledger, job, anomaly, learned
+            )
+        except SettlementDeferred:
+            if ledger is not None:  # charged all the same: counted once, here
+                self._count("charged", charge.kind, ledger.cost_cents)
+            raise
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
         return stored
@@ -799,8 +804,8 @@ class Billing:
             await tx.guilds.lock(entry.guild_id)
             charge = entry.charge
             if charge is not None and not await tx.ledger.has_charge(charge):
+                # Counted in the metrics when it was spooled, not again.
                 await tx.ledger.insert_charge(charge)
-                self._count("charged", charge.kind, charge.cost_cents)
             if entry.anomaly is not None:
                 # For the admins' count only; after a lost commit it may be counted twice.
                 await tx.ledger.insert_anomaly(entry.anomaly)
