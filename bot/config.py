@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     genapi_api_key: SecretStr | None = None
     database_path: Path = Path("data/bot.db")
     database_url: SecretStr | None = None
+    # Where a settlement the database could not take waits for the next start (None: beside
+    # DATABASE_PATH, see settlement_spool_file).
+    settlement_spool_path: Path | None = None
     discord_api_base_url: str = DISCORD_API_BASE_URL
     discord_gateway_url: str = DISCORD_GATEWAY_URL
     dev_guild_id: int | None = None
@@ -307,6 +310,18 @@ def redact_database_url(url: str) -> str:
 
 class SettingsError(Exception):
     """A setting is missing or malformed; the message names it and never shows its value."""
+
+
+def settlement_spool_file(settings: Settings) -> Path:
+    """The settlement spool's file: ``SETTLEMENT_SPOOL_PATH``, else beside ``DATABASE_PATH``.
+
+    ``data/bot.db`` gives ``data/bot.settlements.jsonl`` (with PostgreSQL too: the data folder
+    is local to the process, the spool must be).
+    """
+    if settings.settlement_spool_path is not None:
+        return settings.settlement_spool_path
+    path = settings.database_path
+    return path.with_name(path.stem + ".settlements.jsonl")
 
 
 def check_database_path(path: Path) -> None:

@@ -170,6 +170,28 @@ class ConcurrencyLimitReached(BotError):
         return f"This server already has {self.limit} videos in progress; try again later."
 
 
+class SettlementDeferred(BotError):
+    """The service charged and answered, but the database could not record it yet.
+
+    The charge and the job are in the settlement spool (``bot.services.settlement_spool``)
+    and will be recorded and delivered from it; the request did not fail.
+
+    Attributes:
+        job_kind: what the job makes (``"video"``, ``"image"``), for the sentence.
+    """
+
+    def __init__(self, job_kind: str) -> None:
+        super().__init__("settlement spooled")
+        self.job_kind = job_kind
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """After a charge, never a failure: the spool records and delivers it."""
+        return (
+            f"Your request went through (it was charged); the {self.job_kind} will be "
+            "delivered here or by DM when it is ready, and `/jobs` will list it."
+        )
+
+
 _SHARED_KEY_REMEDY = (
     "Tell the bot's owner, or a server admin can set the server's own key with "
     "`/config api-key set`."

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from sqlalchemy.exc import DBAPIError
 
 from bot.clock import Clock
-from bot.config import Settings, SettingsError, redact_database_url
+from bot.config import Settings, SettingsError, redact_database_url, settlement_spool_file
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.outputs import output_client
@@ -44,6 +44,7 @@ from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
+from bot.services.settlement_spool import SettlementSpool
 from bot.storage import Database
 from bot.storage.engine import DatabaseUnavailable
 
@@ -227,7 +228,13 @@ def assemble_services(
     metrics = Metrics() if metrics is None else metrics
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
-    billing = Billing(db, settings, clock, metrics=metrics)
+    billing = Billing(
+        db,
+        settings,
+        clock,
+        metrics=metrics,
+        spool=SettlementSpool(settlement_spool_file(settings)),
+    )
     keys = KeyResolver(
         db,
         vault,
@@ -400,6 +407,9 @@ async def build_services(
         on_secret=on_secret,
         downloads=downloads,
     )
+    # Paid answers the database could not take last time are recorded before anything else:
+    # before the poller looks for jobs and before any command is accepted.
+    await services.billing.replay_spool()
     if settings.genapi_base_url is not None:
         # Stored encrypted, so that its jobs outlive a change of GENAPI_API_KEY.
         # Not the sandbox's key: it lives in the sandbox's state file with its tasks.

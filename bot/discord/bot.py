@@ -530,6 +530,8 @@ class GenBot(commands.AutoShardedBot):
                 log.info("released %d stale budget reservations", expired)
             # Keys kept for a request that ended without a job.
             await self.services.keys.sweep_retired()
+            # Settlements spooled while the database failed, once it answers again.
+            await self.services.billing.replay_spool()
             await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:

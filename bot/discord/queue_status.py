@@ -8,7 +8,8 @@ Discord's rate limits on webhook edits (a few per few seconds per interaction to
 Discord's "Rate Limits" documentation), and only when the text changes. Cancel takes the
 request out of the queue: nothing is sent upstream, the budget reservation is released, nothing
 is charged. When the request goes, the response says so and loses the button, and the command's
-normal flow continues in it.
+normal flow continues in it. The seat carries the end of the interaction's token: a request
+that could no longer be answered in time is refused by the queue instead of sent.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from bot.discord.choices import ChoiceOption, OpenChoices, choice_view
 from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.services.personal import queue_seat
+from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -72,6 +74,9 @@ def queue_text(place: int, estimate: float) -> str:
     )
 
 
+NOT_SENT = "Not sent: the queue could not send it in time; nothing was charged."
+"""What the response says when the queue refused a request that showed its place."""
+
 TOO_LATE = "Too late to cancel: your request was already sent."
 """The answer to a Cancel pressed as the request went."""
 
@@ -115,9 +120,16 @@ class QueueStatus:
         self._shown = False
         self._task: asyncio.Task[None] | None = None
         # Every member's wallet shares one seat: members on the owner's shared key take one
-        # turn together, as large as one server's, not one each.
-        seat = queue_seat(guild_id)
-        self.seat = QueueSeat(guild_id=seat, on_wait=self._on_wait, on_go=self._on_go)
+        # turn together, as large as one server's, not one each. Not sent once its answer
+        # could come after the token can show it (judged on every wake, bot.genapi.ratelimit):
+        # Discord's token lives 15 min from the interaction.
+        expires_at = interaction.created_at.timestamp() + TOKEN_LIFETIME_SECONDS
+        self.seat = QueueSeat(
+            guild_id=queue_seat(guild_id),
+            on_wait=self._on_wait,
+            on_go=self._on_go,
+            expires_at=expires_at,
+        )
 
     @property
     def owner_id(self) -> int:
@@ -175,9 +187,12 @@ class QueueStatus:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._token is not None:
             self._choices.close(self._token)
-        if self._shown and self._gone and not self.seat.cancelled.is_set():
+        if self._shown and not self.seat.cancelled.is_set():
+            # Gone: its turn came. Not gone: the queue refused it (its wait or its token ran
+            # out), and the command's refusal follows; either way the Cancel button goes.
+            text = GOING if self._gone else NOT_SENT
             try:
-                await self._interaction.edit_original_response(content=GOING, view=None)
+                await self._interaction.edit_original_response(content=text, view=None)
             except discord.HTTPException as exc:
                 log.warning("could not clear a request's queue status: %s", exc)
 

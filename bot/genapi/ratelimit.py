@@ -49,8 +49,18 @@ apply: while it is the head of the queue, nothing passes it). Fairness across gu
 is unchanged within each kind. Measured in docs/benchmarks.md (``bench batch``'s second round:
 the ``/text`` wait). The caller's :class:`QueueSeat` (a context variable set by the
 Discord side) names its guild, hears its place and estimated wait, and may cancel, which costs
-nothing: nothing was sent. A request is refused only when, as it is queued, the estimated wait
+nothing: nothing was sent. A request is refused when, as it is queued, the estimated wait
 already exceeds the caller's ``max_wait`` (``QUEUE_MAX_WAIT_SECONDS``, 5 minutes).
+
+**Judged again on every wake.** A queued interactive request has a time past which it is not
+sent: ``max_wait`` after it was queued, and :data:`SEND_MARGIN` before the earlier of its
+interaction token's end (:attr:`QueueSeat.expires_at`) and its budget hold's end
+(:data:`HOLD_EXPIRES_AT`): a call sent later could be answered after the token can show it, or
+charged after the hold stopped counting against the budget. Each waiting request wakes by that
+time at the latest, and each time it wakes (the queue moved, a 429 blocked the key, its timer)
+it is refused as soon as it can no longer be sent by then, with the queue's own refusal
+(:class:`~bot.genapi.errors.RateLimitWaitTooLong`; nothing was sent, so the caller releases its
+hold).
 
 ``aiolimiter`` and similar libraries offer neither a strict rolling window, nor priorities, nor
 fairness between groups, hence this module.
@@ -66,7 +76,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from bot.clock import Clock
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
@@ -118,17 +128,40 @@ class QueueSeat:
         on_go: called once when the request leaves the queue to be sent.
         cancelled: set by the member (a Cancel button): the request leaves the queue and
             :class:`~bot.genapi.errors.QueueCancelled` is raised; nothing is sent.
+        expires_at: when the interaction's token ends (Discord: 15 minutes after the
+            interaction), UTC epoch seconds; the request is not sent later than
+            :data:`SEND_MARGIN` before it. None: no token to outlive.
     """
 
     guild_id: int | None = None
     on_wait: Callable[[int, float], None] | None = None
     on_go: Callable[[], None] | None = None
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    expires_at: float | None = None
 
 
 QUEUE_SEAT: ContextVar[QueueSeat | None] = ContextVar("queue_seat", default=None)
 """The seat of the interactive requests made in this context (a command's task); None: a
 request of no guild, shown to nobody."""
+
+HOLD_EXPIRES_AT: ContextVar[float | None] = ContextVar("hold_expires_at", default=None)
+"""When the budget hold of the charging call made in this context stops counting, UTC epoch
+seconds (set by the generation service around the call); None: no hold."""
+
+SEND_MARGIN = 180.0
+"""Seconds a request must be sent before its token or hold ends: a generation call may take
+150 s (``bot.genapi.client.GENERATION_TIMEOUT``: connect 5, write 15, read 120, pool 10),
+then its charge is settled and its answer shown (30 s)."""
+
+
+def send_by(seat: QueueSeat | None) -> float | None:
+    """The latest time an interactive request of this context may be sent, UTC epoch seconds.
+
+    :data:`SEND_MARGIN` before the earlier of the seat's token end and the hold's end; None
+    when neither is known.
+    """
+    ends = [t for t in (None if seat is None else seat.expires_at, HOLD_EXPIRES_AT.get()) if t]
+    return min(ends) - SEND_MARGIN if ends else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,13 +355,17 @@ class KeyLimiter:
         Args:
             priority: interactive requests overtake every queued background one, except
                 when the background floor is due (:mod:`bot.genapi.slots`).
-            max_wait: seconds an interactive caller accepts to wait, judged as it is queued;
-                None waits as long as needed.
+            max_wait: seconds an interactive caller accepts to wait: as it is queued, the
+                estimated wait must fit; on every wake, the request must still be sendable
+                within it; None waits as long as needed.
             kind: an interactive request's :class:`Kind`: submissions leave the answers'
                 slots and go after their guild's answers (module docstring).
 
         Raises:
-            RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` (nothing is counted).
+            RateLimitWaitTooLong: the estimated wait exceeds ``max_wait`` as it is queued, or
+                on a later wake it can no longer be sent within ``max_wait`` or before its
+                token's or hold's end less :data:`SEND_MARGIN` (:func:`send_by`); nothing is
+                counted.
             QueueCancelled: the member cancelled while waiting (nothing is counted).
         """
         await self.take(priority, max_wait=max_wait, kind=kind)
@@ -350,6 +387,7 @@ class KeyLimiter:
             queued_at,
         )
         background = priority is Priority.BACKGROUND
+        limit = self._limit(queued_at, max_wait, seat) if interactive else None
         self._waiting[ticket.seq] = ticket
         first = True
         try:
@@ -365,24 +403,26 @@ class KeyLimiter:
                     # window moves): wake the others so that the new head takes its turn.
                     self._last_head = head
                     self._notify()
-                if head == ticket and delay <= _EPSILON:
+                place = order.index(ticket)
+                if head == ticket and delay <= _EPSILON and (limit is None or now <= limit):
                     stamp = self._release_ticket(ticket, now, queued_at)
                     break
-                place = order.index(ticket)
+                if limit is not None and (now >= limit or now + delay > limit):
+                    # Judged again on every wake: it can no longer go in time (module docstring).
+                    self._refuse(priority, self._estimate(place, now, ticket.kind))
                 if first or (seat is not None and seat.on_wait is not None):
                     estimate = self._estimate(place, now, ticket.kind)
                     if first and max_wait is not None and estimate > max_wait:
-                        if self._metrics is not None:
-                            self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
-                        queued = sum(
-                            1 for t in self._waiting.values() if t.priority is Priority.INTERACTIVE
-                        )
-                        raise RateLimitWaitTooLong(estimate, queued=queued - 1)
+                        self._refuse(priority, estimate)
                     if seat is not None and seat.on_wait is not None:
                         seat.on_wait(place + 1, estimate)
                 first = False
-                # Only the head of the queue needs a timer; the rest wake when it moves.
-                await self._wait(delay if head == ticket else None, seat)
+                # The head of the queue needs a timer, and a request with a limit one to wake
+                # by it; the rest wake when the queue moves.
+                timer = delay if head == ticket else None
+                if limit is not None:
+                    timer = min(limit - now, timer) if timer is not None else limit - now
+                await self._wait(timer, seat)
         finally:
             if self._waiting.pop(ticket.seq, None) is not None:
                 self._notify()
@@ -397,6 +437,23 @@ class KeyLimiter:
                 self.release(stamp, background)
                 raise
         return stamp
+
+    def _limit(
+        self, queued_at: float, max_wait: float | None, seat: QueueSeat | None
+    ) -> float | None:
+        """The monotonic time past which an interactive request is not sent (None: none)."""
+        limits = [] if max_wait is None else [queued_at + max_wait]
+        latest = send_by(seat)
+        if latest is not None:
+            limits.append(queued_at + latest - self._clock.time())
+        return min(limits) if limits else None
+
+    def _refuse(self, priority: Priority, estimate: float) -> NoReturn:
+        """Refuse a waiting request: raise the queue's refusal, counted."""
+        if self._metrics is not None:
+            self._metrics.limiter_refusals.labels(priority.name.lower()).inc()
+        queued = sum(1 for t in self._waiting.values() if t.priority is Priority.INTERACTIVE)
+        raise RateLimitWaitTooLong(estimate, queued=queued - 1)
 
     def _release_ticket(self, ticket: Ticket, now: float, queued_at: float) -> float:
         del self._waiting[ticket.seq]

@@ -34,7 +34,7 @@ from bot.clock import Clock
 from bot.genapi.errors import RateLimitWaitTooLong
 from bot.genapi.group_commit import GroupCommit
 from bot.genapi.rate_window import RateTake, RateWindowRepository
-from bot.genapi.ratelimit import KeyLimiter, Kind, Priority, RateLimiter
+from bot.genapi.ratelimit import QUEUE_SEAT, KeyLimiter, Kind, Priority, RateLimiter, send_by
 from bot.genapi.slots import SlotRules
 
 if TYPE_CHECKING:
@@ -120,7 +120,9 @@ class SharedKeyLimiter:
 
         Raises:
             RateLimitWaitTooLong: the wait (in this process's queue, then for the shared
-                window) would exceed ``max_wait``; nothing is recorded in the shared window.
+                window) would exceed ``max_wait``, or send the request after its token's or
+                hold's end less the margin (:func:`~bot.genapi.ratelimit.send_by`); nothing is
+                recorded in the shared window.
         """
         started = self._clock.monotonic()
         background = priority is Priority.BACKGROUND
@@ -149,6 +151,10 @@ class SharedKeyLimiter:
             # else this process would refuse its users for up to a window for nothing.
             self._local.release(stamp, background)
             if max_wait is not None and self._clock.monotonic() - started + delay > max_wait:
+                raise RateLimitWaitTooLong(delay)
+            latest = None if background else send_by(QUEUE_SEAT.get())
+            if latest is not None and self._clock.time() + delay > latest:
+                # Never sent after its token or hold would end (judged on every wake).
                 raise RateLimitWaitTooLong(delay)
             await self._clock.sleep(min(delay, RECHECK_MAX))
 

@@ -261,7 +261,10 @@ class GenApiEmulator(EmulatedService):
         prompt_tokens = max(1, math.ceil((len(req.prompt) + len(req.system)) / 4))
         completion_tokens = math.ceil(len(content) / 4)
         total = prompt_tokens + completion_tokens
-        cost = self._cost(max(1, math.ceil(total * req.model.cents_per_1k_tokens / 1000)))
+        rate = req.model.cents_per_1k_tokens
+        answer_rate = self.completion_prices.get(req.model.id, rate)
+        price = prompt_tokens * rate + completion_tokens * answer_rate
+        cost = self._cost(max(1, math.ceil(price / 1000)))
         remaining = self._charge(request[_KEY], cost)
         self._next_text = None
         usage = {

@@ -83,6 +83,9 @@ class EmulatedService:
         self._fail_next: deque[str] = deque()
         self._task_duration: TaskDuration | None = None
         self._next_text: str | None = None
+        self.completion_prices: dict[str, int] = {}
+        """Cents per 1,000 completion tokens of a text model priced apart from its prompt
+        tokens (see :meth:`price_completion`)."""
         self._echo_key = False
         self._next_costs: deque[ReportedCost] = deque()
         self._origin: str | None = None
@@ -356,6 +359,17 @@ class EmulatedService:
         another origin serving the same file). None: serve files directly again.
         """
         self.files_redirect = origin
+
+    def price_completion(self, model_id: str, cents_per_1k_tokens: int | None) -> None:
+        """Price ``model_id``'s completion tokens apart from its prompt tokens (None: alike).
+
+        Services often charge an answer's tokens several times a prompt's; the charge is then
+        ``max(1, ceil((prompt x catalogue price + completion x this price) / 1000))`` cents.
+        """
+        if cents_per_1k_tokens is None:
+            self.completion_prices.pop(model_id, None)
+        else:
+            self.completion_prices[model_id] = cents_per_1k_tokens
 
     def set_next_text(self, content: str) -> None:
         """Make the next successful ``/text/generate`` answer ``content``."""

@@ -26,15 +26,18 @@ Times are UTC epoch seconds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
+
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
@@ -42,18 +45,27 @@ from bot.domain import (
     TASK_ID_REUSED,
     Charge,
     ChargeAnomaly,
+    ConstraintError,
     GuildSettings,
     Job,
     Kind,
     NewJob,
     Reservation,
 )
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached, CooldownActive, ValidationFailed
+from bot.errors import (
+    BudgetExceeded,
+    ConcurrencyLimitReached,
+    CooldownActive,
+    SettlementDeferred,
+    ValidationFailed,
+)
 from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
+from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
+from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +75,23 @@ ESTIMATE_WINDOW = 20
 """How many of a model's latest charges its hold looks at (image: their highest; text: their
 price per token)."""
 
-TEXT_PRICE_KEY = "text_price:"
-"""Meta key prefix (``db.meta``) of a text model's last charges with their token counts: a JSON
-list of ``[cost_cents as text, total_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW`."""
+TEXT_PRICE_KEY = "text_rates:"
+"""Meta key prefix (``db.meta``) of a text model's last positive charges on one account:
+``text_rates:<key fingerprint>:<model>``, a JSON list of ``[cost_cents as text, prompt_tokens,
+completion_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW` (:func:`text_rate_bound`)."""
 
 DEFAULT_RESERVATION_TTL = 900.0
 """Seconds after which an unsettled reservation stops holding budget (15 minutes)."""
 
 MAX_CHARGE_CENTS = Decimal(10_000_000)
 """A single reported charge above this ($100,000) is absurd: recorded as an anomaly, not summed."""
+
+SETTLE_ATTEMPTS = 6
+"""Tries of a settlement whose database error is transient, the first included; with the
+backoff (0.25 s doubling to 4 s) and SQLite's 5 s busy timeout per try, about 40 s at most."""
+
+SETTLE_BACKOFF = wait_exponential(multiplier=0.25, max=4.0)
+"""Between two tries of a settlement: 0.25 s, 0.5 s, 1 s... up to 4 s."""
 
 MAX_BALANCE_CENTS = Decimal(10**12)
 """A reported balance beyond +/- this is unusable (and would not fit the micro-cent column)."""
@@ -107,8 +127,20 @@ def video_cost_cents(cost_cents_per_5s: Decimal | float, duration_seconds: float
     return Decimal(math.ceil(exact))
 
 
-def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> int:
-    """Return an upper bound of the tokens a text call may be charged for (spec 2.5, 4.5).
+@dataclass(frozen=True, slots=True)
+class TextTokens:
+    """Tokens of a text call, the prompt's and the answer's apart (spec 2.5 ``usage``).
+
+    Before a call, upper bounds (:func:`text_tokens_bound`); after it, what the service
+    reported it charged for (``usage.prompt_tokens``, ``usage.completion_tokens``).
+    """
+
+    prompt: int
+    completion: int
+
+
+def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> TextTokens:
+    """Return upper bounds of the tokens a text call may be charged for (spec 2.5, 4.5).
 
     The answer is at most ``max_tokens`` tokens (1000 when omitted, spec part 8); the prompt and
     system prompt count as their UTF-8 bytes, since a byte-level tokenizer never makes more
@@ -116,7 +148,57 @@ def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -
     tokenizer).
     """
     sent = len(prompt.encode()) + (len(system.encode()) if system else 0)
-    return sent + (1000 if max_tokens is None else max_tokens)
+    return TextTokens(prompt=sent, completion=1000 if max_tokens is None else max_tokens)
+
+
+TextCharge = tuple[Decimal, int, int]
+"""One positive text charge: ``(cost_cents, prompt_tokens, completion_tokens)``."""
+
+
+def text_rate_bound(charges: Sequence[TextCharge], tokens: TextTokens) -> Fraction | None:
+    """The most a call of ``tokens`` can cost at any prompt and answer rates the charges allow.
+
+    A text call is charged for its prompt tokens at one rate ``a`` and its answer tokens at
+    another ``b`` (cents per token, unknown: the spec shows no price of text calls), rounded
+    up per call, so every charge ``c`` of ``p`` prompt and ``k`` answer tokens proves
+    ``a * p + b * k <= c``. The highest ``a * P + b * K`` over every ``a, b >= 0`` that all
+    the charges allow (a linear program in two unknowns: its optimum is at a corner of the
+    allowed region) is an upper bound of what the call can be charged, before rounding. A
+    long answer to a short prompt is bounded by what answers are known to cost, however
+    cheap long prompts were.
+
+    Args:
+        charges: positive charges of one model on one account (free answers prove nothing).
+        tokens: the call's bounds.
+
+    Returns:
+        Cents (not rounded); None when no charge bounds a rate the call needs (e.g. no
+        charge with answer tokens, for a call that may answer).
+    """
+    rows = [(Fraction(c), p, k) for c, p, k in charges if c > 0 and (p > 0 or k > 0)]
+    if (tokens.prompt > 0 and not any(p > 0 for _, p, _ in rows)) or (
+        tokens.completion > 0 and not any(k > 0 for _, _, k in rows)
+    ):
+        return None
+    zero = Fraction(0)
+    corners: list[tuple[Fraction, Fraction]] = [(zero, zero)]
+    corners += [(c / p, zero) for c, p, _ in rows if p > 0]
+    corners += [(zero, c / k) for c, _, k in rows if k > 0]
+    for i, (c1, p1, k1) in enumerate(rows):
+        for c2, p2, k2 in rows[i + 1 :]:
+            det = p1 * k2 - p2 * k1
+            if det:
+                a = (c1 * k2 - c2 * k1) / det
+                b = (p1 * c2 - p2 * c1) / det
+                if a >= 0 and b >= 0:
+                    corners.append((a, b))
+    # Exact fractions (a few ms for 20 charges): a hold rounded up from a float could be a
+    # cent short, or a cent too many on an exact price.
+    return max(
+        a * tokens.prompt + b * tokens.completion
+        for a, b in corners
+        if all(a * p + b * k <= c for c, p, k in rows)
+    )
 
 
 def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:
@@ -254,6 +336,9 @@ class Billing:
         clock: the wall clock (UTC epoch seconds) that defines months, days and expiries.
         reservation_ttl: seconds an unsettled reservation holds budget.
         metrics: counts cents reserved, charged and released; None counts nothing.
+        spool: where a settlement goes when the database cannot take it
+            (:mod:`bot.services.settlement_spool`); None: the error is raised.
+        settle_attempts: tries of a settlement whose error is transient.
     """
 
     def __init__(
@@ -263,8 +348,14 @@ class Billing:
         clock: Clock,
         reservation_ttl: float = DEFAULT_RESERVATION_TTL,
         metrics: Metrics | None = None,
+        spool: SettlementSpool | None = None,
+        settle_attempts: int = SETTLE_ATTEMPTS,
     ) -> None:
         self._db = db
+        self._spool = spool
+        # One writer of the spool file at a time in this process (its flock is per process).
+        self._spool_lock = asyncio.Lock()
+        self._settle_attempts = settle_attempts
         self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
@@ -342,7 +433,7 @@ class Billing:
         role_ids: Collection[int] = (),
         cooldown_exempt: bool = False,
         key_fingerprint: str | None = None,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> Reservation:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
@@ -365,8 +456,8 @@ class Billing:
             cooldown_exempt: skip the cooldown (members with Manage Server).
             key_fingerprint: the key the request is sent with; it is kept while the
                 reservation lives. None: unknown.
-            tokens: (text) the most tokens the call may be charged for
-                (:func:`text_tokens_bound`); None for other kinds.
+            tokens: (text) the most tokens the call may be charged for, prompt and answer
+                apart (:func:`text_tokens_bound`); None for other kinds.
 
         Returns:
             The reservation, to :meth:`settle` or :meth:`release`.
@@ -401,7 +492,7 @@ class Billing:
             needed = (
                 Decimal(cost_cents)
                 if cost_cents is not None
-                else await self._hold(tx, kind, model, tokens)
+                else await self._hold(tx, kind, model, tokens, key_fingerprint)
             )
             await _check_guild_budget(tx, limits, guild_id, needed, now)
             await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
@@ -467,22 +558,33 @@ class Billing:
         assert ceiling is not None  # the setting is a whole number >= 0
         return ceiling
 
-    async def _hold(self, tx: Repositories, kind: Kind, model: str, tokens: int | None) -> Decimal:
+    async def _hold(
+        self,
+        tx: Repositories,
+        kind: Kind,
+        model: str,
+        tokens: TextTokens | None,
+        key_fingerprint: str | None,
+    ) -> Decimal:
         """What a request of unknown price holds: an amount that bounds its charge.
 
         * image: the highest of the model's last :data:`ESTIMATE_WINDOW` charges (an image is
           priced per request), else ``IMAGE_HOLD_CEILING_CENTS``;
-        * text: ``tokens`` times the model's observed price per token (:func:`_text_price`),
-          rounded up to a cent, else ``TEXT_HOLD_CEILING_CENTS``;
+        * text: the most the call's prompt and answer tokens can cost at the rates the
+          model's last positive charges on this account allow (:func:`text_rate_bound`),
+          rounded up to a cent (at least 1, the service's smallest charge), else, while no
+          positive charge bounds the rates, ``TEXT_HOLD_CEILING_CENTS``: a free or cached
+          answer (0 cents) proves no price and never lowers a hold;
         * video (a price always comes with it; this is the safety net): the highest charge,
           else the ceiling for 5 s.
         """
         d = self._defaults
         if kind is Kind.TEXT:
-            price = await _text_price(tx, model) if model else None
-            if price is None or tokens is None:
+            history = await _text_history(tx, key_fingerprint, model) if model else []
+            bound = None if tokens is None else text_rate_bound(history, tokens)
+            if bound is None:
                 return Decimal(d.text_hold_ceiling_cents)
-            return Decimal(math.ceil(price * tokens))
+            return Decimal(max(1, math.ceil(bound)))
         costs = await tx.ledger.recent_costs(model, ESTIMATE_WINDOW)
         if costs:
             return max(costs)
@@ -514,7 +616,7 @@ class Billing:
         charge: Charge,
         job: NewJob | None = None,
         *,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> Job | None:
         """Replace the reservation by the charge the service reported (and store the job).
 
@@ -523,12 +625,21 @@ class Billing:
         job is stored either way, since its result is paid for. The hold's excess over the
         charge is given back with the reservation.
 
+        A transient database error (:func:`bot.storage.transient.is_transient`: a busy SQLite
+        writer, a dropped PostgreSQL connection) is retried with backoff
+        (:data:`SETTLE_ATTEMPTS`). If it still fails, the settlement goes to the spool
+        (:mod:`bot.services.settlement_spool`), which the next start replays: a text or
+        synchronous image then returns as if settled (the member has the answer), and a job
+        raises :class:`~bot.errors.SettlementDeferred` (the member is told it went through
+        and where the result will come).
+
         Args:
             reservation: from :meth:`reserve`.
             charge: what the service reported.
             job: the job to store (asynchronous results).
-            tokens: (text) the call's ``usage.total_tokens``, to learn the model's price per
-                token; None or not positive learns nothing.
+            tokens: (text) the call's ``usage`` (prompt and completion tokens), to learn the
+                rates of the model on the charge's account (:func:`text_rate_bound`); None,
+                no tokens or a charge of 0 (free, cached) learns nothing.
 
         Returns:
             The stored job, or None when ``job`` is None.
@@ -536,6 +647,9 @@ class Billing:
         Raises:
             ConstraintError: a constraint failed other than "task already recorded"; nothing
                 of the transaction is kept.
+            SettlementDeferred: (a job) the settlement is in the spool, not the database.
+            Exception: the database's error, when there is no spool or it could not be written
+                (the settlement is then logged in full, for the operator).
         """
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
         self._uses.pop(reservation.id, None)
@@ -562,11 +676,26 @@ class Billing:
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
         learned = (
-            (charge.model, ledger.cost_cents, tokens)
-            if ledger is not None and tokens is not None and tokens > 0 and charge.model
+            (
+                charge.key_fingerprint,
+                charge.model,
+                (ledger.cost_cents, tokens.prompt, tokens.completion),
+            )
+            if ledger is not None
+            and tokens is not None
+            and tokens.prompt + tokens.completion > 0
+            and ledger.cost_cents > 0
+            and charge.model
             else None
         )
-        stored = await self._settle(reservation, charge.guild_id, ledger, job, anomaly, learned)
+        try:
+            stored = await self._settle_durably(
+                reservation, charge.guild_id, ledger, job, anomaly, learned
+            )
+        except SettlementDeferred:
+            if ledger is not None:  # charged all the same: counted once, here
+                self._count("charged", charge.kind, ledger.cost_cents)
+            raise
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
         return stored
@@ -608,9 +737,117 @@ class Billing:
         Screened by :func:`charge_anomaly` like :meth:`settle`.
         """
         ledger, anomaly = charge_anomaly(charge)
-        await self._settle(None, charge.guild_id, ledger, None, anomaly)
+        await self._settle_durably(None, charge.guild_id, ledger, None, anomaly)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
+
+    async def _settle_durably(
+        self,
+        reservation: Reservation | None,
+        guild_id: int,
+        charge: Charge | None,
+        job: NewJob | None,
+        anomaly: ChargeAnomaly | None,
+        learned: tuple[str | None, str, TextCharge] | None = None,
+    ) -> Job | None:
+        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`)."""
+        tries = 0
+
+        async def once() -> Job | None:
+            nonlocal tries
+            tries += 1
+            return await self._settle(
+                reservation, guild_id, charge, job, anomaly, learned, again=tries > 1
+            )
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._settle_attempts),
+            wait=SETTLE_BACKOFF,
+            retry=retry_if_exception(is_transient),
+            sleep=self._clock.sleep,
+            before_sleep=lambda state: log.warning(
+                "settlement in guild %s failed (%r); trying again",
+                guild_id,
+                state.outcome and state.outcome.exception(),
+            ),
+            reraise=True,
+        )
+        try:
+            return await retrying(once)
+        except (ConstraintError, ValueError):
+            raise  # the settlement itself is wrong: a replay would fail the same way
+        except Exception as exc:
+            entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
+            if self._spool is None:
+                log.critical("settlement lost with the database's error: %s", entry.to_json())
+                raise
+            try:
+                async with self._spool_lock:
+                    self._spool.append(entry)
+            except OSError as spool_error:
+                log.critical(
+                    "settlement neither recorded (%r) nor spooled (%s): %s",
+                    exc,
+                    spool_error,
+                    entry.to_json(),
+                )
+                raise exc from None
+            log.error(
+                "settlement %s in guild %s spooled to %s after %d tries (%r); replayed at the"
+                " next start",
+                entry.id,
+                guild_id,
+                self._spool.path,
+                tries,
+                exc,
+            )
+            if job is not None:
+                raise SettlementDeferred(job.kind.value) from exc
+            return None
+
+    async def replay_spool(self) -> int:
+        """Record the settlements waiting in the spool (at start-up, then every minute).
+
+        Each entry is one transaction, idempotent (:mod:`bot.services.settlement_spool`); an
+        entry that fails stays for the next replay, logged.
+
+        Returns:
+            How many entries were settled.
+        """
+        spool = self._spool
+        if spool is None or not spool.pending():
+            return 0
+        settled = 0
+        try:
+            async with self._spool_lock:
+                with spool.take() as (entries, kept):
+                    for entry in entries:
+                        try:
+                            await self._replay(entry)
+                        except Exception as exc:
+                            log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
+                            kept.append(entry)
+                        else:
+                            settled += 1
+        except OSError as exc:
+            # Kept as it is; the operator must make it readable (the charges are in it).
+            log.critical("cannot replay the settlement spool %s: %s", spool.path, exc)
+        if settled:
+            log.info("recorded %d spooled settlement(s) from %s", settled, spool.path)
+        return settled
+
+    async def _replay(self, entry: SpooledSettlement) -> None:
+        async with self._db.transaction() as tx:
+            await tx.guilds.lock(entry.guild_id)
+            charge = entry.charge
+            if charge is not None and not await tx.ledger.has_charge(charge):
+                # Counted in the metrics when it was spooled, not again.
+                await tx.ledger.insert_charge(charge)
+            if entry.anomaly is not None:
+                # For the admins' count only; after a lost commit it may be counted twice.
+                await tx.ledger.insert_anomaly(entry.anomaly)
+            if entry.job is not None:
+                await tx.jobs.insert(entry.job)
 
     async def _settle(
         self,
@@ -619,20 +856,29 @@ class Billing:
         charge: Charge | None,
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
-        learned: tuple[str, Decimal, int] | None = None,
+        learned: tuple[str | None, str, TextCharge] | None = None,
+        *,
+        again: bool = False,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
 
-        ``learned``: ``(model, cost_cents, total_tokens)`` of a text charge, appended to the
-        model's price history (:data:`TEXT_PRICE_KEY`).
+        ``learned``: ``(key fingerprint, model, charge)`` of a positive text charge, added to
+        the model's history on that account (:data:`TEXT_PRICE_KEY`).
 
         Holds the guild's lock: a budget check of the guild sees both the reservation and the
         charge, or neither, never one without the other.
+
+        ``again``: an earlier try failed. If its reservation is gone, that try committed after
+        all (its connection dropped as it committed; the reservation outlives the call by far,
+        see ``bot.genapi.ratelimit.SEND_MARGIN``): the charge is not recorded twice.
         """
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
-                await tx.ledger.delete_reservation(reservation.id)
+                held = await tx.ledger.delete_reservation(reservation.id)
+                if again and not held:
+                    log.warning("settlement of reservation %s committed before", reservation.id)
+                    return None if job is None else await tx.jobs.insert(job)
             reused = await _task_given_before(tx, charge, anomaly)
             if charge is not None and not await tx.ledger.insert_charge(charge):
                 log.info(
@@ -707,37 +953,44 @@ def _first(value: _T | None, default: _T) -> _T:
     return default if value is None else value
 
 
-async def _text_history(tx: Repositories, model: str) -> list[tuple[Decimal, int]]:
-    raw = await tx.meta.get(TEXT_PRICE_KEY + model)
+def _text_key(key_fingerprint: str | None, model: str) -> str:
+    # Accounts may be priced differently: one history per key (an unknown key is one account).
+    return f"{TEXT_PRICE_KEY}{key_fingerprint or '-'}:{model}"
+
+
+async def _text_history(
+    tx: Repositories, key_fingerprint: str | None, model: str
+) -> list[TextCharge]:
+    raw = await tx.meta.get(_text_key(key_fingerprint, model))
     if raw is None:
         return []
     try:
-        return [(Decimal(cost), int(tokens)) for cost, tokens in json.loads(raw)]
+        return [(Decimal(cost), int(p), int(k)) for cost, p, k in json.loads(raw)]
     except (ValueError, TypeError, ArithmeticError):
         log.warning("unreadable price history of %s; starting it again", model)
         return []
 
 
-async def _text_price(tx: Repositories, model: str) -> Fraction | None:
-    """Return the model's observed price per token, cents (an upper bound), or None.
+async def _learn_text_price(
+    tx: Repositories, key_fingerprint: str | None, model: str, charge: TextCharge
+) -> None:
+    """Add one positive text charge to the model's history on one account (the last 20 kept).
 
-    A text call is charged one rate per token, rounded up per call (docs/genapi-choices.md:
-    ``max(1, ceil(total_tokens x rate))``; the spec shows no price of text calls). A charge of
-    ``c`` cents for ``t`` tokens therefore proves that the rate is at most ``c / t``: the
-    smallest such ratio of the model's last charges is the tightest bound (a short call, whose
-    charge is mostly rounding, says little; a long one says nearly the exact rate).
+    A charge above what the known rates allow for its own tokens (rounded up as the service
+    rounds, at least 1 cent) proves the price was raised: the older charges, made at the old
+    price, no longer bound anything and are dropped, so the next hold is at the new price at
+    once. A lost update between two processes loses one observation, nothing more.
     """
-    ratios = [Fraction(cost) / tokens for cost, tokens in await _text_history(tx, model) if tokens]
-    return min(ratios) if ratios else None
-
-
-async def _learn_text_price(tx: Repositories, model: str, cost: Decimal, tokens: int) -> None:
-    """Append one text charge to the model's price history (the last 20 are kept).
-
-    A lost update between two processes loses one observation, nothing more.
-    """
-    history = [*await _text_history(tx, model), (cost, tokens)][-ESTIMATE_WINDOW:]
-    await tx.meta.set(TEXT_PRICE_KEY + model, json.dumps([[str(c), t] for c, t in history]))
+    history = await _text_history(tx, key_fingerprint, model)
+    cost, prompt, completion = charge
+    allowed = text_rate_bound(history, TextTokens(prompt, completion)) if history else None
+    if allowed is not None and cost > max(1, math.ceil(allowed)):
+        log.info("%s charged more than its known rates allow: the price rose", model)
+        history = []
+    history = [*history, charge][-ESTIMATE_WINDOW:]
+    await tx.meta.set(
+        _text_key(key_fingerprint, model), json.dumps([[str(c), p, k] for c, p, k in history])
+    )
 
 
 def _check_model_access(policy: MemberPolicy, model: str) -> None:

@@ -32,6 +32,7 @@ from bot.genapi.outputs import (
     normalise_host,
     resolves_privately,
 )
+from bot.genapi.ratelimit import HOLD_EXPIRES_AT
 from bot.genapi.wire import (
     Catalogue,
     ImageRequest,
@@ -42,7 +43,7 @@ from bot.genapi.wire import (
     VideoModel,
     VideoRequest,
 )
-from bot.services.billing import Billing, text_tokens_bound
+from bot.services.billing import Billing, TextTokens, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import (
     KEY_CHANGING_PERSONAL,
@@ -479,11 +480,18 @@ def check_text(
     )
 
 
-def _total_tokens(result: TextResult) -> int | None:
-    """The tokens a text result was charged for (spec 2.5 ``usage``), or None if unusable."""
+def _usage(result: TextResult) -> TextTokens | None:
+    """The prompt and answer tokens a text result was charged for (spec 2.5 ``usage``).
+
+    None when the service did not tell them apart (only ``total_tokens``, or none): such a
+    charge says nothing of either rate.
+    """
     usage = result.usage
-    total = usage.total_tokens or usage.prompt_tokens + usage.completion_tokens
-    return total if total > 0 else None
+    if usage.prompt_tokens < 0 or usage.completion_tokens < 0:
+        return None
+    if usage.prompt_tokens + usage.completion_tokens <= 0:
+        return None
+    return TextTokens(usage.prompt_tokens, usage.completion_tokens)
 
 
 class GenerationService:
@@ -573,7 +581,7 @@ class GenerationService:
         model: str,
         cost_cents: Decimal | None,
         key: ResolvedKey,
-        tokens: int | None = None,
+        tokens: TextTokens | None = None,
     ) -> tuple[Reservation, ResolvedKey]:
         """Reserve the request's cost on ``key``; return the reservation and the key to send with.
 
@@ -771,7 +779,7 @@ class GenerationService:
         await self._billing.settle(
             reservation,
             self._charge(who, key, Kind.TEXT, request.model, None, result),
-            tokens=_total_tokens(result),
+            tokens=_usage(result),
         )
         await self._key_works(settings)
         return result
@@ -1021,10 +1029,14 @@ class GenerationService:
     ) -> T:
         """Await a charging call; release the reservation only if nothing can have been charged.
 
-        A refusal (4xx, ``GENERATION_FAILED``) charged nothing. A timeout, a dropped connection,
+        A refusal (4xx, ``GENERATION_FAILED``, a queue that could not send it in time) charged
+        nothing. A timeout, a dropped connection,
         a body we could not read, another 5xx, or a cancellation may still have been charged: that
         reservation is kept until it expires, holding the budget conservatively.
         """
+        # A request still queued for its key's rate window is not sent once the hold could
+        # end before its charge is settled (bot.genapi.ratelimit: judged on every wake).
+        hold = HOLD_EXPIRES_AT.set(reservation.expires_at)
         try:
             result = await call
         except api.GenAPIError as exc:
@@ -1032,6 +1044,8 @@ class GenerationService:
                 await self._billing.release(reservation)
             await self._key_problem(settings, exc)
             raise
+        finally:
+            HOLD_EXPIRES_AT.reset(hold)
         # No I/O here: the answer goes straight to the settlement (``_key_works`` comes after).
         return result
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.clock import ManualClock
 from bot.discord.choices import OpenChoices
-from bot.discord.queue_status import GOING, QueueStatus, queue_text
+from bot.discord.queue_status import GOING, NOT_SENT, QueueStatus, queue_text
 from bot.errors import user_message
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import QUEUE_SEAT, Priority, RateLimiter
 from bot.genapi.slots import SlotRules
 from bot.services.personal import wallet_id
+from tests.genapi.test_ratelimit import TimerClock
 
 
 def test_the_place_and_the_wait_read_as_people_say_them() -> None:
@@ -29,6 +31,7 @@ class FakeInteraction:
     def __init__(self, clock: ManualClock) -> None:
         self.clock = clock
         self.edits: list[tuple[float, str, Any]] = []
+        self.created_at = datetime.fromtimestamp(clock.time(), tz=UTC)
 
     async def edit_original_response(self, *, content: str, view: Any) -> None:
         self.edits.append((self.clock.monotonic(), content, view))
@@ -76,7 +79,7 @@ def test_a_refusal_says_how_long_the_queue_is_and_a_cancel_that_nothing_was_char
 async def test_members_on_the_shared_key_take_one_turn_together_not_one_each() -> None:
     """Forty members' personal requests on the shared key hold a server's one back no longer
     than one server's burst would: they share one seat of the fair queue."""
-    clock = ManualClock()
+    clock = TimerClock()
     limiter = RateLimiter(clock, SlotRules(limit=30, window=61.0)).for_key("shared")
     sent: list[str] = []
 
@@ -93,11 +96,26 @@ async def test_members_on_the_shared_key_take_one_turn_together_not_one_each() -
         sent.append(name)
         await status.close()
 
-    members = [
-        asyncio.ensure_future(request(wallet_id(user), user, f"m{user}")) for user in range(1, 41)
-    ]
-    server = asyncio.ensure_future(request(7, 99, "server"))
-    await asyncio.gather(*members, server)
+    members = [request(wallet_id(user), user, f"m{user}") for user in range(1, 41)]
+    await clock.drive(*members, request(7, 99, "server"))
     # The first 30 go as they come (the window is free); then the server's turn comes first,
     # not after each of the ten members still waiting.
     assert sent.index("server") == 30
+
+
+def test_the_seat_carries_the_end_of_the_interactions_token() -> None:
+    clock = ManualClock()
+    status = QueueStatus(FakeInteraction(clock), 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
+    assert status.seat.expires_at == clock.time() + 900  # Discord: 15 minutes
+
+
+async def test_a_request_the_queue_refused_loses_its_cancel_button() -> None:
+    clock = ManualClock()
+    interaction = FakeInteraction(clock)
+    status = QueueStatus(interaction, 1, 2, clock, OpenChoices())  # type: ignore[arg-type]
+    status.seat.on_wait(3, 30.0)  # type: ignore[misc]
+    for _ in range(4):
+        await asyncio.sleep(0)
+    assert interaction.edits and interaction.edits[-1][2] is not None
+    await status.close()  # refused by the queue: never went, never cancelled
+    assert interaction.edits[-1][1:] == (NOT_SENT, None)

@@ -10,7 +10,9 @@ import pytest
 from bot.clock import ManualClock
 from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import (
+    HOLD_EXPIRES_AT,
     QUEUE_SEAT,
+    SEND_MARGIN,
     KeyLimiter,
     Kind,
     Limiter,
@@ -260,7 +262,7 @@ def test_turns_go_round_the_guilds_first_come_first_served_within_each() -> None
 
 
 async def test_a_single_request_of_another_guild_passes_a_burst_of_forty() -> None:
-    clock = ManualClock()
+    clock = TimerClock()
     limiter = limiter_of(clock).for_key("k")
     sent: list[str] = []
 
@@ -272,13 +274,13 @@ async def test_a_single_request_of_another_guild_passes_a_burst_of_forty() -> No
     # Queued in the same instant (a manual clock's sleep would jump past a later arrival).
     burst = [asyncio.ensure_future(request(1, f"a{i}")) for i in range(40)]
     other = asyncio.ensure_future(request(2, "b"))
-    await asyncio.gather(*burst, other)
+    await clock.drive(*burst, other)
     assert sent.index("b") < sent.index("a30")
     assert sent[:30] == [f"a{i}" for i in range(30)]
 
 
 async def test_a_waiting_member_sees_the_place_and_may_cancel_at_no_cost() -> None:
-    clock = ManualClock()
+    clock = TimerClock()
     limiter = limiter_of(clock).for_key("k")
     QUEUE_SEAT.set(QueueSeat(guild_id=1))  # one guild: first come, first served
     for _ in range(30):
@@ -299,7 +301,7 @@ async def test_a_waiting_member_sees_the_place_and_may_cancel_at_no_cost() -> No
     seat.cancelled.set()
     with pytest.raises(QueueCancelled):
         await waiting
-    await first
+    await clock.drive(first)
     assert limiter.sent_in_window == 1  # the cancelled request took no slot
     assert limiter.waiting == 0
 
@@ -519,3 +521,64 @@ async def test_a_poll_yields_to_a_stream_of_texts_only_for_a_bounded_time() -> N
     assert names[0] == "text0"  # it yielded
     assert poll_at <= free_at + SlotRules().floor_yield
     assert names.index("poll") < names.index("text20")
+
+
+# -- a queued request is judged again on every wake --------------------------------------------
+
+
+async def test_a_queued_request_is_refused_once_it_cannot_go_within_its_wait() -> None:
+    clock = TimerClock()
+    limiter = limiter_of(clock, limit=1).for_key("k")
+    await limiter.acquire(Priority.INTERACTIVE)
+    waiting = asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE, max_wait=100.0))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert limiter.waiting == 1  # 61 s fits in its 100
+    limiter.block_for(500.0)  # a 429: nothing goes for 500 s
+    with pytest.raises(RateLimitWaitTooLong):
+        await clock.drive(waiting)
+    assert clock.monotonic() < 100.0  # refused at once, not after waiting it out
+    assert (limiter.sent_in_window, limiter.waiting) == (1, 0)
+
+
+async def test_a_request_behind_others_is_refused_when_its_wait_runs_out() -> None:
+    clock = TimerClock()
+    limiter = limiter_of(clock, limit=1).for_key("k")
+    await limiter.acquire(Priority.INTERACTIVE)
+    ahead = asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # Second in the queue (122 s estimated, within its 150); then a 429 blocks the key.
+    mine = asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE, max_wait=150.0))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    limiter.block_for(120.0)
+    with pytest.raises(RateLimitWaitTooLong):
+        await clock.drive(mine)
+    assert clock.monotonic() <= 150.0  # refused within its wait, never sent after it
+    await clock.drive(ahead)
+    assert limiter.sent_in_window == 1
+
+
+@pytest.mark.parametrize("end", ["token", "hold"])
+async def test_a_queued_request_is_never_sent_after_its_token_or_hold_would_end(end: str) -> None:
+    clock = TimerClock()
+    limiter = limiter_of(clock, limit=1).for_key("k")
+    await limiter.acquire(Priority.INTERACTIVE)
+    ahead = asyncio.ensure_future(limiter.acquire(Priority.INTERACTIVE))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    ends = clock.time() + SEND_MARGIN + 100.0  # its own turn (61 s) fits; after the head, not
+
+    async def mine() -> None:
+        if end == "token":
+            QUEUE_SEAT.set(QueueSeat(expires_at=ends))
+        else:
+            HOLD_EXPIRES_AT.set(ends)
+        await limiter.acquire(Priority.INTERACTIVE, max_wait=800.0)
+
+    waiting = asyncio.ensure_future(mine())
+    with pytest.raises(RateLimitWaitTooLong):
+        await clock.drive(waiting, ahead)
+    assert clock.monotonic() <= 100.0
+    assert limiter.sent_in_window == 1  # the head went at 61 s; the late one never did

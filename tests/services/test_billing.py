@@ -20,6 +20,7 @@ from bot.errors import BudgetExceeded, ConcurrencyLimitReached
 from bot.services.billing import (
     Billing,
     Limits,
+    TextTokens,
     day_start,
     month_start,
     text_tokens_bound,
@@ -240,14 +241,44 @@ async def test_an_overrun_leaves_the_budget_negative_and_refuses(
 
 
 async def learn_text(
-    billing: Billing, clock: ManualClock, cost: int | str, tokens: int, model: str = CHAT
+    billing: Billing,
+    clock: ManualClock,
+    cost: int | str,
+    prompt: int,
+    completion: int,
+    model: str = CHAT,
+    key: str | None = "key-a",
 ) -> None:
-    """One text call of ``tokens`` tokens that the service charged ``cost`` cents for."""
+    """One text call of ``prompt`` + ``completion`` tokens that was charged ``cost`` cents."""
     reservation = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=model, cost_cents=None, tokens=tokens
+        guild_id=GUILD,
+        user_id=1,
+        kind=Kind.TEXT,
+        model=model,
+        cost_cents=None,
+        tokens=TextTokens(prompt, completion),
+        key_fingerprint=key,
     )
-    charge = replace(charge_for(reservation, 0, clock), cost_cents=Decimal(cost))
-    await billing.settle(reservation, charge, tokens=tokens)
+    charge = replace(
+        charge_for(reservation, 0, clock), cost_cents=Decimal(cost), key_fingerprint=key
+    )
+    await billing.settle(reservation, charge, tokens=TextTokens(prompt, completion))
+
+
+async def text_hold(
+    billing: Billing, prompt: int, completion: int, model: str = CHAT, key: str | None = "key-a"
+) -> Decimal:
+    reservation = await billing.reserve(
+        guild_id=GUILD,
+        user_id=2,
+        kind=Kind.TEXT,
+        model=model,
+        cost_cents=None,
+        tokens=TextTokens(prompt, completion),
+        key_fingerprint=key,
+    )
+    await billing.release(reservation)
+    return reservation.amount_cents
 
 
 async def test_text_holds_its_tokens_at_the_models_observed_price(
@@ -255,35 +286,64 @@ async def test_text_holds_its_tokens_at_the_models_observed_price(
 ) -> None:
     # Issue 20, E6: the mean of the last charges let ten 8,192-token answers pass a budget
     # that fits one. Nothing known yet: the ceiling (50 cents) is held.
-    first = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=9000
-    )
-    assert first.amount_cents == 50
-    await billing.release(first)
-    # Charged 1 c per 1,000 tokens, rounded up: 3 c for 2,500 tokens, 1 c for 10.
-    await learn_text(billing, clock, 3, 2500)
-    await learn_text(billing, clock, 1, 10)
-    # 3 c for 2,500 tokens proves at most 0.0012 c a token (1 c for 10 says 0.1: mostly the
-    # rounding): 8,192 + 40 tokens hold 9.88, rounded up to 10 c.
-    hold = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=8232
-    )
-    assert hold.amount_cents == 10
-    await billing.release(hold)
-    await store.guilds.update_limits(GUILD, user_daily_budget_cents=4 + 9)
+    assert await text_hold(billing, 808, 8192) == 50
+    # Charged 1 c per 1,000 tokens, rounded up: 3 c for 2,000 + 500 tokens, 1 c for 5 + 5.
+    await learn_text(billing, clock, 3, 2000, 500)
+    await learn_text(billing, clock, 1, 5, 5)
+    await learn_text(billing, clock, 9, 100, 8100)
+    # No prompt rate above 3 c / 2,000 and no answer rate above 9 c / 8,100 together fit
+    # every charge: 40 + 8,192 tokens hold at most 9.16 c, rounded up to 10 c.
+    assert await text_hold(billing, 40, 8192) == 10
+    await store.guilds.update_limits(GUILD, user_daily_budget_cents=13 + 9)
     with pytest.raises(BudgetExceeded) as info:
         await billing.reserve(
-            guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=8232
+            guild_id=GUILD,
+            user_id=1,
+            kind=Kind.TEXT,
+            model=CHAT,
+            cost_cents=None,
+            tokens=TextTokens(40, 8192),
+            key_fingerprint="key-a",
         )
     assert (info.value.remaining_cents, info.value.needed_cents) == (9, 10)
-    # Only the last 20 charges count: after 20 at 2 c per 1,000 tokens the price follows.
-    await store.guilds.update_limits(GUILD, user_daily_budget_cents=None)
-    for _ in range(20):
-        await learn_text(billing, clock, 2, 1000, model="acme/other")
-    other = await billing.reserve(
-        guild_id=GUILD, user_id=2, kind=Kind.TEXT, model="acme/other", cost_cents=None, tokens=500
-    )
-    assert other.amount_cents == 1
+
+
+async def test_text_rates_are_learned_apart_and_an_answer_priced_above_its_prompt_is_held(
+    billing: Billing, clock: ManualClock
+) -> None:
+    # Prompts at 1 c and answers at 10 c per 1,000 tokens: a long prompt with a short answer
+    # (2 c) and a long answer (11 c). One price per token would hold 2 c / 1,010 x 8,292 = 17 c
+    # for an answer charged 83 c.
+    await learn_text(billing, clock, 2, 1000, 10)
+    await learn_text(billing, clock, 11, 100, 1000)
+    assert await text_hold(billing, 100, 8192) >= 83
+
+
+async def test_text_holds_are_learned_per_account(billing: Billing, clock: ManualClock) -> None:
+    await learn_text(billing, clock, 1, 500, 500, key="key-a")
+    assert await text_hold(billing, 10, 1000, key="key-a") <= 2
+    # Another key is another account, maybe priced otherwise: nothing is known of it yet.
+    assert await text_hold(billing, 10, 1000, key="key-b") == 50
+
+
+async def test_a_free_or_cached_text_answer_never_lowers_the_hold(
+    billing: Billing, clock: ManualClock
+) -> None:
+    await learn_text(billing, clock, 0, 1000, 1000)
+    assert await text_hold(billing, 10, 1000) == 50  # still the ceiling
+    await learn_text(billing, clock, 2, 1000, 1000)
+    await learn_text(billing, clock, 0, 2000, 8000)
+    assert await text_hold(billing, 1000, 1000) == 2  # the free one changed nothing
+
+
+async def test_a_raised_text_price_is_held_at_once(billing: Billing, clock: ManualClock) -> None:
+    for _ in range(5):
+        await learn_text(billing, clock, 1, 500, 500)
+    assert await text_hold(billing, 500, 500) == 1
+    # Charged 3 c for what the known rates allow at most 1 c: the price rose; the older
+    # charges no longer bound it.
+    await learn_text(billing, clock, 3, 500, 500)
+    assert await text_hold(billing, 500, 500) == 3
 
 
 async def test_an_image_holds_the_models_highest_recent_charge(
@@ -311,17 +371,22 @@ async def test_settle_gives_back_what_the_hold_took_above_the_charge(
 ) -> None:
     await store.guilds.update_limits(GUILD, user_daily_budget_cents=60)
     reservation = await billing.reserve(
-        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=100
+        guild_id=GUILD,
+        user_id=1,
+        kind=Kind.TEXT,
+        model=CHAT,
+        cost_cents=None,
+        tokens=TextTokens(50, 50),
     )
     assert await store.ledger.reserved_cents(GUILD, clock.time()) == 50
-    await billing.settle(reservation, charge_for(reservation, 1, clock), tokens=100)
+    await billing.settle(reservation, charge_for(reservation, 1, clock), tokens=TextTokens(50, 50))
     assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
     assert (await billing.report(GUILD, 1)).today_cents == 1
 
 
 def test_the_text_token_bound_counts_bytes_and_the_default_max_tokens() -> None:
-    assert text_tokens_bound("hi", None, None) == 2 + 1000
-    assert text_tokens_bound("暴力", "sys", 10) == 6 + 3 + 10  # UTF-8 bytes
+    assert text_tokens_bound("hi", None, None) == TextTokens(2, 1000)
+    assert text_tokens_bound("暴力", "sys", 10) == TextTokens(6 + 3, 10)  # UTF-8 bytes
 
 
 async def test_an_unusable_video_price_holds_the_ceiling(billing: Billing) -> None:

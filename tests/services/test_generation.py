@@ -1,15 +1,18 @@
 """The generation service: checks before any call, charges in the ledger before any answer."""
 
+import asyncio
 import ipaddress
 import socket
+from typing import Any
 
 import pytest
 
 from bot.domain import JobStatus, Kind
 from bot.errors import BudgetExceeded, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
+from bot.genapi.client import key_fingerprint
 from bot.genapi.outputs import is_public_address
-from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.genapi.ratelimit import QUEUE_SEAT, KeyLimiter, Priority, QueueSeat
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -18,7 +21,8 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from tests.conftest import Stack
+from tests.conftest import Stack, services_on_emulator
+from tests.genapi.test_ratelimit import TimerClock
 
 
 async def video_model(stack: Stack, **wanted: object):
@@ -99,7 +103,7 @@ async def test_text_is_charged_once_and_the_daily_user_budget_holds(
     assert await stack.db.ledger.total(who.guild_id) == result.cost_cents
     report = await stack.billing.report(who.guild_id)
     assert [model for model, _, _ in report.by_model] == [result.model]  # the default it used
-    # A short answer's hold (its tokens at the price learned) fits in 5 c, a long one does not.
+    # A short answer's hold (its tokens at the rates learned) fits in 5 c, a long one does not.
     await stack.db.guilds.update_limits(
         who.guild_id, user_daily_budget_cents=int(result.cost_cents) + 5
     )
@@ -107,7 +111,9 @@ async def test_text_is_charged_once_and_the_daily_user_budget_holds(
         await stack.generation.text(who, TextOptions("again"))
     assert refused.value.scope == "user"
     other = Requester(who.guild_id, who.channel_id, user_id=999)
-    await stack.generation.text(other, TextOptions("someone else may", max_tokens=1))
+    # One short call bounds the prompt rate loosely (1 c for 2 prompt tokens): a prompt no
+    # longer than the one seen holds little.
+    await stack.generation.text(other, TextOptions("hi", max_tokens=1))
 
 
 async def test_an_async_image_becomes_a_job_and_a_sync_one_a_result(
@@ -367,3 +373,36 @@ async def test_a_request_cancelled_in_the_queue_costs_nothing(stack: Stack, who:
         await stack.generation.video(who, VideoOptions("a fox", model.id))
     assert stack.posts() == 0
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+# -- a request queued for its key's window ------------------------------------------------------
+
+
+async def test_a_queued_text_refused_on_a_later_wake_releases_its_hold_and_sends_nothing(
+    engine_settings: dict[str, Any],
+) -> None:
+    clock = TimerClock()
+    async with services_on_emulator(clock, **engine_settings) as (services, api, key):
+        who = Requester(guild_id=1, channel_id=10, user_id=100)
+        await services.generation.catalogue(who.guild_id)  # fetched before the window fills
+        limiter = services.client.limiter.for_key(key_fingerprint(key))
+        assert isinstance(limiter, KeyLimiter)
+        while limiter.sent_in_window < 30:  # a full window: the next request waits about 61 s
+            await limiter.acquire(Priority.INTERACTIVE)
+        posts = sum(1 for r in api.requests if r.method == "POST")
+        QUEUE_SEAT.set(QueueSeat(guild_id=who.guild_id))
+        asked = asyncio.ensure_future(services.generation.text(who, TextOptions("hi")))
+        for _ in range(2000):  # the reservation is written by the database's own thread
+            if limiter.waiting:
+                break
+            await asyncio.sleep(0.005)
+        assert limiter.waiting == 1
+        held = await services.db.ledger.reserved_cents(who.guild_id, clock.time())
+        assert held > 0
+        limiter.block_for(1000.0)  # a 429 elsewhere: past QUEUE_MAX_WAIT_SECONDS (300)
+        with pytest.raises(api_errors.RateLimitWaitTooLong) as refused:
+            await clock.drive(asked)
+        assert clock.monotonic() < 300.0
+        assert await services.db.ledger.reserved_cents(who.guild_id, clock.time()) == 0
+        assert sum(1 for r in api.requests if r.method == "POST") == posts
+        assert "try again" in user_message(refused.value)

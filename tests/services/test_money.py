@@ -143,6 +143,58 @@ async def test_a_text_model_never_charged_holds_the_ceiling(stack: Stack, who: R
     assert stack.posts() == posts
 
 
+TEXT_MODEL = "openai/gpt-4o-mini"  # the emulator's: 1 c per 1,000 prompt tokens
+
+
+async def test_five_long_answers_priced_above_their_prompts_cannot_overrun_an_allowance(
+    stack: Stack, who: Requester
+) -> None:
+    # Answers cost 50 times prompts. A long prompt with a short answer (2 c for 1,000 + 1
+    # tokens) and a short prompt with a long answer (51 c for 1 + 1,000) are all it has seen:
+    # one price per token (the cheapest, 2 c / 1,001) would hold 10 c for a 51 c answer.
+    stack.api.price_completion(TEXT_MODEL, 50)
+    stack.api.set_next_text("ok")
+    await stack.generation.text(who, TextOptions("p" * 4000, model=TEXT_MODEL, max_tokens=1))
+    stack.api.set_next_text("a" * 4000)
+    await stack.generation.text(who, TextOptions("hi", model=TEXT_MODEL, max_tokens=1000))
+    spent = (await stack.billing.report(who.guild_id, who.user_id)).today_cents
+    assert spent == 2 + 51
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=int(spent) + 120)
+    # Five at once, each a 4,000-character prompt whose answer is 1,000 tokens: 51 c each.
+    outcomes = await asyncio.gather(
+        *(
+            stack.generation.text(who, TextOptions("w" * 4000, model=TEXT_MODEL, max_tokens=1000))
+            for _ in range(5)
+        ),
+        return_exceptions=True,
+    )
+    answered = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert all(isinstance(o, BudgetExceeded) for o in outcomes if isinstance(o, BaseException))
+    assert 1 <= len(answered) <= 2
+    report = await stack.billing.report(who.guild_id, who.user_id)
+    assert report.today_cents <= spent + 120
+    assert report.reserved_cents == 0
+
+
+async def test_a_free_answer_never_lowers_a_text_hold_to_zero(stack: Stack, who: Requester) -> None:
+    # A cached answer charged 0 c proves no price: the next holds stay at the ceiling (50 c).
+    stack.api.report_next_costs(Decimal(0))
+    await stack.generation.text(who, TextOptions("hi", model=TEXT_MODEL))
+    stack.api.price_completion(TEXT_MODEL, 50)
+    await stack.db.guilds.update_limits(who.guild_id, user_daily_budget_cents=60)
+    outcomes = await asyncio.gather(
+        *(
+            stack.generation.text(who, TextOptions("w" * 4000, model=TEXT_MODEL, max_tokens=1000))
+            for _ in range(5)
+        ),
+        return_exceptions=True,
+    )
+    assert sum(not isinstance(o, BaseException) for o in outcomes) == 1
+    report = await stack.billing.report(who.guild_id, who.user_id)
+    assert report.today_cents == 51  # within the 60 c allowance
+    assert report.reserved_cents == 0
+
+
 def nan_price(model_id: str) -> Callable[[], dict[str, Any]]:
     """The emulator's catalogue with ``model_id`` priced NaN cents per 5 s."""
     original = sandbox_catalogue.catalogue_json

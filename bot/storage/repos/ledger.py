@@ -71,6 +71,32 @@ class LedgerStore:
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
 
+    async def has_charge(self, charge: Charge) -> bool:
+        """Whether this very charge is in the ledger (a replay's check of an earlier attempt).
+
+        The same guild, member, kind, model, key, task id, ``at`` and amount.
+        """
+        task = (
+            _ledger.c.task_id.is_(None)
+            if charge.task_id is None
+            else _ledger.c.task_id == charge.task_id
+        )
+        stmt = (
+            select(_ledger.c.id)
+            .where(
+                _ledger.c.guild_id == charge.guild_id,
+                _ledger.c.user_id == charge.user_id,
+                _ledger.c.kind == charge.kind.value,
+                _ledger.c.model == charge.model,
+                _ledger.c.key_fingerprint == charge.key_fingerprint,
+                task,
+                _ledger.c.at == charge.at,
+                _ledger.c.cost_micro == to_micro(charge.cost_cents),
+            )
+            .limit(1)
+        )
+        return await self._sql.scalar(stmt) is not None
+
     async def insert_charge(self, charge: Charge) -> bool:
         """Append the charge to the ledger; return False if its task was already recorded.
 

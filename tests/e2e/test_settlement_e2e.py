@@ -1,0 +1,83 @@
+"""A charge the database cannot take: spooled, the member answered, recorded once after kill -9.
+
+The real bot on SQLite; the test holds the database's write lock (as an operator's ``sqlite3``
+session or a long ``VACUUM`` would) from the moment the service charged a ``/text`` until the
+settlement has given up retrying.
+"""
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.harness import World, close_world, open_world
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
+    opened = await open_world(Path(tmp_path_factory.mktemp("settlement")))
+    yield opened
+    await close_world(opened)
+
+
+async def until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``predicate`` (files and the API emulator signal nothing to Discord's emulator)."""
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"waited {timeout} s for {what}")
+
+
+def text_charges(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM ledger WHERE kind = 'text'").fetchone()[0])
+
+
+async def test_a_charge_spooled_while_the_database_is_locked_is_recorded_once_after_kill_9(
+    world: World,
+) -> None:
+    db = Path(world.bot.env["DATABASE_PATH"])
+    spool = db.with_name("bot.settlements.jsonl")
+    first = await world.answer(await world.command("text", {"prompt": "warm up"}))
+    assert "warm up" in first.text
+    assert text_charges(db) == 1
+
+    # Charged at once, answered 3 s later; three, in case a catalogue refresh comes first.
+    world.api.inject_fault("slow", count=3, delay=3.0)
+    posts = world.posts_to("/text/generate")
+    handle = await world.command("text", {"prompt": "a paid answer"})
+    await until(lambda: world.posts_to("/text/generate") > posts, "the POST")
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # every write of the bot now finds it locked
+    try:
+        # Retried for about 40 s (SQLite's 5 s busy timeout per try), then spooled: the
+        # member reads the answer, never a failure.
+        answer = await world.answer(handle, timeout=120)
+        assert "a paid answer" in answer.text
+        assert "wrong" not in answer.text
+        assert spool.read_text().count("\n") == 1
+        await world.bot.kill()
+    finally:
+        holder.rollback()
+        holder.close()
+    assert text_charges(db) == 1  # not recorded yet: only in the spool
+    saved = spool.read_text()
+
+    await world.bot.start()
+    await world.discord.wait_ready(timeout=60)
+    await until(lambda: spool.read_text() == "", "the spool replayed")
+    assert text_charges(db) == 2
+    # As if killed after the replay's commit, before the spool was rewritten: the next start
+    # replays the entry again and records nothing twice.
+    await world.bot.kill()
+    spool.write_text(saved)
+    await world.bot.start()
+    await until(lambda: spool.read_text() == "", "the spool replayed again")
+    assert text_charges(db) == 2
+    assert "spooled" in world.bot.log()

@@ -1,0 +1,239 @@
+"""Settlement under a failing database: retried with backoff, else spooled and replayed once."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from bot.clock import ManualClock
+from bot.domain import Charge, Kind, NewJob
+from bot.errors import SettlementDeferred, user_message
+from bot.services.billing import Billing
+from bot.services.settlement_spool import SettlementSpool
+from bot.storage import Repositories
+from bot.storage.database import Database as SqlDatabase
+from bot.storage.transient import is_transient
+from tests.services.test_billing import GUILD, charge_for, settings
+
+
+def database_is_locked(tmp_path: Path) -> OperationalError:
+    """SQLite's own "database is locked" (SQLITE_BUSY), as SQLAlchemy raises it."""
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        return OperationalError("BEGIN IMMEDIATE", {}, exc)
+    finally:
+        holder.close()
+        other.close()
+    raise AssertionError("the second writer was not refused")
+
+
+def connection_dropped() -> Exception:
+    return asyncpg.exceptions.ConnectionDoesNotExistError(
+        "connection was closed in the middle of operation"
+    )
+
+
+class FailingDatabase:
+    """A database whose next ``failures`` write transactions raise ``error()``.
+
+    ``lose_commit``: the next transaction commits, then raises as a connection dropped while
+    its COMMIT was answered would.
+    """
+
+    def __init__(self, db: SqlDatabase, error: Callable[[], Exception]) -> None:
+        self._db = db
+        self._error = error
+        self.failures = 0
+        self.lose_commit = False
+        self.transactions = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Repositories]:
+        self.transactions += 1
+        if self.failures > 0:
+            self.failures -= 1
+            raise self._error()
+        async with self._db.transaction() as tx:
+            yield tx
+        if self.lose_commit:
+            self.lose_commit = False
+            raise self._error()
+
+
+@pytest.fixture(params=["sqlite_busy", "pg_dropped"])
+def failing(request: pytest.FixtureRequest, store: SqlDatabase, tmp_path: Path) -> FailingDatabase:
+    busy = database_is_locked(tmp_path)
+    error = (lambda: busy) if request.param == "sqlite_busy" else connection_dropped
+    return FailingDatabase(store, error)
+
+
+@pytest.fixture
+def spool(tmp_path: Path) -> SettlementSpool:
+    return SettlementSpool(tmp_path / "data" / "bot.settlements.jsonl")
+
+
+def billing_on(
+    db: Any, clock: ManualClock, spool: SettlementSpool, *, attempts: int = 6
+) -> Billing:
+    return Billing(db, settings(), clock, spool=spool, settle_attempts=attempts)
+
+
+async def reserve_text(billing: Billing) -> Any:
+    return await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.TEXT, model="acme/chat", cost_cents=3
+    )
+
+
+def new_job(clock: ManualClock, task_id: str = "task-1") -> NewJob:
+    return NewJob(
+        task_id=task_id,
+        provider="p",
+        poll_url="/video/task-1",
+        kind=Kind.VIDEO,
+        model="vid/t2v",
+        guild_id=GUILD,
+        channel_id=7,
+        message_id=None,
+        user_id=1,
+        prompt_summary="a fox",
+        details={"duration": 5},
+        cost_cents=Decimal("0.35"),
+        key_fingerprint="fp-default",
+        created_at=clock.time(),
+        next_poll_at=clock.time() + 30,
+    )
+
+
+async def ledger_rows(store: SqlDatabase) -> list[Decimal]:
+    return [row.cents for row in await store.ledger.usage(GUILD, 0.0)]
+
+
+def test_busy_sqlite_and_dropped_postgresql_connections_are_transient(tmp_path: Path) -> None:
+    assert is_transient(database_is_locked(tmp_path))
+    assert is_transient(connection_dropped())
+    assert is_transient(asyncpg.exceptions.SerializationError("could not serialize"))
+    assert not is_transient(ValueError("a bug"))
+    assert not is_transient(asyncpg.exceptions.UniqueViolationError("duplicate key"))
+
+
+async def test_a_transient_error_at_settlement_is_retried_until_it_passes(
+    failing: FailingDatabase,
+    store: SqlDatabase,
+    clock: ManualClock,
+    spool: SettlementSpool,
+) -> None:
+    billing = Billing(failing, settings(), clock)  # retried with or without a spool
+    reservation = await reserve_text(billing)
+    failing.failures = 3
+    started = clock.monotonic()
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert failing.transactions == 1 + 4  # the reservation, then three failed tries and one
+    assert clock.monotonic() - started >= 0.25 + 0.5 + 1.0  # with backoff between them
+    report = await billing.report(GUILD, 1)
+    assert (report.today_cents, report.reserved_cents) == (2, 0)
+    assert not spool.pending()
+
+
+async def test_a_commit_lost_with_its_connection_is_not_recorded_twice(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(failing, clock, spool)
+    reservation = await reserve_text(billing)
+    failing.lose_commit = True  # committed, but the answer to COMMIT never came
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert await ledger_rows(store) == [2]
+
+
+async def test_a_text_charge_still_failing_is_spooled_and_the_next_start_records_it_once(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(failing, clock, spool)
+    reservation = await reserve_text(billing)
+    failing.failures = 100
+    # The member gets the answer: the settlement returns as if recorded.
+    assert await billing.settle(reservation, charge_for(reservation, 2, clock)) is None
+    assert spool.pending()
+    assert await ledger_rows(store) == []
+    # The next start, on a database that answers again.
+    restarted = billing_on(store, clock, spool)
+    assert await restarted.replay_spool() == 1
+    assert await ledger_rows(store) == [2]
+    assert not spool.pending()
+    assert await restarted.replay_spool() == 0
+    assert await ledger_rows(store) == [2]
+
+
+async def test_a_replay_interrupted_before_the_spool_was_rewritten_records_nothing_twice(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(failing, clock, spool)
+    text = await reserve_text(billing)
+    video = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model="vid/t2v", cost_cents=1
+    )
+    failing.failures = 100
+    await billing.settle(text, charge_for(text, 2, clock))
+    with pytest.raises(SettlementDeferred):
+        await billing.settle(
+            video, charge_for(video, 1, clock, task_id="task-1"), new_job(clock, "task-1")
+        )
+    saved = spool.path.read_text()
+    assert len(saved.splitlines()) == 2
+    await billing_on(store, clock, spool).replay_spool()
+    spool.path.write_text(saved)  # as if killed after the commits, before the rewrite
+    await billing_on(store, clock, spool).replay_spool()
+    assert sorted(await ledger_rows(store)) == [1, 2]
+    job = await store.jobs.by_task("fp-default", Kind.VIDEO, "task-1")
+    assert job is not None and job.prompt_summary == "a fox"
+    assert len(await store.jobs.recent(GUILD, user_id=None, limit=10)) == 1
+
+
+async def test_a_spooled_job_tells_the_member_it_went_through(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(failing, clock, spool)
+    video = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model="vid/t2v", cost_cents=1
+    )
+    failing.failures = 100
+    with pytest.raises(SettlementDeferred) as deferred:
+        await billing.settle(video, charge_for(video, 1, clock, task_id="t"), new_job(clock, "t"))
+    sentence = user_message(deferred.value)
+    assert sentence.startswith("Your request went through (it was charged)")
+    assert "fail" not in sentence and "wrong" not in sentence
+
+
+async def test_without_a_usable_spool_the_error_is_raised_and_the_settlement_logged(
+    failing: FailingDatabase,
+    clock: ManualClock,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    billing = billing_on(failing, clock, SettlementSpool(blocked / "spool.jsonl"), attempts=2)
+    reservation = await reserve_text(billing)
+    failing.failures = 100
+    charge: Charge = charge_for(reservation, 2, clock)
+    with pytest.raises(
+        (OperationalError, asyncpg.exceptions.ConnectionDoesNotExistError)
+    ) as raised:
+        await billing.settle(reservation, charge)
+    assert is_transient(raised.value)
+    assert "neither recorded" in caplog.text and '"cost_cents":"2"' in caplog.text
