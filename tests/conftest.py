@@ -30,8 +30,8 @@ from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
 from bot.wiring import Services, assemble_services, open_database
-from tests.pg_server import SKIP_REASON as PG_SKIP_REASON
-from tests.pg_server import PgServer, find_bin_dir
+from tests.support.pg_server import SKIP_REASON as PG_SKIP_REASON
+from tests.support.pg_server import PgServer, find_bin_dir
 
 GENERATION_TIMEOUT = httpx.Timeout(5.0, read=1.0)
 """The emulator answers in milliseconds; a short read timeout lets tests provoke one."""
@@ -180,7 +180,7 @@ def who() -> Requester:
     return Requester(guild_id=1, channel_id=10, user_id=100)
 
 
-# -- PostgreSQL: one server per session (tests/pg_server.py), a fresh database per test --------
+# -- PostgreSQL: one server per session (tests/support/pg_server.py), a fresh database per test
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

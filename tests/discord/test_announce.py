@@ -31,10 +31,10 @@ from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from tests.conftest import Stack
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import action_buttons
 from tests.jobs.test_poller import make_poller, run_until, submit
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import action_buttons
 
 SAMPLE_JOB = Job(
     task_id="t1",

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator.errors import InvocationError
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator.errors import InvocationError
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

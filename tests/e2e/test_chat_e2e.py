@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 
 from bot.storage.money import from_micro
-from tests.discord_emulator import errors as err
-from tests.discord_emulator.errors import DiscordAPIError
-from tests.discord_emulator.models import Message
-from tests.discord_emulator.permissions import (
+from tests.support.discord_emulator import errors as err
+from tests.support.discord_emulator.errors import DiscordAPIError
+from tests.support.discord_emulator.models import Message
+from tests.support.discord_emulator.permissions import (
     CREATE_PUBLIC_THREADS,
     DEFAULT_BOT_PERMISSIONS,
     SEND_MESSAGES_IN_THREADS,
 )
-from tests.e2e.harness import World
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -3,8 +3,12 @@
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.permissions import ATTACH_FILES, DEFAULT_BOT_PERMISSIONS, EMBED_LINKS
-from tests.e2e.harness import World
+from tests.support.discord_emulator.permissions import (
+    ATTACH_FILES,
+    DEFAULT_BOT_PERMISSIONS,
+    EMBED_LINKS,
+)
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

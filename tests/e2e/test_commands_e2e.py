@@ -5,8 +5,8 @@ import time
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
-from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import catalogue as sandbox_catalogue
-from tests.e2e.harness import BOT_TOKEN, MEMBER_PERMISSIONS, World, close_world, open_world
+from tests.support.e2e.harness import BOT_TOKEN, MEMBER_PERMISSIONS, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

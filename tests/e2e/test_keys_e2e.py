@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 from tests.e2e.test_commands_e2e import submit_video
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

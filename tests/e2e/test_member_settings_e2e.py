@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator import errors as err
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator import errors as err
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

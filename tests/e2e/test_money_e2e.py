@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import World
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

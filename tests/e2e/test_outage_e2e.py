@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

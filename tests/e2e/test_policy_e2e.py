@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.discord_emulator.models import Channel, Message, Role, User
-from tests.e2e.harness import ADMIN_PERMISSIONS, World
+from tests.support.discord_emulator.models import Channel, Message, Role, User
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

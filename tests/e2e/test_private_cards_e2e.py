@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.discord_emulator.models import Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
-from tests.e2e.personal import delivery, elsewhere, job_of, ledger
+from tests.support.discord_emulator.models import Message, User
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.support.e2e.personal import delivery, elsewhere, job_of, ledger
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -28,9 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.storage.money import from_micro
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.models import Channel, Guild, Message
-from tests.e2e.harness import (
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.models import Channel, Guild, Message
+from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
     RATE_WINDOW,
@@ -38,7 +38,7 @@ from tests.e2e.harness import (
     OffsetClock,
     bot_env,
 )
-from tests.pg_server import PgServer
+from tests.support.pg_server import PgServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -23,8 +23,8 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import (
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
     BotProcess,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.e2e.harness import World
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL engine on a real server (tests/pg_server.py): what only it can get wrong.
+"""The PostgreSQL engine on a real server (tests/support/pg_server.py): what only it can get wrong.
 
 Migrations under concurrent start-ups, a newer schema refused, budgets held by two pools (two
 processes, as far as the server can tell) at once, the exact ledger, and the password of
@@ -28,7 +28,7 @@ from bot.domain import (
 from bot.storage.database import Database as PostgresDatabase
 from bot.storage.engine import DatabaseUnavailable
 from bot.storage.migrations import legacy, revisions
-from tests.legacy_db import build_postgres_at
+from tests.support.legacy_db import build_postgres_at
 
 GUILD = 1
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.discord_emulator.models import Channel, Guild, Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.discord_emulator.models import Channel, Guild, Message, User
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 
 @dataclass
