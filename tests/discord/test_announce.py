@@ -30,11 +30,11 @@ from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from tests.conftest import Stack
 from tests.jobs.test_poller import make_poller, run_until, submit
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.discord_emulator.models import Message
 from tests.support.e2e.harness import action_buttons
+from tests.support.stack import Stack
 
 SAMPLE_JOB = Job(
     task_id="t1",

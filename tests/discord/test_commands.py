@@ -8,8 +8,8 @@ import discord
 import pytest
 
 from bot.discord.bot import EXTENSIONS, GenBot
-from tests.conftest import Stack
 from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.stack import Stack
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from bot.jobs.announcer import Attempt
 from bot.services.private_cards import PrivateCards
 from bot.storage import Database
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 USER = 100
 

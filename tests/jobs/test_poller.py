@@ -15,7 +15,7 @@ from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, Poller
 from bot.services.generation import Requester, VideoOptions
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 GONE = Attempt(shown=False, permanent=True, error="404 10008 Unknown Message")
 BUSY = Attempt(shown=False, error="503 0 Service Unavailable")

@@ -16,8 +16,8 @@ from bot.services.schedule import (
     FairShare,
     PollSchedule,
 )
-from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
+from tests.support.stack import Stack
 
 
 def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:

@@ -26,9 +26,10 @@ from bot.jobs.poller import Poller
 from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
-from tests.conftest import Stack, make_settings
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
 from tests.jobs.test_schedule import make_job
+from tests.support.settings import make_settings
+from tests.support.stack import Stack
 
 
 async def run_worker_with(

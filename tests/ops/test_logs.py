@@ -16,7 +16,7 @@ import bot.discord.worker
 from bot.ops.logs import RedactionFilter, bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 BOT_TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0.GhIjKl.abcdefghijklmnopqrstuvwxyz0123"
 API_KEY = "sk-live_0123456789abcdefghij"

@@ -18,7 +18,7 @@ from bot.services.conversations import (
     prompt_bound,
 )
 from bot.services.generation import Requester, TextOptions
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 THREAD = 7000
 

@@ -18,7 +18,7 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 async def video_model(stack: Stack, **wanted: object):

@@ -12,8 +12,8 @@ from typing import Any
 
 from bot.services.generation import Requester
 from cogs.jobs import JobsCog
-from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack
 
 
 def polls_of(stack: Stack, task_id: str) -> int:

@@ -20,8 +20,8 @@ from bot.genapi.models import VideoRequest
 from bot.services.generation import GenerationService, Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from tests.conftest import Stack
 from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 

@@ -31,7 +31,7 @@ from bot.services.generation import ImageOptions, Requester, TextOptions, VideoO
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.migrations.legacy import load, split_statements
 from bot.storage.money import from_micro, to_micro
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 GUILD = 1
 

@@ -31,7 +31,8 @@ from bot.services.personal import (
     who_pays,
 )
 from bot.wiring import Services
-from tests.conftest import make_settings, services_on_emulator
+from tests.support.settings import make_settings
+from tests.support.stack import services_on_emulator
 
 GUILD = 111
 MEMBER = 222

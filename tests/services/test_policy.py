@@ -28,7 +28,7 @@ from bot.services.policy import (
 )
 from bot.storage.copy_db import copy_sqlite_to_postgres
 from bot.storage.database import Database as SqlDatabase
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 GUILD = 1
 PATRON, STAFF, OTHER = 501, 502, 503
