@@ -7,7 +7,6 @@ import dataclasses
 import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from decimal import Decimal
 
 import aiohttp
 import discord
@@ -24,43 +23,18 @@ from bot.discord.delivery import (
     download,
     file_name,
 )
-from bot.domain import DeliveryRoute, Job, JobStatus, Kind
+from bot.domain import DeliveryRoute, JobStatus
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from tests.jobs.test_poller import make_poller, run_until, submit
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.discord_emulator.models import Message
 from tests.support.e2e.harness import action_buttons
+from tests.support.jobs import SAMPLE_JOB
+from tests.support.poller import make_poller, run_until, submit
 from tests.support.stack import Stack
-
-SAMPLE_JOB = Job(
-    task_id="t1",
-    provider="p",
-    poll_url="/v1/tasks/t1",
-    kind=Kind.VIDEO,
-    model="m",
-    guild_id=1,
-    channel_id=2,
-    message_id=3,
-    user_id=4,
-    prompt_summary="a fox",
-    details={},
-    cost_cents=Decimal(1),
-    key_fingerprint="f",
-    created_at=0.0,
-    next_poll_at=0.0,
-    id=1,
-    status=JobStatus.COMPLETED,
-    finished_at=1.0,
-    outputs=(),
-    error=None,
-    poll_count=1,
-    announced_at=None,
-    last_progress_at=None,
-)
 
 
 class FakeResponse:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.test_chat_e2e import reply_in, text_calls
+from tests.support.e2e.chat import reply_in, text_calls
 from tests.support.e2e.harness import World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -4,15 +4,11 @@ import time
 
 import pytest
 
-from bot.sandbox.catalogue import catalogue_json
 from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
 from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.e2e.videos import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def catalogue(kind: str) -> list[dict]:
-    return catalogue_json()["models"][kind]
 
 
 def option_names(command: dict) -> list[str]:
@@ -102,29 +98,6 @@ async def test_image_sync_and_async(world: World) -> None:
         timeout=10,
     )
     assert reply.pinged_user_ids() == {world.member.id}
-
-
-def video_model(world: World, **wanted: object) -> dict:
-    return next(
-        m
-        for m in catalogue("video")
-        if all(m.get(k) == v for k, v in wanted.items()) and "image" not in m["mode"]
-    )
-
-
-async def submit_video(world: World, prompt: str, **options: object):
-    model = video_model(world)
-    handle = await world.command(
-        "video",
-        {"prompt": prompt, "model": model["id"], "duration": model["durations"][0], **options},
-    )
-    answer = await world.answer(handle)
-    assert answer.ephemeral
-    placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in m.text,
-        include_existing=True,
-    )
-    return handle, placeholder
 
 
 async def test_video_from_submission_to_the_edited_placeholder(world: World) -> None:

@@ -10,10 +10,10 @@ import sqlite3
 
 import pytest
 
-from tests.e2e.test_commands_e2e import submit_video, video_model
 from tests.support.discord_emulator.errors import DiscordAPIError
 from tests.support.discord_emulator.models import Message
 from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.support.e2e.videos import submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -12,9 +12,9 @@ import socket
 import pytest
 
 from bot.genapi.outputs import is_public_address
-from tests.e2e.test_checks_e2e import generation_posts, refused
-from tests.e2e.test_commands_e2e import catalogue, submit_video, video_model
 from tests.support.e2e.harness import World, result_url
+from tests.support.e2e.refusals import generation_posts, refused
+from tests.support.e2e.videos import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -7,24 +7,11 @@ import sqlite3
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.e2e.test_commands_e2e import submit_video
-from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.e2e.harness import World, result_url
+from tests.support.e2e.keys import set_key
+from tests.support.e2e.videos import submit_video
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def set_key(world: World, key: str) -> str:
-    """Run ``/config api-key set`` as the admin, submit ``key`` in the modal; return the answer."""
-    handle = await world.command("config", {}, admin=True, group="api-key", subcommand="set")
-    await handle.wait_callback()
-    assert handle.modal is not None
-    custom_id = handle.modal["custom_id"]
-    field_id = handle.modal["components"][0]["components"][0]["custom_id"]
-    submitted = await world.discord.submit_modal(
-        custom_id, {field_id: key}, permissions=ADMIN_PERMISSIONS
-    )
-    answer = await submitted.wait_original(timeout=15)
-    return answer.content
 
 
 async def test_a_video_outlives_the_key_that_made_it(world: World) -> None:

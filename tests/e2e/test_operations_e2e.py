@@ -21,10 +21,10 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.e2e.test_keys_e2e import set_key
-from tests.e2e.test_money_e2e import video_for
 from tests.support.discord_emulator.gateway import GatewayHub
 from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.keys import set_key
+from tests.support.e2e.videos import video_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from tests.e2e.test_money_e2e import video_for
 from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.videos import video_for
 from tests.support.pg_server import PgServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

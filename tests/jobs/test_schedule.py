@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from bot.clock import ManualClock
-from bot.domain import Job, JobStatus, Kind, NewJob
+from bot.domain import Job, Kind
 from bot.jobs.poller import Poller
 from bot.services.generation import Requester
 from bot.services.schedule import (
@@ -16,40 +16,9 @@ from bot.services.schedule import (
     FairShare,
     PollSchedule,
 )
-from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
+from tests.support.jobs import make_job
+from tests.support.poller import RecordingAnnouncer, run_until, submit
 from tests.support.stack import Stack
-
-
-def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:
-    new = NewJob(
-        task_id="t",
-        provider="alpha",
-        poll_url="/api/v1/video/t?provider=alpha",
-        kind=Kind.VIDEO,
-        model=model,
-        guild_id=guild,
-        channel_id=7,
-        message_id=None,
-        user_id=3,
-        prompt_summary="a cat",
-        details={},
-        cost_cents=50,
-        key_fingerprint=key,
-        created_at=created_at,
-        next_poll_at=created_at,
-    )
-    fields = {name: getattr(new, name) for name in new.__dataclass_fields__}
-    return Job(
-        **fields,
-        id=1,
-        status=JobStatus.PENDING,
-        finished_at=None,
-        outputs=(),
-        error=None,
-        poll_count=0,
-        announced_at=None,
-        last_progress_at=None,
-    )
 
 
 def schedule(history: list[float]) -> PollSchedule:

@@ -15,7 +15,7 @@ from bot.config import SettingsError, load_settings
 from bot.domain import DeliveryRoute
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, submit
 from tests.support.stack import Stack
 
 SCALED = pytest.mark.parametrize("stack_overrides", [{"wait_scale": 10.0}])

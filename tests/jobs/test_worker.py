@@ -26,8 +26,8 @@ from bot.jobs.poller import Poller
 from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
-from tests.jobs.test_schedule import make_job
+from tests.support.jobs import make_job
+from tests.support.poller import RecordingAnnouncer, make_poller, submit
 from tests.support.settings import make_settings
 from tests.support.stack import Stack
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.services.generation import Requester
 from cogs.jobs import JobsCog
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
 from tests.support.stack import Stack
 
 

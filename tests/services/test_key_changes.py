@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 
 import pytest
 from cryptography.fernet import Fernet
@@ -17,32 +16,17 @@ from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.domain import Job, JobStatus, Kind
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.models import VideoRequest
-from bot.services.generation import GenerationService, Requester, VideoOptions
+from bot.services.generation import Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
-from tests.support.stack import Stack
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack, on_keys
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 
 
 def resolver(stack: Stack, secret: SecretStr | None = SECRET) -> KeyResolver:
     return KeyResolver(stack.db, KeyVault(secret), SecretStr(stack.key), clock=stack.clock)
-
-
-def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
-    """The stack, its generation service and poller resolving keys with ``keys``."""
-    generation = GenerationService(
-        client=stack.client,
-        catalogue=stack.catalogue,
-        billing=stack.billing,
-        keys=keys,
-        db=stack.db,
-        schedule=stack.schedule,
-        clock=stack.clock,
-    )
-    stack.services = replace(stack.services, keys=keys, generation=generation)
-    return stack
 
 
 def config_service(stack: Stack) -> GuildConfigService:

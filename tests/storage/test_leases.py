@@ -14,7 +14,7 @@ from bot.clock import ManualClock
 from bot.domain import DeliveryRoute, JobStatus, PollUpdate
 from bot.services.schedule import FairShare
 from bot.storage import Database
-from tests.storage.test_storage import new_job
+from tests.support.jobs import new_job
 
 NOW = 1_767_225_600.0
 LEASE = 30.0

@@ -7,7 +7,7 @@ and budgets' days pass without sleeping.
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx2 as httpx
@@ -96,3 +96,18 @@ async def services_on_emulator(
             yield assemble_services(made, clock, db, client, SecretStr(key)), api, key
         finally:
             await db.close()
+
+
+def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
+    """The stack, its generation service and poller resolving keys with ``keys``."""
+    generation = GenerationService(
+        client=stack.client,
+        catalogue=stack.catalogue,
+        billing=stack.billing,
+        keys=keys,
+        db=stack.db,
+        schedule=stack.schedule,
+        clock=stack.clock,
+    )
+    stack.services = replace(stack.services, keys=keys, generation=generation)
+    return stack

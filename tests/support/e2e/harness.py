@@ -1,7 +1,5 @@
 """Runs the real ``python -m bot`` process against the Discord and Generation API emulators."""
 
-from __future__ import annotations
-
 import asyncio
 import os
 import signal

@@ -1,8 +1,6 @@
 """Personal mode's scene for end-to-end tests (issue 22): a server that never added the bot,
 and a member who installed it to their account; the records the bot keeps of their jobs."""
 
-from __future__ import annotations
-
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
