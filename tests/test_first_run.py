@@ -177,7 +177,7 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     url = server.removeprefix("server install: ")
     assert url.startswith("https://discord.com/oauth2/authorize?client_id=123456789012345678&")
     assert url.endswith("&integration_type=0")
-    # The user install (issue 22): commands only, no bot user, no permissions.
+    # The user install: commands only, no bot user, no permissions.
     assert user == (
         "user install: https://discord.com/oauth2/authorize?client_id=123456789012345678"
         "&scope=applications.commands&integration_type=1"
@@ -188,7 +188,7 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     for name in PLACEHOLDER_PERMISSIONS:
         assert getattr(invite_permissions(), name)
     assert invite_permissions().send_messages_in_threads
-    assert invite_permissions().create_public_threads  # /chat's threads (issue 21)
+    assert invite_permissions().create_public_threads  # /chat's threads
 
 
 def test_the_documented_invite_matches_the_code() -> None:

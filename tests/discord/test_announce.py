@@ -200,7 +200,7 @@ async def test_a_result_sent_by_dm_from_a_channel_the_bot_cannot_see_keeps_only_
 async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the_channel(
     stack: Stack, rest_bot: RestBot
 ) -> None:
-    """Issue 22, private results: a crash between the DM card and its record (the job falls
+    """Private results: a crash between the DM card and its record (the job falls
     due after its grace without a card) must not show the result where everyone sees it."""
     (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
     dm = rest_bot.emulator.dm_channel(rest_bot.who.user_id)

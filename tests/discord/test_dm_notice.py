@@ -1,4 +1,4 @@
-"""The opt-in DM of finished results (issue 22, ``/settings notify dm``): its text, and that a
+"""The opt-in DM of finished results (``/settings notify dm``): its text, and that a
 refused DM (50007) is dropped silently, never in the way of the delivery."""
 
 from dataclasses import dataclass, field

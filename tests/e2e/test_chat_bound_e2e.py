@@ -1,4 +1,4 @@
-"""A conversation longer than its bound (issue 21): old turns dropped, the thread told, no call
+"""A conversation longer than its bound: old turns dropped, the thread told, no call
 over ``CHAT_MAX_PROMPT_CHARS``."""
 
 from collections.abc import AsyncIterator

@@ -1,4 +1,4 @@
-"""Conversations end to end (issue 21): ``/chat`` starts a thread, turns by mention and reply.
+"""Conversations end to end: ``/chat`` starts a thread, turns by mention and reply.
 
 The real bot process against the Discord emulator, without the Message Content intent: a
 message that mentions the bot (or replies to it with the ping on) carries its content, others

@@ -148,7 +148,7 @@ async def test_a_deleted_placeholder_does_not_stop_the_job(world: World) -> None
     world.discord.delete_message(world.channel.id, placeholder.id)
     task_ids = [t for t, task in world.api.tasks.items() if task.status == "processing"]
     assert task_ids
-    # The paid result is posted anew (issue 9, item 3), pinging its requester.
+    # The paid result is posted anew, pinging its requester: it must reach them somewhere.
     result = await world.discord.wait_for_message(
         lambda m: "vanishing" in m.text and "/files/" in m.text, timeout=40
     )
@@ -242,7 +242,7 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
     handle = await world.command("text", {"prompt": "hello"})
     answer = await world.answer(handle)
     assert answer.ephemeral
-    # A 5xx other than GENERATION_FAILED after a POST may hide a charge (issue 18, E9).
+    # A 5xx other than GENERATION_FAILED after a POST may hide a charge.
     assert "may still have been charged" in answer.content
     assert "Traceback" not in answer.content
 

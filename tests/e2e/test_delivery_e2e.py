@@ -1,4 +1,4 @@
-"""Delivering finished jobs through Discord's failures (issue 9, items 3, 6 and 7).
+"""Delivering finished jobs through Discord's failures: a paid result always reaches its requester.
 
 Each scenario makes Discord refuse something the way it does in production (a deleted
 placeholder, a channel the bot lost, a 503, a 413, a slow placeholder post) and checks what the

@@ -1,9 +1,9 @@
 """Requests that must not reach private places, and paid results that must not be thrown away.
 
-Issue 18: a result whose link redirects to another origin is linked, not downloaded (S1); typed
-image URLs to private places are refused (S2); an empty attachment is refused; a transient 404
-on a poll does not fail a paid video (E8); a gateway's JSON 502 after a generation POST is
-answered with the may-have-charged sentence (E9). The real bot process, both emulators.
+A result whose link redirects to another origin is linked, not downloaded; typed image URLs
+to private places are refused; an empty attachment is refused; a transient 404 on a poll does
+not fail a paid video; a gateway's JSON 502 after a generation POST is answered with the
+may-have-charged sentence. The real bot process, both emulators.
 """
 
 import ipaddress

@@ -1,4 +1,4 @@
-"""Holds that bound spending, with the real bot process (issue 20): a video whose catalogue price
+"""Holds that bound spending, with the real bot process: a video whose catalogue price
 is unusable (NaN) is not free: it asks to confirm where the server set a threshold, and holds the
 configured ceiling against budgets.
 

@@ -1,4 +1,4 @@
-"""Key changes, the shared key and redaction, with the real bot process (issue 9)."""
+"""Key changes, the shared key and redaction, with the real bot process."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def identifies(world: World) -> int:
 
 
 async def test_a_video_outlives_a_change_of_the_bots_default_key(world: World) -> None:
-    """Issue 18, E4: the owner restarts with a new GENAPI_API_KEY (after a leak) mid-video."""
+    """The owner restarts with a new GENAPI_API_KEY (after a leak) mid-video."""
     old_key = world.key
     world.api.set_task_duration(lambda model, body: 10.0)
     try:

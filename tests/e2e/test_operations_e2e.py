@@ -1,4 +1,4 @@
-"""What an operator sees of the real bot process (issue 14): /readyz, /metrics and JSON logs.
+"""What an operator sees of the real bot process: /readyz, /metrics and JSON logs.
 
 The bot runs with ``METRICS_PORT=0`` (it logs the port it picked), ``LOG_FORMAT=json`` and
 ``LOG_LEVEL=DEBUG``. Its gateway IDENTIFY is held until the test has seen ``/readyz`` refuse,

@@ -1,4 +1,4 @@
-"""Issue 18, E3 end to end: once the service has charged, the member gets the result, never
+"""Once the service has charged, the member gets the result, never
 "Something went wrong".
 
 What fails after the charge here is ours or Discord's: the write of the request behind the

@@ -1,4 +1,4 @@
-"""Personal mode with the real bot process (issue 22): a member's own install, billed to them."""
+"""Personal mode with the real bot process: a member's own install, billed to them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Private results for video cards with the real bot process (issue 22, ``/settings defaults``).
+"""Private results for video cards with the real bot process (``/settings defaults``).
 
 A member with private results on asks for a video in a server: its card (placeholder, progress,
 the finished result with its files and buttons) lives in the member's DM, never in the

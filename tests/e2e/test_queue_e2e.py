@@ -1,4 +1,4 @@
-"""The key's window and queue with the real bot process (issue 18).
+"""The key's window and queue with the real bot process.
 
 Right after start-up nothing was sent, so a burst is served at once; after ``kill -9`` the
 restarted bot knows what the killed one sent (no 429); servers sharing a key take turns, and a

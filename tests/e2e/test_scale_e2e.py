@@ -1,4 +1,4 @@
-"""Several processes on one database (issue 10, "Proof"): two gateway processes (shards 0 and 1
+"""Several processes on one database: two gateway processes (shards 0 and 1
 of 2, ``POLLER_ENABLED=false``) and two ``python -m bot worker`` processes, against both
 emulators; 20 videos from servers on both shards; one worker killed with ``kill -9`` mid-run.
 
@@ -6,7 +6,7 @@ On SQLite (processes of one machine) and on PostgreSQL: every video is announced
 once, no poll of a job overlaps another poll of it, no key ever sees more requests than the
 limit in any rolling window (the API emulator's own log; the window is scaled to 6 s), and the
 ledger equals the emulator's charges. Every process serves ``/readyz`` and ``/metrics``
-(``METRICS_PORT=0``, issue 23): each worker is ready and exports its polls and deliveries.
+(``METRICS_PORT=0``): each worker is ready and exports its polls and deliveries.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12 end to end: ``/video-advanced``, a modal with a prompt, a model select and an
+"""The video form end to end: ``/video-advanced``, a modal with a prompt, a model select and an
 uploaded reference image (a File Upload inside a Label), through ``/video``'s checks and path.
 
 An accepted form makes the same job and card as ``/video``, the upload passed as ``image_url``;

@@ -1,4 +1,4 @@
-"""How a key's budget is shared between users and polls (issue 11), on a simulated clock.
+"""How a key's budget is shared between users and polls, on a simulated clock.
 
 The rules are pure functions of the window's record, so these tests drive time themselves:
 a step loop sends users' requests when :meth:`BudgetRules.interactive_delay` allows and polls

@@ -190,7 +190,7 @@ async def test_keys_are_limited_separately() -> None:
 async def test_a_fresh_database_serves_the_first_burst_at_once(
     open_db: Callable[[ManualClock], Awaitable[Database]],
 ) -> None:
-    # Issue 18: right after start-up the key had sent nothing, so ten /video go at once.
+    # Right after start-up the key had sent nothing, so ten /video go at once.
     clock = ManualClock()
     db = await open_db(clock)
     try:
@@ -354,7 +354,7 @@ class TimerClock(ManualClock):
 
 
 def test_a_guilds_turn_takes_its_oldest_answer_before_its_submissions() -> None:
-    # Issue 23: first come first served per kind within a guild; turns between guilds as before.
+    # First come first served per kind within a guild; turns between guilds as before.
     a = [Ticket(seq, Priority.INTERACTIVE, 1, Kind.SUBMISSION) for seq in range(3)]
     a_text = Ticket(5, Priority.INTERACTIVE, 1, Kind.ANSWER)
     b_video = Ticket(4, Priority.INTERACTIVE, 2, Kind.SUBMISSION)
@@ -410,7 +410,7 @@ async def test_queued_videos_leave_a_burst_of_texts_its_slots() -> None:
 
 
 async def test_a_stream_of_texts_holds_another_servers_video_only_for_its_patience() -> None:
-    # Issue 18's turns between servers still hold across kinds: 40 /text of one server cannot
+    # Turns between servers still hold across kinds: 40 /text of one server cannot
     # keep a single /video of another behind all of them.
     clock = TimerClock()
     limiter = settled(clock, margin=0).for_key("k")
@@ -479,7 +479,7 @@ async def full_of_answers(
 
 
 async def test_a_poll_owed_its_floor_yields_the_free_slot_to_a_waiting_text() -> None:
-    # Issue 23, bench batch's trickle: users fill the window and the polls are owed their
+    # As in the batch benchmark's trickle: users fill the window and the polls are owed their
     # floor; the slot that comes free goes to the member's /text, the poll takes the next one.
     clock = TimerClock()
     limiter = settled(clock, margin=0).for_key("k")

@@ -51,7 +51,7 @@ async def test_a_failed_video_is_announced_with_the_reason(stack: Stack, who: Re
 async def test_a_transient_404_on_a_poll_does_not_fail_the_paid_video(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 18, E8: a node that does not know the task yet answers 404 to the first polls.
+    # A node that does not know the task yet answers 404 to the first polls.
     (job,) = await submit(stack, who)
     stack.api.inject_fault("404", 2)
     announcer = RecordingAnnouncer()
@@ -313,7 +313,7 @@ async def wait_for(done: Callable[[], bool], limit: float = 20.0) -> None:
 async def test_a_failing_pass_leaves_the_deliveries_under_way_alone(
     stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 18, E11: one pass that raised (a locked database, a bug) cancelled every poll and
+    # One pass that raised (a locked database, a bug) cancelled every poll and
     # delivery under way; their leases then ran out (300 s) and a cancelled channel or DM send
     # could be posted twice.
     (job,) = await submit(stack, who)
@@ -436,7 +436,7 @@ async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
 async def test_an_hour_old_jobs_placeholder_is_refreshed_every_quarter_hour_not_every_minute(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 23: its live timestamps move by themselves; an edit a minute per old job only
+    # Its live timestamps move by themselves; an edit a minute per old job only
     # spends Discord's edit limits (and the poller's CPU) on what nobody may still watch.
     stack.api.set_task_duration(lambda model, body: 10_000.0)
     await submit(stack, who)

@@ -141,7 +141,7 @@ def test_keys_are_shared_separately() -> None:
 async def test_learned_timings_reach_a_gateway_without_a_poller(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 23, E12: the gateway (POLLER_ENABLED=false) shows the `ready` estimate and sets
+    # The gateway (POLLER_ENABLED=false) shows the `ready` estimate and sets
     # every first poll, but only a worker finishes jobs (a process of its own: its own
     # schedule). The prior's median is 60 s; these videos take 8 s.
     stack.api.set_task_duration(lambda model, body: 8.0)

@@ -1,4 +1,4 @@
-"""WAIT_SCALE and PLACEHOLDER_GRACE_SECONDS: the bot's fixed waits as settings (issue 19).
+"""WAIT_SCALE and PLACEHOLDER_GRACE_SECONDS: the bot's fixed waits as settings.
 
 The delivery backoff and the poll priors' medians are the bot's choices about the service's
 time, not the service's rules: a scale divides them, so the tests' bot process (whose emulated

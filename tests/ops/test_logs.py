@@ -113,7 +113,7 @@ class _Built(Exception):
 async def test_a_worker_redacts_the_server_keys_it_decrypts(
     root_logging: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 23, E18: `python -m bot worker` built its services without on_secret, so a server
+    # `python -m bot worker` built its services without on_secret, so a server
     # key it decrypted to poll a job could be printed by any library that logged it.
     out = io.StringIO()
     redaction = setup_logging(logging.INFO, "text", stream=out)

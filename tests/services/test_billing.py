@@ -253,7 +253,7 @@ async def learn_text(
 async def test_text_holds_its_tokens_at_the_models_observed_price(
     billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
-    # Issue 20, E6: the mean of the last charges let ten 8,192-token answers pass a budget
+    # The mean of the last charges let ten 8,192-token answers pass a budget
     # that fits one. Nothing known yet: the ceiling (50 cents) is held.
     first = await billing.reserve(
         guild_id=GUILD, user_id=1, kind=Kind.TEXT, model=CHAT, cost_cents=None, tokens=9000

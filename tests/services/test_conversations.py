@@ -1,4 +1,4 @@
-"""Conversations (issue 21): folding the history, cutting the answer, turns as ``/text`` calls."""
+"""Conversations: folding the history, cutting the answer, turns as ``/text`` calls."""
 
 from decimal import Decimal
 

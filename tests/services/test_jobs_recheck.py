@@ -1,5 +1,5 @@
-"""``/jobs`` re-checks a job the poller stopped watching at most once per few minutes (issue 20,
-E17): each poll spends the key's rate budget, which on the shared key is every server's.
+"""``/jobs`` re-checks a job the poller stopped watching at most once per few minutes: each
+poll spends the key's rate budget, which on the shared key is every server's.
 
 The cog's re-check runs against the real poller, client, emulator and database; only the bot
 around the cog is a stand-in holding the services.

@@ -200,7 +200,7 @@ async def polled_to_the_end(stack: Stack, job: Job) -> Job:
 async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_video(
     stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 18, E1: the POST is in flight when the admin replaces the key."""
+    """The POST is in flight when the admin replaces the key."""
     on_keys(stack, resolver(stack))
     old_key = stack.api.create_key(balance_cents=10_000)
     config = config_service(stack)
@@ -265,7 +265,7 @@ async def test_a_key_replaced_before_the_reservation_is_chosen_again_before_send
 async def test_a_pending_video_survives_a_change_of_the_default_key(
     stack: Stack, who: Requester
 ) -> None:
-    """Issue 18, E4: GENAPI_API_KEY replaced (a restart) while a video is pending on it."""
+    """GENAPI_API_KEY replaced (a restart) while a video is pending on it."""
     first = resolver(stack)
     assert await first.keep_default() == []
     on_keys(stack, first)

@@ -1,4 +1,4 @@
-"""Members' own defaults (issue 22, ``/settings``): stored on both engines, and applied where the
+"""Members' own defaults (``/settings``): stored on both engines, and applied where the
 member gave no option, with the server's policy winning (a forbidden default is left out with a
 note)."""
 

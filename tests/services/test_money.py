@@ -111,7 +111,7 @@ async def test_budgets_compare_exactly(stack: Stack, who: Requester) -> None:
     assert stack.posts() == posts
 
 
-# -- holds that bound spending (issue 20, E6) -------------------------------------------------
+# -- holds that bound spending -------------------------------------------------
 
 
 async def test_ten_long_answers_at_once_cannot_spend_past_a_members_budget(

@@ -1,4 +1,4 @@
-"""Personal mode (issue 22): who pays, and the member's wallet, on both storage engines."""
+"""Personal mode: who pays, and the member's wallet, on both storage engines."""
 
 from __future__ import annotations
 

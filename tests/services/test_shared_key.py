@@ -1,4 +1,4 @@
-"""A server on the bot's default key is not told to top up "its" key (issue 9)."""
+"""A server on the bot's default key is not told to top up "its" key."""
 
 from __future__ import annotations
 

@@ -260,7 +260,7 @@ async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> No
 async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
     pg_url: str,
 ) -> None:
-    """0006 (issue 18) on a database at 0005 holding data (built as that release did)."""
+    """0006 on a database at 0005 holding data (built as that release did)."""
     assert [m.name for m in legacy.load("postgresql")][5] == "key_holds"
     await build_postgres_at(pg_url, 5)
     conn = await asyncpg.connect(pg_url)

@@ -1,4 +1,4 @@
-"""One migration sequence (issue 19): databases made by the releases before Alembic upgrade in
+"""One migration sequence: databases made by the releases before Alembic upgrade in
 place, with their money, jobs and settings intact; a fresh database of either engine has the
 tables of ``bot.storage.schema``.
 

@@ -857,7 +857,7 @@ async def test_ping_answers_while_open_and_raises_once_closed(
 async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """0011 (issue 18): a reservation made before it knows no key, so it holds its guild's."""
+    """0011: a reservation made before it knows no key, so it holds its guild's."""
     path = tmp_path / "v10.db"
     build_db_at(path, 10)
     with sqlite3.connect(path) as conn:

@@ -1,4 +1,4 @@
-"""Personal mode's scene for end-to-end tests (issue 22): a server that never added the bot,
+"""Personal mode's scene for end-to-end tests: a server that never added the bot,
 and a member who installed it to their account; the records the bot keeps of their jobs."""
 
 import sqlite3
