@@ -5,11 +5,15 @@ its tests twice or mark them by the wrong file's tiers); a helper in a conftest.
 imported without loading pytest's plugin machinery. So: no module under ``tests/`` imports a
 test module or a conftest, every module that is neither lives in ``tests/support``, and the
 conftest files hold fixtures and pytest's hooks only. Read with ``ast``, nothing is imported.
+
+Comments and docstrings say why a test exists, not which ticket asked for it: a ticket's number
+tells a reader nothing once the ticket is closed.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +106,23 @@ def test_conftest_files_hold_fixtures_and_hooks_only() -> None:
     assert extra == []
 
 
+TICKET = re.compile(r"[Ii]ssues? ?#?[0-9]+|\b[ES][0-9]{1,2}\b|\bitems? [0-9]")
+"""An issue's number (``issue 18``, ``Issue 23``), a review item's code (``E10``, ``S1``) or an
+item of a list kept elsewhere (``item 3``)."""
+
+
+def test_no_comment_names_an_issue_or_a_review_item() -> None:
+    """Every module under tests/ but this one, whose examples are tickets' names."""
+    found = sorted(
+        f"{path.relative_to(ROOT)}:{number}: {match.group(0)}"
+        for path in MODULES.values()
+        if path != Path(__file__).resolve()
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        for match in TICKET.finditer(line)
+    )
+    assert found == []
+
+
 def test_the_rules_see_the_code() -> None:
     """The readers find what is there: a conftest's import of the harness, a package's relative
     imports, and the tests of a folder as tests."""
@@ -112,3 +133,7 @@ def test_the_rules_see_the_code() -> None:
     assert is_test_module("tests.e2e.test_chat_e2e")
     assert is_test_module("tests.conftest")
     assert not is_test_module("tests.support.poller")
+    for ticket in ("(issue 18)", "Issue 23, E18:", "S1", "item 3"):
+        assert TICKET.search(ticket), ticket
+    for fine in ("issues/341", "E2E_DIR", "E501", "item's"):
+        assert not TICKET.search(fine), fine
