@@ -39,7 +39,7 @@ from bench.report import Table, percentile, ratio, secs
 from bench.sim import SimResult, simulate
 from bench.world import Bench, answer, new_discord, running_bot
 from bot.sandbox import GenApiEmulator
-from tests.e2e.harness import MEMBER_PERMISSIONS
+from tests.support.e2e.harness import MEMBER_PERMISSIONS
 
 _READY = re.compile(r"ready <t:(\d+):R>")
 VIDEOS = 10

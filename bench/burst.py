@@ -20,9 +20,9 @@ from bench.report import Table, ms, percentile
 from bench.world import new_discord, running_bot
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator import DiscordEmulator, InvocationError
-from tests.discord_emulator.interactions import APPLICATION_COMMAND
-from tests.e2e.harness import MEMBER_PERMISSIONS
+from tests.support.discord_emulator import DiscordEmulator, InvocationError
+from tests.support.discord_emulator.interactions import APPLICATION_COMMAND
+from tests.support.e2e.harness import MEMBER_PERMISSIONS
 
 
 @dataclass(frozen=True)

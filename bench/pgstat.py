@@ -1,6 +1,6 @@
 """The PostgreSQL server's statements per poll, for ``bench scale``.
 
-The bench's throwaway server (``tests/pg_server.py``) is restarted once with
+The bench's throwaway server (``tests/support/pg_server.py``) is restarted once with
 ``shared_preload_libraries = 'pg_stat_statements'`` (the extension must be loaded at the
 server's start, PostgreSQL docs F.32); each configuration's database gets
 ``CREATE EXTENSION pg_stat_statements``, the counters are reset when the steady window begins
@@ -23,7 +23,7 @@ from pathlib import Path
 import asyncpg
 
 from bench.report import Table
-from tests.pg_server import PgServer
+from tests.support.pg_server import PgServer
 
 EXTENSION = "pg_stat_statements"
 TOP = 14

@@ -25,8 +25,8 @@ from bench.sim import simulate
 from bench.world import Bench, answer, new_discord, running_bot
 from bot.sandbox import EmulatedTask, GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator import DiscordEmulator
-from tests.e2e.harness import MEMBER_PERMISSIONS
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.e2e.harness import MEMBER_PERMISSIONS
 
 WINDOW = 60.0
 _INDEX = re.compile(r"#(\d+)")

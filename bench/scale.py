@@ -14,7 +14,7 @@ Each configuration is one engine and a number of workers: ``0`` workers is the
 single process (``python -m bot``, gateway plus poller); ``N`` workers is one gateway process
 with ``POLLER_ENABLED=false`` plus ``N`` ``python -m bot worker`` processes on one database.
 PostgreSQL is a throwaway server on loopback started with the tests' helper
-(``tests/pg_server.py``: the Debian ``postgresql`` binaries), one fresh database per
+(``tests/support/pg_server.py``: the Debian ``postgresql`` binaries), one fresh database per
 configuration. On PostgreSQL the server's statements in the steady window are profiled
 (:mod:`bench.pgstat`: ``pg_stat_statements``) and its CPU per poll shown beside the bot's.
 """
@@ -42,8 +42,8 @@ from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.services.keys import KeyVault, fingerprint
 from bot.storage.database import Database as SqlDatabase
-from tests.e2e.harness import BotProcess, bot_env
-from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
+from tests.support.e2e.harness import BotProcess, bot_env
+from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 TASK_SECONDS = 3600.0
 RESUMED = "poller started:"

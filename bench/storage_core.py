@@ -254,7 +254,7 @@ async def _main(engines: list[str], n: int) -> None:
                 target = str(Path(tmp) / "bench.db")
                 print(render(engine, await measure(engine, target, n)), flush=True)
                 continue
-            from tests.pg_server import PgServer, find_bin_dir
+            from tests.support.pg_server import PgServer, find_bin_dir
 
             bin_dir = find_bin_dir()
             if bin_dir is None:

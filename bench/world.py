@@ -1,6 +1,6 @@
 """Start the two emulators and the unmodified ``python -m bot`` process, as the e2e tests do.
 
-This reuses ``tests/e2e/harness.py`` (BotProcess, bot_env); the differences are parameters:
+This reuses ``tests/support/e2e/harness.py`` (BotProcess, bot_env); the differences are parameters:
 the real 60 s rate window, INFO logging, and per-scenario settings.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.sandbox import GenApiEmulator
-from tests.discord_emulator import DiscordEmulator, InteractionHandle, Message
-from tests.e2e.harness import BOT_TOKEN, BotProcess, bot_env
+from tests.support.discord_emulator import DiscordEmulator, InteractionHandle, Message
+from tests.support.e2e.harness import BOT_TOKEN, BotProcess, bot_env
 
 BENCH_ENV = {"LOG_LEVEL": "INFO", "GENAPI_RATE_WINDOW_SECONDS": "60", "WAIT_SCALE": "1"}
 """Overrides of the e2e settings: the spec's real window and the bot's real waits (the e2e

@@ -15,8 +15,8 @@ import yarl
 from discord import app_commands
 from discord.ext import commands
 
-from tests.discord_emulator import DiscordEmulator, Guild, InvocationError, User
-from tests.discord_emulator import permissions as perms
+from tests.support.discord_emulator import DiscordEmulator, Guild, InvocationError, User
+from tests.support.discord_emulator import permissions as perms
 
 TOKEN = "emulated.bot.token"
 

@@ -5,7 +5,6 @@ import os
 import socket
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,29 +12,7 @@ import pytest
 
 from bot.config import SettingsError, load_settings
 from bot.discord.permissions import PLACEHOLDER_PERMISSIONS, invite_permissions
-
-ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.token-secret-part"  # id 123456789012345678
-UNREACHABLE_DISCORD = "http://127.0.0.1:9/api/v10"  # the discard port: refused at once
-
-
-def run_bot(cwd: Path, *args: str, module: str = "bot", **env: str) -> subprocess.CompletedProcess:
-    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "DISCORD_TOKEN": TOKEN}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        env=base | {"DISCORD_API_BASE_URL": UNREACHABLE_DISCORD} | env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def one_line(result: subprocess.CompletedProcess) -> str:
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    return lines[0]
+from tests.support.command_line import ROOT, TOKEN, one_line, run_bot
 
 
 @contextlib.contextmanager
@@ -200,7 +177,7 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     url = server.removeprefix("server install: ")
     assert url.startswith("https://discord.com/oauth2/authorize?client_id=123456789012345678&")
     assert url.endswith("&integration_type=0")
-    # The user install (issue 22): commands only, no bot user, no permissions.
+    # The user install: commands only, no bot user, no permissions.
     assert user == (
         "user install: https://discord.com/oauth2/authorize?client_id=123456789012345678"
         "&scope=applications.commands&integration_type=1"
@@ -211,7 +188,7 @@ def test_invite_prints_the_url_with_every_permission_the_code_checks(tmp_path: P
     for name in PLACEHOLDER_PERMISSIONS:
         assert getattr(invite_permissions(), name)
     assert invite_permissions().send_messages_in_threads
-    assert invite_permissions().create_public_threads  # /chat's threads (issue 21)
+    assert invite_permissions().create_public_threads  # /chat's threads
 
 
 def test_the_documented_invite_matches_the_code() -> None:

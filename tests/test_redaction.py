@@ -16,9 +16,8 @@ from bot.genapi.client import GenAPIClient, error_from_response
 from bot.genapi.ratelimit import RateLimiter
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
-from tests.services.test_key_changes import on_keys
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack, on_keys
 
 
 async def test_the_emulator_can_echo_the_key_and_the_client_redacts_it(stack: Stack) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bot.clock import Clock
 from bot.storage import Database
 from bot.storage.repos.meta import MetaStore
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 
 class NoteService:

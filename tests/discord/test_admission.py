@@ -1,4 +1,4 @@
-"""Issue 18, E2: one admission guard for every entry point (command, button, modal).
+"""One admission guard for every entry point (command, button, modal).
 
 During the shutdown grace nothing new may start a paid call that the shutdown would not wait
 for; the end-to-end proof is ``tests/e2e/test_shutdown_e2e.py``. Here: every modal and

@@ -7,7 +7,6 @@ import dataclasses
 import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from decimal import Decimal
 
 import aiohttp
 import discord
@@ -24,43 +23,18 @@ from bot.discord.delivery import (
     download,
     file_name,
 )
-from bot.domain import DeliveryRoute, Job, JobStatus, Kind
+from bot.domain import DeliveryRoute, JobStatus
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from tests.conftest import Stack
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import action_buttons
-from tests.jobs.test_poller import make_poller, run_until, submit
-
-SAMPLE_JOB = Job(
-    task_id="t1",
-    provider="p",
-    poll_url="/v1/tasks/t1",
-    kind=Kind.VIDEO,
-    model="m",
-    guild_id=1,
-    channel_id=2,
-    message_id=3,
-    user_id=4,
-    prompt_summary="a fox",
-    details={},
-    cost_cents=Decimal(1),
-    key_fingerprint="f",
-    created_at=0.0,
-    next_poll_at=0.0,
-    id=1,
-    status=JobStatus.COMPLETED,
-    finished_at=1.0,
-    outputs=(),
-    error=None,
-    poll_count=1,
-    announced_at=None,
-    last_progress_at=None,
-)
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import action_buttons
+from tests.support.jobs import SAMPLE_JOB
+from tests.support.poller import make_poller, run_until, submit
+from tests.support.stack import Stack
 
 
 class FakeResponse:
@@ -226,7 +200,7 @@ async def test_a_result_sent_by_dm_from_a_channel_the_bot_cannot_see_keeps_only_
 async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the_channel(
     stack: Stack, rest_bot: RestBot
 ) -> None:
-    """Issue 22, private results: a crash between the DM card and its record (the job falls
+    """Private results: a crash between the DM card and its record (the job falls
     due after its grace without a card) must not show the result where everyone sees it."""
     (job,) = await submit(stack, rest_bot.who, count=1, placeholder=False)
     dm = rest_bot.emulator.dm_channel(rest_bot.who.user_id)

@@ -1,4 +1,4 @@
-"""Issue 12 without Discord: button ids and rows, stored requests, the confirmation threshold."""
+"""Result buttons without Discord: ids and rows, stored requests, the confirmation threshold."""
 
 from decimal import Decimal
 
@@ -88,7 +88,7 @@ def test_an_expired_discord_upload_link_is_recognised() -> None:
 
 
 def test_vary_is_offered_only_where_something_varies() -> None:
-    # Issue 20: an image or video request takes no seed or strength (spec 4.2, 4.4), so Vary
+    # An image or video request takes no seed or strength (spec 4.2, 4.4), so Vary
     # there was Again at the same price; a text varies by its temperature.
     assert "Vary" in [label for label, _ in result_buttons("text", "r1")]
     for kind in ("image", "video"):
@@ -97,7 +97,7 @@ def test_vary_is_offered_only_where_something_varies() -> None:
 
 
 def test_a_card_sent_by_direct_message_keeps_only_delete() -> None:
-    # Issue 20: a click in a DM has no server to check and charge, so paid buttons go.
+    # A click in a DM has no server to check and charge, so paid buttons go.
     video = result_buttons("video", "j5", price_cents=Decimal(50))
     assert dm_buttons(video) == (("Delete", "gb:delete:j5"),)
     assert dm_buttons(result_buttons("image", "j6")) == (("Delete", "gb:delete:j6"),)

@@ -1,4 +1,4 @@
-"""Issue 20, E5: Discord's command permissions, as the rule buttons are held to.
+"""Discord's command permissions, as the rule buttons are held to.
 
 Every case follows the flowchart of Discord's change log ("Permissions v2") and the
 Application Commands → Permissions section: channel first, then user, roles, @everyone;

@@ -8,8 +8,8 @@ import discord
 import pytest
 
 from bot.discord.bot import EXTENSIONS, GenBot
-from tests.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
-from tests.conftest import Stack
+from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.stack import Stack
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
 
 
 PERSONAL = {"text", "image", "video", "video-advanced", "models", "jobs", "usage", "settings"}
-"""Issue 22: installable to members too, usable in servers, the bot's DM and group DMs."""
+"""Installable to members too, usable in servers, the bot's DM and group DMs."""
 
 
 async def test_installs_and_contexts(tree: list[dict[str, Any]]) -> None:

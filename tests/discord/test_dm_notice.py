@@ -1,4 +1,4 @@
-"""The opt-in DM of finished results (issue 22, ``/settings notify dm``): its text, and that a
+"""The opt-in DM of finished results (``/settings notify dm``): its text, and that a
 refused DM (50007) is dropped silently, never in the way of the delivery."""
 
 from dataclasses import dataclass, field
@@ -14,7 +14,7 @@ from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from bot.jobs.announcer import Attempt
 from bot.services.private_cards import PrivateCards
 from bot.storage import Database
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 USER = 100
 

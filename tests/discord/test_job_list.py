@@ -167,7 +167,7 @@ def test_a_result_only_reachable_here_says_so() -> None:
 
 
 def test_a_private_results_card_is_linked_where_it_lives_or_not_at_all() -> None:
-    """Issue 22, private results: a DM card's message id is the DM's, not the channel's."""
+    """Private results: a DM card's message id is the DM's, not the channel's."""
     dm_card = Listed(1, status="completed", finished_at=NOW, message_id=501)
     ephemeral = Listed(2, message_id=502)
     channel_card = Listed(3, message_id=503)

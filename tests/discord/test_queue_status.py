@@ -15,7 +15,7 @@ from bot.genapi.errors import QueueCancelled, RateLimitWaitTooLong
 from bot.genapi.ratelimit import QUEUE_SEAT, Priority, RateLimiter
 from bot.genapi.slots import SlotRules
 from bot.services.personal import wallet_id
-from tests.genapi.test_ratelimit import TimerClock
+from tests.support.clocks import TimerClock
 
 
 def test_the_place_and_the_wait_read_as_people_say_them() -> None:

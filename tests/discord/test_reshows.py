@@ -16,7 +16,7 @@ import httpx2 as httpx
 from bot.clock import ManualClock
 from bot.discord.delivery import DiscordAnnouncer
 from bot.discord.render.parts import MessageParts
-from tests.discord.test_announce import SAMPLE_JOB
+from tests.support.jobs import SAMPLE_JOB
 
 PNG = b"\x89PNG" + bytes(100_000)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

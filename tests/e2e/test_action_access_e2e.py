@@ -14,12 +14,12 @@ import sqlite3
 
 import pytest
 
-from tests.discord_emulator.errors import DiscordAPIError, InvocationError
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.discord_emulator.models import Message
-from tests.discord_emulator.permissions import USE_APPLICATION_COMMANDS
-from tests.discord_emulator.recorder import RecordedRequest
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator.errors import DiscordAPIError, InvocationError
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.discord_emulator.models import Message
+from tests.support.discord_emulator.permissions import USE_APPLICATION_COMMANDS
+from tests.support.discord_emulator.recorder import RecordedRequest
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

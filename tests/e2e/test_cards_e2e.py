@@ -1,4 +1,4 @@
-"""Issue 12 end to end: the buttons under results posted BEFORE a restart of the bot, the
+"""Result buttons end to end: the buttons under results posted BEFORE a restart of the bot, the
 Animate image / Edit image context menus, and confirming an expensive video.
 
 Every accepted path is checked in the ledger (charged to whoever clicked, through the same
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator.errors import InvocationError
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator.errors import InvocationError
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -404,7 +404,7 @@ async def test_generate_pressed_before_the_bot_read_that_it_was_shown_is_answere
 async def test_a_member_barred_from_video_in_integrations_cannot_click_again(
     world: World,
 ) -> None:
-    """Issue 20, E5: /video limited to @Patron in Server Settings -> Integrations, the usual way.
+    """/video limited to @Patron in Server Settings -> Integrations, the usual way.
 
     Discord applies that to the command only; the bot holds the button behind it to the same
     rule, and hears the admin's later change on the gateway."""

@@ -1,4 +1,4 @@
-"""A conversation longer than its bound (issue 21): old turns dropped, the thread told, no call
+"""A conversation longer than its bound: old turns dropped, the thread told, no call
 over ``CHAT_MAX_PROMPT_CHARS``."""
 
 from collections.abc import AsyncIterator
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import World, close_world, open_world
-from tests.e2e.test_chat_e2e import reply_in, text_calls
+from tests.support.e2e.chat import reply_in, text_calls
+from tests.support.e2e.harness import World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,4 +1,4 @@
-"""Conversations end to end (issue 21): ``/chat`` starts a thread, turns by mention and reply.
+"""Conversations end to end: ``/chat`` starts a thread, turns by mention and reply.
 
 The real bot process against the Discord emulator, without the Message Content intent: a
 message that mentions the bot (or replies to it with the ping on) carries its content, others
@@ -9,20 +9,19 @@ service's charges.
 import asyncio
 import sqlite3
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
 from bot.storage.money import from_micro
-from tests.discord_emulator import errors as err
-from tests.discord_emulator.errors import DiscordAPIError
-from tests.discord_emulator.models import Message
-from tests.discord_emulator.permissions import (
+from tests.support.discord_emulator import errors as err
+from tests.support.discord_emulator.errors import DiscordAPIError
+from tests.support.discord_emulator.permissions import (
     CREATE_PUBLIC_THREADS,
     DEFAULT_BOT_PERMISSIONS,
     SEND_MESSAGES_IN_THREADS,
 )
-from tests.e2e.harness import World
+from tests.support.e2e.chat import reply_in, text_calls
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,14 +33,6 @@ def ledger_total(world: World) -> Decimal:
     finally:
         conn.close()
     return from_micro(int(micro))
-
-
-def text_calls(world: World) -> list[dict[str, Any]]:
-    return [
-        r.json
-        for r in world.api.requests
-        if r.method == "POST" and r.path.endswith("/text/generate") and r.json is not None
-    ]
 
 
 async def end_reason(world: World, thread_id: int) -> str:
@@ -89,17 +80,6 @@ def open_conversation(world: World, thread_id: int) -> bool:
 
 def identifies(world: World) -> int:
     return sum(1 for event in world.discord.gateway_received if event.op == 2)
-
-
-async def reply_in(world: World, thread_id: int, to: Message) -> Message:
-    """The bot's reply to a member's message in the thread."""
-    return await world.discord.wait_for_message(
-        lambda m: (
-            m.channel_id == thread_id
-            and (m.message_reference or {}).get("message_id") == str(to.id)
-        ),
-        timeout=20,
-    )
 
 
 async def test_a_conversation_by_mention_and_reply_survives_a_restart(world: World) -> None:

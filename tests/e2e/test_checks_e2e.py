@@ -3,27 +3,19 @@
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.permissions import ATTACH_FILES, DEFAULT_BOT_PERMISSIONS, EMBED_LINKS
-from tests.e2e.harness import World
+from tests.support.discord_emulator.permissions import (
+    ATTACH_FILES,
+    DEFAULT_BOT_PERMISSIONS,
+    EMBED_LINKS,
+)
+from tests.support.e2e.harness import World
+from tests.support.e2e.refusals import generation_posts, refused
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def text_to_video() -> dict:
     return next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
-
-
-def generation_posts(world: World) -> int:
-    return sum(1 for r in world.api.requests if r.method == "POST")
-
-
-async def refused(world: World, name: str, options: dict, **kw: object) -> str:
-    """Run a command that must be refused before any call; return the sentence shown."""
-    posts = generation_posts(world)
-    answer = await world.answer(await world.command(name, options, **kw))
-    assert answer.ephemeral
-    assert generation_posts(world) == posts
-    return answer.content
 
 
 async def test_a_duration_the_model_does_not_offer(world: World) -> None:

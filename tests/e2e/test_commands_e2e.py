@@ -4,15 +4,11 @@ import time
 
 import pytest
 
-from bot.sandbox.catalogue import catalogue_json
-from tests.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
-from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.e2e.videos import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def catalogue(kind: str) -> list[dict]:
-    return catalogue_json()["models"][kind]
 
 
 def option_names(command: dict) -> list[str]:
@@ -104,29 +100,6 @@ async def test_image_sync_and_async(world: World) -> None:
     assert reply.pinged_user_ids() == {world.member.id}
 
 
-def video_model(world: World, **wanted: object) -> dict:
-    return next(
-        m
-        for m in catalogue("video")
-        if all(m.get(k) == v for k, v in wanted.items()) and "image" not in m["mode"]
-    )
-
-
-async def submit_video(world: World, prompt: str, **options: object):
-    model = video_model(world)
-    handle = await world.command(
-        "video",
-        {"prompt": prompt, "model": model["id"], "duration": model["durations"][0], **options},
-    )
-    answer = await world.answer(handle)
-    assert answer.ephemeral
-    placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in m.text,
-        include_existing=True,
-    )
-    return handle, placeholder
-
-
 async def test_video_from_submission_to_the_edited_placeholder(world: World) -> None:
     _, placeholder = await submit_video(world, "a cat surfing at dawn")
     assert not placeholder.ephemeral
@@ -175,7 +148,7 @@ async def test_a_deleted_placeholder_does_not_stop_the_job(world: World) -> None
     world.discord.delete_message(world.channel.id, placeholder.id)
     task_ids = [t for t, task in world.api.tasks.items() if task.status == "processing"]
     assert task_ids
-    # The paid result is posted anew (issue 9, item 3), pinging its requester.
+    # The paid result is posted anew, pinging its requester: it must reach them somewhere.
     result = await world.discord.wait_for_message(
         lambda m: "vanishing" in m.text and "/files/" in m.text, timeout=40
     )
@@ -269,7 +242,7 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
     handle = await world.command("text", {"prompt": "hello"})
     answer = await world.answer(handle)
     assert answer.ephemeral
-    # A 5xx other than GENERATION_FAILED after a POST may hide a charge (issue 18, E9).
+    # A 5xx other than GENERATION_FAILED after a POST may hide a charge.
     assert "may still have been charged" in answer.content
     assert "Traceback" not in answer.content
 

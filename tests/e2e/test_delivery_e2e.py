@@ -1,4 +1,4 @@
-"""Delivering finished jobs through Discord's failures (issue 9, items 3, 6 and 7).
+"""Delivering finished jobs through Discord's failures: a paid result always reaches its requester.
 
 Each scenario makes Discord refuse something the way it does in production (a deleted
 placeholder, a channel the bot lost, a 503, a 413, a slow placeholder post) and checks what the
@@ -10,10 +10,10 @@ import sqlite3
 
 import pytest
 
-from tests.discord_emulator.errors import DiscordAPIError
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
-from tests.e2e.test_commands_e2e import submit_video, video_model
+from tests.support.discord_emulator.errors import DiscordAPIError
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.support.e2e.videos import submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,9 +1,9 @@
 """Requests that must not reach private places, and paid results that must not be thrown away.
 
-Issue 18: a result whose link redirects to another origin is linked, not downloaded (S1); typed
-image URLs to private places are refused (S2); an empty attachment is refused; a transient 404
-on a poll does not fail a paid video (E8); a gateway's JSON 502 after a generation POST is
-answered with the may-have-charged sentence (E9). The real bot process, both emulators.
+A result whose link redirects to another origin is linked, not downloaded; typed image URLs
+to private places are refused; an empty attachment is refused; a transient 404 on a poll does
+not fail a paid video; a gateway's JSON 502 after a generation POST is answered with the
+may-have-charged sentence. The real bot process, both emulators.
 """
 
 import ipaddress
@@ -12,9 +12,9 @@ import socket
 import pytest
 
 from bot.genapi.outputs import is_public_address
-from tests.e2e.harness import World, result_url
-from tests.e2e.test_checks_e2e import generation_posts, refused
-from tests.e2e.test_commands_e2e import catalogue, submit_video, video_model
+from tests.support.e2e.harness import World, result_url
+from tests.support.e2e.refusals import generation_posts, refused
+from tests.support.e2e.videos import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -15,9 +15,9 @@ import pytest_asyncio
 
 from bot.discord.permissions import invite_permissions
 from bot.sandbox import GenApiEmulator
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.e2e.harness import (
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.e2e.harness import (
     ADMIN_PERMISSIONS,
     BOT_TOKEN,
     MEMBER_PERMISSIONS,

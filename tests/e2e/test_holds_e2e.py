@@ -1,4 +1,4 @@
-"""Holds that bound spending, with the real bot process (issue 20): a video whose catalogue price
+"""Holds that bound spending, with the real bot process: a video whose catalogue price
 is unusable (NaN) is not free: it asks to confirm where the server set a threshold, and holds the
 configured ceiling against budgets; long answers priced above their prompts, asked at once,
 never spend past a member's allowance.
@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import catalogue as sandbox_catalogue
-from tests.e2e.harness import BOT_TOKEN, MEMBER_PERMISSIONS, World, close_world, open_world
+from tests.support.e2e.harness import BOT_TOKEN, MEMBER_PERMISSIONS, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

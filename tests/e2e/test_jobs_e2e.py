@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import World, result_url
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import World, result_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

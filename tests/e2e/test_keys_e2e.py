@@ -1,4 +1,4 @@
-"""Key changes, the shared key and redaction, with the real bot process (issue 9)."""
+"""Key changes, the shared key and redaction, with the real bot process."""
 
 from __future__ import annotations
 
@@ -7,24 +7,11 @@ import sqlite3
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.e2e.harness import ADMIN_PERMISSIONS, World, result_url
-from tests.e2e.test_commands_e2e import submit_video
+from tests.support.e2e.harness import World, result_url
+from tests.support.e2e.keys import set_key
+from tests.support.e2e.videos import submit_video
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def set_key(world: World, key: str) -> str:
-    """Run ``/config api-key set`` as the admin, submit ``key`` in the modal; return the answer."""
-    handle = await world.command("config", {}, admin=True, group="api-key", subcommand="set")
-    await handle.wait_callback()
-    assert handle.modal is not None
-    custom_id = handle.modal["custom_id"]
-    field_id = handle.modal["components"][0]["components"][0]["custom_id"]
-    submitted = await world.discord.submit_modal(
-        custom_id, {field_id: key}, permissions=ADMIN_PERMISSIONS
-    )
-    answer = await submitted.wait_original(timeout=15)
-    return answer.content
 
 
 async def test_a_video_outlives_the_key_that_made_it(world: World) -> None:
@@ -59,7 +46,7 @@ def identifies(world: World) -> int:
 
 
 async def test_a_video_outlives_a_change_of_the_bots_default_key(world: World) -> None:
-    """Issue 18, E4: the owner restarts with a new GENAPI_API_KEY (after a leak) mid-video."""
+    """The owner restarts with a new GENAPI_API_KEY (after a leak) mid-video."""
     old_key = world.key
     world.api.set_task_duration(lambda model, body: 10.0)
     try:

@@ -1,4 +1,4 @@
-"""A member's own defaults with the real bot process (issue 22, ``/settings defaults``).
+"""A member's own defaults with the real bot process (``/settings defaults``).
 
 A member sets a default video model, duration and shape; ``/video`` without those options uses
 them (the service sees them). Once the server's model list forbids the default model, it is
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator import errors as err
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator import errors as err
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -130,7 +130,7 @@ async def test_private_results_answer_only_the_member(world: World) -> None:
     assert dm is not None
     assert public() == in_channel
     # Its buttons could not act for the server from the DM (its stored request names no
-    # channel), so the answer there has none (issue 20: DM cards' buttons work or are absent).
+    # channel), so the answer there has none (DM cards' buttons work or are absent).
     answer = await world.discord.wait_for_message(
         lambda m: m.channel_id == dm.channel_id and "Sandbox reply to: another secret" in m.text,
         timeout=15,

@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import World
+from tests.support.e2e.harness import World
+from tests.support.e2e.videos import video_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -22,31 +22,6 @@ def ledger(world: World, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
-
-
-def shows(message: Message, task_id: str) -> bool:
-    """Whether the message shows the task's video, as a link or as an attached file."""
-    names = [a.filename for a in message.attachments]
-    return task_id in message.content + message.text + str(names)
-
-
-async def video_for(world: World, prompt: str) -> tuple[str, Message]:
-    """Order a video; return its task id and the placeholder once it shows the result."""
-    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
-    handle = await world.command(
-        "video", {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]}
-    )
-    answer = await world.answer(handle)
-    assert answer.ephemeral
-    (task_id,) = [t for t, task in world.api.tasks.items() if task.request.get("prompt") == prompt]
-    placeholder = await world.discord.wait_for_message(
-        lambda m: m.channel_id == world.channel.id and prompt in m.text,
-        include_existing=True,
-    )
-    done = await world.discord.wait_for_edit(
-        placeholder.id, lambda m: shows(m, task_id), timeout=40
-    )
-    return task_id, done
 
 
 async def test_a_video_charged_035_cents_is_delivered_and_the_ledger_is_exact(

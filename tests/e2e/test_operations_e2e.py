@@ -1,4 +1,4 @@
-"""What an operator sees of the real bot process (issue 14): /readyz, /metrics and JSON logs.
+"""What an operator sees of the real bot process: /readyz, /metrics and JSON logs.
 
 The bot runs with ``METRICS_PORT=0`` (it logs the port it picked), ``LOG_FORMAT=json`` and
 ``LOG_LEVEL=DEBUG``. Its gateway IDENTIFY is held until the test has seen ``/readyz`` refuse,
@@ -21,10 +21,10 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.gateway import GatewayHub
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
-from tests.e2e.test_keys_e2e import set_key
-from tests.e2e.test_money_e2e import video_for
+from tests.support.discord_emulator.gateway import GatewayHub
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.keys import set_key
+from tests.support.e2e.videos import video_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

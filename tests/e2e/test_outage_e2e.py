@@ -1,6 +1,6 @@
 """An outage longer than JOB_TIMEOUT_SECONDS: every video finished meanwhile is still shown.
 
-Issue 9, item 1: the poller failed a job from its age before polling it, so a restart after
+The poller once failed a job from its age before polling it, so a restart after
 more than the timeout threw away results the service had finished (and charged for). The
 timeout is scaled down to a few seconds for this bot process.
 """
@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

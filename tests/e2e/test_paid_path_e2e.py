@@ -1,4 +1,4 @@
-"""Issue 18, E3 end to end: once the service has charged, the member gets the result, never
+"""Once the service has charged, the member gets the result, never
 "Something went wrong".
 
 What fails after the charge here is ours or Discord's: the write of the request behind the
@@ -16,9 +16,9 @@ from contextlib import contextmanager
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator import errors as err
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.e2e.harness import World, action_buttons
+from tests.support.discord_emulator import errors as err
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.e2e.harness import World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

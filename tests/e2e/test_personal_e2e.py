@@ -1,4 +1,4 @@
-"""Personal mode with the real bot process (issue 22): a member's own install, billed to them."""
+"""Personal mode with the real bot process: a member's own install, billed to them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import sqlite3
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.discord_emulator.errors import InvocationError
-from tests.discord_emulator.models import Channel, Message
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
-from tests.e2e.personal import delivery, elsewhere, job_of, ledger
-from tests.e2e.test_commands_e2e import video_model
+from tests.support.discord_emulator.errors import InvocationError
+from tests.support.discord_emulator.models import Channel, Message
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.support.e2e.personal import delivery, elsewhere, job_of, ledger
+from tests.support.e2e.videos import video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

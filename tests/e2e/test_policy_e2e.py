@@ -1,4 +1,4 @@
-"""A server's policy with the real bot process (issue 13): role tiers, blocked terms, cooldowns,
+"""A server's policy with the real bot process: role tiers, blocked terms, cooldowns,
 and the audit of every ``/config`` change in the admin channel.
 
 Members' roles travel in the interaction payload (``member.roles``), as Discord sends them.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.discord_emulator.models import Channel, Message, Role, User
-from tests.e2e.harness import ADMIN_PERMISSIONS, World
+from tests.support.discord_emulator.models import Channel, Message, Role, User
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -165,7 +165,7 @@ async def test_a_cooldown_refuses_the_second_command(world: World) -> None:
 async def test_a_blocked_term_is_found_in_chinese_and_behind_look_alike_letters(
     world: World,
 ) -> None:
-    # Issue 20, E16: no word spaces in Chinese; a Cyrillic а looks like a Latin a.
+    # No word spaces in Chinese; a Cyrillic а looks like a Latin a.
     for term in ("暴力", "bad apple"):
         await config(world, {"term": term}, group="blocked-terms", subcommand="add")
     posts = world.posts_to("/text/generate")
@@ -176,7 +176,8 @@ async def test_a_blocked_term_is_found_in_chinese_and_behind_look_alike_letters(
 
 
 async def test_a_request_refused_for_free_starts_no_cooldown(world: World) -> None:
-    # Issue 20, E14 (/text has a 600 s cooldown since the scenario above).
+    # A cooldown starts with a charged request, not a refused one (/text has a 600 s cooldown
+    # since the scenario above).
     member = world.discord.add_user("unlucky")
     world.discord.give_role(world.guild.id, member.id, Cast.patron.id)  # any model
     # Short answers: their holds fit the Patron's $0.50 a day at the price learned so far.
@@ -187,7 +188,7 @@ async def test_a_request_refused_for_free_starts_no_cooldown(world: World) -> No
 
 
 async def test_a_slow_admin_channel_never_fails_the_config_answer(world: World) -> None:
-    # Issue 20: the audit post waited before the answer; a post held up past Discord's 3 s
+    # The audit post waited before the answer; a post held up past Discord's 3 s
     # (here a 20 s rate limit on the admin channel) made the admin see "interaction failed"
     # although the change was saved. Last in the module: the channel stays limited for 20 s.
     world.discord.inject_rate_limit(f"/channels/{Cast.admin_log.id}/messages", retry_after=20)

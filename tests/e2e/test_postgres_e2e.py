@@ -1,6 +1,6 @@
 """The real bot process on PostgreSQL (``DATABASE_URL``): a video is paid, delivered, counted.
 
-The session's PostgreSQL server (tests/pg_server.py) holds a fresh database owned by a role
+The session's PostgreSQL server (tests/support/pg_server.py) holds a fresh database owned by a role
 with a password; the bot logs in with it, migrates the schema at start-up and never writes the
 password anywhere.
 """
@@ -13,9 +13,9 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
-from tests.e2e.test_money_e2e import video_for
-from tests.pg_server import PgServer
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.videos import video_for
+from tests.support.pg_server import PgServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,4 +1,4 @@
-"""Private results for video cards with the real bot process (issue 22, ``/settings defaults``).
+"""Private results for video cards with the real bot process (``/settings defaults``).
 
 A member with private results on asks for a video in a server: its card (placeholder, progress,
 the finished result with its files and buttons) lives in the member's DM, never in the
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from bot.services.keys import fingerprint
-from tests.discord_emulator.models import Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
-from tests.e2e.personal import delivery, elsewhere, job_of, ledger
+from tests.support.discord_emulator.models import Message, User
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons, result_url
+from tests.support.e2e.personal import delivery, elsewhere, job_of, ledger
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

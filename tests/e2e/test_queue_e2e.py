@@ -1,4 +1,4 @@
-"""The key's window and queue with the real bot process (issue 18).
+"""The key's window and queue with the real bot process.
 
 Right after start-up nothing was sent, so a burst is served at once; after ``kill -9`` the
 restarted bot knows what the killed one sent (no 429); servers sharing a key take turns, and a
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 QUEUED = re.compile(r"Queued: \d+\w\w on this key, about (\d+) (s|min)")
 """A queue status (bot.discord.queue_status.queue_text): the wait shown, and its unit."""

@@ -8,7 +8,7 @@ import pytest
 
 from bot.sandbox.catalogue import catalogue_json
 from bot.storage.engine import BUSY_TIMEOUT_MS
-from tests.e2e.harness import World
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

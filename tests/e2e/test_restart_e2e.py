@@ -7,7 +7,7 @@ import pytest
 
 from bot.sandbox.catalogue import catalogue_json
 from bot.storage.money import from_micro
-from tests.e2e.harness import World
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -9,8 +9,8 @@ import pytest
 import pytest_asyncio
 
 from bot.discord.permissions import invite_permissions
-from tests.command_list import MESSAGE_MENUS, SLASH_COMMANDS
-from tests.e2e.harness import ROOT, World, close_world, open_world
+from tests.support.command_list import MESSAGE_MENUS, SLASH_COMMANDS
+from tests.support.e2e.harness import ROOT, World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,4 +1,4 @@
-"""Several processes on one database (issue 10, "Proof"): two gateway processes (shards 0 and 1
+"""Several processes on one database: two gateway processes (shards 0 and 1
 of 2, ``POLLER_ENABLED=false``) and two ``python -m bot worker`` processes, against both
 emulators; 20 videos from servers on both shards; one worker killed with ``kill -9`` mid-run.
 
@@ -6,7 +6,7 @@ On SQLite (processes of one machine) and on PostgreSQL: every video is announced
 once, no poll of a job overlaps another poll of it, no key ever sees more requests than the
 limit in any rolling window (the API emulator's own log; the window is scaled to 6 s), and the
 ledger equals the emulator's charges. Every process serves ``/readyz`` and ``/metrics``
-(``METRICS_PORT=0``, issue 23): each worker is ready and exports its polls and deliveries.
+(``METRICS_PORT=0``): each worker is ready and exports its polls and deliveries.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
 from bot.storage.money import from_micro
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.models import Channel, Guild, Message
-from tests.e2e.harness import (
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.models import Channel, Guild, Message
+from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
     RATE_WINDOW,
@@ -38,7 +38,7 @@ from tests.e2e.harness import (
     OffsetClock,
     bot_env,
 )
-from tests.pg_server import PgServer
+from tests.support.pg_server import PgServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tests.e2e.harness import World, close_world, open_world
+from tests.support.e2e.harness import World, close_world, open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

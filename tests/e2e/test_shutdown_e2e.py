@@ -1,13 +1,14 @@
-"""Issue 18 end to end: what a shutdown may and may not do, with the real processes.
+"""What a shutdown may and may not do, with the real processes.
 
 A gateway process (``POLLER_ENABLED=false``) and ``python -m bot worker`` processes on one
 database, against both emulators:
 
 - "Worker stop": a worker stopped with SIGTERM while it polls a job hands the job over at
   once: another worker shows the result long before the job's lease (600 s here) would end.
-- E2: during the gateway's shutdown grace, forms (``/video-advanced``, Animate) and views (a
-  price confirmation) opened before it are refused politely ("restarting", ephemeral) and
-  make no generation request, while the command already running still records its charge.
+- The admission guard: during the gateway's shutdown grace, forms (``/video-advanced``,
+  Animate) and views (a price confirmation) opened before it are refused politely
+  ("restarting", ephemeral) and make no generation request, while the command already
+  running still records its charge.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Message
-from tests.e2e.harness import (
+from tests.support.discord_emulator.models import Message
+from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
     BotProcess,

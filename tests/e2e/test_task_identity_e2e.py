@@ -16,8 +16,8 @@ import pytest
 from bot.domain import TASK_ID_REUSED
 from bot.genapi.client import key_fingerprint
 from bot.sandbox.catalogue import catalogue_json
-from tests.discord_emulator.models import Channel, Guild, Message
-from tests.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World
+from tests.support.discord_emulator.models import Channel, Guild, Message
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

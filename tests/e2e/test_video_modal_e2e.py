@@ -1,4 +1,4 @@
-"""Issue 12 end to end: ``/video-advanced``, a modal with a prompt, a model select and an
+"""The video form end to end: ``/video-advanced``, a modal with a prompt, a model select and an
 uploaded reference image (a File Upload inside a Label), through ``/video``'s checks and path.
 
 An accepted form makes the same job and card as ``/video``, the upload passed as ``image_url``;
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.e2e.harness import World
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.e2e.harness import World
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -314,7 +314,7 @@ async def test_a_bad_gateway_page_on_a_generation_is_a_clear_error(
 async def test_a_gateways_json_502_on_a_generation_may_have_charged(
     client: GenAPIClient, api: GenApiEmulator, key: SecretStr
 ) -> None:
-    # Issue 18, E9: a gateway answered 502 in the spec's error shape after the service had
+    # A gateway answered 502 in the spec's error shape after the service had
     # processed and charged the request; only GENERATION_FAILED proves nothing was charged.
     api.inject_fault("gateway_502", 1)
     with pytest.raises(errors.APIStatusError) as bad:
@@ -466,7 +466,7 @@ async def test_over_aiohttp_only_a_connection_never_opened_counts_as_not_sent(
 async def test_texts_pass_video_submissions_that_find_the_key_nearly_full(
     api: GenApiEmulator, http: httpx.AsyncClient, clock: ManualClock, key: SecretStr
 ) -> None:
-    # Issue 23: a /video submission leaves the answers' slots (6 slots) to /text, whose
+    # A /video submission leaves the answers' slots (6) to /text, whose
     # member waits for the reply itself; here the key allows 8 requests a window.
     limiter = RateLimiter(clock, SlotRules(limit=8))
     client = GenAPIClient(api.base_url, http=http, limiter=limiter, clock=clock)

@@ -1,4 +1,4 @@
-"""The HTTP client library is httpx2, the maintained continuation of httpx (issue 19)."""
+"""The HTTP client library is httpx2, the maintained continuation of httpx."""
 
 import logging
 

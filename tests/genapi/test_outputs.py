@@ -1,4 +1,4 @@
-"""The download rule for results (issue 18, S1): the API's origin, else https on public addresses.
+"""The download rule for results: the API's origin, else https on public addresses.
 
 Downloads go through the real pooled client (``output_client``) against the API emulator; the
 addresses refused are loopback ones, so nothing leaves 127.0.0.1 whatever happens.

@@ -1,7 +1,6 @@
 """The per-key limiter, on a manual clock: nothing here sleeps for real."""
 
 import asyncio
-import heapq
 import itertools
 from collections.abc import Awaitable, Callable
 
@@ -25,6 +24,7 @@ from bot.genapi.ratelimit import (
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.slots import SlotRules
 from bot.storage import Database
+from tests.support.clocks import TimerClock
 
 
 def limiter_of(
@@ -192,7 +192,7 @@ async def test_keys_are_limited_separately() -> None:
 async def test_a_fresh_database_serves_the_first_burst_at_once(
     open_db: Callable[[ManualClock], Awaitable[Database]],
 ) -> None:
-    # Issue 18: right after start-up the key had sent nothing, so ten /video go at once.
+    # Right after start-up the key had sent nothing, so ten /video go at once.
     clock = ManualClock()
     db = await open_db(clock)
     try:
@@ -318,45 +318,8 @@ async def test_a_refusal_says_how_long_the_queue_is() -> None:
     await asyncio.gather(*queued)
 
 
-class TimerClock(ManualClock):
-    """A manual clock whose sleepers wake in the order of their deadlines (:meth:`drive`).
-
-    ``ManualClock.sleep`` jumps the clock at once, so of two requests waiting for different
-    slots the later deadline could pass first; here time moves only when every task is idle,
-    to the earliest deadline, as it would in real time.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._timers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._count = itertools.count()
-
-    async def sleep(self, seconds: float) -> None:
-        if seconds <= 0:
-            await asyncio.sleep(0)
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._timers, (self.monotonic() + seconds, next(self._count), future))
-        await future
-
-    async def drive(self, *aws: Awaitable[object]) -> None:
-        """Run ``aws`` to the end, moving time to each next deadline whenever all are idle."""
-        everything = asyncio.gather(*aws)
-        while not everything.done():
-            for _ in range(50):
-                await asyncio.sleep(0)
-            while self._timers and self._timers[0][2].done():
-                heapq.heappop(self._timers)  # cancelled: the sleeper woke for another reason
-            if everything.done() or not self._timers:
-                continue
-            deadline, _, future = heapq.heappop(self._timers)
-            self.advance(max(0.0, deadline - self.monotonic()))
-            future.set_result(None)
-        await everything
-
-
 def test_a_guilds_turn_takes_its_oldest_answer_before_its_submissions() -> None:
-    # Issue 23: first come first served per kind within a guild; turns between guilds as before.
+    # First come first served per kind within a guild; turns between guilds as before.
     a = [Ticket(seq, Priority.INTERACTIVE, 1, Kind.SUBMISSION) for seq in range(3)]
     a_text = Ticket(5, Priority.INTERACTIVE, 1, Kind.ANSWER)
     b_video = Ticket(4, Priority.INTERACTIVE, 2, Kind.SUBMISSION)
@@ -412,7 +375,7 @@ async def test_queued_videos_leave_a_burst_of_texts_its_slots() -> None:
 
 
 async def test_a_stream_of_texts_holds_another_servers_video_only_for_its_patience() -> None:
-    # Issue 18's turns between servers still hold across kinds: 40 /text of one server cannot
+    # Turns between servers still hold across kinds: 40 /text of one server cannot
     # keep a single /video of another behind all of them.
     clock = TimerClock()
     limiter = settled(clock, margin=0).for_key("k")
@@ -481,7 +444,7 @@ async def full_of_answers(
 
 
 async def test_a_poll_owed_its_floor_yields_the_free_slot_to_a_waiting_text() -> None:
-    # Issue 23, bench batch's trickle: users fill the window and the polls are owed their
+    # As in the batch benchmark's trickle: users fill the window and the polls are owed their
     # floor; the slot that comes free goes to the member's /text, the poll takes the next one.
     clock = TimerClock()
     limiter = settled(clock, margin=0).for_key("k")

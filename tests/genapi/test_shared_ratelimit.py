@@ -135,7 +135,7 @@ async def test_a_429_blocks_the_key_for_every_process(two: tuple[Database, Datab
 async def test_a_request_the_shared_window_refused_frees_its_slot_in_the_process(
     two: tuple[Database, Database],
 ) -> None:
-    # E10: a process whose requests the shared window refused must not then refuse its users
+    # A process whose requests the shared window refused must not then refuse its users
     # for a whole window on its own count (they were never sent).
     rules = SlotRules(limit=LIMIT, window=WINDOW + MARGIN, min_pace=0.0)
     first, second = (SharedRateLimiter(SystemClock(), db.rates, rules) for db in two)
@@ -209,7 +209,7 @@ async def test_a_batch_of_takes_costs_five_round_trips_on_postgresql(
         statements.clear()
         await db.rates.take([RateTake(key, True, 61.0, send) for key in keys[:2]])
         assert set(statements) == three
-        # The single process's record (issue 18) writes its batch in one statement too.
+        # The single process's record writes its batch in one statement too.
         statements.clear()
         await db.rates.record([(key, True) for key in keys], window=61.0)
         assert len(statements) == 3, statements  # BEGIN, the insert, COMMIT

@@ -10,102 +10,12 @@ from typing import Any
 
 import pytest
 
-from bot.clock import ManualClock
 from bot.domain import DeliveryRoute, Job, JobStatus
-from bot.jobs.announcer import SHOWN, Attempt, Renew
+from bot.jobs.announcer import Attempt, Renew
 from bot.jobs.poller import NOT_FOUND_FAILURES, NOT_FOUND_SECONDS, Poller
-from bot.services.generation import Requester, VideoOptions
-from tests.conftest import Stack
-
-GONE = Attempt(shown=False, permanent=True, error="404 10008 Unknown Message")
-BUSY = Attempt(shown=False, error="503 0 Service Unavailable")
-
-
-class RecordingAnnouncer:
-    """The Discord side, replaced: records what the poller asks, answers as told.
-
-    Args:
-        refuse: routes that fail for good (a deleted placeholder, a closed DM...).
-        failures: transient failures answered, in order, before anything is shown.
-    """
-
-    def __init__(
-        self,
-        *,
-        placeholder_exists: bool = True,
-        refuse: tuple[DeliveryRoute, ...] = (),
-        failures: int = 0,
-        clock: ManualClock | None = None,
-    ) -> None:
-        self.refuse = refuse + (() if placeholder_exists else (DeliveryRoute.PLACEHOLDER,))
-        self.failures = failures
-        self.clock = clock
-        self.progress_edits: list[int] = []
-        self.unwatched: list[int] = []
-        self.attempts: list[tuple[int, DeliveryRoute, float]] = []
-        self.results: list[Job] = []
-        self.routes: list[DeliveryRoute] = []
-        self.notified: list[int] = []
-
-    async def progress(self, job: Job, now: float) -> None:
-        self.progress_edits.append(job.id)
-
-    async def stopped_watching(self, job: Job, now: float) -> None:
-        self.unwatched.append(job.id)
-
-    async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
-        self.attempts.append((job.id, route, self.clock.time() if self.clock else 0.0))
-        if route in self.refuse or (route is DeliveryRoute.PLACEHOLDER and not job.message_id):
-            return GONE
-        if self.failures:
-            self.failures -= 1
-            return BUSY
-        self.results.append(job)
-        self.routes.append(route)
-        return SHOWN
-
-    async def notify(self, job: Job, route: DeliveryRoute) -> None:
-        if route is DeliveryRoute.PLACEHOLDER:
-            self.notified.append(job.id)
-
-
-def make_poller(stack: Stack, announcer: RecordingAnnouncer, **kw: float) -> Poller:
-    return Poller(
-        db=stack.db,
-        client=stack.client,
-        keys=stack.keys,
-        schedule=stack.schedule,
-        announcer=announcer,
-        clock=stack.clock,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def submit(
-    stack: Stack, who: Requester, count: int = 1, prompt: str = "a fox", *, placeholder: bool = True
-) -> list[Job]:
-    """Submit videos as /video does, each with its placeholder posted (message id 1000 + n)."""
-    catalogue = await stack.generation.catalogue(who.guild_id)
-    model = next(m for m in catalogue.video if not m.needs_image)
-    jobs = []
-    for _ in range(count):
-        job = await stack.generation.video(who, VideoOptions(prompt, model.id))
-        if placeholder:
-            await stack.generation.attach_message(job, 1000 + job.id)
-        jobs.append(job)
-    return jobs
-
-
-async def run_until(poller: Poller, done: Callable[[], bool], limit: float = 20.0) -> None:
-    """Run the poller until ``done()`` and it has nothing left to poll or announce."""
-    task = asyncio.create_task(poller.run())
-    try:
-        async with asyncio.timeout(limit):
-            while not (done() and poller.in_flight == 0):
-                await asyncio.sleep(0.01)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+from bot.services.generation import Requester
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack
 
 
 async def test_a_video_is_polled_to_completion_and_announced_once(
@@ -141,7 +51,7 @@ async def test_a_failed_video_is_announced_with_the_reason(stack: Stack, who: Re
 async def test_a_transient_404_on_a_poll_does_not_fail_the_paid_video(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 18, E8: a node that does not know the task yet answers 404 to the first polls.
+    # A node that does not know the task yet answers 404 to the first polls.
     (job,) = await submit(stack, who)
     stack.api.inject_fault("404", 2)
     announcer = RecordingAnnouncer()
@@ -403,7 +313,7 @@ async def wait_for(done: Callable[[], bool], limit: float = 20.0) -> None:
 async def test_a_failing_pass_leaves_the_deliveries_under_way_alone(
     stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 18, E11: one pass that raised (a locked database, a bug) cancelled every poll and
+    # One pass that raised (a locked database, a bug) cancelled every poll and
     # delivery under way; their leases then ran out (300 s) and a cancelled channel or DM send
     # could be posted twice.
     (job,) = await submit(stack, who)
@@ -526,7 +436,7 @@ async def test_a_delivery_longer_than_its_lease_is_never_taken_over(
 async def test_an_hour_old_jobs_placeholder_is_refreshed_every_quarter_hour_not_every_minute(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 23: its live timestamps move by themselves; an edit a minute per old job only
+    # Its live timestamps move by themselves; an edit a minute per old job only
     # spends Discord's edit limits (and the poller's CPU) on what nobody may still watch.
     stack.api.set_task_duration(lambda model, body: 10_000.0)
     await submit(stack, who)

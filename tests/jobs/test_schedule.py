@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from bot.clock import ManualClock
-from bot.domain import Job, JobStatus, Kind, NewJob
+from bot.domain import Job, Kind
 from bot.jobs.poller import Poller
 from bot.services.generation import Requester
 from bot.services.schedule import (
@@ -16,40 +16,9 @@ from bot.services.schedule import (
     FairShare,
     PollSchedule,
 )
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, run_until, submit
-
-
-def make_job(*, created_at: float, model: str = "m", guild: int = 1, key: str = "fp") -> Job:
-    new = NewJob(
-        task_id="t",
-        provider="alpha",
-        poll_url="/api/v1/video/t?provider=alpha",
-        kind=Kind.VIDEO,
-        model=model,
-        guild_id=guild,
-        channel_id=7,
-        message_id=None,
-        user_id=3,
-        prompt_summary="a cat",
-        details={},
-        cost_cents=50,
-        key_fingerprint=key,
-        created_at=created_at,
-        next_poll_at=created_at,
-    )
-    fields = {name: getattr(new, name) for name in new.__dataclass_fields__}
-    return Job(
-        **fields,
-        id=1,
-        status=JobStatus.PENDING,
-        finished_at=None,
-        outputs=(),
-        error=None,
-        poll_count=0,
-        announced_at=None,
-        last_progress_at=None,
-    )
+from tests.support.jobs import make_job
+from tests.support.poller import RecordingAnnouncer, run_until, submit
+from tests.support.stack import Stack
 
 
 def schedule(history: list[float]) -> PollSchedule:
@@ -172,7 +141,7 @@ def test_keys_are_shared_separately() -> None:
 async def test_learned_timings_reach_a_gateway_without_a_poller(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 23, E12: the gateway (POLLER_ENABLED=false) shows the `ready` estimate and sets
+    # The gateway (POLLER_ENABLED=false) shows the `ready` estimate and sets
     # every first poll, but only a worker finishes jobs (a process of its own: its own
     # schedule). The prior's median is 60 s; these videos take 8 s.
     stack.api.set_task_duration(lambda model, body: 8.0)

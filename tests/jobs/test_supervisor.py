@@ -19,8 +19,8 @@ from bot.domain import JobStatus
 from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
 from bot.storage import engine
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, submit
+from tests.support.stack import Stack
 
 
 def starts_of(

@@ -1,4 +1,4 @@
-"""WAIT_SCALE and PLACEHOLDER_GRACE_SECONDS: the bot's fixed waits as settings (issue 19).
+"""WAIT_SCALE and PLACEHOLDER_GRACE_SECONDS: the bot's fixed waits as settings.
 
 The delivery backoff and the poll priors' medians are the bot's choices about the service's
 time, not the service's rules: a scale divides them, so the tests' bot process (whose emulated
@@ -15,8 +15,8 @@ from bot.config import SettingsError, load_settings
 from bot.domain import DeliveryRoute
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, submit
+from tests.support.stack import Stack
 
 SCALED = pytest.mark.parametrize("stack_overrides", [{"wait_scale": 10.0}])
 

@@ -1,4 +1,4 @@
-"""``python -m bot worker`` as it is composed (issue 23): what its poller is handed.
+"""``python -m bot worker`` as it is composed: what its poller is handed.
 
 The worker runs in this process up to the point where its poller would start: the services
 are built by ``bot.wiring`` as in production, Discord's login is skipped (a unit test opens
@@ -26,9 +26,10 @@ from bot.jobs.poller import Poller
 from bot.ops.metrics import Metrics
 from bot.services.generation import Requester
 from bot.services.keys import KeyUnknown
-from tests.conftest import Stack, make_settings
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, submit
-from tests.jobs.test_schedule import make_job
+from tests.support.jobs import make_job
+from tests.support.poller import RecordingAnnouncer, make_poller, submit
+from tests.support.settings import make_settings
+from tests.support.stack import Stack
 
 
 async def run_worker_with(
@@ -76,7 +77,7 @@ async def run_worker_with(
 async def test_a_workers_progress_edit_keeps_the_ready_estimate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 23, E12: the worker's announcer had no schedule, so its progress edit replaced
+    # The worker's announcer had no schedule, so its progress edit replaced
     # the card the gateway posted (with `ready <t:...:R>`) by one without an estimate.
     edits: list[MessageParts] = []
 
@@ -99,7 +100,7 @@ async def test_a_workers_progress_edit_keeps_the_ready_estimate(
 async def test_a_worker_counts_its_polls_and_deliveries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 23, E18: the worker's poller was built without metrics (no poll lag, no delivery
+    # The worker's poller was built without metrics (no poll lag, no delivery
     # counters); they must be the registry its /metrics serves.
     handed: list[Any] = []
 
@@ -131,7 +132,7 @@ async def until_idle(*pollers: Poller) -> None:
 
 
 async def test_a_worker_counts_the_leases_it_lost(stack: Stack, who: Requester) -> None:
-    # Issue 23, lease churn: a worker whose delivery outlived its lease is fenced (another
+    # Lease churn: a worker whose delivery outlived its lease is fenced (another
     # worker delivered the result, the requester is pinged once); its /metrics says so.
     (job,) = await submit(stack, who)
     await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, ("https://x/v.mp4",), None, 0.0)

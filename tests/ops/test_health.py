@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
 
 from bot.ops.health import check_readiness, check_worker_readiness
-from tests.test_first_run import one_line, run_bot
+from tests.support.command_line import one_line, run_bot
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot

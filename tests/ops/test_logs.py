@@ -16,7 +16,7 @@ import bot.discord.worker
 from bot.ops.logs import RedactionFilter, bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 BOT_TOKEN = "MTA5ODc2NTQzMjEwOTg3NjU0.GhIjKl.abcdefghijklmnopqrstuvwxyz0123"
 API_KEY = "sk-live_0123456789abcdefghij"
@@ -113,7 +113,7 @@ class _Built(Exception):
 async def test_a_worker_redacts_the_server_keys_it_decrypts(
     root_logging: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 23, E18: `python -m bot worker` built its services without on_secret, so a server
+    # `python -m bot worker` built its services without on_secret, so a server
     # key it decrypted to poll a job could be printed by any library that logged it.
     out = io.StringIO()
     redaction = setup_logging(logging.INFO, "text", stream=out)

@@ -11,11 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from bot.clock import ManualClock
-from bot.config import Settings
-from bot.domain import Charge, JobStatus, Kind, NewJob, Reservation
+from bot.domain import JobStatus, Kind, NewJob, Reservation
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached
 from bot.services.billing import (
     Billing,
@@ -28,26 +26,14 @@ from bot.services.billing import (
 )
 from bot.storage import Database
 from bot.storage.database import Database as SqlDatabase
+from tests.support.billing import GUILD, charge_for, settings
 
-GUILD = 100
 VIDEO = "vid/t2v"
 CHAT = "acme/chat"
 
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
-
-
-def settings(**overrides: Any) -> Settings:
-    values: dict[str, Any] = {
-        "discord_token": SecretStr("token"),
-        "default_guild_monthly_budget_cents": None,
-        "default_user_daily_budget_cents": None,
-        "default_max_pending_videos_per_user": 3,
-        "default_max_pending_videos_per_guild": 20,
-    }
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
 
 
 @pytest.fixture
@@ -58,29 +44,6 @@ def clock() -> ManualClock:
 @pytest.fixture
 def billing(store: SqlDatabase, clock: ManualClock) -> Billing:
     return Billing(store, settings(), clock)
-
-
-def charge_for(
-    reservation: Reservation,
-    cost: int,
-    clock: ManualClock,
-    *,
-    task_id: str | None = None,
-    remaining: int = 10_000,
-    key: str = "fp-default",
-) -> Charge:
-    return Charge(
-        guild_id=reservation.guild_id,
-        channel_id=7,
-        user_id=reservation.user_id,
-        kind=reservation.kind,
-        model=reservation.model,
-        task_id=task_id,
-        cost_cents=cost,
-        remaining_credits_cents=remaining,
-        key_fingerprint=key,
-        at=clock.time(),
-    )
 
 
 def job_for(reservation: Reservation, task_id: str, clock: ManualClock) -> NewJob:
@@ -284,7 +247,7 @@ async def text_hold(
 async def test_text_holds_its_tokens_at_the_models_observed_price(
     billing: Billing, store: SqlDatabase, clock: ManualClock
 ) -> None:
-    # Issue 20, E6: the mean of the last charges let ten 8,192-token answers pass a budget
+    # The mean of the last charges let ten 8,192-token answers pass a budget
     # that fits one. Nothing known yet: the ceiling (50 cents) is held.
     assert await text_hold(billing, 808, 8192) == 50
     # Charged 1 c per 1,000 tokens, rounded up: 3 c for 2,000 + 500 tokens, 1 c for 5 + 5.

@@ -20,7 +20,7 @@ from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
 from bot.services.personal import wallet_id
 from bot.wiring import Services
-from tests.conftest import services_on_emulator
+from tests.support.stack import services_on_emulator
 
 MEMBER = 222
 SERVER = 111

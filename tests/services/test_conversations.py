@@ -1,4 +1,4 @@
-"""Conversations (issue 21): folding the history, cutting the answer, turns as ``/text`` calls."""
+"""Conversations: folding the history, cutting the answer, turns as ``/text`` calls."""
 
 from decimal import Decimal
 
@@ -18,7 +18,7 @@ from bot.services.conversations import (
     prompt_bound,
 )
 from bot.services.generation import Requester, TextOptions
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 THREAD = 7000
 

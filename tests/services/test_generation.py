@@ -21,8 +21,8 @@ from bot.services.generation import (
     VideoOptions,
     check_attachment,
 )
-from tests.conftest import Stack, services_on_emulator
-from tests.genapi.test_ratelimit import TimerClock
+from tests.support.clocks import TimerClock
+from tests.support.stack import Stack, services_on_emulator
 
 
 async def video_model(stack: Stack, **wanted: object):
@@ -195,7 +195,7 @@ async def test_a_bad_image_request_is_refused_before_any_call(
 async def test_a_typed_image_url_to_a_private_place_is_refused(
     stack: Stack, who: Requester, url: str, sentence: str
 ) -> None:
-    # Issue 18, S2: the service would fetch it from inside its network, or log the password.
+    # The service would fetch it from inside its network, or log the password.
     for options in (
         ImageOptions("a fox", mode="i2i", image_url=url),
         ImageOptions("a fox", mode="i2i", image_urls=("https://cdn.example/a.png", url)),
@@ -268,7 +268,7 @@ async def test_an_invisible_text_prompt_is_refused(stack: Stack, who: Requester)
         (None, 10, "not an image"),
         ("application/pdf", 10, "not an image"),
         ("image/png", 20 * 1024 * 1024 + 1, "at most 20 MiB"),
-        ("image/png", 0, "empty"),  # issue 18: sent upstream and charged before
+        ("image/png", 0, "empty"),  # else sent upstream, and charged for
     ],
 )
 def test_an_attachment_must_be_a_small_enough_image(
@@ -311,7 +311,7 @@ async def test_an_unreadable_answer_keeps_its_budget_held(stack: Stack, who: Req
 async def test_a_gateways_502_after_sending_keeps_its_budget_held(
     stack: Stack, who: Requester
 ) -> None:
-    # Issue 18, E9: the gateway's JSON 502 may hide a processed, charged request.
+    # The gateway's JSON 502 may hide a processed, charged request.
     model = await video_model(stack, needs_image=False)
     stack.api.inject_fault("gateway_502", 1)
     with pytest.raises(api_errors.APIStatusError) as bad:
@@ -345,7 +345,7 @@ async def test_admins_hear_of_a_rejected_key_once(stack: Stack, who: Requester) 
 async def test_nothing_between_the_services_answer_and_the_ledger_can_lose_the_charge(
     stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 18, E3: clearing a guild's key problem (a database write) ran between the paid
+    # Clearing a guild's key problem (a database write) ran between the paid
     # answer and the settlement; when it failed, the charge never reached the ledger and the
     # member was told the request failed.
     model = await video_model(stack)  # the catalogue is fetched (and cached) before
@@ -363,7 +363,7 @@ async def test_nothing_between_the_services_answer_and_the_ledger_can_lose_the_c
 
 
 async def test_a_request_cancelled_in_the_queue_costs_nothing(stack: Stack, who: Requester) -> None:
-    # Issue 18: the member's Cancel takes the request out of the key's queue: nothing is sent
+    # The member's Cancel takes the request out of the key's queue: nothing is sent
     # and the video's reservation is released at once.
     model = await video_model(stack, needs_image=False)
     seat = QueueSeat(guild_id=who.guild_id)

@@ -1,5 +1,5 @@
-"""``/jobs`` re-checks a job the poller stopped watching at most once per few minutes (issue 20,
-E17): each poll spends the key's rate budget, which on the shared key is every server's.
+"""``/jobs`` re-checks a job the poller stopped watching at most once per few minutes: each
+poll spends the key's rate budget, which on the shared key is every server's.
 
 The cog's re-check runs against the real poller, client, emulator and database; only the bot
 around the cog is a stand-in holding the services.
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 from bot.services.generation import Requester
 from cogs.jobs import JobsCog
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack
 
 
 def polls_of(stack: Stack, task_id: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
 
 import pytest
 from cryptography.fernet import Fernet
@@ -17,32 +16,17 @@ from bot.discord.render.admin import missing_key_notice, old_key_note
 from bot.domain import Job, JobStatus, Kind
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import VideoRequest
-from bot.services.generation import GenerationService, Requester, VideoOptions
+from bot.services.generation import Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
-from tests.conftest import Stack
-from tests.jobs.test_poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
+from tests.support.stack import Stack, on_keys
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 
 
 def resolver(stack: Stack, secret: SecretStr | None = SECRET) -> KeyResolver:
     return KeyResolver(stack.db, KeyVault(secret), SecretStr(stack.key), clock=stack.clock)
-
-
-def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
-    """The stack, its generation service and poller resolving keys with ``keys``."""
-    generation = GenerationService(
-        client=stack.client,
-        catalogue=stack.catalogue,
-        billing=stack.billing,
-        keys=keys,
-        db=stack.db,
-        schedule=stack.schedule,
-        clock=stack.clock,
-    )
-    stack.services = replace(stack.services, keys=keys, generation=generation)
-    return stack
 
 
 def config_service(stack: Stack) -> GuildConfigService:
@@ -216,7 +200,7 @@ async def polled_to_the_end(stack: Stack, job: Job) -> Job:
 async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_video(
     stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 18, E1: the POST is in flight when the admin replaces the key."""
+    """The POST is in flight when the admin replaces the key."""
     on_keys(stack, resolver(stack))
     old_key = stack.api.create_key(balance_cents=10_000)
     config = config_service(stack)
@@ -281,7 +265,7 @@ async def test_a_key_replaced_before_the_reservation_is_chosen_again_before_send
 async def test_a_pending_video_survives_a_change_of_the_default_key(
     stack: Stack, who: Requester
 ) -> None:
-    """Issue 18, E4: GENAPI_API_KEY replaced (a restart) while a video is pending on it."""
+    """GENAPI_API_KEY replaced (a restart) while a video is pending on it."""
     first = resolver(stack)
     assert await first.keep_default() == []
     on_keys(stack, first)

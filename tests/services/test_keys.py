@@ -272,7 +272,7 @@ async def test_an_unknown_key_is_retried_whether_or_not_the_default_key_is_set(
     store: SqlDatabase, secret: SecretStr
 ) -> None:
     with_default = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
-    # Known nowhere is still "later", never "fail" (issue 18, E4): the owner may bring it back.
+    # Known nowhere is still "later", never "fail": the owner may bring it back.
     with pytest.raises(KeyUnknown, match="known nowhere"):
         await with_default.resolve_fingerprint(GUILD, "0123456789ab")
     without = KeyResolver(store, KeyVault(secret), None)
@@ -382,7 +382,7 @@ async def reserve_on(store: Database, key: str | None, guild_id: int = GUILD) ->
 async def test_a_key_replaced_while_a_request_is_in_flight_stays_until_the_request_ends(
     store: Database, secret: SecretStr
 ) -> None:
-    """Issue 18, E1: the POST's job is stored a moment after the replacement; its key must stay."""
+    """The POST's job is stored a moment after the replacement; its key must stay."""
     keys = KeyResolver(store, KeyVault(secret), None)
     await keys.store_key(GUILD, GUILD_KEY)
     refused = await reserve_on(store, GUILD_KEY)
@@ -443,7 +443,7 @@ async def test_a_reservation_of_an_older_schema_keeps_every_key_of_its_guild(
 async def test_the_previous_default_key_is_kept_encrypted_until_its_last_job_ends(
     store: Database, secret: SecretStr
 ) -> None:
-    """Issue 18, E4: a change of GENAPI_API_KEY must not orphan the old key's jobs."""
+    """A change of GENAPI_API_KEY must not orphan the old key's jobs."""
     first = KeyResolver(store, KeyVault(secret), SecretStr(DEFAULT_KEY))
     assert await first.keep_default() == []
     job = await store.jobs.insert(pending_job("t-default", DEFAULT_KEY, guild_id=GUILD + 7))

@@ -1,4 +1,4 @@
-"""Members' own defaults (issue 22, ``/settings``): stored on both engines, and applied where the
+"""Members' own defaults (``/settings``): stored on both engines, and applied where the
 member gave no option, with the server's policy winning (a forbidden default is left out with a
 note)."""
 
@@ -12,7 +12,7 @@ from bot.errors import ValidationFailed
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.member_settings import CHOOSE_VIDEO_MODEL
 from bot.storage import Database
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 USER = 100
 CHEAP = "aurora-lite/text-to-video"  # 5 or 10 s

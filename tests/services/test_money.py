@@ -31,7 +31,7 @@ from bot.services.generation import ImageOptions, Requester, TextOptions, VideoO
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.migrations.legacy import load, split_statements
 from bot.storage.money import from_micro, to_micro
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 GUILD = 1
 
@@ -111,7 +111,7 @@ async def test_slotss_compare_exactly(stack: Stack, who: Requester) -> None:
     assert stack.posts() == posts
 
 
-# -- holds that bound spending (issue 20, E6) -------------------------------------------------
+# -- holds that bound spending -------------------------------------------------
 
 
 async def test_ten_long_answers_at_once_cannot_spend_past_a_members_budget(

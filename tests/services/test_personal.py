@@ -1,4 +1,4 @@
-"""Personal mode (issue 22): who pays, and the member's wallet, on both storage engines."""
+"""Personal mode: who pays, and the member's wallet, on both storage engines."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from bot.services.personal import (
     who_pays,
 )
 from bot.wiring import Services
-from tests.conftest import make_settings, services_on_emulator
+from tests.support.settings import make_settings
+from tests.support.stack import services_on_emulator
 
 GUILD = 111
 MEMBER = 222

@@ -1,4 +1,4 @@
-"""A server's policy (issue 13): role tiers, model access, blocked terms, cooldowns, audit.
+"""A server's policy: role tiers, model access, blocked terms, cooldowns, audit.
 
 The rules on their own, then through the real services (``stack``: the sandbox emulator over
 loopback, the database of each engine), as ``/video`` and ``/text`` and ``/config`` use them.
@@ -28,7 +28,7 @@ from bot.services.policy import (
 )
 from bot.storage.copy_db import copy_sqlite_to_postgres
 from bot.storage.database import Database as SqlDatabase
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 GUILD = 1
 PATRON, STAFF, OTHER = 501, 502, 503
@@ -53,7 +53,7 @@ def test_a_blocked_term_matches_whatever_the_case_width_or_hidden_characters() -
 
 
 def test_a_blocked_term_matches_inside_text_written_without_spaces() -> None:
-    # Issue 20, E16: Chinese, Japanese and Thai have no spaces to find words by.
+    # Chinese, Japanese and Thai have no spaces to find words by.
     terms = [normalise_term(t) for t in ("暴力", "ばか", "สวัสดี", "bad")]
     assert find_blocked_term("这是暴力视频", terms) == "暴力"
     assert find_blocked_term("おまえはばかだ", terms) == "ばか"
@@ -233,7 +233,7 @@ async def test_a_cooldown_refuses_the_second_command_until_it_passes(stack: Stac
 
 
 async def test_a_request_refused_for_free_leaves_no_cooldown(stack: Stack) -> None:
-    # Issue 20, E14: the use is a charged request, not a reserved one.
+    # The use is a charged request, not a reserved one.
     await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 600)
     with pytest.raises(GenAPIError):  # 500 GENERATION_FAILED: nothing charged
         await stack.generation.text(member(), TextOptions("[fail] one"))
@@ -245,7 +245,7 @@ async def test_a_request_refused_for_free_leaves_no_cooldown(stack: Stack) -> No
 
 
 async def test_text_without_a_model_uses_the_first_the_member_may_use(stack: Stack) -> None:
-    # Issue 20, E15: the service's default model is not the server's choice.
+    # The service's default model is not the server's choice.
     await stack.services.guild_config.set_models(GUILD, allowed=("anthropic/",))
     for prompt in ("one", "two"):
         result = await stack.generation.text(member(), TextOptions(prompt))

@@ -1,4 +1,4 @@
-"""Where a private server job's card lives (issue 22, private results): kept in the database."""
+"""Where a private server job's card lives (private results): kept in the database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Personal jobs' interaction tokens (issue 22): kept encrypted, never used once dead."""
+"""Personal jobs' interaction tokens: kept encrypted, never used once dead."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ async def test_without_an_encryption_key_a_token_stays_in_memory_only(
 async def test_a_private_responses_token_stays_private_across_a_restart(
     store: Database, clock: ManualClock, vault: KeyVault
 ) -> None:
-    # An ephemeral card's followups must be ephemeral too (issue 22, private results): a
+    # An ephemeral card's followups must be ephemeral too (private results): a
     # worker or a restarted bot must know, or the completion ping lands in the channel.
     await ResponseTokens(store, vault, clock).keep(
         9, ResponseToken(TOKEN, clock.time() + 870, private=True)

@@ -18,7 +18,7 @@ from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.services.retention import DAY, Retention, RetentionPeriods
 from bot.storage import Database
 from bot.storage.schema import config_audit, meta, rate_blocks, rate_requests, result_requests
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:

@@ -21,7 +21,7 @@ from bot.services.settlement_spool import SettlementSpool
 from bot.storage import Repositories
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.transient import is_transient
-from tests.services.test_billing import GUILD, charge_for, settings
+from tests.support.billing import GUILD, charge_for, settings
 
 
 def database_is_locked(tmp_path: Path) -> OperationalError:

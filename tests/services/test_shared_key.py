@@ -1,4 +1,4 @@
-"""A server on the bot's default key is not told to top up "its" key (issue 9)."""
+"""A server on the bot's default key is not told to top up "its" key."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from bot.errors import user_message
 from bot.genapi import errors as api_errors
 from bot.services.generation import Requester, TextOptions
 from bot.services.keys import KeyResolver, KeyVault
-from tests.conftest import Stack
-from tests.services.test_key_changes import on_keys
+from tests.support.stack import Stack, on_keys
 
 
 async def test_a_server_on_the_default_key_is_told_it_is_the_shared_key(

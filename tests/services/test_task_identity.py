@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet
 
 from bot.domain import TASK_ID_REUSED, JobStatus, Kind
 from bot.services.generation import Requester, VideoOptions
-from tests.conftest import Stack
+from tests.support.stack import Stack
 
 OTHER = Requester(guild_id=2, channel_id=20, user_id=200)
 

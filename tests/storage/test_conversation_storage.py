@@ -1,4 +1,4 @@
-"""Conversations and their turns on both engines (issue 21): kept across a reopen."""
+"""Conversations and their turns on both engines: kept across a reopen."""
 
 from collections.abc import Awaitable, Callable
 from dataclasses import replace

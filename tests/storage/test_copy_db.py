@@ -20,7 +20,7 @@ from bot.domain import DeliveryRoute, JobStatus, Kind
 from bot.storage.copy_db import NOT_COPIED, TABLES
 from bot.storage.database import Database
 from bot.storage.schema import metadata
-from tests.storage.test_postgres import new_job
+from tests.support.jobs import exact_job
 
 LEDGER = [
     # guild, task, micro-cents
@@ -147,7 +147,7 @@ async def test_copy_db_moves_everything_and_prints_the_verified_totals(
             1021.0,
         )
         # New rows continue after the copied ids, and the retired-key trigger works on them.
-        job = await db.jobs.insert(new_job("new-task"))
+        job = await db.jobs.insert(exact_job("new-task"))
         assert job.id > 9
         assert await db.jobs.finish(7, JobStatus.COMPLETED, ["u"], None, 1100.0)
         assert await db.guilds.retired_keys(1) == []

@@ -14,7 +14,7 @@ from bot.clock import ManualClock
 from bot.domain import DeliveryRoute, JobStatus, PollUpdate
 from bot.services.schedule import FairShare
 from bot.storage import Database
-from tests.storage.test_storage import new_job
+from tests.support.jobs import new_job
 
 NOW = 1_767_225_600.0
 LEASE = 30.0
@@ -188,7 +188,7 @@ async def test_many_reschedules_in_one_write_are_fenced_row_by_row(
 async def test_released_leases_are_claimed_by_another_process_at_once(
     two: tuple[Database, Database],
 ) -> None:
-    # Worker stop (issue 18): a stopping process hands back the leases it still holds, so the
+    # Worker stop: a stopping process hands back the leases it still holds, so the
     # other process claims those jobs now, not when the leases (30 s, 300 s) end.
     first, second = two
     for i in range(2):

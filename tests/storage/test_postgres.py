@@ -1,4 +1,4 @@
-"""The PostgreSQL engine on a real server (tests/pg_server.py): what only it can get wrong.
+"""The PostgreSQL engine on a real server (tests/support/pg_server.py): what only it can get wrong.
 
 Migrations under concurrent start-ups, a newer schema refused, budgets held by two pools (two
 processes, as far as the server can tell) at once, the exact ledger, and the password of
@@ -21,14 +21,14 @@ from bot.domain import (
     Charge,
     ConstraintError,
     Kind,
-    NewJob,
     SchemaTooNewError,
     StorageUnavailableError,
 )
 from bot.storage.database import Database as PostgresDatabase
 from bot.storage.engine import DatabaseUnavailable
 from bot.storage.migrations import legacy, revisions
-from tests.legacy_db import build_postgres_at
+from tests.support.jobs import exact_job
+from tests.support.legacy_db import build_postgres_at
 
 GUILD = 1
 
@@ -45,26 +45,6 @@ def charge(task_id: str | None, cents: str, *, at: float = 1000.0, user_id: int 
         remaining_credits_cents=Decimal("5000"),
         key_fingerprint="fp",
         at=at,
-    )
-
-
-def new_job(task_id: str, *, fingerprint: str = "fp") -> NewJob:
-    return NewJob(
-        task_id=task_id,
-        provider="p",
-        poll_url=f"/tasks/{task_id}",
-        kind=Kind.VIDEO,
-        model="veo",
-        guild_id=GUILD,
-        channel_id=10,
-        message_id=None,
-        user_id=100,
-        prompt_summary="a cat",
-        details={"seconds": 4},
-        cost_cents=Decimal("12.5"),
-        key_fingerprint=fingerprint,
-        created_at=1000.0,
-        next_poll_at=1010.0,
     )
 
 
@@ -132,7 +112,7 @@ async def test_a_retired_key_is_released_when_its_last_pending_job_ends(pg_url: 
     db = await PostgresDatabase.open_postgresql(pg_url, clock=ManualClock())
     try:
         await db.guilds.set_api_key(GUILD, b"old-ciphertext", "1234")
-        job = await db.jobs.insert(new_job("t1", fingerprint="old"))
+        job = await db.jobs.insert(exact_job("t1", fingerprint="old"))
         await db.guilds.replace_api_key(
             GUILD, (b"new-ciphertext", "5678"), retire=True, old_fingerprint="old", at=1.0
         )
@@ -189,7 +169,7 @@ async def test_a_job_finishes_and_is_delivered_once_whichever_pool_tries(pg_url:
     one = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
     two = await PostgresDatabase.open_postgresql(pg_url, clock=clock)
     try:
-        job = await one.jobs.insert(new_job("t1"))
+        job = await one.jobs.insert(exact_job("t1"))
         finished = await asyncio.gather(
             *(db.jobs.finish(job.id, job.status.COMPLETED, ["u"], None, 5.0) for db in (one, two))
         )
@@ -280,7 +260,7 @@ async def test_ping_answers_while_open_and_raises_once_closed(pg_url: str) -> No
 async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
     pg_url: str,
 ) -> None:
-    """0006 (issue 18) on a database at 0005 holding data (built as that release did)."""
+    """0006 on a database at 0005 holding data (built as that release did)."""
     assert [m.name for m in legacy.load("postgresql")][5] == "key_holds"
     await build_postgres_at(pg_url, 5)
     conn = await asyncpg.connect(pg_url)

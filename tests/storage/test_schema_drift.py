@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from bot.clock import ManualClock
 from bot.storage.database import Database
 from bot.storage.migrations import schema_drift
-from tests.legacy_db import build_postgres_at, build_sqlite_at
+from tests.support.legacy_db import build_postgres_at, build_sqlite_at
 
 
 async def _drift(url: str) -> list[Any]:

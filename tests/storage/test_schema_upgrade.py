@@ -1,8 +1,8 @@
-"""One migration sequence (issue 19): databases made by the releases before Alembic upgrade in
+"""One migration sequence: databases made by the releases before Alembic upgrade in
 place, with their money, jobs and settings intact; a fresh database of either engine has the
 tables of ``bot.storage.schema``.
 
-The old databases are built as those releases built them (tests/legacy_db.py), at the newest
+The old databases are built as those releases built them (tests/support/legacy_db.py), at the newest
 legacy version of each engine and at an older one, and filled with rows through SQL of that
 schema version; the new code then opens them as ``python -m bot`` would.
 """
@@ -26,7 +26,7 @@ from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import legacy, revisions
 from bot.storage.schema import metadata
-from tests.legacy_db import build_postgres_at, build_sqlite_at
+from tests.support.legacy_db import build_postgres_at, build_sqlite_at
 
 GUILD = 100
 SQLITE_HEAD = len(legacy.load("sqlite"))

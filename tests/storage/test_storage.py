@@ -44,6 +44,7 @@ from bot.storage.repos.jobs import (
 )
 from bot.storage.repos.meta import MetaStore
 from bot.storage.sql import compile_for
+from tests.support.jobs import new_job
 
 GUILD = 100
 LATEST = len(revisions())
@@ -80,37 +81,6 @@ def charge(
     key: str = "fp-default",
 ) -> Charge:
     return Charge(guild, 7, user, kind, model, task_id, cost, remaining, key, at)
-
-
-def new_job(
-    task_id: str,
-    *,
-    next_poll_at: float = 1_767_225_600.0,
-    created_at: float = 1_767_225_600.0,
-    model: str = "vid/t2v",
-    user: int = 1,
-    guild: int = GUILD,
-    kind: Kind = Kind.VIDEO,
-    cost: int = 50,
-    key: str = "fp-default",
-) -> NewJob:
-    return NewJob(
-        task_id=task_id,
-        provider="alpha",
-        poll_url=f"/api/v1/video/{task_id}?provider=alpha",
-        kind=kind,
-        model=model,
-        guild_id=guild,
-        channel_id=7,
-        message_id=None,
-        user_id=user,
-        prompt_summary="a cat on a skateboard",
-        details={"duration": 5, "aspect_ratio": "16:9"},
-        cost_cents=cost,
-        key_fingerprint=key,
-        created_at=created_at,
-        next_poll_at=next_poll_at,
-    )
 
 
 async def settle(
@@ -887,7 +857,7 @@ async def test_ping_answers_while_open_and_raises_once_closed(
 async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """0011 (issue 18): a reservation made before it knows no key, so it holds its guild's."""
+    """0011: a reservation made before it knows no key, so it holds its guild's."""
     path = tmp_path / "v10.db"
     build_db_at(path, 10)
     with sqlite3.connect(path) as conn:

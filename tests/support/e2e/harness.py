@@ -1,7 +1,5 @@
 """Runs the real ``python -m bot`` process against the Discord and Generation API emulators."""
 
-from __future__ import annotations
-
 import asyncio
 import os
 import signal
@@ -14,11 +12,11 @@ from typing import Any
 from cryptography.fernet import Fernet
 
 from bot.sandbox import GenApiEmulator
-from tests.discord_emulator import DiscordEmulator
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.discord_emulator.models import Channel, Guild, Message, User
+from tests.support.discord_emulator import DiscordEmulator
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.discord_emulator.models import Channel, Guild, Message, User
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BOT_TOKEN = "e2e.bot-token.secret"
 MANAGE_GUILD = 1 << 5
 RATE_WINDOW = 6.0

@@ -1,16 +1,14 @@
-"""Personal mode's scene for end-to-end tests (issue 22): a server that never added the bot,
+"""Personal mode's scene for end-to-end tests: a server that never added the bot,
 and a member who installed it to their account; the records the bot keeps of their jobs."""
-
-from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tests.discord_emulator.interactions import InteractionHandle
-from tests.discord_emulator.models import Channel, Guild, Message, User
-from tests.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
+from tests.support.discord_emulator.interactions import InteractionHandle
+from tests.support.discord_emulator.models import Channel, Guild, Message, User
+from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 
 @dataclass

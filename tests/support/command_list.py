@@ -48,7 +48,7 @@ OPTIONS = {
         "generate_audio",
         "lock_camera",
     ],
-    "video-advanced": [],  # a form: a modal (issue 12)
+    "video-advanced": [],  # a form: a modal
     "models": ["type"],
     "usage": ["user"],
     "jobs": ["member", "everyone", "show"],

@@ -1,10 +1,11 @@
 """A throwaway PostgreSQL server for the test session, on loopback, from the Debian binaries.
 
 Why not pytest-postgresql: it runs ``pg_ctl`` as the current user, and ``initdb`` refuses to
-run as root (CI runs as root; pytest-postgresql issues #341 and #455 were closed without a
-way to name another user). Here, as root, the server's files belong to ``postgres`` (or
-``nobody``) and ``initdb`` / ``pg_ctl`` run as that user with ``runuser``; as anyone else they
-run as that user directly.
+run as root (CI runs as root), and its requests for another user were closed without one
+(https://github.com/dbfixtures/pytest-postgresql/issues/341 and
+https://github.com/dbfixtures/pytest-postgresql/issues/455). Here, as root, the server's files
+belong to ``postgres`` (or ``nobody``) and ``initdb`` / ``pg_ctl`` run as that user with
+``runuser``; as anyone else they run as that user directly.
 
 One server per session (``initdb`` takes a second or two), a fresh database per test.
 """

@@ -1,0 +1,1 @@
+"""Helpers the tests share: emulators, harnesses, builders. No tests live here."""

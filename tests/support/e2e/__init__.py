@@ -1,0 +1,1 @@
+"""The end-to-end harness and the scenes several end-to-end modules use."""

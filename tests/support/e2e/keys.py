@@ -1,0 +1,17 @@
+"""An admin's key set through ``/config api-key set``'s form, as Discord delivers it."""
+
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World
+
+
+async def set_key(world: World, key: str) -> str:
+    """Run ``/config api-key set`` as the admin, submit ``key`` in the modal; return the answer."""
+    handle = await world.command("config", {}, admin=True, group="api-key", subcommand="set")
+    await handle.wait_callback()
+    assert handle.modal is not None
+    custom_id = handle.modal["custom_id"]
+    field_id = handle.modal["components"][0]["components"][0]["custom_id"]
+    submitted = await world.discord.submit_modal(
+        custom_id, {field_id: key}, permissions=ADMIN_PERMISSIONS
+    )
+    answer = await submitted.wait_original(timeout=15)
+    return answer.content

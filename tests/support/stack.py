@@ -1,0 +1,113 @@
+"""The services of the bot on a manual clock, against the sandbox emulator.
+
+Everything is real but Discord: the emulator over loopback HTTP, a database of the test's
+engine. The emulator and the bot read the same manual clock, so task durations, rate windows
+and budgets' days pass without sleeping.
+"""
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx2 as httpx
+from pydantic import SecretStr
+
+from bot.clock import ManualClock
+from bot.genapi.catalogue import CatalogueCache
+from bot.genapi.client import GenAPIClient
+from bot.genapi.ratelimit import RateLimiter
+from bot.sandbox import GenApiEmulator
+from bot.services.billing import Billing
+from bot.services.generation import GenerationService, KeyProblem
+from bot.services.keys import KeyResolver
+from bot.services.schedule import PollSchedule
+from bot.storage import Database
+from bot.wiring import Services, assemble_services, open_database
+from tests.support.settings import make_settings
+
+GENERATION_TIMEOUT = httpx.Timeout(5.0, read=1.0)
+"""The emulator answers in milliseconds; a short read timeout lets tests provoke one."""
+
+
+@dataclass
+class Stack:
+    """The bot's services, built by ``bot.wiring`` as ``python -m bot`` builds them."""
+
+    clock: ManualClock
+    api: GenApiEmulator
+    key: str
+    services: Services
+    notices: list[tuple[int, int, KeyProblem]] = field(default_factory=list)
+
+    @property
+    def db(self) -> Database:
+        return self.services.db
+
+    @property
+    def client(self) -> GenAPIClient:
+        return self.services.client
+
+    @property
+    def billing(self) -> Billing:
+        return self.services.billing
+
+    @property
+    def keys(self) -> KeyResolver:
+        return self.services.keys
+
+    @property
+    def schedule(self) -> PollSchedule:
+        return self.services.schedule
+
+    @property
+    def catalogue(self) -> CatalogueCache:
+        return self.services.catalogue
+
+    @property
+    def generation(self) -> GenerationService:
+        return self.services.generation
+
+    def posts(self) -> int:
+        return sum(1 for r in self.api.requests if r.method == "POST")
+
+
+@contextlib.asynccontextmanager
+async def services_on_emulator(
+    clock: ManualClock, **settings: Any
+) -> AsyncIterator[tuple[Services, GenApiEmulator, str]]:
+    """Services as ``python -m bot`` builds them (``assemble_services``), on the API emulator.
+
+    Yields the services, the emulator and the default key (100,000 cents of credit); the
+    database is closed on the way out. ``settings`` are passed to :func:`make_settings`.
+    """
+    async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
+        key = api.create_key(balance_cents=100_000)
+        made = make_settings(genapi_api_key=key, genapi_base_url=api.base_url, **settings)
+        db = await open_database(made, clock)
+        client = GenAPIClient(
+            api.base_url,
+            http=http,
+            limiter=RateLimiter(clock),
+            clock=clock,
+            generation_timeout=GENERATION_TIMEOUT,
+        )
+        try:
+            yield assemble_services(made, clock, db, client, SecretStr(key)), api, key
+        finally:
+            await db.close()
+
+
+def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
+    """The stack, its generation service and poller resolving keys with ``keys``."""
+    generation = GenerationService(
+        client=stack.client,
+        catalogue=stack.catalogue,
+        billing=stack.billing,
+        keys=keys,
+        db=stack.db,
+        schedule=stack.schedule,
+        clock=stack.clock,
+    )
+    stack.services = replace(stack.services, keys=keys, generation=generation)
+    return stack
