@@ -39,6 +39,7 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
+from bot.services.sequences import MAX_MAX_CLIPS
 from bot.storage import UNSET, Kind, LimitUpdate
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,23 @@ class ConfigCog(
             )
         await self._show(interaction, "Confirmation threshold updated.")
 
+    @app_commands.command(name="sequence-length")
+    async def sequence_length(
+        self,
+        interaction: discord.Interaction[GenBot],
+        clips: app_commands.Range[int, 2, MAX_MAX_CLIPS] | None = None,
+    ) -> None:
+        """Set how many clips Continue may chain into one sequence (empty: the default, 6).
+
+        Args:
+            interaction: the interaction.
+            clips: the most clips in one sequence (2 to 50); leave empty for the default
+        """
+        who = requester(interaction)
+        async with audited(interaction):
+            await self.bot.services.sequences.set_max_clips(who.guild_id, clips)
+        await self._show(interaction, "Sequence length updated.")
+
     # -- policy (issue 13) --------------------------------------------------------------------
 
     @tier.command(name="set")
@@ -569,6 +587,8 @@ class ConfigCog(
         embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.service.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        clips = await self.bot.services.sequences.max_clips(guild_id)
+        embed.add_field(name="Sequence length", value=f"{clips} clips at most", inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 

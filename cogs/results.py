@@ -31,7 +31,7 @@ from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
 from bot.discord.command_access import Invoker, invoker_of, member_refusal, refusal
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
-from bot.discord.render.buttons import CUSTOM_ID
+from bot.discord.render.buttons import RESULT_CUSTOM_ID
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
     SourceImage,
@@ -88,7 +88,9 @@ NOT_VARIED = (
 it could only repeat Again at the same price; it is no longer shown there (issue 20)."""
 
 
-class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
+class ResultAction(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=RESULT_CUSTOM_ID
+):
     """Again, Vary, Animate, Edit or Delete under a result; restart-safe.
 
     Args:

@@ -11,6 +11,7 @@ SLASH_COMMANDS = frozenset(
         "image",
         "video",
         "video-advanced",
+        "video-join",
         "models",
         "config",
         "usage",
@@ -21,7 +22,7 @@ SLASH_COMMANDS = frozenset(
 )
 """Slash commands (type 1)."""
 
-MESSAGE_MENUS = frozenset({"Animate image", "Edit image"})
+MESSAGE_MENUS = frozenset({"Animate image", "Edit image", "Continue video"})
 """Message context menus (type 3)."""
 
 OPTIONS = {
@@ -49,6 +50,7 @@ OPTIONS = {
         "lock_camera",
     ],
     "video-advanced": [],  # a form: a modal (issue 12)
+    "video-join": ["videos"],
     "models": ["type"],
     "usage": ["user"],
     "jobs": ["member", "everyone", "show"],

@@ -313,6 +313,24 @@ async def submit_video(
     else:
         await _public_card(interaction, job, "video", note)
     await remember(bot, "video", who, stored_options(options), job_id=job.id)
+    await record_clip(bot, who, options, job)
+
+
+async def record_clip(bot: GenBot, who: Requester, options: VideoOptions, job: Job) -> None:
+    """Store a paid continuation in its sequence; never raises (the clip is paid for)."""
+    if options.continues is None:
+        return
+    try:
+        previous = await bot.generation.job(options.continues)
+        starter = who.user_id if previous is None else previous.user_id
+        await bot.services.sequences.add_clip(
+            previous_job_id=options.continues,
+            job_id=job.id,
+            guild_id=who.guild_id,
+            starter_id=starter,
+        )
+    except Exception as exc:
+        log.error("job %s: its place in a sequence was not stored (%s)", job.id, exc)
 
 
 def charged(interaction: Interaction) -> None:

@@ -158,6 +158,11 @@ class VideoOptions:
     (:meth:`bot.services.member_settings.MemberSettingsService.apply_member_defaults`).
     ``image_uploaded``: ``image_url`` is a Discord attachment's (already checked by
     :func:`check_attachment`), not a URL the member typed.
+
+    A continued clip (Continue: ``image_url`` is the previous clip's last frame) names it:
+    ``continues`` (its job id), ``clip`` (this clip's number in the sequence) and
+    ``continues_link`` (the previous card's jump link, if it has one); shown on the card,
+    never sent to the service.
     """
 
     prompt: str
@@ -168,6 +173,9 @@ class VideoOptions:
     generate_audio: bool | None = None
     lock_camera: bool | None = None
     image_uploaded: bool = False
+    continues: int | None = None
+    clip: int | None = None
+    continues_link: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -734,12 +742,16 @@ class GenerationService:
             reservation, settings, self._client.generate_video(key.key, request)
         )
         charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
-        details = {
+        details: dict[str, Any] = {
             "duration": request.duration,
             "aspect_ratio": request.aspect_ratio or "16:9",
             "generate_audio": bool(request.generate_audio),
             "lock_camera": bool(request.lock_camera),
         }
+        if options.continues is not None:
+            details["continues"] = options.continues
+            details["clip"] = options.clip
+            details["continues_link"] = options.continues_link
         job = await self._settle_job(
             reservation,
             who,

@@ -28,6 +28,7 @@ from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
+from bot.storage.repos.sequences import SequenceStore
 from bot.storage.repositories import (
     CardRepository,
     ConversationRepository,
@@ -60,6 +61,7 @@ class Repositories:
         self.policy = PolicyStore(sql)
         self.members = MemberStore(sql)
         self.jobs = JobStore(sql)
+        self.sequences = SequenceStore(sql)
 
 
 class Database(Repositories):

@@ -71,6 +71,7 @@ from bot.storage.models import (
     Tier,
     UsageRow,
 )
+from bot.storage.repos.sequences import SequenceStore
 
 
 class StorageError(Exception):
@@ -1002,6 +1003,11 @@ class Repositories(Protocol):
     @property
     def cards(self) -> CardRepository:
         """Result requests and confirmation thresholds (the buttons under results)."""
+        ...
+
+    @property
+    def sequences(self) -> SequenceStore:
+        """Video sequences: clips continued from one another, and each guild's bound."""
         ...
 
     @property

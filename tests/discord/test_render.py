@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -346,6 +347,8 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
     parts = job_finished(video, sandbox=False, ref="j42")
     assert parts.action_buttons == (
         ("Again · $1.20", "gb:again:j42"),
+        ("Continue", "gb:continue:j42"),  # a next clip from its last frame
+        ("Remix · $1.20", "gb:remix:j42"),
         ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
     )
     view = parts.view()
@@ -500,6 +503,8 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
     assert [b["url"] for b in links["components"]] == [VIDEO_URL]
     assert [b["custom_id"] for b in actions["components"]] == [
         "gb:again:j42",
+        "gb:continue:j42",
+        "gb:remix:j42",
         "gb:delete:j42",
     ]
     attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")
@@ -533,3 +538,21 @@ def test_a_result_posted_later_names_its_channel_not_this_one() -> None:
     text = posted_later(1234)
     assert "<#1234>" in text and "this channel" not in text
     assert "direct message" in text and "/jobs" in text
+
+
+def test_a_continued_clip_names_its_previous_clip_offers_join_and_past_three_suggests_a_cut() -> (
+    None
+):
+    link = "https://discord.com/channels/1/2/3"
+    details = {"duration": 5, "continues": 41, "clip": 2, "continues_link": link}
+    second = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    second = dataclasses.replace(second, details=details)
+    parts = job_finished(second, sandbox=False, ref="j42")
+    text = card_text(parts)
+    assert f"Clip 2 · continues [video #41]({link})" in text
+    assert "consider a cut" not in text
+    assert ("Join", "gb:join:j42") in parts.action_buttons
+    fourth = dataclasses.replace(second, details={**details, "clip": 4})
+    assert "consider a cut" in card_text(job_finished(fourth, sandbox=False, ref="j43"))
+    alone = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    assert all(a != "Join" for a, _ in job_finished(alone, sandbox=False, ref="j9").action_buttons)

@@ -1,0 +1,57 @@
+"""Video sequences: clips continued from one another, in order, and each server's bound.
+
+``sequences`` (who started one, where), ``sequence_clips`` (its jobs by position, found by
+job too) and ``sequence_settings`` (``/config sequence-length``; no row: the default).
+
+Revision ID: 0003_sequences
+Revises: 0002_schema_parity
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003_sequences"
+down_revision = "0002_schema_parity"
+branch_labels = None
+depends_on = None
+
+# SQLite makes a rowid alias (an id it assigns) only of a column declared exactly INTEGER.
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def upgrade() -> None:
+    """Create the three tables and the clips' index by job."""
+    op.create_table(
+        "sequence_settings",
+        sa.Column("guild_id", sa.BigInteger(), primary_key=True),
+        sa.Column("max_clips", sa.Integer(), nullable=False),
+    )
+    op.create_table(
+        "sequences",
+        sa.Column("id", _ID, primary_key=True, autoincrement=True),
+        sa.Column("guild_id", sa.BigInteger(), nullable=False),
+        sa.Column("user_id", sa.BigInteger(), nullable=False),
+        sa.Column("created_at", sa.Double(), nullable=False),
+    )
+    op.create_table(
+        "sequence_clips",
+        sa.Column(
+            "sequence_id",
+            sa.BigInteger(),
+            sa.ForeignKey("sequences.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
+        sa.Column("position", sa.Integer(), primary_key=True),
+        sa.Column("job_id", sa.BigInteger(), nullable=False),
+    )
+    op.create_index("sequence_clips_job", "sequence_clips", ["job_id"])
+
+
+def downgrade() -> None:
+    """Drop them again."""
+    op.drop_index("sequence_clips_job", table_name="sequence_clips")
+    op.drop_table("sequence_clips")
+    op.drop_table("sequences")
+    op.drop_table("sequence_settings")
