@@ -139,6 +139,7 @@ async def open_continue(
     """
     who, invoker = acting(interaction, click)
     require_clip(job, who)
+    await interaction.client.services.sequences.check_room(who.guild_id, job.id)
     require_placeholder_permissions(interaction)
     if click is None or click.dm_job_id is None:  # a DM card's channel: checked on submission
         await interaction.client.generation.check_channel(who)

@@ -70,10 +70,18 @@ CLIPS_KEPT: Final = 256
 """Clips :func:`clip_of_task` keeps made (a few kilobytes each)."""
 
 
+SHAPES: Final = {"16:9": (WIDTH, HEIGHT), "9:16": (HEIGHT, WIDTH), "1:1": (HEIGHT, HEIGHT)}
+"""Width and height of a clip by its request's ``aspect_ratio`` (16:9 when none or other)."""
+
+
 @functools.lru_cache(maxsize=CLIPS_KEPT)
-def clip_of_task(task_id: str) -> bytes:
-    """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`."""
-    return make_clip(seed_of(task_id))
+def clip_of_task(task_id: str, aspect_ratio: str | None = None) -> bytes:
+    """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`.
+
+    Shaped as the request asked (:data:`SHAPES`), so clips of different sizes can be had.
+    """
+    width, height = SHAPES.get(aspect_ratio or "", (WIDTH, HEIGHT))
+    return make_clip(seed_of(task_id), width=width, height=height)
 
 
 def make_clip(

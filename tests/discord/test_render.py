@@ -1,8 +1,8 @@
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
