@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from bot.clock import Clock
@@ -176,6 +176,24 @@ class VideoOptions:
     continues: int | None = None
     clip: int | None = None
     continues_link: str | None = None
+
+
+MAX_TAKES: Final = 4
+"""Takes one request may ask for (``takes``: 1 to 4)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakesOutcome:
+    """The takes of one request that were made, and what stopped the others.
+
+    Attributes:
+        jobs: the takes' jobs, paid and stored, in order (at least one).
+        error: why the next take was not made (the service refused it, or it may have been
+            charged without an answer); None when every take was made.
+    """
+
+    jobs: tuple[Job, ...]
+    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -531,22 +549,41 @@ class GenerationService:
         in flight (issue 18, E1). An admin may have replaced the key since it was chosen: then
         the reservation is released and the key chosen again, before anything is sent.
         """
+        reservations, key = await self._reserve_many(who, kind, model, cost_cents, key, tokens)
+        return reservations[0], key
+
+    async def _reserve_many(
+        self,
+        who: Requester,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | None,
+        key: ResolvedKey,
+        tokens: int | None = None,
+        count: int = 1,
+    ) -> tuple[list[Reservation], ResolvedKey]:
+        """:meth:`_reserve` for ``count`` requests held together (takes), all or none."""
         for _ in range(KEY_CHANGE_RETRIES):
-            reservation = await self._billing.reserve(
-                guild_id=who.guild_id,
-                user_id=who.user_id,
-                kind=kind,
-                model=model,
-                cost_cents=cost_cents,
-                role_ids=who.role_ids,
+            asked: dict[str, Any] = {
+                "guild_id": who.guild_id,
+                "user_id": who.user_id,
+                "kind": kind,
+                "model": model,
+                "cost_cents": cost_cents,
+                "role_ids": who.role_ids,
                 # A released attempt took its cooldown use back, so each attempt is checked.
-                cooldown_exempt=who.manage_guild,
-                key_fingerprint=key.fingerprint,
-                tokens=tokens,
-            )
+                "cooldown_exempt": who.manage_guild,
+                "key_fingerprint": key.fingerprint,
+                "tokens": tokens,
+            }
+            if count == 1:
+                reservations = [await self._billing.reserve(**asked)]
+            else:
+                reservations = await self._billing.reserve_many(**asked, count=count)
             if await self._keys.still_held(who.guild_id, key):
-                return reservation, key
-            await self._billing.release(reservation)
+                return reservations, key
+            for reservation in reservations:
+                await self._billing.release(reservation)
             log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
             key = await self._keys.resolve(who.guild_id)
         raise ValidationFailed("The server's API key is being changed; try again in a moment.")
@@ -725,23 +762,47 @@ class GenerationService:
                 before any call.
             GenAPIError: the call failed.
         """
+        outcome = await self.video_takes(who, options, 1)
+        return outcome.jobs[0]
+
+    async def video_takes(self, who: Requester, options: VideoOptions, takes: int) -> TakesOutcome:
+        """Submit ``takes`` videos of the same request (takes), each its own job and charge.
+
+        All of them are checked and held together before the first is sent (the budgets must
+        have room for every take, the pending-video caps for as many more), so a refusal costs
+        nothing. They are then sent one after another, each settled into its ledger row and
+        job before the next; a take that fails stops the rest, whose holds are given back
+        (one that may have been charged keeps its hold, as any request).
+
+        Args:
+            who: the requester.
+            options: the request, the same for every take.
+            takes: 1 to :data:`MAX_TAKES`.
+
+        Returns:
+            The jobs made (at least one), and the error that stopped the others, if any.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, ConcurrencyLimitReached:
+                before any call.
+            GenAPIError: the first take's call failed (nothing else was sent).
+        """
+        if not 1 <= takes <= MAX_TAKES:
+            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
         model, request = check_video(await self.catalogue(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
-        reservation, key = await self._reserve(
+        reservations, key = await self._reserve_many(
             who,
             Kind.VIDEO,
             model.id,
             self._billing.video_hold(model.cost_cents_per_5s, request.duration),
             key,
+            count=takes,
         )
         first_poll = await self._first_poll_delay(model.id, Kind.VIDEO)
-        task = await self._charged(
-            reservation, settings, self._client.generate_video(key.key, request)
-        )
-        charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
         details: dict[str, Any] = {
             "duration": request.duration,
             "aspect_ratio": request.aspect_ratio or "16:9",
@@ -752,20 +813,36 @@ class GenerationService:
             details["continues"] = options.continues
             details["clip"] = options.clip
             details["continues_link"] = options.continues_link
-        job = await self._settle_job(
-            reservation,
-            who,
-            key,
-            Kind.VIDEO,
-            model.id,
-            request.prompt,
-            details,
-            charge,
-            task,
-            first_poll,
-        )
+        jobs: list[Job] = []
+        for index, reservation in enumerate(reservations):
+            try:
+                task = await self._charged(
+                    reservation, settings, self._client.generate_video(key.key, request)
+                )
+            except Exception as exc:
+                for unsent in reservations[index + 1 :]:
+                    await self._billing.release(unsent)
+                if not jobs:
+                    raise
+                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
+                return TakesOutcome(tuple(jobs), exc)
+            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+            take_details = details if takes == 1 else {**details, "take": index + 1}
+            job = await self._settle_job(
+                reservation,
+                who,
+                key,
+                Kind.VIDEO,
+                model.id,
+                request.prompt,
+                take_details,
+                charge,
+                task,
+                first_poll,
+            )
+            jobs.append(job)
         await self._key_works(settings)
-        return job
+        return TakesOutcome(tuple(jobs))
 
     async def attach_message(self, job: Job, message_id: int) -> None:
         """Record the placeholder message that the poller will edit when ``job`` finishes.
