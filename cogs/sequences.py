@@ -30,6 +30,7 @@ from discord.ext import commands
 from bot.discord.bot import GenBot
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.discord.render.buttons import CUSTOM_ID, SEQUENCE_CUSTOM_ID
+from bot.discord.render.takes import TAKE_SELECT, takes_card
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import check_uploads_fresh, defer_video, start_video
 from bot.discord.sequence_flows import (
@@ -104,6 +105,49 @@ class SequenceAction(
                 await _remix(interaction, self.ref)
             else:
                 await _join(interaction, self.ref)
+        except Exception as exc:
+            await answer_error(interaction, exc)
+
+
+class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], template=TAKE_SELECT):
+    """The select of a takes card: which take its action buttons act on; restart-safe.
+
+    Args:
+        ref: ``j<the first take's job id>``.
+    """
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(discord.ui.Select(custom_id=f"gb:take:{ref}"))
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: Interaction,
+        item: discord.ui.Select[discord.ui.View],
+        match: re.Match[str],
+    ) -> TakeSelect:
+        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
+        return cls(match["ref"])
+
+    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
+        """Admit the choice as every entry point is (:func:`bot.discord.tree.admit`)."""
+        return await admit(interaction)
+
+    async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Redraw the card with the buttons acting on the chosen take (nothing is charged)."""
+        try:
+            data: Any = interaction.data or {}
+            values = list(data.get("values") or [])
+            chosen = str(values[0]) if values else ""
+            bot = interaction.client
+            takes = await bot.services.sequences.takes_of(int(self.ref[1:]))
+            jobs = [await bot.generation.job(job_id) for job_id in takes]
+            found = tuple(job for job in jobs if job is not None)
+            if len(found) < 2 or not chosen.startswith("j") or not chosen[1:].isdigit():
+                raise ValidationFailed("These takes are no longer known; `/jobs` lists yours.")
+            parts = takes_card(found, sandbox=bot.services.sandbox, chosen=int(chosen[1:]))
+            await interaction.response.edit_message(**parts.edit_kwargs())
         except Exception as exc:
             await answer_error(interaction, exc)
 
@@ -402,12 +446,12 @@ class SequencesCog(commands.Cog):
 
     async def cog_load(self) -> None:
         """Add the dynamic buttons and the context menu."""
-        self.bot.add_dynamic_items(SequenceAction)
+        self.bot.add_dynamic_items(SequenceAction, TakeSelect)
         self.bot.tree.add_command(self.menu)
 
     async def cog_unload(self) -> None:
         """Remove them again."""
-        self.bot.remove_dynamic_items(SequenceAction)
+        self.bot.remove_dynamic_items(SequenceAction, TakeSelect)
         self.bot.tree.remove_command(self.menu.name, type=self.menu.type)
 
     @app_commands.command(name="video-join")

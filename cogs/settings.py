@@ -24,7 +24,7 @@ from bot.discord.interactions import model_autocomplete
 from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.errors import format_cents
-from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
+from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS, MAX_TAKES
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
@@ -118,6 +118,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         prompt_suffix: app_commands.Range[str, 1, MAX_SUFFIX_LENGTH] | None = None,
         private: bool | None = None,
         remix: bool | None = None,
+        takes: app_commands.Range[int, 0, MAX_TAKES] | None = None,
     ) -> None:
         """Set your defaults, used where you leave a command's option out (none: remove one).
 
@@ -131,6 +132,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             prompt_suffix: added after your /image and /video prompts (none: remove)
             private: answers only you see; in servers, video cards in your DM
             remix: Vary on a text answer opens a form with its prompt, to change it first
+            takes: how many takes your /video makes at once, 1 to 4 (0: remove)
         """
         given: dict[str, object] = {
             "text_model": text_model,
@@ -150,12 +152,19 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             changes["private"] = private
         if remix is not None:
             changes["remix"] = remix
+        sequences = self.bot.services.sequences
+        if takes is not None:
+            await sequences.set_default_takes(interaction.user.id, takes or None)
         if not changes:
             mine = await self.bot.services.members.get(interaction.user.id)
-            text = "Nothing changed (give an option to set it).\n" + defaults_text(mine)
+            text = (
+                "Saved.\n" if takes is not None else "Nothing changed (give an option to set it).\n"
+            )
+            text += defaults_text(mine)
         else:
             mine = await self.bot.services.members.update(interaction.user.id, changes)
             text = "Saved.\n" + defaults_text(mine)
+        text += f" · takes: {await sequences.default_takes(interaction.user.id)}"
         await interaction.response.send_message(text, ephemeral=True)
 
     @notify.command(name="dm")

@@ -27,11 +27,13 @@ from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
     MAX_PROMPT_LENGTH,
+    MAX_TAKES,
     MAX_URL_LENGTH,
     MIN_DURATION_SECONDS,
     VideoOptions,
     check_attachment,
 )
+from bot.services.personal import is_personal
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -62,6 +64,7 @@ class VideoCog(commands.Cog):
         image: discord.Attachment | None = None,
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
+        takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -75,6 +78,7 @@ class VideoCog(commands.Cog):
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
             lock_camera: keep the camera still (models that support it)
+            takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -93,7 +97,9 @@ class VideoCog(commands.Cog):
             image_uploaded=image is not None,
         )
         applied = await self.bot.services.members.apply_member_defaults(who, options)
-        await start_video(interaction, who, applied.options, note=applied.note)
+        if takes is None and not is_personal(who.guild_id):
+            takes = await self.bot.services.sequences.default_takes(who.user_id)
+        await start_video(interaction, who, applied.options, note=applied.note, takes=takes or 1)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)

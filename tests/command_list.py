@@ -48,6 +48,7 @@ OPTIONS = {
         "image",
         "generate_audio",
         "lock_camera",
+        "takes",
     ],
     "video-advanced": [],  # a form: a modal (issue 12)
     "video-join": ["videos"],

@@ -71,6 +71,7 @@ from bot.discord.render.buttons import dm_buttons, show_buttons
 from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
+from bot.discord.render.takes import takes_card, takes_ready
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.genapi.outputs import DownloadRefused, output_client
 from bot.jobs.announcer import SHOWN, Attempt, Renew
@@ -312,6 +313,9 @@ class DiscordAnnouncer:
         cards: where private server jobs' cards are (the requester's DM, or an ephemeral
             response: :mod:`bot.services.private_cards`); None: every server job's card is in its
             channel.
+        takes: finds a job's sibling takes (every take of its request, as stored now; empty
+            for a job asked alone): the takes of a request share one channel card
+            (:mod:`bot.discord.render.takes`); None: every job has its own.
     """
 
     def __init__(
@@ -325,8 +329,13 @@ class DiscordAnnouncer:
         memory: int = DELIVERY_MEMORY_BYTES,
         tokens: ResponseTokens | None = None,
         cards: PrivateCards | None = None,
+        takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
     ) -> None:
         self._client = client
+        self._takes = takes
+        # One edit of a takes card at a time per request, each rendered from the latest
+        # state, so a slower edit never puts back an older state of the takes.
+        self._take_locks: dict[int, asyncio.Lock] = {}
         self._tokens = tokens
         self._cards = cards
         self._schedule = schedule
@@ -365,11 +374,45 @@ class DiscordAnnouncer:
         """
         if job.message_id is None:
             return
+        group = await self._siblings(job)
+        if group:
+            async with self._take_lock(group):
+                group = await self._siblings(job)
+                await self._edit_quietly(job, takes_card(group, sandbox=self._sandbox))
+            return
         ready_at = None
         if self._schedule is not None:
             ready_at = await self._schedule.estimated_finish(job, now=now)
         parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
         await self._edit_quietly(job, parts)
+
+    async def _siblings(self, job: Job) -> tuple[Job, ...]:
+        """The takes sharing ``job``'s channel card (itself included); empty for none.
+
+        Only a server job's public channel card is shared: a personal or private take has
+        its own card.
+        """
+        if self._takes is None or is_personal(job.guild_id):
+            return ()
+        try:
+            if await self._private(job) is not None:
+                return ()
+            group = await self._takes(job)
+        except Exception as exc:
+            log.info("the takes of job %s were not read (%s)", job.id, type(exc).__name__)
+            return ()
+        shared = all(t.message_id == job.message_id for t in group)
+        return group if len(group) > 1 and shared else ()
+
+    def _take_lock(self, group: tuple[Job, ...]) -> asyncio.Lock:
+        lock = self._take_locks.get(group[0].id)
+        if lock is None:
+            if len(self._take_locks) > 1024:  # idle locks of finished takes
+                for key, old in list(self._take_locks.items()):
+                    if not old.locked():
+                        del self._take_locks[key]
+            lock = self._take_locks[group[0].id] = asyncio.Lock()
+        return lock
 
     async def _response(self, job: Job) -> tuple[_ResponseMessage, int] | None:
         """The personal job's card as an editable response and its upload limit, bytes.
@@ -619,6 +662,10 @@ class DiscordAnnouncer:
             return await self._deliver_personal(job, route, renew)
         card = await self._private(job)
         placeholder = self._message(job)
+        shared = route is DeliveryRoute.PLACEHOLDER and card is None and placeholder is not None
+        if shared and (group := await self._siblings(job)) and self._unreachable(job) is None:
+            assert placeholder is not None
+            return await self._deliver_take(job, group, placeholder)
         if card is not None and route is DeliveryRoute.PLACEHOLDER:
             if card.place is CardPlace.RESPONSE:
                 return await self._deliver_response(job, renew)
@@ -664,6 +711,42 @@ class DiscordAnnouncer:
                 ):
                     self._note_failure(job, exc)
                 return outcome
+
+    async def _deliver_take(
+        self, job: Job, group: tuple[Job, ...], placeholder: discord.PartialMessage
+    ) -> Attempt:
+        """Show a finished take on its request's shared card, as every take stands now.
+
+        The card shows the service's links (a take's file is not attached: each edit would
+        replace the attachments of the takes shown before). The requester is pinged once,
+        by the delivery of the last take to finish; the others ping nobody.
+        """
+        self._replied.add(job.id)  # notify pings nobody for a take
+        try:
+            async with self._take_lock(group):
+                group = tuple(job if t.id == job.id else t for t in await self._siblings(job))
+                if not group:
+                    return Attempt(
+                        shown=False, permanent=True, error="takes unreadable", code="takes"
+                    )
+                parts = takes_card(group, sandbox=self._sandbox)
+                await self._edit_card(placeholder, parts, parts)
+                if all(t.status is not JobStatus.PENDING for t in group):
+                    await placeholder.channel.send(
+                        content=takes_ready(group),
+                        allowed_mentions=ping_only(job.user_id),
+                        reference=placeholder.to_reference(fail_if_not_exists=False),
+                        mention_author=False,
+                        nonce=delivery_nonce(job, DeliveryRoute.PLACEHOLDER),
+                    )
+        except Exception as exc:
+            self._replied.discard(job.id)
+            outcome = classify(exc)
+            if outcome is None:
+                raise
+            self._note_failure(job, exc)
+            return outcome
+        return SHOWN
 
     async def show_card(
         self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]

@@ -14,6 +14,7 @@ from typing import Final
 
 from bot.clock import Clock
 from bot.errors import ValidationFailed
+from bot.services.generation import MAX_TAKES
 from bot.storage.repos.sequences import Sequence
 from bot.storage.repositories import Database
 
@@ -75,6 +76,29 @@ class SequenceService:
                 "(`/config sequence-length`): Join it, or start a fresh `/video`."
             )
         return number
+
+    async def default_takes(self, user_id: int) -> int:
+        """The member's default number of takes (``/settings defaults takes``); 1 when unset."""
+        return await self._db.sequences.member_takes(user_id) or 1
+
+    async def set_default_takes(self, user_id: int, count: int | None) -> None:
+        """Set the member's default number of takes (1 to 4), or remove it with None.
+
+        Raises:
+            ValidationFailed: out of range.
+        """
+        if count is not None and not 1 <= count <= MAX_TAKES:
+            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+        await self._db.sequences.set_member_takes(user_id, count)
+
+    async def record_takes(self, job_ids: list[int]) -> None:
+        """Record the jobs of one request's takes, in order (two or more)."""
+        if len(job_ids) > 1:
+            await self._db.sequences.add_takes(job_ids)
+
+    async def takes_of(self, job_id: int) -> tuple[int, ...]:
+        """The jobs of ``job_id``'s takes, in order; empty when it was asked alone."""
+        return await self._db.sequences.takes_of(job_id)
 
     async def add_clip(
         self, *, previous_job_id: int, job_id: int, guild_id: int, starter_id: int

@@ -424,6 +424,24 @@ sequence_clips = Table(
 Index("sequence_clips_job", sequence_clips.c.job_id)
 
 
+takes = Table(
+    "takes",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("group_id", BigInteger, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("takes_group", takes.c.group_id)
+
+
+member_takes = Table(
+    "member_takes",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("takes", Integer, nullable=False),
+)
+
+
 retired_keys = Table(
     "retired_keys",
     metadata,

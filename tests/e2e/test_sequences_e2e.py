@@ -276,6 +276,7 @@ async def test_remix_changes_the_prompt_and_keeps_the_rest(world: World) -> None
     sent = video_posts(world)[-1]
     assert (sent["model"], sent["prompt"]) == (TEXT_TO_VIDEO, "a blue kite")
     assert ledger(world)[before:] == [(world.member.id, "video", TEXT_TO_VIDEO)]
+    await finished_card(world, "a blue kite")  # no longer pending (the caps)
 
 
 async def test_the_context_menu_continues_a_video_card(world: World) -> None:
@@ -289,3 +290,68 @@ async def test_the_context_menu_continues_a_video_card(world: World) -> None:
     assert menu.modal is not None and menu.modal["title"] == "Continue video"
     labels = {row["label"]: row["component"] for row in menu.modal["components"]}
     assert labels["What happens next"].get("value") == "the kite climbs"  # the clip's prompt
+
+
+async def test_three_takes_are_three_requests_and_rows_on_one_card_one_failing(
+    world: World,
+) -> None:
+    before, calls = len(ledger(world)), len(video_posts(world))
+    world.api.fail_next_tasks(1, "Sandbox: this take failed")
+    handle = await world.command(
+        "video", {"prompt": "three paper boats", "model": TEXT_TO_VIDEO, "takes": 3}
+    )
+    answer = await said(world, handle, "3 takes are on their way")
+    assert answer.ephemeral
+    assert len(video_posts(world)) == calls + 3
+    assert ledger(world)[before:] == [(world.member.id, "video", TEXT_TO_VIDEO)] * 3
+    cards_of = [
+        m
+        for m in world.discord.channel_messages(world.channel.id)
+        if "three paper boats" in m.text and m.author_id == world.discord.bot_user.id
+    ]
+    assert len(cards_of) == 1  # one card for the three takes
+    card = await world.discord.wait_for_edit(
+        cards_of[0].id, lambda m: "2 done, 1 failed" in m.text, 45
+    )
+    assert "Take 1 · failed: Sandbox: this take failed" in card.text
+    assert len([u for u in card.media_urls if "/files/" in u]) == 2  # the gallery of results
+    select = next(c for c in card.all_components if c.get("type") == 3)
+    options = [o["value"] for o in select["options"]]
+    assert len(options) == 3
+    # The buttons act on the first take with a result; the select moves them to another.
+    assert buttons(card)["Continue"] == f"gb:continue:{options[1]}"
+    chosen = await world.discord.select(
+        card.id, select["custom_id"], [options[2]], user_id=world.member.id
+    )
+    await chosen.wait_callback()
+    moved = await world.discord.wait_for_edit(
+        card.id, lambda m: buttons(m).get("Continue") == f"gb:continue:{options[2]}", 15
+    )
+    assert "Again" in buttons(moved)
+    ping = await world.discord.wait_for_message(
+        lambda m: "takes are ready" in m.content, include_existing=True
+    )
+    assert "your 3 video takes are ready (2 done, 1 failed)" in ping.content
+    assert len(ledger(world)) == before + 3  # choosing costs nothing
+
+
+async def test_takes_are_priced_together_for_the_confirmation(world: World) -> None:
+    await world.answer(
+        await world.command("config", {"dollars": "0.50"}, admin=True, subcommand="confirm-above")
+    )
+    calls = len(video_posts(world))
+    try:
+        answer = await world.answer(
+            await world.command(
+                "video", {"prompt": "a slow tide", "model": TEXT_TO_VIDEO, "takes": 4}
+            )
+        )
+        # One take costs $0.20, under the threshold; four cost $0.80, above it.
+        assert "4 takes · This costs $0.80" in answer.content
+        assert len(video_posts(world)) == calls
+    finally:
+        await world.answer(
+            await world.command(
+                "config", {"dollars": "off"}, admin=True, subcommand="confirm-above"
+            )
+        )

@@ -702,6 +702,4 @@ async def test_takes_are_held_together_all_or_none(store: SqlDatabase, clock: Ma
     assert [r.amount_cents for r in held] == [30, 30, 30]
     assert await store.ledger.reserved_cents(GUILD, clock.time()) == 90
     with pytest.raises(ConcurrencyLimitReached):  # the three count as pending videos
-        await billing.reserve(
-            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1
-        )
+        await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1)

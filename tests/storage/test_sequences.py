@@ -54,3 +54,21 @@ async def test_a_server_bounds_its_sequences(tmp_path: Path) -> None:
         assert await service.max_clips(GUILD) == DEFAULT_MAX_CLIPS
     finally:
         await db.close()
+
+
+async def test_takes_are_grouped_in_order_and_a_member_keeps_a_default(tmp_path: Path) -> None:
+    db = await Database.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+    try:
+        service = SequenceService(db, ManualClock())
+        await service.record_takes([5, 6, 7])
+        assert await service.takes_of(6) == (5, 6, 7)
+        assert await service.takes_of(8) == ()
+        assert await service.default_takes(ALICE) == 1
+        await service.set_default_takes(ALICE, 3)
+        assert await service.default_takes(ALICE) == 3
+        with pytest.raises(ValidationFailed):
+            await service.set_default_takes(ALICE, 5)
+        await service.set_default_takes(ALICE, None)
+        assert await service.default_takes(ALICE) == 1
+    finally:
+        await db.close()

@@ -346,6 +346,13 @@ def _noun(job: JobView) -> str:
     return "video" if job.kind == "video" else "image"
 
 
+def base_card(
+    job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool
+) -> Card:
+    """The card every job message shares (title, prompt, options, requester), to build on."""
+    return _card(job, state, colour, timing, sandbox=sandbox)
+
+
 def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool) -> Card:
     """The card every job message shares; the last note is always the requester's line."""
     title = f"**{_noun(job).capitalize()}** · {state}"

@@ -1,7 +1,9 @@
-"""Video sequences, both engines: clips continued from one another, in order.
+"""Video sequences and takes, both engines: continued clips in order; one request's takes.
 
 Tables ``sequences`` (who started one, in which guild), ``sequence_clips`` (its jobs by
-position, 1-based) and ``sequence_settings`` (a guild's bound on clips per sequence).
+position, 1-based), ``sequence_settings`` (a guild's bound on clips per sequence), ``takes``
+(a take's job, its group: the first take's job id, and its position, 1-based) and
+``member_takes`` (a member's default number of takes).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from dataclasses import dataclass
 from sqlalchemy import delete, func, insert, select
 
 from bot.storage.repos.dialect import upsert
-from bot.storage.schema import sequence_clips, sequence_settings, sequences
+from bot.storage.schema import (
+    member_takes,
+    sequence_clips,
+    sequence_settings,
+    sequences,
+    takes,
+)
 from bot.storage.sql import Sql
 
 
@@ -161,6 +169,47 @@ class SequenceStore:
             ],
         )
         return Sequence(new_id, guild_id, starter_id, clips)
+
+    async def add_takes(self, job_ids: list[int]) -> None:
+        """Record ``job_ids`` as the takes of one request, in order (group: the first's id)."""
+        await self._sql.run(
+            insert(takes),
+            [
+                {"job_id": job_id, "group_id": job_ids[0], "position": n}
+                for n, job_id in enumerate(job_ids, start=1)
+            ],
+        )
+
+    async def takes_of(self, job_id: int) -> tuple[int, ...]:
+        """The jobs of ``job_id``'s request's takes, in order; empty when it is no take."""
+        group = await self._sql.scalar(select(takes.c.group_id).where(takes.c.job_id == job_id))
+        if group is None:
+            return ()
+        rows = await self._sql.all(
+            select(takes.c.job_id.label("job_id"))
+            .where(takes.c.group_id == group)
+            .order_by(takes.c.position)
+        )
+        return tuple(int(r["job_id"]) for r in rows)
+
+    async def member_takes(self, user_id: int) -> int | None:
+        """The member's default number of takes; None when they set none."""
+        value = await self._sql.scalar(
+            select(member_takes.c.takes).where(member_takes.c.user_id == user_id)
+        )
+        return None if value is None else int(value)
+
+    async def set_member_takes(self, user_id: int, count: int | None) -> None:
+        """Set the member's default number of takes, or remove it with None."""
+        if count is None:
+            await self._sql.run(delete(member_takes).where(member_takes.c.user_id == user_id))
+            return
+        stmt = upsert(self._sql, member_takes).values(user_id=user_id, takes=count)
+        await self._sql.run(
+            stmt.on_conflict_do_update(
+                index_elements=[member_takes.c.user_id], set_={"takes": stmt.excluded.takes}
+            )
+        )
 
 
 _EMPTY = Sequence(0, 0, 0, ())
