@@ -38,6 +38,7 @@ OPTIONS = {
         "image2",
         "image3",
         "image4",
+        "takes",
     ],
     "video": [
         "prompt",

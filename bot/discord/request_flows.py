@@ -472,39 +472,85 @@ async def tell(interaction: Interaction, **edit: Any) -> None:
         log.warning("a note about a paid job was not shown (%s)", exc)
 
 
-async def start_image(interaction: Interaction, who: Requester, options: ImageOptions) -> None:
+async def start_image(
+    interaction: Interaction, who: Requester, options: ImageOptions, *, takes: int = 1
+) -> None:
     """Generate an image; ``interaction`` must be deferred (``PUBLIC_DEFER`` set).
 
     A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
     one gets a card in the channel and a link here (a personal one: its card is this
     response; a private one, deferred ephemerally with ``PUBLIC_DEFER`` False: in the member's
     DM, :func:`show_private_card`).
+
+    Several ``takes`` (1 to 4) are held together before the first is sent
+    (``generation.image_takes``), each its own ledger row: synchronous results are shown one
+    after another (the response, then followups), each with its buttons; asynchronous ones
+    share one channel card (:mod:`bot.discord.render.takes`) where public.
+
+    Raises:
+        ValidationFailed: among the checks (takes out of range, several in a personal
+            context), before anything is sent.
     """
     bot = interaction.client
+    if not 1 <= takes <= MAX_TAKES:
+        raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+    if takes > 1 and is_personal(who.guild_id):
+        raise ValidationFailed("Several takes work in servers only; ask for one here.")
     async with queue_status(interaction, who.user_id, who.guild_id):
-        outcome = await bot.generation.image(who, options)
+        outcomes, error = await bot.generation.image_takes(who, options, takes)
     charged(interaction)
-    if outcome.job is not None:
-        if is_personal(who.guild_id):
-            await show_personal_card(interaction, outcome.job)
-        elif interaction.extras.get(PUBLIC_DEFER) is False:
-            await show_private_card(interaction, outcome.job, "image")
-        else:
-            await _public_card(interaction, outcome.job, "image", None)
-        await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
-        return
-    assert outcome.result is not None
-    saved = dataclasses.replace(options, model=outcome.model)
-    ref = await remember(bot, "image", who, stored_options(saved), outputs=outcome.result.outputs)
-    parts = image_result(
-        outcome.result,
-        prompt=options.prompt,
-        model=outcome.model,
-        requester_id=who.user_id,
-        sandbox=bot.services.sandbox,
-        ref=None if ref is None else f"r{ref}",
-    )
-    await show_paid(interaction, who, [parts])
+    jobs = [outcome.job for outcome in outcomes if outcome.job is not None]
+    public = interaction.extras.get(PUBLIC_DEFER) is not False and not is_personal(who.guild_id)
+    grouped = False
+    if len(jobs) > 1 and public:
+        try:
+            await bot.services.sequences.record_takes([job.id for job in jobs])
+            grouped = True
+        except Exception as exc:
+            log.error("takes of job %s were not grouped (%s)", jobs[0].id, exc)
+    for job in jobs:
+        await remember(bot, "image", who, stored_options(options), job_id=job.id)
+    if grouped:
+        try:
+            link = await bot.post_takes_placeholder(jobs)
+        except Exception as exc:
+            log.error("takes of job %s: card not posted (%s)", jobs[0].id, exc)
+            link = posted_later(who.channel_id)
+        await tell(interaction, content=f"Your {len(jobs)} takes are on their way: {link}.")
+    else:
+        for job in jobs:
+            if is_personal(who.guild_id):
+                await show_personal_card(interaction, job)
+            elif interaction.extras.get(PUBLIC_DEFER) is False:
+                await show_private_card(interaction, job, "image")
+            else:
+                await _public_card(interaction, job, "image", None)
+    shown = []
+    for outcome in outcomes:
+        if outcome.result is None:
+            continue
+        saved = dataclasses.replace(options, model=outcome.model)
+        ref = await remember(
+            bot, "image", who, stored_options(saved), outputs=outcome.result.outputs
+        )
+        shown.append(
+            image_result(
+                outcome.result,
+                prompt=options.prompt,
+                model=outcome.model,
+                requester_id=who.user_id,
+                sandbox=bot.services.sandbox,
+                ref=None if ref is None else f"r{ref}",
+            )
+        )
+    if shown:
+        await show_paid(interaction, who, shown)
+    if error is not None:
+        await send_note(
+            interaction,
+            f"{takes - len(outcomes)} of the {takes} takes could not be made: "
+            f"{sentence_for(error)}",
+        )
 
 
 async def edit_response(interaction: Interaction, parts: MessageParts) -> None:

@@ -712,6 +712,28 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
+        outcomes, _ = await self.image_takes(who, options, 1)
+        return outcomes[0]
+
+    async def image_takes(
+        self, who: Requester, options: ImageOptions, takes: int
+    ) -> tuple[list[ImageOutcome], Exception | None]:
+        """Generate ``takes`` images of the same request (takes), each its own charge.
+
+        As :meth:`video_takes`: every take is checked and held together before the first is
+        sent (the hold of each is the model's learned bound), then they are sent one after
+        another, each settled before the next; a take that fails stops the rest, whose holds
+        are given back.
+
+        Returns:
+            The outcomes made (at least one), and the error that stopped the others, if any.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
+            GenAPIError: the first take's call failed (nothing else was sent).
+        """
+        if not 1 <= takes <= MAX_TAKES:
+            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
@@ -723,33 +745,48 @@ class GenerationService:
             if usable:
                 options = replace(options, model=usable[0])
         request = check_image(catalogue, options)
-        reservation, key = await self._reserve(who, Kind.IMAGE, request.model, None, key)
+        reservations, key = await self._reserve_many(
+            who, Kind.IMAGE, request.model, None, key, count=takes
+        )
         # Read before the call: nothing but the settlement comes between the answer and the
         # ledger (an asynchronous model's first poll needs it).
         first_poll = await self._first_poll_delay(request.model, Kind.IMAGE)
-        result = await self._charged(
-            reservation, settings, self._client.generate_image(key.key, request)
-        )
-        charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
-        if isinstance(result, ImageResult):
-            await self._billing.settle(reservation, charge)
-            await self._key_works(settings)
-            return ImageOutcome(request.model, result=result)
-        details = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
-        job = await self._settle_job(
-            reservation,
-            who,
-            key,
-            Kind.IMAGE,
-            request.model,
-            request.prompt,
-            details,
-            charge,
-            result,
-            first_poll,
-        )
+        outcomes: list[ImageOutcome] = []
+        for index, reservation in enumerate(reservations):
+            try:
+                result = await self._charged(
+                    reservation, settings, self._client.generate_image(key.key, request)
+                )
+            except Exception as exc:
+                for unsent in reservations[index + 1 :]:
+                    await self._billing.release(unsent)
+                if not outcomes:
+                    raise
+                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
+                return outcomes, exc
+            charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+            if isinstance(result, ImageResult):
+                await self._billing.settle(reservation, charge)
+                outcomes.append(ImageOutcome(request.model, result=result))
+                continue
+            details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
+            if takes > 1:
+                details["take"] = index + 1
+            job = await self._settle_job(
+                reservation,
+                who,
+                key,
+                Kind.IMAGE,
+                request.model,
+                request.prompt,
+                details,
+                charge,
+                result,
+                first_poll,
+            )
+            outcomes.append(ImageOutcome(request.model, job=job))
         await self._key_works(settings)
-        return ImageOutcome(request.model, job=job)
+        return outcomes, None
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
         """Submit a video (spec 4.2) and store its job; the charge is in the ledger on return.

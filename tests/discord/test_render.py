@@ -25,6 +25,7 @@ from bot.discord.render import (
 )
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.results import text_card
+from bot.discord.render.takes import takes_card
 from bot.genapi.models import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
@@ -556,3 +557,26 @@ def test_a_continued_clip_names_its_previous_clip_offers_join_and_past_three_sug
     assert "consider a cut" in card_text(job_finished(fourth, sandbox=False, ref="j43"))
     alone = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
     assert all(a != "Join" for a, _ in job_finished(alone, sandbox=False, ref="j9").action_buttons)
+
+
+@dataclass(frozen=True)
+class FakeTake(FakeJob):
+    id: int = 0
+
+
+def test_a_takes_card_fills_in_shows_a_failed_take_and_acts_on_the_chosen_one() -> None:
+    done = FakeTake(id=11, status="completed", finished_at=CREATED + 9, outputs=(VIDEO_URL,))
+    failed = FakeTake(id=12, status="failed", finished_at=CREATED + 9, error="no luck")
+    running = FakeTake(id=13)
+    parts = takes_card([failed, done, running], sandbox=False)
+    text = card_text(parts)
+    assert "3 takes · 1 done, 1 failed, 1 running" in text
+    assert "Take 1 · failed: no luck" in text and "Take 3 · running" in text
+    gallery = next(c for c in card_json(parts)[0]["components"] if c["type"] == 12)
+    assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
+    assert ("Continue", "gb:continue:j11") in parts.action_buttons  # the take with a result
+    assert parts.select is not None and parts.select.chosen == "j11"
+    chosen = takes_card([failed, done, running], sandbox=False, chosen=12)
+    assert [cid for _, cid in chosen.action_buttons] == ["gb:again:j12", "gb:delete:j12"]
+    waiting = takes_card([running, dataclasses.replace(running, id=14)], sandbox=False)
+    assert waiting.select is None and waiting.action_buttons == ()  # nothing to act on yet

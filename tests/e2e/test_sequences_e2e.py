@@ -355,3 +355,18 @@ async def test_takes_are_priced_together_for_the_confirmation(world: World) -> N
                 "config", {"dollars": "off"}, admin=True, subcommand="confirm-above"
             )
         )
+
+
+async def test_image_takes_are_each_charged_and_each_shown(world: World) -> None:
+    before = len(ledger(world))
+    posts = world.posts_to("/image/generate")
+    handle = await world.command(
+        "image", {"prompt": "two teacups", "model": "black-forest-labs/flux-schnell", "takes": 2}
+    )
+    await world.discord.signal.wait_for(
+        lambda: True if handle.followups else None, 30, "the second take"
+    )
+    assert world.posts_to("/image/generate") == posts + 2
+    assert [row[1] for row in ledger(world)[before:]] == ["image", "image"]
+    shown = [handle.original(), *handle.followups]
+    assert all(m is not None and "Again" in buttons(m) for m in shown)
