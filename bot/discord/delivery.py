@@ -392,8 +392,8 @@ class DiscordAnnouncer:
         Only a server job's public channel card is shared: a personal or private take has
         its own card.
         """
-        if self._takes is None or is_personal(job.guild_id):
-            return ()
+        if self._takes is None or is_personal(job.guild_id) or not job.details.get("take"):
+            return ()  # a job asked alone (no "take" in its details) costs no lookup
         try:
             if await self._private(job) is not None:
                 return ()
