@@ -370,3 +370,21 @@ async def test_image_takes_are_each_charged_and_each_shown(world: World) -> None
     assert [row[1] for row in ledger(world)[before:]] == ["image", "image"]
     shown = [handle.original(), *handle.followups]
     assert all(m is not None and "Again" in buttons(m) for m in shown)
+
+
+async def test_asynchronous_image_takes_share_one_card(world: World) -> None:
+    before = len(ledger(world))
+    handle = await world.command(
+        "image", {"prompt": "two lanterns", "model": "ideogram/ideogram-v2", "takes": 2}
+    )
+    await said(world, handle, "2 takes are on their way")
+    posted = [
+        m
+        for m in world.discord.channel_messages(world.channel.id)
+        if "two lanterns" in m.text and m.author_id == world.discord.bot_user.id
+    ]
+    assert len(posted) == 1
+    card = await world.discord.wait_for_edit(posted[0].id, lambda m: "2 done" in m.text, 45)
+    assert len([u for u in card.media_urls if "/files/" in u]) == 2
+    assert {"Again", "Animate", "Edit", "Delete"} <= set(buttons(card))
+    assert [row[1] for row in ledger(world)[before:]] == ["image", "image"]
