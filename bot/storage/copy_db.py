@@ -50,6 +50,11 @@ TABLES: Final = (
     "conversation_turns",
     "personas",
     "member_settings",
+    "sequence_settings",
+    "sequences",
+    "sequence_clips",
+    "takes",
+    "member_takes",
 )
 """Every table copied, parents before children (``allowed_channels`` needs its guild)."""
 
@@ -65,6 +70,7 @@ _WITH_IDS: Final = (
     "result_requests",
     "config_audit",
     "conversation_turns",
+    "sequences",
 )
 _NOT_COPIED: Final = "migration.%"
 """``meta`` keys that describe the engine's own migrations."""
