@@ -401,7 +401,8 @@ class DiscordAnnouncer:
         except Exception as exc:
             log.info("the takes of job %s were not read (%s)", job.id, type(exc).__name__)
             return ()
-        shared = all(t.message_id == job.message_id for t in group)
+        # A take not attached yet (its card being posted) is on its way to the same card.
+        shared = all(t.message_id in (None, job.message_id) for t in group)
         return group if len(group) > 1 and shared else ()
 
     def _take_lock(self, group: tuple[Job, ...]) -> asyncio.Lock:
