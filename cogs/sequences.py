@@ -28,8 +28,10 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.delivery import file_name
 from bot.discord.interactions import allowed_models, requester, require_placeholder_permissions
 from bot.discord.render.buttons import CUSTOM_ID, SEQUENCE_CUSTOM_ID
+from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import TAKE_SELECT, takes_card
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import check_uploads_fresh, defer_video, start_video
@@ -146,8 +148,24 @@ class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], tem
             found = tuple(job for job in jobs if job is not None)
             if len(found) < 2 or not chosen.startswith("j") or not chosen[1:].isdigit():
                 raise ValidationFailed("These takes are no longer known; `/jobs` lists yours.")
-            parts = takes_card(found, sandbox=bot.services.sandbox, chosen=int(chosen[1:]))
-            await interaction.response.edit_message(**parts.edit_kwargs())
+            # The results the card carries as attachments stay, and its gallery shows them.
+            names = (
+                set()
+                if interaction.message is None
+                else {a.filename for a in interaction.message.attachments}
+            )
+            attached: dict[int, str] = {}
+            for job in found:
+                urls = [url for url in job.outputs if is_web_url(url)]
+                name = file_name(job.task_id, urls[0], 0, job.kind) if urls else None
+                if name is not None and name in names:
+                    attached[job.id] = name
+            parts = takes_card(
+                found, sandbox=bot.services.sandbox, chosen=int(chosen[1:]), attached=attached
+            )
+            kwargs = parts.edit_kwargs()
+            del kwargs["attachments"]  # kept as they are
+            await interaction.response.edit_message(**kwargs)
         except Exception as exc:
             await answer_error(interaction, exc)
 

@@ -666,7 +666,7 @@ class DiscordAnnouncer:
         shared = route is DeliveryRoute.PLACEHOLDER and card is None and placeholder is not None
         if shared and (group := await self._siblings(job)) and self._unreachable(job) is None:
             assert placeholder is not None
-            return await self._deliver_take(job, group, placeholder)
+            return await self._deliver_take(job, group, placeholder, renew)
         if card is not None and route is DeliveryRoute.PLACEHOLDER:
             if card.place is CardPlace.RESPONSE:
                 return await self._deliver_response(job, renew)
@@ -714,13 +714,18 @@ class DiscordAnnouncer:
                 return outcome
 
     async def _deliver_take(
-        self, job: Job, group: tuple[Job, ...], placeholder: discord.PartialMessage
+        self,
+        job: Job,
+        group: tuple[Job, ...],
+        placeholder: discord.PartialMessage,
+        renew: Renew | None = None,
     ) -> Attempt:
         """Show a finished take on its request's shared card, as every take stands now.
 
-        The card shows the service's links (a take's file is not attached: each edit would
-        replace the attachments of the takes shown before). The requester is pinged once,
-        by the delivery of the last take to finish; the others ping nobody.
+        Until the last take finishes the card shows the service's links. The delivery of the
+        last one attaches every take's result that fits the server's upload limit (one
+        download each, held within the deliveries' :class:`ByteBudget`), so the results
+        outlive the service's links, and pings the requester: the only ping of the takes.
         """
         self._replied.add(job.id)  # notify pings nobody for a take
         try:
@@ -730,11 +735,37 @@ class DiscordAnnouncer:
                     return Attempt(
                         shown=False, permanent=True, error="takes unreadable", code="takes"
                     )
-                parts = takes_card(group, sandbox=self._sandbox)
-                await self._edit_card(placeholder, parts, parts)
-                if all(t.status is not JobStatus.PENDING for t in group):
+                if any(t.status is JobStatus.PENDING for t in group):
+                    parts = takes_card(group, sandbox=self._sandbox)
+                    await self._edit_card(placeholder, parts, parts)
+                    return SHOWN
+                limit = await self.upload_limit(job.guild_id)
+                done = [t for t in group if t.status is JobStatus.COMPLETED and t.outputs]
+                async with self.memory.hold(limit if done else 0, renew) as held:
+                    files: list[tuple[str, bytes]] = []
+                    attached: dict[int, str] = {}
+                    for take in done:
+                        room = limit - sum(len(data) for _, data in files)
+                        got, _ = await self.attachments(take, room, renew)
+                        if got:
+                            files.append(got[0])
+                            attached[take.id] = got[0][0]
+                    held.shrink(sum(len(data) for _, data in files))
+                    plain = takes_card(group, sandbox=self._sandbox)
+                    parts = dataclasses.replace(
+                        takes_card(group, sandbox=self._sandbox, attached=attached),
+                        files=tuple(files),
+                    )
+                    try:
+                        for_reply = await self._edit_card(placeholder, parts, plain)
+                    except discord.HTTPException as exc:
+                        if not files or not _too_large(exc):
+                            raise
+                        await self._edit_card(placeholder, plain, plain)
+                        for_reply = ()
                     await placeholder.channel.send(
                         content=takes_ready(group),
+                        files=[discord.File(io.BytesIO(data), name) for name, data in for_reply],
                         allowed_mentions=ping_only(job.user_id),
                         reference=placeholder.to_reference(fail_if_not_exists=False),
                         mention_author=False,

@@ -314,7 +314,12 @@ async def test_three_takes_are_three_requests_and_rows_on_one_card_one_failing(
         cards_of[0].id, lambda m: "2 done, 1 failed" in m.text, 45
     )
     assert "Take 1 · failed: Sandbox: this take failed" in card.text
-    assert len([u for u in card.media_urls if "/files/" in u]) == 2  # the gallery of results
+    # The last take's delivery attached both results: the gallery shows the attachments.
+    card = await world.discord.wait_for_edit(card.id, lambda m: len(m.attachments) == 2, 15)
+    assert [u for u in card.media_urls if u.startswith("attachment://")] == [
+        f"attachment://{a.filename}" for a in card.attachments
+    ]
+    assert len([u for u in card.urls if "/files/" in u]) == 2  # the links stay
     select = next(c for c in card.all_components if c.get("type") == 3)
     options = [o["value"] for o in select["options"]]
     assert len(options) == 3
@@ -328,6 +333,7 @@ async def test_three_takes_are_three_requests_and_rows_on_one_card_one_failing(
         card.id, lambda m: buttons(m).get("Continue") == f"gb:continue:{options[2]}", 15
     )
     assert "Again" in buttons(moved)
+    assert len(moved.attachments) == 2  # choosing a take keeps the attached results
     ping = await world.discord.wait_for_message(
         lambda m: "takes are ready" in m.content, include_existing=True
     )
@@ -385,6 +391,6 @@ async def test_asynchronous_image_takes_share_one_card(world: World) -> None:
     ]
     assert len(posted) == 1
     card = await world.discord.wait_for_edit(posted[0].id, lambda m: "2 done" in m.text, 45)
-    assert len([u for u in card.media_urls if "/files/" in u]) == 2
+    assert len(card.attachments) == 2 and len(card.media_urls) == 2
     assert {"Again", "Animate", "Edit", "Delete"} <= set(buttons(card))
     assert [row[1] for row in ledger(world)[before:]] == ["image", "image"]

@@ -9,7 +9,7 @@ or failed with the service's reason), and a select choosing which take the actio
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 import discord
@@ -53,7 +53,11 @@ def chosen_take(takes: Sequence[TakeView]) -> TakeView:
 
 
 def takes_card(
-    takes: Sequence[TakeView], *, sandbox: bool, chosen: int | None = None
+    takes: Sequence[TakeView],
+    *,
+    sandbox: bool,
+    chosen: int | None = None,
+    attached: Mapping[int, str] | None = None,
 ) -> MessageParts:
     """The card of ``takes`` (two or more jobs of one request) as they stand.
 
@@ -61,6 +65,9 @@ def takes_card(
         takes: the takes' jobs, in order.
         sandbox: whether they run on the sandbox service.
         chosen: the job id the action buttons act on; None: :func:`chosen_take`.
+        attached: job id -> the name of its result attached to the message: the gallery
+            shows ``attachment://<name>`` (the file outlives the service's link, which stays
+            in the take's line).
 
     Returns:
         The message (a Components V2 card, with its old form); it pings nobody.
@@ -82,7 +89,9 @@ def takes_card(
     for number, take in enumerate(takes, start=1):
         urls = [url for url in take.outputs if is_web_url(url)]
         if take.status == "completed" and urls:
-            media.append((urls[0], f"{noun} take {number}"))
+            name = (attached or {}).get(take.id)
+            shown = urls[0] if name is None else f"attachment://{name}"
+            media.append((shown, f"{noun} take {number}"))
             lines.append(f"Take {number} · done · [{noun}]({urls[0]})")
         elif take.status == "completed":
             lines.append(f"Take {number} · done, but the service returned no {noun}")
