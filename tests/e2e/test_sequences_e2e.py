@@ -84,7 +84,7 @@ async def finished_card(world: World, prompt: str) -> Message:
         lambda m: prompt in m.text and m.author_id == world.discord.bot_user.id,
         include_existing=True,
     )
-    return await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
+    return await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 60)
 
 
 async def press(world: World, message: Message, action: str, **kw: Any) -> InteractionHandle:
@@ -106,7 +106,7 @@ async def continue_from(world: World, card: Message, prompt: str) -> Message:
     return await finished_card(world, prompt)
 
 
-async def said(world: World, handle: InteractionHandle, words: str, timeout: float = 30) -> Message:
+async def said(world: World, handle: InteractionHandle, words: str, timeout: float = 60) -> Message:
     """The response once it says ``words`` (it is edited along the way)."""
 
     def check() -> Message | None:
@@ -394,3 +394,20 @@ async def test_asynchronous_image_takes_share_one_card(world: World) -> None:
     assert len(card.attachments) == 2 and len(card.media_urls) == 2
     assert {"Again", "Animate", "Edit", "Delete"} <= set(buttons(card))
     assert [row[1] for row in ledger(world)[before:]] == ["image", "image"]
+
+
+async def test_a_members_default_takes_apply_where_the_option_is_left_out(world: World) -> None:
+    saved = await world.answer(await world.command("settings", {"takes": 2}, subcommand="defaults"))
+    assert "takes: 2" in saved.content
+    before = len(ledger(world))
+    try:
+        handle = await world.command("video", {"prompt": "twin comets", "model": TEXT_TO_VIDEO})
+        await said(world, handle, "2 takes are on their way")
+        assert len(ledger(world)) == before + 2
+        once = await world.command(
+            "video", {"prompt": "one comet", "model": TEXT_TO_VIDEO, "takes": 1}
+        )
+        await said(world, once, "on its way")
+        assert len(ledger(world)) == before + 3  # the option wins over the default
+    finally:
+        await world.answer(await world.command("settings", {"takes": 0}, subcommand="defaults"))
