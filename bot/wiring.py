@@ -44,6 +44,7 @@ from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
+from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
 from bot.storage import Database
 from bot.storage.engine import DatabaseUnavailable
@@ -66,6 +67,7 @@ class Services:
         response_tokens: personal jobs' interaction tokens, kept encrypted.
         private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
+        sequences: video sequences (Continue) and each server's bound on them.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
@@ -91,6 +93,7 @@ class Services:
     response_tokens: ResponseTokens
     private_cards: PrivateCards
     command_sync: CommandSync
+    sequences: SequenceService
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -292,6 +295,7 @@ def assemble_services(
         members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
         response_tokens=ResponseTokens(db, vault, clock),
         private_cards=PrivateCards(db),
+        sequences=SequenceService(db, clock),
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,

@@ -41,6 +41,7 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
+from bot.services.sequences import MAX_MAX_CLIPS, SequenceService
 
 log = logging.getLogger(__name__)
 
@@ -178,10 +179,16 @@ class ConfigCog(
     )
 
     def __init__(
-        self, service: GuildConfigService, generation: GenerationService, *, shared_key: bool
+        self,
+        service: GuildConfigService,
+        generation: GenerationService,
+        sequences: SequenceService,
+        *,
+        shared_key: bool,
     ) -> None:
         self.service = service
         self.generation = generation
+        self.sequences = sequences
         self.shared_key = shared_key
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
@@ -329,6 +336,23 @@ class ConfigCog(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
         await self._show(interaction, "Confirmation threshold updated.")
+
+    @app_commands.command(name="sequence-length")
+    async def sequence_length(
+        self,
+        interaction: discord.Interaction[GenBot],
+        clips: app_commands.Range[int, 2, MAX_MAX_CLIPS] | None = None,
+    ) -> None:
+        """Set how many clips Continue may chain into one sequence (empty: the default, 6).
+
+        Args:
+            interaction: the interaction.
+            clips: the most clips in one sequence (2 to 50); leave empty for the default
+        """
+        who = requester(interaction)
+        async with audited(self.service, interaction):
+            await self.sequences.set_max_clips(who.guild_id, clips)
+        await self._show(interaction, "Sequence length updated.")
 
     # -- policy --------------------------------------------------------------------
 
@@ -582,6 +606,8 @@ class ConfigCog(
         embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.service.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        clips = await self.sequences.max_clips(guild_id)
+        embed.add_field(name="Sequence length", value=f"{clips} clips at most", inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 
@@ -592,6 +618,7 @@ async def setup(bot: GenBot) -> None:
         ConfigCog(
             services.guild_config,
             services.generation,
+            services.sequences,
             shared_key=services.default_key is not None,
         )
     )

@@ -14,11 +14,14 @@ from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
     MAX_REFERENCE_IMAGES,
+    MAX_TAKES,
     MAX_URL_LENGTH,
     ImageOptions,
     check_attachment,
 )
 from bot.services.member_settings import MemberSettingsService
+from bot.services.personal import is_personal
+from bot.services.sequences import SequenceService
 
 MODES = [
     app_commands.Choice(name="Text to image", value="t2i"),
@@ -34,8 +37,9 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 class ImageCog(commands.Cog):
     """Make images."""
 
-    def __init__(self, members: MemberSettingsService) -> None:
+    def __init__(self, members: MemberSettingsService, sequences: SequenceService) -> None:
         self.members = members
+        self.sequences = sequences
 
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -55,6 +59,7 @@ class ImageCog(commands.Cog):
         image2: discord.Attachment | None = None,
         image3: discord.Attachment | None = None,
         image4: discord.Attachment | None = None,
+        takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
     ) -> None:
         """Generate an image.
 
@@ -70,6 +75,7 @@ class ImageCog(commands.Cog):
             image2: a second reference image to upload (models that take several)
             image3: a third reference image to upload (models that take several)
             image4: a fourth reference image to upload (models that take several)
+            takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
@@ -100,10 +106,12 @@ class ImageCog(commands.Cog):
         interaction.extras[PUBLIC_DEFER] = not mine.private
         await interaction.response.defer(thinking=True, ephemeral=mine.private)
         applied = await self.members.apply_member_defaults(who, options, mine)
-        await start_image(interaction, who, applied.options)
+        if takes is None and not is_personal(who.guild_id):
+            takes = await self.sequences.default_takes(who.user_id)
+        await start_image(interaction, who, applied.options, takes=takes or 1)
         await send_note(interaction, applied.note)
 
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ImageCog(bot.services.members))
+    await bot.add_cog(ImageCog(bot.services.members, bot.services.sequences))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import discord
@@ -30,14 +29,13 @@ from discord.ext import commands
 from bot.clock import Clock
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
-from bot.discord.command_access import Invoker, invoker_of, member_refusal, refusal
 from bot.discord.interactions import (
     allowed_models,
     loaded_cog,
     requester,
     require_placeholder_permissions,
 )
-from bot.discord.render.buttons import CUSTOM_ID
+from bot.discord.render.buttons import RESULT_CUSTOM_ID
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
     SourceImage,
@@ -52,6 +50,15 @@ from bot.discord.request_flows import (
     start_video,
     varied,
 )
+from bot.discord.result_clicks import (
+    Click,
+    acting,
+    refuse_if_known_barred,
+    require_command,
+    result_click,
+)
+from bot.discord.result_clicks import resolve as resolve_click
+from bot.discord.result_clicks import submitted as submitted_as
 from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
@@ -75,15 +82,6 @@ MAX_SELECT_OPTIONS = 25
 IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i2i_text"))
 """Spec 4.4's modes that take a source image."""
 
-FORGOTTEN = "This result's request is no longer known; use the command again."
-
-IN_DM = "This button works in the server the result came from; use the command there."
-
-NOT_THERE = (
-    "I can no longer act for you in the server this result came from (you or I left it); "
-    "use the command where you are."
-)
-
 PAID_ACTIONS = frozenset({"again", "vary"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
 
@@ -95,7 +93,9 @@ NOT_VARIED = (
 it could only repeat Again at the same price; it is no longer shown there."""
 
 
-class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=CUSTOM_ID):
+class ResultAction(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=RESULT_CUSTOM_ID
+):
     """Again, Vary, Animate, Edit or Delete under a result; restart-safe.
 
     Args:
@@ -142,137 +142,6 @@ class ResultAction(discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], t
                 debounce.release(interaction.user.id, message_id, self.action, hold=sent)
 
 
-@dataclass(frozen=True, slots=True)
-class Click:
-    """Who a click on a result acts as, and where.
-
-    Attributes:
-        request: the request behind the result.
-        who: the requester the action runs as (the clicker here; on a private card in a DM,
-            the requester in the server and channel the result came from).
-        invoker: on such a DM card, the member as the server's command permissions see them
-            in that channel; None where the click's own interaction says it.
-        dm_job_id: a DM card's job while the member in its server is not read yet (it may
-            take a REST call, which waits for the acknowledgement): :func:`resolve` reads it.
-            ``who`` is then provisional (the server, the DM), good for deferring only.
-    """
-
-    request: ResultRequest
-    who: Requester
-    invoker: Invoker | None = None
-    dm_job_id: int | None = None
-
-
-async def require_command(
-    interaction: Interaction, command: str, invoker: Invoker | None = None
-) -> None:
-    """Refuse unless the member may use ``/command`` here (Server Settings → Integrations).
-
-    Discord checks command permissions on commands only, never on buttons or forms.
-
-    Args:
-        interaction: the click or the form's submission.
-        command: the command the action runs again.
-        invoker: the member in the server a DM card came from (:func:`dm_card_click`);
-            None: the interaction's own member and channel.
-
-    Raises:
-        ValidationFailed: the member may not, or it could not be checked.
-    """
-    if invoker is not None:
-        if not await interaction.client.command_access.allows(command, invoker):
-            raise ValidationFailed(refusal(command))
-        return
-    if is_personal(requester(interaction).guild_id):
-        # A server's command permissions govern its own install only; a member's own install
-        # has none (Discord applies them to the guild integration).
-        return
-    await interaction.client.command_access.require(interaction, command)
-
-
-async def _request(interaction: Interaction, ref: str) -> Click:
-    who = requester(interaction)
-    request = await _cog(interaction).generation.result_request(ref)
-    # A personal result's buttons charge whoever clicks, in their own wallet.
-    personal = request is not None and is_personal(request.guild_id) and is_personal(who.guild_id)
-    if request is not None and (personal or request.guild_id == who.guild_id):
-        return Click(request, who)
-    if interaction.guild_id is None:
-        if (
-            request is not None
-            and not is_personal(request.guild_id)
-            and request.job_id is not None
-            and request.user_id == interaction.user.id
-        ):
-            # A job's result in its requester's DM (a private card, or a result the
-            # delivery sent there): the server's, as in the channel it was asked in, read
-            # once the click is acknowledged (resolve).
-            provisional = Requester(request.guild_id, who.channel_id, who.user_id)
-            return Click(request, provisional, dm_job_id=request.job_id)
-        # A card an earlier release delivered by DM still shows them: nothing to check or charge.
-        raise ValidationFailed(IN_DM)
-    raise ValidationFailed(FORGOTTEN)
-
-
-async def resolve(interaction: Interaction, click: Click) -> Click:
-    """``click`` with a DM card's member read from its server (:func:`dm_card_click`).
-
-    Call it after the acknowledgement: it may ask Discord (``GET /guilds/{id}/members/{user}``).
-
-    Raises:
-        ValidationFailed: as :func:`dm_card_click`.
-    """
-    if click.dm_job_id is None:
-        return click
-    return await dm_card_click(interaction, click.request, click.dm_job_id)
-
-
-async def dm_card_click(interaction: Interaction, request: ResultRequest, job_id: int) -> Click:
-    """The requester's click on a job's result in the bot's DM, as the server's.
-
-    The result is their private card, or a result the delivery sent by DM as a new message
-    (the card could not be edited, nor, for a public one, posted in the channel).
-
-    The action is charged to the server the job came from and checked as a click in its
-    channel would be: the member's roles and permissions there are read from the server
-    (the gateway's cache, else ``GET /guilds/{id}/members/{user}``), so tiers, cooldown
-    exemption, allowed channels and the server's command permissions apply unchanged.
-
-    Raises:
-        ValidationFailed: the job is gone, the bot left the server, or the member did
-            (Discord: 404 Unknown Member).
-    """
-    job = await _cog(interaction).generation.job(job_id)
-    guild = interaction.client.get_guild(request.guild_id)
-    if job is None or guild is None:
-        raise ValidationFailed(NOT_THERE)
-    member = guild.get_member(interaction.user.id)
-    if member is None:
-        try:
-            member = await guild.fetch_member(interaction.user.id)
-        except discord.NotFound:
-            raise ValidationFailed(NOT_THERE) from None
-    channel = guild.get_channel_or_thread(job.channel_id)
-    parent = channel.parent_id if isinstance(channel, discord.Thread) else None
-    permissions = (
-        channel.permissions_for(member) if channel is not None else member.guild_permissions
-    )
-    barred = member_refusal(permissions.value, member.timed_out_until, discord.utils.utcnow())
-    if barred is not None:  # as Discord would refuse the command in that channel
-        raise ValidationFailed(barred)
-    roles = frozenset(int(role_id) for role_id in member._roles)
-    who = Requester(
-        guild.id,
-        job.channel_id,
-        member.id,
-        parent_channel_id=parent,
-        role_ids=roles,
-        manage_guild=permissions.manage_guild,
-    )
-    invoker = Invoker(guild.id, parent or job.channel_id, member.id, roles, permissions.value)
-    return Click(request, who, invoker)
-
-
 async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> None:
     """Again (or Vary): the request behind the result, made again by the clicker.
 
@@ -311,28 +180,6 @@ async def _again(interaction: Interaction, ref: str, *, vary: bool = False) -> N
     else:
         text = TextOptions(**options)
         await start_text(interaction, click.who, varied(text) if vary else text)
-
-
-def refuse_if_known_barred(
-    interaction: Interaction, command: str, invoker: Invoker | None = None
-) -> None:
-    """Before a form opens: refuse a member already known to be barred from ``/command``.
-
-    The form is the interaction's answer and must come first (no REST call before it), so
-    only what is cached is consulted (:meth:`~bot.discord.command_access.CommandAccess.cached`);
-    the full check runs on the form's submission (:func:`require_command`).
-
-    Raises:
-        ValidationFailed: the member is known to be barred (:func:`refusal`).
-    """
-    if invoker is None:
-        if interaction.guild_id is None or interaction.channel_id is None:
-            return  # a DM card not read yet: checked on submission
-        if is_personal(requester(interaction).guild_id):
-            return
-        invoker = invoker_of(interaction)
-    if interaction.client.command_access.cached(command, invoker) is False:
-        raise ValidationFailed(refusal(command))
 
 
 async def _vary(interaction: Interaction, ref: str) -> None:
@@ -420,34 +267,6 @@ _ACTIONS = {
     "delete": _delete,
     "show": _show,
 }
-
-
-def acting(interaction: Interaction, click: Click | None) -> tuple[Requester, Invoker | None]:
-    """Who an action (or the form it opened) runs as: a DM card's click acts in its server.
-
-    Returns:
-        The requester and, for a private card in a DM (:func:`dm_card_click`), the member as
-        its server's command permissions see them; else the interaction's own, and None.
-    """
-    if click is not None and (click.invoker is not None or click.dm_job_id is not None):
-        return click.who, click.invoker
-    return requester(interaction), None
-
-
-async def submitted(interaction: Interaction, click: Click | None, command: str) -> Requester:
-    """Who a form's submission acts as, once checked: call it after the acknowledgement.
-
-    Reads a DM card's member in its server (:func:`resolve`) and holds the member to
-    ``/command``'s permissions (:func:`require_command`); both may ask Discord.
-
-    Raises:
-        ValidationFailed: the member may not, is gone, or it could not be checked.
-    """
-    if click is not None:
-        click = await resolve(interaction, click)
-    who, invoker = acting(interaction, click)
-    await require_command(interaction, command, invoker)
-    return who
 
 
 async def open_animate(
@@ -714,6 +533,20 @@ async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
     await bot.add_cog(ResultsCog(bot, services.generation, services.members, services.clock))
+
+
+async def _request(interaction: Interaction, ref: str) -> Click:
+    return await result_click(interaction, _cog(interaction).generation, ref)
+
+
+async def resolve(interaction: Interaction, click: Click) -> Click:
+    """``click`` with a DM card's member read from its server, after the acknowledgement."""
+    return await resolve_click(interaction, _cog(interaction).generation, click)
+
+
+async def submitted(interaction: Interaction, click: Click | None, command: str) -> Requester:
+    """Who a form's submission acts as, once checked (after the acknowledgement)."""
+    return await submitted_as(interaction, _cog(interaction).generation, click, command)
 
 
 def _cog(interaction: Interaction) -> ResultsCog:

@@ -25,10 +25,11 @@ from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import MemberSettings
 from bot.errors import format_cents
-from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
+from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS, MAX_TAKES
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
 from bot.services.personal import SET_KEY_SENTENCE, wallet_id
+from bot.services.sequences import SequenceService
 
 CLEAR = "none"
 """Typed in a text option of ``/settings defaults``: remove that default."""
@@ -85,12 +86,14 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         self,
         service: GuildConfigService,
         members: MemberSettingsService,
+        sequences: SequenceService,
         *,
         personal_daily_budget_cents: int,
         shared_key: bool,
     ) -> None:
         self.service = service
         self.members = members
+        self.sequences = sequences
         self.personal_daily_budget_cents = personal_daily_budget_cents
         self.shared_key = shared_key
 
@@ -127,6 +130,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         prompt_suffix: app_commands.Range[str, 1, MAX_SUFFIX_LENGTH] | None = None,
         private: bool | None = None,
         remix: bool | None = None,
+        takes: app_commands.Range[int, 0, MAX_TAKES] | None = None,
     ) -> None:
         """Set your defaults, used where you leave a command's option out (none: remove one).
 
@@ -140,6 +144,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             prompt_suffix: added after your /image and /video prompts (none: remove)
             private: answers only you see; in servers, video cards in your DM
             remix: Vary on a text answer opens a form with its prompt, to change it first
+            takes: how many takes your /video makes at once, 1 to 4 (0: remove)
         """
         given: dict[str, object] = {
             "text_model": text_model,
@@ -159,12 +164,18 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             changes["private"] = private
         if remix is not None:
             changes["remix"] = remix
+        if takes is not None:
+            await self.sequences.set_default_takes(interaction.user.id, takes or None)
         if not changes:
             mine = await self.members.get(interaction.user.id)
-            text = "Nothing changed (give an option to set it).\n" + defaults_text(mine)
+            text = (
+                "Saved.\n" if takes is not None else "Nothing changed (give an option to set it).\n"
+            )
+            text += defaults_text(mine)
         else:
             mine = await self.members.update(interaction.user.id, changes)
             text = "Saved.\n" + defaults_text(mine)
+        text += f" · takes: {await self.sequences.default_takes(interaction.user.id)}"
         await interaction.response.send_message(text, ephemeral=True)
 
     @notify.command(name="dm")
@@ -259,6 +270,7 @@ async def setup(bot: GenBot) -> None:
         SettingsCog(
             services.guild_config,
             services.members,
+            services.sequences,
             personal_daily_budget_cents=services.settings.personal_daily_budget_cents,
             shared_key=services.default_key is not None,
         )

@@ -27,13 +27,17 @@ from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
     MAX_PROMPT_LENGTH,
+    MAX_TAKES,
     MAX_URL_LENGTH,
     MIN_DURATION_SECONDS,
     GenerationService,
     VideoOptions,
     check_attachment,
+    default_duration,
 )
 from bot.services.member_settings import MemberSettingsService
+from bot.services.personal import is_personal
+from bot.services.sequences import SequenceService
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
@@ -44,9 +48,15 @@ MAX_SELECT_OPTIONS = 25
 class VideoCog(commands.Cog):
     """Make videos."""
 
-    def __init__(self, generation: GenerationService, members: MemberSettingsService) -> None:
+    def __init__(
+        self,
+        generation: GenerationService,
+        members: MemberSettingsService,
+        sequences: SequenceService,
+    ) -> None:
         self.generation = generation
         self.members = members
+        self.sequences = sequences
 
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -65,6 +75,7 @@ class VideoCog(commands.Cog):
         image: discord.Attachment | None = None,
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
+        takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -78,6 +89,7 @@ class VideoCog(commands.Cog):
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
             lock_camera: keep the camera still (models that support it)
+            takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -96,7 +108,9 @@ class VideoCog(commands.Cog):
             image_uploaded=image is not None,
         )
         applied = await self.members.apply_member_defaults(who, options)
-        await start_video(interaction, who, applied.options, note=applied.note)
+        if takes is None and not is_personal(who.guild_id):
+            takes = await self.sequences.default_takes(who.user_id)
+        await start_video(interaction, who, applied.options, note=applied.note, takes=takes or 1)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -145,14 +159,6 @@ class VideoCog(commands.Cog):
             for d in durations
             if f"{d:g}".startswith(typed)
         ][:MAX_CHOICES]
-
-
-def default_duration(model: VideoModel) -> float:
-    """Return the seconds ``/video`` uses when none are given (as ``check_video``).
-
-    5 s where the model offers it (spec part 8), else the model's shortest.
-    """
-    return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
 class VideoModal(AdmittedModal, title="Advanced video"):
@@ -276,4 +282,5 @@ def _model_note(price: Decimal | None, model: VideoModel) -> str:
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(VideoCog(bot.services.generation, bot.services.members))
+    services = bot.services
+    await bot.add_cog(VideoCog(services.generation, services.members, services.sequences))

@@ -8,7 +8,7 @@ import importlib.util
 import json
 import logging
 import pkgutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import discord
@@ -29,6 +29,7 @@ from bot.discord.render.admin import (
     missing_key_notice,
     missing_permissions_notice,
 )
+from bot.discord.render.takes import takes_card
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
@@ -145,8 +146,22 @@ def build_announcer(
         tokens=services.response_tokens,
         cards=services.private_cards,
         members=services.members,
+        takes=_takes_lookup(services),
     )
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
+
+
+def _takes_lookup(services: Services) -> Callable[[Job], Awaitable[tuple[Job, ...]]]:
+    """How the announcer finds a take's siblings: every take of its request, as stored now."""
+
+    async def takes_of(job: Job) -> tuple[Job, ...]:
+        ids = await services.sequences.takes_of(job.id)
+        if len(ids) < 2:
+            return ()
+        found = [job if each == job.id else await services.generation.job(each) for each in ids]
+        return tuple(take for take in found if take is not None)
+
+    return takes_of
 
 
 PRIME_CATALOGUE_SECONDS = 10.0
@@ -561,6 +576,30 @@ class GenBot(commands.AutoShardedBot):
         returned: Discord allows autocomplete no deferral, so it must answer now.
         """
         return await self.generation.cached_catalogue(guild_id)
+
+    async def post_takes_placeholder(self, jobs: Sequence[Job]) -> str:
+        """Post the one card of a request's takes and hand every take to the poller.
+
+        As :meth:`post_placeholder`, the card a channel message of the bot's own; each take's
+        job points at it, and each delivery edits it (:mod:`bot.discord.render.takes`).
+
+        Returns:
+            A link to the card, or a sentence saying the results will be posted later.
+        """
+        parts = takes_card(jobs, sandbox=self.services.sandbox)
+        first = jobs[0]
+        channel = self.get_partial_messageable(first.channel_id, guild_id=first.guild_id)
+        try:
+            message = await send_card(channel, parts)
+        except discord.HTTPException as exc:
+            log.warning(
+                "takes of job %s: card not posted (%s); results will be posted", first.id, exc
+            )
+            return posted_later(first.channel_id)
+        for job in jobs:
+            await self.generation.attach_message(job, message.id)
+        self.poller.wake()
+        return message.jump_url
 
     async def post_placeholder(self, job: Job) -> str:
         """Post ``job``'s public placeholder in its channel and hand the job to the poller.

@@ -52,12 +52,14 @@ shows the service's link and the file goes with the completion reply (docs/archi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import io
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,6 +75,7 @@ from bot.discord.render.buttons import dm_buttons, show_buttons
 from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
+from bot.discord.render.takes import takes_card, takes_ready
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
@@ -203,6 +206,41 @@ async def download(http: httpx.AsyncClient, url: str, limit: int) -> bytes:
             return data.getvalue()
 
 
+async def download_to(http: httpx.AsyncClient, url: str, path: Path, limit: int) -> int:
+    """Stream ``url`` into the file ``path``, refusing more than ``limit`` bytes.
+
+    For work on a whole clip (its last frame, a join): the file is written chunk by chunk, so
+    memory stays flat whatever its size.
+
+    Returns:
+        The bytes written.
+
+    Raises:
+        TooLarge: the declared or streamed size exceeds ``limit`` (``path`` is removed).
+        httpx.HTTPError: the download failed (status, network, time-out).
+        TimeoutError: it took longer than :data:`DOWNLOAD_DEADLINE`.
+    """
+    written = 0
+    try:
+        async with asyncio.timeout(DOWNLOAD_DEADLINE):
+            async with http.stream("GET", url, timeout=DOWNLOAD_TIMEOUT) as response:
+                response.raise_for_status()
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit:
+                    raise TooLarge(int(declared))
+                with path.open("wb") as out:
+                    async for chunk in response.aiter_bytes():
+                        written += len(chunk)
+                        if written > limit:
+                            raise TooLarge(None)
+                        out.write(chunk)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a partial file is never used
+        raise
+    return written
+
+
 def classify(exc: Exception) -> Attempt | None:
     """How a failed Discord request counts for delivery; None for an unexpected exception.
 
@@ -281,6 +319,9 @@ class DiscordAnnouncer:
             channel.
         members: members' settings (who turned DM notices on), for the DM of a personal result
             whose card's token died; None: only jobs asked in the bot's DM get one.
+        takes: finds a job's sibling takes (every take of its request, as stored now; empty
+            for a job asked alone): the takes of a request share one channel card
+            (:mod:`bot.discord.render.takes`); None: every job has its own.
     """
 
     def __init__(
@@ -295,9 +336,14 @@ class DiscordAnnouncer:
         tokens: ResponseTokens | None = None,
         cards: PrivateCards | None = None,
         members: MemberSettingsReader | None = None,
+        takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
     ) -> None:
         self._client = client
         self._members = members
+        self._takes = takes
+        # One edit of a takes card at a time per request, each rendered from the latest
+        # state, so a slower edit never puts back an older state of the takes.
+        self._take_locks: dict[int, asyncio.Lock] = {}
         self._tokens = tokens
         self._cards = cards
         self._schedule = schedule
@@ -336,11 +382,46 @@ class DiscordAnnouncer:
         """
         if job.message_id is None:
             return
+        group = await self._siblings(job)
+        if group:
+            async with self._take_lock(group):
+                group = await self._siblings(job)
+                await self._edit_quietly(job, takes_card(group, sandbox=self._sandbox))
+            return
         ready_at = None
         if self._schedule is not None:
             ready_at = await self._schedule.estimated_finish(job, now=now)
         parts = job_placeholder(job, now=now, sandbox=self._sandbox, ready_at=ready_at)
         await self._edit_quietly(job, parts)
+
+    async def _siblings(self, job: Job) -> tuple[Job, ...]:
+        """The takes sharing ``job``'s channel card (itself included); empty for none.
+
+        Only a server job's public channel card is shared: a personal or private take has
+        its own card.
+        """
+        if self._takes is None or is_personal(job.guild_id) or not job.details.get("take"):
+            return ()  # a job asked alone (no "take" in its details) costs no lookup
+        try:
+            if await self._private(job) is not None:
+                return ()
+            group = await self._takes(job)
+        except Exception as exc:
+            log.info("the takes of job %s were not read (%s)", job.id, type(exc).__name__)
+            return ()
+        # A take not attached yet (its card being posted) is on its way to the same card.
+        shared = all(t.message_id in (None, job.message_id) for t in group)
+        return group if len(group) > 1 and shared else ()
+
+    def _take_lock(self, group: tuple[Job, ...]) -> asyncio.Lock:
+        lock = self._take_locks.get(group[0].id)
+        if lock is None:
+            if len(self._take_locks) > 1024:  # idle locks of finished takes
+                for key, old in list(self._take_locks.items()):
+                    if not old.locked():
+                        del self._take_locks[key]
+            lock = self._take_locks[group[0].id] = asyncio.Lock()
+        return lock
 
     async def _response(self, job: Job) -> tuple[_ResponseMessage, int] | None:
         """The personal job's card as an editable response and its upload limit, bytes.
@@ -563,6 +644,13 @@ class DiscordAnnouncer:
             note = f"Attached as `{files[0][0]}`; the service's link may stop working."
         return tuple(files), note
 
+    async def download_file(self, url: str, path: Path, limit: int) -> int:
+        """Stream an output into ``path`` under the download rule (:func:`download_to`)."""
+        if self._http is not None:
+            return await download_to(self._http, url, path, limit)
+        async with output_client(None) as http:
+            return await download_to(http, url, path, limit)
+
     async def _download(self, url: str, limit: int) -> bytes:
         if self._http is not None:
             return await download(self._http, url, limit)
@@ -583,6 +671,10 @@ class DiscordAnnouncer:
             return await self._deliver_personal(job, route, renew)
         card = await self._private(job)
         placeholder = self._message(job)
+        shared = route is DeliveryRoute.PLACEHOLDER and card is None and placeholder is not None
+        if shared and (group := await self._siblings(job)) and self._unreachable(job) is None:
+            assert placeholder is not None
+            return await self._deliver_take(job, group, placeholder, renew)
         if card is not None and route is DeliveryRoute.PLACEHOLDER:
             if card.place is CardPlace.RESPONSE:
                 return await self._deliver_response(job, renew)
@@ -628,6 +720,73 @@ class DiscordAnnouncer:
                 ):
                     self._note_failure(job, exc)
                 return outcome
+
+    async def _deliver_take(
+        self,
+        job: Job,
+        group: tuple[Job, ...],
+        placeholder: discord.PartialMessage,
+        renew: Renew | None = None,
+    ) -> Attempt:
+        """Show a finished take on its request's shared card, as every take stands now.
+
+        Until the last take finishes the card shows the service's links. The delivery of the
+        last one attaches every take's result that fits the server's upload limit (one
+        download each, held within the deliveries' :class:`ByteBudget`), so the results
+        outlive the service's links, and pings the requester: the only ping of the takes.
+        """
+        self._replied.add(job.id)  # notify pings nobody for a take
+        try:
+            async with self._take_lock(group):
+                group = tuple(job if t.id == job.id else t for t in await self._siblings(job))
+                if not group:
+                    return Attempt(
+                        shown=False, permanent=True, error="takes unreadable", code="takes"
+                    )
+                if any(t.status is JobStatus.PENDING for t in group):
+                    parts = takes_card(group, sandbox=self._sandbox)
+                    await self._edit_card(placeholder, parts, parts)
+                    return SHOWN
+                limit = await self.upload_limit(job.guild_id)
+                done = [t for t in group if t.status is JobStatus.COMPLETED and t.outputs]
+                async with self.memory.hold(limit if done else 0, renew) as held:
+                    files: list[tuple[str, bytes]] = []
+                    attached: dict[int, str] = {}
+                    for take in done:
+                        room = limit - sum(len(data) for _, data in files)
+                        got, _ = await self.attachments(take, room, renew)
+                        if got:
+                            files.append(got[0])
+                            attached[take.id] = got[0][0]
+                    held.shrink(sum(len(data) for _, data in files))
+                    plain = takes_card(group, sandbox=self._sandbox)
+                    parts = dataclasses.replace(
+                        takes_card(group, sandbox=self._sandbox, attached=attached),
+                        files=tuple(files),
+                    )
+                    try:
+                        for_reply = await self._edit_card(placeholder, parts, plain)
+                    except discord.HTTPException as exc:
+                        if not files or not _too_large(exc):
+                            raise
+                        await self._edit_card(placeholder, plain, plain)
+                        for_reply = ()
+                    await placeholder.channel.send(
+                        content=takes_ready(group),
+                        files=[discord.File(io.BytesIO(data), name) for name, data in for_reply],
+                        allowed_mentions=ping_only(job.user_id),
+                        reference=placeholder.to_reference(fail_if_not_exists=False),
+                        mention_author=False,
+                        nonce=delivery_nonce(job, DeliveryRoute.PLACEHOLDER),
+                    )
+        except Exception as exc:
+            self._replied.discard(job.id)
+            outcome = classify(exc)
+            if outcome is None:
+                raise
+            self._note_failure(job, exc)
+            return outcome
+        return SHOWN
 
     async def show_card(
         self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]

@@ -33,10 +33,11 @@ from bot.discord.render import image_result, job_placeholder, posted_later, text
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
-from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral
+from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
+    MAX_TAKES,
     ImageOptions,
     Requester,
     TextOptions,
@@ -244,7 +245,12 @@ async def _public_card(interaction: Interaction, job: Job, what: str, note: str 
 
 
 async def start_video(
-    interaction: Interaction, who: Requester, options: VideoOptions, *, note: str | None = None
+    interaction: Interaction,
+    who: Requester,
+    options: VideoOptions,
+    *,
+    note: str | None = None,
+    takes: int = 1,
 ) -> None:
     """Submit a video, or first ask to confirm its price above the server's threshold.
 
@@ -256,20 +262,29 @@ async def start_video(
         who: the requester.
         options: the video's options.
         note: said with the answer (a member's default left out).
+        takes: how many takes (1 to 4): priced, confirmed and held for all of them.
 
     Raises:
         ValidationFailed: among the checks (channel, options).
     """
     bot = interaction.client
-    price = await video_price(bot, who, options)
+    if not 1 <= takes <= MAX_TAKES:
+        raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+    if takes > 1 and is_personal(who.guild_id):
+        # A personal card is the interaction's one response: it holds one take.
+        raise ValidationFailed("Several takes work in servers only; ask for one here.")
+    each = await video_price(bot, who, options)
+    price = None if each is None else each * takes
     threshold = await bot.guild_config.confirm_above(who.guild_id)
     if threshold is not None and needs_confirmation(price, threshold):
-        confirm = ConfirmVideo(who, options, note=note)
+        confirm = ConfirmVideo(who, options, note=note, takes=takes)
         view = choice_view(bot.choices.open(confirm, CONFIRM_SECONDS), confirm.buttons(price))
         text = confirm_text(price, threshold)
+        if takes > 1:
+            text = f"{takes} takes · " + text
         await interaction.edit_original_response(content=_noted(text, note), view=view)
         return
-    await submit_video(interaction, who, options, note=note)
+    await submit_video(interaction, who, options, note=note, takes=takes)
 
 
 def _noted(text: str, note: str | None) -> str:
@@ -292,7 +307,12 @@ async def send_note(interaction: Interaction, note: str | None) -> None:
 
 
 async def submit_video(
-    interaction: Interaction, who: Requester, options: VideoOptions, *, note: str | None = None
+    interaction: Interaction,
+    who: Requester,
+    options: VideoOptions,
+    *,
+    note: str | None = None,
+    takes: int = 1,
 ) -> None:
     """Submit the video, post its card, say where; then store its request for the buttons.
 
@@ -302,6 +322,9 @@ async def submit_video(
     bot = interaction.client
     # Read before the paid call: nothing after the charge may fail the request.
     private = not is_personal(who.guild_id) and await private_results(bot, who.user_id)
+    if takes > 1:
+        await _submit_takes(interaction, who, options, note=note, takes=takes, private=private)
+        return
     async with queue_status(interaction, who.user_id, who.guild_id):
         job = await bot.generation.video(who, options)
     charged(interaction)
@@ -312,6 +335,79 @@ async def submit_video(
     else:
         await _public_card(interaction, job, "video", note)
     await remember(bot, "video", who, stored_options(options), job_id=job.id)
+    await record_clip(bot, who, options, job)
+
+
+async def _submit_takes(
+    interaction: Interaction,
+    who: Requester,
+    options: VideoOptions,
+    *,
+    note: str | None,
+    takes: int,
+    private: bool,
+) -> None:
+    """Submit ``takes`` takes of one video (each its own job and ledger row), one card.
+
+    Held together before the first is sent (``generation.video_takes``). The takes share one
+    channel card (:mod:`bot.discord.render.takes`); a personal or private request shows each
+    take on its own card. A take the service did not make is said in a note: the others are
+    paid for and coming, so nothing is reported as failed.
+    """
+    bot = interaction.client
+    async with queue_status(interaction, who.user_id, who.guild_id):
+        outcome = await bot.generation.video_takes(who, options, takes)
+    charged(interaction)
+    jobs = list(outcome.jobs)
+    try:
+        await bot.services.sequences.record_takes([job.id for job in jobs])
+        grouped = len(jobs) > 1
+    except Exception as exc:
+        log.error("takes of job %s were not grouped (%s); each gets its card", jobs[0].id, exc)
+        grouped = False
+    for job in jobs:
+        await remember(bot, "video", who, stored_options(options), job_id=job.id)
+    shared = grouped and not private and not is_personal(who.guild_id)
+    if shared:
+        try:
+            link = await bot.post_takes_placeholder(jobs)
+        except Exception as exc:
+            log.error("takes of job %s: card not posted (%s)", jobs[0].id, exc)
+            link = posted_later(who.channel_id)
+        text = f"Your {len(jobs)} takes are on their way: {link}. You will be pinged when ready."
+        await tell(interaction, content=_noted(text, note), view=None)
+    else:
+        for index, job in enumerate(jobs):
+            if is_personal(who.guild_id) and index == 0:
+                await show_personal_card(interaction, job)
+            elif private:
+                await show_private_card(interaction, job, "video", note=note)
+            else:
+                await _public_card(interaction, job, "video", note)
+    if outcome.error is not None:
+        missing = takes - len(jobs)
+        await send_note(
+            interaction,
+            f"{missing} of the {takes} takes could not be made (nothing was charged for them "
+            f"unless the service says so in `/usage`): {sentence_for(outcome.error)}",
+        )
+
+
+async def record_clip(bot: GenBot, who: Requester, options: VideoOptions, job: Job) -> None:
+    """Store a paid continuation in its sequence; never raises (the clip is paid for)."""
+    if options.continues is None:
+        return
+    try:
+        previous = await bot.generation.job(options.continues)
+        starter = who.user_id if previous is None else previous.user_id
+        await bot.services.sequences.add_clip(
+            previous_job_id=options.continues,
+            job_id=job.id,
+            guild_id=who.guild_id,
+            starter_id=starter,
+        )
+    except Exception as exc:
+        log.error("job %s: its place in a sequence was not stored (%s)", job.id, exc)
 
 
 def charged(interaction: Interaction) -> None:
@@ -375,41 +471,87 @@ async def tell(interaction: Interaction, **edit: Any) -> None:
         log.warning("a note about a paid job was not shown (%s)", exc)
 
 
-async def start_image(interaction: Interaction, who: Requester, options: ImageOptions) -> None:
+async def start_image(
+    interaction: Interaction, who: Requester, options: ImageOptions, *, takes: int = 1
+) -> None:
     """Generate an image; ``interaction`` must be deferred (``PUBLIC_DEFER`` set).
 
     A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
     one gets a card in the channel and a link here (a personal one: its card is this
     response; a private one, deferred ephemerally with ``PUBLIC_DEFER`` False: in the member's
     DM, :func:`show_private_card`).
+
+    Several ``takes`` (1 to 4) are held together before the first is sent
+    (``generation.image_takes``), each its own ledger row: synchronous results are shown one
+    after another (the response, then followups), each with its buttons; asynchronous ones
+    share one channel card (:mod:`bot.discord.render.takes`) where public.
+
+    Raises:
+        ValidationFailed: among the checks (takes out of range, several in a personal
+            context), before anything is sent.
     """
     bot = interaction.client
+    if not 1 <= takes <= MAX_TAKES:
+        raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+    if takes > 1 and is_personal(who.guild_id):
+        raise ValidationFailed("Several takes work in servers only; ask for one here.")
     payer = await bot.generation.paid_by(who)
     async with queue_status(interaction, who.user_id, who.guild_id):
-        outcome = await bot.generation.image(who, options)
+        outcomes, error = await bot.generation.image_takes(who, options, takes)
     charged(interaction)
-    if outcome.job is not None:
-        if is_personal(who.guild_id):
-            await show_personal_card(interaction, outcome.job)
-        elif interaction.extras.get(PUBLIC_DEFER) is False:
-            await show_private_card(interaction, outcome.job, "image")
-        else:
-            await _public_card(interaction, outcome.job, "image", None)
-        await remember(bot, "image", who, stored_options(options), job_id=outcome.job.id)
-        return
-    assert outcome.result is not None
-    saved = dataclasses.replace(options, model=outcome.model)
-    ref = await remember(bot, "image", who, stored_options(saved), outputs=outcome.result.outputs)
-    parts = image_result(
-        outcome.result,
-        prompt=options.prompt,
-        model=outcome.model,
-        requester_id=who.user_id,
-        sandbox=bot.services.sandbox,
-        ref=None if ref is None else f"r{ref}",
-        paid_by=payer,
-    )
-    await show_paid(interaction, who, [parts])
+    jobs = [outcome.job for outcome in outcomes if outcome.job is not None]
+    public = interaction.extras.get(PUBLIC_DEFER) is not False and not is_personal(who.guild_id)
+    grouped = False
+    if len(jobs) > 1 and public:
+        try:
+            await bot.services.sequences.record_takes([job.id for job in jobs])
+            grouped = True
+        except Exception as exc:
+            log.error("takes of job %s were not grouped (%s)", jobs[0].id, exc)
+    for job in jobs:
+        await remember(bot, "image", who, stored_options(options), job_id=job.id)
+    if grouped:
+        try:
+            link = await bot.post_takes_placeholder(jobs)
+        except Exception as exc:
+            log.error("takes of job %s: card not posted (%s)", jobs[0].id, exc)
+            link = posted_later(who.channel_id)
+        await tell(interaction, content=f"Your {len(jobs)} takes are on their way: {link}.")
+    else:
+        for job in jobs:
+            if is_personal(who.guild_id):
+                await show_personal_card(interaction, job)
+            elif interaction.extras.get(PUBLIC_DEFER) is False:
+                await show_private_card(interaction, job, "image")
+            else:
+                await _public_card(interaction, job, "image", None)
+    shown = []
+    for outcome in outcomes:
+        if outcome.result is None:
+            continue
+        saved = dataclasses.replace(options, model=outcome.model)
+        ref = await remember(
+            bot, "image", who, stored_options(saved), outputs=outcome.result.outputs
+        )
+        shown.append(
+            image_result(
+                outcome.result,
+                prompt=options.prompt,
+                model=outcome.model,
+                requester_id=who.user_id,
+                sandbox=bot.services.sandbox,
+                ref=None if ref is None else f"r{ref}",
+                paid_by=payer,
+            )
+        )
+    if shown:
+        await show_paid(interaction, who, shown)
+    if error is not None:
+        await send_note(
+            interaction,
+            f"{takes - len(outcomes)} of the {takes} takes could not be made: "
+            f"{sentence_for(error)}",
+        )
 
 
 async def edit_response(interaction: Interaction, parts: MessageParts) -> discord.Message:
@@ -702,10 +844,12 @@ class ConfirmVideo:
         options: VideoOptions,
         *,
         note: str | None = None,
+        takes: int = 1,
     ) -> None:
         self.who = who
         self.options = options
         self.note = note
+        self.takes = takes
         self._chosen: str | None = None
 
     @property
@@ -733,7 +877,9 @@ class ConfirmVideo:
         self._chosen = option
         if option == self.GENERATE:
             await interaction.response.defer()
-            await submit_video(interaction, self.who, self.options, note=self.note)
+            await submit_video(
+                interaction, self.who, self.options, note=self.note, takes=self.takes
+            )
         else:
             await interaction.response.edit_message(
                 content="Cancelled; nothing was charged.", view=None

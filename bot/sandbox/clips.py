@@ -28,31 +28,39 @@ SECONDS: Final = 1.0
 _LEVELS: Final = 8
 """Steps per channel of the seed's colour: 8 levels of red and green tell 64 clips apart."""
 
-_FRAME_STEP: Final = 6
-"""Blue levels per frame index: far apart enough for H.264's rounding (a few levels)."""
+FRAME_CYCLE: Final = 24
+"""Frame indexes a colour tells apart: :func:`identify` reads the index modulo this."""
+
+SEED_CYCLE: Final = 64
+"""Clips a colour tells apart: :func:`identify` reads the seed modulo this."""
+
+_FRAME_STEP: Final = 10
+"""Blue levels per frame index: twice the largest error H.264 at this quality was seen to make
+on a flat frame (about 4 levels), so a decoded frame is never read as its neighbour."""
 
 
 def frame_colour(seed: int, index: int) -> tuple[int, int, int]:
     """The RGB colour of frame ``index`` of the clip made with ``seed``.
 
-    Red and green encode ``seed`` (mod 64), blue the frame's index (mod 40), each a whole step
-    apart so that a decoded frame is told apart within H.264's error.
+    Red and green encode ``seed`` (mod :data:`SEED_CYCLE`), blue the frame's index (mod
+    :data:`FRAME_CYCLE`), each a whole step apart so that a decoded frame is told apart within
+    H.264's error.
     """
     step = 256 // _LEVELS
     red = step * (seed % _LEVELS) + step // 2
     green = step * ((seed // _LEVELS) % _LEVELS) + step // 2
-    blue = 10 + _FRAME_STEP * (index % 40)
+    blue = 10 + _FRAME_STEP * (index % FRAME_CYCLE)
     return red, green, blue
 
 
 def identify(rgb: tuple[float, float, float]) -> tuple[int, int]:
-    """The ``(seed mod 64, frame index mod 40)`` whose :func:`frame_colour` is nearest ``rgb``."""
+    """The ``(seed mod SEED_CYCLE, index mod FRAME_CYCLE)`` whose colour is nearest ``rgb``."""
     step = 256 // _LEVELS
     red, green, blue = rgb
     seed = round((red - step // 2) / step) % _LEVELS + _LEVELS * (
         round((green - step // 2) / step) % _LEVELS
     )
-    return seed, round((blue - 10) / _FRAME_STEP) % 40
+    return seed, round((blue - 10) / _FRAME_STEP) % FRAME_CYCLE
 
 
 def seed_of(task_id: str) -> int:
@@ -70,10 +78,18 @@ CLIPS_KEPT: Final = 256
 """Clips :func:`clip_of_task` keeps made (a few kilobytes each)."""
 
 
+SHAPES: Final = {"16:9": (WIDTH, HEIGHT), "9:16": (HEIGHT, WIDTH), "1:1": (HEIGHT, HEIGHT)}
+"""Width and height of a clip by its request's ``aspect_ratio`` (16:9 when none or other)."""
+
+
 @functools.lru_cache(maxsize=CLIPS_KEPT)
-def clip_of_task(task_id: str) -> bytes:
-    """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`."""
-    return make_clip(seed_of(task_id))
+def clip_of_task(task_id: str, aspect_ratio: str | None = None) -> bytes:
+    """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`.
+
+    Shaped as the request asked (:data:`SHAPES`), so clips of different sizes can be had.
+    """
+    width, height = SHAPES.get(aspect_ratio or "", (WIDTH, HEIGHT))
+    return make_clip(seed_of(task_id), width=width, height=height)
 
 
 def make_clip(

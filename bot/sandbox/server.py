@@ -321,7 +321,8 @@ class GenApiEmulator(EmulatedService):
             return web.Response(status=404, text="Not found")
         content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
         if name.endswith(".mp4"):
-            data = clips.clip_of_task(task.task_id)
+            shape = task.request.get("aspect_ratio")
+            data = clips.clip_of_task(task.task_id, shape if isinstance(shape, str) else None)
         if self.file_size is not None and self.file_size > len(data):
             # Trailing zeros: a valid header followed by padding, as large as a test needs.
             data = files.padded(data, self.file_size)

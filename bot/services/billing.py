@@ -435,6 +435,34 @@ class Billing:
         key_fingerprint: str | None = None,
         tokens: TextTokens | None = None,
     ) -> Reservation:
+        """Check and hold one request (:meth:`reserve_many` of one); see it for the rules."""
+        (reservation,) = await self.reserve_many(
+            guild_id=guild_id,
+            user_id=user_id,
+            kind=kind,
+            model=model,
+            cost_cents=cost_cents,
+            role_ids=role_ids,
+            cooldown_exempt=cooldown_exempt,
+            key_fingerprint=key_fingerprint,
+            tokens=tokens,
+        )
+        return reservation
+
+    async def reserve_many(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int | None,
+        role_ids: Collection[int] = (),
+        cooldown_exempt: bool = False,
+        key_fingerprint: str | None = None,
+        tokens: TextTokens | None = None,
+        count: int = 1,
+    ) -> list[Reservation]:
         """Check the policy, budgets and caps and hold the request's cost, atomically.
 
         The member's policy is the most generous of their role tiers per limit, or
@@ -458,9 +486,12 @@ class Billing:
                 reservation lives. None: unknown.
             tokens: (text) the most tokens the call may be charged for, prompt and answer
                 apart (:func:`text_tokens_bound`); None for other kinds.
+            count: requests held together (takes): the budgets must have room for all of
+                them and the video caps for as many more pending videos; one use of the
+                command (cooldown), taken back only with the first reservation.
 
         Returns:
-            The reservation, to :meth:`settle` or :meth:`release`.
+            ``count`` reservations, each to :meth:`settle` or :meth:`release`.
 
         Raises:
             ConcurrencyLimitReached: (videos) the user's or the guild's pending videos, counting
@@ -488,28 +519,32 @@ class Billing:
             )
             if kind is Kind.VIDEO:
                 caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
-                await self._check_video_caps(tx, caps, guild_id, user_id, now)
-            needed = (
+                await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
+            each = (
                 Decimal(cost_cents)
                 if cost_cents is not None
                 else await self._hold(tx, kind, model, tokens, key_fingerprint)
             )
+            needed = each * count
             await _check_guild_budget(tx, limits, guild_id, needed, now)
             await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
             if is_personal(guild_id) and settings.api_key_ciphertext is None:
                 await self._check_personal_total(tx, key_fingerprint, needed, now)
             if seconds is not None:
                 await tx.policy.record_use(guild_id, user_id, kind, now)
-            reservation = await tx.ledger.add_reservation(
-                guild_id=guild_id,
-                user_id=user_id,
-                kind=kind,
-                model=model,
-                amount_cents=needed,
-                created_at=now,
-                expires_at=now + self._ttl,
-                key_fingerprint=key_fingerprint,
-            )
+            reservations = [
+                await tx.ledger.add_reservation(
+                    guild_id=guild_id,
+                    user_id=user_id,
+                    kind=kind,
+                    model=model,
+                    amount_cents=each,
+                    created_at=now,
+                    expires_at=now + self._ttl,
+                    key_fingerprint=key_fingerprint,
+                )
+                for _ in range(count)
+            ]
         self._count("reserved", kind, needed)
         # A reservation neither settled nor released (a call that may have been charged) is
         # forgotten one TTL after it expired: no call of ours outlives that.
@@ -517,10 +552,11 @@ class Billing:
         for rid in stale:
             del self._tiers[rid]
             self._uses.pop(rid, None)
-        self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
+        for reservation in reservations:
+            self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
         if seconds is not None:
-            self._uses[reservation.id] = (now, last)
-        return reservation
+            self._uses[reservations[0].id] = (now, last)
+        return reservations
 
     async def _check_personal_total(
         self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
@@ -594,7 +630,7 @@ class Billing:
 
     @staticmethod
     async def _check_video_caps(
-        tx: Repositories, limits: Limits, guild_id: int, user_id: int, now: float
+        tx: Repositories, limits: Limits, guild_id: int, user_id: int, now: float, count: int = 1
     ) -> None:
         # A reserved video is one being submitted right now: it counts as pending, or two
         # concurrent requests could both pass a cap that has room for one. A job the poller
@@ -602,12 +638,12 @@ class Billing:
         user_pending = await tx.jobs.pending_videos(
             guild_id, user_id=user_id
         ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
-        if user_pending >= limits.max_pending_videos_per_user:
+        if user_pending + count > limits.max_pending_videos_per_user:
             raise ConcurrencyLimitReached("user", limits.max_pending_videos_per_user)
         guild_pending = await tx.jobs.pending_videos(
             guild_id
         ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO)
-        if guild_pending >= limits.max_pending_videos_per_guild:
+        if guild_pending + count > limits.max_pending_videos_per_guild:
             raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
 
     async def settle(

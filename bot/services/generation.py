@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
@@ -165,6 +165,11 @@ class VideoOptions:
     (:meth:`bot.services.member_settings.MemberSettingsService.apply_member_defaults`).
     ``image_uploaded``: ``image_url`` is a Discord attachment's (already checked by
     :func:`check_attachment`), not a URL the member typed.
+
+    A continued clip (Continue: ``image_url`` is the previous clip's last frame) names it:
+    ``continues`` (its job id), ``clip`` (this clip's number in the sequence) and
+    ``continues_link`` (the previous card's jump link, if it has one); shown on the card,
+    never sent to the service.
     """
 
     prompt: str
@@ -175,6 +180,27 @@ class VideoOptions:
     generate_audio: bool | None = None
     lock_camera: bool | None = None
     image_uploaded: bool = False
+    continues: int | None = None
+    clip: int | None = None
+    continues_link: str | None = None
+
+
+MAX_TAKES: Final = 4
+"""Takes one request may ask for (``takes``: 1 to 4)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakesOutcome:
+    """The takes of one request that were made, and what stopped the others.
+
+    Attributes:
+        jobs: the takes' jobs, paid and stored, in order (at least one).
+        error: why the next take was not made (the service refused it, or it may have been
+            charged without an answer); None when every take was made.
+    """
+
+    jobs: tuple[Job, ...]
+    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +373,14 @@ def check_attachment(content_type: str | None, size: int) -> None:
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
+
+
+def default_duration(model: VideoModel) -> float:
+    """Return the seconds ``/video`` uses when none are given (as ``check_video``).
+
+    5 s where the model offers it (spec part 8), else the model's shortest.
+    """
+    return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
 def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel, VideoRequest]:
@@ -589,22 +623,41 @@ class GenerationService:
         in flight. An admin may have replaced the key since it was chosen: then
         the reservation is released and the key chosen again, before anything is sent.
         """
+        reservations, key = await self._reserve_many(who, kind, model, cost_cents, key, tokens)
+        return reservations[0], key
+
+    async def _reserve_many(
+        self,
+        who: Requester,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | None,
+        key: ResolvedKey,
+        tokens: TextTokens | None = None,
+        count: int = 1,
+    ) -> tuple[list[Reservation], ResolvedKey]:
+        """:meth:`_reserve` for ``count`` requests held together (takes), all or none."""
         for _ in range(KEY_CHANGE_RETRIES):
-            reservation = await self._billing.reserve(
-                guild_id=who.guild_id,
-                user_id=who.user_id,
-                kind=kind,
-                model=model,
-                cost_cents=cost_cents,
-                role_ids=who.role_ids,
+            asked: dict[str, Any] = {
+                "guild_id": who.guild_id,
+                "user_id": who.user_id,
+                "kind": kind,
+                "model": model,
+                "cost_cents": cost_cents,
+                "role_ids": who.role_ids,
                 # A released attempt took its cooldown use back, so each attempt is checked.
-                cooldown_exempt=who.manage_guild,
-                key_fingerprint=key.fingerprint,
-                tokens=tokens,
-            )
+                "cooldown_exempt": who.manage_guild,
+                "key_fingerprint": key.fingerprint,
+                "tokens": tokens,
+            }
+            if count == 1:
+                reservations = [await self._billing.reserve(**asked)]
+            else:
+                reservations = await self._billing.reserve_many(**asked, count=count)
             if await self._keys.still_held(who.guild_id, key):
-                return reservation, key
-            await self._billing.release(reservation)
+                return reservations, key
+            for reservation in reservations:
+                await self._billing.release(reservation)
             log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
             key = await self._keys.resolve(who.guild_id)
         personal = is_personal(who.guild_id)
@@ -793,6 +846,28 @@ class GenerationService:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
             GenAPIError: the call failed.
         """
+        outcomes, _ = await self.image_takes(who, options, 1)
+        return outcomes[0]
+
+    async def image_takes(
+        self, who: Requester, options: ImageOptions, takes: int
+    ) -> tuple[list[ImageOutcome], Exception | None]:
+        """Generate ``takes`` images of the same request (takes), each its own charge.
+
+        As :meth:`video_takes`: every take is checked and held together before the first is
+        sent (the hold of each is the model's learned bound), then they are sent one after
+        another, each settled before the next; a take that fails stops the rest, whose holds
+        are given back.
+
+        Returns:
+            The outcomes made (at least one), and the error that stopped the others, if any.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
+            GenAPIError: the first take's call failed (nothing else was sent).
+        """
+        if not 1 <= takes <= MAX_TAKES:
+            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
@@ -806,33 +881,48 @@ class GenerationService:
         request = check_image(catalogue, options)
         typed = None if options.image_uploaded else options.image_url
         await check_typed_names([typed, *options.image_urls], self._resolve_host)
-        reservation, key = await self._reserve(who, Kind.IMAGE, request.model, None, key)
+        reservations, key = await self._reserve_many(
+            who, Kind.IMAGE, request.model, None, key, count=takes
+        )
         # Read before the call: nothing but the settlement comes between the answer and the
         # ledger (an asynchronous model's first poll needs it).
         first_poll = await self._first_poll_delay(request.model, Kind.IMAGE)
-        result = await self._charged(
-            reservation, settings, self._client.generate_image(key.key, request)
-        )
-        charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
-        if isinstance(result, ImageResult):
-            await self._billing.settle(reservation, charge)
-            await self._key_works(settings)
-            return ImageOutcome(request.model, result=result)
-        details = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
-        job = await self._settle_job(
-            reservation,
-            who,
-            key,
-            Kind.IMAGE,
-            request.model,
-            request.prompt,
-            details,
-            charge,
-            result,
-            first_poll,
-        )
+        outcomes: list[ImageOutcome] = []
+        for index, reservation in enumerate(reservations):
+            try:
+                result = await self._charged(
+                    reservation, settings, self._client.generate_image(key.key, request)
+                )
+            except Exception as exc:
+                for unsent in reservations[index + 1 :]:
+                    await self._billing.release(unsent)
+                if not outcomes:
+                    raise
+                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
+                return outcomes, exc
+            charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+            if isinstance(result, ImageResult):
+                await self._billing.settle(reservation, charge)
+                outcomes.append(ImageOutcome(request.model, result=result))
+                continue
+            details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
+            if takes > 1:
+                details["take"] = index + 1
+            job = await self._settle_job(
+                reservation,
+                who,
+                key,
+                Kind.IMAGE,
+                request.model,
+                request.prompt,
+                details,
+                charge,
+                result,
+                first_poll,
+            )
+            outcomes.append(ImageOutcome(request.model, job=job))
         await self._key_works(settings)
-        return ImageOutcome(request.model, job=job)
+        return outcomes, None
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
         """Submit a video (spec 4.2) and store its job; the charge is in the ledger on return.
@@ -845,6 +935,33 @@ class GenerationService:
                 before any call.
             GenAPIError: the call failed.
         """
+        outcome = await self.video_takes(who, options, 1)
+        return outcome.jobs[0]
+
+    async def video_takes(self, who: Requester, options: VideoOptions, takes: int) -> TakesOutcome:
+        """Submit ``takes`` videos of the same request (takes), each its own job and charge.
+
+        All of them are checked and held together before the first is sent (the budgets must
+        have room for every take, the pending-video caps for as many more), so a refusal costs
+        nothing. They are then sent one after another, each settled into its ledger row and
+        job before the next; a take that fails stops the rest, whose holds are given back
+        (one that may have been charged keeps its hold, as any request).
+
+        Args:
+            who: the requester.
+            options: the request, the same for every take.
+            takes: 1 to :data:`MAX_TAKES`.
+
+        Returns:
+            The jobs made (at least one), and the error that stopped the others, if any.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, ConcurrencyLimitReached:
+                before any call.
+            GenAPIError: the first take's call failed (nothing else was sent).
+        """
+        if not 1 <= takes <= MAX_TAKES:
+            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
@@ -852,38 +969,55 @@ class GenerationService:
         assert request.duration is not None  # check_video always sets it
         typed = None if options.image_uploaded else options.image_url
         await check_typed_names([typed], self._resolve_host)
-        reservation, key = await self._reserve(
+        reservations, key = await self._reserve_many(
             who,
             Kind.VIDEO,
             model.id,
             self._billing.video_hold(model.cost_cents_per_5s, request.duration),
             key,
+            count=takes,
         )
         first_poll = await self._first_poll_delay(model.id, Kind.VIDEO)
-        task = await self._charged(
-            reservation, settings, self._client.generate_video(key.key, request)
-        )
-        charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
-        details = {
+        details: dict[str, Any] = {
             "duration": request.duration,
             "aspect_ratio": request.aspect_ratio or "16:9",
             "generate_audio": bool(request.generate_audio),
             "lock_camera": bool(request.lock_camera),
         }
-        job = await self._settle_job(
-            reservation,
-            who,
-            key,
-            Kind.VIDEO,
-            model.id,
-            request.prompt,
-            details,
-            charge,
-            task,
-            first_poll,
-        )
+        if options.continues is not None:
+            details["continues"] = options.continues
+            details["clip"] = options.clip
+            details["continues_link"] = options.continues_link
+        jobs: list[Job] = []
+        for index, reservation in enumerate(reservations):
+            try:
+                task = await self._charged(
+                    reservation, settings, self._client.generate_video(key.key, request)
+                )
+            except Exception as exc:
+                for unsent in reservations[index + 1 :]:
+                    await self._billing.release(unsent)
+                if not jobs:
+                    raise
+                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
+                return TakesOutcome(tuple(jobs), exc)
+            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+            take_details = details if takes == 1 else {**details, "take": index + 1}
+            job = await self._settle_job(
+                reservation,
+                who,
+                key,
+                Kind.VIDEO,
+                model.id,
+                request.prompt,
+                take_details,
+                charge,
+                task,
+                first_poll,
+            )
+            jobs.append(job)
         await self._key_works(settings)
-        return job
+        return TakesOutcome(tuple(jobs))
 
     async def attach_message(self, job: Job, message_id: int) -> None:
         """Record the placeholder message that the poller will edit when ``job`` finishes.

@@ -414,6 +414,57 @@ result_requests = Table(
 )
 
 
+sequence_settings = Table(
+    "sequence_settings",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("max_clips", Integer, nullable=False),
+)
+
+
+sequences = Table(
+    "sequences",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("created_at", Double, nullable=False),
+)
+
+
+sequence_clips = Table(
+    "sequence_clips",
+    metadata,
+    Column(
+        "sequence_id",
+        BigInteger,
+        ForeignKey("sequences.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("position", Integer, primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+)
+Index("sequence_clips_job", sequence_clips.c.job_id)
+
+
+takes = Table(
+    "takes",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    Column("group_id", BigInteger, nullable=False),
+    Column("position", Integer, nullable=False),
+)
+Index("takes_group", takes.c.group_id)
+
+
+member_takes = Table(
+    "member_takes",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("takes", Integer, nullable=False),
+)
+
+
 retired_keys = Table(
     "retired_keys",
     metadata,

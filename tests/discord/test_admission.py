@@ -95,9 +95,15 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
         allowed = confirm._chosen is not None
     else:
         from cogs.chat import SummariseButton
+        from cogs.sequences import SequenceAction, TakeSelect
 
-        # Every restart-safe button of ours: each admits its clicks like a command.
-        buttons = [ResultAction("again", "r1"), SummariseButton(1)]
+        # Every restart-safe button (and select) of ours: each admits its clicks like a command.
+        buttons = [
+            ResultAction("again", "r1"),
+            SummariseButton(1),
+            SequenceAction("join", "j1"),
+            TakeSelect("j1"),
+        ]
         assert {type(b).__name__ for b in buttons} | {"ChoiceButton"} == {
             d.__name__ for d in ours(discord.ui.DynamicItem)
         }

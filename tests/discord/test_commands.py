@@ -58,7 +58,17 @@ async def test_option_details_users_rely_on(tree: list[dict[str, Any]]) -> None:
     assert image["image_url"]["max_length"] == video["image_url"]["max_length"] == 2000
 
 
-PERSONAL = {"text", "image", "video", "video-advanced", "models", "jobs", "usage", "settings"}
+PERSONAL = {
+    "text",
+    "image",
+    "video",
+    "video-advanced",
+    "video-join",
+    "models",
+    "jobs",
+    "usage",
+    "settings",
+}
 """Installable to members too, usable in servers, the bot's DM and group DMs."""
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from bot.discord.render import (
 from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.results import text_card
+from bot.discord.render.takes import takes_card
 from bot.genapi.wire import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 from bot.services.conversations import ChatAnswer
 
@@ -349,6 +351,8 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
     parts = job_finished(video, sandbox=False, ref="j42")
     assert parts.action_buttons == (
         ("Again · $1.20", "gb:again:j42"),
+        ("Continue", "gb:continue:j42"),  # a next clip from its last frame
+        ("Remix · $1.20", "gb:remix:j42"),
         ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
     )
     view = parts.view()
@@ -503,6 +507,8 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
     assert [b["url"] for b in links["components"]] == [VIDEO_URL]
     assert [b["custom_id"] for b in actions["components"]] == [
         "gb:again:j42",
+        "gb:continue:j42",
+        "gb:remix:j42",
         "gb:delete:j42",
     ]
     attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")
@@ -555,3 +561,44 @@ def test_every_answers_footer_names_who_paid() -> None:
         assert parts.embeds[0].footer.text == "paid by your allowance"
     reply = ChatAnswer("Four.", "gpt-mini", Decimal(1), 0, 0, 10, 5, 2)
     assert "paid by this server" in chat_footer(reply, sandbox=False)
+
+
+def test_a_continued_clip_names_its_previous_clip_offers_join_and_past_three_suggests_a_cut() -> (
+    None
+):
+    link = "https://discord.com/channels/1/2/3"
+    details = {"duration": 5, "continues": 41, "clip": 2, "continues_link": link}
+    second = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    second = dataclasses.replace(second, details=details)
+    parts = job_finished(second, sandbox=False, ref="j42")
+    text = card_text(parts)
+    assert f"Clip 2 · continues [video #41]({link})" in text
+    assert "consider a cut" not in text
+    assert ("Join", "gb:join:j42") in parts.action_buttons
+    fourth = dataclasses.replace(second, details={**details, "clip": 4})
+    assert "consider a cut" in card_text(job_finished(fourth, sandbox=False, ref="j43"))
+    alone = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
+    assert all(a != "Join" for a, _ in job_finished(alone, sandbox=False, ref="j9").action_buttons)
+
+
+@dataclass(frozen=True)
+class FakeTake(FakeJob):
+    id: int = 0
+
+
+def test_a_takes_card_fills_in_shows_a_failed_take_and_acts_on_the_chosen_one() -> None:
+    done = FakeTake(id=11, status="completed", finished_at=CREATED + 9, outputs=(VIDEO_URL,))
+    failed = FakeTake(id=12, status="failed", finished_at=CREATED + 9, error="no luck")
+    running = FakeTake(id=13)
+    parts = takes_card([failed, done, running], sandbox=False)
+    text = card_text(parts)
+    assert "3 takes · 1 done, 1 failed, 1 running" in text
+    assert "Take 1 · failed: no luck" in text and "Take 3 · running" in text
+    gallery = next(c for c in card_json(parts)[0]["components"] if c["type"] == 12)
+    assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
+    assert ("Continue", "gb:continue:j11") in parts.action_buttons  # the take with a result
+    assert parts.select is not None and parts.select.chosen == "j11"
+    chosen = takes_card([failed, done, running], sandbox=False, chosen=12)
+    assert [cid for _, cid in chosen.action_buttons] == ["gb:again:j12", "gb:delete:j12"]
+    waiting = takes_card([running, dataclasses.replace(running, id=14)], sandbox=False)
+    assert waiting.select is None and waiting.action_buttons == ()  # nothing to act on yet

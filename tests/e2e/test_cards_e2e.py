@@ -86,7 +86,8 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     )
     card = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
     labels = [item["label"] for item in action_buttons(card)]
-    assert labels == ["Again · $0.20", "Delete"]  # the known video price; nothing to vary
+    # The known video price; nothing to vary; a clip of its own has nothing to join.
+    assert labels == ["Again · $0.20", "Continue", "Remix · $0.20", "Delete"]
     await world.answer(
         await world.command("image", {"prompt": "an owl at night", "model": ASYNC_IMAGE_MODEL})
     )

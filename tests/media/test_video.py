@@ -21,7 +21,7 @@ from bot.media.video import (
     last_frame_png,
     probe,
 )
-from bot.sandbox.clips import identify, make_clip
+from bot.sandbox.clips import FRAME_CYCLE, identify, make_clip
 
 
 def clip(tmp_path: Path, seed: int, **options: object) -> Path:
@@ -55,7 +55,7 @@ def test_the_last_frame_is_the_clips_last_even_past_several_keyframes(tmp_path: 
     with av.open(io.BytesIO(last_frame_png(path))) as image:
         (frame,) = image.decode(video=0)
         assert image.streams.video[0].codec_context.name == "png"
-    assert centre(frame) == (7, 71 % 40)
+    assert centre(frame) == (7, 71 % FRAME_CYCLE)
     assert (frame.width, frame.height) == (128, 72)
 
 

@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from bot.sandbox import GenApiEmulator
-from bot.sandbox.clips import identify, seed_of
+from bot.sandbox.clips import SEED_CYCLE, identify, seed_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,7 +79,7 @@ async def test_video_completes_after_scaled_time(
     # A real, playable clip whose every frame names its task.
     with av.open(io.BytesIO(file.content)) as clip:
         colours = [bytes(f.reformat(format="rgb24").planes[0])[:3] for f in clip.decode(video=0)]
-    seed = seed_of(submitted["task_id"]) % 64
+    seed = seed_of(submitted["task_id"]) % SEED_CYCLE
     assert [identify((c[0], c[1], c[2])) for c in colours] == [(seed, i) for i in range(24)]
 
 

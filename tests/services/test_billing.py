@@ -706,3 +706,29 @@ async def test_a_negative_cost_is_a_programming_error(billing: Billing) -> None:
         await billing.reserve(
             guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=-1
         )
+
+
+async def test_takes_are_held_together_all_or_none(store: SqlDatabase, clock: ManualClock) -> None:
+    billing = Billing(
+        store,
+        settings(default_max_pending_videos_per_user=3, default_guild_monthly_budget_cents=100),
+        clock,
+    )
+    # Four takes pass no cap of three pending videos, and hold nothing for being refused.
+    with pytest.raises(ConcurrencyLimitReached):
+        await billing.reserve_many(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=10, count=4
+        )
+    # Three takes of 40 c are 120 c: over the 100 c budget though one take would fit.
+    with pytest.raises(BudgetExceeded):
+        await billing.reserve_many(
+            guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=40, count=3
+        )
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 0
+    held = await billing.reserve_many(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=30, count=3
+    )
+    assert [r.amount_cents for r in held] == [30, 30, 30]
+    assert await store.ledger.reserved_cents(GUILD, clock.time()) == 90
+    with pytest.raises(ConcurrencyLimitReached):  # the three count as pending videos
+        await billing.reserve(guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model=VIDEO, cost_cents=1)

@@ -11,6 +11,7 @@ SLASH_COMMANDS = frozenset(
         "image",
         "video",
         "video-advanced",
+        "video-join",
         "models",
         "config",
         "usage",
@@ -21,7 +22,7 @@ SLASH_COMMANDS = frozenset(
 )
 """Slash commands (type 1)."""
 
-MESSAGE_MENUS = frozenset({"Animate image", "Edit image"})
+MESSAGE_MENUS = frozenset({"Animate image", "Edit image", "Continue video"})
 """Message context menus (type 3)."""
 
 OPTIONS = {
@@ -37,6 +38,7 @@ OPTIONS = {
         "image2",
         "image3",
         "image4",
+        "takes",
     ],
     "video": [
         "prompt",
@@ -47,8 +49,10 @@ OPTIONS = {
         "image",
         "generate_audio",
         "lock_camera",
+        "takes",
     ],
     "video-advanced": [],  # a form: a modal
+    "video-join": ["videos"],
     "models": ["type"],
     "usage": ["user"],
     "jobs": ["member", "everyone", "show"],

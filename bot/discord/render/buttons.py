@@ -13,9 +13,24 @@ from typing import Final, Literal
 
 from bot.errors import format_cents
 
-Action = Literal["again", "vary", "animate", "edit", "delete", "show"]
-ACTIONS: Final[tuple[Action, ...]] = ("again", "vary", "animate", "edit", "delete", "show")
-CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show):(?P<ref>[jr][0-9]{1,20})"
+Action = Literal["again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join"]
+ACTIONS: Final[tuple[Action, ...]] = (
+    "again",
+    "vary",
+    "animate",
+    "edit",
+    "delete",
+    "show",
+    "continue",
+    "remix",
+    "join",
+)
+_REF: Final = r"(?P<ref>[jr][0-9]{1,20})"
+RESULT_CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show):" + _REF
+"""The custom ids of the buttons ``cogs/results.py`` answers."""
+SEQUENCE_CUSTOM_ID: Final = r"gb:(?P<action>continue|remix|join):" + _REF
+"""The custom ids of a video card's Continue, Remix and Join (``cogs/sequences.py``)."""
+CUSTOM_ID: Final = r"gb:(?P<action>" + "|".join(ACTIONS) + "):" + _REF
 """The template every action button's custom id matches."""
 
 _LABELS: Final[dict[Action, str]] = {
@@ -25,6 +40,9 @@ _LABELS: Final[dict[Action, str]] = {
     "edit": "Edit",
     "delete": "Delete",
     "show": "Show result",
+    "continue": "Continue",
+    "remix": "Remix",
+    "join": "Join",
 }
 
 
@@ -41,32 +59,42 @@ def custom_id(action: Action, ref: str) -> str:
 
 
 def result_buttons(
-    kind: str, ref: str, *, completed: bool = True, price_cents: Decimal | None = None
+    kind: str,
+    ref: str,
+    *,
+    completed: bool = True,
+    price_cents: Decimal | None = None,
+    joinable: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The ``(label, custom_id)`` action buttons under a finished result.
 
     Text: Again, Vary (a higher temperature), Delete. Image: Again, Animate (a video from
-    it), Edit, Delete. Video: Again, Delete, with the known price on Again
-    (``Again · $0.50``). A failed job gets Again and Delete. Images and videos get no Vary:
-    their requests (spec 4.2, 4.4) take no seed or strength, so it would only be Again.
+    it), Edit, Delete. Video: Again, Continue (a next clip from its last frame), Remix (the
+    prompt changed), Join (a continued clip: its sequence up to it as one film), Delete, with
+    the known price on Again and Remix (``Again · $0.50``). A failed job gets Again and
+    Delete. Images and videos get no Vary: their requests (spec 4.2, 4.4) take no seed or
+    strength, so it would only be Again.
 
     Args:
         kind: ``"text"``, ``"image"`` or ``"video"``.
         ref: the result reference (``j<job id>`` or ``r<id>``).
         completed: False for a failed job.
         price_cents: the price of one more, when known (video), exact cents.
+        joinable: a video continued from another (clip 2 or later of a sequence): adds Join.
     """
     if not completed:
         actions: tuple[Action, ...] = ("again", "delete")
     elif kind == "image":
         actions = ("again", "animate", "edit", "delete")
     elif kind == "video":
-        actions = ("again", "delete")
+        joined: tuple[Action, ...] = ("join",) if joinable else ()
+        actions = ("again", "continue", "remix", *joined, "delete")
     else:
         actions = ("again", "vary", "delete")
     price = "" if price_cents is None else f" · {format_cents(price_cents)}"
     return tuple(
-        (_LABELS[a] + (price if a in ("again", "vary") else ""), custom_id(a, ref)) for a in actions
+        (_LABELS[a] + (price if a in ("again", "vary", "remix") else ""), custom_id(a, ref))
+        for a in actions
     )
 
 

@@ -195,7 +195,13 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
     if ref is None:
         return parts
     price = job.cost_cents if job.kind == "video" else None
-    actions = result_buttons(job.kind, ref, completed=job.status == "completed", price_cents=price)
+    actions = result_buttons(
+        job.kind,
+        ref,
+        completed=job.status == "completed",
+        price_cents=price,
+        joinable=clip_number(job) >= 2,
+    )
     return dataclasses.replace(parts, action_buttons=actions)
 
 
@@ -340,6 +346,13 @@ def _noun(job: JobView) -> str:
     return "video" if job.kind == "video" else "image"
 
 
+def base_card(
+    job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool
+) -> Card:
+    """The card every job message shares (title, prompt, options, requester), to build on."""
+    return _card(job, state, colour, timing, sandbox=sandbox)
+
+
 def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool) -> Card:
     """The card every job message shares; the last note is always the requester's line."""
     title = f"**{_noun(job).capitalize()}** · {state}"
@@ -356,6 +369,7 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
         quoted or "> (no prompt)",
         f"{options} · {format_cents(job.cost_cents)} {spent}",
     ]
+    lines += sequence_lines(job)
     footer = f"Requested by <@{job.user_id}>"
     if timing:
         footer += f" · {timing}"
@@ -390,10 +404,47 @@ def _job_embed(
     embed.add_field(name="Cost", value=f"{format_cents(job.cost_cents)} charged")
     embed.add_field(name="Requested by", value=f"<@{job.user_id}>")
     embed.add_field(name="Status", value=status, inline=False)
+    continued = sequence_lines(job)
+    if continued:
+        embed.add_field(name="Sequence", value="\n".join(continued), inline=False)
     footer = " · ".join(item for item in (_paid_by(job), "sandbox" if sandbox else None) if item)
     if footer:
         embed.set_footer(text=footer)
     return embed
+
+
+SUGGEST_CUT_AFTER: Final = 3
+"""Past this many clips a continued clip's card suggests a cut (as
+:data:`bot.services.sequences.SUGGEST_CUT_AFTER`)."""
+
+
+def clip_number(job: JobView) -> int:
+    """The job's place in its sequence (``details["clip"]``), 1-based; 0 for a clip of its own."""
+    value = job.details.get("clip")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def sequence_lines(job: JobView) -> list[str]:
+    """The lines that name a continued clip's previous clip, and suggest a cut past the third.
+
+    ``details``: ``continues`` (the previous clip's job id), ``continues_link`` (its card's
+    jump link, when it has one), ``clip`` (this clip's number in the sequence).
+    """
+    previous = job.details.get("continues")
+    if not isinstance(previous, int) or isinstance(previous, bool):
+        return []
+    link = job.details.get("continues_link")
+    named = f"video #{previous}"
+    if isinstance(link, str) and link.startswith("https://discord.com/channels/"):
+        named = f"[{named}]({link})"
+    number = clip_number(job)
+    lines = [f"Clip {number} · continues {named}" if number else f"Continues {named}"]
+    if number > SUGGEST_CUT_AFTER:
+        lines.append(
+            "-# Continued clips drift in colour and contrast: consider a cut here (a fresh "
+            "`/video`) and Join the parts."
+        )
+    return lines
 
 
 def _option_fields(job: JobView) -> list[tuple[str, str]]:

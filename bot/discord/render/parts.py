@@ -31,6 +31,33 @@ def ping_only(user_id: int) -> discord.AllowedMentions:
 
 
 @dataclass(frozen=True)
+class Select:
+    """A restart-safe select menu under a message (answered by a ``DynamicItem``).
+
+    Attributes:
+        custom_id: its custom id (at most 100 characters).
+        options: ``(label, value)`` pairs, at most 25.
+        chosen: the value shown as chosen; None for none.
+    """
+
+    custom_id: str
+    options: tuple[tuple[str, str], ...]
+    chosen: str | None = None
+
+    def item(self) -> discord.ui.Select[Any]:
+        """The select as a discord.py item, built on each call."""
+        return discord.ui.Select(
+            custom_id=self.custom_id,
+            options=[
+                discord.SelectOption(
+                    label=truncate(label, 100), value=value, default=value == self.chosen
+                )
+                for label, value in self.options[:25]
+            ],
+        )
+
+
+@dataclass(frozen=True)
 class MessageParts:
     """The parts of one message, built without a bot or an event loop.
 
@@ -51,6 +78,7 @@ class MessageParts:
             at most 5, in the last row.
         allowed_mentions: who the message may ping; nobody unless stated.
         card: the Components V2 form of the message; None sends content and embeds.
+        select: a select menu above the action buttons; None for none.
     """
 
     content: str | None = None
@@ -60,6 +88,7 @@ class MessageParts:
     action_buttons: tuple[tuple[str, str], ...] = ()
     allowed_mentions: discord.AllowedMentions = NO_PINGS
     card: Card | None = None
+    select: Select | None = None
 
     def legacy(self) -> MessageParts:
         """The same message without its Components V2 card: content, embeds and buttons."""
@@ -72,13 +101,14 @@ class MessageParts:
         running event loop, which pure render code does not have.
         """
         if self.card is not None:
-            return self.card.layout(self.link_buttons, self.action_buttons)
-        if not self.link_buttons and not self.action_buttons:
+            return self.card.layout(self.link_buttons, self.action_buttons, self.select)
+        if not self.link_buttons and not self.action_buttons and self.select is None:
             return None
         view = _SentView(timeout=None)
         actions = self.action_buttons[: limits.BUTTONS_PER_ROW]
-        # The actions take the last row when there are any.
-        room = limits.BUTTONS - (limits.BUTTONS_PER_ROW if actions else 0)
+        # The actions take the last row when there are any, the select the row above.
+        reserved = (1 if actions else 0) + (1 if self.select is not None else 0)
+        room = limits.BUTTONS - limits.BUTTONS_PER_ROW * reserved
         links = self.link_buttons[:room]
         for index, (label, url) in enumerate(links):
             view.add_item(
@@ -89,6 +119,11 @@ class MessageParts:
                 )
             )
         row = -(-len(links) // limits.BUTTONS_PER_ROW)
+        if self.select is not None:
+            select = self.select.item()
+            select.row = row
+            view.add_item(select)
+            row += 1
         for label, custom_id in actions:
             danger = custom_id.startswith(DANGER_PREFIX)
             view.add_item(
@@ -172,7 +207,10 @@ class Card:
     notes: tuple[str, ...] = field(default=())
 
     def layout(
-        self, links: tuple[tuple[str, str], ...], actions: tuple[tuple[str, str], ...]
+        self,
+        links: tuple[tuple[str, str], ...],
+        actions: tuple[tuple[str, str], ...],
+        select: Select | None = None,
     ) -> discord.ui.LayoutView:
         """The layout view: the container, then a row of link buttons and a row of actions.
 
@@ -216,9 +254,12 @@ class Card:
             )
             for label, custom_id in actions[: limits.BUTTONS_PER_ROW]
         ]
-        for buttons in (*link_rows, action_row):
-            if buttons:
-                view.add_item(discord.ui.ActionRow(*buttons))
+        for buttons in link_rows:
+            view.add_item(discord.ui.ActionRow(*buttons))
+        if select is not None:
+            view.add_item(discord.ui.ActionRow(select.item()))
+        if action_row:
+            view.add_item(discord.ui.ActionRow(*action_row))
         return view
 
     def text(self) -> str:

@@ -107,8 +107,11 @@ def _migrate(conn: Connection, engine: DialectName, now: float) -> int:
     config.attributes["connection"] = conn
     config.attributes["now"] = now
     command.upgrade(config, "head")
-    if head > 1:
-        legacy.mark(conn, legacy_head + head - 1, known[-1], now)
+    # Each revision past the baseline applied now gets its own mark (and stamp), as when
+    # they come one release at a time; the last mark is the one the legacy releases read.
+    done = 0 if current is None else known.index(current) + 1
+    for number in range(max(2, done + 1), head + 1):
+        legacy.mark(conn, legacy_head + number - 1, known[number - 1], now)
     log.info("database schema at version %d (%s)", head, known[-1])
     return head
 

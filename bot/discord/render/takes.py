@@ -1,0 +1,139 @@
+"""One card for the takes of one request: a media gallery that fills in as they arrive.
+
+Each take is its own job (and ledger row); their card is one message, edited as each take
+progresses or finishes: the finished takes in a media gallery, a line per take (done, running,
+or failed with the service's reason), and a select choosing which take the action buttons
+(Again, Continue, Remix...) act on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Final, Protocol
+
+import discord
+
+from bot.discord.render import limits
+from bot.discord.render.buttons import result_buttons
+from bot.discord.render.jobs import (
+    DONE_COLOUR,
+    FAILED_COLOUR,
+    NO_REASON,
+    PENDING_COLOUR,
+    JobView,
+    base_card,
+    clip_number,
+)
+from bot.discord.render.parts import MessageParts, Select
+from bot.discord.render.results import is_web_url
+from bot.discord.render.text import one_line, truncate
+
+TAKE_SELECT: Final = r"gb:take:(?P<ref>j[0-9]{1,20})"
+"""The custom id of a takes card's select: ``gb:take:j<the first take's job id>``."""
+
+_REASON: Final = 200
+"""Characters of a failed take's reason on its line."""
+
+
+class TakeView(JobView, Protocol):
+    """What a take's rendering needs besides :class:`JobView`: its job id."""
+
+    @property
+    def id(self) -> int:
+        """The job's id."""
+
+
+def chosen_take(takes: Sequence[TakeView]) -> TakeView:
+    """The take the buttons act on by default: the first finished with a result, else the first."""
+    for take in takes:
+        if take.status == "completed" and any(is_web_url(url) for url in take.outputs):
+            return take
+    return takes[0]
+
+
+def takes_card(
+    takes: Sequence[TakeView],
+    *,
+    sandbox: bool,
+    chosen: int | None = None,
+    attached: Mapping[int, str] | None = None,
+) -> MessageParts:
+    """The card of ``takes`` (two or more jobs of one request) as they stand.
+
+    Args:
+        takes: the takes' jobs, in order.
+        sandbox: whether they run on the sandbox service.
+        chosen: the job id the action buttons act on; None: :func:`chosen_take`.
+        attached: job id -> the name of its result attached to the message: the gallery
+            shows ``attachment://<name>`` (the file outlives the service's link, which stays
+            in the take's line).
+
+    Returns:
+        The message (a Components V2 card, with its old form); it pings nobody.
+    """
+    pick = next((t for t in takes if t.id == chosen), None) or chosen_take(takes)
+    done = [t for t in takes if t.status == "completed"]
+    failed = [t for t in takes if t.status not in ("completed", "pending")]
+    pending = len(takes) - len(done) - len(failed)
+    colour = PENDING_COLOUR if pending else (DONE_COLOUR if done else FAILED_COLOUR)
+    state = f"{len(takes)} takes · {len(done)} done"
+    if failed:
+        state += f", {len(failed)} failed"
+    if pending:
+        state += f", {pending} running"
+    base = base_card(takes[0], state, colour, "", sandbox=sandbox)
+    noun = "video" if takes[0].kind == "video" else "image"
+    media: list[tuple[str, str]] = []
+    lines: list[str] = []
+    for number, take in enumerate(takes, start=1):
+        urls = [url for url in take.outputs if is_web_url(url)]
+        if take.status == "completed" and urls:
+            name = (attached or {}).get(take.id)
+            shown = urls[0] if name is None else f"attachment://{name}"
+            media.append((shown, f"{noun} take {number}"))
+            lines.append(f"Take {number} · done · [{noun}]({urls[0]})")
+        elif take.status == "completed":
+            lines.append(f"Take {number} · done, but the service returned no {noun}")
+        elif take.status == "pending":
+            lines.append(f"Take {number} · running")
+        else:
+            reason = truncate(one_line(take.error or "") or NO_REASON, _REASON)
+            lines.append(f"Take {number} · failed: {discord.utils.escape_mentions(reason)}")
+    notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
+    card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
+    actions: tuple[tuple[str, str], ...] = ()
+    select: Select | None = None
+    if pending < len(takes):
+        price = pick.cost_cents if pick.kind == "video" else None
+        actions = result_buttons(
+            pick.kind,
+            f"j{pick.id}",
+            completed=pick.status == "completed",
+            price_cents=price,
+            joinable=clip_number(pick) >= 2,
+        )
+        select = Select(
+            custom_id=f"gb:take:j{takes[0].id}",
+            options=tuple((f"Buttons act on take {n}", f"j{t.id}") for n, t in enumerate(takes, 1)),
+            chosen=f"j{pick.id}",
+        )
+    embed = discord.Embed(
+        title=f"{noun.capitalize()} · {state}",
+        description=truncate(takes[0].prompt_summary, limits.EMBED_DESCRIPTION) or None,
+        colour=colour,
+    )
+    embed.add_field(
+        name="Takes", value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
+    )
+    return MessageParts(embeds=(embed,), card=card, action_buttons=actions, select=select)
+
+
+def takes_ready(takes: Sequence[TakeView]) -> str:
+    """The reply that pings the requester once every take has finished."""
+    done = sum(1 for t in takes if t.status == "completed")
+    noun = "video" if takes[0].kind == "video" else "image"
+    text = f"<@{takes[0].user_id}> your {len(takes)} {noun} takes are ready"
+    if done < len(takes):
+        text += f" ({done} done, {len(takes) - done} failed)"
+    return text + "."

@@ -1,0 +1,329 @@
+"""Continue a video from its last frame, and join videos into one film.
+
+**Continue**: the clip is streamed to a temporary file (at most :data:`MAX_CLIP_BYTES`, never
+held in memory), its last frame decoded with PyAV (:func:`bot.media.video.last_frame_png`, off
+the event loop), posted with the member's response so that it has a Discord CDN URL the
+service can fetch, and that URL is the new video's ``image_url``. The rest is ``/video``'s
+path (:func:`bot.discord.request_flows.start_video`): its confirmation, holds, budgets, caps,
+cooldowns and one ledger row. Its card names and links the clip it continues; the clips form a
+sequence (:mod:`bot.services.sequences`), bounded per server.
+
+**Join**: the bot's own work, costing no credits. One join at a time per process
+(:class:`JoinLine`; the others wait and see their place), clips streamed to files, joined with
+PyAV off the event loop (:func:`bot.media.video.join_clips`: stream copy when they match, else
+re-encoded to the first clip's size, letterboxed), progress shown on the join's card, stopped
+after :data:`JOIN_SECONDS`. A film over the upload limit here (``Interaction.filesize_limit``)
+is re-encoded to fit (:func:`bot.media.video.fit_to_size`) or refused with its size and the
+limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import io
+import logging
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import discord
+import httpx2 as httpx
+
+from bot.discord.delivery import TooLarge, format_bytes
+from bot.discord.render.results import is_web_url
+from bot.discord.request_flows import start_video, video_price
+from bot.discord.tree import PUBLIC_DEFER
+from bot.domain import Job, JobStatus
+from bot.errors import ValidationFailed
+from bot.genapi.outputs import DownloadRefused
+from bot.media.video import MediaError, MediaTimeout, fit_to_size, join_clips, last_frame_png
+from bot.services.generation import Requester, VideoOptions
+
+if TYPE_CHECKING:
+    from bot.discord.bot import GenBot
+
+log = logging.getLogger(__name__)
+
+Interaction = discord.Interaction["GenBot"]
+
+MAX_CLIP_BYTES: Final = 200 * 1024 * 1024
+"""Bytes of one clip downloaded to continue or join it (streamed to a temporary file)."""
+
+MAX_JOINED: Final = 8
+"""Videos one join takes at most."""
+
+JOIN_SECONDS: Final = 300.0
+"""Seconds one join's PyAV work may take (joining, then fitting to the upload limit) before it
+is stopped; waiting in line and downloading are not counted."""
+
+PROGRESS_EVERY: Final = 2.0
+"""Seconds between two progress edits of a join's card (Discord rate-limits edits)."""
+
+_FRAME_CHECK_URL: Final = "https://cdn.discordapp.com/attachments/0/0/last-frame.png"
+"""Stands for the frame's URL while the options are checked, before the clip is fetched."""
+
+
+def card_link(job: Job) -> str | None:
+    """The jump link to ``job``'s card in its server's channel; None where it has none."""
+    if job.message_id is None or job.guild_id <= 0:
+        return None
+    return f"https://discord.com/channels/{job.guild_id}/{job.channel_id}/{job.message_id}"
+
+
+def require_clip(job: Job | None, who: Requester) -> Job:
+    """``job`` when it is a finished video of this server (or wallet) with a file to use.
+
+    Raises:
+        ValidationFailed: it is not (nothing is fetched or charged).
+    """
+    if job is None or job.guild_id != who.guild_id:
+        raise ValidationFailed("That video is not known here; `/jobs` lists yours.")
+    if job.kind != "video":
+        raise ValidationFailed(f"Job #{job.id} is an image, not a video.")
+    if job.status is not JobStatus.COMPLETED:
+        raise ValidationFailed(f"Video #{job.id} has not finished; `/jobs` says where it is.")
+    if not any(is_web_url(url) for url in job.outputs):
+        raise ValidationFailed(f"The service returned no file for video #{job.id}.")
+    return job
+
+
+async def fetch_clip(bot: GenBot, job: Job, path: Path) -> None:
+    """Stream ``job``'s first video output into ``path`` (at most :data:`MAX_CLIP_BYTES`).
+
+    Raises:
+        ValidationFailed: too large, refused by the download rule, or the download failed.
+    """
+    url = next(url for url in job.outputs if is_web_url(url))
+    try:
+        await bot.announcer.download_file(url, path, MAX_CLIP_BYTES)
+    except TooLarge:
+        raise ValidationFailed(
+            f"Video #{job.id} is larger than {format_bytes(MAX_CLIP_BYTES)}."
+        ) from None
+    except DownloadRefused as exc:
+        raise ValidationFailed(f"Video #{job.id} could not be fetched: {exc.reason}.") from None
+    except (httpx.HTTPError, TimeoutError):
+        raise ValidationFailed(
+            f"Video #{job.id} could not be fetched from the service (its link may have "
+            "expired); try again later."
+        ) from None
+
+
+async def last_frame(bot: GenBot, job: Job) -> bytes:
+    """The last frame of ``job``'s video as a PNG (the file is removed afterwards).
+
+    Raises:
+        ValidationFailed: the clip could not be fetched or read.
+    """
+    with tempfile.TemporaryDirectory(prefix="genbot-frame-") as folder:
+        path = Path(folder) / "clip.mp4"
+        await fetch_clip(bot, job, path)
+        try:
+            return await asyncio.to_thread(last_frame_png, path)
+        except MediaError as exc:
+            raise ValidationFailed(exc.sentence) from None
+
+
+async def start_continue(
+    interaction: Interaction,
+    who: Requester,
+    job: Job,
+    *,
+    prompt: str,
+    model: str,
+    duration: float | None,
+) -> None:
+    """Continue ``job`` with a new clip from its last frame, through ``/video``'s path.
+
+    ``interaction`` must be deferred as :func:`bot.discord.request_flows.defer_video` does.
+    The options and the sequence's bound are checked before anything is fetched; the frame
+    is posted as an ephemeral followup (so its URL outlives the response's later edits) and
+    sent as ``image_url``.
+
+    Raises:
+        ValidationFailed: the clip is not usable, the sequence is at the server's bound, the
+            options fail ``/video``'s checks, or the frame could not be made (nothing charged).
+    """
+    bot = interaction.client
+    job = require_clip(job, who)
+    number = await bot.services.sequences.check_room(who.guild_id, job.id)
+    options = VideoOptions(
+        prompt,
+        model,
+        duration,
+        image_url=_FRAME_CHECK_URL,
+        image_uploaded=True,
+        continues=job.id,
+        clip=number,
+        continues_link=card_link(job),
+    )
+    await video_price(bot, who, options)  # refusals before the download
+    await interaction.edit_original_response(
+        content=f"Taking the last frame of video #{job.id}…", view=None
+    )
+    png = await last_frame(bot, job)
+    posted = await interaction.followup.send(
+        f"The last frame of video #{job.id}, where clip {number} starts:",
+        file=discord.File(io.BytesIO(png), f"last-frame-{job.id}.png"),
+        ephemeral=True,
+        wait=True,
+    )
+    if not posted.attachments:
+        raise ValidationFailed("Discord did not keep the frame; try again.")
+    options = dataclasses.replace(options, image_url=posted.attachments[0].url)
+    await start_video(interaction, who, options)
+
+
+class JoinLine:
+    """One join at a time per process; the others wait in line, told their place.
+
+    First come, first served. A waiting member is told how many joins are ahead of theirs
+    whenever that changes.
+    """
+
+    def __init__(self) -> None:
+        self._line: list[object] = []
+        self._moved = asyncio.Event()
+
+    @property
+    def length(self) -> int:
+        """Joins running or waiting."""
+        return len(self._line)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, told: Callable[[int], Awaitable[None]]) -> AsyncIterator[None]:
+        """Wait for this join's turn; ``told(ahead)`` hears the joins ahead while waiting.
+
+        The turn ends when the block exits, however (the next in line goes).
+        """
+        ticket = object()
+        self._line.append(ticket)
+        try:
+            shown = -1
+            while (ahead := self._line.index(ticket)) > 0:
+                if ahead != shown:
+                    shown = ahead
+                    with contextlib.suppress(Exception):  # a lost note must not lose the place
+                        await told(ahead)
+                await self._moved.wait()
+            yield
+        finally:
+            self._line.remove(ticket)
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
+
+
+@dataclasses.dataclass
+class _Progress:
+    share: float = 0.0
+    stage: str = "Joining"
+
+
+async def join_videos(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -> None:
+    """Join ``jobs``' videos in order into one MP4 and post it as the response.
+
+    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set): the response is the
+    join's card, edited with its place in line and its progress, then holding the film.
+
+    Raises:
+        ValidationFailed: a clip could not be fetched or read, the work passed
+            :data:`JOIN_SECONDS`, or the film cannot fit the upload limit (its size and the
+            limit said).
+    """
+    bot = interaction.client
+    names = ", ".join(f"#{job.id}" for job in jobs)
+    title = f"**Joining {len(jobs)} videos** ({names})"
+
+    async def say(text: str) -> None:
+        await interaction.edit_original_response(
+            content=f"{title}\n{text}", allowed_mentions=discord.AllowedMentions.none()
+        )
+
+    async def told(ahead: int) -> None:
+        await say(f"Waiting: {ahead} join{'s' if ahead != 1 else ''} ahead of this one.")
+
+    limit = interaction.filesize_limit
+    async with line.turn(told):
+        await say("Fetching the clips…")
+        with tempfile.TemporaryDirectory(prefix="genbot-join-") as folder:
+            paths = []
+            for number, job in enumerate(jobs, start=1):
+                path = Path(folder) / f"clip{number}.mp4"
+                await fetch_clip(bot, job, path)
+                paths.append(path)
+            progress = _Progress()
+            loop = asyncio.get_running_loop()
+
+            def moved(share: float) -> None:
+                loop.call_soon_threadsafe(setattr, progress, "share", share)
+
+            deadline = time.monotonic() + JOIN_SECONDS
+            output = Path(folder) / "joined.mp4"
+            shown = _show_progress(say, progress)
+            try:
+                result = await asyncio.to_thread(
+                    join_clips, paths, output, progress=moved, deadline=deadline
+                )
+                film, size = result.path, result.size
+                if size > limit:
+                    progress.stage, progress.share = "Making it fit the upload limit", 0.0
+                    fitted = Path(folder) / "fitted.mp4"
+                    try:
+                        await asyncio.to_thread(fit_to_size, output, fitted, limit)
+                    except MediaError:
+                        raise ValidationFailed(
+                            f"The joined film is {format_bytes(size)}, over the upload limit "
+                            f"here ({format_bytes(limit)}), and cannot be made to fit; join "
+                            "fewer or shorter videos."
+                        ) from None
+                    film, size = fitted, fitted.stat().st_size
+                    if size > limit:
+                        raise ValidationFailed(
+                            f"The joined film is {format_bytes(size)}, over the upload limit "
+                            f"here ({format_bytes(limit)}); join fewer or shorter videos."
+                        )
+            except MediaTimeout:
+                raise ValidationFailed(
+                    f"Joining took longer than {JOIN_SECONDS:g} seconds and was stopped; join "
+                    "fewer or shorter videos."
+                ) from None
+            except MediaError as exc:
+                raise ValidationFailed(exc.sentence) from None
+            finally:
+                shown.cancel()
+            how = "stream copy" if result.copied else "re-encoded to the first clip's size"
+            text = (
+                f"**Joined film** · {len(jobs)} videos ({names}) · {result.duration:.1f} s · "
+                f"{how} · {format_bytes(size)}\n-# Joined by <@{interaction.user.id}>; joining "
+                "costs no credits."
+            )
+            await interaction.edit_original_response(
+                content=text,
+                attachments=[discord.File(film, "joined.mp4")],
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+
+
+def _show_progress(
+    say: Callable[[str], Awaitable[None]], progress: _Progress
+) -> asyncio.Task[None]:
+    async def run() -> None:
+        last = -1
+        while True:
+            percent = int(progress.share * 100)
+            if percent != last:
+                last = percent
+                with contextlib.suppress(discord.HTTPException):
+                    await say(f"{progress.stage}… {percent}%")
+            await asyncio.sleep(PROGRESS_EVERY)
+
+    return asyncio.ensure_future(run())
+
+
+def mark_public(interaction: Interaction) -> None:
+    """Note that ``interaction`` was deferred publicly (an error then replaces it)."""
+    interaction.extras[PUBLIC_DEFER] = True
