@@ -170,7 +170,10 @@ async def test_a_clip_continued_twice_then_joined_is_one_film_of_the_three(world
             with av.open(io.BytesIO(frame_png)) as image:
                 (frame,) = image.decode(video=0)
             last_index = round(probe(clip).duration * 24) - 1
-            assert centre(frame) == (seed_of(task_of(world, previous)) % SEED_CYCLE, last_index % FRAME_CYCLE)
+            assert centre(frame) == (
+                seed_of(task_of(world, previous)) % SEED_CYCLE,
+                last_index % FRAME_CYCLE,
+            )
     # One ledger row per clip, each a video of the member's.
     assert ledger(world)[before:] == [
         (world.member.id, "video", TEXT_TO_VIDEO),
