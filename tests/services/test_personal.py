@@ -282,9 +282,10 @@ def test_settings_show_names_the_key_by_its_end_and_what_pays() -> None:
 async def test_all_members_together_are_bounded_per_day_on_the_shared_key(
     personal_stack: StackFactory,
 ) -> None:
-    # All members' total fits one 1-token answer's hold (2 cents while the price is unknown,
-    # at most 3 once charges bound it) but not two, so of two members asking at once, one is
-    # refused before any call, though each member's own allowance would let both go.
+    # All members' total fits one 1-token answer's hold (2 cents while the price is unknown)
+    # but not two: members asking at once are held to it together, though each member's own
+    # allowance would let them all go (whether the second waits for the first's charge or
+    # is refused depends on which reserves first).
     async with personal_stack(
         personal_daily_budget_cents=10,
         personal_total_daily_budget_cents=3,
@@ -295,12 +296,11 @@ async def test_all_members_together_are_bounded_per_day_on_the_shared_key(
             for user in (MEMBER, OTHER)
         ]
         outcomes = await asyncio.gather(*asked, return_exceptions=True)
-        refused = [o for o in outcomes if isinstance(o, BaseException)]
-        assert len(refused) == 1, outcomes
-        assert isinstance(refused[0], BudgetExceeded) and refused[0].scope == "personal_total"
-        said = user_message(refused[0])
-        assert "for all members together" in said and "/settings api-key set" in said
-        assert sum(1 for r in api.requests if r.method == "POST") == 1
+        for refused in (o for o in outcomes if isinstance(o, BaseException)):
+            assert isinstance(refused, BudgetExceeded) and refused.scope == "personal_total"
+            said = user_message(refused)
+            assert "for all members together" in said and "/settings api-key set" in said
+        assert await services.db.ledger.personal_spent_since(None, 0.0) <= 3
         # Members whose own allowance is untouched are refused once the total is spent.
         scopes = []
         for user in range(500, 510):
