@@ -1,0 +1,93 @@
+"""The ledger as CSV: exact amounts, and no cell a spreadsheet would run as a formula.
+
+Prompts are members' text: a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+return is read as a formula by Excel, LibreOffice and Google Sheets (OWASP, "CSV Injection"),
+so such a cell is written with a leading ``'``, which those programs show as text. Amounts come
+from integer micro-cents (:func:`bot.services.dashboard.usd`, six decimals at least, more only
+when the amount has them), so the column sums to the ledger's total exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from typing import Final
+
+from bot.domain import AuditEntry, LedgerLine
+from bot.services.dashboard import usd
+
+LEDGER_COLUMNS: Final = (
+    "time",
+    "member_id",
+    "member",
+    "kind",
+    "model",
+    "job_id",
+    "task_id",
+    "amount_usd",
+    "status",
+    "prompt",
+)
+"""The header row of ``ledger.csv`` (``docs/dashboard.md``)."""
+
+AUDIT_COLUMNS: Final = ("time", "member_id", "member", "setting", "old", "new")
+"""The header row of the audit log's CSV."""
+
+FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def inert(cell: str) -> str:
+    """Return ``cell`` so that no spreadsheet reads it as a formula (a leading ``'``)."""
+    return "'" + cell if cell.startswith(FORMULA_STARTS) else cell
+
+
+def iso(at: float) -> str:
+    """Return UTC epoch seconds as ISO 8601 in UTC, to the microsecond (``...Z``)."""
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+class CsvWriter:
+    """Rows to CSV text, a batch at a time (one small buffer, reused)."""
+
+    def __init__(self) -> None:
+        self._buffer = io.StringIO()
+        self._writer = csv.writer(self._buffer, lineterminator="\r\n")
+
+    def rows(self, rows: Iterable[Iterable[str]]) -> bytes:
+        """Return ``rows`` as UTF-8 CSV, every text cell made :func:`inert`."""
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        self._writer.writerows([inert(cell) for cell in row] for row in rows)
+        return self._buffer.getvalue().encode("utf-8")
+
+
+Names = Callable[[int], Awaitable[str]]
+"""A member's name by id ("" when unknown)."""
+
+
+async def ledger_rows(lines: list[LedgerLine], name: Names) -> list[list[str]]:
+    """Return the CSV rows of a batch of ledger lines (:data:`LEDGER_COLUMNS`)."""
+    return [
+        [
+            iso(line.at),
+            str(line.user_id),
+            await name(line.user_id),
+            line.kind,
+            line.model,
+            "" if line.job_id is None else str(line.job_id),
+            line.task_id or "",
+            usd(line.cost_micro, places=6),
+            line.status,
+            line.prompt,
+        ]
+        for line in lines
+    ]
+
+
+async def audit_rows(entries: list[AuditEntry], name: Names) -> list[list[str]]:
+    """Return the CSV rows of audit entries (:data:`AUDIT_COLUMNS`)."""
+    return [
+        [iso(e.at), str(e.user_id), await name(e.user_id), e.what, e.old, e.new] for e in entries
+    ]
