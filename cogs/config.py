@@ -18,7 +18,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.interactions import model_autocomplete, requester
-from bot.discord.render.admin import config_embed, old_key_note
+from bot.discord.render.admin import config_embed, dashboard_link, old_key_note
 from bot.discord.render.buttons import confirm_above_text
 from bot.discord.render.policy import (
     add_policy_fields,
@@ -573,6 +573,13 @@ class ConfigCog(
         embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.service.confirm_above(guild_id)
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        settings = self.bot.services.settings
+        if settings.dashboard_enabled:
+            embed.add_field(
+                name="Dashboard",
+                value=dashboard_link(settings.dashboard_public_url or "", guild_id),
+                inline=False,
+            )
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 

@@ -125,7 +125,8 @@ class OAuthRoutes(RouteBase):
             for k, v in params.items()
         )
         page = (
-            "<!doctype html><html><head><title>Discord: authorize</title></head><body>"
+            "<!doctype html><html><head><title>Discord: authorize</title>"
+            '<link rel="icon" href="data:,"></head><body>'
             f"<p>{html.escape(self.world.bot_user.username)} wants to access your account "
             f"({html.escape(user.username)}): {html.escape(params['scope'])}</p>"
             f'<form method="post" action="/oauth2/authorize">{hidden}'
