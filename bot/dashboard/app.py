@@ -212,7 +212,7 @@ class Dashboard:
         Raises:
             web.HTTPFound: to ``/`` when signed out.
         """
-        signed = request.get(SESSION_KEY)
+        signed: Signed | None = request.get(SESSION_KEY)
         if signed is None:
             raise web.HTTPFound("/")
         return signed
