@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -55,39 +55,47 @@ class CsvWriter:
         self._buffer = io.StringIO()
         self._writer = csv.writer(self._buffer, lineterminator="\r\n")
 
-    def rows(self, rows: Iterable[Iterable[str]]) -> bytes:
-        """Return ``rows`` as UTF-8 CSV, every text cell made :func:`inert`."""
+    def rows(self, rows: Iterable[Sequence[str]]) -> bytes:
+        """Return ``rows`` as UTF-8 CSV; their cells must already be :func:`inert`."""
         self._buffer.seek(0)
         self._buffer.truncate()
-        self._writer.writerows([inert(cell) for cell in row] for row in rows)
+        self._writer.writerows(rows)
         return self._buffer.getvalue().encode("utf-8")
 
 
-Names = Callable[[int], Awaitable[str]]
-"""A member's name by id ("" when unknown)."""
+def ledger_rows(lines: Iterable[LedgerLine], names: Mapping[int, str]) -> list[list[str]]:
+    """Return the CSV rows of ledger lines (:data:`LEDGER_COLUMNS`).
 
-
-async def ledger_rows(lines: list[LedgerLine], name: Names) -> list[list[str]]:
-    """Return the CSV rows of a batch of ledger lines (:data:`LEDGER_COLUMNS`)."""
+    Only the cells of free text (names, models, task ids, prompts) can start like a formula:
+    they are made :func:`inert`; times, ids and amounts are ours.
+    """
     return [
         [
             iso(line.at),
             str(line.user_id),
-            await name(line.user_id),
+            inert(names.get(line.user_id, "")),
             line.kind,
-            line.model,
+            inert(line.model),
             "" if line.job_id is None else str(line.job_id),
-            line.task_id or "",
+            inert(line.task_id or ""),
             usd(line.cost_micro, places=6),
             line.status,
-            line.prompt,
+            inert(line.prompt),
         ]
         for line in lines
     ]
 
 
-async def audit_rows(entries: list[AuditEntry], name: Names) -> list[list[str]]:
-    """Return the CSV rows of audit entries (:data:`AUDIT_COLUMNS`)."""
+def audit_rows(entries: Iterable[AuditEntry], names: Mapping[int, str]) -> list[list[str]]:
+    """Return the CSV rows of audit entries (:data:`AUDIT_COLUMNS`), text cells inert."""
     return [
-        [iso(e.at), str(e.user_id), await name(e.user_id), e.what, e.old, e.new] for e in entries
+        [
+            iso(e.at),
+            str(e.user_id),
+            inert(names.get(e.user_id, "")),
+            inert(e.what),
+            inert(e.old),
+            inert(e.new),
+        ]
+        for e in entries
     ]

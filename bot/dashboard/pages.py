@@ -35,7 +35,7 @@ from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
 from bot.domain import Kind, LedgerFilter, LedgerLine, ResultItem
 from bot.errors import BotError, ValidationFailed
 from bot.services.billing import month_start
-from bot.services.dashboard import PERIODS, cents_to_micro, usd
+from bot.services.dashboard import PERIODS, usd
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,26 @@ def _cursor(raw: str) -> tuple[float, int] | None:
         raise ValidationFailed("That page link is broken; start from the first page.") from None
 
 
+class ExportNames:
+    """Members' names for an export, asked of Discord once each.
+
+    At most :data:`NAME_LOOKUPS` members are asked about; past them, the id alone.
+    """
+
+    def __init__(self, app: Dashboard, guild_id: int) -> None:
+        self._app = app
+        self._guild_id = guild_id
+        self._known: dict[int, str] = {}
+
+    async def of(self, user_ids: Iterable[int]) -> dict[int, str]:
+        """Return the names known so far, after asking for the new ones in ``user_ids``."""
+        for user_id in set(user_ids) - self._known.keys():
+            if len(self._known) >= NAME_LOOKUPS:
+                break
+            self._known[user_id] = await self._app.rights.name(self._guild_id, user_id) or ""
+        return self._known
+
+
 def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
     """Add every page's route to ``routes``."""
     pages = Pages(app)
@@ -236,12 +256,8 @@ class Pages:
         with contextlib.suppress(BotError):
             key = await services.keys.resolve(guild_id)
             fingerprint, source = key.fingerprint, key.source
-        # The same report as /usage, with the key's balance as an admin's /usage shows it.
-        report = await services.billing.report(
-            guild_id, None, key_fingerprint=fingerprint if source == "guild" else None
-        )
+        money = await self.dashboard.overview(guild_id, fingerprint if source == "guild" else None)
         limits = await services.billing.limits(guild_id)
-        month_micro = cents_to_micro(report.month_cents)
         budget_micro = (
             None if limits.monthly_budget_cents is None else limits.monthly_budget_cents * 10**6
         )
@@ -252,21 +268,15 @@ class Pages:
             guild_id,
             rights,
             "overview",
-            report=report,
-            month_micro=month_micro,
-            today_micro=cents_to_micro(report.today_cents),
-            reserved_micro=cents_to_micro(report.reserved_cents),
+            money=money,
             budget_micro=budget_micro,
-            meter=meter(month_micro, budget_micro, label="This month's spend against the budget"),
+            meter=meter(
+                money.month_micro, budget_micro, label="This month's spend against the budget"
+            ),
             counts=counts,
             fingerprint=fingerprint,
             key_source=source,
             sandbox=services.sandbox,
-            balance_micro=(
-                None
-                if report.last_remaining_credits_cents is None
-                else cents_to_micro(report.last_remaining_credits_cents)
-            ),
         )
 
     # -- Spend -----------------------------------------------------------------------------
@@ -277,7 +287,7 @@ class Pages:
         raw = request.query.get("days", "30")
         days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
         report = await self.dashboard.spend(guild_id, days)
-        usage = await self.services.billing.report(guild_id)
+        money = await self.dashboard.overview(guild_id, None)
         names = await self._names(guild_id, [int(b.key or 0) for b, _ in report.by_member])
         chart = bar_chart(
             [
@@ -300,7 +310,7 @@ class Pages:
             periods=PERIODS,
             chart=chart,
             names=names,
-            month_micro=cents_to_micro(usage.month_cents),
+            month_micro=money.month_micro,
         )
 
     # -- Ledger ----------------------------------------------------------------------------
@@ -357,23 +367,12 @@ class Pages:
         await response.prepare(request)
         writer = CsvWriter()
         await response.write(writer.rows([LEDGER_COLUMNS]))
-        names = self._export_names(guild_id)
+        names = ExportNames(self.app, guild_id)
         async for batch in self.dashboard.export(guild_id, where):
-            await response.write(writer.rows(await ledger_rows(batch, names)))
+            known = await names.of(line.user_id for line in batch)
+            await response.write(writer.rows(ledger_rows(batch, known)))
         await response.write_eof()
         return response
-
-    def _export_names(self, guild_id: int) -> Any:
-        known: dict[int, str] = {}
-
-        async def name(user_id: int) -> str:
-            if user_id not in known:
-                if len(known) >= NAME_LOOKUPS:
-                    return ""
-                known[user_id] = await self.app.rights.name(guild_id, user_id) or ""
-            return known[user_id]
-
-        return name
 
     # -- Audit log -------------------------------------------------------------------------
 
@@ -434,10 +433,9 @@ class Pages:
         except ValidationFailed as exc:
             return web.Response(status=400, text=exc.sentence)
         writer = CsvWriter()
-        names = self._export_names(guild_id)
-        body = writer.rows([AUDIT_COLUMNS]) + writer.rows(
-            await audit_rows([e for _, e in found], names)
-        )
+        entries = [e for _, e in found]
+        known = await ExportNames(self.app, guild_id).of(e.user_id for e in entries)
+        body = writer.rows([AUDIT_COLUMNS]) + writer.rows(audit_rows(entries, known))
         return web.Response(
             body=body,
             headers={

@@ -38,7 +38,7 @@ from bot.domain import (
     SpendBucket,
 )
 from bot.errors import ValidationFailed
-from bot.services.billing import day_start
+from bot.services.billing import day_start, month_start
 from bot.storage import Database
 from bot.storage.repos.dashboard import DAY, DashboardStore, DashboardViews
 
@@ -138,6 +138,26 @@ class SpendReport:
     by_tier: list[tuple[SpendBucket, int]]
     by_member: list[tuple[SpendBucket, int]]
     tier_names: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """A server's money now (micro-cents).
+
+    Attributes:
+        month_micro: charged this UTC month (``/usage``'s "this month").
+        today_micro: charged this UTC day.
+        reserved_micro: held by requests in flight.
+        balance_micro: the server key's balance as the service last reported it; None when
+            unknown or not the server's own key.
+        anomalies: charges this month that broke the protocol.
+    """
+
+    month_micro: int
+    today_micro: int
+    reserved_micro: int
+    balance_micro: int | None
+    anomalies: int
 
 
 class DashboardService:
@@ -271,22 +291,23 @@ class DashboardService:
         if days not in PERIODS:
             raise ValidationFailed("The period is 7, 30 or 90 days.")
         now = self._clock.time()
-        until = now + 1e-6  # the charges of this very second count
-        since = day_start(now) - (days - 1) * DAY
+        until = day_start(now) + DAY  # today is whole: its charges so far
+        since = until - days * DAY
         before = since - days * DAY
         views = self._views
-        total = await views.total(guild_id, LedgerFilter(since=since, until=until))
+        whole = LedgerFilter(since=since, until=until)
+        total = await views.total(guild_id, whole)
         previous = await views.total(guild_id, LedgerFilter(since=before, until=since))
-        charged = {b.key: b for b in await views.spend(guild_id, since, until, "day")}
+        charged = {b.key: b for b in await views.daily(guild_id, since, until, "day")}
         by_day = [
             charged.get(int(since + i * DAY), SpendBucket(int(since + i * DAY), 0, 0))
             for i in range(days)
         ]
 
         async def compared(by: str) -> list[tuple[SpendBucket, int]]:
-            earlier = {b.key: b.micro for b in await views.spend(guild_id, before, since, by)}
+            earlier = {b.key: b.micro for b in await views.daily(guild_id, before, since, by)}
             return [
-                (b, earlier.get(b.key, 0)) for b in await views.spend(guild_id, since, until, by)
+                (b, earlier.get(b.key, 0)) for b in await views.daily(guild_id, since, until, by)
             ]
 
         tiers = {t.role_id: t.role_name for t in await self._db.policy.tiers(guild_id)}
@@ -301,6 +322,36 @@ class DashboardService:
             by_tier=await compared("tier"),
             by_member=await compared("member"),
             tier_names=tiers,
+        )
+
+    async def overview(self, guild_id: int, key_fingerprint: str | None) -> Overview:
+        """Return the server's money now: this month, today, held, the key's balance.
+
+        The month and the day are the ledger's own sums (``/usage``'s figures, to the
+        micro-cent), read from its daily sums.
+
+        Args:
+            guild_id: the server.
+            key_fingerprint: the server's own key, for its last reported balance; None to
+                skip it (the bot's shared key's balance is its owner's business).
+        """
+        now = self._clock.time()
+        today = day_start(now)
+        month = month_start(now)
+        _, month_micro = await self._views.total(guild_id, LedgerFilter(since=month))
+        _, today_micro = await self._views.total(guild_id, LedgerFilter(since=today))
+        reserved = await self._db.ledger.reserved_cents(guild_id, now)
+        balance = (
+            None
+            if key_fingerprint is None
+            else await self._db.ledger.last_remaining_credits(key_fingerprint)
+        )
+        return Overview(
+            month_micro=month_micro,
+            today_micro=today_micro,
+            reserved_micro=cents_to_micro(reserved),
+            balance_micro=None if balance is None else cents_to_micro(balance),
+            anomalies=await self._db.ledger.anomaly_count(guild_id, month),
         )
 
     async def ledger(

@@ -342,6 +342,23 @@ Index("ledger_model_at", ledger.c.model, ledger.c.at)
 Index("ledger_user_at", ledger.c.user_id, ledger.c.at)
 
 
+ledger_daily = Table(
+    "ledger_daily",
+    metadata,
+    # The ledger summed per server, UTC day and one dimension: written with each charge, in its
+    # transaction (LedgerStore.insert_charge), so the dashboard's periods read a few hundred
+    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member;
+    # ``bucket``: "" for total, the model, the kind, the tier's role id ("" without one), the
+    # member's id. ``day``: the UTC midnight, epoch seconds.
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("day", BigInteger, primary_key=True),
+    Column("dimension", Text, primary_key=True),
+    Column("bucket", Text, primary_key=True),
+    Column("charges", BigInteger, nullable=False),
+    Column("micro", BigInteger, nullable=False),
+)
+
+
 member_settings = Table(
     "member_settings",
     metadata,

@@ -18,8 +18,8 @@ from typing import Any, Final
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    Integer,
     Select,
+    Text,
     and_,
     cast,
     delete,
@@ -40,6 +40,7 @@ from bot.domain import (
     ResultItem,
     SpendBucket,
 )
+from bot.storage.repos.dialect import upsert
 from bot.storage.schema import (
     config_audit,
     dashboard_logins,
@@ -47,6 +48,7 @@ from bot.storage.schema import (
     dashboard_sessions,
     jobs,
     ledger,
+    ledger_daily,
     reservations,
 )
 from bot.storage.sql import Row, Sql
@@ -65,6 +67,101 @@ EXPORT_BATCH: Final = 5_000
 def _sum_micro(column: ColumnElement[Any]) -> ColumnElement[int]:
     """``SUM`` of a micro-cent column as an exact integer on both engines (0 when empty)."""
     return cast(func.coalesce(func.sum(column), 0), BigInteger)
+
+
+DIMENSIONS: Final = ("total", "model", "kind", "tier", "member")
+"""The dimensions of ``ledger_daily``: each charge adds to one bucket of each."""
+
+
+def day_of(at: float) -> int:
+    """The UTC midnight (epoch seconds) of the day of ``at``."""
+    return int(at // DAY) * int(DAY)
+
+
+async def add_to_daily(
+    sql: Sql,
+    *,
+    guild_id: int,
+    at: float,
+    user_id: int,
+    kind: str,
+    model: str,
+    tier_role_id: int | None,
+    micro: int,
+) -> None:
+    """Add one charge to its server's day in ``ledger_daily`` (one bucket per dimension).
+
+    Called by :meth:`bot.storage.repos.ledger.LedgerStore.insert_charge` in the charge's own
+    transaction, only when the charge was appended: the daily sums stay exactly the ledger's.
+    """
+    day = day_of(at)
+    buckets = {
+        "total": "",
+        "model": model,
+        "kind": kind,
+        "tier": "" if tier_role_id is None else str(tier_role_id),
+        "member": str(user_id),
+    }
+    stmt = upsert(sql, ledger_daily)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[
+            ledger_daily.c.guild_id,
+            ledger_daily.c.day,
+            ledger_daily.c.dimension,
+            ledger_daily.c.bucket,
+        ],
+        set_={
+            "charges": ledger_daily.c.charges + stmt.excluded.charges,
+            "micro": ledger_daily.c.micro + stmt.excluded.micro,
+        },
+    )
+    await sql.run(
+        stmt,
+        [
+            {
+                "guild_id": guild_id,
+                "day": day,
+                "dimension": dimension,
+                "bucket": bucket,
+                "charges": 1,
+                "micro": micro,
+            }
+            for dimension, bucket in buckets.items()
+        ],
+    )
+
+
+async def rebuild_daily(sql: Sql) -> None:
+    """Compute ``ledger_daily`` again from the ledger.
+
+    For rows written around ``LedgerStore.insert_charge``, such as a benchmark's bulk load.
+    """
+    if sql.dialect == "postgresql":
+        day: ColumnElement[Any] = cast(func.floor(ledger.c.at / DAY), BigInteger) * int(DAY)
+    else:
+        day = cast(ledger.c.at / DAY, BigInteger) * int(DAY)
+    buckets: dict[str, ColumnElement[Any]] = {
+        "total": literal(""),
+        "model": ledger.c.model,
+        "kind": ledger.c.kind,
+        "tier": func.coalesce(cast(ledger.c.tier_role_id, Text), ""),
+        "member": cast(ledger.c.user_id, Text),
+    }
+    columns = ["guild_id", "day", "dimension", "bucket", "charges", "micro"]
+    async with sql.write() as tx:
+        await tx.run(delete(ledger_daily))
+        for dimension, bucket in buckets.items():
+            source = select(
+                ledger.c.guild_id,
+                day,
+                literal(dimension),
+                bucket,
+                func.count(),
+                _sum_micro(ledger.c.cost_micro),
+            )
+            grouped = [ledger.c.guild_id, day] + ([] if dimension == "total" else [bucket])
+            source = source.group_by(*grouped)
+            await tx.run(insert(ledger_daily).from_select(columns, source))
 
 
 def _guilds_json(guilds: Sequence[GuildRef]) -> str:
@@ -308,54 +405,88 @@ class DashboardViews:
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
 
-    def _day(self) -> ColumnElement[int]:
-        """The UTC day of a charge, as its first epoch second."""
-        if self._sql.dialect == "postgresql":
-            day = cast(func.floor(ledger.c.at / DAY), BigInteger)
-        else:
-            day = cast(ledger.c.at / DAY, Integer)  # truncation: the ledger's times are positive
-        return day
+    async def daily(
+        self, guild_id: int, since: float, until: float, dimension: str
+    ) -> list[SpendBucket]:
+        """Return the server's charges in the UTC days ``[since, until)`` by ``dimension``.
 
-    async def spend(self, guild_id: int, since: float, until: float, by: str) -> list[SpendBucket]:
-        """Return the server's charges in ``[since, until)`` grouped by ``by``.
+        Read from ``ledger_daily`` (a few hundred rows a day, whatever the number of charges).
 
         Args:
             guild_id: the server.
-            since: from, UTC epoch seconds.
-            until: to (excluded), UTC epoch seconds.
-            by: ``day`` (key: the day's first UTC epoch second), ``model``, ``kind``, ``tier``
-                (key: the tier's role id, None without one) or ``member`` (key: the user id).
+            since: the first day's UTC midnight, epoch seconds.
+            until: the UTC midnight after the last day, epoch seconds.
+            dimension: ``day`` (key: the day's UTC midnight; days without charges left out),
+                ``model``, ``kind``, ``tier`` (key: the role id, None without a tier) or
+                ``member`` (key: the user id).
 
         Returns:
             Days in order; the other groups by micro-cents, largest first.
         """
-        keys: dict[str, ColumnElement[Any]] = {
-            "day": self._day(),
-            "model": ledger.c.model,
-            "kind": ledger.c.kind,
-            "tier": ledger.c.tier_role_id,
-            "member": ledger.c.user_id,
-        }
-        key = keys[by].label("k")
-        micro = _sum_micro(ledger.c.cost_micro).label("micro")
+        by_day = dimension == "day"
+        key = ledger_daily.c.day if by_day else ledger_daily.c.bucket
+        micro = _sum_micro(ledger_daily.c.micro).label("micro")
+        charges = _sum_micro(ledger_daily.c.charges).label("n")
         stmt = (
-            select(key, func.count().label("n"), micro)
-            .where(ledger.c.guild_id == guild_id, ledger.c.at >= since, ledger.c.at < until)
+            select(key.label("k"), charges, micro)
+            .where(
+                ledger_daily.c.guild_id == guild_id,
+                ledger_daily.c.dimension == ("total" if by_day else dimension),
+                ledger_daily.c.day >= since,
+                ledger_daily.c.day < until,
+            )
             .group_by(key)
         )
-        stmt = stmt.order_by(key) if by == "day" else stmt.order_by(micro.desc(), key)
-        rows = await self._sql.all(stmt)
-        return [
-            SpendBucket(int(r["k"] * DAY) if by == "day" else r["k"], int(r["n"]), int(r["micro"]))
-            for r in rows
-        ]
+        stmt = stmt.order_by(key) if by_day else stmt.order_by(micro.desc(), key)
+        buckets = []
+        for r in await self._sql.all(stmt):
+            raw = r["k"]
+            found: str | int | None = raw
+            if dimension in ("day", "member"):
+                found = int(raw)
+            elif dimension == "tier":
+                found = int(raw) if raw else None
+            buckets.append(SpendBucket(found, int(r["n"]), int(r["micro"])))
+        return buckets
 
     async def total(self, guild_id: int, where: LedgerFilter) -> tuple[int, int]:
-        """Return ``(charges, micro-cents)`` of the server's ledger lines that ``where`` keeps."""
-        stmt: Any = select(func.count().label("n"), _sum_micro(ledger.c.cost_micro).label("micro"))
-        if where.status is not None:
-            stmt = stmt.select_from(ledger.outerjoin(jobs, _JOB_OF_CHARGE))
-        row = await self._sql.one(_filtered(stmt, guild_id, where))
+        """Return ``(charges, micro-cents)`` of the server's ledger lines that ``where`` keeps.
+
+        From ``ledger_daily`` when the filter is whole UTC days and at most one of member,
+        model and kind (the pages' common case); from the ledger itself otherwise.
+        """
+        narrowed = [
+            (name, value)
+            for name, value in (
+                ("member", where.user_id),
+                ("model", where.model),
+                ("kind", where.kind),
+            )
+            if value is not None
+        ]
+        aligned = all(t is None or t % DAY == 0 for t in (where.since, where.until))
+        if where.status is None and len(narrowed) <= 1 and aligned:
+            dimension, bucket = narrowed[0] if narrowed else ("total", "")
+            stmt = select(
+                _sum_micro(ledger_daily.c.charges).label("n"),
+                _sum_micro(ledger_daily.c.micro).label("micro"),
+            ).where(
+                ledger_daily.c.guild_id == guild_id,
+                ledger_daily.c.dimension == dimension,
+                ledger_daily.c.bucket == str(bucket),
+            )
+            if where.since is not None:
+                stmt = stmt.where(ledger_daily.c.day >= where.since)
+            if where.until is not None:
+                stmt = stmt.where(ledger_daily.c.day < where.until)
+            row = await self._sql.one(stmt)
+        else:
+            scan: Any = select(
+                func.count().label("n"), _sum_micro(ledger.c.cost_micro).label("micro")
+            )
+            if where.status is not None:
+                scan = scan.select_from(ledger.outerjoin(jobs, _JOB_OF_CHARGE))
+            row = await self._sql.one(_filtered(scan, guild_id, where))
         assert row is not None
         return int(row["n"]), int(row["micro"])
 
@@ -381,7 +512,8 @@ class DashboardViews:
         stmt = _filtered(stmt, guild_id, where)
         if before is not None:
             at, row_id = before
-            stmt = stmt.where(or_(ledger.c.at < at, and_(ledger.c.at == at, ledger.c.id < row_id)))
+            # The bound on ``at`` alone first: an index range, not a scan from the newest.
+            stmt = stmt.where(ledger.c.at <= at, or_(ledger.c.at < at, ledger.c.id < row_id))
         stmt = stmt.order_by(ledger.c.at.desc(), ledger.c.id.desc()).limit(limit)
         return [_line(r) for r in await self._sql.all(stmt)]
 
@@ -399,9 +531,7 @@ class DashboardViews:
             stmt = base
             if after is not None:
                 at, row_id = after
-                stmt = stmt.where(
-                    or_(ledger.c.at > at, and_(ledger.c.at == at, ledger.c.id > row_id))
-                )
+                stmt = stmt.where(ledger.c.at >= at, or_(ledger.c.at > at, ledger.c.id > row_id))
             rows = [_line(r) for r in await self._sql.all(stmt.limit(batch))]
             if not rows:
                 return
@@ -411,14 +541,18 @@ class DashboardViews:
             after = (rows[-1].at, rows[-1].id)
 
     async def models(self, guild_id: int, since: float) -> list[str]:
-        """Return the models charged in the server since ``since``, by name (filter choices)."""
+        """Return the models charged in the server since the UTC day of ``since``, by name."""
         rows = await self._sql.all(
-            select(ledger.c.model)
-            .where(ledger.c.guild_id == guild_id, ledger.c.at >= since)
+            select(ledger_daily.c.bucket)
+            .where(
+                ledger_daily.c.guild_id == guild_id,
+                ledger_daily.c.dimension == "model",
+                ledger_daily.c.day >= day_of(since),
+            )
             .distinct()
-            .order_by(ledger.c.model)
+            .order_by(ledger_daily.c.bucket)
         )
-        return [r["model"] for r in rows]
+        return [r["bucket"] for r in rows]
 
     async def audit(
         self,
@@ -506,7 +640,7 @@ class DashboardViews:
         if before is not None:
             at, row_id = before
             stmt = stmt.where(
-                or_(jobs.c.created_at < at, and_(jobs.c.created_at == at, jobs.c.id < row_id))
+                jobs.c.created_at <= at, or_(jobs.c.created_at < at, jobs.c.id < row_id)
             )
         stmt = stmt.order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit)
         return [_result(r) for r in await self._sql.all(stmt)]

@@ -6,7 +6,9 @@ one row per signed-in browser, so that a member can be signed out everywhere.
 ``dashboard_roles``: roles an admin lets open a server's pages without Manage Server. Only
 hashes of the state, the pre-login cookie and the session cookie are stored. ``jobs_user_listing``:
 and ``ledger_user_at``: a member's results and spend in every server (My results) without a
-scan of every job or charge.
+scan of every job or charge. ``ledger_daily``: the ledger summed per server, UTC day and
+dimension (total, model, kind, tier, member), written with each charge in its transaction and
+filled here from the ledger so far: the dashboard's periods read it instead of every charge.
 
 Revision ID: 0005_dashboard_sessions
 Revises: 0004_task_identity
@@ -23,8 +25,33 @@ branch_labels = None
 depends_on = None
 
 
+_DAY = {
+    "sqlite": "CAST(at / 86400 AS INTEGER) * 86400",
+    "postgresql": "CAST(floor(at / 86400) AS BIGINT) * 86400",
+}
+_BUCKETS = (
+    ("total", "''"),
+    ("model", "model"),
+    ("kind", "kind"),
+    ("tier", "COALESCE(CAST(tier_role_id AS TEXT), '')"),
+    ("member", "CAST(user_id AS TEXT)"),
+)
+
+
+def _backfill_daily() -> None:
+    """Sum the ledger already kept into ``ledger_daily`` (later charges add themselves)."""
+    day = _DAY[op.get_bind().dialect.name]
+    for dimension, bucket in _BUCKETS:
+        grouped = f"guild_id, {day}" + ("" if dimension == "total" else f", {bucket}")
+        op.execute(
+            "INSERT INTO ledger_daily (guild_id, day, dimension, bucket, charges, micro) "
+            f"SELECT guild_id, {day}, '{dimension}', {bucket}, COUNT(*), SUM(cost_micro) "
+            f"FROM ledger GROUP BY {grouped}"
+        )
+
+
 def upgrade() -> None:
-    """Create the three tables and the index of a member's sessions."""
+    """Create the tables, the indexes, and the ledger's daily sums so far."""
     op.create_table(
         "dashboard_logins",
         sa.Column("state_hash", sa.Text, primary_key=True),
@@ -50,10 +77,21 @@ def upgrade() -> None:
     op.create_index("dashboard_sessions_user", "dashboard_sessions", ["user_id"])
     op.create_index("jobs_user_listing", "jobs", ["user_id", "created_at"])
     op.create_index("ledger_user_at", "ledger", ["user_id", "at"])
+    op.create_table(
+        "ledger_daily",
+        sa.Column("guild_id", sa.BigInteger, primary_key=True),
+        sa.Column("day", sa.BigInteger, primary_key=True),
+        sa.Column("dimension", sa.Text, primary_key=True),
+        sa.Column("bucket", sa.Text, primary_key=True),
+        sa.Column("charges", sa.BigInteger, nullable=False),
+        sa.Column("micro", sa.BigInteger, nullable=False),
+    )
+    _backfill_daily()
 
 
 def downgrade() -> None:
     """Drop them (every member is signed out)."""
+    op.drop_table("ledger_daily")
     op.drop_index("ledger_user_at", table_name="ledger")
     op.drop_index("jobs_user_listing", table_name="jobs")
     op.drop_index("dashboard_sessions_user", table_name="dashboard_sessions")
