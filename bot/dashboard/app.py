@@ -179,9 +179,11 @@ class Dashboard:
             response = self.page(request, "error.html", status=405, message="Not allowed.")
         except web.HTTPException as exc:
             if exc.status >= 400:
-                raise
-            # A redirect raised by a page (signed out: to "/"), answered as a plain response.
-            response = web.Response(status=exc.status, headers=exc.headers)
+                # A refusal (403 of a forged form, 503...): one sentence, with the headers below.
+                response = web.Response(status=exc.status, text=exc.text or exc.reason)
+            else:
+                # A redirect raised by a page (signed out: to "/"), answered as a response.
+                response = web.Response(status=exc.status, headers=exc.headers)
         headers = response.headers
         headers["Content-Security-Policy"] = CSP
         headers["X-Content-Type-Options"] = "nosniff"

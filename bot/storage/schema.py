@@ -340,6 +340,16 @@ Index("ledger_key_at", ledger.c.key_fingerprint, ledger.c.at)
 Index("ledger_model_at", ledger.c.model, ledger.c.at)
 # A member's spend in every server (the dashboard's My results).
 Index("ledger_user_at", ledger.c.user_id, ledger.c.at)
+# The dashboard's ledger filtered by model (and kind): its pages and their totals read this
+# index alone (it holds every column the total sums), not the server's every charge.
+Index(
+    "ledger_guild_model_at",
+    ledger.c.guild_id,
+    ledger.c.model,
+    ledger.c.at,
+    ledger.c.kind,
+    ledger.c.cost_micro,
+)
 
 
 ledger_daily = Table(

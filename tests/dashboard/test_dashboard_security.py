@@ -138,6 +138,8 @@ async def test_cookies_headers_and_sign_out(site: Site) -> None:
     assert (await browser.post("/auth/logout", data={"token": "forged"})).status == 403
     body = await page.text()
     token = body.split('name="token" value="')[1].split('"')[0]
+    forged = await browser.post("/auth/logout", data={"token": "forged"})
+    assert "frame-ancestors" in forged.headers["Content-Security-Policy"]
     cross = await browser.post(
         "/auth/logout", data={"token": token}, headers={"Origin": "https://evil.example"}
     )

@@ -60,7 +60,7 @@ JOB_AFTER_CHARGE: Final = 60.0
 """Seconds within which a job is stored after its charge (the same transaction, ``settle``):
 a job of the same key, kind and task id outside them is another task under a reused id."""
 
-EXPORT_BATCH: Final = 5_000
+EXPORT_BATCH: Final = 10_000
 """Ledger lines an export reads per query: its memory is one batch, whatever the ledger's size."""
 
 

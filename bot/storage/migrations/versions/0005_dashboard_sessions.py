@@ -1,14 +1,16 @@
-"""The web dashboard's sign-ins, sessions and access roles.
+"""The web dashboard's sign-ins, sessions and access roles, and the ledger's daily sums.
 
-``dashboard_logins``: one row per sign-in under way (the OAuth2 ``state``, bound to the
-pre-login cookie, and the PKCE verifier), deleted when the callback uses it. ``dashboard_sessions``:
-one row per signed-in browser, so that a member can be signed out everywhere.
-``dashboard_roles``: roles an admin lets open a server's pages without Manage Server. Only
-hashes of the state, the pre-login cookie and the session cookie are stored. ``jobs_user_listing``:
-and ``ledger_user_at``: a member's results and spend in every server (My results) without a
-scan of every job or charge. ``ledger_daily``: the ledger summed per server, UTC day and
-dimension (total, model, kind, tier, member), written with each charge in its transaction and
-filled here from the ledger so far: the dashboard's periods read it instead of every charge.
+- ``dashboard_logins``: one row per sign-in under way (the OAuth2 ``state``, bound to the
+  pre-login cookie, and the PKCE verifier), deleted when the callback uses it.
+- ``dashboard_sessions``: one row per signed-in browser, so that a member can be signed out
+  everywhere. Only hashes of the state, the pre-login cookie and the session cookie are kept.
+- ``dashboard_roles``: roles an admin lets open a server's pages without Manage Server.
+- ``ledger_daily``: the ledger summed per server, UTC day and dimension (total, model, kind,
+  tier, member), written with each charge in its transaction and filled here from the ledger
+  so far: the dashboard's periods read it instead of every charge.
+- Indexes: ``jobs_user_listing`` and ``ledger_user_at`` (a member's results and spend in every
+  server, for My results); ``ledger_guild_model_at`` (the ledger filtered by model and kind,
+  pages and totals from the index alone).
 
 Revision ID: 0005_dashboard_sessions
 Revises: 0004_task_identity
@@ -77,6 +79,9 @@ def upgrade() -> None:
     op.create_index("dashboard_sessions_user", "dashboard_sessions", ["user_id"])
     op.create_index("jobs_user_listing", "jobs", ["user_id", "created_at"])
     op.create_index("ledger_user_at", "ledger", ["user_id", "at"])
+    op.create_index(
+        "ledger_guild_model_at", "ledger", ["guild_id", "model", "at", "kind", "cost_micro"]
+    )
     op.create_table(
         "ledger_daily",
         sa.Column("guild_id", sa.BigInteger, primary_key=True),
@@ -92,6 +97,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     """Drop them (every member is signed out)."""
     op.drop_table("ledger_daily")
+    op.drop_index("ledger_guild_model_at", table_name="ledger")
     op.drop_index("ledger_user_at", table_name="ledger")
     op.drop_index("jobs_user_listing", table_name="jobs")
     op.drop_index("dashboard_sessions_user", table_name="dashboard_sessions")
