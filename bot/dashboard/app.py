@@ -308,6 +308,9 @@ class Dashboard:
             response = self.page(request, "error.html", status=400, message=message)
             self.delete_cookie(response, self.login_cookie)
             return response
+        previous = request.get(SESSION_KEY)
+        if previous is not None:  # a sign-in over a session replaces it, never adds one
+            await self.dashboard.sign_out(previous.token)
         token = await self.dashboard.open_session(user_id, name, guilds)
         log.info("dashboard: member %s signed in", user_id)
         found = redirect("/servers")

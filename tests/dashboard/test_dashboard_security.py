@@ -179,3 +179,15 @@ async def test_https_makes_the_cookies_secure_and_host_only(
             "redirect_uri=https%3A%2F%2Fdash.example.com%2Fauth%2Fcallback"
             in begun.headers["Location"]
         )
+
+
+async def test_signing_in_again_replaces_the_session(site: Site) -> None:
+    browser = site.browser()
+    await browser.sign_in(site.owner_id)
+    first = next(c.value for c in browser.http.cookie_jar if c.key == "genbot_session")
+    await browser.sign_in(site.owner_id)
+    second = next(c.value for c in browser.http.cookie_jar if c.key == "genbot_session")
+    assert first != second  # a new id at every sign-in
+    stale = site.browser()
+    stale.http.cookie_jar.update_cookies({"genbot_session": first})
+    assert (await stale.get("/servers")).headers["Location"] == "/"
