@@ -223,6 +223,14 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     await page.click("nav.tabs >> text=Ledger")
     await page.wait_for_selector("#ledger-total")
     await tab.shoot("ledger")
+    # The filter form: htmx swaps the results in place (a plain GET without JavaScript).
+    await page.select_option("select[name=kind]", "video")
+    await page.click("form.filters button[type=submit]")
+    await page.wait_for_url(re.compile(r"kind=video"))
+    await page.wait_for_selector("#ledger-total")
+    await page.select_option("select[name=kind]", "")
+    await page.click("form.filters button[type=submit]")
+    await page.wait_for_url(re.compile(r"kind=&|kind=$"))
     async with page.expect_download() as waiting:
         await page.click("#csv")
     download = await waiting.value
