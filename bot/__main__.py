@@ -41,7 +41,9 @@ from bot.config import (
     load_settings,
     redact_database_url,
 )
+from bot.dashboard.serve import serve_dashboard
 from bot.discord.bot import GenBot
+from bot.discord.dashboard_directory import RestDirectory
 from bot.discord.permissions import install_links, invite_url
 from bot.discord.worker import run_worker
 from bot.domain import SchemaTooNewError
@@ -156,6 +158,8 @@ def known_secrets(settings: Settings) -> list[str]:
     secrets = [settings.discord_token.get_secret_value()]
     if settings.genapi_api_key is not None:
         secrets.append(settings.genapi_api_key.get_secret_value())
+    if settings.discord_client_secret is not None:
+        secrets.append(settings.discord_client_secret.get_secret_value())
     if settings.key_encryption_key is not None:
         encryption_keys = settings.key_encryption_key.get_secret_value().split(",")
         secrets.extend(part.strip() for part in encryption_keys)
@@ -225,10 +229,18 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
         bot.add_listener(say_ready, "on_ready")
         async with bot:
             token = settings.discord_token.get_secret_value()
-            if sync == "only":
-                await bot.login(token)
-            else:
-                await bot.start(token)
+            await bot.login(token)
+            if sync != "only":
+                # After the login: the application id (the OAuth2 client) is known then.
+                await serve_dashboard(
+                    settings,
+                    services,
+                    RestDirectory(bot),
+                    application_id=bot.application_id or application_id_from_token(token),
+                    clock=clock,
+                    stack=stack,
+                )
+                await bot.connect()
 
 
 def rotate_keys(settings: Settings) -> int:

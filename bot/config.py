@@ -63,6 +63,11 @@ class Settings(BaseSettings):
     log_format: LogFormat = "text"
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     metrics_host: str = "127.0.0.1"
+    dashboard_public_url: str | None = None
+    dashboard_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    dashboard_host: str = "127.0.0.1"
+    # Out of the repr altogether: its very name would read as a secret in a log line.
+    discord_client_secret: SecretStr | None = Field(default=None, repr=False)
     key_encryption_key: SecretStr | None = None
 
     default_guild_monthly_budget_cents: NonNegativeCents | None = None
@@ -136,6 +141,18 @@ class Settings(BaseSettings):
             raise ValueError(SANDBOX_ALONE)
         return self
 
+    @model_validator(mode="after")
+    def _dashboard_has_its_own_port(self) -> Settings:
+        if (
+            self.dashboard_enabled
+            and self.metrics_port is not None
+            and self.dashboard_listen_port == self.metrics_port
+        ):
+            raise ValueError(
+                "DASHBOARD_PORT must differ from METRICS_PORT (the dashboard has a port of its own)"
+            )
+        return self
+
     @field_validator("genapi_base_url")
     @classmethod
     def _base_url_is_v1(cls, value: str | None) -> str | None:
@@ -150,6 +167,27 @@ class Settings(BaseSettings):
         try:
             port = parts.port
         except ValueError:  # out of range or not a number
+            port = 0
+        if port == 0 or parts.netloc.endswith(":"):
+            raise ValueError("has a port outside 1-65535")
+        return value
+
+    @field_validator("dashboard_public_url")
+    @classmethod
+    def _dashboard_url_is_an_origin(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http(s) URL, e.g. http://localhost:8080")
+        if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError(
+                "must be an origin only (scheme, host, port), e.g. https://dash.example.com"
+            )
+        try:
+            port = parts.port
+        except ValueError:
             port = 0
         if port == 0 or parts.netloc.endswith(":"):
             raise ValueError("has a port outside 1-65535")
@@ -197,6 +235,33 @@ class Settings(BaseSettings):
         if self.personal_total_daily_budget_cents is not None:
             return self.personal_total_daily_budget_cents
         return PERSONAL_TOTAL_MULTIPLE * self.personal_daily_budget_cents
+
+    @property
+    def dashboard_enabled(self) -> bool:
+        """Whether the web dashboard is served (``docs/dashboard.md``).
+
+        On when ``DASHBOARD_PUBLIC_URL`` and ``DISCORD_CLIENT_SECRET`` are both set.
+        """
+        return self.dashboard_public_url is not None and self.discord_client_secret is not None
+
+    @property
+    def dashboard_listen_port(self) -> int:
+        """The port the dashboard listens on.
+
+        ``DASHBOARD_PORT``, else the public URL's port (80 or 443 when it names none).
+        """
+        if self.dashboard_port is not None:
+            return self.dashboard_port
+        parts = urlsplit(self.dashboard_public_url or "http://localhost")
+        return parts.port or (443 if parts.scheme == "https" else 80)
+
+    @property
+    def dashboard_redirect_uri(self) -> str:
+        """The OAuth2 redirect URI to register in the Discord application.
+
+        ``DASHBOARD_PUBLIC_URL`` + ``/auth/callback``.
+        """
+        return f"{self.dashboard_public_url}/auth/callback"
 
     @property
     def postgresql(self) -> bool:

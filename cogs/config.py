@@ -18,7 +18,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.interactions import model_autocomplete, requester
-from bot.discord.render.admin import config_embed, old_key_note
+from bot.discord.render.admin import config_embed, dashboard_link, old_key_note
 from bot.discord.render.buttons import confirm_above_text
 from bot.discord.render.policy import (
     add_policy_fields,
@@ -185,11 +185,13 @@ class ConfigCog(
         sequences: SequenceService,
         *,
         shared_key: bool,
+        dashboard_url: str | None = None,
     ) -> None:
         self.service = service
         self.generation = generation
         self.sequences = sequences
         self.shared_key = shared_key
+        self.dashboard_url = dashboard_url
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -608,6 +610,10 @@ class ConfigCog(
         embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
         clips = await self.sequences.max_clips(guild_id)
         embed.add_field(name="Sequence length", value=f"{clips} clips at most", inline=False)
+        if self.dashboard_url is not None:
+            embed.add_field(
+                name="Dashboard", value=dashboard_link(self.dashboard_url, guild_id), inline=False
+            )
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 
@@ -620,5 +626,10 @@ async def setup(bot: GenBot) -> None:
             services.generation,
             services.sequences,
             shared_key=services.default_key is not None,
+            dashboard_url=(
+                services.settings.dashboard_public_url
+                if services.settings.dashboard_enabled
+                else None
+            ),
         )
     )

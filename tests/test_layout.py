@@ -30,12 +30,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PACKAGES = ("bot", "cogs")
 
-ADAPTERS = ("cogs", "bot.discord")
-"""Where Discord is spoken: no repository, no ``db``."""
+ADAPTERS = ("cogs", "bot.discord", "bot.dashboard")
+"""Where Discord (or the web) is spoken: no repository, no ``db``."""
 
 LAYERS = (
     ("cogs",),
-    ("bot.discord",),
+    ("bot.discord", "bot.dashboard"),
     ("bot.wiring",),
     ("bot.jobs",),
     ("bot.services",),

@@ -16,7 +16,9 @@ import discord
 
 from bot.clock import SystemClock
 from bot.config import Settings
+from bot.dashboard.serve import serve_dashboard
 from bot.discord.bot import build_announcer, post_missing_key_notice
+from bot.discord.dashboard_directory import RestDirectory
 from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter
@@ -39,9 +41,11 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
     worker takes those jobs at once rather than after their leases run out. A second signal
     cancels at once (the leases are still released).
 
-    Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz`` on ``METRICS_PORT``
-    (ready: not stopping, the database answers, its lease loop passed within a minute;
-    :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns every key it decrypts.
+    With ``DASHBOARD_PUBLIC_URL`` and ``DISCORD_CLIENT_SECRET`` it serves the web dashboard
+    (``docs/dashboard.md``). Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz``
+    on ``METRICS_PORT`` (ready: not stopping, the database answers, its lease loop passed
+    within a minute; :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns
+    every key it decrypts.
     """
     if settings.shared_rate_limit is None:
         settings = settings.model_copy(update={"shared_rate_limit": True})
@@ -61,6 +65,15 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         )
         await client.login(settings.discord_token.get_secret_value())
         stack.push_async_callback(client.close)
+        # The dashboard may be served by a worker too: rights are read over REST, cached.
+        await serve_dashboard(
+            settings,
+            services,
+            RestDirectory(client),
+            application_id=client.application_id or 0,
+            clock=clock,
+            stack=stack,
+        )
         # The job's guild's admins are told as the gateway tells them.
         services.keys.set_missing_key_notice(
             functools.partial(post_missing_key_notice, client, services.guild_config)

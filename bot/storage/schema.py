@@ -147,6 +147,43 @@ default_keys = Table(
 )
 
 
+dashboard_logins = Table(
+    "dashboard_logins",
+    metadata,
+    # SHA-256 of the OAuth2 ``state`` and of the pre-login cookie: neither is stored as sent.
+    Column("state_hash", Text, primary_key=True),
+    Column("binding_hash", Text, nullable=False),
+    Column("code_verifier", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    info=NOT_COPIED,
+)
+
+
+dashboard_roles = Table(
+    "dashboard_roles",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("role_id", BigInteger, primary_key=True),
+    # "view" today; "edit" is kept for the roles that may change settings from the web.
+    Column("access", Text, nullable=False, server_default="view"),
+)
+
+
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    # SHA-256 of the session cookie's value: a copy of the table signs nobody in.
+    Column("id_hash", Text, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    Column("user_name", Text, nullable=False),
+    # JSON list of the member's servers at sign-in (id, name, permissions), as Discord said.
+    Column("guilds", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("last_seen_at", Double, nullable=False),
+)
+Index("dashboard_sessions_user", dashboard_sessions.c.user_id)
+
+
 guild_settings = Table(
     "guild_settings",
     metadata,
@@ -225,6 +262,8 @@ Index(
 )
 Index("jobs_listing", jobs.c.guild_id, jobs.c.user_id, jobs.c.created_at)
 Index("jobs_guild_listing", jobs.c.guild_id, jobs.c.created_at)
+# A member's results in every server (the dashboard's My results).
+Index("jobs_user_listing", jobs.c.user_id, jobs.c.created_at)
 Index(
     "jobs_pending_key",
     jobs.c.guild_id,
@@ -299,6 +338,35 @@ Index("ledger_guild_at", ledger.c.guild_id, ledger.c.at)
 Index("ledger_guild_user_at", ledger.c.guild_id, ledger.c.user_id, ledger.c.at)
 Index("ledger_key_at", ledger.c.key_fingerprint, ledger.c.at)
 Index("ledger_model_at", ledger.c.model, ledger.c.at)
+# A member's spend in every server (the dashboard's My results).
+Index("ledger_user_at", ledger.c.user_id, ledger.c.at)
+# The dashboard's ledger filtered by model (and kind): its pages and their totals read this
+# index alone (it holds every column the total sums), not the server's every charge.
+Index(
+    "ledger_guild_model_at",
+    ledger.c.guild_id,
+    ledger.c.model,
+    ledger.c.at,
+    ledger.c.kind,
+    ledger.c.cost_micro,
+)
+
+
+ledger_daily = Table(
+    "ledger_daily",
+    metadata,
+    # The ledger summed per server, UTC day and one dimension: written with each charge, in its
+    # transaction (LedgerStore.insert_charge), so the dashboard's periods read a few hundred
+    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member;
+    # ``bucket``: "" for total, the model, the kind, the tier's role id ("" without one), the
+    # member's id. ``day``: the UTC midnight, epoch seconds.
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("day", BigInteger, primary_key=True),
+    Column("dimension", Text, primary_key=True),
+    Column("bucket", Text, primary_key=True),
+    Column("charges", BigInteger, nullable=False),
+    Column("micro", BigInteger, nullable=False),
+)
 
 
 member_settings = Table(

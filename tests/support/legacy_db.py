@@ -68,3 +68,39 @@ async def build_postgres_at(url: str, version: int) -> None:
                 )
     finally:
         await conn.close()
+
+
+GUILD = 100
+"""The guild of the legacy rows."""
+SQLITE_HEAD = len(legacy.load("sqlite"))
+POSTGRES_HEAD = len(legacy.load("postgresql"))
+
+# Rows of the oldest schema used here (SQLite 0005, PostgreSQL 0001-0003); the columns added
+# since have defaults. Money is micro-cents (1 cent = 1,000,000) from SQLite 0005 and PG 0001.
+ROWS = [
+    "INSERT INTO guild_settings (guild_id, monthly_budget_cents, admin_channel_id)"
+    f" VALUES ({GUILD}, 5000, 42)",
+    f"INSERT INTO allowed_channels (guild_id, channel_id) VALUES ({GUILD}, 7)",
+    "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, at,"
+    " key_fingerprint, cost_micro, remaining_credits_micro)"
+    f" VALUES ({GUILD}, 7, 1, 'video', 'vid/t2v', 'done', 100.0, 'fp', 12500001, 975000000)",
+    "INSERT INTO ledger (guild_id, channel_id, user_id, kind, model, task_id, at,"
+    " key_fingerprint, cost_micro, remaining_credits_micro)"
+    f" VALUES ({GUILD}, 7, 2, 'image', 'img/x', NULL, 110.0, 'fp', 350000, NULL)",
+    "INSERT INTO reservations (guild_id, user_id, kind, model, amount_micro, created_at,"
+    f" expires_at) VALUES ({GUILD}, 1, 'video', 'vid/t2v', 50000000, 100.0, 700.0)",
+    "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id, user_id,"
+    " prompt_summary, cost_micro, key_fingerprint, status, created_at, next_poll_at,"
+    " finished_at, outputs, announced_at)"
+    f" VALUES ('done', 'alpha', '/p/done', 'video', 'vid/t2v', {GUILD}, 7, 1, 'a cat',"
+    " 12500001, 'fp', 'completed', 100.0, 150.0, 200.0, '[\"https://x/v.mp4\"]', 200.0)",
+    "INSERT INTO jobs (task_id, provider, poll_url, kind, model, guild_id, channel_id, user_id,"
+    " prompt_summary, cost_micro, key_fingerprint, status, created_at, next_poll_at)"
+    f" VALUES ('busy', 'alpha', '/p/busy', 'video', 'vid/t2v', {GUILD}, 7, 1, 'a dog',"
+    " 25000000, 'fp', 'pending', 100.0, 150.0)",
+    "INSERT INTO meta (key, value) VALUES ('operator.note', 'kept')",
+]
+MEMBER_ROW = (
+    "INSERT INTO member_settings (user_id, video_model, prompt_suffix, private, updated_at)"
+    " VALUES (1, 'vid/t2v', 'in watercolour', 1, 100.0)"
+)

@@ -18,6 +18,11 @@ def _budget(cents: int | None) -> str:
     return "unlimited" if cents is None else format_cents(cents)
 
 
+def dashboard_link(public_url: str, guild_id: int) -> str:
+    """The line of ``/config show`` that leads to the server's page on the web dashboard."""
+    return f"Spend, ledger, audit log and results on the web: {public_url}/servers/{guild_id}"
+
+
 def config_embed(config: GuildConfig) -> discord.Embed:
     """Render a guild's settings; the key appears only as set or not, with its last 4."""
     embed = discord.Embed(title="genbot settings", colour=discord.Colour.blurple())

@@ -20,6 +20,7 @@ from sqlalchemy import Select, delete, exists, func, insert, or_, select
 from bot.domain import TASK_ID_REUSED, Charge, ChargeAnomaly, Kind, Reservation, UsageRow
 from bot.storage import schema
 from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.dashboard import add_to_daily
 from bot.storage.repos.dialect import upsert
 from bot.storage.sql import Row, Sql
 
@@ -112,6 +113,7 @@ class LedgerStore:
             ValueError: an amount is not a finite number.
         """
         remaining = charge.remaining_credits_cents
+        micro = to_micro(charge.cost_cents)
         values = {
             "guild_id": charge.guild_id,
             "channel_id": charge.channel_id,
@@ -119,7 +121,7 @@ class LedgerStore:
             "kind": charge.kind.value,
             "model": charge.model,
             "task_id": charge.task_id,
-            "cost_micro": to_micro(charge.cost_cents),
+            "cost_micro": micro,
             "remaining_credits_micro": None if remaining is None else to_micro(remaining),
             "key_fingerprint": charge.key_fingerprint,
             "at": charge.at,
@@ -140,7 +142,20 @@ class LedgerStore:
         )
         async with self._sql.write() as tx:
             await tx.lock_guild(charge.guild_id)
-            return await tx.run(stmt) > 0
+            if await tx.run(stmt) == 0:
+                return False
+            # The dashboard's daily sums, in the same transaction: exactly the ledger's.
+            await add_to_daily(
+                tx,
+                guild_id=charge.guild_id,
+                at=charge.at,
+                user_id=charge.user_id,
+                kind=charge.kind.value,
+                model=charge.model,
+                tier_role_id=charge.tier_role_id,
+                micro=micro,
+            )
+            return True
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
         """Record a reported charge that breaks the protocol (not summed into budgets).

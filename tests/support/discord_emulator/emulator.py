@@ -32,6 +32,7 @@ from .models import (
     User,
     World,
 )
+from .oauth import OAuthState
 from .payloads import (
     channel_payload,
     guild_create_payload,
@@ -121,6 +122,8 @@ class DiscordEmulator(UserActions):
         self.act_before_answer = False
         self._answered_on: dict[int, asyncio.Event] = {}
         self.command_syncs = 0
+        #: "Sign in with Discord" (OAuth2): the client secret, who is logged in, codes, tokens.
+        self.oauth = OAuthState()
         self._rate_limits: list[list[Any]] = []
         self._errors: list[list[Any]] = []
         self._runner: web.AppRunner | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 from aiohttp import BodyPartReader, hdrs, web
 
@@ -15,6 +15,7 @@ from .errors import DiscordAPIError, FormErrors
 from .interaction_routes import InteractionRoutes
 from .limits import validate_commands
 from .models import EPHEMERAL, PUBLIC_THREAD, Message
+from .oauth import OAuthRoutes
 from .payloads import (
     channel_payload,
     command_permissions_payload,
@@ -37,6 +38,7 @@ class RestApi(InteractionRoutes):
         add = app.router.add_route
         routes: list[tuple[str, str, Any]] = [
             ("GET", "/users/@me", self.get_me),
+            ("GET", "/users/@me/guilds", self.get_my_guilds),
             ("POST", "/users/@me/channels", self.create_dm),
             ("GET", "/gateway", self.get_gateway),
             ("GET", "/gateway/bot", self.get_gateway_bot),
@@ -104,6 +106,8 @@ class RestApi(InteractionRoutes):
             ("GET", "/guilds/{guild_id}/roles", self.get_roles),
             ("GET", "/guilds/{guild_id}/members/{user_id}", self.get_member),
         ]
+        self._oauth = OAuthRoutes(self.emu)
+        self._oauth.add_to(app)
         for method, path, handler in routes:
             add(method, API_PREFIX + path, handler)
         add("*", "/api/{tail:.*}", self.unhandled)
@@ -174,8 +178,15 @@ class RestApi(InteractionRoutes):
         return web.Response(body=json.dumps(body).encode(), status=429, headers=headers)
 
     def _check_auth(self, request: web.Request, route: str) -> None:
-        if route.startswith(("/webhooks/", "/interactions/")) or route == "/gateway":
+        if (
+            route.startswith(("/webhooks/", "/interactions/", "/oauth2/token"))
+            or route == "/gateway"
+        ):
             return
+        if route.startswith("/users/@me") and request.headers.get(
+            hdrs.AUTHORIZATION, ""
+        ).startswith("Bearer "):
+            return  # a member's OAuth2 token: checked by the route
         if request.headers.get(hdrs.AUTHORIZATION) != f"Bot {self.emu.bot_token}":
             raise err.unauthorized()
 
@@ -201,6 +212,8 @@ class RestApi(InteractionRoutes):
         raw = await request.read() if request.can_read_body else b""
         if not raw:
             return None, []
+        if request.content_type == "application/x-www-form-urlencoded":
+            return dict(parse_qsl(raw.decode())), []
         try:
             return json.loads(raw), []
         except ValueError:
@@ -220,7 +233,14 @@ class RestApi(InteractionRoutes):
     # -- identity / gateway / application -------------------------------------------------
 
     async def get_me(self, request: web.Request) -> web.Response:
+        if request.headers.get(hdrs.AUTHORIZATION, "").startswith("Bearer "):
+            return self._oauth.me(request)
         return self._json(request, me_payload(self.world.bot_user))
+
+    async def get_my_guilds(self, request: web.Request) -> web.Response:
+        if not request.headers.get(hdrs.AUTHORIZATION, "").startswith("Bearer "):
+            raise err.unauthorized()  # the bot's own guild list is not emulated
+        return self._oauth.my_guilds(request)
 
     async def create_dm(self, request: web.Request) -> web.Response:
         payload = request[PAYLOAD] or {}

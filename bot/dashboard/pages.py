@@ -1,0 +1,552 @@
+"""The dashboard's pages, and the media links that stay valid.
+
+Servers, Overview, Spend, Ledger (and its CSV), Audit log (and its CSV), Gallery, My results.
+
+A server's page first checks the member's rights through the bot (:mod:`bot.dashboard.rights`);
+a server they may not see, or one the bot is not in, is the same plain 404. Filters are query
+parameters (a bookmarkable, shareable URL); a bad one is one sentence on the page, status 400,
+and changes nothing. Pages are keyset-paged (``before``: the last row's cursor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any, Final
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from bot.dashboard.app import Dashboard, Signed
+from bot.dashboard.charts import Bar, bar_chart, meter
+from bot.dashboard.csv_export import (
+    AUDIT_COLUMNS,
+    LEDGER_COLUMNS,
+    CsvWriter,
+    audit_rows,
+    ledger_rows,
+)
+from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
+from bot.domain import Kind, LedgerFilter, LedgerLine, ResultItem
+from bot.errors import BotError, ValidationFailed
+from bot.services.billing import month_start
+from bot.services.dashboard import PERIODS, usd
+
+log = logging.getLogger(__name__)
+
+PAGE_SIZE: Final = 50
+"""Ledger lines and audit entries per page."""
+
+GALLERY_SIZE: Final = 24
+"""Results per gallery page."""
+
+NAME_LOOKUPS: Final = 200
+"""Members whose names one CSV export asks Discord for; past them, the id alone (an export of
+a huge server must not flood Discord with member lookups)."""
+
+STATUSES: Final = ("pending", "completed", "failed", "charged")
+
+FILTER_NAMES: Final = ("member", "model", "kind", "status", "what", "since", "until")
+
+_ID = re.compile(r"^[0-9]{1,20}$")
+
+
+def _guild_id(request: web.Request) -> int:
+    raw = request.match_info["guild_id"]
+    if not _ID.match(raw):
+        raise web.HTTPNotFound()
+    return int(raw)
+
+
+def _day(value: str, name: str) -> float | None:
+    if not value:
+        return None
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise ValidationFailed(f"{name} is a date like 2026-01-31.") from None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+
+
+def day_text(at: float) -> str:
+    """UTC epoch seconds as their UTC date, ``2026-01-31``."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
+
+
+def when_text(at: float) -> str:
+    """UTC epoch seconds as ``2026-01-31 13:05 UTC``."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """A page's filters as read from its query (and written back into its links)."""
+
+    member: str = ""
+    model: str = ""
+    kind: str = ""
+    status: str = ""
+    what: str = ""
+    since: str = ""
+    until: str = ""
+
+    @classmethod
+    def read(cls, query: Any) -> Filters:
+        """Read the filters of a query string (each at most 100 characters)."""
+        return cls(**{name: str(query.get(name, "")).strip()[:100] for name in FILTER_NAMES})
+
+    def ledger(self) -> LedgerFilter:
+        """The ledger filter these give.
+
+        Raises:
+            ValidationFailed: a filter is malformed.
+        """
+        if self.member and not _ID.match(self.member):
+            raise ValidationFailed("Member is a member's id (digits).")
+        if self.kind and self.kind not in {k.value for k in Kind}:
+            raise ValidationFailed("Kind is video, image or text.")
+        if self.status and self.status not in STATUSES:
+            raise ValidationFailed("Status is pending, completed, failed or charged.")
+        since, until = _day(self.since, "From"), _day(self.until, "To")
+        return LedgerFilter(
+            user_id=int(self.member) if self.member else None,
+            model=self.model or None,
+            kind=self.kind or None,
+            since=since,
+            until=None if until is None else until + 86_400,  # "to" includes its day
+            status=self.status or None,
+        )
+
+    def query(self, **more: str) -> str:
+        """The query string of these filters (and ``more``), empty values left out."""
+        values = {n: getattr(self, n) for n in FILTER_NAMES if getattr(self, n)}
+        values.update({k: v for k, v in more.items() if v})
+        return urlencode(values)
+
+
+def _cursor(raw: str) -> tuple[float, int] | None:
+    if not raw:
+        return None
+    at, _, row_id = raw.partition("_")
+    try:
+        return float(at), int(row_id)
+    except ValueError:
+        raise ValidationFailed("That page link is broken; start from the first page.") from None
+
+
+class ExportNames:
+    """Members' names for an export, asked of Discord once each.
+
+    At most :data:`NAME_LOOKUPS` members are asked about; past them, the id alone.
+    """
+
+    def __init__(self, app: Dashboard, guild_id: int) -> None:
+        self._app = app
+        self._guild_id = guild_id
+        self._known: dict[int, str] = {}
+
+    async def of(self, user_ids: Iterable[int]) -> dict[int, str]:
+        """Return the names known so far, after asking for the new ones in ``user_ids``."""
+        for user_id in set(user_ids) - self._known.keys():
+            if len(self._known) >= NAME_LOOKUPS:
+                break
+            self._known[user_id] = await self._app.rights.name(self._guild_id, user_id) or ""
+        return self._known
+
+
+def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
+    """Add every page's route to ``routes``."""
+    pages = Pages(app)
+    routes.add_get("/servers", pages.servers)
+    routes.add_get("/servers/{guild_id}", pages.overview)
+    routes.add_get("/servers/{guild_id}/spend", pages.spend)
+    routes.add_get("/servers/{guild_id}/ledger", pages.ledger)
+    routes.add_get("/servers/{guild_id}/ledger.csv", pages.ledger_csv)
+    routes.add_get("/servers/{guild_id}/audit", pages.audit)
+    routes.add_get("/servers/{guild_id}/audit.csv", pages.audit_csv)
+    routes.add_get("/servers/{guild_id}/gallery", pages.gallery)
+    routes.add_get("/me", pages.me)
+    routes.add_get("/media/{job_id}/{index}", pages.media)
+
+
+class Pages:
+    """The page handlers, over the :class:`Dashboard` that serves them."""
+
+    def __init__(self, app: Dashboard) -> None:
+        self.app = app
+        self.services = app.services
+        self.dashboard = app.dashboard
+
+    async def _server(self, request: web.Request) -> tuple[Signed, int, Rights]:
+        """The member, the server and their rights there; 404 when they may not see it."""
+        signed = self.app.signed(request)
+        guild_id = _guild_id(request)
+        try:
+            rights = await self.app.rights.of(guild_id, signed.user_id)
+        except Exception as exc:
+            log.warning("dashboard: rights in %s not read: %s", guild_id, exc)
+            raise web.HTTPServiceUnavailable(text="Discord did not answer; try again.") from None
+        if rights is None:
+            raise web.HTTPNotFound()
+        return signed, guild_id, rights
+
+    def _render(
+        self,
+        request: web.Request,
+        template: str,
+        guild_id: int | None,
+        rights: Rights | None,
+        nav: str,
+        **values: Any,
+    ) -> web.Response:
+        return self.app.page(
+            request,
+            template,
+            guild_id=guild_id,
+            rights=rights,
+            nav=nav,
+            day=day_text,
+            when=when_text,
+            **values,
+        )
+
+    async def _names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
+        ids = sorted(set(user_ids))
+        names = await asyncio.gather(*(self.app.rights.name(guild_id, u) for u in ids))
+        return {u: n or "" for u, n in zip(ids, names, strict=True)}
+
+    # -- the server picker -----------------------------------------------------------------
+
+    async def servers(self, request: web.Request) -> web.Response:
+        """``/servers``: the servers the member may open, and My results."""
+        signed = self.app.signed(request)
+        guilds = signed.session.guilds
+        granted = await self.dashboard.guilds_with_roles([g.id for g in guilds])
+        # Only servers where Discord says the member manages the server, or that granted a
+        # dashboard role, are asked about: a member of 200 servers costs no 200 lookups.
+        candidates = [
+            g
+            for g in guilds
+            if g.owner or g.permissions & (MANAGE_GUILD | ADMINISTRATOR) or g.id in granted
+        ]
+
+        async def check(guild_id: int) -> Rights | None:
+            try:
+                return await self.app.rights.of(guild_id, signed.user_id)
+            except Exception as exc:
+                log.warning("dashboard: rights in %s not read: %s", guild_id, exc)
+                return None
+
+        rights = await asyncio.gather(*(check(g.id) for g in candidates))
+        visible = [(g, r) for g, r in zip(candidates, rights, strict=True) if r is not None]
+        return self._render(request, "servers.html", None, None, "servers", servers=visible)
+
+    # -- Overview --------------------------------------------------------------------------
+
+    async def overview(self, request: web.Request) -> web.Response:
+        """``/servers/<id>``: this month against the budget, jobs now and today, the key."""
+        _, guild_id, rights = await self._server(request)
+        services = self.services
+        fingerprint, source = None, None
+        with contextlib.suppress(BotError):
+            key = await services.keys.resolve(guild_id)
+            fingerprint, source = key.fingerprint, key.source
+        money = await self.dashboard.overview(guild_id, fingerprint if source == "guild" else None)
+        limits = await services.billing.limits(guild_id)
+        budget_micro = (
+            None if limits.monthly_budget_cents is None else limits.monthly_budget_cents * 10**6
+        )
+        counts = await self.dashboard.job_counts(guild_id)
+        return self._render(
+            request,
+            "overview.html",
+            guild_id,
+            rights,
+            "overview",
+            money=money,
+            budget_micro=budget_micro,
+            meter=meter(
+                money.month_micro, budget_micro, label="This month's spend against the budget"
+            ),
+            counts=counts,
+            fingerprint=fingerprint,
+            key_source=source,
+            sandbox=services.sandbox,
+        )
+
+    # -- Spend -----------------------------------------------------------------------------
+
+    async def spend(self, request: web.Request) -> web.Response:
+        """``/servers/<id>/spend?days=7|30|90``: by day, model, kind, tier and member."""
+        _, guild_id, rights = await self._server(request)
+        raw = request.query.get("days", "30")
+        days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
+        report = await self.dashboard.spend(guild_id, days)
+        money = await self.dashboard.overview(guild_id, None)
+        names = await self._names(guild_id, [int(b.key or 0) for b, _ in report.by_member])
+        chart = bar_chart(
+            [
+                Bar(
+                    day_text(float(b.key or 0))[5:],
+                    b.micro,
+                    f"{day_text(float(b.key or 0))}: ${usd(b.micro)}",
+                )
+                for b in report.by_day
+            ],
+            label=f"Spend per day, last {days} days",
+        )
+        return self._render(
+            request,
+            "spend.html",
+            guild_id,
+            rights,
+            "spend",
+            report=report,
+            periods=PERIODS,
+            chart=chart,
+            names=names,
+            month_micro=money.month_micro,
+        )
+
+    # -- Ledger ----------------------------------------------------------------------------
+
+    async def ledger(self, request: web.Request) -> web.Response:
+        """``/servers/<id>/ledger``: the charges, filtered, newest first, paged."""
+        _, guild_id, rights = await self._server(request)
+        filters = Filters.read(request.query)
+        error, total, following = None, (0, 0), ""
+        lines: list[LedgerLine] = []
+        try:
+            where = filters.ledger()
+            before = _cursor(request.query.get("before", ""))
+            lines, total = await self.dashboard.ledger(guild_id, where, before, PAGE_SIZE + 1)
+        except ValidationFailed as exc:
+            error = exc.sentence
+        if len(lines) > PAGE_SIZE:
+            lines = lines[:PAGE_SIZE]
+            last = lines[-1]
+            following = filters.query(before=f"{last.at!r}_{last.id}")
+        names = await self._names(guild_id, [line.user_id for line in lines])
+        return self._render(
+            request,
+            "ledger.html",
+            guild_id,
+            rights,
+            "ledger",
+            status=400 if error else 200,
+            error=error,
+            filters=filters,
+            lines=lines,
+            total=total,
+            names=names,
+            following=following,
+            csv_query=filters.query(),
+            models=await self.dashboard.models(guild_id),
+            kinds=[k.value for k in Kind],
+            statuses=STATUSES,
+        )
+
+    async def ledger_csv(self, request: web.Request) -> web.StreamResponse:
+        """``/servers/<id>/ledger.csv``: the filtered ledger, streamed, oldest first."""
+        _, guild_id, _ = await self._server(request)
+        try:
+            where = Filters.read(request.query).ledger()
+        except ValidationFailed as exc:
+            return web.Response(status=400, text=exc.sentence)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/csv; charset=utf-8",
+                "Content-Disposition": f'attachment; filename="ledger-{guild_id}.csv"',
+            }
+        )
+        await response.prepare(request)
+        writer = CsvWriter()
+        await response.write(writer.rows([LEDGER_COLUMNS]))
+        names = ExportNames(self.app, guild_id)
+        async for batch in self.dashboard.export(guild_id, where):
+            known = await names.of(line.user_id for line in batch)
+            await response.write(writer.rows(ledger_rows(batch, known)))
+        await response.write_eof()
+        return response
+
+    # -- Audit log -------------------------------------------------------------------------
+
+    def _audit_filters(self, filters: Filters) -> dict[str, Any]:
+        if filters.member and not _ID.match(filters.member):
+            raise ValidationFailed("Member is a member's id (digits).")
+        until = _day(filters.until, "To")
+        return {
+            "user_id": int(filters.member) if filters.member else None,
+            "what": filters.what or None,
+            "since": _day(filters.since, "From"),
+            "until": None if until is None else until + 86_400,
+        }
+
+    async def audit(self, request: web.Request) -> web.Response:
+        """``/servers/<id>/audit``: the configuration changes, filtered, newest first."""
+        _, guild_id, rights = await self._server(request)
+        filters = Filters.read(request.query)
+        error, entries, following = None, [], ""
+        raw = request.query.get("before", "")
+        try:
+            if raw and not raw.isdigit():
+                raise ValidationFailed("That page link is broken; start from the first page.")
+            entries = await self.dashboard.audit(
+                guild_id,
+                **self._audit_filters(filters),
+                before=int(raw) if raw else None,
+                limit=PAGE_SIZE + 1,
+            )
+        except ValidationFailed as exc:
+            error = exc.sentence
+        if len(entries) > PAGE_SIZE:
+            entries = entries[:PAGE_SIZE]
+            following = filters.query(before=str(entries[-1][0]))
+        names = await self._names(guild_id, [e.user_id for _, e in entries])
+        return self._render(
+            request,
+            "audit.html",
+            guild_id,
+            rights,
+            "audit",
+            status=400 if error else 200,
+            error=error,
+            filters=filters,
+            entries=entries,
+            names=names,
+            following=following,
+            csv_query=filters.query(),
+        )
+
+    async def audit_csv(self, request: web.Request) -> web.StreamResponse:
+        """``/servers/<id>/audit.csv``: the filtered audit log as CSV, newest first."""
+        _, guild_id, _ = await self._server(request)
+        try:
+            found = await self.dashboard.audit(
+                guild_id, **self._audit_filters(Filters.read(request.query)), limit=None
+            )
+        except ValidationFailed as exc:
+            return web.Response(status=400, text=exc.sentence)
+        writer = CsvWriter()
+        entries = [e for _, e in found]
+        known = await ExportNames(self.app, guild_id).of(e.user_id for e in entries)
+        body = writer.rows([AUDIT_COLUMNS]) + writer.rows(audit_rows(entries, known))
+        return web.Response(
+            body=body,
+            headers={
+                "Content-Type": "text/csv; charset=utf-8",
+                "Content-Disposition": f'attachment; filename="audit-{guild_id}.csv"',
+            },
+        )
+
+    # -- Gallery and My results ------------------------------------------------------------
+
+    async def _results(
+        self, request: web.Request, guild_id: int | None, user_id: int | None
+    ) -> tuple[Filters, list[ResultItem], str, str | None]:
+        filters = Filters.read(request.query)
+        try:
+            where = filters.ledger()
+            if where.kind == "text":
+                raise ValidationFailed("Kind is video or image.")
+            items = await self.dashboard.results(
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=where.kind,
+                model=where.model,
+                since=where.since,
+                until=where.until,
+                before=_cursor(request.query.get("before", "")),
+                limit=GALLERY_SIZE + 1,
+            )
+        except ValidationFailed as exc:
+            return filters, [], "", exc.sentence
+        following = ""
+        if len(items) > GALLERY_SIZE:
+            items = items[:GALLERY_SIZE]
+            following = filters.query(before=f"{items[-1].created_at!r}_{items[-1].job_id}")
+        return filters, items, following, None
+
+    async def gallery(self, request: web.Request) -> web.Response:
+        """``/servers/<id>/gallery``: the server's results, newest first."""
+        _, guild_id, rights = await self._server(request)
+        filters, items, following, error = await self._results(request, guild_id, None)
+        names = await self._names(guild_id, [i.user_id for i in items])
+        return self._render(
+            request,
+            "gallery.html",
+            guild_id,
+            rights,
+            "gallery",
+            status=400 if error else 200,
+            error=error,
+            filters=filters,
+            items=items,
+            names=names,
+            following=following,
+            models=await self.dashboard.models(guild_id),
+        )
+
+    async def me(self, request: web.Request) -> web.Response:
+        """``/me``: the member's own results, spend this month, and ``/settings`` defaults."""
+        signed = self.app.signed(request)
+        filters, items, following, error = await self._results(request, None, signed.user_id)
+        now = self.app.clock.time()
+        spend = await self.dashboard.member_spend(signed.user_id, month_start(now))
+        server_names = {g.id: g.name for g in signed.session.guilds}
+        defaults = await self.services.members.get(signed.user_id)
+        return self._render(
+            request,
+            "me.html",
+            None,
+            None,
+            "me",
+            status=400 if error else 200,
+            error=error,
+            filters=filters,
+            items=items,
+            names={},
+            following=following,
+            models=[],
+            spend=spend,
+            server_names=server_names,
+            defaults=defaults,
+        )
+
+    async def media(self, request: web.Request) -> web.StreamResponse:
+        """``/media/<job id>/<n>``: redirect to the result's file at a URL valid now.
+
+        Discord's attachment URLs expire; the card's message is fetched again through the bot
+        (fresh signed URLs). Without a message (or with the file no longer on it), the
+        service's own URL of the result.
+        """
+        signed = self.app.signed(request)
+        raw_job, raw_index = request.match_info["job_id"], request.match_info["index"]
+        if not (_ID.match(raw_job) and raw_index.isdigit()):
+            raise web.HTTPNotFound()
+        item = await self.dashboard.result(int(raw_job))
+        if item is None:
+            raise web.HTTPNotFound()
+        if item.user_id != signed.user_id:
+            if item.guild_id < 0:
+                raise web.HTTPNotFound()  # a member's own wallet: theirs alone
+            rights = await self.app.rights.of(item.guild_id, signed.user_id)
+            if rights is None:
+                raise web.HTTPNotFound()
+        index = int(raw_index)
+        if item.message_id is not None:
+            try:
+                urls = await self.app.directory.attachment_urls(item.channel_id, item.message_id)
+            except Exception as exc:
+                log.info("dashboard: message of job %s not read: %s", item.job_id, exc)
+                urls = []
+            if index < len(urls):
+                raise web.HTTPFound(urls[index])
+        if index < len(item.outputs) and item.outputs[index].startswith(("https://", "http://")):
+            raise web.HTTPFound(item.outputs[index])
+        raise web.HTTPNotFound()

@@ -1,0 +1,90 @@
+"""What the web dashboard asks Discord, with the bot's token over REST.
+
+The dashboard decides who may see a server from what the bot reads there now (the bot is a
+member; the member's roles and permissions), never from what the member's own OAuth2 token said
+at sign-in. REST only, so that a gateway process and ``python -m bot worker`` (no gateway
+cache) answer alike; the dashboard caches the answers (about a minute).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+
+from bot.domain import MemberAccess
+
+log = logging.getLogger(__name__)
+
+ADMINISTRATOR = 1 << 3
+"""Discord's ADMINISTRATOR permission bit: every permission (developer docs, "Permissions")."""
+
+ALL_PERMISSIONS = (1 << 53) - 1
+"""Every permission bit, for the server's owner (who has them all, whatever their roles)."""
+
+
+def _display_name(member: dict[str, Any]) -> str:
+    user = member.get("user") or {}
+    return str(member.get("nick") or user.get("global_name") or user.get("username") or "")
+
+
+class RestDirectory:
+    """The dashboard's view of Discord through a logged-in client's REST (``client.http``).
+
+    Args:
+        client: a discord.py client that logged in (``login``), with or without a gateway.
+    """
+
+    def __init__(self, client: discord.Client) -> None:
+        self._client = client
+
+    async def member_access(self, guild_id: int, user_id: int) -> MemberAccess | None:
+        """Return the member's permissions and roles in the server, as the bot reads them.
+
+        None when the bot is not in the server (403 Missing Access, 404 Unknown Guild) or the
+        user is not a member (404 Unknown Member). The permissions are the base permissions
+        of Discord's computation: @everyone's and every role's, all of them for the owner or
+        with ADMINISTRATOR (developer docs, "Permissions", "Permission Hierarchy").
+
+        Raises:
+            discord.HTTPException: Discord failed otherwise (5xx, 429 after retries).
+        """
+        http = self._client.http
+        try:
+            guild = await http.get_guild(guild_id, with_counts=False)
+            member = await http.get_member(guild_id, user_id)
+        except (discord.NotFound, discord.Forbidden):
+            return None
+        roles = {int(r["id"]): int(r.get("permissions", 0)) for r in guild.get("roles", [])}
+        role_ids = frozenset(int(r) for r in member.get("roles", []))
+        permissions = roles.get(guild_id, 0)  # @everyone's id is the guild's
+        for role_id in role_ids:
+            permissions |= roles.get(role_id, 0)
+        if int(guild.get("owner_id", 0)) == user_id or permissions & ADMINISTRATOR:
+            permissions = ALL_PERMISSIONS
+        return MemberAccess(str(guild.get("name", "")), permissions, role_ids)
+
+    async def member_name(self, guild_id: int, user_id: int) -> str | None:
+        """Return the member's name in the server (nickname, else display name).
+
+        None when they are not a member or the bot cannot see the server.
+        """
+        try:
+            member = await self._client.http.get_member(guild_id, user_id)
+        except (discord.NotFound, discord.Forbidden):
+            return None
+        return _display_name(dict(member)) or None
+
+    async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
+        """Return the message's attachment URLs, freshly signed by Discord.
+
+        Discord's attachment URLs expire (their ``ex`` parameter); fetching the message again
+        gives URLs signed anew (developer docs, "Attachment Object", signed URLs). Empty when
+        the message or channel is gone or out of the bot's reach.
+        """
+        try:
+            message = await self._client.http.get_message(channel_id, message_id)
+        except (discord.NotFound, discord.Forbidden):
+            return []
+        return [str(a["url"]) for a in message.get("attachments", []) if a.get("url")]

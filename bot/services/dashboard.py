@@ -1,0 +1,427 @@
+"""The web dashboard's rules: sign-ins, sessions, and the read-only views of a server.
+
+No HTTP and no Discord here: the web adapter (``bot/dashboard``) asks this service, which reads
+and writes through the dashboard's repositories (``bot/storage/repos/dashboard.py``).
+
+- **Sign-in** (Discord's OAuth2 authorization code grant with PKCE, RFC 7636, and a ``state``
+  bound to a pre-login cookie, RFC 6749 section 10.12): :meth:`DashboardService.begin_login`
+  keeps only hashes of the ``state`` and of the pre-login cookie, and
+  :meth:`DashboardService.finish_login` hands the PKCE verifier back once, to the browser that
+  began the sign-in, within :data:`LOGIN_SECONDS`.
+- **Sessions**: a new random id per sign-in (stored hashed), idle after
+  :data:`SESSION_IDLE_SECONDS`, at most :data:`SESSION_MAX_SECONDS` old; one row each, so a
+  member can be signed out everywhere.
+- **Views**: money stays integer micro-cents until shown (:func:`usd`), so the pages' totals and
+  the CSV export are exact, and equal ``/usage``'s (the same ledger rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from base64 import urlsafe_b64encode
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Final
+
+from bot.clock import Clock
+from bot.domain import (
+    AuditEntry,
+    DashboardSession,
+    GuildRef,
+    JobCounts,
+    LedgerFilter,
+    LedgerLine,
+    ResultItem,
+    SpendBucket,
+)
+from bot.errors import ValidationFailed
+from bot.services.billing import day_start, month_start
+from bot.storage import Database
+from bot.storage.repos.dashboard import DAY, DashboardStore, DashboardViews
+
+LOGIN_SECONDS: Final = 600.0
+"""How long a sign-in may take between ``/auth/login`` and the callback (10 minutes, as long as
+Discord keeps an authorization code valid)."""
+
+SESSION_IDLE_SECONDS: Final = 12 * 3600.0
+"""A session unused this long is over (12 hours): a forgotten browser stops being signed in."""
+
+SESSION_MAX_SECONDS: Final = 30 * DAY
+"""A session is over this long after sign-in, used or not (30 days)."""
+
+TOUCH_SECONDS: Final = 60.0
+"""A session's last use is written at most once a minute (a page is several requests)."""
+
+PERIODS: Final = (7, 30, 90)
+"""The Spend page's periods, days."""
+
+MICRO_PER_DOLLAR: Final = 10**8
+"""Micro-cents per US dollar (10**6 per cent, 100 cents)."""
+
+
+class LoginRefused(ValidationFailed):
+    """The callback's ``state`` is unknown, used already, too old or another browser's."""
+
+
+def _hash(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def pkce_challenge(verifier: str) -> str:
+    """Return the S256 code challenge of a PKCE verifier (RFC 7636, section 4.2)."""
+    digest = hashlib.sha256(verifier.encode("ascii")).digest()
+    return urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def usd(micro: int, *, places: int = 2) -> str:
+    """Return micro-cents as exact US dollars, with at least ``places`` decimals.
+
+    More decimals appear only when the amount has them (a micro-cent is 10**-8 dollars), so
+    the text is always exact: ``usd(350_000) == "0.0035"``, ``usd(350_000, places=6) ==
+    "0.003500"``, ``usd(-1) == "-0.00000001"``.
+    """
+    sign = "-" if micro < 0 else ""
+    whole, frac = divmod(abs(micro), MICRO_PER_DOLLAR)
+    digits = f"{frac:08d}".rstrip("0")
+    digits = digits.ljust(places, "0")
+    return f"{sign}{whole}.{digits}" if digits else f"{sign}{whole}"
+
+
+def cents_to_micro(cents: Decimal) -> int:
+    """Return exact Decimal cents (a ledger sum, ``/usage``'s figures) as micro-cents."""
+    return int(cents.scaleb(6))
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    """A sign-in begun: what goes in the authorize URL and the pre-login cookie.
+
+    Attributes:
+        state: the OAuth2 ``state`` (single use).
+        binding: the pre-login cookie's value (the ``state`` only works with it).
+        challenge: the PKCE S256 code challenge.
+    """
+
+    state: str
+    binding: str
+    challenge: str
+
+
+@dataclass(frozen=True, slots=True)
+class SpendReport:
+    """A server's spend over a period and the period before it (micro-cents).
+
+    Attributes:
+        days: the period's length, days.
+        since: its start (UTC midnight), UTC epoch seconds; it ends now.
+        total: ``(charges, micro-cents)`` of the period.
+        previous: the same for the period before it.
+        by_day: every day of the period (zero days included), oldest first.
+        by_model, by_kind, by_tier, by_member: ``(bucket, micro-cents the period before)``.
+        tier_names: tier role id -> name (current tiers).
+    """
+
+    days: int
+    since: float
+    total: tuple[int, int]
+    previous: tuple[int, int]
+    by_day: list[SpendBucket]
+    by_model: list[tuple[SpendBucket, int]]
+    by_kind: list[tuple[SpendBucket, int]]
+    by_tier: list[tuple[SpendBucket, int]]
+    by_member: list[tuple[SpendBucket, int]]
+    tier_names: dict[int, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """A server's money now (micro-cents).
+
+    Attributes:
+        month_micro: charged this UTC month (``/usage``'s "this month").
+        today_micro: charged this UTC day.
+        reserved_micro: held by requests in flight.
+        balance_micro: the server key's balance as the service last reported it; None when
+            unknown or not the server's own key.
+        anomalies: charges this month that broke the protocol.
+    """
+
+    month_micro: int
+    today_micro: int
+    reserved_micro: int
+    balance_micro: int | None
+    anomalies: int
+
+
+class DashboardService:
+    """Sign-ins, sessions and the views of the web dashboard.
+
+    Args:
+        db: the database.
+        clock: the wall clock (UTC epoch seconds): expiries, periods.
+    """
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._store = db.of(DashboardStore)
+        self._views = db.of(DashboardViews)
+        self._clock = clock
+
+    # -- signing in ------------------------------------------------------------------------
+
+    async def begin_login(self) -> tuple[Login, str]:
+        """Begin a sign-in; return what the browser gets and the PKCE verifier.
+
+        The verifier is also kept (with hashes of the state and of the pre-login cookie) for
+        :meth:`finish_login`; the caller needs it only to test the flow.
+        """
+        now = self._clock.time()
+        await self._store.purge_logins(now - LOGIN_SECONDS)
+        state, binding, verifier = _token(), _token(), secrets.token_urlsafe(48)
+        await self._store.add_login(_hash(state), _hash(binding), verifier, now)
+        return Login(state, binding, pkce_challenge(verifier)), verifier
+
+    async def finish_login(self, state: str, binding: str | None) -> str:
+        """Use a sign-in's ``state`` (once); return its PKCE verifier.
+
+        Args:
+            state: the callback's ``state`` parameter.
+            binding: the pre-login cookie the browser sent; None without one.
+
+        Raises:
+            LoginRefused: the state is unknown or used already, older than
+                :data:`LOGIN_SECONDS`, or was begun by another browser (RFC 6749, 10.12).
+        """
+        taken = await self._store.take_login(_hash(state)) if state else None
+        if taken is None:
+            raise LoginRefused("This sign-in link was used already or is unknown; sign in again.")
+        binding_hash, verifier, created_at = taken
+        if binding is None or not hmac.compare_digest(binding_hash, _hash(binding)):
+            raise LoginRefused("This sign-in was begun in another browser; sign in again.")
+        if self._clock.time() - created_at > LOGIN_SECONDS:
+            raise LoginRefused("This sign-in took too long; sign in again.")
+        return verifier
+
+    async def open_session(self, user_id: int, user_name: str, guilds: Sequence[GuildRef]) -> str:
+        """Start a session for a member Discord just identified; return the cookie's value."""
+        now = self._clock.time()
+        await self._store.purge_sessions(now - SESSION_IDLE_SECONDS)
+        token = _token()
+        await self._store.add_session(_hash(token), user_id, user_name, guilds, now)
+        return token
+
+    async def session(self, token: str | None) -> DashboardSession | None:
+        """Return the session of a cookie's value; None when unknown, idle or too old.
+
+        An expired session's row is deleted; a live one's last use is recorded (at most once
+        a minute).
+        """
+        if not token:
+            return None
+        key = _hash(token)
+        found = await self._store.session(key)
+        if found is None:
+            return None
+        now = self._clock.time()
+        if (
+            now - found.last_seen_at > SESSION_IDLE_SECONDS
+            or now - found.created_at > SESSION_MAX_SECONDS
+        ):
+            await self._store.delete_session(key)
+            return None
+        if now - found.last_seen_at >= TOUCH_SECONDS:
+            await self._store.touch(key, now)
+        return found
+
+    async def sign_out(self, token: str) -> None:
+        """End one session (the browser's)."""
+        await self._store.delete_session(_hash(token))
+
+    async def sign_out_everywhere(self, user_id: int) -> int:
+        """End every session of the member; return how many there were."""
+        return await self._store.delete_user_sessions(user_id)
+
+    @staticmethod
+    def form_token(token: str) -> str:
+        """Return the session's token for forms (CSRF).
+
+        Derived from the secret cookie, so it needs no storage and changes with every sign-in.
+        """
+        return hmac.new(token.encode(), b"dashboard form", hashlib.sha256).hexdigest()
+
+    # -- access ----------------------------------------------------------------------------
+
+    async def access_roles(self, guild_id: int) -> dict[int, str]:
+        """Return the roles an admin let see the server's pages: role id -> access."""
+        return await self._store.roles(guild_id)
+
+    async def set_access_role(self, guild_id: int, role_id: int, access: str | None) -> None:
+        """Let a role see the server's pages (``view``), or no longer (None)."""
+        if access not in (None, "view", "edit"):
+            raise ValidationFailed("Access is view or edit.")
+        await self._store.set_role(guild_id, role_id, access)
+
+    async def guilds_with_roles(self, guild_ids: Sequence[int]) -> set[int]:
+        """Return which of the servers granted any role access to their pages."""
+        return await self._store.guilds_with_roles(guild_ids)
+
+    # -- views -----------------------------------------------------------------------------
+
+    async def job_counts(self, guild_id: int) -> JobCounts:
+        """Return the server's jobs today, pending, failed in the last day, and in flight."""
+        now = self._clock.time()
+        today, pending, failed, in_flight, failures = await self._views.job_counts(
+            guild_id, now, day_start(now)
+        )
+        return JobCounts(today, pending, failed, in_flight, tuple(failures))
+
+    async def spend(self, guild_id: int, days: int) -> SpendReport:
+        """Return the server's spend over the last ``days`` UTC days (today included).
+
+        Raises:
+            ValidationFailed: ``days`` is not one of :data:`PERIODS`.
+        """
+        if days not in PERIODS:
+            raise ValidationFailed("The period is 7, 30 or 90 days.")
+        now = self._clock.time()
+        until = day_start(now) + DAY  # today is whole: its charges so far
+        since = until - days * DAY
+        before = since - days * DAY
+        views = self._views
+        whole = LedgerFilter(since=since, until=until)
+        total = await views.total(guild_id, whole)
+        previous = await views.total(guild_id, LedgerFilter(since=before, until=since))
+        charged = {b.key: b for b in await views.daily(guild_id, since, until, "day")}
+        by_day = [
+            charged.get(int(since + i * DAY), SpendBucket(int(since + i * DAY), 0, 0))
+            for i in range(days)
+        ]
+
+        async def compared(by: str) -> list[tuple[SpendBucket, int]]:
+            earlier = {b.key: b.micro for b in await views.daily(guild_id, before, since, by)}
+            return [
+                (b, earlier.get(b.key, 0)) for b in await views.daily(guild_id, since, until, by)
+            ]
+
+        tiers = {t.role_id: t.role_name for t in await self._db.policy.tiers(guild_id)}
+        return SpendReport(
+            days=days,
+            since=since,
+            total=total,
+            previous=previous,
+            by_day=by_day,
+            by_model=await compared("model"),
+            by_kind=await compared("kind"),
+            by_tier=await compared("tier"),
+            by_member=await compared("member"),
+            tier_names=tiers,
+        )
+
+    async def overview(self, guild_id: int, key_fingerprint: str | None) -> Overview:
+        """Return the server's money now: this month, today, held, the key's balance.
+
+        The month and the day are the ledger's own sums (``/usage``'s figures, to the
+        micro-cent), read from its daily sums.
+
+        Args:
+            guild_id: the server.
+            key_fingerprint: the server's own key, for its last reported balance; None to
+                skip it (the bot's shared key's balance is its owner's business).
+        """
+        now = self._clock.time()
+        today = day_start(now)
+        month = month_start(now)
+        _, month_micro = await self._views.total(guild_id, LedgerFilter(since=month))
+        _, today_micro = await self._views.total(guild_id, LedgerFilter(since=today))
+        reserved = await self._db.ledger.reserved_cents(guild_id, now)
+        balance = (
+            None
+            if key_fingerprint is None
+            else await self._db.ledger.last_remaining_credits(key_fingerprint)
+        )
+        return Overview(
+            month_micro=month_micro,
+            today_micro=today_micro,
+            reserved_micro=cents_to_micro(reserved),
+            balance_micro=None if balance is None else cents_to_micro(balance),
+            anomalies=await self._db.ledger.anomaly_count(guild_id, month),
+        )
+
+    async def ledger(
+        self, guild_id: int, where: LedgerFilter, before: tuple[float, int] | None, limit: int
+    ) -> tuple[list[LedgerLine], tuple[int, int]]:
+        """Return a page of ledger lines (newest first) and the filter's ``(count, micro)``."""
+        lines = await self._views.lines(guild_id, where, before=before, limit=limit)
+        return lines, await self._views.total(guild_id, where)
+
+    def export(self, guild_id: int, where: LedgerFilter) -> AsyncIterator[list[LedgerLine]]:
+        """Yield every ledger line ``where`` keeps, oldest first, a batch at a time."""
+        return self._views.export(guild_id, where)
+
+    async def models(self, guild_id: int) -> list[str]:
+        """Return the models charged in the server in the last 90 days (filter choices)."""
+        return await self._views.models(guild_id, self._clock.time() - 90 * DAY)
+
+    async def audit(
+        self,
+        guild_id: int,
+        *,
+        user_id: int | None = None,
+        what: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        before: int | None = None,
+        limit: int | None = 50,
+    ) -> list[tuple[int, AuditEntry]]:
+        """Return the server's audit log, newest first (see :meth:`DashboardViews.audit`)."""
+        return await self._views.audit(
+            guild_id,
+            user_id=user_id,
+            what=what,
+            since=since,
+            until=until,
+            before=before,
+            limit=limit,
+        )
+
+    async def results(
+        self,
+        *,
+        guild_id: int | None,
+        user_id: int | None,
+        kind: str | None = None,
+        model: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        before: tuple[float, int] | None = None,
+        limit: int = 24,
+    ) -> list[ResultItem]:
+        """Return finished results, newest first (see :meth:`DashboardViews.results`)."""
+        return await self._views.results(
+            guild_id=guild_id,
+            user_id=user_id,
+            kind=kind,
+            model=model,
+            since=since,
+            until=until,
+            before=before,
+            limit=limit,
+        )
+
+    async def result(self, job_id: int) -> ResultItem | None:
+        """Return a finished result by its job id, or None."""
+        return await self._views.result(job_id)
+
+    async def member_spend(self, user_id: int, since: float) -> list[SpendBucket]:
+        """Return what the member spent since ``since``, per server, largest first.
+
+        The buckets' key is the guild id (negative: the member's own wallet).
+        """
+        return await self._views.member_spend(user_id, since)
