@@ -29,6 +29,7 @@ from bot.discord.render.admin import (
     missing_key_notice,
     missing_permissions_notice,
 )
+from bot.discord.translator import CatalogueTranslator, translated_payload
 from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
@@ -309,6 +310,8 @@ class GenBot(commands.AutoShardedBot):
         self.add_dynamic_items(ChoiceButton)
         for extension in EXTENSIONS:
             await self.load_extension(extension)
+        # Before the sync: the localized descriptions are part of what is registered.
+        await self.tree.set_translator(CatalogueTranslator())
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
@@ -497,7 +500,8 @@ class GenBot(commands.AutoShardedBot):
         guild = discord.Object(guild_id) if guild_id else None
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
-        payload = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
+        # With their localizations, as the sync sends them: a changed translation re-syncs.
+        payload = await translated_payload(self.tree, guild)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         scope = f"{self.application_id}:{guild_id or 'global'}"
         if not force and await self.services.command_sync.unchanged(scope, digest):
