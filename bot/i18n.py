@@ -46,6 +46,16 @@ SOURCE = "en-US"
 SHIPPED = ("es-ES", "pt-BR", "fr", "de", "ja")
 """The locales a catalogue ships for, by Discord's codes (``discord.Locale`` values)."""
 
+LANGUAGE_NAMES = {
+    "en-US": "English",
+    "es-ES": "Español",
+    "pt-BR": "Português do Brasil",
+    "fr": "Français",
+    "de": "Deutsch",
+    "ja": "日本語",
+}
+"""Every language the bot speaks, by its own name (never translated: a reader finds their own)."""
+
 _BY_LANGUAGE = {code.split("-")[0]: code for code in SHIPPED}
 """A language's catalogue for its other regions: Discord's ``es-419`` reads Spanish (Spain),
 ``pt-PT`` would read Brazilian Portuguese, the only Portuguese shipped."""

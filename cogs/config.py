@@ -31,6 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
+from bot.i18n import LANGUAGE_NAMES, _
 from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -49,6 +50,18 @@ COMMANDS = [
     app_commands.Choice(name="image", value="image"),
     app_commands.Choice(name="video", value="video"),
 ]
+SERVER_DEFAULT = "default"
+"""``/config language``'s value for Discord's preferred locale of the server."""
+
+LANGUAGES = [
+    # Each language by its own name, as Discord's language menu shows it: never translated.
+    *(
+        app_commands.Choice(name=app_commands.locale_str(name, keep=True), value=code)
+        for code, name in LANGUAGE_NAMES.items()
+    ),
+    app_commands.Choice(name="Server default (Discord's preferred locale)", value=SERVER_DEFAULT),
+]
+
 NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
 
@@ -313,6 +326,23 @@ class ConfigCog(
         async with audited(self.service, interaction):
             await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
         await self._show(interaction, "Admin channel updated.")
+
+    @app_commands.command(name="language")
+    @app_commands.choices(language=LANGUAGES)
+    async def language(
+        self, interaction: discord.Interaction[GenBot], language: app_commands.Choice[str]
+    ) -> None:
+        """Choose the language of this server's public cards and admin notices.
+
+        Args:
+            interaction: the interaction.
+            language: a language, or the server's default in Discord
+        """
+        who = requester(interaction)
+        chosen = None if language.value == SERVER_DEFAULT else language.value
+        async with audited(self.service, interaction):
+            await self.service.set_locale(who.guild_id, chosen)
+        await self._show(interaction, _("Language of public messages updated."))
 
     @app_commands.command(name="confirm-above")
     async def confirm_above(self, interaction: discord.Interaction[GenBot], dollars: str) -> None:

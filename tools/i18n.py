@@ -66,6 +66,8 @@ def command_strings() -> Iterator[tuple[str, str]]:
             for parameter in item.parameters:
                 yield str(parameter.description), f"{name} {parameter.name}"
                 for choice in parameter.choices:
+                    if choice._locale_name.extras.get("keep"):
+                        continue  # a language's own name: never translated
                     if re.search(r"[^\W\d_]", choice.name):  # "16:9" is no word to translate
                         yield choice.name, f"{name} {parameter.name} choice"
 

@@ -21,6 +21,7 @@ from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.locales import GuildLocales
 from bot.discord.permissions import missing_permissions, permission_names
 from bot.discord.render import job_placeholder, posted_later
 from bot.discord.render.admin import (
@@ -146,6 +147,7 @@ def build_announcer(
         tokens=services.response_tokens,
         cards=services.private_cards,
         members=services.members,
+        locales=GuildLocales(client, services.guild_config, services.clock),
     )
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
 
@@ -203,6 +205,8 @@ class GenBot(commands.AutoShardedBot):
         # Built by bot.wiring with the other services; only the Discord side is built here.
         self.generation = services.generation
         self.guild_config = services.guild_config
+        # The language of each server's public cards and notices.
+        self.locales = GuildLocales(self, services.guild_config, services.clock)
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
         # Discord's command permissions, for the buttons that run a command again.
@@ -577,7 +581,9 @@ class GenBot(commands.AutoShardedBot):
         """
         now = self.services.clock.time()
         ready_at = await self.services.schedule.estimated_finish(job, now=now)
-        parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
+        locale = await self.locales.of(job.guild_id)  # a public card: the server's language
+        sandbox = self.services.sandbox
+        parts = job_placeholder(job, now=now, sandbox=sandbox, ready_at=ready_at, locale=locale)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:
             message = await send_card(channel, parts)

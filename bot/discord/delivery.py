@@ -53,12 +53,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import io
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -67,6 +68,7 @@ import httpx2 as httpx
 
 from bot.clock import Clock
 from bot.discord.dm_notice import CANNOT_DM, MemberSettingsReader, late_result_text
+from bot.discord.locales import GuildLocales
 from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.discord.render import limits as discord_limits
 from bot.discord.render.buttons import dm_buttons, show_buttons
@@ -76,6 +78,7 @@ from bot.discord.render.results import is_web_url
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
+from bot.i18n import using
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
@@ -259,6 +262,26 @@ async def send_card(
         return await channel.send(**parts.legacy().kwargs() | extra)
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _in_guild_locale(method: _Method) -> _Method:
+    """Run an announcer's method in the language of the job's server (its public card's).
+
+    The poller calls without an interaction: the locale is the server's
+    (:class:`bot.discord.locales.GuildLocales`), set around the call and restored after it.
+    The method's first argument after ``self`` is the job.
+    """
+
+    @functools.wraps(method)
+    async def in_locale(self: DiscordAnnouncer, job: Job, *args: Any, **kwargs: Any) -> Any:
+        locale = None if self._locales is None else await self._locales.of(job.guild_id)
+        with using(locale):
+            return await method(self, job, *args, **kwargs)
+
+    return cast(_Method, in_locale)
+
+
 class DiscordAnnouncer:
     """Implements :class:`bot.jobs.poller.JobAnnouncer` with the bot's own REST calls.
 
@@ -281,6 +304,7 @@ class DiscordAnnouncer:
             channel.
         members: members' settings (who turned DM notices on), for the DM of a personal result
             whose card's token died; None: only jobs asked in the bot's DM get one.
+        locales: the language of each server's public messages; None: English.
     """
 
     def __init__(
@@ -295,8 +319,10 @@ class DiscordAnnouncer:
         tokens: ResponseTokens | None = None,
         cards: PrivateCards | None = None,
         members: MemberSettingsReader | None = None,
+        locales: GuildLocales | None = None,
     ) -> None:
         self._client = client
+        self._locales = locales
         self._members = members
         self._tokens = tokens
         self._cards = cards
@@ -325,6 +351,7 @@ class DiscordAnnouncer:
             return None
         return self._channel(job).get_partial_message(job.message_id)
 
+    @_in_guild_locale
     async def progress(self, job: Job, now: float) -> None:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate.
 
@@ -391,6 +418,7 @@ class DiscordAnnouncer:
         log.info("job %s: its interaction token is no longer valid; not used again", job.id)
         return True
 
+    @_in_guild_locale
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
         await self._edit_quietly(job, job_unwatched(job, now=now, sandbox=self._sandbox))
@@ -569,6 +597,7 @@ class DiscordAnnouncer:
         async with output_client(None) as http:
             return await download(http, url, limit)
 
+    @_in_guild_locale
     async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         """Show the result by ``route``; a 413 (40005) is retried with the link only.
 
@@ -920,6 +949,7 @@ class DiscordAnnouncer:
             parts, content=content, card=card, allowed_mentions=ping_only(job.user_id)
         )
 
+    @_in_guild_locale
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """Reply to the edited placeholder, pinging only the requester (an edit pings nobody).
 

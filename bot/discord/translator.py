@@ -37,6 +37,8 @@ class CatalogueTranslator(app_commands.Translator):
             app_commands.TranslationContextLocation.parameter_name,
         ):
             return None
+        if string.extras.get("keep"):
+            return None  # a language's own name, the same in every language
         shipped = resolve(locale.value)
         if shipped == SOURCE or shipped not in SHIPPED:
             return None

@@ -30,6 +30,7 @@ from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFaile
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
+from bot.i18n import N_, SHIPPED, SOURCE, using
 from bot.services.billing import Billing, Limits
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.services.personal import is_personal
@@ -146,6 +147,14 @@ class GuildConfig:
     policy: ServerPolicy = field(default_factory=ServerPolicy)
 
 
+LOCALE_CACHE_SECONDS = 60.0
+"""How long a server's chosen language is kept in memory (another process's change shows
+within this)."""
+
+LOCALE_CACHE_SIZE = 10_000
+"""Servers' languages kept at most before the expired ones are dropped."""
+
+
 class GuildConfigService:
     """Applies admins' configuration changes; every method is for a guild's admins only.
 
@@ -184,6 +193,10 @@ class GuildConfigService:
         # Wallets whose key-check cooldown runs: wallet id -> when its last check started
         # (clock time), oldest first.
         self._key_checks: OrderedDict[int, float] = OrderedDict()
+        # Servers' chosen languages, read for every public card the poller edits: guild id ->
+        # (locale or None, until (monotonic clock)). Another process's change is seen within
+        # LOCALE_CACHE_SECONDS; this one's at once.
+        self._locales: dict[int, tuple[str | None, float]] = {}
 
     async def set_api_key(self, guild_id: int, api_key: str) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
@@ -301,6 +314,37 @@ class GuildConfigService:
     async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
         """Set (None: clear) the channel where key problems are announced."""
         await self._db.guilds.set_admin_channel(guild_id, channel_id)
+
+    async def set_locale(self, guild_id: int, locale: str | None) -> None:
+        """Set the language of the server's public messages (``/config language``).
+
+        Args:
+            guild_id: the guild.
+            locale: a shipped Discord locale code (``bot.i18n.SHIPPED`` or ``"en-US"``);
+                None: Discord's preferred locale of the server again.
+
+        Raises:
+            ValidationFailed: ``locale`` is no language the bot speaks.
+        """
+        if locale is not None and locale not in (SOURCE, *SHIPPED):
+            raise ValidationFailed(N_("The bot does not speak that language."))
+        await self._db.guilds.set_locale(guild_id, locale)
+        self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
+
+    async def locale(self, guild_id: int) -> str | None:
+        """The language an admin chose for the server's public messages; None when unset.
+
+        Kept :data:`LOCALE_CACHE_SECONDS` per guild: every progress edit of a card asks.
+        """
+        now = self._clock.monotonic()
+        cached = self._locales.get(guild_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        if len(self._locales) >= LOCALE_CACHE_SIZE:
+            self._locales = {g: v for g, v in self._locales.items() if v[1] > now}
+        chosen = (await self._db.guilds.settings(guild_id)).locale
+        self._locales[guild_id] = (chosen, now + LOCALE_CACHE_SECONDS)
+        return chosen
 
     async def admin_channel(self, guild_id: int) -> int | None:
         """Return the channel where notices to the guild's admins go, or None when unset."""
@@ -494,7 +538,12 @@ class GuildConfigService:
         """Return every setting as ``{what: value for people}``, to diff around a change.
 
         The API key appears only as whose it is and its last four characters, never itself.
+        The audit's records stay English whatever the admin's language.
         """
+        with using(SOURCE):
+            return await self._snapshot(guild_id)
+
+    async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
         limits = config.limits
         if config.key_source == "guild":
@@ -512,6 +561,7 @@ class GuildConfigService:
             "allowed models": describe_models(config.policy.models.allowed or ("*",)),
             "blocked models": describe_models(config.policy.models.blocked),
             "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
+            "language": await self.locale(guild_id) or "server default",
         }
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"

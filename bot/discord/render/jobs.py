@@ -138,7 +138,8 @@ def job_placeholder(
         started = f"<t:{int(job.created_at)}:R>"
         timing = _("started {when} · {elapsed} elapsed", when=started, elapsed=elapsed)
         if ready_at is not None and ready_at > now:
-            timing += " · " + _("ready {when}", when=f"<t:{int(ready_at)}:R>")
+            ready = f"<t:{int(ready_at)}:R>"
+            timing += " · " + _("ready {when}", when=ready)
         status = _("Running") + " · " + timing
         title = _("Generating video…") if job.kind == "video" else _("Generating image…")
         embed = _job_embed(job, title, PENDING_COLOUR, status, sandbox=sandbox)
@@ -392,7 +393,8 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
     else:
         spent = _("{amount} reserved", amount=amount)
     lines = [title, quoted or "> " + _("(no prompt)"), f"{options} · {spent}"]
-    footer = _("Requested by {member}", member=f"<@{job.user_id}>")
+    member = f"<@{job.user_id}>"
+    footer = _("Requested by {member}", member=member)
     if timing:
         footer += f" · {timing}"
     if paid := _paid_by(job):

@@ -1,0 +1,82 @@
+"""The language of a server's public messages: an admin's choice, else Discord's.
+
+A public card or message (a job's placeholder and result, the admin channel's notices) is read
+by everyone in the channel, so it is written in the server's language: the one an admin chose
+with ``/config language`` (``guild_settings.locale``), else the server's preferred locale in
+Discord (Server Settings → Community; ``guild.preferred_locale``, ``interaction.guild_locale``).
+An answer only the member sees is written in the member's own locale instead
+(``bot.discord.tree.admit``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import discord
+
+from bot.clock import Clock
+from bot.services.guild_config import GuildConfigService
+
+log = logging.getLogger(__name__)
+
+PREFERRED_SECONDS = 3600.0
+"""Seconds a server's preferred locale fetched by REST is kept (a worker has no guild cache)."""
+
+
+class GuildLocales:
+    """Finds the locale of a server's public messages, with or without a gateway cache.
+
+    Args:
+        client: the logged-in client (the gateway's bot, or a worker's REST-only client).
+        guild_config: where an admin's choice is kept.
+        clock: the process's clock (monotonic seconds, for the REST cache).
+    """
+
+    def __init__(
+        self, client: discord.Client, guild_config: GuildConfigService, clock: Clock
+    ) -> None:
+        self._client = client
+        self._guild_config = guild_config
+        self._clock = clock
+        self._fetched: dict[int, tuple[str, float]] = {}
+
+    async def of(self, guild_id: int | None) -> str | None:
+        """The Discord locale code of ``guild_id``'s public messages; None outside a server.
+
+        A server the bot cannot read (it left, Discord fails) reads None: English.
+        """
+        if not guild_id:
+            return None
+        chosen = await self._guild_config.locale(guild_id)
+        if chosen is not None:
+            return chosen
+        guild = self._client.get_guild(guild_id)
+        if guild is not None:
+            return guild.preferred_locale.value
+        now = self._clock.monotonic()
+        cached = self._fetched.get(guild_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        try:
+            fetched = await self._client.fetch_guild(guild_id, with_counts=False)
+        except discord.HTTPException as exc:
+            log.info("guild %s: preferred locale not read (%s); English", guild_id, exc)
+            return None
+        self._fetched[guild_id] = (fetched.preferred_locale.value, now + PREFERRED_SECONDS)
+        return fetched.preferred_locale.value
+
+    async def of_interaction(self, interaction: discord.Interaction[Any]) -> str | None:
+        """The locale of a public message answering ``interaction`` in its server.
+
+        The interaction carries the server's preferred locale (``guild_locale``), so no cache
+        or REST read is needed for it; None in a DM (the member's own locale is used there).
+        """
+        if interaction.guild_id is None:
+            return interaction.locale.value
+        chosen = await self._guild_config.locale(interaction.guild_id)
+        if chosen is not None:
+            return chosen
+        if interaction.guild_locale is not None:
+            return interaction.guild_locale.value
+        return await self.of(interaction.guild_id)
