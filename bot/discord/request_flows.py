@@ -35,6 +35,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral
 from bot.errors import ValidationFailed
+from bot.i18n import N_, _
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ImageOptions,
@@ -166,14 +167,32 @@ async def _show_response_card(interaction: Interaction, job: Job, *, personal: b
         log.error("job %s: its card was not shown in its response (%s)", job.id, exc)
 
 
-PRIVATE_ON_ITS_WAY = (
-    "Your {what} is on its way to your DMs (private results): {link}. "
-    "You will be pinged there when it is ready."
-)
-DMS_CLOSED = (
-    "I cannot DM you (your DMs are closed), so your {what} is shown here, only to you, while "
-    "I can edit this message (15 minutes); after that it will be posted in the channel."
-)
+def _private_on_its_way(what: str, link: str) -> str:
+    if what == "video":
+        return _(
+            "Your video is on its way to your DMs (private results): {link}. "
+            "You will be pinged there when it is ready.",
+            link=link,
+        )
+    return _(
+        "Your image is on its way to your DMs (private results): {link}. "
+        "You will be pinged there when it is ready.",
+        link=link,
+    )
+
+
+def _dms_closed(what: str) -> str:
+    if what == "video":
+        return _(
+            "I cannot DM you (your DMs are closed), so your video is shown here, only to you, "
+            "while I can edit this message (15 minutes); after that it will be posted in the "
+            "channel."
+        )
+    return _(
+        "I cannot DM you (your DMs are closed), so your image is shown here, only to you, "
+        "while I can edit this message (15 minutes); after that it will be posted in the "
+        "channel."
+    )
 
 
 async def show_private_card(
@@ -218,7 +237,7 @@ async def show_private_card(
         await _show_response_card(interaction, job, personal=False)
         try:
             await interaction.followup.send(
-                _noted(DMS_CLOSED.format(what=what), note),
+                _noted(_dms_closed(what), note),
                 ephemeral=True,
                 allowed_mentions=discord.AllowedMentions.none(),
             )
@@ -230,16 +249,19 @@ async def show_private_card(
         bot.poller.wake()
     except Exception as exc:  # the job falls due after its grace anyway
         log.error("job %s: its DM card was not recorded (%s)", job.id, exc)
-    text = PRIVATE_ON_ITS_WAY.format(what=what, link=message.jump_url)
+    text = _private_on_its_way(what, message.jump_url)
     await tell(interaction, content=_noted(text, note), view=None)
 
 
 async def _public_card(interaction: Interaction, job: Job, what: str, note: str | None) -> None:
     """Post ``job``'s card in its channel and say where, in the (ephemeral) response."""
     link = await posted_placeholder(interaction.client, job)
-    text = f"Your {what} is on its way: {link}."
     if what == "video":
-        text += " You will be pinged when it is ready."
+        text = _(
+            "Your video is on its way: {link}. You will be pinged when it is ready.", link=link
+        )
+    else:
+        text = _("Your image is on its way: {link}.", link=link)
     await tell(interaction, content=_noted(text, note), view=None)
 
 
@@ -680,8 +702,8 @@ def _gallery_images(components: Sequence[Any]) -> list[str]:
     return found
 
 
-ALREADY_GENERATING = "This video is already on its way."
-ALREADY_CANCELLED = "This video was cancelled; nothing was charged."
+ALREADY_GENERATING = N_("This video is already on its way.")
+ALREADY_CANCELLED = N_("This video was cancelled; nothing was charged.")
 
 
 class ConfirmVideo:
@@ -721,14 +743,16 @@ class ConfirmVideo:
         """The two buttons, Generate showing the price."""
         return [
             ChoiceOption(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
-            ChoiceOption(self.CANCEL, "Cancel"),
+            ChoiceOption(self.CANCEL, _("Cancel")),
         ]
 
     async def choose(self, interaction: Interaction, option: str) -> bool:
         """Submit the video, or cancel; the choice closes with the first press."""
         if self._chosen is not None:
             done = self._chosen == self.GENERATE
-            await send_ephemeral(interaction, ALREADY_GENERATING if done else ALREADY_CANCELLED)
+            await send_ephemeral(
+                interaction, _(ALREADY_GENERATING) if done else _(ALREADY_CANCELLED)
+            )
             return False
         self._chosen = option
         if option == self.GENERATE:
@@ -736,7 +760,7 @@ class ConfirmVideo:
             await submit_video(interaction, self.who, self.options, note=self.note)
         else:
             await interaction.response.edit_message(
-                content="Cancelled; nothing was charged.", view=None
+                content=_("Cancelled; nothing was charged."), view=None
             )
         return False
 
@@ -749,5 +773,5 @@ def require_source(message: discord.Message, bot_user_id: int) -> SourceImage:
     """
     source = message_image(message, bot_user_id)
     if source is None:
-        raise ValidationFailed("That message has no image (attachment or embed image).")
+        raise ValidationFailed(N_("That message has no image (attachment or embed image)."))
     return source

@@ -69,9 +69,10 @@ def sentence_for(error: Exception) -> str:
         return _(str(error)) if str(error) else _("That option is not valid.")
     error_id = secrets.token_hex(4)
     log.error("command failed (error id %s)", error_id, exc_info=original)
+    shown = f"`{error_id}`"
     return _(
         "Something went wrong on our side (error id {error_id}); it has been logged.",
-        error_id=f"`{error_id}`",
+        error_id=shown,
     )
 
 
@@ -115,7 +116,7 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     """
     # The member's own language for every answer of this interaction's task (the check and
     # the callback run in one task); a public card sets the server's around its rendering.
-    set_locale(interaction.locale.value)
+    set_locale(member_locale(interaction))
     if interaction.type in ACTIONS:
         refused = interaction_refusal(interaction)
         if refused is not None:
@@ -128,6 +129,12 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     if answer:
         await send_ephemeral(interaction, _(RESTARTING))
     return False
+
+
+def member_locale(interaction: discord.Interaction[Any]) -> str | None:
+    """The member's client language (Discord sends it with every interaction but a ping)."""
+    locale = getattr(interaction, "locale", None)
+    return locale.value if isinstance(locale, discord.Locale) else None
 
 
 FORM_SECONDS = 3600.0

@@ -6,6 +6,7 @@ import discord
 
 from bot.domain import Kind
 from bot.errors import format_cents
+from bot.i18n import _, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
@@ -147,53 +148,68 @@ def old_key_note(change: KeyChange) -> str:
 
 def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
     """Render a usage report: a member's own (``user_id``) or the whole guild's (None)."""
-    title = "This server's usage" if user_id is None else "Usage"
+    title = _("This server's usage") if user_id is None else _("Usage")
     embed = discord.Embed(title=title, colour=discord.Colour.blurple())
     if user_id is not None:
         embed.description = f"<@{user_id}>"
-    embed.add_field(name="This month (UTC)", value=format_cents(report.month_cents))
-    embed.add_field(name="Today (UTC)", value=format_cents(report.today_cents))
+    embed.add_field(name=_("This month (UTC)"), value=format_cents(report.month_cents))
+    embed.add_field(name=_("Today (UTC)"), value=format_cents(report.today_cents))
     if report.reserved_cents:
-        embed.add_field(name="In flight", value=format_cents(report.reserved_cents))
-    kinds = " · ".join(f"{kind.value}: {format_cents(c)}" for kind, c in report.by_kind.items())
-    embed.add_field(name="By kind, this month", value=kinds, inline=False)
+        embed.add_field(name=_("In flight"), value=format_cents(report.reserved_cents))
+    kinds = " · ".join(
+        f"{kind_name(kind.value)}: {format_cents(c)}" for kind, c in report.by_kind.items()
+    )
+    embed.add_field(name=_("By kind, this month"), value=kinds, inline=False)
     if user_id is None and report.by_user:
         top = "\n".join(
-            f"{rank}. <@{member}> {format_cents(cents)}"
+            f"{number(rank)}. <@{member}> {format_cents(cents)}"
             for rank, (member, cents) in enumerate(report.by_user[:TOP_USERS], start=1)
         )
-        embed.add_field(name="Top members, this month", value=top, inline=False)
+        embed.add_field(name=_("Top members, this month"), value=top, inline=False)
     if report.by_model:
         models = "\n".join(
-            f"`{model}` × {count}: {format_cents(cents)}"
+            f"`{model}` × {number(count)}: {format_cents(cents)}"
             for model, count, cents in report.by_model[:TOP_USERS]
         )
-        embed.add_field(name="By model, this month", value=models[:1024], inline=False)
+        embed.add_field(name=_("By model, this month"), value=models[:1024], inline=False)
     if user_id is None and report.by_tier:
         tiers = "\n".join(f"{name}: {format_cents(cents)}" for name, cents in report.by_tier)
-        embed.add_field(name="By tier, this month", value=tiers[:1024], inline=False)
+        embed.add_field(name=_("By tier, this month"), value=tiers[:1024], inline=False)
     if user_id is None and report.anomalies:
         embed.add_field(
-            name="Charges to check",
-            value=(
-                f"{report.anomalies} charge(s) this month came with an amount that makes no "
-                "sense (negative, not a number, absurd); they are logged and not counted here. "
-                "Check them with the provider."
+            name=_("Charges to check"),
+            value=n_(
+                "{count} charge this month came with an amount that makes no sense (negative, "
+                "not a number, absurd); it is logged and not counted here. Check it with the "
+                "provider.",
+                "{count} charges this month came with an amount that makes no sense (negative, "
+                "not a number, absurd); they are logged and not counted here. Check them with "
+                "the provider.",
+                report.anomalies,
             ),
             inline=False,
         )
     if user_id is None and report.reused_task_ids:
         embed.add_field(
-            name="Task ids given again",
-            value=(
-                f"{report.reused_task_ids} task(s) this month got an id the service had given "
-                "the same key before. Each was charged and delivered on its own; tell the "
-                "provider their task ids repeat."
+            name=_("Task ids given again"),
+            value=n_(
+                "{count} task this month got an id the service had given the same key before. "
+                "It was charged and delivered on its own; tell the provider their task ids "
+                "repeat.",
+                "{count} tasks this month got an id the service had given the same key before. "
+                "Each was charged and delivered on its own; tell the provider their task ids "
+                "repeat.",
+                report.reused_task_ids,
             ),
             inline=False,
         )
     if report.last_remaining_credits_cents is not None:
-        embed.set_footer(
-            text=f"Credits left on the key: {format_cents(report.last_remaining_credits_cents)}"
-        )
+        left = format_cents(report.last_remaining_credits_cents)
+        embed.set_footer(text=_("Credits left on the key: {amount}", amount=left))
     return embed
+
+
+def kind_name(kind: str) -> str:
+    """What a job makes, for people: ``"video"``, ``"image"``, ``"text"`` in the locale."""
+    names = {"video": _("video"), "image": _("image"), "text": _("text")}
+    return names.get(kind, kind)

@@ -100,10 +100,11 @@ def posted_later(channel_id: int) -> str:
     button, where "this channel" would be the DM (docs/architecture.md, delivery routes:
     the channel, then a direct message, then ``/jobs``).
     """
+    channel = f"<#{channel_id}>"
     return _(
         "the result will be posted in {channel} when it is ready (or sent to you by "
         "direct message, or listed in `/jobs`, if I cannot post there)",
-        channel=f"<#{channel_id}>",
+        channel=channel,
     )
 
 
