@@ -1,5 +1,7 @@
 """A server's language for its public messages (``/config language``), kept with its settings."""
 
+from decimal import Decimal
+
 import pytest
 
 from bot.errors import ValidationFailed
@@ -10,10 +12,11 @@ from tests.support.stack import Stack
 async def test_a_chosen_language_is_kept_audited_and_cleared(stack: Stack) -> None:
     config = stack.services.guild_config
     assert await config.locale(7) is None  # Discord's preferred locale until an admin chooses
+    await config.set_confirm_above(7, Decimal(150))
     with using("de"):  # an admin whose Discord is German: the audit's records stay English
         before = await config.snapshot(7)
     assert before["language"] == "server default"
-    assert not any("\xa0" in value for value in before.values())  # no German amounts
+    assert "$1.50" in before["confirm above"]  # not "1,50 $"
     await config.set_locale(7, "fr")
     assert await config.locale(7) == "fr"
     assert (await stack.services.db.guilds.settings(7)).locale == "fr"
