@@ -12,7 +12,7 @@ import math
 from decimal import Decimal
 
 from bot.genapi import errors as api
-from bot.i18n import N_, _, money, n_, number, relative_time
+from bot.i18n import N_, _, fill, money, n_, number, relative_time
 
 
 class BotError(Exception):
@@ -32,12 +32,16 @@ class ValidationFailed(BotError):
     """A request failed a check before any upstream call (bad option, not allowed here...).
 
     Attributes:
-        sentence: the complete sentence to show the user.
+        sentence: the complete sentence to show the user, in English (logs, tests).
+        template: the sentence as marked (``{name}`` placeholders), looked up in the catalogue.
+        values: what the placeholders stand for.
     """
 
     def __init__(self, sentence: str, /, **values: object) -> None:
-        super().__init__(sentence)
-        self.sentence = sentence
+        english = fill(sentence, values)
+        super().__init__(english)
+        self.sentence = english  # for logs and tests: English, filled
+        self.template = sentence
         self.values = values
 
     def user_sentence(self, now: float | None = None) -> str:
@@ -46,7 +50,7 @@ class ValidationFailed(BotError):
         A sentence marked with :func:`bot.i18n.N_` (English, ``{name}`` placeholders, filled
         from the ``values`` given) is looked up in the catalogue here; any other reads as given.
         """
-        return _(self.sentence, **self.values)
+        return _(self.template, **self.values)
 
 
 class NoApiKeyConfigured(BotError):

@@ -144,7 +144,8 @@ def translations(locale: str) -> gettext.NullTranslations:
     return gettext.GNUTranslations(compiled)
 
 
-def _fill(text: str, values: dict[str, object]) -> str:
+def fill(text: str, values: dict[str, object]) -> str:
+    """``text`` with its ``{name}`` placeholders replaced from ``values`` (others left)."""
     # Named fields only, replaced one by one: a sentence may show a literal brace (a code
     # sample) and a translation may omit a value it words differently.
     if not values:
@@ -160,7 +161,7 @@ def _(message: str, /, **values: object) -> str:
         values: what the placeholders stand for, already formatted for the locale
             (:func:`money`, :func:`number`).
     """
-    return _fill(translations(_current.get()).gettext(message), values)
+    return fill(translations(_current.get()).gettext(message), values)
 
 
 def n_(singular: str, plural: str, count: int, /, **values: object) -> str:
@@ -170,7 +171,7 @@ def n_(singular: str, plural: str, count: int, /, **values: object) -> str:
     ``values``.
     """
     text = translations(_current.get()).ngettext(singular, plural, count)
-    return _fill(text, {"count": number(count), **values})
+    return fill(text, {"count": number(count), **values})
 
 
 def N_(message: str, /) -> str:

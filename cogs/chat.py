@@ -60,6 +60,7 @@ from bot.discord.tree import (
 from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.i18n import N_
 from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
 from bot.services.member_settings import MemberSettingsService
@@ -67,6 +68,7 @@ from bot.services.member_settings import MemberSettingsService
 log = logging.getLogger(__name__)
 
 AUTO_ARCHIVE_MINUTES: Final = 1440
+
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
 1440, 4320 or 10080 minutes), which ends the conversation."""
 
@@ -164,7 +166,10 @@ class ChatCog(commands.Cog):
             conversation = await self.conversations.get(channel.id)
             if conversation is None:
                 raise ValidationFailed(
-                    "This thread is not a conversation; use /chat in a text channel to start one."
+                    N_(
+                        "This thread is not a conversation; use /chat in a text channel to "
+                        "start one."
+                    )
                 )
             interaction.extras[PUBLIC_DEFER] = True
             await interaction.response.defer(thinking=True)
@@ -633,7 +638,7 @@ class SummariseButton(
             conversations = loaded_cog(interaction, ChatCog).conversations
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
-                raise ValidationFailed("This conversation is no longer known.")
+                raise ValidationFailed(N_("This conversation is no longer known."))
             plan = await conversations.summary_plan(conversation)
         except Exception as exc:
             await send_ephemeral(interaction, sentence_for(exc))
@@ -698,7 +703,7 @@ class SummariseConfirm:
         try:
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
-                raise ValidationFailed("This conversation is no longer known.")
+                raise ValidationFailed(N_("This conversation is no longer known."))
             who = requester(interaction)
             made = await conversations.summarise(who, conversation)
         except Exception as exc:

@@ -31,7 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
-from bot.i18n import LANGUAGE_NAMES, _
+from bot.i18n import LANGUAGE_NAMES, N_, _
 from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -238,7 +238,7 @@ class ConfigCog(
         """
         who = requester(interaction)
         if monthly is None and daily_per_user is None:
-            raise ValidationFailed("Give `monthly`, `daily_per_user`, or both.")
+            raise ValidationFailed(N_("Give `monthly`, `daily_per_user`, or both."))
         new_monthly: LimitUpdate = UNSET if monthly is None else parse_budget(monthly)
         new_daily: LimitUpdate = UNSET if daily_per_user is None else parse_budget(daily_per_user)
         async with audited(self.service, interaction):
@@ -386,7 +386,7 @@ class ConfigCog(
         if role.is_default():
             # Discord never lists @everyone among a member's roles: such a tier would never apply.
             raise ValidationFailed(
-                "For everyone, use `/config budget`, `/config limits` and `/config models`."
+                N_("For everyone, use `/config budget`, `/config limits` and `/config models`.")
             )
         daily: LimitUpdate = UNSET if daily_per_user is None else parse_allowance(daily_per_user)
         monthly: LimitUpdate = (
@@ -591,7 +591,7 @@ class ConfigCog(
         try:
             kind = Kind(command)
         except ValueError:
-            raise ValidationFailed("The command must be text, image or video.") from None
+            raise ValidationFailed(N_("The command must be text, image or video.")) from None
         async with audited(self.service, interaction):
             await self.service.set_cooldown(who.guild_id, kind, seconds)
         text = (

@@ -55,6 +55,7 @@ from bot.discord.request_flows import (
 from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
+from bot.i18n import N_
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -70,6 +71,7 @@ from bot.services.personal import is_personal
 Interaction = discord.Interaction[GenBot]
 
 MAX_SELECT_OPTIONS = 25
+
 """Options in a select menu (Discord: at most 25)."""
 
 IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i2i_text"))
@@ -349,7 +351,10 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
-            "Only the member who asked for it, or someone with Manage Messages, can delete this."
+            N_(
+                "Only the member who asked for it, or someone with Manage Messages, "
+                "can delete this."
+            )
         )
     message = interaction.message
     ephemeral = message is not None and message.flags.ephemeral
@@ -378,7 +383,7 @@ async def _source(interaction: Interaction, request: ResultRequest) -> SourceIma
             return found
     if request.outputs:
         return SourceImage(request.outputs[0], trusted=True)
-    raise ValidationFailed("That message has no image (attachment or embed image).")
+    raise ValidationFailed(N_("That message has no image (attachment or embed image)."))
 
 
 async def _animate(interaction: Interaction, ref: str) -> None:
@@ -407,7 +412,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     if ref.startswith("j"):
         job = await _cog(interaction).generation.job(int(ref[1:]))
     if job is None:
-        raise ValidationFailed("This job is no longer known.")
+        raise ValidationFailed(N_("This job is no longer known."))
     async with shown_once(interaction, job.id, "show"):
         await show_job(interaction, job, update=True)
 
@@ -471,7 +476,7 @@ async def open_animate(
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
     if models is None:
-        raise ValidationFailed("The model list is still loading; try again in a moment.")
+        raise ValidationFailed(N_("The model list is still loading; try again in a moment."))
     priced = []
     for model in models:
         if not model.needs_image:
@@ -479,7 +484,7 @@ async def open_animate(
         duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
         priced.append((video_cost_cents(model.cost_cents_per_5s, duration), duration, model))
     if not priced:
-        raise ValidationFailed("No image-to-video model is available to you here.")
+        raise ValidationFailed(N_("No image-to-video model is available to you here."))
     priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
     await AnimateModal(source, prompt, priced, click=click).show(interaction)
 

@@ -22,6 +22,7 @@ from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
+from bot.i18n import N_
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -38,6 +39,7 @@ from bot.services.member_settings import MemberSettingsService
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
 MAX_SELECT_OPTIONS = 25
+
 """Options in a select menu (Discord: at most 25)."""
 
 
@@ -116,9 +118,9 @@ class VideoCog(commands.Cog):
         await self.generation.check_channel(who)
         models = await allowed_models(interaction, "video")
         if models is None:
-            raise ValidationFailed("The model list is still loading; try again in a moment.")
+            raise ValidationFailed(N_("The model list is still loading; try again in a moment."))
         if not models:
-            raise ValidationFailed("No video model is available to you here.")
+            raise ValidationFailed(N_("No video model is available to you here."))
         mine = await self.members.get(interaction.user.id)
         await VideoModal(self.members, models, preferred=mine.video_model).show(interaction)
 

@@ -631,8 +631,10 @@ def check_uploads_fresh(options: dict[str, Any], now: float) -> None:
         uploads.append(options["image_url"])
     if any(upload_expired(str(url), now) for url in uploads):
         raise ValidationFailed(
-            "The uploaded source image's link has expired; use Animate image or Edit image on "
-            "the image's message, or the command again."
+            N_(
+                "The uploaded source image's link has expired; use Animate image or "
+                "Edit image on the image's message, or the command again."
+            )
         )
 
 

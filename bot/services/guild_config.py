@@ -86,7 +86,9 @@ def parse_budget(text: str) -> int | None:
         return None
     match = _MONEY.match(cleaned)
     if match is None:
-        raise ValidationFailed(f"`{text[:20]}` is not an amount in dollars, such as 25 or 12.50.")
+        raise ValidationFailed(
+            N_("`{value}` is not an amount in dollars, such as 25 or 12.50."), value=text[:20]
+        )
     dollars, cents = match.groups()
     return int(dollars) * 100 + int((cents or "0").ljust(2, "0"))
 
@@ -218,13 +220,15 @@ class GuildConfigService:
         if not self._vault.available:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
-            raise ValidationFailed("That does not look like an API key; nothing was stored.")
+            raise ValidationFailed(N_("That does not look like an API key; nothing was stored."))
         self._key_check_allowed(guild_id)
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
             await self._forget_rejected(SecretStr(api_key))
-            raise ValidationFailed("The service rejected that key; nothing was stored.") from None
+            raise ValidationFailed(
+                N_("The service rejected that key; nothing was stored.")
+            ) from None
         change = await self._keys.replace_key(guild_id, api_key)
         await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
@@ -515,10 +519,14 @@ class GuildConfigService:
         """
         system = system.strip()
         if not system:
-            raise ValidationFailed("The persona's system prompt is empty.")
+            raise ValidationFailed(N_("The persona's system prompt is empty."))
         if len(system) > MAX_PERSONA_CHARS:
             raise ValidationFailed(
-                f"The persona's system prompt is too long (at most {MAX_PERSONA_CHARS} characters)."
+                N_(
+                    "The persona's system prompt is too long (at most {max_persona_chars} "
+                    "characters)."
+                ),
+                max_persona_chars=MAX_PERSONA_CHARS,
             )
         persona = Persona(guild_id, channel_id, system, model or None, locked)
         await self._db.conversations.set_persona(persona, self._clock.time())
@@ -620,9 +628,11 @@ def _dollars(cents: int | None) -> str:
 def _checked_term(text: str) -> str:
     term = normalise_term(text)
     if not term:
-        raise ValidationFailed("The term is empty.")
+        raise ValidationFailed(N_("The term is empty."))
     if len(term) > MAX_TERM_LENGTH:
-        raise ValidationFailed(f"A term has at most {MAX_TERM_LENGTH} characters.")
+        raise ValidationFailed(
+            N_("A term has at most {max_term_length} characters."), max_term_length=MAX_TERM_LENGTH
+        )
     return term
 
 
