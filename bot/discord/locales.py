@@ -11,8 +11,6 @@ An answer only the member sees is written in the member's own locale instead
 from __future__ import annotations
 
 import logging
-from typing import Any
-
 import discord
 
 from bot.clock import Clock
@@ -44,10 +42,19 @@ class GuildLocales:
     async def of(self, guild_id: int | None) -> str | None:
         """The Discord locale code of ``guild_id``'s public messages; None outside a server.
 
-        A server the bot cannot read (it left, Discord fails) reads None: English.
+        Never raises: the language must not stop a paid result from being delivered, so a
+        server whose language cannot be read now (the database or Discord failing, the bot
+        removed) reads None: English.
         """
         if not guild_id:
             return None
+        try:
+            return await self._lookup(guild_id)
+        except Exception as exc:
+            log.info("guild %s: language not read (%s); English", guild_id, exc)
+            return None
+
+    async def _lookup(self, guild_id: int) -> str | None:
         chosen = await self._guild_config.locale(guild_id)
         if chosen is not None:
             return chosen
@@ -58,25 +65,6 @@ class GuildLocales:
         cached = self._fetched.get(guild_id)
         if cached is not None and cached[1] > now:
             return cached[0]
-        try:
-            fetched = await self._client.fetch_guild(guild_id, with_counts=False)
-        except discord.HTTPException as exc:
-            log.info("guild %s: preferred locale not read (%s); English", guild_id, exc)
-            return None
+        fetched = await self._client.fetch_guild(guild_id, with_counts=False)
         self._fetched[guild_id] = (fetched.preferred_locale.value, now + PREFERRED_SECONDS)
         return fetched.preferred_locale.value
-
-    async def of_interaction(self, interaction: discord.Interaction[Any]) -> str | None:
-        """The locale of a public message answering ``interaction`` in its server.
-
-        The interaction carries the server's preferred locale (``guild_locale``), so no cache
-        or REST read is needed for it; None in a DM (the member's own locale is used there).
-        """
-        if interaction.guild_id is None:
-            return interaction.locale.value
-        chosen = await self._guild_config.locale(interaction.guild_id)
-        if chosen is not None:
-            return chosen
-        if interaction.guild_locale is not None:
-            return interaction.guild_locale.value
-        return await self.of(interaction.guild_id)
