@@ -11,6 +11,7 @@ An answer only the member sees is written in the member's own locale instead
 from __future__ import annotations
 
 import logging
+
 import discord
 
 from bot.clock import Clock
