@@ -60,7 +60,7 @@ from bot.discord.tree import (
 from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.i18n import N_
+from bot.i18n import N_, _
 from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
 from bot.services.member_settings import MemberSettingsService
@@ -690,12 +690,12 @@ class SummariseConfirm:
     async def choose(self, interaction: discord.Interaction[GenBot], option: str) -> bool:
         """Make the summary (one billed call), or cancel; the choice closes either way."""
         if self._chosen:  # a double click: the first one pays, this one is told
-            await send_ephemeral(interaction, "This summary is already being made.")
+            await send_ephemeral(interaction, _("This summary is already being made."))
             return False
         self._chosen = True
         if option == self.CANCEL:
             await interaction.response.edit_message(
-                content="Cancelled; nothing was charged.", view=None
+                content=_("Cancelled; nothing was charged."), view=None
             )
             return False
         await interaction.response.defer()

@@ -139,11 +139,13 @@ def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
         raise app_commands.MissingPermissions(["manage_guild"])
 
 
-class ApiKeyModal(AdmittedModal, title="Set the Generation API key"):
+class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
     """Asks for the key in a modal, so that it never shows as a visible command option."""
 
     key: discord.ui.TextInput[ApiKeyModal] = discord.ui.TextInput(
-        label="API key", placeholder="Paste the key from your account settings", max_length=256
+        label=N_("API key"),
+        placeholder=N_("Paste the key from your account settings"),
+        max_length=256,
     )
 
     def __init__(self, service: GuildConfigService, guild_id: int) -> None:
@@ -245,7 +247,7 @@ class ConfigCog(
             await self.service.set_budgets(
                 who.guild_id, monthly=new_monthly, daily_per_user=new_daily
             )
-        await self._show(interaction, "Budgets updated.")
+        await self._show(interaction, _("Budgets updated."))
 
     @app_commands.command(name="limits")
     async def limits(
@@ -268,7 +270,7 @@ class ConfigCog(
                 per_user=UNSET if videos_per_user is None else videos_per_user,
                 per_guild=UNSET if videos_per_server is None else videos_per_server,
             )
-        await self._show(interaction, "Limits updated.")
+        await self._show(interaction, _("Limits updated."))
 
     @channels.command(name="allow")
     async def channels_allow(
@@ -310,7 +312,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.allow_everywhere(who.guild_id)
-        await self._show(interaction, "Commands allowed in every channel.")
+        await self._show(interaction, _("Commands allowed in every channel."))
 
     @app_commands.command(name="admin-channel")
     async def admin_channel(
@@ -325,7 +327,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
-        await self._show(interaction, "Admin channel updated.")
+        await self._show(interaction, _("Admin channel updated."))
 
     @app_commands.command(name="language")
     @app_commands.choices(language=LANGUAGES)
@@ -358,7 +360,7 @@ class ConfigCog(
             await self.service.set_confirm_above(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
-        await self._show(interaction, "Confirmation threshold updated.")
+        await self._show(interaction, _("Confirmation threshold updated."))
 
     # -- policy --------------------------------------------------------------------
 
@@ -611,7 +613,7 @@ class ConfigCog(
         config = await self.service.show(guild_id)
         embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.service.confirm_above(guild_id)
-        embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 

@@ -55,7 +55,7 @@ from bot.discord.request_flows import (
 from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
-from bot.i18n import N_
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -74,12 +74,15 @@ MAX_SELECT_OPTIONS = 25
 
 """Options in a select menu (Discord: at most 25)."""
 
-IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i2i_text"))
+IMAGE_EDIT_MODES = (
+    (N_("Image to image"), "i2i"),
+    (N_("Edit the text in the image"), "i2i_text"),
+)
 """Spec 4.4's modes that take a source image."""
 
-FORGOTTEN = "This result's request is no longer known; use the command again."
+FORGOTTEN = N_("This result's request is no longer known; use the command again.")
 
-IN_DM = "This button works in the server the result came from; use the command there."
+IN_DM = N_("This button works in the server the result came from; use the command there.")
 
 NOT_THERE = (
     "I can no longer act for you in the server this result came from (you or I left it); "
@@ -507,7 +510,7 @@ async def open_edit(
     )
 
 
-class AnimateModal(AdmittedModal, title="Animate image"):
+class AnimateModal(AdmittedModal, title=N_("Animate image")):
     """A prompt and an image-to-video model (its price shown), for an image.
 
     Args:
@@ -526,27 +529,29 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         self.source = source
         self.click = click
         self.prompt: discord.ui.TextInput[AnimateModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             default=prompt[:MAX_PROMPT_LENGTH] or None,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What happens in the video",
+            placeholder=_("What happens in the video"),
         )
         options = []
         for index, (price, duration, model) in enumerate(priced[:MAX_SELECT_OPTIONS]):
-            cost = "price unknown" if price is None else format_cents(price)
+            cost = _("price unknown") if price is None else format_cents(price)
             options.append(
                 discord.SelectOption(
                     label=truncate(model.label, 100),
                     value=model.id,
-                    description=truncate(f"{cost} for {duration:g} s", 100),
+                    description=truncate(
+                        _("{cost} for {seconds} s", cost=cost, seconds=number(duration)), 100
+                    ),
                     default=index == 0,
                 )
             )
         self.default_model = priced[0][2].id
         self.model: discord.ui.Select[AnimateModal] = discord.ui.Select(options=options)
         self.add_item(self.prompt)
-        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the video through ``/video``'s path (confirmation above the threshold).
@@ -572,7 +577,7 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         await answer_error(interaction, error)
 
 
-class RemixModal(AdmittedModal, title="Vary (remix)"):
+class RemixModal(AdmittedModal, title=N_("Vary (remix)")):
     """Vary on a text answer for a member with remix on: the prompt, prefilled, to change first.
 
     Submitting runs ``/text``'s path (checks, budgets, ledger) with the varied options and the
@@ -589,7 +594,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
         self.options = options
         self.click = click
         self.prompt: discord.ui.TextInput[RemixModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
             default=options.prompt[:MAX_PROMPT_LENGTH],
@@ -612,7 +617,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
         await answer_error(interaction, error)
 
 
-class EditModal(AdmittedModal, title="Edit image"):
+class EditModal(AdmittedModal, title=N_("Edit image")):
     """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
 
     Args:
@@ -630,19 +635,19 @@ class EditModal(AdmittedModal, title="Edit image"):
         self.click = click
         self.image_model = model
         self.prompt: discord.ui.TextInput[EditModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What to change",
+            placeholder=_("What to change"),
         )
         self.mode: discord.ui.Select[EditModal] = discord.ui.Select(
             options=[
-                discord.SelectOption(label=label, value=value, default=value == "i2i")
+                discord.SelectOption(label=_(label), value=value, default=value == "i2i")
                 for label, value in IMAGE_EDIT_MODES
             ]
         )
         self.add_item(self.prompt)
-        self.add_item(discord.ui.Label(text="Mode", component=self.mode))
+        self.add_item(discord.ui.Label(text=_("Mode"), component=self.mode))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the image through ``/image``'s path (deferred before the checks)."""

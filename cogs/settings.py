@@ -25,6 +25,7 @@ from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import MemberSettings
 from bot.errors import format_cents
+from bot.i18n import N_
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
@@ -39,11 +40,13 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 ON_OFF = [app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")]
 
 
-class PersonalKeyModal(AdmittedModal, title="Set your Generation API key"):
+class PersonalKeyModal(AdmittedModal, title=N_("Set your Generation API key")):
     """Asks for the member's key in a modal, so it never shows as a visible command option."""
 
     key: discord.ui.TextInput[PersonalKeyModal] = discord.ui.TextInput(
-        label="API key", placeholder="Paste the key from your account settings", max_length=256
+        label=N_("API key"),
+        placeholder=N_("Paste the key from your account settings"),
+        max_length=256,
     )
 
     def __init__(self, service: GuildConfigService) -> None:

@@ -22,7 +22,7 @@ from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
-from bot.i18n import N_
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -157,7 +157,7 @@ def default_duration(model: VideoModel) -> float:
     return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
-class VideoModal(AdmittedModal, title="Advanced video"):
+class VideoModal(AdmittedModal, title=N_("Advanced video")):
     """``/video-advanced``'s form: prompt, model, reference image and duration.
 
     Each field is a ``discord.ui.Label`` (component type 18); the reference is a
@@ -191,7 +191,7 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             custom_id="prompt",
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What happens in the video",
+            placeholder=_("What happens in the video"),
         )
         self.model: discord.ui.Select[VideoModal] = discord.ui.Select(
             custom_id="model",
@@ -208,12 +208,12 @@ class VideoModal(AdmittedModal, title="Advanced video"):
         self.reference: discord.ui.FileUpload[VideoModal] = discord.ui.FileUpload(
             custom_id="reference", required=False, min_values=0, max_values=1
         )
-        self.add_item(discord.ui.Label(text="Prompt", component=self.prompt))
-        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(discord.ui.Label(text=_("Prompt"), component=self.prompt))
+        self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
         self.add_item(
             discord.ui.Label(
-                text="Reference image",
-                description="For image-to-video models: a PNG, JPEG or WebP to animate.",
+                text=_("Reference image"),
+                description=_("For image-to-video models: a PNG, JPEG or WebP to animate."),
                 component=self.reference,
             )
         )
@@ -224,15 +224,18 @@ class VideoModal(AdmittedModal, title="Advanced video"):
                 custom_id="duration",
                 required=False,
                 min_values=0,
-                placeholder="The model's default",
+                placeholder=_("The model's default"),
                 options=[
-                    discord.SelectOption(label=f"{d:g} seconds", value=f"{d:g}") for d in durations
+                    discord.SelectOption(
+                        label=_("{seconds} seconds", seconds=number(d)), value=f"{d:g}"
+                    )
+                    for d in durations
                 ],
             )
             self.add_item(
                 discord.ui.Label(
-                    text="Duration",
-                    description="Not every model offers every length.",
+                    text=_("Duration"),
+                    description=_("Not every model offers every length."),
                     component=self.duration,
                 )
             )
@@ -271,9 +274,10 @@ class VideoModal(AdmittedModal, title="Advanced video"):
 
 
 def _model_note(price: Decimal | None, model: VideoModel) -> str:
-    cost = "price unknown" if price is None else format_cents(price)
-    what = "animates an image" if model.needs_image else "from text"
-    return f"{cost} for {default_duration(model):g} s · {what}"
+    cost = _("price unknown") if price is None else format_cents(price)
+    what = _("animates an image") if model.needs_image else _("from text")
+    seconds = number(default_duration(model))
+    return _("{cost} for {seconds} s", cost=cost, seconds=seconds) + f" · {what}"
 
 
 async def setup(bot: GenBot) -> None:

@@ -15,6 +15,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.clock import SystemClock
 from bot.config import Settings
 from bot.discord.choices import ChoiceButton, OpenChoices
 from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
@@ -36,6 +37,7 @@ from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
+from bot.i18n import _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -117,7 +119,10 @@ async def post_missing_key_notice(
     """
     channel_id = await guild_config.admin_channel(guild_id)
     if channel_id is not None:
-        text = missing_key_notice(key_fingerprint)
+        # The admin channel reads the server's language.
+        locale = await GuildLocales(client, guild_config, SystemClock()).of(guild_id)
+        with using(locale):
+            text = missing_key_notice(key_fingerprint)
         await post_admin_line(client, guild_id, channel_id, text)
 
 
@@ -271,7 +276,7 @@ class GenBot(commands.AutoShardedBot):
         self._no_key_told.add(guild_id)
         try:
             await interaction.followup.send(
-                NO_KEY_YET, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                _(NO_KEY_YET), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
             )
         except discord.HTTPException as exc:
             log.warning("could not tell an admin of guild %s to set a key: %s", guild_id, exc)
@@ -487,7 +492,8 @@ class GenBot(commands.AutoShardedBot):
             self._permissions_told.add(guild.id)
             channel_id = await self.guild_config.admin_channel(guild.id)
             if channel_id is not None:
-                notice = missing_permissions_notice(permission_names(missing))
+                with using(await self.locales.of(guild.id)):
+                    notice = missing_permissions_notice(permission_names(missing))
                 await self.post_admin_line(guild.id, channel_id, notice)
         return missing
 
@@ -544,7 +550,8 @@ class GenBot(commands.AutoShardedBot):
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
         shared = not await self.guild_config.has_own_key(guild_id)
-        text = key_problem_notice(problem, shared=shared)
+        with using(await self.locales.of(guild_id)):
+            text = key_problem_notice(problem, shared=shared)
         channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
         try:
             await channel.send(text)

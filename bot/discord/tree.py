@@ -187,6 +187,15 @@ class AdmittedModal(discord.ui.Modal):
 
     def __init__(self, *, title: str = discord.utils.MISSING) -> None:
         super().__init__(title=title, timeout=FORM_SECONDS)
+        # The title and the class's own fields are written in English (marked N_); the form
+        # is built for one member, in that member's language.
+        self.title = _(self.title)
+        for item in self.children:
+            if isinstance(item, discord.ui.TextInput):
+                if item.label:
+                    item.label = _(item.label)
+                if item.placeholder:
+                    item.placeholder = _(item.placeholder)
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Refuse (ephemerally, "restarting") while the bot shuts down."""

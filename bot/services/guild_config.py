@@ -138,6 +138,7 @@ class GuildConfig:
         admin_channel_id: where key problems are announced; None = nowhere.
         encryption_available: whether a guild key can be stored at all.
         policy: role tiers, model list, blocked terms and cooldowns.
+        locale: the language an admin chose for public messages; None = Discord's.
     """
 
     key_source: str | None
@@ -147,6 +148,7 @@ class GuildConfig:
     admin_channel_id: int | None
     encryption_available: bool
     policy: ServerPolicy = field(default_factory=ServerPolicy)
+    locale: str | None = None
 
 
 LOCALE_CACHE_SECONDS = 60.0
@@ -396,6 +398,7 @@ class GuildConfigService:
             admin_channel_id=settings.admin_channel_id,
             encryption_available=self._vault.available,
             policy=await self.policy(guild_id),
+            locale=settings.locale,
         )
 
     # -- policy --------------------------------------------------------------------

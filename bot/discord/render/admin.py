@@ -6,7 +6,7 @@ import discord
 
 from bot.domain import Kind
 from bot.errors import format_cents
-from bot.i18n import _, n_, number
+from bot.i18n import LANGUAGE_NAMES, N_, _, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
@@ -16,41 +16,49 @@ TOP_USERS = 10
 
 
 def _budget(cents: int | None) -> str:
-    return "unlimited" if cents is None else format_cents(cents)
+    return _("unlimited") if cents is None else format_cents(cents)
 
 
 def config_embed(config: GuildConfig) -> discord.Embed:
     """Render a guild's settings; the key appears only as set or not, with its last 4."""
-    embed = discord.Embed(title="genbot settings", colour=discord.Colour.blurple())
+    embed = discord.Embed(title=_("genbot settings"), colour=discord.Colour.blurple())
     if config.key_source == "guild":
-        key = f"this server's own key, ending in `{config.key_last4}`"
+        last4 = f"`{config.key_last4}`"
+        key = _("this server's own key, ending in {last4}", last4=last4)
     elif config.key_source == "default":
-        key = "not set; the bot's default key is used"
+        key = _("not set; the bot's default key is used")
     else:
-        key = "not set; commands will not work until an admin runs `/config api-key set`"
+        key = _("not set; commands will not work until an admin runs `/config api-key set`")
     if not config.encryption_available:
-        key += "\n(the bot owner has not enabled key storage: `KEY_ENCRYPTION_KEY`)"
-    embed.add_field(name="API key", value=key, inline=False)
+        key += "\n" + _("(the bot owner has not enabled key storage: `KEY_ENCRYPTION_KEY`)")
+    embed.add_field(name=_("API key"), value=key, inline=False)
     limits = config.limits
-    embed.add_field(name="Monthly budget", value=_budget(limits.monthly_budget_cents))
-    embed.add_field(name="Daily budget per member", value=_budget(limits.user_daily_budget_cents))
+    embed.add_field(name=_("Monthly budget"), value=_budget(limits.monthly_budget_cents))
+    daily = _budget(limits.user_daily_budget_cents)
+    embed.add_field(name=_("Daily budget per member"), value=daily)
     embed.add_field(
-        name="Videos in progress",
-        value=f"{limits.max_pending_videos_per_user} per member, "
-        f"{limits.max_pending_videos_per_guild} per server",
+        name=_("Videos in progress"),
+        value=_(
+            "{member} per member, {server} per server",
+            member=number(limits.max_pending_videos_per_user),
+            server=number(limits.max_pending_videos_per_guild),
+        ),
     )
     channels = config.allowed_channel_ids
     embed.add_field(
-        name="Channels",
-        value=" ".join(f"<#{c}>" for c in sorted(channels))[:1024] if channels else "all",
+        name=_("Channels"),
+        value=" ".join(f"<#{c}>" for c in sorted(channels))[:1024] if channels else _("all"),
         inline=False,
     )
     admin = config.admin_channel_id
-    embed.add_field(name="Admin notices", value=f"<#{admin}>" if admin else "off", inline=False)
+    shown = f"<#{admin}>" if admin else _("off")
+    embed.add_field(name=_("Admin notices"), value=shown, inline=False)
+    language = LANGUAGE_NAMES.get(config.locale or "", _("server default"))
+    embed.add_field(name=_("Language of public messages"), value=language, inline=False)
     return embed
 
 
-NO_KEY_YET = (
+NO_KEY_YET = N_(
     "This server has no Generation API key yet, so members' commands cannot generate anything. "
     "Set one with `/config api-key set` (only admins see this)."
 )
@@ -66,22 +74,27 @@ def key_problem_notice(problem: str, *, shared: bool) -> str:
         shared: the server has no key of its own and uses the bot's default key: it cannot top
             that up, only tell the bot owner or set its own.
     """
-    if shared:
-        what = {
-            "unauthorized": "The Generation API rejected the bot's shared API key",
-            "insufficient_credits": "The bot's shared Generation API key is out of credits",
-        }[problem]
-        return (
-            f"{what} (this server has no key of its own); generation commands fail until the "
-            "bot's owner fixes it, or until an admin sets this server's own key with "
-            "`/config api-key set`."
+    if shared and problem == "unauthorized":
+        return _(
+            "The Generation API rejected the bot's shared API key (this server has no key of "
+            "its own); generation commands fail until the bot's owner fixes it, or until an "
+            "admin sets this server's own key with `/config api-key set`."
         )
-    return {
-        "unauthorized": "The Generation API rejected this server's API key. "
-        "Set a valid one with `/config api-key set`.",
-        "insufficient_credits": "The Generation API key of this server is out of credits; "
-        "generation commands will fail until it is topped up.",
-    }[problem]
+    if shared:
+        return _(
+            "The bot's shared Generation API key is out of credits (this server has no key of "
+            "its own); generation commands fail until the bot's owner fixes it, or until an "
+            "admin sets this server's own key with `/config api-key set`."
+        )
+    if problem == "unauthorized":
+        return _(
+            "The Generation API rejected this server's API key. "
+            "Set a valid one with `/config api-key set`."
+        )
+    return _(
+        "The Generation API key of this server is out of credits; "
+        "generation commands will fail until it is topped up."
+    )
 
 
 def missing_key_notice(key_fingerprint: str) -> str:
@@ -94,12 +107,14 @@ def missing_key_notice(key_fingerprint: str) -> str:
     Args:
         key_fingerprint: the key's fingerprint (never the key), as the logs show it.
     """
-    return (
-        f"A video or image made here waits: the API key it was made with (`{key_fingerprint}`) "
+    fingerprint = f"`{key_fingerprint}`"
+    return _(
+        "A video or image made here waits: the API key it was made with ({fingerprint}) "
         "is no longer configured. If this server's key was changed, set the previous one again "
         "with `/config api-key set` until it arrives; if it was the bot's shared key, only "
         "the bot's owner can bring it back (the bot's log says how). Nothing is lost: it is "
-        "checked again every few minutes."
+        "checked again every few minutes.",
+        fingerprint=fingerprint,
     )
 
 
@@ -112,9 +127,10 @@ def missing_permissions_notice(names: str) -> str:
     Args:
         names: the missing permissions as Discord's client names them, comma-separated.
     """
-    return (
-        f"I am missing these permissions in this server: {names}. Results and /chat need "
-        "them; please grant them to my role (Server Settings → Roles)."
+    return _(
+        "I am missing these permissions in this server: {names}. Results and /chat need "
+        "them; please grant them to my role (Server Settings → Roles).",
+        names=names,
     )
 
 
