@@ -52,10 +52,7 @@ def catalogue_pages(
         if available is not None:
             ids = [m.id for m in _models(catalogue, each)]
             entries = [
-                (
-                    name if available(model_id) else _("{name} (not available to you)", name=name),
-                    value,
-                )
+                (name if available(model_id) else _unavailable(name), value)
                 for model_id, (name, value) in zip(ids, entries, strict=True)
             ]
         pages += _kind_pages(each, entries)
@@ -133,6 +130,10 @@ def _name(label: str) -> str:
 def _code(text: str) -> str:
     # A backtick would end the inline code early; ids do not contain one in practice.
     return f"`{text.replace('`', 'ˋ')}`"
+
+
+def _unavailable(name: str) -> str:
+    return _("{name} (not available to you)", name=name)
 
 
 def _yes_no(flag: bool) -> str:
