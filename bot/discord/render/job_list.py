@@ -198,7 +198,8 @@ def _status_line(job: ListedJob, status: str, now: float, estimate: float | None
     if status == "pending":
         elapsed = format_duration(max(0.0, now - job.created_at))
         if estimate is not None:
-            ready = _("ready {when}", when=f"<t:{int(estimate)}:R>")
+            at_estimate = f"<t:{int(estimate)}:R>"
+            ready = _("ready {when}", when=at_estimate)
         else:
             ready = _("no estimate yet")
         return _(
