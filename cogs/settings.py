@@ -25,7 +25,7 @@ from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import MemberSettings
 from bot.errors import format_cents
-from bot.i18n import N_
+from bot.i18n import N_, _, number
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
@@ -60,11 +60,13 @@ class PersonalKeyModal(AdmittedModal, title=N_("Set your Generation API key")):
         """
         await interaction.response.defer(ephemeral=True, thinking=True)
         change = await self.service.set_api_key(wallet_id(interaction.user.id), self.key.value)
-        await interaction.edit_original_response(
-            content=f"Your API key is saved (ending in `{change.last4}`); it pays for your "
-            "requests outside servers that added me (your own install, DMs)."
-            f"{old_key_note(change)}"
+        last4 = f"`{change.last4}`"
+        saved = _(
+            "Your API key is saved (ending in {last4}); it pays for your requests outside "
+            "servers that added me (your own install, DMs).",
+            last4=last4,
         )
+        await interaction.edit_original_response(content=saved + old_key_note(change))
 
     async def on_error(  # type: ignore[override]
         self, interaction: discord.Interaction[GenBot], error: Exception
@@ -107,9 +109,9 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         """Remove your API key (kept only until the jobs made with it finish)."""
         change = await self.service.remove_api_key(wallet_id(interaction.user.id))
         if not change.had_key:
-            text = "You have no API key stored; nothing was removed."
+            text = _("You have no API key stored; nothing was removed.")
         else:
-            text = "Your API key was removed."
+            text = _("Your API key was removed.")
         await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
 
     @app_commands.command(name="defaults")
@@ -164,10 +166,10 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             changes["remix"] = remix
         if not changes:
             mine = await self.members.get(interaction.user.id)
-            text = "Nothing changed (give an option to set it).\n" + defaults_text(mine)
+            text = _("Nothing changed (give an option to set it).") + "\n" + defaults_text(mine)
         else:
             mine = await self.members.update(interaction.user.id, changes)
-            text = "Saved.\n" + defaults_text(mine)
+            text = _("Saved.") + "\n" + defaults_text(mine)
         await interaction.response.send_message(text, ephemeral=True)
 
     @notify.command(name="dm")
@@ -182,10 +184,12 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         on = state == "on"
         await self.members.update(interaction.user.id, {"notify_dm": on})
         text = (
-            "I will DM you when your videos and images are finished (if your privacy "
-            "settings let me; if not, nothing else changes)."
+            _(
+                "I will DM you when your videos and images are finished (if your privacy "
+                "settings let me; if not, nothing else changes)."
+            )
             if on
-            else "No more DMs about finished results."
+            else _("No more DMs about finished results.")
         )
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -214,21 +218,35 @@ def defaults_text(mine: MemberSettings) -> str:
     def shown(value: str | None) -> str:
         return "—" if value is None else f"`{value}`"
 
-    duration = "—" if mine.video_duration is None else f"{mine.video_duration:g} s"
+    duration = "—"
+    if mine.video_duration is not None:
+        duration = _("{seconds} s", seconds=number(mine.video_duration))
     lines = [
-        "**Your defaults** (where you leave an option out; a server's rules still win):",
-        f"text model: {shown(mine.text_model)} · image model: {shown(mine.image_model)} · "
-        f"video model: {shown(mine.video_model)}",
-        f"aspect ratio: {shown(mine.aspect_ratio)} · video duration: {duration} · "
-        f"prompt suffix: {shown(mine.prompt_suffix)}",
-        f"private results: {_on(mine.private)} · remix: {_on(mine.remix)} · "
-        f"DM when finished: {_on(mine.notify_dm)}",
+        _("**Your defaults** (where you leave an option out; a server's rules still win):"),
+        _(
+            "text model: {text} · image model: {image} · video model: {video}",
+            text=shown(mine.text_model),
+            image=shown(mine.image_model),
+            video=shown(mine.video_model),
+        ),
+        _(
+            "aspect ratio: {ratio} · video duration: {duration} · prompt suffix: {suffix}",
+            ratio=shown(mine.aspect_ratio),
+            duration=duration,
+            suffix=shown(mine.prompt_suffix),
+        ),
+        _(
+            "private results: {private} · remix: {remix} · DM when finished: {dm}",
+            private=_on(mine.private),
+            remix=_on(mine.remix),
+            dm=_on(mine.notify_dm),
+        ),
     ]
     return "\n".join(lines)
 
 
 def _on(flag: bool) -> str:
-    return "on" if flag else "off"
+    return _("on") if flag else _("off")
 
 
 def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_key: bool) -> str:
@@ -240,18 +258,23 @@ def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_ke
         shared_key: the bot has a default key (``GENAPI_API_KEY``) the allowance is spent on.
     """
     if last4 is not None:
-        key = f"Your API key: ending in `{last4}`; it pays for your personal use."
+        ending = f"`{last4}`"
+        key = _("Your API key: ending in {last4}; it pays for your personal use.", last4=ending)
     elif allowance_cents > 0 and shared_key:
-        key = (
-            "You have no API key of your own; the bot's owner grants you "
-            f"{format_cents(allowance_cents)} a day (UTC) of personal use. "
-            "Set your own with `/settings api-key set`."
+        key = _(
+            "You have no API key of your own; the bot's owner grants you {amount} a day (UTC) "
+            "of personal use. Set your own with `/settings api-key set`.",
+            amount=format_cents(allowance_cents),
         )
     else:
-        key = f"You have no API key of your own. {SET_KEY_SENTENCE}"
+        key = _("You have no API key of your own.") + " " + _(SET_KEY_SENTENCE)
     return (
-        f"{key}\nPersonal use is where the server did not add me (your own install, DMs); "
-        "in servers that added me, the server pays by its own rules."
+        key
+        + "\n"
+        + _(
+            "Personal use is where the server did not add me (your own install, DMs); in "
+            "servers that added me, the server pays by its own rules."
+        )
     )
 
 
