@@ -49,7 +49,13 @@ from bot.discord.render.chat import (
 )
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.text import one_line, truncate
-from bot.discord.request_flows import CONFIRM_SECONDS, charged, send_note, show_paid
+from bot.discord.request_flows import (
+    CONFIRM_SECONDS,
+    answer_locale,
+    charged,
+    send_note,
+    show_paid,
+)
 from bot.discord.tree import (
     PUBLIC_DEFER,
     RESTARTING,
@@ -198,7 +204,10 @@ class ChatCog(commands.Cog):
             reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
         # Paid from here: whatever fails below, the member is never told that it failed.
         charged(interaction)
-        message = await show_paid(interaction, who, chat_answer(reply, sandbox=self.sandbox))
+        # The answer starts a public thread: the server's language.
+        locale = await answer_locale(interaction, who)
+        answer = chat_answer(reply, sandbox=self.sandbox, locale=locale)
+        message = await show_paid(interaction, who, answer)
         await send_note(interaction, note)
         if message is None:  # by DM (or lost): no message in the channel to start a thread from
             await send_ephemeral_followup(interaction, ANSWER_BY_DM)
@@ -277,7 +286,10 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
         await keep(self.conversations.record(conversation, who, author, text, reply))
-        parts = chat_answer(reply, sandbox=self.sandbox, thread_id=conversation.thread_id)
+        locale = await self.bot.locales.of(who.guild_id)  # the thread is public
+        parts = chat_answer(
+            reply, sandbox=self.sandbox, thread_id=conversation.thread_id, locale=locale
+        )
         if message.channel.id == conversation.thread_id:
             await deliver_paid(message, parts)
             return
@@ -362,7 +374,8 @@ class ChatCog(commands.Cog):
         created = await keep(
             self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
         )
-        parts = chat_answer(reply, sandbox=self.sandbox)
+        locale = await self.bot.locales.of(who.guild_id)  # the thread is public
+        parts = chat_answer(reply, sandbox=self.sandbox, locale=locale)
         try:
             thread = await resolved.create_thread(
                 name=thread_name(seed.text or text), auto_archive_duration=AUTO_ARCHIVE_MINUTES

@@ -422,8 +422,10 @@ async def start_image(interaction: Interaction, who: Requester, options: ImageOp
     assert outcome.result is not None
     saved = dataclasses.replace(options, model=outcome.model)
     ref = await remember(bot, "image", who, stored_options(saved), outputs=outcome.result.outputs)
+    locale = await answer_locale(interaction, who)
     parts = image_result(
         outcome.result,
+        locale=locale,
         prompt=options.prompt,
         model=outcome.model,
         requester_id=who.user_id,
@@ -503,6 +505,17 @@ async def shown_once(interaction: Interaction, job_id: int, entry: str) -> Async
         debounce.release(user_id, job_id, entry)
 
 
+async def answer_locale(interaction: Interaction, who: Requester) -> str | None:
+    """The language of a paid answer: the server's when it is public, else the member's (None).
+
+    A public answer in a server that added the bot is read by the channel; an ephemeral one
+    (private results) or one of personal use is the member's own.
+    """
+    if interaction.extras.get(PUBLIC_DEFER) is False or is_personal(who.guild_id):
+        return None
+    return await interaction.client.locales.of(interaction.guild_id)
+
+
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
     """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
 
@@ -517,8 +530,9 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
     ref = await remember(bot, "text", who, stored_options(options))
     tag = None if ref is None else f"r{ref}"
     sandbox = bot.services.sandbox
-    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer)
-    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer)
+    locale = await answer_locale(interaction, who)
+    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
+    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
     await show_paid(interaction, who, messages, card=card)
 
 
