@@ -78,7 +78,7 @@ from bot.discord.render.results import is_web_url
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
-from bot.i18n import using
+from bot.i18n import N_, _, using
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
@@ -135,11 +135,16 @@ card, or an edit adding a new attachment to one; the message is then sent in ano
 BOT_LEFT = "the bot is no longer in this server"
 """Why a server's routes are skipped after ``GUILD_DELETE`` or a 403 Missing Access on it."""
 
-PRIVATE_FALLBACK = " (posted here: it could not be shown to you privately)"
+PRIVATE_FALLBACK = N_(" (posted here: it could not be shown to you privately)")
 """What a private job's result says where it falls back to the channel."""
 
-HERE = "the upload limit here"
+HERE = N_("the upload limit here")
 """How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
+
+TOO_LARGE_NOTE = N_(
+    "The file is not attached (Discord refused it as too large); the link may stop working."
+)
+"""The note of a result whose file Discord refused (its size above the channel's limit)."""
 
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -553,7 +558,7 @@ class DiscordAnnouncer:
         limit: int,
         renew: Renew | None = None,
         *,
-        limit_name: str = "this server's upload limit",
+        limit_name: str = N_("this server's upload limit"),
     ) -> tuple[tuple[tuple[str, bytes], ...], str | None]:
         """Download a completed job's outputs to attach; return them and a note for people.
 
@@ -566,7 +571,7 @@ class DiscordAnnouncer:
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
             return (), None
-        noun = "video" if job.kind == "video" else "image"
+        video = job.kind == "video"
         files: list[tuple[str, bytes]] = []
         why: str | None = None
         for index, url in enumerate(urls):
@@ -575,20 +580,27 @@ class DiscordAnnouncer:
             try:
                 data = await self._download(url, limit - sum(len(d) for _, d in files))
             except TooLarge:
-                why = f"larger than {limit_name} ({format_bytes(limit)})"
+                why = _(
+                    "larger than {limit_name} ({size})",
+                    limit_name=_(limit_name),
+                    size=format_bytes(limit),
+                )
                 break
             except DownloadRefused as exc:
-                why = f"not downloaded: {exc.reason}"
+                why = _("not downloaded: {reason}", reason=exc.reason)
                 break
             except (httpx.HTTPError, TimeoutError) as exc:
                 log.info("download of job %s output failed: %s", job.id, type(exc).__name__)
-                why = "the download from the service failed"
+                why = _("the download from the service failed")
                 break
             files.append((file_name(job.task_id, url, index, job.kind), data))
-        if why is not None:
-            note = f"The {noun} is not attached ({why}); the link may stop working."
+        if why is not None and video:
+            note = _("The video is not attached ({why}); the link may stop working.", why=why)
+        elif why is not None:
+            note = _("The image is not attached ({why}); the link may stop working.", why=why)
         else:
-            note = f"Attached as `{files[0][0]}`; the service's link may stop working."
+            name = f"`{files[0][0]}`"
+            note = _("Attached as {name}; the service's link may stop working.", name=name)
         return tuple(files), note
 
     async def _download(self, url: str, limit: int) -> bytes:
@@ -645,8 +657,7 @@ class DiscordAnnouncer:
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
-                note = "The file is not attached (Discord refused it as too large); "
-                note += "the link may stop working."
+                note = _(TOO_LARGE_NOTE)
                 return await self._send(job, route, (), note, placeholder, card)
             except Exception as exc:
                 outcome = classify(exc)
@@ -780,8 +791,7 @@ class DiscordAnnouncer:
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
-                    note = "The file is not attached (Discord refused it as too large); "
-                    note += "the link may stop working."
+                    note = _(TOO_LARGE_NOTE)
                     await self._send_response(job, message, (), note)
             except Exception as exc:
                 if await self._token_refused(job, exc):
@@ -844,13 +854,14 @@ class DiscordAnnouncer:
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to. A
             # private result says why it is posted where everyone sees it.
-            notice = self._with_notice(parts, job, "" if card is None else PRIVATE_FALLBACK)
+            notice = self._with_notice(parts, job, "" if card is None else _(PRIVATE_FALLBACK))
             await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
-            where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
+            channel = f"<#{job.channel_id}>"
+            where = _(" (requested in {channel}, where it could not be shown)", channel=channel)
             if card is not None:
-                where = f" (requested in <#{job.channel_id}>; private results)"
+                where = _(" (requested in {channel}; private results)", channel=channel)
             buttons = parts.action_buttons
             why = self._unreachable(job)
             if why == BOT_LEFT or (why is not None and card is None):
@@ -868,7 +879,7 @@ class DiscordAnnouncer:
                     raise
                 # The member closed their DMs after the card went there: the result still
                 # reaches them, in the channel, saying why (its channel route was skipped).
-                notice = self._with_notice(parts, job, PRIVATE_FALLBACK)
+                notice = self._with_notice(parts, job, _(PRIVATE_FALLBACK))
                 channel_route = DeliveryRoute.CHANNEL
                 await send_card(
                     self._channel(job), notice, nonce=delivery_nonce(job, channel_route)
@@ -901,7 +912,7 @@ class DiscordAnnouncer:
                 if not _refused_form(exc):
                     raise
             if parts.files:
-                later = "Attached to the reply below; the service's link may stop working."
+                later = _("Attached to the reply below; the service's link may stop working.")
                 textual = with_files(finished, (), later, show_attached=False)
                 try:
                     await message.edit(**textual.edit_kwargs())
@@ -938,7 +949,9 @@ class DiscordAnnouncer:
     @staticmethod
     def _with_notice(parts: MessageParts, job: Job, where: str) -> MessageParts:
         notice = completion_reply(job).content or ""
-        notice = notice.removesuffix(".") + where + "."
+        # The sentence's own full stop goes after the place (a Japanese one too).
+        stop = "。" if notice.endswith("。") else "."
+        notice = notice.removesuffix(stop) + where + stop
         content = notice if not parts.content else f"{notice}\n{parts.content}"
         if len(content) > discord_limits.CONTENT:
             content = notice  # the link buttons and the attachment still carry the result
