@@ -143,7 +143,7 @@ class VideoCog(commands.Cog):
         else:
             typed = "" if math.isnan(current) else f"{current:g}"
         return [
-            app_commands.Choice(name=f"{d:g} seconds", value=float(d))
+            app_commands.Choice(name=_("{seconds} seconds", seconds=number(d)), value=float(d))
             for d in durations
             if f"{d:g}".startswith(typed)
         ][:MAX_CHOICES]
