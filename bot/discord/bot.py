@@ -32,7 +32,14 @@ from bot.discord.render.admin import (
     missing_permissions_notice,
 )
 from bot.discord.translator import CatalogueTranslator, translated_payload
-from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
+from bot.discord.tree import (
+    BUTTON_GONE,
+    FORM_EXPIRED,
+    GenTree,
+    OpenForms,
+    member_locale,
+    send_ephemeral,
+)
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
@@ -299,9 +306,11 @@ class GenBot(commands.AutoShardedBot):
         custom_id = str(data.get("custom_id", ""))
         kind = interaction.type
         if kind is discord.InteractionType.modal_submit and not self.forms.is_open(custom_id):
-            await send_ephemeral(interaction, FORM_EXPIRED)
+            with using(member_locale(interaction)):
+                await send_ephemeral(interaction, _(FORM_EXPIRED))
         elif kind is discord.InteractionType.component and not self._answers(custom_id):
-            await send_ephemeral(interaction, BUTTON_GONE)
+            with using(member_locale(interaction)):
+                await send_ephemeral(interaction, _(BUTTON_GONE))
 
     def _answers(self, custom_id: str) -> bool:
         """Whether a registered button class answers a press of ``custom_id``."""
