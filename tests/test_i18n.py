@@ -33,15 +33,26 @@ def test_every_message_is_extracted_translated_and_keeps_its_placeholders() -> N
     assert tool.problems() == []
 
 
-def test_the_check_finds_a_dropped_or_renamed_placeholder_and_a_missing_translation() -> None:
-    german = tool.read_catalogue("de")
-    message = "This server's monthly budget has {left} left; this request needs about {needed}."
-    entry = german.get(message)
-    assert entry is not None
-    found = tool.placeholders
-    assert found(entry.string) == found(message) == {"left", "needed"}
-    assert found("Das Monatsbudget hat noch {rest}.") != found(message)  # renamed: a problem
-    assert translations("de").gettext("A sentence nobody wrote") == "A sentence nobody wrote"
+def test_the_check_reports_a_renamed_placeholder_a_missing_translation_and_a_long_description(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    budget = "This server's monthly budget has {left} left; this request needs about {needed}."
+    original = tool.read_catalogue
+
+    def broken(locale: str) -> Any:
+        catalogue = original(locale)
+        if locale == "de":
+            catalogue.get(budget).string = "Das Monatsbudget hat noch {rest}."
+            catalogue.get("Usage").string = ""
+            catalogue.get("Generate an image.").string = "Ein Bild erzeugen. " * 10
+        return catalogue
+
+    monkeypatch.setattr(tool, "read_catalogue", broken)
+    found = tool.problems()
+    assert any(p.startswith("de: placeholders ['rest']") and "monthly budget" in p for p in found)
+    assert "de: not translated: 'Usage'" in found
+    assert any(p.startswith("de: over 100 characters") for p in found)
+    assert all(p.startswith("de: ") for p in found)
 
 
 @pytest.mark.parametrize(
