@@ -127,7 +127,8 @@ async def post_missing_key_notice(
     channel_id = await guild_config.admin_channel(guild_id)
     if channel_id is not None:
         # The admin channel reads the server's language.
-        locale = await GuildLocales(client, guild_config, SystemClock()).of(guild_id)
+        rest = not isinstance(client, GenBot)
+        locale = await GuildLocales(client, guild_config, SystemClock(), rest=rest).of(guild_id)
         with using(locale):
             text = missing_key_notice(key_fingerprint)
         await post_admin_line(client, guild_id, channel_id, text)
@@ -159,7 +160,10 @@ def build_announcer(
         tokens=services.response_tokens,
         cards=services.private_cards,
         members=services.members,
-        locales=GuildLocales(client, services.guild_config, services.clock),
+        # The gateway's cache holds its servers; a worker reads them by REST.
+        locales=GuildLocales(
+            client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
+        ),
     )
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
 
@@ -218,7 +222,7 @@ class GenBot(commands.AutoShardedBot):
         self.generation = services.generation
         self.guild_config = services.guild_config
         # The language of each server's public cards and notices.
-        self.locales = GuildLocales(self, services.guild_config, services.clock)
+        self.locales = GuildLocales(self, services.guild_config, services.clock, rest=False)
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
         # Discord's command permissions, for the buttons that run a command again.

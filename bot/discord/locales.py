@@ -30,15 +30,24 @@ class GuildLocales:
         client: the logged-in client (the gateway's bot, or a worker's REST-only client).
         guild_config: where an admin's choice is kept.
         clock: the process's clock (monotonic seconds, for the REST cache).
+        rest: read a server missing from the client's cache by REST (a worker, which has no
+            gateway cache); False for the gateway, whose cache holds every server it is in.
     """
 
     def __init__(
-        self, client: discord.Client, guild_config: GuildConfigService, clock: Clock
+        self,
+        client: discord.Client,
+        guild_config: GuildConfigService,
+        clock: Clock,
+        *,
+        rest: bool = True,
     ) -> None:
         self._client = client
         self._guild_config = guild_config
         self._clock = clock
-        self._fetched: dict[int, tuple[str, float]] = {}
+        self._rest = rest
+        # Guild id -> (its preferred locale, or None where it could not be read; until when).
+        self._fetched: dict[int, tuple[str | None, float]] = {}
 
     async def of(self, guild_id: int | None) -> str | None:
         """The Discord locale code of ``guild_id``'s public messages; None outside a server.
@@ -62,10 +71,14 @@ class GuildLocales:
         guild = self._client.get_guild(guild_id)
         if guild is not None:
             return guild.preferred_locale.value
+        if not self._rest:
+            return None  # not in the gateway's cache: the bot is not in that server
         now = self._clock.monotonic()
         cached = self._fetched.get(guild_id)
         if cached is not None and cached[1] > now:
             return cached[0]
+        # Remembered either way: a server that removed the bot answers 403 every time.
+        self._fetched[guild_id] = (None, now + PREFERRED_SECONDS)
         fetched = await self._client.fetch_guild(guild_id, with_counts=False)
         self._fetched[guild_id] = (fetched.preferred_locale.value, now + PREFERRED_SECONDS)
         return fetched.preferred_locale.value

@@ -38,8 +38,8 @@ class Client:
         return SimpleNamespace(preferred_locale=discord.Locale(self.fetched))
 
 
-def locales(client: Client, config: Config) -> GuildLocales:
-    return GuildLocales(client, config, ManualClock())  # type: ignore[arg-type]
+def locales(client: Client, config: Config, *, rest: bool = True) -> GuildLocales:
+    return GuildLocales(client, config, ManualClock(), rest=rest)  # type: ignore[arg-type]
 
 
 async def test_an_admins_choice_beats_the_servers_discord_language() -> None:
@@ -59,3 +59,14 @@ async def test_a_language_that_cannot_be_read_is_english_and_never_stops_a_deliv
     assert await locales(Client(cached="de"), Config(fails=True)).of(1) is None
     assert await locales(Client(), Config()).of(1) is None  # the bot was removed: 404
     assert await locales(Client(cached="de"), Config()).of(None) is None  # a DM
+
+
+async def test_a_server_that_removed_the_bot_is_asked_once_and_the_gateway_never_asks() -> None:
+    worker = Client()
+    found = locales(worker, Config())
+    assert await found.of(1) is None
+    assert await found.of(1) is None
+    assert worker.fetches == 1  # the 403 is remembered, not asked for on every edit
+    gateway = Client(fetched="de")
+    assert await locales(gateway, Config(), rest=False).of(1) is None
+    assert gateway.fetches == 0  # not in the gateway's cache: not in that server
