@@ -9,9 +9,10 @@ errors, which know nothing of members.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from bot.genapi import errors as api
+from bot.i18n import N_, _, fill, money, n_, number, relative_time
 
 
 class BotError(Exception):
@@ -24,23 +25,32 @@ class BotError(Exception):
             now: wall time, UTC epoch seconds, for "try again" timestamps; None where a
                 relative phrase is used instead.
         """
-        return GENERIC_SENTENCE
+        return _(GENERIC_SENTENCE)
 
 
 class ValidationFailed(BotError):
     """A request failed a check before any upstream call (bad option, not allowed here...).
 
     Attributes:
-        sentence: the complete sentence to show the user.
+        sentence: the complete sentence to show the user, in English (logs, tests).
+        template: the sentence as marked (``{name}`` placeholders), looked up in the catalogue.
+        values: what the placeholders stand for.
     """
 
-    def __init__(self, sentence: str) -> None:
-        super().__init__(sentence)
-        self.sentence = sentence
+    def __init__(self, sentence: str, /, **values: object) -> None:
+        english = fill(sentence, values)
+        super().__init__(english)
+        self.sentence = english  # for logs and tests: English, filled
+        self.template = sentence
+        self.values = values
 
     def user_sentence(self, now: float | None = None) -> str:
-        """The sentence the check was raised with."""
-        return self.sentence
+        """The sentence the check was raised with, in the answer's locale.
+
+        A sentence marked with :func:`bot.i18n.N_` (English, ``{name}`` placeholders, filled
+        from the ``values`` given) is looked up in the catalogue here; any other reads as given.
+        """
+        return _(self.template, **self.values)
 
 
 class NoApiKeyConfigured(BotError):
@@ -48,7 +58,7 @@ class NoApiKeyConfigured(BotError):
 
     def user_sentence(self, now: float | None = None) -> str:
         """How an admin sets the server's key."""
-        return (
+        return _(
             "No Generation API key is set for this server. "
             "An admin can set one with `/config api-key set`."
         )
@@ -59,10 +69,11 @@ class KeyEncryptionUnavailable(BotError):
 
     def user_sentence(self, now: float | None = None) -> str:
         """What the bot's owner must set, and how to make the key."""
-        return (
+        return _(
             "Keys cannot be stored: the bot owner must set `KEY_ENCRYPTION_KEY` (make one with "
-            '`python -c "from cryptography.fernet import Fernet; '
-            'print(Fernet.generate_key().decode())"`).'
+            "{command}).",
+            command='`python -c "from cryptography.fernet import Fernet; '
+            'print(Fernet.generate_key().decode())"`',
         )
 
 
@@ -100,22 +111,43 @@ class BudgetExceeded(BotError):
         """Which budget, what is left of it and what the request needs, in dollars."""
         left, needed = format_cents(self.remaining_cents), format_cents(self.needed_cents)
         if self.scope == "guild":
-            return (
-                f"This server's monthly budget has {left} left; this request needs about {needed}."
+            return _(
+                "This server's monthly budget has {left} left; this request needs about {needed}.",
+                left=left,
+                needed=needed,
             )
         if self.scope == "personal_total":
-            return (
-                f"Personal use of the bot's shared key has {left} left today for all members "
-                f"together; this request needs about {needed}. Your own key has no such "
-                "limit: `/settings api-key set`."
+            return _(
+                "Personal use of the bot's shared key has {left} left today for all members "
+                "together; this request needs about {needed}. Your own key has no such "
+                "limit: `/settings api-key set`.",
+                left=left,
+                needed=needed,
             )
         if self.limit_cents is not None and self.source is not None:
-            period = "monthly" if self.scope == "user_month" else "daily"
-            return (
-                f"Your {period} allowance ({format_cents(self.limit_cents)}, {self.source}) "
-                f"has {left} left; this request needs about {needed}."
+            limit = format_cents(self.limit_cents)
+            if self.scope == "user_month":
+                return _(
+                    "Your monthly allowance ({limit}, {source}) has {left} left; this request "
+                    "needs about {needed}.",
+                    limit=limit,
+                    source=self.source,
+                    left=left,
+                    needed=needed,
+                )
+            return _(
+                "Your daily allowance ({limit}, {source}) has {left} left; this request needs "
+                "about {needed}.",
+                limit=limit,
+                source=self.source,
+                left=left,
+                needed=needed,
             )
-        return f"Your daily budget has {left} left; this request needs about {needed}."
+        return _(
+            "Your daily budget has {left} left; this request needs about {needed}.",
+            left=left,
+            needed=needed,
+        )
 
 
 class CooldownActive(BotError):
@@ -134,7 +166,15 @@ class CooldownActive(BotError):
     def user_sentence(self, now: float | None = None) -> str:
         """When the member may use the command again."""
         # Discord renders <t:…:R> as a relative time ("in 25 seconds") in the reader's locale.
-        return f"/{self.command} has a cooldown here; try again <t:{math.ceil(self.until)}:R>."
+        return _(
+            "/{command} has a cooldown here; try again {when}.",
+            command=self.command,
+            when=relative_time(self.until),
+        )
+
+
+PROMPT_BLOCKED = N_("This prompt uses a term this server does not allow; nothing was sent.")
+"""The one neutral sentence of a blocked prompt."""
 
 
 class PromptBlocked(ValidationFailed):
@@ -146,8 +186,12 @@ class PromptBlocked(ValidationFailed):
     """
 
     def __init__(self, term: str) -> None:
-        super().__init__("This prompt uses a term this server does not allow; nothing was sent.")
+        super().__init__(PROMPT_BLOCKED)
         self.term = term
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """One neutral sentence, in the answer's locale."""
+        return _(PROMPT_BLOCKED)
 
 
 class ConcurrencyLimitReached(BotError):
@@ -166,8 +210,16 @@ class ConcurrencyLimitReached(BotError):
     def user_sentence(self, now: float | None = None) -> str:
         """Whose cap was reached and what to do."""
         if self.scope == "user":
-            return f"You already have {self.limit} videos in progress; wait for one to finish."
-        return f"This server already has {self.limit} videos in progress; try again later."
+            return n_(
+                "You already have {count} video in progress; wait for it to finish.",
+                "You already have {count} videos in progress; wait for one to finish.",
+                self.limit,
+            )
+        return n_(
+            "This server already has {count} video in progress; try again later.",
+            "This server already has {count} videos in progress; try again later.",
+            self.limit,
+        )
 
 
 class SettlementDeferred(BotError):
@@ -186,53 +238,46 @@ class SettlementDeferred(BotError):
 
     def user_sentence(self, now: float | None = None) -> str:
         """After a charge, never a failure: the spool records and delivers it."""
-        return (
-            f"Your request went through (it was charged); the {self.job_kind} will be "
-            "delivered here or by DM when it is ready, and `/jobs` will list it."
+        if self.job_kind == "image":
+            return _(
+                "Your request went through (it was charged); the image will be delivered here "
+                "or by DM when it is ready, and `/jobs` will list it."
+            )
+        return _(
+            "Your request went through (it was charged); the video will be delivered here or "
+            "by DM when it is ready, and `/jobs` will list it."
         )
 
 
-_SHARED_KEY_REMEDY = (
+_SHARED_KEY_REMEDY = N_(
     "Tell the bot's owner, or a server admin can set the server's own key with "
     "`/config api-key set`."
 )
 """What a server on the default key can do about it: the key is not its own to top up."""
 
-_ALLOWANCE_KEY_REMEDY = "Tell the bot's owner, or set your own key with `/settings api-key set`."
+_ALLOWANCE_KEY_REMEDY = N_(
+    "Tell the bot's owner, or set your own key with `/settings api-key set`."
+)
 """What a member on the owner's personal allowance can do about the default key's problem:
 no server is involved, and the member's own key is billed instead."""
 
 
-GENERIC_SENTENCE = "Something went wrong on our side; it has been logged."
+GENERIC_SENTENCE = N_("Something went wrong on our side; it has been logged.")
 """What a member reads for an error that has no sentence of its own (the details are logged)."""
 
-_SMALLEST_SHOWN = Decimal("0.000001")
-"""Dollars: amounts are shown to a ten-thousandth of a cent at most."""
 
-_LARGEST_EXACT = Decimal(10**15)
-"""Dollars from which amounts are shown in scientific notation (only an absurd report is)."""
-
-
-def format_cents(cents: Decimal | int) -> str:
+def format_cents(cents: Decimal | int, locale: str | None = None) -> str:
     """Render an amount of cents as dollars for people, e.g. ``1234 -> "$12.34"``.
 
     For display only, never for the ledger: at least two decimals, more when the amount has
-    them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``), rounded half up to
-    :data:`_SMALLEST_SHOWN` dollars; a non-zero amount below that reads
-    ``"less than $0.000001"``. NaN or infinite (a protocol anomaly shown as reported) reads
-    ``"an unreadable amount"``; an absurdly large one is shown in scientific notation.
+    them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``), in the locale's
+    conventions (``"12,345 $"`` in German; :func:`bot.i18n.money`, Babel's CLDR data).
+
+    Args:
+        cents: the amount, cents.
+        locale: a Discord locale; the current answer's (:func:`bot.i18n.current`) when None.
     """
-    dollars = Decimal(cents) / 100
-    if not dollars.is_finite():
-        return "an unreadable amount"
-    if abs(dollars) >= _LARGEST_EXACT:
-        return f"${dollars:.3E}"
-    shown = dollars.quantize(_SMALLEST_SHOWN, rounding=ROUND_HALF_UP)
-    if shown == 0 and dollars != 0:
-        return f"{'-' if dollars < 0 else ''}less than ${_SMALLEST_SHOWN}"
-    text = f"{shown:,f}".rstrip("0")
-    whole, _, fraction = text.partition(".")
-    return f"${whole}.{fraction.ljust(2, '0')}"
+    return money(cents, locale)
 
 
 def user_message(exc: BaseException, *, now: float | None = None) -> str:
@@ -250,82 +295,104 @@ def user_message(exc: BaseException, *, now: float | None = None) -> str:
         return exc.user_sentence(now)
     match exc:
         case api.QueueCancelled():
-            return "Cancelled; nothing was sent or charged."
+            return _("Cancelled; nothing was sent or charged.")
         case api.RateLimitWaitTooLong(on_personal_key=True, queued=int() as queued) if queued > 0:
             minutes = max(1, math.ceil(exc.retry_after / 60))
-            return (
-                f"The queue for your key is too long: {queued} requests are waiting, about "
-                f"{minutes} min; try again later."
+            return _(
+                "The queue for your key is too long: {waiting} requests are waiting, about "
+                "{minutes} min; try again later.",
+                waiting=number(queued),
+                minutes=number(minutes),
             )
         case api.RateLimitWaitTooLong(queued=int() as queued) if queued > 0:
             # A refusal says how long the queue is.
             minutes = max(1, math.ceil(exc.retry_after / 60))
-            return (
-                f"The queue for this key is too long: {queued} requests are waiting, about "
-                f"{minutes} min; try again later."
+            return _(
+                "The queue for this key is too long: {waiting} requests are waiting, about "
+                "{minutes} min; try again later.",
+                waiting=number(queued),
+                minutes=number(minutes),
             )
         case api.RateLimitedError(on_personal_key=True):
             # The member's own key: its own 30 requests a minute, whoever else uses it.
             wait = max(1, math.ceil(exc.retry_after))
-            when = f"<t:{math.ceil(now + wait)}:R>" if now is not None else f"in {wait} s"
-            return f"The service is rate limiting your key; try again {when}."
+            if now is not None:
+                return _(
+                    "The service is rate limiting your key; try again {when}.",
+                    when=relative_time(now + wait),
+                )
+            return _(
+                "The service is rate limiting your key; try again in {seconds} s.",
+                seconds=number(wait),
+            )
         case api.RateLimitedError():
             wait = max(1, math.ceil(exc.retry_after))
             if now is not None:
-                return f"The service is busy; try again <t:{math.ceil(now + wait)}:R>."
-            return f"The service is busy; try again in {wait} s."
+                return _("The service is busy; try again {when}.", when=relative_time(now + wait))
+            return _("The service is busy; try again in {seconds} s.", seconds=number(wait))
         case api.InvalidModelError():
-            return "That model does not exist; pick one from the list."
+            return _("That model does not exist; pick one from the list.")
         case api.InvalidParamsError():
-            return f"The service refused the request: {exc.message.rstrip('.')}."
+            # The service's own words stay as it wrote them.
+            return _("The service refused the request: {reason}.", reason=exc.message.rstrip("."))
         case api.UnauthorizedError(on_personal_key=True):
-            return "The service rejected your API key; set it again with `/settings api-key set`."
+            return _(
+                "The service rejected your API key; set it again with `/settings api-key set`."
+            )
         case api.InsufficientCreditsError(on_personal_key=True):
-            return "Your API key is out of credits; top it up with the service."
+            return _("Your API key is out of credits; top it up with the service.")
         case api.UnauthorizedError(on_personal_allowance=True):
-            return (
+            return _(
                 "The service rejected the bot's shared API key, which your personal allowance "
-                f"uses. {_ALLOWANCE_KEY_REMEDY}"
+                "uses. {remedy}",
+                remedy=_(_ALLOWANCE_KEY_REMEDY),
             )
         case api.InsufficientCreditsError(on_personal_allowance=True):
-            return (
+            return _(
                 "The bot's shared API key, which your personal allowance uses, is out of "
-                f"credits. {_ALLOWANCE_KEY_REMEDY}"
+                "credits. {remedy}",
+                remedy=_(_ALLOWANCE_KEY_REMEDY),
             )
         case api.UnauthorizedError(on_shared_key=True):
-            return f"The service rejected the bot's shared API key. {_SHARED_KEY_REMEDY}"
+            return _(
+                "The service rejected the bot's shared API key. {remedy}",
+                remedy=_(_SHARED_KEY_REMEDY),
+            )
         case api.UnauthorizedError():
-            return "The service rejected this server's API key; ask an admin to check it."
+            return _("The service rejected this server's API key; ask an admin to check it.")
         case api.InsufficientCreditsError(on_shared_key=True):
-            return f"The bot's shared API key is out of credits. {_SHARED_KEY_REMEDY}"
+            return _(
+                "The bot's shared API key is out of credits. {remedy}",
+                remedy=_(_SHARED_KEY_REMEDY),
+            )
         case api.InsufficientCreditsError():
-            return "This server's API key is out of credits; ask an admin to top it up."
+            return _("This server's API key is out of credits; ask an admin to top it up.")
         case api.GenerationFailedError():
-            return "The generation failed at the provider; nothing was produced. Try again."
+            return _("The generation failed at the provider; nothing was produced. Try again.")
         case api.APITimeoutError():
-            return (
+            return _(
                 "The service did not answer in time; the request may still have been charged, "
                 "so check `/usage` and `/jobs` before trying again."
             )
         case api.APIConnectionError(request_sent=True):
-            return (
+            return _(
                 "The connection to the generation service dropped after the request was sent; "
                 "it may still have been charged, so check `/usage` and `/jobs` before trying "
                 "again."
             )
         case api.APIConnectionError():
-            return "The generation service cannot be reached right now; try again later."
+            return _("The generation service cannot be reached right now; try again later.")
         case api.MalformedResponseError():
-            return (
+            return _(
                 "The generation service gave an answer we could not read; it may still have "
                 "charged for it, so check `/usage` and `/jobs` before trying again."
             )
         case api.ServerError(may_have_charged=True):
-            return (
+            return _(
                 "The generation service answered with an error after the request was sent; it "
                 "may still have been charged, so check `/usage` and `/jobs` before trying again."
             )
         case api.APIStatusError():
-            return "The generation service had a problem; try again later."
+            return _("The generation service had a problem; try again later.")
         case _:
-            return GENERIC_SENTENCE
+            return _(GENERIC_SENTENCE)

@@ -49,7 +49,13 @@ from bot.discord.render.chat import (
 )
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.text import one_line, truncate
-from bot.discord.request_flows import CONFIRM_SECONDS, charged, send_note, show_paid
+from bot.discord.request_flows import (
+    CONFIRM_SECONDS,
+    answer_locale,
+    charged,
+    send_note,
+    show_paid,
+)
 from bot.discord.tree import (
     PUBLIC_DEFER,
     RESTARTING,
@@ -60,6 +66,7 @@ from bot.discord.tree import (
 from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.i18n import N_, _
 from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
 from bot.services.member_settings import MemberSettingsService
@@ -67,6 +74,7 @@ from bot.services.member_settings import MemberSettingsService
 log = logging.getLogger(__name__)
 
 AUTO_ARCHIVE_MINUTES: Final = 1440
+
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
 1440, 4320 or 10080 minutes), which ends the conversation."""
 
@@ -164,7 +172,10 @@ class ChatCog(commands.Cog):
             conversation = await self.conversations.get(channel.id)
             if conversation is None:
                 raise ValidationFailed(
-                    "This thread is not a conversation; use /chat in a text channel to start one."
+                    N_(
+                        "This thread is not a conversation; use /chat in a text channel to "
+                        "start one."
+                    )
                 )
             interaction.extras[PUBLIC_DEFER] = True
             await interaction.response.defer(thinking=True)
@@ -193,7 +204,10 @@ class ChatCog(commands.Cog):
             reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
         # Paid from here: whatever fails below, the member is never told that it failed.
         charged(interaction)
-        message = await show_paid(interaction, who, chat_answer(reply, sandbox=self.sandbox))
+        # The answer starts a public thread: the server's language.
+        locale = await answer_locale(interaction, who)
+        answer = chat_answer(reply, sandbox=self.sandbox, locale=locale)
+        message = await show_paid(interaction, who, answer)
         await send_note(interaction, note)
         if message is None:  # by DM (or lost): no message in the channel to start a thread from
             await send_ephemeral_followup(interaction, ANSWER_BY_DM)
@@ -272,7 +286,10 @@ class ChatCog(commands.Cog):
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
         await keep(self.conversations.record(conversation, who, author, text, reply))
-        parts = chat_answer(reply, sandbox=self.sandbox, thread_id=conversation.thread_id)
+        locale = await self.bot.locales.of(who.guild_id)  # the thread is public
+        parts = chat_answer(
+            reply, sandbox=self.sandbox, thread_id=conversation.thread_id, locale=locale
+        )
         if message.channel.id == conversation.thread_id:
             await deliver_paid(message, parts)
             return
@@ -357,7 +374,8 @@ class ChatCog(commands.Cog):
         created = await keep(
             self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
         )
-        parts = chat_answer(reply, sandbox=self.sandbox)
+        locale = await self.bot.locales.of(who.guild_id)  # the thread is public
+        parts = chat_answer(reply, sandbox=self.sandbox, locale=locale)
         try:
             thread = await resolved.create_thread(
                 name=thread_name(seed.text or text), auto_archive_duration=AUTO_ARCHIVE_MINUTES
@@ -633,7 +651,7 @@ class SummariseButton(
             conversations = loaded_cog(interaction, ChatCog).conversations
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
-                raise ValidationFailed("This conversation is no longer known.")
+                raise ValidationFailed(N_("This conversation is no longer known."))
             plan = await conversations.summary_plan(conversation)
         except Exception as exc:
             await send_ephemeral(interaction, sentence_for(exc))
@@ -685,12 +703,12 @@ class SummariseConfirm:
     async def choose(self, interaction: discord.Interaction[GenBot], option: str) -> bool:
         """Make the summary (one billed call), or cancel; the choice closes either way."""
         if self._chosen:  # a double click: the first one pays, this one is told
-            await send_ephemeral(interaction, "This summary is already being made.")
+            await send_ephemeral(interaction, _("This summary is already being made."))
             return False
         self._chosen = True
         if option == self.CANCEL:
             await interaction.response.edit_message(
-                content="Cancelled; nothing was charged.", view=None
+                content=_("Cancelled; nothing was charged."), view=None
             )
             return False
         await interaction.response.defer()
@@ -698,7 +716,7 @@ class SummariseConfirm:
         try:
             conversation = await conversations.get(self.thread_id)
             if conversation is None:
-                raise ValidationFailed("This conversation is no longer known.")
+                raise ValidationFailed(N_("This conversation is no longer known."))
             who = requester(interaction)
             made = await conversations.summarise(who, conversation)
         except Exception as exc:

@@ -31,6 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
+from bot.i18n import LANGUAGE_NAMES, N_, _
 from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -50,6 +51,18 @@ COMMANDS = [
     app_commands.Choice(name="image", value="image"),
     app_commands.Choice(name="video", value="video"),
 ]
+SERVER_DEFAULT = "default"
+"""``/config language``'s value for Discord's preferred locale of the server."""
+
+LANGUAGES = [
+    # Each language by its own name, as Discord's language menu shows it: never translated.
+    *(
+        app_commands.Choice(name=app_commands.locale_str(name, keep=True), value=code)
+        for code, name in LANGUAGE_NAMES.items()
+    ),
+    app_commands.Choice(name="Server default (Discord's preferred locale)", value=SERVER_DEFAULT),
+]
+
 NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
 
@@ -127,11 +140,13 @@ def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
         raise app_commands.MissingPermissions(["manage_guild"])
 
 
-class ApiKeyModal(AdmittedModal, title="Set the Generation API key"):
+class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
     """Asks for the key in a modal, so that it never shows as a visible command option."""
 
     key: discord.ui.TextInput[ApiKeyModal] = discord.ui.TextInput(
-        label="API key", placeholder="Paste the key from your account settings", max_length=256
+        label=N_("API key"),
+        placeholder=N_("Paste the key from your account settings"),
+        max_length=256,
     )
 
     def __init__(self, service: GuildConfigService, guild_id: int) -> None:
@@ -234,14 +249,14 @@ class ConfigCog(
         """
         who = requester(interaction)
         if monthly is None and daily_per_user is None:
-            raise ValidationFailed("Give `monthly`, `daily_per_user`, or both.")
+            raise ValidationFailed(N_("Give `monthly`, `daily_per_user`, or both."))
         new_monthly: LimitUpdate = UNSET if monthly is None else parse_budget(monthly)
         new_daily: LimitUpdate = UNSET if daily_per_user is None else parse_budget(daily_per_user)
         async with audited(self.service, interaction):
             await self.service.set_budgets(
                 who.guild_id, monthly=new_monthly, daily_per_user=new_daily
             )
-        await self._show(interaction, "Budgets updated.")
+        await self._show(interaction, _("Budgets updated."))
 
     @app_commands.command(name="limits")
     async def limits(
@@ -264,7 +279,7 @@ class ConfigCog(
                 per_user=UNSET if videos_per_user is None else videos_per_user,
                 per_guild=UNSET if videos_per_server is None else videos_per_server,
             )
-        await self._show(interaction, "Limits updated.")
+        await self._show(interaction, _("Limits updated."))
 
     @channels.command(name="allow")
     async def channels_allow(
@@ -306,7 +321,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.allow_everywhere(who.guild_id)
-        await self._show(interaction, "Commands allowed in every channel.")
+        await self._show(interaction, _("Commands allowed in every channel."))
 
     @app_commands.command(name="admin-channel")
     async def admin_channel(
@@ -321,7 +336,24 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
-        await self._show(interaction, "Admin channel updated.")
+        await self._show(interaction, _("Admin channel updated."))
+
+    @app_commands.command(name="language")
+    @app_commands.choices(language=LANGUAGES)
+    async def language(
+        self, interaction: discord.Interaction[GenBot], language: app_commands.Choice[str]
+    ) -> None:
+        """Choose the language of this server's public cards and admin notices.
+
+        Args:
+            interaction: the interaction.
+            language: a language, or the server's default in Discord
+        """
+        who = requester(interaction)
+        chosen = None if language.value == SERVER_DEFAULT else language.value
+        async with audited(self.service, interaction):
+            await self.service.set_locale(who.guild_id, chosen)
+        await self._show(interaction, _("Language of public messages updated."))
 
     @app_commands.command(name="confirm-above")
     async def confirm_above(self, interaction: discord.Interaction[GenBot], dollars: str) -> None:
@@ -337,7 +369,7 @@ class ConfigCog(
             await self.service.set_confirm_above(
                 who.guild_id, None if cents is None else Decimal(cents)
             )
-        await self._show(interaction, "Confirmation threshold updated.")
+        await self._show(interaction, _("Confirmation threshold updated."))
 
     @app_commands.command(name="sequence-length")
     async def sequence_length(
@@ -382,7 +414,7 @@ class ConfigCog(
         if role.is_default():
             # Discord never lists @everyone among a member's roles: such a tier would never apply.
             raise ValidationFailed(
-                "For everyone, use `/config budget`, `/config limits` and `/config models`."
+                N_("For everyone, use `/config budget`, `/config limits` and `/config models`.")
             )
         daily: LimitUpdate = UNSET if daily_per_user is None else parse_allowance(daily_per_user)
         monthly: LimitUpdate = (
@@ -587,7 +619,7 @@ class ConfigCog(
         try:
             kind = Kind(command)
         except ValueError:
-            raise ValidationFailed("The command must be text, image or video.") from None
+            raise ValidationFailed(N_("The command must be text, image or video.")) from None
         async with audited(self.service, interaction):
             await self.service.set_cooldown(who.guild_id, kind, seconds)
         text = (
@@ -607,12 +639,18 @@ class ConfigCog(
         config = await self.service.show(guild_id)
         embed = add_policy_fields(config_embed(config), config.policy)
         threshold = await self.service.confirm_above(guild_id)
-        embed.add_field(name="Confirm above", value=confirm_above_text(threshold), inline=False)
+        embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
         clips = await self.sequences.max_clips(guild_id)
-        embed.add_field(name="Sequence length", value=f"{clips} clips at most", inline=False)
+        embed.add_field(
+            name=_("Sequence length"),
+            value=_("{count} clips at most", count=clips),
+            inline=False,
+        )
         if self.dashboard_url is not None:
             embed.add_field(
-                name="Dashboard", value=dashboard_link(self.dashboard_url, guild_id), inline=False
+                name=_("Dashboard"),
+                value=dashboard_link(self.dashboard_url, guild_id),
+                inline=False,
             )
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 

@@ -18,6 +18,7 @@ from bot.discord.request_flows import show_job, shown_once
 from bot.discord.tree import PUBLIC_DEFER
 from bot.domain import Job
 from bot.errors import ValidationFailed
+from bot.i18n import N_
 from bot.jobs.poller import Poller
 from bot.services.generation import GenerationService
 from bot.services.member_settings import MemberSettingsService
@@ -26,6 +27,7 @@ from bot.services.private_cards import PrivateCards
 from bot.services.schedule import PollSchedule
 
 JOBS_LISTED: Final = 50
+
 """The most recent jobs one ``/jobs`` lists (five pages); older ones stay in the database."""
 
 RECHECKED_PER_LISTING: Final = 3
@@ -84,9 +86,9 @@ class JobsCog(commands.Cog):
             return
         is_admin = interaction.permissions.manage_guild
         if everyone and not is_admin:
-            raise ValidationFailed("Seeing the whole server's jobs needs Manage Server.")
+            raise ValidationFailed(N_("Seeing the whole server's jobs needs Manage Server."))
         if member is not None and member.id != who.user_id and not is_admin:
-            raise ValidationFailed("Seeing other members' jobs needs Manage Server.")
+            raise ValidationFailed(N_("Seeing other members' jobs needs Manage Server."))
         await interaction.response.defer(ephemeral=True, thinking=True)
         user_id = None if everyone else (member.id if member is not None else who.user_id)
         jobs = await self.generation.recent_jobs(who.guild_id, user_id=user_id, limit=JOBS_LISTED)
@@ -154,7 +156,9 @@ class JobsCog(commands.Cog):
         own = job is not None and job.user_id == who.user_id
         admin = job is not None and who.manage_guild and job.guild_id == who.guild_id
         if job is None or not (own or admin):
-            raise ValidationFailed(f"You have no job #{job_id}; `/jobs` lists yours.")
+            raise ValidationFailed(
+                N_("You have no job #{job_id}; `/jobs` lists yours."), job_id=job_id
+            )
         async with shown_once(interaction, job_id, "jobs show"):
             # Private results: the card again, only to the member; and someone else's
             # job (an admin's look) only to the admin when its owner keeps their results private.

@@ -62,6 +62,7 @@ from bot.discord.result_clicks import submitted as submitted_as
 from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
 from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -77,9 +78,13 @@ from bot.services.personal import is_personal
 Interaction = discord.Interaction[GenBot]
 
 MAX_SELECT_OPTIONS = 25
+
 """Options in a select menu (Discord: at most 25)."""
 
-IMAGE_EDIT_MODES = (("Image to image", "i2i"), ("Edit the text in the image", "i2i_text"))
+IMAGE_EDIT_MODES = (
+    (N_("Image to image"), "i2i"),
+    (N_("Edit the text in the image"), "i2i_text"),
+)
 """Spec 4.4's modes that take a source image."""
 
 PAID_ACTIONS = frozenset({"again", "vary"})
@@ -196,7 +201,10 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         owner = None if job is None else job.user_id
     if interaction.user.id != owner and not interaction.permissions.manage_messages:
         raise ValidationFailed(
-            "Only the member who asked for it, or someone with Manage Messages, can delete this."
+            N_(
+                "Only the member who asked for it, or someone with Manage Messages, "
+                "can delete this."
+            )
         )
     message = interaction.message
     ephemeral = message is not None and message.flags.ephemeral
@@ -225,7 +233,7 @@ async def _source(interaction: Interaction, request: ResultRequest) -> SourceIma
             return found
     if request.outputs:
         return SourceImage(request.outputs[0], trusted=True)
-    raise ValidationFailed("That message has no image (attachment or embed image).")
+    raise ValidationFailed(N_("That message has no image (attachment or embed image)."))
 
 
 async def _animate(interaction: Interaction, ref: str) -> None:
@@ -254,7 +262,7 @@ async def _show(interaction: Interaction, ref: str) -> None:
     if ref.startswith("j"):
         job = await _cog(interaction).generation.job(int(ref[1:]))
     if job is None:
-        raise ValidationFailed("This job is no longer known.")
+        raise ValidationFailed(N_("This job is no longer known."))
     async with shown_once(interaction, job.id, "show"):
         await show_job(interaction, job, update=True)
 
@@ -290,7 +298,7 @@ async def open_animate(
     # Only the models the member's tiers allow, as /video-advanced lists them.
     models = await allowed_models(interaction, "video")
     if models is None:
-        raise ValidationFailed("The model list is still loading; try again in a moment.")
+        raise ValidationFailed(N_("The model list is still loading; try again in a moment."))
     priced = []
     for model in models:
         if not model.needs_image:
@@ -298,7 +306,7 @@ async def open_animate(
         duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
         priced.append((video_cost_cents(model.cost_cents_per_5s, duration), duration, model))
     if not priced:
-        raise ValidationFailed("No image-to-video model is available to you here.")
+        raise ValidationFailed(N_("No image-to-video model is available to you here."))
     priced.sort(key=lambda p: (p[0] is None, p[0] or 0))
     await AnimateModal(source, prompt, priced, click=click).show(interaction)
 
@@ -321,7 +329,7 @@ async def open_edit(
     )
 
 
-class AnimateModal(AdmittedModal, title="Animate image"):
+class AnimateModal(AdmittedModal, title=N_("Animate image")):
     """A prompt and an image-to-video model (its price shown), for an image.
 
     Args:
@@ -340,27 +348,29 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         self.source = source
         self.click = click
         self.prompt: discord.ui.TextInput[AnimateModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             default=prompt[:MAX_PROMPT_LENGTH] or None,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What happens in the video",
+            placeholder=_("What happens in the video"),
         )
         options = []
         for index, (price, duration, model) in enumerate(priced[:MAX_SELECT_OPTIONS]):
-            cost = "price unknown" if price is None else format_cents(price)
+            cost = _("price unknown") if price is None else format_cents(price)
             options.append(
                 discord.SelectOption(
                     label=truncate(model.label, 100),
                     value=model.id,
-                    description=truncate(f"{cost} for {duration:g} s", 100),
+                    description=truncate(
+                        _("{cost} for {seconds} s", cost=cost, seconds=number(duration)), 100
+                    ),
                     default=index == 0,
                 )
             )
         self.default_model = priced[0][2].id
         self.model: discord.ui.Select[AnimateModal] = discord.ui.Select(options=options)
         self.add_item(self.prompt)
-        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the video through ``/video``'s path (confirmation above the threshold).
@@ -386,7 +396,7 @@ class AnimateModal(AdmittedModal, title="Animate image"):
         await answer_error(interaction, error)
 
 
-class RemixModal(AdmittedModal, title="Vary (remix)"):
+class RemixModal(AdmittedModal, title=N_("Vary (remix)")):
     """Vary on a text answer for a member with remix on: the prompt, prefilled, to change first.
 
     Submitting runs ``/text``'s path (checks, budgets, ledger) with the varied options and the
@@ -403,7 +413,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
         self.options = options
         self.click = click
         self.prompt: discord.ui.TextInput[RemixModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
             default=options.prompt[:MAX_PROMPT_LENGTH],
@@ -426,7 +436,7 @@ class RemixModal(AdmittedModal, title="Vary (remix)"):
         await answer_error(interaction, error)
 
 
-class EditModal(AdmittedModal, title="Edit image"):
+class EditModal(AdmittedModal, title=N_("Edit image")):
     """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
 
     Args:
@@ -444,19 +454,19 @@ class EditModal(AdmittedModal, title="Edit image"):
         self.click = click
         self.image_model = model
         self.prompt: discord.ui.TextInput[EditModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What to change",
+            placeholder=_("What to change"),
         )
         self.mode: discord.ui.Select[EditModal] = discord.ui.Select(
             options=[
-                discord.SelectOption(label=label, value=value, default=value == "i2i")
+                discord.SelectOption(label=_(label), value=value, default=value == "i2i")
                 for label, value in IMAGE_EDIT_MODES
             ]
         )
         self.add_item(self.prompt)
-        self.add_item(discord.ui.Label(text="Mode", component=self.mode))
+        self.add_item(discord.ui.Label(text=_("Mode"), component=self.mode))
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Make the image through ``/image``'s path (deferred before the checks)."""

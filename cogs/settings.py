@@ -25,6 +25,7 @@ from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import MemberSettings
 from bot.errors import format_cents
+from bot.i18n import N_, _, number
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS, MAX_TAKES
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
@@ -40,11 +41,13 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 ON_OFF = [app_commands.Choice(name="on", value="on"), app_commands.Choice(name="off", value="off")]
 
 
-class PersonalKeyModal(AdmittedModal, title="Set your Generation API key"):
+class PersonalKeyModal(AdmittedModal, title=N_("Set your Generation API key")):
     """Asks for the member's key in a modal, so it never shows as a visible command option."""
 
     key: discord.ui.TextInput[PersonalKeyModal] = discord.ui.TextInput(
-        label="API key", placeholder="Paste the key from your account settings", max_length=256
+        label=N_("API key"),
+        placeholder=N_("Paste the key from your account settings"),
+        max_length=256,
     )
 
     def __init__(self, service: GuildConfigService) -> None:
@@ -58,11 +61,13 @@ class PersonalKeyModal(AdmittedModal, title="Set your Generation API key"):
         """
         await interaction.response.defer(ephemeral=True, thinking=True)
         change = await self.service.set_api_key(wallet_id(interaction.user.id), self.key.value)
-        await interaction.edit_original_response(
-            content=f"Your API key is saved (ending in `{change.last4}`); it pays for your "
-            "requests outside servers that added me (your own install, DMs)."
-            f"{old_key_note(change)}"
+        last4 = f"`{change.last4}`"
+        saved = _(
+            "Your API key is saved (ending in {last4}); it pays for your requests outside "
+            "servers that added me (your own install, DMs).",
+            last4=last4,
         )
+        await interaction.edit_original_response(content=saved + old_key_note(change))
 
     async def on_error(  # type: ignore[override]
         self, interaction: discord.Interaction[GenBot], error: Exception
@@ -107,9 +112,9 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         """Remove your API key (kept only until the jobs made with it finish)."""
         change = await self.service.remove_api_key(wallet_id(interaction.user.id))
         if not change.had_key:
-            text = "You have no API key stored; nothing was removed."
+            text = _("You have no API key stored; nothing was removed.")
         else:
-            text = "Your API key was removed."
+            text = _("Your API key was removed.")
         await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
 
     @app_commands.command(name="defaults")
@@ -168,14 +173,17 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
             await self.sequences.set_default_takes(interaction.user.id, takes or None)
         if not changes:
             mine = await self.members.get(interaction.user.id)
-            text = (
-                "Saved.\n" if takes is not None else "Nothing changed (give an option to set it).\n"
+            saved = (
+                _("Saved.")
+                if takes is not None
+                else _("Nothing changed (give an option to set it).")
             )
-            text += defaults_text(mine)
+            text = saved + "\n" + defaults_text(mine)
         else:
             mine = await self.members.update(interaction.user.id, changes)
-            text = "Saved.\n" + defaults_text(mine)
-        text += f" · takes: {await self.sequences.default_takes(interaction.user.id)}"
+            text = _("Saved.") + "\n" + defaults_text(mine)
+        takes_now = await self.sequences.default_takes(interaction.user.id)
+        text += " · " + _("takes: {count}", count=takes_now)
         await interaction.response.send_message(text, ephemeral=True)
 
     @notify.command(name="dm")
@@ -190,10 +198,12 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
         on = state == "on"
         await self.members.update(interaction.user.id, {"notify_dm": on})
         text = (
-            "I will DM you when your videos and images are finished (if your privacy "
-            "settings let me; if not, nothing else changes)."
+            _(
+                "I will DM you when your videos and images are finished (if your privacy "
+                "settings let me; if not, nothing else changes)."
+            )
             if on
-            else "No more DMs about finished results."
+            else _("No more DMs about finished results.")
         )
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -222,21 +232,35 @@ def defaults_text(mine: MemberSettings) -> str:
     def shown(value: str | None) -> str:
         return "—" if value is None else f"`{value}`"
 
-    duration = "—" if mine.video_duration is None else f"{mine.video_duration:g} s"
+    duration = "—"
+    if mine.video_duration is not None:
+        duration = _("{seconds} s", seconds=number(mine.video_duration))
     lines = [
-        "**Your defaults** (where you leave an option out; a server's rules still win):",
-        f"text model: {shown(mine.text_model)} · image model: {shown(mine.image_model)} · "
-        f"video model: {shown(mine.video_model)}",
-        f"aspect ratio: {shown(mine.aspect_ratio)} · video duration: {duration} · "
-        f"prompt suffix: {shown(mine.prompt_suffix)}",
-        f"private results: {_on(mine.private)} · remix: {_on(mine.remix)} · "
-        f"DM when finished: {_on(mine.notify_dm)}",
+        _("**Your defaults** (where you leave an option out; a server's rules still win):"),
+        _(
+            "text model: {text} · image model: {image} · video model: {video}",
+            text=shown(mine.text_model),
+            image=shown(mine.image_model),
+            video=shown(mine.video_model),
+        ),
+        _(
+            "aspect ratio: {ratio} · video duration: {duration} · prompt suffix: {suffix}",
+            ratio=shown(mine.aspect_ratio),
+            duration=duration,
+            suffix=shown(mine.prompt_suffix),
+        ),
+        _(
+            "private results: {private} · remix: {remix} · DM when finished: {dm}",
+            private=_on(mine.private),
+            remix=_on(mine.remix),
+            dm=_on(mine.notify_dm),
+        ),
     ]
     return "\n".join(lines)
 
 
 def _on(flag: bool) -> str:
-    return "on" if flag else "off"
+    return _("on") if flag else _("off")
 
 
 def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_key: bool) -> str:
@@ -248,18 +272,23 @@ def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_ke
         shared_key: the bot has a default key (``GENAPI_API_KEY``) the allowance is spent on.
     """
     if last4 is not None:
-        key = f"Your API key: ending in `{last4}`; it pays for your personal use."
+        ending = f"`{last4}`"
+        key = _("Your API key: ending in {last4}; it pays for your personal use.", last4=ending)
     elif allowance_cents > 0 and shared_key:
-        key = (
-            "You have no API key of your own; the bot's owner grants you "
-            f"{format_cents(allowance_cents)} a day (UTC) of personal use. "
-            "Set your own with `/settings api-key set`."
+        key = _(
+            "You have no API key of your own; the bot's owner grants you {amount} a day (UTC) "
+            "of personal use. Set your own with `/settings api-key set`.",
+            amount=format_cents(allowance_cents),
         )
     else:
-        key = f"You have no API key of your own. {SET_KEY_SENTENCE}"
+        key = _("You have no API key of your own.") + " " + _(SET_KEY_SENTENCE)
     return (
-        f"{key}\nPersonal use is where the server did not add me (your own install, DMs); "
-        "in servers that added me, the server pays by its own rules."
+        key
+        + "\n"
+        + _(
+            "Personal use is where the server did not add me (your own install, DMs); in "
+            "servers that added me, the server pays by its own rules."
+        )
     )
 
 

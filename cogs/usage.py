@@ -13,6 +13,7 @@ from bot.discord.interactions import requester
 from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import thread_lines
 from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _
 from bot.services.billing import Billing
 from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
@@ -48,7 +49,7 @@ class UsageCog(commands.Cog):
             return
         is_admin = interaction.permissions.manage_guild
         if user is not None and user.id != who.user_id and not is_admin:
-            raise ValidationFailed("Seeing other members' usage needs Manage Server.")
+            raise ValidationFailed(N_("Seeing other members' usage needs Manage Server."))
         if user is None and not is_admin:
             user_id: int | None = who.user_id
         else:
@@ -64,7 +65,7 @@ class UsageCog(commands.Cog):
         embed = usage_embed(report, user_id=user_id)
         threads = await self.conversations.spend_by_thread(who.guild_id, user_id)
         if threads:  # conversations' spend this month, by thread
-            embed.add_field(name="Conversations this month", value=thread_lines(threads))
+            embed.add_field(name=_("Conversations this month"), value=thread_lines(threads))
         await interaction.response.send_message(embed=embed, ephemeral=True)
 
     async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:

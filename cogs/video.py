@@ -22,6 +22,7 @@ from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -42,6 +43,7 @@ from bot.services.sequences import SequenceService
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
 MAX_SELECT_OPTIONS = 25
+
 """Options in a select menu (Discord: at most 25)."""
 
 
@@ -130,9 +132,9 @@ class VideoCog(commands.Cog):
         await self.generation.check_channel(who)
         models = await allowed_models(interaction, "video")
         if models is None:
-            raise ValidationFailed("The model list is still loading; try again in a moment.")
+            raise ValidationFailed(N_("The model list is still loading; try again in a moment."))
         if not models:
-            raise ValidationFailed("No video model is available to you here.")
+            raise ValidationFailed(N_("No video model is available to you here."))
         mine = await self.members.get(interaction.user.id)
         await VideoModal(self.members, models, preferred=mine.video_model).show(interaction)
 
@@ -155,13 +157,13 @@ class VideoCog(commands.Cog):
         else:
             typed = "" if math.isnan(current) else f"{current:g}"
         return [
-            app_commands.Choice(name=f"{d:g} seconds", value=float(d))
+            app_commands.Choice(name=_("{seconds} seconds", seconds=number(d)), value=float(d))
             for d in durations
             if f"{d:g}".startswith(typed)
         ][:MAX_CHOICES]
 
 
-class VideoModal(AdmittedModal, title="Advanced video"):
+class VideoModal(AdmittedModal, title=N_("Advanced video")):
     """``/video-advanced``'s form: prompt, model, reference image and duration.
 
     Each field is a ``discord.ui.Label`` (component type 18); the reference is a
@@ -195,7 +197,7 @@ class VideoModal(AdmittedModal, title="Advanced video"):
             custom_id="prompt",
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What happens in the video",
+            placeholder=_("What happens in the video"),
         )
         self.model: discord.ui.Select[VideoModal] = discord.ui.Select(
             custom_id="model",
@@ -212,12 +214,12 @@ class VideoModal(AdmittedModal, title="Advanced video"):
         self.reference: discord.ui.FileUpload[VideoModal] = discord.ui.FileUpload(
             custom_id="reference", required=False, min_values=0, max_values=1
         )
-        self.add_item(discord.ui.Label(text="Prompt", component=self.prompt))
-        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(discord.ui.Label(text=_("Prompt"), component=self.prompt))
+        self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
         self.add_item(
             discord.ui.Label(
-                text="Reference image",
-                description="For image-to-video models: a PNG, JPEG or WebP to animate.",
+                text=_("Reference image"),
+                description=_("For image-to-video models: a PNG, JPEG or WebP to animate."),
                 component=self.reference,
             )
         )
@@ -228,15 +230,18 @@ class VideoModal(AdmittedModal, title="Advanced video"):
                 custom_id="duration",
                 required=False,
                 min_values=0,
-                placeholder="The model's default",
+                placeholder=_("The model's default"),
                 options=[
-                    discord.SelectOption(label=f"{d:g} seconds", value=f"{d:g}") for d in durations
+                    discord.SelectOption(
+                        label=_("{seconds} seconds", seconds=number(d)), value=f"{d:g}"
+                    )
+                    for d in durations
                 ],
             )
             self.add_item(
                 discord.ui.Label(
-                    text="Duration",
-                    description="Not every model offers every length.",
+                    text=_("Duration"),
+                    description=_("Not every model offers every length."),
                     component=self.duration,
                 )
             )
@@ -275,9 +280,10 @@ class VideoModal(AdmittedModal, title="Advanced video"):
 
 
 def _model_note(price: Decimal | None, model: VideoModel) -> str:
-    cost = "price unknown" if price is None else format_cents(price)
-    what = "animates an image" if model.needs_image else "from text"
-    return f"{cost} for {default_duration(model):g} s · {what}"
+    cost = _("price unknown") if price is None else format_cents(price)
+    what = _("animates an image") if model.needs_image else _("from text")
+    seconds = number(default_duration(model))
+    return _("{cost} for {seconds} s", cost=cost, seconds=seconds) + f" · {what}"
 
 
 async def setup(bot: GenBot) -> None:

@@ -42,7 +42,7 @@ LAYERS = (
     ("bot.errors",),
     ("bot.storage", "bot.genapi", "bot.sandbox"),
     ("bot.domain",),
-    ("bot.ops", "bot.config", "bot.clock", "bot.redaction"),
+    ("bot.ops", "bot.config", "bot.clock", "bot.redaction", "bot.i18n"),
 )
 """From the outside in: a module may import its own layer's and the ones below, never above.
 ``bot.__main__`` stands above them all; the wiring (the composition root) builds everything

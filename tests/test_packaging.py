@@ -12,7 +12,7 @@ from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-OWN = {"bot", "cogs", "tests", "bench"}
+OWN = {"bot", "cogs", "tests", "bench", "tools"}
 NOT_IMPORTED: set[str] = set()
 """Declared but not imported by us (a comment in pyproject.toml must say why)."""
 OPTIONAL = {"zstandard"}

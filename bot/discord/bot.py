@@ -15,12 +15,14 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from bot.clock import SystemClock
 from bot.config import Settings
 from bot.discord.choices import ChoiceButton, OpenChoices
 from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
+from bot.discord.locales import GuildLocales
 from bot.discord.permissions import missing_permissions, permission_names
 from bot.discord.render import job_placeholder, posted_later
 from bot.discord.render.admin import (
@@ -30,11 +32,20 @@ from bot.discord.render.admin import (
     missing_permissions_notice,
 )
 from bot.discord.render.takes import takes_card
-from bot.discord.tree import BUTTON_GONE, FORM_EXPIRED, GenTree, OpenForms, send_ephemeral
+from bot.discord.translator import CatalogueTranslator, translated_payload
+from bot.discord.tree import (
+    BUTTON_GONE,
+    FORM_EXPIRED,
+    GenTree,
+    OpenForms,
+    member_locale,
+    send_ephemeral,
+)
 from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
+from bot.i18n import _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -116,7 +127,11 @@ async def post_missing_key_notice(
     """
     channel_id = await guild_config.admin_channel(guild_id)
     if channel_id is not None:
-        text = missing_key_notice(key_fingerprint)
+        # The admin channel reads the server's language.
+        rest = not isinstance(client, GenBot)
+        locale = await GuildLocales(client, guild_config, SystemClock(), rest=rest).of(guild_id)
+        with using(locale):
+            text = missing_key_notice(key_fingerprint)
         await post_admin_line(client, guild_id, channel_id, text)
 
 
@@ -147,6 +162,10 @@ def build_announcer(
         cards=services.private_cards,
         members=services.members,
         takes=_takes_lookup(services),
+        # The gateway's cache holds its servers; a worker reads them by REST.
+        locales=GuildLocales(
+            client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
+        ),
     )
     return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
 
@@ -217,6 +236,8 @@ class GenBot(commands.AutoShardedBot):
         # Built by bot.wiring with the other services; only the Discord side is built here.
         self.generation = services.generation
         self.guild_config = services.guild_config
+        # The language of each server's public cards and notices.
+        self.locales = GuildLocales(self, services.guild_config, services.clock, rest=False)
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
         # Discord's command permissions, for the buttons that run a command again.
@@ -281,7 +302,7 @@ class GenBot(commands.AutoShardedBot):
         self._no_key_told.add(guild_id)
         try:
             await interaction.followup.send(
-                NO_KEY_YET, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                _(NO_KEY_YET), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
             )
         except discord.HTTPException as exc:
             log.warning("could not tell an admin of guild %s to set a key: %s", guild_id, exc)
@@ -304,9 +325,11 @@ class GenBot(commands.AutoShardedBot):
         custom_id = str(data.get("custom_id", ""))
         kind = interaction.type
         if kind is discord.InteractionType.modal_submit and not self.forms.is_open(custom_id):
-            await send_ephemeral(interaction, FORM_EXPIRED)
+            with using(member_locale(interaction)):
+                await send_ephemeral(interaction, _(FORM_EXPIRED))
         elif kind is discord.InteractionType.component and not self._answers(custom_id):
-            await send_ephemeral(interaction, BUTTON_GONE)
+            with using(member_locale(interaction)):
+                await send_ephemeral(interaction, _(BUTTON_GONE))
 
     def _answers(self, custom_id: str) -> bool:
         """Whether a registered button class answers a press of ``custom_id``."""
@@ -324,6 +347,8 @@ class GenBot(commands.AutoShardedBot):
         self.add_dynamic_items(ChoiceButton)
         for extension in EXTENSIONS:
             await self.load_extension(extension)
+        # Before the sync: the localized descriptions are part of what is registered.
+        await self.tree.set_translator(CatalogueTranslator())
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
@@ -495,7 +520,8 @@ class GenBot(commands.AutoShardedBot):
             self._permissions_told.add(guild.id)
             channel_id = await self.guild_config.admin_channel(guild.id)
             if channel_id is not None:
-                notice = missing_permissions_notice(permission_names(missing))
+                with using(await self.locales.of(guild.id)):
+                    notice = missing_permissions_notice(permission_names(missing))
                 await self.post_admin_line(guild.id, channel_id, notice)
         return missing
 
@@ -512,7 +538,8 @@ class GenBot(commands.AutoShardedBot):
         guild = discord.Object(guild_id) if guild_id else None
         if guild is not None:
             self.tree.copy_global_to(guild=guild)
-        payload = [command.to_dict(self.tree) for command in self.tree.get_commands(guild=guild)]
+        # With their localizations, as the sync sends them: a changed translation re-syncs.
+        payload = await translated_payload(self.tree, guild)
         digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
         scope = f"{self.application_id}:{guild_id or 'global'}"
         if not force and await self.services.command_sync.unchanged(scope, digest):
@@ -551,7 +578,8 @@ class GenBot(commands.AutoShardedBot):
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
         shared = not await self.guild_config.has_own_key(guild_id)
-        text = key_problem_notice(problem, shared=shared)
+        with using(await self.locales.of(guild_id)):
+            text = key_problem_notice(problem, shared=shared)
         channel = self.get_partial_messageable(channel_id, guild_id=guild_id)
         try:
             await channel.send(text)
@@ -612,7 +640,9 @@ class GenBot(commands.AutoShardedBot):
         """
         now = self.services.clock.time()
         ready_at = await self.services.schedule.estimated_finish(job, now=now)
-        parts = job_placeholder(job, now=now, sandbox=self.services.sandbox, ready_at=ready_at)
+        locale = await self.locales.of(job.guild_id)  # a public card: the server's language
+        sandbox = self.services.sandbox
+        parts = job_placeholder(job, now=now, sandbox=sandbox, ready_at=ready_at, locale=locale)
         channel = self.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
         try:
             message = await send_card(channel, parts)

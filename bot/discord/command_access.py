@@ -26,6 +26,7 @@ import discord
 from discord.ext.commands import AutoShardedBot
 
 from bot.errors import ValidationFailed
+from bot.i18n import N_, _
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,8 @@ USE_APPLICATION_COMMANDS: Final = 1 << 31
 """Discord's Use Application Commands permission bit: without it in a channel (its overwrites
 included), Discord's client offers the member no command there (Permissions)."""
 
-TIMED_OUT = "You are timed out in this server, so this is not available to you until it ends."
-NO_APPLICATION_COMMANDS = (
+TIMED_OUT = N_("You are timed out in this server, so this is not available to you until it ends.")
+NO_APPLICATION_COMMANDS = N_(
     "This channel does not let you use application commands (Use Application Commands), so "
     "this is not available to you here."
 )
@@ -195,9 +196,9 @@ def member_refusal(permissions: int, timed_out_until: datetime | None, now: date
     if permissions & ADMINISTRATOR:
         return None
     if timed_out_until is not None and timed_out_until > now:
-        return TIMED_OUT
+        return _(TIMED_OUT)
     if not permissions & USE_APPLICATION_COMMANDS:
-        return NO_APPLICATION_COMMANDS
+        return _(NO_APPLICATION_COMMANDS)
     return None
 
 
@@ -226,9 +227,11 @@ class RegisteredCommand:
 
 def refusal(command: str) -> str:
     """The sentence a member barred from ``/command`` hears on a button that would run it."""
-    return (
-        f"This server does not let you use `/{command}` here (Server Settings → Integrations), "
-        "so this button is not available to you."
+    name = f"`/{command}`"
+    return _(
+        "This server does not let you use {command} here (Server Settings → Integrations), "
+        "so this button is not available to you.",
+        command=name,
     )
 
 
@@ -239,7 +242,9 @@ guild's ``GUILD_CREATE``; Discord's global limit is 50 requests a second)."""
 READ_ATTEMPTS: Final = 3
 """Reads of one guild's permissions while updates keep arriving during the read."""
 
-UNCHECKED = "I could not check this server's command permissions just now; try again in a moment."
+UNCHECKED = N_(
+    "I could not check this server's command permissions just now; try again in a moment."
+)
 
 
 class CommandAccess:

@@ -17,7 +17,7 @@ import discord
 from bot.discord.bot import GenBot
 from bot.discord.queue_status import queue_status
 from bot.discord.render.chat import chat_answer
-from bot.discord.request_flows import charged, show_paid
+from bot.discord.request_flows import answer_locale, charged, show_paid
 from bot.domain import Conversation, StorageError
 from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
@@ -108,5 +108,6 @@ async def continue_conversation(
         )
     charged(interaction)
     await keep(conversations.record(conversation, who, author, prompt, reply))
-    parts = chat_answer(reply, sandbox=sandbox, thread_id=conversation.thread_id)
+    locale = await answer_locale(interaction, who)  # the thread is public: the server's
+    parts = chat_answer(reply, sandbox=sandbox, thread_id=conversation.thread_id, locale=locale)
     await show_paid(interaction, who, parts)

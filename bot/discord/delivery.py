@@ -54,13 +54,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -69,6 +70,7 @@ import httpx2 as httpx
 
 from bot.clock import Clock
 from bot.discord.dm_notice import CANNOT_DM, MemberSettingsReader, late_result_text
+from bot.discord.locales import GuildLocales
 from bot.discord.render import completion_reply, job_finished, job_placeholder, job_unwatched
 from bot.discord.render import limits as discord_limits
 from bot.discord.render.buttons import dm_buttons, show_buttons
@@ -79,6 +81,7 @@ from bot.discord.render.takes import takes_card, takes_ready
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
+from bot.i18n import N_, _, using
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
 from bot.services.personal import is_personal
@@ -135,11 +138,16 @@ card, or an edit adding a new attachment to one; the message is then sent in ano
 BOT_LEFT = "the bot is no longer in this server"
 """Why a server's routes are skipped after ``GUILD_DELETE`` or a 403 Missing Access on it."""
 
-PRIVATE_FALLBACK = " (posted here: it could not be shown to you privately)"
+PRIVATE_FALLBACK = N_(" (posted here: it could not be shown to you privately)")
 """What a private job's result says where it falls back to the channel."""
 
-HERE = "the upload limit here"
+HERE = N_("the upload limit here")
 """How the note names an interaction response's upload limit (``Interaction.filesize_limit``)."""
+
+TOO_LARGE_NOTE = N_(
+    "The file is not attached (Discord refused it as too large); the link may stop working."
+)
+"""The note of a result whose file Discord refused (its size above the channel's limit)."""
 
 _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,5}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -297,6 +305,26 @@ async def send_card(
         return await channel.send(**parts.legacy().kwargs() | extra)
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+def _in_guild_locale(method: _Method) -> _Method:
+    """Run an announcer's method in the language of the job's server (its public card's).
+
+    The poller calls without an interaction: the locale is the server's
+    (:class:`bot.discord.locales.GuildLocales`), set around the call and restored after it.
+    The method's first argument after ``self`` is the job.
+    """
+
+    @functools.wraps(method)
+    async def in_locale(self: DiscordAnnouncer, job: Job, *args: Any, **kwargs: Any) -> Any:
+        locale = None if self._locales is None else await self._locales.of(job.guild_id)
+        with using(locale):
+            return await method(self, job, *args, **kwargs)
+
+    return cast(_Method, in_locale)
+
+
 class DiscordAnnouncer:
     """Implements :class:`bot.jobs.poller.JobAnnouncer` with the bot's own REST calls.
 
@@ -322,6 +350,7 @@ class DiscordAnnouncer:
         takes: finds a job's sibling takes (every take of its request, as stored now; empty
             for a job asked alone): the takes of a request share one channel card
             (:mod:`bot.discord.render.takes`); None: every job has its own.
+        locales: the language of each server's public messages; None: English.
     """
 
     def __init__(
@@ -337,8 +366,10 @@ class DiscordAnnouncer:
         cards: PrivateCards | None = None,
         members: MemberSettingsReader | None = None,
         takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
+        locales: GuildLocales | None = None,
     ) -> None:
         self._client = client
+        self._locales = locales
         self._members = members
         self._takes = takes
         # One edit of a takes card at a time per request, each rendered from the latest
@@ -371,6 +402,7 @@ class DiscordAnnouncer:
             return None
         return self._channel(job).get_partial_message(job.message_id)
 
+    @_in_guild_locale
     async def progress(self, job: Job, now: float) -> None:
         """Refresh the placeholder's elapsed time and its ``ready`` estimate.
 
@@ -472,6 +504,7 @@ class DiscordAnnouncer:
         log.info("job %s: its interaction token is no longer valid; not used again", job.id)
         return True
 
+    @_in_guild_locale
     async def stopped_watching(self, job: Job, now: float) -> None:
         """Say on the placeholder that the job is still processing and no longer checked."""
         await self._edit_quietly(job, job_unwatched(job, now=now, sandbox=self._sandbox))
@@ -606,7 +639,7 @@ class DiscordAnnouncer:
         limit: int,
         renew: Renew | None = None,
         *,
-        limit_name: str = "this server's upload limit",
+        limit_name: str = N_("this server's upload limit"),
     ) -> tuple[tuple[tuple[str, bytes], ...], str | None]:
         """Download a completed job's outputs to attach; return them and a note for people.
 
@@ -619,7 +652,7 @@ class DiscordAnnouncer:
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
             return (), None
-        noun = "video" if job.kind == "video" else "image"
+        video = job.kind == "video"
         files: list[tuple[str, bytes]] = []
         why: str | None = None
         for index, url in enumerate(urls):
@@ -628,20 +661,27 @@ class DiscordAnnouncer:
             try:
                 data = await self._download(url, limit - sum(len(d) for _, d in files))
             except TooLarge:
-                why = f"larger than {limit_name} ({format_bytes(limit)})"
+                why = _(
+                    "larger than {limit_name} ({size})",
+                    limit_name=_(limit_name),
+                    size=format_bytes(limit),
+                )
                 break
             except DownloadRefused as exc:
-                why = f"not downloaded: {exc.reason}"
+                why = _("not downloaded: {reason}", reason=exc.reason)
                 break
             except (httpx.HTTPError, TimeoutError) as exc:
                 log.info("download of job %s output failed: %s", job.id, type(exc).__name__)
-                why = "the download from the service failed"
+                why = _("the download from the service failed")
                 break
             files.append((file_name(job.task_id, url, index, job.kind), data))
-        if why is not None:
-            note = f"The {noun} is not attached ({why}); the link may stop working."
+        if why is not None and video:
+            note = _("The video is not attached ({why}); the link may stop working.", why=why)
+        elif why is not None:
+            note = _("The image is not attached ({why}); the link may stop working.", why=why)
         else:
-            note = f"Attached as `{files[0][0]}`; the service's link may stop working."
+            name = f"`{files[0][0]}`"
+            note = _("Attached as {name}; the service's link may stop working.", name=name)
         return tuple(files), note
 
     async def download_file(self, url: str, path: Path, limit: int) -> int:
@@ -657,6 +697,7 @@ class DiscordAnnouncer:
         async with output_client(None) as http:
             return await download(http, url, limit)
 
+    @_in_guild_locale
     async def deliver(self, job: Job, route: DeliveryRoute, renew: Renew | None = None) -> Attempt:
         """Show the result by ``route``; a 413 (40005) is retried with the link only.
 
@@ -708,8 +749,7 @@ class DiscordAnnouncer:
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
-                note = "The file is not attached (Discord refused it as too large); "
-                note += "the link may stop working."
+                note = _(TOO_LARGE_NOTE)
                 return await self._send(job, route, (), note, placeholder, card)
             except Exception as exc:
                 outcome = classify(exc)
@@ -910,8 +950,7 @@ class DiscordAnnouncer:
                 except discord.HTTPException as exc:
                     if not files or not _too_large(exc):
                         raise
-                    note = "The file is not attached (Discord refused it as too large); "
-                    note += "the link may stop working."
+                    note = _(TOO_LARGE_NOTE)
                     await self._send_response(job, message, (), note)
             except Exception as exc:
                 if await self._token_refused(job, exc):
@@ -974,13 +1013,14 @@ class DiscordAnnouncer:
         elif route is DeliveryRoute.CHANNEL:
             # A new message carries its own ping: there is no placeholder to reply to. A
             # private result says why it is posted where everyone sees it.
-            notice = self._with_notice(parts, job, "" if card is None else PRIVATE_FALLBACK)
+            notice = self._with_notice(parts, job, "" if card is None else _(PRIVATE_FALLBACK))
             await send_card(self._channel(job), notice, nonce=delivery_nonce(job, route))
         elif route is DeliveryRoute.DM:
             dm = await self._client.create_dm(discord.Object(job.user_id))
-            where = f" (requested in <#{job.channel_id}>, where it could not be shown)"
+            channel = f"<#{job.channel_id}>"
+            where = _(" (requested in {channel}, where it could not be shown)", channel=channel)
             if card is not None:
-                where = f" (requested in <#{job.channel_id}>; private results)"
+                where = _(" (requested in {channel}; private results)", channel=channel)
             buttons = parts.action_buttons
             why = self._unreachable(job)
             if why == BOT_LEFT or (why is not None and card is None):
@@ -998,7 +1038,7 @@ class DiscordAnnouncer:
                     raise
                 # The member closed their DMs after the card went there: the result still
                 # reaches them, in the channel, saying why (its channel route was skipped).
-                notice = self._with_notice(parts, job, PRIVATE_FALLBACK)
+                notice = self._with_notice(parts, job, _(PRIVATE_FALLBACK))
                 channel_route = DeliveryRoute.CHANNEL
                 await send_card(
                     self._channel(job), notice, nonce=delivery_nonce(job, channel_route)
@@ -1031,7 +1071,7 @@ class DiscordAnnouncer:
                 if not _refused_form(exc):
                     raise
             if parts.files:
-                later = "Attached to the reply below; the service's link may stop working."
+                later = _("Attached to the reply below; the service's link may stop working.")
                 textual = with_files(finished, (), later, show_attached=False)
                 try:
                     await message.edit(**textual.edit_kwargs())
@@ -1068,7 +1108,9 @@ class DiscordAnnouncer:
     @staticmethod
     def _with_notice(parts: MessageParts, job: Job, where: str) -> MessageParts:
         notice = completion_reply(job).content or ""
-        notice = notice.removesuffix(".") + where + "."
+        # The sentence's own full stop goes after the place (a Japanese one too).
+        stop = "。" if notice.endswith("。") else "."
+        notice = notice.removesuffix(stop) + where + stop
         content = notice if not parts.content else f"{notice}\n{parts.content}"
         if len(content) > discord_limits.CONTENT:
             content = notice  # the link buttons and the attachment still carry the result
@@ -1079,6 +1121,7 @@ class DiscordAnnouncer:
             parts, content=content, card=card, allowed_mentions=ping_only(job.user_id)
         )
 
+    @_in_guild_locale
     async def notify(self, job: Job, route: DeliveryRoute) -> None:
         """Reply to the edited placeholder, pinging only the requester (an edit pings nobody).
 

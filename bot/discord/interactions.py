@@ -17,6 +17,7 @@ from bot.discord.permissions import (
 )
 from bot.errors import ValidationFailed
 from bot.genapi.wire import ImageModel, TextModel, VideoModel
+from bot.i18n import N_
 from bot.services.generation import Requester
 from bot.services.personal import (
     Payer,
@@ -76,7 +77,7 @@ def requester(interaction: discord.Interaction[discord.Client]) -> Requester:
         ValidationFailed: the interaction has no channel.
     """
     if interaction.channel_id is None:
-        raise ValidationFailed("This command cannot be used here.")
+        raise ValidationFailed(N_("This command cannot be used here."))
     if payer(interaction) is Payer.MEMBER:
         return Requester(
             wallet_id(interaction.user.id), interaction.channel_id, interaction.user.id
@@ -148,7 +149,8 @@ def require_placeholder_permissions(interaction: discord.Interaction[discord.Cli
     missing = [name for name in names if not getattr(granted, name)]
     if missing:
         raise ValidationFailed(
-            f"I need these permissions in this channel first: {permission_names(missing)}."
+            N_("I need these permissions in this channel first: {permission_names}."),
+            permission_names=permission_names(missing),
         )
 
 
@@ -169,7 +171,8 @@ def require_chat_permissions(interaction: discord.Interaction[discord.Client]) -
     missing = [name for name in names if not getattr(granted, name)]
     if missing:
         raise ValidationFailed(
-            f"I need these permissions in this channel first: {permission_names(missing)}."
+            N_("I need these permissions in this channel first: {permission_names}."),
+            permission_names=permission_names(missing),
         )
 
 

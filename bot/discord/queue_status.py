@@ -27,6 +27,7 @@ from bot.clock import Clock
 from bot.discord.choices import ChoiceOption, OpenChoices, choice_view
 from bot.discord.tree import send_ephemeral
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
+from bot.i18n import N_, SOURCE, _, current, number
 from bot.services.personal import queue_seat
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS
 
@@ -41,15 +42,18 @@ FIRST_SHOWN_AFTER = 2.0
 UPDATE_EVERY = 5.0
 """Least seconds between two edits of the place shown (Discord's edit rate limits)."""
 
-CANCELLED = "Cancelled; nothing was sent or charged."
+CANCELLED = N_("Cancelled; nothing was sent or charged.")
 """What the response says once the member cancelled."""
 
-GOING = "Your turn: sending the request…"
+GOING = N_("Your turn: sending the request…")
 """What the response says when a request that showed its place leaves the queue."""
 
 
 def ordinal(n: int) -> str:
-    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``... (``4.`` in German, ``4番目``)."""
+    if current() != SOURCE:
+        # Each language writes its ordinals its own way; one message, the number inside.
+        return _("place {number}", number=number(n))
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
@@ -57,8 +61,8 @@ def ordinal(n: int) -> str:
 def about(seconds: float) -> str:
     """A wait for people: ``about 10 s`` (to the next 5 s), ``about 3 min`` past 90 s."""
     if seconds > 90:
-        return f"about {math.ceil(seconds / 60)} min"
-    return f"about {max(5, 5 * math.ceil(seconds / 5))} s"
+        return _("about {minutes} min", minutes=number(math.ceil(seconds / 60)))
+    return _("about {seconds} s", seconds=number(max(5, 5 * math.ceil(seconds / 5))))
 
 
 def queue_text(place: int, estimate: float) -> str:
@@ -68,16 +72,18 @@ def queue_text(place: int, estimate: float) -> str:
         place: 1 for the next request to go on the key.
         estimate: the limiter's estimated wait, seconds.
     """
-    return (
-        f"Queued: {ordinal(place)} on this key, {about(estimate)}. "
-        "The service allows a limited number of requests per minute; yours goes in turn."
+    return _(
+        "Queued: {place} on this key, {wait}. "
+        "The service allows a limited number of requests per minute; yours goes in turn.",
+        place=ordinal(place),
+        wait=about(estimate),
     )
 
 
-NOT_SENT = "Not sent: the queue could not send it in time; nothing was charged."
+NOT_SENT = N_("Not sent: the queue could not send it in time; nothing was charged.")
 """What the response says when the queue refused a request that showed its place."""
 
-TOO_LATE = "Too late to cancel: your request was already sent."
+TOO_LATE = N_("Too late to cancel: your request was already sent.")
 """The answer to a Cancel pressed as the request went."""
 
 CANCEL_SECONDS = 900.0
@@ -147,10 +153,10 @@ class QueueStatus:
         (a catalogue fetch, then its request).
         """
         if self._gone:
-            await send_ephemeral(interaction, TOO_LATE)
+            await send_ephemeral(interaction, _(TOO_LATE))
             return True
         self.seat.cancelled.set()
-        await interaction.response.edit_message(content=CANCELLED, view=None)
+        await interaction.response.edit_message(content=_(CANCELLED), view=None)
         return False
 
     def _on_wait(self, place: int, estimate: float) -> None:
@@ -190,7 +196,7 @@ class QueueStatus:
         if self._shown and not self.seat.cancelled.is_set():
             # Gone: its turn came. Not gone: the queue refused it (its wait or its token ran
             # out), and the command's refusal follows; either way the Cancel button goes.
-            text = GOING if self._gone else NOT_SENT
+            text = _(GOING) if self._gone else _(NOT_SENT)
             try:
                 await self._interaction.edit_original_response(content=text, view=None)
             except discord.HTTPException as exc:

@@ -35,6 +35,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
+from bot.i18n import N_, _
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_TAKES,
@@ -167,14 +168,32 @@ async def _show_response_card(interaction: Interaction, job: Job, *, personal: b
         log.error("job %s: its card was not shown in its response (%s)", job.id, exc)
 
 
-PRIVATE_ON_ITS_WAY = (
-    "Your {what} is on its way to your DMs (private results): {link}. "
-    "You will be pinged there when it is ready."
-)
-DMS_CLOSED = (
-    "I cannot DM you (your DMs are closed), so your {what} is shown here, only to you, while "
-    "I can edit this message (15 minutes); after that it will be posted in the channel."
-)
+def _private_on_its_way(what: str, link: str) -> str:
+    if what == "video":
+        return _(
+            "Your video is on its way to your DMs (private results): {link}. "
+            "You will be pinged there when it is ready.",
+            link=link,
+        )
+    return _(
+        "Your image is on its way to your DMs (private results): {link}. "
+        "You will be pinged there when it is ready.",
+        link=link,
+    )
+
+
+def _dms_closed(what: str) -> str:
+    if what == "video":
+        return _(
+            "I cannot DM you (your DMs are closed), so your video is shown here, only to you, "
+            "while I can edit this message (15 minutes); after that it will be posted in the "
+            "channel."
+        )
+    return _(
+        "I cannot DM you (your DMs are closed), so your image is shown here, only to you, "
+        "while I can edit this message (15 minutes); after that it will be posted in the "
+        "channel."
+    )
 
 
 async def show_private_card(
@@ -219,7 +238,7 @@ async def show_private_card(
         await _show_response_card(interaction, job, personal=False)
         try:
             await interaction.followup.send(
-                _noted(DMS_CLOSED.format(what=what), note),
+                _noted(_dms_closed(what), note),
                 ephemeral=True,
                 allowed_mentions=discord.AllowedMentions.none(),
             )
@@ -231,16 +250,19 @@ async def show_private_card(
         bot.poller.wake()
     except Exception as exc:  # the job falls due after its grace anyway
         log.error("job %s: its DM card was not recorded (%s)", job.id, exc)
-    text = PRIVATE_ON_ITS_WAY.format(what=what, link=message.jump_url)
+    text = _private_on_its_way(what, message.jump_url)
     await tell(interaction, content=_noted(text, note), view=None)
 
 
 async def _public_card(interaction: Interaction, job: Job, what: str, note: str | None) -> None:
     """Post ``job``'s card in its channel and say where, in the (ephemeral) response."""
     link = await posted_placeholder(interaction.client, job)
-    text = f"Your {what} is on its way: {link}."
     if what == "video":
-        text += " You will be pinged when it is ready."
+        text = _(
+            "Your video is on its way: {link}. You will be pinged when it is ready.", link=link
+        )
+    else:
+        text = _("Your image is on its way: {link}.", link=link)
     await tell(interaction, content=_noted(text, note), view=None)
 
 
@@ -516,7 +538,10 @@ async def start_image(
         except Exception as exc:
             log.error("takes of job %s: card not posted (%s)", jobs[0].id, exc)
             link = posted_later(who.channel_id)
-        await tell(interaction, content=f"Your {len(jobs)} takes are on their way: {link}.")
+        await tell(
+            interaction,
+            content=_("Your {count} takes are on their way: {link}.", count=len(jobs), link=link),
+        )
     else:
         for job in jobs:
             if is_personal(who.guild_id):
@@ -525,6 +550,7 @@ async def start_image(
                 await show_private_card(interaction, job, "image")
             else:
                 await _public_card(interaction, job, "image", None)
+    locale = await answer_locale(interaction, who)
     shown = []
     for outcome in outcomes:
         if outcome.result is None:
@@ -536,6 +562,7 @@ async def start_image(
         shown.append(
             image_result(
                 outcome.result,
+                locale=locale,
                 prompt=options.prompt,
                 model=outcome.model,
                 requester_id=who.user_id,
@@ -549,8 +576,12 @@ async def start_image(
     if error is not None:
         await send_note(
             interaction,
-            f"{takes - len(outcomes)} of the {takes} takes could not be made: "
-            f"{sentence_for(error)}",
+            _(
+                "{missing} of the {takes} takes could not be made: {reason}",
+                missing=takes - len(outcomes),
+                takes=takes,
+                reason=sentence_for(error),
+            ),
         )
 
 
@@ -623,6 +654,17 @@ async def shown_once(interaction: Interaction, job_id: int, entry: str) -> Async
         debounce.release(user_id, job_id, entry)
 
 
+async def answer_locale(interaction: Interaction, who: Requester) -> str | None:
+    """The language of a paid answer: the server's when it is public, else the member's (None).
+
+    A public answer in a server that added the bot is read by the channel; an ephemeral one
+    (private results) or one of personal use is the member's own.
+    """
+    if interaction.extras.get(PUBLIC_DEFER) is False or is_personal(who.guild_id):
+        return None
+    return await interaction.client.locales.of(interaction.guild_id)
+
+
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
     """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
 
@@ -637,8 +679,9 @@ async def start_text(interaction: Interaction, who: Requester, options: TextOpti
     ref = await remember(bot, "text", who, stored_options(options))
     tag = None if ref is None else f"r{ref}"
     sandbox = bot.services.sandbox
-    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer)
-    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer)
+    locale = await answer_locale(interaction, who)
+    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
+    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
     await show_paid(interaction, who, messages, card=card)
 
 
@@ -751,8 +794,10 @@ def check_uploads_fresh(options: dict[str, Any], now: float) -> None:
         uploads.append(options["image_url"])
     if any(upload_expired(str(url), now) for url in uploads):
         raise ValidationFailed(
-            "The uploaded source image's link has expired; use Animate image or Edit image on "
-            "the image's message, or the command again."
+            N_(
+                "The uploaded source image's link has expired; use Animate image or "
+                "Edit image on the image's message, or the command again."
+            )
         )
 
 
@@ -822,8 +867,8 @@ def _gallery_images(components: Sequence[Any]) -> list[str]:
     return found
 
 
-ALREADY_GENERATING = "This video is already on its way."
-ALREADY_CANCELLED = "This video was cancelled; nothing was charged."
+ALREADY_GENERATING = N_("This video is already on its way.")
+ALREADY_CANCELLED = N_("This video was cancelled; nothing was charged.")
 
 
 class ConfirmVideo:
@@ -865,14 +910,16 @@ class ConfirmVideo:
         """The two buttons, Generate showing the price."""
         return [
             ChoiceOption(self.GENERATE, confirm_label(price_cents), discord.ButtonStyle.success),
-            ChoiceOption(self.CANCEL, "Cancel"),
+            ChoiceOption(self.CANCEL, _("Cancel")),
         ]
 
     async def choose(self, interaction: Interaction, option: str) -> bool:
         """Submit the video, or cancel; the choice closes with the first press."""
         if self._chosen is not None:
             done = self._chosen == self.GENERATE
-            await send_ephemeral(interaction, ALREADY_GENERATING if done else ALREADY_CANCELLED)
+            await send_ephemeral(
+                interaction, _(ALREADY_GENERATING) if done else _(ALREADY_CANCELLED)
+            )
             return False
         self._chosen = option
         if option == self.GENERATE:
@@ -882,7 +929,7 @@ class ConfirmVideo:
             )
         else:
             await interaction.response.edit_message(
-                content="Cancelled; nothing was charged.", view=None
+                content=_("Cancelled; nothing was charged."), view=None
             )
         return False
 
@@ -895,5 +942,5 @@ def require_source(message: discord.Message, bot_user_id: int) -> SourceImage:
     """
     source = message_image(message, bot_user_id)
     if source is None:
-        raise ValidationFailed("That message has no image (attachment or embed image).")
+        raise ValidationFailed(N_("That message has no image (attachment or embed image)."))
     return source

@@ -18,16 +18,17 @@ from bot.discord.command_access import Invoker, invoker_of, member_refusal, refu
 from bot.discord.interactions import requester
 from bot.domain import ResultRequest
 from bot.errors import ValidationFailed
+from bot.i18n import N_
 from bot.services.generation import GenerationService, Requester
 from bot.services.personal import is_personal
 
 Interaction = discord.Interaction[GenBot]
 
-FORGOTTEN = "This result's request is no longer known; use the command again."
+FORGOTTEN = N_("This result's request is no longer known; use the command again.")
 
-IN_DM = "This button works in the server the result came from; use the command there."
+IN_DM = N_("This button works in the server the result came from; use the command there.")
 
-NOT_THERE = (
+NOT_THERE = N_(
     "I can no longer act for you in the server this result came from (you or I left it); "
     "use the command where you are."
 )

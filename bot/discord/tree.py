@@ -14,6 +14,7 @@ from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 from bot.discord.command_access import interaction_refusal
 from bot.errors import BotError, user_message
 from bot.genapi.errors import GenAPIError
+from bot.i18n import N_, _, set_locale
 from bot.ops.logs import set_context
 
 if TYPE_CHECKING:
@@ -58,14 +59,21 @@ def sentence_for(error: Exception) -> str:
             log.info("upstream refused a command: %s", original)
         return user_message(original, now=time.time())
     if isinstance(error, app_commands.MissingPermissions):
-        return "You need the Manage Server permission for this."
+        return _("You need the Manage Server permission for this.")
     if isinstance(error, app_commands.NoPrivateMessage):
-        return "This command works in servers only."
-    if isinstance(error, app_commands.TransformerError | app_commands.CheckFailure):
-        return str(error) or "That option is not valid."
+        return _("This command works in servers only.")
+    if isinstance(error, app_commands.TransformerError):
+        return _("That option is not valid.")
+    if isinstance(error, app_commands.CheckFailure):
+        # Our checks raise with a sentence marked for the catalogue (N_), read here.
+        return _(str(error)) if str(error) else _("That option is not valid.")
     error_id = secrets.token_hex(4)
     log.error("command failed (error id %s)", error_id, exc_info=original)
-    return f"Something went wrong on our side (error id `{error_id}`); it has been logged."
+    shown = f"`{error_id}`"
+    return _(
+        "Something went wrong on our side (error id {error_id}); it has been logged.",
+        error_id=shown,
+    )
 
 
 CHARGED = "charged"
@@ -73,7 +81,7 @@ CHARGED = "charged"
 interaction's request and the charge is recorded; from then on the member is never told that
 it failed."""
 
-CHARGED_ANYWAY = (
+CHARGED_ANYWAY = N_(
     "Your request went through (it was charged); its result is shown here, in this channel "
     "or by DM, and `/jobs` lists videos and images."
 )
@@ -82,7 +90,7 @@ CHARGED_ANYWAY = (
 ACTIONS = frozenset({discord.InteractionType.component, discord.InteractionType.modal_submit})
 """Interactions Discord lets through whatever the member's command permissions: clicks, forms."""
 
-RESTARTING = "The bot is restarting; try again in a minute."
+RESTARTING = N_("The bot is restarting; try again in a minute.")
 """The answer to a command that arrives during a shutdown (it is not run)."""
 
 
@@ -106,6 +114,9 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     Returns:
         Whether the interaction may run.
     """
+    # The member's own language for every answer of this interaction's task (the check and
+    # the callback run in one task); a public card sets the server's around its rendering.
+    set_locale(member_locale(interaction))
     if interaction.type in ACTIONS:
         refused = interaction_refusal(interaction)
         if refused is not None:
@@ -116,17 +127,23 @@ async def admit(interaction: discord.Interaction[Any], *, answer: bool = True) -
     if host.admit_command():
         return True
     if answer:
-        await send_ephemeral(interaction, RESTARTING)
+        await send_ephemeral(interaction, _(RESTARTING))
     return False
+
+
+def member_locale(interaction: discord.Interaction[Any]) -> str | None:
+    """The member's client language (Discord sends it with every interaction but a ping)."""
+    locale = getattr(interaction, "locale", None)
+    return locale.value if isinstance(locale, discord.Locale) else None
 
 
 FORM_SECONDS = 3600.0
 """How long a form waits for its submission. Discord never closes a modal by itself, and
 discord.py would keep an unsubmitted one (a member who dismissed it) for ever."""
 
-BUTTON_GONE = "This button no longer works (the bot was updated); run the command again."
+BUTTON_GONE = N_("This button no longer works (the bot was updated); run the command again.")
 
-FORM_EXPIRED = (
+FORM_EXPIRED = N_(
     "This form is no longer open (it was open over an hour, or the bot restarted); open it again."
 )
 
@@ -170,6 +187,15 @@ class AdmittedModal(discord.ui.Modal):
 
     def __init__(self, *, title: str = discord.utils.MISSING) -> None:
         super().__init__(title=title, timeout=FORM_SECONDS)
+        # The title and the class's own fields are written in English (marked N_); the form
+        # is built for one member, in that member's language.
+        self.title = _(self.title)
+        for item in self.children:
+            if isinstance(item, discord.ui.TextInput):
+                if item.label:
+                    item.label = _(item.label)
+                if item.placeholder:
+                    item.placeholder = _(item.placeholder)
 
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Refuse (ephemerally, "restarting") while the bot shuts down."""
@@ -307,11 +333,11 @@ async def answer_error(interaction: discord.Interaction[Any], error: Exception) 
     try:
         if interaction.response.is_done():
             await interaction.followup.send(
-                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                _(CHARGED_ANYWAY), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
             )
         else:
             await interaction.response.send_message(
-                CHARGED_ANYWAY, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                _(CHARGED_ANYWAY), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
             )
     except discord.HTTPException as exc:
         log.warning("could not deliver a message: %s", exc)

@@ -26,6 +26,8 @@ class GuildSettings:
         allowed_channel_ids: channels the commands may be used in; empty = everywhere.
         admin_channel_id: channel for admin notices; None = none.
         notified_problem: the last problem admins were told about (to notify once).
+        locale: the language an admin chose for the server's public messages (a Discord
+            locale code, ``/config language``); None = Discord's preferred locale.
     """
 
     guild_id: int
@@ -38,6 +40,7 @@ class GuildSettings:
     allowed_channel_ids: frozenset[int] = frozenset()
     admin_channel_id: int | None = None
     notified_problem: str | None = None
+    locale: str | None = None
 
     @classmethod
     def default(cls, guild_id: int) -> GuildSettings:

@@ -59,6 +59,7 @@ from bot.errors import (
     SettlementDeferred,
     ValidationFailed,
 )
+from bot.i18n import N_
 from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
@@ -72,6 +73,7 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 ESTIMATE_WINDOW = 20
+
 """How many of a model's latest charges its hold looks at (image: their highest; text: their
 price per token)."""
 
@@ -1037,7 +1039,8 @@ def _check_model_access(policy: MemberPolicy, model: str) -> None:
     """
     if model and not policy.allows(model):
         raise ValidationFailed(
-            f"`{model}` is not available to your roles here; pick one from the list."
+            N_("`{model}` is not available to your roles here; pick one from the list."),
+            model=model,
         )
 
 

@@ -25,6 +25,7 @@ from bot.domain import Conversation, ConversationTurn, Persona, ResultRequest
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import Catalogue
+from bot.i18n import N_
 from bot.services.billing import month_start
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -37,6 +38,7 @@ from bot.storage import Database
 log = logging.getLogger(__name__)
 
 OPEN, CLOSE = "⟦", "⟧"
+
 """The brackets of the turn labels; never left in text that is folded (see :func:`unforgeable`)."""
 
 ASSISTANT_LABEL = f"{OPEN}assistant{CLOSE}"
@@ -191,7 +193,9 @@ def fold(
     new = f"{user_label(author)}\n{unforgeable(text.strip())}\n{ASSISTANT_LABEL}"
     room = limit - len(new)
     if room < 0:
-        raise ValidationFailed(f"That message is too long (at most {limit} characters in all).")
+        raise ValidationFailed(
+            N_("That message is too long (at most {limit} characters in all)."), limit=limit
+        )
     blocks = [turn_block(turn) for turn in history]
     carried = 0
     for block in reversed(blocks):
@@ -380,11 +384,12 @@ class ConversationService:
         text = text.strip()
         if not text:
             raise ValidationFailed(
-                "There was nothing to answer: write your message after the mention."
+                N_("There was nothing to answer: write your message after the mention.")
             )
         if len(text) > MAX_PROMPT_LENGTH:
             raise ValidationFailed(
-                f"That message is too long (at most {MAX_PROMPT_LENGTH} characters)."
+                N_("That message is too long (at most {max_prompt_length} characters)."),
+                max_prompt_length=MAX_PROMPT_LENGTH,
             )
         history: list[ConversationTurn] = list(seed)
         persona = await self.persona_for(who)
@@ -598,7 +603,7 @@ class ConversationService:
         )
         if probe.dropped == 0:
             raise ValidationFailed(
-                "Every earlier turn is still sent: there is nothing to summarise."
+                N_("Every earlier turn is still sent: there is nothing to summarise.")
             )
         room = self.max_prompt_chars - len(SUMMARY_INSTRUCTION) - 2
         prompt = summary_block(conversation.summary) if conversation.summary else ""
@@ -610,7 +615,7 @@ class ConversationService:
             prompt += block
             covered += 1
         if covered == 0:
-            raise ValidationFailed("The oldest turn is too long to summarise.")
+            raise ValidationFailed(N_("The oldest turn is too long to summarise."))
         prompt += "\n" + SUMMARY_INSTRUCTION
         tokens = [(t.prompt_tokens + t.completion_tokens, t.cost_cents) for t in turns]
         priced = [(n, c) for n, c in tokens if n > 0 and c is not None and c.is_finite()]

@@ -43,6 +43,7 @@ from bot.genapi.wire import (
     VideoModel,
     VideoRequest,
 )
+from bot.i18n import N_
 from bot.services.billing import Billing, TextTokens, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import (
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_PROMPT_LENGTH = 4000
+
 """Characters; the spec shows no maximum, and Discord's string options allow 6,000."""
 
 MAX_URL_LENGTH = 2000
@@ -251,9 +253,11 @@ def _visible(text: str) -> bool:
 def _check_prompt(prompt: str, limit: int = MAX_PROMPT_LENGTH) -> str:
     prompt = prompt.strip()
     if not _visible(prompt):
-        raise ValidationFailed("The prompt is empty.")
+        raise ValidationFailed(N_("The prompt is empty."))
     if len(prompt) > limit:
-        raise ValidationFailed(f"The prompt is too long (at most {limit} characters).")
+        raise ValidationFailed(
+            N_("The prompt is too long (at most {limit} characters)."), limit=limit
+        )
     return prompt
 
 
@@ -263,10 +267,13 @@ def _check_url(url: str | None, *, uploaded: bool) -> str | None:
         return url
     url = url.strip()
     if len(url) > MAX_URL_LENGTH:
-        raise ValidationFailed(f"The image URL is too long (at most {MAX_URL_LENGTH} characters).")
+        raise ValidationFailed(
+            N_("The image URL is too long (at most {max_url_length} characters)."),
+            max_url_length=MAX_URL_LENGTH,
+        )
     # Plain http would let anyone on the path swap the image the service is paid to use.
     if not url.lower().startswith("https://") or len(url) == len("https://"):
-        raise ValidationFailed("The image URL must start with https://.")
+        raise ValidationFailed(N_("The image URL must start with https://."))
     return _check_host(url)
 
 
@@ -287,17 +294,17 @@ def _typed_host(url: str) -> tuple[str, str]:
         host = (parts.hostname or "").rstrip(".")
         _ = parts.port  # a port that is not a number raises ValueError
     except ValueError:
-        raise ValidationFailed("The image URL is not a valid web address.") from None
+        raise ValidationFailed(N_("The image URL is not a valid web address.")) from None
     if "@" in parts.netloc:
         raise ValidationFailed(
-            "The image URL must not contain a user name or password (`user:password@`)."
+            N_("The image URL must not contain a user name or password (`user:password@`).")
         )
     if not host or any(ch in host for ch in "%\\ "):
-        raise ValidationFailed("The image URL has no valid host name.")
+        raise ValidationFailed(N_("The image URL has no valid host name."))
     try:
         return host, normalise_host(host).rstrip(".")
     except ValueError:
-        raise ValidationFailed("The image URL has no valid host name.") from None
+        raise ValidationFailed(N_("The image URL has no valid host name.")) from None
 
 
 def _check_host(url: str) -> str:
@@ -363,12 +370,12 @@ def check_attachment(content_type: str | None, size: int) -> None:
             nothing to work on), or over :data:`MAX_ATTACHMENT_BYTES`.
     """
     if content_type is None or not content_type.lower().startswith("image/"):
-        raise ValidationFailed("The attached file is not an image; attach a PNG, JPEG or WebP.")
+        raise ValidationFailed(N_("The attached file is not an image; attach a PNG, JPEG or WebP."))
     if size <= 0:
-        raise ValidationFailed("The attached image is empty (0 bytes); attach it again.")
+        raise ValidationFailed(N_("The attached image is empty (0 bytes); attach it again."))
     if size > MAX_ATTACHMENT_BYTES:
         mib = MAX_ATTACHMENT_BYTES // (1024 * 1024)
-        raise ValidationFailed(f"The attached image is too large (at most {mib} MiB).")
+        raise ValidationFailed(N_("The attached image is too large (at most {mib} MiB)."), mib=mib)
 
 
 def _seconds(value: float) -> str:
@@ -396,31 +403,46 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
     prompt = _check_prompt(options.prompt)
     model = catalogue.video_model(options.model)
     if model is None:
-        raise ValidationFailed(f"`{options.model}` is not a video model; pick one from the list.")
+        raise ValidationFailed(
+            N_("`{model}` is not a video model; pick one from the list."), model=options.model
+        )
     duration = options.duration
     if duration is not None and not MIN_DURATION_SECONDS <= duration <= MAX_DURATION_SECONDS:
         raise ValidationFailed(
-            f"Duration must be between {MIN_DURATION_SECONDS} and {MAX_DURATION_SECONDS} seconds."
+            N_(
+                "Duration must be between {min_duration_seconds} and "
+                "{max_duration_seconds} seconds."
+            ),
+            min_duration_seconds=MIN_DURATION_SECONDS,
+            max_duration_seconds=MAX_DURATION_SECONDS,
         )
     if duration is None:
         duration = 5.0 if 5 in model.durations or not model.durations else min(model.durations)
     elif model.durations and duration not in model.durations:
         allowed = ", ".join(_seconds(d) for d in model.durations)
         raise ValidationFailed(
-            f"{model.label} makes videos of {allowed}, not {_seconds(duration)}."
+            N_("{label} makes videos of {allowed}, not {seconds}."),
+            label=model.label,
+            allowed=allowed,
+            seconds=_seconds(duration),
         )
     if options.aspect_ratio is not None and options.aspect_ratio not in ASPECT_RATIOS:
-        raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+        raise ValidationFailed(
+            N_("Aspect ratio must be one of {join}."), join=", ".join(ASPECT_RATIOS)
+        )
     if options.generate_audio and not model.supports_audio:
-        raise ValidationFailed(f"{model.label} cannot generate audio.")
+        raise ValidationFailed(N_("{label} cannot generate audio."), label=model.label)
     if options.lock_camera and not model.supports_lock_camera:
-        raise ValidationFailed(f"{model.label} cannot lock the camera.")
+        raise ValidationFailed(N_("{label} cannot lock the camera."), label=model.label)
     image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
     if model.needs_image and image_url is None:
-        raise ValidationFailed(f"{model.label} animates an image: attach one or give image_url.")
+        raise ValidationFailed(
+            N_("{label} animates an image: attach one or give image_url."), label=model.label
+        )
     if image_url is not None and not model.needs_image:
         raise ValidationFailed(
-            f"{model.label} does not take a source image; pick an image-to-video model."
+            N_("{label} does not take a source image; pick an image-to-video model."),
+            label=model.label,
         )
     request = VideoRequest(
         model=model.id,
@@ -443,10 +465,12 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
     prompt = _check_prompt(options.prompt)
     if options.model is None:
         if not catalogue.image:
-            raise ValidationFailed("The service offers no image model right now.")
+            raise ValidationFailed(N_("The service offers no image model right now."))
         model_id = catalogue.image[0].id
     elif catalogue.image_model(options.model) is None:
-        raise ValidationFailed(f"`{options.model}` is not an image model; pick one from the list.")
+        raise ValidationFailed(
+            N_("`{model}` is not an image model; pick one from the list."), model=options.model
+        )
     else:
         model_id = options.model
     image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
@@ -455,17 +479,21 @@ def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
     ) + tuple(options.uploaded_image_urls)
     if len(references) > MAX_REFERENCE_IMAGES:
         raise ValidationFailed(
-            f"At most {MAX_REFERENCE_IMAGES} reference images per request, not {len(references)}."
+            N_("At most {max_reference_images} reference images per request, not {len}."),
+            max_reference_images=MAX_REFERENCE_IMAGES,
+            len=len(references),
         )
     mode = IMAGE_MODES.get(options.mode or "t2i")
     if mode is None:
-        raise ValidationFailed(f"Mode must be one of {', '.join(IMAGE_MODES)}.")
+        raise ValidationFailed(N_("Mode must be one of {join}."), join=", ".join(IMAGE_MODES))
     if mode != "t2i" and image_url is None and not references:
         raise ValidationFailed(
-            f"Mode `{options.mode}` edits an image: attach one or give image_url."
+            N_("Mode `{mode}` edits an image: attach one or give image_url."), mode=options.mode
         )
     if options.aspect_ratio is not None and options.aspect_ratio not in ASPECT_RATIOS:
-        raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+        raise ValidationFailed(
+            N_("Aspect ratio must be one of {join}."), join=", ".join(ASPECT_RATIOS)
+        )
     return ImageRequest(
         model=model_id,
         prompt=prompt,
@@ -498,13 +526,17 @@ def check_text(
     prompt = _check_prompt(options.prompt, prompt_limit)
     known = catalogue is None or options.model is None or catalogue.text_model(options.model)
     if not known:
-        raise ValidationFailed(f"`{options.model}` is not a text model; pick one from the list.")
+        raise ValidationFailed(
+            N_("`{model}` is not a text model; pick one from the list."), model=options.model
+        )
     if options.temperature is not None and not 0 <= options.temperature <= 2:
-        raise ValidationFailed("Temperature must be between 0 and 2.")
+        raise ValidationFailed(N_("Temperature must be between 0 and 2."))
     if options.max_tokens is not None and options.max_tokens < 1:
-        raise ValidationFailed("max_tokens must be at least 1.")
+        raise ValidationFailed(N_("max_tokens must be at least 1."))
     if options.system is not None and len(options.system) > system_limit:
-        raise ValidationFailed(f"The system prompt is too long (at most {system_limit}).")
+        raise ValidationFailed(
+            N_("The system prompt is too long (at most {system_limit})."), system_limit=system_limit
+        )
     return TextRequest(
         prompt=prompt,
         model=options.model,
@@ -688,7 +720,7 @@ class GenerationService:
         allowed = settings.allowed_channel_ids
         if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
             where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
-            raise ValidationFailed(f"Generation commands are available in {where}.")
+            raise ValidationFailed(N_("Generation commands are available in {where}."), where=where)
         return settings
 
     async def paid_by(self, who: Requester) -> str:

@@ -30,6 +30,7 @@ from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFaile
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
+from bot.i18n import N_, SHIPPED, SOURCE, using
 from bot.services.billing import Billing, Limits
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.services.personal import is_personal
@@ -85,7 +86,9 @@ def parse_budget(text: str) -> int | None:
         return None
     match = _MONEY.match(cleaned)
     if match is None:
-        raise ValidationFailed(f"`{text[:20]}` is not an amount in dollars, such as 25 or 12.50.")
+        raise ValidationFailed(
+            N_("`{value}` is not an amount in dollars, such as 25 or 12.50."), value=text[:20]
+        )
     dollars, cents = match.groups()
     return int(dollars) * 100 + int((cents or "0").ljust(2, "0"))
 
@@ -135,6 +138,7 @@ class GuildConfig:
         admin_channel_id: where key problems are announced; None = nowhere.
         encryption_available: whether a guild key can be stored at all.
         policy: role tiers, model list, blocked terms and cooldowns.
+        locale: the language an admin chose for public messages; None = Discord's.
     """
 
     key_source: str | None
@@ -144,6 +148,15 @@ class GuildConfig:
     admin_channel_id: int | None
     encryption_available: bool
     policy: ServerPolicy = field(default_factory=ServerPolicy)
+    locale: str | None = None
+
+
+LOCALE_CACHE_SECONDS = 60.0
+"""How long a server's chosen language is kept in memory (another process's change shows
+within this)."""
+
+LOCALE_CACHE_SIZE = 10_000
+"""Servers' languages kept at most before the expired ones are dropped."""
 
 
 class GuildConfigService:
@@ -184,6 +197,10 @@ class GuildConfigService:
         # Wallets whose key-check cooldown runs: wallet id -> when its last check started
         # (clock time), oldest first.
         self._key_checks: OrderedDict[int, float] = OrderedDict()
+        # Servers' chosen languages, read for every public card the poller edits: guild id ->
+        # (locale or None, until (monotonic clock)). Another process's change is seen within
+        # LOCALE_CACHE_SECONDS; this one's at once.
+        self._locales: dict[int, tuple[str | None, float]] = {}
 
     async def set_api_key(self, guild_id: int, api_key: str) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
@@ -205,13 +222,15 @@ class GuildConfigService:
         if not self._vault.available:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
-            raise ValidationFailed("That does not look like an API key; nothing was stored.")
+            raise ValidationFailed(N_("That does not look like an API key; nothing was stored."))
         self._key_check_allowed(guild_id)
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
             await self._forget_rejected(SecretStr(api_key))
-            raise ValidationFailed("The service rejected that key; nothing was stored.") from None
+            raise ValidationFailed(
+                N_("The service rejected that key; nothing was stored.")
+            ) from None
         change = await self._keys.replace_key(guild_id, api_key)
         await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
@@ -302,6 +321,37 @@ class GuildConfigService:
         """Set (None: clear) the channel where key problems are announced."""
         await self._db.guilds.set_admin_channel(guild_id, channel_id)
 
+    async def set_locale(self, guild_id: int, locale: str | None) -> None:
+        """Set the language of the server's public messages (``/config language``).
+
+        Args:
+            guild_id: the guild.
+            locale: a shipped Discord locale code (``bot.i18n.SHIPPED`` or ``"en-US"``);
+                None: Discord's preferred locale of the server again.
+
+        Raises:
+            ValidationFailed: ``locale`` is no language the bot speaks.
+        """
+        if locale is not None and locale not in (SOURCE, *SHIPPED):
+            raise ValidationFailed(N_("The bot does not speak that language."))
+        await self._db.guilds.set_locale(guild_id, locale)
+        self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
+
+    async def locale(self, guild_id: int) -> str | None:
+        """The language an admin chose for the server's public messages; None when unset.
+
+        Kept :data:`LOCALE_CACHE_SECONDS` per guild: every progress edit of a card asks.
+        """
+        now = self._clock.monotonic()
+        cached = self._locales.get(guild_id)
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        if len(self._locales) >= LOCALE_CACHE_SIZE:
+            self._locales = {g: v for g, v in self._locales.items() if v[1] > now}
+        chosen = (await self._db.guilds.settings(guild_id)).locale
+        self._locales[guild_id] = (chosen, now + LOCALE_CACHE_SECONDS)
+        return chosen
+
     async def admin_channel(self, guild_id: int) -> int | None:
         """Return the channel where notices to the guild's admins go, or None when unset."""
         return (await self._db.guilds.settings(guild_id)).admin_channel_id
@@ -348,6 +398,7 @@ class GuildConfigService:
             admin_channel_id=settings.admin_channel_id,
             encryption_available=self._vault.available,
             policy=await self.policy(guild_id),
+            locale=settings.locale,
         )
 
     # -- policy --------------------------------------------------------------------
@@ -471,10 +522,14 @@ class GuildConfigService:
         """
         system = system.strip()
         if not system:
-            raise ValidationFailed("The persona's system prompt is empty.")
+            raise ValidationFailed(N_("The persona's system prompt is empty."))
         if len(system) > MAX_PERSONA_CHARS:
             raise ValidationFailed(
-                f"The persona's system prompt is too long (at most {MAX_PERSONA_CHARS} characters)."
+                N_(
+                    "The persona's system prompt is too long (at most {max_persona_chars} "
+                    "characters)."
+                ),
+                max_persona_chars=MAX_PERSONA_CHARS,
             )
         persona = Persona(guild_id, channel_id, system, model or None, locked)
         await self._db.conversations.set_persona(persona, self._clock.time())
@@ -494,7 +549,12 @@ class GuildConfigService:
         """Return every setting as ``{what: value for people}``, to diff around a change.
 
         The API key appears only as whose it is and its last four characters, never itself.
+        The audit's records stay English whatever the admin's language.
         """
+        with using(SOURCE):
+            return await self._snapshot(guild_id)
+
+    async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
         limits = config.limits
         if config.key_source == "guild":
@@ -512,6 +572,7 @@ class GuildConfigService:
             "allowed models": describe_models(config.policy.models.allowed or ("*",)),
             "blocked models": describe_models(config.policy.models.blocked),
             "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
+            "language": await self.locale(guild_id) or "server default",
         }
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
@@ -570,9 +631,11 @@ def _dollars(cents: int | None) -> str:
 def _checked_term(text: str) -> str:
     term = normalise_term(text)
     if not term:
-        raise ValidationFailed("The term is empty.")
+        raise ValidationFailed(N_("The term is empty."))
     if len(term) > MAX_TERM_LENGTH:
-        raise ValidationFailed(f"A term has at most {MAX_TERM_LENGTH} characters.")
+        raise ValidationFailed(
+            N_("A term has at most {max_term_length} characters."), max_term_length=MAX_TERM_LENGTH
+        )
     return term
 
 

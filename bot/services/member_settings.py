@@ -26,6 +26,7 @@ from bot.domain import MemberSettings
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import Catalogue
+from bot.i18n import N_
 from bot.services.billing import Billing
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -41,6 +42,7 @@ from bot.services.policy import MemberPolicy
 from bot.storage import Database
 
 MAX_SUFFIX_LENGTH = 200
+
 """Characters of a prompt suffix: a style note ("cinematic, 35 mm"), not a second prompt."""
 
 CHOOSE_VIDEO_MODEL = (
@@ -124,25 +126,36 @@ class MemberSettingsService:
             model = str(value).strip()
             kind = name.removesuffix("_model")
             if catalogue is not None and _find(catalogue, kind, model) is None:
-                raise ValidationFailed(f"`{model}` is not a {kind} model; pick one from the list.")
+                raise ValidationFailed(
+                    N_("`{model}` is not a {kind} model; pick one from the list."),
+                    model=model,
+                    kind=kind,
+                )
             return model
         if name == "aspect_ratio":
             if value not in ASPECT_RATIOS:
-                raise ValidationFailed(f"Aspect ratio must be one of {', '.join(ASPECT_RATIOS)}.")
+                raise ValidationFailed(
+                    N_("Aspect ratio must be one of {join}."), join=", ".join(ASPECT_RATIOS)
+                )
             return value
         if name == "video_duration":
             seconds = float(str(value))
             if not MIN_DURATION_SECONDS <= seconds <= MAX_DURATION_SECONDS:
                 raise ValidationFailed(
-                    f"Duration must be between {MIN_DURATION_SECONDS} and "
-                    f"{MAX_DURATION_SECONDS} seconds."
+                    N_(
+                        "Duration must be between {min_duration_seconds} and "
+                        "{max_duration_seconds} seconds."
+                    ),
+                    min_duration_seconds=MIN_DURATION_SECONDS,
+                    max_duration_seconds=MAX_DURATION_SECONDS,
                 )
             return seconds
         if name == "prompt_suffix":
             suffix = " ".join(str(value).split())
             if len(suffix) > MAX_SUFFIX_LENGTH:
                 raise ValidationFailed(
-                    f"The prompt suffix is too long (at most {MAX_SUFFIX_LENGTH} characters)."
+                    N_("The prompt suffix is too long (at most {max_suffix_length} characters)."),
+                    max_suffix_length=MAX_SUFFIX_LENGTH,
                 )
             return suffix or None
         return value

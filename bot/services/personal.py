@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from enum import Enum
 
 from bot.errors import ValidationFailed
+from bot.i18n import N_
 
 GUILD_INSTALL = 0
 """``authorizing_integration_owners`` key of a guild install (Discord: APPLICATION_INTEGRATION_TYPE
@@ -37,7 +38,7 @@ GUILD_INSTALL = 0
 USER_INSTALL = 1
 """``authorizing_integration_owners`` key of a user install (``USER_INSTALL``)."""
 
-SET_KEY_SENTENCE = (
+SET_KEY_SENTENCE = N_(
     "Outside servers that added me, requests are billed to your own Generation API key: "
     "set one with `/settings api-key set`."
 )
@@ -55,20 +56,20 @@ class Payer(Enum):
     MEMBER = "member"
 
 
-BOT_NOT_IN_SERVER_SENTENCE = (
+BOT_NOT_IN_SERVER_SENTENCE = N_(
     "This server installed my commands without adding me: a server admin must add the bot "
     "to this server before they can be used here; nothing was charged."
 )
 """The one sentence a server install without the bot as a member gets."""
 
-NOT_YOUR_INSTALL_SENTENCE = (
+NOT_YOUR_INSTALL_SENTENCE = N_(
     "Only your own install of the app can bill you here; nothing was charged."
 )
 """The sentence for an interaction no install of the member's (nor a DM) authorised."""
 
-PAID_BY_SERVER = "this server"
-PAID_BY_KEY = "your key"
-PAID_BY_ALLOWANCE = "your allowance"
+PAID_BY_SERVER = N_("this server")
+PAID_BY_KEY = N_("your key")
+PAID_BY_ALLOWANCE = N_("your allowance")
 """How an answer's footer names who paid (``paid by this server``, ``paid by your key``,
 ``paid by your allowance``: the owner's shared key within ``PERSONAL_DAILY_BUDGET_CENTS``)."""
 

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from bot.domain import UNLIMITED, ModelLists, Tier
 from bot.errors import ValidationFailed, format_cents
+from bot.i18n import N_
 from bot.services import confusables
 
 ALL_MODELS = "*"
+
 """A model pattern that matches every model (admins type ``all``)."""
 
 MAX_PATTERNS = 50
@@ -142,15 +144,18 @@ def parse_models(text: str) -> tuple[str, ...]:
     """
     entries = [e.strip().casefold() for e in text.split(",") if e.strip()]
     if not entries:
-        raise ValidationFailed("Give model ids or prefixes separated by commas, or `all`.")
+        raise ValidationFailed(N_("Give model ids or prefixes separated by commas, or `all`."))
     if "all" in entries or ALL_MODELS in entries:
         return (ALL_MODELS,)
     if len(entries) > MAX_PATTERNS:
-        raise ValidationFailed(f"At most {MAX_PATTERNS} models or prefixes.")
+        raise ValidationFailed(
+            N_("At most {max_patterns} models or prefixes."), max_patterns=MAX_PATTERNS
+        )
     for entry in entries:
         if not _PATTERN.match(entry):
             raise ValidationFailed(
-                f"`{entry[:40]}` is not a model id or prefix (such as `motion-pro/`)."
+                N_("`{value}` is not a model id or prefix (such as `motion-pro/`)."),
+                value=entry[:40],
             )
     return tuple(dict.fromkeys(entries))
 

@@ -196,6 +196,9 @@ guild_settings = Table(
     Column("max_pending_videos_per_guild", Integer),
     Column("admin_channel_id", BigInteger),
     Column("notified_problem", Text),
+    # The language of the server's public cards an admin chose (/config language), a Discord
+    # locale code; NULL: Discord's preferred locale of the server.
+    Column("locale", Text),
 )
 
 

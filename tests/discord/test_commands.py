@@ -8,7 +8,7 @@ import discord
 import pytest
 
 from bot.discord.bot import EXTENSIONS, GenBot
-from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.command_list import CONFIG, LANGUAGES, MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
 from tests.support.stack import Stack
 
 
@@ -98,13 +98,10 @@ async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
     config = next(c for c in tree if c["name"] == "config")
     assert int(config["default_member_permissions"]) == 1 << 5  # Manage Server
     assert options_of(config, "api-key", "set") == {}  # the key comes through a modal
-    assert {o["name"] for o in config["options"]} >= {
-        "api-key",
-        "budget",
-        "limits",
-        "show",
-        "confirm-above",
-    }
+    assert {o["name"] for o in config["options"]} == CONFIG
+    language = options_of(config, "language")["language"]
+    assert tuple(c["value"] for c in language["choices"]) == LANGUAGES
+    assert language["required"]
 
 
 async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:

@@ -58,3 +58,26 @@ OPTIONS = {
     "jobs": ["member", "everyone", "show"],
 }
 """The options of the commands that take them directly, in Discord's order."""
+
+CONFIG = frozenset(
+    {
+        "admin-channel",
+        "api-key",
+        "blocked-terms",
+        "budget",
+        "channels",
+        "confirm-above",
+        "cooldown",
+        "language",
+        "limits",
+        "models",
+        "persona",
+        "sequence-length",
+        "show",
+        "tier",
+    }
+)
+"""``/config``'s subcommands and subcommand groups."""
+
+LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
+"""``/config language``'s choices, by value: the shipped locales, then the server's default."""

@@ -6,6 +6,7 @@ import discord
 
 from bot.domain import Kind
 from bot.errors import format_cents
+from bot.i18n import LANGUAGE_NAMES, N_, _, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
@@ -15,7 +16,7 @@ TOP_USERS = 10
 
 
 def _budget(cents: int | None) -> str:
-    return "unlimited" if cents is None else format_cents(cents)
+    return _("unlimited") if cents is None else format_cents(cents)
 
 
 def dashboard_link(public_url: str, guild_id: int) -> str:
@@ -25,36 +26,44 @@ def dashboard_link(public_url: str, guild_id: int) -> str:
 
 def config_embed(config: GuildConfig) -> discord.Embed:
     """Render a guild's settings; the key appears only as set or not, with its last 4."""
-    embed = discord.Embed(title="genbot settings", colour=discord.Colour.blurple())
+    embed = discord.Embed(title=_("genbot settings"), colour=discord.Colour.blurple())
     if config.key_source == "guild":
-        key = f"this server's own key, ending in `{config.key_last4}`"
+        last4 = f"`{config.key_last4}`"
+        key = _("this server's own key, ending in {last4}", last4=last4)
     elif config.key_source == "default":
-        key = "not set; the bot's default key is used"
+        key = _("not set; the bot's default key is used")
     else:
-        key = "not set; commands will not work until an admin runs `/config api-key set`"
+        key = _("not set; commands will not work until an admin runs `/config api-key set`")
     if not config.encryption_available:
-        key += "\n(the bot owner has not enabled key storage: `KEY_ENCRYPTION_KEY`)"
-    embed.add_field(name="API key", value=key, inline=False)
+        key += "\n" + _("(the bot owner has not enabled key storage: `KEY_ENCRYPTION_KEY`)")
+    embed.add_field(name=_("API key"), value=key, inline=False)
     limits = config.limits
-    embed.add_field(name="Monthly budget", value=_budget(limits.monthly_budget_cents))
-    embed.add_field(name="Daily budget per member", value=_budget(limits.user_daily_budget_cents))
+    embed.add_field(name=_("Monthly budget"), value=_budget(limits.monthly_budget_cents))
+    daily = _budget(limits.user_daily_budget_cents)
+    embed.add_field(name=_("Daily budget per member"), value=daily)
     embed.add_field(
-        name="Videos in progress",
-        value=f"{limits.max_pending_videos_per_user} per member, "
-        f"{limits.max_pending_videos_per_guild} per server",
+        name=_("Videos in progress"),
+        value=_(
+            "{member} per member, {server} per server",
+            member=number(limits.max_pending_videos_per_user),
+            server=number(limits.max_pending_videos_per_guild),
+        ),
     )
     channels = config.allowed_channel_ids
     embed.add_field(
-        name="Channels",
-        value=" ".join(f"<#{c}>" for c in sorted(channels))[:1024] if channels else "all",
+        name=_("Channels"),
+        value=" ".join(f"<#{c}>" for c in sorted(channels))[:1024] if channels else _("all"),
         inline=False,
     )
     admin = config.admin_channel_id
-    embed.add_field(name="Admin notices", value=f"<#{admin}>" if admin else "off", inline=False)
+    shown = f"<#{admin}>" if admin else _("off")
+    embed.add_field(name=_("Admin notices"), value=shown, inline=False)
+    language = LANGUAGE_NAMES.get(config.locale or "", _("server default"))
+    embed.add_field(name=_("Language of public messages"), value=language, inline=False)
     return embed
 
 
-NO_KEY_YET = (
+NO_KEY_YET = N_(
     "This server has no Generation API key yet, so members' commands cannot generate anything. "
     "Set one with `/config api-key set` (only admins see this)."
 )
@@ -70,22 +79,27 @@ def key_problem_notice(problem: str, *, shared: bool) -> str:
         shared: the server has no key of its own and uses the bot's default key: it cannot top
             that up, only tell the bot owner or set its own.
     """
-    if shared:
-        what = {
-            "unauthorized": "The Generation API rejected the bot's shared API key",
-            "insufficient_credits": "The bot's shared Generation API key is out of credits",
-        }[problem]
-        return (
-            f"{what} (this server has no key of its own); generation commands fail until the "
-            "bot's owner fixes it, or until an admin sets this server's own key with "
-            "`/config api-key set`."
+    if shared and problem == "unauthorized":
+        return _(
+            "The Generation API rejected the bot's shared API key (this server has no key of "
+            "its own); generation commands fail until the bot's owner fixes it, or until an "
+            "admin sets this server's own key with `/config api-key set`."
         )
-    return {
-        "unauthorized": "The Generation API rejected this server's API key. "
-        "Set a valid one with `/config api-key set`.",
-        "insufficient_credits": "The Generation API key of this server is out of credits; "
-        "generation commands will fail until it is topped up.",
-    }[problem]
+    if shared:
+        return _(
+            "The bot's shared Generation API key is out of credits (this server has no key of "
+            "its own); generation commands fail until the bot's owner fixes it, or until an "
+            "admin sets this server's own key with `/config api-key set`."
+        )
+    if problem == "unauthorized":
+        return _(
+            "The Generation API rejected this server's API key. "
+            "Set a valid one with `/config api-key set`."
+        )
+    return _(
+        "The Generation API key of this server is out of credits; "
+        "generation commands will fail until it is topped up."
+    )
 
 
 def missing_key_notice(key_fingerprint: str) -> str:
@@ -98,12 +112,14 @@ def missing_key_notice(key_fingerprint: str) -> str:
     Args:
         key_fingerprint: the key's fingerprint (never the key), as the logs show it.
     """
-    return (
-        f"A video or image made here waits: the API key it was made with (`{key_fingerprint}`) "
+    fingerprint = f"`{key_fingerprint}`"
+    return _(
+        "A video or image made here waits: the API key it was made with ({fingerprint}) "
         "is no longer configured. If this server's key was changed, set the previous one again "
         "with `/config api-key set` until it arrives; if it was the bot's shared key, only "
         "the bot's owner can bring it back (the bot's log says how). Nothing is lost: it is "
-        "checked again every few minutes."
+        "checked again every few minutes.",
+        fingerprint=fingerprint,
     )
 
 
@@ -116,9 +132,10 @@ def missing_permissions_notice(names: str) -> str:
     Args:
         names: the missing permissions as Discord's client names them, comma-separated.
     """
-    return (
-        f"I am missing these permissions in this server: {names}. Results and /chat need "
-        "them; please grant them to my role (Server Settings → Roles)."
+    return _(
+        "I am missing these permissions in this server: {names}. Results and /chat need "
+        "them; please grant them to my role (Server Settings → Roles).",
+        names=names,
     )
 
 
@@ -152,53 +169,68 @@ def old_key_note(change: KeyChange) -> str:
 
 def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
     """Render a usage report: a member's own (``user_id``) or the whole guild's (None)."""
-    title = "This server's usage" if user_id is None else "Usage"
+    title = _("This server's usage") if user_id is None else _("Usage")
     embed = discord.Embed(title=title, colour=discord.Colour.blurple())
     if user_id is not None:
         embed.description = f"<@{user_id}>"
-    embed.add_field(name="This month (UTC)", value=format_cents(report.month_cents))
-    embed.add_field(name="Today (UTC)", value=format_cents(report.today_cents))
+    embed.add_field(name=_("This month (UTC)"), value=format_cents(report.month_cents))
+    embed.add_field(name=_("Today (UTC)"), value=format_cents(report.today_cents))
     if report.reserved_cents:
-        embed.add_field(name="In flight", value=format_cents(report.reserved_cents))
-    kinds = " · ".join(f"{kind.value}: {format_cents(c)}" for kind, c in report.by_kind.items())
-    embed.add_field(name="By kind, this month", value=kinds, inline=False)
+        embed.add_field(name=_("In flight"), value=format_cents(report.reserved_cents))
+    kinds = " · ".join(
+        f"{kind_name(kind.value)}: {format_cents(c)}" for kind, c in report.by_kind.items()
+    )
+    embed.add_field(name=_("By kind, this month"), value=kinds, inline=False)
     if user_id is None and report.by_user:
         top = "\n".join(
-            f"{rank}. <@{member}> {format_cents(cents)}"
+            f"{number(rank)}. <@{member}> {format_cents(cents)}"
             for rank, (member, cents) in enumerate(report.by_user[:TOP_USERS], start=1)
         )
-        embed.add_field(name="Top members, this month", value=top, inline=False)
+        embed.add_field(name=_("Top members, this month"), value=top, inline=False)
     if report.by_model:
         models = "\n".join(
-            f"`{model}` × {count}: {format_cents(cents)}"
+            f"`{model}` × {number(count)}: {format_cents(cents)}"
             for model, count, cents in report.by_model[:TOP_USERS]
         )
-        embed.add_field(name="By model, this month", value=models[:1024], inline=False)
+        embed.add_field(name=_("By model, this month"), value=models[:1024], inline=False)
     if user_id is None and report.by_tier:
         tiers = "\n".join(f"{name}: {format_cents(cents)}" for name, cents in report.by_tier)
-        embed.add_field(name="By tier, this month", value=tiers[:1024], inline=False)
+        embed.add_field(name=_("By tier, this month"), value=tiers[:1024], inline=False)
     if user_id is None and report.anomalies:
         embed.add_field(
-            name="Charges to check",
-            value=(
-                f"{report.anomalies} charge(s) this month came with an amount that makes no "
-                "sense (negative, not a number, absurd); they are logged and not counted here. "
-                "Check them with the provider."
+            name=_("Charges to check"),
+            value=n_(
+                "{count} charge this month came with an amount that makes no sense (negative, "
+                "not a number, absurd); it is logged and not counted here. Check it with the "
+                "provider.",
+                "{count} charges this month came with an amount that makes no sense (negative, "
+                "not a number, absurd); they are logged and not counted here. Check them with "
+                "the provider.",
+                report.anomalies,
             ),
             inline=False,
         )
     if user_id is None and report.reused_task_ids:
         embed.add_field(
-            name="Task ids given again",
-            value=(
-                f"{report.reused_task_ids} task(s) this month got an id the service had given "
-                "the same key before. Each was charged and delivered on its own; tell the "
-                "provider their task ids repeat."
+            name=_("Task ids given again"),
+            value=n_(
+                "{count} task this month got an id the service had given the same key before. "
+                "It was charged and delivered on its own; tell the provider their task ids "
+                "repeat.",
+                "{count} tasks this month got an id the service had given the same key before. "
+                "Each was charged and delivered on its own; tell the provider their task ids "
+                "repeat.",
+                report.reused_task_ids,
             ),
             inline=False,
         )
     if report.last_remaining_credits_cents is not None:
-        embed.set_footer(
-            text=f"Credits left on the key: {format_cents(report.last_remaining_credits_cents)}"
-        )
+        left = format_cents(report.last_remaining_credits_cents)
+        embed.set_footer(text=_("Credits left on the key: {amount}", amount=left))
     return embed
+
+
+def kind_name(kind: str) -> str:
+    """What a job makes, for people: ``"video"``, ``"image"``, ``"text"`` in the locale."""
+    names = {"video": _("video"), "image": _("image"), "text": _("text")}
+    return names.get(kind, kind)

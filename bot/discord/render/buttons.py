@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Final, Literal
 
 from bot.errors import format_cents
+from bot.i18n import N_, _
 
 Action = Literal["again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join"]
 ACTIONS: Final[tuple[Action, ...]] = (
@@ -34,16 +35,17 @@ CUSTOM_ID: Final = r"gb:(?P<action>" + "|".join(ACTIONS) + "):" + _REF
 """The template every action button's custom id matches."""
 
 _LABELS: Final[dict[Action, str]] = {
-    "again": "Again",
-    "vary": "Vary",
-    "animate": "Animate",
-    "edit": "Edit",
-    "delete": "Delete",
-    "show": "Show result",
-    "continue": "Continue",
-    "remix": "Remix",
-    "join": "Join",
+    "again": N_("Again"),
+    "vary": N_("Vary"),
+    "animate": N_("Animate"),
+    "edit": N_("Edit"),
+    "delete": N_("Delete"),
+    "show": N_("Show result"),
+    "continue": N_("Continue"),
+    "remix": N_("Remix"),
+    "join": N_("Join"),
 }
+"""English labels, shown through the catalogue (:func:`bot.i18n._`) in the message's locale."""
 
 
 def custom_id(action: Action, ref: str) -> str:
@@ -93,7 +95,7 @@ def result_buttons(
         actions = ("again", "vary", "delete")
     price = "" if price_cents is None else f" · {format_cents(price_cents)}"
     return tuple(
-        (_LABELS[a] + (price if a in ("again", "vary", "remix") else ""), custom_id(a, ref))
+        (_(_LABELS[a]) + (price if a in ("again", "vary", "remix") else ""), custom_id(a, ref))
         for a in actions
     )
 
@@ -105,7 +107,7 @@ def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
     for 15 minutes; a click brings a fresh interaction token, answered by updating the card
     with the job's current state (its result once finished).
     """
-    return ((_LABELS["show"], custom_id("show", f"j{job_id}")),)
+    return ((_(_LABELS["show"]), custom_id("show", f"j{job_id}")),)
 
 
 DM_ACTIONS: Final[frozenset[Action]] = frozenset({"delete"})
@@ -130,21 +132,26 @@ def confirm_text(price_cents: Decimal | None, threshold_cents: Decimal) -> str:
     ``price_cents`` None: the catalogue's price is unusable (NaN, infinite, negative), so the
     cost is unknown and may be above the threshold: asked too.
     """
+    threshold = format_cents(threshold_cents)
     if price_cents is None:
-        return (
+        return _(
             "The service lists no usable price for this model, so its cost is unknown; this "
-            f"server asks before spending more than {format_cents(threshold_cents)}. Generate "
-            "it? (This question expires in 5 minutes.)"
+            "server asks before spending more than {threshold}. Generate it? (This question "
+            "expires in 5 minutes.)",
+            threshold=threshold,
         )
-    return (
-        f"This costs {format_cents(price_cents)}, above this server's confirmation threshold "
-        f"of {format_cents(threshold_cents)}. Generate it? (This question expires in 5 minutes.)"
+    return _(
+        "This costs {price}, above this server's confirmation threshold of {threshold}. "
+        "Generate it? (This question expires in 5 minutes.)",
+        price=format_cents(price_cents),
+        threshold=threshold,
     )
 
 
 def confirm_label(price_cents: Decimal | None) -> str:
     """The confirming button's label: ``Generate · $0.50`` (``Generate · price unknown``)."""
-    return f"Generate · {'price unknown' if price_cents is None else format_cents(price_cents)}"
+    price = _("price unknown") if price_cents is None else format_cents(price_cents)
+    return _("Generate · {price}", price=price)
 
 
 SUGGESTED_CONFIRM_ABOVE_CENTS: Final = Decimal(100)
@@ -155,8 +162,9 @@ of the cheaper models runs at once, a long or premium one asks first."""
 def confirm_above_text(threshold_cents: Decimal | None) -> str:
     """The ``/config show`` line of the confirmation threshold, with a suggestion when off."""
     if threshold_cents is not None:
-        return f"Requests above {format_cents(threshold_cents)} ask for confirmation first."
-    return (
-        "Off: requests run at once. On a paid key, consider "
-        f"`/config confirm-above {SUGGESTED_CONFIRM_ABOVE_CENTS / 100:.2f}`."
-    )
+        return _(
+            "Requests above {amount} ask for confirmation first.",
+            amount=format_cents(threshold_cents),
+        )
+    command = f"`/config confirm-above {SUGGESTED_CONFIRM_ABOVE_CENTS / 100:.2f}`"
+    return _("Off: requests run at once. On a paid key, consider {command}.", command=command)

@@ -11,6 +11,7 @@ from bot.discord.render import limits
 from bot.discord.render.text import truncate
 from bot.errors import format_cents
 from bot.genapi.wire import Catalogue, ImageModel, TextModel, VideoModel
+from bot.i18n import _, number
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")
@@ -51,15 +52,20 @@ def catalogue_pages(
         if available is not None:
             ids = [m.id for m in _models(catalogue, each)]
             entries = [
-                (name if available(model_id) else f"{name} (not available to you)", value)
+                (name if available(model_id) else _unavailable(name), value)
                 for model_id, (name, value) in zip(ids, entries, strict=True)
             ]
         pages += _kind_pages(each, entries)
     if not pages:
-        what = "models" if kind is None else f"{kind} models"
-        pages = [discord.Embed(title="Models", description=f"No {what} are available.")]
-    for number, page in enumerate(pages, start=1):
-        page.set_footer(text=f"Page {number}/{len(pages)}")
+        none = {
+            None: _("No models are available."),
+            "video": _("No video models are available."),
+            "image": _("No image models are available."),
+            "text": _("No text models are available."),
+        }[kind]
+        pages = [discord.Embed(title=_("Models"), description=none)]
+    for index, page in enumerate(pages, start=1):
+        page.set_footer(text=_("Page {page}/{pages}", page=number(index), pages=number(len(pages))))
     return pages
 
 
@@ -79,7 +85,7 @@ def _entries(catalogue: Catalogue, kind: str) -> list[tuple[str, str]]:
 
 def _kind_pages(kind: str, entries: list[tuple[str, str]]) -> list[discord.Embed]:
     pages: list[discord.Embed] = []
-    title = f"{kind.capitalize()} models"
+    title = {"video": _("Video models"), "image": _("Image models")}.get(kind) or _("Text models")
     page: discord.Embed | None = None
     for name, value in entries:
         full = page is not None and (
@@ -89,21 +95,21 @@ def _kind_pages(kind: str, entries: list[tuple[str, str]]) -> list[discord.Embed
         if page is None or full:
             page = discord.Embed(title=title, colour=CATALOGUE_COLOUR)
             if not pages:
-                page.description = f"{len(entries)} available"
+                page.description = _("{count} available", count=number(len(entries)))
             pages.append(page)
         page.add_field(name=name, value=value, inline=True)
     return pages
 
 
 def _video_entry(model: VideoModel) -> tuple[str, str]:
-    durations = ", ".join(f"{seconds:g} s" for seconds in model.durations) or "—"
+    durations = ", ".join(_("{seconds} s", seconds=number(s)) for s in model.durations) or "—"
+    audio, lock = _yes_no(model.supports_audio), _yes_no(model.supports_lock_camera)
     lines = [
         _code(model.id),
-        f"Tier: {model.tier} · Mode: {model.mode}",
-        f"Durations: {durations}",
-        f"Audio: {_yes_no(model.supports_audio)} · "
-        f"Camera lock: {_yes_no(model.supports_lock_camera)}",
-        f"{format_cents(model.cost_cents_per_5s)} per 5 s",
+        _("Tier: {tier} · Mode: {mode}", tier=model.tier, mode=model.mode),
+        _("Durations: {durations}", durations=durations),
+        _("Audio: {audio} · Camera lock: {lock}", audio=audio, lock=lock),
+        _("{amount} per 5 s", amount=format_cents(model.cost_cents_per_5s)),
     ]
     return _name(model.label), truncate("\n".join(lines), limits.FIELD_VALUE)
 
@@ -126,5 +132,9 @@ def _code(text: str) -> str:
     return f"`{text.replace('`', 'ˋ')}`"
 
 
+def _unavailable(name: str) -> str:
+    return _("{name} (not available to you)", name=name)
+
+
 def _yes_no(flag: bool) -> str:
-    return "yes" if flag else "no"
+    return _("yes") if flag else _("no")

@@ -12,6 +12,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import answer_messages
 from bot.discord.render.text import one_line, truncate
 from bot.errors import format_cents
+from bot.i18n import _, n_, number, using
 from bot.services.conversations import ChatAnswer
 from bot.services.personal import PAID_BY_SERVER
 
@@ -36,20 +37,26 @@ def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
     items = [discord.utils.escape_markdown(reply.model)]
     tokens = reply.prompt_tokens + reply.completion_tokens
     if tokens:
-        items.append(f"{tokens:,} tokens")
+        items.append(n_("{count} token", "{count} tokens", tokens))
     items.append(format_cents(reply.cost_cents))
     # A conversation lives in a server's channels and threads: the server always pays.
-    items.append(f"paid by {PAID_BY_SERVER}")
+    items.append(_("paid by {payer}", payer=_(PAID_BY_SERVER)))
     if reply.carried == 0:
-        items.append("no earlier turns sent")
+        items.append(_("no earlier turns sent"))
     else:
-        plural = "turn" if reply.carried == 1 else "turns"
-        items.append(f"carried {reply.carried} earlier {plural}")
+        items.append(
+            n_("carried {count} earlier turn", "carried {count} earlier turns", reply.carried)
+        )
     if sandbox:
-        items.append("sandbox")
+        items.append(_("sandbox"))
     footer = truncate("-# " + " · ".join(items), 200)
     if reply.dropped:
-        footer += f"\n-# Earlier turns are no longer sent: {reply.dropped} of {reply.history}."
+        dropped = _(
+            "Earlier turns are no longer sent: {dropped} of {history}.",
+            dropped=number(reply.dropped),
+            history=number(reply.history),
+        )
+        footer += f"\n-# {dropped}"
     return footer
 
 
@@ -61,23 +68,29 @@ SUMMARISE_TEMPLATE = r"gbchat:sum:(?P<thread>[0-9]{1,20})"
 
 def summarise_button(thread_id: int) -> tuple[str, str]:
     """The ``(label, custom_id)`` of the Summarise button of ``thread_id``'s answers."""
-    return ("Summarise earlier turns", SUMMARISE_ID.format(thread_id=thread_id))
+    return (_("Summarise earlier turns"), SUMMARISE_ID.format(thread_id=thread_id))
 
 
 def chat_answer(
-    reply: ChatAnswer, *, sandbox: bool, thread_id: int | None = None
+    reply: ChatAnswer,
+    *,
+    sandbox: bool,
+    thread_id: int | None = None,
+    locale: str | None = None,
 ) -> list[MessageParts]:
     """The messages answering a turn, split as ``/text``'s are (code blocks intact).
 
     Past :data:`ATTACH_OVER` characters the answer is one message: an excerpt, the footer and
     the whole answer attached as ``answer.md``. Nothing pings (the answer is the model's text,
     the labels carry members' names). When the bound dropped turns and the thread is known,
-    the last message carries the Summarise button.
+    the last message carries the Summarise button. ``locale``: the server's (the thread is
+    public); None: the current answer's. The model's answer is never translated.
     """
-    parts = _chat_messages(reply, sandbox=sandbox)
-    if reply.dropped and thread_id is not None:
-        parts[-1] = replace(parts[-1], action_buttons=(summarise_button(thread_id),))
-    return parts
+    with using(locale):
+        parts = _chat_messages(reply, sandbox=sandbox)
+        if reply.dropped and thread_id is not None:
+            parts[-1] = replace(parts[-1], action_buttons=(summarise_button(thread_id),))
+        return parts
 
 
 def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
@@ -89,9 +102,13 @@ def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
 def thread_lines(threads: list[tuple[int, int, Decimal]], limit: int = 10) -> str:
     """``/usage``'s conversations field: ``<#thread> · 3 turns · $0.02``, the first ``limit``."""
     lines = [
-        f"<#{thread_id}> · {calls} turn{'s' if calls != 1 else ''} · {format_cents(cents)}"
+        f"<#{thread_id}> · {_turns(calls)} · {format_cents(cents)}"
         for thread_id, calls, cents in threads[:limit]
     ]
     if len(threads) > limit:
-        lines.append(f"and {len(threads) - limit} more")
+        lines.append(_("and {count} more", count=number(len(threads) - limit)))
     return truncate("\n".join(lines), limits.FIELD_VALUE)
+
+
+def _turns(calls: int) -> str:
+    return n_("{count} turn", "{count} turns", calls)

@@ -19,6 +19,7 @@ from bot.discord.render.jobs import NO_REASON, JobView
 from bot.discord.render.results import is_web_url
 from bot.discord.render.text import format_duration, one_line, truncate
 from bot.errors import format_cents
+from bot.i18n import _, number
 from bot.services.personal import is_personal
 
 LIST_COLOUR = discord.Colour.blurple()
@@ -99,14 +100,7 @@ def job_list_pages(
         (mentions inside embeds never ping).
     """
     if not jobs:
-        return [
-            discord.Embed(
-                title="Jobs",
-                description=f"No jobs in {whose} history yet: videos and images that take a "
-                "while appear here.",
-                colour=LIST_COLOUR,
-            )
-        ]
+        return [discord.Embed(title=_("Jobs"), description=_empty(whose), colour=LIST_COLOUR)]
     pages: list[discord.Embed] = []
     page: discord.Embed | None = None
     for job in jobs:
@@ -117,14 +111,40 @@ def job_list_pages(
             or len(page) + len(name) + len(value) > limits.EMBED_TOTAL - _FOOTER_ROOM
         )
         if page is None or full:
-            page = discord.Embed(title="Jobs", colour=LIST_COLOUR)
+            page = discord.Embed(title=_("Jobs"), colour=LIST_COLOUR)
             if not pages:
-                page.description = f"{len(jobs)} most recent of {whose} jobs, newest first."
+                page.description = _most_recent(whose, len(jobs))
             pages.append(page)
         page.add_field(name=name, value=value, inline=False)
-    for number, each in enumerate(pages, start=1):
-        each.set_footer(text=f"Page {number}/{len(pages)}")
+    for index, each in enumerate(pages, start=1):
+        each.set_footer(text=_("Page {page}/{pages}", page=number(index), pages=number(len(pages))))
     return pages
+
+
+def _empty(whose: str) -> str:
+    """The page of an empty history; ``whose`` as :func:`job_list_pages` takes it."""
+    if whose == "your":
+        return _("No jobs in your history yet: videos and images that take a while appear here.")
+    if whose == "this server's":
+        return _(
+            "No jobs in this server's history yet: videos and images that take a while appear here."
+        )
+    member = whose.removesuffix("'s")
+    return _(
+        "No jobs in {member}'s history yet: videos and images that take a while appear here.",
+        member=member,
+    )
+
+
+def _most_recent(whose: str, count: int) -> str:
+    """The first page's description; ``whose`` as :func:`job_list_pages` takes it."""
+    shown = number(count)
+    if whose == "your":
+        return _("{count} most recent of your jobs, newest first.", count=shown)
+    if whose == "this server's":
+        return _("{count} most recent of this server's jobs, newest first.", count=shown)
+    member = whose.removesuffix("'s")
+    return _("{count} most recent of {member}'s jobs, newest first.", count=shown, member=member)
 
 
 def _entry(
@@ -136,13 +156,14 @@ def _entry(
     show_requester: bool,
 ) -> tuple[str, str]:
     status = str(job.status)
-    noun = "Video" if job.kind == "video" else "Image"
+    noun = _("Video") if job.kind == "video" else _("Image")
     icon = _ICONS.get(status, "•")
     name = truncate(f"{icon} {noun} #{job.id} · {job.model}", limits.FIELD_NAME)
     state = _status_line(job, status, now, estimate)
-    tail = f"Cost {format_cents(job.cost_cents)}"
+    tail = _("Cost {amount}", amount=format_cents(job.cost_cents))
     if show_requester:
-        tail += f" · by <@{job.user_id}>"
+        member = f"<@{job.user_id}>"
+        tail += " · " + _("by {member}", member=member)
     # The links come before the prompt: they may be the only way to the result, and a
     # provider's signed URL can be long. Each is shown whole or not at all.
     room = limits.FIELD_VALUE - len(state) - len(tail) - _MIN_PROMPT_CHARS - 3
@@ -154,7 +175,7 @@ def _entry(
         shown.append(link)
     links = " · ".join(shown)
     if len(shown) < len(every):
-        more = "more in its message" if message is not None else "links too long to list"
+        more = _("more in its message") if message is not None else _("links too long to list")
         links += (" · " if links else "") + more
     prompt_room = limits.FIELD_VALUE - len(state) - len(tail) - len(links) - 4
     prompt = truncate(f"> {_plain(job.prompt_summary) or '—'}", min(_PROMPT_CHARS, prompt_room))
@@ -163,31 +184,48 @@ def _entry(
 
 
 def _status_line(job: ListedJob, status: str, now: float, estimate: float | None) -> str:
-    started = f"started <t:{int(job.created_at)}:R>"
+    at = f"<t:{int(job.created_at)}:R>"
+    started = _("started {when}", when=at)
     if status == "pending" and job.unwatched_at is not None:
         # /jobs has just polled it again (cogs/jobs.py): say so, rather than a stale estimate.
         elapsed = format_duration(max(0.0, now - job.created_at))
-        return (
-            f"Still processing at the service after {elapsed} · {started} · checked again now;"
-            " the bot no longer checks it by itself, `/jobs` does"
+        return _(
+            "Still processing at the service after {elapsed} · {started} · checked again now; "
+            "the bot no longer checks it by itself, `/jobs` does",
+            elapsed=elapsed,
+            started=started,
         )
     if status == "pending":
         elapsed = format_duration(max(0.0, now - job.created_at))
-        ready = f"ready <t:{int(estimate)}:R>" if estimate is not None else "no estimate yet"
-        return f"Processing · {started} · {elapsed} elapsed · {ready}"
+        if estimate is not None:
+            at_estimate = f"<t:{int(estimate)}:R>"
+            ready = _("ready {when}", when=at_estimate)
+        else:
+            ready = _("no estimate yet")
+        return _(
+            "Processing · {started} · {elapsed} elapsed · {ready}",
+            started=started,
+            elapsed=elapsed,
+            ready=ready,
+        )
     when = f" <t:{int(job.finished_at)}:R>" if job.finished_at is not None else ""
     if status == "completed":
-        took = ""
+        line = _("Completed")
         if job.finished_at is not None:
-            took = f" in {format_duration(job.finished_at - job.created_at)}"
-        line = f"Completed{took} ·{when or ' ' + started}"
+            took = format_duration(job.finished_at - job.created_at)
+            line = _("Completed in {duration}", duration=took)
+        line += f" ·{when or ' ' + started}"
         if job.delivery_route == "jobs":
-            line += " · could not be posted in its channel or by DM: the links here are its result"
-            line += f"; `/jobs show:{job.id}` posts its card"
+            show = f"`/jobs show:{job.id}`"
+            line += " · " + _(
+                "could not be posted in its channel or by DM: the links here are its result; "
+                "{command} posts its card",
+                command=show,
+            )
         return line
     reason = truncate(_plain(one_line(job.error or "")), _REASON_CHARS)
     if status == "failed":
-        return f"Failed{when}: {reason or NO_REASON}"
+        return _("Failed") + f"{when}: {reason or _(NO_REASON)}"
     # A status added after this module: shown by name, with the service's note if any.
     label = status.replace("_", " ").capitalize() or "Unknown"
     return f"{label}{when or ' · ' + started}" + (f": {reason}" if reason else "")
@@ -205,14 +243,14 @@ def _message_link(job: ListedJob, overrides: Mapping[int, str | None]) -> str | 
 
 
 def _links(job: ListedJob, message: str | None) -> list[str]:
-    noun = "Video" if job.kind == "video" else "Image"
+    noun = _("Video") if job.kind == "video" else _("Image")
     urls = [url for url in job.outputs if is_web_url(url)]
     links = [
-        f"[{noun}{'' if len(urls) == 1 else f' {number}'}]({url})"
-        for number, url in enumerate(urls, start=1)
+        f"[{noun}{'' if len(urls) == 1 else f' {index}'}]({url})"
+        for index, url in enumerate(urls, start=1)
     ]
     if message is not None:
-        links.insert(0, f"[Message]({message})")
+        links.insert(0, f"[{_('Message')}]({message})")
     return links
 
 

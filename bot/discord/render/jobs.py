@@ -20,13 +20,14 @@ from bot.discord.render.parts import Card, MessageParts, ping_only
 from bot.discord.render.results import image_buttons, is_web_url
 from bot.discord.render.text import format_duration, one_line, truncate
 from bot.errors import format_cents
+from bot.i18n import N_, _, number, using
 
 PENDING_COLOUR = discord.Colour.blurple()
 DONE_COLOUR = discord.Colour.green()
 FAILED_COLOUR = discord.Colour.red()
 QUEUED_COLOUR = discord.Colour.light_grey()
 UNWATCHED_COLOUR = discord.Colour.orange()
-NO_REASON = "The service gave no reason."
+NO_REASON = N_("The service gave no reason.")
 CARD_LINKS: Final = 1000
 """Characters of result links a card shows (long signed URLs add up)."""
 CARD_PROMPT: Final = 1500
@@ -99,14 +100,21 @@ def posted_later(channel_id: int) -> str:
     button, where "this channel" would be the DM (docs/architecture.md, delivery routes:
     the channel, then a direct message, then ``/jobs``).
     """
-    return (
-        f"the result will be posted in <#{channel_id}> when it is ready (or sent to you by "
-        "direct message, or listed in `/jobs`, if I cannot post there)"
+    channel = f"<#{channel_id}>"
+    return _(
+        "the result will be posted in {channel} when it is ready (or sent to you by "
+        "direct message, or listed in `/jobs`, if I cannot post there)",
+        channel=channel,
     )
 
 
 def job_placeholder(
-    job: JobView, *, now: float, sandbox: bool, ready_at: float | None = None
+    job: JobView,
+    *,
+    now: float,
+    sandbox: bool,
+    ready_at: float | None = None,
+    locale: str | None = None,
 ) -> MessageParts:
     """Build the public placeholder shown while ``job`` is pending.
 
@@ -121,30 +129,35 @@ def job_placeholder(
         sandbox: whether the job runs on the sandbox service (noted in the footer).
         ready_at: the estimated finish (``PollSchedule.estimated_finish``), UTC epoch
             seconds, shown as ``ready <t:…:R>``; None when there is no estimate.
+        locale: the server's locale (a public card); None: the current answer's.
 
     Returns:
         The message, to send first and then to edit in place; it pings nobody.
     """
-    elapsed = format_duration(now - job.created_at)
-    status = f"Running · started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
-    if ready_at is not None and ready_at > now:
-        status += f" · ready <t:{int(ready_at)}:R>"
-    embed = _job_embed(job, f"Generating {_noun(job)}…", PENDING_COLOUR, status, sandbox=sandbox)
-    queued = job.poll_count == 0
-    timing = f"started <t:{int(job.created_at)}:R> · {elapsed} elapsed"
-    if ready_at is not None and ready_at > now:
-        timing += f" · ready <t:{int(ready_at)}:R>"
-    card = _card(
-        job,
-        "queued" if queued else "running",
-        QUEUED_COLOUR if queued else PENDING_COLOUR,
-        timing,
-        sandbox=sandbox,
-    )
-    return MessageParts(embeds=(embed,), card=card)
+    with using(locale):
+        elapsed = format_duration(now - job.created_at)
+        started = f"<t:{int(job.created_at)}:R>"
+        timing = _("started {when} · {elapsed} elapsed", when=started, elapsed=elapsed)
+        if ready_at is not None and ready_at > now:
+            ready = f"<t:{int(ready_at)}:R>"
+            timing += " · " + _("ready {when}", when=ready)
+        status = _("Running") + " · " + timing
+        title = _("Generating video…") if job.kind == "video" else _("Generating image…")
+        embed = _job_embed(job, title, PENDING_COLOUR, status, sandbox=sandbox)
+        queued = job.poll_count == 0
+        card = _card(
+            job,
+            _("queued") if queued else _("running"),
+            QUEUED_COLOUR if queued else PENDING_COLOUR,
+            timing,
+            sandbox=sandbox,
+        )
+        return MessageParts(embeds=(embed,), card=card)
 
 
-def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
+def job_unwatched(
+    job: JobView, *, now: float, sandbox: bool, locale: str | None = None
+) -> MessageParts:
     """Build the placeholder of a job the bot stopped watching, still processing at the service.
 
     Not a failure: the service may still finish it (and charged for it), so the status says
@@ -154,23 +167,26 @@ def job_unwatched(job: JobView, *, now: float, sandbox: bool) -> MessageParts:
         job: the pending job.
         now: the current time, UTC epoch seconds.
         sandbox: whether the job runs on the sandbox service.
+        locale: the server's locale (a public card); None: the current answer's.
 
     Returns:
         The placeholder to edit in; it pings nobody.
     """
-    elapsed = format_duration(now - job.created_at)
-    status = (
-        f"Still processing at the service after {elapsed}; the bot stopped checking it. "
-        "Use `/jobs` to check again: a result that arrives later is still shown."
-    )
-    embed = _job_embed(
-        job, f"{_noun(job).capitalize()} still processing", PENDING_COLOUR, status, sandbox=sandbox
-    )
-    card = _card(job, "stopped watching", UNWATCHED_COLOUR, status, sandbox=sandbox)
-    return MessageParts(embeds=(embed,), card=card)
+    with using(locale):
+        status = _(
+            "Still processing at the service after {elapsed}; the bot stopped checking it. "
+            "Use `/jobs` to check again: a result that arrives later is still shown.",
+            elapsed=format_duration(now - job.created_at),
+        )
+        title = _("Video still processing") if job.kind == "video" else _("Image still processing")
+        embed = _job_embed(job, title, PENDING_COLOUR, status, sandbox=sandbox)
+        card = _card(job, _("stopped watching"), UNWATCHED_COLOUR, status, sandbox=sandbox)
+        return MessageParts(embeds=(embed,), card=card)
 
 
-def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> MessageParts:
+def job_finished(
+    job: JobView, *, sandbox: bool, ref: str | None = None, locale: str | None = None
+) -> MessageParts:
     """Build what the placeholder becomes once ``job`` has finished.
 
     A completed video puts its URL alone in the content, so Discord shows its player, with a
@@ -184,6 +200,7 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
         sandbox: whether the job ran on the sandbox service.
         ref: the job's button reference (``j<job id>``): adds the restart-safe action
             buttons (:func:`bot.discord.render.buttons.result_buttons`); None adds none.
+        locale: the server's locale (a public card); None: the current answer's.
 
     Returns:
         The message; it pings nobody, since an edit cannot notify (see :func:`completion_reply`).
@@ -191,42 +208,43 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
     Raises:
         ValueError: when the job is still pending.
     """
-    parts = dataclasses.replace(_finished(job, sandbox=sandbox), card=_finished_card(job, sandbox))
-    if ref is None:
-        return parts
-    price = job.cost_cents if job.kind == "video" else None
-    actions = result_buttons(
-        job.kind,
-        ref,
-        completed=job.status == "completed",
-        price_cents=price,
-        joinable=clip_number(job) >= 2,
-    )
-    return dataclasses.replace(parts, action_buttons=actions)
+    with using(locale):
+        finished = _finished(job, sandbox=sandbox)
+        parts = dataclasses.replace(finished, card=_finished_card(job, sandbox))
+        if ref is None:
+            return parts
+        price = job.cost_cents if job.kind == "video" else None
+        actions = result_buttons(
+            job.kind,
+            ref,
+            completed=job.status == "completed",
+            price_cents=price,
+            joinable=clip_number(job) >= 2,
+        )
+        return dataclasses.replace(parts, action_buttons=actions)
 
 
 def _finished(job: JobView, *, sandbox: bool) -> MessageParts:
     if job.status == "pending":
         raise ValueError("a pending job has not finished")
-    noun = _noun(job)
+    video = job.kind == "video"
     if job.status != "completed":
-        embed = _job_embed(
-            job, f"{noun.capitalize()} failed", FAILED_COLOUR, "Failed", sandbox=sandbox
-        )
-        embed.add_field(
-            name="Reason", value=truncate(job.error or NO_REASON, limits.FIELD_VALUE), inline=False
-        )
+        title = _("Video failed") if video else _("Image failed")
+        embed = _job_embed(job, title, FAILED_COLOUR, _("Failed"), sandbox=sandbox)
+        # The service's reason is its own words, never translated.
+        reason = truncate(job.error or _(NO_REASON), limits.FIELD_VALUE)
+        embed.add_field(name=_("Reason"), value=reason, inline=False)
         return MessageParts(embeds=(embed,))
 
-    took = ""
+    status = _("Completed")
     if job.finished_at is not None:
-        took = f" in {format_duration(job.finished_at - job.created_at)}"
+        took = format_duration(job.finished_at - job.created_at)
+        status = _("Completed in {duration}", duration=took)
     urls = [url for url in job.outputs if is_web_url(url)]
-    embed = _job_embed(
-        job, f"{noun.capitalize()} ready", DONE_COLOUR, f"Completed{took}", sandbox=sandbox
-    )
+    title = _("Video ready") if video else _("Image ready")
+    embed = _job_embed(job, title, DONE_COLOUR, status, sandbox=sandbox)
     if not urls:
-        embed.add_field(name="Result", value=f"The service returned no {noun}.", inline=False)
+        embed.add_field(name=_("Result"), value=_none_returned(job), inline=False)
         return MessageParts(embeds=(embed,))
     if job.kind == "video":
         return _finished_video(embed, urls)
@@ -247,9 +265,9 @@ def _finished_video(embed: discord.Embed, urls: list[str]) -> MessageParts:
         lines.append(url)
     buttons = [url for url in urls if len(url) <= limits.BUTTON_URL][: limits.BUTTONS]
     labels = (
-        ["Open video"]
+        [_("Open video")]
         if len(buttons) == 1
-        else [f"Open video {number}" for number in range(1, len(buttons) + 1)]
+        else [_("Open video {number}", number=number) for number in range(1, len(buttons) + 1)]
     )
     return MessageParts(
         content="\n".join(lines) or None,
@@ -261,17 +279,17 @@ def _finished_video(embed: discord.Embed, urls: list[str]) -> MessageParts:
 def _finished_card(job: JobView, sandbox: bool) -> Card:
     took = ""
     if job.finished_at is not None:
-        took = f"took {format_duration(job.finished_at - job.created_at)}"
+        took = _("took {duration}", duration=format_duration(job.finished_at - job.created_at))
     if job.status != "completed":
-        reason = truncate(job.error or NO_REASON, limits.FIELD_VALUE)
-        card = _card(job, "failed", FAILED_COLOUR, took, sandbox=sandbox)
-        return dataclasses.replace(card, notes=(f"**Reason:** {reason}", *card.notes))
-    card = _card(job, "done", DONE_COLOUR, took, sandbox=sandbox)
+        reason = truncate(job.error or _(NO_REASON), limits.FIELD_VALUE)
+        card = _card(job, _("failed"), FAILED_COLOUR, took, sandbox=sandbox)
+        note = _("**Reason:** {reason}", reason=reason)
+        return dataclasses.replace(card, notes=(note, *card.notes))
+    card = _card(job, _("done"), DONE_COLOUR, took, sandbox=sandbox)
     urls = [url for url in job.outputs if is_web_url(url)][: limits.FILES_PER_MESSAGE]
     if not urls:
-        note = f"The service returned no {_noun(job)}."
-        return dataclasses.replace(card, notes=(note, *card.notes))
-    media = tuple((url, f"{_noun(job)} {n}") for n, url in enumerate(urls, start=1))
+        return dataclasses.replace(card, notes=(_none_returned(job), *card.notes))
+    media = tuple((url, _media_name(job, n)) for n, url in enumerate(urls, start=1))
     # The links stay in the text so the result can be found even when the media cannot show.
     links = truncate("\n".join(urls), CARD_LINKS)
     return dataclasses.replace(card, media=media, notes=(links, *card.notes))
@@ -301,19 +319,19 @@ def with_files(
         The message with the note, and the card pointing at the attachments.
     """
     if note is not None and parts.embeds:
-        parts.embeds[0].add_field(name="File", value=note, inline=False)
+        parts.embeds[0].add_field(name=_("File"), value=note, inline=False)
     card = parts.card
     if card is None:
         return parts
     media = card.media
     if show_attached and files:
-        kind = media[0][1] if media else "result"
+        kind = media[0][1] if media else _("result")
         media = tuple((f"attachment://{name}", kind) for name in files)
     notes = card.notes if note is None else (*card.notes[:-1], note, card.notes[-1])
     return dataclasses.replace(parts, card=dataclasses.replace(card, media=media, notes=notes))
 
 
-def completion_reply(job: JobView) -> MessageParts:
+def completion_reply(job: JobView, *, locale: str | None = None) -> MessageParts:
     """Build the reply to the placeholder that tells the requester their job is done.
 
     "<@user> your video is ready." or "<@user> your video failed: reason." It is the only job
@@ -322,6 +340,7 @@ def completion_reply(job: JobView) -> MessageParts:
 
     Args:
         job: the finished job.
+        locale: the server's locale (a public reply); None: the current answer's.
 
     Returns:
         The reply, allowed to ping ``job.user_id`` only.
@@ -332,18 +351,39 @@ def completion_reply(job: JobView) -> MessageParts:
     if job.status == "pending":
         raise ValueError("a pending job has no completion to announce")
     mention = f"<@{job.user_id}>"
-    noun = _noun(job)
-    if job.status == "completed":
-        content = f"{mention} your {noun} is ready."
-    else:
-        reason = one_line(job.error or "") or NO_REASON
-        reason = discord.utils.escape_mentions(reason.rstrip(".")) or NO_REASON.rstrip(".")
-        content = f"{mention} your {noun} failed: {truncate(reason, _REPLY_REASON_CHARS)}."
+    video = job.kind == "video"
+    with using(locale):
+        if job.status == "completed":
+            if video:
+                content = _("{mention} your video is ready.", mention=mention)
+            else:
+                content = _("{mention} your image is ready.", mention=mention)
+        else:
+            none = _(NO_REASON)
+            reason = one_line(job.error or "") or none
+            reason = discord.utils.escape_mentions(reason.rstrip(".")) or none.rstrip(".")
+            reason = truncate(reason, _REPLY_REASON_CHARS)
+            if video:
+                content = _(
+                    "{mention} your video failed: {reason}.", mention=mention, reason=reason
+                )
+            else:
+                content = _(
+                    "{mention} your image failed: {reason}.", mention=mention, reason=reason
+                )
     return MessageParts(content=content, allowed_mentions=ping_only(job.user_id))
 
 
-def _noun(job: JobView) -> str:
-    return "video" if job.kind == "video" else "image"
+def _none_returned(job: JobView) -> str:
+    if job.kind == "video":
+        return _("The service returned no video.")
+    return _("The service returned no image.")
+
+
+def _media_name(job: JobView, number: int) -> str:
+    if job.kind == "video":
+        return _("video {number}", number=number)
+    return _("image {number}", number=number)
 
 
 def base_card(
@@ -355,28 +395,26 @@ def base_card(
 
 def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sandbox: bool) -> Card:
     """The card every job message shares; the last note is always the requester's line."""
-    title = f"**{_noun(job).capitalize()}** · {state}"
+    title = f"**{_('Video') if job.kind == 'video' else _('Image')}** · {state}"
     prompt = discord.utils.escape_mentions(truncate(job.prompt_summary, CARD_PROMPT))
     quoted = "\n".join(f"> {line}" for line in prompt.splitlines() if line.strip())
-    shown = [
-        v if n in ("Duration", "Aspect ratio") else f"{n.lower()} {v}"
-        for n, v in _option_fields(job)
-    ]
+    shown = [v if inline else f"{n.lower()} {v}" for n, v, inline in _option_fields(job)]
     options = " · ".join([f"`{truncate(job.model, 200)}`", *shown])
-    spent = "charged" if job.status != "pending" else "reserved"
-    lines = [
-        title,
-        quoted or "> (no prompt)",
-        f"{options} · {format_cents(job.cost_cents)} {spent}",
-    ]
+    amount = format_cents(job.cost_cents)
+    if job.status != "pending":
+        spent = _("{amount} charged", amount=amount)
+    else:
+        spent = _("{amount} reserved", amount=amount)
+    lines = [title, quoted or "> " + _("(no prompt)"), f"{options} · {spent}"]
     lines += sequence_lines(job)
-    footer = f"Requested by <@{job.user_id}>"
+    member = f"<@{job.user_id}>"
+    footer = _("Requested by {member}", member=member)
     if timing:
         footer += f" · {timing}"
     if paid := _paid_by(job):
         footer += f" · {paid}"
     if sandbox:
-        footer += " · sandbox"
+        footer += " · " + _("sandbox")
     return Card(accent=colour.value, texts=("\n".join(lines),), notes=(f"-# {footer}",))
 
 
@@ -386,7 +424,10 @@ def _paid_by(job: JobView) -> str | None:
     Recorded with the job when it was submitted (``details["paid_by"]``); None for older jobs.
     """
     paid = job.details.get("paid_by")
-    return f"paid by {paid}" if isinstance(paid, str) and paid else None
+    if not isinstance(paid, str) or not paid:
+        return None
+    # Stored in English with the job (bot.services.personal marks its phrases), read here.
+    return _("paid by {payer}", payer=_(paid))
 
 
 def _job_embed(
@@ -398,16 +439,18 @@ def _job_embed(
         description=truncate(job.prompt_summary, limits.EMBED_DESCRIPTION) or None,
         colour=colour,
     )
-    embed.add_field(name="Model", value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
-    for name, value in _option_fields(job):
+    embed.add_field(name=_("Model"), value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
+    for name, value, _inline in _option_fields(job):
         embed.add_field(name=name, value=truncate(value, limits.FIELD_VALUE))
-    embed.add_field(name="Cost", value=f"{format_cents(job.cost_cents)} charged")
-    embed.add_field(name="Requested by", value=f"<@{job.user_id}>")
-    embed.add_field(name="Status", value=status, inline=False)
+    cost = _("{amount} charged", amount=format_cents(job.cost_cents))
+    embed.add_field(name=_("Cost"), value=cost)
+    embed.add_field(name=_("Requested by"), value=f"<@{job.user_id}>")
+    embed.add_field(name=_("Status"), value=status, inline=False)
     continued = sequence_lines(job)
     if continued:
-        embed.add_field(name="Sequence", value="\n".join(continued), inline=False)
-    footer = " · ".join(item for item in (_paid_by(job), "sandbox" if sandbox else None) if item)
+        embed.add_field(name=_("Sequence"), value="\n".join(continued), inline=False)
+    marks = (_paid_by(job), _("sandbox") if sandbox else None)
+    footer = " · ".join(item for item in marks if item)
     if footer:
         embed.set_footer(text=footer)
     return embed
@@ -434,29 +477,37 @@ def sequence_lines(job: JobView) -> list[str]:
     if not isinstance(previous, int) or isinstance(previous, bool):
         return []
     link = job.details.get("continues_link")
-    named = f"video #{previous}"
+    named = _("video #{number}", number=previous)
     if isinstance(link, str) and link.startswith("https://discord.com/channels/"):
         named = f"[{named}]({link})"
     number = clip_number(job)
-    lines = [f"Clip {number} · continues {named}" if number else f"Continues {named}"]
+    lines = [
+        _("Clip {number} · continues {previous}", number=number, previous=named)
+        if number
+        else _("Continues {previous}", previous=named)
+    ]
     if number > SUGGEST_CUT_AFTER:
         lines.append(
-            "-# Continued clips drift in colour and contrast: consider a cut here (a fresh "
-            "`/video`) and Join the parts."
+            "-# "
+            + _(
+                "Continued clips drift in colour and contrast: consider a cut here (a fresh "
+                "`/video`) and Join the parts."
+            )
         )
     return lines
 
 
-def _option_fields(job: JobView) -> list[tuple[str, str]]:
+def _option_fields(job: JobView) -> list[tuple[str, str, bool]]:
+    """The job's options for people: (name, value, whether the card shows the value alone)."""
     details = job.details
-    fields: list[tuple[str, str]] = []
+    fields: list[tuple[str, str, bool]] = []
     duration = details.get("duration")
     if job.kind == "video" and isinstance(duration, int | float):
-        fields.append(("Duration", f"{duration:g} s"))
+        fields.append((_("Duration"), _("{seconds} s", seconds=number(duration)), True))
     if details.get("aspect_ratio"):
-        fields.append(("Aspect ratio", str(details["aspect_ratio"])))
+        fields.append((_("Aspect ratio"), str(details["aspect_ratio"]), True))
     # Shown only when the request set them; otherwise the service's default applied.
-    for key, name in (("generate_audio", "Audio"), ("lock_camera", "Camera lock")):
+    for key, name in (("generate_audio", _("Audio")), ("lock_camera", _("Camera lock"))):
         if job.kind == "video" and isinstance(details.get(key), bool):
-            fields.append((name, "yes" if details[key] else "no"))
+            fields.append((name, _("yes") if details[key] else _("no"), False))
     return fields

@@ -13,6 +13,10 @@ from bot.discord.render.parts import Card, MessageParts
 from bot.discord.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
 from bot.errors import format_cents
 from bot.genapi.wire import ImageResult, TextResult
+from bot.i18n import N_, _, n_, number, using
+
+EMPTY_ANSWER = N_("The model gave an empty answer.")
+"""Said (in italics) where the model's answer is empty."""
 
 ANSWER_FILENAME = "answer.md"
 # Long enough to show what the answer is about, short enough not to bury the attachment.
@@ -34,17 +38,21 @@ def text_answer(
     attach_over: int = 6000,
     ref: str | None = None,
     paid_by: str | None = None,
+    locale: str | None = None,
 ) -> list[MessageParts]:
     """Build the messages answering ``/text``, with the action buttons on the last one.
 
     As :func:`_text_messages`; ``ref`` (``r<id>``) adds Again, Vary and Delete
     (:func:`bot.discord.render.buttons.result_buttons`) to the last message; None adds none. This is
-    the form of answers too long for :func:`text_card`, and its fallback.
+    the form of answers too long for :func:`text_card`, and its fallback. ``locale``: the
+    server's, for a public answer (None: the current answer's); the model's words are its own.
     """
-    messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over, paid_by=paid_by)
-    if ref is not None:
-        messages[-1] = dataclasses.replace(messages[-1], action_buttons=result_buttons("text", ref))
-    return messages
+    with using(locale):
+        messages = _text_messages(result, sandbox=sandbox, attach_over=attach_over, paid_by=paid_by)
+        if ref is not None:
+            actions = result_buttons("text", ref)
+            messages[-1] = dataclasses.replace(messages[-1], action_buttons=actions)
+        return messages
 
 
 def _text_messages(
@@ -94,7 +102,11 @@ def answer_messages(content: str, footer: str, *, attach_over: int) -> list[Mess
         The messages to send in order.
     """
     if len(content) > attach_over:
-        note = f"-# The full answer ({len(content):,} characters) is attached as {ANSWER_FILENAME}."
+        note = "-# " + _(
+            "The full answer ({count} characters) is attached as {file}.",
+            count=number(len(content)),
+            file=ANSWER_FILENAME,
+        )
         return [
             MessageParts(
                 content=f"{_excerpt(content)}\n…\n{note}\n{footer}",
@@ -103,7 +115,7 @@ def answer_messages(content: str, footer: str, *, attach_over: int) -> list[Mess
         ]
     chunks = split_message(content, limits.CONTENT)
     if not chunks:
-        return [MessageParts(content=f"*The model gave an empty answer.*\n{footer}")]
+        return [MessageParts(content=f"*{_(EMPTY_ANSWER)}*\n{footer}")]
     last = chunks[-1].rstrip()
     if len(last) + 1 + len(footer) <= limits.CONTENT and not ends_inside_fence(last):
         chunks[-1] = f"{last}\n{footer}"
@@ -113,7 +125,12 @@ def answer_messages(content: str, footer: str, *, attach_over: int) -> list[Mess
 
 
 def text_card(
-    result: TextResult, *, sandbox: bool, ref: str | None = None, paid_by: str | None = None
+    result: TextResult,
+    *,
+    sandbox: bool,
+    ref: str | None = None,
+    paid_by: str | None = None,
+    locale: str | None = None,
 ) -> MessageParts | None:
     """Build the answer to ``/text`` as one Components V2 card, when it fits one.
 
@@ -126,6 +143,7 @@ def text_card(
         sandbox: whether the answer came from the sandbox service.
         ref: the result's button reference (``r<id>``): adds Again, Vary and Delete.
         paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
+        locale: the server's, for a public answer; None: the current answer's.
 
     Returns:
         The card, or None for a longer answer (:func:`text_answer` splits or attaches it,
@@ -134,11 +152,12 @@ def text_card(
     content = result.content.strip()
     if len(content) > CARD_ANSWER:
         return None
-    footer = _text_footer(result, sandbox=sandbox, paid_by=paid_by)
-    answer = content or "*The model gave an empty answer.*"
-    card = Card(DONE_COLOUR.value, (answer,), notes=(footer,))
-    actions = () if ref is None else result_buttons("text", ref)
-    return MessageParts(card=card, action_buttons=actions)
+    with using(locale):
+        footer = _text_footer(result, sandbox=sandbox, paid_by=paid_by)
+        answer = content or f"*{_(EMPTY_ANSWER)}*"
+        card = Card(DONE_COLOUR.value, (answer,), notes=(footer,))
+        actions = () if ref is None else result_buttons("text", ref)
+        return MessageParts(card=card, action_buttons=actions)
 
 
 def _excerpt(content: str) -> str:
@@ -151,12 +170,13 @@ def _text_footer(result: TextResult, *, sandbox: bool, paid_by: str | None = Non
     items = [discord.utils.escape_markdown(result.model)]
     # A service that does not report usage sends zeros; "0 tokens" would be misleading.
     if result.usage.total_tokens:
-        items.append(f"{result.usage.total_tokens:,} tokens")
+        tokens = result.usage.total_tokens
+        items.append(n_("{count} token", "{count} tokens", tokens))
     items.append(format_cents(result.cost_cents))
     if paid_by:
-        items.append(f"paid by {paid_by}")
+        items.append(_("paid by {payer}", payer=_(paid_by)))
     if sandbox:
-        items.append("sandbox")
+        items.append(_("sandbox"))
     # "-# " makes the line Discord's small grey subtext.
     return truncate("-# " + " · ".join(items), 200)
 
@@ -170,6 +190,7 @@ def image_result(
     sandbox: bool,
     ref: str | None = None,
     paid_by: str | None = None,
+    locale: str | None = None,
 ) -> MessageParts:
     """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
@@ -190,10 +211,24 @@ def image_result(
         ref: the result's button reference (``r<id>``): adds Again, Vary, Animate, Edit and
             Delete; None adds none.
         paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
+        locale: the server's, for a public answer; None: the current answer's.
 
     Returns:
         The message; it pings nobody, as the requester is waiting on the reply anyway.
     """
+    with using(locale):
+        return _image_result(result, prompt, model, requester_id, sandbox, ref, paid_by)
+
+
+def _image_result(
+    result: ImageResult,
+    prompt: str,
+    model: str,
+    requester_id: int,
+    sandbox: bool,
+    ref: str | None,
+    paid_by: str | None,
+) -> MessageParts:
     urls = [url for url in result.outputs if is_web_url(url)]
     embeds = [
         discord.Embed(colour=IMAGE_COLOUR).set_image(url=url)
@@ -202,13 +237,14 @@ def image_result(
     if not embeds:
         embeds = [discord.Embed(colour=IMAGE_COLOUR)]
     first = embeds[0]
-    first.title = truncate(one_line(prompt) or "Image", limits.EMBED_TITLE)
-    first.description = f"Requested by <@{requester_id}>"
+    first.title = truncate(one_line(prompt) or _("Image"), limits.EMBED_TITLE)
+    member = f"<@{requester_id}>"
+    first.description = _("Requested by {member}", member=member)
     if not urls:
-        first.description += "\nThe service returned no image."
+        first.description += "\n" + _("The service returned no image.")
     footer = [model, format_cents(result.cost_cents)]
-    footer += [f"paid by {paid_by}"] if paid_by else []
-    footer += ["sandbox"] if sandbox else []
+    footer += [_("paid by {payer}", payer=_(paid_by))] if paid_by else []
+    footer += [_("sandbox")] if sandbox else []
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
     actions = () if ref is None or not urls else result_buttons("image", ref)
     return MessageParts(
@@ -231,18 +267,23 @@ def _image_card(
     """The job card's look for a synchronous image: done, the gallery, the links."""
     shown = discord.utils.escape_mentions(truncate(prompt, CARD_PROMPT))
     quoted = "\n".join(f"> {line}" for line in shown.splitlines() if line.strip())
+    charged = _("{amount} charged", amount=format_cents(cost_cents))
     head = "\n".join(
         (
-            "**Image** · done",
-            quoted or "> (no prompt)",
-            f"`{truncate(model, 200)}` · {format_cents(cost_cents)} charged",
+            f"**{_('Image')}** · {_('done')}",
+            quoted or "> " + _("(no prompt)"),
+            f"`{truncate(model, 200)}` · {charged}",
         )
     )
-    footer = f"-# Requested by <@{requester_id}>" + (f" · paid by {paid_by}" if paid_by else "")
-    footer += " · sandbox" if sandbox else ""
+    member = f"<@{requester_id}>"
+    footer = "-# " + _("Requested by {member}", member=member)
+    footer += (" · " + _("paid by {payer}", payer=_(paid_by))) if paid_by else ""
+    footer += (" · " + _("sandbox")) if sandbox else ""
     if not urls:
-        return Card(DONE_COLOUR.value, (head,), notes=("The service returned no image.", footer))
-    media = tuple((url, f"image {n}") for n, url in enumerate(urls[: limits.FILES_PER_MESSAGE], 1))
+        note = _("The service returned no image.")
+        return Card(DONE_COLOUR.value, (head,), notes=(note, footer))
+    shown_urls = urls[: limits.FILES_PER_MESSAGE]
+    media = tuple((url, _("image {number}", number=n)) for n, url in enumerate(shown_urls, 1))
     links = truncate("\n".join(urls[: limits.FILES_PER_MESSAGE]), 1500)
     return Card(DONE_COLOUR.value, (head,), media=media, notes=(links, footer))
 
@@ -258,7 +299,7 @@ def image_buttons(urls: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], .
     A URL longer than a link button allows (512 characters) gets no button.
     """
     return tuple(
-        (f"Open image {number}", url)
-        for number, url in enumerate(urls, start=1)
+        (_("Open image {number}", number=index), url)
+        for index, url in enumerate(urls, start=1)
         if is_web_url(url) and len(url) <= limits.BUTTON_URL
     )[: limits.BUTTONS]

@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import IntEnum
 
+from babel.units import format_unit
+
 from bot.discord.render import limits
+from bot.i18n import SOURCE, current, locale_of
 
 ELLIPSIS = "…"
 
@@ -58,11 +61,21 @@ def format_duration(seconds: float) -> str:
     """Render a duration for people: ``"45 s"``, ``"2 m 05 s"``, ``"1 h 02 m"``.
 
     Rounded to whole seconds; negative durations (clock skew) show as ``"0 s"``. Past an hour
-    the seconds are dropped, as nobody waiting on a video cares about them.
+    the seconds are dropped, as nobody waiting on a video cares about them. In another locale
+    than English, the locale's unit words by Babel (``"2 Min. 5 Sek."``, ``"1 時間 2 分"``).
     """
     total = max(0, round(seconds))
     hours, rest = divmod(total, 3600)
     minutes, secs = divmod(rest, 60)
+    if current() != SOURCE:
+        # The locale's own unit words and number forms (CLDR, "short": "2 Min. 5 Sek.").
+        where = locale_of()
+        shown = [(secs, "duration-second")]
+        if hours:
+            shown = [(hours, "duration-hour"), (minutes, "duration-minute")]
+        elif minutes:
+            shown = [(minutes, "duration-minute"), (secs, "duration-second")]
+        return " ".join(format_unit(v, u, length="short", locale=where) for v, u in shown)
     if hours:
         return f"{hours} h {minutes:02d} m"
     if minutes:

@@ -193,6 +193,7 @@ class GuildStore:
             allowed_channel_ids=frozenset(r["channel_id"] for r in channels),
             admin_channel_id=row["admin_channel_id"],
             notified_problem=row["notified_problem"],
+            locale=row["locale"],
         )
 
     async def _update(self, guild_id: int, values: Mapping[str, object]) -> None:
@@ -249,6 +250,10 @@ class GuildStore:
     async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
         """Set (or with None, clear) the channel for admin notices."""
         await self._update(guild_id, {"admin_channel_id": channel_id})
+
+    async def set_locale(self, guild_id: int, locale: str | None) -> None:
+        """Set (or with None, clear) the language of the server's public messages."""
+        await self._update(guild_id, {"locale": locale})
 
     async def set_notified_problem(self, guild_id: int, problem: str | None) -> bool:
         """Record the problem admins were last told about (None = resolved).

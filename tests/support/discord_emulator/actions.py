@@ -310,7 +310,7 @@ class UserActions:
             "channel_id": str(channel_id),
             "token": token,
             "version": 1,
-            "locale": "en-US",
+            "locale": self.world.users[user_id].locale,
             "entitlements": [],
             "entitlement_sku_ids": [],
             "authorizing_integration_owners": owners,
@@ -338,11 +338,11 @@ class UserActions:
                 # app_permissions): only what a webhook-like response can use.
                 app_permissions = perms.USER_INSTALL_APP_PERMISSIONS
             payload.update(
-                guild={"id": str(guild_id), "locale": "en-US", "features": []},
+                guild={"id": str(guild_id), "locale": guild.preferred_locale, "features": []},
                 guild_id=str(guild_id),
                 channel=channel_payload(channel, permissions),
                 member=member_payload(self.world, member, permissions=permissions),
-                guild_locale="en-US",
+                guild_locale=guild.preferred_locale,
             )
         else:
             channel = self.world.channels[channel_id]

@@ -210,12 +210,20 @@ class DiscordEmulator(UserActions):
 
     # -- world setup -----------------------------------------------------------------------
 
-    def add_user(self, name: str) -> User:
-        """Create a global user (joins guilds implicitly when invoking)."""
-        return self.world.add_user(name)
+    def add_user(self, name: str, *, locale: str = "en-US") -> User:
+        """Create a global user (joins guilds implicitly when invoking).
+
+        ``locale``: the member's client language, sent as each interaction's ``locale``.
+        """
+        return self.world.add_user(name, locale=locale)
 
     def add_guild(
-        self, name: str = "Test Guild", *, owner_id: int | None = None, with_bot: bool = True
+        self,
+        name: str = "Test Guild",
+        *,
+        owner_id: int | None = None,
+        with_bot: bool = True,
+        preferred_locale: str = "en-US",
     ) -> Guild:
         """Create a guild with @everyone, a "general" text channel and the bot as member.
 
@@ -224,7 +232,7 @@ class DiscordEmulator(UserActions):
         answers 403 50001 Missing Access, as for a bot that was removed.
         """
         owner = owner_id if owner_id is not None else self.add_user(f"{name} owner").id
-        guild = self.world.add_guild(name, owner)
+        guild = self.world.add_guild(name, owner, preferred_locale=preferred_locale)
         if not with_bot:
             del guild.members[self.bot_user.id]
             return guild

@@ -50,6 +50,8 @@ class User:
     username: str
     global_name: str | None = None
     bot: bool = False
+    locale: str = "en-US"
+    """The client language, sent as every interaction's ``locale`` (Discord's Locales)."""
 
     @property
     def name(self) -> str:
@@ -125,6 +127,9 @@ class Guild:
     channels: dict[int, Channel] = field(default_factory=dict)
     members: dict[int, Member] = field(default_factory=dict)
     joined_at: str = field(default_factory=iso_now)
+    preferred_locale: str = "en-US"
+    """Server Settings → Community's language: the guild's ``preferred_locale`` and every
+    interaction's ``guild_locale``."""
 
     @property
     def everyone_role(self) -> Role:
@@ -350,15 +355,17 @@ class World:
         self.dm_recipients[channel.id] = user_id
         return channel
 
-    def add_user(self, name: str, *, bot: bool = False) -> User:
-        """Create a global user."""
-        user = User(id=self.snowflake(), username=name, global_name=name, bot=bot)
+    def add_user(self, name: str, *, bot: bool = False, locale: str = "en-US") -> User:
+        """Create a global user (``locale``: the client language its interactions carry)."""
+        user = User(id=self.snowflake(), username=name, global_name=name, bot=bot, locale=locale)
         self.users[user.id] = user
         return user
 
-    def add_guild(self, name: str, owner_id: int) -> Guild:
+    def add_guild(self, name: str, owner_id: int, *, preferred_locale: str = "en-US") -> Guild:
         """Create a guild with @everyone, the bot's managed role and a "general" channel."""
-        guild = Guild(id=self.snowflake(), name=name, owner_id=owner_id)
+        guild = Guild(
+            id=self.snowflake(), name=name, owner_id=owner_id, preferred_locale=preferred_locale
+        )
         guild.roles[guild.id] = Role(guild.id, "@everyone", perms.DEFAULT_MEMBER_PERMISSIONS)
         bot_role = Role(
             self.snowflake(),

@@ -173,7 +173,7 @@ def guild_payload(world: World, guild: Guild) -> dict[str, Any]:
         "banner": None,
         "premium_tier": 0,
         "premium_subscription_count": 0,
-        "preferred_locale": "en-US",
+        "preferred_locale": guild.preferred_locale,
         "nsfw_level": 0,
         "premium_progress_bar_enabled": False,
         "region": "deprecated",

@@ -162,7 +162,9 @@ def bot_env(
 ) -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
+        # The tests' own import path after the checkout's (a dependency installed beside the
+        # venv for a run reaches the bot too).
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "DISCORD_TOKEN": BOT_TOKEN,
         "GENAPI_BASE_URL": api.base_url,
         "GENAPI_API_KEY": key,

@@ -1,0 +1,1 @@
+"""Maintainers ' tools, run from the repository root (``python -m tools.<name>``)."""
