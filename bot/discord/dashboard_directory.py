@@ -13,7 +13,9 @@ from typing import Any
 
 import discord
 
-from bot.domain import MemberAccess
+from bot.discord.bot import post_admin_line
+from bot.discord.render.policy import audit_lines
+from bot.domain import AuditEntry, MemberAccess
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +90,25 @@ class RestDirectory:
         except (discord.NotFound, discord.Forbidden):
             return []
         return [str(a["url"]) for a in message.get("attachments", []) if a.get("url")]
+
+    async def roles(self, guild_id: int) -> list[tuple[int, str]]:
+        """Return the server's roles a tier may name, highest first: (id, name).
+
+        @everyone (whose id is the guild's: Discord never lists it among a member's roles, so
+        a tier on it would never apply) and integrations' managed roles are left out.
+
+        Raises:
+            discord.HTTPException: Discord failed.
+        """
+        found = await self._client.http.get_roles(guild_id)
+        kept = [r for r in found if int(r["id"]) != guild_id and not r.get("managed", False)]
+        kept.sort(key=lambda r: -int(r.get("position", 0)))
+        return [(int(r["id"]), str(r.get("name", ""))) for r in kept]
+
+    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        """Post changes made on the dashboard in the admin channel, worded as ``/config``'s.
+
+        Failures are logged by :func:`bot.discord.bot.post_admin_line`, never raised.
+        """
+        if entries:
+            await post_admin_line(self._client, guild_id, channel_id, audit_lines(entries))

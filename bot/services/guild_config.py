@@ -532,11 +532,12 @@ class GuildConfigService:
         return values
 
     async def record_changes(
-        self, guild_id: int, user_id: int, before: dict[str, str]
+        self, guild_id: int, user_id: int, before: dict[str, str], *, via: str = "discord"
     ) -> list[AuditEntry]:
         """Compare the settings with ``before`` (a :meth:`snapshot`) and log each change.
 
-        Every changed, added or removed setting becomes one audit row (who, what, old, new).
+        Every changed, added or removed setting becomes one audit row (who, what, old, new,
+        and ``via``: ``"discord"`` for ``/config``, ``"web"`` for the dashboard).
 
         Returns:
             The entries written, in the snapshot's order; empty if nothing changed.
@@ -545,7 +546,13 @@ class GuildConfigService:
         now = self._clock.time()
         entries = [
             AuditEntry(
-                guild_id, user_id, what, before.get(what, NO_VALUE), after.get(what, NO_VALUE), now
+                guild_id,
+                user_id,
+                what,
+                before.get(what, NO_VALUE),
+                after.get(what, NO_VALUE),
+                now,
+                via,
             )
             for what in [*after, *(w for w in before if w not in after)]
             if before.get(what) != after.get(what)

@@ -97,6 +97,8 @@ config_audit = Table(
     Column("old", Text, nullable=False),
     Column("new", Text, nullable=False),
     Column("at", Double, nullable=False),
+    # Where the change was made: "discord" (/config) or "web" (the dashboard).
+    Column("via", Text, nullable=False, server_default="discord"),
 )
 Index("config_audit_guild", config_audit.c.guild_id, config_audit.c.id)
 
