@@ -260,3 +260,158 @@ async def test_in_a_browser_a_member_sees_my_results_and_404_on_the_server(
         response = await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}{path}")
         assert response is not None and response.status == 404
     assert [e for e in tab.errors if "404" not in e] == []
+
+
+# -- editing the server's settings in a browser ----------------------------------------------
+
+CHEAP_VIDEO = "aurora-lite/text-to-video"  # 20 cents per 5 s
+
+
+async def as_member(world: World, user_id: int, name: str, options: dict[str, Any]) -> str:
+    return (await world.answer(await world.command(name, options, user_id=user_id))).content
+
+
+async def admin_channel(world: World) -> int:
+    """The server's admin channel (set once with /config admin-channel)."""
+    channels = [c for c in world.discord.world.channels.values() if c.name == "admin-log"]
+    if channels:
+        return int(channels[0].id)
+    channel = world.discord.add_channel(world.guild.id, "admin-log")
+    answer = await world.answer(
+        await world.command("config", {"channel": channel}, admin=True, subcommand="admin-channel")
+    )
+    assert answer.ephemeral
+    return int(channel.id)
+
+
+async def posted(world: World, channel_id: int, text: str) -> str:
+    message = await world.discord.wait_for_message(
+        lambda m: m.channel_id == channel_id and text in m.content,
+        include_existing=True,
+        timeout=10,
+    )
+    return str(message.content)
+
+
+async def test_in_a_browser_a_tier_allowance_set_on_the_web_judges_the_next_video(
+    world: World, chromium: Any
+) -> None:
+    log_channel = await admin_channel(world)
+    role = world.discord.add_role(world.guild.id, "Patron")
+    patron = world.discord.add_user("patron")
+    world.discord.give_role(world.guild.id, patron.id, role.id)
+    tab = await open_tab(chromium, "editor")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}")
+    await page.click("nav.tabs >> text=Tiers")
+    form = page.locator("#new-tier")
+    await form.locator("select[name=role_id]").select_option(str(role.id))
+    await form.locator("input[name=daily]").fill("0.10")
+    await page.wait_for_selector("#new-tier .unsaved-note")  # shown before leaving the page
+    await tab.shoot("tiers-unsaved")
+    await form.locator("button[type=submit]").click()
+    await page.wait_for_selector("#form-notice")
+    assert await page.inner_text("#form-notice") == "Saved."
+    await tab.shoot("tiers")
+    video = {"prompt": "a fox at dawn", "model": CHEAP_VIDEO, "duration": 5}
+    refused = await as_member(world, patron.id, "video", video)
+    assert "Your daily allowance ($0.10, role Patron)" in refused
+    # Raised on the web: the very next /video is accepted.
+    tier = page.locator(f"#tier-{role.id}")
+    await tier.locator("input[name=daily]").fill("5")
+    await tier.locator("button[value=save]").click()
+    await page.wait_for_selector("#form-notice")
+    assert "on its way" in await as_member(world, patron.id, "video", video)
+    # The audit log and the admin channel name the change, made on the web.
+    await page.click("nav.tabs >> text=Audit log")
+    row = page.locator("tr", has_text="tier Patron").filter(has_text="daily per member").first
+    assert "web" in await row.inner_text()
+    line = await posted(world, log_channel, "daily per member: $0.10 → $5.00")
+    assert line.startswith(f"<@{world.admin.id}> changed the bot's settings on the web dashboard")
+    assert (tab.errors, tab.failed) == ([], [])
+
+
+async def test_in_a_browser_try_a_prompt_agrees_with_the_command(
+    world: World, chromium: Any
+) -> None:
+    tab = await open_tab(chromium, "terms")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}/settings/blocked-terms")
+    await page.fill("#add-term input[name=term]", "Moon Beam")
+    await page.click("#add-term button[type=submit]")
+    await page.wait_for_selector("#form-notice")
+    prompt = "a MOON\u200b BEAM over the sea"  # a hidden character does not hide the term
+    await page.fill("#try input[name=prompt]", prompt)
+    await page.click("#try button[type=submit]")
+    assert "blocked term moon beam" in await page.inner_text("#try-result")
+    await tab.shoot("blocked-terms")
+    refused = await as_member(world, world.member.id, "text", {"prompt": prompt})
+    assert refused == "This prompt uses a term this server does not allow; nothing was sent."
+    await page.fill("#try input[name=prompt]", "moonbeams over the sea")
+    await page.click("#try button[type=submit]")
+    assert (await page.inner_text("#try-result")).startswith("Allowed")
+    allowed = await as_member(world, world.member.id, "text", {"prompt": "moonbeams over the sea"})
+    assert "does not allow" not in allowed
+    assert (tab.errors, tab.failed) == ([], [])
+
+
+async def test_in_a_browser_a_viewer_has_no_forms_and_forged_posts_change_nothing(
+    world: World, chromium: Any
+) -> None:
+    base = dashboard_url(world)
+    role = world.discord.add_role(world.guild.id, "Treasurer")
+    viewer = world.discord.add_user("treasurer")
+    world.discord.give_role(world.guild.id, viewer.id, role.id)
+    admin_tab = await open_tab(chromium, "access")
+    await sign_in(world, admin_tab, world.admin.id)
+    page = admin_tab.page
+    await page.goto(f"{base}/servers/{world.guild.id}/settings/access")
+    row = page.locator("tr", has_text="Treasurer")
+    await row.locator("select[name=access]").select_option("view")
+    await row.locator("button[type=submit]").click()
+    await page.wait_for_selector("#form-notice")
+    tab = await open_tab(chromium, "viewer")
+    await sign_in(world, tab, viewer.id)
+    tiers_url = f"{base}/servers/{world.guild.id}/settings/tiers"
+    for path in ("tiers", "budgets", "blocked-terms", "access"):
+        await tab.page.goto(f"{base}/servers/{world.guild.id}/settings/{path}")
+        await tab.page.wait_for_selector("#view-only")
+        assert await tab.page.locator("main form[method=post]").count() == 0, path
+    await tab.shoot("viewer-tiers")
+    token = await tab.page.locator("header input[name=token]").get_attribute("value")
+    forged = {"token": token or "", "base": "", "role_id": str(role.id), "daily": "99"}
+    answer = await tab.page.request.post(tiers_url, form=forged, headers={"Origin": base})
+    assert answer.status == 403
+    # A cross-site POST riding the admin's session: no token, a foreign Origin.
+    cross = await page.request.post(
+        tiers_url,
+        form={"role_id": str(role.id), "daily": "99", "action": "save"},
+        headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+    )
+    assert cross.status == 403
+    await page.goto(tiers_url)
+    assert await page.locator(f"#tier-{role.id}").count() == 0  # no tier was made
+
+
+async def test_in_a_browser_two_saves_of_one_setting_the_later_is_told(
+    world: World, chromium: Any
+) -> None:
+    base = dashboard_url(world)
+    first, second = await open_tab(chromium, "first"), await open_tab(chromium, "second")
+    url = f"{base}/servers/{world.guild.id}/settings/budgets"
+    for tab in (first, second):
+        await sign_in(world, tab, world.admin.id)
+        await tab.page.goto(url)
+    await first.page.fill("input[name=monthly]", "40")
+    await second.page.fill("input[name=monthly]", "60")
+    await first.page.click("main button[type=submit]")
+    await first.page.wait_for_selector("#form-notice")
+    await second.page.click("main button[type=submit]")
+    await second.page.wait_for_selector("#form-error")
+    assert "changed this setting since you opened the page" in await second.page.inner_text(
+        "#form-error"
+    )
+    assert await second.page.input_value("input[name=monthly]") == "40.00"
+    await second.shoot("budgets-conflict")
