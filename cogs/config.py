@@ -50,6 +50,8 @@ COMMANDS = [
     app_commands.Choice(name="image", value="image"),
     app_commands.Choice(name="video", value="video"),
 ]
+SHOWCASE_SET = "Showcase channel updated: shared results are posted there."
+SHOWCASE_CLEARED = "Showcase channel cleared: shared results stay on the dashboard only."
 NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
 
@@ -322,6 +324,21 @@ class ConfigCog(
         async with audited(self.service, interaction):
             await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
         await self._show(interaction, "Admin channel updated.")
+
+    @app_commands.command(name="showcase")
+    async def showcase(
+        self, interaction: discord.Interaction[GenBot], channel: discord.TextChannel | None = None
+    ) -> None:
+        """Set where results members share are posted (leave empty to stop posting them).
+
+        Args:
+            interaction: the interaction.
+            channel: the showcase channel; shared results are posted there with a Vote button
+        """
+        who = requester(interaction)
+        async with audited(self.service, interaction):
+            await self.service.set_showcase_channel(who.guild_id, channel.id if channel else None)
+        await self._show(interaction, SHOWCASE_SET if channel else SHOWCASE_CLEARED)
 
     @app_commands.command(name="confirm-above")
     async def confirm_above(self, interaction: discord.Interaction[GenBot], dollars: str) -> None:

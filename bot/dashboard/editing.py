@@ -46,6 +46,8 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import describe_models, find_blocked_term, parse_models
+from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
+from bot.services.showcase import ShowcaseService
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ CHANGED_MEANWHILE: Final = (
 NOT_AN_EDITOR: Final = "You may view this server's settings but not change them."
 TOO_MANY_WRITES: Final = "Too many changes in a minute; wait a little and save again."
 UNKNOWN_ROLE: Final = "Pick one of the server's roles."
+NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
 BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
 
 
@@ -166,6 +169,9 @@ def add_all_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
     routes.add_post(f"{base}/blocked-terms", pages.save_term)
     routes.add_get(f"{base}/access", pages.access)
     routes.add_post(f"{base}/access", pages.save_access)
+    routes.add_get("/servers/{guild_id}/showcase", pages.showcase)
+    routes.add_post("/servers/{guild_id}/showcase", pages.save_showcase)
+    routes.add_get("/showcase/{guild_id}", pages.public_showcase)
 
 
 class SettingsPages(Pages):
@@ -179,6 +185,7 @@ class SettingsPages(Pages):
         # one step, so two saves racing here cannot both pass the check.
         self._locks: dict[int, asyncio.Lock] = {}
         self._posting: set[asyncio.Task[None]] = set()
+        self.showcases = app.services.service(ShowcaseService)
 
     # -- the save path every form shares ----------------------------------------------------
 
@@ -528,6 +535,111 @@ class SettingsPages(Pages):
             return [entry]
 
         return await self._outcome(request, self.access, work)
+
+    # -- Showcase --------------------------------------------------------------------------
+
+    async def showcase(
+        self,
+        request: web.Request,
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """``/servers/<id>/showcase?period=7|30|365|all``: shared results, most votes first."""
+        _, guild_id, rights = await self._server(request)
+        period, days = _period(request)
+        entries = await self.showcases.ranked(guild_id, days)
+        channel_id, public = await self.showcases.settings(guild_id)
+        names = await self._names(guild_id, [e.user_id for e in entries])
+        return self._render(
+            request,
+            "showcase.html",
+            guild_id,
+            rights,
+            "showcase",
+            status=status,
+            error=error,
+            notice=notice,
+            entries=entries,
+            names=names,
+            period=period,
+            periods=list(SHOWCASE_PERIODS),
+            public=public,
+            channel_id=channel_id,
+            base=await self._base(guild_id, public_scope),
+            public_url=f"{self.app.public_url}/showcase/{guild_id}",
+        )
+
+    async def save_showcase(self, request: web.Request) -> web.Response:
+        """POST: make the showcase public or not (audited), or remove an entry (an admin's)."""
+        signed, guild_id, _, form = await self._editor(request)
+
+        async def work() -> list[AuditEntry]:
+            if form.get("action") == "remove":
+                raw = form.get("entry", "")
+                if not raw.isdigit():
+                    raise ValidationFailed(NO_SUCH_ENTRY)
+                entry = await self.showcases.entry(int(raw))
+                if entry is None or not await self.showcases.remove(
+                    guild_id, int(raw), signed.user_id
+                ):
+                    raise ValidationFailed(NO_SUCH_ENTRY)
+                removal = AuditEntry(
+                    guild_id,
+                    signed.user_id,
+                    f"showcase: result {entry.result.job_id} shared by <@{entry.user_id}>",
+                    "shown",
+                    "removed",
+                    self.app.clock.time(),
+                    "web",
+                )
+                await self.dashboard.add_audit(removal)
+                return [removal]
+            public = form.get("public") == "on"
+
+            async def apply() -> None:
+                await self.config.set_showcase_public(guild_id, public)
+
+            return await self._save(
+                guild_id, signed.user_id, form.get("base", ""), public_scope, apply
+            )
+
+        return await self._outcome(request, self.showcase, work)
+
+    async def public_showcase(self, request: web.Request) -> web.Response:
+        """``/showcase/<id>``: the showcase without signing in, when the server made it public.
+
+        A server whose showcase is not public answers the same plain 404 as one that does not
+        exist. Removed entries are never listed (the query leaves them out).
+        """
+        raw = request.match_info["guild_id"]
+        if not raw.isdigit() or len(raw) > 20:
+            raise web.HTTPNotFound()
+        guild_id = int(raw)
+        period, days = _period(request)
+        entries = await self.showcases.public(guild_id, days)
+        if entries is None:
+            raise web.HTTPNotFound()
+        return self.app.page(
+            request,
+            "showcase_public.html",
+            entries=entries,
+            period=period,
+            periods=list(SHOWCASE_PERIODS),
+            public_guild_id=guild_id,
+        )
+
+
+def _period(request: web.Request) -> tuple[str, int | None]:
+    raw = request.query.get("period", "30")
+    raw = raw if raw in SHOWCASE_PERIODS else "30"
+    return raw, SHOWCASE_PERIODS[raw]
+
+
+def public_scope(what: str) -> bool:
+    """The setting of the Showcase page's form: whether it is public."""
+    return what == "public showcase page"
 
 
 def _money_field(cents: int | None) -> str:

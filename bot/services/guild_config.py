@@ -40,6 +40,7 @@ from bot.services.policy import (
     normalise_term,
 )
 from bot.storage import Database
+from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +307,14 @@ class GuildConfigService:
         """Return the channel where notices to the guild's admins go, or None when unset."""
         return (await self._db.guilds.settings(guild_id)).admin_channel_id
 
+    async def set_showcase_channel(self, guild_id: int, channel_id: int | None) -> None:
+        """Set (None: clear) the channel shared results are posted in (``/config showcase``)."""
+        await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
+
+    async def set_showcase_public(self, guild_id: int, public: bool) -> None:
+        """Make the server's showcase page readable without signing in (off by default)."""
+        await self._db.of(ShowcaseStore).set_public(guild_id, public)
+
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
         return (await self._db.guilds.settings(guild_id)).api_key_ciphertext is not None
@@ -513,6 +522,9 @@ class GuildConfigService:
             "blocked models": describe_models(config.policy.models.blocked),
             "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
         }
+        showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
+        values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
+        values["public showcase page"] = "on" if public else "off"
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""

@@ -26,7 +26,14 @@ import pytest
 import pytest_asyncio
 
 from bot.errors import format_cents
-from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.harness import (
+    BOT_TOKEN,
+    MEMBER_PERMISSIONS,
+    World,
+    action_buttons,
+    close_world,
+    open_world,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "e2e-client-secret"
@@ -415,3 +422,88 @@ async def test_in_a_browser_two_saves_of_one_setting_the_later_is_told(
     )
     assert await second.page.input_value("input[name=monthly]") == "40.00"
     await second.shoot("budgets-conflict")
+
+
+# -- the showcase ----------------------------------------------------------------------------
+
+
+async def finished_video(world: World, prompt: str) -> Any:
+    await world.answer(await world.command("video", {"prompt": prompt, "model": CHEAP_VIDEO}))
+    card = await world.discord.wait_for_message(lambda m: prompt in m.text, include_existing=True)
+    return await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
+
+
+async def press(world: World, message: Any, label: str, user_id: int) -> str:
+    custom_id = next(
+        b["custom_id"] for b in action_buttons(message) if b["label"].startswith(label)
+    )
+    handle = await world.discord.press_button(
+        message.id, custom_id, user_id=user_id, permissions=MEMBER_PERMISSIONS
+    )
+    return str((await world.answer(handle)).content)
+
+
+async def public_page(base: str, guild_id: int) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(f"{base}/showcase/{guild_id}") as page:
+        return page.status, await page.text()
+
+
+async def test_share_vote_remove_and_the_public_showcase(world: World, chromium: Any) -> None:
+    base = dashboard_url(world)
+    channel = world.discord.add_channel(world.guild.id, "showcase")
+    answer = await world.answer(
+        await world.command("config", {"channel": channel}, admin=True, subcommand="showcase")
+    )
+    assert answer.ephemeral and "Showcase channel updated" in answer.content
+    voter = world.discord.add_user("voter")
+    world.discord.world.ensure_member(world.guild.id, voter.id)
+    lighthouse = await finished_video(world, "a lighthouse in fog")
+    harbour = await finished_video(world, "a harbour at night")
+    # Only the member who asked may share it.
+    refused = await press(world, lighthouse, "Share", voter.id)
+    assert refused == "Only the member who asked for this result can share it."
+    for card in (lighthouse, harbour):
+        assert await press(world, card, "Share", world.member.id) == (
+            "Shared to this server's showcase."
+        )
+    post = await world.discord.wait_for_message(
+        lambda m: m.channel_id == channel.id and "a lighthouse in fog" in m.content,
+        include_existing=True,
+    )
+    assert f"<@{world.member.id}> shared a video" in post.content
+    # One vote per member: twice counts once.
+    assert await press(world, post, "Vote", voter.id) == "Vote counted: 1 in all."
+    assert await press(world, post, "Vote", voter.id) == (
+        "You voted for this already (one vote each): 1 in all."
+    )
+    # Not public by default: nothing at the public address.
+    assert (await public_page(base, world.guild.id))[0] == 404
+    tab = await open_tab(chromium, "showcase")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{base}/servers/{world.guild.id}/showcase?period=all")
+    ranked = await page.locator("#showcase li.result .prompt").all_inner_texts()
+    assert ranked[:2] == ["a lighthouse in fog", "a harbour at night"]  # most votes first
+    await page.select_option("#public select[name=public]", "on")
+    await page.click("#public button[type=submit]")
+    await page.wait_for_selector("#public-link")
+    status, text = await public_page(base, world.guild.id)
+    assert status == 200
+    assert "a lighthouse in fog" in text and "a harbour at night" in text
+    # An admin removes one: gone from the public page at once.
+    harbour_entry = page.locator("#showcase li.result", has_text="a harbour at night")
+    await harbour_entry.locator("button[value=remove]").click()
+    await page.wait_for_selector("#form-notice")
+    await tab.shoot("showcase")
+    status, text = await public_page(base, world.guild.id)
+    prompts = re.findall(r'<p class="prompt">([^<]*)</p>', text)
+    assert prompts == ["a lighthouse in fog"]
+    assert await press(world, harbour, "Share", world.member.id) == (
+        "This result is in the showcase already (or an admin removed it)."
+    )
+    await page.select_option("#public select[name=public]", "off")
+    await page.click("#public button[type=submit]")
+    await page.wait_for_selector("#form-notice")
+    status, text = await public_page(base, world.guild.id)
+    assert status == 404 and "a lighthouse in fog" not in text
+    assert (tab.errors, tab.failed) == ([], [])

@@ -58,3 +58,9 @@ OPTIONS = {
     "jobs": ["member", "everyone", "show"],
 }
 """The options of the commands that take them directly, in Discord's order."""
+
+SUBCOMMAND_OPTIONS = {
+    ("config", "admin-channel"): ["channel"],
+    ("config", "showcase"): ["channel"],
+}
+"""The options of some subcommands, in Discord's order (``/config showcase channel:``)."""

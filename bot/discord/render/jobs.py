@@ -201,6 +201,7 @@ def job_finished(job: JobView, *, sandbox: bool, ref: str | None = None) -> Mess
         completed=job.status == "completed",
         price_cents=price,
         joinable=clip_number(job) >= 2,
+        shareable=ref.startswith("j"),
     )
     return dataclasses.replace(parts, action_buttons=actions)
 
