@@ -23,6 +23,7 @@ User-facing sentences are module constants, one place, so they can be translated
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -37,7 +38,8 @@ from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.pages import Pages, add_pages
 from bot.dashboard.rights import Rights
 from bot.domain import UNLIMITED, UNSET, AuditEntry, Kind, LimitUpdate
-from bot.errors import BotError, ValidationFailed
+from bot.errors import BotError, ValidationFailed, user_message
+from bot.genapi.errors import GenAPIError
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     GuildConfigService,
@@ -68,6 +70,9 @@ NOT_AN_EDITOR: Final = "You may view this server's settings but not change them.
 TOO_MANY_WRITES: Final = "Too many changes in a minute; wait a little and save again."
 UNKNOWN_ROLE: Final = "Pick one of the server's roles."
 NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
+UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
+KEY_SAVED: Final = "Key saved: new requests use it."
+KEY_REMOVED: Final = "Key removed."
 BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
 
 
@@ -169,6 +174,12 @@ def add_all_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
     routes.add_post(f"{base}/blocked-terms", pages.save_term)
     routes.add_get(f"{base}/access", pages.access)
     routes.add_post(f"{base}/access", pages.save_access)
+    routes.add_get(f"{base}/key", pages.key)
+    routes.add_post(f"{base}/key", pages.save_key)
+    routes.add_get(f"{base}/models", pages.models_page)
+    routes.add_post(f"{base}/models", pages.save_models)
+    routes.add_get(f"{base}/channels", pages.channels)
+    routes.add_post(f"{base}/channels", pages.save_channels)
     routes.add_get("/servers/{guild_id}/showcase", pages.showcase)
     routes.add_post("/servers/{guild_id}/showcase", pages.save_showcase)
     routes.add_get("/showcase/{guild_id}", pages.public_showcase)
@@ -251,7 +262,11 @@ class SettingsPages(Pages):
         except ValidationFailed as exc:
             return await show(request, error=exc.sentence, status=400)
         except BotError as exc:
-            return await show(request, error=str(exc) or NOTHING_CHANGED, status=400)
+            # The one sentence /config would answer (no key storage, a cooldown...).
+            return await show(request, error=user_message(exc), status=400)
+        except GenAPIError as exc:
+            # The key could not be checked (the service is down or rate limited).
+            return await show(request, error=user_message(exc), status=503)
         return await show(request, notice=SAVED if entries else NOTHING_CHANGED)
 
     # -- Budgets and limits ----------------------------------------------------------------
@@ -536,6 +551,221 @@ class SettingsPages(Pages):
 
         return await self._outcome(request, self.access, work)
 
+    # -- Key ------------------------------------------------------------------------------
+
+    async def key(
+        self,
+        request: web.Request,
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """``/servers/<id>/settings/key``: whose key, its fingerprint, credits left; set/rotate.
+
+        The key itself is never shown nor sent back: the field is write-only (a password
+        field, never filled in).
+        """
+        _, guild_id, rights = await self._server(request)
+        fingerprint, source = None, None
+        with contextlib.suppress(BotError):
+            resolved = await self.services.keys.resolve(guild_id)
+            fingerprint, source = resolved.fingerprint, resolved.source
+        money = await self.dashboard.overview(guild_id, fingerprint if source == "guild" else None)
+        config = await self.config.show(guild_id)
+        return self._render(
+            request,
+            "settings_key.html",
+            guild_id,
+            rights,
+            "key",
+            status=status,
+            error=error,
+            notice=notice,
+            fingerprint=fingerprint,
+            source=source,
+            last4=config.key_last4,
+            balance_micro=money.balance_micro,
+            encryption=config.encryption_available,
+            base=await self._base(guild_id, key_scope),
+        )
+
+    async def save_key(self, request: web.Request) -> web.Response:
+        """POST: set, rotate or remove the server's key, as ``/config api-key set|remove``."""
+        signed, guild_id, _, form = await self._editor(request)
+
+        async def work() -> list[AuditEntry]:
+            async def apply() -> None:
+                if form.get("action") == "remove":
+                    await self.config.remove_api_key(guild_id)
+                else:
+                    await self.config.set_api_key(guild_id, form.get("api_key", ""))
+
+            return await self._save(
+                guild_id, signed.user_id, form.get("base", ""), key_scope, apply
+            )
+
+        return await self._outcome(request, self.key, work)
+
+    # -- Models ---------------------------------------------------------------------------
+
+    async def models_page(
+        self,
+        request: web.Request,
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """``/servers/<id>/settings/models``: the server's model lists; each tier's, shown."""
+        _, guild_id, rights = await self._server(request)
+        policy = await self.config.policy(guild_id)
+        return self._render(
+            request,
+            "settings_models.html",
+            guild_id,
+            rights,
+            "models",
+            status=status,
+            error=error,
+            notice=notice,
+            allowed=", ".join(policy.models.allowed) or "all",
+            blocked=", ".join(policy.models.blocked) or "none",
+            tiers=[(t.role_name, describe_models(t.models)) for t in policy.tiers],
+            base=await self._base(guild_id, models_scope),
+        )
+
+    async def save_models(self, request: web.Request) -> web.Response:
+        """POST: the server-wide model lists, as ``/config models allow|block``."""
+        signed, guild_id, _, form = await self._editor(request)
+
+        async def work() -> list[AuditEntry]:
+            allowed = parse_models(form.get("allowed", "") or "all")
+            raw_blocked = form.get("blocked", "").strip()
+            blocked = (
+                ()
+                if not raw_blocked or raw_blocked.casefold() in ("none", "nothing", "off")
+                else parse_models(raw_blocked)
+            )
+
+            async def apply() -> None:
+                await self.config.set_models(guild_id, allowed=allowed, blocked=blocked)
+
+            return await self._save(
+                guild_id, signed.user_id, form.get("base", ""), models_scope, apply
+            )
+
+        return await self._outcome(request, self.models_page, work)
+
+    # -- Channels -------------------------------------------------------------------------
+
+    async def _channels(self, guild_id: int) -> list[tuple[int, str]]:
+        try:
+            return await self.app.directory.channels(guild_id)
+        except Exception as exc:
+            log.warning("dashboard: channels of %s not read: %s", guild_id, exc)
+            raise web.HTTPServiceUnavailable(text="Discord did not answer; try again.") from None
+
+    async def channels(
+        self,
+        request: web.Request,
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """``/servers/<id>/settings/channels``: channels, the admin and showcase ones, personas.
+
+        Where the commands may be used, where notices and shared results go, and each
+        channel's persona with its lock.
+        """
+        _, guild_id, rights = await self._server(request)
+        config = await self.config.show(guild_id)
+        showcase_channel, _ = await self.showcases.settings(guild_id)
+        snapshot = await self.config.snapshot(guild_id)
+        personas = [
+            (
+                p,
+                digest({k: v for k, v in snapshot.items() if persona_scope(p.channel_id)(k)}),
+            )
+            for p in await self.config.personas(guild_id)
+        ]
+        return self._render(
+            request,
+            "settings_channels.html",
+            guild_id,
+            rights,
+            "channels",
+            status=status,
+            error=error,
+            notice=notice,
+            channels=await self._channels(guild_id),
+            allowed=config.allowed_channel_ids,
+            admin_channel=config.admin_channel_id,
+            showcase_channel=showcase_channel,
+            personas=personas,
+            base=digest({k: v for k, v in snapshot.items() if channels_scope(k)}),
+            new_persona_base=digest({}),
+        )
+
+    async def save_channels(self, request: web.Request) -> web.Response:
+        """POST: the channels, or one persona, as ``/config`` changes them.
+
+        ``/config channels``, ``admin-channel`` and ``showcase``; ``/config persona set|remove``.
+        """
+        signed, guild_id, _, _ = await self._editor(request)
+        # Allowed channels are checkboxes: one field name, many values.
+        fields = await request.post()
+        form = {k: str(v) for k, v in fields.items()}
+        picked = [str(v) for v in fields.getall("allowed", [])]
+
+        async def work() -> list[AuditEntry]:
+            known = dict(await self._channels(guild_id))
+            if form.get("action") in ("persona", "remove-persona"):
+                channel_id = _channel_id(form.get("channel_id", ""), known)
+                if channel_id is None:
+                    raise ValidationFailed(UNKNOWN_CHANNEL)
+
+                async def persona() -> None:
+                    if form.get("action") == "remove-persona":
+                        await self.config.remove_persona(channel_id)
+                    else:
+                        await self.config.set_persona(
+                            guild_id,
+                            channel_id,
+                            form.get("system", ""),
+                            form.get("model", "").strip() or None,
+                            locked=form.get("locked") == "on",
+                        )
+
+                return await self._save(
+                    guild_id,
+                    signed.user_id,
+                    form.get("base", ""),
+                    persona_scope(channel_id),
+                    persona,
+                )
+            allowed = {c for c in (_channel_id(raw, known) for raw in picked) if c is not None}
+            admin = _channel_id(form.get("admin_channel", ""), known)
+            showcase = _channel_id(form.get("showcase_channel", ""), known)
+
+            async def apply() -> None:
+                current = (await self.config.show(guild_id)).allowed_channel_ids
+                if not allowed:
+                    await self.config.allow_everywhere(guild_id)
+                for channel_id in allowed - current:
+                    await self.config.allow_channel(guild_id, channel_id, allowed=True)
+                for channel_id in current - allowed if allowed else ():
+                    await self.config.allow_channel(guild_id, channel_id, allowed=False)
+                await self.config.set_admin_channel(guild_id, admin)
+                await self.config.set_showcase_channel(guild_id, showcase)
+
+            return await self._save(
+                guild_id, signed.user_id, form.get("base", ""), channels_scope, apply
+            )
+
+        return await self._outcome(request, self.channels, work)
+
     # -- Showcase --------------------------------------------------------------------------
 
     async def showcase(
@@ -635,6 +865,35 @@ def _period(request: web.Request) -> tuple[str, int | None]:
     raw = request.query.get("period", "30")
     raw = raw if raw in SHOWCASE_PERIODS else "30"
     return raw, SHOWCASE_PERIODS[raw]
+
+
+def key_scope(what: str) -> bool:
+    """The setting of the Key form."""
+    return what == "API key"
+
+
+def models_scope(what: str) -> bool:
+    """The settings of the Models form: the server-wide lists."""
+    return what in ("allowed models", "blocked models")
+
+
+def channels_scope(what: str) -> bool:
+    """The settings of the Channels form: where the bot answers and posts."""
+    return what in ("channels", "admin channel", "showcase channel")
+
+
+def persona_scope(channel_id: int) -> Callable[[str], bool]:
+    """The setting of one channel's persona."""
+    return lambda what: what == f"persona <#{channel_id}>"
+
+
+def _channel_id(raw: str, known: Mapping[int, str]) -> int | None:
+    """A channel picked in a form: None for none; refused unless it is the server's."""
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) not in known:
+        raise ValidationFailed(UNKNOWN_CHANNEL)
+    return int(raw)
 
 
 def public_scope(what: str) -> bool:

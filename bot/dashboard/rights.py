@@ -56,6 +56,10 @@ class Directory(Protocol):
         """
         ...
 
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's text channels: (id, name), in the server's order."""
+        ...
+
     async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
         """Post audited changes in the admin channel, as ``/config`` posts its own.
 

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 ADMINISTRATOR = 1 << 3
 """Discord's ADMINISTRATOR permission bit: every permission (developer docs, "Permissions")."""
 
+TEXT_CHANNEL_TYPES = frozenset({0, 5})
+"""GUILD_TEXT and GUILD_ANNOUNCEMENT (developer docs, "Channel Types"): where commands run and
+notices are posted."""
+
 ALL_PERMISSIONS = (1 << 53) - 1
 """Every permission bit, for the server's owner (who has them all, whatever their roles)."""
 
@@ -104,6 +108,17 @@ class RestDirectory:
         kept = [r for r in found if int(r["id"]) != guild_id and not r.get("managed", False)]
         kept.sort(key=lambda r: -int(r.get("position", 0)))
         return [(int(r["id"]), str(r.get("name", ""))) for r in kept]
+
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """Return the server's text and announcement channels, in its order: (id, name).
+
+        Raises:
+            discord.HTTPException: Discord failed.
+        """
+        found = await self._client.http.get_all_guild_channels(guild_id)
+        text = [c for c in found if int(c.get("type", -1)) in TEXT_CHANNEL_TYPES]
+        text.sort(key=lambda c: (int(c.get("position", 0)), int(c["id"])))
+        return [(int(c["id"]), str(c.get("name", ""))) for c in text]
 
     async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
         """Post changes made on the dashboard in the admin channel, worded as ``/config``'s.

@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from cryptography.fernet import Fernet
 
 from bot.dashboard.editing import WRITES_PER_MINUTE
 from bot.services.dashboard import DashboardService
+from bot.services.showcase import ShowcaseService
 from tests.support.dashboard_site import Browser, Site, open_site, post_forms
 from tests.support.stack import Stack
 
@@ -182,3 +184,81 @@ async def test_dashboard_access_granted_on_the_web_lets_a_role_edit(site: Site) 
     assert (await member.post(tiers_url(site), data=tier_form)).status == 200
     # Only Manage Server decides who else may edit.
     assert post_forms(await member.text(url)) == []
+
+
+@pytest.mark.parametrize(
+    "stack_overrides", [{"key_encryption_key": Fernet.generate_key().decode()}], indirect=False
+)
+async def test_a_key_set_on_the_web_is_checked_stored_and_never_shown(
+    site: Site, stack: Stack
+) -> None:
+    browser = await admin(site)
+    url = f"/servers/{site.guild_id}/settings/key"
+    key = stack.api.create_key(balance_cents=1_234)
+    form = post_forms(await browser.text(url))[0]
+    assert form["api_key"] == ""  # write-only: never filled in
+    form.update(api_key=key, action="set")
+    saved = await browser.post(url, data=form)
+    body = await saved.text()
+    assert saved.status == 200, body.split("<main")[1][:600]
+    assert "Saved." in body
+    assert key not in body
+    assert f"ending in {key[-4:]}" in body
+    assert 'id="fingerprint"' in body
+    assert await site.services.guild_config.key_last4(site.guild_id) == key[-4:]
+    entries = await site.services.guild_config.audit(site.guild_id)
+    assert [(e.what, e.via) for e in entries] == [("API key", "web")]
+    assert all(key not in e.new for e in entries)
+    rejected = post_forms(body)[0]
+    rejected.update(api_key="sk-not-a-real-key-at-all", action="set")
+    answer = await browser.post(url, data=rejected)
+    assert answer.status == 400
+    assert "The service rejected that key; nothing was stored." in await answer.text()
+    assert await site.services.guild_config.key_last4(site.guild_id) == key[-4:]
+
+
+async def test_models_saved_on_the_web_are_the_server_list(site: Site) -> None:
+    browser = await admin(site)
+    url = f"/servers/{site.guild_id}/settings/models"
+    form = post_forms(await browser.text(url))[0]
+    assert (form["allowed"], form["blocked"]) == ("all", "none")
+    form.update(allowed="aurora-lite/, black-forest-labs/", blocked="aurora-lite/text-to-video")
+    assert (await browser.post(url, data=form)).status == 200
+    lists = (await site.services.guild_config.policy(site.guild_id)).models
+    assert lists.allowed == ("aurora-lite/", "black-forest-labs/")
+    assert lists.blocked == ("aurora-lite/text-to-video",)
+
+
+async def test_channels_and_a_locked_persona_saved_on_the_web(site: Site) -> None:
+    extra = site.emulator.add_channel(site.guild_id, "showcase")
+    browser = await admin(site)
+    url = f"/servers/{site.guild_id}/settings/channels"
+    page = await browser.text(url)
+    form = next(f for f in post_forms(page) if "admin_channel" in f)
+    form.pop("allowed", None)
+    data = [(k, v) for k, v in form.items() if k not in ("admin_channel", "showcase_channel")]
+    data += [
+        ("allowed", str(site.channel_id)),
+        ("admin_channel", str(site.channel_id)),
+        ("showcase_channel", str(extra.id)),
+        ("action", "channels"),
+    ]
+    assert (await browser.post(url, data=data)).status == 200
+    config = await site.services.guild_config.show(site.guild_id)
+    assert config.allowed_channel_ids == {site.channel_id}
+    assert config.admin_channel_id == site.channel_id
+    settings = await site.services.service(ShowcaseService).settings(site.guild_id)
+    assert settings == (extra.id, False)
+    new = next(f for f in post_forms(await browser.text(url)) if "system" in f)
+    new.update(channel_id=str(site.channel_id), system="You are a pirate.", locked="on")
+    new["action"] = "persona"
+    assert (await browser.post(url, data=new)).status == 200
+    [persona] = await site.services.guild_config.personas(site.guild_id)
+    assert (persona.channel_id, persona.system, persona.locked) == (
+        site.channel_id,
+        "You are a pirate.",
+        True,
+    )
+    stranger = next(f for f in post_forms(await browser.text(url)) if "admin_channel" in f)
+    stranger.update(admin_channel="123", action="channels")
+    assert (await browser.post(url, data=stranger)).status == 400

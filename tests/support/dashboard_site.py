@@ -45,6 +45,15 @@ class _Forms(HTMLParser):
         super().__init__()
         self.forms: list[dict[str, str]] = []
         self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None and self.forms:
+            self.forms[-1][self._textarea] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "textarea":
+            self._textarea = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = {k: v or "" for k, v in attrs}
@@ -54,6 +63,9 @@ class _Forms(HTMLParser):
             )
         elif self.forms and tag == "input" and "name" in found:
             self.forms[-1].setdefault(found["name"], found.get("value", ""))
+        elif self.forms and tag == "textarea" and "name" in found:
+            self.forms[-1].setdefault(found["name"], "")
+            self._textarea = found["name"]
         elif self.forms and tag == "select":
             self._select = found.get("name")
         elif (
