@@ -507,3 +507,10 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
     status, text = await public_page(base, world.guild.id)
     assert status == 404 and "a lighthouse in fog" not in text
     assert (tab.errors, tab.failed) == ([], [])
+    cleared = await world.answer(
+        await world.command("config", {}, admin=True, subcommand="showcase")
+    )
+    assert cleared.ephemeral and "Showcase channel cleared" in cleared.content
+    await page.goto(f"{base}/servers/{world.guild.id}/audit?what=showcase")
+    audit = await page.inner_text("#results")
+    assert f"<#{channel.id}>" in audit and "public showcase page" in audit
