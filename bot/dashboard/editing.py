@@ -28,8 +28,8 @@ import hashlib
 import json
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -237,11 +237,11 @@ class SettingsPages(Pages):
         return entries
 
     def _post(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
-        # The answer goes first; the admin channel's post follows (it may wait on a rate limit).
-        task = asyncio.get_running_loop().create_task(
-            self.app.directory.post_changes(guild_id, channel_id, entries),
-            name=f"dashboard-audit-post-{guild_id}",
-        )
+        self._later(self.app.directory.post_changes(guild_id, channel_id, entries), guild_id)
+
+    def _later(self, work: Coroutine[Any, Any, None], guild_id: int) -> None:
+        # The answer goes first; Discord's part follows (it may wait on a rate limit).
+        task = asyncio.get_running_loop().create_task(work, name=f"dashboard-post-{guild_id}")
         self._posting.add(task)
         task.add_done_callback(self._posting.discard)
 
@@ -825,6 +825,8 @@ class SettingsPages(Pages):
                     "web",
                 )
                 await self.dashboard.add_audit(removal)
+                if entry.post is not None:  # its post leaves the showcase channel too
+                    self._later(self.app.directory.delete_message(*entry.post), guild_id)
                 return [removal]
             public = form.get("public") == "on"
 

@@ -60,6 +60,10 @@ class Directory(Protocol):
         """The server's text channels: (id, name), in the server's order."""
         ...
 
+    async def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages (a removed showcase entry's post); never raises."""
+        ...
+
     async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
         """Post audited changes in the admin channel, as ``/config`` posts its own.
 

@@ -120,6 +120,17 @@ class RestDirectory:
         text.sort(key=lambda c: (int(c.get("position", 0)), int(c["id"])))
         return [(int(c["id"]), str(c.get("name", ""))) for c in text]
 
+    async def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages (a removed showcase entry's post in its channel).
+
+        Failures are logged, never raised: the entry is removed from the showcase whatever
+        Discord answers (the post may be gone already).
+        """
+        try:
+            await self._client.http.delete_message(channel_id, message_id)
+        except discord.HTTPException as exc:
+            log.info("could not delete message %s in %s: %s", message_id, channel_id, exc)
+
     async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
         """Post changes made on the dashboard in the admin channel, worded as ``/config``'s.
 

@@ -156,6 +156,7 @@ class ShowcaseEntry:
         votes: members who voted for it (one vote each).
         result: the result itself.
         removed_at: when an admin removed it; None while it is shown.
+        post: ``(channel id, message id)`` of its showcase channel's post; None without one.
     """
 
     id: int
@@ -165,6 +166,7 @@ class ShowcaseEntry:
     votes: int
     result: ResultItem
     removed_at: float | None = None
+    post: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -498,6 +498,18 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
     status, text = await public_page(base, world.guild.id)
     prompts = re.findall(r'<p class="prompt">([^<]*)</p>', text)
     assert prompts == ["a lighthouse in fog"]
+    await world.discord.signal.wait_for(  # its post leaves the showcase channel too
+        lambda: (
+            True
+            if not any(
+                "a harbour at night" in m.content
+                for m in world.discord.channel_messages(channel.id)
+            )
+            else None
+        ),
+        10,
+        "the removed entry's post deleted",
+    )
     assert await press(world, harbour, "Share", world.member.id) == (
         "This result is in the showcase already (or an admin removed it)."
     )

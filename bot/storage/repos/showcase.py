@@ -35,6 +35,11 @@ def _entry(row: Row) -> ShowcaseEntry:
         votes=int(row["votes"]),
         result=_result(row),
         removed_at=row["removed_at"],
+        post=(
+            None
+            if row["post_message_id"] is None
+            else (row["post_channel_id"], row["post_message_id"])
+        ),
     )
 
 
@@ -45,6 +50,8 @@ def _entries() -> Select[Any]:
         showcase_entries.c.user_id.label("sharer_id"),
         showcase_entries.c.shared_at,
         showcase_entries.c.removed_at,
+        showcase_entries.c.channel_id.label("post_channel_id"),
+        showcase_entries.c.message_id.label("post_message_id"),
         _votes,
     ).join_from(showcase_entries, jobs, jobs.c.id == showcase_entries.c.job_id)
 
