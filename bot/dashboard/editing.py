@@ -353,7 +353,7 @@ class SettingsPages(Pages):
                 "daily": _allowance_text(tier.daily_per_user_cents),
                 "monthly": _allowance_text(tier.monthly_per_user_cents),
                 "videos": "" if tier.videos_at_once is None else str(tier.videos_at_once),
-                "models": "default" if tier.models is None else ", ".join(tier.models),
+                "models": _models_field(tier.models),
                 "models_text": describe_models(tier.models),
             }
             for tier in policy.tiers
@@ -901,6 +901,13 @@ def _channel_id(raw: str, known: Mapping[int, str]) -> int | None:
 def public_scope(what: str) -> bool:
     """The setting of the Showcase page's form: whether it is public."""
     return what == "public showcase page"
+
+
+def _models_field(models: tuple[str, ...] | None) -> str:
+    """A tier's models as its form field shows them (what ``parse_models`` reads back)."""
+    if models is None:
+        return "default"
+    return "all" if models == ("*",) else ", ".join(models)
 
 
 def _money_field(cents: int | None) -> str:

@@ -262,3 +262,16 @@ async def test_channels_and_a_locked_persona_saved_on_the_web(site: Site) -> Non
     stranger = next(f for f in post_forms(await browser.text(url)) if "admin_channel" in f)
     stranger.update(admin_channel="123", action="channels")
     assert (await browser.post(url, data=stranger)).status == 400
+
+
+async def test_a_tier_saved_unchanged_changes_nothing(site: Site) -> None:
+    patrons = site.emulator.add_role(site.guild_id, "Patrons")
+    config = site.services.guild_config
+    await config.set_tier(site.guild_id, patrons.id, "Patrons", daily_per_user=150, models=("*",))
+    browser = await admin(site)
+    form = next(f for f in post_forms(await browser.text(tiers_url(site))) if "base" in f)
+    assert (form["daily"], form["monthly"], form["models"]) == ("1.50", "default", "all")
+    form["action"] = "save"
+    answer = await browser.post(tiers_url(site), data=form)
+    assert "Nothing changed." in await answer.text()
+    assert await config.audit(site.guild_id) == []
