@@ -35,7 +35,7 @@ from bench.report import Table, ms, percentile
 from bot.clock import ManualClock
 from bot.config import Settings
 from bot.dashboard.app import Dashboard
-from bot.dashboard.pages import add_pages
+from bot.dashboard.editing import add_all_pages
 from bot.domain import GuildRef, MemberAccess
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
@@ -191,7 +191,7 @@ async def _measure(engine: str, settings: Settings, charges: int, table: Table) 
             AdminDirectory(),
             application_id=1,
             clock=clock,
-            pages=add_pages,
+            pages=add_all_pages,
         )
         try:
             await dashboard.start()

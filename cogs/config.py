@@ -63,6 +63,8 @@ LANGUAGES = [
     app_commands.Choice(name="Server default (Discord's preferred locale)", value=SERVER_DEFAULT),
 ]
 
+SHOWCASE_SET = N_("Showcase channel updated: shared results are posted there.")
+SHOWCASE_CLEARED = N_("Showcase channel cleared: shared results stay on the dashboard only.")
 NONE_WORDS = frozenset({"none", "nothing", "off"})
 """What an admin types for an empty block list."""
 
@@ -354,6 +356,21 @@ class ConfigCog(
         async with audited(self.service, interaction):
             await self.service.set_locale(who.guild_id, chosen)
         await self._show(interaction, _("Language of public messages updated."))
+
+    @app_commands.command(name="showcase")
+    async def showcase(
+        self, interaction: discord.Interaction[GenBot], channel: discord.TextChannel | None = None
+    ) -> None:
+        """Set where results members share are posted (leave empty to stop posting them).
+
+        Args:
+            interaction: the interaction.
+            channel: the showcase channel; shared results are posted there with a Vote button
+        """
+        who = requester(interaction)
+        async with audited(self.service, interaction):
+            await self.service.set_showcase_channel(who.guild_id, channel.id if channel else None)
+        await self._show(interaction, _(SHOWCASE_SET) if channel else _(SHOWCASE_CLEARED))
 
     @app_commands.command(name="confirm-above")
     async def confirm_above(self, interaction: discord.Interaction[GenBot], dollars: str) -> None:

@@ -76,7 +76,7 @@ class Dashboard:
         directory: Discord through the bot's token (rights, names, fresh attachment URLs).
         application_id: the bot's application id (the OAuth2 client id).
         clock: wall and monotonic time.
-        pages: adds the pages' routes (``bot.dashboard.pages.add_pages``), which use this
+        pages: adds the pages' routes (``bot.dashboard.editing.add_all_pages``), which use this
             class's helpers.
     """
 

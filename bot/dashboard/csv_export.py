@@ -33,7 +33,7 @@ LEDGER_COLUMNS: Final = (
 )
 """The header row of ``ledger.csv`` (``docs/dashboard.md``)."""
 
-AUDIT_COLUMNS: Final = ("time", "member_id", "member", "setting", "old", "new")
+AUDIT_COLUMNS: Final = ("time", "member_id", "member", "setting", "old", "new", "via")
 """The header row of the audit log's CSV."""
 
 FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
@@ -110,6 +110,7 @@ def audit_rows(entries: Iterable[AuditEntry], names: Mapping[int, str]) -> list[
             inert(e.what),
             inert(e.old),
             inert(e.new),
+            e.via,
         ]
         for e in entries
     ]

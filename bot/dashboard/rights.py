@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from bot.clock import Clock
-from bot.domain import MemberAccess
+from bot.domain import AuditEntry, MemberAccess
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,28 @@ class Directory(Protocol):
         """The message's attachment URLs, freshly signed; empty if it is gone."""
         ...
 
+    async def roles(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's roles a tier or dashboard access may name: (id, name), highest first.
+
+        Without @everyone and the roles of integrations (bots' own roles).
+        """
+        ...
+
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's text channels: (id, name), in the server's order."""
+        ...
+
+    async def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages (a removed showcase entry's post); never raises."""
+        ...
+
+    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        """Post audited changes in the admin channel, as ``/config`` posts its own.
+
+        Never raises: a notice must not break the change it reports on.
+        """
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Rights:
@@ -68,6 +90,11 @@ class Rights:
     def may_view(self) -> bool:
         """Whether the member may open the server's pages."""
         return self.admin or self.role_access is not None
+
+    @property
+    def may_edit(self) -> bool:
+        """Whether the member may change the server's settings (Manage Server, or ``edit``)."""
+        return self.admin or self.role_access == "edit"
 
 
 class RightsCache:
@@ -141,6 +168,11 @@ class RightsCache:
             name = None
         self._names[key] = (now, name)
         return name
+
+    def forget_guild(self, guild_id: int) -> None:
+        """Drop every member's cached rights in a server (its dashboard roles changed)."""
+        for key in [k for k in self._rights if k[0] == guild_id]:
+            del self._rights[key]
 
     def forget(self, user_id: int) -> None:
         """Drop the member's cached rights (they signed out)."""

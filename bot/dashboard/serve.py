@@ -8,7 +8,7 @@ import logging
 from bot.clock import Clock
 from bot.config import Settings, SettingsError
 from bot.dashboard.app import Dashboard
-from bot.dashboard.pages import add_pages
+from bot.dashboard.editing import add_all_pages
 from bot.dashboard.rights import Directory
 from bot.wiring import Services
 
@@ -42,7 +42,7 @@ async def serve_dashboard(
         directory,
         application_id=application_id,
         clock=clock,
-        pages=add_pages,
+        pages=add_all_pages,
     )
     where = f"{settings.dashboard_host}:{settings.dashboard_listen_port}"
     try:

@@ -13,12 +13,18 @@ from typing import Any
 
 import discord
 
-from bot.domain import MemberAccess
+from bot.discord.bot import post_admin_line
+from bot.discord.render.policy import audit_lines
+from bot.domain import AuditEntry, MemberAccess
 
 log = logging.getLogger(__name__)
 
 ADMINISTRATOR = 1 << 3
 """Discord's ADMINISTRATOR permission bit: every permission (developer docs, "Permissions")."""
+
+TEXT_CHANNEL_TYPES = frozenset({0, 5})
+"""GUILD_TEXT and GUILD_ANNOUNCEMENT (developer docs, "Channel Types"): where commands run and
+notices are posted."""
 
 ALL_PERMISSIONS = (1 << 53) - 1
 """Every permission bit, for the server's owner (who has them all, whatever their roles)."""
@@ -88,3 +94,47 @@ class RestDirectory:
         except (discord.NotFound, discord.Forbidden):
             return []
         return [str(a["url"]) for a in message.get("attachments", []) if a.get("url")]
+
+    async def roles(self, guild_id: int) -> list[tuple[int, str]]:
+        """Return the server's roles a tier may name, highest first: (id, name).
+
+        @everyone (whose id is the guild's: Discord never lists it among a member's roles, so
+        a tier on it would never apply) and integrations' managed roles are left out.
+
+        Raises:
+            discord.HTTPException: Discord failed.
+        """
+        found = await self._client.http.get_roles(guild_id)
+        kept = [r for r in found if int(r["id"]) != guild_id and not r.get("managed", False)]
+        kept.sort(key=lambda r: -int(r.get("position", 0)))
+        return [(int(r["id"]), str(r.get("name", ""))) for r in kept]
+
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """Return the server's text and announcement channels, in its order: (id, name).
+
+        Raises:
+            discord.HTTPException: Discord failed.
+        """
+        found = await self._client.http.get_all_guild_channels(guild_id)
+        text = [c for c in found if int(c.get("type", -1)) in TEXT_CHANNEL_TYPES]
+        text.sort(key=lambda c: (int(c.get("position", 0)), int(c["id"])))
+        return [(int(c["id"]), str(c.get("name", ""))) for c in text]
+
+    async def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages (a removed showcase entry's post in its channel).
+
+        Failures are logged, never raised: the entry is removed from the showcase whatever
+        Discord answers (the post may be gone already).
+        """
+        try:
+            await self._client.http.delete_message(channel_id, message_id)
+        except discord.HTTPException as exc:
+            log.info("could not delete message %s in %s: %s", message_id, channel_id, exc)
+
+    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        """Post changes made on the dashboard in the admin channel, worded as ``/config``'s.
+
+        Failures are logged by :func:`bot.discord.bot.post_admin_line`, never raised.
+        """
+        if entries:
+            await post_admin_line(self._client, guild_id, channel_id, audit_lines(entries))

@@ -21,6 +21,7 @@ from bot.domain.dashboard import (
     LedgerLine,
     MemberAccess,
     ResultItem,
+    ShowcaseEntry,
     SpendBucket,
 )
 from bot.domain.errors import (
@@ -74,6 +75,7 @@ __all__ = [
     "ResultRequest",
     "RetiredKey",
     "SchemaTooNewError",
+    "ShowcaseEntry",
     "SpendBucket",
     "StorageError",
     "StorageUnavailableError",

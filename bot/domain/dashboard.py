@@ -145,6 +145,31 @@ class ResultItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ShowcaseEntry:
+    """A result its member shared to their server's showcase.
+
+    Attributes:
+        id: the entry.
+        guild_id: the server.
+        user_id: who shared it (always the member who asked for it).
+        shared_at: UTC epoch seconds.
+        votes: members who voted for it (one vote each).
+        result: the result itself.
+        removed_at: when an admin removed it; None while it is shown.
+        post: ``(channel id, message id)`` of its showcase channel's post; None without one.
+    """
+
+    id: int
+    guild_id: int
+    user_id: int
+    shared_at: float
+    votes: int
+    result: ResultItem
+    removed_at: float | None = None
+    post: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobCounts:
     """A server's jobs now and recently, for the Overview.
 

@@ -53,7 +53,7 @@ class ModelLists:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One change made through ``/config``, as kept in the database (never a key).
+    """One change made through ``/config`` or the dashboard, as kept in the database (never a key).
 
     Attributes:
         guild_id: the guild.
@@ -62,6 +62,7 @@ class AuditEntry:
         old: its value before, for people; ``"—"`` when it had none.
         new: its value after.
         at: UTC epoch seconds.
+        via: where it was made: ``"discord"`` (``/config``) or ``"web"`` (the dashboard).
     """
 
     guild_id: int
@@ -70,3 +71,4 @@ class AuditEntry:
     old: str
     new: str
     at: float
+    via: str = "discord"

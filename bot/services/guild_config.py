@@ -41,6 +41,7 @@ from bot.services.policy import (
     normalise_term,
 )
 from bot.storage import Database
+from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
 
@@ -356,6 +357,14 @@ class GuildConfigService:
         """Return the channel where notices to the guild's admins go, or None when unset."""
         return (await self._db.guilds.settings(guild_id)).admin_channel_id
 
+    async def set_showcase_channel(self, guild_id: int, channel_id: int | None) -> None:
+        """Set (None: clear) the channel shared results are posted in (``/config showcase``)."""
+        await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
+
+    async def set_showcase_public(self, guild_id: int, public: bool) -> None:
+        """Make the server's showcase page readable without signing in (off by default)."""
+        await self._db.of(ShowcaseStore).set_public(guild_id, public)
+
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
         return (await self._db.guilds.settings(guild_id)).api_key_ciphertext is not None
@@ -574,6 +583,9 @@ class GuildConfigService:
             "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
             "language": await self.locale(guild_id) or "server default",
         }
+        showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
+        values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
+        values["public showcase page"] = "on" if public else "off"
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
@@ -593,11 +605,12 @@ class GuildConfigService:
         return values
 
     async def record_changes(
-        self, guild_id: int, user_id: int, before: dict[str, str]
+        self, guild_id: int, user_id: int, before: dict[str, str], *, via: str = "discord"
     ) -> list[AuditEntry]:
         """Compare the settings with ``before`` (a :meth:`snapshot`) and log each change.
 
-        Every changed, added or removed setting becomes one audit row (who, what, old, new).
+        Every changed, added or removed setting becomes one audit row (who, what, old, new,
+        and ``via``: ``"discord"`` for ``/config``, ``"web"`` for the dashboard).
 
         Returns:
             The entries written, in the snapshot's order; empty if nothing changed.
@@ -606,7 +619,13 @@ class GuildConfigService:
         now = self._clock.time()
         entries = [
             AuditEntry(
-                guild_id, user_id, what, before.get(what, NO_VALUE), after.get(what, NO_VALUE), now
+                guild_id,
+                user_id,
+                what,
+                before.get(what, NO_VALUE),
+                after.get(what, NO_VALUE),
+                now,
+                via,
             )
             for what in [*after, *(w for w in before if w not in after)]
             if before.get(what) != after.get(what)

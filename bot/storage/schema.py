@@ -97,6 +97,8 @@ config_audit = Table(
     Column("old", Text, nullable=False),
     Column("new", Text, nullable=False),
     Column("at", Double, nullable=False),
+    # Where the change was made: "discord" (/config) or "web" (the dashboard).
+    Column("via", Text, nullable=False, server_default="discord"),
 )
 Index("config_audit_guild", config_audit.c.guild_id, config_audit.c.id)
 
@@ -166,6 +168,46 @@ dashboard_roles = Table(
     Column("role_id", BigInteger, primary_key=True),
     # "view" today; "edit" is kept for the roles that may change settings from the web.
     Column("access", Text, nullable=False, server_default="view"),
+)
+
+
+showcase_entries = Table(
+    "showcase_entries",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("job_id", BigInteger, nullable=False),
+    # Who shared it: always the member who asked for it (a private result is theirs alone).
+    Column("user_id", BigInteger, nullable=False),
+    Column("shared_at", Double, nullable=False),
+    # Set when an admin removed it: it leaves every showcase page at once.
+    Column("removed_at", Double),
+    Column("removed_by", BigInteger),
+    # The showcase channel's message of it (with its Vote button), when one was posted.
+    Column("channel_id", BigInteger),
+    Column("message_id", BigInteger),
+    UniqueConstraint("guild_id", "job_id", name="showcase_entries_job"),
+)
+Index("showcase_entries_guild", showcase_entries.c.guild_id, showcase_entries.c.shared_at)
+
+
+showcase_votes = Table(
+    "showcase_votes",
+    metadata,
+    Column("entry_id", BigInteger, primary_key=True),
+    Column("user_id", BigInteger, primary_key=True),
+    Column("at", Double, nullable=False),
+)
+
+
+showcase_settings = Table(
+    "showcase_settings",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    # Where shared results are posted (/config showcase); None: nowhere.
+    Column("channel_id", BigInteger),
+    # 1: the showcase is readable by anyone at /showcase/<guild id>; off by default.
+    Column("public", Integer, nullable=False, server_default="0"),
 )
 
 

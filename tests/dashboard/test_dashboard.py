@@ -201,5 +201,6 @@ async def test_audit_log_filters_and_exports(site: Site) -> None:
     assert "monthly budget" in page and "blocked term" not in page
     exported = await browser.get(f"/servers/{site.guild_id}/audit.csv")
     rows = list(csv.reader(io.StringIO(await exported.text())))
-    assert rows[0] == ["time", "member_id", "member", "setting", "old", "new"]
+    assert rows[0] == ["time", "member_id", "member", "setting", "old", "new", "via"]
+    assert {r[6] for r in rows[1:]} == {"discord"}
     assert [r[5] for r in rows[1:] if r[3] == "blocked term"] == ["'=cmd|' /C calc'!A0"]

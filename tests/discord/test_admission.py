@@ -96,6 +96,7 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
     else:
         from cogs.chat import SummariseButton
         from cogs.sequences import SequenceAction, TakeSelect
+        from cogs.showcase import ShowcaseAction
 
         # Every restart-safe button (and select) of ours: each admits its clicks like a command.
         buttons = [
@@ -103,6 +104,7 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
             SummariseButton(1),
             SequenceAction("join", "j1"),
             TakeSelect("j1"),
+            ShowcaseAction("vote", "s1"),
         ]
         assert {type(b).__name__ for b in buttons} | {"ChoiceButton"} == {
             d.__name__ for d in ours(discord.ui.DynamicItem)

@@ -214,7 +214,13 @@ async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the
     (sent,) = rest_bot.dms()
     assert sent.attachments
     # The same buttons as on the DM card: they act in the server it came from.
-    assert actions(sent) == ["again", "continue", "remix", "delete"]
+    assert actions(sent) == [
+        "again",
+        "continue",
+        "remix",
+        "share",
+        "delete",
+    ]  # its owner may share it
     shown = await stack.db.jobs.get(job.id)
     assert shown is not None and shown.delivery_route is DeliveryRoute.DM
     channel = rest_bot.emulator.channel_messages(rest_bot.who.channel_id)

@@ -8,7 +8,14 @@ import discord
 import pytest
 
 from bot.discord.bot import EXTENSIONS, GenBot
-from tests.support.command_list import CONFIG, LANGUAGES, MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
+from tests.support.command_list import (
+    CONFIG,
+    LANGUAGES,
+    MESSAGE_MENUS,
+    OPTIONS,
+    SLASH_COMMANDS,
+    SUBCOMMAND_OPTIONS,
+)
 from tests.support.stack import Stack
 
 
@@ -102,6 +109,15 @@ async def test_config_needs_manage_server_and_never_takes_the_key_as_an_option(
     language = options_of(config, "language")["language"]
     assert tuple(c["value"] for c in language["choices"]) == LANGUAGES
     assert language["required"]
+
+
+async def test_subcommands_take_the_listed_options(tree: list[dict[str, Any]]) -> None:
+    """``/config showcase channel:`` (optional: empty clears it), as the list says."""
+    for (name, *path), options in SUBCOMMAND_OPTIONS.items():
+        command = next(c for c in tree if c["name"] == name)
+        found = options_of(command, *path)
+        assert list(found) == options, (name, path)
+        assert not any(o.get("required") for o in found.values())
 
 
 async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:

@@ -353,6 +353,7 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
         ("Again · $1.20", "gb:again:j42"),
         ("Continue", "gb:continue:j42"),  # a next clip from its last frame
         ("Remix · $1.20", "gb:remix:j42"),
+        ("Share", "gb:share:j42"),  # to the server's showcase (the requester only)
         ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
     )
     view = parts.view()
@@ -509,6 +510,7 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
         "gb:again:j42",
         "gb:continue:j42",
         "gb:remix:j42",
+        "gb:share:j42",
         "gb:delete:j42",
     ]
     attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")

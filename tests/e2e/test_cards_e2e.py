@@ -87,7 +87,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     card = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
     labels = [item["label"] for item in action_buttons(card)]
     # The known video price; nothing to vary; a clip of its own has nothing to join.
-    assert labels == ["Again · $0.20", "Continue", "Remix · $0.20", "Delete"]
+    assert labels == ["Again · $0.20", "Continue", "Remix · $0.20", "Share", "Delete"]
     await world.answer(
         await world.command("image", {"prompt": "an owl at night", "model": ASYNC_IMAGE_MODEL})
     )
@@ -95,7 +95,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
         lambda m: "an owl at night" in m.text, include_existing=True
     )
     owl = await world.discord.wait_for_edit(owl.id, lambda m: bool(m.attachments), 30)
-    assert set(buttons(owl)) == {"Again", "Animate", "Edit", "Delete"}
+    assert set(buttons(owl)) == {"Again", "Animate", "Edit", "Share", "Delete"}
     results.update(image=image, text=text, video=card, owl=owl)
 
     identifies = sum(1 for e in world.discord.gateway_received if e.op == 2)

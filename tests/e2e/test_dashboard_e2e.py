@@ -26,7 +26,14 @@ import pytest
 import pytest_asyncio
 
 from bot.errors import format_cents
-from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
+from tests.support.e2e.harness import (
+    BOT_TOKEN,
+    MEMBER_PERMISSIONS,
+    World,
+    action_buttons,
+    close_world,
+    open_world,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "e2e-client-secret"
@@ -260,3 +267,262 @@ async def test_in_a_browser_a_member_sees_my_results_and_404_on_the_server(
         response = await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}{path}")
         assert response is not None and response.status == 404
     assert [e for e in tab.errors if "404" not in e] == []
+
+
+# -- editing the server's settings in a browser ----------------------------------------------
+
+CHEAP_VIDEO = "aurora-lite/text-to-video"  # 20 cents per 5 s
+
+
+async def as_member(world: World, user_id: int, name: str, options: dict[str, Any]) -> str:
+    return (await world.answer(await world.command(name, options, user_id=user_id))).content
+
+
+async def admin_channel(world: World) -> int:
+    """The server's admin channel (set once with /config admin-channel)."""
+    channels = [c for c in world.discord.world.channels.values() if c.name == "admin-log"]
+    if channels:
+        return int(channels[0].id)
+    channel = world.discord.add_channel(world.guild.id, "admin-log")
+    answer = await world.answer(
+        await world.command("config", {"channel": channel}, admin=True, subcommand="admin-channel")
+    )
+    assert answer.ephemeral
+    return int(channel.id)
+
+
+async def posted(world: World, channel_id: int, text: str) -> str:
+    message = await world.discord.wait_for_message(
+        lambda m: m.channel_id == channel_id and text in m.content,
+        include_existing=True,
+        timeout=10,
+    )
+    return str(message.content)
+
+
+async def test_in_a_browser_a_tier_allowance_set_on_the_web_judges_the_next_video(
+    world: World, chromium: Any
+) -> None:
+    log_channel = await admin_channel(world)
+    role = world.discord.add_role(world.guild.id, "Patron")
+    patron = world.discord.add_user("patron")
+    world.discord.give_role(world.guild.id, patron.id, role.id)
+    tab = await open_tab(chromium, "editor")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}")
+    await page.click("nav.tabs >> text=Tiers")
+    form = page.locator("#new-tier")
+    await form.locator("select[name=role_id]").select_option(str(role.id))
+    await form.locator("input[name=daily]").fill("0.10")
+    await page.wait_for_selector("#new-tier .unsaved-note")  # shown before leaving the page
+    await tab.shoot("tiers-unsaved")
+    await form.locator("button[type=submit]").click()
+    await page.wait_for_selector("#form-notice")
+    assert await page.inner_text("#form-notice") == "Saved."
+    await tab.shoot("tiers")
+    video = {"prompt": "a fox at dawn", "model": CHEAP_VIDEO, "duration": 5}
+    refused = await as_member(world, patron.id, "video", video)
+    assert "Your daily allowance ($0.10, role Patron)" in refused
+    # Raised on the web: the very next /video is accepted.
+    tier = page.locator(f"#tier-{role.id}")
+    await tier.locator("input[name=daily]").fill("5")
+    await tier.locator("button[value=save]").click()
+    await page.wait_for_selector("#form-notice")
+    assert "on its way" in await as_member(world, patron.id, "video", video)
+    # The audit log and the admin channel name the change, made on the web.
+    await page.click("nav.tabs >> text=Audit log")
+    row = page.locator("tr", has_text="tier Patron").filter(has_text="daily per member").first
+    assert "web" in await row.inner_text()
+    line = await posted(world, log_channel, "daily per member: $0.10 → $5.00")
+    assert line.startswith(f"<@{world.admin.id}> changed the bot's settings on the web dashboard")
+    assert (tab.errors, tab.failed) == ([], [])
+
+
+async def test_in_a_browser_try_a_prompt_agrees_with_the_command(
+    world: World, chromium: Any
+) -> None:
+    tab = await open_tab(chromium, "terms")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}/settings/blocked-terms")
+    await page.fill("#add-term input[name=term]", "Moon Beam")
+    await page.click("#add-term button[type=submit]")
+    await page.wait_for_selector("#form-notice")
+    prompt = "a MOON\u200b BEAM over the sea"  # a hidden character does not hide the term
+    await page.fill("#try input[name=prompt]", prompt)
+    await page.click("#try button[type=submit]")
+    assert "blocked term moon beam" in await page.inner_text("#try-result")
+    await tab.shoot("blocked-terms")
+    refused = await as_member(world, world.member.id, "text", {"prompt": prompt})
+    assert refused == "This prompt uses a term this server does not allow; nothing was sent."
+    await page.fill("#try input[name=prompt]", "moonbeams over the sea")
+    await page.click("#try button[type=submit]")
+    assert (await page.inner_text("#try-result")).startswith("Allowed")
+    allowed = await as_member(world, world.member.id, "text", {"prompt": "moonbeams over the sea"})
+    assert "does not allow" not in allowed
+    assert (tab.errors, tab.failed) == ([], [])
+
+
+async def test_in_a_browser_a_viewer_has_no_forms_and_forged_posts_change_nothing(
+    world: World, chromium: Any
+) -> None:
+    base = dashboard_url(world)
+    role = world.discord.add_role(world.guild.id, "Treasurer")
+    viewer = world.discord.add_user("treasurer")
+    world.discord.give_role(world.guild.id, viewer.id, role.id)
+    admin_tab = await open_tab(chromium, "access")
+    await sign_in(world, admin_tab, world.admin.id)
+    page = admin_tab.page
+    await page.goto(f"{base}/servers/{world.guild.id}/settings/access")
+    row = page.locator("tr", has_text="Treasurer")
+    await row.locator("select[name=access]").select_option("view")
+    await row.locator("button[type=submit]").click()
+    await page.wait_for_selector("#form-notice")
+    tab = await open_tab(chromium, "viewer")
+    await sign_in(world, tab, viewer.id)
+    tiers_url = f"{base}/servers/{world.guild.id}/settings/tiers"
+    for path in ("tiers", "budgets", "blocked-terms", "access"):
+        await tab.page.goto(f"{base}/servers/{world.guild.id}/settings/{path}")
+        await tab.page.wait_for_selector("#view-only")
+        assert await tab.page.locator("main form[method=post]").count() == 0, path
+    await tab.shoot("viewer-tiers")
+    token = await tab.page.locator("header input[name=token]").get_attribute("value")
+    forged = {"token": token or "", "base": "", "role_id": str(role.id), "daily": "99"}
+    answer = await tab.page.request.post(tiers_url, form=forged, headers={"Origin": base})
+    assert answer.status == 403
+    # A cross-site POST riding the admin's session: no token, a foreign Origin.
+    cross = await page.request.post(
+        tiers_url,
+        form={"role_id": str(role.id), "daily": "99", "action": "save"},
+        headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+    )
+    assert cross.status == 403
+    await page.goto(tiers_url)
+    assert await page.locator(f"#tier-{role.id}").count() == 0  # no tier was made
+
+
+async def test_in_a_browser_two_saves_of_one_setting_the_later_is_told(
+    world: World, chromium: Any
+) -> None:
+    base = dashboard_url(world)
+    first, second = await open_tab(chromium, "first"), await open_tab(chromium, "second")
+    url = f"{base}/servers/{world.guild.id}/settings/budgets"
+    for tab in (first, second):
+        await sign_in(world, tab, world.admin.id)
+        await tab.page.goto(url)
+    await first.page.fill("input[name=monthly]", "40")
+    await second.page.fill("input[name=monthly]", "60")
+    await first.page.click("main button[type=submit]")
+    await first.page.wait_for_selector("#form-notice")
+    await second.page.click("main button[type=submit]")
+    await second.page.wait_for_selector("#form-error")
+    assert "changed this setting since you opened the page" in await second.page.inner_text(
+        "#form-error"
+    )
+    assert await second.page.input_value("input[name=monthly]") == "40.00"
+    await second.shoot("budgets-conflict")
+
+
+# -- the showcase ----------------------------------------------------------------------------
+
+
+async def finished_video(world: World, prompt: str) -> Any:
+    await world.answer(await world.command("video", {"prompt": prompt, "model": CHEAP_VIDEO}))
+    card = await world.discord.wait_for_message(lambda m: prompt in m.text, include_existing=True)
+    return await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
+
+
+async def press(world: World, message: Any, label: str, user_id: int) -> str:
+    custom_id = next(
+        b["custom_id"] for b in action_buttons(message) if b["label"].startswith(label)
+    )
+    handle = await world.discord.press_button(
+        message.id, custom_id, user_id=user_id, permissions=MEMBER_PERMISSIONS
+    )
+    return str((await world.answer(handle)).content)
+
+
+async def public_page(base: str, guild_id: int) -> tuple[int, str]:
+    async with aiohttp.ClientSession() as http, http.get(f"{base}/showcase/{guild_id}") as page:
+        return page.status, await page.text()
+
+
+async def test_share_vote_remove_and_the_public_showcase(world: World, chromium: Any) -> None:
+    base = dashboard_url(world)
+    channel = world.discord.add_channel(world.guild.id, "showcase")
+    answer = await world.answer(
+        await world.command("config", {"channel": channel}, admin=True, subcommand="showcase")
+    )
+    assert answer.ephemeral and "Showcase channel updated" in answer.content
+    voter = world.discord.add_user("voter")
+    world.discord.world.ensure_member(world.guild.id, voter.id)
+    lighthouse = await finished_video(world, "a lighthouse in fog")
+    harbour = await finished_video(world, "a harbour at night")
+    # Only the member who asked may share it.
+    refused = await press(world, lighthouse, "Share", voter.id)
+    assert refused == "Only the member who asked for this result can share it."
+    for card in (lighthouse, harbour):
+        assert await press(world, card, "Share", world.member.id) == (
+            "Shared to this server's showcase."
+        )
+    post = await world.discord.wait_for_message(
+        lambda m: m.channel_id == channel.id and "a lighthouse in fog" in m.content,
+        include_existing=True,
+    )
+    assert f"<@{world.member.id}> shared a video" in post.content
+    # One vote per member: twice counts once.
+    assert await press(world, post, "Vote", voter.id) == "Vote counted: 1 in all."
+    assert await press(world, post, "Vote", voter.id) == (
+        "You voted for this already (one vote each): 1 in all."
+    )
+    # Not public by default: nothing at the public address.
+    assert (await public_page(base, world.guild.id))[0] == 404
+    tab = await open_tab(chromium, "showcase")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{base}/servers/{world.guild.id}/showcase?period=all")
+    ranked = await page.locator("#showcase li.result .prompt").all_inner_texts()
+    assert ranked[:2] == ["a lighthouse in fog", "a harbour at night"]  # most votes first
+    await page.select_option("#public select[name=public]", "on")
+    await page.click("#public button[type=submit]")
+    await page.wait_for_selector("#public-link")
+    status, text = await public_page(base, world.guild.id)
+    assert status == 200
+    assert "a lighthouse in fog" in text and "a harbour at night" in text
+    # An admin removes one: gone from the public page at once.
+    harbour_entry = page.locator("#showcase li.result", has_text="a harbour at night")
+    await harbour_entry.locator("button[value=remove]").click()
+    await page.wait_for_selector("#form-notice")
+    await tab.shoot("showcase")
+    status, text = await public_page(base, world.guild.id)
+    prompts = re.findall(r'<p class="prompt">([^<]*)</p>', text)
+    assert prompts == ["a lighthouse in fog"]
+    await world.discord.signal.wait_for(  # its post leaves the showcase channel too
+        lambda: (
+            True
+            if not any(
+                "a harbour at night" in m.content
+                for m in world.discord.channel_messages(channel.id)
+            )
+            else None
+        ),
+        10,
+        "the removed entry's post deleted",
+    )
+    assert await press(world, harbour, "Share", world.member.id) == (
+        "This result is in the showcase already (or an admin removed it)."
+    )
+    await page.select_option("#public select[name=public]", "off")
+    await page.click("#public button[type=submit]")
+    await page.wait_for_selector("#form-notice")
+    status, text = await public_page(base, world.guild.id)
+    assert status == 404 and "a lighthouse in fog" not in text
+    assert (tab.errors, tab.failed) == ([], [])
+    cleared = await world.answer(
+        await world.command("config", {}, admin=True, subcommand="showcase")
+    )
+    assert cleared.ephemeral and "Showcase channel cleared" in cleared.content
+    await page.goto(f"{base}/servers/{world.guild.id}/audit?what=showcase")
+    audit = await page.inner_text("#results")
+    assert f"<#{channel.id}>" in audit and "public showcase page" in audit

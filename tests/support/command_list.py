@@ -74,6 +74,7 @@ CONFIG = frozenset(
         "persona",
         "sequence-length",
         "show",
+        "showcase",
         "tier",
     }
 )
@@ -81,3 +82,9 @@ CONFIG = frozenset(
 
 LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
 """``/config language``'s choices, by value: the shipped locales, then the server's default."""
+
+SUBCOMMAND_OPTIONS = {
+    ("config", "admin-channel"): ["channel"],
+    ("config", "showcase"): ["channel"],
+}
+"""The options of some subcommands, in Discord's order (``/config showcase channel:``)."""

@@ -8,11 +8,13 @@ and browsers as aiohttp sessions with cookie jars of their own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -22,7 +24,7 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.dashboard.app import Dashboard
-from bot.dashboard.pages import add_pages
+from bot.dashboard.editing import add_all_pages
 from bot.discord.dashboard_directory import RestDirectory
 from bot.domain import Charge, Kind, NewJob
 from bot.wiring import Services
@@ -36,6 +38,55 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class _Forms(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, str]] = []
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None and self.forms:
+            self.forms[-1][self._textarea] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "textarea":
+            self._textarea = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            self.forms.append(
+                {"@method": found.get("method", "get"), "@action": found.get("action", "")}
+            )
+        elif self.forms and tag == "input" and "name" in found:
+            self.forms[-1].setdefault(found["name"], found.get("value", ""))
+        elif self.forms and tag == "textarea" and "name" in found:
+            self.forms[-1].setdefault(found["name"], "")
+            self._textarea = found["name"]
+        elif self.forms and tag == "select":
+            self._select = found.get("name")
+        elif (
+            self.forms
+            and tag == "option"
+            and self._select is not None
+            and (self._select not in self.forms[-1] or "selected" in found)
+        ):
+            self.forms[-1][self._select] = found.get("value", "")
+
+
+def post_forms(html: str) -> list[dict[str, str]]:
+    """The page's POST forms but sign-out: each its fields' values as rendered (a select's
+    chosen option, else its first)."""
+    parser = _Forms()
+    parser.feed(html)
+    return [
+        {k: v for k, v in f.items() if not k.startswith("@")}
+        for f in parser.forms
+        if f["@method"].lower() == "post" and f["@action"] != "/auth/logout"
+    ]
 
 
 @dataclass
@@ -115,6 +166,18 @@ class Site:
         http = aiohttp.ClientSession(cookie_jar=jar)
         self._sessions.append(http)
         return Browser(http, self)
+
+    async def posted(self, channel_id: int, containing: str, seconds: float = 5.0) -> str:
+        """The first message of the channel containing ``containing``, waited for (a post
+        follows the answer to the save)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            for message in self.emulator.channel_messages(channel_id):
+                if containing in message.content:
+                    return str(message.content)
+            assert loop.time() < deadline, f"nothing containing {containing!r} was posted"
+            await asyncio.sleep(0.02)
 
     async def charge(
         self,
@@ -213,7 +276,7 @@ async def open_site(
             RestDirectory(client),
             application_id=emulator.application_id,
             clock=clock,
-            pages=add_pages,
+            pages=add_all_pages,
         )
         await dashboard.start()
         site = Site(

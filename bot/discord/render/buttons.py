@@ -14,8 +14,11 @@ from typing import Final, Literal
 from bot.errors import format_cents
 from bot.i18n import N_, _
 
-Action = Literal["again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join"]
+Action = Literal[
+    "again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join", "share"
+]
 ACTIONS: Final[tuple[Action, ...]] = (
+    "share",
     "again",
     "vary",
     "animate",
@@ -33,6 +36,9 @@ SEQUENCE_CUSTOM_ID: Final = r"gb:(?P<action>continue|remix|join):" + _REF
 """The custom ids of a video card's Continue, Remix and Join (``cogs/sequences.py``)."""
 CUSTOM_ID: Final = r"gb:(?P<action>" + "|".join(ACTIONS) + "):" + _REF
 """The template every action button's custom id matches."""
+SHOWCASE_CUSTOM_ID: Final = r"gb:(?P<action>share|vote):(?P<ref>[js][0-9]{1,20})"
+"""Share (``gb:share:j<job id>``, under a result) and Vote (``gb:vote:s<entry id>``, under a
+showcase post), answered by ``cogs/showcase.py``."""
 
 _LABELS: Final[dict[Action, str]] = {
     "again": N_("Again"),
@@ -44,6 +50,7 @@ _LABELS: Final[dict[Action, str]] = {
     "continue": N_("Continue"),
     "remix": N_("Remix"),
     "join": N_("Join"),
+    "share": N_("Share"),
 }
 """English labels, shown through the catalogue (:func:`bot.i18n._`) in the message's locale."""
 
@@ -67,6 +74,7 @@ def result_buttons(
     completed: bool = True,
     price_cents: Decimal | None = None,
     joinable: bool = False,
+    shareable: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The ``(label, custom_id)`` action buttons under a finished result.
 
@@ -83,6 +91,8 @@ def result_buttons(
         completed: False for a failed job.
         price_cents: the price of one more, when known (video), exact cents.
         joinable: a video continued from another (clip 2 or later of a sequence): adds Join.
+        shareable: a finished image or video job (``j`` reference): adds Share (to the
+            server's showcase) when the row has room (five buttons at most).
     """
     if not completed:
         actions: tuple[Action, ...] = ("again", "delete")
@@ -93,11 +103,18 @@ def result_buttons(
         actions = ("again", "continue", "remix", *joined, "delete")
     else:
         actions = ("again", "vary", "delete")
+    if shareable and completed and kind in ("image", "video") and len(actions) < 5:
+        actions = (*actions[:-1], "share", actions[-1])  # Delete stays last
     price = "" if price_cents is None else f" · {format_cents(price_cents)}"
     return tuple(
         (_(_LABELS[a]) + (price if a in ("again", "vary", "remix") else ""), custom_id(a, ref))
         for a in actions
     )
+
+
+def vote_button(entry_id: int, votes: int) -> tuple[str, str]:
+    """The ``(label, custom_id)`` Vote button of a showcase post, with its votes so far."""
+    return (f"Vote · {votes}", f"gb:vote:s{entry_id}")
 
 
 def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
@@ -113,7 +130,9 @@ def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:
 DM_ACTIONS: Final[frozenset[Action]] = frozenset({"delete"})
 """The actions a result delivered by direct message keeps once the bot left the server it came
 from: Again, Vary, Animate and Edit in a DM act in that server (its key, budgets, checks), so
-they could only be refused there; Delete acts on the DM message itself."""
+they could only be refused there, and Share has no server's showcase left to go to; Delete
+acts on the DM message itself. (A private result's card in the DM of a member of a server the
+bot is in keeps every button, Share included: its owner may show it.)"""
 
 
 def dm_buttons(buttons: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

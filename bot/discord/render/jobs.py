@@ -220,6 +220,7 @@ def job_finished(
             completed=job.status == "completed",
             price_cents=price,
             joinable=clip_number(job) >= 2,
+            shareable=ref.startswith("j"),
         )
         return dataclasses.replace(parts, action_buttons=actions)
 

@@ -71,13 +71,15 @@ def tiers_embed(policy: ServerPolicy) -> discord.Embed:
 
 
 def audit_lines(entries: list[AuditEntry]) -> str:
-    """The admin-channel message for the changes of one ``/config`` command.
+    """The admin-channel message for the changes of one ``/config`` command or dashboard save.
 
-    Who, then one line per setting: what, old → new; cut to Discord's 2,000 characters.
+    Who (and "on the web dashboard" for a change made there), then one line per setting:
+    what, old → new; cut to Discord's 2,000 characters.
     """
     if not entries:
         return ""
     who = entries[0].user_id
-    lines = [f"<@{who}> changed the bot's settings:"]
+    where = " on the web dashboard" if entries[0].via == "web" else ""
+    lines = [f"<@{who}> changed the bot's settings{where}:"]
     lines += [f"• {e.what}: {e.old} → {e.new}" for e in entries]
     return truncate("\n".join(lines), 2000)

@@ -595,7 +595,9 @@ class DashboardViews:
         return [
             (
                 r["id"],
-                AuditEntry(r["guild_id"], r["user_id"], r["what"], r["old"], r["new"], r["at"]),
+                AuditEntry(
+                    r["guild_id"], r["user_id"], r["what"], r["old"], r["new"], r["at"], r["via"]
+                ),
             )
             for r in await self._sql.all(stmt)
         ]

@@ -224,6 +224,7 @@ class PolicyStore:
                 old=entry.old,
                 new=entry.new,
                 at=entry.at,
+                via=entry.via,
             )
         )
 
@@ -236,7 +237,9 @@ class PolicyStore:
             .limit(limit)
         )
         return [
-            AuditEntry(r["guild_id"], r["user_id"], r["what"], r["old"], r["new"], r["at"])
+            AuditEntry(
+                r["guild_id"], r["user_id"], r["what"], r["old"], r["new"], r["at"], r["via"]
+            )
             for r in rows
         ]
 

@@ -1,0 +1,110 @@
+"""The showcase: results members share with their server, voted for, ranked, maybe public.
+
+Only the member who asked for a result may share it (a private result stays theirs to show);
+one vote per member and entry; an admin's removal takes an entry off every showcase page at
+once (the public one included). The showcase channel and whether the page is public are
+``/config`` settings (:class:`bot.services.guild_config.GuildConfigService`), audited there.
+
+User-facing sentences are module constants, one place, so they can be translated later.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from bot.clock import Clock
+from bot.domain import ShowcaseEntry
+from bot.errors import ValidationFailed
+from bot.services.personal import is_personal
+from bot.storage import Database
+from bot.storage.repos.dashboard import DashboardViews
+from bot.storage.repos.showcase import ShowcaseStore
+
+SHOWN: Final = 60
+"""Entries one showcase page shows."""
+
+PERIODS: Final = {"7": 7, "30": 30, "365": 365, "all": None}
+"""The periods the Showcase page ranks over (days; None: since the beginning)."""
+
+NOT_FINISHED: Final = "Only a finished image or video can be shared."
+NOT_YOURS: Final = "Only the member who asked for this result can share it."
+NO_SERVER: Final = "A result made with your own key belongs to no server's showcase."
+GONE: Final = "This result is no longer in the showcase."
+
+
+class ShowcaseService:
+    """Shares, votes, removals and the ranked showcase of a server.
+
+    Args:
+        db: the database.
+        clock: stamps shares and votes (UTC epoch seconds).
+    """
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._store = db.of(ShowcaseStore)
+        self._results = db.of(DashboardViews)
+        self._clock = clock
+
+    async def share(self, job_id: int, user_id: int) -> tuple[ShowcaseEntry, bool]:
+        """Share a finished result to its server's showcase, as the member who asked for it.
+
+        Returns:
+            The entry, and whether it was added now (False: shared before, or removed by an
+            admin, which sharing again does not undo).
+
+        Raises:
+            ValidationFailed: not a finished result, not the member's own, or made with a
+                member's own key (no server).
+        """
+        item = await self._results.result(job_id)
+        if item is None:
+            raise ValidationFailed(NOT_FINISHED)
+        if item.user_id != user_id:
+            raise ValidationFailed(NOT_YOURS)
+        if is_personal(item.guild_id):
+            raise ValidationFailed(NO_SERVER)
+        entry_id, added = await self._store.share(
+            item.guild_id, job_id, user_id, self._clock.time()
+        )
+        entry = await self._store.entry(entry_id)
+        assert entry is not None
+        return entry, added
+
+    async def posted(self, entry_id: int, channel_id: int, message_id: int) -> None:
+        """Remember the showcase channel's message of an entry."""
+        await self._store.set_message(entry_id, channel_id, message_id)
+
+    async def vote(self, entry_id: int, user_id: int) -> tuple[bool, int]:
+        """Count a member's vote; return ``(counted now, votes)`` (a second vote counts once).
+
+        Raises:
+            ValidationFailed: the entry is gone or was removed.
+        """
+        entry = await self._store.entry(entry_id)
+        if entry is None or entry.removed_at is not None:
+            raise ValidationFailed(GONE)
+        counted = await self._store.vote(entry_id, user_id, self._clock.time())
+        again = await self._store.entry(entry_id)
+        return counted, 0 if again is None else again.votes
+
+    async def entry(self, entry_id: int) -> ShowcaseEntry | None:
+        """Return an entry (removed or not), or None."""
+        return await self._store.entry(entry_id)
+
+    async def remove(self, guild_id: int, entry_id: int, by: int) -> bool:
+        """Take an entry off the server's showcase (an admin's); False if it was not there."""
+        return await self._store.remove(guild_id, entry_id, by, self._clock.time())
+
+    async def ranked(self, guild_id: int, days: int | None) -> list[ShowcaseEntry]:
+        """The server's entries shared in the last ``days`` (None: all), most votes first."""
+        since = None if days is None else self._clock.time() - days * 86_400
+        return await self._store.ranked(guild_id, since, SHOWN)
+
+    async def public(self, guild_id: int, days: int | None) -> list[ShowcaseEntry] | None:
+        """The ranked entries when the server's showcase is public; None when it is not."""
+        _, public = await self._store.settings(guild_id)
+        return await self.ranked(guild_id, days) if public else None
+
+    async def settings(self, guild_id: int) -> tuple[int | None, bool]:
+        """The server's ``(showcase channel id, public)``."""
+        return await self._store.settings(guild_id)

@@ -1,0 +1,88 @@
+"""The showcase's rules on both engines: who may share, one vote per member, removal, public."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from bot.domain import Charge, JobStatus, Kind, NewJob
+from bot.errors import ValidationFailed
+from bot.services.showcase import ShowcaseService
+from tests.support.stack import Stack
+
+GUILD, OWNER, OTHER = 7, 70, 71
+
+
+async def finished(
+    stack: Stack, prompt: str, *, user_id: int = OWNER, guild_id: int = GUILD
+) -> int:
+    db = stack.services.db
+    now = stack.clock.time()
+    task = f"task-{prompt}"
+    await db.ledger.insert_charge(
+        Charge(
+            guild_id=guild_id,
+            channel_id=1,
+            user_id=user_id,
+            kind=Kind.VIDEO,
+            model="aurora-lite/text-to-video",
+            task_id=task,
+            cost_cents=Decimal(20),
+            remaining_credits_cents=None,
+            key_fingerprint="fp",
+            at=now,
+        )
+    )
+    job = await db.jobs.insert(
+        NewJob(
+            task_id=task,
+            provider="sandbox",
+            poll_url="",
+            kind=Kind.VIDEO,
+            model="aurora-lite/text-to-video",
+            guild_id=guild_id,
+            channel_id=1,
+            message_id=None,
+            user_id=user_id,
+            prompt_summary=prompt,
+            details={},
+            cost_cents=Decimal(20),
+            key_fingerprint="fp",
+            created_at=now,
+            next_poll_at=now + 10,
+        )
+    )
+    await db.jobs.finish(job.id, JobStatus.COMPLETED, ("https://cdn.example/v.mp4",), None, now)
+    return job.id
+
+
+async def test_share_vote_remove_and_the_public_list(stack: Stack) -> None:
+    showcase = stack.services.service(ShowcaseService)
+    fox, owl = await finished(stack, "a fox"), await finished(stack, "an owl")
+    with pytest.raises(ValidationFailed, match="Only the member who asked"):
+        await showcase.share(fox, OTHER)
+    fox_entry, added = await showcase.share(fox, OWNER)
+    assert added
+    assert (await showcase.share(fox, OWNER))[1] is False  # one entry per result
+    owl_entry, _ = await showcase.share(owl, OWNER)
+    assert await showcase.vote(owl_entry.id, OTHER) == (True, 1)
+    assert await showcase.vote(owl_entry.id, OTHER) == (False, 1)  # twice counts once
+    assert await showcase.vote(owl_entry.id, OWNER) == (True, 2)
+    ranked = await showcase.ranked(GUILD, None)
+    assert [(e.result.prompt, e.votes) for e in ranked] == [("an owl", 2), ("a fox", 0)]
+    assert await showcase.public(GUILD, None) is None  # off by default
+    await stack.services.guild_config.set_showcase_public(GUILD, True)
+    assert await showcase.remove(GUILD, owl_entry.id, OWNER)
+    assert not await showcase.remove(GUILD + 1, fox_entry.id, OWNER)  # another server's: no
+    public = await showcase.public(GUILD, None)
+    assert public is not None and [e.result.prompt for e in public] == ["a fox"]
+    with pytest.raises(ValidationFailed, match="no longer in the showcase"):
+        await showcase.vote(owl_entry.id, OTHER)
+    assert (await showcase.share(owl, OWNER))[1] is False  # a removal is not undone
+
+
+async def test_a_result_of_a_members_own_wallet_has_no_showcase(stack: Stack) -> None:
+    job = await finished(stack, "mine", guild_id=-OWNER)
+    with pytest.raises(ValidationFailed, match="no server's showcase"):
+        await stack.services.service(ShowcaseService).share(job, OWNER)
