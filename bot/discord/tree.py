@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Protocol
 
 import discord
@@ -192,8 +193,12 @@ class AdmittedModal(discord.ui.Modal):
         self.title = _(self.title)
         for item in self.children:
             if isinstance(item, discord.ui.TextInput):
-                if item.label:
-                    item.label = _(item.label)
+                # discord.py 2.7 deprecates a text input's own label for discord.ui.Label; the
+                # forms that still give one keep it, translated, without a warning each time.
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    if item.label:
+                        item.label = _(item.label)
                 if item.placeholder:
                     item.placeholder = _(item.placeholder)
 

@@ -188,7 +188,9 @@ def setup_logging(
     """Log to ``stream`` (stderr) at ``level`` in ``fmt``, every line context-tagged and redacted.
 
     Replaces the handler a previous call installed (idempotent); handlers others attached to
-    the root logger (a test runner's capture) are left alone.
+    the root logger (a test runner's capture) are left alone. Python's warnings are logged too
+    (``logging.captureWarnings``), so a library's warning is one line of the chosen format,
+    redacted like any other, never raw text in the middle of JSON lines.
 
     Args:
         level: a :mod:`logging` level number.
@@ -211,4 +213,5 @@ def setup_logging(
             root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)
     return redaction
