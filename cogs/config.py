@@ -31,7 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
-from bot.i18n import LANGUAGE_NAMES, N_, _
+from bot.i18n import LANGUAGE_NAMES, N_, _, using
 from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -131,7 +131,10 @@ async def audited(
         return
     channel_id = await service.admin_channel(who.guild_id)
     if channel_id is not None:
-        _post_later(interaction.client, who.guild_id, channel_id, audit_lines(entries))
+        # The admin channel is the server's: its language, not the admin's.
+        with using(await interaction.client.locales.of(who.guild_id)):
+            text = audit_lines(entries)
+        _post_later(interaction.client, who.guild_id, channel_id, text)
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:

@@ -152,6 +152,10 @@ def build_announcer(
     Returns:
         The announcer that shows results, and the poller's announcer that wraps it.
     """
+    # The gateway's cache holds its servers; a worker reads them by REST.
+    locales = GuildLocales(
+        client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
+    )
     shows = DiscordAnnouncer(
         client,
         clock=services.clock,
@@ -162,12 +166,11 @@ def build_announcer(
         cards=services.private_cards,
         members=services.members,
         takes=_takes_lookup(services),
-        # The gateway's cache holds its servers; a worker reads them by REST.
-        locales=GuildLocales(
-            client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
-        ),
+        locales=locales,
     )
-    return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
+    return shows, DmNoticeAnnouncer(
+        shows, client, services.members, services.private_cards, locales=locales
+    )
 
 
 def _takes_lookup(services: Services) -> Callable[[Job], Awaitable[tuple[Job, ...]]]:
