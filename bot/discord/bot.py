@@ -617,8 +617,9 @@ class GenBot(commands.AutoShardedBot):
         Returns:
             A link to the card, or a sentence saying the results will be posted later.
         """
-        parts = takes_card(jobs, sandbox=self.services.sandbox)
         first = jobs[0]
+        locale = await self.locales.of(first.guild_id)  # a public card: the server's language
+        parts = takes_card(jobs, sandbox=self.services.sandbox, locale=locale)
         channel = self.get_partial_messageable(first.channel_id, guild_id=first.guild_id)
         try:
             message = await send_card(channel, parts)
