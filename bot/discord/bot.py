@@ -45,7 +45,7 @@ from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
-from bot.i18n import _, using
+from bot.i18n import Later, _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -598,6 +598,9 @@ class GenBot(commands.AutoShardedBot):
         Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
         logged, never raised: the admin log must not break the command it reports on.
         """
+        if isinstance(text, Later):  # a service's line: in the server's language
+            with using(await self.locales.of(guild_id)):
+                text = text.translated()
         await post_admin_line(self, guild_id, channel_id, text)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
