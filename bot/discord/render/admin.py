@@ -22,10 +22,8 @@ def _budget(cents: int | None) -> str:
 
 def dashboard_link(public_url: str, guild_id: int) -> str:
     """The line of ``/config show`` that leads to the server's page on the web dashboard."""
-    return _(
-        "Spend, ledger, audit log and results on the web: {link}",
-        link=f"{public_url}/servers/{guild_id}",
-    )
+    link = f"{public_url}/servers/{guild_id}"
+    return _("Spend, ledger, audit log and results on the web: {link}", link=link)
 
 
 def config_embed(config: GuildConfig) -> discord.Embed:
