@@ -182,6 +182,33 @@ def N_(message: str, /) -> str:
     return message
 
 
+class Later(str):
+    """A sentence filled in English now, translated later, where its reader's locale is known.
+
+    A service writing a line for a server's admin channel while a member's answer is being
+    written (their locale current) passes one of these: it reads as the English line (logs,
+    tests), and the Discord adapter posts :meth:`translated` in the server's locale.
+
+    Args:
+        template: the sentence as marked with :func:`N_` (``{name}`` placeholders).
+        values: what the placeholders stand for.
+    """
+
+    template: str
+    values: dict[str, object]
+
+    def __new__(cls, template: str, /, **values: object) -> Later:
+        """The English sentence, filled, keeping its template and values."""
+        said = super().__new__(cls, fill(template, values))
+        said.template = template
+        said.values = values
+        return said
+
+    def translated(self) -> str:
+        """The sentence in the current locale (:func:`using` the reader's)."""
+        return _(self.template, **self.values)
+
+
 def locale_of(code: str | None = None) -> Locale:
     """Babel's locale for a Discord code (the current locale when None)."""
     return Locale.parse(resolve(code) if code else _current.get(), sep="-")

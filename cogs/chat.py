@@ -66,7 +66,7 @@ from bot.discord.tree import (
 from bot.domain import Conversation
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.i18n import N_, _
+from bot.i18n import N_, _, n_, using
 from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
 from bot.services.member_settings import MemberSettingsService
@@ -78,27 +78,27 @@ AUTO_ARCHIVE_MINUTES: Final = 1440
 """A conversation's thread archives itself after a day without messages (Discord allows 60,
 1440, 4320 or 10080 minutes), which ends the conversation."""
 
-UNREADABLE_REPLY = (
+UNREADABLE_REPLY = N_(
     "I can read a reply only with its mention on (the @ in the reply bar); mention me or "
     "reply again with it on."
 )
 
-NOT_ALLOWED = (
+NOT_ALLOWED = N_(
     "This server does not let you use /chat here (Server Settings → Integrations), so I "
     "cannot answer you; nothing was charged."
 )
 
-NEED_THREADS = (
+NEED_THREADS = N_(
     "I need these permissions in this channel first: Create Public Threads, Send Messages in "
     "Threads."
 )
 
-NO_THREAD = (
+NO_THREAD = N_(
     "I could not start a thread for this conversation (I need Create Public Threads and Send "
     "Messages in Threads in this channel); the answer above stays, and was charged."
 )
 
-ANSWER_BY_DM = (
+ANSWER_BY_DM = N_(
     "I could not show the answer in this channel, so I sent it to your DMs (it was charged); "
     "a conversation needs the answer in the channel, so none was started."
 )
@@ -210,7 +210,7 @@ class ChatCog(commands.Cog):
         message = await show_paid(interaction, who, answer)
         await send_note(interaction, note)
         if message is None:  # by DM (or lost): no message in the channel to start a thread from
-            await send_ephemeral_followup(interaction, ANSWER_BY_DM)
+            await send_ephemeral_followup(interaction, _(ANSWER_BY_DM))
             return
         # A thread started from a message has the message's id (Discord docs, "Start Thread
         # from Message"): the conversation is kept before the thread exists, so a member who
@@ -229,15 +229,24 @@ class ChatCog(commands.Cog):
             log.warning("could not start a conversation thread: %s", exc)
             if created:
                 await keep(self.conversations.end(message.id, "deleted"))
-            await send_ephemeral_followup(interaction, NO_THREAD)
+            await send_ephemeral_followup(interaction, _(NO_THREAD))
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:
-        """A member's message in a conversation thread that mentions or replies to the bot."""
+        """A member's message in a conversation thread that mentions or replies to the bot.
+
+        Answered in the server's language: a message carries no member locale, and the
+        thread's replies are public.
+        """
         me = self.bot.user
-        channel = message.channel
         if me is None or message.author.bot or not addressed_to(message, me.id):
             return
+        guild_id = message.guild.id if message.guild is not None else None
+        with using(await self.bot.locales.of(guild_id)):
+            await self._addressed(message, me)
+
+    async def _addressed(self, message: discord.Message, me: discord.ClientUser) -> None:
+        channel = message.channel
         if isinstance(channel, discord.TextChannel):
             await self._reply_outside_thread(message, channel, me.id)
             return
@@ -253,7 +262,7 @@ class ChatCog(commands.Cog):
         if not text and not any(user.id == me.id for user in message.mentions):
             # A reply with its ping off does not mention the bot, so Discord sends it without
             # its content (no Message Content intent): say how to be read, charge nothing.
-            await self._reply(message, MessageParts(content=UNREADABLE_REPLY))
+            await self._reply(message, MessageParts(content=_(UNREADABLE_REPLY)))
             return
         # One "typing…" while the model answers; cosmetic, so a refusal is ignored (the reply
         # then says what is wrong).
@@ -311,7 +320,7 @@ class ChatCog(commands.Cog):
         if not isinstance(resolved, discord.Message) or resolved.author.id != bot_id:
             return
         if not any(user.id == bot_id for user in message.mentions):
-            await self._reply(message, MessageParts(content=UNREADABLE_REPLY))
+            await self._reply(message, MessageParts(content=_(UNREADABLE_REPLY)))
             return
         async with self._answer_locks.hold(resolved.id):
             conversation = await self.conversations.get(resolved.id)
@@ -351,7 +360,7 @@ class ChatCog(commands.Cog):
             return
         granted = channel.permissions_for(channel.guild.me)
         if not (granted.create_public_threads and granted.send_messages_in_threads):
-            await self._reply(message, MessageParts(content=NEED_THREADS))
+            await self._reply(message, MessageParts(content=_(NEED_THREADS)))
             return
         who = message_requester(message, channel)
         author = display_name(message.author)
@@ -397,7 +406,7 @@ class ChatCog(commands.Cog):
         """
         if self.bot.admit_command():
             return True
-        await self._reply(message, MessageParts(content=RESTARTING))
+        await self._reply(message, MessageParts(content=_(RESTARTING)))
         return False
 
     async def _may_chat(
@@ -433,10 +442,10 @@ class ChatCog(commands.Cog):
         try:
             allowed = await self.bot.command_access.allows("chat", invoker)
         except ValidationFailed as exc:  # not readable now: refused, nothing charged
-            await self._reply(message, MessageParts(content=exc.sentence))
+            await self._reply(message, MessageParts(content=exc.user_sentence()))
             return False
         if not allowed:
-            await self._reply(message, MessageParts(content=NOT_ALLOWED))
+            await self._reply(message, MessageParts(content=_(NOT_ALLOWED)))
         return allowed
 
     async def _reply(self, message: discord.Message, parts: MessageParts) -> None:
@@ -498,7 +507,11 @@ class KeyedLocks:
 
 def continuing(user_id: int, text: str) -> str:
     """The line before a turn asked from outside its thread: whose reply it answers."""
-    return f"-# Continuing from <@{user_id}>'s reply: {truncate(one_line(text), 200)}"
+    return _(
+        "-# Continuing from <@{user}>'s reply: {text}",
+        user=user_id,
+        text=truncate(one_line(text), 200),
+    )
 
 
 async def deliver_paid(
@@ -549,7 +562,10 @@ async def deliver_paid(
         log.warning("a paid answer was not posted in its channel (%s); sending it by DM", exc)
     try:
         await message.author.send(
-            f"Your answer from <#{message.channel.id}>, which could not be shown there:",
+            _(
+                "Your answer from <#{channel}>, which could not be shown there:",
+                channel=message.channel.id,
+            ),
             allowed_mentions=discord.AllowedMentions.none(),
         )
         while left:
@@ -691,7 +707,11 @@ class SummariseConfirm:
 
     def view(self, token: str, estimate_cents: Decimal | None) -> discord.ui.View:
         """The two buttons, Summarise showing the estimated price."""
-        price = "" if estimate_cents is None else f" · about {format_cents(estimate_cents)}"
+        price = (
+            ""
+            if estimate_cents is None
+            else " · " + _("about {amount}", amount=format_cents(estimate_cents))
+        )
         return choice_view(
             token,
             [
@@ -730,10 +750,18 @@ class SummariseConfirm:
         channel = interaction.channel
         if made.kept and isinstance(channel, discord.Thread):
             with contextlib.suppress(discord.HTTPException):
+                with using(await interaction.client.locales.of(interaction.guild_id)):  # public
+                    said = n_(
+                        "-# <@{user}> summarised {count} earlier turn ({cost}); it is sent as "
+                        "a summary from now on.",
+                        "-# <@{user}> summarised {count} earlier turns ({cost}); they are sent "
+                        "as a summary from now on.",
+                        made.covered,
+                        user=interaction.user.id,
+                        cost=cost,
+                    )
                 await channel.send(
-                    f"-# <@{interaction.user.id}> summarised {made.covered} earlier "
-                    f"turn{'s' if made.covered != 1 else ''} ({cost}); they are sent as a "
-                    "summary from now on.",
+                    said,
                     allowed_mentions=discord.AllowedMentions.none(),
                 )
         return False
@@ -741,24 +769,38 @@ class SummariseConfirm:
 
 def summary_question(covered: int, estimate_cents: Decimal | None) -> str:
     """The question before a summary: what it covers and its estimated price."""
-    turns = f"{covered} earlier turn{'s' if covered != 1 else ''}"
     price = (
-        f"about {format_cents(estimate_cents)} (from this conversation's price per token)"
+        _(
+            "about {amount} (from this conversation's price per token)",
+            amount=format_cents(estimate_cents),
+        )
         if estimate_cents is not None
-        else "a price not known yet (no earlier turn of this conversation was priced)"
+        else _("a price not known yet (no earlier turn of this conversation was priced)")
     )
-    return (
-        f"Summarising replaces the {turns} no longer sent with one summary, made by one call "
-        f"of the conversation's model: {price}. Summarise?"
+    return n_(
+        "Summarising replaces the {count} earlier turn no longer sent with one summary, made by "
+        "one call of the conversation's model: {price}. Summarise?",
+        "Summarising replaces the {count} earlier turns no longer sent with one summary, made "
+        "by one call of the conversation's model: {price}. Summarise?",
+        covered,
+        price=price,
     )
 
 
 def summary_done(covered: int, cost: str, summary: str, *, kept: bool) -> str:
     """The answer after a summary was made and charged."""
     if not kept:
-        return f"Someone summarised these turns meanwhile; this summary ({cost}) was not kept."
-    turns = f"{covered} earlier turn{'s' if covered != 1 else ''}"
-    return truncate(f"Summarised {turns} ({cost} charged):\n> {one_line(summary)}", 2000)
+        return _(
+            "Someone summarised these turns meanwhile; this summary ({cost}) was not kept.",
+            cost=cost,
+        )
+    said = n_(
+        "Summarised {count} earlier turn ({cost} charged):",
+        "Summarised {count} earlier turns ({cost} charged):",
+        covered,
+        cost=cost,
+    )
+    return truncate(f"{said}\n> {one_line(summary)}", 2000)
 
 
 async def setup(bot: GenBot) -> None:

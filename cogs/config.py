@@ -31,7 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
-from bot.i18n import LANGUAGE_NAMES, N_, _
+from bot.i18n import LANGUAGE_NAMES, N_, _, number, using
 from bot.services.generation import GenerationService
 from bot.services.guild_config import (
     DEFAULT_WORDS,
@@ -87,7 +87,7 @@ async def _unmatched_note(
     if not unmatched:
         return ""
     names = ", ".join(f"`{p}`" for p in unmatched[:10])
-    return f"\nNote: {names} matches no model in the catalogue right now."
+    return "\n" + _("Note: {names} matches no model in the catalogue right now.", names=names)
 
 
 _POSTING: set[asyncio.Task[None]] = set()
@@ -133,7 +133,10 @@ async def audited(
         return
     channel_id = await service.admin_channel(who.guild_id)
     if channel_id is not None:
-        _post_later(interaction.client, who.guild_id, channel_id, audit_lines(entries))
+        # The admin channel is the server's: its language, not the admin's.
+        with using(await interaction.client.locales.of(who.guild_id)):
+            text = audit_lines(entries)
+        _post_later(interaction.client, who.guild_id, channel_id, text)
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -163,8 +166,11 @@ class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
         async with audited(self.service, interaction):
             change = await self.service.set_api_key(self.guild_id, self.key.value)
         await interaction.edit_original_response(
-            content=f"API key saved (ending in `{change.last4}`); this server's requests now "
-            f"use it.{old_key_note(change)}"
+            content=_(
+                "API key saved (ending in `{last4}`); this server's requests now use it.",
+                last4=change.last4,
+            )
+            + old_key_note(change)
         )
 
     async def on_error(  # type: ignore[override]
@@ -228,11 +234,11 @@ class ConfigCog(
         async with audited(self.service, interaction):
             change = await self.service.remove_api_key(who.guild_id)
         if not change.had_key:
-            text = "This server has no API key of its own; nothing was removed."
+            text = _("This server has no API key of its own; nothing was removed.")
         elif self.shared_key:
-            text = "This server's API key was removed; requests now use the bot's shared key."
+            text = _("This server's API key was removed; requests now use the bot's shared key.")
         else:
-            text = "This server's API key was removed; commands need a key again to work."
+            text = _("This server's API key was removed; commands need a key again to work.")
         await interaction.response.send_message(text + old_key_note(change), ephemeral=True)
 
     @app_commands.command(name="budget")
@@ -298,7 +304,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.allow_channel(who.guild_id, channel.id, allowed=True)
-        await self._show(interaction, f"Commands allowed in {channel.mention}.")
+        await self._show(interaction, _("Commands allowed in {channel}.", channel=channel.mention))
 
     @channels.command(name="disallow")
     async def channels_disallow(
@@ -315,7 +321,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.allow_channel(who.guild_id, channel.id, allowed=False)
-        await self._show(interaction, f"{channel.mention} removed.")
+        await self._show(interaction, _("{channel} removed.", channel=channel.mention))
 
     @channels.command(name="everywhere")
     async def channels_everywhere(self, interaction: discord.Interaction[GenBot]) -> None:
@@ -403,7 +409,7 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.sequences.set_max_clips(who.guild_id, clips)
-        await self._show(interaction, "Sequence length updated.")
+        await self._show(interaction, _("Sequence length updated."))
 
     # -- policy --------------------------------------------------------------------
 
@@ -453,7 +459,7 @@ class ConfigCog(
             )
         note = await _unmatched_note(self.generation, interaction, tier.models or ())
         await interaction.response.send_message(
-            f"Tier saved. {tier_line(tier)}{note}", ephemeral=True
+            _("Tier saved. {tier}", tier=tier_line(tier)) + note, ephemeral=True
         )
 
     @tier.command(name="remove")
@@ -469,7 +475,11 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             removed = await self.service.remove_tier(who.guild_id, role.id)
-        text = f"Tier of {role.mention} removed." if removed else f"{role.mention} has no tier."
+        text = (
+            _("Tier of {role} removed.", role=role.mention)
+            if removed
+            else _("{role} has no tier.", role=role.mention)
+        )
         await interaction.response.send_message(text, ephemeral=True)
 
     @tier.command(name="list")
@@ -492,7 +502,8 @@ class ConfigCog(
             lists = await self.service.set_models(who.guild_id, allowed=patterns)
         note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
-            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
+            _("Models for members without a tier: {models}.", models=models_line(lists)) + note,
+            ephemeral=True,
         )
 
     @models.command(name="block")
@@ -509,7 +520,8 @@ class ConfigCog(
             lists = await self.service.set_models(who.guild_id, blocked=patterns)
         note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
-            f"Models for members without a tier: {models_line(lists)}.{note}", ephemeral=True
+            _("Models for members without a tier: {models}.", models=models_line(lists)) + note,
+            ephemeral=True,
         )
 
     @models.command(name="show")
@@ -517,7 +529,8 @@ class ConfigCog(
         """Show the models members without a tier may use."""
         policy = await self.service.policy(requester(interaction).guild_id)
         await interaction.response.send_message(
-            f"Models for members without a tier: {models_line(policy.models)}.", ephemeral=True
+            _("Models for members without a tier: {models}.", models=models_line(policy.models)),
+            ephemeral=True,
         )
 
     @persona.command(name="set")
@@ -542,10 +555,10 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             await self.service.set_persona(who.guild_id, channel.id, system, model, locked=locked)
-        lock = " It is locked: members cannot give their own `system` there." if locked else ""
-        await interaction.response.send_message(
-            f"{channel.mention} now has a persona for /chat and /text.{lock}", ephemeral=True
-        )
+        text = _("{channel} now has a persona for /chat and /text.", channel=channel.mention)
+        if locked:
+            text += " " + _("It is locked: members cannot give their own `system` there.")
+        await interaction.response.send_message(text, ephemeral=True)
 
     @persona.command(name="remove")
     async def persona_remove(
@@ -559,7 +572,11 @@ class ConfigCog(
         """
         async with audited(self.service, interaction):
             removed = await self.service.remove_persona(channel.id)
-        text = "Persona removed." if removed else f"{channel.mention} has no persona."
+        text = (
+            _("Persona removed.")
+            if removed
+            else _("{channel} has no persona.", channel=channel.mention)
+        )
         await interaction.response.send_message(text, ephemeral=True)
 
     @persona.command(name="show")
@@ -567,12 +584,12 @@ class ConfigCog(
         """List the channels' personas."""
         personas = await self.service.personas(requester(interaction).guild_id)
         lines = [
-            f"<#{p.channel_id}> · {p.model or 'default model'}{' · locked' if p.locked else ''}: "
-            f"{truncate(p.system, 300)}"
+            f"<#{p.channel_id}> · {p.model or _('default model')}"
+            f"{' · ' + _('locked') if p.locked else ''}: {truncate(p.system, 300)}"
             for p in personas
         ]
         await interaction.response.send_message(
-            truncate("\n".join(lines) or "No channel has a persona.", 2000),
+            truncate("\n".join(lines) or _("No channel has a persona."), 2000),
             ephemeral=True,
             allowed_mentions=discord.AllowedMentions.none(),
         )
@@ -591,7 +608,7 @@ class ConfigCog(
         async with audited(self.service, interaction):
             stored = await self.service.add_blocked_term(who.guild_id, term)
         await interaction.response.send_message(
-            f"Prompts containing `{stored}` are now refused.", ephemeral=True
+            _("Prompts containing `{term}` are now refused.", term=stored), ephemeral=True
         )
 
     @blocked_terms.command(name="remove")
@@ -607,14 +624,14 @@ class ConfigCog(
         who = requester(interaction)
         async with audited(self.service, interaction):
             removed = await self.service.remove_blocked_term(who.guild_id, term)
-        text = "Term removed." if removed else "That term was not blocked."
+        text = _("Term removed.") if removed else _("That term was not blocked.")
         await interaction.response.send_message(text, ephemeral=True)
 
     @blocked_terms.command(name="list")
     async def blocked_terms_list(self, interaction: discord.Interaction[GenBot]) -> None:
         """List the blocked words and phrases."""
         policy = await self.service.policy(requester(interaction).guild_id)
-        terms = ", ".join(f"`{t}`" for t in policy.blocked_terms) or "No blocked terms."
+        terms = ", ".join(f"`{t}`" for t in policy.blocked_terms) or _("No blocked terms.")
         await interaction.response.send_message(truncate(terms, 2000), ephemeral=True)
 
     @app_commands.command(name="cooldown")
@@ -640,9 +657,13 @@ class ConfigCog(
         async with audited(self.service, interaction):
             await self.service.set_cooldown(who.guild_id, kind, seconds)
         text = (
-            f"/{kind.value} has no cooldown now."
+            _("/{command} has no cooldown now.", command=kind.value)
             if seconds == 0
-            else f"Members now wait {seconds} s between two uses of /{kind.value}."
+            else _(
+                "Members now wait {seconds} s between two uses of /{command}.",
+                seconds=number(seconds),
+                command=kind.value,
+            )
         )
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -660,7 +681,7 @@ class ConfigCog(
         clips = await self.sequences.max_clips(guild_id)
         embed.add_field(
             name=_("Sequence length"),
-            value=_("{count} clips at most", count=clips),
+            value=_("{count} clips at most", count=number(clips)),
             inline=False,
         )
         if self.dashboard_url is not None:

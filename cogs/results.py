@@ -90,7 +90,7 @@ IMAGE_EDIT_MODES = (
 PAID_ACTIONS = frozenset({"again", "vary"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
 
-NOT_VARIED = (
+NOT_VARIED = N_(
     "Vary makes a new text at a higher temperature; the service takes nothing to vary an image "
     "or a video by, so use Again (the same request) or Edit instead."
 )
@@ -133,7 +133,7 @@ class ResultAction(
         paid = self.action in PAID_ACTIONS
         message_id = interaction.message.id if interaction.message is not None else 0
         if paid and not debounce.claim(interaction.user.id, message_id, self.action):
-            await send_ephemeral(interaction, ALREADY_RUNNING)
+            await send_ephemeral(interaction, _(ALREADY_RUNNING))
             return
         sent = True
         try:
@@ -217,12 +217,12 @@ async def _delete(interaction: Interaction, ref: str) -> None:
         # or a member's DM) is deleted with the bot's token.
         await interaction.response.defer()
         await interaction.delete_original_response()
-        await interaction.followup.send("Deleted.", ephemeral=True)
+        await interaction.followup.send(_("Deleted."), ephemeral=True)
         return
     await interaction.response.defer(ephemeral=True, thinking=True)
     if interaction.message is not None:
         await interaction.message.delete()
-    await interaction.followup.send("Deleted.", ephemeral=True)
+    await interaction.followup.send(_("Deleted."), ephemeral=True)
 
 
 async def _source(interaction: Interaction, request: ResultRequest) -> SourceImage:

@@ -60,6 +60,7 @@ from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error
 from bot.domain import Job
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -79,7 +80,7 @@ MAX_SELECT_OPTIONS = 25
 LINE = JoinLine()
 """This process's one line of joins."""
 
-NO_VIDEO_CARD = "That message is not one of my video cards."
+NO_VIDEO_CARD = N_("That message is not one of my video cards.")
 
 
 class SequenceAction(
@@ -160,7 +161,7 @@ class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], tem
             jobs = [await cog.generation.job(job_id) for job_id in takes]
             found = tuple(job for job in jobs if job is not None)
             if len(found) < 2 or not chosen.startswith("j") or not chosen[1:].isdigit():
-                raise ValidationFailed("These takes are no longer known; `/jobs` lists yours.")
+                raise ValidationFailed(N_("These takes are no longer known; `/jobs` lists yours."))
             # The results the card carries as attachments stay, and its gallery shows them.
             names = (
                 set()
@@ -173,8 +174,13 @@ class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], tem
                 name = file_name(job.task_id, urls[0], 0, job.kind) if urls else None
                 if name is not None and name in names:
                     attached[job.id] = name
+            locale = await interaction.client.locales.of(found[0].guild_id)  # a public card
             parts = takes_card(
-                found, sandbox=cog.sandbox, chosen=int(chosen[1:]), attached=attached
+                found,
+                sandbox=cog.sandbox,
+                chosen=int(chosen[1:]),
+                attached=attached,
+                locale=locale,
             )
             kwargs = parts.edit_kwargs()
             del kwargs["attachments"]  # kept as they are
@@ -201,7 +207,7 @@ async def _job_of(interaction: Interaction, ref: str) -> Job:
     if ref.startswith("j"):
         job = await _cog(interaction).generation.job(int(ref[1:]))
     if job is None or job.kind != "video":
-        raise ValidationFailed("This video is no longer known; `/jobs` lists yours.")
+        raise ValidationFailed(N_("This video is no longer known; `/jobs` lists yours."))
     return job
 
 
@@ -235,10 +241,10 @@ async def open_continue(
     refuse_if_known_barred(interaction, "video", invoker)
     models = await allowed_models(interaction, "video")
     if models is None:
-        raise ValidationFailed("The model list is still loading; try again in a moment.")
+        raise ValidationFailed(N_("The model list is still loading; try again in a moment."))
     animating = tuple(model for model in models if model.needs_image)
     if not animating:
-        raise ValidationFailed("No image-to-video model is available to you here.")
+        raise ValidationFailed(N_("No image-to-video model is available to you here."))
     mine = await cog.members.get(interaction.user.id)
     await ContinueModal(job, prompt, animating, preferred=mine.video_model, click=click).show(
         interaction
@@ -254,7 +260,7 @@ def _priced(models: tuple[VideoModel, ...]) -> list[tuple[Decimal | None, VideoM
     return priced[:MAX_SELECT_OPTIONS]
 
 
-class ContinueModal(AdmittedModal, title="Continue video"):
+class ContinueModal(AdmittedModal, title=N_("Continue video")):
     """What happens next, an image-to-video model and a duration, for a finished clip.
 
     Args:
@@ -286,7 +292,7 @@ class ContinueModal(AdmittedModal, title="Continue video"):
             style=discord.TextStyle.paragraph,
             default=prompt[:MAX_PROMPT_LENGTH] or None,
             max_length=MAX_PROMPT_LENGTH,
-            placeholder="What happens next",
+            placeholder=_("What happens next"),
         )
         self.model: discord.ui.Select[ContinueModal] = discord.ui.Select(
             custom_id="model",
@@ -295,8 +301,11 @@ class ContinueModal(AdmittedModal, title="Continue video"):
                     label=truncate(model.label, 100),
                     value=model.id,
                     description=truncate(
-                        f"{'price unknown' if price is None else format_cents(price)} for "
-                        f"{default_duration(model):g} s",
+                        _(
+                            "{price} for {seconds} s",
+                            price=_("price unknown") if price is None else format_cents(price),
+                            seconds=number(default_duration(model)),
+                        ),
                         100,
                     ),
                     default=model.id == self.default_model,
@@ -304,8 +313,8 @@ class ContinueModal(AdmittedModal, title="Continue video"):
                 for price, model in priced
             ],
         )
-        self.add_item(discord.ui.Label(text="What happens next", component=self.prompt))
-        self.add_item(discord.ui.Label(text="Model", component=self.model))
+        self.add_item(discord.ui.Label(text=_("What happens next"), component=self.prompt))
+        self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
         durations = sorted({d for _, m in priced for d in m.durations})[:MAX_SELECT_OPTIONS]
         self.duration: discord.ui.Select[ContinueModal] | None = None
         if durations:
@@ -313,15 +322,18 @@ class ContinueModal(AdmittedModal, title="Continue video"):
                 custom_id="duration",
                 required=False,
                 min_values=0,
-                placeholder="The model's default",
+                placeholder=_("The model's default"),
                 options=[
-                    discord.SelectOption(label=f"{d:g} seconds", value=f"{d:g}") for d in durations
+                    discord.SelectOption(
+                        label=_("{seconds} seconds", seconds=number(d)), value=f"{d:g}"
+                    )
+                    for d in durations
                 ],
             )
             self.add_item(
                 discord.ui.Label(
-                    text="Duration",
-                    description="Not every model offers every length.",
+                    text=_("Duration"),
+                    description=_("Not every model offers every length."),
                     component=self.duration,
                 )
             )
@@ -333,7 +345,7 @@ class ContinueModal(AdmittedModal, title="Continue video"):
         who = await submitted(interaction, self.click, "video")
         job = await _cog(interaction).generation.job(self.job_id)
         if job is None:
-            raise ValidationFailed("This video is no longer known; `/jobs` lists yours.")
+            raise ValidationFailed(N_("This video is no longer known; `/jobs` lists yours."))
         chosen = self.duration.values if self.duration is not None else []
         await start_continue(
             interaction,
@@ -355,14 +367,14 @@ async def _remix(interaction: Interaction, ref: str) -> None:
     """Remix: the video's request, its prompt changed in a form first."""
     click = await _request(interaction, ref)
     if click.request.kind != "video":
-        raise ValidationFailed("Remix works on videos.")
+        raise ValidationFailed(N_("Remix works on videos."))
     options = VideoOptions(**click.request.options)
     check_uploads_fresh(click.request.options, _cog(interaction).clock.time())
     refuse_if_known_barred(interaction, "video", click.invoker)
     await RemixVideoModal(options, click=click).show(interaction)
 
 
-class RemixVideoModal(AdmittedModal, title="Remix video"):
+class RemixVideoModal(AdmittedModal, title=N_("Remix video")):
     """The video's prompt, prefilled, to change; the same model and options otherwise.
 
     Submitting runs ``/video``'s path (confirmation, holds, budgets, caps, one ledger row),
@@ -378,7 +390,7 @@ class RemixVideoModal(AdmittedModal, title="Remix video"):
         self.options = options
         self.click = click
         self.prompt: discord.ui.TextInput[RemixVideoModal] = discord.ui.TextInput(
-            label="Prompt",
+            label=_("Prompt"),
             style=discord.TextStyle.paragraph,
             max_length=MAX_PROMPT_LENGTH,
             default=options.prompt[:MAX_PROMPT_LENGTH],
@@ -408,7 +420,7 @@ async def _join(interaction: Interaction, ref: str) -> None:
     who = requester(interaction)
     clips = await cog.sequences.clips_upto(job.id)
     if len(clips) < 2:
-        raise ValidationFailed("This video was not continued from another; nothing to join.")
+        raise ValidationFailed(N_("This video was not continued from another; nothing to join."))
     clips = clips[-MAX_JOINED:]
     jobs = [require_clip(await cog.generation.job(job_id), who) for job_id in clips]
     await _defer_join(interaction)
@@ -430,11 +442,13 @@ def parse_numbers(text: str) -> list[int]:
     parts = [p for p in re.split(r"[,\s]+", text.replace("#", " ").strip()) if p]
     if not parts or not all(p.isdigit() for p in parts):
         raise ValidationFailed(
-            "Give the videos' numbers from `/jobs`, separated by commas or spaces (e.g. 12, 15)."
+            N_(
+                "Give the videos' numbers from `/jobs`, separated by commas or spaces (e.g. 12, 15)."  # noqa: E501
+            )
         )
     numbers = [int(p) for p in parts]
     if not 2 <= len(numbers) <= MAX_JOINED:
-        raise ValidationFailed(f"Join 2 to {MAX_JOINED} videos.")
+        raise ValidationFailed(N_("Join 2 to {most} videos."), most=MAX_JOINED)
     return numbers
 
 
@@ -445,9 +459,11 @@ def own_videos(jobs: list[Job | None], numbers: list[int], who: Requester) -> li
         ValidationFailed: one is unknown, someone else's, from elsewhere or not a finished video.
     """
     found = []
-    for number, job in zip(numbers, jobs, strict=True):
+    for wanted, job in zip(numbers, jobs, strict=True):
         if job is None or job.user_id != who.user_id or job.guild_id != who.guild_id:
-            raise ValidationFailed(f"You have no video #{number} here; `/jobs` lists yours.")
+            raise ValidationFailed(
+                N_("You have no video #{number} here; `/jobs` lists yours."), number=wanted
+            )
         found.append(require_clip(job, who))
     return found
 

@@ -27,6 +27,7 @@ from bot.discord.render.showcase import (
     showcase_post,
 )
 from bot.discord.tree import admit, answer_error, send_ephemeral
+from bot.i18n import _, using
 from bot.services.showcase import ShowcaseService
 
 log = logging.getLogger(__name__)
@@ -77,15 +78,18 @@ class ShowcaseAction(
 async def _share(interaction: Interaction, job_id: int) -> None:
     cog = loaded_cog(interaction, ShowcaseCog)
     entry, added = await cog.showcase.share(job_id, interaction.user.id)
-    await send_ephemeral(interaction, SHARED if added else SHARED_BEFORE)
+    await send_ephemeral(interaction, _(SHARED) if added else _(SHARED_BEFORE))
     if not added:
         return
-    channel_id, _ = await cog.showcase.settings(entry.guild_id)
+    channel_id, _public = await cog.showcase.settings(entry.guild_id)
     if channel_id is None:
         return
     channel = interaction.client.get_partial_messageable(channel_id, guild_id=entry.guild_id)
     try:
-        message = await send_card(channel, showcase_post(entry))
+        # The channel's post is the server's: in the server's language.
+        with using(await interaction.client.locales.of(entry.guild_id)):
+            post = showcase_post(entry)
+        message = await send_card(channel, post)
     except discord.HTTPException as exc:  # the entry stands; the channel only echoes it
         log.warning("could not post in the showcase channel of %s: %s", entry.guild_id, exc)
         return
@@ -95,7 +99,7 @@ async def _share(interaction: Interaction, job_id: int) -> None:
 async def _vote(interaction: Interaction, entry_id: int) -> None:
     cog = loaded_cog(interaction, ShowcaseCog)
     counted, votes = await cog.showcase.vote(entry_id, interaction.user.id)
-    await send_ephemeral(interaction, (VOTED if counted else VOTED_BEFORE).format(votes=votes))
+    await send_ephemeral(interaction, _(VOTED if counted else VOTED_BEFORE, votes=votes))
 
 
 class ShowcaseCog(commands.Cog):

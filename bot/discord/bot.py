@@ -45,7 +45,7 @@ from bot.domain import Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
-from bot.i18n import _, using
+from bot.i18n import Later, _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -152,6 +152,10 @@ def build_announcer(
     Returns:
         The announcer that shows results, and the poller's announcer that wraps it.
     """
+    # The gateway's cache holds its servers; a worker reads them by REST.
+    locales = GuildLocales(
+        client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
+    )
     shows = DiscordAnnouncer(
         client,
         clock=services.clock,
@@ -162,12 +166,11 @@ def build_announcer(
         cards=services.private_cards,
         members=services.members,
         takes=_takes_lookup(services),
-        # The gateway's cache holds its servers; a worker reads them by REST.
-        locales=GuildLocales(
-            client, services.guild_config, services.clock, rest=not isinstance(client, GenBot)
-        ),
+        locales=locales,
     )
-    return shows, DmNoticeAnnouncer(shows, client, services.members, services.private_cards)
+    return shows, DmNoticeAnnouncer(
+        shows, client, services.members, services.private_cards, locales=locales
+    )
 
 
 def _takes_lookup(services: Services) -> Callable[[Job], Awaitable[tuple[Job, ...]]]:
@@ -595,6 +598,9 @@ class GenBot(commands.AutoShardedBot):
         Mentions are never pinged (the bot's ``allowed_mentions`` is none); a failure is
         logged, never raised: the admin log must not break the command it reports on.
         """
+        if isinstance(text, Later):  # a service's line: in the server's language
+            with using(await self.locales.of(guild_id)):
+                text = text.translated()
         await post_admin_line(self, guild_id, channel_id, text)
 
     async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
@@ -614,8 +620,9 @@ class GenBot(commands.AutoShardedBot):
         Returns:
             A link to the card, or a sentence saying the results will be posted later.
         """
-        parts = takes_card(jobs, sandbox=self.services.sandbox)
         first = jobs[0]
+        locale = await self.locales.of(first.guild_id)  # a public card: the server's language
+        parts = takes_card(jobs, sandbox=self.services.sandbox, locale=locale)
         channel = self.get_partial_messageable(first.channel_id, guild_id=first.guild_id)
         try:
             message = await send_card(channel, parts)

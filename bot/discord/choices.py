@@ -28,12 +28,13 @@ from typing import Any, Protocol
 import discord
 
 from bot.discord.tree import admit, answer_error, send_ephemeral
+from bot.i18n import N_, _
 
 CHOICE_TEMPLATE = r"choice:(?P<token>[0-9a-f]{16}):(?P<option>[a-z]{1,16})"
 """A choice button's custom id: the choice's token and the option the button stands for."""
 
-EXPIRED = "These buttons have expired; run the command again."
-NOT_YOURS = "Only the member who asked can use these buttons."
+EXPIRED = N_("These buttons have expired; run the command again.")
+NOT_YOURS = N_("Only the member who asked can use these buttons.")
 
 
 class PendingChoice(Protocol):
@@ -125,10 +126,10 @@ class ChoiceButton(
         choices: OpenChoices = interaction.client.choices
         choice = choices.get(self.token)
         if choice is None:
-            await send_ephemeral(interaction, EXPIRED)
+            await send_ephemeral(interaction, _(EXPIRED))
             return
         if interaction.user.id != choice.owner_id:
-            await send_ephemeral(interaction, NOT_YOURS)
+            await send_ephemeral(interaction, _(NOT_YOURS))
             return
         # Counted as in flight only once it is sure to run (tree.admit's rule).
         if choice.admits(self.option) and not await admit(interaction):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.clock import Clock
+from bot.i18n import N_
 
 CLICK_DEBOUNCE_SECONDS = 5.0
 """How long a member's click on a paid button of one message holds back their next click on
@@ -12,11 +13,11 @@ SHOW_DEBOUNCE_SECONDS = 10.0
 """How long a member's Show result (or ``/jobs show``) of a job holds back their next one of
 that job: each may download the result's files (:mod:`bot.discord.shown_files`)."""
 
-JUST_SHOWN = (
+JUST_SHOWN = N_(
     "You asked to see job #{job_id} a moment ago; it is shown there. Ask again in a few seconds."
 )
 
-ALREADY_RUNNING = (
+ALREADY_RUNNING = N_(
     "Your first click on this is still being handled; this one was ignored (nothing charged)."
 )
 

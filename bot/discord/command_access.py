@@ -430,7 +430,7 @@ class CommandAccess:
             ValidationFailed: the member may not (:func:`refusal`), or it could not be checked.
         """
         if interaction.guild_id is None or interaction.channel_id is None:
-            raise ValidationFailed("This works in servers only.")
+            raise ValidationFailed(N_("This works in servers only."))
         if not await self.allows(command, invoker_of(interaction)):
             raise ValidationFailed(refusal(command))
 

@@ -19,9 +19,11 @@ from typing import Protocol
 
 import discord
 
+from bot.discord.locales import GuildLocales
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
 from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
+from bot.i18n import _, using
 from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
 from bot.services.private_cards import PrivateCards
 
@@ -36,16 +38,21 @@ def dm_notice_text(job: Job) -> str:
     """The DM for a finished ``job``: what it was, where its card is, and the result's link.
 
     A personal job (no server: ``guild_id`` < 0) has no jump link to a server message; the
-    card is the command's own response there, and ``/jobs`` shows it.
+    card is the command's own response there, and ``/jobs`` shows it. Written in the current
+    locale (the caller sets the server's: a DM has no interaction to read the member's from).
     """
-    what = "video" if job.kind is Kind.VIDEO else "image"
-    lines = [f"Your {what} is ready: “{truncate(job.prompt_summary, 100)}”."]
-    if job.guild_id > 0 and job.message_id is not None:
-        lines.append(f"Its message: {message_link(job.guild_id, job.channel_id, job.message_id)}")
+    prompt = truncate(job.prompt_summary, 100)
+    if job.kind is Kind.VIDEO:
+        lines = [_("Your video is ready: “{prompt}”.", prompt=prompt)]
     else:
-        lines.append("See it with `/jobs`.")
+        lines = [_("Your image is ready: “{prompt}”.", prompt=prompt)]
+    if job.guild_id > 0 and job.message_id is not None:
+        link = message_link(job.guild_id, job.channel_id, job.message_id)
+        lines.append(_("Its message: {link}", link=link))
+    else:
+        lines.append(_("See it with `/jobs`."))
     if job.outputs:
-        lines.append(f"Result: <{job.outputs[0]}>")
+        lines.append(_("Result: <{url}>", url=job.outputs[0]))
     return "\n".join(lines)
 
 
@@ -54,20 +61,43 @@ def late_result_text(job: Job) -> str:
 
     Names the result (what, its prompt, its job number) and how to see it: the Show result
     button under the message, or ``/jobs show:<number>`` anywhere; the result's link too.
+    Written in the current locale; the service's failure reason stays as the service wrote it.
     """
-    what = "video" if job.kind is Kind.VIDEO else "image"
+    video = job.kind is Kind.VIDEO
     prompt = truncate(job.prompt_summary, 100)
     if job.status is JobStatus.COMPLETED:
-        head = f"Your {what} “{prompt}” (job #{job.id}) is ready"
+        if video:
+            head = _(
+                "Your video “{prompt}” (job #{number}) is ready.", prompt=prompt, number=job.id
+            )
+        else:
+            head = _(
+                "Your image “{prompt}” (job #{number}) is ready.", prompt=prompt, number=job.id
+            )
     else:
-        reason = truncate(" ".join((job.error or "no reason given").split()), 200).rstrip(".")
-        head = f"Your {what} “{prompt}” (job #{job.id}) failed: {reason}"
+        reason = truncate(" ".join((job.error or _("no reason given")).split()), 200).rstrip(".")
+        if video:
+            head = _(
+                "Your video “{prompt}” (job #{number}) failed: {reason}.",
+                prompt=prompt,
+                number=job.id,
+                reason=reason,
+            )
+        else:
+            head = _(
+                "Your image “{prompt}” (job #{number}) failed: {reason}.",
+                prompt=prompt,
+                number=job.id,
+                reason=reason,
+            )
     lines = [
-        f"{head}. Its card could no longer be updated (Discord lets me edit it for 15 minutes).",
-        f"See it with **Show result** below, or `/jobs show:{job.id}` anywhere.",
+        head
+        + " "
+        + _("Its card could no longer be updated (Discord lets me edit it for 15 minutes)."),
+        _("See it with **Show result** below, or `/jobs show:{number}` anywhere.", number=job.id),
     ]
     if job.status is JobStatus.COMPLETED and job.outputs:
-        lines.append(f"Result: <{job.outputs[0]}>")
+        lines.append(_("Result: <{url}>", url=job.outputs[0]))
     return "\n".join(lines)
 
 
@@ -88,6 +118,8 @@ class DmNoticeAnnouncer:
         members: members' settings (who turned the DM on): the
             :class:`bot.services.member_settings.MemberSettingsService`.
         cards: where private results' cards are (no notice for a card in the DM already).
+        locales: the language of each server (the DM is written in the job's server's, as its
+            card is; a DM carries no member locale); None: English.
     """
 
     def __init__(
@@ -96,11 +128,13 @@ class DmNoticeAnnouncer:
         client: discord.Client,
         members: MemberSettingsReader,
         cards: PrivateCards,
+        locales: GuildLocales | None = None,
     ) -> None:
         self._inner = inner
         self._client = client
         self._members = members
         self._cards = cards
+        self._locales = locales
 
     @property
     def inner(self) -> JobAnnouncer:
@@ -135,8 +169,13 @@ class DmNoticeAnnouncer:
                 return
             if route is DeliveryRoute.PLACEHOLDER and await self._cards.get(job.id) is not None:
                 return  # a private card: in the DM already, or the member's DMs are closed
+            locale = None
+            if self._locales is not None and job.guild_id > 0:
+                locale = await self._locales.of(job.guild_id)
+            with using(locale):
+                text = dm_notice_text(job)
             dm = await self._client.create_dm(discord.Object(job.user_id))
-            await dm.send(dm_notice_text(job), allowed_mentions=discord.AllowedMentions.none())
+            await dm.send(text, allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:
             # 50007: the member's privacy settings refuse it; silently, as asked.
             log.info("job %s: no DM notice (%s %s)", job.id, exc.status, exc.code)

@@ -35,7 +35,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import text_card
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.i18n import N_, _
+from bot.i18n import N_, _, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_TAKES,
@@ -291,10 +291,10 @@ async def start_video(
     """
     bot = interaction.client
     if not 1 <= takes <= MAX_TAKES:
-        raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+        raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
     if takes > 1 and is_personal(who.guild_id):
         # A personal card is the interaction's one response: it holds one take.
-        raise ValidationFailed("Several takes work in servers only; ask for one here.")
+        raise ValidationFailed(N_("Several takes work in servers only; ask for one here."))
     each = await video_price(bot, who, options)
     price = None if each is None else each * takes
     threshold = await bot.guild_config.confirm_above(who.guild_id)
@@ -303,7 +303,7 @@ async def start_video(
         view = choice_view(bot.choices.open(confirm, CONFIRM_SECONDS), confirm.buttons(price))
         text = confirm_text(price, threshold)
         if takes > 1:
-            text = f"{takes} takes · " + text
+            text = _("{count} takes · {question}", count=number(takes), question=text)
         await interaction.edit_original_response(content=_noted(text, note), view=view)
         return
     await submit_video(interaction, who, options, note=note, takes=takes)
@@ -396,7 +396,11 @@ async def _submit_takes(
         except Exception as exc:
             log.error("takes of job %s: card not posted (%s)", jobs[0].id, exc)
             link = posted_later(who.channel_id)
-        text = f"Your {len(jobs)} takes are on their way: {link}. You will be pinged when ready."
+        text = _(
+            "Your {count} takes are on their way: {link}. You will be pinged when ready.",
+            count=number(len(jobs)),
+            link=link,
+        )
         await tell(interaction, content=_noted(text, note), view=None)
     else:
         for index, job in enumerate(jobs):
@@ -410,8 +414,13 @@ async def _submit_takes(
         missing = takes - len(jobs)
         await send_note(
             interaction,
-            f"{missing} of the {takes} takes could not be made (nothing was charged for them "
-            f"unless the service says so in `/usage`): {sentence_for(outcome.error)}",
+            _(
+                "{missing} of the {takes} takes could not be made (nothing was charged for them "
+                "unless the service says so in `/usage`): {reason}",
+                missing=number(missing),
+                takes=number(takes),
+                reason=sentence_for(outcome.error),
+            ),
         )
 
 
@@ -514,9 +523,9 @@ async def start_image(
     """
     bot = interaction.client
     if not 1 <= takes <= MAX_TAKES:
-        raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+        raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
     if takes > 1 and is_personal(who.guild_id):
-        raise ValidationFailed("Several takes work in servers only; ask for one here.")
+        raise ValidationFailed(N_("Several takes work in servers only; ask for one here."))
     payer = await bot.generation.paid_by(who)
     async with queue_status(interaction, who.user_id, who.guild_id):
         outcomes, error = await bot.generation.image_takes(who, options, takes)
@@ -647,7 +656,7 @@ async def shown_once(interaction: Interaction, job_id: int, entry: str) -> Async
     debounce = interaction.client.show_debounce
     user_id = interaction.user.id
     if not debounce.claim(user_id, job_id, entry):
-        raise ValidationFailed(JUST_SHOWN.format(job_id=job_id))
+        raise ValidationFailed(JUST_SHOWN, job_id=job_id)
     try:
         yield
     finally:
@@ -745,7 +754,10 @@ async def show_paid(
             log.warning("a paid result was not posted in its channel (%s); sending it by DM", exc)
     try:
         await interaction.user.send(
-            f"Your result from <#{who.channel_id}>, which could not be shown there:"
+            _(
+                "Your result from <#{channel}>, which could not be shown there:",
+                channel=who.channel_id,
+            )
         )
         while left:
             # Without its buttons: they act in the server from where they are pressed, and a

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import discord
 import httpx2 as httpx
+from babel.numbers import format_decimal
 
 from bot.discord.delivery import TooLarge, format_bytes
 from bot.discord.render.results import is_web_url
@@ -40,6 +41,7 @@ from bot.discord.tree import PUBLIC_DEFER
 from bot.domain import Job, JobStatus
 from bot.errors import ValidationFailed
 from bot.genapi.outputs import DownloadRefused
+from bot.i18n import N_, _, locale_of, n_, number, using
 from bot.media.video import MediaError, MediaTimeout, fit_to_size, join_clips, last_frame_png
 from bot.services.generation import Requester, VideoOptions
 
@@ -81,13 +83,17 @@ def require_clip(job: Job | None, who: Requester) -> Job:
         ValidationFailed: it is not (nothing is fetched or charged).
     """
     if job is None or job.guild_id != who.guild_id:
-        raise ValidationFailed("That video is not known here; `/jobs` lists yours.")
+        raise ValidationFailed(N_("That video is not known here; `/jobs` lists yours."))
     if job.kind != "video":
-        raise ValidationFailed(f"Job #{job.id} is an image, not a video.")
+        raise ValidationFailed(N_("Job #{number} is an image, not a video."), number=job.id)
     if job.status is not JobStatus.COMPLETED:
-        raise ValidationFailed(f"Video #{job.id} has not finished; `/jobs` says where it is.")
+        raise ValidationFailed(
+            N_("Video #{number} has not finished; `/jobs` says where it is."), number=job.id
+        )
     if not any(is_web_url(url) for url in job.outputs):
-        raise ValidationFailed(f"The service returned no file for video #{job.id}.")
+        raise ValidationFailed(
+            N_("The service returned no file for video #{number}."), number=job.id
+        )
     return job
 
 
@@ -102,14 +108,21 @@ async def fetch_clip(bot: GenBot, job: Job, path: Path) -> None:
         await bot.announcer.download_file(url, path, MAX_CLIP_BYTES)
     except TooLarge:
         raise ValidationFailed(
-            f"Video #{job.id} is larger than {format_bytes(MAX_CLIP_BYTES)}."
+            N_("Video #{number} is larger than {size}."),
+            number=job.id,
+            size=format_bytes(MAX_CLIP_BYTES),
         ) from None
     except DownloadRefused as exc:
-        raise ValidationFailed(f"Video #{job.id} could not be fetched: {exc.reason}.") from None
+        raise ValidationFailed(
+            N_("Video #{number} could not be fetched: {reason}."), number=job.id, reason=exc.reason
+        ) from None
     except (httpx.HTTPError, TimeoutError):
         raise ValidationFailed(
-            f"Video #{job.id} could not be fetched from the service (its link may have "
-            "expired); try again later."
+            N_(
+                "Video #{number} could not be fetched from the service (its link may have "
+                "expired); try again later."
+            ),
+            number=job.id,
         ) from None
 
 
@@ -150,7 +163,7 @@ async def start_continue(
     """
     bot = interaction.client
     job = require_clip(job, who)
-    number = await bot.services.sequences.check_room(who.guild_id, job.id)
+    clip = await bot.services.sequences.check_room(who.guild_id, job.id)
     options = VideoOptions(
         prompt,
         model,
@@ -158,22 +171,26 @@ async def start_continue(
         image_url=_FRAME_CHECK_URL,
         image_uploaded=True,
         continues=job.id,
-        clip=number,
+        clip=clip,
         continues_link=card_link(job),
     )
     await video_price(bot, who, options)  # refusals before the download
     await interaction.edit_original_response(
-        content=f"Taking the last frame of video #{job.id}…", view=None
+        content=_("Taking the last frame of video #{number}…", number=job.id), view=None
     )
     png = await last_frame(bot, job)
     posted = await interaction.followup.send(
-        f"The last frame of video #{job.id}, where clip {number} starts:",
+        _(
+            "The last frame of video #{number}, where clip {clip} starts:",
+            number=job.id,
+            clip=clip,
+        ),
         file=discord.File(io.BytesIO(png), f"last-frame-{job.id}.png"),
         ephemeral=True,
         wait=True,
     )
     if not posted.attachments:
-        raise ValidationFailed("Discord did not keep the frame; try again.")
+        raise ValidationFailed(N_("Discord did not keep the frame; try again."))
     options = dataclasses.replace(options, image_url=posted.attachments[0].url)
     await start_video(interaction, who, options)
 
@@ -220,7 +237,7 @@ class JoinLine:
 @dataclasses.dataclass
 class _Progress:
     share: float = 0.0
-    stage: str = "Joining"
+    stage: str = N_("Joining")  # English, translated where shown
 
 
 async def join_videos(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -> None:
@@ -235,8 +252,15 @@ async def join_videos(interaction: Interaction, jobs: Sequence[Job], line: JoinL
             limit said).
     """
     bot = interaction.client
+    # The join's card is public: the server's language (a refusal, the member's).
+    with using(await bot.locales.of(interaction.guild_id)):
+        await _join(interaction, jobs, line)
+
+
+async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -> None:
+    bot = interaction.client
     names = ", ".join(f"#{job.id}" for job in jobs)
-    title = f"**Joining {len(jobs)} videos** ({names})"
+    title = _("**Joining {count} videos** ({names})", count=number(len(jobs)), names=names)
 
     async def say(text: str) -> None:
         await interaction.edit_original_response(
@@ -244,15 +268,21 @@ async def join_videos(interaction: Interaction, jobs: Sequence[Job], line: JoinL
         )
 
     async def told(ahead: int) -> None:
-        await say(f"Waiting: {ahead} join{'s' if ahead != 1 else ''} ahead of this one.")
+        await say(
+            n_(
+                "Waiting: {count} join ahead of this one.",
+                "Waiting: {count} joins ahead of this one.",
+                ahead,
+            )
+        )
 
     limit = interaction.filesize_limit
     async with line.turn(told):
-        await say("Fetching the clips…")
+        await say(_("Fetching the clips…"))
         with tempfile.TemporaryDirectory(prefix="genbot-join-") as folder:
             paths = []
-            for number, job in enumerate(jobs, start=1):
-                path = Path(folder) / f"clip{number}.mp4"
+            for index, job in enumerate(jobs, start=1):
+                path = Path(folder) / f"clip{index}.mp4"
                 await fetch_clip(bot, job, path)
                 paths.append(path)
             progress = _Progress()
@@ -270,36 +300,52 @@ async def join_videos(interaction: Interaction, jobs: Sequence[Job], line: JoinL
                 )
                 film, size = result.path, result.size
                 if size > limit:
-                    progress.stage, progress.share = "Making it fit the upload limit", 0.0
+                    progress.stage, progress.share = N_("Making it fit the upload limit"), 0.0
                     fitted = Path(folder) / "fitted.mp4"
                     try:
                         await asyncio.to_thread(fit_to_size, output, fitted, limit)
                     except MediaError:
                         raise ValidationFailed(
-                            f"The joined film is {format_bytes(size)}, over the upload limit "
-                            f"here ({format_bytes(limit)}), and cannot be made to fit; join "
-                            "fewer or shorter videos."
+                            N_(
+                                "The joined film is {size}, over the upload limit here "
+                                "({limit}), and cannot be made to fit; join fewer or shorter "
+                                "videos."
+                            ),
+                            size=format_bytes(size),
+                            limit=format_bytes(limit),
                         ) from None
                     film, size = fitted, fitted.stat().st_size
                     if size > limit:
                         raise ValidationFailed(
-                            f"The joined film is {format_bytes(size)}, over the upload limit "
-                            f"here ({format_bytes(limit)}); join fewer or shorter videos."
+                            N_(
+                                "The joined film is {size}, over the upload limit here "
+                                "({limit}); join fewer or shorter videos."
+                            ),
+                            size=format_bytes(size),
+                            limit=format_bytes(limit),
                         )
             except MediaTimeout:
                 raise ValidationFailed(
-                    f"Joining took longer than {JOIN_SECONDS:g} seconds and was stopped; join "
-                    "fewer or shorter videos."
+                    N_(
+                        "Joining took longer than {seconds} seconds and was stopped; join "
+                        "fewer or shorter videos."
+                    ),
+                    seconds=f"{JOIN_SECONDS:g}",
                 ) from None
             except MediaError as exc:
                 raise ValidationFailed(exc.sentence) from None
             finally:
                 shown.cancel()
-            how = "stream copy" if result.copied else "re-encoded to the first clip's size"
-            text = (
-                f"**Joined film** · {len(jobs)} videos ({names}) · {result.duration:.1f} s · "
-                f"{how} · {format_bytes(size)}\n-# Joined by <@{interaction.user.id}>; joining "
-                "costs no credits."
+            how = _("stream copy") if result.copied else _("re-encoded to the first clip's size")
+            text = _(
+                "**Joined film** · {count} videos ({names}) · {seconds} s · {how} · {size}\n"
+                "-# Joined by <@{user}>; joining costs no credits.",
+                count=number(len(jobs)),
+                names=names,
+                seconds=format_decimal(result.duration, "0.0", locale=locale_of()),
+                how=how,
+                size=format_bytes(size),
+                user=interaction.user.id,
             )
             await interaction.edit_original_response(
                 content=text,
@@ -318,7 +364,7 @@ def _show_progress(
             if percent != last:
                 last = percent
                 with contextlib.suppress(discord.HTTPException):
-                    await say(f"{progress.stage}… {percent}%")
+                    await say(_("{stage}… {percent}%", stage=_(progress.stage), percent=percent))
             await asyncio.sleep(PROGRESS_EVERY)
 
     return asyncio.ensure_future(run())

@@ -59,7 +59,7 @@ from bot.errors import (
     SettlementDeferred,
     ValidationFailed,
 )
-from bot.i18n import N_
+from bot.i18n import N_, _
 from bot.ops.metrics import Metrics
 from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
@@ -979,10 +979,19 @@ class Billing:
             reused_task_ids=await self._db.ledger.reused_task_count(guild_id, month_start(now)),
         )
 
+    @staticmethod
+    def _tier_name(names: dict[int, str], role: int | None) -> str:
+        # Read by people in /usage, written while its answer is (the member's locale).
+        if role is None:
+            return _("no tier")
+        name = names.get(role)
+        mention = f"<@&{role}>"
+        return name if name is not None else _("removed tier {role}", role=mention)
+
     async def _by_tier(self, guild_id: int, since: float) -> list[tuple[str, Decimal]]:
         names = {t.role_id: t.role_name for t in await self._db.policy.tiers(guild_id)}
         return [
-            ("no tier" if role is None else names.get(role, f"removed tier <@&{role}>"), cents)
+            (self._tier_name(names, role), cents)
             for role, cents in await self._db.policy.spent_by_tier(guild_id, since)
         ]
 

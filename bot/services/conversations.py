@@ -299,7 +299,7 @@ class SummaryResult:
     kept: bool
 
 
-PERSONA_LOCKED = (
+PERSONA_LOCKED = N_(
     "This channel's persona is locked by the server's admins: the `system` option cannot be "
     "used here."
 )
@@ -405,7 +405,7 @@ class ConversationService:
                 await self._db.conversations.end(
                     conversation.thread_id, "turn cap", self._clock.time()
                 )
-                raise ConversationEnded(self._ended_sentence("turn cap"))
+                raise self._ended("turn cap")
             model = model or conversation.model
             # A locked persona: the system the conversation was started with is not sent.
             system = None if locked else system or conversation.system
@@ -676,13 +676,35 @@ class ConversationService:
 
     def _check_open(self, conversation: Conversation) -> None:
         if conversation.end_reason is not None:
-            raise ConversationEnded(self._ended_sentence(conversation.end_reason))
+            raise self._ended(conversation.end_reason)
 
-    def _ended_sentence(self, reason: str) -> str:
-        why = END_REASONS.get(reason, "it has ended")
+    def _ended(self, reason: str) -> ConversationEnded:
+        # One sentence per reason (a reason glued in would not read in every language).
         if reason == "turn cap":
-            why = f"it reached its limit of {self.max_turns} turns"
-        return f"This conversation has ended ({why}); start a new one with /chat."
+            return ConversationEnded(
+                N_(
+                    "This conversation has ended (it reached its limit of {turns} turns); "
+                    "start a new one with /chat."
+                ),
+                turns=self.max_turns,
+            )
+        if reason == "archived":
+            return ConversationEnded(
+                N_(
+                    "This conversation has ended (its thread was archived); start a new one "
+                    "with /chat."
+                )
+            )
+        if reason == "deleted":
+            return ConversationEnded(
+                N_(
+                    "This conversation has ended (its thread was deleted); start a new one "
+                    "with /chat."
+                )
+            )
+        return ConversationEnded(
+            N_("This conversation has ended (it has ended); start a new one with /chat.")
+        )
 
     async def _keep(
         self, thread_id: int, who: Requester, author: str, text: str, reply: ChatAnswer

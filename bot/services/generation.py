@@ -43,7 +43,7 @@ from bot.genapi.wire import (
     VideoModel,
     VideoRequest,
 )
-from bot.i18n import N_
+from bot.i18n import N_, Later
 from bot.services.billing import Billing, TextTokens, text_tokens_bound
 from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import (
@@ -277,7 +277,7 @@ def _check_url(url: str | None, *, uploaded: bool) -> str | None:
     return _check_host(url)
 
 
-_PRIVATE_URL = (
+_PRIVATE_URL = N_(
     "The image URL must point to a public address, not localhost or a private, "
     "loopback or link-local one."
 )
@@ -635,8 +635,15 @@ class GenerationService:
                 await self._admin_log(
                     who.guild_id,
                     settings.admin_channel_id,
-                    f"Refused a prompt from <@{who.user_id}> in <#{who.channel_id}>: "
-                    f"blocked term `{term}`.",
+                    Later(
+                        N_(
+                            "Refused a prompt from <@{user}> in <#{channel}>: "
+                            "blocked term `{term}`."
+                        ),
+                        user=who.user_id,
+                        channel=who.channel_id,
+                        term=term,
+                    ),
                 )
             raise PromptBlocked(term)
 
@@ -847,9 +854,9 @@ class GenerationService:
             usable = [m.id for m in catalogue.text if policy.allows(m.id)]
             if not usable:
                 raise ValidationFailed(
-                    "No text model is available to your roles here."
+                    N_("No text model is available to your roles here.")
                     if catalogue.text
-                    else "The service offers no text model right now."
+                    else N_("The service offers no text model right now.")
                 )
             options = replace(options, model=usable[0])
         request = check_text(
@@ -899,7 +906,7 @@ class GenerationService:
             GenAPIError: the first take's call failed (nothing else was sent).
         """
         if not 1 <= takes <= MAX_TAKES:
-            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+            raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
@@ -993,7 +1000,7 @@ class GenerationService:
             GenAPIError: the first take's call failed (nothing else was sent).
         """
         if not 1 <= takes <= MAX_TAKES:
-            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+            raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)

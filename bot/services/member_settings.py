@@ -26,7 +26,7 @@ from bot.domain import MemberSettings
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import Catalogue
-from bot.i18n import N_
+from bot.i18n import N_, _, number
 from bot.services.billing import Billing
 from bot.services.generation import (
     ASPECT_RATIOS,
@@ -45,10 +45,34 @@ MAX_SUFFIX_LENGTH = 200
 
 """Characters of a prompt suffix: a style note ("cinematic, 35 mm"), not a second prompt."""
 
-CHOOSE_VIDEO_MODEL = (
+CHOOSE_VIDEO_MODEL = N_(
     "Choose a video model (`model`), or set your default one with `/settings defaults`."
 )
 """The refusal of a ``/video`` without a model and without a usable default model."""
+
+# One sentence per kind of model: the word differs by language (gender, case), so it is never
+# glued in. The notes are written while the member's answer is (its locale, set by admission).
+_NOT_A_MODEL = {
+    "text": N_("`{model}` is not a text model; pick one from the list."),
+    "image": N_("`{model}` is not an image model; pick one from the list."),
+    "video": N_("`{model}` is not a video model; pick one from the list."),
+}
+_NOT_AVAILABLE = {
+    "text": N_(
+        "Your default text model `{model}` is not available to you here, so it was not used."
+    ),
+    "image": N_(
+        "Your default image model `{model}` is not available to you here, so it was not used."
+    ),
+    "video": N_(
+        "Your default video model `{model}` is not available to you here, so it was not used."
+    ),
+}
+_NOT_OFFERED = {
+    "text": N_("Your default text model `{model}` is no longer offered, so it was not used."),
+    "image": N_("Your default image model `{model}` is no longer offered, so it was not used."),
+    "video": N_("Your default video model `{model}` is no longer offered, so it was not used."),
+}
 
 SETTABLE = frozenset(field.name for field in dataclasses.fields(MemberSettings)) - {"user_id"}
 """The names :meth:`MemberSettingsService.update` accepts."""
@@ -126,11 +150,7 @@ class MemberSettingsService:
             model = str(value).strip()
             kind = name.removesuffix("_model")
             if catalogue is not None and _find(catalogue, kind, model) is None:
-                raise ValidationFailed(
-                    N_("`{model}` is not a {kind} model; pick one from the list."),
-                    model=model,
-                    kind=kind,
-                )
+                raise ValidationFailed(_NOT_A_MODEL[kind], model=model)
             return model
         if name == "aspect_ratio":
             if value not in ASPECT_RATIOS:
@@ -248,7 +268,7 @@ class _Defaults:
                 options = dataclasses.replace(options, model=model)
             else:
                 # No model is chosen for the member: a video is dear, its model their choice.
-                raise ValidationFailed(" ".join([*self.notes, CHOOSE_VIDEO_MODEL]))
+                raise ValidationFailed(" ".join([*self.notes, _(CHOOSE_VIDEO_MODEL)]))
         options = self._shaped(options)
         if options.duration is None:
             options = self._duration(options)
@@ -259,15 +279,10 @@ class _Defaults:
         if self._policy is None:
             self._policy = await self._billing.member_policy(self._who.guild_id, self._who.role_ids)
         if not self._policy.allows(model):
-            self.notes.append(
-                f"Your default {kind} model `{model}` is not available to you here, "
-                "so it was not used."
-            )
+            self.notes.append(_(_NOT_AVAILABLE[kind], model=model))
             return False
         if self._catalogue is not None and _find(self._catalogue, kind, model) is None:
-            self.notes.append(
-                f"Your default {kind} model `{model}` is no longer offered, so it was not used."
-            )
+            self.notes.append(_(_NOT_OFFERED[kind], model=model))
             return False
         return True
 
@@ -288,8 +303,12 @@ class _Defaults:
         )
         if model is not None and model.durations and seconds not in model.durations:
             self.notes.append(
-                f"{model.label} does not make {seconds:g} s videos (your default); "
-                "its default length was used."
+                _(
+                    "{model} does not make {seconds} s videos (your default); its default "
+                    "length was used.",
+                    model=model.label,
+                    seconds=number(seconds),
+                )
             )
             return options
         return dataclasses.replace(options, duration=seconds)
@@ -301,7 +320,7 @@ class _Defaults:
             if len(prompt.strip()) <= MAX_PROMPT_LENGTH:
                 options = dataclasses.replace(options, prompt=prompt)
             else:
-                self.notes.append("Your prompt suffix was left out: the prompt is long enough.")
+                self.notes.append(_("Your prompt suffix was left out: the prompt is long enough."))
         return options
 
 

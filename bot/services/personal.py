@@ -115,15 +115,17 @@ class PersonalKeyUnreadable(ValidationFailed):
 
     def __init__(self) -> None:
         super().__init__(
-            "Your stored API key can no longer be read (the bot's encryption key changed); "
-            "set it again with `/settings api-key set`."
+            N_(
+                "Your stored API key can no longer be read (the bot's encryption key changed); "
+                "set it again with `/settings api-key set`."
+            )
         )
 
 
-KEY_CHANGING_PERSONAL = "Your API key is being changed; try again in a moment."
+KEY_CHANGING_PERSONAL = N_("Your API key is being changed; try again in a moment.")
 """Said when the member's key changed between choosing it and reserving, twice over."""
 
-KEY_CHANGING_SERVER = "The server's API key is being changed; try again in a moment."
+KEY_CHANGING_SERVER = N_("The server's API key is being changed; try again in a moment.")
 """The same, for a server's key."""
 
 

@@ -14,6 +14,7 @@ from typing import Final
 
 from bot.clock import Clock
 from bot.errors import ValidationFailed
+from bot.i18n import N_
 from bot.services.generation import MAX_TAKES
 from bot.storage import Database
 from bot.storage.repos.sequences import Sequence
@@ -54,7 +55,7 @@ class SequenceService:
             ValidationFailed: out of range.
         """
         if max_clips is not None and not 2 <= max_clips <= MAX_MAX_CLIPS:
-            raise ValidationFailed(f"A sequence holds 2 to {MAX_MAX_CLIPS} clips.")
+            raise ValidationFailed(N_("A sequence holds 2 to {most} clips."), most=MAX_MAX_CLIPS)
         await self._db.sequences.set_max_clips(guild_id, max_clips)
 
     async def clips_upto(self, job_id: int) -> tuple[int, ...]:
@@ -72,8 +73,11 @@ class SequenceService:
         number = len(await self.clips_upto(previous_job_id)) + 1
         if number > bound:
             raise ValidationFailed(
-                f"This sequence has reached this server's limit of {bound} clips "
-                "(`/config sequence-length`): Join it, or start a fresh `/video`."
+                N_(
+                    "This sequence has reached this server's limit of {bound} clips "
+                    "(`/config sequence-length`): Join it, or start a fresh `/video`."
+                ),
+                bound=bound,
             )
         return number
 
@@ -88,7 +92,7 @@ class SequenceService:
             ValidationFailed: out of range.
         """
         if count is not None and not 1 <= count <= MAX_TAKES:
-            raise ValidationFailed(f"Takes must be 1 to {MAX_TAKES}.")
+            raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
         await self._db.sequences.set_member_takes(user_id, count)
 
     async def record_takes(self, job_ids: list[int]) -> None:

@@ -15,6 +15,7 @@ from typing import Final
 from bot.clock import Clock
 from bot.domain import ShowcaseEntry
 from bot.errors import ValidationFailed
+from bot.i18n import N_
 from bot.services.personal import is_personal
 from bot.storage import Database
 from bot.storage.repos.dashboard import DashboardViews
@@ -26,10 +27,10 @@ SHOWN: Final = 60
 PERIODS: Final = {"7": 7, "30": 30, "365": 365, "all": None}
 """The periods the Showcase page ranks over (days; None: since the beginning)."""
 
-NOT_FINISHED: Final = "Only a finished image or video can be shared."
-NOT_YOURS: Final = "Only the member who asked for this result can share it."
-NO_SERVER: Final = "A result made with your own key belongs to no server's showcase."
-GONE: Final = "This result is no longer in the showcase."
+NOT_FINISHED: Final = N_("Only a finished image or video can be shared.")
+NOT_YOURS: Final = N_("Only the member who asked for this result can share it.")
+NO_SERVER: Final = N_("A result made with your own key belongs to no server's showcase.")
+GONE: Final = N_("This result is no longer in the showcase.")
 
 
 class ShowcaseService:

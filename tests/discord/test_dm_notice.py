@@ -114,3 +114,25 @@ async def test_only_members_who_asked_get_it_and_a_refusal_is_silent(stack: Stac
     closed = DmNoticeAnnouncer(inner, Client(refused()), db.members, PrivateCards(db))  # type: ignore[arg-type]
     await closed.notify(job(), DeliveryRoute.PLACEHOLDER)  # no exception: dropped
     assert inner.notified[-1] == (7, DeliveryRoute.PLACEHOLDER)
+
+
+class Locales:
+    async def of(self, guild_id: int | None) -> str | None:
+        return "de"
+
+
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+async def test_the_notice_is_written_in_the_language_of_the_results_server(stack: Stack) -> None:
+    db: Database = stack.db
+    client = Client()
+    await db.members.save(MemberSettings(USER, notify_dm=True), ManualClock().time())
+    announcer = DmNoticeAnnouncer(
+        Inner(),  # type: ignore[arg-type]
+        client,  # type: ignore[arg-type]
+        db.members,
+        PrivateCards(db),
+        locales=Locales(),  # type: ignore[arg-type]
+    )
+    await announcer.notify(job(), DeliveryRoute.PLACEHOLDER)
+    assert client.sent[0].startswith("Dein Video ist fertig: „a heron at dawn“.")
+    assert "Ergebnis: <https://api.example/files/v.mp4>" in client.sent[0]

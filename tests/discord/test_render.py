@@ -26,10 +26,14 @@ from bot.discord.render import (
 )
 from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
+from bot.discord.render.policy import add_policy_fields, audit_lines
 from bot.discord.render.results import text_card
 from bot.discord.render.takes import takes_card
+from bot.domain import UNLIMITED, AuditEntry, Kind, Tier
 from bot.genapi.wire import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
+from bot.i18n import using
 from bot.services.conversations import ChatAnswer
+from bot.services.guild_config import ServerPolicy
 
 VIDEO_URL = "https://cdn.example.com/out/video-1.mp4"
 IMAGE_URLS = tuple(f"https://cdn.example.com/out/image-{i}.png" for i in range(1, 4))
@@ -604,3 +608,31 @@ def test_a_takes_card_fills_in_shows_a_failed_take_and_acts_on_the_chosen_one() 
     assert [cid for _, cid in chosen.action_buttons] == ["gb:again:j12", "gb:delete:j12"]
     waiting = takes_card([running, dataclasses.replace(running, id=14)], sandbox=False)
     assert waiting.select is None and waiting.action_buttons == ()  # nothing to act on yet
+
+
+def test_a_takes_card_is_written_in_the_servers_language() -> None:
+    done = FakeTake(id=11, status="completed", finished_at=CREATED + 9, outputs=(VIDEO_URL,))
+    failed = FakeTake(id=12, status="failed", finished_at=CREATED + 9, error="no luck")
+    running = FakeTake(id=13)
+    parts = takes_card([failed, done, running], sandbox=False, locale="de")
+    text = card_text(parts)
+    assert "3 Takes · 1 fertig, 1 fehlgeschlagen, 1 laufen" in text
+    assert "Take 1 · fehlgeschlagen: no luck" in text and "Take 3 · läuft" in text
+    assert parts.select is not None
+    assert parts.select.options[0][0] == "Schaltflächen wirken auf Take 1"
+
+
+def test_the_policy_in_config_show_is_written_in_the_answers_language() -> None:
+    tier = Tier(1, 5, "Gold", 50, UNLIMITED, None, ("*",))
+    policy = ServerPolicy(tiers=[tier], cooldowns={Kind.VIDEO: 30})
+    english = fields(add_policy_fields(discord.Embed(), policy))
+    assert english["Role tiers"] == (
+        "<@&5>: daily $0.50 · monthly unlimited · videos at once server default · models all"
+    )
+    assert english["Cooldowns per member"] == "/video: 30 s"
+    with using("ja"):
+        shown = fields(add_policy_fields(discord.Embed(), policy))
+        audit = audit_lines([AuditEntry(1, 7, "confirm above", "off", "$1.00", 0.0)])
+    assert shown["ロールのティア"].startswith("<@&5>: 1日 $0.50 · 1か月 無制限")
+    assert shown["ブロックされた語句"] == "なし"
+    assert audit.startswith("<@7> がボットの設定を変更しました:\n• confirm above: off → $1.00")

@@ -110,9 +110,18 @@ class _Announcer:
         return len(self.files[url])
 
 
+class _Locales:
+    def __init__(self, code: str | None) -> None:
+        self.code = code
+
+    async def of(self, guild_id: int | None) -> str | None:
+        return self.code
+
+
 class _Interaction:
-    def __init__(self, files: dict[str, bytes], limit: int) -> None:
-        self.client = SimpleNamespace(announcer=_Announcer(files))
+    def __init__(self, files: dict[str, bytes], limit: int, *, locale: str | None = None) -> None:
+        self.client = SimpleNamespace(announcer=_Announcer(files), locales=_Locales(locale))
+        self.guild_id = 1
         self.filesize_limit = limit
         self.user = SimpleNamespace(id=5)
         self.edits: list[dict[str, Any]] = []
@@ -139,6 +148,18 @@ async def test_a_film_over_the_upload_limit_is_re_encoded_to_fit() -> None:
         path = Path(folder) / "film.mp4"
         path.write_bytes(interaction.film)
         assert abs(probe(path).duration - 4.0) <= 0.1
+
+
+async def test_the_join_card_is_in_the_servers_language() -> None:
+    files = {f"https://cdn.test/{n}.mp4": _noisy_clip() for n in (1, 2)}
+    jobs = [
+        SimpleNamespace(id=n, outputs=(f"https://cdn.test/{n}.mp4",), kind="video") for n in (1, 2)
+    ]
+    interaction = _Interaction(files, 10_000_000, locale="de")
+    await join_videos(interaction, jobs, JoinLine())  # type: ignore[arg-type]
+    said = [edit["content"] for edit in interaction.edits]
+    assert said[0].startswith("**2 Videos werden verbunden** (#1, #2)")
+    assert "Verbundener Film" in said[-1] and "Joined" not in said[-1]
 
 
 async def test_a_film_that_cannot_fit_is_refused_with_its_size_and_the_limit() -> None:

@@ -166,3 +166,32 @@ async def test_a_server_that_chose_french_posts_french_cards(world: World) -> No
         )
     )
     assert back.ephemeral
+
+
+async def test_the_admin_channel_of_a_german_server_reads_german_and_config_show_japanese(
+    world: World,
+) -> None:
+    guild, channel = berlin(world)
+    admin_log = world.discord.add_channel(guild.id, "admin-log")
+    member = haruto(world)
+
+    async def config(options: dict[str, Any], **where: str) -> Any:
+        handle = await run(
+            world, member, channel, "config", options, permissions=ADMIN_PERMISSIONS, **where
+        )
+        answer = await world.answer(handle)
+        assert answer.ephemeral
+        return answer
+
+    await config({"channel": admin_log}, subcommand="admin-channel")
+    await config({"command": "video", "seconds": 30}, subcommand="cooldown")
+    heading = in_("de", "<@{user}> changed the bot's settings:").replace("{user}", str(member.id))
+    line = await world.discord.wait_for_message(
+        lambda m: m.channel_id == admin_log.id and "cooldown" in m.text, include_existing=True
+    )
+    assert line.text.startswith(heading), line.text
+    shown = await config({}, subcommand="show")
+    fields = {f["name"]: f["value"] for e in shown.embeds for f in e.get("fields", [])}
+    assert fields[in_("ja", "Cooldowns per member")] == in_(
+        "ja", "/{command}: {seconds} s"
+    ).replace("{command}", "video").replace("{seconds}", "30")

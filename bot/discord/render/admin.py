@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import discord
+from babel.lists import format_list
 
 from bot.domain import Kind
 from bot.errors import format_cents
-from bot.i18n import LANGUAGE_NAMES, N_, _, n_, number
+from bot.i18n import LANGUAGE_NAMES, N_, SOURCE, _, current, locale_of, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
@@ -21,7 +22,8 @@ def _budget(cents: int | None) -> str:
 
 def dashboard_link(public_url: str, guild_id: int) -> str:
     """The line of ``/config show`` that leads to the server's page on the web dashboard."""
-    return f"Spend, ledger, audit log and results on the web: {public_url}/servers/{guild_id}"
+    link = f"{public_url}/servers/{guild_id}"
+    return _("Spend, ledger, audit log and results on the web: {link}", link=link)
 
 
 def config_embed(config: GuildConfig) -> discord.Embed:
@@ -139,6 +141,14 @@ def missing_permissions_notice(names: str) -> str:
     )
 
 
+def _jobs_of(kind: Kind, count: int) -> str:
+    if kind is Kind.VIDEO:
+        return n_("{count} video", "{count} videos", count)
+    if kind is Kind.IMAGE:
+        return n_("{count} image", "{count} images", count)
+    return n_("{count} text", "{count} texts", count)
+
+
 def old_key_note(change: KeyChange) -> str:
     """Tell an admin who replaced or removed the server's key what happens to the old one.
 
@@ -150,21 +160,28 @@ def old_key_note(change: KeyChange) -> str:
         return ""
     jobs = change.jobs_on_old_key
     if jobs is None:
-        return " The old key is kept (encrypted) until the jobs submitted with it finish."
+        return " " + _("The old key is kept (encrypted) until the jobs submitted with it finish.")
     total = sum(jobs.values())
     if total == 0 and change.old_key_kept:
         # A reservation keeps it: the request's job may be stored a moment later.
-        return " A request made with the old key is still in flight; the key is kept until it ends."
+        return " " + _(
+            "A request made with the old key is still in flight; the key is kept until it ends."
+        )
     if total == 0:
-        return " No job was using the old key; it was deleted."
-    counts = " and ".join(
-        f"{jobs[kind]} {kind.value}{'' if jobs[kind] == 1 else 's'}"
-        for kind in (Kind.VIDEO, Kind.IMAGE, Kind.TEXT)
-        if jobs.get(kind)
+        return " " + _("No job was using the old key; it was deleted.")
+    counts = [
+        _jobs_of(kind, jobs[kind]) for kind in (Kind.VIDEO, Kind.IMAGE, Kind.TEXT) if jobs.get(kind)
+    ]
+    # CLDR's list pattern: "1 video and 2 images", "1 vídeo y 2 imágenes", "1 動画、2 画像".
+    things = (
+        format_list(counts, locale=locale_of()) if current() != SOURCE else " and ".join(counts)
     )
-    if total == 1:
-        return f" {counts} is still being made with the old key; it is kept until it finishes."
-    return f" {counts} are still being made with the old key; it is kept until they finish."
+    return " " + n_(
+        "{things} is still being made with the old key; it is kept until it finishes.",
+        "{things} are still being made with the old key; it is kept until they finish.",
+        total,
+        things=things,
+    )
 
 
 def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:

@@ -114,7 +114,7 @@ def result_buttons(
 
 def vote_button(entry_id: int, votes: int) -> tuple[str, str]:
     """The ``(label, custom_id)`` Vote button of a showcase post, with its votes so far."""
-    return (f"Vote · {votes}", f"gb:vote:s{entry_id}")
+    return (_("Vote · {votes}", votes=votes), f"gb:vote:s{entry_id}")
 
 
 def show_buttons(job_id: int) -> tuple[tuple[str, str], ...]:

@@ -119,7 +119,7 @@ def _plain_entry(model: ImageModel | TextModel) -> tuple[str, str]:
     # The spec does not show whether an image model answers at once; a newer service may say
     # so in an extra "async" field, and such a model's result arrives later.
     if isinstance(model, ImageModel) and (model.model_extra or {}).get("async"):
-        value += " · async"
+        value += " · " + _("async")
     return _name(model.label), truncate(value, limits.FIELD_VALUE)
 
 

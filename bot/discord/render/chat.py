@@ -25,7 +25,7 @@ ATTACH_OVER = 6000
 
 def thread_name(prompt: str) -> str:
     """The name of a conversation's thread: the prompt on one line, cut to 100 characters."""
-    return truncate(one_line(prompt), THREAD_NAME_CHARS) or "Conversation"
+    return truncate(one_line(prompt), THREAD_NAME_CHARS) or _("Conversation")
 
 
 def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:

@@ -1,6 +1,7 @@
 """The showcase channel's post of a shared result, and the answers to Share and Vote.
 
-Sentences a member reads are module constants, one place, so they can be translated later.
+Sentences a member reads are marked for the catalogue (``bot.i18n``); the post is the server's,
+so its caller renders it in the server's language.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from bot.discord.render.buttons import vote_button
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.text import truncate
 from bot.domain import ShowcaseEntry
+from bot.i18n import N_, _
 
-SHARED: Final = "Shared to this server's showcase."
-SHARED_BEFORE: Final = "This result is in the showcase already (or an admin removed it)."
-VOTED: Final = "Vote counted: {votes} in all."
-VOTED_BEFORE: Final = "You voted for this already (one vote each): {votes} in all."
-POST: Final = "**Showcase** · <@{user}> shared {a_kind}: {prompt}"
+SHARED: Final = N_("Shared to this server's showcase.")
+SHARED_BEFORE: Final = N_("This result is in the showcase already (or an admin removed it).")
+VOTED: Final = N_("Vote counted: {votes} in all.")
+VOTED_BEFORE: Final = N_("You voted for this already (one vote each): {votes} in all.")
 
 
 def showcase_post(entry: ShowcaseEntry) -> MessageParts:
@@ -26,8 +27,15 @@ def showcase_post(entry: ShowcaseEntry) -> MessageParts:
     the result (Discord shows a preview of each).
     """
     result = entry.result
-    a_kind = "an image" if result.kind == "image" else "a video"
-    head = POST.format(user=entry.user_id, a_kind=a_kind, prompt=truncate(result.prompt, 500))
+    prompt = truncate(result.prompt, 500)
+    if result.kind == "image":
+        head = _(
+            "**Showcase** · <@{user}> shared an image: {prompt}", user=entry.user_id, prompt=prompt
+        )
+    else:
+        head = _(
+            "**Showcase** · <@{user}> shared a video: {prompt}", user=entry.user_id, prompt=prompt
+        )
     links = "\n".join(result.outputs[:4])
     return MessageParts(
         content=truncate(f"{head}\n{links}", 2000),

@@ -28,6 +28,7 @@ from bot.discord.render.jobs import (
 from bot.discord.render.parts import MessageParts, Select
 from bot.discord.render.results import is_web_url
 from bot.discord.render.text import one_line, truncate
+from bot.i18n import _, n_, number, using
 
 TAKE_SELECT: Final = r"gb:take:(?P<ref>j[0-9]{1,20})"
 """The custom id of a takes card's select: ``gb:take:j<the first take's job id>``."""
@@ -58,6 +59,7 @@ def takes_card(
     sandbox: bool,
     chosen: int | None = None,
     attached: Mapping[int, str] | None = None,
+    locale: str | None = None,
 ) -> MessageParts:
     """The card of ``takes`` (two or more jobs of one request) as they stand.
 
@@ -68,38 +70,69 @@ def takes_card(
         attached: job id -> the name of its result attached to the message: the gallery
             shows ``attachment://<name>`` (the file outlives the service's link, which stays
             in the take's line).
+        locale: the server's locale (a public card); None: the current one.
 
     Returns:
         The message (a Components V2 card, with its old form); it pings nobody.
     """
+    with using(locale):
+        return _takes_card(takes, sandbox=sandbox, chosen=chosen, attached=attached)
+
+
+def _takes_card(
+    takes: Sequence[TakeView],
+    *,
+    sandbox: bool,
+    chosen: int | None,
+    attached: Mapping[int, str] | None,
+) -> MessageParts:
     pick = next((t for t in takes if t.id == chosen), None) or chosen_take(takes)
     done = [t for t in takes if t.status == "completed"]
     failed = [t for t in takes if t.status not in ("completed", "pending")]
     pending = len(takes) - len(done) - len(failed)
     colour = PENDING_COLOUR if pending else (DONE_COLOUR if done else FAILED_COLOUR)
-    state = f"{len(takes)} takes · {len(done)} done"
+    progress = [_("{count} done", count=number(len(done)))]
     if failed:
-        state += f", {len(failed)} failed"
+        progress.append(_("{count} failed", count=number(len(failed))))
     if pending:
-        state += f", {pending} running"
+        progress.append(_("{count} running", count=number(pending)))
+    state = n_(
+        "{count} take · {progress}",
+        "{count} takes · {progress}",
+        len(takes),
+        progress=", ".join(progress),
+    )
     base = base_card(takes[0], state, colour, "", sandbox=sandbox)
-    noun = "video" if takes[0].kind == "video" else "image"
+    video = takes[0].kind == "video"
     media: list[tuple[str, str]] = []
     lines: list[str] = []
-    for number, take in enumerate(takes, start=1):
+    for index, take in enumerate(takes, start=1):
+        at = number(index)
         urls = [url for url in take.outputs if is_web_url(url)]
         if take.status == "completed" and urls:
             name = (attached or {}).get(take.id)
             shown = urls[0] if name is None else f"attachment://{name}"
-            media.append((shown, f"{noun} take {number}"))
-            lines.append(f"Take {number} · done · [{noun}]({urls[0]})")
+            if video:
+                media.append((shown, _("video take {number}", number=at)))
+                lines.append(_("Take {number} · done · [video]({url})", number=at, url=urls[0]))
+            else:
+                media.append((shown, _("image take {number}", number=at)))
+                lines.append(_("Take {number} · done · [image]({url})", number=at, url=urls[0]))
         elif take.status == "completed":
-            lines.append(f"Take {number} · done, but the service returned no {noun}")
+            if video:
+                lines.append(
+                    _("Take {number} · done, but the service returned no video", number=at)
+                )
+            else:
+                lines.append(
+                    _("Take {number} · done, but the service returned no image", number=at)
+                )
         elif take.status == "pending":
-            lines.append(f"Take {number} · running")
+            lines.append(_("Take {number} · running", number=at))
         else:
-            reason = truncate(one_line(take.error or "") or NO_REASON, _REASON)
-            lines.append(f"Take {number} · failed: {discord.utils.escape_mentions(reason)}")
+            reason = truncate(one_line(take.error or "") or _(NO_REASON), _REASON)
+            reason = discord.utils.escape_mentions(reason)
+            lines.append(_("Take {number} · failed: {reason}", number=at, reason=reason))
     notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
     card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
     actions: tuple[tuple[str, str], ...] = ()
@@ -115,25 +148,48 @@ def takes_card(
         )
         select = Select(
             custom_id=f"gb:take:j{takes[0].id}",
-            options=tuple((f"Buttons act on take {n}", f"j{t.id}") for n, t in enumerate(takes, 1)),
+            options=tuple(
+                (_("Buttons act on take {number}", number=number(n)), f"j{t.id}")
+                for n, t in enumerate(takes, 1)
+            ),
             chosen=f"j{pick.id}",
         )
     embed = discord.Embed(
-        title=f"{noun.capitalize()} · {state}",
+        title=_("Video · {state}", state=state) if video else _("Image · {state}", state=state),
         description=truncate(takes[0].prompt_summary, limits.EMBED_DESCRIPTION) or None,
         colour=colour,
     )
     embed.add_field(
-        name="Takes", value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
+        name=_("Takes"), value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
     )
     return MessageParts(embeds=(embed,), card=card, action_buttons=actions, select=select)
 
 
-def takes_ready(takes: Sequence[TakeView]) -> str:
-    """The reply that pings the requester once every take has finished."""
+def takes_ready(takes: Sequence[TakeView], *, locale: str | None = None) -> str:
+    """The reply that pings the requester once every take has finished.
+
+    Args:
+        takes: the takes' jobs, in order.
+        locale: the server's locale (a public reply); None: the current one.
+    """
     done = sum(1 for t in takes if t.status == "completed")
-    noun = "video" if takes[0].kind == "video" else "image"
-    text = f"<@{takes[0].user_id}> your {len(takes)} {noun} takes are ready"
-    if done < len(takes):
-        text += f" ({done} done, {len(takes) - done} failed)"
-    return text + "."
+    values = {
+        "user": takes[0].user_id,
+        "count": number(len(takes)),
+        "done": number(done),
+        "failed": number(len(takes) - done),
+    }
+    with using(locale):
+        if takes[0].kind == "video":
+            if done < len(takes):
+                return _(
+                    "<@{user}> your {count} video takes are ready ({done} done, {failed} failed).",
+                    **values,
+                )
+            return _("<@{user}> your {count} video takes are ready.", **values)
+        if done < len(takes):
+            return _(
+                "<@{user}> your {count} image takes are ready ({done} done, {failed} failed).",
+                **values,
+            )
+        return _("<@{user}> your {count} image takes are ready.", **values)
