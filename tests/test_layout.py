@@ -40,7 +40,7 @@ LAYERS = (
     ("bot.jobs",),
     ("bot.services",),
     ("bot.errors",),
-    ("bot.storage", "bot.genapi", "bot.sandbox"),
+    ("bot.storage", "bot.genapi", "bot.sandbox", "bot.media"),
     ("bot.domain",),
     ("bot.ops", "bot.config", "bot.clock", "bot.redaction", "bot.i18n"),
 )
