@@ -8,7 +8,7 @@ README = (ROOT / "README.md").read_text()
 
 VENV = "python3 -m venv .venv && .venv/bin/pip install"
 START = f"{VENV} -e . && DISCORD_TOKEN=your-bot-token .venv/bin/python -m bot"
-TESTS = f'{VENV} -e ".[dev]" && .venv/bin/python -m pytest -n 4 --dist loadfile'
+TESTS = f'{VENV} -e ".[dev]" && .venv/bin/python -m pytest -n 6 --dist loadfile'
 
 
 def section(title: str) -> str:
