@@ -17,7 +17,7 @@ from bot.errors import ValidationFailed
 from bot.i18n import N_
 from bot.services.generation import MAX_TAKES
 from bot.storage import Database
-from bot.storage.repos.sequences import Sequence
+from bot.storage.repos.sequences import Sequence, SequenceStore
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,12 @@ class SequenceService:
 
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
+        self._store = db.of(SequenceStore)
         self._clock = clock
 
     async def max_clips(self, guild_id: int) -> int:
         """The server's bound on clips per sequence (:data:`DEFAULT_MAX_CLIPS` when unset)."""
-        stored = await self._db.sequences.max_clips(guild_id)
+        stored = await self._store.max_clips(guild_id)
         return DEFAULT_MAX_CLIPS if stored is None else stored
 
     async def set_max_clips(self, guild_id: int, max_clips: int | None) -> None:
@@ -56,11 +57,11 @@ class SequenceService:
         """
         if max_clips is not None and not 2 <= max_clips <= MAX_MAX_CLIPS:
             raise ValidationFailed(N_("A sequence holds 2 to {most} clips."), most=MAX_MAX_CLIPS)
-        await self._db.sequences.set_max_clips(guild_id, max_clips)
+        await self._store.set_max_clips(guild_id, max_clips)
 
     async def clips_upto(self, job_id: int) -> tuple[int, ...]:
         """The jobs of ``job_id``'s sequence up to it, in order (itself alone if in none)."""
-        found = await self._db.sequences.of_job(job_id)
+        found = await self._store.of_job(job_id)
         return (job_id,) if found is None else found.job_ids
 
     async def check_room(self, guild_id: int, previous_job_id: int) -> int:
@@ -83,7 +84,7 @@ class SequenceService:
 
     async def default_takes(self, user_id: int) -> int:
         """The member's default number of takes (``/settings defaults takes``); 1 when unset."""
-        return await self._db.sequences.member_takes(user_id) or 1
+        return await self._store.member_takes(user_id) or 1
 
     async def set_default_takes(self, user_id: int, count: int | None) -> None:
         """Set the member's default number of takes (1 to 4), or remove it with None.
@@ -93,16 +94,16 @@ class SequenceService:
         """
         if count is not None and not 1 <= count <= MAX_TAKES:
             raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
-        await self._db.sequences.set_member_takes(user_id, count)
+        await self._store.set_member_takes(user_id, count)
 
     async def record_takes(self, job_ids: list[int]) -> None:
         """Record the jobs of one request's takes, in order (two or more)."""
         if len(job_ids) > 1:
-            await self._db.sequences.add_takes(job_ids)
+            await self._store.add_takes(job_ids)
 
     async def takes_of(self, job_id: int) -> tuple[int, ...]:
         """The jobs of ``job_id``'s takes, in order; empty when it was asked alone."""
-        return await self._db.sequences.takes_of(job_id)
+        return await self._store.takes_of(job_id)
 
     async def add_clip(
         self, *, previous_job_id: int, job_id: int, guild_id: int, starter_id: int
@@ -113,7 +114,7 @@ class SequenceService:
             StorageError: it could not be stored (the caller logs it: the clip is paid).
         """
         async with self._db.transaction() as tx:
-            return await tx.sequences.add_clip(
+            return await tx.of(SequenceStore).add_clip(
                 previous_job_id=previous_job_id,
                 job_id=job_id,
                 guild_id=guild_id,

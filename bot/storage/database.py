@@ -62,7 +62,6 @@ from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.retention import RetentionStore
-from bot.storage.repos.sequences import SequenceStore
 from bot.storage.sql import DialectName, Sql, compile_for
 
 R = TypeVar("R")
@@ -92,7 +91,6 @@ class Repositories:
         self.policy = PolicyStore(sql)
         self.members = MemberStore(sql)
         self.jobs = JobStore(sql)
-        self.sequences = SequenceStore(sql)
 
     def of(self, repository: Callable[[Sql], R]) -> R:
         """Return ``repository`` bound to this scope (the database, or one transaction).
