@@ -32,6 +32,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.ops.metrics import Metrics
 from bot.storage import Database
+from bot.storage.repos.retention import RetentionStore
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class Retention:
             Exception: the database failed (the supervisor logs it and starts again).
         """
         now = self._clock.time()
-        retention = self._db.retention
+        retention = self._db.of(RetentionStore)
         periods = self._periods
         swept: dict[str, int] = {}
         for table, days in (

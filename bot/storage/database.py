@@ -61,7 +61,6 @@ from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
 from bot.storage.repos.result_requests import ResultRequestStore
-from bot.storage.repos.retention import RetentionStore
 from bot.storage.sql import DialectName, Sql, compile_for
 
 R = TypeVar("R")
@@ -117,7 +116,6 @@ class Database(Repositories):
 
     Attributes:
         rates: the shared per-key rate windows (never inside a transaction).
-        retention: deletes rows past their retention period (never inside a transaction).
     """
 
     def __init__(self, engines: Engines, schema_version: int) -> None:
@@ -125,7 +123,6 @@ class Database(Repositories):
         self._engines = engines
         self._schema_version = schema_version
         self.rates: RateWindowRepository = RateWindowStore(engines.sql)
-        self.retention = RetentionStore(engines.sql)
 
     @classmethod
     async def open_sqlite(cls, path: Path, *, clock: Clock) -> Database:
