@@ -19,7 +19,6 @@ permissions, with the member's roles read from the server.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 import discord
@@ -59,7 +58,13 @@ from bot.discord.result_clicks import (
 )
 from bot.discord.result_clicks import resolve as resolve_click
 from bot.discord.result_clicks import submitted as submitted_as
-from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error, send_ephemeral
+from bot.discord.tree import (
+    PUBLIC_DEFER,
+    ActionButton,
+    AdmittedModal,
+    answer_error,
+    send_ephemeral,
+)
 from bot.domain import ResultRequest
 from bot.errors import BotError, ValidationFailed, format_cents
 from bot.i18n import N_, _, number
@@ -98,34 +103,13 @@ NOT_VARIED = N_(
 it could only repeat Again at the same price; it is no longer shown there."""
 
 
-class ResultAction(
-    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=RESULT_CUSTOM_ID
-):
+class ResultAction(ActionButton, template=RESULT_CUSTOM_ID):
     """Again, Vary, Animate, Edit or Delete under a result; restart-safe.
 
     Args:
         action: the action's name.
         ref: the result's reference, ``j<job id>`` or ``r<result request id>``.
     """
-
-    def __init__(self, action: str, ref: str) -> None:
-        super().__init__(discord.ui.Button(custom_id=f"gb:{action}:{ref}", label=action))
-        self.action = action
-        self.ref = ref
-
-    @classmethod
-    async def from_custom_id(  # type: ignore[override]
-        cls,
-        interaction: Interaction,
-        item: discord.ui.Button[discord.ui.View],
-        match: re.Match[str],
-    ) -> ResultAction:
-        """Rebuild the button from its custom id (discord.py calls this on every click)."""
-        return cls(match["action"], match["ref"])
-
-    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
-        return await admit(interaction)
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Run the action; any failure is the command's one ephemeral sentence."""

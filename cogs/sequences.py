@@ -56,7 +56,7 @@ from bot.discord.sequence_flows import (
     require_clip,
     start_continue,
 )
-from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, admit, answer_error
+from bot.discord.tree import PUBLIC_DEFER, ActionButton, AdmittedModal, admit, answer_error
 from bot.domain import Job
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
@@ -83,34 +83,13 @@ LINE = JoinLine()
 NO_VIDEO_CARD = N_("That message is not one of my video cards.")
 
 
-class SequenceAction(
-    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=SEQUENCE_CUSTOM_ID
-):
+class SequenceAction(ActionButton, template=SEQUENCE_CUSTOM_ID):
     """Continue, Remix or Join under a video card; restart-safe.
 
     Args:
         action: ``continue``, ``remix`` or ``join``.
         ref: the card's reference, ``j<job id>``.
     """
-
-    def __init__(self, action: str, ref: str) -> None:
-        super().__init__(discord.ui.Button(custom_id=f"gb:{action}:{ref}", label=action))
-        self.action = action
-        self.ref = ref
-
-    @classmethod
-    async def from_custom_id(  # type: ignore[override]
-        cls,
-        interaction: Interaction,
-        item: discord.ui.Button[discord.ui.View],
-        match: re.Match[str],
-    ) -> SequenceAction:
-        """Rebuild the button from its custom id (discord.py calls this on every click)."""
-        return cls(match["action"], match["ref"])
-
-    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
-        return await admit(interaction)
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Open the form, or join; any failure is one ephemeral sentence."""

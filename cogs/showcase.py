@@ -10,7 +10,6 @@ an entry on the dashboard's Showcase page.
 from __future__ import annotations
 
 import logging
-import re
 
 import discord
 from discord.ext import commands
@@ -26,7 +25,7 @@ from bot.discord.render.showcase import (
     VOTED_BEFORE,
     showcase_post,
 )
-from bot.discord.tree import admit, answer_error, send_ephemeral
+from bot.discord.tree import ActionButton, answer_error, send_ephemeral
 from bot.i18n import _, using
 from bot.services.showcase import ShowcaseService
 
@@ -35,34 +34,13 @@ log = logging.getLogger(__name__)
 Interaction = discord.Interaction[GenBot]
 
 
-class ShowcaseAction(
-    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]], template=SHOWCASE_CUSTOM_ID
-):
+class ShowcaseAction(ActionButton, template=SHOWCASE_CUSTOM_ID):
     """Share (``gb:share:j<job id>``) or Vote (``gb:vote:s<entry id>``); restart-safe.
 
     Args:
         action: ``share`` or ``vote``.
         ref: ``j<job id>`` or ``s<entry id>``.
     """
-
-    def __init__(self, action: str, ref: str) -> None:
-        super().__init__(discord.ui.Button(custom_id=f"gb:{action}:{ref}", label=action))
-        self.action = action
-        self.ref = ref
-
-    @classmethod
-    async def from_custom_id(  # type: ignore[override]
-        cls,
-        interaction: Interaction,
-        item: discord.ui.Button[discord.ui.View],
-        match: re.Match[str],
-    ) -> ShowcaseAction:
-        """Rebuild the button from its custom id (discord.py calls this on every click)."""
-        return cls(match["action"], match["ref"])
-
-    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the click as every entry point is (:func:`bot.discord.tree.admit`)."""
-        return await admit(interaction)
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Share or vote; any refusal is one ephemeral sentence."""

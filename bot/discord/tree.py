@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import discord
 from discord import app_commands
@@ -177,6 +178,42 @@ class OpenForms:
     def is_open(self, custom_id: str) -> bool:
         """Whether this process showed the form ``custom_id`` and still waits for it."""
         return self._until.get(custom_id, 0.0) > self._clock.monotonic()
+
+
+class ActionButton(
+    discord.ui.DynamicItem[discord.ui.Button[discord.ui.View]],
+    template=r"gb:(?P<action>[a-z]+):(?P<ref>[a-z][0-9]+)",
+):
+    """A restart-safe button ``gb:<action>:<ref>`` whose click passes :func:`admit` first.
+
+    The base of the cogs' result, sequence and showcase buttons; each subclass names its own
+    custom-id ``template`` (with the groups ``action`` and ``ref``) and its ``callback``, and is
+    the one registered (``add_dynamic_items``). This class's own template only satisfies
+    discord.py, which requires one of every ``DynamicItem``; it is never registered.
+
+    Args:
+        action: the button's action, also its label until the card renders it.
+        ref: what it acts on (``j<job id>``, ``r<result request id>``, ``s<entry id>``).
+    """
+
+    def __init__(self, action: str, ref: str) -> None:
+        super().__init__(discord.ui.Button(custom_id=f"gb:{action}:{ref}", label=action))
+        self.action = action
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Button[discord.ui.View],
+        match: re.Match[str],
+    ) -> Self:
+        """Rebuild the button from its custom id (discord.py calls this on every click)."""
+        return cls(match["action"], match["ref"])
+
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
+        """Admit the click as every entry point is (:func:`admit`)."""
+        return await admit(interaction)
 
 
 class AdmittedModal(discord.ui.Modal):
