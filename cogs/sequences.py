@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from decimal import Decimal
 from typing import Any
 
 import discord
@@ -57,11 +56,11 @@ from bot.discord.sequence_flows import (
     start_continue,
 )
 from bot.discord.tree import PUBLIC_DEFER, ActionButton, AdmittedModal, admit, answer_error
+from bot.discord.video_form import add_duration_select, priced_models
 from bot.domain import Job
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, number
-from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     GenerationService,
@@ -73,9 +72,6 @@ from bot.services.member_settings import MemberSettingsService
 from bot.services.sequences import SequenceService
 
 Interaction = discord.Interaction[GenBot]
-
-MAX_SELECT_OPTIONS = 25
-"""Options in a select menu (Discord: at most 25)."""
 
 LINE = JoinLine()
 """This process's one line of joins."""
@@ -230,15 +226,6 @@ async def open_continue(
     )
 
 
-def _priced(models: tuple[VideoModel, ...]) -> list[tuple[Decimal | None, VideoModel]]:
-    """``models`` with their price at their default duration, cheapest first (at most 25)."""
-    priced = sorted(
-        ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
-        key=lambda p: (p[0] is None, p[0] or 0),
-    )
-    return priced[:MAX_SELECT_OPTIONS]
-
-
 class ContinueModal(AdmittedModal, title=N_("Continue video")):
     """What happens next, an image-to-video model and a duration, for a finished clip.
 
@@ -263,7 +250,7 @@ class ContinueModal(AdmittedModal, title=N_("Continue video")):
         super().__init__()
         self.job_id = job.id
         self.click = click
-        priced = _priced(models)
+        priced = priced_models(models)
         ids = [model.id for _, model in priced]
         self.default_model = preferred if preferred in ids else ids[0]
         self.prompt: discord.ui.TextInput[ContinueModal] = discord.ui.TextInput(
@@ -294,28 +281,7 @@ class ContinueModal(AdmittedModal, title=N_("Continue video")):
         )
         self.add_item(discord.ui.Label(text=_("What happens next"), component=self.prompt))
         self.add_item(discord.ui.Label(text=_("Model"), component=self.model))
-        durations = sorted({d for _, m in priced for d in m.durations})[:MAX_SELECT_OPTIONS]
-        self.duration: discord.ui.Select[ContinueModal] | None = None
-        if durations:
-            self.duration = discord.ui.Select(
-                custom_id="duration",
-                required=False,
-                min_values=0,
-                placeholder=_("The model's default"),
-                options=[
-                    discord.SelectOption(
-                        label=_("{seconds} seconds", seconds=number(d)), value=f"{d:g}"
-                    )
-                    for d in durations
-                ],
-            )
-            self.add_item(
-                discord.ui.Label(
-                    text=_("Duration"),
-                    description=_("Not every model offers every length."),
-                    component=self.duration,
-                )
-            )
+        self.duration = add_duration_select(self, priced)
 
     async def on_submit(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Continue the clip through ``/video``'s path (deferred before the checks)."""

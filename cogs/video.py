@@ -20,10 +20,10 @@ from bot.discord.interactions import (
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
+from bot.discord.video_form import add_duration_select, priced_models
 from bot.errors import ValidationFailed, format_cents
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, number
-from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
@@ -42,7 +42,6 @@ from bot.services.sequences import SequenceService
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 
-MAX_SELECT_OPTIONS = 25
 
 """Options in a select menu (Discord: at most 25)."""
 
@@ -173,7 +172,7 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
     Args:
         members: members' own defaults, applied to what the form leaves out.
         models: the video models the member may use; the cheapest (at its default duration)
-            is listed first, at most :data:`MAX_SELECT_OPTIONS` of them.
+            is listed first, at most :data:`~bot.discord.video_form.MAX_SELECT_OPTIONS` of them.
         preferred: the member's default video model (``/settings``), preselected when it is
             among ``models`` (so allowed to them here); else the cheapest is.
     """
@@ -187,10 +186,7 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
     ) -> None:
         super().__init__()
         self._members = members
-        priced = sorted(
-            ((video_cost_cents(m.cost_cents_per_5s, default_duration(m)), m) for m in models),
-            key=lambda p: (p[0] is None, p[0] or 0),
-        )[:MAX_SELECT_OPTIONS]
+        priced = priced_models(models)
         ids = [model.id for _, model in priced]
         self.default_model = preferred if preferred in ids else ids[0]
         self.prompt: discord.ui.TextInput[VideoModal] = discord.ui.TextInput(
@@ -223,28 +219,7 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
                 component=self.reference,
             )
         )
-        durations = sorted({d for _, m in priced for d in m.durations})[:MAX_SELECT_OPTIONS]
-        self.duration: discord.ui.Select[VideoModal] | None = None
-        if durations:
-            self.duration = discord.ui.Select(
-                custom_id="duration",
-                required=False,
-                min_values=0,
-                placeholder=_("The model's default"),
-                options=[
-                    discord.SelectOption(
-                        label=_("{seconds} seconds", seconds=number(d)), value=f"{d:g}"
-                    )
-                    for d in durations
-                ],
-            )
-            self.add_item(
-                discord.ui.Label(
-                    text=_("Duration"),
-                    description=_("Not every model offers every length."),
-                    component=self.duration,
-                )
-            )
+        self.duration = add_duration_select(self, priced)
 
     async def on_submit(self, interaction: discord.Interaction[GenBot]) -> None:  # type: ignore[override]
         """Check the upload as ``/video``'s ``image``, then run ``/video``'s path.
