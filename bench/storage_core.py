@@ -1,4 +1,4 @@
-"""``python -m bench.storage_core [--quick]``: CPU per statement, SQLAlchemy Core against the raw drivers.
+"""``python -m bench.storage_core [--quick]``: CPU per statement, SQLAlchemy Core vs raw drivers.
 
 Storage runs on SQLAlchemy Core; the rule is that Core must not cost more than
 0.3 ms of CPU per poll on the hot path. This measures the poller's typical statements on each

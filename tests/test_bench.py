@@ -34,7 +34,7 @@ def test_every_bench_module_imports(name: str) -> None:
 def test_every_scenario_has_a_quick_mode() -> None:
     from bench.__main__ import SCENARIOS
 
-    lacking = [n for n, run in SCENARIOS.items() if "quick" not in inspect.signature(run).parameters]
+    lacking = [n for n, f in SCENARIOS.items() if "quick" not in inspect.signature(f).parameters]
     assert lacking == []
 
 
