@@ -95,3 +95,26 @@ def test_the_citation_patterns_find_what_they_check() -> None:
     assert cited == ["4.2", "4.4", "8.1"]
     assert len(OUTSIDE_SPEC.findall(text)) == 2
     assert {"3", "3.2", "8.1"} <= genapi_sections()
+
+
+# -- docs/architecture.md's module list and the tree
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+MODULE = re.compile(r"^- `((?:bot|cogs)/[\w/]+\.py)` — ", re.MULTILINE)
+"""An entry of docs/architecture.md's "Modules": ``- `bot/jobs/poller.py` — what it holds``."""
+
+
+def tree_modules() -> set[str]:
+    """Every module of ``bot/`` and ``cogs/``, ``__init__.py`` and Alembic's revisions aside."""
+    return {
+        p.relative_to(ROOT).as_posix()
+        for top in ("bot", "cogs")
+        for p in (ROOT / top).rglob("*.py")
+        if p.name != "__init__.py" and "versions" not in p.relative_to(ROOT).parts
+    }
+
+
+def test_architecture_lists_every_module_of_the_tree() -> None:
+    listed = set(MODULE.findall(ARCHITECTURE.read_text("utf-8")))
+    assert sorted(tree_modules() - listed) == [], "add a line for each to docs/architecture.md"
+    assert sorted(listed - tree_modules()) == [], "remove or rename these in docs/architecture.md"
