@@ -204,3 +204,49 @@ async def test_audit_log_filters_and_exports(site: Site) -> None:
     assert rows[0] == ["time", "member_id", "member", "setting", "old", "new", "via"]
     assert {r[6] for r in rows[1:]} == {"discord"}
     assert [r[5] for r in rows[1:] if r[3] == "blocked term"] == ["'=cmd|' /C calc'!A0"]
+
+
+async def test_private_results_are_hidden_from_viewers_who_are_not_admins(site: Site) -> None:
+    """As ``/jobs show``: a member with private results on keeps them from a dashboard viewer
+    (a granted role, not Manage Server): not in the Gallery, not through /media, their
+    prompts not in the Ledger nor its CSV. Admins and the member see them."""
+    from bot.services.dashboard import DashboardService
+
+    viewer_id = site.emulator.add_user("treasurer").id
+    site.emulator.world.ensure_member(site.guild_id, viewer_id)
+    role = site.emulator.add_role(site.guild_id, "Treasurers")
+    site.emulator.give_role(site.guild_id, viewer_id, role.id)
+    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.members.update(site.member_id, {"private": True})
+    hidden = await site.charge(
+        "2", prompt="a secret kite", outputs=("https://files.example/secret.png",)
+    )
+    await site.charge(
+        "3",
+        user_id=site.owner_id,
+        prompt="an open kite",
+        outputs=("https://files.example/open.png",),
+    )
+    ledger_url = f"/servers/{site.guild_id}/ledger"
+    viewer = site.browser()
+    await viewer.sign_in(viewer_id)
+    gallery = await viewer.text(f"/servers/{site.guild_id}/gallery")
+    assert "an open kite" in gallery and "a secret kite" not in gallery
+    assert f"/media/{hidden}/0" not in gallery
+    assert (await viewer.get(f"/media/{hidden}/0")).status == 404
+    ledger = await viewer.text(ledger_url)
+    assert "an open kite" in ledger and "a secret kite" not in ledger
+    assert page_figure(ledger, "ledger-total") == "0.05"  # the charge still counts
+    exported = await (await viewer.get(f"{ledger_url}.csv")).text()
+    assert "an open kite" in exported and "a secret kite" not in exported
+    assert len(list(csv.reader(io.StringIO(exported)))) == 3  # its line, without the prompt
+    for who in (site.owner_id, site.member_id):  # an admin, and the member themselves
+        browser = site.browser()
+        await browser.sign_in(who)
+        if who == site.owner_id:
+            assert "a secret kite" in await browser.text(f"/servers/{site.guild_id}/gallery")
+            assert "a secret kite" in await browser.text(ledger_url)
+            assert "a secret kite" in await (await browser.get(f"{ledger_url}.csv")).text()
+        else:
+            assert "a secret kite" in await browser.text("/me")
+        assert (await browser.get(f"/media/{hidden}/0")).status == 302

@@ -6,9 +6,9 @@ from decimal import Decimal
 
 import pytest
 
+from bot.discord.render.showcase import showcase_post
 from bot.domain import Charge, JobStatus, Kind, NewJob
 from bot.errors import ValidationFailed
-from bot.discord.render.showcase import showcase_post
 from bot.services.showcase import ShowcaseService
 from tests.support.stack import Stack
 
@@ -126,9 +126,7 @@ async def test_echoed_prompts_lose_their_markdown_links(stack: Stack) -> None:
     )
     job = await finished(stack, prompt)
     entry, _ = await showcase.share(job, OWNER)
-    plain = (
-        "a cute cat and https://good.example with a [nested] label at https://plain.example"
-    )
+    plain = "a cute cat and https://good.example with a [nested] label at https://plain.example"
     assert entry.result.prompt == plain
     assert [e.result.prompt for e in await showcase.ranked(GUILD, None)] == [plain]
     public = await showcase.public(GUILD, None)
