@@ -560,14 +560,17 @@ class Pages:
             ):
                 raise web.HTTPNotFound()  # not theirs to see: a private member's result
         index = int(raw_index)
-        if item.message_id is not None:
+        # The takes of one request share one card: take 3's file is not the card's first.
+        place = await self.dashboard.card_file(item, index)
+        if item.message_id is not None and place is not None:
             try:
                 urls = await self.app.directory.attachment_urls(item.channel_id, item.message_id)
             except Exception as exc:
                 log.info("dashboard: message of job %s not read: %s", item.job_id, exc)
                 urls = []
-            if index < len(urls):
-                raise web.HTTPFound(urls[index])
+            at, held = place
+            if at < len(urls) and held in (None, len(urls)):
+                raise web.HTTPFound(urls[at])
         if index < len(item.outputs) and item.outputs[index].startswith(("https://", "http://")):
             raise web.HTTPFound(item.outputs[index])
         raise web.HTTPNotFound()

@@ -410,6 +410,31 @@ class DashboardService:
             for line in lines
         ]
 
+    async def card_file(self, item: ResultItem, index: int) -> tuple[int, int | None] | None:
+        """Where the result's file ``index`` is among its card message's files.
+
+        A job's own card holds its files in order, as many as fitted: ``(index, None)``. The
+        takes of one request share one card holding each finished take's first file, in the
+        takes' order: ``(position, files)``, where ``files`` is how many the card holds when
+        every one fitted (fewer on the message: a position is not known, so None is better
+        than another take's file). None: the card does not hold that file.
+        """
+        if item.message_id is None:
+            return None
+        group = [
+            (job_id, done)
+            for job_id, message_id, done in await self._views.card_takes(item.job_id)
+            if message_id == item.message_id
+        ]
+        if len(group) <= 1:  # no take, or a take with a card of its own (a private one)
+            return index, None
+        if index != 0:
+            return None
+        done = [job_id for job_id, finished in group if finished]
+        if item.job_id not in done:
+            return None
+        return done.index(item.job_id), len(done)
+
     async def hidden_from(self, item: ResultItem, viewer_id: int, admin: bool) -> bool:
         """Whether ``item`` is hidden from a viewer of its server's pages.
 

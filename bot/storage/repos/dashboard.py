@@ -51,6 +51,7 @@ from bot.storage.schema import (
     ledger_daily,
     member_settings,
     reservations,
+    takes,
 )
 from bot.storage.sql import Row, Sql
 
@@ -668,6 +669,30 @@ class DashboardViews:
             select(jobs).where(jobs.c.id == job_id, jobs.c.status == "completed")
         )
         return None if row is None else _result(row)
+
+    async def card_takes(self, job_id: int) -> list[tuple[int, int | None, bool]]:
+        """Return the takes of ``job_id``'s request, in order; empty when it is no take.
+
+        Each ``(job id, card message id, finished with a result)``: the takes of one request
+        share one card, whose files are their finished results' (``bot.discord.delivery``).
+        """
+        mine = takes.alias("mine")
+        rows = await self._sql.all(
+            select(jobs.c.id, jobs.c.message_id, jobs.c.status, jobs.c.outputs)
+            .select_from(mine)
+            .join(takes, takes.c.group_id == mine.c.group_id)
+            .join(jobs, jobs.c.id == takes.c.job_id)
+            .where(mine.c.job_id == job_id)
+            .order_by(takes.c.position)
+        )
+        return [
+            (
+                r["id"],
+                r["message_id"],
+                r["status"] == "completed" and bool(json.loads(r["outputs"] or "[]")),
+            )
+            for r in rows
+        ]
 
     async def private_members(self, user_ids: Sequence[int]) -> set[int]:
         """Return which of the members keep their results private (``/settings``)."""
