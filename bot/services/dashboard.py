@@ -171,7 +171,8 @@ class DashboardService:
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
         self._store = db.of(DashboardStore)
-        self._views = db.of(DashboardViews)
+        # Its reads are reports: they never make the bot's own reads wait (issue 35).
+        self._views = db.reports(DashboardViews)
         self._clock = clock
 
     # -- signing in ------------------------------------------------------------------------
