@@ -362,8 +362,11 @@ class GuildConfigService:
         await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
 
     async def set_showcase_public(self, guild_id: int, public: bool) -> None:
-        """Make the server's showcase page readable without signing in (off by default)."""
-        await self._db.of(ShowcaseStore).set_public(guild_id, public)
+        """Make the server's showcase page readable without signing in (off by default).
+
+        Made public now, it lists the entries shared from now on (not those shared before).
+        """
+        await self._db.of(ShowcaseStore).set_public(guild_id, public, self._clock.time())
 
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""

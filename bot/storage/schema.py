@@ -208,6 +208,9 @@ showcase_settings = Table(
     Column("channel_id", BigInteger),
     # 1: the showcase is readable by anyone at /showcase/<guild id>; off by default.
     Column("public", Integer, nullable=False, server_default="0"),
+    # When the page last became public (UTC epoch seconds), NULL while it is not: the public
+    # page lists only entries shared since (0009_showcase_public_since).
+    Column("public_since", Double),
 )
 
 
