@@ -571,7 +571,7 @@ class Billing:
 
         For work a request does before it is reserved, which must not be spent on a request
         bound to be refused: Continue downloads and decodes a clip before its video is
-        reserved (issue 35). The same rules as :meth:`reserve_many` (model access, cooldown,
+        reserved. The same rules as :meth:`reserve_many` (model access, cooldown,
         video caps, budgets and allowances), read without the guild's lock: :meth:`reserve`
         checks them again, atomically, when the request is made.
 

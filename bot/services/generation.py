@@ -981,9 +981,9 @@ class GenerationService:
         """Refuse now what :meth:`video` would refuse before its call, holding nothing.
 
         For work done before a video is requested that must not be spent on one bound to be
-        refused: Continue checks this before it downloads and decodes the clip it continues
-        (issue 35). The channel, blocked terms, key, options, model access, cooldown, video
-        caps, budgets and allowances (:meth:`bot.services.billing.Billing.check`);
+        refused: Continue checks this before it downloads and decodes the clip it continues.
+        The channel, blocked terms, key, options, model access, cooldown, video caps, budgets
+        and allowances (:meth:`bot.services.billing.Billing.check`);
         :meth:`video` checks them all again, atomically, when it is asked.
 
         Raises:

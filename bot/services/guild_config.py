@@ -51,7 +51,7 @@ KEY_CHECK_COOLDOWN_SECONDS = 30.0
 
 Each check is a call to the service on the typed key: without a bound, a member (or a
 script) could make the bot try keys as fast as forms are submitted, from every surface and
-every server they manage at once. One cooldown per member, shared by the three (issue 35).
+every server they manage at once. One cooldown per member, shared by the three.
 Kept in the process's memory (a restart forgets it: at worst one more check)."""
 
 KEY_CHECKS_REMEMBERED = 100_000
