@@ -28,6 +28,7 @@ from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
+from bot.i18n import load_catalogues
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.ops.health import refresh_job_counts
@@ -216,7 +217,10 @@ def assemble_services(
     on_secret: OnSecret | None = None,
     downloads: httpx.AsyncClient | None = None,
 ) -> Services:
-    """Build the services over an open database and API client (no I/O).
+    """Build the services over an open database and API client (no network I/O).
+
+    The shipped message catalogues are compiled here, once per process
+    (:func:`bot.i18n.load_catalogues`).
 
     Args:
         settings: the bot's settings (defaults of limits, job timeout...).
@@ -229,6 +233,7 @@ def assemble_services(
         downloads: the client results are downloaded with (:attr:`Services.downloads`).
     """
     metrics = Metrics() if metrics is None else metrics
+    load_catalogues()  # at start-up, never on the event loop at a locale's first answer
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
     billing = Billing(

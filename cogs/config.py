@@ -164,7 +164,9 @@ class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         async with audited(self.service, interaction):
-            change = await self.service.set_api_key(self.guild_id, self.key.value)
+            change = await self.service.set_api_key(
+                self.guild_id, self.key.value, user_id=interaction.user.id
+            )
         await interaction.edit_original_response(
             content=_(
                 "API key saved (ending in `{last4}`); this server's requests now use it.",

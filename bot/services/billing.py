@@ -512,26 +512,21 @@ class Billing:
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             await tx.ledger.expire_reservations(now)
-            settings = await tx.guilds.settings(guild_id)
-            limits = self._limits(settings)
-            policy = await self.member_policy(guild_id, role_ids, tx)
-            _check_model_access(policy, model)
-            seconds, last = await _check_cooldown(
-                tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
-            )
-            if kind is Kind.VIDEO:
-                caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
-                await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
-            each = (
-                Decimal(cost_cents)
-                if cost_cents is not None
-                else await self._hold(tx, kind, model, tokens, key_fingerprint)
+            policy, seconds, last, each = await self._admit(
+                tx,
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind,
+                model=model,
+                cost_cents=cost_cents,
+                role_ids=role_ids,
+                cooldown_exempt=cooldown_exempt,
+                key_fingerprint=key_fingerprint,
+                tokens=tokens,
+                count=count,
+                now=now,
             )
             needed = each * count
-            await _check_guild_budget(tx, limits, guild_id, needed, now)
-            await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
-            if is_personal(guild_id) and settings.api_key_ciphertext is None:
-                await self._check_personal_total(tx, key_fingerprint, needed, now)
             if seconds is not None:
                 await tx.policy.record_use(guild_id, user_id, kind, now)
             reservations = [
@@ -559,6 +554,93 @@ class Billing:
         if seconds is not None:
             self._uses[reservations[0].id] = (now, last)
         return reservations
+
+    async def check(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int,
+        role_ids: Collection[int] = (),
+        cooldown_exempt: bool = False,
+        key_fingerprint: str | None = None,
+    ) -> None:
+        """Refuse now what :meth:`reserve` would refuse, holding and recording nothing.
+
+        For work a request does before it is reserved, which must not be spent on a request
+        bound to be refused: Continue downloads and decodes a clip before its video is
+        reserved. The same rules as :meth:`reserve_many` (model access, cooldown,
+        video caps, budgets and allowances), read without the guild's lock: :meth:`reserve`
+        checks them again, atomically, when the request is made.
+
+        Raises:
+            CooldownActive, BudgetExceeded, ConcurrencyLimitReached, ValidationFailed: as
+                :meth:`reserve_many`.
+            ValueError: ``cost_cents`` is negative.
+        """
+        if cost_cents < 0:
+            raise ValueError(f"negative cost: {cost_cents}")
+        async with self._db.transaction() as tx:
+            await self._admit(
+                tx,
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind,
+                model=model,
+                cost_cents=cost_cents,
+                role_ids=role_ids,
+                cooldown_exempt=cooldown_exempt,
+                key_fingerprint=key_fingerprint,
+                tokens=None,
+                count=1,
+                now=self._clock.time(),
+            )
+
+    async def _admit(
+        self,
+        tx: Repositories,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int | None,
+        role_ids: Collection[int],
+        cooldown_exempt: bool,
+        key_fingerprint: str | None,
+        tokens: TextTokens | None,
+        count: int,
+        now: float,
+    ) -> tuple[MemberPolicy, float | None, float | None, Decimal]:
+        """The checks of :meth:`reserve_many`, in ``tx``; what it records with them.
+
+        Returns:
+            The member's policy, the command's cooldown and the member's last use of it
+            (:func:`_check_cooldown`), and what each request holds, cents.
+        """
+        settings = await tx.guilds.settings(guild_id)
+        limits = self._limits(settings)
+        policy = await self.member_policy(guild_id, role_ids, tx)
+        _check_model_access(policy, model)
+        seconds, last = await _check_cooldown(
+            tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
+        )
+        if kind is Kind.VIDEO:
+            caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
+            await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
+        each = (
+            Decimal(cost_cents)
+            if cost_cents is not None
+            else await self._hold(tx, kind, model, tokens, key_fingerprint)
+        )
+        needed = each * count
+        await _check_guild_budget(tx, limits, guild_id, needed, now)
+        await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
+        if is_personal(guild_id) and settings.api_key_ciphertext is None:
+            await self._check_personal_total(tx, key_fingerprint, needed, now)
+        return policy, seconds, last, each
 
     async def _check_personal_total(
         self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
