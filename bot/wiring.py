@@ -233,12 +233,11 @@ def build_safety(settings: Settings, metrics: Metrics | None = None) -> SafetySc
 
 
 async def start_safety(services: Services) -> None:
-    """Say in one start-up line whether results are checked (model and labels) or not, and
-    load the model now (in the scorer's pool) rather than on the first result.
+    """Log whether results are checked (model, labels) in one line, and load the model now.
 
-    Called by the entry points (``python -m bot``, ``python -m bot worker``) once their
-    services are built; a model that fails to load is logged, and results are then held
-    for review (fail closed).
+    The model is loaded in the scorer's pool rather than on the first result. Called by the
+    entry points (``python -m bot``, ``python -m bot worker``) once their services are built;
+    a model that fails to load is logged, and results are then held for review (fail closed).
     """
     log.info("%s", services.safety.describe())
     await services.safety.warm_up()

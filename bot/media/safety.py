@@ -1,4 +1,4 @@
-"""The safety scorer: how likely a result is to be unsafe, scored on this machine (issue 37).
+"""The safety scorer: how likely a result is to be unsafe, scored on this machine.
 
 A score is a probability from 0.0 (safe) to 1.0 (unsafe), from the model the operator names
 with ``SAFETY_MODEL`` (docs/safety.md):
@@ -297,7 +297,9 @@ class OnnxClassifier:
         try:
             self.labels = {int(index): str(label) for index, label in id2label.items()}
         except ValueError:
-            raise SafetyModelError(f"{folder / 'config.json'}: id2label's keys are not numbers")
+            raise SafetyModelError(
+                f"{folder / 'config.json'}: id2label's keys are not numbers"
+            ) from None
         wanted = {label.strip().lower() for label in unsafe_labels if label.strip()}
         self.unsafe = sorted(i for i, label in self.labels.items() if label.lower() in wanted)
         if not self.unsafe:
@@ -575,7 +577,8 @@ def _image(source: bytes | Path) -> Image.Image:
 
 def _frames(source: bytes | Path) -> list[Image.Image]:
     try:
-        return [frame.to_image() for frame in sample_frames(source, VIDEO_SHARES)]
+        frames = sample_frames(source, VIDEO_SHARES)
+        return [Image.fromarray(frame.to_ndarray(format="rgb24")) for frame in frames]
     except MediaError as exc:
         raise ValueError(exc.sentence) from exc
 

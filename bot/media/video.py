@@ -289,7 +289,7 @@ def sample_frames(source: Path | bytes, shares: Sequence[float]) -> list[av.vide
     """
 
     def opened() -> av.container.InputContainer:
-        return av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source))
+        return av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source), "r")
 
     try:
         with opened() as container:

@@ -247,7 +247,7 @@ class Metrics:
         self.retention_last_sweep.set(at)
 
     def safety(self, outcome: str, seconds: float | None) -> None:
-        """Count one safety verdict (``scored``, ``cached``, ``failed``); ``seconds`` when scored."""
+        """Count one safety verdict (``scored``, ``cached``, ``failed``); ``seconds``: scored."""
         self.safety_scores.labels(outcome).inc()
         if seconds is not None:
             self.safety_seconds.observe(max(0.0, seconds))
