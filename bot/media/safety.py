@@ -321,7 +321,7 @@ class OnnxClassifier:
         return f"ONNX model {self.folder} (unsafe labels: {labels})"
 
     def load(self) -> None:
-        """Create the onnxruntime session (once): ``threads`` intra-op threads, one inter-op.
+        """Create the onnxruntime session once (intra-op threads: ``threads``; no arena).
 
         Raises:
             onnxruntime's errors: a file that is no ONNX model, an unknown operator...
@@ -335,6 +335,9 @@ class OnnxClassifier:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            # Without onnxruntime's memory arena a ViT-small's peak RSS is about half
+            # (bench.safety: ~230 MiB instead of ~410), for no measurable loss of speed.
+            options.enable_cpu_mem_arena = False
             session = ort.InferenceSession(
                 str(self.folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
             )
