@@ -18,12 +18,15 @@ lie); a clip over them is refused with :class:`MediaTooLarge`.
   the first clip's size and frame rate, letterboxed (never stretched), with audio when every
   clip has it.
 - :func:`fit_to_size`: re-encode a film at the bitrate that fits a byte limit (an upload's).
+- :func:`sample_frames`: the frames at given shares of a clip and its last frame, each decoded
+  from the keyframe before it (what the safety scorer looks at, bot/media/safety.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import io
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -409,6 +412,72 @@ def _deadline_check(
             raise MediaTimeout(sentence)
 
     return late
+
+
+def sample_frames(source: Path | bytes, shares: Sequence[float]) -> list[av.video.frame.VideoFrame]:
+    """The frames at ``shares`` of a clip (0.0 its first frame, 1.0 its last), in that order.
+
+    One demuxing pass (no decoding) finds the keyframes and the frames' times; then each
+    frame wanted is decoded from the keyframe at or before it, and frames of one group of
+    pictures are decoded in one run, so a clip of a single group is decoded at most once.
+    A share's frame is the first whose time is at or past the share of the span from the
+    first frame's time to the last's.
+
+    Args:
+        source: the clip, as a file or its bytes.
+        shares: each 0.0 to 1.0 (clamped).
+
+    Raises:
+        MediaError: the file has no video or no decodable frame.
+    """
+
+    def opened() -> av.container.InputContainer:
+        return av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source), "r")
+
+    try:
+        with opened() as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            stream = container.streams.video[0]
+            keyframes: list[int] = []
+            times: list[int] = []
+            for packet in container.demux(stream):
+                if packet.pts is None:
+                    continue
+                times.append(packet.pts)
+                if packet.is_keyframe:
+                    keyframes.append(packet.pts)
+        if not times:
+            raise MediaError("That video has no frame the bot can read.")
+        first, last = min(times), max(times)
+        keyframes.sort()
+        targets = [first + round(min(1.0, max(0.0, s)) * (last - first)) for s in shares]
+        found: dict[int, av.video.frame.VideoFrame] = {}
+        with opened() as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            frames: Iterator[av.video.frame.VideoFrame] | None = None
+            current: av.video.frame.VideoFrame | None = None
+            for target in sorted(set(targets)):
+                at = None if current is None else current.pts
+                if current is not None and at is not None and at >= target:
+                    # No frame lies between the previous target and this one's first frame.
+                    found[target] = current
+                    continue
+                start = max((k for k in keyframes if k <= target), default=first)
+                if frames is None or (at is not None and start > at):
+                    container.seek(start, stream=stream, backward=True)
+                    frames = container.decode(stream)
+                for frame in frames:
+                    current = frame
+                    if frame.pts is not None and frame.pts >= target:
+                        break
+                if current is None:
+                    raise MediaError("That video has no frame the bot can read.")
+                found[target] = current
+        return [found[t] for t in targets]
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
 
 
 def _duration(container: av.container.InputContainer, video: av.video.stream.VideoStream) -> float:
