@@ -135,7 +135,28 @@ def describe_thresholds(thresholds: tuple[int, ...]) -> str:
     return ", ".join(f"{t} %" for t in thresholds)
 
 
-def _settings_of(row: Any) -> GuardSettings:
+def audit_values(config: GuardSettings) -> dict[str, str]:
+    """The guard's settings as the audit log shows them (English, for people)."""
+
+    def dollars(cents: int | None) -> str:
+        return "off" if cents is None else money(Decimal(cents), SOURCE)
+
+    return {
+        "guard thresholds": describe_thresholds(config.thresholds),
+        "guard member notes": "on" if config.member_notes else "off",
+        "guard alerts to": config.destination,
+        "guard runway days": str(config.runway_days),
+        "guard credits floor": dollars(config.credits_floor_cents),
+        "guard anomaly factor": f"{config.anomaly_factor:g}",
+        "guard anomaly floor": dollars(config.anomaly_floor_cents),
+        "guard member 10 minutes": dollars(config.member_10min_cents),
+        "guard pause on anomaly": "on" if config.pause_on_anomaly else "off",
+        "spending": "on" if config.paused_at is None else "paused",
+    }
+
+
+def settings_of(row: Any) -> GuardSettings:
+    """A server's :class:`GuardSettings` from its ``guard_settings`` row (None: defaults)."""
     default = GuardSettings()
     if row is None:
         return default
@@ -233,7 +254,7 @@ class SpendGuard:
 
     async def settings(self, guild_id: int) -> GuardSettings:
         """Return the server's guard settings (defaults where it set nothing), read afresh."""
-        return _settings_of(await self._store.settings(guild_id))
+        return settings_of(await self._store.settings(guild_id))
 
     async def update(self, guild_id: int, **changes: Any) -> GuardSettings:
         """Change some of the server's guard settings; the others are kept.
@@ -749,4 +770,12 @@ def _paused_note(config: GuardSettings) -> str:
     )
 
 
-__all__ = ["GUARD_ACTOR", "GuardLine", "SpendGuard", "describe_thresholds", "parse_thresholds"]
+__all__ = [
+    "GUARD_ACTOR",
+    "GuardLine",
+    "SpendGuard",
+    "audit_values",
+    "describe_thresholds",
+    "parse_thresholds",
+    "settings_of",
+]
