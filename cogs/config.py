@@ -509,17 +509,14 @@ class ConfigCog(
     async def _show_guard(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
         config = await self.spend_guard.settings(guild_id)
-        off = _("off")
+        on, off = _("on"), _("off")
+        owner, channel = _("the owner's DMs"), _("the admin channel")
         lines = [
             _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
-            _("Member notes: {state}", state=_("on") if config.member_notes else off),
+            _("Member notes: {state}", state=on if config.member_notes else off),
             _(
                 "Alerts go to: {destination}",
-                destination=(
-                    _("the owner's DMs")
-                    if config.destination == "owner-dm"
-                    else _("the admin channel")
-                ),
+                destination=owner if config.destination == "owner-dm" else channel,
             ),
             _("Runway alert below {days} days", days=number(config.runway_days)),
             _(
@@ -539,7 +536,7 @@ class ConfigCog(
                 if config.member_10min_cents is None
                 else money(config.member_10min_cents),
             ),
-            _("Pause on anomaly: {state}", state=_("on") if config.pause_on_anomaly else off),
+            _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
         ]
         if config.paused_at is not None:
             lines.append(
