@@ -29,7 +29,6 @@ import asyncpg
 import httpx2 as httpx
 import psutil
 from pydantic import SecretStr
-from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 from bench.report import Table, ms, percentile
 from bot.clock import ManualClock
@@ -43,6 +42,7 @@ from bot.services.dashboard import DashboardService
 from bot.storage.repos.dashboard import rebuild_daily
 from bot.storage.sql import Sql
 from bot.wiring import assemble_services, open_database
+from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 GUILD = 111_111_111_111_111_111
 ADMIN = 222_222_222_222_222_222
