@@ -1,4 +1,4 @@
-"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|all] [--quick]``:
+"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|guard|all] [--quick]``:
 run benchmarks.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import batch, burst, dashboard, media, rate, redaction, safety, scale
+from bench import batch, burst, dashboard, guard, media, rate, redaction, safety, scale
 from bench.report import Table, machine
 
 Scenario = Callable[..., Awaitable[Table]]
@@ -31,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
     "safety": safety.run,
     "redaction": redaction.run,
     "dashboard": dashboard.run,
+    "guard": guard.run,
 }
 
 

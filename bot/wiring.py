@@ -39,6 +39,7 @@ from bot.services.billing import Billing
 from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
+from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
@@ -70,6 +71,8 @@ class Services:
         private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
         sequences: video sequences (Continue) and each server's bound on them.
+        guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
+            of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
@@ -98,6 +101,7 @@ class Services:
     private_cards: PrivateCards
     command_sync: CommandSync
     sequences: SequenceService
+    guard: SpendGuard
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
@@ -308,6 +312,8 @@ def assemble_services(
         placeholder_grace=settings.placeholder_grace_seconds,
         clock=clock,
     )
+    guard = SpendGuard(db, clock, billing, settings)
+    billing.set_watcher(guard.after_charge)
     return Services(
         settings=settings,
         clock=clock,
@@ -341,6 +347,7 @@ def assemble_services(
         response_tokens=ResponseTokens(db, vault, clock),
         private_cards=PrivateCards(db),
         sequences=SequenceService(db, clock),
+        guard=guard,
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,

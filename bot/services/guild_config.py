@@ -32,6 +32,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.i18n import N_, SHIPPED, SOURCE, using
 from bot.services.billing import Billing, Limits
+from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.services.personal import is_personal
 from bot.services.policy import (
@@ -41,6 +42,7 @@ from bot.services.policy import (
     normalise_term,
 )
 from bot.storage import Database
+from bot.storage.repos.guard import GuardStore
 from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
@@ -605,6 +607,7 @@ class GuildConfigService:
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
+        values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
