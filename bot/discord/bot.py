@@ -171,6 +171,7 @@ def build_announcer(
         members=services.members,
         takes=_takes_lookup(services),
         locales=locales,
+        final=services.sequences,
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales
