@@ -934,8 +934,7 @@ class GenerationService:
                     reservation, settings, self._client.generate_image(key.key, request)
                 )
             except Exception as exc:
-                for unsent in reservations[index + 1 :]:
-                    await self._billing.release(unsent)
+                await self._release_unsent(reservations[index + 1 :])
                 if not outcomes:
                     raise
                 log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
@@ -1064,8 +1063,7 @@ class GenerationService:
                     reservation, settings, self._client.generate_video(key.key, request)
                 )
             except Exception as exc:
-                for unsent in reservations[index + 1 :]:
-                    await self._billing.release(unsent)
+                await self._release_unsent(reservations[index + 1 :])
                 if not jobs:
                     raise
                 log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
@@ -1149,6 +1147,23 @@ class GenerationService:
     async def result_request(self, ref: str) -> ResultRequest | None:
         """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
         return await self._db.cards.request(ref)
+
+    async def _release_unsent(self, reservations: Sequence[Reservation]) -> None:
+        """Give back the holds of takes not sent; a failure is logged, never raised.
+
+        The takes sent before are charged and their results must reach the member: a
+        database that cannot take the releases (each reservation then holds its budget until
+        it expires, 15 minutes, on the safe side) must not turn them into an error.
+        """
+        for reservation in reservations:
+            try:
+                await self._billing.release(reservation)
+            except Exception as exc:
+                log.error(
+                    "hold %s of a take not made was not given back (%r); it expires by itself",
+                    reservation.id,
+                    exc,
+                )
 
     async def _settle_job(
         self,

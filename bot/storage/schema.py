@@ -569,6 +569,8 @@ takes = Table(
     Column("job_id", BigInteger, primary_key=True),
     Column("group_id", BigInteger, nullable=False),
     Column("position", Integer, nullable=False),
+    # On the first take's row: the take whose delivery made the group's final one (claimed).
+    Column("final_delivered_by", BigInteger),
 )
 Index("takes_group", takes.c.group_id)
 
