@@ -1,5 +1,5 @@
-"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|guard|all] [--quick]``:
-run benchmarks.
+"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|guard|all]
+[--quick]``: run benchmarks.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
 single process; N: one gateway process plus N ``python -m bot worker`` processes), and
