@@ -193,7 +193,7 @@ class Settings(BaseSettings):
             port = 0
         if port == 0 or parts.netloc.endswith(":"):
             raise ValueError("has a port outside 1-65535")
-        return web_origin(value)
+        return value
 
     @field_validator("dashboard_public_url")
     @classmethod
