@@ -43,7 +43,14 @@ from bot.dashboard.limits import (
     retry_after,
 )
 from bot.dashboard.oauth import DiscordOAuth, LoginCookie, OAuthFailed, snowflake
-from bot.dashboard.rights import KEPT, CachingDirectory, Directory, RightsCache
+from bot.dashboard.rights import (
+    ADMINISTRATOR,
+    KEPT,
+    MANAGE_GUILD,
+    CachingDirectory,
+    Directory,
+    RightsCache,
+)
 from bot.domain import DashboardSession
 from bot.services.dashboard import LOGIN_SECONDS, DashboardService, LoginRefused, usd
 from bot.wiring import Services
@@ -140,7 +147,8 @@ class Dashboard:
         self.settings = settings
         self.services = services
         # What a visitor does reaches Discord through the caches only (``CachingDirectory``).
-        self.directory: Directory = CachingDirectory(directory, clock)
+        self.cached = CachingDirectory(directory, clock)
+        self.directory: Directory = self.cached
         self.clock = clock
         self.application_id = application_id
         self._pages = pages
@@ -155,7 +163,7 @@ class Dashboard:
         self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
         self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
         self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
-        self._showcase: Bounded[str, tuple[int, bytes]] = Bounded(
+        self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
             KEPT, SHOWCASE_SECONDS, clock.monotonic
         )
         self.templates = jinja2.Environment(
@@ -297,11 +305,21 @@ class Dashboard:
             raise web.HTTPNotFound()
         if signed is None and request.method == "GET" and request.path.startswith("/showcase/"):
             return await self._public_showcase(request, handler)
+        if request.method == "POST" and raw_guild is not None:
+            # A change on the server's pages (its showcase made public, an entry removed) is
+            # on its public page at once, not after SHOWCASE_SECONDS.
+            self.forget_showcase(int(raw_guild))
         return await handler(request)  # type: ignore[no-any-return]
+
+    def forget_showcase(self, guild_id: int) -> None:
+        """Drop the server's kept public showcase pages."""
+        for key in self._showcase.kept():
+            if key[0] == guild_id:
+                self._showcase.pop(key)
 
     async def _public_showcase(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """The public showcase page for signed-out visitors, kept :data:`SHOWCASE_SECONDS`."""
-        key = request.path_qs
+        key = (int(request.match_info.get("guild_id", "0")), request.path_qs)
         kept = self._showcase.get(key)
         if kept is None:
             try:
@@ -422,6 +440,9 @@ class Dashboard:
         if previous is not None:  # a sign-in over a session replaces it, never adds one
             await self.dashboard.sign_out(previous.token)
         token = await self.dashboard.open_session(user_id, name, guilds)
+        for guild in guilds:  # an admin signing in sees roles and channels made meanwhile
+            if guild.owner or guild.permissions & (MANAGE_GUILD | ADMINISTRATOR):
+                self.cached.forget_lists(guild.id)
         log.info("dashboard: member %s signed in", user_id)
         found = redirect("/servers")
         self.delete_cookie(found, self.login_cookie)

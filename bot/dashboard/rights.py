@@ -344,6 +344,11 @@ class CachingDirectory:
             self._channels, guild_id, lambda: self._directory.channels(guild_id)
         )
 
+    def forget_lists(self, guild_id: int) -> None:
+        """Read the server's roles and channels afresh next time (an admin just signed in)."""
+        self._roles.pop(guild_id)
+        self._channels.pop(guild_id)
+
     async def delete_message(self, channel_id: int, message_id: int) -> None:
         """Passed through (an admin's removal of a showcase entry); forgets its files."""
         self._urls.pop((channel_id, message_id))
