@@ -19,7 +19,7 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.discord.render.buttons import confirm_label, confirm_text
-from bot.discord.request_flows import needs_confirmation
+from bot.services.submissions import needs_confirmation
 from bot.domain import Charge, ConstraintError, JobStatus, Kind
 from bot.errors import BudgetExceeded, format_cents, user_message
 from bot.genapi import errors as api_errors
