@@ -1,10 +1,10 @@
-"""Running a generation from a command, a result's button, a context menu or a modal.
+"""Discord's part of a paid action from a command, a result's button, a context menu or a modal.
 
-One path per kind, shared by every entry point, so a click goes through exactly the same
-validation, channel check, budgets and caps as the command (all in
-:class:`bot.services.generation.GenerationService`), counted to whoever clicked. The request
-behind each result is stored (``Store.add_result_request``) so its buttons can rebuild it after
-any restart. A video whose known price is above the server's confirmation threshold
+One path per kind, shared by every entry point: the use case is one method of
+:class:`bot.services.submissions.SubmissionService` (the same validation, channel check,
+budgets and caps as the command, counted to whoever clicked; the request behind each result
+stored for its buttons), and this module acknowledges, renders the outcome it returns and sends
+it. A video whose known price is above the server's confirmation threshold
 (``/config confirm-above``) first asks, ephemerally, for a few minutes.
 
 A member with private results on gets a video's or an asynchronous image's card in

@@ -3,10 +3,11 @@
 **Continue**: the clip is streamed to a temporary file (at most :data:`MAX_CLIP_BYTES`, never
 held in memory), its last frame decoded with PyAV (:func:`bot.media.video.last_frame_png`, off
 the event loop), posted with the member's response so that it has a Discord CDN URL the
-service can fetch, and that URL is the new video's ``image_url``. The rest is ``/video``'s
-path (:func:`bot.discord.request_flows.start_video`): its confirmation, holds, budgets, caps,
-cooldowns and one ledger row. Its card names and links the clip it continues; the clips form a
-sequence (:mod:`bot.services.sequences`), bounded per server.
+service can fetch, and that URL is the new video's ``image_url``. The use case is one call,
+:meth:`bot.services.submissions.SubmissionService.continue_video`, then ``/video``'s path: its
+confirmation, holds, budgets, caps, cooldowns and one ledger row. Its card names and links the
+clip it continues; the clips form a sequence (:mod:`bot.services.sequences`), bounded per
+server.
 
 **Join**: the bot's own work, costing no credits. One join at a time per process
 (:class:`JoinLine`; the others wait and see their place), clips streamed to files, joined with
