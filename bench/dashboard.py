@@ -1,7 +1,7 @@
 """``python -m bench dashboard``: the web dashboard's pages over a big server's ledger.
 
 One server with 1,000,000 charges and 200,000 jobs (``--quick``: a tenth) over 120 days, on
-SQLite and on PostgreSQL (``tests/pg_server.py``'s Debian binaries; skipped without them).
+SQLite and on PostgreSQL (``tests/support/pg_server.py``'s Debian binaries; skipped without them).
 The dashboard is served in-process as ``python -m bot`` serves it (aiohttp, the real
 services, templates and queries); only Discord is replaced, by a directory that says the
 member is the server's admin. Each page is asked for repeatedly over loopback HTTP and its
@@ -29,7 +29,6 @@ import asyncpg
 import httpx2 as httpx
 import psutil
 from pydantic import SecretStr
-from tests.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 from bench.report import Table, ms, percentile
 from bot.clock import ManualClock
@@ -43,6 +42,7 @@ from bot.services.dashboard import DashboardService
 from bot.storage.repos.dashboard import rebuild_daily
 from bot.storage.sql import Sql
 from bot.wiring import assemble_services, open_database
+from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 GUILD = 111_111_111_111_111_111
 ADMIN = 222_222_222_222_222_222

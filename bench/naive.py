@@ -1,4 +1,6 @@
-"""The baseline: a client that submits a video and polls it every 4 s, as spec part 3 suggests.
+"""The baseline: a client that submits a video and polls it every 4 s, as the service advises.
+
+The advice is "every 3 to 5 seconds" (docs/genapi.md §3.2).
 
 It ignores the rate limit (a 429 is counted and the next poll comes 4 s later, as usual); a
 refused submission is retried after its ``Retry-After``, since it was not charged.

@@ -1,4 +1,4 @@
-"""``python -m bench.storage_core``: CPU per statement, SQLAlchemy Core against the raw drivers.
+"""``python -m bench.storage_core [--quick]``: CPU per statement, SQLAlchemy Core vs raw drivers.
 
 Storage runs on SQLAlchemy Core; the rule is that Core must not cost more than
 0.3 ms of CPU per poll on the hot path. This measures the poller's typical statements on each
@@ -268,14 +268,21 @@ async def _main(engines: list[str], n: int) -> None:
             print(render(engine, results), flush=True)
 
 
-def main() -> None:
-    """Parse ``--engine`` and ``-n`` and print one table per engine."""
+QUICK_N = 50
+"""Statements per measurement with ``--quick``: a smoke run of about a second per engine."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse ``--engine``, ``-n`` and ``--quick`` and print one table per engine."""
     parser = argparse.ArgumentParser(prog="python -m bench.storage_core")
     parser.add_argument("--engine", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("-n", type=int, default=2000, help="statements per measurement")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_N} statements per measurement (smoke run)"
+    )
+    args = parser.parse_args(argv)
     engines = ["sqlite", "postgresql"] if args.engine == "both" else [args.engine]
-    asyncio.run(_main(engines, args.n))
+    asyncio.run(_main(engines, QUICK_N if args.quick else args.n))
 
 
 if __name__ == "__main__":

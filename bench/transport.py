@@ -1,6 +1,7 @@
 """CPU per status poll of the API client per HTTP transport (docs/benchmarks.md, "Cheaper polls").
 
-``python -m bench.transport [--requests 2000] [--concurrency 1,8,50] [--repeats 2]``
+``python -m bench.transport [--requests 2000] [--concurrency 1,8,50] [--repeats 2] [--quick]``
+(``--quick``: 50 polls, 1 and 8 in flight, one run each; a smoke run of about a second)
 
 The emulator runs in a child process (no rate limit, 50 video tasks that run for ten hours), so
 the CPU measured (``time.process_time`` of this process) is the client's alone: the bot's
@@ -116,11 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", default="1,8,50")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="50 polls, 1 and 8 in flight, once")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         asyncio.run(_serve())
         return 0
+    if args.quick:
+        args.requests, args.concurrency, args.repeats = 50, "1,8", 1
     widths = [int(part) for part in args.concurrency.split(",") if part.strip()]
     asyncio.run(_main(args.requests, widths, args.repeats))
     return 0

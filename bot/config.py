@@ -297,7 +297,7 @@ class Settings(BaseSettings):
 
         Only the bot's own choices about the service's time are scaled (delivery backoff, the
         poll priors, the longest gap between polls): never the service's rules (the rate
-        window has its own setting, and two polls of a job stay 3 s apart, spec part 3), nor
+        window has its own setting, and two polls of a job stay 3 s apart, docs/genapi.md §3.2), nor
         waits on Discord (``PLACEHOLDER_GRACE_SECONDS``). 1 in production; the end-to-end
         tests' bot runs at 10.
         """

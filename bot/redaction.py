@@ -27,7 +27,7 @@ _KEY_SHAPED = re.compile(
     r"(?<![A-Za-z0-9_-])[A-Za-z]{2,12}[-_](?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{16,}"
 )
 """A word prefix (``sk-``, ``gk_live_``...) then 16+ letters, digits, ``-`` or ``_`` with a digit:
-an API key's shape (spec part 5: keys begin with a fixed prefix)."""
+an API key's shape (docs/genapi.md §5.2: keys begin with a fixed prefix)."""
 
 _INTERACTION_TOKEN = re.compile(r"aW50ZXJhY3Rpb246[A-Za-z0-9_-]*")
 """A Discord interaction token: base64 of ``interaction:<id>:<secret>``, so it always begins

@@ -1,4 +1,4 @@
-"""``/image``: image generation (spec 4.4), synchronous or finished by the poller."""
+"""``/image``: image generation (docs/genapi.md §4.4), synchronous or finished by the poller."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ class ImageCog(commands.Cog):
                 prompt, model, aspect_ratio, mode, source, image_uploaded=bool(uploads)
             )
         else:
-            # Several: all of them as the spec's image_urls (spec 4.4).
+            # Several: all of them as the spec's image_urls (docs/genapi.md §4.4).
             options = ImageOptions(
                 prompt,
                 model,

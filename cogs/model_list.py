@@ -1,4 +1,4 @@
-"""``/models``: the catalogue, paged with buttons (spec 4.1)."""
+"""``/models``: the catalogue, paged with buttons (docs/genapi.md §4.1)."""
 
 from __future__ import annotations
 

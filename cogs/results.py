@@ -90,7 +90,7 @@ IMAGE_EDIT_MODES = (
     (N_("Image to image"), "i2i"),
     (N_("Edit the text in the image"), "i2i_text"),
 )
-"""Spec 4.4's modes that take a source image."""
+"""The modes of docs/genapi.md §4.4 that take a source image."""
 
 PAID_ACTIONS = frozenset({"again", "vary"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
@@ -99,8 +99,8 @@ NOT_VARIED = N_(
     "Vary makes a new text at a higher temperature; the service takes nothing to vary an image "
     "or a video by, so use Again (the same request) or Edit instead."
 )
-"""Vary on an image or a video: the spec's requests (4.2, 4.4) have no seed or strength, so
-it could only repeat Again at the same price; it is no longer shown there."""
+"""Vary on an image or a video: the requests of docs/genapi.md §4.2, §4.4 have no seed or strength,
+so it could only repeat Again at the same price; it is no longer shown there."""
 
 
 class ResultAction(ActionButton, template=RESULT_CUSTOM_ID):
@@ -317,7 +317,7 @@ class AnimateModal(AdmittedModal, title=N_("Animate image")):
     """A prompt and an image-to-video model (its price shown), for an image.
 
     Args:
-        source: the image, sent as ``image_url`` (spec 4.2).
+        source: the image, sent as ``image_url`` (docs/genapi.md §4.2).
         prompt: the prompt to start from (the image's own, if known).
         priced: ``(price cents or None, duration s, model)``, cheapest first; the first is
             the default.
@@ -421,7 +421,7 @@ class RemixModal(AdmittedModal, title=N_("Vary (remix)")):
 
 
 class EditModal(AdmittedModal, title=N_("Edit image")):
-    """A new prompt and a mode for an image (spec 4.4's ``i2i`` / ``i2i_text``).
+    """A new prompt and a mode for an image (``i2i`` / ``i2i_text``, docs/genapi.md §4.4).
 
     Args:
         source: the image, sent as ``image_url``.

@@ -4,8 +4,8 @@
 requests where the member pays (:func:`bot.services.personal.who_pays`: a user install in any
 server, the bot's DM, a group DM). It is the server key's flow with the member's wallet id
 (:func:`bot.services.personal.wallet_id`): asked in a private form, checked with a free
-``GET /models`` call (spec 4.1), stored encrypted with ``KEY_ENCRYPTION_KEY``, shown only as
-"ending in XXXX", and retired, not forgotten, while jobs made with it run.
+``GET /models`` call (docs/genapi.md §4.1), stored encrypted with ``KEY_ENCRYPTION_KEY``, shown
+only as "ending in XXXX", and retired, not forgotten, while jobs made with it run.
 
 ``/settings defaults`` holds the member's own defaults (models, aspect ratio, video duration,
 prompt suffix, private results, remix), applied where a command's option is left out

@@ -1,4 +1,4 @@
-"""``/text``: synchronous text generation (spec 4.5)."""
+"""``/text``: synchronous text generation (docs/genapi.md §4.5)."""
 
 from __future__ import annotations
 

@@ -72,8 +72,8 @@ class UsageCog(commands.Cog):
         """Show the member's own spending from their wallet, never a server's.
 
         On their own key, the balance the service last reported for it (``remaining_credits_cents``
-        of their last charge; the spec has no balance endpoint). The bot's default key's
-        balance is the owner's business.
+        of their last charge; no endpoint reports a balance, docs/genapi.md §6.2). The bot's
+        default key's balance is the owner's business.
         """
         fingerprint = None
         with contextlib.suppress(BotError):

@@ -1,4 +1,7 @@
-"""``/video`` and ``/video-advanced``: asynchronous videos (spec 4.2), finished by the poller."""
+"""``/video`` and ``/video-advanced``: asynchronous videos, finished by the poller.
+
+The request is docs/genapi.md §4.2.
+"""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ CONFIRM_SECONDS = 300.0
 VARY_TEMPERATURE_STEP = 0.5
 DEFAULT_TEMPERATURE = 0.7
 """Vary re-asks a text at the request's temperature (the spec's default 0.7) plus this, at most
-2 (spec 4.5's bound)."""
+2 (the bound of docs/genapi.md §4.5)."""
 
 Interaction = discord.Interaction["GenBot"]
 

@@ -53,7 +53,7 @@ class ConversationTurn:
         text: what they wrote (the bot's mention removed).
         answer: the model's answer as shown (cut where it began a next turn by itself).
         model: the model that answered.
-        prompt_tokens: the service's ``usage.prompt_tokens`` (spec 2.5).
+        prompt_tokens: the service's ``usage.prompt_tokens`` (docs/genapi.md §2.5).
         completion_tokens: the service's ``usage.completion_tokens``.
         cost_cents: what the call was charged, cents; None when the service reported no
             usable number (the anomaly is recorded by billing).

@@ -16,7 +16,8 @@ class MemberSettings:
     Attributes:
         user_id: the Discord user id.
         text_model, image_model, video_model: catalogue ids; None: the command's own default.
-        aspect_ratio: ``/image`` and ``/video``'s shape (spec 4.2, 4.4), e.g. ``"16:9"``.
+        aspect_ratio: ``/image`` and ``/video``'s shape, e.g. ``"16:9"`` (docs/genapi.md §4.2,
+            §4.4).
         video_duration: seconds of a ``/video``; None: the model's default (5 s).
         prompt_suffix: text added after every ``/image`` and ``/video`` prompt.
         private: ``/text`` and synchronous ``/image`` answers are ephemeral.

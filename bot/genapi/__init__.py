@@ -1,1 +1,1 @@
-"""Client for the Generation Service API v1 (``shared/generation-api-v1.md``)."""
+"""Client for the Generation Service API v1 (``docs/genapi.md``)."""

@@ -3,7 +3,7 @@
 Every method takes the API key to use (a guild's own or the bot's default) as a
 :class:`~pydantic.SecretStr`, and goes through that key's :class:`~bot.genapi.ratelimit.KeyLimiter`.
 
-Retry rules (money is real, spec part 7 and the project's rules):
+Retry rules (money is real, docs/genapi.md §7.3 and the project's rules):
 
 * A generation ``POST`` that may have reached the service is never sent again: a retry could
   charge twice. It is retried only after a 429 (the service refused it, nothing was charged)
@@ -104,7 +104,7 @@ def key_fingerprint(key: SecretStr | str) -> str:
 
 
 def parse_retry_after(value: str | None) -> float:
-    """Read a ``Retry-After`` header as seconds (spec part 7 does not show its unit).
+    """Read a ``Retry-After`` header as seconds (its unit is not stated, docs/genapi.md §7.2).
 
     Accepts delta-seconds (integer or decimal, the common form) and an HTTP date (RFC 9110).
     The result is always within ``[0, MAX_RETRY_AFTER]``: a value we cannot read (garbage,
@@ -135,7 +135,7 @@ def _seconds_until_http_date(value: str) -> float:
 def error_from_response(
     response: httpx.Response, known: Iterable[str] = (), *, charging: bool = False
 ) -> errors.GenAPIError:
-    """Turn an error response into the exception of its spec part 7 code.
+    """Turn an error response into the exception of its code (docs/genapi.md §7.2).
 
     The single place where HTTP statuses and ``error.code`` become exceptions (see the table in
     :mod:`bot.genapi.errors`), and where the service's message is redacted
@@ -224,7 +224,7 @@ def _is_retryable(exc: BaseException, *, idempotent: bool) -> bool:
 
 
 class GenAPIClient:
-    """Async client of the Generation Service API v1 (``shared/generation-api-v1.md``).
+    """Async client of the Generation Service API v1 (``docs/genapi.md``).
 
     Args:
         base_url: the spec's ``{base_url}``, ending in ``/api/v1``.
@@ -288,7 +288,7 @@ class GenAPIClient:
         await self._limiter.forget(key_fingerprint(key))
 
     def poll_target(self, poll_url: str) -> httpx.URL:
-        """Resolve a ``poll_url`` against the host of ``{base_url}`` (spec, Conventions).
+        """Resolve a ``poll_url`` against the host of ``{base_url}`` (docs/genapi.md §1.1).
 
         The path already starts with ``/api/v1``, so it replaces the base path rather than
         being appended to it; its query (``provider``, ``pollUrl``) is kept as given. Resolved
@@ -319,7 +319,7 @@ class GenAPIClient:
     async def list_models(
         self, key: SecretStr, *, priority: Priority = Priority.INTERACTIVE
     ) -> Catalogue:
-        """``GET /models`` (spec 4.1): the catalogue. Free, so also used to check a key.
+        """``GET /models`` (docs/genapi.md §4.1): the catalogue. Free, so also used to check a key.
 
         Raises:
             GenAPIError: any subclass; see :mod:`bot.genapi.errors`.
@@ -328,7 +328,9 @@ class GenAPIClient:
         return self._parse(response, ModelsResponse).models
 
     async def generate_video(self, key: SecretStr, request: VideoRequest) -> PendingTask:
-        """``POST /video/generate`` (spec 4.2): submit a video task. Charged; never re-sent.
+        """``POST /video/generate`` (docs/genapi.md §4.2): submit a video task; never re-sent.
+
+        Charged.
 
         Raises:
             GenAPIError: any subclass; :class:`APITimeoutError` means it may have been charged.
@@ -347,7 +349,7 @@ class GenAPIClient:
         *,
         priority: Priority = Priority.BACKGROUND,
     ) -> TaskState:
-        """``GET /video/:taskId`` (spec 4.3), passing ``provider`` as the generate response gave it.
+        """``GET /video/:taskId`` (docs/genapi.md §4.3), passing ``provider`` as the submission did.
 
         Raises:
             TaskNotFoundError: the service does not know the task.
@@ -365,8 +367,9 @@ class GenAPIClient:
     ) -> TaskState:
         """``GET /image/:taskId``: an asynchronous image task's state.
 
-        The spec does not show this endpoint (4.4); we assume it mirrors ``GET /video/:taskId``
-        (docs/genapi-choices.md). Prefer :meth:`poll` with the ``poll_url`` the service gave.
+        The service does not show this endpoint (docs/genapi.md §4.6); we assume it mirrors
+        ``GET /video/:taskId`` (docs/genapi-choices.md). Prefer :meth:`poll` with the
+        ``poll_url`` the service gave.
 
         Raises:
             TaskNotFoundError: the service does not know the task.
@@ -377,7 +380,7 @@ class GenAPIClient:
     async def poll(
         self, key: SecretStr, poll_url: str, *, priority: Priority = Priority.BACKGROUND
     ) -> TaskState:
-        """Poll a video or image task at the ``poll_url`` the service returned (spec 4.3).
+        """Poll a video or image task at the ``poll_url`` the service gave (docs/genapi.md §4.3).
 
         Raises:
             TaskNotFoundError: the service does not know the task.
@@ -389,7 +392,7 @@ class GenAPIClient:
     async def generate_image(
         self, key: SecretStr, request: ImageRequest
     ) -> ImageResult | PendingTask:
-        """``POST /image/generate`` (spec 4.4). Charged; never re-sent.
+        """``POST /image/generate`` (docs/genapi.md §4.4). Charged; never re-sent.
 
         Returns:
             :class:`ImageResult` for a synchronous model, or :class:`PendingTask` (with
@@ -402,7 +405,7 @@ class GenAPIClient:
         return self._validate(response, data, ImageResult)
 
     async def generate_text(self, key: SecretStr, request: TextRequest) -> TextResult:
-        """``POST /text/generate`` (spec 4.5), synchronous. Charged; never re-sent."""
+        """``POST /text/generate`` (docs/genapi.md §4.5), synchronous. Charged; never re-sent."""
         response = await self._request("POST", "text/generate", key, json=request.body())
         return self._parse(response, TextResult)
 

@@ -1,7 +1,7 @@
 """Exceptions raised by the Generation API client.
 
-One class per error code of spec part 7, under :class:`APIStatusError`; transport failures and
-timeouts have their own classes, and a body that is not the spec's JSON raises
+One class per error code of docs/genapi.md §7.2, under :class:`APIStatusError`; transport
+failures and timeouts have their own classes, and a body that is not the spec's JSON raises
 :class:`MalformedResponseError`.
 
 =====  ======================  ============================
@@ -102,10 +102,10 @@ class GenerationFailedError(APIStatusError):
 class ServerError(APIStatusError):
     """A 5xx whose code is not ``GENERATION_FAILED``: a gateway's 502 or 504, an internal error.
 
-    The spec defines only ``GENERATION_FAILED`` as a 5xx (part 7), which charges nothing. Any
-    other 5xx may come from something in front of the service that gave up after passing the
-    request on, so on a generation ``POST`` the service may have processed and charged it
-    (docs/genapi-choices.md): the budget reservation is kept and the request never re-sent.
+    The spec defines only ``GENERATION_FAILED`` as a 5xx (docs/genapi.md §7.3), which charges
+    nothing. Any other 5xx may come from something in front of the service that gave up after
+    passing the request on, so on a generation ``POST`` the service may have processed and charged
+    it (docs/genapi-choices.md): the budget reservation is kept and the request never re-sent.
 
     Attributes:
         may_have_charged: the request was a generation ``POST`` (set by the client); False for
@@ -158,7 +158,8 @@ ERROR_CODES: dict[str, type[APIStatusError]] = {
     "INSUFFICIENT_CREDITS": InsufficientCreditsError,
     "GENERATION_FAILED": GenerationFailedError,
 }
-"""Spec part 7 codes to classes; ``RATE_LIMITED`` is built apart since it carries a delay."""
+"""The codes of docs/genapi.md §7.2 to classes; ``RATE_LIMITED`` is built apart since it carries
+a delay."""
 
 
 class RateLimitWaitTooLong(RateLimitedError):

@@ -1,4 +1,6 @@
-"""Per-key request limiter: spec part 8, 30 requests per rolling minute per key, all endpoints.
+"""Per-key request limiter: 30 requests per rolling minute per key, all endpoints.
+
+The limit is docs/genapi.md §8.1's.
 
 A sliding-window log, not a token bucket: a bucket that refills continuously lets a 31st
 request through less than 60 s after the first of a burst of 30, which the service would
@@ -677,7 +679,7 @@ class RateLimiter:
     Args:
         clock: source of time and sleeping (inject a manual clock in tests).
         rules: how each key's window is shared (:class:`~bot.genapi.slots.SlotRules`:
-            30 requests per 60 s plus a 1 s margin, spec part 8).
+            30 requests per 60 s plus a 1 s margin, docs/genapi.md §8.1).
         metrics: given to every key's limiter; None counts nothing.
         rates: the database's rate windows (``db.rates``); None keeps the window in memory.
         writes: False when another layer records the requests (the shared limiter).

@@ -1,6 +1,6 @@
 """The per-key limiter shared by every process on one database.
 
-Spec part 8 allows 30 requests per rolling minute per key, whatever process sends them. When
+docs/genapi.md §8.1 allows 30 requests per rolling minute per key, whatever process sends them. When
 several processes may use one key (gateway processes for several shards, poll workers), each
 process's own :class:`~bot.genapi.ratelimit.RateLimiter` knows only its own requests, so the
 window lives in the database instead (``db.rates``, tables ``rate_requests`` and

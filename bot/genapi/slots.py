@@ -1,4 +1,4 @@
-"""How one key's request slots are shared between users and polls (spec part 8).
+"""How one key's request slots are shared between users and polls (docs/genapi.md §8.1).
 
 The service allows ``limit`` (30) requests per rolling ``window`` (60 s, plus our 1 s margin)
 per key, every endpoint counted. Interactive requests (a user waits on a command) and
@@ -47,8 +47,8 @@ class SlotRules:
     """The sharing rules of one key's request slots (module docstring). Times are seconds.
 
     Attributes:
-        limit: requests per window (spec part 8: 30).
-        window: the rolling window, our margin included (spec part 8: 60 s, plus 1 s).
+        limit: requests per window (docs/genapi.md §8.1: 30).
+        window: the rolling window, our margin included (docs/genapi.md §8.1: 60 s, plus 1 s).
         user_slots: slots kept for users while they are active.
         idle_user_slots: slots kept for users when none came in the last ``recent`` seconds.
         user_wait: how long a user request may wait behind polls, at most.

@@ -1,4 +1,4 @@
-"""Typed resources of the Generation API, spec part 2.
+"""Typed resources of the Generation API, docs/genapi.md §2.
 
 Unknown extra fields are kept (``extra="allow"``) so a newer service does not break us; a
 missing required field raises :class:`pydantic.ValidationError`, which the client turns into
@@ -50,7 +50,7 @@ class _Resource(BaseModel):
 
 
 class TextModel(_Resource):
-    """Catalogue entry of a text model (spec 2.1)."""
+    """Catalogue entry of a text model (docs/genapi.md §2.1)."""
 
     id: str
     label: str
@@ -58,7 +58,10 @@ class TextModel(_Resource):
 
 
 class ImageModel(_Resource):
-    """Catalogue entry of an image model (spec 2.1). Whether it answers synchronously: not shown."""
+    """Catalogue entry of an image model (docs/genapi.md §2.1).
+
+    Whether it answers synchronously: not shown.
+    """
 
     id: str
     label: str
@@ -66,7 +69,7 @@ class ImageModel(_Resource):
 
 
 class VideoModel(_Resource):
-    """Catalogue entry of a video model (spec 2.1), with every field the spec lists.
+    """Catalogue entry of a video model (docs/genapi.md §2.1), with every field the spec lists.
 
     ``durations`` are seconds; ``cost_cents_per_5s`` is cents per 5 seconds of video.
     """
@@ -90,7 +93,7 @@ class VideoModel(_Resource):
 
 
 class Catalogue(_Resource):
-    """The ``models`` object of ``GET /models`` (spec 4.1)."""
+    """The ``models`` object of ``GET /models`` (docs/genapi.md §4.1)."""
 
     text: tuple[TextModel, ...] = ()
     video: tuple[VideoModel, ...] = ()
@@ -125,8 +128,8 @@ class Charged(_Resource):
 class PendingTask(Charged):
     """An accepted asynchronous task, to be polled at ``poll_url``.
 
-    The response of ``POST /video/generate`` (spec 2.2), and of an image model that does not
-    answer synchronously (spec 4.4; its shape is not shown, we assume this one).
+    The response of ``POST /video/generate`` (docs/genapi.md §2.2), and of an image model that
+    does not answer synchronously (docs/genapi.md §4.4; its shape is not shown, we assume this one).
 
     ``poll_url`` is a path from the host root carrying ``provider``; poll it as given.
     """
@@ -138,7 +141,7 @@ class PendingTask(Charged):
 
 
 class TaskState(_Resource):
-    """Response of a status poll (spec 2.3). ``error`` is a readable message when failed.
+    """Response of a status poll (docs/genapi.md §2.3). ``error`` is a readable message when failed.
 
     The spec does not show the shape of ``error``; a string, an object with ``message`` and an
     absent value are all accepted and reduced to a message.
@@ -172,7 +175,7 @@ class TaskState(_Resource):
 
 
 class ImageResult(Charged):
-    """Synchronous response of ``POST /image/generate`` (spec 2.4)."""
+    """Synchronous response of ``POST /image/generate`` (docs/genapi.md §2.4)."""
 
     task_id: str
     status: TaskStatus = "completed"
@@ -188,7 +191,7 @@ class Usage(_Resource):
 
 
 class TextResult(Charged):
-    """Response of ``POST /text/generate`` (spec 2.5)."""
+    """Response of ``POST /text/generate`` (docs/genapi.md §2.5)."""
 
     content: str
     model: str
@@ -204,7 +207,7 @@ class _Request(BaseModel):
 
 
 class VideoRequest(_Request):
-    """Body of ``POST /video/generate`` (spec 4.2). ``duration`` is seconds."""
+    """Body of ``POST /video/generate`` (docs/genapi.md §4.2). ``duration`` is seconds."""
 
     model: str
     prompt: str
@@ -223,7 +226,7 @@ class VideoRequest(_Request):
 
 
 class ImageRequest(_Request):
-    """Body of ``POST /image/generate`` (spec 4.4)."""
+    """Body of ``POST /image/generate`` (docs/genapi.md §4.4)."""
 
     model: str
     prompt: str
@@ -234,7 +237,7 @@ class ImageRequest(_Request):
 
 
 class TextRequest(_Request):
-    """Body of ``POST /text/generate`` (spec 4.5); ``temperature`` is 0 to 2 (spec part 8)."""
+    """Body of ``POST /text/generate``; ``temperature`` is 0 to 2 (docs/genapi.md §4.5, §8.2)."""
 
     prompt: str
     model: str | None = None

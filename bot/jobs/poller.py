@@ -77,8 +77,8 @@ NOT_FOUND_FAILURES: Final = 5
 NOT_FOUND_SECONDS: Final = 600.0
 """A job fails as unknown to the service only after :data:`NOT_FOUND_FAILURES` consecutive 404s
 on its polls, the first at least :data:`NOT_FOUND_SECONDS` before the last. The
-spec defines no unknown-task error (part 7), and a 404 can be transient (a node that does not
-know the task yet); failing on the first would throw a paid result away
+service defines no unknown-task error (docs/genapi.md §7.4), and a 404 can be transient (a node
+that does not know the task yet); failing on the first would throw a paid result away
 (docs/genapi-choices.md)."""
 
 NOT_FOUND_RETRY: Final = (5.0, 15.0, 45.0, 60.0)

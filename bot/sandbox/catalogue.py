@@ -3,7 +3,7 @@
 Prices are cents; task durations are *service* seconds (the emulator divides them by its
 ``time_scale``). Text and image entries carry fields beyond the spec's ``id``/``label``/``type``
 (``context_window``, ``async``, prices...) on purpose: a client must tolerate unknown fields.
-Video entries carry exactly the fields of spec part 2.1.
+Video entries carry exactly the fields of docs/genapi.md §2.1.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 Provider = Literal["alpha", "beta"]
-"""The two upstream providers of spec 4.3; ``alpha`` is the default one."""
+"""The two upstream providers of docs/genapi.md §4.3; ``alpha`` is the default one."""
 
 DEFAULT_PROVIDER: Final[Provider] = "alpha"
 
 ASPECT_RATIOS: Final = frozenset({"16:9", "9:16", "1:1", "4:3", "3:4", "21:9"})
 IMAGE_MODES: Final = frozenset({"t2i", "i2i", "i2i_text"})
 
-DEFAULT_VIDEO_DURATION: Final = 5  # seconds, spec 4.2
+DEFAULT_VIDEO_DURATION: Final = 5  # seconds, docs/genapi.md §8.2
 DEFAULT_VIDEO_ASPECT_RATIO: Final = "16:9"
 DEFAULT_IMAGE_ASPECT_RATIO: Final = "1:1"
 DEFAULT_MAX_TOKENS: Final = 1000
@@ -90,7 +90,7 @@ class VideoModel:
     task_seconds: float
 
     def to_json(self) -> dict[str, Any]:
-        """Return the catalogue entry with exactly the fields of spec 2.1."""
+        """Return the catalogue entry with exactly the fields of docs/genapi.md §2.1."""
         return {
             "id": self.id,
             "label": self.label,

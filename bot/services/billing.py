@@ -131,7 +131,7 @@ def video_cost_cents(cost_cents_per_5s: Decimal | float, duration_seconds: float
 
 @dataclass(frozen=True, slots=True)
 class TextTokens:
-    """Tokens of a text call, the prompt's and the answer's apart (spec 2.5 ``usage``).
+    """Tokens of a text call, the prompt's and the answer's apart (docs/genapi.md §2.5 ``usage``).
 
     Before a call, upper bounds (:func:`text_tokens_bound`); after it, what the service
     reported it charged for (``usage.prompt_tokens``, ``usage.completion_tokens``).
@@ -142,12 +142,12 @@ class TextTokens:
 
 
 def text_tokens_bound(prompt: str, system: str | None, max_tokens: int | None) -> TextTokens:
-    """Return upper bounds of the tokens a text call may be charged for (spec 2.5, 4.5).
+    """Return upper bounds of the tokens a text call may be charged for (docs/genapi.md §2.5, §4.5).
 
-    The answer is at most ``max_tokens`` tokens (1000 when omitted, spec part 8); the prompt and
-    system prompt count as their UTF-8 bytes, since a byte-level tokenizer never makes more
-    tokens than bytes (the real count is unknown before the call: the spec does not show the
-    tokenizer).
+    The answer is at most ``max_tokens`` tokens (1000 when omitted, docs/genapi.md §8.2); the
+    prompt and system prompt count as their UTF-8 bytes, since a byte-level tokenizer never
+    makes more tokens than bytes (the real count is unknown before the call: the spec does not
+    show the tokenizer).
     """
     sent = len(prompt.encode()) + (len(system.encode()) if system else 0)
     return TextTokens(prompt=sent, completion=1000 if max_tokens is None else max_tokens)
@@ -206,7 +206,7 @@ def text_rate_bound(charges: Sequence[TextCharge], tokens: TextTokens) -> Fracti
 def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:
     """Split a reported charge into what the ledger may hold and what breaks the protocol.
 
-    Rules (spec 2.2, 2.4, 2.5 type amounts as numbers, nothing more; the bounds are ours):
+    Rules (docs/genapi.md §6.1 types amounts as numbers, nothing more; the bounds are ours):
 
     * ``cost_cents`` NaN, infinite, negative or above :data:`MAX_CHARGE_CENTS`: no ledger
       row; an anomaly with the reported text.

@@ -1,11 +1,11 @@
 """Conversations (``/chat`` in threads): history the bot keeps and folds into each call.
 
-The API takes no messages array (spec 4.5: ``prompt`` and ``system``), so each turn folds the
-stored history into ``prompt`` as labelled turns ending with the assistant's label, and puts
-one line explaining that transcript into ``system``. The labels are written with brackets
-(``⟦`` ``⟧``) that are removed from every member's text, name and model answer before folding,
-so no one can forge a turn. The folded prompt is bounded (``CHAT_MAX_PROMPT_CHARS``): the
-oldest turns are dropped first, and the answer says how many.
+The API takes no messages array (docs/genapi.md §4.5: ``prompt`` and ``system``), so each turn folds
+the stored history into ``prompt`` as labelled turns ending with the assistant's label, and puts one
+line explaining that transcript into ``system``. The labels are written with brackets (``⟦`` ``⟧``)
+that are removed from every member's text, name and model answer before folding, so no one can forge
+a turn. The folded prompt is bounded (``CHAT_MAX_PROMPT_CHARS``): the oldest turns are dropped
+first, and the answer says how many.
 
 Every turn is a ``/text`` for money and policy: it goes through
 :meth:`bot.services.generation.GenerationService.text`, the same reservation, budgets, tiers,
@@ -63,7 +63,7 @@ CHARS_PER_TOKEN = 3
 (characters): fewer than English's usual 4, so that the bound holds for denser text too."""
 
 DEFAULT_MAX_TOKENS = 1000
-"""Spec 4.5: ``max_tokens`` defaults to 1000; the answer's room in the context window."""
+"""docs/genapi.md §8.2: ``max_tokens`` defaults to 1000; the answer's room in the context window."""
 
 
 def prompt_bound(
@@ -74,7 +74,7 @@ def prompt_bound(
     Args:
         max_prompt_chars: ``CHAT_MAX_PROMPT_CHARS``.
         context_window: the model's context window, tokens, where the catalogue gives one
-            (a field the spec does not show, 2.1); None: not known.
+            (a field the service does not show, docs/genapi.md §2.1); None: not known.
         max_tokens: the answer's ``max_tokens``; None: the spec's default.
 
     Returns:
@@ -148,7 +148,7 @@ def turn_block(turn: ConversationTurn) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Folded:
-    """What one call sends (spec 4.5) and how much history it carries.
+    """What one call sends (docs/genapi.md §4.5) and how much history it carries.
 
     Attributes:
         prompt: the transcript: the carried turns, the new turn, the assistant's label.
@@ -244,7 +244,7 @@ class ChatAnswer:
         carried: earlier turns the call carried.
         dropped: earlier turns no longer sent (the bound).
         prompt_chars: the length of the prompt sent, characters.
-        prompt_tokens: ``usage.prompt_tokens`` (spec 2.5).
+        prompt_tokens: ``usage.prompt_tokens`` (docs/genapi.md §2.5).
         completion_tokens: ``usage.completion_tokens``.
     """
 
@@ -366,7 +366,7 @@ class ConversationService:
             model: the model; default the conversation's.
             system: the member's system prompt; default the conversation's.
             max_tokens: the longest answer, tokens (``/text`` in the thread); None: the
-                service's default (spec 4.5: 1000).
+                service's default (docs/genapi.md §8.2: 1000).
             temperature: 0 to 2 (``/text`` in the thread); None: the service's default.
             seed: a new conversation's history: the ``/text`` answer a member replied to
                 (kept by :meth:`start` with ``seed``).
@@ -638,7 +638,7 @@ class ConversationService:
 
         The turns are those the next turn would no longer send (oldest first, as many as fit
         in one call's bound); the price is estimated from this conversation's own charges per
-        token (spec 2.5's ``usage``), for the transcript and :data:`SUMMARY_MAX_TOKENS`.
+        token (``usage``, docs/genapi.md §2.5), for the transcript and :data:`SUMMARY_MAX_TOKENS`.
 
         Raises:
             ConversationEnded: the conversation has ended.

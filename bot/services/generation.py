@@ -94,14 +94,15 @@ PLACEHOLDER_GRACE = 30.0
 
 MAX_REFERENCE_IMAGES = 4
 """Source images one ``/image`` request may send in ``image_urls``: the spec does not show the
-number (part 8); 4 bounds what one member can make the service fetch (docs/genapi-choices.md)."""
+number (docs/genapi.md §8.2); 4 bounds what one member can make the service fetch
+(docs/genapi-choices.md)."""
 
 ASPECT_RATIOS = ("16:9", "9:16", "1:1")
-"""The aspect ratios the spec names as examples (4.2, 4.4); offered as choices."""
+"""The aspect ratios the spec names as examples (docs/genapi.md §4.2, §4.4); offered as choices."""
 
 ImageMode = Literal["t2i", "i2i", "i2i_text"]
 IMAGE_MODES: dict[str, ImageMode] = {"t2i": "t2i", "i2i": "i2i", "i2i_text": "i2i_text"}
-"""Spec 4.4's modes: text to image, image to image, edit the text in an image."""
+"""The modes of docs/genapi.md §4.4: text to image, image to image, edit the text in an image."""
 
 KeyProblem = Literal["unauthorized", "insufficient_credits"]
 NotifyAdmins = Callable[[int, int, KeyProblem], Awaitable[None]]
@@ -133,7 +134,7 @@ class Requester:
 
 @dataclass(frozen=True, slots=True)
 class TextOptions:
-    """``/text`` options (spec 4.5); ``temperature`` 0 to 2, ``max_tokens`` at least 1."""
+    """``/text`` options (docs/genapi.md §4.5); ``temperature`` 0 to 2, ``max_tokens`` 1 or more."""
 
     prompt: str
     model: str | None = None
@@ -144,7 +145,7 @@ class TextOptions:
 
 @dataclass(frozen=True, slots=True)
 class ImageOptions:
-    """``/image`` options (spec 4.4); ``image_uploaded`` as in :class:`VideoOptions`.
+    """``/image`` options (docs/genapi.md §4.4); ``image_uploaded`` as in :class:`VideoOptions`.
 
     ``image_urls`` are reference images the member typed, ``uploaded_image_urls`` those of
     Discord attachments (already checked by :func:`check_attachment`); both are sent as the
@@ -163,7 +164,7 @@ class ImageOptions:
 
 @dataclass(frozen=True, slots=True)
 class VideoOptions:
-    """``/video`` options (spec 4.2); ``duration`` in seconds.
+    """``/video`` options (docs/genapi.md §4.2); ``duration`` in seconds.
 
     ``model`` is ``""`` while the member gave none: the command then fills in their default
     (:meth:`bot.services.member_settings.MemberSettingsService.apply_member_defaults`).
@@ -387,16 +388,16 @@ def _seconds(value: float) -> str:
 def default_duration(model: VideoModel) -> float:
     """Return the seconds ``/video`` uses when none are given (as ``check_video``).
 
-    5 s where the model offers it (spec part 8), else the model's shortest.
+    5 s where the model offers it (docs/genapi.md §8.2), else the model's shortest.
     """
     return 5.0 if 5 in model.durations or not model.durations else min(model.durations)
 
 
 def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel, VideoRequest]:
-    """Validate ``/video`` options against the catalogue (spec 2.1, 4.2), before any call.
+    """Validate ``/video`` options against the catalogue before a call (docs/genapi.md §2.1, §4.2).
 
     Returns:
-        The model and the request to send; ``duration`` defaults to 5 s (spec part 8) where
+        The model and the request to send; ``duration`` defaults to 5 s (docs/genapi.md §8.2) where
         the model allows it, else to the model's shortest duration.
 
     Raises:
@@ -459,7 +460,7 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
 
 
 def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
-    """Validate ``/image`` options (spec 4.4) before any call; the model defaults to the first.
+    """Validate ``/image`` options before any call (docs/genapi.md §4.4); model: the first.
 
     Raises:
         ValidationFailed: with the sentence to show.
@@ -513,7 +514,7 @@ def check_text(
     prompt_limit: int = MAX_PROMPT_LENGTH,
     system_limit: int = MAX_PROMPT_LENGTH,
 ) -> TextRequest:
-    """Validate ``/text`` options (spec 4.5, part 8) before any call.
+    """Validate ``/text`` options (docs/genapi.md §4.5, §8.2) before any call.
 
     Args:
         catalogue: the cached catalogue, None before the first fetch.
@@ -549,7 +550,7 @@ def check_text(
 
 
 def _usage(result: TextResult) -> TextTokens | None:
-    """The prompt and answer tokens a text result was charged for (spec 2.5 ``usage``).
+    """The prompt and answer tokens a text result was charged for (docs/genapi.md §2.5 ``usage``).
 
     None when the service did not tell them apart (only ``total_tokens``, or none): such a
     charge says nothing of either rate.
@@ -824,10 +825,10 @@ class GenerationService:
         prompt_limit: int = MAX_PROMPT_LENGTH,
         system_limit: int = MAX_PROMPT_LENGTH,
     ) -> TextResult:
-        """Generate text (spec 4.5); the charge is in the ledger when this returns.
+        """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
 
         Without a model, the first text model the member's role tiers allow is used, as for
-        ``/image``: the service's own default (spec 4.5) is a model the
+        ``/image``: the service's own default (docs/genapi.md §4.5) is a model the
         member's tiers may not allow, and one whose price nobody knows before the call.
 
         A conversation's turn comes here too, so it is a ``/text`` for money and
@@ -879,7 +880,7 @@ class GenerationService:
         return result
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
-        """Generate an image (spec 4.4): a result, or a job for an asynchronous model.
+        """Generate an image (docs/genapi.md §4.4): a result, or a job for an asynchronous model.
 
         Without a model, the first image model the member's role tiers allow is used.
 
@@ -961,7 +962,7 @@ class GenerationService:
         )
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
-        """Submit a video (spec 4.2) and store its job; the charge is in the ledger on return.
+        """Submit a video (docs/genapi.md §4.2), store its job; the charge is recorded on return.
 
         The known price (``cost_cents_per_5s`` x duration / 5) is reserved first, together with
         the pending-video caps, so concurrent requests cannot overrun a budget.

@@ -1,6 +1,6 @@
 """When to poll an asynchronous job, and when it will likely be ready.
 
-The service allows 30 requests per rolling minute per key (spec part 8), so a poll should go
+The service allows 30 requests per rolling minute per key (docs/genapi.md §8.1), so a poll should go
 where it is most likely to find a finished job. Each model's completion times are described by
 a survival function ``S(age)``, the chance that a job of that age is still running: its recent
 history (``db.jobs.completion_seconds``) blended with a broad log-normal prior, which
@@ -10,7 +10,7 @@ A job last polled at age ``b`` (0 when never polled) has, at age ``a``, finished
 poll with the chance ``1 - S(a) / S(b)``: its *hazard*. Its next poll is due when that chance
 reaches :data:`TARGET_CHANCE`; the poller takes due jobs earliest due first, which is highest
 hazard first (docs/architecture.md, "The poll policy"), and the rate limiter decides how many
-go out. Two polls of one job are never closer than 3 s (spec part 3, "polls every 3 to 5 s").
+go out. Two polls of one job are never closer than 3 s (docs/genapi.md §3.2, "every 3 to 5 s").
 
 The estimate shown to people (``ready <t:...:R>``) is the conditional median: the age by which
 half the jobs as old as this one have finished, from the same ``S``.
@@ -74,7 +74,7 @@ TARGET_CHANCE = 0.15
 """A job falls due once it has this chance of having finished since its last poll."""
 
 MIN_INTERVAL = 3.0
-"""Seconds between two polls of one job at least (spec part 3: every 3 to 5 seconds)."""
+"""Seconds between two polls of one job at least (docs/genapi.md §3.2: every 3 to 5 seconds)."""
 
 MAX_INTERVAL = 30.0
 """Seconds a running job is left unpolled at most, whatever its history says."""
@@ -146,7 +146,7 @@ class PollSchedule:
             (``db.jobs.completion_seconds``).
         clock: its monotonic time dates what was learned; None keeps it until :meth:`forget`
             (one process alone, which finishes every job itself).
-        min_interval: never poll one job more often than this, seconds (spec part 3: 3 s).
+        min_interval: never poll one job more often than this, seconds (docs/genapi.md §3.2: 3 s).
         max_interval: never leave a running job unpolled longer than this, seconds (at least
             ``min_interval``).
         priors: each kind's prior (:data:`PRIORS`; ``python -m bot`` divides their medians by

@@ -88,7 +88,7 @@ def test_an_expired_discord_upload_link_is_recognised() -> None:
 
 
 def test_vary_is_offered_only_where_something_varies() -> None:
-    # An image or video request takes no seed or strength (spec 4.2, 4.4), so Vary
+    # An image or video request takes no seed or strength (docs/genapi.md §4.2, §4.4), so Vary
     # there was Again at the same price; a text varies by its temperature.
     assert "Vary" in [label for label, _ in result_buttons("text", "r1")]
     for kind in ("image", "video"):

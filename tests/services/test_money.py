@@ -1,6 +1,6 @@
 """Money is exact: fractional cents parsed, stored, summed and budgeted without rounding.
 
-The spec types ``cost_cents`` and ``remaining_credits_cents`` as numbers (spec 2.2, 2.4, 2.5);
+The spec types ``cost_cents`` and ``remaining_credits_cents`` as numbers (docs/genapi.md §6.1);
 the ledger keeps them as integer micro-cents, and what breaks the protocol is recorded for the
 admins, never dropped with the paid result.
 """

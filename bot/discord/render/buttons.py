@@ -82,8 +82,8 @@ def result_buttons(
     it), Edit, Delete. Video: Again, Continue (a next clip from its last frame), Remix (the
     prompt changed), Join (a continued clip: its sequence up to it as one film), Delete, with
     the known price on Again and Remix (``Again · $0.50``). A failed job gets Again and
-    Delete. Images and videos get no Vary: their requests (spec 4.2, 4.4) take no seed or
-    strength, so it would only be Again.
+    Delete. Images and videos get no Vary: their requests (docs/genapi.md §4.2, §4.4) take no
+    seed or strength, so it would only be Again.
 
     Args:
         kind: ``"text"``, ``"image"`` or ``"video"``.

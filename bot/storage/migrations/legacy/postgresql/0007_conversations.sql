@@ -1,6 +1,6 @@
 -- 0007: /chat conversations and their turns, keyed by thread (SQLite 0012).
 --
--- The API takes no messages array (spec 4.5: prompt and system), so the bot keeps the history
+-- The API takes no messages array (docs/genapi.md §4.5: prompt and system), so the bot keeps the history
 -- and folds it into each call; a restart keeps every conversation.
 CREATE TABLE conversations (
     thread_id  bigint PRIMARY KEY,
