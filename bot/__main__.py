@@ -54,7 +54,7 @@ from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
-from bot.wiring import build_services, open_database
+from bot.wiring import build_services, open_database, start_safety
 
 log = logging.getLogger("bot")
 
@@ -197,6 +197,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
             metrics=metrics,
             on_secret=None if redaction is None else redaction.add,
         )
+        await start_safety(services)
         bot = GenBot(services, sync=sync, shutdown_grace=settings.shutdown_grace_seconds)
         if sync != "only" and settings.metrics_port is not None:
             health = HealthServer.for_gateway(

@@ -116,6 +116,22 @@ class Settings(BaseSettings):
     retention_metadata_days: Annotated[float, Field(ge=0)] = 1.0
     retention_sweep_seconds: Annotated[float, Field(gt=0)] = 3600.0
 
+    # Safety checking of results (docs/safety.md, bot/media/safety.py): the model (a folder in
+    # Optimum's ONNX layout, or "nudenet"; None: checking unavailable), its labels that count
+    # as unsafe (comma-separated, any case), seconds to a verdict before the result is held,
+    # and the scorer's threads (each inference on one core).
+    safety_model: str | None = None
+    safety_unsafe_labels: str = "nsfw"
+    safety_timeout: Annotated[float, Field(gt=0)] = 20.0
+    safety_threads: Annotated[int, Field(ge=1, le=8)] = 1
+
+    @field_validator("safety_unsafe_labels")
+    @classmethod
+    def _some_unsafe_label(cls, value: str) -> str:
+        if not any(label.strip() for label in value.split(",")):
+            raise ValueError("name at least one label, e.g. nsfw")
+        return value
+
     @field_validator("shard_ids")
     @classmethod
     def _shard_id_list(cls, value: str | None) -> str | None:
@@ -291,6 +307,12 @@ class Settings(BaseSettings):
     def sandbox(self) -> bool:
         """True when no ``GENAPI_BASE_URL`` is set: the bot runs the built-in emulator."""
         return self.genapi_base_url is None
+
+    @property
+    def unsafe_labels(self) -> list[str]:
+        """``SAFETY_UNSAFE_LABELS`` as a list, each stripped and lower-cased."""
+        labels = self.safety_unsafe_labels.split(",")
+        return [label.strip().lower() for label in labels if label.strip()]
 
     def scaled(self, seconds: float) -> float:
         """Return one of the bot's own fixed waits (seconds) divided by ``WAIT_SCALE``.

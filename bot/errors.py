@@ -150,6 +150,21 @@ class BudgetExceeded(BotError):
         )
 
 
+class SpendingPaused(BotError):
+    """The server's new paid requests are paused by its spend guard (docs/guard.md).
+
+    Free commands, pending jobs and their deliveries go on; an admin resumes with ``/config
+    guard resume`` or the dashboard's Guard page.
+    """
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """That the server paused spending, and who can resume it."""
+        return _(
+            "This server paused paid requests after unusual spending; an admin (Manage Server) "
+            "can resume them with `/config guard resume`."
+        )
+
+
 class CooldownActive(BotError):
     """The member used this command too recently (a ``/config cooldown``).
 

@@ -144,6 +144,17 @@ def translations(locale: str) -> gettext.NullTranslations:
     return gettext.GNUTranslations(compiled)
 
 
+def load_catalogues() -> None:
+    """Compile every shipped locale's catalogue now (each once per process: :func:`translations`).
+
+    Called when the bot starts (``bot.wiring.assemble_services``): compiling a catalogue reads
+    and parses its ``.po`` file (about 12 ms each), which must not happen on the event loop at
+    a locale's first answer, while other members wait.
+    """
+    for locale in SHIPPED:
+        translations(locale)
+
+
 def fill(text: str, values: dict[str, object]) -> str:
     """``text`` with its ``{name}`` placeholders replaced from ``values`` (others left)."""
     # Named fields only, replaced one by one: a sentence may show a literal brace (a code

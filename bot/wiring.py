@@ -28,8 +28,10 @@ from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
+from bot.i18n import load_catalogues
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.media.safety import SafetyModelError, SafetyScorer, load_model
 from bot.ops.health import refresh_job_counts
 from bot.ops.metrics import Metrics
 from bot.sandbox import GenApiEmulator
@@ -37,6 +39,7 @@ from bot.services.billing import Billing
 from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
 from bot.services.generation import GenerationService
+from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
@@ -71,6 +74,8 @@ class Services:
         sequences: video sequences (Continue) and each server's bound on them.
         submissions: the member actions that charge (a video, its takes, Continue, an image,
             a text), one method each.
+        guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
+            of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
         default_key: the bot-wide key (``GENAPI_API_KEY``, or the sandbox's own).
         metrics: the process's metrics (``bot/ops/metrics.py``), also given to the client, the
@@ -78,6 +83,8 @@ class Services:
         downloads: the one pooled client results are downloaded with, under the download
             rule (``bot.genapi.outputs``: the API's origin, else https on public addresses);
             None where no network was set up (the tests' services).
+        safety: scores results before they are shown (``SAFETY_MODEL``, docs/safety.md);
+            without a model it says checking is unavailable (:attr:`SafetyScorer.available`).
     """
 
     settings: Settings
@@ -98,10 +105,12 @@ class Services:
     command_sync: CommandSync
     sequences: SequenceService
     submissions: SubmissionService
+    guard: SpendGuard
     sandbox: bool
     default_key: SecretStr | None = None
     metrics: Metrics = field(default_factory=Metrics)
     downloads: httpx.AsyncClient | None = None
+    safety: SafetyScorer = field(default_factory=lambda: SafetyScorer(None))
     _concerns: dict[object, object] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -209,6 +218,40 @@ async def _start_sandbox(settings: Settings, stack: contextlib.AsyncExitStack) -
     return emulator.base_url, key
 
 
+def build_safety(settings: Settings, metrics: Metrics | None = None) -> SafetyScorer:
+    """The safety scorer ``SAFETY_MODEL`` asks for (its pool's threads and timeout set).
+
+    The model's files are checked here, its weights loaded later in the scorer's own pool
+    (:meth:`SafetyScorer.warm_up`, or the first score). Close it with
+    :meth:`SafetyScorer.close`.
+
+    Raises:
+        SettingsError: ``SAFETY_MODEL: <why>``, one line (a missing file, no unsafe label among
+            the model's, NudeNet not installed).
+    """
+    try:
+        model = load_model(settings.safety_model, settings.unsafe_labels)
+    except SafetyModelError as exc:
+        raise SettingsError(f"SAFETY_MODEL: {exc}") from None
+    return SafetyScorer(
+        model,
+        threads=settings.safety_threads,
+        timeout=settings.safety_timeout,
+        metrics=metrics,
+    )
+
+
+async def start_safety(services: Services) -> None:
+    """Log whether results are checked (model, labels) in one line, and load the model now.
+
+    The model is loaded in the scorer's pool rather than on the first result. Called by the
+    entry points (``python -m bot``, ``python -m bot worker``) once their services are built;
+    a model that fails to load is logged, and results are then held for review (fail closed).
+    """
+    log.info("%s", services.safety.describe())
+    await services.safety.warm_up()
+
+
 def assemble_services(
     settings: Settings,
     clock: Clock,
@@ -219,8 +262,12 @@ def assemble_services(
     metrics: Metrics | None = None,
     on_secret: OnSecret | None = None,
     downloads: httpx.AsyncClient | None = None,
+    safety: SafetyScorer | None = None,
 ) -> Services:
-    """Build the services over an open database and API client (no I/O).
+    """Build the services over an open database and API client (no network I/O).
+
+    The shipped message catalogues are compiled here, once per process
+    (:func:`bot.i18n.load_catalogues`).
 
     Args:
         settings: the bot's settings (defaults of limits, job timeout...).
@@ -231,8 +278,10 @@ def assemble_services(
         metrics: the process's metrics; a fresh, unserved registry when None.
         on_secret: learns every key the vault encrypts or decrypts.
         downloads: the client results are downloaded with (:attr:`Services.downloads`).
+        safety: the safety scorer (:func:`build_safety`); None: checking unavailable.
     """
     metrics = Metrics() if metrics is None else metrics
+    load_catalogues()  # at start-up, never on the event loop at a locale's first answer
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
     billing = Billing(
@@ -279,6 +328,8 @@ def assemble_services(
     )
     members = MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock)
     sequences = SequenceService(db, clock)
+    guard = SpendGuard(db, clock, billing, settings)
+    billing.set_watcher(guard.after_charge)
     return Services(
         settings=settings,
         clock=clock,
@@ -306,11 +357,13 @@ def assemble_services(
         submissions=SubmissionService(
             generation=generation, sequences=sequences, members=members, guild_config=guild_config
         ),
+        guard=guard,
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,
         default_key=default_key,
         metrics=metrics,
         downloads=downloads,
+        safety=SafetyScorer(None) if safety is None else safety,
     )
 
 
@@ -368,9 +421,14 @@ async def build_services(
     ``metrics`` and ``on_secret`` are as in :func:`assemble_services`.
 
     Raises:
-        SettingsError: the database or the sandbox state cannot be opened.
+        SettingsError: the database or the sandbox state cannot be opened, or the safety
+            model cannot be used.
         SchemaTooNewError: the database was written by a newer release.
     """
+    metrics = Metrics() if metrics is None else metrics
+    # Before anything is opened: a model that cannot be used stops start-up at once.
+    safety = build_safety(settings, metrics)
+    stack.callback(safety.close)
     db = await open_database(settings, clock)
     stack.push_async_callback(db.close)
     base_url = settings.genapi_base_url
@@ -390,7 +448,6 @@ async def build_services(
     http = await stack.enter_async_context(httpx.AsyncClient(transport=ApiTransport(limits=limits)))
     # Results are fetched by their own pool: an output URL is the service's choice, not ours.
     downloads = await stack.enter_async_context(output_client(base_url))
-    metrics = Metrics() if metrics is None else metrics
     limiter: Limiter
     rules = SlotRules(
         limit=settings.genapi_rate_limit,
@@ -420,6 +477,7 @@ async def build_services(
         metrics=metrics,
         on_secret=on_secret,
         downloads=downloads,
+        safety=safety,
     )
     # Paid answers the database could not take last time are recorded before anything else:
     # before the poller looks for jobs and before any command is accepted.

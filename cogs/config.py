@@ -31,8 +31,9 @@ from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
-from bot.i18n import LANGUAGE_NAMES, N_, _, number, using
+from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time, using
 from bot.services.generation import GenerationService
+from bot.services.guard import SpendGuard, describe_thresholds, parse_thresholds
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -62,6 +63,12 @@ LANGUAGES = [
     ),
     app_commands.Choice(name="Server default (Discord's preferred locale)", value=SERVER_DEFAULT),
 ]
+
+GUARD_DESTINATIONS = [
+    app_commands.Choice(name="admin channel", value="admin-channel"),
+    app_commands.Choice(name="DM to the server's owner", value="owner-dm"),
+]
+"""``/config guard set destination``'s choices."""
 
 SHOWCASE_SET = N_("Showcase channel updated: shared results are posted there.")
 SHOWCASE_CLEARED = N_("Showcase channel cleared: shared results stay on the dashboard only.")
@@ -164,7 +171,9 @@ class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
         async with audited(self.service, interaction):
-            change = await self.service.set_api_key(self.guild_id, self.key.value)
+            change = await self.service.set_api_key(
+                self.guild_id, self.key.value, user_id=interaction.user.id
+            )
         await interaction.edit_original_response(
             content=_(
                 "API key saved (ending in `{last4}`); this server's requests now use it.",
@@ -200,12 +209,16 @@ class ConfigCog(
     blocked_terms = app_commands.Group(
         name="blocked-terms", description="Words or phrases that refuse a prompt"
     )
+    guard = app_commands.Group(
+        name="guard", description="Spend alerts, the key's runway and the automatic pause"
+    )
 
     def __init__(
         self,
         service: GuildConfigService,
         generation: GenerationService,
         sequences: SequenceService,
+        spend_guard: SpendGuard,
         *,
         shared_key: bool,
         dashboard_url: str | None = None,
@@ -213,6 +226,7 @@ class ConfigCog(
         self.service = service
         self.generation = generation
         self.sequences = sequences
+        self.spend_guard = spend_guard
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
 
@@ -410,6 +424,137 @@ class ConfigCog(
         async with audited(self.service, interaction):
             await self.sequences.set_max_clips(who.guild_id, clips)
         await self._show(interaction, _("Sequence length updated."))
+
+    # -- the spend guard (docs/guard.md) ------------------------------------------------
+
+    @guard.command(name="set")
+    @app_commands.rename(
+        member_notes="member-notes",
+        runway_days="runway-days",
+        credits_floor="credits-floor",
+        anomaly_factor="anomaly-factor",
+        anomaly_floor="anomaly-floor",
+        member_10min="member-10min",
+        pause_on_anomaly="pause-on-anomaly",
+    )
+    @app_commands.choices(destination=GUARD_DESTINATIONS)
+    async def guard_set(
+        self,
+        interaction: discord.Interaction[GenBot],
+        thresholds: str | None = None,
+        member_notes: bool | None = None,
+        destination: str | None = None,
+        runway_days: app_commands.Range[int, 1, 365] | None = None,
+        credits_floor: str | None = None,
+        anomaly_factor: app_commands.Range[float, 1, 100] | None = None,
+        anomaly_floor: str | None = None,
+        member_10min: str | None = None,
+        pause_on_anomaly: bool | None = None,
+    ) -> None:
+        """Set the spend guard: alert thresholds, where alerts go, the runway and anomalies.
+
+        Args:
+            interaction: the interaction.
+            thresholds: percentages of the monthly budget that alert, e.g. 50,80,100
+            member_notes: tell members when they reach 80 % and 100 % of their allowance
+            destination: where alerts go: the admin channel or a DM to the server's owner
+            runway_days: alert when the key's credits last fewer days than this
+            credits_floor: alert when the key's credits fall below this, in dollars ("off")
+            anomaly_factor: the last hour above this many times a usual hour is an anomaly
+            anomaly_floor: ...and above this amount in dollars
+            member_10min: one member spending more than this in 10 minutes is an anomaly
+            pause_on_anomaly: pause new paid requests on an anomaly until an admin resumes
+        """
+        who = requester(interaction)
+        changes: dict[str, object] = {}
+        if thresholds is not None:
+            changes["thresholds"] = parse_thresholds(thresholds)
+        if member_notes is not None:
+            changes["member_notes"] = member_notes
+        if destination is not None:
+            changes["destination"] = destination
+        if runway_days is not None:
+            changes["runway_days"] = runway_days
+        if credits_floor is not None:
+            changes["credits_floor_cents"] = parse_budget(credits_floor)
+        if anomaly_factor is not None:
+            changes["anomaly_factor"] = anomaly_factor
+        if anomaly_floor is not None:
+            changes["anomaly_floor_cents"] = parse_budget(anomaly_floor)
+        if member_10min is not None:
+            changes["member_10min_cents"] = parse_budget(member_10min)
+        if pause_on_anomaly is not None:
+            changes["pause_on_anomaly"] = pause_on_anomaly
+        if not changes:
+            raise ValidationFailed(N_("Give at least one setting of the guard."))
+        async with audited(self.service, interaction):
+            await self.spend_guard.update(who.guild_id, **changes)
+        await self._show_guard(interaction, _("Spend guard updated."))
+
+    @guard.command(name="resume")
+    async def guard_resume(self, interaction: discord.Interaction[GenBot]) -> None:
+        """Resume paid requests the spend guard paused."""
+        who = requester(interaction)
+        async with audited(self.service, interaction):
+            resumed = await self.spend_guard.resume(who.guild_id)
+        if resumed:
+            text = _("Paid requests are allowed again.")
+        else:
+            text = _("Paid requests were not paused; nothing changed.")
+        await interaction.response.send_message(text, ephemeral=True)
+
+    @guard.command(name="show")
+    async def guard_show(self, interaction: discord.Interaction[GenBot]) -> None:
+        """Show the spend guard's settings, the key's runway and its latest alerts."""
+        await self._show_guard(interaction, None)
+
+    async def _show_guard(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
+        guild_id = requester(interaction).guild_id
+        config = await self.spend_guard.settings(guild_id)
+        on, off = _("on"), _("off")
+        owner, channel = _("the owner's DMs"), _("the admin channel")
+        lines = [
+            _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
+            _("Member notes: {state}", state=on if config.member_notes else off),
+            _(
+                "Alerts go to: {destination}",
+                destination=owner if config.destination == "owner-dm" else channel,
+            ),
+            _("Runway alert below {days} days", days=number(config.runway_days)),
+            _(
+                "Credits floor: {amount}",
+                amount=off
+                if config.credits_floor_cents is None
+                else money(config.credits_floor_cents),
+            ),
+            _(
+                "Anomaly: the last hour above {factor}× a usual hour and above {amount}",
+                factor=number(config.anomaly_factor),
+                amount=money(config.anomaly_floor_cents),
+            ),
+            _(
+                "One member in 10 minutes: {amount}",
+                amount=off
+                if config.member_10min_cents is None
+                else money(config.member_10min_cents),
+            ),
+            _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
+        ]
+        if config.paused_at is not None:
+            lines.append(
+                _(
+                    "Paid requests are paused since {when}; resume with `/config guard resume`.",
+                    when=relative_time(config.paused_at),
+                )
+            )
+        alerts = await self.spend_guard.alerts(guild_id, 5)
+        if alerts:
+            lines.append(_("Latest alerts:"))
+            lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+        text = "\n".join(([note] if note else []) + lines)
+        await interaction.response.send_message(
+            truncate(text, 2000), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
 
     # -- policy --------------------------------------------------------------------
 
@@ -701,6 +846,7 @@ async def setup(bot: GenBot) -> None:
             services.guild_config,
             services.generation,
             services.sequences,
+            services.guard,
             shared_key=services.default_key is not None,
             dashboard_url=(
                 services.settings.dashboard_public_url

@@ -50,7 +50,6 @@ from bot.discord.result_clicks import (
 from bot.discord.result_clicks import submitted as submitted_as
 from bot.discord.sequence_flows import (
     MAX_JOINED,
-    JoinLine,
     join_videos,
     start_continue,
 )
@@ -72,9 +71,6 @@ from bot.services.sequences import SequenceService
 from bot.services.submissions import require_clip
 
 Interaction = discord.Interaction[GenBot]
-
-LINE = JoinLine()
-"""This process's one line of joins."""
 
 NO_VIDEO_CARD = N_("That message is not one of my video cards.")
 
@@ -368,9 +364,10 @@ async def _join(interaction: Interaction, ref: str) -> None:
         raise ValidationFailed(N_("This video was not continued from another; nothing to join."))
     clips = clips[-MAX_JOINED:]
     jobs = [require_clip(await cog.generation.job(job_id), who) for job_id in clips]
+    cog.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before the deferral
     await _defer_join(interaction)
     await require_command(interaction, "video-join")
-    await join_videos(interaction, jobs, LINE)
+    await join_videos(interaction, jobs, cog.sequences.joins)
 
 
 async def _defer_join(interaction: Interaction) -> None:
@@ -497,8 +494,9 @@ class SequencesCog(commands.Cog):
         who = requester(interaction)
         numbers = parse_numbers(videos)
         jobs = own_videos([await self.generation.job(n) for n in numbers], numbers, who)
+        self.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before deferring
         await _defer_join(interaction)
-        await join_videos(interaction, jobs, LINE)
+        await join_videos(interaction, jobs, self.sequences.joins)
 
 
 async def setup(bot: GenBot) -> None:

@@ -60,7 +60,9 @@ class PersonalKeyModal(AdmittedModal, title=N_("Set your Generation API key")):
         The wallet is the submitter's (the modal's interaction user), whoever opened the form.
         """
         await interaction.response.defer(ephemeral=True, thinking=True)
-        change = await self.service.set_api_key(wallet_id(interaction.user.id), self.key.value)
+        change = await self.service.set_api_key(
+            wallet_id(interaction.user.id), self.key.value, user_id=interaction.user.id
+        )
         last4 = f"`{change.last4}`"
         saved = _(
             "Your API key is saved (ending in {last4}); it pays for your requests outside "

@@ -13,10 +13,11 @@ from bot.discord.interactions import requester
 from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import thread_lines
 from bot.errors import BotError, ValidationFailed
-from bot.i18n import N_, _
+from bot.i18n import N_, _, number
 from bot.services.billing import Billing
 from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
+from bot.services.guard import SpendGuard
 from bot.services.keys import KeyResolver
 from bot.services.personal import is_personal
 
@@ -25,11 +26,16 @@ class UsageCog(commands.Cog):
     """Spending reports."""
 
     def __init__(
-        self, keys: KeyResolver, billing: Billing, conversations: ConversationService
+        self,
+        keys: KeyResolver,
+        billing: Billing,
+        conversations: ConversationService,
+        spend_guard: SpendGuard,
     ) -> None:
         self.keys = keys
         self.billing = billing
         self.conversations = conversations
+        self.spend_guard = spend_guard
 
     @app_commands.command(name="usage")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -63,6 +69,17 @@ class UsageCog(commands.Cog):
             who.guild_id, user_id, key_fingerprint=fingerprint if is_admin else None
         )
         embed = usage_embed(report, user_id=user_id)
+        if is_admin and fingerprint is not None:
+            runway = await self.spend_guard.runway(fingerprint)
+            if runway is not None and runway.days_left is not None:
+                embed.add_field(
+                    name=_("The key's runway"),
+                    value=_(
+                        "about {days} days at this week's pace",
+                        days=number(round(runway.days_left, 1)),
+                    ),
+                    inline=False,
+                )
         threads = await self.conversations.spend_by_thread(who.guild_id, user_id)
         if threads:  # conversations' spend this month, by thread
             embed.add_field(name=_("Conversations this month"), value=thread_lines(threads))
@@ -88,4 +105,6 @@ class UsageCog(commands.Cog):
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
-    await bot.add_cog(UsageCog(services.keys, services.billing, services.conversations))
+    await bot.add_cog(
+        UsageCog(services.keys, services.billing, services.conversations, services.guard)
+    )

@@ -15,8 +15,9 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 OWN = {"bot", "cogs", "tests", "bench", "tools"}
 NOT_IMPORTED: set[str] = set()
 """Declared but not imported by us (a comment in pyproject.toml must say why)."""
-OPTIONAL = {"zstandard"}
-"""Imported inside ``try``: the Discord emulator works without it."""
+OPTIONAL = {"zstandard", "nudenet"}
+"""Imported inside ``try``: the Discord emulator works without zstandard; nudenet is the
+optional extra ``[nudenet]`` (AGPL-3.0, never a default dependency: bot/media/safety.py)."""
 
 
 def top_level_imports(*folders: str) -> set[str]:

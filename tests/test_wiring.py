@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from bot.clock import Clock
+from bot.clock import Clock, ManualClock
+from bot.i18n import SHIPPED, translations
 from bot.storage import Database
 from bot.storage.repos.meta import MetaStore
-from tests.support.stack import Stack
+from tests.support.stack import Stack, services_on_emulator
 
 
 class NoteService:
@@ -26,3 +27,11 @@ async def test_a_concern_s_service_is_built_once_from_the_shared_database(stack:
     assert notes.db is services.db and notes.clock is services.clock
     await notes.remember("hello")
     assert await services.db.meta.get("note") == f"hello at {stack.clock.time():.0f}"
+
+
+async def test_every_shipped_catalogue_is_compiled_when_the_services_are_built() -> None:
+    """Not on the event loop at a locale's first answer."""
+    translations.cache_clear()
+    async with services_on_emulator(ManualClock()):
+        compiled = translations.cache_info().currsize
+        assert compiled == len(SHIPPED)

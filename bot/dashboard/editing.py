@@ -599,7 +599,9 @@ class SettingsPages(Pages):
                 if form.get("action") == "remove":
                     await self.config.remove_api_key(guild_id)
                 else:
-                    await self.config.set_api_key(guild_id, form.get("api_key", ""))
+                    await self.config.set_api_key(
+                        guild_id, form.get("api_key", ""), user_id=signed.user_id
+                    )
 
             return await self._save(
                 guild_id, signed.user_id, form.get("base", ""), key_scope, apply

@@ -73,6 +73,11 @@ def _day(value: str, name: str) -> float | None:
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
+def _unless_admin(signed: Signed, rights: Rights) -> int | None:
+    """The viewer from whom private members' results are hidden; None for an admin."""
+    return None if rights.admin else signed.user_id
+
+
 def day_text(at: float) -> str:
     """UTC epoch seconds as their UTC date, ``2026-01-31``."""
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
@@ -317,14 +322,20 @@ class Pages:
 
     async def ledger(self, request: web.Request) -> web.Response:
         """``/servers/<id>/ledger``: the charges, filtered, newest first, paged."""
-        _, guild_id, rights = await self._server(request)
+        signed, guild_id, rights = await self._server(request)
         filters = Filters.read(request.query)
         error, total, following = None, (0, 0), ""
         lines: list[LedgerLine] = []
         try:
             where = filters.ledger()
             before = _cursor(request.query.get("before", ""))
-            lines, total = await self.dashboard.ledger(guild_id, where, before, PAGE_SIZE + 1)
+            lines, total = await self.dashboard.ledger(
+                guild_id,
+                where,
+                before,
+                PAGE_SIZE + 1,
+                private_hidden_from=_unless_admin(signed, rights),
+            )
         except ValidationFailed as exc:
             error = exc.sentence
         if len(lines) > PAGE_SIZE:
@@ -353,7 +364,7 @@ class Pages:
 
     async def ledger_csv(self, request: web.Request) -> web.StreamResponse:
         """``/servers/<id>/ledger.csv``: the filtered ledger, streamed, oldest first."""
-        _, guild_id, _ = await self._server(request)
+        signed, guild_id, rights = await self._server(request)
         try:
             where = Filters.read(request.query).ledger()
         except ValidationFailed as exc:
@@ -368,7 +379,8 @@ class Pages:
         writer = CsvWriter()
         await response.write(writer.rows([LEDGER_COLUMNS]))
         names = ExportNames(self.app, guild_id)
-        async for batch in self.dashboard.export(guild_id, where):
+        hidden_from = _unless_admin(signed, rights)
+        async for batch in self.dashboard.export(guild_id, where, private_hidden_from=hidden_from):
             known = await names.of(line.user_id for line in batch)
             await response.write(writer.rows(ledger_rows(batch, known)))
         await response.write_eof()
@@ -447,7 +459,11 @@ class Pages:
     # -- Gallery and My results ------------------------------------------------------------
 
     async def _results(
-        self, request: web.Request, guild_id: int | None, user_id: int | None
+        self,
+        request: web.Request,
+        guild_id: int | None,
+        user_id: int | None,
+        private_hidden_from: int | None = None,
     ) -> tuple[Filters, list[ResultItem], str, str | None]:
         filters = Filters.read(request.query)
         try:
@@ -463,6 +479,7 @@ class Pages:
                 until=where.until,
                 before=_cursor(request.query.get("before", "")),
                 limit=GALLERY_SIZE + 1,
+                private_hidden_from=private_hidden_from,
             )
         except ValidationFailed as exc:
             return filters, [], "", exc.sentence
@@ -474,8 +491,10 @@ class Pages:
 
     async def gallery(self, request: web.Request) -> web.Response:
         """``/servers/<id>/gallery``: the server's results, newest first."""
-        _, guild_id, rights = await self._server(request)
-        filters, items, following, error = await self._results(request, guild_id, None)
+        signed, guild_id, rights = await self._server(request)
+        filters, items, following, error = await self._results(
+            request, guild_id, None, _unless_admin(signed, rights)
+        )
         names = await self._names(guild_id, [i.user_id for i in items])
         return self._render(
             request,
@@ -536,17 +555,22 @@ class Pages:
             if item.guild_id < 0:
                 raise web.HTTPNotFound()  # a member's own wallet: theirs alone
             rights = await self.app.rights.of(item.guild_id, signed.user_id)
-            if rights is None:
-                raise web.HTTPNotFound()
+            if rights is None or await self.dashboard.hidden_from(
+                item, signed.user_id, rights.admin
+            ):
+                raise web.HTTPNotFound()  # not theirs to see: a private member's result
         index = int(raw_index)
-        if item.message_id is not None:
+        # The takes of one request share one card: take 3's file is not the card's first.
+        place = await self.dashboard.card_file(item, index)
+        if item.message_id is not None and place is not None:
             try:
                 urls = await self.app.directory.attachment_urls(item.channel_id, item.message_id)
             except Exception as exc:
                 log.info("dashboard: message of job %s not read: %s", item.job_id, exc)
                 urls = []
-            if index < len(urls):
-                raise web.HTTPFound(urls[index])
+            at, held = place
+            if at < len(urls) and held in (None, len(urls)):
+                raise web.HTTPFound(urls[at])
         if index < len(item.outputs) and item.outputs[index].startswith(("https://", "http://")):
             raise web.HTTPFound(item.outputs[index])
         raise web.HTTPNotFound()

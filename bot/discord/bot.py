@@ -275,6 +275,48 @@ class GenBot(commands.AutoShardedBot):
         # (once per process: a restart may tell one admin again, which costs nothing).
         self._no_key_told: set[int] = set()
         self.add_listener(self._tell_admin_no_key_yet, "on_app_command_completion")
+        # The spend guard's alerts (admin channel or the owner's DM) and members' notes.
+        services.guard.set_outlets(self.post_admin_line, self._dm_owner)
+        self.add_listener(self._guard_note, "on_app_command_completion")
+
+    async def _guard_note(
+        self,
+        interaction: discord.Interaction[Any],
+        command: app_commands.Command[Any, ..., Any] | app_commands.ContextMenu,
+    ) -> None:
+        """After a command, the spend guard's note for its member, if its charge earned one.
+
+        A member who crossed 80 % or 100 % of their allowance reads it in their language, as a
+        follow-up of the command that crossed it (bot.services.guard.SpendGuard.take_note).
+        """
+        guild_id = interaction.guild_id
+        if guild_id is None or not interaction.response.is_done():
+            return
+        note = self.services.guard.take_note(guild_id, interaction.user.id)
+        if note is None:
+            return
+        with using(member_locale(interaction)):
+            text = note.translated()
+        try:
+            await interaction.followup.send(
+                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            )
+        except discord.HTTPException as exc:
+            log.warning("could not show a spend note in guild %s: %s", guild_id, exc)
+
+    async def _dm_owner(self, guild_id: int, text: str) -> None:
+        """DM a server's owner a spend guard alert, in the server's language (never raises)."""
+        try:
+            guild = self.get_guild(guild_id) or await self.fetch_guild(guild_id)
+            if guild.owner_id is None:
+                return
+            if isinstance(text, Later):
+                with using(await self.locales.of(guild_id)):
+                    text = text.translated()
+            dm = await self.create_dm(discord.Object(guild.owner_id))
+            await dm.send(text[:2000], allowed_mentions=discord.AllowedMentions.none())
+        except discord.HTTPException as exc:
+            log.warning("could not DM the owner of guild %s: %s", guild_id, exc)
 
     async def _tell_admin_no_key_yet(
         self,

@@ -1,21 +1,27 @@
 """Continue a video from its last frame, and join videos into one film.
 
-**Continue**: the clip is streamed to a temporary file (at most :data:`MAX_CLIP_BYTES`, never
-held in memory), its last frame decoded with PyAV (:func:`bot.media.video.last_frame_png`, off
-the event loop), posted with the member's response so that it has a Discord CDN URL the
-service can fetch, and that URL is the new video's ``image_url``. The use case is one call,
-:meth:`bot.services.submissions.SubmissionService.continue_video`, then ``/video``'s path: its
-confirmation, holds, budgets, caps, cooldowns and one ledger row. Its card names and links the
-clip it continues; the clips form a sequence (:mod:`bot.services.sequences`), bounded per
-server.
+**Continue**: one call, :meth:`bot.services.submissions.SubmissionService.continue_video`.
+The request is checked first as ``/video`` would check it (channel, options, cooldown, budgets,
+caps: :meth:`bot.services.generation.GenerationService.check_video`), so a refused request
+downloads nothing; then the clip is streamed to a temporary file (at most
+:data:`MAX_CLIP_BYTES`, never held in memory), its last frame decoded with PyAV
+(:func:`bot.media.video.last_frame_png`, in the media thread), posted with the member's
+response so that it has a Discord CDN URL the service can fetch (the service's
+:data:`~bot.services.submissions.FrameUrl`), and that URL is the new video's ``image_url``. The
+rest is ``/video``'s path: its confirmation, holds, budgets, caps, cooldowns and one ledger
+row. Its card names and links the clip it continues; the clips form a sequence
+(:mod:`bot.services.sequences`), bounded per server.
 
 **Join**: the bot's own work, costing no credits. One join at a time per process
-(:class:`JoinLine`; the others wait and see their place), clips streamed to files, joined with
-PyAV off the event loop (:func:`bot.media.video.join_clips`: stream copy when they match, else
+(:class:`bot.services.sequences.JoinLine`; the others wait and see their place; one join in
+line per member), clips streamed to files within :data:`JOIN_FETCH_SECONDS`, joined with PyAV
+in the media thread (:func:`bot.media.video.join_clips`: stream copy when they match, else
 re-encoded to the first clip's size, letterboxed), progress shown on the join's card, stopped
 after :data:`JOIN_SECONDS`. A film over the upload limit here (``Interaction.filesize_limit``)
-is re-encoded to fit (:func:`bot.media.video.fit_to_size`) or refused with its size and the
-limit.
+is re-encoded to fit (:func:`bot.media.video.fit_to_size`, within the same deadline) or refused
+with its size and the limit. The card is the interaction's response, which Discord lets the bot
+edit for 15 minutes: a join still waiting when too little of that is left for its fetching and
+joining (:func:`join_start_by`) leaves the line with a sentence.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import io
 import logging
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -43,8 +49,18 @@ from bot.domain import Job
 from bot.errors import ValidationFailed
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _, locale_of, n_, number, using
-from bot.media.video import MediaError, MediaTimeout, fit_to_size, join_clips, last_frame_png
+from bot.media.video import (
+    MediaError,
+    MediaTimeout,
+    MediaTooLarge,
+    fit_to_size,
+    in_media_thread,
+    join_clips,
+    last_frame_png,
+)
 from bot.services.generation import Requester
+from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS
+from bot.services.sequences import JoinLine
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -62,6 +78,15 @@ MAX_JOINED: Final = 8
 JOIN_SECONDS: Final = 300.0
 """Seconds one join's PyAV work may take (joining, then fitting to the upload limit) before it
 is stopped; waiting in line and downloading are not counted."""
+
+JOIN_FETCH_SECONDS: Final = 120.0
+"""Seconds one join's downloads may take together before it is stopped."""
+
+TOO_LARGE = N_(
+    "That video is too large for me to work on: at most {pixels} pixels a frame and "
+    "{frames} frames a clip."
+)
+"""A clip over the media bounds (``bot.media.video.MAX_FRAME_PIXELS``, ``MAX_CLIP_FRAMES``)."""
 
 PROGRESS_EVERY: Final = 2.0
 """Seconds between two progress edits of a join's card (Discord rate-limits edits)."""
@@ -113,9 +138,42 @@ async def last_frame(bot: GenBot, job: Job) -> bytes:
         path = Path(folder) / "clip.mp4"
         await fetch_clip(bot, job, path)
         try:
-            return await asyncio.to_thread(last_frame_png, path)
+            return await in_media_thread(last_frame_png, path)
         except MediaError as exc:
-            raise ValidationFailed(exc.sentence) from None
+            raise _refusal(exc) from None
+
+
+def _refusal(exc: MediaError) -> ValidationFailed:
+    """The sentence a member reads for ``exc``."""
+    if isinstance(exc, MediaTooLarge):
+        return ValidationFailed(
+            TOO_LARGE,
+            pixels=number(exc.bounds.max_pixels),
+            frames=number(exc.bounds.max_frames),
+        )
+    return ValidationFailed(exc.sentence)
+
+
+def join_start_by(created_at: float) -> float:
+    """When a join asked at ``created_at`` must start, to be answered while its token lives.
+
+    The interaction token lives :data:`TOKEN_LIFETIME_SECONDS` (Discord: 15 minutes), used up
+    to :data:`TOKEN_MARGIN_SECONDS` before its end; the join's downloads take at most
+    :data:`JOIN_FETCH_SECONDS` and its PyAV work :data:`JOIN_SECONDS`.
+
+    Args:
+        created_at: the interaction's time, UTC epoch seconds.
+
+    Returns:
+        UTC epoch seconds (7 min 30 s after ``created_at`` with today's figures).
+    """
+    return (
+        created_at
+        + TOKEN_LIFETIME_SECONDS
+        - TOKEN_MARGIN_SECONDS
+        - JOIN_FETCH_SECONDS
+        - JOIN_SECONDS
+    )
 
 
 async def start_continue(
@@ -172,45 +230,6 @@ async def start_continue(
     await show_video_outcome(interaction, who, outcome)
 
 
-class JoinLine:
-    """One join at a time per process; the others wait in line, told their place.
-
-    First come, first served. A waiting member is told how many joins are ahead of theirs
-    whenever that changes.
-    """
-
-    def __init__(self) -> None:
-        self._line: list[object] = []
-        self._moved = asyncio.Event()
-
-    @property
-    def length(self) -> int:
-        """Joins running or waiting."""
-        return len(self._line)
-
-    @contextlib.asynccontextmanager
-    async def turn(self, told: Callable[[int], Awaitable[None]]) -> AsyncIterator[None]:
-        """Wait for this join's turn; ``told(ahead)`` hears the joins ahead while waiting.
-
-        The turn ends when the block exits, however (the next in line goes).
-        """
-        ticket = object()
-        self._line.append(ticket)
-        try:
-            shown = -1
-            while (ahead := self._line.index(ticket)) > 0:
-                if ahead != shown:
-                    shown = ahead
-                    with contextlib.suppress(Exception):  # a lost note must not lose the place
-                        await told(ahead)
-                await self._moved.wait()
-            yield
-        finally:
-            self._line.remove(ticket)
-            moved, self._moved = self._moved, asyncio.Event()
-            moved.set()
-
-
 @dataclasses.dataclass
 class _Progress:
     share: float = 0.0
@@ -254,14 +273,25 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
         )
 
     limit = interaction.filesize_limit
-    async with line.turn(told):
+    start_by = join_start_by(interaction.created_at.timestamp())
+    async with line.turn(interaction.user.id, told, start_by=start_by):
         await say(_("Fetching the clips…"))
         with tempfile.TemporaryDirectory(prefix="genbot-join-") as folder:
             paths = []
-            for index, job in enumerate(jobs, start=1):
-                path = Path(folder) / f"clip{index}.mp4"
-                await fetch_clip(bot, job, path)
-                paths.append(path)
+            try:
+                async with asyncio.timeout(JOIN_FETCH_SECONDS):
+                    for index, job in enumerate(jobs, start=1):
+                        path = Path(folder) / f"clip{index}.mp4"
+                        await fetch_clip(bot, job, path)
+                        paths.append(path)
+            except TimeoutError:
+                raise ValidationFailed(
+                    N_(
+                        "Fetching the clips took longer than {seconds} seconds and was "
+                        "stopped; try again later, or join fewer videos."
+                    ),
+                    seconds=f"{JOIN_FETCH_SECONDS:g}",
+                ) from None
             progress = _Progress()
             loop = asyncio.get_running_loop()
 
@@ -272,7 +302,7 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
             output = Path(folder) / "joined.mp4"
             shown = _show_progress(say, progress)
             try:
-                result = await asyncio.to_thread(
+                result = await in_media_thread(
                     join_clips, paths, output, progress=moved, deadline=deadline
                 )
                 film, size = result.path, result.size
@@ -280,7 +310,9 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
                     progress.stage, progress.share = N_("Making it fit the upload limit"), 0.0
                     fitted = Path(folder) / "fitted.mp4"
                     try:
-                        await asyncio.to_thread(fit_to_size, output, fitted, limit)
+                        await in_media_thread(fit_to_size, output, fitted, limit, deadline=deadline)
+                    except MediaTimeout:
+                        raise
                     except MediaError:
                         raise ValidationFailed(
                             N_(
@@ -310,7 +342,7 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
                     seconds=f"{JOIN_SECONDS:g}",
                 ) from None
             except MediaError as exc:
-                raise ValidationFailed(exc.sentence) from None
+                raise _refusal(exc) from None
             finally:
                 shown.cancel()
             how = _("stream copy") if result.copied else _("re-encoded to the first clip's size")

@@ -23,7 +23,7 @@ from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter
 from bot.ops.metrics import Metrics
-from bot.wiring import build_poller, build_services
+from bot.wiring import build_poller, build_services, start_safety
 
 log = logging.getLogger("bot")
 
@@ -59,6 +59,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
             metrics=metrics,
             on_secret=None if redaction is None else redaction.add,
         )
+        await start_safety(services)
         # The guilds intent only silences discord.py's warning: no gateway session is opened.
         client = discord.Client(
             intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()

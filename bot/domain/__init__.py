@@ -30,6 +30,7 @@ from bot.domain.errors import (
     StorageError,
     StorageUnavailableError,
 )
+from bot.domain.guard import GuardAlert, GuardSettings, Runway
 from bot.domain.guilds import UNSET, GuildSettings, LimitUpdate, RetiredKey, Unset
 from bot.domain.jobs import (
     DeliveryRoute,
@@ -55,6 +56,8 @@ __all__ = [
     "ConversationTurn",
     "DashboardSession",
     "DeliveryRoute",
+    "GuardAlert",
+    "GuardSettings",
     "GuildRef",
     "GuildSettings",
     "Job",
@@ -74,6 +77,7 @@ __all__ = [
     "ResultItem",
     "ResultRequest",
     "RetiredKey",
+    "Runway",
     "SchemaTooNewError",
     "ShowcaseEntry",
     "SpendBucket",

@@ -82,7 +82,9 @@ class LedgerLine:
         task_id: the service's task id; None for text.
         cost_micro: the charge, micro-cents.
         status: the job's status, or ``charged`` without a job.
-        prompt: the job's prompt summary; empty without a job.
+        prompt: the job's prompt summary; empty without a job, or when hidden.
+        private: the prompt is hidden: the member keeps their results private and the viewer
+            is neither them nor an admin.
     """
 
     id: int
@@ -95,6 +97,7 @@ class LedgerLine:
     cost_micro: int
     status: str
     prompt: str
+    private: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,15 @@
 """Video files as the bot works on them: a clip's last frame, and clips joined into one film.
 
 Everything here is blocking CPU work on files (PyAV, the maintained FFmpeg binding): callers
-run it off the event loop (``asyncio.to_thread``). Files are streamed packet by packet, never
-held whole, so memory stays flat whatever their length.
+run it off the event loop in this module's one media thread (:func:`in_media_thread`, a
+single-thread executor of its own, not the default pool), so one join or frame at a time uses
+a core, and the default pool stays free for the bot's other blocking calls. Files are streamed
+packet by packet, never held whole, so memory stays flat whatever their length.
+
+A clip read here is bounded (:class:`FrameBounds`, :data:`DEFAULT_BOUNDS`): at most
+:data:`MAX_FRAME_PIXELS` pixels a frame (width × height) and :data:`MAX_CLIP_FRAMES` frames,
+checked from its header before any decoding and again on the frames decoded (a header may
+lie); a clip over them is refused with :class:`MediaTooLarge`.
 
 - :func:`last_frame_png`: the last decoded frame of a clip, as a PNG, found from the last
   keyframe rather than by decoding the whole clip.
@@ -11,16 +18,23 @@ held whole, so memory stays flat whatever their length.
   the first clip's size and frame rate, letterboxed (never stretched), with audio when every
   clip has it.
 - :func:`fit_to_size`: re-encode a film at the bitrate that fits a byte limit (an upload's).
+- :func:`sample_frames`: the frames at given shares of a clip and its last frame, each decoded
+  from the keyframe before it (what the safety scorer looks at, bot/media/safety.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import io
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Final
+from typing import Final, ParamSpec, TypeVar
 
 import av
 import av.audio.resampler
@@ -37,8 +51,62 @@ AUDIO_RATE: Final = 48_000
 MIN_VIDEO_BITRATE: Final = 100_000
 """Bits a second below which a film is not re-encoded to fit (it would be unwatchable)."""
 
+MAX_FRAME_PIXELS: Final = 3840 * 2160
+"""Pixels a frame of a clip may have (width × height): 4K UHD, twice over what video models
+make (1080p); a decoded 4K frame is 12 MB in YUV, 25 MB as RGB."""
+
+MAX_CLIP_FRAMES: Final = 3600
+"""Frames a clip may have: a minute at 60 frames a second (video models make 4 to 12 s at 24
+or 30)."""
+
 Progress = Callable[[float], None]
 """Called now and then with the share of the work done, 0.0 to 1.0."""
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _media_executor() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="genbot-media")
+        return _executor
+
+
+async def in_media_thread(work: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    """Run ``work(*args, **kwargs)`` in the media thread and return its result.
+
+    One thread for the whole process (created at first use, never the event loop's default
+    pool): PyAV work queues behind the work already there, one job at a time, so joins and
+    last frames never take more than one core together, nor the threads other blocking calls
+    (``asyncio.to_thread``) need.
+
+    Raises:
+        Whatever ``work`` raises.
+    """
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_media_executor(), functools.partial(work, *args, **kwargs))
+
+
+@dataclass(frozen=True)
+class FrameBounds:
+    """What a clip read here may hold at most.
+
+    Attributes:
+        max_pixels: pixels a frame (width × height).
+        max_frames: frames in the clip.
+    """
+
+    max_pixels: int = MAX_FRAME_PIXELS
+    max_frames: int = MAX_CLIP_FRAMES
+
+
+DEFAULT_BOUNDS: Final = FrameBounds()
+"""The bounds every clip is held to (:data:`MAX_FRAME_PIXELS`, :data:`MAX_CLIP_FRAMES`)."""
 
 
 class MediaError(Exception):
@@ -57,12 +125,38 @@ class MediaTimeout(MediaError):
     """The work passed its deadline and was stopped (the partial output is not kept)."""
 
 
+class MediaTooLarge(MediaError):
+    """A clip is over its :class:`FrameBounds`: refused before (or while) decoding it.
+
+    Attributes:
+        bounds: the bounds it broke, for the sentence a member reads.
+    """
+
+    def __init__(self, bounds: FrameBounds) -> None:
+        super().__init__("That video is too large for the bot to work on.")
+        self.bounds = bounds
+
+
+class _Counter:
+    """Holds decoding to ``bounds``: each frame's size, and how many frames one clip gave."""
+
+    def __init__(self, bounds: FrameBounds) -> None:
+        self.bounds = bounds
+        self.frames = 0
+
+    def frame(self, width: int, height: int) -> None:
+        self.frames += 1
+        if self.frames > self.bounds.max_frames or width * height > self.bounds.max_pixels:
+            raise MediaTooLarge(self.bounds)
+
+
 @dataclass(frozen=True)
 class ClipInfo:
     """What decides how clips join.
 
     Attributes:
         codec: the video codec's name (``h264``).
+        frames: frames in the clip, as its header says (else duration × fps, rounded).
         width: pixels.
         height: pixels.
         fps: frames a second (the stream's average rate).
@@ -79,6 +173,16 @@ class ClipInfo:
     has_audio: bool
     duration: float
     extradata: bytes
+    frames: int = 0
+
+    def check(self, bounds: FrameBounds) -> None:
+        """Refuse a clip whose header says it is over ``bounds``.
+
+        Raises:
+            MediaTooLarge: too many pixels a frame, or too many frames.
+        """
+        if self.width * self.height > bounds.max_pixels or self.frames > bounds.max_frames:
+            raise MediaTooLarge(bounds)
 
     def copies_with(self, other: ClipInfo) -> bool:
         """Whether ``other`` can follow this clip by stream copy (same stream set-up)."""
@@ -123,20 +227,22 @@ def probe(path: Path) -> ClipInfo:
             ctx = video.codec_context
             rate = video.average_rate or video.guessed_rate or Fraction(24)
             duration = _duration(container, video)
+            fps = Fraction(rate)
             return ClipInfo(
                 codec=ctx.name,
                 width=ctx.width,
                 height=ctx.height,
-                fps=Fraction(rate),
+                fps=fps,
                 has_audio=bool(container.streams.audio),
                 duration=duration,
                 extradata=bytes(ctx.extradata or b""),
+                frames=video.frames or round(duration * fps),
             )
     except av.FFmpegError as exc:
         raise MediaError("That file is not a video the bot can read.") from exc
 
 
-def last_frame_png(path: Path) -> bytes:
+def last_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> bytes:
     """The clip's last frame as a PNG (lossless: what the next clip starts from).
 
     Seeks to the last keyframe before the end and decodes from there, so the cost follows the
@@ -144,8 +250,10 @@ def last_frame_png(path: Path) -> bytes:
     file cannot seek.
 
     Raises:
+        MediaTooLarge: the clip is over ``bounds`` (its header, or the frames decoded).
         MediaError: the file has no video or no decodable frame.
     """
+    probe(path).check(bounds)
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
@@ -158,12 +266,12 @@ def last_frame_png(path: Path) -> bytes:
                 try:
                     # Container-level seek: microseconds, to the keyframe at or before it.
                     container.seek(max(0, int((end - 0.001) * 1_000_000)), backward=True)
-                    last = _last_of(container.decode(video))
+                    last = _last_of(container.decode(video), _Counter(bounds))
                 except av.FFmpegError:
                     last = None
             if last is None:
                 container.seek(0)
-                last = _last_of(container.decode(video))
+                last = _last_of(container.decode(video), _Counter(bounds))
             if last is None:
                 raise MediaError("That video has no frame the bot can read.")
             return _png(last)
@@ -178,6 +286,7 @@ def join_clips(
     progress: Progress | None = None,
     deadline: float | None = None,
     monotonic: Callable[[], float] = time.monotonic,
+    bounds: FrameBounds = DEFAULT_BOUNDS,
 ) -> JoinResult:
     """Join ``paths`` in order into the MP4 ``output``.
 
@@ -192,22 +301,26 @@ def join_clips(
         progress: told the share done now and then.
         deadline: ``monotonic()`` time after which the work stops with :class:`MediaTimeout`.
         monotonic: the clock ``deadline`` is read against.
+        bounds: what each clip may hold (checked before anything is written).
 
     Raises:
+        MediaTooLarge: a clip is over ``bounds`` (``output`` is removed).
         MediaError: a clip cannot be read, or the film cannot be written.
         MediaTimeout: the deadline passed (``output`` is removed).
     """
     if not paths:
         raise MediaError("There is nothing to join.")
     infos = [probe(p) for p in paths]
+    for info in infos:
+        info.check(bounds)
     total = sum(i.duration for i in infos) or 1.0
 
     reported = 0.0
+    late = _deadline_check(deadline, monotonic, "Joining took too long and was stopped.")
 
     def check(done: float) -> None:
         nonlocal reported
-        if deadline is not None and monotonic() > deadline:
-            raise MediaTimeout("Joining took too long and was stopped.")
+        late()
         share = min(1.0, max(0.0, done / total))
         if progress is not None and share > reported:
             reported = share
@@ -217,10 +330,10 @@ def join_clips(
     copied = all(infos[0].copies_with(i) for i in infos[1:])
     try:
         if copied:
-            _copy(paths, infos, output, audio=audio, check=check)
+            _copy(paths, infos, output, audio=audio, check=check, bounds=bounds)
         else:
-            _encode(paths, infos, output, audio=audio, check=check)
-    except MediaTimeout:
+            _encode(paths, infos, output, audio=audio, check=check, bounds=bounds)
+    except MediaError:
         output.unlink(missing_ok=True)
         raise
     except av.FFmpegError as exc:
@@ -238,13 +351,30 @@ def join_clips(
     )
 
 
-def fit_to_size(source: Path, output: Path, max_bytes: int) -> Path:
+def fit_to_size(
+    source: Path,
+    output: Path,
+    max_bytes: int,
+    *,
+    deadline: float | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Path:
     """Re-encode ``source`` into ``output`` at the bitrate that keeps it under ``max_bytes``.
 
     The video gets what the audio (128 kbit/s when present) and a tenth for the container
-    leave; the size, frame rate and duration stay.
+    leave; the size, frame rate and duration stay. ``source`` is a film made here from
+    bounded clips (:func:`join_clips`), so it is not held to :class:`FrameBounds` again.
+
+    Args:
+        source: the film.
+        output: where the smaller film is written (replaced).
+        max_bytes: the limit.
+        deadline: ``monotonic()`` time after which the work stops with :class:`MediaTimeout`
+            (a join's, which covers its fitting too).
+        monotonic: the clock ``deadline`` is read against.
 
     Raises:
+        MediaTimeout: the deadline passed (``output`` is removed).
         MediaError: even :data:`MIN_VIDEO_BITRATE` would not fit (the caller refuses with the
             size and the limit), or the file cannot be read.
     """
@@ -253,19 +383,101 @@ def fit_to_size(source: Path, output: Path, max_bytes: int) -> Path:
     budget = max_bytes * 8 * 0.9 / max(info.duration, 0.1) - audio_rate
     if budget < MIN_VIDEO_BITRATE:
         raise MediaError("The film is too long to fit the upload limit.")
+    late = _deadline_check(deadline, monotonic, "Fitting took too long and was stopped.")
     try:
         _encode(
             [source],
             [info],
             output,
             audio=info.has_audio,
-            check=lambda done: None,
+            check=lambda done: late(),
             bitrate=int(budget),
         )
+    except MediaTimeout:
+        output.unlink(missing_ok=True)
+        raise
     except av.FFmpegError as exc:
         output.unlink(missing_ok=True)
         raise MediaError("The film could not be made smaller.") from exc
     return output
+
+
+def _deadline_check(
+    deadline: float | None, monotonic: Callable[[], float], sentence: str
+) -> Callable[[], None]:
+    """A check that raises :class:`MediaTimeout` (with ``sentence``) once ``deadline`` passed."""
+
+    def late() -> None:
+        if deadline is not None and monotonic() > deadline:
+            raise MediaTimeout(sentence)
+
+    return late
+
+
+def sample_frames(source: Path | bytes, shares: Sequence[float]) -> list[av.video.frame.VideoFrame]:
+    """The frames at ``shares`` of a clip (0.0 its first frame, 1.0 its last), in that order.
+
+    One demuxing pass (no decoding) finds the keyframes and the frames' times; then each
+    frame wanted is decoded from the keyframe at or before it, and frames of one group of
+    pictures are decoded in one run, so a clip of a single group is decoded at most once.
+    A share's frame is the first whose time is at or past the share of the span from the
+    first frame's time to the last's.
+
+    Args:
+        source: the clip, as a file or its bytes.
+        shares: each 0.0 to 1.0 (clamped).
+
+    Raises:
+        MediaError: the file has no video or no decodable frame.
+    """
+
+    def opened() -> av.container.InputContainer:
+        return av.open(io.BytesIO(source) if isinstance(source, bytes) else str(source), "r")
+
+    try:
+        with opened() as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            stream = container.streams.video[0]
+            keyframes: list[int] = []
+            times: list[int] = []
+            for packet in container.demux(stream):
+                if packet.pts is None:
+                    continue
+                times.append(packet.pts)
+                if packet.is_keyframe:
+                    keyframes.append(packet.pts)
+        if not times:
+            raise MediaError("That video has no frame the bot can read.")
+        first, last = min(times), max(times)
+        keyframes.sort()
+        targets = [first + round(min(1.0, max(0.0, s)) * (last - first)) for s in shares]
+        found: dict[int, av.video.frame.VideoFrame] = {}
+        with opened() as container:
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            frames: Iterator[av.video.frame.VideoFrame] | None = None
+            current: av.video.frame.VideoFrame | None = None
+            for target in sorted(set(targets)):
+                at = None if current is None else current.pts
+                if current is not None and at is not None and at >= target:
+                    # No frame lies between the previous target and this one's first frame.
+                    found[target] = current
+                    continue
+                start = max((k for k in keyframes if k <= target), default=first)
+                if frames is None or (at is not None and start > at):
+                    container.seek(start, stream=stream, backward=True)
+                    frames = container.decode(stream)
+                for frame in frames:
+                    current = frame
+                    if frame.pts is not None and frame.pts >= target:
+                        break
+                if current is None:
+                    raise MediaError("That video has no frame the bot can read.")
+                found[target] = current
+        return [found[t] for t in targets]
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
 
 
 def _duration(container: av.container.InputContainer, video: av.video.stream.VideoStream) -> float:
@@ -276,9 +488,12 @@ def _duration(container: av.container.InputContainer, video: av.video.stream.Vid
     return 0.0
 
 
-def _last_of(frames: Iterator[av.video.frame.VideoFrame]) -> av.video.frame.VideoFrame | None:
+def _last_of(
+    frames: Iterator[av.video.frame.VideoFrame], counter: _Counter
+) -> av.video.frame.VideoFrame | None:
     last = None
     for frame in frames:
+        counter.frame(frame.width, frame.height)
         last = frame
     return last
 
@@ -300,6 +515,7 @@ def _copy(
     *,
     audio: bool,
     check: Callable[[float], None],
+    bounds: FrameBounds = DEFAULT_BOUNDS,
 ) -> None:
     """Remux every clip's packets into one file, each clip's timestamps after the last's.
 
@@ -324,10 +540,13 @@ def _copy(
                 if audio:
                     streams.append(clip.streams.audio[0])
                 shift: dict[str, int] = {}
+                counter = _Counter(bounds)  # a video packet is a frame; the size is the header's
                 for count, packet in enumerate(clip.demux(*streams)):
                     kind = packet.stream.type
                     if packet.dts is None or packet.time_base is None:
                         continue  # the demuxer's flush packet
+                    if kind == "video":
+                        counter.frame(info.width, info.height)
                     if number and kind == "audio" and (packet.pts or 0) < 0:
                         continue
                     if kind not in shift:
@@ -355,8 +574,12 @@ def _encode(
     audio: bool,
     check: Callable[[float], None],
     bitrate: int | None = None,
+    bounds: FrameBounds | None = None,
 ) -> None:
-    """Decode every clip and encode one H.264 (+ AAC) film at the first clip's size and rate."""
+    """Decode every clip and encode one H.264 (+ AAC) film at the first clip's size and rate.
+
+    Each clip's decoded frames are held to ``bounds`` (None: not held, for a film of ours).
+    """
     width, height = infos[0].width - infos[0].width % 2, infos[0].height - infos[0].height % 2
     fps = infos[0].fps
     with av.open(str(output), "w", format="mp4") as out:
@@ -380,7 +603,10 @@ def _encode(
                 source = clip.streams.video[0]
                 source.thread_type = "AUTO"
                 graph = _letterbox(source, width, height, fps)
+                counter = None if bounds is None else _Counter(bounds)
                 for frame in clip.decode(source):
+                    if counter is not None:
+                        counter.frame(frame.width, frame.height)
                     graph.push(frame)
                     next_pts = _drain(graph, out, video, next_pts, frame_time)
                     if next_pts % 48 == 0:

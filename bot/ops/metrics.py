@@ -204,6 +204,18 @@ class Metrics:
             ["table"],
             registry=r,
         )
+        self.safety_scores = Counter(
+            "genbot_safety_scores",
+            "Safety verdicts asked for, by outcome (scored, cached, failed: held for review).",
+            ["outcome"],
+            registry=r,
+        )
+        self.safety_seconds = Histogram(
+            "genbot_safety_score_seconds",
+            "Time from asking for a safety score to the model's verdict, seconds.",
+            buckets=_FAST,
+            registry=r,
+        )
         self.retention_last_sweep = Gauge(
             "genbot_retention_last_sweep_timestamp_seconds",
             "When the retention sweep last finished, UTC epoch seconds.",
@@ -233,6 +245,12 @@ class Metrics:
         for table, rows in swept.items():
             self.retention_swept.labels(table).inc(rows)
         self.retention_last_sweep.set(at)
+
+    def safety(self, outcome: str, seconds: float | None) -> None:
+        """Count one safety verdict (``scored``, ``cached``, ``failed``); ``seconds``: scored."""
+        self.safety_scores.labels(outcome).inc()
+        if seconds is not None:
+            self.safety_seconds.observe(max(0.0, seconds))
 
     def credits(self, what: str, kind: str, cents: Decimal | int) -> None:
         """Add ``cents`` to the ``what`` (reserved, charged, released) counter of ``kind``.

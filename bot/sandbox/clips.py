@@ -83,13 +83,16 @@ SHAPES: Final = {"16:9": (WIDTH, HEIGHT), "9:16": (HEIGHT, WIDTH), "1:1": (HEIGH
 
 
 @functools.lru_cache(maxsize=CLIPS_KEPT)
-def clip_of_task(task_id: str, aspect_ratio: str | None = None) -> bytes:
+def clip_of_task(
+    task_id: str, aspect_ratio: str | None = None, colour: tuple[int, int, int] | None = None
+) -> bytes:
     """The clip a video task's output file serves: :func:`make_clip` of its :func:`seed_of`.
 
-    Shaped as the request asked (:data:`SHAPES`), so clips of different sizes can be had.
+    Shaped as the request asked (:data:`SHAPES`), so clips of different sizes can be had;
+    every frame ``colour`` when its prompt chose one (``bot.sandbox.files.colour_of``).
     """
     width, height = SHAPES.get(aspect_ratio or "", (WIDTH, HEIGHT))
-    return make_clip(seed_of(task_id), width=width, height=height)
+    return make_clip(seed_of(task_id), width=width, height=height, colour=colour)
 
 
 def make_clip(
@@ -100,6 +103,7 @@ def make_clip(
     seconds: float = SECONDS,
     fps: int = FPS,
     audio: bool = False,
+    colour: tuple[int, int, int] | None = None,
 ) -> bytes:
     """An H.264 MP4 of ``seconds`` at ``fps``, every frame flat :func:`frame_colour`.
 
@@ -110,6 +114,7 @@ def make_clip(
         seconds: the clip's duration.
         fps: frames a second.
         audio: with an AAC track of silence (a join keeps audio only when every clip has it).
+        colour: every frame this RGB colour instead (the frames then say nothing of the clip).
 
     Returns:
         The MP4 file's bytes.
@@ -123,7 +128,8 @@ def make_clip(
         video.options = {"crf": "12", "preset": "veryfast"}
         sound = container.add_stream("aac", rate=48_000) if audio else None
         for index in range(frames):
-            frame = _flat_frame(width, height, frame_colour(seed, index))
+            rgb = frame_colour(seed, index) if colour is None else colour
+            frame = _flat_frame(width, height, rgb)
             frame.pts = index
             frame.time_base = Fraction(1, fps)
             container.mux(video.encode(frame))

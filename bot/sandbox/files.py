@@ -1,10 +1,21 @@
-"""Tiny placeholder output files served at ``/files/<name>`` (no auth, like a CDN)."""
+"""Tiny placeholder output files served at ``/files/<name>`` (no auth, like a CDN).
+
+A prompt may choose its result's colour (docs/testing.md): ``color:red``, ``colour:#b03030``
+(any CSS colour name or hex form Pillow knows) makes its pictures flat pictures of that colour
+(:func:`solid_png`) and its clips' frames that colour (``bot.sandbox.clips``), so a test can
+ask for a result the safety scorer's test model scores high (red) or low (blue).
+"""
 
 from __future__ import annotations
 
+import functools
+import io
+import re
 import struct
 import zlib
 from typing import Final
+
+from PIL import Image, ImageColor
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -30,6 +41,35 @@ PNG_BYTES: Final = _one_pixel_png()
 MP4_BYTES: Final = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00\x00\x00\x08free"
 
 CONTENT_TYPES: Final = {".mp4": ("video/mp4", MP4_BYTES), ".png": ("image/png", PNG_BYTES)}
+
+
+COLOUR_WORD: Final = re.compile(r"\bcolou?r:(#[0-9a-fA-F]{3,8}|[A-Za-z]+)")
+"""``color:<name or #hex>`` (or ``colour:``) in a prompt: the colour of its result files."""
+
+SOLID_SIDE: Final = 32
+"""Pixels a side of a coloured picture (small: tests decode it)."""
+
+
+def colour_of(prompt: object) -> tuple[int, int, int] | None:
+    """The RGB colour a prompt asks for with ``color:<name or #hex>``; None when it does not.
+
+    An unknown colour name is no colour (the default files are served).
+    """
+    if not isinstance(prompt, str) or (found := COLOUR_WORD.search(prompt)) is None:
+        return None
+    try:
+        rgb = ImageColor.getrgb(found.group(1))
+    except ValueError:
+        return None
+    return rgb[0], rgb[1], rgb[2]
+
+
+@functools.lru_cache(maxsize=64)
+def solid_png(rgb: tuple[int, int, int]) -> bytes:
+    """A :data:`SOLID_SIDE`-pixel square PNG of one flat colour."""
+    out = io.BytesIO()
+    Image.new("RGB", (SOLID_SIDE, SOLID_SIDE), rgb).save(out, format="PNG")
+    return out.getvalue()
 
 
 def padded(data: bytes, size: int) -> bytes:

@@ -320,9 +320,13 @@ class GenApiEmulator(EmulatedService):
         if not found:
             return web.Response(status=404, text="Not found")
         content_type, data = files.CONTENT_TYPES[name[name.rindex(".") :]]
+        colour = files.colour_of(task.request.get("prompt"))
         if name.endswith(".mp4"):
             shape = task.request.get("aspect_ratio")
-            data = clips.clip_of_task(task.task_id, shape if isinstance(shape, str) else None)
+            shape = shape if isinstance(shape, str) else None
+            data = clips.clip_of_task(task.task_id, shape, colour)
+        elif colour is not None:
+            data = files.solid_png(colour)
         if self.file_size is not None and self.file_size > len(data):
             # Trailing zeros: a valid header followed by padding, as large as a test needs.
             data = files.padded(data, self.file_size)

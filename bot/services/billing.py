@@ -31,7 +31,7 @@ import json
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -57,6 +57,7 @@ from bot.errors import (
     ConcurrencyLimitReached,
     CooldownActive,
     SettlementDeferred,
+    SpendingPaused,
     ValidationFailed,
 )
 from bot.i18n import N_, _
@@ -66,11 +67,20 @@ from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.guard import GuardStore
 from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+Allowances = tuple[int | None, int | None]
+"""A member's daily and monthly allowances when a request was held, whole cents (None:
+unlimited): what the spend guard measures the member's spend against."""
+
+ChargeWatcher = Callable[[Charge, Allowances | None], Awaitable[None]]
+"""Told of each charge once it is committed (the spend guard, :mod:`bot.services.guard`); it
+must not raise (a failure there is logged here all the same, never raised over a charge)."""
 
 ESTIMATE_WINDOW = 20
 
@@ -369,6 +379,22 @@ class Billing:
         # The cooldown use each reservation recorded, (recorded at, the use before), so that a
         # release takes it back.
         self._uses: dict[int, tuple[float, float | None]] = {}
+        # The member's allowances each reservation was checked against, for the spend guard.
+        self._allowances: dict[int, Allowances] = {}
+        self._watcher: ChargeWatcher | None = None
+
+    def set_watcher(self, watcher: ChargeWatcher | None) -> None:
+        """Set who is told of each committed charge (the spend guard); None: nobody."""
+        self._watcher = watcher
+
+    async def _watch(self, charge: Charge, allowances: Allowances | None) -> None:
+        """Tell the watcher of a committed charge; its failure is logged, never raised."""
+        if self._watcher is None:
+            return
+        try:
+            await self._watcher(charge, allowances)
+        except Exception:
+            log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -512,26 +538,21 @@ class Billing:
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             await tx.ledger.expire_reservations(now)
-            settings = await tx.guilds.settings(guild_id)
-            limits = self._limits(settings)
-            policy = await self.member_policy(guild_id, role_ids, tx)
-            _check_model_access(policy, model)
-            seconds, last = await _check_cooldown(
-                tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
-            )
-            if kind is Kind.VIDEO:
-                caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
-                await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
-            each = (
-                Decimal(cost_cents)
-                if cost_cents is not None
-                else await self._hold(tx, kind, model, tokens, key_fingerprint)
+            policy, seconds, last, each = await self._admit(
+                tx,
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind,
+                model=model,
+                cost_cents=cost_cents,
+                role_ids=role_ids,
+                cooldown_exempt=cooldown_exempt,
+                key_fingerprint=key_fingerprint,
+                tokens=tokens,
+                count=count,
+                now=now,
             )
             needed = each * count
-            await _check_guild_budget(tx, limits, guild_id, needed, now)
-            await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
-            if is_personal(guild_id) and settings.api_key_ciphertext is None:
-                await self._check_personal_total(tx, key_fingerprint, needed, now)
             if seconds is not None:
                 await tx.policy.record_use(guild_id, user_id, kind, now)
             reservations = [
@@ -554,11 +575,102 @@ class Billing:
         for rid in stale:
             del self._tiers[rid]
             self._uses.pop(rid, None)
+            self._allowances.pop(rid, None)
         for reservation in reservations:
             self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
+            self._allowances[reservation.id] = (policy.daily.value, policy.monthly.value)
         if seconds is not None:
             self._uses[reservations[0].id] = (now, last)
         return reservations
+
+    async def check(
+        self,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int,
+        role_ids: Collection[int] = (),
+        cooldown_exempt: bool = False,
+        key_fingerprint: str | None = None,
+    ) -> None:
+        """Refuse now what :meth:`reserve` would refuse, holding and recording nothing.
+
+        For work a request does before it is reserved, which must not be spent on a request
+        bound to be refused: Continue downloads and decodes a clip before its video is
+        reserved. The same rules as :meth:`reserve_many` (model access, cooldown,
+        video caps, budgets and allowances), read without the guild's lock: :meth:`reserve`
+        checks them again, atomically, when the request is made.
+
+        Raises:
+            CooldownActive, BudgetExceeded, ConcurrencyLimitReached, ValidationFailed: as
+                :meth:`reserve_many`.
+            ValueError: ``cost_cents`` is negative.
+        """
+        if cost_cents < 0:
+            raise ValueError(f"negative cost: {cost_cents}")
+        async with self._db.transaction() as tx:
+            await self._admit(
+                tx,
+                guild_id=guild_id,
+                user_id=user_id,
+                kind=kind,
+                model=model,
+                cost_cents=cost_cents,
+                role_ids=role_ids,
+                cooldown_exempt=cooldown_exempt,
+                key_fingerprint=key_fingerprint,
+                tokens=None,
+                count=1,
+                now=self._clock.time(),
+            )
+
+    async def _admit(
+        self,
+        tx: Repositories,
+        *,
+        guild_id: int,
+        user_id: int,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | int | None,
+        role_ids: Collection[int],
+        cooldown_exempt: bool,
+        key_fingerprint: str | None,
+        tokens: TextTokens | None,
+        count: int,
+        now: float,
+    ) -> tuple[MemberPolicy, float | None, float | None, Decimal]:
+        """The checks of :meth:`reserve_many`, in ``tx``; what it records with them.
+
+        Returns:
+            The member's policy, the command's cooldown and the member's last use of it
+            (:func:`_check_cooldown`), and what each request holds, cents.
+        """
+        settings = await tx.guilds.settings(guild_id)
+        limits = self._limits(settings)
+        policy = await self.member_policy(guild_id, role_ids, tx)
+        _check_model_access(policy, model)
+        if not is_personal(guild_id) and await tx.of(GuardStore).pause(guild_id) is not None:
+            raise SpendingPaused
+        seconds, last = await _check_cooldown(
+            tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
+        )
+        if kind is Kind.VIDEO:
+            caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
+            await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
+        each = (
+            Decimal(cost_cents)
+            if cost_cents is not None
+            else await self._hold(tx, kind, model, tokens, key_fingerprint)
+        )
+        needed = each * count
+        await _check_guild_budget(tx, limits, guild_id, needed, now)
+        await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
+        if is_personal(guild_id) and settings.api_key_ciphertext is None:
+            await self._check_personal_total(tx, key_fingerprint, needed, now)
+        return policy, seconds, last, each
 
     async def _check_personal_total(
         self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
@@ -691,6 +803,7 @@ class Billing:
         """
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
         self._uses.pop(reservation.id, None)
+        allowances = self._allowances.pop(reservation.id, None)
         charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
@@ -736,6 +849,7 @@ class Billing:
             raise
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
+            await self._watch(ledger, allowances)
         return stored
 
     async def release(self, reservation: Reservation) -> None:
@@ -746,6 +860,7 @@ class Billing:
         command), unless a later use replaced it.
         """
         self._tiers.pop(reservation.id, None)
+        self._allowances.pop(reservation.id, None)
         use = self._uses.pop(reservation.id, None)
         async with self._db.transaction() as tx:
             await tx.guilds.lock(reservation.guild_id)
@@ -778,6 +893,7 @@ class Billing:
         await self._settle_durably(None, charge.guild_id, ledger, None, anomaly)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
+            await self._watch(ledger, None)
 
     async def _settle_durably(
         self,

@@ -22,7 +22,7 @@ import hmac
 import secrets
 from base64 import urlsafe_b64encode
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Final
 
@@ -171,7 +171,8 @@ class DashboardService:
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
         self._store = db.of(DashboardStore)
-        self._views = db.of(DashboardViews)
+        # Its reads are reports: they never make the bot's own reads wait (issue 35).
+        self._views = db.reports(DashboardViews)
         self._clock = clock
 
     # -- signing in ------------------------------------------------------------------------
@@ -359,15 +360,91 @@ class DashboardService:
         )
 
     async def ledger(
-        self, guild_id: int, where: LedgerFilter, before: tuple[float, int] | None, limit: int
+        self,
+        guild_id: int,
+        where: LedgerFilter,
+        before: tuple[float, int] | None,
+        limit: int,
+        *,
+        private_hidden_from: int | None = None,
     ) -> tuple[list[LedgerLine], tuple[int, int]]:
-        """Return a page of ledger lines (newest first) and the filter's ``(count, micro)``."""
-        lines = await self._views.lines(guild_id, where, before=before, limit=limit)
-        return lines, await self._views.total(guild_id, where)
+        """Return a page of ledger lines (newest first) and the filter's ``(count, micro)``.
 
-    def export(self, guild_id: int, where: LedgerFilter) -> AsyncIterator[list[LedgerLine]]:
-        """Yield every ledger line ``where`` keeps, oldest first, a batch at a time."""
-        return self._views.export(guild_id, where)
+        Args:
+            guild_id: the server.
+            where: the filters.
+            before: ``(at, id)`` of the last line of the previous page; None for the first.
+            limit: at most this many lines.
+            private_hidden_from: a viewer who is not an admin: the prompts of the other
+                members who keep their results private are hidden (the lines and their
+                amounts stay); None for an admin.
+        """
+        lines = await self._views.lines(guild_id, where, before=before, limit=limit)
+        return await self._hide_prompts(lines, private_hidden_from), await self._views.total(
+            guild_id, where
+        )
+
+    async def export(
+        self, guild_id: int, where: LedgerFilter, *, private_hidden_from: int | None = None
+    ) -> AsyncIterator[list[LedgerLine]]:
+        """Yield every ledger line ``where`` keeps, oldest first, a batch at a time.
+
+        ``private_hidden_from``: as :meth:`ledger`'s.
+        """
+        async for batch in self._views.export(guild_id, where):
+            yield await self._hide_prompts(batch, private_hidden_from)
+
+    async def _hide_prompts(
+        self, lines: list[LedgerLine], viewer_id: int | None
+    ) -> list[LedgerLine]:
+        """``lines`` with the prompts of private members' (not the viewer's) hidden."""
+        if viewer_id is None:
+            return lines
+        others = [line.user_id for line in lines if line.prompt and line.user_id != viewer_id]
+        private = await self._views.private_members(others)
+        if not private:
+            return lines
+        return [
+            replace(line, prompt="", private=True)
+            if line.user_id in private and line.user_id != viewer_id
+            else line
+            for line in lines
+        ]
+
+    async def card_file(self, item: ResultItem, index: int) -> tuple[int, int | None] | None:
+        """Where the result's file ``index`` is among its card message's files.
+
+        A job's own card holds its files in order, as many as fitted: ``(index, None)``. The
+        takes of one request share one card holding each finished take's first file, in the
+        takes' order: ``(position, files)``, where ``files`` is how many the card holds when
+        every one fitted (fewer on the message: a position is not known, so None is better
+        than another take's file). None: the card does not hold that file.
+        """
+        if item.message_id is None:
+            return None
+        group = [
+            (job_id, done)
+            for job_id, message_id, done in await self._views.card_takes(item.job_id)
+            if message_id == item.message_id
+        ]
+        if len(group) <= 1:  # no take, or a take with a card of its own (a private one)
+            return index, None
+        if index != 0:
+            return None
+        done = [job_id for job_id, finished in group if finished]
+        if item.job_id not in done:
+            return None
+        return done.index(item.job_id), len(done)
+
+    async def hidden_from(self, item: ResultItem, viewer_id: int, admin: bool) -> bool:
+        """Whether ``item`` is hidden from a viewer of its server's pages.
+
+        As ``/jobs show``: a member who keeps their results private (``/settings``) shows
+        them to the server's admins (Manage Server) and to no one else.
+        """
+        if admin or item.user_id == viewer_id:
+            return False
+        return bool(await self._views.private_members([item.user_id]))
 
     async def models(self, guild_id: int) -> list[str]:
         """Return the models charged in the server in the last 90 days (filter choices)."""
@@ -406,8 +483,13 @@ class DashboardService:
         until: float | None = None,
         before: tuple[float, int] | None = None,
         limit: int = 24,
+        private_hidden_from: int | None = None,
     ) -> list[ResultItem]:
-        """Return finished results, newest first (see :meth:`DashboardViews.results`)."""
+        """Return finished results, newest first (see :meth:`DashboardViews.results`).
+
+        ``private_hidden_from``: a viewer who is not an admin: the results of the other
+        members who keep their results private are left out (as ``/jobs show`` does).
+        """
         return await self._views.results(
             guild_id=guild_id,
             user_id=user_id,
@@ -417,6 +499,7 @@ class DashboardService:
             until=until,
             before=before,
             limit=limit,
+            private_hidden_from=private_hidden_from,
         )
 
     async def result(self, job_id: int) -> ResultItem | None:

@@ -975,6 +975,35 @@ class GenerationService:
         outcome = await self.video_takes(who, options, 1)
         return outcome.jobs[0]
 
+    async def check_video(self, who: Requester, options: VideoOptions) -> None:
+        """Refuse now what :meth:`video` would refuse before its call, holding nothing.
+
+        For work done before a video is requested that must not be spent on one bound to be
+        refused: Continue checks this before it downloads and decodes the clip it continues.
+        The channel, blocked terms, key, options, model access, cooldown, video caps, budgets
+        and allowances (:meth:`bot.services.billing.Billing.check`);
+        :meth:`video` checks them all again, atomically, when it is asked.
+
+        Raises:
+            ValidationFailed, NoApiKeyConfigured, BudgetExceeded, ConcurrencyLimitReached,
+                CooldownActive: as :meth:`video` would, before any call.
+        """
+        settings = await self._check_channel(who)
+        await self._check_terms(who, settings, options.prompt)
+        key = await self._keys.resolve(who.guild_id)
+        model, request = check_video(await self.catalogue(who.guild_id), options)
+        assert request.duration is not None  # check_video always sets it
+        await self._billing.check(
+            guild_id=who.guild_id,
+            user_id=who.user_id,
+            kind=Kind.VIDEO,
+            model=model.id,
+            cost_cents=self._billing.video_hold(model.cost_cents_per_5s, request.duration),
+            role_ids=who.role_ids,
+            cooldown_exempt=who.manage_guild,
+            key_fingerprint=key.fingerprint,
+        )
+
     async def video_takes(self, who: Requester, options: VideoOptions, takes: int) -> TakesOutcome:
         """Submit ``takes`` videos of the same request (takes), each its own job and charge.
 

@@ -32,6 +32,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.i18n import N_, SHIPPED, SOURCE, using
 from bot.services.billing import Billing, Limits
+from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.services.personal import is_personal
 from bot.services.policy import (
@@ -41,17 +42,22 @@ from bot.services.policy import (
     normalise_term,
 )
 from bot.storage import Database
+from bot.storage.repos.guard import GuardStore
 from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
 
 KEY_CHECK_COOLDOWN_SECONDS = 30.0
-"""Seconds between two checks of a personal key by one member (``/settings api-key set``).
+"""Seconds between two key checks by one member, whichever surface they use: their own key
+(``/settings api-key set``), a server's (``/config api-key set``) or the dashboard's Key form.
 
 Each check is a call to the service on the typed key: without a bound, a member (or a
-script) could make the bot try keys as fast as forms are submitted. Any member may use
-``/settings``, unlike ``/config``, which needs Manage Server. Kept in the process's memory (a
-restart forgets it: at worst one more check)."""
+script) could make the bot try keys as fast as forms are submitted, from every surface and
+every server they manage at once. One cooldown per member, shared by the three.
+Kept in the process's memory (a restart forgets it: at worst one more check)."""
+
+KEY_CHECKS_REMEMBERED = 100_000
+"""Members whose key-check cooldown is running, kept at most (the oldest dropped first)."""
 
 MAX_PERSONA_CHARS = 2000
 """A persona's system prompt, characters: it is sent before a member's own (up to 4,000) on
@@ -195,7 +201,7 @@ class GuildConfigService:
         self._client = client
         self._default_key_set = default_key_set
         self._catalogue = catalogue
-        # Wallets whose key-check cooldown runs: wallet id -> when its last check started
+        # Members whose key-check cooldown runs: user id -> when their last check started
         # (clock time), oldest first.
         self._key_checks: OrderedDict[int, float] = OrderedDict()
         # Servers' chosen languages, read for every public card the poller edits: guild id ->
@@ -203,10 +209,16 @@ class GuildConfigService:
         # LOCALE_CACHE_SECONDS; this one's at once.
         self._locales: dict[int, tuple[str | None, float]] = {}
 
-    async def set_api_key(self, guild_id: int, api_key: str) -> KeyChange:
+    async def set_api_key(self, guild_id: int, api_key: str, *, user_id: int) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
 
         The previous key is kept (encrypted) until the jobs submitted with it end.
+
+        Args:
+            guild_id: the server, or a member's wallet (``bot.services.personal.wallet_id``).
+            api_key: the key typed.
+            user_id: the member who typed it: their key-check cooldown
+                (:data:`KEY_CHECK_COOLDOWN_SECONDS`) applies, whichever surface they used.
 
         Returns:
             What changed: the new key's last four characters, the jobs left on the old key.
@@ -215,7 +227,7 @@ class GuildConfigService:
             KeyEncryptionUnavailable: ``KEY_ENCRYPTION_KEY`` is unset; checked before any call.
             ValidationFailed: the key is malformed or the service rejected it; nothing stored
                 (and nothing of a rejected key is kept: no limiter, no rate-window rows).
-            CooldownActive: a member's wallet checked a key less than
+            CooldownActive: the member checked a key (any, from any surface) less than
                 :data:`KEY_CHECK_COOLDOWN_SECONDS` ago; nothing is sent.
             GenAPIError: the check could not be made (service down, rate limited).
         """
@@ -224,7 +236,7 @@ class GuildConfigService:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
             raise ValidationFailed(N_("That does not look like an API key; nothing was stored."))
-        self._key_check_allowed(guild_id)
+        self._key_check_allowed(user_id, personal=is_personal(guild_id))
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
@@ -237,25 +249,31 @@ class GuildConfigService:
         self._forget(change)
         return change
 
-    def _key_check_allowed(self, guild_id: int) -> None:
+    def _key_check_allowed(self, user_id: int, *, personal: bool) -> None:
         """Start a member's key-check cooldown, or refuse while it runs.
 
-        A server's admins' ``/config api-key set`` has none: Manage Server already bounds who
-        may check.
+        One cooldown per member for ``/settings api-key set``, ``/config api-key set`` and the
+        dashboard's Key form together: Manage Server bounds who may check a server's key, not
+        how often, and a member may manage many servers.
+
+        Args:
+            user_id: the member checking a key.
+            personal: the key is their own (the refusal names ``/settings``, else ``/config``).
 
         Raises:
-            CooldownActive: the wallet checked a key less than the cooldown ago.
+            CooldownActive: the member checked a key less than the cooldown ago.
         """
-        if not is_personal(guild_id):
-            return
         now = self._clock.time()
         checks = self._key_checks
         while checks and next(iter(checks.values())) + KEY_CHECK_COOLDOWN_SECONDS <= now:
             checks.popitem(last=False)  # oldest first: only the running cooldowns are kept
-        last = checks.get(guild_id)
+        last = checks.get(user_id)
         if last is not None:
-            raise CooldownActive("settings api-key set", last + KEY_CHECK_COOLDOWN_SECONDS)
-        checks[guild_id] = now
+            command = "settings api-key set" if personal else "config api-key set"
+            raise CooldownActive(command, last + KEY_CHECK_COOLDOWN_SECONDS)
+        if len(checks) >= KEY_CHECKS_REMEMBERED:
+            checks.popitem(last=False)
+        checks[user_id] = now
 
     async def _forget_rejected(self, key: SecretStr) -> None:
         """Drop what the limiter made for a key the service rejected; failures only logged."""
@@ -362,8 +380,11 @@ class GuildConfigService:
         await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
 
     async def set_showcase_public(self, guild_id: int, public: bool) -> None:
-        """Make the server's showcase page readable without signing in (off by default)."""
-        await self._db.of(ShowcaseStore).set_public(guild_id, public)
+        """Make the server's showcase page readable without signing in (off by default).
+
+        Made public now, it lists the entries shared from now on (not those shared before).
+        """
+        await self._db.of(ShowcaseStore).set_public(guild_id, public, self._clock.time())
 
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
@@ -586,6 +607,7 @@ class GuildConfigService:
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
+        values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""

@@ -15,12 +15,18 @@ stored encrypted with ``KEY_ENCRYPTION_KEY`` like API keys, under ``db.meta`` ke
 is kept in memory only (a restart then leaves the card to its Show result button). It is
 forgotten (the stored row blanked) once it expired or Discord refused it: a dead token is never
 sent again, so a failing job cannot make the invalid requests Discord bans clients for.
+
+Memory is bounded: a live token is dropped from memory once expired (at the next
+:meth:`ResponseTokens.keep`), and at most :data:`LIVE_KEPT` are held; the jobs known dead are a
+least-recently-used set of :data:`DEAD_REMEMBERED` (one forgotten is read from the database
+again, found blank, and remembered again: never sent).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from bot.clock import Clock
@@ -37,6 +43,12 @@ TOKEN_MARGIN_SECONDS = 30.0
 
 DEFAULT_FILESIZE_LIMIT = 10 * 1024 * 1024
 """Bytes an interaction response may attach when its limit is unknown (Discord: 10 MiB)."""
+
+LIVE_KEPT = 10_000
+"""Live tokens held in memory at most (the oldest dropped first; it stays in the database)."""
+
+DEAD_REMEMBERED = 10_000
+"""Jobs remembered as having no usable token, at most (least recently asked dropped first)."""
 
 WEBHOOK_TOKEN_DEAD = frozenset({50027, 10015})
 """Discord's codes for a token that will never work again: 50027 Invalid Webhook Token (it
@@ -80,8 +92,8 @@ class ResponseTokens:
         self._db = db
         self._vault = vault
         self._clock = clock
-        self._live: dict[int, ResponseToken] = {}
-        self._dead: set[int] = set()
+        self._live: OrderedDict[int, ResponseToken] = OrderedDict()  # oldest kept first
+        self._dead: OrderedDict[int, None] = OrderedDict()  # least recently asked first
 
     async def keep(self, job_id: int, token: ResponseToken) -> None:
         """Keep ``token`` for ``job_id``: in memory, and encrypted in the database when possible.
@@ -89,8 +101,8 @@ class ResponseTokens:
         Never raises: a token that could not be stored only means the card is shown by its
         Show result button after a restart.
         """
-        self._live[job_id] = token
-        self._dead.discard(job_id)
+        self._hold(job_id, token)
+        self._dead.pop(job_id, None)
         if not self._vault.available:
             return
         try:
@@ -109,23 +121,44 @@ class ResponseTokens:
     async def get(self, job_id: int) -> ResponseToken | None:
         """The job's token while it may still be used; None once expired, refused or unknown."""
         if job_id in self._dead:
+            self._dead.move_to_end(job_id)
             return None
         found = self._live.get(job_id)
         if found is None:
             found = await self._load(job_id)
         if found is None:
-            self._dead.add(job_id)
+            self._mark_dead(job_id)
             return None
         if found.expires_at <= self._clock.time():
             await self.forget(job_id)
             return None
-        self._live[job_id] = found
+        if job_id not in self._live:
+            self._hold(job_id, found)
         return found
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """(live tokens, jobs known dead) held in memory now: both bounded."""
+        return len(self._live), len(self._dead)
+
+    def _hold(self, job_id: int, token: ResponseToken) -> None:
+        now = self._clock.time()
+        live = self._live
+        live.pop(job_id, None)
+        while live and (next(iter(live.values())).expires_at <= now or len(live) >= LIVE_KEPT):
+            live.popitem(last=False)  # expired (kept in order, each 15 minutes), or the oldest
+        live[job_id] = token
+
+    def _mark_dead(self, job_id: int) -> None:
+        self._dead[job_id] = None
+        self._dead.move_to_end(job_id)
+        while len(self._dead) > DEAD_REMEMBERED:
+            self._dead.popitem(last=False)
 
     async def forget(self, job_id: int) -> None:
         """Never use the job's token again (it expired, or Discord refused it: 401 50027)."""
         self._live.pop(job_id, None)
-        self._dead.add(job_id)
+        self._mark_dead(job_id)
         if not self._vault.available:
             return
         try:

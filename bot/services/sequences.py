@@ -5,11 +5,19 @@ the clip it continues: stored with its clips in order and who started it
 (:class:`bot.storage.repos.sequences.SequenceStore`). A server bounds its length
 (``/config sequence-length``, default :data:`DEFAULT_MAX_CLIPS`): continued clips drift in
 colour and contrast, so past :data:`SUGGEST_CUT_AFTER` clips the card suggests a cut.
+
+Joins wait in one line per process (:class:`JoinLine`, :attr:`SequenceService.joins`): one
+join runs at a time, each member has at most one join in line, and a join that could no longer
+be answered (its interaction token would expire before it ends) leaves the line with a
+sentence while its token still works.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from bot.clock import Clock
@@ -31,18 +39,119 @@ SUGGEST_CUT_AFTER: Final = 3
 """Past this many clips a continued clip's card suggests a cut (a fresh ``/video``)."""
 
 
+ONE_JOIN_EACH = N_("You already have a join in line; wait for it to finish.")
+"""A member's second join while their first is running or waiting."""
+
+JOIN_DROPPED = N_(
+    "Your join waited in line longer than Discord lets me answer it (15 minutes), so it "
+    "left the line; nothing was joined. Try again when fewer joins are waiting."
+)
+"""A waiting join whose interaction token would expire before it could end."""
+
+
+class JoinLine:
+    """One join at a time per process; the others wait in line, told their place.
+
+    First come, first served; a member has at most one join in line (running or waiting). A
+    waiting member is told how many joins are ahead of theirs whenever that changes. A join
+    that must start by a time (its interaction token's life, less the work's own bound) leaves
+    the line at that time, if its turn has not come, with :data:`JOIN_DROPPED`.
+
+    Args:
+        clock: wall time (UTC epoch seconds) and the wait for a join's start-by time.
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._line: list[int] = []  # members, in order; the first one's join runs
+        self._moved = asyncio.Event()
+
+    @property
+    def length(self) -> int:
+        """Joins running or waiting."""
+        return len(self._line)
+
+    def refuse_if_queued(self, member_id: int) -> None:
+        """Refuse a member who already has a join in line (before anything is deferred).
+
+        Raises:
+            ValidationFailed: :data:`ONE_JOIN_EACH`.
+        """
+        if member_id in self._line:
+            raise ValidationFailed(ONE_JOIN_EACH)
+
+    @contextlib.asynccontextmanager
+    async def turn(
+        self,
+        member_id: int,
+        told: Callable[[int], Awaitable[None]],
+        *,
+        start_by: float | None = None,
+    ) -> AsyncIterator[None]:
+        """Wait for this join's turn; ``told(ahead)`` hears the joins ahead while waiting.
+
+        The turn ends when the block exits, however (the next in line goes).
+
+        Args:
+            member_id: whose join it is.
+            told: called with the joins ahead whenever that changes (its failures ignored).
+            start_by: UTC epoch seconds by which the turn must have come; None: no bound.
+
+        Raises:
+            ValidationFailed: the member already has a join in line (:data:`ONE_JOIN_EACH`),
+                or ``start_by`` passed before the turn came (:data:`JOIN_DROPPED`).
+        """
+        self.refuse_if_queued(member_id)
+        self._line.append(member_id)
+        try:
+            shown = -1
+            while (ahead := self._line.index(member_id)) > 0:
+                if ahead != shown:
+                    shown = ahead
+                    with contextlib.suppress(Exception):  # a lost note must not lose the place
+                        await told(ahead)
+                await self._wait_move(start_by)
+            if start_by is not None and self._clock.time() >= start_by:
+                raise ValidationFailed(JOIN_DROPPED)
+            yield
+        finally:
+            self._line.remove(member_id)
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
+
+    async def _wait_move(self, start_by: float | None) -> None:
+        """Wait until the line moves, or raise once ``start_by`` is reached first."""
+        if start_by is None:
+            await self._moved.wait()
+            return
+        remaining = start_by - self._clock.time()
+        if remaining <= 0:
+            raise ValidationFailed(JOIN_DROPPED)
+        moved = asyncio.ensure_future(self._moved.wait())
+        timer = asyncio.ensure_future(self._clock.sleep(remaining))
+        try:
+            await asyncio.wait({moved, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            moved.cancel()
+            timer.cancel()
+
+
 class SequenceService:
     """Sequences of continued clips and each server's bound.
 
     Args:
         db: the database.
-        clock: stamps new sequences (UTC epoch seconds).
+        clock: stamps new sequences (UTC epoch seconds); times the join line.
+
+    Attributes:
+        joins: this process's one line of joins.
     """
 
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
         self._store = db.of(SequenceStore)
         self._clock = clock
+        self.joins = JoinLine(clock)
 
     async def max_clips(self, guild_id: int) -> int:
         """The server's bound on clips per sequence (:data:`DEFAULT_MAX_CLIPS` when unset)."""

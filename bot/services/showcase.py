@@ -5,11 +5,18 @@ one vote per member and entry; an admin's removal takes an entry off every showc
 once (the public one included). The showcase channel and whether the page is public are
 ``/config`` settings (:class:`bot.services.guild_config.GuildConfigService`), audited there.
 
+The public page lists only entries shared since it last became public
+(``showcase_settings.public_since``): a member shared to their server, not to the web. Every
+entry this service returns has its prompt as the showcase echoes it (:func:`echoed`: no
+markdown links), for the channel post and the pages alike.
+
 User-facing sentences are module constants, one place, so they can be translated later.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Final
 
 from bot.clock import Clock
@@ -31,6 +38,56 @@ NOT_FINISHED: Final = N_("Only a finished image or video can be shared.")
 NOT_YOURS: Final = N_("Only the member who asked for this result can share it.")
 NO_SERVER: Final = N_("A result made with your own key belongs to no server's showcase.")
 GONE: Final = N_("This result is no longer in the showcase.")
+
+_LINK_TARGET: Final = re.compile(
+    r"""\]\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)"""
+    r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'))?\s*\)"""
+)
+"""The ``](target)`` end of a markdown link: a URL (``<...>`` or bare, balanced parentheses),
+maybe a title."""
+
+
+def without_links(text: str) -> str:
+    """Return ``text`` with every markdown link ``[label](target)`` replaced by its label.
+
+    A prompt is echoed on the showcase (its channel post, its pages): a masked link there
+    would let a sharer show one address and open another, under the bot's name. Labels may
+    hold brackets (``[a [b] c](u)`` gives ``a [b] c``) and links (replaced too); a target may
+    be ``<...>`` or carry a title. Bare URLs stay as they are (Discord shows them as they are).
+    """
+    while True:
+        out: list[str] = []
+        last = 0
+        for found in _LINK_TARGET.finditer(text):
+            close = found.start()
+            if close < last:
+                continue
+            depth, start = 0, -1
+            for i in range(close - 1, last - 1, -1):
+                if text[i] == "]":
+                    depth += 1
+                elif text[i] == "[":
+                    if depth == 0:
+                        start = i
+                        break
+                    depth -= 1
+            if start < 0:
+                continue
+            out.append(text[last:start])
+            out.append(text[start + 1 : close])
+            last = found.end()
+        if not out:
+            return text
+        out.append(text[last:])
+        text = "".join(out)
+
+
+def echoed(entry: ShowcaseEntry) -> ShowcaseEntry:
+    """``entry`` as the showcase echoes it: its prompt without markdown links."""
+    prompt = without_links(entry.result.prompt)
+    if prompt == entry.result.prompt:
+        return entry
+    return dataclasses.replace(entry, result=dataclasses.replace(entry.result, prompt=prompt))
 
 
 class ShowcaseService:
@@ -69,7 +126,7 @@ class ShowcaseService:
         )
         entry = await self._store.entry(entry_id)
         assert entry is not None
-        return entry, added
+        return echoed(entry), added
 
     async def posted(self, entry_id: int, channel_id: int, message_id: int) -> None:
         """Remember the showcase channel's message of an entry."""
@@ -90,7 +147,8 @@ class ShowcaseService:
 
     async def entry(self, entry_id: int) -> ShowcaseEntry | None:
         """Return an entry (removed or not), or None."""
-        return await self._store.entry(entry_id)
+        entry = await self._store.entry(entry_id)
+        return None if entry is None else echoed(entry)
 
     async def remove(self, guild_id: int, entry_id: int, by: int) -> bool:
         """Take an entry off the server's showcase (an admin's); False if it was not there."""
@@ -99,12 +157,21 @@ class ShowcaseService:
     async def ranked(self, guild_id: int, days: int | None) -> list[ShowcaseEntry]:
         """The server's entries shared in the last ``days`` (None: all), most votes first."""
         since = None if days is None else self._clock.time() - days * 86_400
-        return await self._store.ranked(guild_id, since, SHOWN)
+        return [echoed(e) for e in await self._store.ranked(guild_id, since, SHOWN)]
 
     async def public(self, guild_id: int, days: int | None) -> list[ShowcaseEntry] | None:
-        """The ranked entries when the server's showcase is public; None when it is not."""
-        _, public = await self._store.settings(guild_id)
-        return await self.ranked(guild_id, days) if public else None
+        """The ranked entries of the public page; None when the showcase is not public.
+
+        Only entries shared since the page last became public: those shared before stay
+        visible in the server only.
+        """
+        public_since = await self._store.public_since(guild_id)
+        if public_since is None:
+            return None
+        since = public_since
+        if days is not None:
+            since = max(since, self._clock.time() - days * 86_400)
+        return [echoed(e) for e in await self._store.ranked(guild_id, since, SHOWN)]
 
     async def settings(self, guild_id: int) -> tuple[int | None, bool]:
         """The server's ``(showcase channel id, public)``."""

@@ -319,9 +319,10 @@ class SubmissionService:
     ) -> VideoOutcome:
         """Continue ``job`` with a new clip from its last frame, through :meth:`video`.
 
-        The clip, the sequence's bound (``/config sequence-length``) and the options are
-        checked before anything is fetched; then ``frame`` makes the frame's URL, sent as the
-        new clip's ``image_url``.
+        The clip, the sequence's bound (``/config sequence-length``) and the request as
+        ``/video`` would check it (``GenerationService.check_video``: channel, options,
+        cooldown, budgets, caps) are checked before anything is fetched; then ``frame`` makes
+        the frame's URL, sent as the new clip's ``image_url``.
 
         Args:
             who: the requester.
@@ -350,7 +351,8 @@ class SubmissionService:
             clip=clip,
             continues_link=continues_link,
         )
-        await self.video_price(who, options)  # refusals before the download
+        # Refusals before the download: everything /video would refuse, holding nothing.
+        await self._generation.check_video(who, options)
         url = await frame(job, clip)
         return await self.video(who, dataclasses.replace(options, image_url=url), desk=desk)
 

@@ -162,6 +162,16 @@ class Database(Repositories):
             raise
         return cls(engines, version)
 
+    def reports(self, repository: Callable[[Sql], R]) -> R:
+        """Return ``repository`` with its reads on the reports' lane.
+
+        For heavy reads made for people rather than for the bot (the dashboard's ledger,
+        exports, spend): at most ``REPORT_READS`` at once, on a connection of their own
+        (SQLite) or a bounded share of the pool (PostgreSQL), so the poller's and the
+        commands' reads never wait behind them. Writes run as :meth:`of`'s.
+        """
+        return repository(self._engines.reports)
+
     @property
     def engine(self) -> DialectName:
         """The engine's name: ``"sqlite"`` or ``"postgresql"`` (for logs and metrics)."""

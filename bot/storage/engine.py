@@ -65,6 +65,13 @@ BUSY_TIMEOUT_MS: Final = 5000
 POOL_MAX_SIZE: Final = 10
 """PostgreSQL connections per process: one per transaction or read in flight."""
 
+REPORT_READS: Final = 2
+"""Reports' reads (the dashboard's ledger, exports, spend) in flight at once per process.
+
+They run on a lane of their own (:attr:`Engines.reports`): on SQLite a third connection, so the
+bot's reader never queues behind them; on PostgreSQL at most this many of the pool's
+connections, so the poller's and the commands' reads always find one."""
+
 _T = TypeVar("_T")
 
 
@@ -126,7 +133,7 @@ class _SqliteSide:
     write: ``docs/benchmarks.md``, "Storage on SQLAlchemy Core".)
     """
 
-    def __init__(self, path: Path, *, query_only: bool) -> None:
+    def __init__(self, path: Path, *, query_only: bool, name: str | None = None) -> None:
         self.engine = create_engine(
             f"sqlite:///{path}",
             poolclass=StaticPool,  # the one connection, used by the one thread
@@ -137,7 +144,7 @@ class _SqliteSide:
         if not query_only:
             event.listen(self.engine, "begin", _begin_immediate)
         self._thread = ThreadPoolExecutor(
-            1, thread_name_prefix="sqlite-reader" if query_only else "sqlite-writer"
+            1, thread_name_prefix=name or ("sqlite-reader" if query_only else "sqlite-writer")
         )
         self._conn: Connection | None = None
 
@@ -218,8 +225,12 @@ class Engines:
         # transactions run side by side, each on its own pooled connection.
         self._write_lock: asyncio.Lock | None = asyncio.Lock() if dialect == "sqlite" else None
         self._closed = False
+        self._report_gate = asyncio.Semaphore(REPORT_READS)
+        self._report_side: _SqliteSide | None = None
         self.sql = CoreSql(self)
         """Reads outside a transaction; each write method opens its own."""
+        self.reports = CoreSql(self, reports=True)
+        """As :attr:`sql`, but its reads run on the reports' lane (:data:`REPORT_READS`)."""
 
     @classmethod
     async def open_sqlite(cls, path: Path) -> Engines:
@@ -342,14 +353,38 @@ class Engines:
                 return await writer.call(_in_held_transaction, writer, work)
             return await greenlet_spawn(_in_transaction, self._pg_writer, work)
 
-    async def run_read(self, work: Callable[[Connection], _T]) -> _T:
-        """Run synchronous Core ``work`` on a reader connection (committed data), in one hop."""
+    async def run_read(self, work: Callable[[Connection], _T], *, report: bool = False) -> _T:
+        """Run synchronous Core ``work`` on a reader connection (committed data), in one hop.
+
+        ``report``: on the reports' lane (SQLite: its own ``query_only`` connection and thread,
+        opened at first use; at most :data:`REPORT_READS` at once), never before the bot's
+        reads.
+        """
         if self._closed:
             raise StorageUnavailableError("the database is closed")
         if self._sqlite is not None:
+            if report:
+                async with self._report_gate:
+                    side = self._reports_side()
+                    return await side.call(_on_held, side, work)
             reader = self._sqlite[0]
             return await reader.call(_on_held, reader, work)
+        if report:
+            async with self._report_gate:
+                return await greenlet_spawn(_on_reader, self._pg_reader, work)
         return await greenlet_spawn(_on_reader, self._pg_reader, work)
+
+    def _reports_side(self) -> _SqliteSide:
+        if self._report_side is None:
+            assert self._sqlite is not None
+            path = Path(self._sqlite[0].engine.url.database or "")
+            self._report_side = _SqliteSide(path, query_only=True, name="sqlite-reports")
+        return self._report_side
+
+    async def pg_report_read(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:
+        """:meth:`pg_read` on the reports' lane: at most :data:`REPORT_READS` connections."""
+        async with self._report_gate:
+            return await self.pg_read(sql, args)
 
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:
@@ -384,7 +419,8 @@ class Engines:
                 await self._pool.close()
             if self._postgres is not None:
                 await self._postgres.dispose()
-            for side in self._sqlite or ():
+            sides = [*(self._sqlite or ()), *([self._report_side] if self._report_side else [])]
+            for side in sides:
                 try:
                     await side.call(side.close)
                 finally:
@@ -563,10 +599,11 @@ class CoreSql:
     Args:
         engines: the database's connections.
         conn: SQLite: the transaction's Core connection; None when unbound.
+        reports: unbound, its reads run on the reports' lane (:data:`REPORT_READS`).
         pg: PostgreSQL: the transaction's asyncpg connection; None when unbound.
     """
 
-    __slots__ = ("_conn", "_engines", "_locked", "_pg")
+    __slots__ = ("_conn", "_engines", "_locked", "_pg", "_reports")
 
     def __init__(
         self,
@@ -574,10 +611,12 @@ class CoreSql:
         conn: Connection | None = None,
         *,
         pg: asyncpg.Connection[Any] | PoolConnectionProxy[Any] | None = None,
+        reports: bool = False,
     ) -> None:
         self._engines = engines
         self._conn = conn
         self._pg = pg
+        self._reports = reports
         self._locked: set[int] = set()
 
     @property
@@ -603,7 +642,7 @@ class CoreSql:
             return await self._engines.call_bound(_rows, self._conn, stmt, params)
         if getattr(stmt, "is_dml", False):
             return await self._engines.run_in_transaction(lambda c: _rows(c, stmt, params))
-        return await self._engines.run_read(lambda c: _rows(c, stmt, params))
+        return await self._engines.run_read(lambda c: _rows(c, stmt, params), report=self._reports)
 
     async def one(self, stmt: Executable, params: Params = None) -> Row | None:
         """Return the first row, or None."""
@@ -650,6 +689,8 @@ class CoreSql:
         try:
             if self._pg is not None:
                 rows: Sequence[Row] = await self._pg.fetch(sql, *args)
+            elif self._reports:
+                rows = await self._engines.pg_report_read(sql, args)
             else:
                 rows = await self._engines.pg_read(sql, args)
         except asyncpg.IntegrityConstraintViolationError as exc:

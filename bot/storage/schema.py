@@ -208,6 +208,9 @@ showcase_settings = Table(
     Column("channel_id", BigInteger),
     # 1: the showcase is readable by anyone at /showcase/<guild id>; off by default.
     Column("public", Integer, nullable=False, server_default="0"),
+    # When the page last became public (UTC epoch seconds), NULL while it is not: the public
+    # page lists only entries shared since (0009_showcase_public_since).
+    Column("public_since", Double),
 )
 
 
@@ -626,3 +629,74 @@ conversation_turns = Table(
     Column("created_at", Double, nullable=False),
 )
 Index("conversation_turns_thread", conversation_turns.c.thread_id, conversation_turns.c.id)
+
+
+# The spend guard (revision 0011_spend_guard; docs/guard.md).
+guard_settings = Table(
+    "guard_settings",
+    metadata,
+    # One row per server that changed a guard setting; NULL = the default in code
+    # (bot.services.guard.GuardSettings).
+    Column("guild_id", BigInteger, primary_key=True),
+    # Percentages of a budget that alert, comma-separated ascending ("50,80,100").
+    Column("thresholds", Text),
+    # 0: members are not told of their own allowance's thresholds.
+    Column("member_notes", Integer),
+    # "admin-channel" or "owner-dm".
+    Column("destination", Text),
+    Column("runway_days", Integer),
+    Column("credits_floor_cents", BigInteger),
+    Column("anomaly_factor", Double),
+    Column("anomaly_floor_cents", BigInteger),
+    Column("member_10min_cents", BigInteger),
+    Column("pause_on_anomaly", Integer),
+    # Paid requests of the server are refused while paused_at is set; paused_by: the member
+    # (0: the guard itself, on an anomaly); pause_reason: what the guard measured.
+    Column("paused_at", Double),
+    Column("paused_by", BigInteger),
+    Column("pause_reason", Text),
+)
+
+
+guard_alerts = Table(
+    "guard_alerts",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    # month, tier, member_day, member_month, runway, credits, anomaly, member_burst.
+    Column("kind", Text, nullable=False),
+    # The period it belongs to ("2026-01", "2026-01-15", "2026-01-15T13"), with its subject
+    # where one applies (a member, a key): an alert fires once per period.
+    Column("period", Text, nullable=False),
+    # The percentage crossed ("80"), or "" for an alert without one.
+    Column("threshold", Text, nullable=False),
+    Column("at", Double, nullable=False),
+    Column("amount_micro", BigInteger, nullable=False),
+    Column("limit_micro", BigInteger),
+    # What it measured, for people (English; the Guard page's list).
+    Column("measured", Text, nullable=False),
+    # Its INSERT wins once: once per threshold and period, across restarts and processes.
+    UniqueConstraint("guild_id", "kind", "period", "threshold", name="guard_alerts_once"),
+)
+Index("guard_alerts_guild_at", guard_alerts.c.guild_id, guard_alerts.c.at)
+
+
+guard_key_credits = Table(
+    "guard_key_credits",
+    metadata,
+    # The balance the service last reported for a key (remaining_credits_cents), and when.
+    Column("key_fingerprint", Text, primary_key=True),
+    Column("remaining_micro", BigInteger, nullable=False),
+    Column("at", Double, nullable=False),
+)
+
+
+guard_hourly = Table(
+    "guard_hourly",
+    metadata,
+    # Spend per UTC hour of a server ("g<guild id>") or a key ("k<fingerprint>"), written
+    # after each charge: the anomaly's median and the key's burn rate read a few hundred rows.
+    Column("scope", Text, primary_key=True),
+    Column("hour", BigInteger, primary_key=True),
+    Column("micro", BigInteger, nullable=False),
+)

@@ -168,13 +168,15 @@ async def test_gallery_and_media_links_fetch_a_fresh_discord_url(site: Site) -> 
     assert (await stranger.get(f"/media/{job}/0")).status == 404
 
 
-async def message_with_file(site: Site, channel_id: int) -> int:
-    """Post a message with an attachment as the bot would (REST, the bot's token)."""
+async def message_with_file(site: Site, channel_id: int, files: int = 1) -> int:
+    """Post a message with attachments as the bot would (REST, the bot's token)."""
     import aiohttp
 
     form = aiohttp.FormData()
     form.add_field("payload_json", '{"content": "done"}', content_type="application/json")
-    form.add_field("files[0]", b"\x00video", filename="task.mp4", content_type="video/mp4")
+    for n in range(files):
+        name = "task.mp4" if files == 1 else f"take{n + 1}.png"
+        form.add_field(f"files[{n}]", b"\x00file", filename=name, content_type="video/mp4")
     async with aiohttp.ClientSession() as http:
         answer = await http.post(
             f"{site.emulator.api_base_url}/channels/{channel_id}/messages",
@@ -183,6 +185,45 @@ async def message_with_file(site: Site, channel_id: int) -> int:
         )
         assert answer.status == 200, await answer.text()
         return int((await answer.json())["id"])
+
+
+async def test_each_take_of_one_card_opens_its_own_file(site: Site) -> None:
+    """Four takes share one card: its files are the finished takes' in order. A take that
+    failed has none, so the third file is the fourth take's."""
+    from bot.domain import JobStatus
+    from bot.storage.repos.sequences import SequenceStore
+
+    card = await message_with_file(site, site.channel_id, files=3)
+    takes = []
+    for n in range(1, 5):
+        outputs = () if n == 3 else (f"https://files.example/{n}.png",)
+        job = await site.charge("1", prompt="four kites", outputs=outputs, message_id=card)
+        assert job is not None
+        takes.append(job)
+    db = site.services.db
+    await db.of(SequenceStore).add_takes(takes)
+    await db.jobs.finish(takes[2], JobStatus.FAILED, (), "refused", site.clock.time())
+    browser = site.browser()
+    await browser.sign_in(site.owner_id)
+    opened = []
+    for job in (takes[0], takes[1], takes[3]):
+        response = await browser.get(f"/media/{job}/0")
+        assert response.status == 302
+        opened.append(response.headers["Location"].split("?")[0].rsplit("/", 1)[-1])
+    assert opened == ["take1.png", "take2.png", "take3.png"]
+    # Not every take's file on the card (one did not fit): the service's own link, never
+    # another take's file.
+    lone = await message_with_file(site, site.channel_id, files=1)
+    pair = []
+    for n in (5, 6):
+        job = await site.charge(
+            "1", prompt="two kites", outputs=(f"https://files.example/{n}.png",), message_id=lone
+        )
+        assert job is not None
+        pair.append(job)
+    await db.of(SequenceStore).add_takes(pair)
+    second = await browser.get(f"/media/{pair[1]}/0")
+    assert second.headers["Location"] == "https://files.example/6.png"
 
 
 async def test_audit_log_filters_and_exports(site: Site) -> None:
@@ -204,3 +245,49 @@ async def test_audit_log_filters_and_exports(site: Site) -> None:
     assert rows[0] == ["time", "member_id", "member", "setting", "old", "new", "via"]
     assert {r[6] for r in rows[1:]} == {"discord"}
     assert [r[5] for r in rows[1:] if r[3] == "blocked term"] == ["'=cmd|' /C calc'!A0"]
+
+
+async def test_private_results_are_hidden_from_viewers_who_are_not_admins(site: Site) -> None:
+    """As ``/jobs show``: a member with private results on keeps them from a dashboard viewer
+    (a granted role, not Manage Server): not in the Gallery, not through /media, their
+    prompts not in the Ledger nor its CSV. Admins and the member see them."""
+    from bot.services.dashboard import DashboardService
+
+    viewer_id = site.emulator.add_user("treasurer").id
+    site.emulator.world.ensure_member(site.guild_id, viewer_id)
+    role = site.emulator.add_role(site.guild_id, "Treasurers")
+    site.emulator.give_role(site.guild_id, viewer_id, role.id)
+    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.members.update(site.member_id, {"private": True})
+    hidden = await site.charge(
+        "2", prompt="a secret kite", outputs=("https://files.example/secret.png",)
+    )
+    await site.charge(
+        "3",
+        user_id=site.owner_id,
+        prompt="an open kite",
+        outputs=("https://files.example/open.png",),
+    )
+    ledger_url = f"/servers/{site.guild_id}/ledger"
+    viewer = site.browser()
+    await viewer.sign_in(viewer_id)
+    gallery = await viewer.text(f"/servers/{site.guild_id}/gallery")
+    assert "an open kite" in gallery and "a secret kite" not in gallery
+    assert f"/media/{hidden}/0" not in gallery
+    assert (await viewer.get(f"/media/{hidden}/0")).status == 404
+    ledger = await viewer.text(ledger_url)
+    assert "an open kite" in ledger and "a secret kite" not in ledger
+    assert page_figure(ledger, "ledger-total") == "0.05"  # the charge still counts
+    exported = await (await viewer.get(f"{ledger_url}.csv")).text()
+    assert "an open kite" in exported and "a secret kite" not in exported
+    assert len(list(csv.reader(io.StringIO(exported)))) == 3  # its line, without the prompt
+    for who in (site.owner_id, site.member_id):  # an admin, and the member themselves
+        browser = site.browser()
+        await browser.sign_in(who)
+        if who == site.owner_id:
+            assert "a secret kite" in await browser.text(f"/servers/{site.guild_id}/gallery")
+            assert "a secret kite" in await browser.text(ledger_url)
+            assert "a secret kite" in await (await browser.get(f"{ledger_url}.csv")).text()
+        else:
+            assert "a secret kite" in await browser.text("/me")
+        assert (await browser.get(f"/media/{hidden}/0")).status == 302

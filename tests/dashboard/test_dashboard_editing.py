@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet
 
 from bot.dashboard.editing import WRITES_PER_MINUTE
 from bot.services.dashboard import DashboardService
+from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
 from bot.services.showcase import ShowcaseService
 from tests.support.dashboard_site import Browser, Site, open_site, post_forms
 from tests.support.stack import Stack
@@ -209,6 +210,15 @@ async def test_a_key_set_on_the_web_is_checked_stored_and_never_shown(
     entries = await site.services.guild_config.audit(site.guild_id)
     assert [(e.what, e.via) for e in entries] == [("API key", "web")]
     assert all(key not in e.new for e in entries)
+    # The member's key checks share one cooldown with /config and /settings: at once, refused.
+    posts = len(stack.api.requests)
+    again = post_forms(body)[0]
+    again.update(api_key=stack.api.create_key(), action="set")
+    answer = await browser.post(url, data=again)
+    assert answer.status == 400
+    assert "/config api-key set has a cooldown here" in await answer.text()
+    assert len(stack.api.requests) == posts  # nothing sent to the service
+    stack.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)
     rejected = post_forms(body)[0]
     rejected.update(api_key="sk-not-a-real-key-at-all", action="set")
     answer = await browser.post(url, data=rejected)

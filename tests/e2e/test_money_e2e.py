@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
-from tests.support.e2e.harness import World
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World
 from tests.support.e2e.videos import video_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -64,3 +64,54 @@ async def test_a_connection_dropped_after_sending_is_not_an_invitation_to_pay_tw
     assert "may still have been charged" in answer.content
     assert "`/usage`" in answer.content and "`/jobs`" in answer.content
     assert "try again later" not in answer.content
+
+
+async def test_a_one_dollar_budget_crossed_at_half_and_whole_gives_two_admin_lines(
+    world: World,
+) -> None:
+    # A server of its own: the module's other scenarios spend in the world's server.
+    guild = world.discord.add_guild("Guarded", owner_id=world.admin.id)
+    generate = world.discord.add_channel(guild.id, "generate")
+    admin_log = world.discord.add_channel(guild.id, "admin-log")
+
+    async def as_admin(options: dict[str, object], **where: str) -> None:
+        handle = await world.discord.invoke(
+            "config",
+            options,
+            guild_id=guild.id,
+            channel_id=generate.id,
+            user_id=world.admin.id,
+            permissions=ADMIN_PERMISSIONS,
+            **where,
+        )
+        world.handles.append(handle)
+        assert (await world.answer(handle)).ephemeral
+
+    await as_admin({"channel": admin_log}, subcommand="admin-channel")
+    await as_admin({"monthly": "1.00"}, subcommand="budget")
+    model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
+    for cents, prompt in ((60, "a fox saving half"), (40, "a fox spending the rest")):
+        world.api.report_next_costs(Decimal(cents))
+        handle = await world.discord.invoke(
+            "video",
+            {"prompt": prompt, "model": model["id"], "duration": model["durations"][0]},
+            guild_id=guild.id,
+            channel_id=generate.id,
+            user_id=world.member.id,
+            permissions=MEMBER_PERMISSIONS,
+        )
+        world.handles.append(handle)
+        await world.answer(handle)
+    await world.discord.wait_for_message(
+        lambda m: m.channel_id == admin_log.id and "100 %" in m.content,
+        include_existing=True,
+        timeout=10,
+    )
+    lines = [
+        m.content
+        for m in world.discord.channel_messages(admin_log.id)
+        if "This server has spent" in m.content
+    ]
+    assert len(lines) == 2, lines
+    assert "$0.60 of its $1.00 monthly budget (60 %); $0.40 remains" in lines[0]
+    assert "$1.00 of its $1.00 monthly budget (100 %); $0.00 remains" in lines[1]

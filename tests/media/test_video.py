@@ -7,6 +7,7 @@ colour says which clip and which frame it is, so a test reads back exactly what 
 from __future__ import annotations
 
 import io
+import threading
 from pathlib import Path
 
 import av
@@ -14,9 +15,12 @@ import av.video.frame
 import pytest
 
 from bot.media.video import (
+    FrameBounds,
     MediaError,
     MediaTimeout,
+    MediaTooLarge,
     fit_to_size,
+    in_media_thread,
     join_clips,
     last_frame_png,
     probe,
@@ -123,3 +127,35 @@ def test_a_film_over_a_limit_is_re_encoded_under_it_or_refused(tmp_path: Path) -
     assert probe(fitted).duration == pytest.approx(2.0, abs=0.1)
     with pytest.raises(MediaError):
         fit_to_size(source, tmp_path / "tiny.mp4", 5_000)
+
+
+def test_fitting_past_its_deadline_stops_and_leaves_no_file(tmp_path: Path) -> None:
+    source = clip(tmp_path, 3, seconds=2.0)
+    with pytest.raises(MediaTimeout):
+        fit_to_size(source, tmp_path / "small.mp4", 40_000, deadline=10.0, monotonic=lambda: 11.0)
+    assert not (tmp_path / "small.mp4").exists()
+
+
+def test_a_clip_over_the_frame_size_bound_is_refused_before_any_work(tmp_path: Path) -> None:
+    path = clip(tmp_path, 3)  # 128 x 72, 24 frames
+    small = FrameBounds(max_pixels=128 * 72 - 1, max_frames=1000)
+    with pytest.raises(MediaTooLarge) as raised:
+        last_frame_png(path, bounds=small)
+    assert raised.value.bounds == small
+    with pytest.raises(MediaTooLarge):
+        join_clips([path, clip(tmp_path, 4)], tmp_path / "film.mp4", bounds=small)
+    assert not (tmp_path / "film.mp4").exists()
+
+
+def test_a_clip_over_the_frame_count_bound_is_refused(tmp_path: Path) -> None:
+    paths = [clip(tmp_path, 3), clip(tmp_path, 4, seconds=2.0)]  # 24 and 48 frames
+    with pytest.raises(MediaTooLarge):
+        join_clips(paths, tmp_path / "film.mp4", bounds=FrameBounds(max_frames=30))
+    assert not (tmp_path / "film.mp4").exists()
+    assert probe(paths[1]).frames == 48
+    assert join_clips(paths, tmp_path / "film.mp4", bounds=FrameBounds(max_frames=48)).copied
+
+
+async def test_pyav_work_runs_in_one_dedicated_thread_not_the_default_pool() -> None:
+    names = {await in_media_thread(lambda: threading.current_thread().name) for _ in range(3)}
+    assert len(names) == 1 and names.pop().startswith("genbot-media")

@@ -12,6 +12,7 @@ from pathlib import Path
 import av
 import httpx2 as httpx
 import pytest
+from PIL import Image
 
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.clips import SEED_CYCLE, identify, seed_of
@@ -305,3 +306,29 @@ def test_a_damaged_state_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"accounts": 3}')
     with pytest.raises(ValueError, match="not a saved sandbox state"):
         GenApiEmulator().load(tmp_path / "bad.json")
+
+
+async def test_a_prompts_colour_word_colours_its_pictures_and_clips(
+    api: GenApiEmulator, http: httpx.AsyncClient, clock: FakeClock
+) -> None:
+    image = {"model": "stability/sdxl", "prompt": "a fox, color:red"}
+    outputs = (await http.post("/image/generate", json=image)).json()["outputs"]
+    assert len(outputs) == 2
+    async with httpx.AsyncClient() as anonymous:
+        for url in outputs:
+            picture = Image.open(io.BytesIO((await anonymous.get(url)).content)).convert("RGB")
+            assert picture.size == (32, 32)
+            assert picture.getcolors() == [(32 * 32, (255, 0, 0))]
+        video = {**VIDEO, "prompt": "a fox colour:#0000ff at dusk"}
+        submitted = (await http.post("/video/generate", json=video)).json()
+        api.complete_task_now(submitted["task_id"])
+        done = (await http.get(api.origin + submitted["poll_url"])).json()
+        clip = (await anonymous.get(done["outputs"][0])).content
+        # Without a colour word, the usual files: a picture of one pixel.
+        plain = {"model": "black-forest-labs/flux-schnell", "prompt": "color:nosuchcolour"}
+        (url,) = (await http.post("/image/generate", json=plain)).json()["outputs"]
+        assert Image.open(io.BytesIO((await anonymous.get(url)).content)).size == (1, 1)
+    with av.open(io.BytesIO(clip)) as container:
+        for frame in container.decode(video=0):
+            red, green, blue = frame.to_ndarray(format="rgb24").reshape(-1, 3).mean(axis=0)
+            assert red < 8 and green < 8 and blue > 247

@@ -25,6 +25,7 @@ from tests.support.stack import services_on_emulator
 MEMBER = 222
 SERVER = 111
 OWN_KEY_SERVER = 112
+ADMIN = 900
 
 
 @contextlib.asynccontextmanager
@@ -54,7 +55,7 @@ async def test_a_members_own_key_never_fetches_nor_refreshes_the_catalogue(
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, default_key):
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
         before = len(api.requests)
 
         # The member's first request on their own key, nothing cached yet.
@@ -79,7 +80,7 @@ async def test_each_account_reads_its_own_catalogue(engine_settings: dict[str, A
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, _):
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(OWN_KEY_SERVER, own)
+        await services.guild_config.set_api_key(OWN_KEY_SERVER, own, user_id=ADMIN)
         shared = await services.generation.catalogue(SERVER)
         hidden = shared.video[0].id
         api.hide_models(own, hidden)
@@ -108,9 +109,9 @@ async def test_a_member_without_a_shared_key_reads_a_catalogue_a_server_fetched(
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, _):
         server_key = api.create_key()
-        await services.guild_config.set_api_key(OWN_KEY_SERVER, server_key)
+        await services.guild_config.set_api_key(OWN_KEY_SERVER, server_key, user_id=ADMIN)
         own = api.create_key()
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
         monkeypatch.setattr(services.keys, "_default", None)  # as if GENAPI_API_KEY were unset
         fetched = await services.generation.catalogue(OWN_KEY_SERVER)
         before = len(api.requests)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bot.domain import JobStatus, Kind
-from bot.errors import BudgetExceeded, ValidationFailed, user_message
+from bot.errors import BudgetExceeded, CooldownActive, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.client import key_fingerprint
 from bot.genapi.outputs import is_public_address
@@ -406,3 +406,22 @@ async def test_a_queued_text_refused_on_a_later_wake_releases_its_hold_and_sends
         assert await services.db.ledger.reserved_cents(who.guild_id, clock.time()) == 0
         assert sum(1 for r in api.requests if r.method == "POST") == posts
         assert "try again" in user_message(refused.value)
+
+
+async def test_a_video_check_refuses_budget_and_cooldown_and_holds_nothing(
+    stack: Stack, who: Requester
+) -> None:
+    """Continue asks this before it downloads a clip: a refused request costs no work."""
+    model = await video_model(stack, needs_image=False)
+    options = VideoOptions("a fox", model.id)
+    await stack.generation.check_video(who, options)  # room: nothing said, nothing held
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+    await stack.db.policy.set_cooldown(who.guild_id, Kind.VIDEO, 600)
+    await stack.generation.video(who, options)
+    with pytest.raises(CooldownActive):
+        await stack.generation.check_video(who, options)
+    await stack.db.policy.set_cooldown(who.guild_id, Kind.VIDEO, 0)
+    await stack.db.guilds.update_limits(who.guild_id, monthly_budget_cents=1)
+    with pytest.raises(BudgetExceeded):
+        await stack.generation.check_video(who, options)
+    assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0

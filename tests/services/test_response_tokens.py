@@ -7,6 +7,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.services import response_tokens
 from bot.services.keys import KeyVault
 from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.storage import Database
@@ -73,3 +74,21 @@ async def test_a_private_responses_token_stays_private_across_a_restart(
     )
     found = await ResponseTokens(store, vault, clock).get(9)
     assert found is not None and found.private
+
+
+async def test_dead_and_expired_tokens_are_not_remembered_without_bound(
+    store: Database, clock: ManualClock, vault: KeyVault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(response_tokens, "DEAD_REMEMBERED", 50)
+    tokens = ResponseTokens(store, vault, clock)
+    for job_id in range(200):  # jobs with no token: each looked up, found dead
+        assert await tokens.get(job_id) is None
+    assert tokens.held == (0, 50)
+    assert await tokens.get(3) is None  # one forgotten is read again, and still never used
+    # Live tokens expire in 15 minutes: those kept since are dropped as new ones come.
+    for job_id in range(1000, 1100):
+        await tokens.keep(job_id, ResponseToken(TOKEN, clock.time() + 870))
+    clock.advance(871)
+    await tokens.keep(2000, ResponseToken(TOKEN, clock.time() + 870))
+    assert tokens.held[0] == 1
+    assert (await tokens.get(2000)) is not None

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from bot.discord.render.showcase import showcase_post
 from bot.domain import Charge, JobStatus, Kind, NewJob
 from bot.errors import ValidationFailed
 from bot.services.showcase import ShowcaseService
@@ -72,11 +73,17 @@ async def test_share_vote_remove_and_the_public_list(stack: Stack) -> None:
     ranked = await showcase.ranked(GUILD, None)
     assert [(e.result.prompt, e.votes) for e in ranked] == [("an owl", 2), ("a fox", 0)]
     assert await showcase.public(GUILD, None) is None  # off by default
+    stack.clock.advance(1)
     await stack.services.guild_config.set_showcase_public(GUILD, True)
+    assert await showcase.public(GUILD, None) == []  # shared before the switch: in-server only
+    stack.clock.advance(1)
+    hen, _ = await showcase.share(await finished(stack, "a hen"), OWNER)
     assert await showcase.remove(GUILD, owl_entry.id, OWNER)
     assert not await showcase.remove(GUILD + 1, fox_entry.id, OWNER)  # another server's: no
     public = await showcase.public(GUILD, None)
-    assert public is not None and [e.result.prompt for e in public] == ["a fox"]
+    assert public is not None and [e.result.prompt for e in public] == ["a hen"]
+    assert await showcase.remove(GUILD, hen.id, OWNER)
+    assert await showcase.public(GUILD, None) == []
     with pytest.raises(ValidationFailed, match="no longer in the showcase"):
         await showcase.vote(owl_entry.id, OTHER)
     assert (await showcase.share(owl, OWNER))[1] is False  # a removal is not undone
@@ -86,3 +93,45 @@ async def test_a_result_of_a_members_own_wallet_has_no_showcase(stack: Stack) ->
     job = await finished(stack, "mine", guild_id=-OWNER)
     with pytest.raises(ValidationFailed, match="no server's showcase"):
         await stack.services.service(ShowcaseService).share(job, OWNER)
+
+
+async def test_public_shows_only_what_was_shared_after_the_switch(stack: Stack) -> None:
+    showcase = stack.services.service(ShowcaseService)
+    config = stack.services.guild_config
+    await showcase.share(await finished(stack, "before"), OWNER)
+    stack.clock.advance(60)
+    await config.set_showcase_public(GUILD, True)
+    stack.clock.advance(60)
+    await showcase.share(await finished(stack, "after"), OWNER)
+    await config.set_showcase_public(GUILD, True)  # saved again: still public since the switch
+    public = await showcase.public(GUILD, None)
+    assert public is not None and [e.result.prompt for e in public] == ["after"]
+    # Off, then on again: public from the new switch on.
+    await config.set_showcase_public(GUILD, False)
+    assert await showcase.public(GUILD, None) is None
+    stack.clock.advance(60)
+    await config.set_showcase_public(GUILD, True)
+    assert await showcase.public(GUILD, None) == []
+    ranked = await showcase.ranked(GUILD, None)  # the server's own page keeps every entry
+    assert sorted(e.result.prompt for e in ranked) == ["after", "before"]
+
+
+async def test_echoed_prompts_lose_their_markdown_links(stack: Stack) -> None:
+    showcase = stack.services.service(ShowcaseService)
+    await stack.services.guild_config.set_showcase_public(GUILD, True)
+    stack.clock.advance(1)
+    prompt = (
+        "a [cute cat](https://evil.example/x) and [https://good.example](<https://evil.example>)"
+        ' with [a [nested] label](https://e.example "title") at https://plain.example'
+    )
+    job = await finished(stack, prompt)
+    entry, _ = await showcase.share(job, OWNER)
+    plain = "a cute cat and https://good.example with a [nested] label at https://plain.example"
+    assert entry.result.prompt == plain
+    assert [e.result.prompt for e in await showcase.ranked(GUILD, None)] == [plain]
+    public = await showcase.public(GUILD, None)
+    assert public is not None and [e.result.prompt for e in public] == [plain]
+    again = await showcase.entry(entry.id)
+    assert again is not None and again.result.prompt == plain
+    post = showcase_post(entry).content or ""
+    assert "](" not in post and "evil.example" not in post and "a cute cat" in post

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +72,63 @@ async def test_a_transaction_cancelled_while_waiting_for_the_writer_leaves_it_us
     assert (await store.meta.get("a"), await store.meta.get("b")) == ("1", None)
     await store.meta.set("c", "3")
     assert await store.meta.get("c") == "3"
+
+
+class _HeldReports:
+    """Every SQLite connection opened meanwhile blocks its statements on ``ledger_daily``
+    (a dashboard's report) until released: a slow report, without waiting for real time."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.held = 0
+        self.most = 0
+
+    def on_connect(self, dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.set_trace_callback(self.trace)
+
+    def trace(self, statement: str) -> None:
+        if "FROM ledger_daily" not in statement or statement.startswith("EXPLAIN"):
+            return
+        with self.lock:
+            self.held += 1
+            self.most = max(self.most, self.held)
+        try:
+            self.release.wait(30)
+        finally:
+            with self.lock:
+                self.held -= 1
+
+
+async def test_slow_dashboard_reports_never_hold_up_the_bots_reads(tmp_path: Path) -> None:
+    """Four reports (Overview's sums) are stuck in the database; a job lookup still answers,
+    and at most two reports are in the database at once."""
+    from sqlalchemy import Engine, event
+
+    from bot.clock import ManualClock
+    from bot.services.dashboard import DashboardService
+    from tests.support.jobs import new_job
+
+    held = _HeldReports()
+    event.listen(Engine, "connect", held.on_connect)
+    db = await Database.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+    try:
+        job = await db.jobs.insert(new_job("t1"))
+        dashboard = DashboardService(db, ManualClock())
+        reports = [asyncio.create_task(dashboard.overview(5, None)) for _ in range(4)]
+        loop = asyncio.get_running_loop()
+        while held.held == 0:  # the first report reached the database (a thread)
+            assert not all(t.done() for t in reports)
+            await loop.run_in_executor(None, held.release.wait, 0.01)
+        found = await asyncio.wait_for(db.jobs.get(job.id), 10)
+        assert found is not None and found.id == job.id
+        assert not any(t.done() for t in reports)  # the reports were still held meanwhile
+        held.release.set()
+        await asyncio.gather(*reports)
+        assert held.most <= 2
+    finally:
+        held.release.set()
+        event.remove(Engine, "connect", held.on_connect)
+        await db.close()

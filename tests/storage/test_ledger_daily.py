@@ -118,3 +118,40 @@ async def test_the_upgrade_sums_the_ledger_kept_before(
         assert await db.of(DashboardViews).total(GUILD, LedgerFilter()) == (2, 12_850_001)
     finally:
         await db.close()
+
+
+async def test_a_filtered_total_never_scans_the_servers_ledger(tmp_path: Path) -> None:
+    """Totals the daily sums cannot answer (two filters) read an index narrower than the
+    server: its member's or its model's charges (SQLite's plans)."""
+    from sqlalchemy import Engine, event
+
+    seen: list[str] = []
+
+    def on_connect(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.set_trace_callback(seen.append)
+
+    event.listen(Engine, "connect", on_connect)
+    db = await Database.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+    try:
+        start = 1_767_225_600.0
+        for n in range(1, 7):
+            assert await db.ledger.insert_charge(charge(n, "1", at=start + n, user=n % 2 + 1))
+        views = db.reports(DashboardViews)
+        for where in (
+            LedgerFilter(user_id=2, model="flux"),
+            LedgerFilter(model="flux", kind="image"),
+            LedgerFilter(user_id=1, kind="video", since=start + 0.5),
+            LedgerFilter(model="kling", since=start, until=start + DAY),
+        ):
+            seen.clear()
+            await views.total(5, where)
+            (query,) = [s for s in seen if "sum(" in s.lower()]
+            plan = " | ".join(await db.query_plan(query))
+            assert "SCAN" not in plan, (where, plan)
+            assert any(
+                index in plan
+                for index in ("ledger_guild_user_at", "ledger_guild_model_at", "ledger_daily")
+            ), (where, plan)
+    finally:
+        event.remove(Engine, "connect", on_connect)
+        await db.close()

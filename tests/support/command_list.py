@@ -68,6 +68,7 @@ CONFIG = frozenset(
         "channels",
         "confirm-above",
         "cooldown",
+        "guard",
         "language",
         "limits",
         "models",

@@ -49,7 +49,9 @@ from bot.storage.schema import (
     jobs,
     ledger,
     ledger_daily,
+    member_settings,
     reservations,
+    takes,
 )
 from bot.storage.sql import Row, Sql
 
@@ -395,6 +397,14 @@ def _result(row: Row) -> ResultItem:
     )
 
 
+_PRIVATE_MEMBER: Final = (
+    select(member_settings.c.user_id)
+    .where(member_settings.c.user_id == jobs.c.user_id, member_settings.c.private == 1)
+    .correlate(jobs)
+)
+"""The job's member keeps their results private (``/settings defaults private``)."""
+
+
 class DashboardViews:
     """The dashboard's reads of the ledger, the jobs and the audit log.
 
@@ -613,6 +623,7 @@ class DashboardViews:
         until: float | None,
         before: tuple[float, int] | None,
         limit: int,
+        private_hidden_from: int | None = None,
     ) -> list[ResultItem]:
         """Return finished results with outputs, newest first (a server's, or a member's).
 
@@ -625,8 +636,13 @@ class DashboardViews:
             until: to (excluded), UTC epoch seconds; None: now.
             limit: at most this many.
             before: ``(created_at, id)`` of the last result of the previous page.
+            private_hidden_from: a viewer from whom the results of members with private
+                results on (``member_settings.private``) are left out, but their own; None:
+                none left out.
         """
         stmt = select(jobs).where(jobs.c.status == "completed")
+        if private_hidden_from is not None:
+            stmt = stmt.where(or_(jobs.c.user_id == private_hidden_from, ~_PRIVATE_MEMBER.exists()))
         if guild_id is not None:
             stmt = stmt.where(jobs.c.guild_id == guild_id)
         if user_id is not None:
@@ -653,6 +669,42 @@ class DashboardViews:
             select(jobs).where(jobs.c.id == job_id, jobs.c.status == "completed")
         )
         return None if row is None else _result(row)
+
+    async def card_takes(self, job_id: int) -> list[tuple[int, int | None, bool]]:
+        """Return the takes of ``job_id``'s request, in order; empty when it is no take.
+
+        Each ``(job id, card message id, finished with a result)``: the takes of one request
+        share one card, whose files are their finished results' (``bot.discord.delivery``).
+        """
+        mine = takes.alias("mine")
+        rows = await self._sql.all(
+            select(jobs.c.id, jobs.c.message_id, jobs.c.status, jobs.c.outputs)
+            .select_from(mine)
+            .join(takes, takes.c.group_id == mine.c.group_id)
+            .join(jobs, jobs.c.id == takes.c.job_id)
+            .where(mine.c.job_id == job_id)
+            .order_by(takes.c.position)
+        )
+        return [
+            (
+                r["id"],
+                r["message_id"],
+                r["status"] == "completed" and bool(json.loads(r["outputs"] or "[]")),
+            )
+            for r in rows
+        ]
+
+    async def private_members(self, user_ids: Sequence[int]) -> set[int]:
+        """Return which of the members keep their results private (``/settings``)."""
+        if not user_ids:
+            return set()
+        rows = await self._sql.all(
+            select(member_settings.c.user_id).where(
+                member_settings.c.user_id.in_(sorted(set(user_ids))),
+                member_settings.c.private == 1,
+            )
+        )
+        return {r["user_id"] for r in rows}
 
     async def member_spend(self, user_id: int, since: float) -> list[SpendBucket]:
         """Return the member's charges since ``since`` per server, largest first.

@@ -149,11 +149,39 @@ class ShowcaseStore:
             )
         )
 
-    async def set_public(self, guild_id: int, public: bool) -> None:
-        """Make the server's showcase page readable without signing in, or not."""
-        stmt = upsert(self._sql, showcase_settings).values(guild_id=guild_id, public=int(public))
-        await self._sql.run(
-            stmt.on_conflict_do_update(
-                index_elements=[showcase_settings.c.guild_id], set_={"public": int(public)}
+    async def public_since(self, guild_id: int) -> float | None:
+        """Return when the server's showcase page became public; None while it is not."""
+        row = await self._sql.one(
+            select(showcase_settings.c.public, showcase_settings.c.public_since).where(
+                showcase_settings.c.guild_id == guild_id
             )
         )
+        if row is None or not row["public"]:
+            return None
+        return float(row["public_since"] or 0.0)  # 0009 stamped the rows public before it
+
+    async def set_public(self, guild_id: int, public: bool, at: float) -> None:
+        """Make the server's showcase page readable without signing in, or not.
+
+        Made public (from not public) at ``at``: the page lists the entries shared since
+        then. Saved public again while it is, the time of the switch stays.
+        """
+        async with self._sql.write() as tx:
+            row = await tx.one(
+                select(showcase_settings.c.public, showcase_settings.c.public_since).where(
+                    showcase_settings.c.guild_id == guild_id
+                )
+            )
+            since: float | None = None
+            if public:
+                kept = None if row is None or not row["public"] else row["public_since"]
+                since = at if kept is None else float(kept)
+            stmt = upsert(tx, showcase_settings).values(
+                guild_id=guild_id, public=int(public), public_since=since
+            )
+            await tx.run(
+                stmt.on_conflict_do_update(
+                    index_elements=[showcase_settings.c.guild_id],
+                    set_={"public": int(public), "public_since": since},
+                )
+            )

@@ -1,0 +1,781 @@
+"""The spend guard: admins hear of money trouble early, once, and a runaway can stop itself.
+
+After each committed charge (:meth:`SpendGuard.after_charge`, Billing's watcher):
+
+* **thresholds** — the server's spend this UTC month crossing a percentage of its monthly
+  budget (50, 80, 100 % by default; ``/config guard set thresholds``) tells the admins; one
+  tier's members together crossing 80 % of it too. A member crossing 80 % and 100 % of their
+  own daily or monthly allowance reads a note in the answer to the command
+  (:meth:`SpendGuard.take_note`, in their language).
+* **the key's runway** — the balance each charge reports (``remaining_credits_cents``) is kept
+  per key; with the key's charges over the last 7 days (every server), the days until it runs
+  dry. Below ``runway-days``, or credits below ``credits-floor``: the admins of each server
+  charging on the key are told, once per key and day.
+* **anomalies** — the last hour's spend above ``anomaly-factor`` × the median hourly spend of
+  the 14 days before and above ``anomaly-floor``; or one member spending more than
+  ``member-10min`` in 10 minutes. Told with the members and models that drove it; with
+  ``pause-on-anomaly``, the server's new paid requests are paused (Billing's admission refuses
+  them with :class:`~bot.errors.SpendingPaused`) until an admin resumes.
+
+Every alert is one ``INSERT`` into ``guard_alerts``, whose unique key (server, kind, period,
+threshold) lets it win once: an alert fires once per threshold and period across restarts and
+processes. The checks read the dashboard's daily sums (``ledger_daily``) and the guard's own
+hourly table, never the whole ledger (``python -m bench guard``). A failure of the guard is
+logged, never raised over the charge (Billing's watcher). docs/guard.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from bot.clock import Clock, utc_datetime
+from bot.config import Settings
+from bot.domain import AuditEntry, Charge, GuardAlert, GuardSettings, Runway
+from bot.domain.guard import DESTINATIONS, OWNER_DM
+from bot.errors import ValidationFailed
+from bot.i18n import N_, SOURCE, Later, _, money
+from bot.services.billing import Allowances, Billing, day_start, month_start
+from bot.services.personal import is_personal
+from bot.storage import Database
+from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.guard import HOUR, SETTING_COLUMNS, GuardStore, hour_of
+
+log = logging.getLogger(__name__)
+
+MEMBER_THRESHOLDS = (80, 100)
+"""Percentages of a member's own allowance at which they read a note."""
+
+NOTE_KINDS = frozenset({"member_day", "member_month"})
+"""Alerts that are a member's note in their answer, not an admin's line."""
+
+TIER_THRESHOLD = 80
+"""Percentage of the server's monthly budget one tier's members spending together alerts at."""
+
+ANOMALY_DAYS = 14
+"""Days of hourly spend whose median the last hour is compared with."""
+
+BURN_DAYS = 7
+"""Days of a key's charges its burn rate is measured over."""
+
+BURST_SECONDS = 600.0
+"""The window of ``member-10min``: one member's spend in the last 10 minutes."""
+
+CACHE_SECONDS = 30.0
+"""How long a server's guard settings and budget, and a key's burn rate, are kept in memory
+(another process's change shows within this; the pause itself is always read afresh)."""
+
+GUARD_ACTOR = 0
+"""The ``paused_by`` and audit ``user_id`` of a pause the guard made itself."""
+
+AdminLog = Callable[[int, int, str], Awaitable[None]]
+"""Posts a line in a server's admin channel: ``(guild id, channel id, text)``."""
+
+OwnerDm = Callable[[int, str], Awaitable[None]]
+"""Sends a DM to a server's owner: ``(guild id, text)``."""
+
+
+class GuardLine(Later):
+    """An alert line whose Decimal values are amounts of cents, formatted for its reader.
+
+    Reads as the English line (logs, tests); :meth:`translated` formats the amounts with
+    :func:`bot.i18n.money` in the reader's locale.
+    """
+
+    def __new__(cls, template: str, /, **values: object) -> GuardLine:
+        """The English line, amounts in dollars."""
+        line = super().__new__(cls, template, **_shown(values, translated=False))
+        line.values = values
+        return line  # type: ignore[return-value]  # Later.__new__ builds a cls
+
+    def translated(self) -> str:
+        """The line in the current locale, amounts (and lines within it) in it too."""
+        return _(self.template, **_shown(self.values, translated=True))
+
+
+def _shown(values: dict[str, object], *, translated: bool) -> dict[str, object]:
+    """``values`` for a line: amounts of cents as money, lines within it translated or not."""
+    shown: dict[str, object] = {}
+    for name, value in values.items():
+        if isinstance(value, Decimal):
+            value = money(value) if translated else money(value, SOURCE)
+        elif isinstance(value, Later):
+            value = value.translated() if translated else str(value)
+        shown[name] = value
+    return shown
+
+
+def parse_thresholds(text: str) -> tuple[int, ...]:
+    """Read a list of percentages typed by an admin: ``"50,80,100"``.
+
+    Returns:
+        The percentages, ascending, without repeats (1 to 1000 each; at most 10).
+
+    Raises:
+        ValidationFailed: not such a list.
+    """
+    try:
+        values = sorted({int(part.strip().rstrip("%")) for part in text.split(",") if part.strip()})
+    except ValueError:
+        values = []
+    if not values or len(values) > 10 or not all(1 <= v <= 1000 for v in values):
+        raise ValidationFailed(
+            N_("Thresholds are percentages from 1 to 1000, such as `50,80,100`.")
+        )
+    return tuple(values)
+
+
+def describe_thresholds(thresholds: tuple[int, ...]) -> str:
+    """``"50 %, 80 %, 100 %"``: how the thresholds read in ``/config`` and the audit."""
+    return ", ".join(f"{t} %" for t in thresholds)
+
+
+def audit_values(config: GuardSettings) -> dict[str, str]:
+    """The guard's settings as the audit log shows them (English, for people)."""
+
+    def dollars(cents: int | None) -> str:
+        return "off" if cents is None else money(Decimal(cents), SOURCE)
+
+    return {
+        "guard thresholds": describe_thresholds(config.thresholds),
+        "guard member notes": "on" if config.member_notes else "off",
+        "guard alerts to": config.destination,
+        "guard runway days": str(config.runway_days),
+        "guard credits floor": dollars(config.credits_floor_cents),
+        "guard anomaly factor": f"{config.anomaly_factor:g}",
+        "guard anomaly floor": dollars(config.anomaly_floor_cents),
+        "guard member 10 minutes": dollars(config.member_10min_cents),
+        "guard pause on anomaly": "on" if config.pause_on_anomaly else "off",
+        "spending": "on" if config.paused_at is None else "paused",
+    }
+
+
+def settings_of(row: Any) -> GuardSettings:
+    """A server's :class:`GuardSettings` from its ``guard_settings`` row (None: defaults)."""
+    default = GuardSettings()
+    if row is None:
+        return default
+
+    def pick(name: str, fallback: Any) -> Any:
+        value = row[name]
+        return fallback if value is None else value
+
+    thresholds = default.thresholds
+    if row["thresholds"]:
+        thresholds = tuple(int(t) for t in str(row["thresholds"]).split(","))
+    return GuardSettings(
+        thresholds=thresholds,
+        member_notes=bool(pick("member_notes", 1)),
+        destination=pick("destination", default.destination),
+        runway_days=int(pick("runway_days", default.runway_days)),
+        credits_floor_cents=row["credits_floor_cents"],
+        anomaly_factor=float(pick("anomaly_factor", default.anomaly_factor)),
+        anomaly_floor_cents=int(pick("anomaly_floor_cents", default.anomaly_floor_cents)),
+        member_10min_cents=row["member_10min_cents"],
+        pause_on_anomaly=bool(pick("pause_on_anomaly", 0)),
+        paused_at=row["paused_at"],
+        paused_by=row["paused_by"],
+        pause_reason=row["pause_reason"],
+    )
+
+
+def _month(at: float) -> str:
+    return utc_datetime(at).strftime("%Y-%m")
+
+
+def _day(at: float) -> str:
+    return utc_datetime(at).strftime("%Y-%m-%d")
+
+
+def _hour(at: float) -> str:
+    return utc_datetime(at).strftime("%Y-%m-%dT%H")
+
+
+def _pct(amount: int, limit: int) -> int:
+    return amount * 100 // limit if limit > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Fired:
+    """One alert to record and, if its INSERT wins, to post."""
+
+    kind: str
+    period: str
+    threshold: str
+    amount_micro: int
+    limit_micro: int | None
+    measured: str
+    line: Later | None
+
+
+class SpendGuard:
+    """Thresholds, the key's runway and anomalies after each charge; the server's pause.
+
+    Args:
+        db: the database.
+        clock: UTC epoch seconds (periods, the runway, anomalies' hours).
+        billing: the servers' effective budgets (:meth:`Billing.limits`).
+        settings: ``DASHBOARD_PUBLIC_URL`` for the Spend page's link; None: no link.
+    """
+
+    def __init__(
+        self, db: Database, clock: Clock, billing: Billing, settings: Settings | None = None
+    ) -> None:
+        self._db = db
+        self._store = db.of(GuardStore)
+        self._clock = clock
+        self._billing = billing
+        self._dashboard = None if settings is None else settings.dashboard_public_url
+        self._admin_log: AdminLog | None = None
+        self._owner_dm: OwnerDm | None = None
+        # Per server: (read at, guard settings, monthly budget cents or None).
+        self._config: dict[int, tuple[float, GuardSettings, int | None]] = {}
+        # Per server and hour: (median hourly micro of the 14 days before, the hour before's).
+        self._baseline: dict[tuple[int, int], tuple[float, int]] = {}
+        # Per key: (read at, micro over the burn window, seconds it spans).
+        self._burn: dict[str, tuple[float, int, float]] = {}
+        # Alerts this process knows are recorded (won here or elsewhere): no INSERT again.
+        self._known: set[tuple[int, str, str, str]] = set()
+        # Notes waiting for the member's answer: (guild, user) -> (line, at).
+        self._notes: dict[tuple[int, int], tuple[Later, float]] = {}
+        self._posting: set[asyncio.Task[None]] = set()
+
+    def set_outlets(self, admin_log: AdminLog | None, owner_dm: OwnerDm | None) -> None:
+        """Set where alerts go: the admin channel's poster and the owner's DM (the bot's)."""
+        self._admin_log = admin_log
+        self._owner_dm = owner_dm
+
+    # -- settings ----------------------------------------------------------------------------
+
+    async def settings(self, guild_id: int) -> GuardSettings:
+        """Return the server's guard settings (defaults where it set nothing), read afresh."""
+        return settings_of(await self._store.settings(guild_id))
+
+    async def update(self, guild_id: int, **changes: Any) -> GuardSettings:
+        """Change some of the server's guard settings; the others are kept.
+
+        Args:
+            guild_id: the server.
+            changes: :class:`GuardSettings` fields (not the pause's): ``thresholds`` a tuple of
+                percentages (:func:`parse_thresholds`), ``destination`` one of
+                :data:`~bot.domain.guard.DESTINATIONS`, ``runway_days`` 1 to 365, amounts whole
+                cents >= 0 (None: off or the default), ``anomaly_factor`` 1 to 100.
+
+        Raises:
+            ValidationFailed: a value out of its range.
+        """
+        values: dict[str, Any] = {}
+        for name, value in changes.items():
+            if name not in SETTING_COLUMNS:
+                raise ValueError(f"not a guard setting: {name}")
+            if name == "thresholds":
+                value = None if value is None else ",".join(str(t) for t in value)
+            elif name == "destination" and value not in (None, *DESTINATIONS):
+                raise ValidationFailed(N_("Alerts go to `admin-channel` or `owner-dm`."))
+            elif name == "runway_days" and value is not None and not 1 <= value <= 365:
+                raise ValidationFailed(N_("Runway days are 1 to 365."))
+            elif name == "anomaly_factor" and value is not None and not 1 <= value <= 100:
+                raise ValidationFailed(N_("The anomaly factor is 1 to 100."))
+            elif name in ("member_notes", "pause_on_anomaly") and value is not None:
+                value = int(bool(value))
+            elif isinstance(value, int) and value < 0:
+                raise ValidationFailed(N_("Amounts cannot be negative."))
+            values[name] = value
+        await self._store.set(guild_id, values)
+        self._config.pop(guild_id, None)
+        return await self.settings(guild_id)
+
+    async def paused(self, guild_id: int) -> bool:
+        """Whether the server's new paid requests are paused."""
+        return await self._store.pause(guild_id) is not None
+
+    async def resume(self, guild_id: int) -> bool:
+        """Resume the server's paid requests (audited by the caller's ``/config`` path).
+
+        Returns:
+            False when they were not paused.
+        """
+        done = await self._store.clear_pause(guild_id)
+        self._config.pop(guild_id, None)
+        return done
+
+    async def alerts(self, guild_id: int, limit: int = 50) -> list[GuardAlert]:
+        """Return the server's latest alerts, newest first."""
+        return [
+            GuardAlert(
+                guild_id=r["guild_id"],
+                kind=r["kind"],
+                period=r["period"],
+                threshold=r["threshold"],
+                at=r["at"],
+                amount_cents=from_micro(int(r["amount_micro"])),
+                limit_cents=None if r["limit_micro"] is None else from_micro(int(r["limit_micro"])),
+                measured=r["measured"],
+            )
+            for r in await self._store.alerts(guild_id, limit)
+        ]
+
+    async def runway(self, key_fingerprint: str) -> Runway | None:
+        """The key's last reported credits and the days they last at this week's pace.
+
+        Returns:
+            None when no charge reported the key's balance yet.
+        """
+        credits = await self._store.credits(key_fingerprint)
+        if credits is None:
+            return None
+        remaining, at = credits
+        return self._runway(remaining, at, *await self._burn_of(key_fingerprint, fresh=True))
+
+    def _runway(self, remaining: int, at: float, micro: int, span: float) -> Runway:
+        per_day = Decimal(micro) * Decimal(86_400) / Decimal(span) if span > 0 else Decimal(0)
+        days = None if micro <= 0 else max(0.0, remaining / float(per_day))
+        return Runway(
+            remaining_cents=from_micro(remaining),
+            reported_at=at,
+            burn_cents_per_day=from_micro(int(per_day)),
+            days_left=days,
+        )
+
+    async def _burn_of(self, key_fingerprint: str, *, fresh: bool = False) -> tuple[int, float]:
+        """The key's spend over the burn window, micro-cents, and the seconds it spans."""
+        now = self._clock.time()
+        cached = self._burn.get(key_fingerprint)
+        if not fresh and cached is not None and now - cached[0] < CACHE_SECONDS:
+            return cached[1], cached[2]
+        since = hour_of(now) - BURN_DAYS * 24 * HOUR
+        hours = await self._store.hourly(f"k{key_fingerprint}", since, hour_of(now) + HOUR)
+        micro = sum(hours.values())
+        # A key younger than the window burns over the time it has been charged, not 7 days,
+        # and over a day at least: one charge is no pace.
+        span = now - min(hours) if hours else 0.0
+        span = min(max(span, 86_400.0), BURN_DAYS * 86_400.0)
+        if len(self._burn) > 10_000:
+            self._burn.clear()
+        self._burn[key_fingerprint] = (now, micro, span)
+        return micro, span
+
+    # -- member notes ----------------------------------------------------------------------
+
+    def take_note(self, guild_id: int, user_id: int) -> Later | None:
+        """Return (and forget) the note the member's last charge earned, if any.
+
+        The Discord side shows it in the answer to the command that crossed the threshold,
+        translated into the member's language (:meth:`~bot.i18n.Later.translated`).
+        """
+        taken = self._notes.pop((guild_id, user_id), None)
+        return None if taken is None else taken[0]
+
+    # -- after each charge -------------------------------------------------------------------
+
+    async def after_charge(self, charge: Charge, allowances: Allowances | None) -> None:
+        """Record a committed charge's hour and balance, then check every rule on it.
+
+        Billing's watcher (:meth:`Billing.set_watcher`): called after the charge's
+        transaction; alerts are recorded before this returns and posted in the background.
+        """
+        now = self._clock.time()
+        micro = to_micro(charge.cost_cents)
+        remaining = charge.remaining_credits_cents
+        hour_total = await self._store.record_charge(
+            charge.guild_id,
+            charge.key_fingerprint,
+            charge.at,
+            micro,
+            None if remaining is None else to_micro(remaining),
+        )
+        if is_personal(charge.guild_id):
+            return  # a member's wallet: no server's budget, alerts or pause
+        config, budget = await self._config_of(charge.guild_id)
+        fired: list[_Fired] = []
+        fired += await self._thresholds(charge, config, budget, allowances, now)
+        if remaining is not None and charge.key_fingerprint is not None:
+            fired += await self._key(charge, config, to_micro(remaining), now)
+        anomalies = await self._anomalies(charge, config, hour_total, now)
+        fired += anomalies
+        won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
+        if anomalies and config.pause_on_anomaly and any(a in won for a in anomalies):
+            first = next(a for a in anomalies if a in won)
+            await self._pause(charge.guild_id, first.measured, now)
+        for alert in won:
+            if alert.kind in NOTE_KINDS and alert.line is not None:
+                if config.member_notes:
+                    self._notes[(charge.guild_id, charge.user_id)] = (alert.line, now)
+            elif alert.line is not None:
+                self._post(charge.guild_id, config, alert.line)
+        if len(self._notes) > 10_000:  # notes no answer took (a button's charge, a crash)
+            self._notes = {k: v for k, v in self._notes.items() if now - v[1] < 900}
+
+    async def _config_of(self, guild_id: int) -> tuple[GuardSettings, int | None]:
+        now = self._clock.time()
+        cached = self._config.get(guild_id)
+        if cached is not None and now - cached[0] < CACHE_SECONDS:
+            return cached[1], cached[2]
+        config = await self.settings(guild_id)
+        budget = (await self._billing.limits(guild_id)).monthly_budget_cents
+        if len(self._config) > 10_000:
+            self._config.clear()
+        self._config[guild_id] = (now, config, budget)
+        return config, budget
+
+    def _link(self, guild_id: int) -> str:
+        if self._dashboard is None:
+            return ""
+        return f" <{self._dashboard}/servers/{guild_id}/spend>"
+
+    async def _thresholds(
+        self,
+        charge: Charge,
+        config: GuardSettings,
+        budget: int | None,
+        allowances: Allowances | None,
+        now: float,
+    ) -> list[_Fired]:
+        daily, monthly = allowances if allowances is not None else (None, None)
+        if budget is None and daily is None and monthly is None:
+            return []
+        tier = "" if charge.tier_role_id is None else str(charge.tier_role_id)
+        sums = await self._store.month_sums(
+            charge.guild_id, month_start(now), day_start(now), charge.user_id, tier
+        )
+        fired: list[_Fired] = []
+        month, day = _month(now), _day(now)
+        if budget is not None and budget > 0:
+            spent = sums.get(("total", "", False), 0)
+            crossed = [t for t in config.thresholds if spent * 100 >= t * to_micro(budget)]
+            if crossed:
+                left = max(Decimal(0), Decimal(budget) - from_micro(spent))
+                line = GuardLine(
+                    N_(
+                        "This server has spent {amount} of its {budget} monthly budget "
+                        "({percent} %); {left} remains.{link}"
+                    ),
+                    amount=from_micro(spent),
+                    budget=Decimal(budget),
+                    percent=_pct(spent, to_micro(budget)),
+                    left=left,
+                    link=self._link(charge.guild_id),
+                )
+                # Every threshold crossed is recorded; one line, of the highest, is posted.
+                for t in crossed:
+                    fired.append(
+                        _Fired(
+                            "month",
+                            month,
+                            str(t),
+                            spent,
+                            to_micro(budget),
+                            f"month spend {from_micro(spent)} ¢ of {budget} ¢ budget ({t} %)",
+                            line if t == crossed[-1] else None,
+                        )
+                    )
+            tier_spent = sums.get(("tier", tier, False), 0)
+            if tier and tier_spent * 100 >= TIER_THRESHOLD * to_micro(budget):
+                fired.append(
+                    _Fired(
+                        "tier",
+                        f"{month} r{tier}",
+                        str(TIER_THRESHOLD),
+                        tier_spent,
+                        to_micro(budget),
+                        f"tier <@&{tier}> spent {from_micro(tier_spent)} ¢ of the {budget} ¢"
+                        " monthly budget",
+                        GuardLine(
+                            N_(
+                                "Members of <@&{role}> have spent {amount} this month, "
+                                "{percent} % of the server's {budget} budget.{link}"
+                            ),
+                            role=tier,
+                            amount=from_micro(tier_spent),
+                            percent=_pct(tier_spent, to_micro(budget)),
+                            budget=Decimal(budget),
+                            link=self._link(charge.guild_id),
+                        ),
+                    )
+                )
+        for kind, allowance, period, today in (
+            ("member_day", daily, day, True),
+            ("member_month", monthly, month, False),
+        ):
+            if allowance is None or allowance <= 0:
+                continue
+            spent = sums.get(("member", str(charge.user_id), today), 0)
+            crossed = [t for t in MEMBER_THRESHOLDS if spent * 100 >= t * to_micro(allowance)]
+            for t in crossed:
+                template = (
+                    N_(
+                        "You have used {percent} % of your daily allowance here "
+                        "({amount} of {limit})."
+                    )
+                    if today
+                    else N_(
+                        "You have used {percent} % of your monthly allowance here "
+                        "({amount} of {limit})."
+                    )
+                )
+                fired.append(
+                    _Fired(
+                        kind,
+                        f"{period} u{charge.user_id}",
+                        str(t),
+                        spent,
+                        to_micro(allowance),
+                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ of a {allowance} ¢"
+                        f" {'daily' if today else 'monthly'} allowance ({t} %)",
+                        GuardLine(
+                            template,
+                            percent=t,
+                            amount=from_micro(spent),
+                            limit=Decimal(allowance),
+                        )
+                        if t == crossed[-1]
+                        else None,
+                    )
+                )
+        return fired
+
+    async def _key(
+        self, charge: Charge, config: GuardSettings, remaining: int, now: float
+    ) -> list[_Fired]:
+        assert charge.key_fingerprint is not None
+        fp = charge.key_fingerprint
+        day = _day(now)
+        fired: list[_Fired] = []
+        floor = config.credits_floor_cents
+        if floor is not None and remaining < to_micro(floor):
+            fired.append(
+                _Fired(
+                    "credits",
+                    f"{day} k{fp}",
+                    "",
+                    remaining,
+                    to_micro(floor),
+                    f"key {fp[:8]} credits {from_micro(remaining)} ¢ below the {floor} ¢ floor",
+                    GuardLine(
+                        N_(
+                            "The API key's credits are down to {left}, below the floor of "
+                            "{floor}.{link}"
+                        ),
+                        left=from_micro(remaining),
+                        floor=Decimal(floor),
+                        link=self._link(charge.guild_id),
+                    ),
+                )
+            )
+        if (charge.guild_id, "runway", f"{day} k{fp}", "") in self._known:
+            return fired
+        runway = self._runway(remaining, charge.at, *await self._burn_of(fp))
+        if runway.days_left is not None and runway.days_left < config.runway_days:
+            days = round(runway.days_left, 1)
+            fired.append(
+                _Fired(
+                    "runway",
+                    f"{day} k{fp}",
+                    "",
+                    remaining,
+                    None,
+                    f"key {fp[:8]}: {from_micro(remaining)} ¢ left, about {days} days at"
+                    f" {runway.burn_cents_per_day} ¢ a day",
+                    GuardLine(
+                        N_(
+                            "The API key runs dry in about {days} days at this week's pace: "
+                            "{left} left, {rate} a day.{link}"
+                        ),
+                        days=days,
+                        left=from_micro(remaining),
+                        rate=runway.burn_cents_per_day,
+                        link=self._link(charge.guild_id),
+                    ),
+                )
+            )
+        return fired
+
+    async def _anomalies(
+        self, charge: Charge, config: GuardSettings, hour_total: int, now: float
+    ) -> list[_Fired]:
+        fired: list[_Fired] = []
+        guild_id = charge.guild_id
+        hour = hour_of(now)
+        period = _hour(now)
+        if (guild_id, "anomaly", period, "") not in self._known:
+            median, before = await self._baseline_of(guild_id, hour)
+            # The last 60 minutes: this hour's spend and the part of the hour before that is
+            # still within them.
+            elapsed = (now - hour) / HOUR
+            last_hour = hour_total + before * max(0.0, 1.0 - elapsed)
+            floor = to_micro(config.anomaly_floor_cents)
+            if last_hour > floor and last_hour > config.anomaly_factor * median:
+                fired.append(await self._anomaly(charge, config, int(last_hour), median, now))
+        limit = config.member_10min_cents
+        burst_period = f"{period} u{charge.user_id}"
+        if limit is not None and (guild_id, "member_burst", burst_period, "") not in self._known:
+            spent = await self._store.member_spent_since(
+                guild_id, charge.user_id, now - BURST_SECONDS
+            )
+            if spent > to_micro(limit):
+                fired.append(
+                    _Fired(
+                        "member_burst",
+                        burst_period,
+                        "",
+                        spent,
+                        to_micro(limit),
+                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ in 10 minutes"
+                        f" (limit {limit} ¢)",
+                        GuardLine(
+                            N_(
+                                "Unusual spending: <@{user}> spent {amount} in 10 minutes "
+                                "(more than {limit}).{paused}{link}"
+                            ),
+                            user=charge.user_id,
+                            amount=from_micro(spent),
+                            limit=Decimal(limit),
+                            paused=_paused_note(config),
+                            link=self._link(guild_id),
+                        ),
+                    )
+                )
+        return fired
+
+    async def _anomaly(
+        self, charge: Charge, config: GuardSettings, last_hour: int, median: float, now: float
+    ) -> _Fired:
+        users, models = await self._store.drivers(charge.guild_id, now - HOUR)
+        members = ", ".join(f"<@{u}> {money(from_micro(m))}" for u, m in users)
+        names = ", ".join(f"`{m}` {money(from_micro(c))}" for m, c in models)
+        return _Fired(
+            "anomaly",
+            _hour(now),
+            "",
+            last_hour,
+            int(median),
+            f"last hour {from_micro(last_hour)} ¢, median hour {from_micro(int(median))} ¢;"
+            f" members {members}; models {names}",
+            GuardLine(
+                N_(
+                    "Unusual spending: {amount} in the last hour, {factor}× the usual hour "
+                    "({usual}). Members: {members}. Models: {models}.{paused}{link}"
+                ),
+                amount=from_micro(last_hour),
+                factor=config.anomaly_factor,
+                usual=from_micro(int(median)),
+                members=members,
+                models=names,
+                paused=_paused_note(config),
+                link=self._link(charge.guild_id),
+            ),
+        )
+
+    async def _baseline_of(self, guild_id: int, hour: int) -> tuple[float, int]:
+        """The median hourly spend of the 14 days before ``hour`` and the hour before's."""
+        cached = self._baseline.get((guild_id, hour))
+        if cached is not None:
+            return cached
+        since = hour - ANOMALY_DAYS * 24 * HOUR
+        hours = await self._store.hourly(f"g{guild_id}", since, hour)
+        values = [hours.get(since + i * HOUR, 0) for i in range(ANOMALY_DAYS * 24)]
+        baseline = (float(statistics.median(values)), hours.get(hour - HOUR, 0))
+        if len(self._baseline) > 10_000:
+            self._baseline.clear()
+        self._baseline[(guild_id, hour)] = baseline
+        return baseline
+
+    async def _fire(self, guild_id: int, alert: _Fired, now: float) -> bool:
+        key = (guild_id, alert.kind, alert.period, alert.threshold)
+        if key in self._known:
+            return False
+        won = await self._store.fire(
+            guild_id,
+            alert.kind,
+            alert.period,
+            alert.threshold,
+            at=now,
+            amount_micro=alert.amount_micro,
+            limit_micro=alert.limit_micro,
+            measured=alert.measured,
+        )
+        if len(self._known) > 100_000:
+            self._known.clear()
+        self._known.add(key)
+        if won:
+            log.info("spend guard, guild %s: %s", guild_id, alert.measured)
+        return won
+
+    async def pause(self, guild_id: int, by: int, reason: str) -> bool:
+        """Pause the server's new paid requests (audited: the audit log's ``spending``).
+
+        Returns:
+            False when they were paused already.
+        """
+        now = self._clock.time()
+        done = await self._store.set_pause(guild_id, now, by, reason)
+        self._config.pop(guild_id, None)
+        if done and by == GUARD_ACTOR:
+            await self._db.policy.add_audit(
+                AuditEntry(guild_id, by, "spending", "on", f"paused: {reason}", now, "guard")
+            )
+        return done
+
+    async def _pause(self, guild_id: int, reason: str, now: float) -> None:
+        if await self.pause(guild_id, GUARD_ACTOR, reason):
+            log.warning("spend guard paused paid requests in guild %s: %s", guild_id, reason)
+
+    # -- posting -----------------------------------------------------------------------------
+
+    def _post(self, guild_id: int, config: GuardSettings, line: Later) -> None:
+        """Send ``line`` where the server's alerts go, in the background (never raises)."""
+        self._spawn(self._send(guild_id, config, line))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work, name="guard-alert")
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+    async def _send(self, guild_id: int, config: GuardSettings, line: Later) -> None:
+        try:
+            if config.destination == OWNER_DM:
+                if self._owner_dm is not None:
+                    await self._owner_dm(guild_id, line)
+                return
+            channel_id = (await self._db.guilds.settings(guild_id)).admin_channel_id
+            if channel_id is not None and self._admin_log is not None:
+                await self._admin_log(guild_id, channel_id, line)
+        except Exception:
+            log.exception("could not send a spend guard alert of guild %s", guild_id)
+
+    async def idle(self) -> None:
+        """Wait until the alerts being sent are sent (tests, shutdown)."""
+        while self._posting:
+            await asyncio.gather(*list(self._posting), return_exceptions=True)
+
+    def forget(self) -> None:
+        """Drop what this process keeps in memory (a test's "restart" of the process)."""
+        self._config.clear()
+        self._baseline.clear()
+        self._burn.clear()
+        self._known.clear()
+
+
+def _paused_note(config: GuardSettings) -> str:
+    """The sentence an anomaly's line ends with when it pauses the server; "" otherwise."""
+    if not config.pause_on_anomaly:
+        return ""
+    return Later(
+        N_(" Paid requests are paused until an admin resumes them with `/config guard resume`.")
+    )
+
+
+__all__ = [
+    "GUARD_ACTOR",
+    "GuardLine",
+    "SpendGuard",
+    "audit_values",
+    "describe_thresholds",
+    "parse_thresholds",
+    "settings_of",
+]
