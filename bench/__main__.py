@@ -1,5 +1,5 @@
-"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|guard|all] [--quick]``:
-run benchmarks.
+"""``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|dashboard-abuse|
+guard|all] [--quick]``: run benchmarks.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
 single process; N: one gateway process plus N ``python -m bot worker`` processes), and
@@ -18,7 +18,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import batch, burst, dashboard, guard, media, rate, redaction, safety, scale
+from bench import (
+    batch,
+    burst,
+    dashboard,
+    dashboard_abuse,
+    guard,
+    media,
+    rate,
+    redaction,
+    safety,
+    scale,
+)
 from bench.report import Table, machine
 
 Scenario = Callable[..., Awaitable[Table]]
@@ -31,6 +42,7 @@ SCENARIOS: dict[str, Scenario] = {
     "safety": safety.run,
     "redaction": redaction.run,
     "dashboard": dashboard.run,
+    "dashboard-abuse": dashboard_abuse.run,
     "guard": guard.run,
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
@@ -35,6 +35,29 @@ SANDBOX_ALONE = (
 
 PERSONAL_TOTAL_MULTIPLE = 10
 """``PERSONAL_TOTAL_DAILY_BUDGET_CENTS``'s default, in members' daily allowances."""
+
+
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def web_origin(url: str) -> str:
+    """Return the origin of an http(s) URL, serialised as browsers send it (RFC 6454, 6.1).
+
+    The scheme and host lowercased, the scheme's default port left out, no path:
+    ``HTTPS://Dash.Example.com:443/x`` -> ``https://dash.example.com``. An unparsable port
+    is left as written (the URL is then no origin a browser sends).
+    """
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        return url.strip()
+    shown = "" if port is None or port == DEFAULT_PORTS.get(scheme) else f":{port}"
+    return f"{scheme}://{host}{shown}"
 
 
 class Settings(BaseSettings):
@@ -207,7 +230,7 @@ class Settings(BaseSettings):
             port = 0
         if port == 0 or parts.netloc.endswith(":"):
             raise ValueError("has a port outside 1-65535")
-        return value
+        return web_origin(value)
 
     @field_validator("database_url")
     @classmethod

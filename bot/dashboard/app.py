@@ -6,12 +6,21 @@ the origin, and ``no-store`` on pages. The session cookie is ``HttpOnly`` and ``
 ``Secure`` with the ``__Host-`` prefix when ``DASHBOARD_PUBLIC_URL`` is https (behind a proxy
 that ends TLS, the public URL decides: the connection the bot sees may be plain http).
 A non-GET request must carry the session's form token and come from this origin
-(``Origin``, ``Sec-Fetch-Site``), so another site cannot submit a form for a member.
+(``Origin``, ``Sec-Fetch-Site``, compared as origins: RFC 6454), so another site cannot submit
+a form for a member.
+
+Under abuse (``docs/dashboard.md``): every request but static files spends a token of its
+address's budget, then of its member's (signed in) or of its address's signed-out budget
+(:mod:`bot.dashboard.limits`); over one, 429 with ``Retry-After``. A route's id out of range
+is a 404 before any database or Discord question; a server page of a server not in the
+member's OAuth2 list is a 404 before any question to Discord. The public showcase page is kept
+:data:`SHOWCASE_SECONDS` for signed-out visitors.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +33,24 @@ import jinja2
 from aiohttp import web
 
 from bot.clock import Clock
-from bot.config import Settings
-from bot.dashboard.oauth import DiscordOAuth, OAuthFailed
-from bot.dashboard.rights import Directory, RightsCache
+from bot.config import Settings, web_origin
+from bot.dashboard.limits import (
+    ADDRESS_BUDGET,
+    ANONYMOUS_BUDGET,
+    SESSION_BUDGET,
+    Bounded,
+    Buckets,
+    retry_after,
+)
+from bot.dashboard.oauth import DiscordOAuth, LoginCookie, OAuthFailed, snowflake
+from bot.dashboard.rights import (
+    ADMINISTRATOR,
+    KEPT,
+    MANAGE_GUILD,
+    CachingDirectory,
+    Directory,
+    RightsCache,
+)
 from bot.domain import DashboardSession
 from bot.services.dashboard import LOGIN_SECONDS, DashboardService, LoginRefused, usd
 from bot.wiring import Services
@@ -41,6 +65,31 @@ CSP: Final = (
 )
 """The Content Security Policy of every response: nothing inline, nothing from elsewhere
 (the sign-in leaves by a link, which ``form-action`` does not govern)."""
+
+SHOWCASE_SECONDS: Final = 30.0
+"""How long the public showcase page (``/showcase/<id>``) is kept for signed-out visitors."""
+
+TOO_MANY: Final = "Too many requests; wait a few seconds and try again."
+
+
+def client_address(request: web.Request) -> str:
+    """The address a request's budget is counted against.
+
+    The connection's peer; when that peer is a loopback or private address (a reverse proxy
+    on the machine or its network, ``docs/deployment.md``) and sent ``X-Forwarded-For``, the
+    address the proxy saw (the list's last entry, the one the proxy wrote).
+    """
+    peer = request.remote or ""
+    forwarded = request.headers.get("X-Forwarded-For")
+    if not forwarded:
+        return peer
+    try:
+        near = ipaddress.ip_address(peer)
+    except ValueError:
+        return peer
+    if not (near.is_loopback or near.is_private):
+        return peer
+    return forwarded.rsplit(",", 1)[-1].strip() or peer
 
 
 def redirect(location: str, status: int = 302) -> web.Response:
@@ -63,6 +112,9 @@ class Signed:
 
 SESSION_KEY: Final = web.RequestKey("dashboard_session", Signed)
 """The request's signed-in member (absent when signed out)."""
+
+ADDRESS_KEY: Final = web.RequestKey("dashboard_address", str)
+"""The address the request's budgets are counted against (:func:`client_address`)."""
 
 
 class Dashboard:
@@ -94,17 +146,26 @@ class Dashboard:
         assert settings.discord_client_secret is not None
         self.settings = settings
         self.services = services
-        self.directory = directory
+        # What a visitor does reaches Discord through the caches only (``CachingDirectory``).
+        self.cached = CachingDirectory(directory, clock)
+        self.directory: Directory = self.cached
         self.clock = clock
         self.application_id = application_id
         self._pages = pages
-        self.public_url = settings.dashboard_public_url
+        self.public_url = web_origin(settings.dashboard_public_url)
         self.secure = urlsplit(self.public_url).scheme == "https"
         prefix = "__Host-" if self.secure else ""
         self.session_cookie = f"{prefix}genbot_session"
         self.login_cookie = f"{prefix}genbot_login"
         self.dashboard = services.service(DashboardService)
-        self.rights = RightsCache(directory, self.dashboard.access_roles, clock)
+        self.rights = RightsCache(self.directory, self.dashboard.access_roles, clock)
+        self.logins = LoginCookie(settings.discord_client_secret.get_secret_value(), clock)
+        self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
+        self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
+        self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
+        self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
+            KEPT, SHOWCASE_SECONDS, clock.monotonic
+        )
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -119,7 +180,9 @@ class Dashboard:
 
     def build(self) -> web.Application:
         """Return the application: headers, sessions, signing in and out, and the pages."""
-        app = web.Application(middlewares=[self._headers, self._sessions], client_max_size=64_000)
+        app = web.Application(
+            middlewares=[self._headers, self._budget, self._sessions], client_max_size=64_000
+        )
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         routes = app.router
@@ -196,15 +259,82 @@ class Dashboard:
             headers["Strict-Transport-Security"] = "max-age=31536000"
         return response
 
+    @staticmethod
+    def _too_many(wait: float) -> web.Response:
+        return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": retry_after(wait)})
+
     @web.middleware
-    async def _sessions(self, request: web.Request, handler: Any) -> web.StreamResponse:
+    async def _budget(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """The address's budget, then ids in range: before any database or Discord question."""
         if not request.path.startswith("/static/"):
-            token = request.cookies.get(self.session_cookie)
-            session = await self.dashboard.session(token)
-            if session is not None and token is not None:
-                request[SESSION_KEY] = Signed(session, token)
+            request[ADDRESS_KEY] = address = client_address(request)
+            wait = self.by_address.take(address)
+            if wait:
+                return self._too_many(wait)
+            for name, value in request.match_info.items():
+                # Every route's id is a snowflake or a row id: both fit a signed 64-bit integer.
+                if name.endswith("_id") and not snowflake(value):
+                    raise web.HTTPNotFound()
         response: web.StreamResponse = await handler(request)
         return response
+
+    @web.middleware
+    async def _sessions(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.startswith("/static/"):
+            response: web.StreamResponse = await handler(request)
+            return response
+        token = request.cookies.get(self.session_cookie)
+        session = await self.dashboard.session(token)
+        if session is not None and token is not None:
+            signed = request[SESSION_KEY] = Signed(session, token)
+            wait = self.by_member.take(signed.user_id)
+        else:
+            signed = None
+            wait = self.signed_out.take(request[ADDRESS_KEY])
+        if wait:
+            return self._too_many(wait)
+        raw_guild = request.match_info.get("guild_id")
+        # Never a question to Discord about a server the member is not in (as Discord listed
+        # at sign-in): the same plain 404 as a server they may not see.
+        if (
+            signed is not None
+            and raw_guild is not None
+            and request.path.startswith("/servers/")
+            and int(raw_guild) not in {g.id for g in signed.session.guilds}
+        ):
+            raise web.HTTPNotFound()
+        if signed is None and request.method == "GET" and request.path.startswith("/showcase/"):
+            return await self._public_showcase(request, handler)
+        if request.method == "POST" and raw_guild is not None:
+            # A change on the server's pages (its showcase made public, an entry removed) is
+            # on its public page at once, not after SHOWCASE_SECONDS.
+            self.forget_showcase(int(raw_guild))
+        return await handler(request)  # type: ignore[no-any-return]
+
+    def forget_showcase(self, guild_id: int) -> None:
+        """Drop the server's kept public showcase pages."""
+        for key in self._showcase.kept():
+            if key[0] == guild_id:
+                self._showcase.pop(key)
+
+    async def _public_showcase(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """The public showcase page for signed-out visitors, kept :data:`SHOWCASE_SECONDS`."""
+        key = (int(request.match_info.get("guild_id", "0")), request.path_qs)
+        kept = self._showcase.get(key)
+        if kept is None:
+            try:
+                response = await handler(request)
+            except web.HTTPNotFound:
+                self._showcase.put(key, (404, b""))
+                raise
+            if not isinstance(response, web.Response) or response.status != 200:
+                return response  # type: ignore[no-any-return]
+            assert response.body is None or isinstance(response.body, bytes)
+            kept = (200, response.body or b"")
+            self._showcase.put(key, kept)
+        if kept[0] == 404:
+            raise web.HTTPNotFound()
+        return web.Response(body=kept[1], content_type="text/html", charset="utf-8")
 
     # -- helpers the pages use -------------------------------------------------------------
 
@@ -262,7 +392,7 @@ class Dashboard:
         """
         origin = request.headers.get("Origin")
         site = request.headers.get("Sec-Fetch-Site")
-        if (origin is not None and origin != self.public_url) or site not in (
+        if (origin is not None and web_origin(origin) != self.public_url) or site not in (
             None,
             "same-origin",
         ):
@@ -282,9 +412,9 @@ class Dashboard:
     async def login(self, request: web.Request) -> web.Response:
         """``/auth/login``: begin a sign-in and send the browser to Discord's consent page."""
         assert self.oauth is not None
-        login, _ = await self.dashboard.begin_login()
-        response = redirect(self.oauth.authorize_url(login.state, login.challenge))
-        self.set_cookie(response, self.login_cookie, login.binding, int(LOGIN_SECONDS))
+        state, challenge, cookie = self.logins.begin()  # nothing written: the browser keeps it
+        response = redirect(self.oauth.authorize_url(state, challenge))
+        self.set_cookie(response, self.login_cookie, cookie, int(LOGIN_SECONDS))
         return response
 
     async def callback(self, request: web.Request) -> web.StreamResponse:
@@ -299,9 +429,7 @@ class Dashboard:
         try:
             if not code:
                 raise LoginRefused("Discord sent no sign-in code; sign in again.")
-            verifier = await self.dashboard.finish_login(
-                state, request.cookies.get(self.login_cookie)
-            )
+            verifier = self.logins.finish(request.cookies.get(self.login_cookie), state)
             user_id, name, guilds = await self.oauth.sign_in(code, verifier)
         except (LoginRefused, OAuthFailed) as exc:
             message = exc.sentence if isinstance(exc, LoginRefused) else str(exc)
@@ -312,6 +440,9 @@ class Dashboard:
         if previous is not None:  # a sign-in over a session replaces it, never adds one
             await self.dashboard.sign_out(previous.token)
         token = await self.dashboard.open_session(user_id, name, guilds)
+        for guild in guilds:  # an admin signing in sees roles and channels made meanwhile
+            if guild.owner or guild.permissions & (MANAGE_GUILD | ADMINISTRATOR):
+                self.cached.forget_lists(guild.id)
         log.info("dashboard: member %s signed in", user_id)
         found = redirect("/servers")
         self.delete_cookie(found, self.login_cookie)

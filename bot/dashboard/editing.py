@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final
@@ -35,8 +36,9 @@ from aiohttp import web
 
 from bot.clock import Clock
 from bot.dashboard.app import Dashboard, Signed
+from bot.dashboard.limits import Bounded
 from bot.dashboard.pages import Pages, add_pages
-from bot.dashboard.rights import Rights
+from bot.dashboard.rights import KEPT, Rights
 from bot.domain import UNLIMITED, UNSET, AuditEntry, Kind, LimitUpdate
 from bot.errors import BotError, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
@@ -86,17 +88,20 @@ class WriteLimiter:
     def __init__(self, clock: Clock, per_minute: int = WRITES_PER_MINUTE) -> None:
         self._clock = clock
         self._per_minute = per_minute
-        self._writes: dict[int, deque[float]] = {}
+        # Bounded: a member's saves are forgotten a minute after the last (they count no more
+        # by then), and at most KEPT members are remembered.
+        self._writes: Bounded[int, deque[float]] = Bounded(KEPT, 60.0, clock.monotonic)
 
     def allow(self, user_id: int) -> bool:
         """Count a save of the member's; False (not counted) when over the limit."""
         now = self._clock.monotonic()
-        writes = self._writes.setdefault(user_id, deque())
+        writes = self._writes.get(user_id) or deque()
         while writes and writes[0] <= now - 60.0:
             writes.popleft()
         if len(writes) >= self._per_minute:
             return False
         writes.append(now)
+        self._writes.put(user_id, writes)
         return True
 
 
@@ -194,7 +199,8 @@ class SettingsPages(Pages):
         self.limiter = WriteLimiter(app.clock)
         # One save at a time per server in this process: the base check and the write are
         # one step, so two saves racing here cannot both pass the check.
-        self._locks: dict[int, asyncio.Lock] = {}
+        # A lock lives while a save holds or waits on it, no longer (weak values).
+        self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
         self._posting: set[asyncio.Task[None]] = set()
         self.showcases = app.services.service(ShowcaseService)
 

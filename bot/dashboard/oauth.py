@@ -6,17 +6,29 @@ Discord developer docs, "OAuth2": the browser is sent to ``/oauth2/authorize`` w
 the member is read with the access token (``users/@me``, ``users/@me/guilds``: the scopes
 ``identify`` and ``guilds`` only), and the token is then revoked (``/oauth2/token/revoke``) and
 dropped: the dashboard keeps no Discord token of a member.
+
+A sign-in under way is kept by the browser alone, in a signed cookie (:class:`LoginCookie`):
+``GET /auth/login`` writes nothing anywhere, so a flood of it costs the bot nothing but the
+answers.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import hmac
+import json
 import logging
+import secrets
 from typing import Any, Final
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 
+from bot.clock import Clock
 from bot.domain import GuildRef
+from bot.services.dashboard import LOGIN_SECONDS, LoginRefused, pkce_challenge
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +37,86 @@ SCOPES: Final = "identify guilds"
 
 TIMEOUT: Final = aiohttp.ClientTimeout(total=15)
 
+WHO_UNKNOWN: Final = "Discord did not say who you are; sign in again."
+
+MAX_SNOWFLAKE: Final = 2**63 - 1
+"""The largest id Discord (and the database's BIGINT) has: a snowflake is a 64-bit integer
+whose top bit is never set."""
+
+
+def snowflake(raw: str) -> bool:
+    """Whether ``raw`` is a Discord id the database can hold: digits, 1 to 2**63-1."""
+    return 0 < len(raw) <= 19 and raw.isascii() and raw.isdigit() and 0 < int(raw) <= MAX_SNOWFLAKE
+
 
 class OAuthFailed(Exception):
     """Discord refused the code or did not answer; the message is for the member."""
+
+
+UNKNOWN_STATE: Final = "This sign-in link was used already or is unknown; sign in again."
+OTHER_BROWSER: Final = "This sign-in was begun in another browser; sign in again."
+TOO_LONG: Final = "This sign-in took too long; sign in again."
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+class LoginCookie:
+    """A sign-in under way, kept in the browser's pre-login cookie, signed by the bot.
+
+    The cookie holds the OAuth2 ``state``, the PKCE verifier (RFC 7636) and when the sign-in
+    began, with an HMAC-SHA256 keyed by a key derived from ``DISCORD_CLIENT_SECRET``: a
+    restart keeps sign-ins under way, and a cookie cannot be forged or altered. The callback's
+    ``state`` must equal the cookie's, which binds the sign-in to the browser that began it
+    (RFC 6749, 10.12); the cookie is deleted by the callback, and Discord takes a code once.
+
+    Args:
+        client_secret: ``DISCORD_CLIENT_SECRET``.
+        clock: UTC epoch seconds.
+    """
+
+    def __init__(self, client_secret: str, clock: Clock) -> None:
+        self._key = hmac.new(
+            client_secret.encode(), b"genbot dashboard sign-in cookie", hashlib.sha256
+        ).digest()
+        self._clock = clock
+
+    def _mac(self, body: str) -> str:
+        return _b64(hmac.new(self._key, body.encode("ascii"), hashlib.sha256).digest())
+
+    def begin(self) -> tuple[str, str, str]:
+        """Begin a sign-in: return ``(state, PKCE S256 challenge, the cookie's value)``."""
+        state, verifier = secrets.token_urlsafe(32), secrets.token_urlsafe(48)
+        payload = {"s": state, "v": verifier, "t": self._clock.time()}
+        body = _b64(json.dumps(payload, separators=(",", ":")).encode())
+        return state, pkce_challenge(verifier), f"{body}.{self._mac(body)}"
+
+    def finish(self, value: str | None, state: str) -> str:
+        """Return the PKCE verifier of the sign-in the callback's ``state`` belongs to.
+
+        Args:
+            value: the pre-login cookie's value the browser sent; None without one.
+            state: the callback's ``state`` parameter.
+
+        Raises:
+            LoginRefused: no cookie, or a forged one (the sign-in is unknown or done); a
+                ``state`` other than the cookie's (begun in another browser); older than
+                :data:`~bot.services.dashboard.LOGIN_SECONDS`.
+        """
+        body, _, mac = (value or "").partition(".")
+        if not body or not hmac.compare_digest(mac, self._mac(body)):
+            raise LoginRefused(UNKNOWN_STATE)
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            saved, verifier, began = str(payload["s"]), str(payload["v"]), float(payload["t"])
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise LoginRefused(UNKNOWN_STATE) from None
+        if not state or not hmac.compare_digest(saved.encode(), state.encode()):
+            raise LoginRefused(OTHER_BROWSER)
+        if not 0 <= self._clock.time() - began <= LOGIN_SECONDS:
+            raise LoginRefused(TOO_LONG)
+        return verifier
 
 
 def authorize_base(api_base_url: str) -> str:
@@ -111,17 +200,23 @@ class DiscordOAuth:
             guilds = await self._get("/users/@me/guilds", token)
         finally:
             await self._revoke(token)
-        user_id = int(me["id"])
+        raw_id = me.get("id") if isinstance(me, dict) else None
+        if not isinstance(raw_id, str | int) or not snowflake(str(raw_id)):
+            raise OAuthFailed(WHO_UNKNOWN)
+        user_id = int(raw_id)
         name = str(me.get("global_name") or me.get("username") or user_id)
-        refs = [
-            GuildRef(
-                int(g["id"]),
-                str(g.get("name", "")),
-                int(g.get("permissions", 0)),
-                bool(g.get("owner")),
+        refs = []
+        for g in guilds if isinstance(guilds, list) else []:
+            # A server Discord lists oddly is left out, never a failed sign-in.
+            if not isinstance(g, dict) or not snowflake(str(g.get("id", ""))):
+                continue
+            try:
+                permissions = int(g.get("permissions", 0))
+            except (TypeError, ValueError):
+                permissions = 0
+            refs.append(
+                GuildRef(int(g["id"]), str(g.get("name", "")), permissions, bool(g.get("owner")))
             )
-            for g in guilds
-        ]
         return user_id, name, refs
 
     async def _post_form(self, path: str, form: dict[str, str]) -> dict[str, Any]:
@@ -150,7 +245,7 @@ class DiscordOAuth:
                 self._api + path, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT
             ) as response:
                 if response.status != 200:
-                    raise OAuthFailed("Discord did not say who you are; sign in again.")
+                    raise OAuthFailed(WHO_UNKNOWN)
                 return await response.json()
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise OAuthFailed(

@@ -32,7 +32,7 @@ from bot.dashboard.csv_export import (
     ledger_rows,
 )
 from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
-from bot.domain import Kind, LedgerFilter, LedgerLine, ResultItem
+from bot.domain import Kind, LedgerFilter, LedgerLine, MessageUnreachable, ResultItem
 from bot.errors import BotError, ValidationFailed
 from bot.services.billing import month_start
 from bot.services.dashboard import PERIODS, usd
@@ -551,8 +551,10 @@ class Pages:
         item = await self.dashboard.result(int(raw_job))
         if item is None:
             raise web.HTTPNotFound()
+        # Discord is asked nothing about a server the member is not in (OAuth2's list).
+        member_of = item.guild_id < 0 or item.guild_id in {g.id for g in signed.session.guilds}
         if item.user_id != signed.user_id:
-            if item.guild_id < 0:
+            if item.guild_id < 0 or not member_of:
                 raise web.HTTPNotFound()  # a member's own wallet: theirs alone
             rights = await self.app.rights.of(item.guild_id, signed.user_id)
             if rights is None or await self.dashboard.hidden_from(
@@ -562,9 +564,11 @@ class Pages:
         index = int(raw_index)
         # The takes of one request share one card: take 3's file is not the card's first.
         place = await self.dashboard.card_file(item, index)
-        if item.message_id is not None and place is not None:
-            try:
+        if item.message_id is not None and place is not None and member_of:
+            try:  # cached: the URLs until they expire, a refusal for a while
                 urls = await self.app.directory.attachment_urls(item.channel_id, item.message_id)
+            except MessageUnreachable:
+                urls = []
             except Exception as exc:
                 log.info("dashboard: message of job %s not read: %s", item.job_id, exc)
                 urls = []

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 from bot.clock import Clock
-from bot.domain import AuditEntry, MemberAccess
+from bot.dashboard.limits import Bounded
+from bot.domain import AuditEntry, MemberAccess, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,28 @@ RIGHTS_SECONDS: Final = 60.0
 NAME_SECONDS: Final = 600.0
 """How long a member's name is reused (the ledger's ``member`` column)."""
 
+KEPT: Final = 10_000
+"""The most (server, member) rights, or names, or messages' files a cache keeps (least recently
+used leave first): what a visitor asks about cannot grow the process."""
+
+LISTS_SECONDS: Final = 30.0
+"""How long a server's roles and channels (the settings pages' choices) are reused."""
+
+URLS_SECONDS: Final = 600.0
+"""How long a message's attachment URLs are reused when they carry no expiry (``ex``)."""
+
+URLS_MARGIN: Final = 60.0
+"""Signed attachment URLs are used until this long before their ``ex`` expiry."""
+
+URLS_MOST_SECONDS: Final = 6 * 3600.0
+"""The longest a message's attachment URLs are reused, whatever their expiry."""
+
+UNREACHABLE_SECONDS: Final = 600.0
+"""How long a 403 or 404 of a message or a channel is remembered (no question to Discord)."""
+
+FAILED_SECONDS: Final = 30.0
+"""How long Discord's failure to show a message (5xx, timeout) is remembered."""
+
 
 class Directory(Protocol):
     """What the dashboard asks Discord with the bot's token (``bot.discord``'s RestDirectory)."""
@@ -46,7 +71,11 @@ class Directory(Protocol):
         ...
 
     async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
-        """The message's attachment URLs, freshly signed; empty if it is gone."""
+        """The message's attachment URLs, freshly signed.
+
+        Raises:
+            MessageUnreachable: Discord refused it (403) or has it no more (404).
+        """
         ...
 
     async def roles(self, guild_id: int) -> list[tuple[int, str]]:
@@ -115,9 +144,19 @@ class RightsCache:
         self._directory = directory
         self._access_roles = access_roles
         self._clock = clock
-        self._rights: dict[tuple[int, int], tuple[float, Rights | None]] = {}
-        self._names: dict[tuple[int, int], tuple[float, str | None]] = {}
-        self._locks: dict[tuple[int, int], asyncio.Lock] = {}
+        monotonic = clock.monotonic
+        # Bounded (KEPT, least recently used leave first): a member asking about many servers
+        # cannot grow them. A tuple, so that "may not see" (None) is remembered too.
+        self._rights: Bounded[tuple[int, int], tuple[Rights | None]] = Bounded(
+            KEPT, RIGHTS_SECONDS, monotonic
+        )
+        self._names: Bounded[tuple[int, int], tuple[str | None]] = Bounded(
+            KEPT, NAME_SECONDS, monotonic
+        )
+        # A lock lives while someone holds or waits on it, no longer.
+        self._locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def of(self, guild_id: int, user_id: int) -> Rights | None:
         """Return the member's rights in the server; None when they may not see it.
@@ -126,18 +165,16 @@ class RightsCache:
             Exception: Discord failed (not a refusal): the page answers an error, not a 404.
         """
         key = (guild_id, user_id)
-        now = self._clock.monotonic()
         cached = self._rights.get(key)
-        if cached is not None and now - cached[0] < RIGHTS_SECONDS:
-            return cached[1]
+        if cached is not None:
+            return cached[0]
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:  # one request to Discord for a burst of the member's pages
             cached = self._rights.get(key)
-            if cached is not None and self._clock.monotonic() - cached[0] < RIGHTS_SECONDS:
-                return cached[1]
+            if cached is not None:
+                return cached[0]
             rights = await self._read(guild_id, user_id)
-            self._rights[key] = (self._clock.monotonic(), rights)
-        self._locks.pop(key, None)
+            self._rights.put(key, (rights,))
         return rights if rights is not None and rights.may_view else None
 
     async def _read(self, guild_id: int, user_id: int) -> Rights | None:
@@ -157,24 +194,166 @@ class RightsCache:
         None if unknown or if Discord failed (the id is always shown beside it).
         """
         key = (guild_id, user_id)
-        now = self._clock.monotonic()
         cached = self._names.get(key)
-        if cached is not None and now - cached[0] < NAME_SECONDS:
-            return cached[1]
+        if cached is not None:
+            return cached[0]
         try:
             name = await self._directory.member_name(guild_id, user_id)
         except Exception as exc:  # a name is a nicety: the id is always beside it
             log.debug("member name of %s in %s not read: %s", user_id, guild_id, exc)
             name = None
-        self._names[key] = (now, name)
+        self._names.put(key, (name,))
         return name
 
     def forget_guild(self, guild_id: int) -> None:
         """Drop every member's cached rights in a server (its dashboard roles changed)."""
-        for key in [k for k in self._rights if k[0] == guild_id]:
-            del self._rights[key]
+        for key in self._rights.kept():
+            if key[0] == guild_id:
+                self._rights.pop(key)
 
     def forget(self, user_id: int) -> None:
         """Drop the member's cached rights (they signed out)."""
-        for key in [k for k in self._rights if k[1] == user_id]:
-            del self._rights[key]
+        for key in self._rights.kept():
+            if key[1] == user_id:
+                self._rights.pop(key)
+
+
+def expires_at(url: str) -> float | None:
+    """Return a signed Discord attachment URL's expiry (its ``ex``: hex UTC epoch seconds).
+
+    None without one, or when it is not hex (developer docs, "Attachment Object", signed URLs).
+    """
+    found = parse_qs(urlsplit(url).query).get("ex")
+    if not found:
+        return None
+    try:
+        return float(int(found[0], 16))
+    except ValueError:
+        return None
+
+
+T = TypeVar("T")
+Key = TypeVar("Key", bound=Hashable)
+
+
+class CachingDirectory:
+    """A :class:`Directory` that asks Discord as little as it can.
+
+    - A message's attachment URLs are kept until :data:`URLS_MARGIN` before their ``ex``
+      expiry (:data:`URLS_SECONDS` without one, :data:`URLS_MOST_SECONDS` at most).
+    - A 403 or 404 is remembered :data:`UNREACHABLE_SECONDS`, per channel when it is the
+      channel's (no access, gone), per message otherwise; any other failure
+      :data:`FAILED_SECONDS`. Every message of an unreachable channel is answered from it.
+    - A server's roles and channels are kept :data:`LISTS_SECONDS`.
+    - One question at a time per message or server: a burst of the same request asks once.
+
+    Each cache keeps at most :data:`KEPT` entries. Members' rights and names are the
+    :class:`RightsCache`'s, so those questions pass through.
+
+    Args:
+        directory: Discord, through the bot's token.
+        clock: the wall clock (``ex`` is UTC epoch seconds) and monotonic time.
+    """
+
+    def __init__(self, directory: Directory, clock: Clock) -> None:
+        self._directory = directory
+        self._clock = clock
+        monotonic = clock.monotonic
+        self._urls: Bounded[tuple[int, int], list[str]] = Bounded(KEPT, URLS_SECONDS, monotonic)
+        self._unreachable: Bounded[tuple[int, int], bool] = Bounded(
+            KEPT, UNREACHABLE_SECONDS, monotonic
+        )
+        self._roles: Bounded[int, list[tuple[int, str]]] = Bounded(KEPT, LISTS_SECONDS, monotonic)
+        self._channels: Bounded[int, list[tuple[int, str]]] = Bounded(
+            KEPT, LISTS_SECONDS, monotonic
+        )
+        self._locks: weakref.WeakValueDictionary[Hashable, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    async def member_access(self, guild_id: int, user_id: int) -> MemberAccess | None:
+        """Passed through (the :class:`RightsCache` keeps the answer)."""
+        return await self._directory.member_access(guild_id, user_id)
+
+    async def member_name(self, guild_id: int, user_id: int) -> str | None:
+        """Passed through (the :class:`RightsCache` keeps the answer)."""
+        return await self._directory.member_name(guild_id, user_id)
+
+    async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
+        """The message's attachment URLs, from the cache while they are valid.
+
+        Raises:
+            MessageUnreachable: Discord refused the message or its channel, now or within
+                :data:`UNREACHABLE_SECONDS`.
+            Exception: Discord failed, now or within :data:`FAILED_SECONDS`.
+        """
+        key = (channel_id, message_id)
+        lock = self._locks.setdefault(("message", *key), asyncio.Lock())
+        async with lock:
+            self._check_reachable(channel_id, message_id)
+            cached = self._urls.get(key)
+            if cached is not None:
+                return cached
+            try:
+                urls = await self._directory.attachment_urls(channel_id, message_id)
+            except MessageUnreachable as exc:
+                where = (channel_id, 0) if exc.whole_channel else key
+                self._unreachable.put(where, exc.whole_channel)
+                raise
+            except Exception:
+                self._unreachable.put(key, False, FAILED_SECONDS)
+                raise
+            self._urls.put(key, urls, self._urls_seconds(urls))
+            return urls
+
+    def _check_reachable(self, channel_id: int, message_id: int) -> None:
+        for where in ((channel_id, 0), (channel_id, message_id)):
+            whole = self._unreachable.get(where)
+            if whole is not None:
+                raise MessageUnreachable(whole_channel=whole)
+
+    def _urls_seconds(self, urls: list[str]) -> float:
+        expiries = [e for e in map(expires_at, urls) if e is not None]
+        if not expiries:
+            return URLS_SECONDS
+        left = min(expiries) - URLS_MARGIN - self._clock.time()
+        return max(0.0, min(left, URLS_MOST_SECONDS))
+
+    async def _kept(
+        self,
+        cache: Bounded[Key, T],
+        key: Key,
+        read: Callable[[], Awaitable[T]],
+    ) -> T:
+        lock = self._locks.setdefault((id(cache), key), asyncio.Lock())
+        async with lock:
+            cached = cache.get(key)
+            if cached is not None:
+                return cached
+            value = await read()
+            cache.put(key, value)
+            return value
+
+    async def roles(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's roles, kept :data:`LISTS_SECONDS`."""
+        return await self._kept(self._roles, guild_id, lambda: self._directory.roles(guild_id))
+
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's text channels, kept :data:`LISTS_SECONDS`."""
+        return await self._kept(
+            self._channels, guild_id, lambda: self._directory.channels(guild_id)
+        )
+
+    def forget_lists(self, guild_id: int) -> None:
+        """Read the server's roles and channels afresh next time (an admin just signed in)."""
+        self._roles.pop(guild_id)
+        self._channels.pop(guild_id)
+
+    async def delete_message(self, channel_id: int, message_id: int) -> None:
+        """Passed through (an admin's removal of a showcase entry); forgets its files."""
+        self._urls.pop((channel_id, message_id))
+        await self._directory.delete_message(channel_id, message_id)
+
+    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        """Passed through (a save's notice in the admin channel)."""
+        await self._directory.post_changes(guild_id, channel_id, entries)

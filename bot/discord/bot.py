@@ -85,6 +85,10 @@ RESERVATION_SWEEP_SECONDS = 300.0
 SHUTDOWN_GRACE_SECONDS = 20.0
 """How long a shutdown waits for commands already running (their charges to be recorded)."""
 
+SPOOL_ON_CANCEL_SECONDS = 5.0
+"""How long a shutdown waits, after the grace, for the commands it cancelled to end: a
+settlement under way writes its charge to the settlement spool then (one fsync-ed append)."""
+
 
 def shard_options(settings: Settings) -> dict[str, Any]:
     """``AutoShardedBot``'s ``shard_count`` and ``shard_ids`` from the settings, when set.
@@ -167,6 +171,7 @@ def build_announcer(
         members=services.members,
         takes=_takes_lookup(services),
         locales=locales,
+        final=services.sequences,
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales
@@ -492,11 +497,17 @@ class GenBot(commands.AutoShardedBot):
             _, unfinished = await asyncio.wait(running, timeout=self._shutdown_grace)
             if unfinished:
                 log.error(
-                    "shutting down with %d commands still running after %.0f s; a charge "
-                    "they incurred may be missing from the ledger (its reservation is kept)",
+                    "shutting down with %d commands still running after %.0f s: cancelled; a "
+                    "charge they were settling goes to the settlement spool, replayed at the "
+                    "next start",
                     len(unfinished),
                     self._shutdown_grace,
                 )
+                # Cancelled now, while the loop is whole: a settlement under way spools its
+                # charge and job on cancellation (bot.services.billing), then ends.
+                for task in unfinished:
+                    task.cancel()
+                await asyncio.wait(unfinished, timeout=SPOOL_ON_CANCEL_SECONDS)
         if self._poller_task is not None and not self._poller_task.done():
             # The poller's own grace bounds its drain; the margin covers releasing its leases.
             await asyncio.wait({self._poller_task}, timeout=self._shutdown_grace + 5.0)

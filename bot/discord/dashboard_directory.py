@@ -15,7 +15,7 @@ import discord
 
 from bot.discord.bot import post_admin_line
 from bot.discord.render.policy import audit_lines
-from bot.domain import AuditEntry, MemberAccess
+from bot.domain import AuditEntry, MemberAccess, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,10 @@ ADMINISTRATOR = 1 << 3
 TEXT_CHANNEL_TYPES = frozenset({0, 5})
 """GUILD_TEXT and GUILD_ANNOUNCEMENT (developer docs, "Channel Types"): where commands run and
 notices are posted."""
+
+UNKNOWN_MESSAGE = 10008
+"""Discord's JSON error code of a 404 for a message that is gone (developer docs, "JSON Error
+Codes"); the channel's own 404 is 10003 Unknown Channel."""
 
 ALL_PERMISSIONS = (1 << 53) - 1
 """Every permission bit, for the server's owner (who has them all, whatever their roles)."""
@@ -86,13 +90,19 @@ class RestDirectory:
         """Return the message's attachment URLs, freshly signed by Discord.
 
         Discord's attachment URLs expire (their ``ex`` parameter); fetching the message again
-        gives URLs signed anew (developer docs, "Attachment Object", signed URLs). Empty when
-        the message or channel is gone or out of the bot's reach.
+        gives URLs signed anew (developer docs, "Attachment Object", signed URLs).
+
+        Raises:
+            MessageUnreachable: 403 (the channel is out of the bot's reach: the whole channel),
+                404 Unknown Message (this message), or another 404 (the channel is gone).
+            discord.HTTPException: Discord failed otherwise.
         """
         try:
             message = await self._client.http.get_message(channel_id, message_id)
-        except (discord.NotFound, discord.Forbidden):
-            return []
+        except discord.Forbidden:
+            raise MessageUnreachable(whole_channel=True) from None
+        except discord.NotFound as exc:
+            raise MessageUnreachable(whole_channel=exc.code != UNKNOWN_MESSAGE) from None
         return [str(a["url"]) for a in message.get("attachments", []) if a.get("url")]
 
     async def roles(self, guild_id: int) -> list[tuple[int, str]]:

@@ -88,6 +88,7 @@ from bot.services.personal import is_personal
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
+from bot.services.sequences import SequenceService
 
 log = logging.getLogger(__name__)
 
@@ -350,6 +351,9 @@ class DiscordAnnouncer:
         takes: finds a job's sibling takes (every take of its request, as stored now; empty
             for a job asked alone): the takes of a request share one channel card
             (:mod:`bot.discord.render.takes`); None: every job has its own.
+        final: claims a request's final delivery of its takes in the database
+            (:meth:`~bot.services.sequences.SequenceService.claim_final_delivery`), so two
+            workers finishing its last takes together make one; None: this process's lock only.
         locales: the language of each server's public messages; None: English.
     """
 
@@ -367,8 +371,10 @@ class DiscordAnnouncer:
         members: MemberSettingsReader | None = None,
         takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
         locales: GuildLocales | None = None,
+        final: SequenceService | None = None,
     ) -> None:
         self._client = client
+        self._final = final
         self._locales = locales
         self._members = members
         self._takes = takes
@@ -774,8 +780,12 @@ class DiscordAnnouncer:
         last one attaches every take's result that fits the server's upload limit (one
         download each, held within the deliveries' :class:`ByteBudget`), so the results
         outlive the service's links, and pings the requester: the only ping of the takes.
+        That final delivery is claimed in the database first (``final``): of two workers
+        finishing the last takes together, the one that does not get it leaves the card to
+        the other.
         """
         self._replied.add(job.id)  # notify pings nobody for a take
+        claimed = False
         try:
             async with self._take_lock(group):
                 group = tuple(job if t.id == job.id else t for t in await self._siblings(job))
@@ -787,6 +797,9 @@ class DiscordAnnouncer:
                     parts = takes_card(group, sandbox=self._sandbox)
                     await self._edit_card(placeholder, parts, parts)
                     return SHOWN
+                if not await self._claim_final(group[0].id, job.id):
+                    return SHOWN  # another take's delivery makes the final one
+                claimed = True
                 limit = await self.upload_limit(job.guild_id)
                 done = [t for t in group if t.status is JobStatus.COMPLETED and t.outputs]
                 async with self.memory.hold(limit if done else 0, renew) as held:
@@ -821,12 +834,35 @@ class DiscordAnnouncer:
                     )
         except Exception as exc:
             self._replied.discard(job.id)
+            if claimed:
+                await self._release_final(group[0].id, job.id)
             outcome = classify(exc)
             if outcome is None:
                 raise
             self._note_failure(job, exc)
             return outcome
         return SHOWN
+
+    async def _claim_final(self, group_id: int, job_id: int) -> bool:
+        """Whether this take's delivery makes its request's final one (claimed in the database).
+
+        A database that cannot answer lets it through: a second ping beats no result.
+        """
+        if self._final is None:
+            return True
+        try:
+            return await self._final.claim_final_delivery(group_id, job_id)
+        except Exception as exc:
+            log.warning("takes of job %s: final delivery not claimed (%r)", group_id, exc)
+            return True
+
+    async def _release_final(self, group_id: int, job_id: int) -> None:
+        if self._final is None:
+            return
+        try:
+            await self._final.release_final_delivery(group_id, job_id)
+        except Exception as exc:  # the same take claims it again when tried again
+            log.warning("takes of job %s: final delivery claim kept (%r)", group_id, exc)
 
     async def show_card(
         self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]

@@ -205,3 +205,17 @@ class MemberAccess:
     guild_name: str
     permissions: int
     role_ids: frozenset[int]
+
+
+class MessageUnreachable(Exception):
+    """Discord will not show the bot a message: 403 (no access) or 404 (gone).
+
+    Attributes:
+        whole_channel: the refusal is the channel's (Missing Access, Unknown Channel), so
+            every message of the channel is out of reach; False: this message only (Unknown
+            Message).
+    """
+
+    def __init__(self, whole_channel: bool) -> None:
+        super().__init__("channel unreachable" if whole_channel else "message unreachable")
+        self.whole_channel = whole_channel

@@ -37,7 +37,13 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import TypeVar
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from bot.clock import Clock, utc_datetime
 from bot.config import Settings
@@ -365,8 +371,9 @@ class Billing:
     ) -> None:
         self._db = db
         self._spool = spool
-        # One writer of the spool file at a time in this process (its flock is per process).
-        self._spool_lock = asyncio.Lock()
+        # One replay at a time in this process (appends need no lock of ours: the file's
+        # flock, taken in a thread, orders them).
+        self._replay_lock = asyncio.Lock()
         self._settle_attempts = settle_attempts
         self._metrics = metrics
         self._defaults = defaults
@@ -904,8 +911,28 @@ class Billing:
         anomaly: ChargeAnomaly | None,
         learned: tuple[str | None, str, TextCharge] | None = None,
     ) -> Job | None:
-        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`)."""
+        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`).
+
+        The entry is spooled when the first try fails, before the retry waits, and when this
+        task is cancelled before the settlement is known committed (then the
+        :class:`asyncio.CancelledError` goes on): a process stopped during the retries keeps
+        the charge and the job for the next start. A retry that succeeds removes the entry.
+        """
+        entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
+        spooled = False
         tries = 0
+
+        async def spool(error: BaseException) -> bool:
+            nonlocal spooled
+            if not spooled:
+                spooled = await self._spool_entry(entry, error)
+            return spooled
+
+        async def before_sleep(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome else None
+            log.warning("settlement in guild %s failed (%r); trying again", guild_id, error)
+            if state.attempt_number == 1:  # once: an unwritable spool is tried again at the end
+                await spool(error or RuntimeError("settlement failed"))
 
         async def once() -> Job | None:
             nonlocal tries
@@ -919,51 +946,88 @@ class Billing:
             wait=SETTLE_BACKOFF,
             retry=retry_if_exception(is_transient),
             sleep=self._clock.sleep,
-            before_sleep=lambda state: log.warning(
-                "settlement in guild %s failed (%r); trying again",
-                guild_id,
-                state.outcome and state.outcome.exception(),
-            ),
+            before_sleep=before_sleep,
             reraise=True,
         )
         try:
-            return await retrying(once)
+            stored: Job | None = await retrying(once)
+        except asyncio.CancelledError as cancelled:
+            # A shutdown (or a lost interaction) cut the settlement short: the try under way
+            # may or may not have committed; the replay records it once either way.
+            await spool(cancelled)
+            raise
         except (ConstraintError, ValueError):
             raise  # the settlement itself is wrong: a replay would fail the same way
         except Exception as exc:
-            entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
-            if self._spool is None:
-                log.critical("settlement lost with the database's error: %s", entry.to_json())
+            if not await spool(exc):
                 raise
-            try:
-                async with self._spool_lock:
-                    self._spool.append(entry)
-            except OSError as spool_error:
-                log.critical(
-                    "settlement neither recorded (%r) nor spooled (%s): %s",
-                    exc,
-                    spool_error,
-                    entry.to_json(),
-                )
-                raise exc from None
             log.error(
-                "settlement %s in guild %s spooled to %s after %d tries (%r); replayed at the"
-                " next start",
+                "settlement %s in guild %s left in the spool %s after %d tries (%r); replayed"
+                " when the database answers",
                 entry.id,
                 guild_id,
-                self._spool.path,
+                self._spool.path if self._spool else None,
                 tries,
                 exc,
             )
             if job is not None:
                 raise SettlementDeferred(job.kind.value) from exc
             return None
+        if spooled and self._spool is not None:
+            log.info("settlement %s in guild %s recorded after %d tries", entry.id, guild_id, tries)
+            try:
+                await asyncio.to_thread(self._spool.remove, (entry.id,))
+            except OSError as exc:  # replaying it again records nothing twice
+                log.warning("settlement %s left in the spool (%s)", entry.id, exc)
+        return stored
+
+    async def _spool_entry(self, entry: SpooledSettlement, error: BaseException) -> bool:
+        """Append ``entry`` to the spool, in a thread (its lock may be held by another process).
+
+        The write goes on to its end even if this task is cancelled while it waits (shielded):
+        a shutdown cannot leave half an intention.
+
+        Returns:
+            Whether it is on disk; False (logged in full, critical) when there is no spool or
+            it could not be written.
+        """
+        if self._spool is None:
+            log.critical(
+                "settlement lost with the database's error (%r): %s", error, entry.to_json()
+            )
+            return False
+        writing = asyncio.ensure_future(asyncio.to_thread(self._spool.append, entry))
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            # Cancelled again while writing: the thread finishes the write regardless.
+            writing.add_done_callback(_log_late_spool_error)
+            raise
+        except OSError as spool_error:
+            log.critical(
+                "settlement neither recorded (%r) nor spooled (%s): %s",
+                error,
+                spool_error,
+                entry.to_json(),
+            )
+            return False
+        log.error(
+            "settlement %s in guild %s spooled to %s (%r); replayed at the next start if the"
+            " database does not take it",
+            entry.id,
+            entry.guild_id,
+            self._spool.path,
+            error,
+        )
+        return True
 
     async def replay_spool(self) -> int:
         """Record the settlements waiting in the spool (at start-up, then every minute).
 
-        Each entry is one transaction, idempotent (:mod:`bot.services.settlement_spool`); an
-        entry that fails stays for the next replay, logged.
+        The entries are read under the spool's lock, replayed without it (each one
+        transaction, idempotent: :mod:`bot.services.settlement_spool`), then the settled ones
+        are removed under it again. An entry that fails stays for the next replay, logged.
+        One replay at a time in this process.
 
         Returns:
             How many entries were settled.
@@ -971,24 +1035,29 @@ class Billing:
         spool = self._spool
         if spool is None or not spool.pending():
             return 0
-        settled = 0
-        try:
-            async with self._spool_lock:
-                with spool.take() as (entries, kept):
-                    for entry in entries:
-                        try:
-                            await self._replay(entry)
-                        except Exception as exc:
-                            log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
-                            kept.append(entry)
-                        else:
-                            settled += 1
-        except OSError as exc:
-            # Kept as it is; the operator must make it readable (the charges are in it).
-            log.critical("cannot replay the settlement spool %s: %s", spool.path, exc)
+        settled: list[str] = []
+        async with self._replay_lock:
+            try:
+                entries = await asyncio.to_thread(spool.read)
+            except OSError as exc:
+                # Kept as it is; the operator must make it readable (the charges are in it).
+                log.critical("cannot replay the settlement spool %s: %s", spool.path, exc)
+                return 0
+            for entry in entries:
+                try:
+                    await self._replay(entry)
+                except Exception as exc:
+                    log.error("spooled settlement %s not recorded yet: %r", entry.id, exc)
+                else:
+                    settled.append(entry.id)
+            if settled:
+                try:
+                    await asyncio.to_thread(spool.remove, settled)
+                except OSError as exc:  # replayed again next time: recorded once all the same
+                    log.critical("settled entries left in the spool %s: %s", spool.path, exc)
         if settled:
-            log.info("recorded %d spooled settlement(s) from %s", settled, spool.path)
-        return settled
+            log.info("recorded %d spooled settlement(s) from %s", len(settled), spool.path)
+        return len(settled)
 
     async def _replay(self, entry: SpooledSettlement) -> None:
         async with self._db.transaction() as tx:
@@ -1022,17 +1091,21 @@ class Billing:
         Holds the guild's lock: a budget check of the guild sees both the reservation and the
         charge, or neither, never one without the other.
 
-        ``again``: an earlier try failed. If its reservation is gone, that try committed after
-        all (its connection dropped as it committed; the reservation outlives the call by far,
-        see ``bot.genapi.ratelimit.SEND_MARGIN``): the charge is not recorded twice.
+        ``again``: an earlier try failed. Whether it (or a replay of the spool) recorded the
+        charge after all (its connection dropped as it committed) is read from the ledger:
+        this very charge (:meth:`~bot.storage.repos.ledger.LedgerStore.has_charge`), never
+        from the reservation, which a sweep may have removed while nothing was recorded. The
+        charge is then not recorded twice, nor its price learnt twice.
         """
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
-                held = await tx.ledger.delete_reservation(reservation.id)
-                if again and not held:
-                    log.warning("settlement of reservation %s committed before", reservation.id)
-                    return None if job is None else await tx.jobs.insert(job)
+                await tx.ledger.delete_reservation(reservation.id)
+            if again and charge is not None and await tx.ledger.has_charge(charge):
+                log.warning("charge of guild %s was recorded before; not again", guild_id)
+                if anomaly is not None:
+                    await tx.ledger.insert_anomaly(anomaly)
+                return None if job is None else await tx.jobs.insert(job)
             reused = await _task_given_before(tx, charge, anomaly)
             if charge is not None and not await tx.ledger.insert_charge(charge):
                 log.info(
@@ -1110,6 +1183,11 @@ class Billing:
             (self._tier_name(names, role), cents)
             for role, cents in await self._db.policy.spent_by_tier(guild_id, since)
         ]
+
+
+def _log_late_spool_error(writing: asyncio.Future[None]) -> None:
+    if not writing.cancelled() and (error := writing.exception()) is not None:
+        log.critical("a settlement cancelled while spooled was not written: %s", error)
 
 
 def _first(value: _T | None, default: _T) -> _T:

@@ -4,10 +4,8 @@ No HTTP and no Discord here: the web adapter (``bot/dashboard``) asks this servi
 and writes through the dashboard's repositories (``bot/storage/repos/dashboard.py``).
 
 - **Sign-in** (Discord's OAuth2 authorization code grant with PKCE, RFC 7636, and a ``state``
-  bound to a pre-login cookie, RFC 6749 section 10.12): :meth:`DashboardService.begin_login`
-  keeps only hashes of the ``state`` and of the pre-login cookie, and
-  :meth:`DashboardService.finish_login` hands the PKCE verifier back once, to the browser that
-  began the sign-in, within :data:`LOGIN_SECONDS`.
+  bound to a pre-login cookie, RFC 6749 section 10.12): kept by the browser in a signed cookie
+  (``bot.dashboard.oauth.LoginCookie``), never in the database, for :data:`LOGIN_SECONDS`.
 - **Sessions**: a new random id per sign-in (stored hashed), idle after
   :data:`SESSION_IDLE_SECONDS`, at most :data:`SESSION_MAX_SECONDS` old; one row each, so a
   member can be signed out everywhere.
@@ -100,21 +98,6 @@ def cents_to_micro(cents: Decimal) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Login:
-    """A sign-in begun: what goes in the authorize URL and the pre-login cookie.
-
-    Attributes:
-        state: the OAuth2 ``state`` (single use).
-        binding: the pre-login cookie's value (the ``state`` only works with it).
-        challenge: the PKCE S256 code challenge.
-    """
-
-    state: str
-    binding: str
-    challenge: str
-
-
-@dataclass(frozen=True, slots=True)
 class SpendReport:
     """A server's spend over a period and the period before it (micro-cents).
 
@@ -176,39 +159,6 @@ class DashboardService:
         self._clock = clock
 
     # -- signing in ------------------------------------------------------------------------
-
-    async def begin_login(self) -> tuple[Login, str]:
-        """Begin a sign-in; return what the browser gets and the PKCE verifier.
-
-        The verifier is also kept (with hashes of the state and of the pre-login cookie) for
-        :meth:`finish_login`; the caller needs it only to test the flow.
-        """
-        now = self._clock.time()
-        await self._store.purge_logins(now - LOGIN_SECONDS)
-        state, binding, verifier = _token(), _token(), secrets.token_urlsafe(48)
-        await self._store.add_login(_hash(state), _hash(binding), verifier, now)
-        return Login(state, binding, pkce_challenge(verifier)), verifier
-
-    async def finish_login(self, state: str, binding: str | None) -> str:
-        """Use a sign-in's ``state`` (once); return its PKCE verifier.
-
-        Args:
-            state: the callback's ``state`` parameter.
-            binding: the pre-login cookie the browser sent; None without one.
-
-        Raises:
-            LoginRefused: the state is unknown or used already, older than
-                :data:`LOGIN_SECONDS`, or was begun by another browser (RFC 6749, 10.12).
-        """
-        taken = await self._store.take_login(_hash(state)) if state else None
-        if taken is None:
-            raise LoginRefused("This sign-in link was used already or is unknown; sign in again.")
-        binding_hash, verifier, created_at = taken
-        if binding is None or not hmac.compare_digest(binding_hash, _hash(binding)):
-            raise LoginRefused("This sign-in was begun in another browser; sign in again.")
-        if self._clock.time() - created_at > LOGIN_SECONDS:
-            raise LoginRefused("This sign-in took too long; sign in again.")
-        return verifier
 
     async def open_session(self, user_id: int, user_name: str, guilds: Sequence[GuildRef]) -> str:
         """Start a session for a member Discord just identified; return the cookie's value."""

@@ -1086,11 +1086,12 @@ class GenerationService:
         send: Callable[[], Awaitable[R]],
         settle: Callable[[int, Reservation, R], Awaitable[Made]],
     ) -> tuple[list[Made], Exception | None]:
-        """Send the takes held by ``reservations`` one after another, each settled before the next.
+        """Send the takes held by ``reservations`` in turn, each settled before the next.
 
         The one charge loop of :meth:`image_takes` and :meth:`video_takes`. A take whose call
-        fails stops the rest, whose holds are given back (one that may have been charged keeps
-        its own hold, as any request: :meth:`_charged`).
+        fails stops the rest, whose holds are given back (:meth:`_release_unsent`: a failure
+        there is logged, never raised over the takes charged; one that may have been charged
+        keeps its own hold, as any request: :meth:`_charged`).
 
         Args:
             reservations: one hold per take, in order (held together beforehand).
@@ -1109,8 +1110,7 @@ class GenerationService:
             try:
                 result = await self._charged(reservation, settings, send())
             except Exception as exc:
-                for unsent in reservations[index + 1 :]:
-                    await self._billing.release(unsent)
+                await self._release_unsent(reservations[index + 1 :])
                 if not made:
                     raise
                 log.warning("take %d of %d was not made (%s)", index + 1, len(reservations), exc)
@@ -1180,6 +1180,23 @@ class GenerationService:
     async def result_request(self, ref: str) -> ResultRequest | None:
         """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
         return await self._db.cards.request(ref)
+
+    async def _release_unsent(self, reservations: Sequence[Reservation]) -> None:
+        """Give back the holds of takes not sent; a failure is logged, never raised.
+
+        The takes sent before are charged and their results must reach the member: a
+        database that cannot take the releases (each reservation then holds its budget until
+        it expires, 15 minutes, on the safe side) must not turn them into an error.
+        """
+        for reservation in reservations:
+            try:
+                await self._billing.release(reservation)
+            except Exception as exc:
+                log.error(
+                    "hold %s of a take not made was not given back (%r); it expires by itself",
+                    reservation.id,
+                    exc,
+                )
 
     async def _settle_job(
         self,

@@ -214,6 +214,27 @@ class SequenceService:
         """The jobs of ``job_id``'s takes, in order; empty when it was asked alone."""
         return await self._store.takes_of(job_id)
 
+    async def claim_final_delivery(self, group_id: int, job_id: int) -> bool:
+        """Claim the final delivery of a request's takes for the take ``job_id``.
+
+        The final delivery (every result attached to the shared card, the requester's one
+        ping) is made once, by whichever worker claims it first in the database
+        (:meth:`~bot.storage.repos.sequences.SequenceStore.claim_final`); the take ``job_id``
+        may claim it again (its own delivery tried again).
+
+        Args:
+            group_id: the first take's job id (the group).
+            job_id: the take whose delivery asks.
+
+        Returns:
+            True: this delivery makes it; False: another take's does.
+        """
+        return await self._store.claim_final(group_id, job_id)
+
+    async def release_final_delivery(self, group_id: int, job_id: int) -> None:
+        """Give back ``job_id``'s claim after its final delivery failed (tried again later)."""
+        await self._store.release_final(group_id, job_id)
+
     async def add_clip(
         self, *, previous_job_id: int, job_id: int, guild_id: int, starter_id: int
     ) -> Sequence:

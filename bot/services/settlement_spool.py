@@ -15,8 +15,17 @@ Replaying is idempotent: an entry may be replayed after a crash between its comm
 file's rewrite, or after an attempt whose commit was lost with its connection. A charge already
 in the ledger (the same task, or for text the very same charge:
 :meth:`~bot.storage.repos.ledger.LedgerStore.has_charge`) is not recorded again, and a job
-already stored is kept (``jobs.insert`` is idempotent on its task). Several processes sharing
-the file take an exclusive ``flock`` to append or replay.
+already stored is kept (``jobs.insert`` is idempotent on its task).
+
+A settlement is spooled as soon as its first try fails, before the retry waits, and also when
+its task is cancelled (a SIGTERM ends the commands still running after the shutdown grace):
+whatever happens to the process during the retries, the charge and the job are on disk. A
+retry that then succeeds removes its entry again; a replay that got there first did no harm.
+
+Several processes sharing the file take an exclusive ``flock`` to append, to read the entries
+or to remove the settled ones, in a thread (:mod:`asyncio` never waits on it), and only for
+that: the replay's database work runs without the lock, so an append never waits behind a
+replay stuck on the failing database. Two replays of one entry record it once (above).
 
 Amounts are written as the exact Decimal text; times are UTC epoch seconds.
 """
@@ -29,7 +38,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from pathlib import Path
@@ -135,6 +144,11 @@ def _decode(cls: type[Any], raw: dict[str, Any] | None) -> Any:
 class SettlementSpool:
     """The spool file (module docstring).
 
+    Every method here blocks on the file's ``flock`` and on ``fsync``: call them from a thread
+    (``asyncio.to_thread``, as :class:`~bot.services.billing.Billing` does), never on the event
+    loop. The lock is held only to append, to read the entries, or to remove settled ones;
+    replaying them (database work) happens without it.
+
     Args:
         path: the file (``SETTLEMENT_SPOOL_PATH``); its folder is made when first written.
     """
@@ -145,50 +159,69 @@ class SettlementSpool:
     def append(self, entry: SpooledSettlement) -> None:
         """Append ``entry`` durably (flushed and fsync-ed when this returns).
 
+        The append that creates the file (or finds it empty) also fsyncs the folder, so the
+        new file's directory entry survives a crash as its line does.
+
         Raises:
             OSError: it could not be written (the caller logs the settlement in full).
         """
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked("a") as file:
+            first = os.fstat(file.fileno()).st_size == 0
             file.write(entry.to_json() + "\n")
             file.flush()
             os.fsync(file.fileno())
+        if first:
+            _fsync_dir(self.path.parent)
 
     def pending(self) -> bool:
-        """Whether the file holds anything (a cheap check before :meth:`take`)."""
+        """Whether the file holds anything (a cheap check before :meth:`read`)."""
         try:
             return self.path.stat().st_size > 0
         except FileNotFoundError:
             return False
 
-    @contextlib.contextmanager
-    def take(self) -> Iterator[tuple[list[SpooledSettlement], list[SpooledSettlement]]]:
-        """Hold the spool while its entries are replayed; keep only those not settled.
+    def read(self) -> list[SpooledSettlement]:
+        """The entries waiting, oldest first (an unreadable line is skipped here, logged).
 
-        Yields ``(entries, kept)``: the caller appends to ``kept`` every entry that must stay
-        (its settlement failed); on leaving the block the file is replaced by ``kept``
-        (written to a temporary file, fsync-ed, renamed), or emptied. An unreadable line is
-        kept as it is and logged. If the block raises, the file is left unchanged.
+        Raises:
+            OSError: the file could not be read.
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._locked("a+") as file:
-            file.seek(0)
-            entries: list[SpooledSettlement] = []
-            unreadable: list[str] = []
-            for line in file.read().splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    entries.append(SpooledSettlement.from_json(line))
-                except ValueError as exc:
-                    log.error("settlement spool %s: unreadable line kept (%s)", self.path, exc)
-                    unreadable.append(line)
-            kept: list[SpooledSettlement] = []
-            yield entries, kept
-            lines = [*unreadable, *(entry.to_json() for entry in kept)]
+        if not self.path.exists():
+            return []
+        with self._locked("r") as file:
+            text = file.read()
+        entries: list[SpooledSettlement] = []
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                entries.append(SpooledSettlement.from_json(line))
+            except ValueError as exc:
+                log.error("settlement spool %s: unreadable line kept (%s)", self.path, exc)
+        return entries
+
+    def remove(self, ids: Collection[str]) -> None:
+        """Drop the entries ``ids`` (settled) from the file; keep every other line as it is.
+
+        Entries appended since they were read stay, as do unreadable lines. The file is
+        rewritten (a temporary file, fsync-ed, renamed, the folder fsync-ed) under the lock.
+
+        Raises:
+            OSError: it could not be rewritten (the entries stay; replaying them again is
+                harmless).
+        """
+        wanted = set(ids)
+        if not wanted or not self.path.exists():
+            return
+        with self._locked("r") as file:
+            lines = [line for line in file.read().splitlines() if line.strip()]
+            kept = [line for line in lines if _entry_id(line) not in wanted]
+            if len(kept) == len(lines):
+                return
             temporary = self.path.with_name(self.path.name + ".tmp")
             with temporary.open("w", encoding="utf-8") as out:
-                out.write("".join(line + "\n" for line in lines))
+                out.write("".join(line + "\n" for line in kept))
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(temporary, self.path)
@@ -200,7 +233,7 @@ class SettlementSpool:
             file = self.path.open(mode, encoding="utf-8")
             try:
                 fcntl.flock(file.fileno(), fcntl.LOCK_EX)
-                # A replay may have replaced the file while this waited for the lock: the lock
+                # A removal may have replaced the file while this waited for the lock: the lock
                 # is then on the old file, whose lines nobody reads again. Open the new one.
                 try:
                     current = os.stat(self.path).st_ino == os.fstat(file.fileno()).st_ino
@@ -211,6 +244,14 @@ class SettlementSpool:
                     return
             finally:
                 file.close()  # closing releases the lock
+
+
+def _entry_id(line: str) -> str | None:
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return str(raw.get("id")) if isinstance(raw, dict) else None
 
 
 def _fsync_dir(path: Path) -> None:

@@ -149,6 +149,8 @@ default_keys = Table(
 )
 
 
+# Unused since issue 35 (sign-ins under way live in a signed cookie, written nowhere); kept so
+# that no migration is needed, and empty.
 dashboard_logins = Table(
     "dashboard_logins",
     metadata,
@@ -569,6 +571,8 @@ takes = Table(
     Column("job_id", BigInteger, primary_key=True),
     Column("group_id", BigInteger, nullable=False),
     Column("position", Integer, nullable=False),
+    # On the first take's row: the take whose delivery made the group's final one (claimed).
+    Column("final_delivered_by", BigInteger),
 )
 Index("takes_group", takes.c.group_id)
 

@@ -14,6 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from bot.clock import ManualClock
+from bot.discord.bot import build_announcer
 from bot.discord.delivery import (
     NONCE_ROUTES,
     DiscordAnnouncer,
@@ -27,7 +28,7 @@ from bot.domain import DeliveryRoute, JobStatus
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
 from bot.sandbox import GenApiEmulator
-from bot.services.generation import Requester
+from bot.services.generation import Requester, VideoOptions
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.discord_emulator.models import Message
@@ -340,3 +341,34 @@ async def test_a_download_holds_the_file_once() -> None:
             tracemalloc.stop()
     assert len(data) == size
     assert peak < 1.5 * size
+
+
+async def test_two_workers_finishing_the_last_takes_together_make_one_final_delivery(
+    stack: Stack, rest_bot: RestBot
+) -> None:
+    catalogue = await stack.generation.catalogue(rest_bot.who.guild_id)
+    model = next(m for m in catalogue.video if not m.needs_image)
+    made = await stack.generation.video_takes(rest_bot.who, VideoOptions("two gulls", model.id), 2)
+    await stack.services.sequences.record_takes([job.id for job in made.jobs])
+    channel = rest_bot.client.get_partial_messageable(rest_bot.who.channel_id)
+    card = await channel.send("two takes")
+    for job in made.jobs:
+        await stack.generation.attach_message(job, card.id)
+        await stack.db.jobs.finish(job.id, JobStatus.FAILED, [], "no luck", stack.clock.time())
+    finished = [await stack.db.jobs.get(job.id) for job in made.jobs]
+    # Two worker processes: each its own announcer (and its own in-process lock).
+    workers = [build_announcer(rest_bot.client, stack.services)[0] for _ in range(2)]
+    attempts = await asyncio.gather(
+        *(
+            worker.deliver(job, DeliveryRoute.PLACEHOLDER)
+            for worker, job in zip(workers, finished, strict=True)
+            if job is not None
+        )
+    )
+    assert all(attempt.shown for attempt in attempts)
+    pings = [
+        m
+        for m in rest_bot.emulator.messages.values()
+        if rest_bot.who.user_id in m.pinged_user_ids()
+    ]
+    assert len(pings) == 1  # one "your takes are ready", not one per worker

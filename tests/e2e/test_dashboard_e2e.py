@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import sqlite3
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -531,3 +532,70 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
     await page.goto(f"{base}/servers/{world.guild.id}/audit?what=showcase")
     audit = await page.inner_text("#results")
     assert f"<#{channel.id}>" in audit and "public showcase page" in audit
+
+
+# -- the dashboard under abuse ------------------------------------------------------------------
+
+
+def dashboard_rows(world: World) -> dict[str, int]:
+    """Rows of the dashboard's tables in the bot's database (read beside the bot, SQLite)."""
+    tables = ("dashboard_logins", "dashboard_sessions", "dashboard_roles")
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        return {t: int(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in tables}
+
+
+async def http_sign_in(world: World, http: aiohttp.ClientSession, user_id: int) -> None:
+    """The whole sign-in over HTTP, as a browser follows it."""
+    base = dashboard_url(world)
+    begun = await http.get(f"{base}/auth/login", allow_redirects=False)
+    world.discord.oauth.browser_user = user_id
+    form = dict(parse_qsl(urlsplit(begun.headers["Location"]).query), action="authorize")
+    consent = await http.post(
+        f"{world.discord.base_url}/oauth2/authorize", data=form, allow_redirects=False
+    )
+    signed = await http.get(consent.headers["Location"], allow_redirects=False)
+    assert signed.headers["Location"] == "/servers"
+
+
+async def test_visitors_cost_the_bot_no_discord_calls_and_no_database_writes(
+    world: World,
+) -> None:
+    """A flood of sign-ins, of a member's media the bot cannot read and of unknown servers:
+    the database's dashboard tables keep their rows and Discord hears of it once."""
+    hidden = world.discord.add_channel(world.guild.id, "hidden")
+    prompt = "a hidden kite"
+    await world.answer(
+        await world.command("video", {"prompt": prompt, "model": CHEAP_VIDEO}, channel_id=hidden.id)
+    )
+    card = await world.discord.wait_for_message(lambda m: prompt in m.text, include_existing=True)
+    await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        job_id = int(
+            db.execute("SELECT id FROM jobs WHERE channel_id = ?", (hidden.id,)).fetchone()[0]
+        )
+    world.discord.revoke_channel_access(hidden.id)
+    base = dashboard_url(world)
+    before = dashboard_rows(world)
+    async with aiohttp.ClientSession() as anonymous:
+        for _ in range(25):
+            begun = await anonymous.get(f"{base}/auth/login", allow_redirects=False)
+            assert begun.status in (302, 429)
+        forged = await anonymous.get(f"{base}/auth/callback?state=forged&code=x")
+        assert forged.status in (400, 429)
+    assert dashboard_rows(world) == before  # not a row for a sign-in begun or forged
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        await http_sign_in(world, http, world.member.id)
+        calls = len(world.discord.requests)
+        statuses = set()
+        for n in range(40):
+            media = await http.get(f"{base}/media/{job_id}/0", allow_redirects=False)
+            other = await http.get(f"{base}/servers/{123456789012345678 + n}")
+            statuses |= {media.status, other.status}
+        assert statuses <= {302, 404, 429}, statuses
+        caused = [r for r in world.discord.requests[calls:] if "/oauth2" not in r.path]
+    # One question about the hidden card (403, then remembered); none about unknown servers.
+    assert len(caused) <= 1, [(r.method, r.path) for r in caused]
+    assert [r for r in caused if "/guilds/" in r.path] == []
+    after = dashboard_rows(world)
+    assert after["dashboard_logins"] == before["dashboard_logins"]
+    assert after["dashboard_sessions"] == before["dashboard_sessions"] + 1  # the member's own

@@ -425,3 +425,31 @@ async def test_a_video_check_refuses_budget_and_cooldown_and_holds_nothing(
     with pytest.raises(BudgetExceeded):
         await stack.generation.check_video(who, options)
     assert await stack.db.ledger.reserved_cents(who.guild_id, stack.clock.time()) == 0
+
+
+@pytest.mark.parametrize("kind", ["image", "video"])
+async def test_takes_keep_what_was_charged_when_releasing_the_unsent_holds_fails(
+    stack: Stack, who: Requester, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    settle = stack.billing.settle
+
+    async def settle_then_fail_the_next_post(*args: Any, **kw: Any) -> Any:
+        settled = await settle(*args, **kw)
+        stack.api.inject_fault("500", 1)  # take 2 is refused, for free
+        return settled
+
+    async def database_down(reservation: Any) -> None:
+        raise ConnectionError("the database went away")
+
+    monkeypatch.setattr(stack.billing, "settle", settle_then_fail_the_next_post)
+    monkeypatch.setattr(stack.billing, "release", database_down)
+    if kind == "image":
+        options = ImageOptions("a kite", "black-forest-labs/flux-schnell")  # synchronous
+        outcomes, error = await stack.generation.image_takes(who, options, 3)
+        made = [o.result for o in outcomes if o.result is not None]
+    else:
+        video = await video_model(stack, needs_image=False)
+        taken = await stack.generation.video_takes(who, VideoOptions("a kite", video.id), 3)
+        made, error = list(taken.jobs), taken.error
+    assert len(made) == 1 and error is not None  # take 1 is kept; takes 2 and 3 not made
+    assert await stack.db.ledger.total(who.guild_id) > 0

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import fcntl
+import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+import stat
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,7 @@ from bot.clock import ManualClock
 from bot.domain import Charge, Kind, NewJob
 from bot.errors import SettlementDeferred, user_message
 from bot.services.billing import Billing
-from bot.services.settlement_spool import SettlementSpool
+from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Repositories
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.transient import is_transient
@@ -59,6 +64,9 @@ class FailingDatabase:
         self.failures = 0
         self.lose_commit = False
         self.transactions = 0
+        # Set: the next transaction waits for it (a hung connection) after ``entered`` is set.
+        self.hang: asyncio.Event | None = None
+        self.entered = asyncio.Event()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._db, name)
@@ -66,6 +74,10 @@ class FailingDatabase:
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Repositories]:
         self.transactions += 1
+        if self.hang is not None:
+            hang, self.hang = self.hang, None
+            self.entered.set()
+            await hang.wait()
         if self.failures > 0:
             self.failures -= 1
             raise self._error()
@@ -237,3 +249,191 @@ async def test_without_a_usable_spool_the_error_is_raised_and_the_settlement_log
         await billing.settle(reservation, charge)
     assert is_transient(raised.value)
     assert "neither recorded" in caplog.text and '"cost_cents":"2"' in caplog.text
+
+
+class SleepHook(ManualClock):
+    """A manual clock that runs ``hook`` (once each) whenever something sleeps on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: list[Callable[[], Awaitable[None]]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        while self.hooks:
+            await self.hooks.pop(0)()
+        await super().sleep(seconds)
+
+
+class HeldClock(ManualClock):
+    """A manual clock whose sleeps never end (until cancelled); ``sleeping`` says one began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleeping = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeping.set()
+        await asyncio.Event().wait()
+
+
+async def test_the_spool_holds_a_settlement_before_its_first_retry_waits(
+    failing: FailingDatabase, store: SqlDatabase, spool: SettlementSpool
+) -> None:
+    clock = SleepHook()
+    billing = billing_on(failing, clock, spool)
+    reservation = await reserve_text(billing)
+    seen: list[bool] = []
+
+    async def look() -> None:
+        seen.append(spool.pending())
+
+    clock.hooks.append(look)
+    failing.failures = 1
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert seen == [True]  # on disk while the retry waited
+    assert await ledger_rows(store) == [2]
+    assert not spool.pending()  # the retry recorded it: the entry is gone again
+    assert await billing_on(store, clock, spool).replay_spool() == 0
+
+
+async def test_a_retry_decides_already_recorded_by_the_ledger_not_by_the_reservation(
+    failing: FailingDatabase, store: SqlDatabase, spool: SettlementSpool
+) -> None:
+    clock = SleepHook()
+    billing = billing_on(failing, clock, spool)
+    reservation = await reserve_text(billing)
+
+    async def sweep() -> None:  # the reservation is gone, nothing was recorded
+        await store.ledger.delete_reservation(reservation.id)
+
+    clock.hooks.append(sweep)
+    failing.failures = 1
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert await ledger_rows(store) == [2]
+
+
+async def test_a_replay_during_a_retrys_backoff_records_the_charge_once(
+    failing: FailingDatabase, store: SqlDatabase, spool: SettlementSpool
+) -> None:
+    clock = SleepHook()
+    billing = billing_on(failing, clock, spool)
+    reservation = await reserve_text(billing)
+
+    async def replay() -> None:  # the minute's replay, while the reservation is still held
+        await billing_on(store, clock, spool).replay_spool()
+
+    clock.hooks.append(replay)
+    failing.failures = 1
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert await ledger_rows(store) == [2]
+    assert (await billing.report(GUILD, 1)).reserved_cents == 0
+
+
+@pytest.mark.parametrize("where", ["backoff", "first try"])
+async def test_a_settlement_cancelled_in_a_database_incident_is_spooled_and_replayed(
+    failing: FailingDatabase, store: SqlDatabase, spool: SettlementSpool, where: str
+) -> None:
+    clock = HeldClock()
+    billing = billing_on(failing, clock, spool)
+    video = await billing.reserve(
+        guild_id=GUILD, user_id=1, kind=Kind.VIDEO, model="vid/t2v", cost_cents=1
+    )
+    if where == "backoff":
+        failing.failures = 100
+        started = clock.sleeping
+    else:
+        failing.hang = asyncio.Event()
+        started = failing.entered
+    settling = asyncio.create_task(
+        billing.settle(video, charge_for(video, 1, clock, task_id="t"), new_job(clock, "t"))
+    )
+    await started.wait()
+    settling.cancel()  # SIGTERM: the shutdown cancels the command
+    with pytest.raises(asyncio.CancelledError):
+        await settling
+    assert spool.pending()
+    restarted = billing_on(store, clock, spool)
+    assert await restarted.replay_spool() == 1
+    assert await ledger_rows(store) == [1]
+    job = await store.jobs.by_task("fp-default", Kind.VIDEO, "t")
+    assert job is not None and job.prompt_summary == "a fox"
+
+
+def entry(clock: ManualClock, cost: int = 2) -> SpooledSettlement:
+    charge = Charge(
+        guild_id=GUILD,
+        channel_id=7,
+        user_id=1,
+        kind=Kind.TEXT,
+        model="acme/chat",
+        task_id=None,
+        cost_cents=Decimal(cost),
+        remaining_credits_cents=None,
+        key_fingerprint="fp-default",
+        at=clock.time(),
+    )
+    return SpooledSettlement.new(GUILD, charge, None, None)
+
+
+async def test_a_spool_lock_held_elsewhere_does_not_block_the_event_loop(
+    failing: FailingDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    spool.path.parent.mkdir(parents=True)
+    other = spool.path.open("a")  # another process appending or replaying
+    fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+    # Safety net for the old code, whose flock stopped the loop: let go after 3 s.
+    rescue = threading.Timer(3.0, lambda: fcntl.flock(other.fileno(), fcntl.LOCK_UN))
+    rescue.start()
+    try:
+        billing = billing_on(failing, clock, spool, attempts=1)
+        reservation = await reserve_text(billing)
+        failing.failures = 100
+        settling = asyncio.create_task(
+            billing.settle(reservation, charge_for(reservation, 2, clock))
+        )
+        for _ in range(20):  # the loop turns while the settlement waits for the lock
+            await asyncio.sleep(0)
+        assert not rescue.finished.is_set(), "the event loop waited for the lock"
+        assert not settling.done()  # waiting for the lock, in a thread
+        fcntl.flock(other.fileno(), fcntl.LOCK_UN)
+        assert await settling is None
+        assert spool.pending()
+    finally:
+        rescue.cancel()
+        other.close()
+
+
+async def test_a_replay_does_not_hold_the_spool_while_it_waits_for_the_database(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    await asyncio.to_thread(spool.append, entry(clock))
+    gate = failing.hang = asyncio.Event()
+    replaying = asyncio.create_task(billing_on(failing, clock, spool).replay_spool())
+    await failing.entered.wait()
+    late = entry(clock, 3)
+    with spool.path.open("a") as other:  # another process appends meanwhile
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError if held
+        other.write(late.to_json() + "\n")
+    gate.set()
+    assert await replaying == 1
+    assert await ledger_rows(store) == [2]
+    # The entry appended during the replay stays for the next one.
+    assert [e.id for e in await asyncio.to_thread(spool.read)] == [late.id]
+
+
+def test_the_first_append_fsyncs_the_spools_folder(
+    spool: SettlementSpool, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[bool] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    spool.append(entry(clock))
+    assert synced.count(True) == 1  # the new file's directory entry is durable too
+    synced.clear()
+    spool.append(entry(clock))
+    assert synced == [False]

@@ -4,6 +4,7 @@ test)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -71,5 +72,22 @@ async def test_takes_are_grouped_in_order_and_a_member_keeps_a_default(tmp_path:
             await service.set_default_takes(ALICE, 5)
         await service.set_default_takes(ALICE, None)
         assert await service.default_takes(ALICE) == 1
+    finally:
+        await db.close()
+
+
+async def test_one_take_claims_the_final_delivery_of_its_request(tmp_path: Path) -> None:
+    db = await Database.open_sqlite(tmp_path / "bot.db", clock=ManualClock())
+    try:
+        service = SequenceService(db, ManualClock())
+        await service.record_takes([5, 6, 7])
+        claims = await asyncio.gather(
+            service.claim_final_delivery(5, 6), service.claim_final_delivery(5, 7)
+        )
+        assert sorted(claims) == [False, True]  # two workers together: one final delivery
+        winner = 6 if claims[0] else 7
+        assert await service.claim_final_delivery(5, winner)  # its own delivery tried again
+        await service.release_final_delivery(5, winner)  # it failed: the other may make it
+        assert await service.claim_final_delivery(5, 13 - winner)
     finally:
         await db.close()

@@ -245,7 +245,11 @@ class Site:
 async def open_site(
     services: Services, clock: ManualClock, monkeypatch: Any, *, public_url: str | None = None
 ) -> AsyncIterator[Site]:
-    """Serve the dashboard over ``services`` on the Discord emulator, with two servers."""
+    """Serve the dashboard over ``services`` on the Discord emulator, with two servers.
+
+    ``public_url`` is ``DASHBOARD_PUBLIC_URL`` as written (``{port}`` in it: the port served
+    on), else ``http://127.0.0.1:<port>``.
+    """
     async with DiscordEmulator(bot_token=TOKEN) as emulator:
         emulator.oauth.client_secret = SECRET
         monkeypatch.setattr(discord.http.Route, "BASE", emulator.api_base_url)
@@ -264,7 +268,8 @@ async def open_site(
         port = free_port()
         settings = services.settings.model_copy(
             update={
-                "dashboard_public_url": public_url or f"http://127.0.0.1:{port}",
+                # ``{port}`` in ``public_url`` is the port served on.
+                "dashboard_public_url": (public_url or "http://127.0.0.1:{port}").format(port=port),
                 "dashboard_port": port,
                 "discord_client_secret": SecretStr(SECRET),
                 "discord_api_base_url": emulator.api_base_url,

@@ -1,12 +1,13 @@
 """The web dashboard's tables and its reads of the ledger, jobs and audit log, both engines.
 
-:class:`DashboardStore`: sign-ins under way (``dashboard_logins``), sessions
-(``dashboard_sessions``) and access roles (``dashboard_roles``). :class:`DashboardViews`: the
-read-only views of the pages (spend by day, model, kind, tier and member; ledger lines with
-their jobs; the audit log; finished results). Money stays integer micro-cents (the sums are
-``SUM(bigint)``, exact on both engines); pages are keyset-paged (newest first, by time then
-id), so page 500 costs what page 1 costs, and an export reads the ledger in batches, oldest
-first, holding one batch at a time.
+:class:`DashboardStore`: sessions (``dashboard_sessions``) and access roles
+(``dashboard_roles``); sign-ins under way live in a signed cookie since issue 35
+(``bot.dashboard.oauth.LoginCookie``), and ``dashboard_logins`` is no longer used.
+:class:`DashboardViews`: the read-only views of the pages (spend by day, model, kind, tier
+and member; ledger lines with their jobs; the audit log; finished results). Money stays integer
+micro-cents (the sums are ``SUM(bigint)``, exact on both engines); pages are keyset-paged
+(newest first, by time then id), so page 500 costs what page 1 costs, and an export reads the
+ledger in batches, oldest first, holding one batch at a time.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from bot.domain import (
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import (
     config_audit,
-    dashboard_logins,
     dashboard_roles,
     dashboard_sessions,
     jobs,
@@ -191,42 +191,6 @@ class DashboardStore:
 
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
-
-    async def add_login(self, state_hash: str, binding_hash: str, verifier: str, at: float) -> None:
-        """Record a sign-in under way: the hashed ``state``, its cookie's hash, PKCE verifier."""
-        await self._sql.run(
-            insert(dashboard_logins).values(
-                state_hash=state_hash,
-                binding_hash=binding_hash,
-                code_verifier=verifier,
-                created_at=at,
-            )
-        )
-
-    async def take_login(self, state_hash: str) -> tuple[str, str, float] | None:
-        """Remove and return a sign-in's ``(binding hash, verifier, created_at)``; None if unknown.
-
-        Single use: of two callbacks with one ``state``, only the one whose delete removed the
-        row gets it.
-        """
-        async with self._sql.write() as tx:
-            row = await tx.one(
-                select(dashboard_logins).where(dashboard_logins.c.state_hash == state_hash)
-            )
-            if row is None:
-                return None
-            taken = await tx.run(
-                delete(dashboard_logins).where(dashboard_logins.c.state_hash == state_hash)
-            )
-            if taken != 1:
-                return None
-            return row["binding_hash"], row["code_verifier"], row["created_at"]
-
-    async def purge_logins(self, before: float) -> int:
-        """Delete sign-ins begun before ``before`` (abandoned); return how many."""
-        return await self._sql.run(
-            delete(dashboard_logins).where(dashboard_logins.c.created_at < before)
-        )
 
     async def add_session(
         self, id_hash: str, user_id: int, user_name: str, guilds: Sequence[GuildRef], at: float

@@ -2,7 +2,8 @@
 
 Tables ``sequences`` (who started one, in which guild), ``sequence_clips`` (its jobs by
 position, 1-based), ``sequence_settings`` (a guild's bound on clips per sequence), ``takes``
-(a take's job, its group: the first take's job id, and its position, 1-based) and
+(a take's job, its group: the first take's job id, and its position, 1-based; on the first
+take's row, which take's delivery made the group's final one) and
 ``member_takes`` (a member's default number of takes).
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, or_, select, update
 
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import (
@@ -191,6 +192,31 @@ class SequenceStore:
             .order_by(takes.c.position)
         )
         return tuple(int(r["job_id"]) for r in rows)
+
+    async def claim_final(self, group_id: int, job_id: int) -> bool:
+        """Claim the group's final delivery for the take ``job_id``; True if it is this one's.
+
+        One atomic conditional ``UPDATE`` of the first take's row: it succeeds when nobody
+        claimed it yet, or ``job_id`` did (its own delivery tried again after a crash or a
+        lost lease). Of two workers finishing the last takes together, one gets it.
+        """
+        changed = await self._sql.run(
+            update(takes)
+            .where(
+                takes.c.job_id == group_id,
+                or_(takes.c.final_delivered_by.is_(None), takes.c.final_delivered_by == job_id),
+            )
+            .values(final_delivered_by=job_id)
+        )
+        return changed > 0
+
+    async def release_final(self, group_id: int, job_id: int) -> None:
+        """Give back ``job_id``'s claim (its final delivery failed and will be tried again)."""
+        await self._sql.run(
+            update(takes)
+            .where(takes.c.job_id == group_id, takes.c.final_delivered_by == job_id)
+            .values(final_delivered_by=None)
+        )
 
     async def member_takes(self, user_id: int) -> int | None:
         """The member's default number of takes; None when they set none."""

@@ -8,7 +8,7 @@ burn rate). New tables only; nothing to fill (the hourly sums start with the nex
 docs/guard.md.
 
 Revision ID: 0011_spend_guard
-Revises: 0009_showcase_public_since
+Revises: 0010_takes_final_delivery
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011_spend_guard"
-down_revision = "0009_showcase_public_since"
+down_revision = "0010_takes_final_delivery"
 branch_labels = None
 depends_on = None
 
