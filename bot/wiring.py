@@ -49,6 +49,7 @@ from bot.services.retention import Retention, RetentionPeriods
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
+from bot.services.submissions import SubmissionService
 from bot.storage import Database
 from bot.storage.engine import DatabaseUnavailable
 
@@ -71,6 +72,8 @@ class Services:
         private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
         sequences: video sequences (Continue) and each server's bound on them.
+        submissions: the member actions that charge (a video, its takes, Continue, an image,
+            a text), one method each.
         guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
             of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
@@ -101,6 +104,7 @@ class Services:
     private_cards: PrivateCards
     command_sync: CommandSync
     sequences: SequenceService
+    submissions: SubmissionService
     guard: SpendGuard
     sandbox: bool
     default_key: SecretStr | None = None
@@ -312,6 +316,18 @@ def assemble_services(
         placeholder_grace=settings.placeholder_grace_seconds,
         clock=clock,
     )
+    guild_config = GuildConfigService(
+        db=db,
+        keys=keys,
+        vault=vault,
+        billing=billing,
+        client=client,
+        default_key_set=default_key is not None,
+        catalogue=catalogue,
+        clock=clock,
+    )
+    members = MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock)
+    sequences = SequenceService(db, clock)
     guard = SpendGuard(db, clock, billing, settings)
     billing.set_watcher(guard.after_charge)
     return Services(
@@ -325,16 +341,7 @@ def assemble_services(
         keys=keys,
         schedule=schedule,
         generation=generation,
-        guild_config=GuildConfigService(
-            db=db,
-            keys=keys,
-            vault=vault,
-            billing=billing,
-            client=client,
-            default_key_set=default_key is not None,
-            catalogue=catalogue,
-            clock=clock,
-        ),
+        guild_config=guild_config,
         conversations=ConversationService(
             db=db,
             generation=generation,
@@ -343,10 +350,13 @@ def assemble_services(
             max_turns=settings.chat_max_turns,
             catalogue=catalogue,
         ),
-        members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
+        members=members,
         response_tokens=ResponseTokens(db, vault, clock),
         private_cards=PrivateCards(db),
-        sequences=SequenceService(db, clock),
+        sequences=sequences,
+        submissions=SubmissionService(
+            generation=generation, sequences=sequences, members=members, guild_config=guild_config
+        ),
         guard=guard,
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,

@@ -22,6 +22,7 @@ from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem
 from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
+from bot.services.submissions import SubmissionService
 from bot.storage import Database
 from bot.wiring import Services, assemble_services, open_database
 from tests.support.settings import make_settings
@@ -109,5 +110,13 @@ def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
         schedule=stack.schedule,
         clock=stack.clock,
     )
-    stack.services = replace(stack.services, keys=keys, generation=generation)
+    submissions = SubmissionService(
+        generation=generation,
+        sequences=stack.services.sequences,
+        members=stack.services.members,
+        guild_config=stack.services.guild_config,
+    )
+    stack.services = replace(
+        stack.services, keys=keys, generation=generation, submissions=submissions
+    )
     return stack
