@@ -25,7 +25,9 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.dashboard.app import Dashboard
 from bot.dashboard.editing import add_all_pages
+from bot.discord.bot import change_outlet
 from bot.discord.dashboard_directory import RestDirectory
+from bot.discord.locales import GuildLocales
 from bot.domain import Charge, Kind, NewJob
 from bot.wiring import Services
 from tests.support.discord_emulator import DiscordEmulator
@@ -275,6 +277,9 @@ async def open_site(
                 "discord_api_base_url": emulator.api_base_url,
             }
         )
+        # Saves are posted in the admin channel as a worker serving the dashboard posts them.
+        locales = GuildLocales(client, services.guild_config, clock, rest=True)
+        services.guild_config.set_change_outlet(change_outlet(client, locales))
         dashboard = Dashboard(
             settings,
             services,
