@@ -8,7 +8,7 @@ one is set, as who, what, old → new (never a key).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 import discord
@@ -28,6 +28,7 @@ from bot.discord.render.policy import (
 from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import UNSET, Actor, Kind, LimitUpdate
+from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
 from bot.services.generation import GenerationService
@@ -98,6 +99,70 @@ async def _unmatched_note(
 def actor(interaction: discord.Interaction[GenBot]) -> Actor:
     """The admin who runs the command, as the audit log names them (via ``/config``)."""
     return Actor(interaction.user.id, "discord")
+
+
+def guard_lines(config: GuardSettings, alerts: Sequence[GuardAlert]) -> list[str]:
+    """``/config guard show``'s lines: the guard's settings, the pause, the latest ``alerts``."""
+    on, off = _("on"), _("off")
+    owner, channel = _("the owner's DMs"), _("the admin channel")
+    lines = [
+        _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
+        _("Member notes: {state}", state=on if config.member_notes else off),
+        _(
+            "Alerts go to: {destination}",
+            destination=owner if config.destination == "owner-dm" else channel,
+        ),
+        _("Runway alert below {days} days", days=number(config.runway_days)),
+        _(
+            "Credits floor: {amount}",
+            amount=off if config.credits_floor_cents is None else money(config.credits_floor_cents),
+        ),
+        _(
+            "Anomaly: the last hour above {factor}× a usual hour and above {amount}",
+            factor=number(config.anomaly_factor),
+            amount=money(config.anomaly_floor_cents),
+        ),
+        _(
+            "One member in 10 minutes: {amount}",
+            amount=off if config.member_10min_cents is None else money(config.member_10min_cents),
+        ),
+        _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
+    ]
+    if config.paused_at is not None:
+        lines.append(
+            _(
+                "Paid requests are paused since {when}; resume with `/config guard resume`.",
+                when=relative_time(config.paused_at),
+            )
+        )
+    if alerts:
+        lines.append(_("Latest alerts:"))
+        lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+    return lines
+
+
+async def config_show_embed(
+    service: GuildConfigService,
+    sequences: SequenceService,
+    guild_id: int,
+    dashboard_url: str | None,
+) -> discord.Embed:
+    """``/config show``'s embed: the server's settings and policy, and its dashboard link."""
+    config = await service.show(guild_id)
+    embed = add_policy_fields(config_embed(config), config.policy)
+    threshold = await service.confirm_above(guild_id)
+    embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
+    clips = await sequences.max_clips(guild_id)
+    embed.add_field(
+        name=_("Sequence length"),
+        value=_("{count} clips at most", count=number(clips)),
+        inline=False,
+    )
+    if dashboard_url is not None:
+        embed.add_field(
+            name=_("Dashboard"), value=dashboard_link(dashboard_url, guild_id), inline=False
+        )
+    return embed
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -463,46 +528,7 @@ class ConfigCog(
     async def _show_guard(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
         config = await self.spend_guard.settings(guild_id)
-        on, off = _("on"), _("off")
-        owner, channel = _("the owner's DMs"), _("the admin channel")
-        lines = [
-            _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
-            _("Member notes: {state}", state=on if config.member_notes else off),
-            _(
-                "Alerts go to: {destination}",
-                destination=owner if config.destination == "owner-dm" else channel,
-            ),
-            _("Runway alert below {days} days", days=number(config.runway_days)),
-            _(
-                "Credits floor: {amount}",
-                amount=off
-                if config.credits_floor_cents is None
-                else money(config.credits_floor_cents),
-            ),
-            _(
-                "Anomaly: the last hour above {factor}× a usual hour and above {amount}",
-                factor=number(config.anomaly_factor),
-                amount=money(config.anomaly_floor_cents),
-            ),
-            _(
-                "One member in 10 minutes: {amount}",
-                amount=off
-                if config.member_10min_cents is None
-                else money(config.member_10min_cents),
-            ),
-            _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
-        ]
-        if config.paused_at is not None:
-            lines.append(
-                _(
-                    "Paid requests are paused since {when}; resume with `/config guard resume`.",
-                    when=relative_time(config.paused_at),
-                )
-            )
-        alerts = await self.spend_guard.alerts(guild_id, 5)
-        if alerts:
-            lines.append(_("Latest alerts:"))
-            lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+        lines = guard_lines(config, await self.spend_guard.alerts(guild_id, 5))
         text = "\n".join(([note] if note else []) + lines)
         await interaction.response.send_message(
             truncate(text, 2000), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
@@ -773,22 +799,7 @@ class ConfigCog(
 
     async def _show(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
-        config = await self.service.show(guild_id)
-        embed = add_policy_fields(config_embed(config), config.policy)
-        threshold = await self.service.confirm_above(guild_id)
-        embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
-        clips = await self.sequences.max_clips(guild_id)
-        embed.add_field(
-            name=_("Sequence length"),
-            value=_("{count} clips at most", count=number(clips)),
-            inline=False,
-        )
-        if self.dashboard_url is not None:
-            embed.add_field(
-                name=_("Dashboard"),
-                value=dashboard_link(self.dashboard_url, guild_id),
-                inline=False,
-            )
+        embed = await config_show_embed(self.service, self.sequences, guild_id, self.dashboard_url)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 

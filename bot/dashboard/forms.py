@@ -16,21 +16,22 @@ this origin, the write limiter, the page lock and the optimistic check, and the 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, Protocol, TypeVar
 
 from aiohttp import web
 
-from bot.dashboard.app import Signed
+from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.rights import Rights
 from bot.domain import Actor, AuditEntry
+from bot.services.dashboard import DashboardService
 from bot.services.guild_config import GuildConfigService
-
-if TYPE_CHECKING:
-    from bot.dashboard.editing import SettingsPages
+from bot.services.showcase import ShowcaseService
+from bot.wiring import Services
 
 SAVED: Final = "Saved."
 NOTHING_CHANGED: Final = "Nothing changed."
@@ -92,6 +93,50 @@ class Posted:
         return self.lists.get(name, [])
 
 
+class FormHost(Protocol):
+    """What a form uses of the pages that serve it (:class:`bot.dashboard.editing.SettingsPages`).
+
+    Attributes:
+        app: the dashboard (its Discord directory, rights, public address).
+        services: the process's services.
+        config: the settings service.
+        dashboard: the dashboard's service (access roles, money overview).
+        showcases: the showcase service.
+    """
+
+    app: Dashboard
+    services: Services
+    config: GuildConfigService
+    dashboard: DashboardService
+    showcases: ShowcaseService
+
+    def lock(self, guild_id: int) -> asyncio.Lock:
+        """The server's page lock."""
+        ...
+
+    async def save(
+        self, guild_id: int, user_id: int, base: str, scope: Scope, apply: Apply
+    ) -> list[AuditEntry]:
+        """Apply a change under the page lock if ``base`` still holds; audited by the service."""
+        ...
+
+    def later(self, work: Coroutine[Any, Any, None], guild_id: int) -> None:
+        """Run ``work`` after the answer."""
+        ...
+
+    async def roles(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's roles, ``(id, name)``."""
+        ...
+
+    async def channels(self, guild_id: int) -> list[tuple[int, str]]:
+        """The server's text channels, ``(id, name)``."""
+        ...
+
+    async def names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
+        """Members' names in the server."""
+        ...
+
+
 class SettingsForm:
     """One settings page of a server: its fields, how it reads them, and how it saves.
 
@@ -119,7 +164,7 @@ class SettingsForm:
 
     def __init__(
         self,
-        pages: SettingsPages,
+        pages: FormHost,
         request: web.Request,
         signed: Signed,
         guild_id: int,

@@ -255,6 +255,7 @@ class KeyForm(SettingsForm):
 
     async def save(self, posted: Posted) -> list[AuditEntry]:
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+
         async def apply(actor: Actor) -> None:
             if posted.get("action") == "remove":
                 await self.config.remove_api_key(self.guild_id, actor=actor)

@@ -677,24 +677,9 @@ class GuildConfigService:
 
     async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
-        limits = config.limits
-        if config.key_source == "guild":
-            key = f"this server's own, ending in {config.key_last4}"
-        else:
-            key = "not set"
-        values = {
-            "API key": key,
-            "monthly budget": _dollars(limits.monthly_budget_cents),
-            "daily budget per member": _dollars(limits.user_daily_budget_cents),
-            "videos in progress per member": str(limits.max_pending_videos_per_user),
-            "videos in progress per server": str(limits.max_pending_videos_per_guild),
-            "channels": " ".join(f"<#{c}>" for c in sorted(config.allowed_channel_ids)) or "all",
-            "admin channel": f"<#{config.admin_channel_id}>" if config.admin_channel_id else "off",
-            "allowed models": describe_models(config.policy.models.allowed or ("*",)),
-            "blocked models": describe_models(config.policy.models.blocked),
-            "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
-            "language": await self.locale(guild_id) or "server default",
-        }
+        values = _config_values(config)
+        values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
+        values["language"] = await self.locale(guild_id) or "server default"
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
@@ -703,18 +688,7 @@ class GuildConfigService:
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
             values[f"persona <#{persona.channel_id}>"] = f"{model}{lock} · {persona.system}"
-        for term in config.policy.blocked_terms:
-            values[f"blocked term `{term}`"] = "blocked"
-        for kind, seconds in config.policy.cooldowns.items():
-            values[f"cooldown /{kind.value}"] = f"{seconds} s"
-        for tier in config.policy.tiers:
-            name = f"tier {tier.role_name} (<@&{tier.role_id}>)"
-            values[f"{name}: daily per member"] = describe_allowance(tier.daily_per_user_cents)
-            values[f"{name}: monthly per member"] = describe_allowance(tier.monthly_per_user_cents)
-            values[f"{name}: videos at once"] = (
-                "server default" if tier.videos_at_once is None else str(tier.videos_at_once)
-            )
-            values[f"{name}: models"] = describe_models(tier.models)
+        values.update(_policy_values(config.policy))
         return values
 
     @contextlib.asynccontextmanager
@@ -822,6 +796,42 @@ class GuildConfigService:
     async def audit(self, guild_id: int, limit: int = 10) -> list[AuditEntry]:
         """Return the guild's latest audit entries, newest first."""
         return await self._db.policy.audit(guild_id, limit)
+
+
+def _config_values(config: GuildConfig) -> dict[str, str]:
+    """The key, limits, channels and model lists as the audit log records them (in order)."""
+    limits = config.limits
+    if config.key_source == "guild":
+        key = f"this server's own, ending in {config.key_last4}"
+    else:
+        key = "not set"
+    return {
+        "API key": key,
+        "monthly budget": _dollars(limits.monthly_budget_cents),
+        "daily budget per member": _dollars(limits.user_daily_budget_cents),
+        "videos in progress per member": str(limits.max_pending_videos_per_user),
+        "videos in progress per server": str(limits.max_pending_videos_per_guild),
+        "channels": " ".join(f"<#{c}>" for c in sorted(config.allowed_channel_ids)) or "all",
+        "admin channel": f"<#{config.admin_channel_id}>" if config.admin_channel_id else "off",
+        "allowed models": describe_models(config.policy.models.allowed or ("*",)),
+        "blocked models": describe_models(config.policy.models.blocked),
+    }
+
+
+def _policy_values(policy: ServerPolicy) -> dict[str, str]:
+    """Blocked terms, cooldowns and tiers as the audit log records them (in order)."""
+    values = {f"blocked term `{term}`": "blocked" for term in policy.blocked_terms}
+    for kind, seconds in policy.cooldowns.items():
+        values[f"cooldown /{kind.value}"] = f"{seconds} s"
+    for tier in policy.tiers:
+        name = f"tier {tier.role_name} (<@&{tier.role_id}>)"
+        values[f"{name}: daily per member"] = describe_allowance(tier.daily_per_user_cents)
+        values[f"{name}: monthly per member"] = describe_allowance(tier.monthly_per_user_cents)
+        values[f"{name}: videos at once"] = (
+            "server default" if tier.videos_at_once is None else str(tier.videos_at_once)
+        )
+        values[f"{name}: models"] = describe_models(tier.models)
+    return values
 
 
 def _kept(update: LimitUpdate, old: int | None) -> int | None:
