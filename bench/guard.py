@@ -37,7 +37,7 @@ from bench.dashboard import (
 from bench.report import Table
 from bot.clock import ManualClock
 from bot.config import Settings
-from bot.domain import Charge, Kind
+from bot.domain import Actor, Charge, Kind
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.storage.repos.dashboard import rebuild_daily
@@ -78,7 +78,9 @@ async def _measure(
         try:
             # A budget far above the ledger's month (thresholds read every charge, none fires)
             # and a member allowance: every check the guard has runs.
-            await services.guild_config.set_budgets(GUILD, monthly=10**12, daily_per_user=10**11)
+            await services.guild_config.set_budgets(
+                GUILD, monthly=10**12, daily_per_user=10**11, actor=Actor(0)
+            )
             await services.guard.update(GUILD, member_10min_cents=10**9)
             guard = services.guard
             charge_cpu = guard_cpu = 0.0

@@ -172,6 +172,10 @@ class Dashboard:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.filters["usd"] = usd
+        # Templates link by a route's name: url("overview", guild_id=...) (see build()).
+        self.templates.globals["url"] = self.url
+        self.templates.globals["settings_tabs"] = []  # the settings pages' tabs, once added
+        self._router: web.UrlDispatcher | None = None
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.oauth: DiscordOAuth | None = None
@@ -185,14 +189,23 @@ class Dashboard:
         )
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
-        routes = app.router
-        routes.add_get("/", self.home)
-        routes.add_get("/auth/login", self.login)
-        routes.add_get("/auth/callback", self.callback)
-        routes.add_post("/auth/logout", self.logout)
-        routes.add_static("/static/", HERE / "static", append_version=False)
+        routes = self._router = app.router
+        routes.add_get("/", self.home, name="home")
+        routes.add_get("/auth/login", self.login, name="login")
+        routes.add_get("/auth/callback", self.callback, name="callback")
+        routes.add_post("/auth/logout", self.logout, name="logout")
+        routes.add_static("/static/", HERE / "static", append_version=False, name="static")
         self._pages(self, routes)
         return app
+
+    def url(self, name: str, **parts: object) -> str:
+        """The address of the route named ``name``, its ``{parts}`` filled in (templates' ``url``).
+
+        Raises:
+            KeyError: no route has that name.
+        """
+        assert self._router is not None, "the application is built first"
+        return str(self._router[name].url_for(**{k: str(v) for k, v in parts.items()}))
 
     async def _open(self, _: web.Application) -> None:
         self._http = aiohttp.ClientSession()

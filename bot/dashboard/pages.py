@@ -165,18 +165,18 @@ class ExportNames:
 
 
 def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
-    """Add every page's route to ``routes``."""
+    """Add every page's route to ``routes``, each named (templates link with ``url(name)``)."""
     pages = Pages(app)
-    routes.add_get("/servers", pages.servers)
-    routes.add_get("/servers/{guild_id}", pages.overview)
-    routes.add_get("/servers/{guild_id}/spend", pages.spend)
-    routes.add_get("/servers/{guild_id}/ledger", pages.ledger)
-    routes.add_get("/servers/{guild_id}/ledger.csv", pages.ledger_csv)
-    routes.add_get("/servers/{guild_id}/audit", pages.audit)
-    routes.add_get("/servers/{guild_id}/audit.csv", pages.audit_csv)
-    routes.add_get("/servers/{guild_id}/gallery", pages.gallery)
-    routes.add_get("/me", pages.me)
-    routes.add_get("/media/{job_id}/{index}", pages.media)
+    routes.add_get("/servers", pages.servers, name="servers")
+    routes.add_get("/servers/{guild_id}", pages.overview, name="overview")
+    routes.add_get("/servers/{guild_id}/spend", pages.spend, name="spend")
+    routes.add_get("/servers/{guild_id}/ledger", pages.ledger, name="ledger")
+    routes.add_get("/servers/{guild_id}/ledger.csv", pages.ledger_csv, name="ledger-csv")
+    routes.add_get("/servers/{guild_id}/audit", pages.audit, name="audit")
+    routes.add_get("/servers/{guild_id}/audit.csv", pages.audit_csv, name="audit-csv")
+    routes.add_get("/servers/{guild_id}/gallery", pages.gallery, name="gallery")
+    routes.add_get("/me", pages.me, name="me")
+    routes.add_get("/media/{job_id}/{index}", pages.media, name="media")
 
 
 class Pages:

@@ -43,12 +43,13 @@ from bot.domain.jobs import (
     ResultRequest,
 )
 from bot.domain.members import MemberSettings
-from bot.domain.policy import UNLIMITED, AuditEntry, ModelLists, Tier
+from bot.domain.policy import UNLIMITED, Actor, AuditEntry, ModelLists, Tier
 
 __all__ = [
     "TASK_ID_REUSED",
     "UNLIMITED",
     "UNSET",
+    "Actor",
     "AuditEntry",
     "Charge",
     "ChargeAnomaly",

@@ -18,7 +18,7 @@ from bot.services.guard import SpendGuard
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD = 1
 ADMIN_CHANNEL = 77
@@ -50,8 +50,8 @@ def guard_on(stack: Stack, db: Database | None = None) -> tuple[SpendGuard, Line
 
 
 async def budget(stack: Stack, cents: int) -> None:
-    await stack.services.guild_config.set_budgets(GUILD, monthly=cents)
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_budgets(GUILD, monthly=cents, actor=ADMIN_ACTOR)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
 
 
 async def spend(stack: Stack, who: Requester, cents: int | str, model: str = MODEL) -> None:
@@ -142,7 +142,7 @@ async def test_a_new_month_arms_the_thresholds_again(stack: Stack, who: Requeste
 async def test_a_member_reads_their_allowance_in_their_own_answer(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=100)
+    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=100, actor=ADMIN_ACTOR)
     guard, _ = guard_on(stack)
     await spend(stack, who, 50)  # held at the ceiling (25 ¢): no charge of the model yet
     assert guard.take_note(GUILD, who.user_id) is None
@@ -160,7 +160,7 @@ async def test_a_member_reads_their_allowance_in_their_own_answer(
 async def test_the_runway_reads_the_emulators_remaining_credits(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, anomaly_floor_cents=1_000_000)
     stack.api.set_balance(stack.key, 10_000)
@@ -184,7 +184,7 @@ async def test_the_runway_reads_the_emulators_remaining_credits(
 async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivered(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, pause_on_anomaly=True, anomaly_floor_cents=100)
     hours = stack.db.of(GuardStore)
@@ -214,7 +214,7 @@ async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivere
 async def test_one_member_past_the_ten_minute_amount_is_an_anomaly(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, member_10min_cents=50, anomaly_floor_cents=100_000)
     await spend(stack, who, 30)
