@@ -190,7 +190,7 @@ async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivere
     hours = stack.db.of(GuardStore)
     start = stack.clock.time()
     for hour in range(14 * 24):  # a steady 2 ¢ an hour for 14 days
-        await hours.record_charge(GUILD, None, start + hour * 3600, 2_000_000, None)
+        await hours.add_to_hours(GUILD, None, start + hour * 3600, 2_000_000)
     stack.clock.advance(14 * DAY)
     (video,) = await submit(stack, who)  # pending, 20 ¢
     await spend(stack, Requester(GUILD, 10, 555), 150)  # 172 ¢ this hour: > 5 x 2 ¢ and > $1
