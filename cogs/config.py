@@ -33,7 +33,12 @@ from bot.domain import UNSET, Kind, LimitUpdate
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time, using
 from bot.services.generation import GenerationService
-from bot.services.guard import SpendGuard, describe_thresholds, parse_thresholds
+from bot.services.guard import (
+    SpendGuard,
+    describe_alert,
+    describe_thresholds,
+    parse_thresholds,
+)
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -550,7 +555,10 @@ class ConfigCog(
         alerts = await self.spend_guard.alerts(guild_id, 5)
         if alerts:
             lines.append(_("Latest alerts:"))
-            lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+            lines += [
+                f"<t:{int(a.at)}:R> {truncate(describe_alert(a).translated(), 150)}"
+                for a in alerts
+            ]
         text = "\n".join(([note] if note else []) + lines)
         await interaction.response.send_message(
             truncate(text, 2000), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()

@@ -27,6 +27,7 @@ logged, never raised over the charge (Billing's watcher). docs/guard.md.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import statistics
 from collections.abc import Awaitable, Callable, Coroutine
@@ -104,8 +105,79 @@ def _shown(values: dict[str, object], *, translated: bool) -> dict[str, object]:
             value = money(value) if translated else money(value, SOURCE)
         elif isinstance(value, Later):
             value = value.translated() if translated else str(value)
+        elif isinstance(value, _Amounts):
+            value = ", ".join(
+                f"{label} {money(from_micro(m)) if translated else money(from_micro(m), SOURCE)}"
+                for label, m in value
+            )
         shown[name] = value
     return shown
+
+
+class _Amounts(tuple[tuple[str, int], ...]):
+    """``(label, micro-cents)`` pairs, shown ``"<@1> $0.50, <@2> $0.10"`` in the reader's locale.
+
+    An anomaly's members and models.
+    """
+
+
+_DESCRIPTIONS = {
+    "month": N_("The month's spend {amount} of the {limit} budget ({threshold} %)"),
+    "tier": N_("Members of <@&{role}> spent {amount} of the {limit} monthly budget"),
+    "member_day": N_("<@{user}> spent {amount} of a {limit} daily allowance ({threshold} %)"),
+    "member_month": N_("<@{user}> spent {amount} of a {limit} monthly allowance ({threshold} %)"),
+    "credits": N_("The key {key}… has {amount} of credits, below the {limit} floor"),
+    "runway": N_("The key {key}… has {amount} left: about {days} days at {rate} a day"),
+    "anomaly": N_(
+        "{amount} in the last hour against a usual hour of {limit}; members: {members};"
+        " models: {models}"
+    ),
+    "member_burst": N_("<@{user}> spent {amount} in 10 minutes (more than {limit})"),
+}
+"""What each kind of alert measured, filled with its figures when read."""
+
+
+def figures_of(stored: str | None) -> dict[str, Any]:
+    """An alert's figures from its ``guard_alerts.measured`` column (JSON).
+
+    A row written before the figures were stored holds an English sentence: it is kept as
+    ``{"text": ...}`` and shown as it is.
+    """
+    if not stored:
+        return {}
+    try:
+        figures = json.loads(stored)
+    except ValueError:
+        return {"text": stored}
+    return figures if isinstance(figures, dict) else {"text": stored}
+
+
+def describe_alert(alert: GuardAlert) -> Later:
+    """What an alert measured, for people: English as a ``str``, translated when read.
+
+    :meth:`~bot.i18n.Later.translated` gives the reader's language, amounts formatted in its
+    conventions. Built from the figures stored with the alert (``amount_cents``,
+    ``limit_cents``, the threshold and :attr:`~bot.domain.GuardAlert.figures`), never from a
+    stored sentence, so each reader reads it in their own language (issue 38).
+    """
+    figures = alert.figures
+    template = _DESCRIPTIONS.get(alert.kind)
+    if template is None or "text" in figures:
+        return Later("{text}", text=str(figures.get("text", alert.kind)))
+    rate = figures.get("rate")
+    return GuardLine(
+        template,
+        amount=alert.amount_cents,
+        limit=alert.limit_cents if alert.limit_cents is not None else Decimal(0),
+        threshold=alert.threshold,
+        user=figures.get("user", ""),
+        role=figures.get("role", ""),
+        key=figures.get("key", ""),
+        days=figures.get("days", ""),
+        rate=from_micro(int(rate)) if rate is not None else Decimal(0),
+        members=_Amounts((f"<@{u}>", int(m)) for u, m in figures.get("members", [])),
+        models=_Amounts((f"`{n}`", int(m)) for n, m in figures.get("models", [])),
+    )
 
 
 def parse_thresholds(text: str) -> tuple[int, ...]:
@@ -207,8 +279,23 @@ class _Fired:
     threshold: str
     amount_micro: int
     limit_micro: int | None
-    measured: str
+    figures: dict[str, Any]
     line: Later | None
+
+    def measured(self, guild_id: int) -> Later:
+        """What it measured, for people (:func:`describe_alert`)."""
+        return describe_alert(
+            GuardAlert(
+                guild_id,
+                self.kind,
+                self.period,
+                self.threshold,
+                0.0,
+                from_micro(self.amount_micro),
+                None if self.limit_micro is None else from_micro(self.limit_micro),
+                self.figures,
+            )
+        )
 
 
 class SpendGuard:
@@ -315,7 +402,7 @@ class SpendGuard:
                 at=r["at"],
                 amount_cents=from_micro(int(r["amount_micro"])),
                 limit_cents=None if r["limit_micro"] is None else from_micro(int(r["limit_micro"])),
-                measured=r["measured"],
+                figures=figures_of(r["measured"]),
             )
             for r in await self._store.alerts(guild_id, limit)
         ]
@@ -401,7 +488,7 @@ class SpendGuard:
         won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
         if anomalies and config.pause_on_anomaly and any(a in won for a in anomalies):
             first = next(a for a in anomalies if a in won)
-            await self._pause(charge.guild_id, first.measured, now)
+            await self._pause(charge.guild_id, str(first.measured(charge.guild_id)), now)
         for alert in won:
             if alert.kind in NOTE_KINDS and alert.line is not None:
                 if config.member_notes:
@@ -499,7 +586,7 @@ class SpendGuard:
                             str(t),
                             spent,
                             to_micro(budget),
-                            f"month spend {from_micro(spent)} ¢ of {budget} ¢ budget ({t} %)",
+                            {},
                             line if t == crossed[-1] else None,
                         )
                     )
@@ -512,8 +599,7 @@ class SpendGuard:
                         str(TIER_THRESHOLD),
                         tier_spent,
                         to_micro(budget),
-                        f"tier <@&{tier}> spent {from_micro(tier_spent)} ¢ of the {budget} ¢"
-                        " monthly budget",
+                        {"role": int(tier)},
                         GuardLine(
                             N_(
                                 "Members of <@&{role}> have spent {amount} this month, "
@@ -554,8 +640,7 @@ class SpendGuard:
                         str(t),
                         spent,
                         to_micro(allowance),
-                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ of a {allowance} ¢"
-                        f" {'daily' if today else 'monthly'} allowance ({t} %)",
+                        {"user": charge.user_id},
                         GuardLine(
                             template,
                             percent=t,
@@ -639,7 +724,7 @@ class SpendGuard:
                     "",
                     remaining,
                     to_micro(floor),
-                    f"key {fp[:8]} credits {from_micro(remaining)} ¢ below the {floor} ¢ floor",
+                    {"key": fp[:8]},
                     GuardLine(
                         N_(
                             "The API key's credits are down to {left}, below the floor of "
@@ -663,8 +748,7 @@ class SpendGuard:
                     "",
                     remaining,
                     None,
-                    f"key {fp[:8]}: {from_micro(remaining)} ¢ left, about {days} days at"
-                    f" {runway.burn_cents_per_day} ¢ a day",
+                    {"key": fp[:8], "days": days, "rate": to_micro(runway.burn_cents_per_day)},
                     GuardLine(
                         N_(
                             "The API key runs dry in about {days} days at this week's pace: "
@@ -716,8 +800,7 @@ class SpendGuard:
                         "",
                         spent,
                         to_micro(limit),
-                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ in 10 minutes"
-                        f" (limit {limit} ¢)",
+                        {"user": charge.user_id},
                         GuardLine(
                             N_(
                                 "Unusual spending: <@{user}> spent {amount} in 10 minutes "
@@ -766,16 +849,15 @@ class SpendGuard:
         self, charge: Charge, config: GuardSettings, last_hour: int, median: float, now: float
     ) -> _Fired:
         users, models = await self._store.drivers(charge.guild_id, now - HOUR)
-        members = ", ".join(f"<@{u}> {money(from_micro(m))}" for u, m in users)
-        names = ", ".join(f"`{m}` {money(from_micro(c))}" for m, c in models)
+        members = _Amounts((f"<@{u}>", m) for u, m in users)
+        names = _Amounts((f"`{m}`", c) for m, c in models)
         return _Fired(
             "anomaly",
             _hour(now),
             "",
             last_hour,
             int(median),
-            f"last hour {from_micro(last_hour)} ¢, median hour {from_micro(int(median))} ¢;"
-            f" members {members}; models {names}",
+            {"members": users, "models": models},
             GuardLine(
                 N_(
                     "Unusual spending: {amount} in the last hour, {factor}× the usual hour "
@@ -817,13 +899,13 @@ class SpendGuard:
             at=now,
             amount_micro=alert.amount_micro,
             limit_micro=alert.limit_micro,
-            measured=alert.measured,
+            measured=json.dumps(alert.figures, separators=(",", ":")),
         )
         if len(self._known) > 100_000:
             self._known.clear()
         self._known.add(key)
         if won:
-            log.info("spend guard, guild %s: %s", guild_id, alert.measured)
+            log.info("spend guard, guild %s: %s", guild_id, alert.measured(guild_id))
         return won
 
     async def pause(self, guild_id: int, by: int, reason: str) -> bool:
@@ -910,7 +992,9 @@ __all__ = [
     "GuardLine",
     "SpendGuard",
     "audit_values",
+    "describe_alert",
     "describe_thresholds",
+    "figures_of",
     "parse_thresholds",
     "settings_of",
 ]
