@@ -27,6 +27,7 @@ logged, never raised over the charge (Billing's watcher). docs/guard.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import statistics
@@ -65,9 +66,12 @@ ANOMALY_DAYS = 14
 BURN_DAYS = 7
 """Days of a key's charges its burn rate is measured over."""
 
-CACHE_SECONDS = 30.0
-"""How long a server's guard settings and budget, and a key's burn rate, are kept in memory
-(another process's change shows within this; the pause itself is always read afresh)."""
+CACHE_SECONDS = 120.0
+"""How long a server's guard settings and budget are kept in memory (a change made in another
+process shows within this; in this one at once; the pause itself is always read afresh)."""
+
+BURN_CACHE_SECONDS = 300.0
+"""How long a key's burn rate (its 7 days' average) is kept in memory."""
 
 GUARD_ACTOR = 0
 """The ``paused_by`` and audit ``user_id`` of a pause the guard made itself."""
@@ -254,16 +258,23 @@ def settings_of(row: Any) -> GuardSettings:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _periods(hour_index: int) -> tuple[str, str, str]:
+    """The UTC month, day and hour of an hour (``at // 3600``), as the alerts' periods."""
+    at = utc_datetime(hour_index * HOUR)
+    return at.strftime("%Y-%m"), at.strftime("%Y-%m-%d"), at.strftime("%Y-%m-%dT%H")
+
+
 def _month(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m")
+    return _periods(int(at // HOUR))[0]
 
 
 def _day(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m-%d")
+    return _periods(int(at // HOUR))[1]
 
 
 def _hour(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m-%dT%H")
+    return _periods(int(at // HOUR))[2]
 
 
 def _pct(amount: int, limit: int) -> int:
@@ -433,7 +444,7 @@ class SpendGuard:
         """The key's spend over the burn window, micro-cents, and the seconds it spans."""
         now = self._clock.time()
         cached = self._burn.get(key_fingerprint)
-        if not fresh and cached is not None and now - cached[0] < CACHE_SECONDS:
+        if not fresh and cached is not None and now - cached[0] < BURN_CACHE_SECONDS:
             return cached[1], cached[2]
         since = hour_of(now) - BURN_DAYS * 24 * HOUR
         hours = await self._store.hourly(f"k{key_fingerprint}", since, hour_of(now) + HOUR)
@@ -466,7 +477,7 @@ class SpendGuard:
         Billing's watcher (:meth:`Billing.set_watcher`), called after the charge's transaction,
         which wrote its hours (``guard_hourly``) and daily sums itself. The sums the rules read
         are kept in memory (:mod:`bot.services.guard_tally`) and read from the database only
-        near a limit, on a new period, or every 30 s (another process's charges): in the common
+        near a limit, on a new period, or every minute (another process's charges): in the common
         case a charge costs the guard no statement. Alerts are posted in the background.
         """
         if is_personal(charge.guild_id):
@@ -738,8 +749,11 @@ class SpendGuard:
             )
         if (charge.guild_id, "runway", f"{day} k{fp}", "") in self._known:
             return fired
-        runway = self._runway(remaining, charge.at, *await self._burn_of(fp))
-        if runway.days_left is not None and runway.days_left < config.runway_days:
+        burn, span = await self._burn_of(fp)
+        # Within the runway (remaining / (burn per day) < days), in integers: no Decimal.
+        if burn > 0 and remaining * span < config.runway_days * burn * 86_400:
+            runway = self._runway(remaining, charge.at, burn, span)
+            assert runway.days_left is not None
             days = round(runway.days_left, 1)
             fired.append(
                 _Fired(

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-REFRESH_SECONDS = 30.0
-"""How often a server's month total is read again (another process's spend shows within it)."""
+REFRESH_SECONDS = 60.0
+"""How often a server's month total is read again (another process's spend counts within it)."""
 
 BURST_SECONDS = 600.0
 """The window of ``member-10min``: one member's spend in the last 10 minutes."""
