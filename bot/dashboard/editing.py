@@ -36,6 +36,7 @@ from aiohttp import web
 
 from bot.clock import Clock
 from bot.dashboard.app import Dashboard, Signed
+from bot.dashboard.guard_page import add_guard_pages
 from bot.dashboard.limits import Bounded
 from bot.dashboard.pages import Pages, add_pages
 from bot.dashboard.rights import KEPT, Rights
@@ -188,6 +189,7 @@ def add_all_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
     routes.add_get("/servers/{guild_id}/showcase", pages.showcase)
     routes.add_post("/servers/{guild_id}/showcase", pages.save_showcase)
     routes.add_get("/showcase/{guild_id}", pages.public_showcase)
+    add_guard_pages(app, routes, pages.limiter)  # bot/dashboard/guard_page.py
 
 
 class SettingsPages(Pages):

@@ -1,0 +1,136 @@
+"""The dashboard's Guard page: every alert of the spend guard, the pause and its Resume button.
+
+The Overview's guard panel is :mod:`bot.dashboard.guard_panel`. docs/guard.md, issue 38.
+
+Resume goes through the dashboard's one write path: an editor only (403 otherwise), the
+session's form token and this origin (:meth:`Dashboard.check_form`), the member's write limit
+(shared with the settings pages), and an optimistic check: the form carries the pause it was
+rendered from (``base``), and a pause that changed meanwhile (resumed by another admin, or
+paused again) changes nothing (409). The resume is audited like ``/config guard resume``
+(``spending: paused → on``, ``via="web"``) and posted in the admin channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from aiohttp import web
+
+from bot.dashboard.app import Dashboard
+from bot.dashboard.guard_panel import alert_view
+from bot.dashboard.pages import Pages
+from bot.domain import AuditEntry, GuardSettings
+from bot.services.guard import SpendGuard
+
+if TYPE_CHECKING:  # editing.py adds this page: no import back at run time
+    from bot.dashboard.editing import WriteLimiter
+
+RESUMED: Final = "Paid requests are allowed again."
+NOT_PAUSED: Final = "Paid requests were not paused; nothing changed."
+PAUSE_CHANGED: Final = (
+    "The pause changed since you opened the page (another admin resumed or it paused again); "
+    "nothing was done. The page now shows the current state."
+)
+NOT_AN_EDITOR: Final = "You may view this server's guard but not resume its spending."
+TOO_MANY_WRITES: Final = "Too many changes in a minute; wait a little and try again."
+
+log = logging.getLogger(__name__)
+
+
+def pause_base(config: GuardSettings) -> str:
+    """The version of the pause a Resume form was rendered from."""
+    seen = f"{config.paused_at!r} {config.paused_by!r}".encode()
+    return hashlib.sha256(seen).hexdigest()[:32]
+
+
+class GuardPages(Pages):
+    """The Guard page's handlers.
+
+    Args:
+        app: the dashboard.
+        limiter: the settings pages' write limiter (one budget of saves per member).
+    """
+
+    def __init__(self, app: Dashboard, limiter: WriteLimiter) -> None:
+        super().__init__(app)
+        self.guard: SpendGuard = app.services.guard
+        self.limiter = limiter
+        self._lock = asyncio.Lock()
+        self._posting: set[asyncio.Task[None]] = set()
+
+    async def page(
+        self,
+        request: web.Request,
+        *,
+        error: str | None = None,
+        notice: str | None = None,
+        status: int = 200,
+    ) -> web.Response:
+        """``/servers/<id>/guard``: every alert (newest first), the pause and Resume."""
+        _, guild_id, rights = await self._server(request)
+        config = await self.guard.settings(guild_id)
+        alerts = [alert_view(a) for a in await self.guard.alerts(guild_id, 500)]
+        return self._render(
+            request,
+            "guard.html",
+            guild_id,
+            rights,
+            "guard",
+            status=status,
+            error=error,
+            notice=notice,
+            config=config,
+            alerts=alerts,
+            base=pause_base(config),
+        )
+
+    async def resume(self, request: web.Request) -> web.Response:
+        """POST ``/servers/<id>/guard``: resume paid requests, as ``/config guard resume``."""
+        signed, guild_id, rights = await self._server(request)
+        if not rights.may_edit:
+            raise web.HTTPForbidden(text=NOT_AN_EDITOR)
+        form = await self.app.check_form(request, signed)
+        if not self.limiter.allow(signed.user_id):
+            raise web.HTTPTooManyRequests(text=TOO_MANY_WRITES)
+        config_service = self.services.guild_config
+        async with self._lock:
+            config = await self.guard.settings(guild_id)
+            if pause_base(config) != form.get("base", ""):
+                return await self.page(request, error=PAUSE_CHANGED, status=409)
+            before = await config_service.snapshot(guild_id)
+            resumed = await self.guard.resume(guild_id)
+            entries = await config_service.record_changes(
+                guild_id, signed.user_id, before, via="web"
+            )
+        if entries:
+            channel_id = await config_service.admin_channel(guild_id)
+            if channel_id is not None:
+                self._post(guild_id, channel_id, entries)
+        return await self.page(request, notice=RESUMED if resumed else NOT_PAUSED)
+
+    def _post(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        """Tell the admin channel, after the answer (Discord may wait on a rate limit)."""
+
+        async def post() -> None:
+            try:
+                await self.app.directory.post_changes(guild_id, channel_id, entries)
+            except Exception:
+                log.exception("dashboard: the resume of guild %s not posted", guild_id)
+
+        task = asyncio.get_running_loop().create_task(post(), name=f"guard-resume-{guild_id}")
+        self._posting.add(task)
+        task.add_done_callback(self._posting.discard)
+
+
+def add_guard_pages(app: Dashboard, routes: web.UrlDispatcher, limiter: WriteLimiter) -> GuardPages:
+    """Add ``/servers/<id>/guard`` (GET, POST) and return the pages (the Overview's panel)."""
+    pages = GuardPages(app, limiter)
+    routes.add_get("/servers/{guild_id}/guard", pages.page)
+    routes.add_post("/servers/{guild_id}/guard", pages.resume)
+    return pages
+
+
+__all__ = ["GuardPages", "add_guard_pages", "pause_base"]
