@@ -14,7 +14,8 @@ from bot.clock import ManualClock
 from bot.domain import Charge, Kind
 from bot.errors import SpendingPaused, user_message
 from bot.services.generation import ImageOptions, Requester
-from bot.services.guard import SpendGuard
+from bot.i18n import using
+from bot.services.guard import SpendGuard, describe_alert
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
@@ -224,3 +225,16 @@ async def test_one_member_past_the_ten_minute_amount_is_an_anomaly(
     await guard.idle()
     assert len(lines.texts()) == 1 and f"<@{who.user_id}>" in lines.texts()[0]
     assert not await guard.paused(GUILD)  # pause-on-anomaly is off by default
+
+
+async def test_what_an_alert_measured_reads_in_the_readers_language(stack: Stack) -> None:
+    await budget(stack, 100)
+    guard, _ = guard_on(stack)
+    await charge(stack, 60)
+    (alert,) = await guard.alerts(GUILD)
+    # Stored as figures, not as an English sentence: each reader reads their own language.
+    assert "spend" not in str(await stack.db.of(GuardStore).alerts(GUILD))
+    assert str(describe_alert(alert)) == "The month's spend $0.60 of the $1.00 budget (50 %)"
+    with using("de"):
+        german = describe_alert(alert).translated()
+    assert german.startswith("Ausgaben des Monats:") and "0,60" in german and "1,00" in german
