@@ -13,8 +13,8 @@ import pytest
 from bot.clock import ManualClock
 from bot.domain import Charge, Kind
 from bot.errors import SpendingPaused, user_message
-from bot.services.generation import ImageOptions, Requester
 from bot.i18n import using
+from bot.services.generation import ImageOptions, Requester
 from bot.services.guard import SpendGuard, describe_alert
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
