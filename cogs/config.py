@@ -556,8 +556,7 @@ class ConfigCog(
         if alerts:
             lines.append(_("Latest alerts:"))
             lines += [
-                f"<t:{int(a.at)}:R> {truncate(describe_alert(a).translated(), 150)}"
-                for a in alerts
+                f"<t:{int(a.at)}:R> {truncate(describe_alert(a).translated(), 150)}" for a in alerts
             ]
         text = "\n".join(([note] if note else []) + lines)
         await interaction.response.send_message(

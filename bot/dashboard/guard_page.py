@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from aiohttp import web
 
@@ -25,8 +25,17 @@ from bot.dashboard.pages import Pages
 from bot.domain import AuditEntry, GuardSettings
 from bot.services.guard import SpendGuard
 
-if TYPE_CHECKING:  # editing.py adds this page: no import back at run time
-    from bot.dashboard.editing import WriteLimiter
+
+class WriteLimiter(Protocol):
+    """The settings pages' write limit: ``bot.dashboard.editing.WriteLimiter``.
+
+    editing.py adds this page, so it is not imported from there.
+    """
+
+    def allow(self, user_id: int) -> bool:
+        """Count a save of the member's; False (not counted) when over the limit."""
+        ...
+
 
 RESUMED: Final = "Paid requests are allowed again."
 NOT_PAUSED: Final = "Paid requests were not paused; nothing changed."
