@@ -32,7 +32,12 @@ from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
 from bot.services.generation import GenerationService
-from bot.services.guard import SpendGuard, describe_thresholds, parse_thresholds
+from bot.services.guard import (
+    SpendGuard,
+    describe_alert,
+    describe_thresholds,
+    parse_thresholds,
+)
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -137,7 +142,9 @@ def guard_lines(config: GuardSettings, alerts: Sequence[GuardAlert]) -> list[str
         )
     if alerts:
         lines.append(_("Latest alerts:"))
-        lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+        lines += [
+            f"<t:{int(a.at)}:R> {truncate(describe_alert(a).translated(), 150)}" for a in alerts
+        ]
     return lines
 
 

@@ -49,6 +49,7 @@ from bot.dashboard.forms import (
     tabs,
     web_actor,
 )
+from bot.dashboard.guard_page import add_guard_pages
 from bot.dashboard.limits import Bounded
 from bot.dashboard.pages import Pages, add_pages
 from bot.dashboard.rights import KEPT
@@ -126,6 +127,7 @@ def add_all_pages(
         resource.add_route("POST", pages.post(form))
     routes.add_get("/showcase/{guild_id}", pages.public_showcase, name="public-showcase")
     app.templates.globals["settings_tabs"] = tabs(listed)
+    add_guard_pages(app, routes, pages.limiter)  # bot/dashboard/guard_page.py
 
 
 class SettingsPages(Pages):

@@ -31,6 +31,7 @@ from bot.dashboard.csv_export import (
     audit_rows,
     ledger_rows,
 )
+from bot.dashboard.guard_panel import guard_panel
 from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
 from bot.domain import Kind, LedgerFilter, LedgerLine, MessageUnreachable, ResultItem
 from bot.errors import BotError, ValidationFailed
@@ -267,6 +268,7 @@ class Pages:
             None if limits.monthly_budget_cents is None else limits.monthly_budget_cents * 10**6
         )
         counts = await self.dashboard.job_counts(guild_id)
+        guard = await guard_panel(self.app, guild_id, fingerprint)
         return self._render(
             request,
             "overview.html",
@@ -282,6 +284,7 @@ class Pages:
             fingerprint=fingerprint,
             key_source=source,
             sandbox=services.sandbox,
+            **guard,
         )
 
     # -- Spend -----------------------------------------------------------------------------

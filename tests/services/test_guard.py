@@ -13,8 +13,9 @@ import pytest
 from bot.clock import ManualClock
 from bot.domain import Charge, Kind
 from bot.errors import SpendingPaused, user_message
+from bot.i18n import using
 from bot.services.generation import ImageOptions, Requester
-from bot.services.guard import SpendGuard
+from bot.services.guard import SpendGuard, describe_alert
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
@@ -190,7 +191,7 @@ async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivere
     hours = stack.db.of(GuardStore)
     start = stack.clock.time()
     for hour in range(14 * 24):  # a steady 2 ¢ an hour for 14 days
-        await hours.record_charge(GUILD, None, start + hour * 3600, 2_000_000, None)
+        await hours.add_to_hours(GUILD, None, start + hour * 3600, 2_000_000)
     stack.clock.advance(14 * DAY)
     (video,) = await submit(stack, who)  # pending, 20 ¢
     await spend(stack, Requester(GUILD, 10, 555), 150)  # 172 ¢ this hour: > 5 x 2 ¢ and > $1
@@ -224,3 +225,16 @@ async def test_one_member_past_the_ten_minute_amount_is_an_anomaly(
     await guard.idle()
     assert len(lines.texts()) == 1 and f"<@{who.user_id}>" in lines.texts()[0]
     assert not await guard.paused(GUILD)  # pause-on-anomaly is off by default
+
+
+async def test_what_an_alert_measured_reads_in_the_readers_language(stack: Stack) -> None:
+    await budget(stack, 100)
+    guard, _ = guard_on(stack)
+    await charge(stack, 60)
+    (alert,) = await guard.alerts(GUILD)
+    # Stored as figures, not as an English sentence: each reader reads their own language.
+    assert "spend" not in str(await stack.db.of(GuardStore).alerts(GUILD))
+    assert str(describe_alert(alert)) == "The month's spend $0.60 of the $1.00 budget (50 %)"
+    with using("de"):
+        german = describe_alert(alert).translated()
+    assert german.startswith("Ausgaben des Monats:") and "0,60" in german and "1,00" in german
