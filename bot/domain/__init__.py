@@ -44,6 +44,7 @@ from bot.domain.jobs import (
 )
 from bot.domain.members import MemberSettings
 from bot.domain.policy import UNLIMITED, AuditEntry, ModelLists, Tier
+from bot.domain.safety import SafetyMode, SafetyPolicy, SafetyRecord, Visibility
 
 __all__ = [
     "TASK_ID_REUSED",
@@ -80,6 +81,9 @@ __all__ = [
     "ResultRequest",
     "RetiredKey",
     "Runway",
+    "SafetyMode",
+    "SafetyPolicy",
+    "SafetyRecord",
     "SchemaTooNewError",
     "ShowcaseEntry",
     "SpendBucket",
@@ -88,4 +92,5 @@ __all__ = [
     "Tier",
     "Unset",
     "UsageRow",
+    "Visibility",
 ]
