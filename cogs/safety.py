@@ -238,7 +238,7 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
     for attachment in message.attachments[:10]:
         try:
             files.append((attachment.filename, await attachment.read()))
-        except discord.HTTPException as exc:
+        except Exception as exc:  # the review card goes without it
             log.info("result %s: a reported file was not read (%s)", ref, exc)
     with using(await interaction.client.locales.of(about[0])):
         if job is not None:
