@@ -2,10 +2,11 @@
 
 The bot runs with ``SAFETY_MODEL`` set to the tiny red classifier
 (``tests/support/safety_model.py``): a clip's score follows its frames' red, and the API
-emulator makes a clip of the colour its prompt names (``color:red``). Below, between and above the thresholds a result is shown,
-held, withheld; Approve shows the held one on its card with the ping, also after a restart;
-Reject keeps it withheld; an age-restricted channel gets a spoiler; a result that cannot be
-scored is held; three reports hide a shown result; every charge is in the ledger once.
+emulator makes a clip of the colour its prompt names (``color:red``). Below, between and
+above the thresholds a result is shown, held, withheld; Approve shows the held one on its
+card with the ping, also after a restart; Reject keeps it withheld; an age-restricted channel
+gets a spoiler; a result that cannot be scored is held; three reports hide a shown result;
+every charge is in the ledger once.
 """
 
 from __future__ import annotations
