@@ -46,6 +46,7 @@ from bot.services.member_settings import MemberSettingsService
 from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
+from bot.services.safety import SafetyService
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
@@ -129,6 +130,13 @@ class Services:
         if build not in self._concerns:
             self._concerns[build] = build(self.db, self.clock)
         return cast(S, self._concerns[build])
+
+    @property
+    def moderation(self) -> SafetyService:
+        """The safety policy over :attr:`safety` (held results, reports, reviews), built once."""
+        if SafetyService not in self._concerns:
+            self._concerns[SafetyService] = SafetyService(self.db, self.safety, self.clock)
+        return cast(SafetyService, self._concerns[SafetyService])
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""

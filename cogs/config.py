@@ -47,6 +47,8 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
+from bot.services.safety import UNAVAILABLE as SAFETY_UNAVAILABLE
+from bot.services.safety import SafetyService
 from bot.services.sequences import MAX_MAX_CLIPS, SequenceService
 
 log = logging.getLogger(__name__)
@@ -73,6 +75,25 @@ GUARD_DESTINATIONS = [
     app_commands.Choice(name="DM to the server's owner", value="owner-dm"),
 ]
 """``/config guard set destination``'s choices."""
+
+SAFETY_MODES = [
+    app_commands.Choice(name="off", value="off"),
+    app_commands.Choice(name="review (hold for the moderators)", value="review"),
+    app_commands.Choice(name="block (withhold)", value="block"),
+]
+"""``/config safety mode``'s choices."""
+
+SAFETY_MODE_NAMES = {
+    "off": N_("off"),
+    "review": N_("review (held for the moderators)"),
+    "block": N_("block (withheld)"),
+}
+
+NSFW_CHOICES = [
+    app_commands.Choice(name="spoilers", value="spoiler"),
+    app_commands.Choice(name="the policy applies", value="policy"),
+]
+"""``/config safety nsfw-channels``'s choices."""
 
 SHOWCASE_SET = N_("Showcase channel updated: shared results are posted there.")
 SHOWCASE_CLEARED = N_("Showcase channel cleared: shared results stay on the dashboard only.")
@@ -244,6 +265,7 @@ class ConfigCog(
         generation: GenerationService,
         sequences: SequenceService,
         spend_guard: SpendGuard,
+        moderation: SafetyService,
         *,
         shared_key: bool,
         dashboard_url: str | None = None,
@@ -252,6 +274,7 @@ class ConfigCog(
         self.generation = generation
         self.sequences = sequences
         self.spend_guard = spend_guard
+        self.moderation = moderation
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
 
@@ -448,6 +471,78 @@ class ConfigCog(
         async with self.service.changing(who.guild_id, actor(interaction)):
             await self.sequences.set_max_clips(who.guild_id, clips)
         await self._show(interaction, _("Sequence length updated."))
+
+    # -- safety checking of results (docs/safety.md) ------------------------------------
+
+    @app_commands.command(name="safety")
+    @app_commands.rename(
+        review_above="review-above",
+        block_above="block-above",
+        review_channel="review-channel",
+        reports_to_hide="reports-to-hide",
+        nsfw_channels="nsfw-channels",
+    )
+    @app_commands.choices(mode=SAFETY_MODES, nsfw_channels=NSFW_CHOICES)
+    async def safety(
+        self,
+        interaction: discord.Interaction[GenBot],
+        mode: str | None = None,
+        review_above: app_commands.Range[float, 0, 1] | None = None,
+        block_above: app_commands.Range[float, 0, 1] | None = None,
+        review_channel: discord.TextChannel | None = None,
+        reports_to_hide: app_commands.Range[int, 1, 100] | None = None,
+        nsfw_channels: str | None = None,
+    ) -> None:
+        """Check results before they are shown: hold or withhold those scored unsafe.
+
+        Args:
+            interaction: the interaction.
+            mode: off, review (hold for moderators) or block (withhold)
+            review_above: scores at or above this (0-1) are held or withheld; default 0.5
+            block_above: scores at or above this (0-1) are always withheld; default 0.85
+            review_channel: where held results are reviewed (default: the admin channel)
+            reports_to_hide: members' reports that withhold a shown result; default 3
+            nsfw_channels: in age-restricted channels: spoilers (default) or the policy
+        """
+        who = requester(interaction)
+        if not self.moderation.available:
+            raise ValidationFailed(SAFETY_UNAVAILABLE)
+        changed = (mode, review_above, block_above, review_channel, reports_to_hide, nsfw_channels)
+        note = None
+        if any(value is not None for value in changed):
+            async with self.service.changing(who.guild_id, actor(interaction)):
+                await self.moderation.update(
+                    who.guild_id,
+                    mode=mode,
+                    review_above=review_above,
+                    block_above=block_above,
+                    review_channel_id=None if review_channel is None else review_channel.id,
+                    reports_to_hide=reports_to_hide,
+                    nsfw_channels=nsfw_channels,
+                )
+            note = _("Safety checking updated.")
+        policy = await self.moderation.policy(who.guild_id)
+        channel = policy.review_channel_id
+        lines = [
+            _("Mode: {mode}", mode=_(SAFETY_MODE_NAMES[policy.mode.value])),
+            _(
+                "Held from {low}, withheld from {high}",
+                low=f"{policy.review_above:g}",
+                high=f"{policy.block_above:g}",
+            ),
+            _(
+                "Review channel: {channel}",
+                channel=f"<#{channel}>" if channel else _("the admin channel"),
+            ),
+            _("Reports that withhold a result: {count}", count=number(policy.reports_to_hide)),
+            _("Age-restricted channels: spoilers")
+            if policy.nsfw_spoiler
+            else _("Age-restricted channels: the policy applies"),
+        ]
+        text = "\n".join(([note] if note else []) + lines)
+        await interaction.response.send_message(
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
 
     # -- the spend guard (docs/guard.md) ------------------------------------------------
 
@@ -819,6 +914,7 @@ async def setup(bot: GenBot) -> None:
             services.generation,
             services.sequences,
             services.guard,
+            services.moderation,
             shared_key=services.default_key is not None,
             dashboard_url=(
                 services.settings.dashboard_public_url

@@ -33,6 +33,7 @@ from bot.discord.render.admin import (
 )
 from bot.discord.render.policy import audit_lines
 from bot.discord.render.takes import takes_card
+from bot.discord.safety_gate import SafetyGate
 from bot.discord.translator import CatalogueTranslator, translated_payload
 from bot.discord.tree import (
     BUTTON_GONE,
@@ -189,6 +190,7 @@ def build_announcer(
         takes=_takes_lookup(services),
         locales=locales,
         final=services.sequences,
+        safety=SafetyGate(client, services.moderation, locales),
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales

@@ -78,6 +78,7 @@ from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts, ping_only
 from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import takes_card, takes_ready
+from bot.discord.safety_gate import SafetyGate
 from bot.discord.shown_files import SHOW_MEMORY_BYTES, ShownFiles
 from bot.domain import DeliveryRoute, Job, JobStatus
 from bot.genapi.outputs import DownloadRefused, output_client
@@ -355,6 +356,8 @@ class DiscordAnnouncer:
             (:meth:`~bot.services.sequences.SequenceService.claim_final_delivery`), so two
             workers finishing its last takes together make one; None: this process's lock only.
         locales: the language of each server's public messages; None: English.
+        safety: scores results before they are shown and applies the server's policy
+            (:mod:`bot.discord.safety_gate`); None: every result is shown unchecked.
     """
 
     def __init__(
@@ -372,8 +375,10 @@ class DiscordAnnouncer:
         takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
         locales: GuildLocales | None = None,
         final: SequenceService | None = None,
+        safety: SafetyGate | None = None,
     ) -> None:
         self._client = client
+        self.safety = safety
         self._final = final
         self._locales = locales
         self._members = members
@@ -688,6 +693,8 @@ class DiscordAnnouncer:
         else:
             name = f"`{files[0][0]}`"
             note = _("Attached as {name}; the service's link may stop working.", name=name)
+        if self.safety is not None:  # scored before anyone sees it (docs/safety.md)
+            return await self.safety.screen(job, tuple(files), note)
         return tuple(files), note
 
     async def download_file(self, url: str, path: Path, limit: int) -> int:
@@ -1007,6 +1014,8 @@ class DiscordAnnouncer:
     ) -> tuple[MessageParts, MessageParts]:
         """The finished card of ``job``, and the same card carrying ``files`` and ``note``."""
         finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+        if self.safety is not None:
+            finished = self.safety.card(job, finished)
         names = [name for name, _ in files]
         return finished, dataclasses.replace(with_files(finished, names, note), files=files)
 
@@ -1167,7 +1176,7 @@ class DiscordAnnouncer:
         if job.id in self._replied:
             self._replied.discard(job.id)
             return
-        if route is not DeliveryRoute.PLACEHOLDER:
+        if route is not DeliveryRoute.PLACEHOLDER or (self.safety and self.safety.quiet(job)):
             return
         try:
             card = await self._private(job)

@@ -26,16 +26,19 @@ import discord
 
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
-from bot.discord.delivery import INVALID_FORM_BODY, send_card
+from bot.discord.delivery import DEFAULT_UPLOAD_LIMIT, INVALID_FORM_BODY, download, send_card
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
-from bot.discord.render.results import text_card
+from bot.discord.render.results import is_web_url, text_card
+from bot.discord.render.safety import safety_answer
+from bot.discord.safety_gate import screen_urls
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.i18n import N_, _, number
+from bot.genapi.outputs import output_client
+from bot.i18n import N_, _, number, using
 from bot.services.generation import (
     ImageOptions,
     Requester,
@@ -457,19 +460,20 @@ async def _show_images(
 ) -> None:
     """Show the synchronous takes of ``made``, then say which takes were not made."""
     locale = await answer_locale(interaction, who)
-    shown = [
-        image_result(
+    bot = interaction.client
+    shown = []
+    for answer in made.answers:
+        parts = image_result(
             answer.result,
             locale=locale,
             prompt=options.prompt,
             model=answer.model,
             requester_id=who.user_id,
-            sandbox=interaction.client.services.sandbox,
+            sandbox=bot.services.sandbox,
             ref=answer.ref,
             paid_by=made.payer,
         )
-        for answer in made.answers
-    ]
+        shown.append(await safety_checked(bot, who, answer.ref, options.prompt, parts, locale))
     if shown:
         await show_paid(interaction, who, shown)
     if made.error is not None:
@@ -482,6 +486,51 @@ async def _show_images(
                 reason=sentence_for(made.error),
             ),
         )
+
+
+async def fetch_result(bot: GenBot, url: str) -> bytes:
+    """Download a result file under the download rule, within Discord's default upload limit.
+
+    Raises:
+        TooLarge, DownloadRefused, httpx.HTTPError: as :func:`bot.discord.delivery.download`.
+    """
+    if bot.services.downloads is not None:
+        return await download(bot.services.downloads, url, DEFAULT_UPLOAD_LIMIT)
+    async with output_client(None) as http:
+        return await download(http, url, DEFAULT_UPLOAD_LIMIT)
+
+
+async def safety_checked(
+    bot: GenBot,
+    who: Requester,
+    ref: str | None,
+    prompt: str,
+    answer: MessageParts,
+    locale: str | None,
+) -> MessageParts:
+    """A synchronous image's answer as the server's safety policy allows (docs/safety.md).
+
+    Its files are downloaded and scored before it is shown (:func:`screen_urls`): a held or
+    withheld result's answer carries no image and says why, a spoiler's carries its files
+    blurred; a shown one gets the Report select. Never raises: a paid result is answered.
+    """
+    gate = bot.announcer.safety
+    if gate is None or not gate.active or ref is None:
+        return answer
+    request = await bot.generation.result_request(ref)
+    urls = [] if request is None else [u for u in request.outputs if is_web_url(u)]
+    screening, files = await screen_urls(
+        gate,
+        ref=ref,
+        guild_id=who.guild_id,
+        channel_id=who.channel_id,
+        user_id=who.user_id,
+        prompt=prompt,
+        urls=urls,
+        download=lambda url: fetch_result(bot, url),
+    )
+    with using(locale):
+        return safety_answer(answer, screening.visibility, files, ref)
 
 
 async def edit_response(interaction: Interaction, parts: MessageParts) -> discord.Message:

@@ -44,6 +44,7 @@ from bot.domain.jobs import (
 )
 from bot.domain.members import MemberSettings
 from bot.domain.policy import UNLIMITED, Actor, AuditEntry, ModelLists, Tier
+from bot.domain.safety import SafetyMode, SafetyPolicy, SafetyRecord, Visibility
 
 __all__ = [
     "TASK_ID_REUSED",
@@ -81,6 +82,9 @@ __all__ = [
     "ResultRequest",
     "RetiredKey",
     "Runway",
+    "SafetyMode",
+    "SafetyPolicy",
+    "SafetyRecord",
     "SchemaTooNewError",
     "ShowcaseEntry",
     "SpendBucket",
@@ -89,4 +93,5 @@ __all__ = [
     "Tier",
     "Unset",
     "UsageRow",
+    "Visibility",
 ]

@@ -54,8 +54,11 @@ from bot.services.policy import (
     describe_models,
     normalise_term,
 )
+from bot.services.safety import audit_values as safety_values
+from bot.services.safety import policy_of
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
@@ -684,6 +687,7 @@ class GuildConfigService:
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
         values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
+        values.update(safety_values(policy_of(await self._db.of(SafetyStore).settings(guild_id))))
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
