@@ -50,6 +50,7 @@ from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
 from bot.services.guild_config import GuildConfigService
+from bot.services.thumbnails import ThumbnailService
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,7 @@ def build_announcer(
         takes=_takes_lookup(services),
         locales=locales,
         final=services.sequences,
+        thumbnails=services.service(ThumbnailService),
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales

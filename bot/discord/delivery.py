@@ -89,6 +89,7 @@ from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.services.sequences import SequenceService
+from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
@@ -355,6 +356,8 @@ class DiscordAnnouncer:
             (:meth:`~bot.services.sequences.SequenceService.claim_final_delivery`), so two
             workers finishing its last takes together make one; None: this process's lock only.
         locales: the language of each server's public messages; None: English.
+        thumbnails: keeps a thumbnail of each result file downloaded for a delivery, for the
+            dashboard (:mod:`bot.services.thumbnails`); None: none kept.
     """
 
     def __init__(
@@ -372,8 +375,10 @@ class DiscordAnnouncer:
         takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
         locales: GuildLocales | None = None,
         final: SequenceService | None = None,
+        thumbnails: ThumbnailService | None = None,
     ) -> None:
         self._client = client
+        self._thumbnails = thumbnails
         self._final = final
         self._locales = locales
         self._members = members
@@ -681,6 +686,8 @@ class DiscordAnnouncer:
                 why = _("the download from the service failed")
                 break
             files.append((file_name(job.task_id, url, index, job.kind), data))
+        if self._thumbnails is not None:  # for the dashboard; never fails a delivery
+            await self._thumbnails.keep(job.id, job.kind, [data for _, data in files])
         if why is not None and video:
             note = _("The video is not attached ({why}); the link may stop working.", why=why)
         elif why is not None:
