@@ -37,7 +37,7 @@ from aiohttp import web
 from bot.clock import Clock
 from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.limits import Bounded
-from bot.dashboard.pages import Pages, add_pages
+from bot.dashboard.pages import Pages, add_pages, open_graph
 from bot.dashboard.rights import KEPT, Rights
 from bot.domain import UNLIMITED, UNSET, AuditEntry, Kind, LimitUpdate
 from bot.errors import BotError, ValidationFailed, user_message
@@ -800,6 +800,7 @@ class SettingsPages(Pages):
             error=error,
             notice=notice,
             entries=entries,
+            thumbs=await self._thumbs([e.result for e in entries]),
             names=names,
             period=period,
             periods=list(SHOWCASE_PERIODS),
@@ -861,10 +862,13 @@ class SettingsPages(Pages):
         entries = await self.showcases.public(guild_id, days)
         if entries is None:
             raise web.HTTPNotFound()
+        thumbs = await self._thumbs([e.result for e in entries])
         return self.app.page(
             request,
             "showcase_public.html",
             entries=entries,
+            thumbs=thumbs,
+            og=open_graph(self.app.public_url, guild_id, entries, thumbs),
             period=period,
             periods=list(SHOWCASE_PERIODS),
             public_guild_id=guild_id,

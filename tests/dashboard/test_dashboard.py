@@ -138,7 +138,8 @@ async def test_a_member_sees_their_results_and_no_server_page(site: Site) -> Non
     assert f"/servers/{site.guild_id}" not in servers
     me = await browser.text("/me")
     assert "my kite" in me and "the owner's kite" not in me
-    assert f'href="/media/{mine}/0"' in me
+    assert f'href="/results/{mine}"' in me
+    assert f'href="/media/{mine}/0"' in await browser.text(f"/results/{mine}")
     assert "$0.02" in me  # this month's spend in the server
     for path in ("", "/spend", "/ledger", "/ledger.csv", "/audit", "/audit.csv", "/gallery"):
         assert (await browser.get(f"/servers/{site.guild_id}{path}")).status == 404, path
