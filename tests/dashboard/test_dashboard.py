@@ -157,8 +157,9 @@ async def test_gallery_and_media_links_fetch_a_fresh_discord_url(site: Site) -> 
     browser = site.browser()
     await browser.sign_in(site.owner_id)
     gallery = await browser.text(f"/servers/{site.guild_id}/gallery")
-    assert "kite at dusk" in gallery
-    assert f"https://discord.com/channels/{site.guild_id}/{site.channel_id}/{posted}" in gallery
+    assert "kite at dusk" in gallery and f'href="/results/{job}"' in gallery
+    view = await browser.text(f"/results/{job}")
+    assert f"https://discord.com/channels/{site.guild_id}/{site.channel_id}/{posted}" in view
     response = await browser.get(f"/media/{job}/0")
     assert response.status == 302
     assert response.headers["Location"].startswith(site.emulator.base_url + "/attachments/")
