@@ -30,6 +30,10 @@ LONG_SIDE: Final = 320
 WEBP_QUALITY: Final = 72
 """WebP quality of a thumbnail (0-100): about 10-20 KB at 320 px for a typical picture."""
 
+WEBP_METHOD: Final = 2
+"""libwebp's effort (0 fastest, 6 smallest): 2 makes a 320 px picture in a few milliseconds,
+a few per cent larger than 4."""
+
 MIME: Final = "image/webp"
 """Every thumbnail's type."""
 
@@ -63,7 +67,7 @@ def _webp(image: Image.Image, duration: float | None) -> Made:
         image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
     image.thumbnail((LONG_SIDE, LONG_SIDE), Image.Resampling.BILINEAR, reducing_gap=2.0)
     out = io.BytesIO()
-    image.save(out, "WEBP", quality=WEBP_QUALITY, method=4)
+    image.save(out, "WEBP", quality=WEBP_QUALITY, method=WEBP_METHOD)
     data = out.getvalue()
     digest = hashlib.sha256(data).hexdigest()[:DIGEST_CHARS]
     return Made(data, digest, MIME, image.width, image.height, duration)
@@ -81,7 +85,7 @@ def image_thumbnail(data: bytes, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> Mad
             width, height = image.size
             if width * height > bounds.max_pixels:
                 raise MediaTooLarge(bounds)
-            image.draft("RGB", (LONG_SIDE * 2, LONG_SIDE * 2))  # JPEG: decode at a lower scale
+            image.draft("RGB", (LONG_SIDE, LONG_SIDE))  # JPEG: decoded at a scale still >= 320
             shown = ImageOps.exif_transpose(image)
             return _webp(shown, None)
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError, ValueError) as exc:
