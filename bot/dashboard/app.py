@@ -38,6 +38,7 @@ from bot.dashboard.limits import (
     ADDRESS_BUDGET,
     ANONYMOUS_BUDGET,
     SESSION_BUDGET,
+    THUMB_BUDGET,
     Bounded,
     Buckets,
     retry_after,
@@ -60,11 +61,18 @@ log = logging.getLogger(__name__)
 HERE: Final = Path(__file__).parent
 
 CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; "
+    "media-src 'self' https:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
 )
-"""The Content Security Policy of every response: nothing inline, nothing from elsewhere
-(the sign-in leaves by a link, which ``form-action`` does not govern)."""
+"""The Content Security Policy of every response: nothing inline, no script or style from
+elsewhere (the sign-in leaves by a link, which ``form-action`` does not govern). Pictures and
+videos may come from https addresses: a result's page shows its file where ``/media/...``
+redirects (Discord's CDN, or the service's own URL)."""
+
+THUMBS: Final = ("/thumbs/", "/public/thumbs/")
+"""The thumbnails' paths: counted against :data:`THUMB_BUDGET` per address (a gallery page is
+one page and up to 60 thumbnails), not a member's or a visitor's page budget."""
 
 SHOWCASE_SECONDS: Final = 30.0
 """How long the public showcase page (``/showcase/<id>``) is kept for signed-out visitors."""
@@ -163,6 +171,7 @@ class Dashboard:
         self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
         self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
         self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
+        self.thumbs: Buckets[str] = Buckets(THUMB_BUDGET, clock.monotonic)
         self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
             KEPT, SHOWCASE_SECONDS, clock.monotonic
         )
@@ -266,7 +275,9 @@ class Dashboard:
         headers["X-Frame-Options"] = "DENY"
         headers["Referrer-Policy"] = "same-origin"
         headers["Cross-Origin-Opener-Policy"] = "same-origin"
-        if not request.path.startswith("/static/"):
+        if not request.path.startswith("/static/") and not (
+            request.path.startswith(THUMBS) and response.status in (200, 304)
+        ):
             headers["Cache-Control"] = "no-store"
         if self.secure:
             headers["Strict-Transport-Security"] = "max-age=31536000"
@@ -300,9 +311,13 @@ class Dashboard:
         session = await self.dashboard.session(token)
         if session is not None and token is not None:
             signed = request[SESSION_KEY] = Signed(session, token)
-            wait = self.by_member.take(signed.user_id)
         else:
             signed = None
+        if request.path.startswith(THUMBS):
+            wait = self.thumbs.take(request[ADDRESS_KEY])
+        elif signed is not None:
+            wait = self.by_member.take(signed.user_id)
+        else:
             wait = self.signed_out.take(request[ADDRESS_KEY])
         if wait:
             return self._too_many(wait)

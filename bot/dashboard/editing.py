@@ -51,9 +51,9 @@ from bot.dashboard.forms import (
 )
 from bot.dashboard.guard_page import add_guard_pages
 from bot.dashboard.limits import Bounded
-from bot.dashboard.pages import Pages, add_pages
+from bot.dashboard.pages import Pages, add_pages, open_graph
 from bot.dashboard.rights import KEPT
-from bot.domain import AuditEntry
+from bot.domain import AuditEntry, ResultItem, Thumbnail
 from bot.errors import BotError, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
 from bot.services.guild_config import GuildConfigService
@@ -264,6 +264,10 @@ class SettingsPages(Pages):
         """Members' names in the server (empty when unknown)."""
         return await self._names(guild_id, user_ids)
 
+    async def thumbs(self, items: Iterable[ResultItem]) -> dict[int, Thumbnail]:
+        """The first file's thumbnail of each result that has one: job id -> thumbnail."""
+        return await self._thumbs(items)
+
     # -- the public showcase ----------------------------------------------------------------
 
     async def public_showcase(self, request: web.Request) -> web.Response:
@@ -280,10 +284,13 @@ class SettingsPages(Pages):
         entries = await self.showcases.public(guild_id, days)
         if entries is None:
             raise web.HTTPNotFound()
+        thumbs = await self._thumbs([e.result for e in entries])
         return self.app.page(
             request,
             "showcase_public.html",
             entries=entries,
+            thumbs=thumbs,
+            og=open_graph(self.app.public_url, guild_id, entries, thumbs),
             period=period,
             periods=list(SHOWCASE_PERIODS),
             public_guild_id=guild_id,

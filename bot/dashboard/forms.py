@@ -27,7 +27,7 @@ from aiohttp import web
 
 from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.rights import Rights
-from bot.domain import Actor, AuditEntry
+from bot.domain import Actor, AuditEntry, ResultItem, Thumbnail
 from bot.services.dashboard import DashboardService
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import ShowcaseService
@@ -134,6 +134,10 @@ class FormHost(Protocol):
 
     async def names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
         """Members' names in the server."""
+        ...
+
+    async def thumbs(self, items: Iterable[ResultItem]) -> dict[int, Thumbnail]:
+        """The first file's thumbnail of each result that has one: job id -> thumbnail."""
         ...
 
 

@@ -179,6 +179,7 @@ class ShowcaseForm(SettingsForm):
         channel_id, public = await showcases.settings(self.guild_id)
         return {
             "entries": entries,
+            "thumbs": await self.pages.thumbs([e.result for e in entries]),
             "names": await self.pages.names(self.guild_id, [e.user_id for e in entries]),
             "period": period,
             "periods": list(SHOWCASE_PERIODS),

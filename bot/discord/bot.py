@@ -52,6 +52,7 @@ from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
 from bot.services.guild_config import ChangeOutlet, GuildConfigService
+from bot.services.thumbnails import ThumbnailService
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ def build_announcer(
         locales=locales,
         final=services.sequences,
         safety=SafetyGate(client, services.moderation, locales),
+        thumbnails=services.service(ThumbnailService),
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales

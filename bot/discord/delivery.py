@@ -90,6 +90,7 @@ from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.services.response_tokens import WEBHOOK_TOKEN_DEAD, ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.services.sequences import SequenceService
+from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
@@ -358,6 +359,8 @@ class DiscordAnnouncer:
         locales: the language of each server's public messages; None: English.
         safety: scores results before they are shown and applies the server's policy
             (:mod:`bot.discord.safety_gate`); None: every result is shown unchecked.
+        thumbnails: keeps a thumbnail of each result file downloaded for a delivery, for the
+            dashboard (:mod:`bot.services.thumbnails`); None: none kept.
     """
 
     def __init__(
@@ -376,9 +379,11 @@ class DiscordAnnouncer:
         locales: GuildLocales | None = None,
         final: SequenceService | None = None,
         safety: SafetyGate | None = None,
+        thumbnails: ThumbnailService | None = None,
     ) -> None:
         self._client = client
         self.safety = safety
+        self._thumbnails = thumbnails
         self._final = final
         self._locales = locales
         self._members = members
@@ -686,6 +691,8 @@ class DiscordAnnouncer:
                 why = _("the download from the service failed")
                 break
             files.append((file_name(job.task_id, url, index, job.kind), data))
+        if self._thumbnails is not None:  # for the dashboard; never fails a delivery
+            await self._thumbnails.keep(job.id, job.kind, [data for _, data in files])
         if why is not None and video:
             note = _("The video is not attached ({why}); the link may stop working.", why=why)
         elif why is not None:

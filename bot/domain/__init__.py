@@ -24,6 +24,7 @@ from bot.domain.dashboard import (
     ResultItem,
     ShowcaseEntry,
     SpendBucket,
+    Thumbnail,
 )
 from bot.domain.errors import (
     ConstraintError,
@@ -90,6 +91,7 @@ __all__ = [
     "SpendBucket",
     "StorageError",
     "StorageUnavailableError",
+    "Thumbnail",
     "Tier",
     "Unset",
     "UsageRow",

@@ -435,6 +435,7 @@ class ConversationService:
             screened=(text, system),
             prompt_limit=self.max_prompt_chars,
             system_limit=SYSTEM_LIMIT,
+            summary=text,
         )
         return ChatAnswer(
             answer=cut_answer(result.content),

@@ -824,6 +824,7 @@ class GenerationService:
         screened: tuple[str | None, ...] | None = None,
         prompt_limit: int = MAX_PROMPT_LENGTH,
         system_limit: int = MAX_PROMPT_LENGTH,
+        summary: str | None = None,
     ) -> TextResult:
         """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
 
@@ -842,6 +843,9 @@ class GenerationService:
                 folded into its prompt was checked turn by turn, and holds the model's answers.
             prompt_limit: the longest prompt, characters.
             system_limit: the longest system prompt, characters.
+            summary: what the charge was for, kept with it for the dashboard's Ledger
+                (:func:`summarize`d); default the prompt. A conversation passes its new turn
+                (its folded prompt holds the history).
 
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
@@ -871,11 +875,11 @@ class GenerationService:
         result = await self._charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
-        await self._billing.settle(
-            reservation,
+        charge = replace(
             self._charge(who, key, Kind.TEXT, request.model, None, result),
-            tokens=_usage(result),
+            prompt_summary=summarize(options.prompt if summary is None else summary),
         )
+        await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._key_works(settings)
         return result
 

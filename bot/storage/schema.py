@@ -373,6 +373,9 @@ ledger = Table(
     Column("cost_micro", BigInteger, nullable=False),
     Column("remaining_credits_micro", BigInteger),
     Column("tier_role_id", BigInteger),
+    # The prompt's summary of a charge without a job (/text, a conversation's turn), as a
+    # job's prompt_summary; NULL for a job's charge (its job holds it) and before 0013.
+    Column("prompt_summary", Text),
 )
 Index(
     "ledger_task",
@@ -783,3 +786,24 @@ safety_decisions = Table(
     Column("at", Double, nullable=False),
 )
 Index("safety_decisions_ref", safety_decisions.c.ref)
+
+
+# Thumbnails of delivered results (revision 0013_thumbnails; docs/storage.md): small WebP
+# pictures the dashboard serves itself, so a gallery asks Discord for nothing and outlives
+# Discord's attachment URLs. Swept with their job (bot/services/retention.py).
+thumbnails = Table(
+    "thumbnails",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    # The result file's place among the job's outputs (0 first).
+    Column("file_index", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    # The first 32 hex characters of the data's SHA-256: its ETag and its URL's ?v=.
+    Column("digest", Text, nullable=False),
+    Column("mime", Text, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    # A clip's duration, seconds; NULL for an image.
+    Column("duration", Double),
+    Column("made_at", Double, nullable=False),
+)

@@ -127,6 +127,7 @@ class LedgerStore:
             "key_fingerprint": charge.key_fingerprint,
             "at": charge.at,
             "tier_role_id": charge.tier_role_id,
+            "prompt_summary": charge.prompt_summary,
         }
         stmt = (
             upsert(self._sql, _ledger)
