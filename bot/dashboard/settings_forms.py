@@ -26,6 +26,7 @@ from bot.dashboard.forms import (
 )
 from bot.domain import UNLIMITED, UNSET, Actor, AuditEntry, Kind, LimitUpdate
 from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _, number
 from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
 from bot.services.policy import describe_models, find_blocked_term, parse_models
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
@@ -33,10 +34,10 @@ from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 ACCESS_LEVELS: Final = ("view", "edit")
 """Dashboard access a role may be granted below Manage Server."""
 
-UNKNOWN_ROLE: Final = "Pick one of the server's roles."
-NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
-UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
-BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
+UNKNOWN_ROLE: Final = N_("Pick one of the server's roles.")
+NO_SUCH_ENTRY: Final = N_("That entry is not in this server's showcase (removed already?).")
+UNKNOWN_CHANNEL: Final = N_("Pick one of the server's text channels.")
+BAD_NUMBER: Final = N_("{what} is a whole number from {low} to {high}, or empty for the default.")
 
 BUDGET_SETTINGS: Final = (
     "monthly budget",
@@ -101,7 +102,7 @@ def _number(raw: str, what: str, low: int, high: int) -> int | None:
     if not raw:
         return None
     if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValidationFailed(BAD_NUMBER.format(what=what, low=low, high=high))
+        raise ValidationFailed(BAD_NUMBER, what=_(what), low=number(low), high=number(high))
     return int(raw)
 
 
@@ -169,7 +170,7 @@ class ShowcaseForm(SettingsForm):
     name = "showcase"
     path = "/servers/{guild_id}/showcase"
     template = "showcase.html"
-    label = "Showcase"
+    label = N_("Showcase")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -233,7 +234,7 @@ class KeyForm(SettingsForm):
     name = "key"
     path = "/servers/{guild_id}/settings/key"
     template = "settings_key.html"
-    label = "Key"
+    label = N_("Key")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -276,7 +277,7 @@ class BudgetsForm(SettingsForm):
     name = "budgets"
     path = "/servers/{guild_id}/settings/budgets"
     template = "settings_budgets.html"
-    label = "Budgets and limits"
+    label = N_("Budgets and limits")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -295,10 +296,10 @@ class BudgetsForm(SettingsForm):
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
         monthly: LimitUpdate = parse_budget(posted.get("monthly") or "unlimited")
         daily: LimitUpdate = parse_budget(posted.get("daily") or "unlimited")
-        per_user = _number(posted.get("per_user"), "Videos per member", 1, 100)
-        per_guild = _number(posted.get("per_guild"), "Videos per server", 1, 1000)
+        per_user = _number(posted.get("per_user"), N_("Videos per member"), 1, 100)
+        per_guild = _number(posted.get("per_guild"), N_("Videos per server"), 1, 1000)
         cooldowns = {
-            kind: _number(posted.get(f"cooldown_{kind.value}"), "A cooldown", 0, 86400)
+            kind: _number(posted.get(f"cooldown_{kind.value}"), N_("A cooldown"), 0, 86400)
             for kind in Kind
         }
         config, guild_id = self.config, self.guild_id
@@ -327,7 +328,7 @@ class TiersForm(SettingsForm):
     name = "tiers"
     path = "/servers/{guild_id}/settings/tiers"
     template = "settings_tiers.html"
-    label = "Tiers"
+    label = N_("Tiers")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -366,7 +367,7 @@ class TiersForm(SettingsForm):
             return await self.commit(posted, tier_scope(role_id), remove)
         daily = parse_allowance(posted.get("daily") or "default")
         monthly = parse_allowance(posted.get("monthly") or "default")
-        videos = _number(posted.get("videos"), "Videos at once", 1, 100)
+        videos = _number(posted.get("videos"), N_("Videos at once"), 1, 100)
         raw_models = posted.get("models").strip()
         models: ModelsUpdate = (
             None
@@ -399,7 +400,7 @@ class ModelsForm(SettingsForm):
     name = "models"
     path = "/servers/{guild_id}/settings/models"
     template = "settings_models.html"
-    label = "Models"
+    label = N_("Models")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -441,7 +442,7 @@ class TermsForm(SettingsForm):
     name = "terms"
     path = "/servers/{guild_id}/settings/blocked-terms"
     template = "settings_terms.html"
-    label = "Blocked terms"
+    label = N_("Blocked terms")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -480,7 +481,7 @@ class ChannelsForm(SettingsForm):
     name = "channels"
     path = "/servers/{guild_id}/settings/channels"
     template = "settings_channels.html"
-    label = "Channels"
+    label = N_("Channels")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -560,7 +561,7 @@ class AccessForm(SettingsForm):
     name = "access"
     path = "/servers/{guild_id}/settings/access"
     template = "settings_access.html"
-    label = "Dashboard access"
+    label = N_("Dashboard access")
     admin_only = True
 
     async def values(self) -> dict[str, Any]:
