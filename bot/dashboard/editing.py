@@ -56,8 +56,8 @@ from bot.dashboard.pages import Pages, add_pages, open_graph
 from bot.dashboard.rights import KEPT
 from bot.domain import AuditEntry, ResultItem, Thumbnail
 from bot.errors import BotError, ValidationFailed, user_message
-from bot.i18n import N_, _
 from bot.genapi.errors import GenAPIError
+from bot.i18n import N_, _
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 from bot.services.showcase import ShowcaseService

@@ -49,7 +49,7 @@ Apply = Callable[[Actor], Awaitable[None]]
 
 
 class Refused(Exception):
-    """A save refused with a sentence (marked ``N_``, English) and a status, the page shown again."""
+    """A save refused with a sentence (marked ``N_``, English) and a status; the page again."""
 
     def __init__(self, sentence: str, status: int) -> None:
         super().__init__(sentence)

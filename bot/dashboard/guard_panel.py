@@ -51,8 +51,7 @@ class MeterView:
 
 @dataclass(frozen=True, slots=True)
 class AlertView:
-    """An alert as the pages list it: when, what kind, and what it measured (the request's
-    language)."""
+    """An alert as the pages list it: when, what kind, what it measured (request's language)."""
 
     at: float
     kind: str

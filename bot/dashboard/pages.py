@@ -40,6 +40,7 @@ from bot.dashboard.csv_export import (
     ledger_rows,
 )
 from bot.dashboard.guard_panel import guard_panel
+from bot.dashboard.language import day_text, short_day_text, usd_text
 from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
 from bot.domain import (
     Kind,
@@ -50,7 +51,6 @@ from bot.domain import (
     ShowcaseEntry,
     Thumbnail,
 )
-from bot.dashboard.language import day_text, short_day_text, usd_text
 from bot.errors import BotError, ValidationFailed
 from bot.i18n import N_, _
 from bot.services.billing import month_start
