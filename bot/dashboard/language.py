@@ -26,7 +26,18 @@ from babel import Locale
 from babel.core import negotiate_locale
 from babel.dates import format_date, format_skeleton, format_time
 
-from bot.i18n import LANGUAGE_NAMES, SHIPPED, SOURCE, current, money, number, resolve, translations
+from bot.i18n import (
+    LANGUAGE_NAMES,
+    N_,
+    SHIPPED,
+    SOURCE,
+    _,
+    current,
+    money,
+    number,
+    resolve,
+    translations,
+)
 
 LANG_COOKIE: Final = "lang"
 """The cookie that keeps a browser's language (a code of :data:`LANGUAGES`)."""
@@ -42,6 +53,17 @@ _OFFERED: Final = (SOURCE, *SHIPPED, *sorted({code.split("-")[0] for code in (SO
 falls back to ``pt``, read as Brazilian Portuguese: :func:`bot.i18n.resolve`)."""
 
 MICRO_PER_CENT: Final = 10**6
+
+KIND_NAMES: Final = {"video": N_("video"), "image": N_("image"), "text": N_("text")}
+"""A result's or a charge's kind, as the pages name it (the stored value is the key)."""
+
+STATUS_NAMES: Final = {
+    "pending": N_("pending"),
+    "completed": N_("completed"),
+    "failed": N_("failed"),
+    "charged": N_("charged"),
+}
+"""A ledger line's status, as the pages name it (the stored value is the key)."""
 
 
 def preferred(header: str | None) -> list[str]:
@@ -118,6 +140,29 @@ def when_text(at: float) -> str:
     return pattern.replace("{1}", date).replace("{0}", time) + " UTC"
 
 
+ACCESS_NAMES: Final = {"view": N_("view"), "edit": N_("edit")}
+"""A dashboard role's access level, as the pages name it."""
+
+
+def access_name(level: str) -> str:
+    """A dashboard access level in the current locale; another as stored."""
+    return _(ACCESS_NAMES[level]) if level in ACCESS_NAMES else level
+
+
+def kind_name(kind: str) -> str:
+    """A kind (``video``, ``image``, ``text``) in the current locale; another as stored."""
+    return _(KIND_NAMES[kind]) if kind in KIND_NAMES else kind
+
+
+def status_name(status: str) -> str:
+    """A ledger line's status in the current locale; another as stored."""
+    return _(STATUS_NAMES[status]) if status in STATUS_NAMES else status
+
+
+def _identity(message: str) -> str:
+    return message
+
+
 def _gettext(message: str) -> str:
     return translations(current()).gettext(message)
 
@@ -131,8 +176,9 @@ def install(environment: jinja2.Environment) -> None:
 
     Templates mark text with ``{% trans %}…{% endtrans %}`` (whitespace trimmed) or
     ``_("…")``; placeholders are ``%(name)s`` (Jinja2's newstyle gettext), a literal ``%`` is
-    ``%%``. Filters: ``usd`` (micro-cents), ``num``; functions: ``when``, ``day``; ``lang``
-    is the page's locale and ``languages`` the language menu.
+    ``%%``; ``N_("…")`` marks a constant shown later with ``_(name)``. Filters: ``usd``
+    (micro-cents), ``num``; functions: ``when``, ``day``, ``kind_name``, ``status_name``;
+    ``lang()`` is the page's locale and ``languages`` the language menu.
     """
     environment.add_extension("jinja2.ext.i18n")
     environment.policies["ext.i18n.trimmed"] = True
@@ -145,19 +191,26 @@ def install(environment: jinja2.Environment) -> None:
     environment.globals["day"] = day_text
     environment.globals["languages"] = LANGUAGES
     environment.globals["lang"] = current
+    environment.globals["kind_name"] = kind_name
+    environment.globals["access_name"] = access_name
+    environment.globals["status_name"] = status_name
+    environment.globals["N_"] = _identity  # marks a constant translated where shown: _(label)
 
 
 __all__ = [
+    "access_name",
     "LANGUAGES",
     "LANG_COOKIE",
     "LANG_SECONDS",
     "day_text",
     "install",
+    "kind_name",
     "locale_of_request",
     "negotiate",
     "number_text",
     "preferred",
     "short_day_text",
+    "status_name",
     "usd_text",
     "when_text",
 ]
