@@ -288,9 +288,11 @@ class Dashboard:
         try:
             response: web.StreamResponse = await handler(request)
         except web.HTTPNotFound:
-            response = self.page(request, "error.html", status=404, message=_(NOT_FOUND))
+            response = self.page(request, "error.html", status=404, message=_(NOT_FOUND), here="/")
         except web.HTTPMethodNotAllowed:
-            response = self.page(request, "error.html", status=405, message=_(NOT_ALLOWED))
+            response = self.page(
+                request, "error.html", status=405, message=_(NOT_ALLOWED), here="/"
+            )
         except web.HTTPException as exc:
             if exc.status >= 400:
                 # A refusal (403 of a forged form, 503...): one sentence, with the headers below.

@@ -80,7 +80,7 @@ class GuardPages(Pages):
         status: int = 200,
     ) -> web.Response:
         """``/servers/<id>/guard``: every alert (newest first), the pause and Resume."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         config = await self.guard.settings(guild_id)
         alerts = [alert_view(a) for a in await self.guard.alerts(guild_id, 500)]
         return self._render(

@@ -25,6 +25,7 @@ import jinja2
 from babel import Locale
 from babel.core import negotiate_locale
 from babel.dates import format_date, format_skeleton, format_time
+from babel.numbers import format_currency
 
 from bot.i18n import (
     LANGUAGE_NAMES,
@@ -33,7 +34,6 @@ from bot.i18n import (
     SOURCE,
     _,
     current,
-    money,
     number,
     resolve,
     translations,
@@ -74,7 +74,7 @@ def preferred(header: str | None) -> list[str]:
     """
     ranked: list[tuple[float, int, str]] = []
     for place, part in enumerate((header or "").split(",")[:20]):
-        tag, _, params = part.strip().partition(";")
+        tag, _sep, params = part.strip().partition(";")
         tag = tag.strip()
         if not tag or tag == "*" or len(tag) > 35:
             continue
@@ -87,7 +87,7 @@ def preferred(header: str | None) -> list[str]:
                 continue
         if weight > 0:
             ranked.append((-weight, place, tag))
-    return [tag for _, _, tag in sorted(ranked)]
+    return [tag for _weight, _place, tag in sorted(ranked)]
 
 
 def negotiate(header: str | None) -> str:
@@ -108,8 +108,16 @@ def _babel() -> Locale:
 
 
 def usd_text(micro: int) -> str:
-    """Micro-cents as an amount in the current locale (``$12.345``, ``12,345 $``; Babel)."""
-    return money(Decimal(micro) / MICRO_PER_CENT)
+    """Micro-cents as an exact amount in the current locale (``$12.345``, ``12,345 $``).
+
+    Every digit the amount has, down to the micro-cent (``$0.13850001``), at least two
+    decimals: the pages' figures equal the ledger's exactly. Babel's CLDR data place the
+    symbol and choose the separators.
+    """
+    dollars = (Decimal(micro) / (MICRO_PER_CENT * 100)).normalize()
+    if dollars == 0:
+        dollars = Decimal(0)
+    return format_currency(dollars, "USD", locale=_babel(), decimal_quantization=False)
 
 
 def number_text(value: int | float | Decimal) -> str:
@@ -198,10 +206,10 @@ def install(environment: jinja2.Environment) -> None:
 
 
 __all__ = [
-    "access_name",
     "LANGUAGES",
     "LANG_COOKIE",
     "LANG_SECONDS",
+    "access_name",
     "day_text",
     "install",
     "kind_name",

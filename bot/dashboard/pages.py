@@ -355,7 +355,7 @@ class Pages:
 
     async def overview(self, request: web.Request) -> web.Response:
         """``/servers/<id>``: this month against the budget, jobs now and today, the key."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         services = self.services
         fingerprint, source = None, None
         with contextlib.suppress(BotError):
@@ -390,7 +390,7 @@ class Pages:
 
     async def spend(self, request: web.Request) -> web.Response:
         """``/servers/<id>/spend?days=7|30|90``: by day, model, kind, tier and member."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         raw = request.query.get("days", "30")
         days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
         report = await self.dashboard.spend(guild_id, days)
@@ -503,7 +503,7 @@ class Pages:
 
     async def audit(self, request: web.Request) -> web.Response:
         """``/servers/<id>/audit``: the configuration changes, filtered, newest first."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         filters = Filters.read(request.query)
         error, entries, following = None, [], ""
         raw = request.query.get("before", "")
@@ -539,7 +539,7 @@ class Pages:
 
     async def audit_csv(self, request: web.Request) -> web.StreamResponse:
         """``/servers/<id>/audit.csv``: the filtered audit log as CSV, newest first."""
-        _, guild_id, _ = await self._server(request)
+        _signed, guild_id, _rights = await self._server(request)
         try:
             found = await self.dashboard.audit(
                 guild_id, **self._audit_filters(Filters.read(request.query)), limit=None

@@ -486,7 +486,7 @@ class ChannelsForm(SettingsForm):
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
         config = await self.config.show(self.guild_id)
-        showcase_channel, _ = await self.pages.showcases.settings(self.guild_id)
+        showcase_channel, _public = await self.pages.showcases.settings(self.guild_id)
         snapshot = await self.config.snapshot(self.guild_id)
         personas = [
             (p, scoped(snapshot, persona_scope(p.channel_id)))
