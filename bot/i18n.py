@@ -144,6 +144,21 @@ def translations(locale: str) -> gettext.NullTranslations:
     return gettext.GNUTranslations(compiled)
 
 
+def warm() -> None:
+    """Load now what an answer's first use of a language would otherwise load then.
+
+    Compiles every shipped catalogue (:func:`translations`) and loads Babel's number and
+    currency data of every language, a few to a few tens of milliseconds each the first time:
+    a process calls this once at start-up, so a member's first command in their language does
+    not hold the event loop, and every acknowledgement queued behind it, while it loads
+    (issue 36).
+    """
+    for code in (SOURCE, *SHIPPED):
+        translations(code)
+        number(1234.5, code)
+        money(Decimal("1.5"), code)
+
+
 def fill(text: str, values: dict[str, object]) -> str:
     """``text`` with its ``{name}`` placeholders replaced from ``values`` (others left)."""
     # Named fields only, replaced one by one: a sentence may show a literal brace (a code

@@ -46,6 +46,7 @@ from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
 from bot.i18n import Later, _, using
+from bot.i18n import warm as i18n_warm
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
@@ -355,6 +356,7 @@ class GenBot(commands.AutoShardedBot):
         await self.sync_commands(force=self._sync in ("force", "only"))
         if self._sync == "only":
             return
+        i18n_warm()  # every language loaded before the first interaction, not during it
         # The registered commands, which the buttons' checks need, unless the sync gave them.
         self.command_access.warm()
         if self.services.settings.poller_enabled:
