@@ -292,7 +292,14 @@ def assemble_services(
             max_turns=settings.chat_max_turns,
             catalogue=catalogue,
         ),
-        members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
+        members=MemberSettingsService(
+            db=db,
+            billing=billing,
+            catalogue=catalogue,
+            clock=clock,
+            # Kept in memory where this process is the only one (it alone changes them).
+            cache=not settings.rate_limit_shared,
+        ),
         response_tokens=ResponseTokens(db, vault, clock),
         private_cards=PrivateCards(db),
         sequences=SequenceService(db, clock),
