@@ -2,7 +2,7 @@
 
 Two parts, on one bot process each:
 
-- **ack burst** (issue 36, item 8): 20 ``/models`` and 20 ``/text`` from 10 members of one
+- **ack burst**: 20 ``/models`` and 20 ``/text`` from 10 members of one
   server, in their own languages, dispatched at once; the figure is the p50 and p99 of their
   acknowledgement. Several rounds (the first on a freshly started bot), a few seconds apart.
 - **mix**: 200 interactions (commands and autocompletes) from 50 users in 10 servers, spread
@@ -164,7 +164,8 @@ variants, as a server's members have them."""
 
 @dataclass(frozen=True)
 class AckBurst:
-    """The acknowledgement burst of issue 36 (item 8), each round dispatched at once."""
+    """The acknowledgement burst (docs/benchmarks.md, "The acknowledgement first"), each round
+    dispatched at once."""
 
     members: int = 10
     models: int = 20
@@ -270,7 +271,7 @@ async def run_ack(workdir: Path, *, quick: bool) -> Table:
             ms(percentile(everything, 99)),
             ms(max(everything, default=float("nan"))),
         )
-    table.notes.append("goal (issue 36): p99 <= 50 ms on a quiet 2-core machine")
+    table.notes.append("goal: p99 <= 50 ms on a quiet 2-core machine")
     return table
 
 

@@ -151,7 +151,7 @@ def warm() -> None:
     currency data of every language, a few to a few tens of milliseconds each the first time:
     a process calls this once at start-up, so a member's first command in their language does
     not hold the event loop, and every acknowledgement queued behind it, while it loads
-    (issue 36).
+    (docs/benchmarks.md, "The acknowledgement first").
     """
     for code in (SOURCE, *SHIPPED):
         translations(code)

@@ -89,7 +89,7 @@ def test_a_discord_locale_reads_its_languages_catalogue(
 
 def test_every_language_is_compiled_at_start_up_not_at_a_members_first_command() -> None:
     # A catalogue compiled on a member's first command held the event loop tens of ms, and
-    # every acknowledgement queued behind it (issue 36); the bot warms them in setup_hook.
+    # every acknowledgement queued behind it; the bot warms them in setup_hook.
     translations.cache_clear()
     warm()
     compiled = translations.cache_info().misses

@@ -201,7 +201,7 @@ def _rate_corners(
     which rejects only those that break a charge by far more than a float's error; the few
     left (about the region's corners) are checked again in exact fractions: a hold rounded
     from a float could be a cent short, or a cent too many on an exact price. Cached by the
-    history: every hold of a burst reads the same one (issue 36: checking all ~230 corners
+    history: every hold of a burst reads the same one (checking all ~230 corners
     of a full history in fractions held the event loop ~16 ms a ``/text``).
     """
     loose = [(float(c), p, k) for c, p, k in rows]

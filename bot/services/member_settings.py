@@ -118,7 +118,8 @@ class MemberSettingsService:
             turns it on where ``Settings.rate_limit_shared`` is off (SQLite, no
             ``SHARD_IDS``, the poller in-process). Several commands read these settings before
             their acknowledgement (whether the answer is private), where a database read
-            waited 30-80 ms in a burst behind the other commands' work (issue 36).
+            waited 30-80 ms in a burst behind the other commands' work
+            (docs/benchmarks.md, "The acknowledgement first").
     """
 
     def __init__(

@@ -324,7 +324,7 @@ def test_catalogue_pages_all_kinds_and_async_images() -> None:
 
 
 def test_a_catalogue_rendered_again_reads_in_each_readers_language() -> None:
-    # Entries are rendered once per catalogue and language (a burst of /models, issue 36): a
+    # Entries are rendered once per catalogue and language (a burst of /models): a
     # reader in another language still reads theirs, a new catalogue its own models.
     catalogue = Catalogue(video=(video_model(1),))
     with using("fr"):

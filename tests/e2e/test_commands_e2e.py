@@ -259,7 +259,7 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
 async def test_a_command_is_acknowledged_before_the_bot_asks_discord_anything_about_it(
     world: World,
 ) -> None:
-    """The acknowledgement first (issue 36): a member new to the bot, in their own language,
+    """The acknowledgement first: a member new to the bot, in their own language,
     gets /models' and /text's defer before the bot reads anything of the server or of them
     from Discord (order, not time: the emulator records both)."""
     newcomer = world.discord.add_user("newcomer", locale="ja")

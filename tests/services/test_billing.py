@@ -385,7 +385,7 @@ def _rate_bound_by_every_corner(
 
 
 def test_the_text_hold_bound_is_exactly_the_best_corner_of_what_the_charges_allow() -> None:
-    # The bound is computed fast (issue 36: it held the event loop ~16 ms a /text with a full
+    # The bound is computed fast (it held the event loop ~16 ms a /text with a full
     # history); it must stay exactly the linear program's optimum, ties and degenerate
     # histories (repeated, proportional, prompt-only, answer-only charges) included.
     rng = random.Random(36)

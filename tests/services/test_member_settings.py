@@ -177,7 +177,7 @@ async def test_a_process_alone_reads_a_members_settings_once_and_follows_their_c
     store: Database,
 ) -> None:
     # Read before a command's acknowledgement (is the answer private?), a database read waited
-    # behind a burst's other work (issue 36): the one process that changes them keeps them.
+    # behind a burst's other work: the one process that changes them keeps them.
     service, members = _kept(store)
     assert (await service.get(USER)).private is False
     assert (await service.get(USER)).private is False

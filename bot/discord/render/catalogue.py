@@ -80,7 +80,7 @@ _RENDERED_KEPT: Final = 64
 
 _rendered: dict[tuple[int, str, str], tuple[Catalogue, list[tuple[str, str]]]] = {}
 """``(id of the catalogue, kind, locale)`` -> the catalogue (so that its id is not reused while
-kept) and its entries: every ``/models`` of a burst renders the same ones (issue 36)."""
+kept) and its entries: every ``/models`` of a burst renders the same ones."""
 
 
 def _entries(catalogue: Catalogue, kind: str) -> list[tuple[str, str]]:
