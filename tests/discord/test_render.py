@@ -323,6 +323,25 @@ def test_catalogue_pages_all_kinds_and_async_images() -> None:
     assert "No text models" in (empty[0].description or "")
 
 
+def test_a_catalogue_rendered_again_reads_in_each_readers_language() -> None:
+    # Entries are rendered once per catalogue and language (a burst of /models): a
+    # reader in another language still reads theirs, a new catalogue its own models.
+    catalogue = Catalogue(video=(video_model(1),))
+    with using("fr"):
+        french = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    with using("de"):
+        german = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    with using("fr"):
+        again = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    assert again == french != german
+    assert "Durées : 4 s, 8 s" in (french[0] or "")
+    assert "Dauern: 4 s, 8 s" in (german[0] or "")
+    renewed = Catalogue(video=(video_model(2),))
+    with using("fr"):
+        (field,) = catalogue_pages(renewed, "video")[0].fields
+    assert "video-model-2" in (field.value or "")
+
+
 # -- jobs ------------------------------------------------------------------------------------
 
 
