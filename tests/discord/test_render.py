@@ -655,3 +655,14 @@ def test_the_policy_in_config_show_is_written_in_the_answers_language() -> None:
     assert shown["ロールのティア"].startswith("<@&5>: 1日 $0.50 · 1か月 無制限")
     assert shown["ブロックされた語句"] == "なし"
     assert audit.startswith("<@7> がボットの設定を変更しました:\n• confirm above: off → $1.00")
+
+
+def test_a_sync_image_kept_as_a_job_gets_share_under_it() -> None:
+    result = ImageResult(task_id="t", outputs=IMAGE_URLS, cost_cents=3, remaining_credits_cents=1)
+    kept = image_result(
+        result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5", job_id=9
+    )
+    ids = [custom_id for _, custom_id in kept.action_buttons]
+    assert ids == ["gb:again:r5", "gb:animate:r5", "gb:edit:r5", "gb:share:j9", "gb:delete:r5"]
+    plain = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5")
+    assert "gb:share:j9" not in [custom_id for _, custom_id in plain.action_buttons]
