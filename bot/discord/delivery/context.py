@@ -8,6 +8,7 @@ The routes (:mod:`~bot.discord.delivery.channel_card`, :mod:`~bot.discord.delive
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -22,33 +23,43 @@ from bot.domain import Job, JobStatus
 from bot.jobs.announcer import Attempt, Renew
 from bot.jobs.byte_budget import ByteBudget
 
+REPLIED_REMEMBERED = 1024
+"""Jobs remembered by :class:`RepliedJobs` at once, the oldest dropped first. ``notify`` follows
+its delivery at once (at most 20 deliveries run together per process), so only the ids of
+deliveries whose ``notify`` never ran (a crash or a lost lease between the two) are dropped."""
+
 
 class RepliedJobs:
-    """Jobs whose reply to the placeholder went with their delivery.
+    """Jobs whose reply to the placeholder went with their delivery (:data:`REPLIED_REMEMBERED`).
 
     That reply carried the files a card could not take by an edit, so ``notify`` does not ping
-    a second time; an id is discarded by ``notify``, or by the job's next attempt.
+    a second time; an id is discarded by ``notify``, or by the job's next attempt, or dropped
+    as the oldest past the bound (a ``notify`` that never ran).
     """
 
     def __init__(self) -> None:
-        self._ids: set[int] = set()
+        self._ids: OrderedDict[int, None] = OrderedDict()  # oldest first
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def add(self, job_id: int) -> None:
         """The job's delivery sent the completion reply."""
-        self._ids.add(job_id)
+        self._ids[job_id] = None
+        self._ids.move_to_end(job_id)
+        while len(self._ids) > REPLIED_REMEMBERED:
+            self._ids.popitem(last=False)
 
     def discard(self, job_id: int) -> None:
         """Forget the job (its delivery is tried again, or failed)."""
-        self._ids.discard(job_id)
+        self._ids.pop(job_id, None)
 
     def take(self, job_id: int) -> bool:
         """Whether the job's delivery sent the completion reply; forgets it either way."""
-        found = job_id in self._ids
-        self._ids.discard(job_id)
-        return found
+        if job_id not in self._ids:
+            return False
+        del self._ids[job_id]
+        return True
 
 
 @dataclass(frozen=True, slots=True)

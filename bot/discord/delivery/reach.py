@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 
 import discord
 
@@ -45,6 +46,11 @@ skipped by deliveries. ``GUILD_DELETE`` marks a server until the bot joins it ag
 BOT_LEFT = "the bot is no longer in this server"
 """Why a server's routes are skipped after ``GUILD_DELETE`` or a 403 Missing Access on it."""
 
+GONE_CHANNELS_REMEMBERED = 4096
+"""Channels marked out of reach at once; past it the oldest mark goes first (that channel is
+then tried once more, and marked again if it still refuses). Marks also go when they expire,
+whether or not a delivery looks them up."""
+
 CHANNEL_UNSEEN = "the bot cannot see this channel"
 """Why a channel's routes are skipped after a 403 Missing Access or 404 Unknown Channel."""
 
@@ -64,7 +70,12 @@ class Reach:
         self._lookups: dict[int, asyncio.Future[int]] = {}
         # Servers that removed the bot and channels it cannot see: id -> until (clock time).
         self._gone_guilds: dict[int, float] = {}
-        self._gone_channels: dict[int, float] = {}
+        self._gone_channels: OrderedDict[int, float] = OrderedDict()  # oldest mark first
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """How many servers and channels are marked out of reach now (expired ones included)."""
+        return len(self._gone_guilds), len(self._gone_channels)
 
     def guild_removed(self, guild_id: int) -> None:
         """The bot was removed from ``guild_id``: its routes are skipped until it joins again."""
@@ -95,11 +106,18 @@ class Reach:
 
         The channel route would post there and fail the same way.
         """
-        if isinstance(exc, discord.HTTPException) and exc.code in (
+        if not isinstance(exc, discord.HTTPException) or exc.code not in (
             MISSING_ACCESS,
             UNKNOWN_CHANNEL,
         ):
-            self._gone_channels[job.channel_id] = self._clock.time() + UNREACHABLE_TTL
+            return
+        now = self._clock.time()
+        gone = self._gone_channels
+        gone.pop(job.channel_id, None)
+        gone[job.channel_id] = now + UNREACHABLE_TTL
+        # Every mark lasts UNREACHABLE_TTL, so the oldest expires first.
+        while len(gone) > GONE_CHANNELS_REMEMBERED or next(iter(gone.values())) <= now:
+            gone.popitem(last=False)
 
     async def upload_limit(self, guild_id: int) -> int:
         """Bytes the bot may attach to a message in ``guild_id`` (``Guild.filesize_limit``).
