@@ -10,9 +10,9 @@ unreadable: Discord answers 403). For 60 s (``--quick``: 5 s), from one address:
 
 while five members run ``/text`` every second. The flood is sent by a child process (the
 bench's own process serves both emulators and must not be the bottleneck), and the key's
-rate window is 5 s (30 requests each: docs/genapi.md §8's 30 a minute, scaled) so that the key's limit
-does not queue the 300 ``/text`` of a minute: what is measured is the bot beside the flood.
-Printed: the ``/text`` answers' latency (each
+rate window is 5 s (30 requests each: docs/genapi.md §8's 30 a minute, scaled) so that the
+key's limit does not queue the 300 ``/text`` of a minute: what is measured is the bot beside
+the flood. Printed: the ``/text`` answers' latency (each
 one settles a charge before it answers: p50, p99), the Discord REST calls the dashboard
 caused in the window (every REST call but the interactions' answers), the bot's resident
 memory at the start and end, the dashboard tables' rows at the start and end, and how the
