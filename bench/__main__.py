@@ -1,5 +1,5 @@
 """``python -m bench [burst|rate|batch|scale|media|safety|redaction|dashboard|dashboard-abuse|
-guard|all] [--quick]``: run benchmarks.
+guard|thumbs|all] [--quick]``: run benchmarks.
 
 ``scale`` also takes ``--engine sqlite|postgresql|both`` and ``--workers 0,1,2,4`` (0: the
 single process; N: one gateway process plus N ``python -m bot worker`` processes), and
@@ -29,6 +29,7 @@ from bench import (
     redaction,
     safety,
     scale,
+    thumbs,
 )
 from bench.report import Table, machine
 
@@ -44,6 +45,7 @@ SCENARIOS: dict[str, Scenario] = {
     "dashboard": dashboard.run,
     "dashboard-abuse": dashboard_abuse.run,
     "guard": guard.run,
+    "thumbs": thumbs.run,
 }
 
 

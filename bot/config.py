@@ -137,6 +137,7 @@ class Settings(BaseSettings):
     retention_audit_days: Annotated[float, Field(ge=0)] = 365.0
     retention_rate_rows_days: Annotated[float, Field(ge=0)] = 1.0
     retention_metadata_days: Annotated[float, Field(ge=0)] = 1.0
+    retention_thumbnails_days: Annotated[float, Field(ge=0)] = 0.0
     retention_sweep_seconds: Annotated[float, Field(gt=0)] = 3600.0
 
     # Safety checking of results (docs/safety.md, bot/media/safety.py): the model (a folder in

@@ -46,9 +46,11 @@ from bot.services.member_settings import MemberSettingsService
 from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
+from bot.services.safety import SafetyService
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
+from bot.services.submissions import SubmissionService
 from bot.storage import Database
 from bot.storage.engine import DatabaseUnavailable
 
@@ -71,6 +73,8 @@ class Services:
         private_cards: where private results' cards are (the member's DM, or a response).
         command_sync: the hash of the command definitions last synced with Discord.
         sequences: video sequences (Continue) and each server's bound on them.
+        submissions: the member actions that charge (a video, its takes, Continue, an image,
+            a text), one method each.
         guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
             of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
@@ -101,6 +105,7 @@ class Services:
     private_cards: PrivateCards
     command_sync: CommandSync
     sequences: SequenceService
+    submissions: SubmissionService
     guard: SpendGuard
     sandbox: bool
     default_key: SecretStr | None = None
@@ -125,6 +130,13 @@ class Services:
         if build not in self._concerns:
             self._concerns[build] = build(self.db, self.clock)
         return cast(S, self._concerns[build])
+
+    @property
+    def moderation(self) -> SafetyService:
+        """The safety policy over :attr:`safety` (held results, reports, reviews), built once."""
+        if SafetyService not in self._concerns:
+            self._concerns[SafetyService] = SafetyService(self.db, self.safety, self.clock)
+        return cast(SafetyService, self._concerns[SafetyService])
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""
@@ -312,6 +324,18 @@ def assemble_services(
         placeholder_grace=settings.placeholder_grace_seconds,
         clock=clock,
     )
+    guild_config = GuildConfigService(
+        db=db,
+        keys=keys,
+        vault=vault,
+        billing=billing,
+        client=client,
+        default_key_set=default_key is not None,
+        catalogue=catalogue,
+        clock=clock,
+    )
+    members = MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock)
+    sequences = SequenceService(db, clock)
     guard = SpendGuard(db, clock, billing, settings)
     billing.set_watcher(guard.after_charge)
     return Services(
@@ -325,16 +349,7 @@ def assemble_services(
         keys=keys,
         schedule=schedule,
         generation=generation,
-        guild_config=GuildConfigService(
-            db=db,
-            keys=keys,
-            vault=vault,
-            billing=billing,
-            client=client,
-            default_key_set=default_key is not None,
-            catalogue=catalogue,
-            clock=clock,
-        ),
+        guild_config=guild_config,
         conversations=ConversationService(
             db=db,
             generation=generation,
@@ -343,10 +358,13 @@ def assemble_services(
             max_turns=settings.chat_max_turns,
             catalogue=catalogue,
         ),
-        members=MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock),
+        members=members,
         response_tokens=ResponseTokens(db, vault, clock),
         private_cards=PrivateCards(db),
-        sequences=SequenceService(db, clock),
+        sequences=sequences,
+        submissions=SubmissionService(
+            generation=generation, sequences=sequences, members=members, guild_config=guild_config
+        ),
         guard=guard,
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,

@@ -128,6 +128,29 @@ def message_requester(
     )
 
 
+class MessageDesk:
+    """A mention's turn's side of the request (:class:`bot.services.submissions.Desk`).
+
+    No response to show a place in: the turn still waits as its guild's (fair turns); a
+    message has no error path to mark charged (a refusal is answered before any charge).
+    """
+
+    def __init__(self, who: Requester) -> None:
+        self._who = who
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """Wait in the key's queue as the guild's request."""
+        seat = QUEUE_SEAT.set(QueueSeat(guild_id=self._who.guild_id))
+        try:
+            yield
+        finally:
+            QUEUE_SEAT.reset(seat)
+
+    def charged(self) -> None:
+        """Nothing to mark."""
+
+
 class ChatCog(commands.Cog):
     """Talk with a language model in a thread that keeps the conversation."""
 
@@ -287,14 +310,13 @@ class ChatCog(commands.Cog):
         the thread first (a turn asked from outside it says whose it is).
         """
         author = display_name(message.author)
-        # No response to show a place in: the turn still waits as its guild's (fair turns).
-        QUEUE_SEAT.set(QueueSeat(guild_id=who.guild_id))
         try:
-            reply = await self.conversations.ask(who, author, text, conversation=conversation)
+            reply = await self.conversations.turn(
+                who, author, text, conversation, desk=MessageDesk(who)
+            )
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
-        await keep(self.conversations.record(conversation, who, author, text, reply))
         locale = await self.bot.locales.of(who.guild_id)  # the thread is public
         parts = chat_answer(
             reply, sandbox=self.sandbox, thread_id=conversation.thread_id, locale=locale

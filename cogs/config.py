@@ -1,15 +1,14 @@
 """``/config``: a server's API key, budgets, caps, channels and policy (Manage Server only).
 
-Every change made here is audited (:func:`audited`): kept in the database and posted in the
-admin channel, if one is set, as who, what, old → new (never a key).
+Every change made here is audited by :class:`~bot.services.guild_config.GuildConfigService`
+(each call names its :func:`actor`): kept in the database and posted in the admin channel, if
+one is set, as who, what, old → new (never a key).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 import discord
@@ -22,18 +21,23 @@ from bot.discord.render.admin import config_embed, dashboard_link, old_key_note
 from bot.discord.render.buttons import confirm_above_text
 from bot.discord.render.policy import (
     add_policy_fields,
-    audit_lines,
     models_line,
     tier_line,
     tiers_embed,
 )
 from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
-from bot.domain import UNSET, Kind, LimitUpdate
+from bot.domain import UNSET, Actor, Kind, LimitUpdate
+from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
-from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time, using
+from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
 from bot.services.generation import GenerationService
-from bot.services.guard import SpendGuard, describe_thresholds, parse_thresholds
+from bot.services.guard import (
+    SpendGuard,
+    describe_alert,
+    describe_thresholds,
+    parse_thresholds,
+)
 from bot.services.guild_config import (
     DEFAULT_WORDS,
     MAX_PERSONA_CHARS,
@@ -43,6 +47,8 @@ from bot.services.guild_config import (
     parse_budget,
 )
 from bot.services.policy import BLOCKED_TERMS_RULE, model_matches, parse_models
+from bot.services.safety import UNAVAILABLE as SAFETY_UNAVAILABLE
+from bot.services.safety import SafetyService
 from bot.services.sequences import MAX_MAX_CLIPS, SequenceService
 
 log = logging.getLogger(__name__)
@@ -69,6 +75,25 @@ GUARD_DESTINATIONS = [
     app_commands.Choice(name="DM to the server's owner", value="owner-dm"),
 ]
 """``/config guard set destination``'s choices."""
+
+SAFETY_MODES = [
+    app_commands.Choice(name="off", value="off"),
+    app_commands.Choice(name="review (hold for the moderators)", value="review"),
+    app_commands.Choice(name="block (withhold)", value="block"),
+]
+"""``/config safety mode``'s choices."""
+
+SAFETY_MODE_NAMES = {
+    "off": N_("off"),
+    "review": N_("review (held for the moderators)"),
+    "block": N_("block (withheld)"),
+}
+
+NSFW_CHOICES = [
+    app_commands.Choice(name="spoilers", value="spoiler"),
+    app_commands.Choice(name="the policy applies", value="policy"),
+]
+"""``/config safety nsfw-channels``'s choices."""
 
 SHOWCASE_SET = N_("Showcase channel updated: shared results are posted there.")
 SHOWCASE_CLEARED = N_("Showcase channel cleared: shared results stay on the dashboard only.")
@@ -97,53 +122,75 @@ async def _unmatched_note(
     return "\n" + _("Note: {names} matches no model in the catalogue right now.", names=names)
 
 
-_POSTING: set[asyncio.Task[None]] = set()
-"""Admin-channel posts under way, kept referenced until they end (asyncio keeps only weak
-references to tasks)."""
+def actor(interaction: discord.Interaction[GenBot]) -> Actor:
+    """The admin who runs the command, as the audit log names them (via ``/config``)."""
+    return Actor(interaction.user.id, "discord")
 
 
-def _post_later(bot: GenBot, guild_id: int, channel_id: int, text: str) -> None:
-    """Post ``text`` in the admin channel without holding up the admin's answer.
+def guard_lines(config: GuardSettings, alerts: Sequence[GuardAlert]) -> list[str]:
+    """``/config guard show``'s lines: the guard's settings, the pause, the latest ``alerts``."""
+    on, off = _("on"), _("off")
+    owner, channel = _("the owner's DMs"), _("the admin channel")
+    lines = [
+        _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
+        _("Member notes: {state}", state=on if config.member_notes else off),
+        _(
+            "Alerts go to: {destination}",
+            destination=owner if config.destination == "owner-dm" else channel,
+        ),
+        _("Runway alert below {days} days", days=number(config.runway_days)),
+        _(
+            "Credits floor: {amount}",
+            amount=off if config.credits_floor_cents is None else money(config.credits_floor_cents),
+        ),
+        _(
+            "Anomaly: the last hour above {factor}× a usual hour and above {amount}",
+            factor=number(config.anomaly_factor),
+            amount=money(config.anomaly_floor_cents),
+        ),
+        _(
+            "One member in 10 minutes: {amount}",
+            amount=off if config.member_10min_cents is None else money(config.member_10min_cents),
+        ),
+        _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
+    ]
+    if config.paused_at is not None:
+        lines.append(
+            _(
+                "Paid requests are paused since {when}; resume with `/config guard resume`.",
+                when=relative_time(config.paused_at),
+            )
+        )
+    if alerts:
+        lines.append(_("Latest alerts:"))
+        lines += [
+            f"<t:{int(a.at)}:R> {truncate(describe_alert(a).translated(), 150)}" for a in alerts
+        ]
+    return lines
 
-    Discord fails an interaction not answered within 3 s ("The application did not respond")
-    and a post can wait much longer (a channel's rate limit, a slow gateway): the change is
-    saved and audited by then, so the answer goes first and the post follows.
-    """
-    task = asyncio.get_running_loop().create_task(
-        bot.post_admin_line(guild_id, channel_id, text), name=f"audit-post-{guild_id}"
+
+async def config_show_embed(
+    service: GuildConfigService,
+    sequences: SequenceService,
+    guild_id: int,
+    dashboard_url: str | None,
+) -> discord.Embed:
+    """``/config show``'s embed: the server's settings and policy, and its dashboard link."""
+    config = await service.show(guild_id)
+    embed = add_policy_fields(config_embed(config), config.policy)
+    threshold = await service.confirm_above(guild_id)
+    embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
+    clips = await sequences.max_clips(guild_id)
+    embed.add_field(
+        name=_("Sequence length"),
+        value=_("{count} clips at most", count=number(clips)),
+        inline=False,
     )
-    _POSTING.add(task)
-    task.add_done_callback(_posted)
-
-
-def _posted(task: asyncio.Task[None]) -> None:
-    _POSTING.discard(task)
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.error("posting a /config change in the admin channel failed: %r", error)
-
-
-@contextlib.asynccontextmanager
-async def audited(
-    service: GuildConfigService, interaction: discord.Interaction[GenBot]
-) -> AsyncIterator[None]:
-    """Audit the ``/config`` change made in the block (nothing if the block raises).
-
-    Snapshots every setting before, and after the block writes one audit row per setting
-    that changed (before the admin is answered) and posts them in one message in the admin
-    channel, if set, once the command has answered (:func:`_post_later`).
-    """
-    who = requester(interaction)
-    before = await service.snapshot(who.guild_id)
-    yield
-    entries = await service.record_changes(who.guild_id, who.user_id, before)
-    if not entries:
-        return
-    channel_id = await service.admin_channel(who.guild_id)
-    if channel_id is not None:
-        # The admin channel is the server's: its language, not the admin's.
-        with using(await interaction.client.locales.of(who.guild_id)):
-            text = audit_lines(entries)
-        _post_later(interaction.client, who.guild_id, channel_id, text)
+    if dashboard_url is not None:
+        embed.add_field(
+            name=_("Dashboard"), value=dashboard_link(dashboard_url, guild_id), inline=False
+        )
+    return embed
 
 
 def _require_manage_guild(interaction: discord.Interaction[GenBot]) -> None:
@@ -170,10 +217,9 @@ class ApiKeyModal(AdmittedModal, title=N_("Set the Generation API key")):
         """Check the key with the service, then store it encrypted; never echo it."""
         _require_manage_guild(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        async with audited(self.service, interaction):
-            change = await self.service.set_api_key(
-                self.guild_id, self.key.value, user_id=interaction.user.id
-            )
+        change = await self.service.set_api_key(
+            self.guild_id, self.key.value, actor=actor(interaction)
+        )
         await interaction.edit_original_response(
             content=_(
                 "API key saved (ending in `{last4}`); this server's requests now use it.",
@@ -219,6 +265,7 @@ class ConfigCog(
         generation: GenerationService,
         sequences: SequenceService,
         spend_guard: SpendGuard,
+        moderation: SafetyService,
         *,
         shared_key: bool,
         dashboard_url: str | None = None,
@@ -227,6 +274,7 @@ class ConfigCog(
         self.generation = generation
         self.sequences = sequences
         self.spend_guard = spend_guard
+        self.moderation = moderation
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
 
@@ -245,8 +293,7 @@ class ConfigCog(
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:
         """Remove this server's API key (kept only until the jobs made with it finish)."""
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            change = await self.service.remove_api_key(who.guild_id)
+        change = await self.service.remove_api_key(who.guild_id, actor=actor(interaction))
         if not change.had_key:
             text = _("This server has no API key of its own; nothing was removed.")
         elif self.shared_key:
@@ -274,10 +321,9 @@ class ConfigCog(
             raise ValidationFailed(N_("Give `monthly`, `daily_per_user`, or both."))
         new_monthly: LimitUpdate = UNSET if monthly is None else parse_budget(monthly)
         new_daily: LimitUpdate = UNSET if daily_per_user is None else parse_budget(daily_per_user)
-        async with audited(self.service, interaction):
-            await self.service.set_budgets(
-                who.guild_id, monthly=new_monthly, daily_per_user=new_daily
-            )
+        await self.service.set_budgets(
+            who.guild_id, monthly=new_monthly, daily_per_user=new_daily, actor=actor(interaction)
+        )
         await self._show(interaction, _("Budgets updated."))
 
     @app_commands.command(name="limits")
@@ -295,12 +341,12 @@ class ConfigCog(
             videos_per_server: videos the whole server may have in progress
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.set_caps(
-                who.guild_id,
-                per_user=UNSET if videos_per_user is None else videos_per_user,
-                per_guild=UNSET if videos_per_server is None else videos_per_server,
-            )
+        await self.service.set_caps(
+            who.guild_id,
+            per_user=UNSET if videos_per_user is None else videos_per_user,
+            per_guild=UNSET if videos_per_server is None else videos_per_server,
+            actor=actor(interaction),
+        )
         await self._show(interaction, _("Limits updated."))
 
     @channels.command(name="allow")
@@ -316,8 +362,9 @@ class ConfigCog(
             channel: the channel to allow
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.allow_channel(who.guild_id, channel.id, allowed=True)
+        await self.service.allow_channel(
+            who.guild_id, channel.id, allowed=True, actor=actor(interaction)
+        )
         await self._show(interaction, _("Commands allowed in {channel}.", channel=channel.mention))
 
     @channels.command(name="disallow")
@@ -333,16 +380,16 @@ class ConfigCog(
             channel: the channel to remove
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.allow_channel(who.guild_id, channel.id, allowed=False)
+        await self.service.allow_channel(
+            who.guild_id, channel.id, allowed=False, actor=actor(interaction)
+        )
         await self._show(interaction, _("{channel} removed.", channel=channel.mention))
 
     @channels.command(name="everywhere")
     async def channels_everywhere(self, interaction: discord.Interaction[GenBot]) -> None:
         """Allow the commands in every channel again."""
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.allow_everywhere(who.guild_id)
+        await self.service.allow_everywhere(who.guild_id, actor=actor(interaction))
         await self._show(interaction, _("Commands allowed in every channel."))
 
     @app_commands.command(name="admin-channel")
@@ -356,8 +403,9 @@ class ConfigCog(
             channel: the channel for notices to admins
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.set_admin_channel(who.guild_id, channel.id if channel else None)
+        await self.service.set_admin_channel(
+            who.guild_id, channel.id if channel else None, actor=actor(interaction)
+        )
         await self._show(interaction, _("Admin channel updated."))
 
     @app_commands.command(name="language")
@@ -373,8 +421,7 @@ class ConfigCog(
         """
         who = requester(interaction)
         chosen = None if language.value == SERVER_DEFAULT else language.value
-        async with audited(self.service, interaction):
-            await self.service.set_locale(who.guild_id, chosen)
+        await self.service.set_locale(who.guild_id, chosen, actor=actor(interaction))
         await self._show(interaction, _("Language of public messages updated."))
 
     @app_commands.command(name="showcase")
@@ -388,8 +435,9 @@ class ConfigCog(
             channel: the showcase channel; shared results are posted there with a Vote button
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.set_showcase_channel(who.guild_id, channel.id if channel else None)
+        await self.service.set_showcase_channel(
+            who.guild_id, channel.id if channel else None, actor=actor(interaction)
+        )
         await self._show(interaction, _(SHOWCASE_SET) if channel else _(SHOWCASE_CLEARED))
 
     @app_commands.command(name="confirm-above")
@@ -402,10 +450,9 @@ class ConfigCog(
         """
         who = requester(interaction)
         cents = parse_budget(dollars)
-        async with audited(self.service, interaction):
-            await self.service.set_confirm_above(
-                who.guild_id, None if cents is None else Decimal(cents)
-            )
+        await self.service.set_confirm_above(
+            who.guild_id, None if cents is None else Decimal(cents), actor=actor(interaction)
+        )
         await self._show(interaction, _("Confirmation threshold updated."))
 
     @app_commands.command(name="sequence-length")
@@ -421,9 +468,81 @@ class ConfigCog(
             clips: the most clips in one sequence (2 to 50); leave empty for the default
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
+        async with self.service.changing(who.guild_id, actor(interaction)):
             await self.sequences.set_max_clips(who.guild_id, clips)
         await self._show(interaction, _("Sequence length updated."))
+
+    # -- safety checking of results (docs/safety.md) ------------------------------------
+
+    @app_commands.command(name="safety")
+    @app_commands.rename(
+        review_above="review-above",
+        block_above="block-above",
+        review_channel="review-channel",
+        reports_to_hide="reports-to-hide",
+        nsfw_channels="nsfw-channels",
+    )
+    @app_commands.choices(mode=SAFETY_MODES, nsfw_channels=NSFW_CHOICES)
+    async def safety(
+        self,
+        interaction: discord.Interaction[GenBot],
+        mode: str | None = None,
+        review_above: app_commands.Range[float, 0, 1] | None = None,
+        block_above: app_commands.Range[float, 0, 1] | None = None,
+        review_channel: discord.TextChannel | None = None,
+        reports_to_hide: app_commands.Range[int, 1, 100] | None = None,
+        nsfw_channels: str | None = None,
+    ) -> None:
+        """Check results before they are shown: hold or withhold those scored unsafe.
+
+        Args:
+            interaction: the interaction.
+            mode: off, review (hold for moderators) or block (withhold)
+            review_above: scores at or above this (0-1) are held or withheld; default 0.5
+            block_above: scores at or above this (0-1) are always withheld; default 0.85
+            review_channel: where held results are reviewed (default: the admin channel)
+            reports_to_hide: members' reports that withhold a shown result; default 3
+            nsfw_channels: in age-restricted channels: spoilers (default) or the policy
+        """
+        who = requester(interaction)
+        if not self.moderation.available:
+            raise ValidationFailed(SAFETY_UNAVAILABLE)
+        changed = (mode, review_above, block_above, review_channel, reports_to_hide, nsfw_channels)
+        note = None
+        if any(value is not None for value in changed):
+            async with self.service.changing(who.guild_id, actor(interaction)):
+                await self.moderation.update(
+                    who.guild_id,
+                    mode=mode,
+                    review_above=review_above,
+                    block_above=block_above,
+                    review_channel_id=None if review_channel is None else review_channel.id,
+                    reports_to_hide=reports_to_hide,
+                    nsfw_channels=nsfw_channels,
+                )
+            note = _("Safety checking updated.")
+        policy = await self.moderation.policy(who.guild_id)
+        channel = policy.review_channel_id
+        lines = [
+            _("Mode: {mode}", mode=_(SAFETY_MODE_NAMES[policy.mode.value])),
+            _(
+                "Held from {low}, withheld from {high}",
+                low=f"{policy.review_above:g}",
+                high=f"{policy.block_above:g}",
+            ),
+            _(
+                "Review channel: {channel}",
+                channel=f"<#{channel}>" if channel else _("the admin channel"),
+            ),
+            _("Reports that withhold a result: {count}", count=number(policy.reports_to_hide)),
+            _("Age-restricted channels: spoilers")
+            if policy.nsfw_spoiler
+            else _("Age-restricted channels: the policy applies"),
+        ]
+        text = "\n".join(([note] if note else []) + lines)
+        await interaction.response.send_message(
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+        )
 
     # -- the spend guard (docs/guard.md) ------------------------------------------------
 
@@ -487,7 +606,7 @@ class ConfigCog(
             changes["pause_on_anomaly"] = pause_on_anomaly
         if not changes:
             raise ValidationFailed(N_("Give at least one setting of the guard."))
-        async with audited(self.service, interaction):
+        async with self.service.changing(who.guild_id, actor(interaction)):
             await self.spend_guard.update(who.guild_id, **changes)
         await self._show_guard(interaction, _("Spend guard updated."))
 
@@ -495,7 +614,7 @@ class ConfigCog(
     async def guard_resume(self, interaction: discord.Interaction[GenBot]) -> None:
         """Resume paid requests the spend guard paused."""
         who = requester(interaction)
-        async with audited(self.service, interaction):
+        async with self.service.changing(who.guild_id, actor(interaction)):
             resumed = await self.spend_guard.resume(who.guild_id)
         if resumed:
             text = _("Paid requests are allowed again.")
@@ -511,46 +630,7 @@ class ConfigCog(
     async def _show_guard(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
         config = await self.spend_guard.settings(guild_id)
-        on, off = _("on"), _("off")
-        owner, channel = _("the owner's DMs"), _("the admin channel")
-        lines = [
-            _("Thresholds: {thresholds}", thresholds=describe_thresholds(config.thresholds)),
-            _("Member notes: {state}", state=on if config.member_notes else off),
-            _(
-                "Alerts go to: {destination}",
-                destination=owner if config.destination == "owner-dm" else channel,
-            ),
-            _("Runway alert below {days} days", days=number(config.runway_days)),
-            _(
-                "Credits floor: {amount}",
-                amount=off
-                if config.credits_floor_cents is None
-                else money(config.credits_floor_cents),
-            ),
-            _(
-                "Anomaly: the last hour above {factor}× a usual hour and above {amount}",
-                factor=number(config.anomaly_factor),
-                amount=money(config.anomaly_floor_cents),
-            ),
-            _(
-                "One member in 10 minutes: {amount}",
-                amount=off
-                if config.member_10min_cents is None
-                else money(config.member_10min_cents),
-            ),
-            _("Pause on anomaly: {state}", state=on if config.pause_on_anomaly else off),
-        ]
-        if config.paused_at is not None:
-            lines.append(
-                _(
-                    "Paid requests are paused since {when}; resume with `/config guard resume`.",
-                    when=relative_time(config.paused_at),
-                )
-            )
-        alerts = await self.spend_guard.alerts(guild_id, 5)
-        if alerts:
-            lines.append(_("Latest alerts:"))
-            lines += [f"<t:{int(a.at)}:R> {truncate(a.measured, 150)}" for a in alerts]
+        lines = guard_lines(config, await self.spend_guard.alerts(guild_id, 5))
         text = "\n".join(([note] if note else []) + lines)
         await interaction.response.send_message(
             truncate(text, 2000), ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
@@ -592,16 +672,16 @@ class ConfigCog(
         if models is not None:
             default = models.strip().casefold() in DEFAULT_WORDS
             new_models = None if default else parse_models(models)
-        async with audited(self.service, interaction):
-            tier = await self.service.set_tier(
-                who.guild_id,
-                role.id,
-                role.name,
-                daily_per_user=daily,
-                monthly_per_user=monthly,
-                videos_at_once=UNSET if videos_at_once is None else videos_at_once,
-                models=new_models,
-            )
+        tier = await self.service.set_tier(
+            who.guild_id,
+            role.id,
+            role.name,
+            daily_per_user=daily,
+            monthly_per_user=monthly,
+            videos_at_once=UNSET if videos_at_once is None else videos_at_once,
+            models=new_models,
+            actor=actor(interaction),
+        )
         note = await _unmatched_note(self.generation, interaction, tier.models or ())
         await interaction.response.send_message(
             _("Tier saved. {tier}", tier=tier_line(tier)) + note, ephemeral=True
@@ -618,8 +698,7 @@ class ConfigCog(
             role: the role whose tier to remove
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            removed = await self.service.remove_tier(who.guild_id, role.id)
+        removed = await self.service.remove_tier(who.guild_id, role.id, actor=actor(interaction))
         text = (
             _("Tier of {role} removed.", role=role.mention)
             if removed
@@ -643,8 +722,9 @@ class ConfigCog(
         """
         who = requester(interaction)
         patterns = parse_models(models)
-        async with audited(self.service, interaction):
-            lists = await self.service.set_models(who.guild_id, allowed=patterns)
+        lists = await self.service.set_models(
+            who.guild_id, allowed=patterns, actor=actor(interaction)
+        )
         note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
             _("Models for members without a tier: {models}.", models=models_line(lists)) + note,
@@ -661,8 +741,9 @@ class ConfigCog(
         """
         who = requester(interaction)
         patterns = () if models.strip().casefold() in NONE_WORDS else parse_models(models)
-        async with audited(self.service, interaction):
-            lists = await self.service.set_models(who.guild_id, blocked=patterns)
+        lists = await self.service.set_models(
+            who.guild_id, blocked=patterns, actor=actor(interaction)
+        )
         note = await _unmatched_note(self.generation, interaction, patterns)
         await interaction.response.send_message(
             _("Models for members without a tier: {models}.", models=models_line(lists)) + note,
@@ -698,8 +779,9 @@ class ConfigCog(
             locked: members may not give their own system prompt there (default: they may)
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            await self.service.set_persona(who.guild_id, channel.id, system, model, locked=locked)
+        await self.service.set_persona(
+            who.guild_id, channel.id, system, model, locked=locked, actor=actor(interaction)
+        )
         text = _("{channel} now has a persona for /chat and /text.", channel=channel.mention)
         if locked:
             text += " " + _("It is locked: members cannot give their own `system` there.")
@@ -715,8 +797,9 @@ class ConfigCog(
             interaction: the interaction.
             channel: the channel
         """
-        async with audited(self.service, interaction):
-            removed = await self.service.remove_persona(channel.id)
+        removed = await self.service.remove_persona(
+            requester(interaction).guild_id, channel.id, actor=actor(interaction)
+        )
         text = (
             _("Persona removed.")
             if removed
@@ -750,8 +833,7 @@ class ConfigCog(
             term: the word or phrase
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            stored = await self.service.add_blocked_term(who.guild_id, term)
+        stored = await self.service.add_blocked_term(who.guild_id, term, actor=actor(interaction))
         await interaction.response.send_message(
             _("Prompts containing `{term}` are now refused.", term=stored), ephemeral=True
         )
@@ -767,8 +849,9 @@ class ConfigCog(
             term: the word or phrase
         """
         who = requester(interaction)
-        async with audited(self.service, interaction):
-            removed = await self.service.remove_blocked_term(who.guild_id, term)
+        removed = await self.service.remove_blocked_term(
+            who.guild_id, term, actor=actor(interaction)
+        )
         text = _("Term removed.") if removed else _("That term was not blocked.")
         await interaction.response.send_message(text, ephemeral=True)
 
@@ -799,8 +882,7 @@ class ConfigCog(
             kind = Kind(command)
         except ValueError:
             raise ValidationFailed(N_("The command must be text, image or video.")) from None
-        async with audited(self.service, interaction):
-            await self.service.set_cooldown(who.guild_id, kind, seconds)
+        await self.service.set_cooldown(who.guild_id, kind, seconds, actor=actor(interaction))
         text = (
             _("/{command} has no cooldown now.", command=kind.value)
             if seconds == 0
@@ -819,22 +901,7 @@ class ConfigCog(
 
     async def _show(self, interaction: discord.Interaction[GenBot], note: str | None) -> None:
         guild_id = requester(interaction).guild_id
-        config = await self.service.show(guild_id)
-        embed = add_policy_fields(config_embed(config), config.policy)
-        threshold = await self.service.confirm_above(guild_id)
-        embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
-        clips = await self.sequences.max_clips(guild_id)
-        embed.add_field(
-            name=_("Sequence length"),
-            value=_("{count} clips at most", count=number(clips)),
-            inline=False,
-        )
-        if self.dashboard_url is not None:
-            embed.add_field(
-                name=_("Dashboard"),
-                value=dashboard_link(self.dashboard_url, guild_id),
-                inline=False,
-            )
+        embed = await config_show_embed(self.service, self.sequences, guild_id, self.dashboard_url)
         await interaction.response.send_message(content=note, embed=embed, ephemeral=True)
 
 
@@ -847,6 +914,7 @@ async def setup(bot: GenBot) -> None:
             services.generation,
             services.sequences,
             services.guard,
+            services.moderation,
             shared_key=services.default_key is not None,
             dashboard_url=(
                 services.settings.dashboard_public_url

@@ -51,7 +51,6 @@ from bot.discord.result_clicks import submitted as submitted_as
 from bot.discord.sequence_flows import (
     MAX_JOINED,
     join_videos,
-    require_clip,
     start_continue,
 )
 from bot.discord.tree import PUBLIC_DEFER, ActionButton, AdmittedModal, admit, answer_error
@@ -69,6 +68,7 @@ from bot.services.generation import (
 )
 from bot.services.member_settings import MemberSettingsService
 from bot.services.sequences import SequenceService
+from bot.services.submissions import require_clip
 
 Interaction = discord.Interaction[GenBot]
 

@@ -23,7 +23,7 @@ from bot.discord.bot import GenBot
 from bot.discord.interactions import model_autocomplete
 from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
-from bot.domain import MemberSettings
+from bot.domain import Actor, MemberSettings
 from bot.errors import format_cents
 from bot.i18n import N_, _, number
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS, MAX_TAKES
@@ -61,7 +61,7 @@ class PersonalKeyModal(AdmittedModal, title=N_("Set your Generation API key")):
         """
         await interaction.response.defer(ephemeral=True, thinking=True)
         change = await self.service.set_api_key(
-            wallet_id(interaction.user.id), self.key.value, user_id=interaction.user.id
+            wallet_id(interaction.user.id), self.key.value, actor=Actor(interaction.user.id)
         )
         last4 = f"`{change.last4}`"
         saved = _(
@@ -112,7 +112,9 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     @api_key.command(name="remove")
     async def api_key_remove(self, interaction: discord.Interaction[GenBot]) -> None:
         """Remove your API key (kept only until the jobs made with it finish)."""
-        change = await self.service.remove_api_key(wallet_id(interaction.user.id))
+        change = await self.service.remove_api_key(
+            wallet_id(interaction.user.id), actor=Actor(interaction.user.id)
+        )
         if not change.had_key:
             text = _("You have no API key stored; nothing was removed.")
         else:

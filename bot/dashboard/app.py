@@ -38,6 +38,7 @@ from bot.dashboard.limits import (
     ADDRESS_BUDGET,
     ANONYMOUS_BUDGET,
     SESSION_BUDGET,
+    THUMB_BUDGET,
     Bounded,
     Buckets,
     retry_after,
@@ -60,11 +61,18 @@ log = logging.getLogger(__name__)
 HERE: Final = Path(__file__).parent
 
 CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; "
+    "media-src 'self' https:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
 )
-"""The Content Security Policy of every response: nothing inline, nothing from elsewhere
-(the sign-in leaves by a link, which ``form-action`` does not govern)."""
+"""The Content Security Policy of every response: nothing inline, no script or style from
+elsewhere (the sign-in leaves by a link, which ``form-action`` does not govern). Pictures and
+videos may come from https addresses: a result's page shows its file where ``/media/...``
+redirects (Discord's CDN, or the service's own URL)."""
+
+THUMBS: Final = ("/thumbs/", "/public/thumbs/")
+"""The thumbnails' paths: counted against :data:`THUMB_BUDGET` per address (a gallery page is
+one page and up to 60 thumbnails), not a member's or a visitor's page budget."""
 
 SHOWCASE_SECONDS: Final = 30.0
 """How long the public showcase page (``/showcase/<id>``) is kept for signed-out visitors."""
@@ -163,6 +171,7 @@ class Dashboard:
         self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
         self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
         self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
+        self.thumbs: Buckets[str] = Buckets(THUMB_BUDGET, clock.monotonic)
         self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
             KEPT, SHOWCASE_SECONDS, clock.monotonic
         )
@@ -172,6 +181,10 @@ class Dashboard:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.filters["usd"] = usd
+        # Templates link by a route's name: url("overview", guild_id=...) (see build()).
+        self.templates.globals["url"] = self.url
+        self.templates.globals["settings_tabs"] = []  # the settings pages' tabs, once added
+        self._router: web.UrlDispatcher | None = None
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.oauth: DiscordOAuth | None = None
@@ -185,14 +198,23 @@ class Dashboard:
         )
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
-        routes = app.router
-        routes.add_get("/", self.home)
-        routes.add_get("/auth/login", self.login)
-        routes.add_get("/auth/callback", self.callback)
-        routes.add_post("/auth/logout", self.logout)
-        routes.add_static("/static/", HERE / "static", append_version=False)
+        routes = self._router = app.router
+        routes.add_get("/", self.home, name="home")
+        routes.add_get("/auth/login", self.login, name="login")
+        routes.add_get("/auth/callback", self.callback, name="callback")
+        routes.add_post("/auth/logout", self.logout, name="logout")
+        routes.add_static("/static/", HERE / "static", append_version=False, name="static")
         self._pages(self, routes)
         return app
+
+    def url(self, name: str, **parts: object) -> str:
+        """The address of the route named ``name``, its ``{parts}`` filled in (templates' ``url``).
+
+        Raises:
+            KeyError: no route has that name.
+        """
+        assert self._router is not None, "the application is built first"
+        return str(self._router[name].url_for(**{k: str(v) for k, v in parts.items()}))
 
     async def _open(self, _: web.Application) -> None:
         self._http = aiohttp.ClientSession()
@@ -253,7 +275,9 @@ class Dashboard:
         headers["X-Frame-Options"] = "DENY"
         headers["Referrer-Policy"] = "same-origin"
         headers["Cross-Origin-Opener-Policy"] = "same-origin"
-        if not request.path.startswith("/static/"):
+        if not request.path.startswith("/static/") and not (
+            request.path.startswith(THUMBS) and response.status in (200, 304)
+        ):
             headers["Cache-Control"] = "no-store"
         if self.secure:
             headers["Strict-Transport-Security"] = "max-age=31536000"
@@ -287,9 +311,13 @@ class Dashboard:
         session = await self.dashboard.session(token)
         if session is not None and token is not None:
             signed = request[SESSION_KEY] = Signed(session, token)
-            wait = self.by_member.take(signed.user_id)
         else:
             signed = None
+        if request.path.startswith(THUMBS):
+            wait = self.thumbs.take(request[ADDRESS_KEY])
+        elif signed is not None:
+            wait = self.by_member.take(signed.user_id)
+        else:
             wait = self.signed_out.take(request[ADDRESS_KEY])
         if wait:
             return self._too_many(wait)

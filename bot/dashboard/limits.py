@@ -83,8 +83,12 @@ ADDRESS_BUDGET: Final = Budget(burst=200, per_second=40)
 """Every request but static files, per address, before the session is even read."""
 
 SESSION_BUDGET: Final = Budget(burst=100, per_second=10)
-"""Every request of a signed-in member (all their sessions together): a gallery page is one
-page and 24 thumbnails."""
+"""Every request of a signed-in member (all their sessions together) but thumbnails
+(:data:`THUMB_BUDGET`)."""
+
+THUMB_BUDGET: Final = Budget(burst=150, per_second=30)
+"""Thumbnails (``/thumbs/...``, ``/public/thumbs/...``), per address, signed in or not: a
+gallery or showcase page shows up to 60 (a database read each, no Discord question)."""
 
 ANONYMOUS_BUDGET: Final = Budget(burst=30, per_second=2)
 """Every request without a session, per address: the front page, signing in, the public

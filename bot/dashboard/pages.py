@@ -1,6 +1,14 @@
-"""The dashboard's pages, and the media links that stay valid.
+"""The dashboard's pages, the media links that stay valid, and results' thumbnails.
 
-Servers, Overview, Spend, Ledger (and its CSV), Audit log (and its CSV), Gallery, My results.
+Servers, Overview, Spend, Ledger (and its CSV), Audit log (and its CSV), Gallery, My results,
+a result's own page (``/results/<job id>``: the full image or a video player, its prompt,
+model, cost, member and time).
+
+Thumbnails (``/thumbs/<job id>/<n>``; a public showcase entry's ``/public/thumbs/<entry id>``)
+are the dashboard's own copies (``bot.services.thumbnails``): a gallery asks Discord for
+nothing. A thumbnail has its result's rights; its ETag is its digest, and a URL that carries
+it (``?v=<digest>``) may be kept for a year (:data:`IMMUTABLE`). A public one is checked again
+on every use (``no-cache``), so an entry an admin removed is gone at once.
 
 A server's page first checks the member's rights through the bot (:mod:`bot.dashboard.rights`);
 a server they may not see, or one the bot is not in, is the same plain 404. Filters are query
@@ -14,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any, Final
@@ -31,19 +39,40 @@ from bot.dashboard.csv_export import (
     audit_rows,
     ledger_rows,
 )
+from bot.dashboard.guard_panel import guard_panel
 from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
-from bot.domain import Kind, LedgerFilter, LedgerLine, MessageUnreachable, ResultItem
+from bot.domain import (
+    Kind,
+    LedgerFilter,
+    LedgerLine,
+    MessageUnreachable,
+    ResultItem,
+    ShowcaseEntry,
+    Thumbnail,
+)
 from bot.errors import BotError, ValidationFailed
 from bot.services.billing import month_start
 from bot.services.dashboard import PERIODS, usd
+from bot.services.showcase import ShowcaseService
+from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE: Final = 50
 """Ledger lines and audit entries per page."""
 
-GALLERY_SIZE: Final = 24
-"""Results per gallery page."""
+GALLERY_SIZE: Final = 60
+"""Results per gallery page (a grid of thumbnails)."""
+
+IMMUTABLE: Final = "private, max-age=31536000, immutable"
+"""The ``Cache-Control`` of a thumbnail whose URL names its digest (``?v=``): it never changes."""
+
+REVALIDATE: Final = "private, no-cache"
+"""The ``Cache-Control`` of a thumbnail asked for without its digest: kept, asked again."""
+
+PUBLIC_THUMB: Final = "public, no-cache"
+"""The ``Cache-Control`` of a public showcase entry's thumbnail: asked again on every use, so a
+removed entry's is gone at once (the ETag makes asking cheap)."""
 
 NAME_LOOKUPS: Final = 200
 """Members whose names one CSV export asks Discord for; past them, the id alone (an export of
@@ -164,19 +193,86 @@ class ExportNames:
         return self._known
 
 
+OG_DESCRIPTION: Final = "The results this server's members are proudest of, most votes first."
+"""The public showcase's description when it has no entry to describe."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenGraph:
+    """The Open Graph and Twitter card tags of a public showcase page.
+
+    Attributes:
+        title: ``og:title``.
+        description: ``og:description``: the top entry's prompt, else :data:`OG_DESCRIPTION`.
+        url: ``og:url``, absolute.
+        image: ``og:image``: the top entry's thumbnail, an absolute URL (``DASHBOARD_PUBLIC_URL``
+            and its digest); empty without one.
+        image_alt: its alt text (the prompt).
+        width: the image's pixels (0 without one).
+        height: the image's pixels.
+    """
+
+    title: str
+    description: str
+    url: str
+    image: str = ""
+    image_alt: str = ""
+    width: int = 0
+    height: int = 0
+
+
+def open_graph(
+    public_url: str, guild_id: int, entries: list[ShowcaseEntry], thumbs: Mapping[int, Thumbnail]
+) -> OpenGraph:
+    """The public showcase's tags: its top entry (most votes) as the picture of its link."""
+    url = f"{public_url}/showcase/{guild_id}"
+    if not entries:
+        return OpenGraph("Showcase", OG_DESCRIPTION, url)
+    top = entries[0]
+    prompt = top.result.prompt[:200]
+    thumb = thumbs.get(top.result.job_id)
+    if thumb is None:
+        return OpenGraph("Showcase", prompt or OG_DESCRIPTION, url)
+    image = f"{public_url}/public/thumbs/{top.id}?v={thumb.digest}"
+    return OpenGraph(
+        "Showcase", prompt or OG_DESCRIPTION, url, image, prompt, thumb.width, thumb.height
+    )
+
+
 def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
-    """Add every page's route to ``routes``."""
+    """Add every page's route to ``routes``, each named (templates link with ``url(name)``)."""
     pages = Pages(app)
-    routes.add_get("/servers", pages.servers)
-    routes.add_get("/servers/{guild_id}", pages.overview)
-    routes.add_get("/servers/{guild_id}/spend", pages.spend)
-    routes.add_get("/servers/{guild_id}/ledger", pages.ledger)
-    routes.add_get("/servers/{guild_id}/ledger.csv", pages.ledger_csv)
-    routes.add_get("/servers/{guild_id}/audit", pages.audit)
-    routes.add_get("/servers/{guild_id}/audit.csv", pages.audit_csv)
-    routes.add_get("/servers/{guild_id}/gallery", pages.gallery)
-    routes.add_get("/me", pages.me)
-    routes.add_get("/media/{job_id}/{index}", pages.media)
+    routes.add_get("/servers", pages.servers, name="servers")
+    routes.add_get("/servers/{guild_id}", pages.overview, name="overview")
+    routes.add_get("/servers/{guild_id}/spend", pages.spend, name="spend")
+    routes.add_get("/servers/{guild_id}/ledger", pages.ledger, name="ledger")
+    routes.add_get("/servers/{guild_id}/ledger.csv", pages.ledger_csv, name="ledger-csv")
+    routes.add_get("/servers/{guild_id}/audit", pages.audit, name="audit")
+    routes.add_get("/servers/{guild_id}/audit.csv", pages.audit_csv, name="audit-csv")
+    routes.add_get("/servers/{guild_id}/gallery", pages.gallery, name="gallery")
+    routes.add_get("/me", pages.me, name="me")
+    routes.add_get("/media/{job_id}/{index}", pages.media, name="media")
+    routes.add_get("/results/{job_id}", pages.result, name="result")
+    routes.add_get("/thumbs/{job_id}/{index}", pages.thumb, name="thumb")
+    routes.add_get("/public/thumbs/{entry_id}", pages.public_thumb, name="public-thumb")
+
+
+def thumbnail_response(request: web.Request, thumb: Thumbnail, *, public: bool) -> web.Response:
+    """A thumbnail's bytes, or 304 when the browser holds them (``If-None-Match``).
+
+    ETag: the digest. ``Cache-Control``: :data:`PUBLIC_THUMB` for a public one; else
+    :data:`IMMUTABLE` when the URL names the digest (``?v=``), :data:`REVALIDATE` otherwise.
+    """
+    etag = f'"{thumb.digest}"'
+    if public:
+        cache = PUBLIC_THUMB
+    else:
+        cache = IMMUTABLE if request.query.get("v") == thumb.digest else REVALIDATE
+    headers = {"ETag": etag, "Cache-Control": cache}
+    held = request.headers.get("If-None-Match", "")
+    if etag in [tag.strip() for tag in held.split(",")]:
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=thumb.data, content_type=thumb.mime, headers=headers)
 
 
 class Pages:
@@ -186,6 +282,8 @@ class Pages:
         self.app = app
         self.services = app.services
         self.dashboard = app.dashboard
+        self.thumbnails = app.services.service(ThumbnailService)
+        self.showcases = app.services.service(ShowcaseService)
 
     async def _server(self, request: web.Request) -> tuple[Signed, int, Rights]:
         """The member, the server and their rights there; 404 when they may not see it."""
@@ -219,6 +317,11 @@ class Pages:
             when=when_text,
             **values,
         )
+
+    async def _thumbs(self, items: Iterable[ResultItem]) -> dict[int, Thumbnail]:
+        """The first file's thumbnail of each result that has one: job id -> thumbnail."""
+        found = await self.thumbnails.described([(i.job_id, 0) for i in items if i.outputs])
+        return {job_id: thumb for (job_id, _), thumb in found.items()}
 
     async def _names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
         ids = sorted(set(user_ids))
@@ -267,6 +370,7 @@ class Pages:
             None if limits.monthly_budget_cents is None else limits.monthly_budget_cents * 10**6
         )
         counts = await self.dashboard.job_counts(guild_id)
+        guard = await guard_panel(self.app, guild_id, fingerprint)
         return self._render(
             request,
             "overview.html",
@@ -282,6 +386,7 @@ class Pages:
             fingerprint=fingerprint,
             key_source=source,
             sandbox=services.sandbox,
+            **guard,
         )
 
     # -- Spend -----------------------------------------------------------------------------
@@ -506,6 +611,7 @@ class Pages:
             error=error,
             filters=filters,
             items=items,
+            thumbs=await self._thumbs(items),
             names=names,
             following=following,
             models=await self.dashboard.models(guild_id),
@@ -529,6 +635,7 @@ class Pages:
             error=error,
             filters=filters,
             items=items,
+            thumbs=await self._thumbs(items),
             names={},
             following=following,
             models=[],
@@ -537,16 +644,23 @@ class Pages:
             defaults=defaults,
         )
 
-    async def media(self, request: web.Request) -> web.StreamResponse:
-        """``/media/<job id>/<n>``: redirect to the result's file at a URL valid now.
+    async def _seen_result(self, request: web.Request) -> tuple[ResultItem, bool]:
+        """The finished result of the route's ``job_id``, if the member may see it.
 
-        Discord's attachment URLs expire; the card's message is fetched again through the bot
-        (fresh signed URLs). Without a message (or with the file no longer on it), the
-        service's own URL of the result.
+        Theirs; else one of a server they are in (OAuth2's list, so Discord is asked nothing
+        about another), where they may see the server's pages, unless its member keeps their
+        results private and the viewer is no admin there. A member's own wallet's results are
+        theirs alone.
+
+        Returns:
+            The result, and whether the member is in its server (or it is a wallet's).
+
+        Raises:
+            web.HTTPNotFound: no such finished result, or not theirs to see.
         """
         signed = self.app.signed(request)
-        raw_job, raw_index = request.match_info["job_id"], request.match_info["index"]
-        if not (_ID.match(raw_job) and raw_index.isdigit()):
+        raw_job = request.match_info["job_id"]
+        if not _ID.match(raw_job):
             raise web.HTTPNotFound()
         item = await self.dashboard.result(int(raw_job))
         if item is None:
@@ -561,6 +675,75 @@ class Pages:
                 item, signed.user_id, rights.admin
             ):
                 raise web.HTTPNotFound()  # not theirs to see: a private member's result
+        return item, member_of
+
+    async def thumb(self, request: web.Request) -> web.Response:
+        """``/thumbs/<job id>/<n>``: the result file's thumbnail, with the result's rights.
+
+        Read from the bot's own database: no question to Discord beyond the rights (cached).
+        """
+        raw_index = request.match_info["index"]
+        if not raw_index.isdigit() or len(raw_index) > 3:
+            raise web.HTTPNotFound()
+        item, _ = await self._seen_result(request)
+        thumb = await self.thumbnails.thumbnail(item.job_id, int(raw_index))
+        if thumb is None:
+            raise web.HTTPNotFound()
+        return thumbnail_response(request, thumb, public=False)
+
+    async def public_thumb(self, request: web.Request) -> web.Response:
+        """``/public/thumbs/<entry id>``: a public showcase entry's thumbnail, for anyone.
+
+        Only an entry its public page lists (public showcase, shared since it became public,
+        not removed), checked on every request.
+        """
+        entry = await self.showcases.public_entry(int(request.match_info["entry_id"]))
+        if entry is None:
+            raise web.HTTPNotFound()
+        thumb = await self.thumbnails.thumbnail(entry.result.job_id, 0)
+        if thumb is None:
+            raise web.HTTPNotFound()
+        return thumbnail_response(request, thumb, public=True)
+
+    async def result(self, request: web.Request) -> web.Response:
+        """``/results/<job id>``: one result, as its thumbnail's link opens it.
+
+        Its files (an image, or a video player, through :meth:`media`), its prompt, model,
+        cost, member and time, and its Discord message; with the result's rights.
+        """
+        item, member_of = await self._seen_result(request)
+        signed = self.app.signed(request)
+        rights = None
+        name = ""
+        if item.guild_id > 0 and member_of:
+            rights = await self.app.rights.of(item.guild_id, signed.user_id)
+            if rights is not None:
+                name = await self.app.rights.name(item.guild_id, item.user_id) or ""
+        found = await self.thumbnails.described(
+            [(item.job_id, index) for index in range(len(item.outputs))]
+        )
+        return self._render(
+            request,
+            "result.html",
+            item.guild_id if rights is not None else None,
+            rights,
+            "gallery" if rights is not None else "me",
+            item=item,
+            thumbs={index: thumb for (_, index), thumb in found.items()},
+            name=name,
+        )
+
+    async def media(self, request: web.Request) -> web.StreamResponse:
+        """``/media/<job id>/<n>``: redirect to the result's file at a URL valid now.
+
+        Discord's attachment URLs expire; the card's message is fetched again through the bot
+        (fresh signed URLs). Without a message (or with the file no longer on it), the
+        service's own URL of the result.
+        """
+        raw_index = request.match_info["index"]
+        if not raw_index.isdigit():
+            raise web.HTTPNotFound()
+        item, member_of = await self._seen_result(request)
         index = int(raw_index)
         # The takes of one request share one card: take 3's file is not the card's first.
         place = await self.dashboard.card_file(item, index)

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.clock import Clock
 from bot.dashboard.limits import Bounded
-from bot.domain import AuditEntry, MemberAccess, MessageUnreachable
+from bot.domain import MemberAccess, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +91,6 @@ class Directory(Protocol):
 
     async def delete_message(self, channel_id: int, message_id: int) -> None:
         """Delete one of the bot's messages (a removed showcase entry's post); never raises."""
-        ...
-
-    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
-        """Post audited changes in the admin channel, as ``/config`` posts its own.
-
-        Never raises: a notice must not break the change it reports on.
-        """
         ...
 
 
@@ -353,7 +346,3 @@ class CachingDirectory:
         """Passed through (an admin's removal of a showcase entry); forgets its files."""
         self._urls.pop((channel_id, message_id))
         await self._directory.delete_message(channel_id, message_id)
-
-    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
-        """Passed through (a save's notice in the admin channel)."""
-        await self._directory.post_changes(guild_id, channel_id, entries)

@@ -31,7 +31,9 @@ from bot.discord.render.admin import (
     missing_key_notice,
     missing_permissions_notice,
 )
+from bot.discord.render.policy import audit_lines
 from bot.discord.render.takes import takes_card
+from bot.discord.safety_gate import SafetyGate
 from bot.discord.translator import CatalogueTranslator, translated_payload
 from bot.discord.tree import (
     BUTTON_GONE,
@@ -41,7 +43,7 @@ from bot.discord.tree import (
     member_locale,
     send_ephemeral,
 )
-from bot.domain import Job
+from bot.domain import AuditEntry, Job
 from bot.genapi.errors import GenAPIError
 from bot.genapi.ratelimit import Priority
 from bot.genapi.wire import Catalogue
@@ -49,7 +51,8 @@ from bot.i18n import Later, _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
-from bot.services.guild_config import GuildConfigService
+from bot.services.guild_config import ChangeOutlet, GuildConfigService
+from bot.services.thumbnails import ThumbnailService
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)
@@ -120,6 +123,22 @@ async def post_admin_line(
         log.warning("could not post in the admin channel of guild %s: %s", guild_id, exc)
 
 
+def change_outlet(client: discord.Client, locales: GuildLocales) -> ChangeOutlet:
+    """Where :class:`GuildConfigService` posts audited changes: the admin channel, over REST.
+
+    One message per change (``/config``'s or a dashboard save's), headed in the server's
+    language (:func:`bot.discord.render.policy.audit_lines`). Failures are logged by
+    :func:`post_admin_line`, never raised.
+    """
+
+    async def post_changes(guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
+        with using(await locales.of(guild_id)):
+            text = audit_lines(entries)
+        await post_admin_line(client, guild_id, channel_id, text)
+
+    return post_changes
+
+
 async def post_missing_key_notice(
     client: discord.Client, guild_config: GuildConfigService, guild_id: int, key_fingerprint: str
 ) -> None:
@@ -172,6 +191,8 @@ def build_announcer(
         takes=_takes_lookup(services),
         locales=locales,
         final=services.sequences,
+        safety=SafetyGate(client, services.moderation, locales),
+        thumbnails=services.service(ThumbnailService),
     )
     return shows, DmNoticeAnnouncer(
         shows, client, services.members, services.private_cards, locales=locales
@@ -246,6 +267,8 @@ class GenBot(commands.AutoShardedBot):
         self.guild_config = services.guild_config
         # The language of each server's public cards and notices.
         self.locales = GuildLocales(self, services.guild_config, services.clock, rest=False)
+        # Audited changes (/config's, the dashboard's) in the admin channel.
+        services.guild_config.set_change_outlet(change_outlet(self, self.locales))
         self.generation.set_admin_notifier(self._notify_admins)
         self.generation.set_admin_log(self.post_admin_line)
         # Discord's command permissions, for the buttons that run a command again.

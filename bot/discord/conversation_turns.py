@@ -15,9 +15,8 @@ from typing import TypeVar
 import discord
 
 from bot.discord.bot import GenBot
-from bot.discord.queue_status import queue_status
 from bot.discord.render.chat import chat_answer
-from bot.discord.request_flows import answer_locale, charged, show_paid
+from bot.discord.request_flows import InteractionDesk, answer_locale, show_paid
 from bot.domain import Conversation, StorageError
 from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
@@ -73,10 +72,10 @@ async def continue_conversation(
 ) -> None:
     """Answer ``/chat`` or ``/text`` used in a conversation's thread as its next turn.
 
-    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set). Once the service has
-    answered, the interaction is marked charged, the turn kept, and the answer shown whatever
-    fails (:func:`bot.discord.request_flows.show_paid`: the response, else the thread, else
-    the member's DM).
+    ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set). The turn is one service
+    call (:meth:`ConversationService.turn`: asked, marked charged, kept); the answer is then
+    shown whatever fails (:func:`bot.discord.request_flows.show_paid`: the response, else the
+    thread, else the member's DM).
 
     Args:
         conversations: the conversation service (the cog's, given in its ``setup``).
@@ -95,19 +94,17 @@ async def continue_conversation(
             :meth:`ConversationService.ask`, before any charge.
     """
     author = display_name(interaction.user)
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        reply = await conversations.ask(
-            who,
-            author,
-            prompt,
-            conversation=conversation,
-            model=model,
-            system=system,
-            max_tokens=max_tokens,
-            temperature=temperature,
-        )
-    charged(interaction)
-    await keep(conversations.record(conversation, who, author, prompt, reply))
+    reply = await conversations.turn(
+        who,
+        author,
+        prompt,
+        conversation,
+        desk=InteractionDesk(interaction, who),
+        model=model,
+        system=system,
+        max_tokens=max_tokens,
+        temperature=temperature,
+    )
     locale = await answer_locale(interaction, who)  # the thread is public: the server's
     parts = chat_answer(reply, sandbox=sandbox, thread_id=conversation.thread_id, locale=locale)
     await show_paid(interaction, who, parts)

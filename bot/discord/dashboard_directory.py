@@ -13,9 +13,7 @@ from typing import Any
 
 import discord
 
-from bot.discord.bot import post_admin_line
-from bot.discord.render.policy import audit_lines
-from bot.domain import AuditEntry, MemberAccess, MessageUnreachable
+from bot.domain import MemberAccess, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +138,3 @@ class RestDirectory:
             await self._client.http.delete_message(channel_id, message_id)
         except discord.HTTPException as exc:
             log.info("could not delete message %s in %s: %s", message_id, channel_id, exc)
-
-    async def post_changes(self, guild_id: int, channel_id: int, entries: list[AuditEntry]) -> None:
-        """Post changes made on the dashboard in the admin channel, worded as ``/config``'s.
-
-        Failures are logged by :func:`bot.discord.bot.post_admin_line`, never raised.
-        """
-        if entries:
-            await post_admin_line(self._client, guild_id, channel_id, audit_lines(entries))

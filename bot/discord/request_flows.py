@@ -1,10 +1,10 @@
-"""Running a generation from a command, a result's button, a context menu or a modal.
+"""Discord's part of a paid action from a command, a result's button, a context menu or a modal.
 
-One path per kind, shared by every entry point, so a click goes through exactly the same
-validation, channel check, budgets and caps as the command (all in
-:class:`bot.services.generation.GenerationService`), counted to whoever clicked. The request
-behind each result is stored (``Store.add_result_request``) so its buttons can rebuild it after
-any restart. A video whose known price is above the server's confirmation threshold
+One path per kind, shared by every entry point: the use case is one method of
+:class:`bot.services.submissions.SubmissionService` (the same validation, channel check,
+budgets and caps as the command, counted to whoever clicked; the request behind each result
+stored for its buttons), and this module acknowledges, renders the outcome it returns and sends
+it. A video whose known price is above the server's confirmation threshold
 (``/config confirm-above``) first asks, ephemerally, for a few minutes.
 
 A member with private results on gets a video's or an asynchronous image's card in
@@ -26,29 +26,31 @@ import discord
 
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
-from bot.discord.delivery import INVALID_FORM_BODY, send_card
+from bot.discord.delivery import INVALID_FORM_BODY, download, send_card
+from bot.discord.delivery.reach import DEFAULT_UPLOAD_LIMIT
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
 from bot.discord.render.buttons import confirm_label, confirm_text, show_buttons
 from bot.discord.render.parts import MessageParts
-from bot.discord.render.results import text_card
+from bot.discord.render.results import is_web_url, text_card
+from bot.discord.render.safety import safety_answer
+from bot.discord.safety_gate import screen_urls
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.i18n import N_, _, number
-from bot.services.billing import video_cost_cents
+from bot.genapi.outputs import output_client
+from bot.i18n import N_, _, number, using
 from bot.services.generation import (
-    MAX_TAKES,
     ImageOptions,
     Requester,
     TextOptions,
     VideoOptions,
     check_attachment,
-    check_video,
 )
 from bot.services.personal import is_personal
 from bot.services.private_cards import CardPlace, PrivateCard
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
+from bot.services.submissions import ImagesMade, VideoOutcome, VideosSubmitted
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -65,39 +67,6 @@ DEFAULT_TEMPERATURE = 0.7
 2 (the bound of docs/genapi.md §4.5)."""
 
 Interaction = discord.Interaction["GenBot"]
-
-
-def stored_options(options: TextOptions | ImageOptions | VideoOptions) -> dict[str, Any]:
-    """The options as stored with the result (a JSON object)."""
-    return dataclasses.asdict(options)
-
-
-async def video_price(bot: GenBot, who: Requester, options: VideoOptions) -> Decimal | None:
-    """Validate ``options`` as ``/video`` does and return its known price, cents (rounded up).
-
-    None when the catalogue's price is not a usable number.
-
-    Raises:
-        ValidationFailed: the channel is not allowed or the options are invalid.
-        NoApiKeyConfigured, GenAPIError: the catalogue could not be had.
-    """
-    await bot.generation.check_channel(who)
-    model, request = check_video(await bot.generation.catalogue(who.guild_id), options)
-    assert request.duration is not None  # check_video always sets it
-    return video_cost_cents(model.cost_cents_per_5s, request.duration)
-
-
-def needs_confirmation(price_cents: Decimal | None, threshold_cents: Decimal | None) -> bool:
-    """Whether a video must be confirmed first (``/config confirm-above``).
-
-    Args:
-        price_cents: its known price; None when the catalogue's price is unusable (NaN,
-            infinite, negative): unknown, so possibly above the threshold, and asked too.
-        threshold_cents: the server's threshold; None when it asks nothing.
-    """
-    if threshold_cents is None:
-        return False
-    return price_cents is None or price_cents > threshold_cents
 
 
 async def defer_video(interaction: Interaction, who: Requester) -> None:
@@ -274,10 +243,11 @@ async def start_video(
     note: str | None = None,
     takes: int = 1,
 ) -> None:
-    """Submit a video, or first ask to confirm its price above the server's threshold.
+    """Submit a video (``SubmissionService.video``) and show what it came to.
 
     ``interaction`` must already be deferred ephemerally (or be a deferred component update):
-    the answer goes to its original response.
+    the answer goes to its original response. A price above the server's threshold is asked
+    first (:class:`ConfirmVideo`); paid videos get their cards (:func:`show_videos`).
 
     Args:
         interaction: the deferred interaction.
@@ -287,26 +257,50 @@ async def start_video(
         takes: how many takes (1 to 4): priced, confirmed and held for all of them.
 
     Raises:
-        ValidationFailed: among the checks (channel, options).
+        ValidationFailed: among the checks (takes, channel, options).
     """
-    bot = interaction.client
-    if not 1 <= takes <= MAX_TAKES:
-        raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
-    if takes > 1 and is_personal(who.guild_id):
-        # A personal card is the interaction's one response: it holds one take.
-        raise ValidationFailed(N_("Several takes work in servers only; ask for one here."))
-    each = await video_price(bot, who, options)
-    price = None if each is None else each * takes
-    threshold = await bot.guild_config.confirm_above(who.guild_id)
-    if threshold is not None and needs_confirmation(price, threshold):
-        confirm = ConfirmVideo(who, options, note=note, takes=takes)
-        view = choice_view(bot.choices.open(confirm, CONFIRM_SECONDS), confirm.buttons(price))
-        text = confirm_text(price, threshold)
-        if takes > 1:
-            text = _("{count} takes · {question}", count=number(takes), question=text)
-        await interaction.edit_original_response(content=_noted(text, note), view=view)
+    submissions = interaction.client.services.submissions
+    desk = InteractionDesk(interaction, who)
+    outcome = await submissions.video(who, options, desk=desk, takes=takes)
+    await show_video_outcome(interaction, who, outcome, note=note)
+
+
+async def show_video_outcome(
+    interaction: Interaction, who: Requester, outcome: VideoOutcome, *, note: str | None = None
+) -> None:
+    """Render a video's outcome: its price to confirm, or its paid cards (never raises then)."""
+    if isinstance(outcome, VideosSubmitted):
+        await show_videos(interaction, who, outcome, note=note)
         return
-    await submit_video(interaction, who, options, note=note, takes=takes)
+    bot = interaction.client
+    confirm = ConfirmVideo(who, outcome.options, note=note, takes=outcome.takes)
+    price = outcome.price_cents
+    view = choice_view(bot.choices.open(confirm, CONFIRM_SECONDS), confirm.buttons(price))
+    text = confirm_text(price, outcome.threshold_cents)
+    if outcome.takes > 1:
+        text = _("{count} takes · {question}", count=number(outcome.takes), question=text)
+    await interaction.edit_original_response(content=_noted(text, note), view=view)
+
+
+class InteractionDesk:
+    """The Discord side of one paid request (:class:`bot.services.submissions.Desk`).
+
+    While the request waits in its key's queue the deferred response shows its place
+    (:func:`bot.discord.queue_status.queue_status`); once charged, the interaction is marked
+    so (:data:`CHARGED`) and no error after it is told as a failure.
+    """
+
+    def __init__(self, interaction: Interaction, who: Requester) -> None:
+        self._interaction = interaction
+        self._who = who
+
+    def waiting(self) -> contextlib.AbstractAsyncContextManager[object]:
+        """The queue status of the member's request, shown in the deferred response."""
+        return queue_status(self._interaction, self._who.user_id, self._who.guild_id)
+
+    def charged(self) -> None:
+        """Mark the interaction charged."""
+        charged(self._interaction)
 
 
 def _noted(text: str, note: str | None) -> str:
@@ -336,61 +330,27 @@ async def submit_video(
     note: str | None = None,
     takes: int = 1,
 ) -> None:
-    """Submit the video, post its card, say where; then store its request for the buttons.
-
-    Once the service has charged (``generation.video`` returns with the charge and the job
-    recorded), nothing that fails afterwards is reported as a failure: the job is coming.
-    """
-    bot = interaction.client
-    # Read before the paid call: nothing after the charge may fail the request.
-    private = not is_personal(who.guild_id) and await private_results(bot, who.user_id)
-    if takes > 1:
-        await _submit_takes(interaction, who, options, note=note, takes=takes, private=private)
-        return
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        job = await bot.generation.video(who, options)
-    charged(interaction)
-    if is_personal(who.guild_id):
-        await show_personal_card(interaction, job)
-    elif private:
-        await show_private_card(interaction, job, "video", note=note)
-    else:
-        await _public_card(interaction, job, "video", note)
-    await remember(bot, "video", who, stored_options(options), job_id=job.id)
-    await record_clip(bot, who, options, job)
+    """Submit a video whose price the member confirmed, and show its cards."""
+    submissions = interaction.client.services.submissions
+    desk = InteractionDesk(interaction, who)
+    outcome = await submissions.video(who, options, desk=desk, takes=takes, confirmed=True)
+    await show_video_outcome(interaction, who, outcome, note=note)
 
 
-async def _submit_takes(
-    interaction: Interaction,
-    who: Requester,
-    options: VideoOptions,
-    *,
-    note: str | None,
-    takes: int,
-    private: bool,
+async def show_videos(
+    interaction: Interaction, who: Requester, made: VideosSubmitted, *, note: str | None
 ) -> None:
-    """Submit ``takes`` takes of one video (each its own job and ledger row), one card.
+    """Show paid videos' cards; say where, and which takes were not made. Never raises.
 
-    Held together before the first is sent (``generation.video_takes``). The takes share one
-    channel card (:mod:`bot.discord.render.takes`); a personal or private request shows each
-    take on its own card. A take the service did not make is said in a note: the others are
-    paid for and coming, so nothing is reported as failed.
+    Takes recorded together share one channel card (:mod:`bot.discord.render.takes`); a
+    personal or private request shows each on its own card (a personal card is the response,
+    a private one goes by DM: :func:`show_private_card`). A take the service did not make is
+    said in a note: the others are paid for and coming, so nothing is reported as failed.
     """
     bot = interaction.client
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        outcome = await bot.generation.video_takes(who, options, takes)
-    charged(interaction)
-    jobs = list(outcome.jobs)
-    try:
-        await bot.services.sequences.record_takes([job.id for job in jobs])
-        grouped = len(jobs) > 1
-    except Exception as exc:
-        log.error("takes of job %s were not grouped (%s); each gets its card", jobs[0].id, exc)
-        grouped = False
-    for job in jobs:
-        await remember(bot, "video", who, stored_options(options), job_id=job.id)
-    shared = grouped and not private and not is_personal(who.guild_id)
-    if shared:
+    jobs = list(made.jobs)
+    personal = is_personal(who.guild_id)
+    if made.grouped and not made.private and not personal:
         try:
             link = await bot.post_takes_placeholder(jobs)
         except Exception as exc:
@@ -404,77 +364,28 @@ async def _submit_takes(
         await tell(interaction, content=_noted(text, note), view=None)
     else:
         for index, job in enumerate(jobs):
-            if is_personal(who.guild_id) and index == 0:
+            if personal and index == 0:
                 await show_personal_card(interaction, job)
-            elif private:
+            elif made.private:
                 await show_private_card(interaction, job, "video", note=note)
             else:
                 await _public_card(interaction, job, "video", note)
-    if outcome.error is not None:
-        missing = takes - len(jobs)
+    if made.error is not None:
         await send_note(
             interaction,
             _(
                 "{missing} of the {takes} takes could not be made (nothing was charged for them "
                 "unless the service says so in `/usage`): {reason}",
-                missing=number(missing),
-                takes=number(takes),
-                reason=sentence_for(outcome.error),
+                missing=number(made.takes - len(jobs)),
+                takes=number(made.takes),
+                reason=sentence_for(made.error),
             ),
         )
-
-
-async def record_clip(bot: GenBot, who: Requester, options: VideoOptions, job: Job) -> None:
-    """Store a paid continuation in its sequence; never raises (the clip is paid for)."""
-    if options.continues is None:
-        return
-    try:
-        previous = await bot.generation.job(options.continues)
-        starter = who.user_id if previous is None else previous.user_id
-        await bot.services.sequences.add_clip(
-            previous_job_id=options.continues,
-            job_id=job.id,
-            guild_id=who.guild_id,
-            starter_id=starter,
-        )
-    except Exception as exc:
-        log.error("job %s: its place in a sequence was not stored (%s)", job.id, exc)
 
 
 def charged(interaction: Interaction) -> None:
     """Mark ``interaction``'s request as charged (see :data:`CHARGED`)."""
     interaction.extras[CHARGED] = True
-
-
-async def remember(
-    bot: GenBot,
-    kind: str,
-    who: Requester,
-    options: dict[str, Any],
-    *,
-    job_id: int | None = None,
-    outputs: Sequence[str] = (),
-) -> int | None:
-    """Store the request behind a paid result, for its buttons (``remember_request``).
-
-    Bookkeeping after the charge: a failure is logged and the result goes out without
-    working buttons (they then say the request is no longer known), never lost.
-
-    Returns:
-        The request's id (``r<id>``), or None when it could not be stored.
-    """
-    try:
-        return await bot.generation.remember_request(
-            kind, who, options, job_id=job_id, outputs=outputs
-        )
-    except Exception as exc:
-        log.error(
-            "the %s request of guild %s was not stored (%s); its buttons won't work",
-            kind,
-            who.guild_id,
-            exc,
-        )
-        return None
 
 
 async def posted_placeholder(bot: GenBot, job: Job) -> str:
@@ -505,43 +416,26 @@ async def tell(interaction: Interaction, **edit: Any) -> None:
 async def start_image(
     interaction: Interaction, who: Requester, options: ImageOptions, *, takes: int = 1
 ) -> None:
-    """Generate an image; ``interaction`` must be deferred (``PUBLIC_DEFER`` set).
+    """Generate an image (``SubmissionService.image``); ``interaction`` must be deferred.
 
-    A synchronous result replaces the "thinking…" response, with its buttons; an asynchronous
-    one gets a card in the channel and a link here (a personal one: its card is this
-    response; a private one, deferred ephemerally with ``PUBLIC_DEFER`` False: in the member's
-    DM, :func:`show_private_card`).
-
-    Several ``takes`` (1 to 4) are held together before the first is sent
-    (``generation.image_takes``), each its own ledger row: synchronous results are shown one
-    after another (the response, then followups), each with its buttons; asynchronous ones
-    share one channel card (:mod:`bot.discord.render.takes`) where public.
+    ``PUBLIC_DEFER`` set: a synchronous result replaces the "thinking…" response, with its
+    buttons; an asynchronous one gets a card in the channel and a link here (a personal one:
+    its card is this response; a private one, deferred ephemerally with ``PUBLIC_DEFER``
+    False: in the member's DM, :func:`show_private_card`). Several synchronous takes are
+    shown one after another (the response, then followups), each with its buttons;
+    asynchronous ones share one channel card (:mod:`bot.discord.render.takes`) where public.
 
     Raises:
         ValidationFailed: among the checks (takes out of range, several in a personal
             context), before anything is sent.
     """
     bot = interaction.client
-    if not 1 <= takes <= MAX_TAKES:
-        raise ValidationFailed(N_("Takes must be 1 to {most}."), most=MAX_TAKES)
-    if takes > 1 and is_personal(who.guild_id):
-        raise ValidationFailed(N_("Several takes work in servers only; ask for one here."))
-    payer = await bot.generation.paid_by(who)
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        outcomes, error = await bot.generation.image_takes(who, options, takes)
-    charged(interaction)
-    jobs = [outcome.job for outcome in outcomes if outcome.job is not None]
-    public = interaction.extras.get(PUBLIC_DEFER) is not False and not is_personal(who.guild_id)
-    grouped = False
-    if len(jobs) > 1 and public:
-        try:
-            await bot.services.sequences.record_takes([job.id for job in jobs])
-            grouped = True
-        except Exception as exc:
-            log.error("takes of job %s were not grouped (%s)", jobs[0].id, exc)
-    for job in jobs:
-        await remember(bot, "image", who, stored_options(options), job_id=job.id)
-    if grouped:
+    private = interaction.extras.get(PUBLIC_DEFER) is False
+    made = await bot.services.submissions.image(
+        who, options, desk=InteractionDesk(interaction, who), public=not private, takes=takes
+    )
+    jobs = list(made.jobs)
+    if made.grouped:
         try:
             link = await bot.post_takes_placeholder(jobs)
         except Exception as exc:
@@ -555,43 +449,89 @@ async def start_image(
         for job in jobs:
             if is_personal(who.guild_id):
                 await show_personal_card(interaction, job)
-            elif interaction.extras.get(PUBLIC_DEFER) is False:
+            elif private:
                 await show_private_card(interaction, job, "image")
             else:
                 await _public_card(interaction, job, "image", None)
+    await _show_images(interaction, who, options, made)
+
+
+async def _show_images(
+    interaction: Interaction, who: Requester, options: ImageOptions, made: ImagesMade
+) -> None:
+    """Show the synchronous takes of ``made``, then say which takes were not made."""
     locale = await answer_locale(interaction, who)
+    bot = interaction.client
     shown = []
-    for outcome in outcomes:
-        if outcome.result is None:
-            continue
-        saved = dataclasses.replace(options, model=outcome.model)
-        ref = await remember(
-            bot, "image", who, stored_options(saved), outputs=outcome.result.outputs
+    for answer in made.answers:
+        parts = image_result(
+            answer.result,
+            locale=locale,
+            prompt=options.prompt,
+            model=answer.model,
+            requester_id=who.user_id,
+            sandbox=bot.services.sandbox,
+            ref=answer.ref,
+            paid_by=made.payer,
         )
-        shown.append(
-            image_result(
-                outcome.result,
-                locale=locale,
-                prompt=options.prompt,
-                model=outcome.model,
-                requester_id=who.user_id,
-                sandbox=bot.services.sandbox,
-                ref=None if ref is None else f"r{ref}",
-                paid_by=payer,
-            )
-        )
+        shown.append(await safety_checked(bot, who, answer.ref, options.prompt, parts, locale))
     if shown:
         await show_paid(interaction, who, shown)
-    if error is not None:
+    if made.error is not None:
         await send_note(
             interaction,
             _(
                 "{missing} of the {takes} takes could not be made: {reason}",
-                missing=takes - len(outcomes),
-                takes=takes,
-                reason=sentence_for(error),
+                missing=made.takes - made.made,
+                takes=made.takes,
+                reason=sentence_for(made.error),
             ),
         )
+
+
+async def fetch_result(bot: GenBot, url: str) -> bytes:
+    """Download a result file under the download rule, within Discord's default upload limit.
+
+    Raises:
+        TooLarge, DownloadRefused, httpx.HTTPError: as :func:`bot.discord.delivery.download`.
+    """
+    if bot.services.downloads is not None:
+        return await download(bot.services.downloads, url, DEFAULT_UPLOAD_LIMIT)
+    async with output_client(None) as http:
+        return await download(http, url, DEFAULT_UPLOAD_LIMIT)
+
+
+async def safety_checked(
+    bot: GenBot,
+    who: Requester,
+    ref: str | None,
+    prompt: str,
+    answer: MessageParts,
+    locale: str | None,
+) -> MessageParts:
+    """A synchronous image's answer as the server's safety policy allows (docs/safety.md).
+
+    Its files are downloaded and scored before it is shown (:func:`screen_urls`): a held or
+    withheld result's answer carries no image and says why, a spoiler's carries its files
+    blurred; a shown one gets the Report select. Never raises: a paid result is answered.
+    """
+    gate = bot.announcer.safety
+    if gate is None or not gate.active or ref is None:
+        return answer
+    request = await bot.generation.result_request(ref)
+    urls = [] if request is None else [u for u in request.outputs if is_web_url(u)]
+    screening, files = await screen_urls(
+        gate,
+        ref=ref,
+        guild_id=who.guild_id,
+        channel_id=who.channel_id,
+        user_id=who.user_id,
+        prompt=prompt,
+        urls=urls,
+        download=lambda url: fetch_result(bot, url),
+    )
+    with using(locale):
+        return safety_answer(answer, screening.visibility, files, ref)
 
 
 async def edit_response(interaction: Interaction, parts: MessageParts) -> discord.Message:
@@ -677,20 +617,17 @@ async def answer_locale(interaction: Interaction, who: Requester) -> str | None:
 async def start_text(interaction: Interaction, who: Requester, options: TextOptions) -> None:
     """Generate text; ``interaction`` must be deferred publicly (``PUBLIC_DEFER`` set).
 
-    The answer is paid for once ``generation.text`` returns: it is shown whatever fails
-    after (:func:`show_paid`), without buttons if its request could not be stored.
+    The answer is paid for once ``SubmissionService.text`` returns: it is shown whatever
+    fails after (:func:`show_paid`), without buttons if its request could not be stored.
     """
     bot = interaction.client
-    payer = await bot.generation.paid_by(who)
-    async with queue_status(interaction, who.user_id, who.guild_id):
-        result = await bot.generation.text(who, options)
-    charged(interaction)
-    ref = await remember(bot, "text", who, stored_options(options))
-    tag = None if ref is None else f"r{ref}"
+    desk = InteractionDesk(interaction, who)
+    answered = await bot.services.submissions.text(who, options, desk=desk)
     sandbox = bot.services.sandbox
     locale = await answer_locale(interaction, who)
-    messages = text_answer(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
-    card = text_card(result, sandbox=sandbox, ref=tag, paid_by=payer, locale=locale)
+    result, ref, payer = answered.result, answered.ref, answered.payer
+    messages = text_answer(result, sandbox=sandbox, ref=ref, paid_by=payer, locale=locale)
+    card = text_card(result, sandbox=sandbox, ref=ref, paid_by=payer, locale=locale)
     await show_paid(interaction, who, messages, card=card)
 
 

@@ -1,15 +1,16 @@
 """Continue a video from its last frame, and join videos into one film.
 
-**Continue**: the request is checked first as ``/video`` would check it (channel, options,
-cooldown, budgets, caps: :meth:`bot.services.generation.GenerationService.check_video`), so a
-refused request downloads nothing; then the clip is streamed to a temporary file (at most
+**Continue**: one call, :meth:`bot.services.submissions.SubmissionService.continue_video`.
+The request is checked first as ``/video`` would check it (channel, options, cooldown, budgets,
+caps: :meth:`bot.services.generation.GenerationService.check_video`), so a refused request
+downloads nothing; then the clip is streamed to a temporary file (at most
 :data:`MAX_CLIP_BYTES`, never held in memory), its last frame decoded with PyAV
 (:func:`bot.media.video.last_frame_png`, in the media thread), posted with the member's
-response so that it has a Discord CDN URL the service can fetch, and that URL is the new
-video's ``image_url``. The rest is ``/video``'s path
-(:func:`bot.discord.request_flows.start_video`): its confirmation, holds, budgets, caps,
-cooldowns and one ledger row. Its card names and links the clip it continues; the clips form a
-sequence (:mod:`bot.services.sequences`), bounded per server.
+response so that it has a Discord CDN URL the service can fetch (the service's
+:data:`~bot.services.submissions.FrameUrl`), and that URL is the new video's ``image_url``. The
+rest is ``/video``'s path: its confirmation, holds, budgets, caps, cooldowns and one ledger
+row. Its card names and links the clip it continues; the clips form a sequence
+(:mod:`bot.services.sequences`), bounded per server.
 
 **Join**: the bot's own work, costing no credits. One join at a time per process
 (:class:`bot.services.sequences.JoinLine`; the others wait and see their place; one join in
@@ -42,9 +43,9 @@ from babel.numbers import format_decimal
 
 from bot.discord.delivery import TooLarge, format_bytes
 from bot.discord.render.results import is_web_url
-from bot.discord.request_flows import start_video
+from bot.discord.request_flows import InteractionDesk, show_video_outcome
 from bot.discord.tree import PUBLIC_DEFER
-from bot.domain import Job, JobStatus
+from bot.domain import Job
 from bot.errors import ValidationFailed
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _, locale_of, n_, number, using
@@ -57,7 +58,7 @@ from bot.media.video import (
     join_clips,
     last_frame_png,
 )
-from bot.services.generation import Requester, VideoOptions
+from bot.services.generation import Requester
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS
 from bot.services.sequences import JoinLine
 
@@ -90,36 +91,12 @@ TOO_LARGE = N_(
 PROGRESS_EVERY: Final = 2.0
 """Seconds between two progress edits of a join's card (Discord rate-limits edits)."""
 
-_FRAME_CHECK_URL: Final = "https://cdn.discordapp.com/attachments/0/0/last-frame.png"
-"""Stands for the frame's URL while the options are checked, before the clip is fetched."""
-
 
 def card_link(job: Job) -> str | None:
     """The jump link to ``job``'s card in its server's channel; None where it has none."""
     if job.message_id is None or job.guild_id <= 0:
         return None
     return f"https://discord.com/channels/{job.guild_id}/{job.channel_id}/{job.message_id}"
-
-
-def require_clip(job: Job | None, who: Requester) -> Job:
-    """``job`` when it is a finished video of this server (or wallet) with a file to use.
-
-    Raises:
-        ValidationFailed: it is not (nothing is fetched or charged).
-    """
-    if job is None or job.guild_id != who.guild_id:
-        raise ValidationFailed(N_("That video is not known here; `/jobs` lists yours."))
-    if job.kind != "video":
-        raise ValidationFailed(N_("Job #{number} is an image, not a video."), number=job.id)
-    if job.status is not JobStatus.COMPLETED:
-        raise ValidationFailed(
-            N_("Video #{number} has not finished; `/jobs` says where it is."), number=job.id
-        )
-    if not any(is_web_url(url) for url in job.outputs):
-        raise ValidationFailed(
-            N_("The service returned no file for video #{number}."), number=job.id
-        )
-    return job
 
 
 async def fetch_clip(bot: GenBot, job: Job, path: Path) -> None:
@@ -202,55 +179,55 @@ def join_start_by(created_at: float) -> float:
 async def start_continue(
     interaction: Interaction,
     who: Requester,
-    job: Job,
+    job: Job | None,
     *,
     prompt: str,
     model: str,
     duration: float | None,
 ) -> None:
-    """Continue ``job`` with a new clip from its last frame, through ``/video``'s path.
+    """Continue ``job`` with a new clip from its last frame (``SubmissionService.continue_video``).
 
     ``interaction`` must be deferred as :func:`bot.discord.request_flows.defer_video` does.
-    The options and the sequence's bound are checked before anything is fetched; the frame
-    is posted as an ephemeral followup (so its URL outlives the response's later edits) and
-    sent as ``image_url``.
+    The service checks the clip, the sequence's bound and the options before asking for the
+    frame; the frame is posted as an ephemeral followup (so its URL outlives the response's
+    later edits) and sent as ``image_url``. The outcome is shown as ``/video``'s.
 
     Raises:
         ValidationFailed: the clip is not usable, the sequence is at the server's bound, the
             options fail ``/video``'s checks, or the frame could not be made (nothing charged).
     """
     bot = interaction.client
-    job = require_clip(job, who)
-    clip = await bot.services.sequences.check_room(who.guild_id, job.id)
-    options = VideoOptions(
-        prompt,
-        model,
-        duration,
-        image_url=_FRAME_CHECK_URL,
-        image_uploaded=True,
-        continues=job.id,
-        clip=clip,
-        continues_link=card_link(job),
+
+    async def frame(clip_job: Job, clip: int) -> str:
+        await interaction.edit_original_response(
+            content=_("Taking the last frame of video #{number}…", number=clip_job.id), view=None
+        )
+        png = await last_frame(bot, clip_job)
+        posted = await interaction.followup.send(
+            _(
+                "The last frame of video #{number}, where clip {clip} starts:",
+                number=clip_job.id,
+                clip=clip,
+            ),
+            file=discord.File(io.BytesIO(png), f"last-frame-{clip_job.id}.png"),
+            ephemeral=True,
+            wait=True,
+        )
+        if not posted.attachments:
+            raise ValidationFailed(N_("Discord did not keep the frame; try again."))
+        return posted.attachments[0].url
+
+    outcome = await bot.services.submissions.continue_video(
+        who,
+        job,
+        prompt=prompt,
+        model=model,
+        duration=duration,
+        continues_link=None if job is None else card_link(job),
+        frame=frame,
+        desk=InteractionDesk(interaction, who),
     )
-    await bot.generation.check_video(who, options)  # refusals before the download
-    await interaction.edit_original_response(
-        content=_("Taking the last frame of video #{number}…", number=job.id), view=None
-    )
-    png = await last_frame(bot, job)
-    posted = await interaction.followup.send(
-        _(
-            "The last frame of video #{number}, where clip {clip} starts:",
-            number=job.id,
-            clip=clip,
-        ),
-        file=discord.File(io.BytesIO(png), f"last-frame-{job.id}.png"),
-        ephemeral=True,
-        wait=True,
-    )
-    if not posted.attachments:
-        raise ValidationFailed(N_("Discord did not keep the frame; try again."))
-    options = dataclasses.replace(options, image_url=posted.attachments[0].url)
-    await start_video(interaction, who, options)
+    await show_video_outcome(interaction, who, outcome)
 
 
 @dataclasses.dataclass

@@ -17,8 +17,9 @@ import discord
 from bot.clock import SystemClock
 from bot.config import Settings
 from bot.dashboard.serve import serve_dashboard
-from bot.discord.bot import build_announcer, post_missing_key_notice
+from bot.discord.bot import build_announcer, change_outlet, post_missing_key_notice
 from bot.discord.dashboard_directory import RestDirectory
+from bot.discord.locales import GuildLocales
 from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter
@@ -66,7 +67,11 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         )
         await client.login(settings.discord_token.get_secret_value())
         stack.push_async_callback(client.close)
-        # The dashboard may be served by a worker too: rights are read over REST, cached.
+        # The dashboard may be served by a worker too: rights are read over REST, cached; its
+        # saves are posted in the admin channel as the gateway posts /config's.
+        services.guild_config.set_change_outlet(
+            change_outlet(client, GuildLocales(client, services.guild_config, clock, rest=True))
+        )
         await serve_dashboard(
             settings,
             services,

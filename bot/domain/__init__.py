@@ -24,6 +24,7 @@ from bot.domain.dashboard import (
     ResultItem,
     ShowcaseEntry,
     SpendBucket,
+    Thumbnail,
 )
 from bot.domain.errors import (
     ConstraintError,
@@ -43,12 +44,14 @@ from bot.domain.jobs import (
     ResultRequest,
 )
 from bot.domain.members import MemberSettings
-from bot.domain.policy import UNLIMITED, AuditEntry, ModelLists, Tier
+from bot.domain.policy import UNLIMITED, Actor, AuditEntry, ModelLists, Tier
+from bot.domain.safety import SafetyMode, SafetyPolicy, SafetyRecord, Visibility
 
 __all__ = [
     "TASK_ID_REUSED",
     "UNLIMITED",
     "UNSET",
+    "Actor",
     "AuditEntry",
     "Charge",
     "ChargeAnomaly",
@@ -80,12 +83,17 @@ __all__ = [
     "ResultRequest",
     "RetiredKey",
     "Runway",
+    "SafetyMode",
+    "SafetyPolicy",
+    "SafetyRecord",
     "SchemaTooNewError",
     "ShowcaseEntry",
     "SpendBucket",
     "StorageError",
     "StorageUnavailableError",
+    "Thumbnail",
     "Tier",
     "Unset",
     "UsageRow",
+    "Visibility",
 ]

@@ -27,6 +27,9 @@ class Charge:
         at: when the charge was reported, UTC epoch seconds.
         tier_role_id: the role of the member's tier when they asked (see
             :class:`Tier`), for ``/usage`` by tier; None = the server defaults.
+        prompt_summary: the prompt's summary of a charge without a job (``/text``, a
+            conversation's turn), for the dashboard's Ledger; None for a job's charge (its
+            job keeps it).
     """
 
     guild_id: int
@@ -40,6 +43,7 @@ class Charge:
     key_fingerprint: str
     at: float
     tier_role_id: int | None = None
+    prompt_summary: str | None = None
 
 
 TASK_ID_REUSED: Final = "task id given again by the service"

@@ -148,6 +148,33 @@ class ResultItem:
 
 
 @dataclass(frozen=True, slots=True)
+class Thumbnail:
+    """The thumbnail of one result file (``thumbnails``): a small WebP picture.
+
+    Attributes:
+        job_id: the job.
+        index: the file's place among the job's outputs (0 first).
+        digest: hex, the first 32 characters of the picture's SHA-256 (its ETag).
+        mime: ``image/webp``.
+        width: pixels.
+        height: pixels.
+        duration: a clip's duration, seconds; None for an image.
+        made_at: UTC epoch seconds.
+        data: the picture's bytes; empty where only its description was read (a gallery).
+    """
+
+    job_id: int
+    index: int
+    digest: str
+    mime: str
+    width: int
+    height: int
+    duration: float | None
+    made_at: float
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class ShowcaseEntry:
     """A result its member shared to their server's showcase.
 

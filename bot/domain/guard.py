@@ -6,8 +6,10 @@ times UTC epoch seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 ADMIN_CHANNEL = "admin-channel"
 OWNER_DM = "owner-dm"
@@ -63,7 +65,10 @@ class GuardAlert:
         at: when it fired.
         amount_cents: what was measured (spend, credits).
         limit_cents: what it was measured against (the budget); None when nothing.
-        measured: what it measured, for people (English).
+        figures: what it measured beyond the amounts, for its description in the reader's
+            language (``bot.services.guard.describe_alert``): ``user``, ``role``, ``key``,
+            ``days``, ``rate`` (micro-cents a day), ``members`` and ``models`` (``[id or
+            name, micro-cents]``); ``text`` for an alert stored before them (English).
     """
 
     guild_id: int
@@ -73,7 +78,7 @@ class GuardAlert:
     at: float
     amount_cents: Decimal
     limit_cents: Decimal | None
-    measured: str
+    figures: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,20 @@ class ModelLists:
 
 
 @dataclass(frozen=True, slots=True)
+class Actor:
+    """Who changes a server's settings, and through which surface: the audit log's who and via.
+
+    Attributes:
+        user_id: the member (an admin), or the bot's own id for an automatic change.
+        via: the surface: ``"discord"`` (``/config``), ``"web"`` (the dashboard) or
+            ``"guard"`` (the spend guard's automatic pause).
+    """
+
+    user_id: int
+    via: str = "discord"
+
+
+@dataclass(frozen=True, slots=True)
 class AuditEntry:
     """One change made through ``/config`` or the dashboard, as kept in the database (never a key).
 
@@ -62,7 +76,8 @@ class AuditEntry:
         old: its value before, for people; ``"—"`` when it had none.
         new: its value after.
         at: UTC epoch seconds.
-        via: where it was made: ``"discord"`` (``/config``) or ``"web"`` (the dashboard).
+        via: where it was made (:attr:`Actor.via`): ``"discord"`` (``/config``), ``"web"``
+            (the dashboard) or ``"guard"`` (the spend guard).
     """
 
     guild_id: int

@@ -20,6 +20,8 @@ lie); a clip over them is refused with :class:`MediaTooLarge`.
 - :func:`fit_to_size`: re-encode a film at the bitrate that fits a byte limit (an upload's).
 - :func:`sample_frames`: the frames at given shares of a clip and its last frame, each decoded
   from the keyframe before it (what the safety scorer looks at, bot/media/safety.py).
+- :func:`poster_frame`: a clip's poster (a frame near its start) and its duration, for its
+  thumbnail (bot/media/thumbnails.py).
 """
 
 from __future__ import annotations
@@ -476,6 +478,73 @@ def sample_frames(source: Path | bytes, shares: Sequence[float]) -> list[av.vide
                     raise MediaError("That video has no frame the bot can read.")
                 found[target] = current
         return [found[t] for t in targets]
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
+
+
+POSTER_SHARE: Final = 0.1
+"""Where a clip's poster frame is: this share of its duration in (a clip's first frame is
+often black, a fade-in), at most :data:`POSTER_MAX_SECONDS`."""
+
+POSTER_MAX_SECONDS: Final = 1.0
+"""The latest a poster frame is taken, seconds from the start (one keyframe interval at most
+is decoded to reach it)."""
+
+
+@dataclass(frozen=True)
+class Poster:
+    """A clip's poster frame.
+
+    Attributes:
+        frame: the decoded frame (``frame.to_image()`` gives it to Pillow).
+        duration: the clip's duration, seconds (0.0 when its header does not say).
+    """
+
+    frame: av.video.frame.VideoFrame
+    duration: float
+
+
+def poster_frame(source: bytes, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> Poster:
+    """The clip's poster frame (:data:`POSTER_SHARE` of it in) and its duration.
+
+    The header is checked against ``bounds`` before any decoding, and each frame decoded on
+    the way to the poster too (a header may lie); decoding starts at the keyframe at or before
+    the poster's time, so the cost is a few frames, whatever the clip's length.
+
+    Args:
+        source: the clip's bytes (as downloaded for its delivery).
+        bounds: what the clip may hold.
+
+    Raises:
+        MediaTooLarge: the clip is over ``bounds``.
+        MediaError: not a video PyAV can read, or no decodable frame.
+    """
+    try:
+        with av.open(io.BytesIO(source), "r") as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            video = container.streams.video[0]
+            ctx = video.codec_context
+            frames = video.frames or 0
+            if ctx.width * ctx.height > bounds.max_pixels or frames > bounds.max_frames:
+                raise MediaTooLarge(bounds)
+            duration = _duration(container, video)
+            at = min(POSTER_MAX_SECONDS, duration * POSTER_SHARE)
+            counter = _Counter(bounds)
+            found: av.video.frame.VideoFrame | None = None
+            if at > 0 and video.time_base is not None:
+                try:
+                    container.seek(int(at / video.time_base), stream=video, backward=True)
+                except av.FFmpegError:
+                    container.seek(0)
+            for frame in container.decode(video):
+                counter.frame(frame.width, frame.height)
+                found = frame
+                if frame.time is None or frame.time >= at:
+                    break
+            if found is None:
+                raise MediaError("That video has no frame the bot can read.")
+            return Poster(found, duration)
     except av.FFmpegError as exc:
         raise MediaError("That file is not a video the bot can read.") from exc
 

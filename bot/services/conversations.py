@@ -33,6 +33,7 @@ from bot.services.generation import (
     Requester,
     TextOptions,
 )
+from bot.services.submissions import Desk
 from bot.storage import Database
 
 log = logging.getLogger(__name__)
@@ -434,6 +435,7 @@ class ConversationService:
             screened=(text, system),
             prompt_limit=self.max_prompt_chars,
             system_limit=SYSTEM_LIMIT,
+            summary=text,
         )
         return ChatAnswer(
             answer=cut_answer(result.content),
@@ -445,6 +447,58 @@ class ConversationService:
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
         )
+
+    async def turn(
+        self,
+        who: Requester,
+        author: str,
+        text: str,
+        conversation: Conversation,
+        *,
+        desk: Desk,
+        model: str | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ChatAnswer:
+        """Answer ``conversation``'s next turn (``/chat`` or ``/text`` in its thread) and keep it.
+
+        :meth:`ask`, then :meth:`record` after the charge: a turn that could not be kept is
+        logged, never raised (the member gets the answer they paid for), the rule of every
+        bookkeeping after a charge (:mod:`bot.services.submissions`).
+
+        Args:
+            who: who wrote it, and where (the conversation's thread).
+            author: their display name, the label the model sees.
+            text: the turn.
+            conversation: the conversation it continues.
+            desk: the adapter's side of the request (the queue's place, the charged mark).
+            model: the model; default the conversation's.
+            system: the member's system prompt; default the conversation's.
+            max_tokens: the longest answer, tokens; None: the service's default.
+            temperature: 0 to 2; None: the service's default.
+
+        Raises:
+            ConversationEnded, ValidationFailed, BudgetExceeded, GenAPIError...: as
+                :meth:`ask`, before any charge.
+        """
+        async with desk.waiting():
+            reply = await self.ask(
+                who,
+                author,
+                text,
+                conversation=conversation,
+                model=model,
+                system=system,
+                max_tokens=max_tokens,
+                temperature=temperature,
+            )
+        desk.charged()
+        try:
+            await self.record(conversation, who, author, text, reply)
+        except Exception:
+            log.exception("could not keep a conversation turn")
+        return reply
 
     async def ask_from_answer(
         self,

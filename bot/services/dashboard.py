@@ -219,10 +219,6 @@ class DashboardService:
             raise ValidationFailed("Access is view or edit.")
         await self._store.set_role(guild_id, role_id, access)
 
-    async def add_audit(self, entry: AuditEntry) -> None:
-        """Append a change of the dashboard's own settings (access roles) to the audit log."""
-        await self._db.policy.add_audit(entry)
-
     async def guilds_with_roles(self, guild_ids: Sequence[int]) -> set[int]:
         """Return which of the servers granted any role access to their pages."""
         return await self._store.guilds_with_roles(guild_ids)

@@ -59,6 +59,8 @@ from bot.storage import Database
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
+Made = TypeVar("Made")
 
 MAX_PROMPT_LENGTH = 4000
 
@@ -822,6 +824,7 @@ class GenerationService:
         screened: tuple[str | None, ...] | None = None,
         prompt_limit: int = MAX_PROMPT_LENGTH,
         system_limit: int = MAX_PROMPT_LENGTH,
+        summary: str | None = None,
     ) -> TextResult:
         """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
 
@@ -840,6 +843,9 @@ class GenerationService:
                 folded into its prompt was checked turn by turn, and holds the model's answers.
             prompt_limit: the longest prompt, characters.
             system_limit: the longest system prompt, characters.
+            summary: what the charge was for, kept with it for the dashboard's Ledger
+                (:func:`summarize`d); default the prompt. A conversation passes its new turn
+                (its folded prompt holds the history).
 
         Raises:
             ValidationFailed, NoApiKeyConfigured, BudgetExceeded: before any call.
@@ -869,11 +875,11 @@ class GenerationService:
         result = await self._charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
-        await self._billing.settle(
-            reservation,
+        charge = replace(
             self._charge(who, key, Kind.TEXT, request.model, None, result),
-            tokens=_usage(result),
+            prompt_summary=summarize(options.prompt if summary is None else summary),
         )
+        await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._key_works(settings)
         return result
 
@@ -927,23 +933,14 @@ class GenerationService:
         # Read before the call: nothing but the settlement comes between the answer and the
         # ledger (an asynchronous model's first poll needs it).
         first_poll = await self._first_poll_delay(request.model, Kind.IMAGE)
-        outcomes: list[ImageOutcome] = []
-        for index, reservation in enumerate(reservations):
-            try:
-                result = await self._charged(
-                    reservation, settings, self._client.generate_image(key.key, request)
-                )
-            except Exception as exc:
-                await self._release_unsent(reservations[index + 1 :])
-                if not outcomes:
-                    raise
-                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
-                return outcomes, exc
+
+        async def settle(
+            index: int, reservation: Reservation, result: ImageResult | PendingTask
+        ) -> ImageOutcome:
             charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
             if isinstance(result, ImageResult):
                 await self._billing.settle(reservation, charge)
-                outcomes.append(ImageOutcome(request.model, result=result))
-                continue
+                return ImageOutcome(request.model, result=result)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
@@ -959,9 +956,14 @@ class GenerationService:
                 result,
                 first_poll,
             )
-            outcomes.append(ImageOutcome(request.model, job=job))
-        await self._key_works(settings)
-        return outcomes, None
+            return ImageOutcome(request.model, job=job)
+
+        return await self._send_takes(
+            reservations,
+            settings,
+            lambda: self._client.generate_image(key.key, request),
+            settle,
+        )
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
         """Submit a video (docs/genapi.md §4.2), store its job; the charge is recorded on return.
@@ -1056,21 +1058,11 @@ class GenerationService:
             details["continues"] = options.continues
             details["clip"] = options.clip
             details["continues_link"] = options.continues_link
-        jobs: list[Job] = []
-        for index, reservation in enumerate(reservations):
-            try:
-                task = await self._charged(
-                    reservation, settings, self._client.generate_video(key.key, request)
-                )
-            except Exception as exc:
-                await self._release_unsent(reservations[index + 1 :])
-                if not jobs:
-                    raise
-                log.warning("take %d of %d was not made (%s)", index + 1, takes, exc)
-                return TakesOutcome(tuple(jobs), exc)
+
+        async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
             charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
             take_details = details if takes == 1 else {**details, "take": index + 1}
-            job = await self._settle_job(
+            return await self._settle_job(
                 reservation,
                 who,
                 key,
@@ -1082,9 +1074,54 @@ class GenerationService:
                 task,
                 first_poll,
             )
-            jobs.append(job)
+
+        jobs, error = await self._send_takes(
+            reservations,
+            settings,
+            lambda: self._client.generate_video(key.key, request),
+            settle,
+        )
+        return TakesOutcome(tuple(jobs), error)
+
+    async def _send_takes(
+        self,
+        reservations: Sequence[Reservation],
+        settings: GuildSettings,
+        send: Callable[[], Awaitable[R]],
+        settle: Callable[[int, Reservation, R], Awaitable[Made]],
+    ) -> tuple[list[Made], Exception | None]:
+        """Send the takes held by ``reservations`` in turn, each settled before the next.
+
+        The one charge loop of :meth:`image_takes` and :meth:`video_takes`. A take whose call
+        fails stops the rest, whose holds are given back (:meth:`_release_unsent`: a failure
+        there is logged, never raised over the takes charged; one that may have been charged
+        keeps its own hold, as any request: :meth:`_charged`).
+
+        Args:
+            reservations: one hold per take, in order (held together beforehand).
+            settings: the guild's settings (its key problems).
+            send: makes one take's call (a new awaitable each time).
+            settle: records take ``index``'s answer into the ledger; returns what it made.
+
+        Returns:
+            What each take made (at least one), and the error that stopped the others, if any.
+
+        Raises:
+            GenAPIError: the first take's call failed (nothing else was sent).
+        """
+        made: list[Made] = []
+        for index, reservation in enumerate(reservations):
+            try:
+                result = await self._charged(reservation, settings, send())
+            except Exception as exc:
+                await self._release_unsent(reservations[index + 1 :])
+                if not made:
+                    raise
+                log.warning("take %d of %d was not made (%s)", index + 1, len(reservations), exc)
+                return made, exc
+            made.append(await settle(index, reservation, result))
         await self._key_works(settings)
-        return TakesOutcome(tuple(jobs))
+        return made, None
 
     async def attach_message(self, job: Job, message_id: int) -> None:
         """Record the placeholder message that the poller will edit when ``job`` finishes.

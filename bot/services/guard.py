@@ -27,6 +27,8 @@ logged, never raised over the charge (Billing's watcher). docs/guard.md.
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import statistics
 from collections.abc import Awaitable, Callable, Coroutine
@@ -41,6 +43,7 @@ from bot.domain.guard import DESTINATIONS, OWNER_DM
 from bot.errors import ValidationFailed
 from bot.i18n import N_, SOURCE, Later, _, money
 from bot.services.billing import Allowances, Billing, day_start, month_start
+from bot.services.guard_tally import BURST_SECONDS, BurstTally, GuildTally, MemberTally
 from bot.services.personal import is_personal
 from bot.storage import Database
 from bot.storage.money import from_micro, to_micro
@@ -63,12 +66,12 @@ ANOMALY_DAYS = 14
 BURN_DAYS = 7
 """Days of a key's charges its burn rate is measured over."""
 
-BURST_SECONDS = 600.0
-"""The window of ``member-10min``: one member's spend in the last 10 minutes."""
+CACHE_SECONDS = 120.0
+"""How long a server's guard settings and budget are kept in memory (a change made in another
+process shows within this; in this one at once; the pause itself is always read afresh)."""
 
-CACHE_SECONDS = 30.0
-"""How long a server's guard settings and budget, and a key's burn rate, are kept in memory
-(another process's change shows within this; the pause itself is always read afresh)."""
+BURN_CACHE_SECONDS = 300.0
+"""How long a key's burn rate (its 7 days' average) is kept in memory."""
 
 GUARD_ACTOR = 0
 """The ``paused_by`` and audit ``user_id`` of a pause the guard made itself."""
@@ -106,8 +109,79 @@ def _shown(values: dict[str, object], *, translated: bool) -> dict[str, object]:
             value = money(value) if translated else money(value, SOURCE)
         elif isinstance(value, Later):
             value = value.translated() if translated else str(value)
+        elif isinstance(value, _Amounts):
+            value = ", ".join(
+                f"{label} {money(from_micro(m)) if translated else money(from_micro(m), SOURCE)}"
+                for label, m in value
+            )
         shown[name] = value
     return shown
+
+
+class _Amounts(tuple[tuple[str, int], ...]):
+    """``(label, micro-cents)`` pairs, shown ``"<@1> $0.50, <@2> $0.10"`` in the reader's locale.
+
+    An anomaly's members and models.
+    """
+
+
+_DESCRIPTIONS = {
+    "month": N_("The month's spend {amount} of the {limit} budget ({threshold} %)"),
+    "tier": N_("Members of <@&{role}> spent {amount} of the {limit} monthly budget"),
+    "member_day": N_("<@{user}> spent {amount} of a {limit} daily allowance ({threshold} %)"),
+    "member_month": N_("<@{user}> spent {amount} of a {limit} monthly allowance ({threshold} %)"),
+    "credits": N_("The key {key}… has {amount} of credits, below the {limit} floor"),
+    "runway": N_("The key {key}… has {amount} left: about {days} days at {rate} a day"),
+    "anomaly": N_(
+        "{amount} in the last hour against a usual hour of {limit}; members: {members};"
+        " models: {models}"
+    ),
+    "member_burst": N_("<@{user}> spent {amount} in 10 minutes (more than {limit})"),
+}
+"""What each kind of alert measured, filled with its figures when read."""
+
+
+def figures_of(stored: str | None) -> dict[str, Any]:
+    """An alert's figures from its ``guard_alerts.measured`` column (JSON).
+
+    A row written before the figures were stored holds an English sentence: it is kept as
+    ``{"text": ...}`` and shown as it is.
+    """
+    if not stored:
+        return {}
+    try:
+        figures = json.loads(stored)
+    except ValueError:
+        return {"text": stored}
+    return figures if isinstance(figures, dict) else {"text": stored}
+
+
+def describe_alert(alert: GuardAlert) -> Later:
+    """What an alert measured, for people: English as a ``str``, translated when read.
+
+    :meth:`~bot.i18n.Later.translated` gives the reader's language, amounts formatted in its
+    conventions. Built from the figures stored with the alert (``amount_cents``,
+    ``limit_cents``, the threshold and :attr:`~bot.domain.GuardAlert.figures`), never from a
+    stored sentence, so each reader reads it in their own language (issue 38).
+    """
+    figures = alert.figures
+    template = _DESCRIPTIONS.get(alert.kind)
+    if template is None or "text" in figures:
+        return Later("{text}", text=str(figures.get("text", alert.kind)))
+    rate = figures.get("rate")
+    return GuardLine(
+        template,
+        amount=alert.amount_cents,
+        limit=alert.limit_cents if alert.limit_cents is not None else Decimal(0),
+        threshold=alert.threshold,
+        user=figures.get("user", ""),
+        role=figures.get("role", ""),
+        key=figures.get("key", ""),
+        days=figures.get("days", ""),
+        rate=from_micro(int(rate)) if rate is not None else Decimal(0),
+        members=_Amounts((f"<@{u}>", int(m)) for u, m in figures.get("members", [])),
+        models=_Amounts((f"`{n}`", int(m)) for n, m in figures.get("models", [])),
+    )
 
 
 def parse_thresholds(text: str) -> tuple[int, ...]:
@@ -184,16 +258,23 @@ def settings_of(row: Any) -> GuardSettings:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _periods(hour_index: int) -> tuple[str, str, str]:
+    """The UTC month, day and hour of an hour (``at // 3600``), as the alerts' periods."""
+    at = utc_datetime(hour_index * HOUR)
+    return at.strftime("%Y-%m"), at.strftime("%Y-%m-%d"), at.strftime("%Y-%m-%dT%H")
+
+
 def _month(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m")
+    return _periods(int(at // HOUR))[0]
 
 
 def _day(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m-%d")
+    return _periods(int(at // HOUR))[1]
 
 
 def _hour(at: float) -> str:
-    return utc_datetime(at).strftime("%Y-%m-%dT%H")
+    return _periods(int(at // HOUR))[2]
 
 
 def _pct(amount: int, limit: int) -> int:
@@ -209,8 +290,23 @@ class _Fired:
     threshold: str
     amount_micro: int
     limit_micro: int | None
-    measured: str
+    figures: dict[str, Any]
     line: Later | None
+
+    def measured(self, guild_id: int) -> Later:
+        """What it measured, for people (:func:`describe_alert`)."""
+        return describe_alert(
+            GuardAlert(
+                guild_id,
+                self.kind,
+                self.period,
+                self.threshold,
+                0.0,
+                from_micro(self.amount_micro),
+                None if self.limit_micro is None else from_micro(self.limit_micro),
+                self.figures,
+            )
+        )
 
 
 class SpendGuard:
@@ -239,6 +335,8 @@ class SpendGuard:
         self._baseline: dict[tuple[int, int], tuple[float, int]] = {}
         # Per key: (read at, micro over the burn window, seconds it spans).
         self._burn: dict[str, tuple[float, int, float]] = {}
+        # Per server: its sums in memory (bot.services.guard_tally).
+        self._tallies: dict[int, GuildTally] = {}
         # Alerts this process knows are recorded (won here or elsewhere): no INSERT again.
         self._known: set[tuple[int, str, str, str]] = set()
         # Notes waiting for the member's answer: (guild, user) -> (line, at).
@@ -315,7 +413,7 @@ class SpendGuard:
                 at=r["at"],
                 amount_cents=from_micro(int(r["amount_micro"])),
                 limit_cents=None if r["limit_micro"] is None else from_micro(int(r["limit_micro"])),
-                measured=r["measured"],
+                figures=figures_of(r["measured"]),
             )
             for r in await self._store.alerts(guild_id, limit)
         ]
@@ -346,7 +444,7 @@ class SpendGuard:
         """The key's spend over the burn window, micro-cents, and the seconds it spans."""
         now = self._clock.time()
         cached = self._burn.get(key_fingerprint)
-        if not fresh and cached is not None and now - cached[0] < CACHE_SECONDS:
+        if not fresh and cached is not None and now - cached[0] < BURN_CACHE_SECONDS:
             return cached[1], cached[2]
         since = hour_of(now) - BURN_DAYS * 24 * HOUR
         hours = await self._store.hourly(f"k{key_fingerprint}", since, hour_of(now) + HOUR)
@@ -374,34 +472,34 @@ class SpendGuard:
     # -- after each charge -------------------------------------------------------------------
 
     async def after_charge(self, charge: Charge, allowances: Allowances | None) -> None:
-        """Record a committed charge's hour and balance, then check every rule on it.
+        """Check every rule on a committed charge; alerts recorded before this returns.
 
-        Billing's watcher (:meth:`Billing.set_watcher`): called after the charge's
-        transaction; alerts are recorded before this returns and posted in the background.
+        Billing's watcher (:meth:`Billing.set_watcher`), called after the charge's transaction,
+        which wrote its hours (``guard_hourly``) and daily sums itself. The sums the rules read
+        are kept in memory (:mod:`bot.services.guard_tally`) and read from the database only
+        near a limit, on a new period, or every minute (another process's charges): in the common
+        case a charge costs the guard no statement. Alerts are posted in the background.
         """
+        if is_personal(charge.guild_id):
+            return  # a member's wallet: no server's budget, alerts or pause
         now = self._clock.time()
         micro = to_micro(charge.cost_cents)
         remaining = charge.remaining_credits_cents
-        hour_total = await self._store.record_charge(
-            charge.guild_id,
-            charge.key_fingerprint,
-            charge.at,
-            micro,
-            None if remaining is None else to_micro(remaining),
-        )
-        if is_personal(charge.guild_id):
-            return  # a member's wallet: no server's budget, alerts or pause
         config, budget = await self._config_of(charge.guild_id)
+        tally, fresh = await self._tally_of(charge.guild_id, now)
+        if not fresh and _month(charge.at) == tally.month:
+            tally.add(micro)  # a total just read holds the charge already
+        _count(tally, charge, micro)
         fired: list[_Fired] = []
-        fired += await self._thresholds(charge, config, budget, allowances, now)
+        fired += await self._thresholds(charge, config, budget, allowances, tally, micro, now)
         if remaining is not None and charge.key_fingerprint is not None:
             fired += await self._key(charge, config, to_micro(remaining), now)
-        anomalies = await self._anomalies(charge, config, hour_total, now)
+        anomalies = await self._anomalies(charge, config, tally, micro, now)
         fired += anomalies
         won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
         if anomalies and config.pause_on_anomaly and any(a in won for a in anomalies):
             first = next(a for a in anomalies if a in won)
-            await self._pause(charge.guild_id, first.measured, now)
+            await self._pause(charge.guild_id, str(first.measured(charge.guild_id)), now)
         for alert in won:
             if alert.kind in NOTE_KINDS and alert.line is not None:
                 if config.member_notes:
@@ -410,6 +508,21 @@ class SpendGuard:
                 self._post(charge.guild_id, config, alert.line)
         if len(self._notes) > 10_000:  # notes no answer took (a button's charge, a crash)
             self._notes = {k: v for k, v in self._notes.items() if now - v[1] < 900}
+
+    async def _tally_of(self, guild_id: int, now: float) -> tuple[GuildTally, bool]:
+        """The server's tally, its month total read again when stale; True: read just now."""
+        month = _month(now)
+        tally = self._tallies.get(guild_id)
+        if tally is not None and not tally.stale(month, now):
+            return tally, False
+        total = await self._store.month_total(guild_id, month_start(now))
+        if tally is None:
+            if len(self._tallies) > 10_000:
+                self._tallies.clear()
+            tally = self._tallies[guild_id] = GuildTally(month, total, now)
+        else:
+            tally.refreshed(month, total, now)
+        return tally, True
 
     async def _config_of(self, guild_id: int) -> tuple[GuardSettings, int | None]:
         now = self._clock.time()
@@ -434,14 +547,28 @@ class SpendGuard:
         config: GuardSettings,
         budget: int | None,
         allowances: Allowances | None,
+        tally: GuildTally,
+        micro: int,
         now: float,
     ) -> list[_Fired]:
         daily, monthly = allowances if allowances is not None else (None, None)
         if budget is None and daily is None and monthly is None:
             return []
         tier = "" if charge.tier_role_id is None else str(charge.tier_role_id)
+        if not self._near(charge, config, budget, (daily, monthly), tally, tier, micro, now):
+            return []
         sums = await self._store.month_sums(
             charge.guild_id, month_start(now), day_start(now), charge.user_id, tier
+        )
+        # What was read is the truth now: the estimates start from it again.
+        tally.refreshed(_month(now), sums.get(("total", "", False), 0), now)
+        tally.tiers[tier] = (sums.get(("tier", tier, False), 0), tally.others)
+        tally.members[charge.user_id] = MemberTally(
+            _month(now),
+            _day(now),
+            sums.get(("member", str(charge.user_id), False), 0),
+            sums.get(("member", str(charge.user_id), True), 0),
+            tally.others,
         )
         fired: list[_Fired] = []
         month, day = _month(now), _day(now)
@@ -470,7 +597,7 @@ class SpendGuard:
                             str(t),
                             spent,
                             to_micro(budget),
-                            f"month spend {from_micro(spent)} ¢ of {budget} ¢ budget ({t} %)",
+                            {},
                             line if t == crossed[-1] else None,
                         )
                     )
@@ -483,8 +610,7 @@ class SpendGuard:
                         str(TIER_THRESHOLD),
                         tier_spent,
                         to_micro(budget),
-                        f"tier <@&{tier}> spent {from_micro(tier_spent)} ¢ of the {budget} ¢"
-                        " monthly budget",
+                        {"role": int(tier)},
                         GuardLine(
                             N_(
                                 "Members of <@&{role}> have spent {amount} this month, "
@@ -525,8 +651,7 @@ class SpendGuard:
                         str(t),
                         spent,
                         to_micro(allowance),
-                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ of a {allowance} ¢"
-                        f" {'daily' if today else 'monthly'} allowance ({t} %)",
+                        {"user": charge.user_id},
                         GuardLine(
                             template,
                             percent=t,
@@ -538,6 +663,61 @@ class SpendGuard:
                     )
                 )
         return fired
+
+    def _near(
+        self,
+        charge: Charge,
+        config: GuardSettings,
+        budget: int | None,
+        allowances: Allowances,
+        tally: GuildTally,
+        tier: str,
+        micro: int,
+        now: float,
+    ) -> bool:
+        """Whether a threshold not yet fired may be crossed: the sums must be read.
+
+        True also when a sum it needs was never read, or its day or month is over (a period's
+        rollover).
+        """
+        guild_id, user = charge.guild_id, charge.user_id
+        month, day = _month(now), _day(now)
+        near = False
+        if budget is not None and budget > 0:
+            limit = to_micro(budget)
+            pending = [
+                t
+                for t in config.thresholds
+                if (guild_id, "month", month, str(t)) not in self._known
+            ]
+            near = bool(pending) and tally.total * 100 >= pending[0] * limit
+            if tier and (guild_id, "tier", f"{month} r{tier}", str(TIER_THRESHOLD)) not in (
+                self._known
+            ):
+                seen = tally.tiers.get(tier)
+                bound = None if seen is None else seen[0] + tally.others - seen[1]
+                near = near or bound is None or bound * 100 >= TIER_THRESHOLD * limit
+        daily, monthly = allowances
+        if (daily is None or daily <= 0) and (monthly is None or monthly <= 0):
+            return near
+        member = tally.members.get(user)
+        if member is None or member.day != day or member.month != month:
+            return True
+        unseen = tally.others - member.others
+        for kind, allowance, period, spent in (
+            ("member_day", daily, day, member.day_micro),
+            ("member_month", monthly, month, member.month_micro),
+        ):
+            if allowance is None or allowance <= 0:
+                continue
+            pending = [
+                t
+                for t in MEMBER_THRESHOLDS
+                if (guild_id, kind, f"{period} u{user}", str(t)) not in self._known
+            ]
+            if pending and (spent + unseen) * 100 >= pending[0] * to_micro(allowance):
+                near = True
+        return near
 
     async def _key(
         self, charge: Charge, config: GuardSettings, remaining: int, now: float
@@ -555,7 +735,7 @@ class SpendGuard:
                     "",
                     remaining,
                     to_micro(floor),
-                    f"key {fp[:8]} credits {from_micro(remaining)} ¢ below the {floor} ¢ floor",
+                    {"key": fp[:8]},
                     GuardLine(
                         N_(
                             "The API key's credits are down to {left}, below the floor of "
@@ -569,8 +749,11 @@ class SpendGuard:
             )
         if (charge.guild_id, "runway", f"{day} k{fp}", "") in self._known:
             return fired
-        runway = self._runway(remaining, charge.at, *await self._burn_of(fp))
-        if runway.days_left is not None and runway.days_left < config.runway_days:
+        burn, span = await self._burn_of(fp)
+        # Within the runway (remaining / (burn per day) < days), in integers: no Decimal.
+        if burn > 0 and remaining * span < config.runway_days * burn * 86_400:
+            runway = self._runway(remaining, charge.at, burn, span)
+            assert runway.days_left is not None
             days = round(runway.days_left, 1)
             fired.append(
                 _Fired(
@@ -579,8 +762,7 @@ class SpendGuard:
                     "",
                     remaining,
                     None,
-                    f"key {fp[:8]}: {from_micro(remaining)} ¢ left, about {days} days at"
-                    f" {runway.burn_cents_per_day} ¢ a day",
+                    {"key": fp[:8], "days": days, "rate": to_micro(runway.burn_cents_per_day)},
                     GuardLine(
                         N_(
                             "The API key runs dry in about {days} days at this week's pace: "
@@ -596,27 +778,34 @@ class SpendGuard:
         return fired
 
     async def _anomalies(
-        self, charge: Charge, config: GuardSettings, hour_total: int, now: float
+        self, charge: Charge, config: GuardSettings, tally: GuildTally, micro: int, now: float
     ) -> list[_Fired]:
         fired: list[_Fired] = []
         guild_id = charge.guild_id
         hour = hour_of(now)
         period = _hour(now)
+        read = tally.hour != hour
+        if read:  # a new hour: its spend so far (this charge's included) read once
+            await self._read_hour(guild_id, tally, hour)
+        elif hour_of(charge.at) == hour:
+            tally.hour_micro += micro
         if (guild_id, "anomaly", period, "") not in self._known:
             median, before = await self._baseline_of(guild_id, hour)
             # The last 60 minutes: this hour's spend and the part of the hour before that is
             # still within them.
-            elapsed = (now - hour) / HOUR
-            last_hour = hour_total + before * max(0.0, 1.0 - elapsed)
+            share = before * max(0.0, 1.0 - (now - hour) / HOUR)
             floor = to_micro(config.anomaly_floor_cents)
-            if last_hour > floor and last_hour > config.anomaly_factor * median:
-                fired.append(await self._anomaly(charge, config, int(last_hour), median, now))
+            bar = max(float(floor), config.anomaly_factor * median)
+            bound = tally.hour_micro + tally.others - tally.hour_others + share
+            if bound > bar and not read:
+                await self._read_hour(guild_id, tally, hour)
+                bound = tally.hour_micro + share
+            if bound > bar:
+                fired.append(await self._anomaly(charge, config, int(bound), median, now))
         limit = config.member_10min_cents
         burst_period = f"{period} u{charge.user_id}"
         if limit is not None and (guild_id, "member_burst", burst_period, "") not in self._known:
-            spent = await self._store.member_spent_since(
-                guild_id, charge.user_id, now - BURST_SECONDS
-            )
+            spent = await self._burst_of(charge, tally, micro, to_micro(limit), now)
             if spent > to_micro(limit):
                 fired.append(
                     _Fired(
@@ -625,8 +814,7 @@ class SpendGuard:
                         "",
                         spent,
                         to_micro(limit),
-                        f"<@{charge.user_id}> spent {from_micro(spent)} ¢ in 10 minutes"
-                        f" (limit {limit} ¢)",
+                        {"user": charge.user_id},
                         GuardLine(
                             N_(
                                 "Unusual spending: <@{user}> spent {amount} in 10 minutes "
@@ -642,20 +830,48 @@ class SpendGuard:
                 )
         return fired
 
+    async def _read_hour(self, guild_id: int, tally: GuildTally, hour: int) -> None:
+        hours = await self._store.hourly(f"g{guild_id}", hour, hour + HOUR)
+        tally.hour, tally.hour_micro, tally.hour_others = hour, hours.get(hour, 0), tally.others
+
+    async def _burst_of(
+        self, charge: Charge, tally: GuildTally, micro: int, limit: int, now: float
+    ) -> int:
+        """The member's spend in the last 10 minutes: read when its upper bound passes ``limit``.
+
+        Returns:
+            What was read, micro-cents; or, when the bound stays within the limit, the bound.
+        """
+        since = now - BURST_SECONDS
+        burst = tally.bursts.get(charge.user_id)
+        if burst is not None:
+            burst.charges.append((charge.at, micro))
+            while burst.charges and burst.charges[0][0] < since:
+                burst.charges.popleft()
+            bound = sum(m for _, m in burst.charges)
+            if burst.seed_at >= since:
+                bound += burst.seed_micro + tally.others - burst.others
+            else:
+                bound += tally.others_since(since)
+            if bound <= limit:
+                return bound
+        spent = await self._store.member_spent_since(charge.guild_id, charge.user_id, since)
+        tally.bursts[charge.user_id] = BurstTally(now, spent, tally.others)
+        return spent
+
     async def _anomaly(
         self, charge: Charge, config: GuardSettings, last_hour: int, median: float, now: float
     ) -> _Fired:
         users, models = await self._store.drivers(charge.guild_id, now - HOUR)
-        members = ", ".join(f"<@{u}> {money(from_micro(m))}" for u, m in users)
-        names = ", ".join(f"`{m}` {money(from_micro(c))}" for m, c in models)
+        members = _Amounts((f"<@{u}>", m) for u, m in users)
+        names = _Amounts((f"`{m}`", c) for m, c in models)
         return _Fired(
             "anomaly",
             _hour(now),
             "",
             last_hour,
             int(median),
-            f"last hour {from_micro(last_hour)} ¢, median hour {from_micro(int(median))} ¢;"
-            f" members {members}; models {names}",
+            {"members": users, "models": models},
             GuardLine(
                 N_(
                     "Unusual spending: {amount} in the last hour, {factor}× the usual hour "
@@ -697,13 +913,13 @@ class SpendGuard:
             at=now,
             amount_micro=alert.amount_micro,
             limit_micro=alert.limit_micro,
-            measured=alert.measured,
+            measured=json.dumps(alert.figures, separators=(",", ":")),
         )
         if len(self._known) > 100_000:
             self._known.clear()
         self._known.add(key)
         if won:
-            log.info("spend guard, guild %s: %s", guild_id, alert.measured)
+            log.info("spend guard, guild %s: %s", guild_id, alert.measured(guild_id))
         return won
 
     async def pause(self, guild_id: int, by: int, reason: str) -> bool:
@@ -759,6 +975,21 @@ class SpendGuard:
         self._baseline.clear()
         self._burn.clear()
         self._known.clear()
+        self._tallies.clear()
+
+
+def _count(tally: GuildTally, charge: Charge, micro: int) -> None:
+    """Count a charge in its tier's and member's estimates, where they are kept."""
+    tier = "" if charge.tier_role_id is None else str(charge.tier_role_id)
+    seen = tally.tiers.get(tier)
+    if seen is not None and _month(charge.at) == tally.month:
+        tally.tiers[tier] = (seen[0] + micro, seen[1])
+    member = tally.members.get(charge.user_id)
+    if member is not None:
+        if member.month == _month(charge.at):
+            member.month_micro += micro
+        if member.day == _day(charge.at):
+            member.day_micro += micro
 
 
 def _paused_note(config: GuardSettings) -> str:
@@ -775,7 +1006,9 @@ __all__ = [
     "GuardLine",
     "SpendGuard",
     "audit_values",
+    "describe_alert",
     "describe_thresholds",
+    "figures_of",
     "parse_thresholds",
     "settings_of",
 ]

@@ -1,16 +1,28 @@
 """What ``/config`` changes: a guild's key, limits, channels, notices and policy, audited.
 
 The policy: role tiers, the server-wide model list, blocked terms, cooldowns.
+
+Every change is audited here, whichever surface made it (``/config``, the dashboard): each
+mutating method takes the :class:`~bot.domain.Actor` who makes it, snapshots the settings
+before, and after the change writes one audit row per setting that changed and posts them in
+the server's admin channel (if one is set) through the outlet the Discord side set
+(:meth:`GuildConfigService.set_change_outlet`). Several calls that make one change (a
+dashboard form's save) are audited as one inside :meth:`GuildConfigService.changing`.
+A member's own wallet (``bot.services.personal``) is no server: its key is not audited.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from pydantic import SecretStr
 
@@ -18,6 +30,7 @@ from bot.clock import Clock, SystemClock
 from bot.domain import (
     UNLIMITED,
     UNSET,
+    Actor,
     AuditEntry,
     Kind,
     LimitUpdate,
@@ -41,8 +54,11 @@ from bot.services.policy import (
     describe_models,
     normalise_term,
 )
+from bot.services.safety import audit_values as safety_values
+from bot.services.safety import policy_of
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
@@ -71,6 +87,33 @@ ModelsUpdate: TypeAlias = tuple[str, ...] | Unset | None
 
 NO_VALUE = "—"
 """An audited setting that had (or has) no value."""
+
+ChangeOutlet: TypeAlias = Callable[[int, int, list[AuditEntry]], Coroutine[Any, Any, None]]
+"""Posts audited changes in a server's admin channel: ``(guild id, channel id, entries)``;
+never raises (the Discord side's ``post_changes``)."""
+
+SettingsCheck: TypeAlias = Callable[[Mapping[str, str]], None]
+"""Looks at the settings before a change (a :meth:`GuildConfigService.snapshot`) and raises to
+refuse it: the dashboard's optimistic check."""
+
+
+@dataclass(slots=True)
+class Changes:
+    """One audited change under way (:meth:`GuildConfigService.changing`).
+
+    Attributes:
+        guild_id: the server.
+        actor: who makes it.
+        entries: the audit rows written, once the change ended; empty if nothing changed.
+    """
+
+    guild_id: int
+    actor: Actor
+    entries: list[AuditEntry] = field(default_factory=list)
+
+
+_CHANGING: ContextVar[Changes | None] = ContextVar("guild_config_changing", default=None)
+"""The change the running task is making: the calls inside it are audited with it, as one."""
 
 _KEY_SHAPE = re.compile(r"^\S{8,256}$")
 """An API key: one word of 8 to 256 characters (the spec shows only that it has a prefix)."""
@@ -208,8 +251,16 @@ class GuildConfigService:
         # (locale or None, until (monotonic clock)). Another process's change is seen within
         # LOCALE_CACHE_SECONDS; this one's at once.
         self._locales: dict[int, tuple[str | None, float]] = {}
+        self._outlet: ChangeOutlet | None = None
+        # Admin-channel posts under way, referenced until they end (asyncio keeps only weak
+        # references to tasks).
+        self._posting: set[asyncio.Task[None]] = set()
 
-    async def set_api_key(self, guild_id: int, api_key: str, *, user_id: int) -> KeyChange:
+    def set_change_outlet(self, outlet: ChangeOutlet | None) -> None:
+        """Set where audited changes are posted (the process's Discord side); None: nowhere."""
+        self._outlet = outlet
+
+    async def set_api_key(self, guild_id: int, api_key: str, *, actor: Actor) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
 
         The previous key is kept (encrypted) until the jobs submitted with it end.
@@ -217,7 +268,7 @@ class GuildConfigService:
         Args:
             guild_id: the server, or a member's wallet (``bot.services.personal.wallet_id``).
             api_key: the key typed.
-            user_id: the member who typed it: their key-check cooldown
+            actor: the member who typed it: their key-check cooldown
                 (:data:`KEY_CHECK_COOLDOWN_SECONDS`) applies, whichever surface they used.
 
         Returns:
@@ -236,7 +287,7 @@ class GuildConfigService:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
             raise ValidationFailed(N_("That does not look like an API key; nothing was stored."))
-        self._key_check_allowed(user_id, personal=is_personal(guild_id))
+        self._key_check_allowed(actor.user_id, personal=is_personal(guild_id))
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
@@ -244,8 +295,9 @@ class GuildConfigService:
             raise ValidationFailed(
                 N_("The service rejected that key; nothing was stored.")
             ) from None
-        change = await self._keys.replace_key(guild_id, api_key)
-        await self._db.guilds.set_notified_problem(guild_id, None)
+        async with self.changing(guild_id, actor):
+            change = await self._keys.replace_key(guild_id, api_key)
+            await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
         return change
 
@@ -282,7 +334,7 @@ class GuildConfigService:
         except Exception as exc:  # the refusal still stands; old rows are swept with the window
             log.warning("could not forget a rejected key's rate window: %s", type(exc).__name__)
 
-    async def remove_api_key(self, guild_id: int) -> KeyChange:
+    async def remove_api_key(self, guild_id: int, *, actor: Actor) -> KeyChange:
         """Remove the guild's own key; requests then use ``GENAPI_API_KEY`` if set.
 
         The key is kept (encrypted) until the jobs submitted with it end.
@@ -290,7 +342,8 @@ class GuildConfigService:
         Returns:
             What changed, with the jobs left on the removed key.
         """
-        change = await self._keys.clear_key(guild_id)
+        async with self.changing(guild_id, actor):
+            change = await self._keys.clear_key(guild_id)
         self._forget(change)
         return change
 
@@ -299,62 +352,81 @@ class GuildConfigService:
             self._catalogue.forget_key(change.old_fingerprint, self._keys.default_key)
 
     async def set_budgets(
-        self, guild_id: int, *, monthly: LimitUpdate = UNSET, daily_per_user: LimitUpdate = UNSET
+        self,
+        guild_id: int,
+        *,
+        monthly: LimitUpdate = UNSET,
+        daily_per_user: LimitUpdate = UNSET,
+        actor: Actor,
     ) -> None:
         """Set the monthly guild budget and the daily per-user budget, in cents."""
-        await self._db.guilds.update_limits(
-            guild_id, monthly_budget_cents=monthly, user_daily_budget_cents=daily_per_user
-        )
+        async with self.changing(guild_id, actor):
+            await self._db.guilds.update_limits(
+                guild_id, monthly_budget_cents=monthly, user_daily_budget_cents=daily_per_user
+            )
 
     async def set_caps(
-        self, guild_id: int, *, per_user: LimitUpdate = UNSET, per_guild: LimitUpdate = UNSET
+        self,
+        guild_id: int,
+        *,
+        per_user: LimitUpdate = UNSET,
+        per_guild: LimitUpdate = UNSET,
+        actor: Actor,
     ) -> None:
         """Set the caps on concurrently pending videos."""
-        await self._db.guilds.update_limits(
-            guild_id,
-            max_pending_videos_per_user=per_user,
-            max_pending_videos_per_guild=per_guild,
-        )
+        async with self.changing(guild_id, actor):
+            await self._db.guilds.update_limits(
+                guild_id,
+                max_pending_videos_per_user=per_user,
+                max_pending_videos_per_guild=per_guild,
+            )
 
     async def allow_channel(
-        self, guild_id: int, channel_id: int, *, allowed: bool
+        self, guild_id: int, channel_id: int, *, allowed: bool, actor: Actor
     ) -> frozenset[int]:
         """Add a channel to (or remove it from) those the commands are limited to.
 
         Returns:
             The channels now allowed; empty means every channel.
         """
-        current = set((await self._db.guilds.settings(guild_id)).allowed_channel_ids)
-        if allowed:
-            current.add(channel_id)
-        else:
-            current.discard(channel_id)
-        await self._db.guilds.set_allowed_channels(guild_id, current)
+        async with self.changing(guild_id, actor):
+            current = set((await self._db.guilds.settings(guild_id)).allowed_channel_ids)
+            if allowed:
+                current.add(channel_id)
+            else:
+                current.discard(channel_id)
+            await self._db.guilds.set_allowed_channels(guild_id, current)
         return frozenset(current)
 
-    async def allow_everywhere(self, guild_id: int) -> None:
+    async def allow_everywhere(self, guild_id: int, *, actor: Actor) -> None:
         """Let the commands be used in every channel again."""
-        await self._db.guilds.set_allowed_channels(guild_id, ())
+        async with self.changing(guild_id, actor):
+            await self._db.guilds.set_allowed_channels(guild_id, ())
 
-    async def set_admin_channel(self, guild_id: int, channel_id: int | None) -> None:
+    async def set_admin_channel(
+        self, guild_id: int, channel_id: int | None, *, actor: Actor
+    ) -> None:
         """Set (None: clear) the channel where key problems are announced."""
-        await self._db.guilds.set_admin_channel(guild_id, channel_id)
+        async with self.changing(guild_id, actor):
+            await self._db.guilds.set_admin_channel(guild_id, channel_id)
 
-    async def set_locale(self, guild_id: int, locale: str | None) -> None:
+    async def set_locale(self, guild_id: int, locale: str | None, *, actor: Actor) -> None:
         """Set the language of the server's public messages (``/config language``).
 
         Args:
             guild_id: the guild.
             locale: a shipped Discord locale code (``bot.i18n.SHIPPED`` or ``"en-US"``);
                 None: Discord's preferred locale of the server again.
+            actor: who changes it (audited).
 
         Raises:
             ValidationFailed: ``locale`` is no language the bot speaks.
         """
         if locale is not None and locale not in (SOURCE, *SHIPPED):
             raise ValidationFailed(N_("The bot does not speak that language."))
-        await self._db.guilds.set_locale(guild_id, locale)
-        self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
+        async with self.changing(guild_id, actor):
+            await self._db.guilds.set_locale(guild_id, locale)
+            self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
 
     async def locale(self, guild_id: int) -> str | None:
         """The language an admin chose for the server's public messages; None when unset.
@@ -375,16 +447,20 @@ class GuildConfigService:
         """Return the channel where notices to the guild's admins go, or None when unset."""
         return (await self._db.guilds.settings(guild_id)).admin_channel_id
 
-    async def set_showcase_channel(self, guild_id: int, channel_id: int | None) -> None:
+    async def set_showcase_channel(
+        self, guild_id: int, channel_id: int | None, *, actor: Actor
+    ) -> None:
         """Set (None: clear) the channel shared results are posted in (``/config showcase``)."""
-        await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
+        async with self.changing(guild_id, actor):
+            await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
 
-    async def set_showcase_public(self, guild_id: int, public: bool) -> None:
+    async def set_showcase_public(self, guild_id: int, public: bool, *, actor: Actor) -> None:
         """Make the server's showcase page readable without signing in (off by default).
 
         Made public now, it lists the entries shared from now on (not those shared before).
         """
-        await self._db.of(ShowcaseStore).set_public(guild_id, public, self._clock.time())
+        async with self.changing(guild_id, actor):
+            await self._db.of(ShowcaseStore).set_public(guild_id, public, self._clock.time())
 
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
@@ -409,9 +485,12 @@ class GuildConfigService:
         """
         return await self._db.cards.confirm_above(guild_id)
 
-    async def set_confirm_above(self, guild_id: int, cents: Decimal | None) -> None:
+    async def set_confirm_above(
+        self, guild_id: int, cents: Decimal | None, *, actor: Actor
+    ) -> None:
         """Set (None: turn off) the price above which a video asks to confirm first, cents."""
-        await self._db.cards.set_confirm_above(guild_id, cents)
+        async with self.changing(guild_id, actor):
+            await self._db.cards.set_confirm_above(guild_id, cents)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
@@ -452,6 +531,7 @@ class GuildConfigService:
         monthly_per_user: LimitUpdate = UNSET,
         videos_at_once: LimitUpdate = UNSET,
         models: ModelsUpdate = UNSET,
+        actor: Actor,
     ) -> Tier:
         """Create or change a role's tier; options left :data:`UNSET` keep their value.
 
@@ -472,12 +552,14 @@ class GuildConfigService:
             videos_at_once=_kept(videos_at_once, old.videos_at_once),
             models=old.models if models is UNSET else models,
         )
-        await self._db.policy.set_tier(tier)
+        async with self.changing(guild_id, actor):
+            await self._db.policy.set_tier(tier)
         return tier
 
-    async def remove_tier(self, guild_id: int, role_id: int) -> bool:
+    async def remove_tier(self, guild_id: int, role_id: int, *, actor: Actor) -> bool:
         """Delete a role's tier; False if it had none."""
-        return await self._db.policy.delete_tier(guild_id, role_id)
+        async with self.changing(guild_id, actor):
+            return await self._db.policy.delete_tier(guild_id, role_id)
 
     async def set_models(
         self,
@@ -485,6 +567,7 @@ class GuildConfigService:
         *,
         allowed: tuple[str, ...] | None = None,
         blocked: tuple[str, ...] | None = None,
+        actor: Actor,
     ) -> ModelLists:
         """Replace the allowed or the blocked part of the server-wide model list.
 
@@ -493,19 +576,21 @@ class GuildConfigService:
             allowed: patterns members without a tier may use; ``("*",)`` or empty = all;
                 None keeps the current ones.
             blocked: patterns they may not use; None keeps the current ones.
+            actor: who changes them (audited).
 
         Returns:
             The model list now in force.
         """
-        lists = await self._db.policy.model_lists(guild_id)
-        if allowed is not None:
-            lists = replace(lists, allowed=() if allowed == ("*",) else allowed)
-        if blocked is not None:
-            lists = replace(lists, blocked=blocked)
-        await self._db.policy.set_model_lists(guild_id, lists)
+        async with self.changing(guild_id, actor):
+            lists = await self._db.policy.model_lists(guild_id)
+            if allowed is not None:
+                lists = replace(lists, allowed=() if allowed == ("*",) else allowed)
+            if blocked is not None:
+                lists = replace(lists, blocked=blocked)
+            await self._db.policy.set_model_lists(guild_id, lists)
         return await self._db.policy.model_lists(guild_id)
 
-    async def add_blocked_term(self, guild_id: int, text: str) -> str:
+    async def add_blocked_term(self, guild_id: int, text: str, *, actor: Actor) -> str:
         """Add a blocked term (normalised as prompts are compared).
 
         Returns:
@@ -515,20 +600,26 @@ class GuildConfigService:
             ValidationFailed: empty after normalisation, or too long.
         """
         term = _checked_term(text)
-        await self._db.policy.add_blocked_term(guild_id, term)
+        async with self.changing(guild_id, actor):
+            await self._db.policy.add_blocked_term(guild_id, term)
         return term
 
-    async def remove_blocked_term(self, guild_id: int, text: str) -> bool:
+    async def remove_blocked_term(self, guild_id: int, text: str, *, actor: Actor) -> bool:
         """Remove a blocked term; False if it was not blocked.
 
         Raises:
             ValidationFailed: empty after normalisation, or too long.
         """
-        return await self._db.policy.remove_blocked_term(guild_id, _checked_term(text))
+        term = _checked_term(text)
+        async with self.changing(guild_id, actor):
+            return await self._db.policy.remove_blocked_term(guild_id, term)
 
-    async def set_cooldown(self, guild_id: int, command: Kind, seconds: int) -> None:
+    async def set_cooldown(
+        self, guild_id: int, command: Kind, seconds: int, *, actor: Actor
+    ) -> None:
         """Set a command's per-member cooldown, seconds; 0 removes it."""
-        await self._db.policy.set_cooldown(guild_id, command, seconds)
+        async with self.changing(guild_id, actor):
+            await self._db.policy.set_cooldown(guild_id, command, seconds)
 
     # -- personas ----------------------------------------------------------------
 
@@ -540,6 +631,7 @@ class GuildConfigService:
         model: str | None,
         *,
         locked: bool = False,
+        actor: Actor,
     ) -> Persona:
         """Set a channel's persona: a system prompt and a default text model.
 
@@ -562,12 +654,14 @@ class GuildConfigService:
                 max_persona_chars=MAX_PERSONA_CHARS,
             )
         persona = Persona(guild_id, channel_id, system, model or None, locked)
-        await self._db.conversations.set_persona(persona, self._clock.time())
+        async with self.changing(guild_id, actor):
+            await self._db.conversations.set_persona(persona, self._clock.time())
         return persona
 
-    async def remove_persona(self, channel_id: int) -> bool:
+    async def remove_persona(self, guild_id: int, channel_id: int, *, actor: Actor) -> bool:
         """Remove a channel's persona; False if it had none."""
-        return await self._db.conversations.remove_persona(channel_id)
+        async with self.changing(guild_id, actor):
+            return await self._db.conversations.remove_persona(channel_id)
 
     async def personas(self, guild_id: int) -> list[Persona]:
         """The guild's personas, by channel id."""
@@ -586,53 +680,60 @@ class GuildConfigService:
 
     async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
-        limits = config.limits
-        if config.key_source == "guild":
-            key = f"this server's own, ending in {config.key_last4}"
-        else:
-            key = "not set"
-        values = {
-            "API key": key,
-            "monthly budget": _dollars(limits.monthly_budget_cents),
-            "daily budget per member": _dollars(limits.user_daily_budget_cents),
-            "videos in progress per member": str(limits.max_pending_videos_per_user),
-            "videos in progress per server": str(limits.max_pending_videos_per_guild),
-            "channels": " ".join(f"<#{c}>" for c in sorted(config.allowed_channel_ids)) or "all",
-            "admin channel": f"<#{config.admin_channel_id}>" if config.admin_channel_id else "off",
-            "allowed models": describe_models(config.policy.models.allowed or ("*",)),
-            "blocked models": describe_models(config.policy.models.blocked),
-            "confirm above": _confirm_above(await self._db.cards.confirm_above(guild_id)),
-            "language": await self.locale(guild_id) or "server default",
-        }
+        values = _config_values(config)
+        values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
+        values["language"] = await self.locale(guild_id) or "server default"
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
         values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
+        values.update(safety_values(policy_of(await self._db.of(SafetyStore).settings(guild_id))))
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
             values[f"persona <#{persona.channel_id}>"] = f"{model}{lock} · {persona.system}"
-        for term in config.policy.blocked_terms:
-            values[f"blocked term `{term}`"] = "blocked"
-        for kind, seconds in config.policy.cooldowns.items():
-            values[f"cooldown /{kind.value}"] = f"{seconds} s"
-        for tier in config.policy.tiers:
-            name = f"tier {tier.role_name} (<@&{tier.role_id}>)"
-            values[f"{name}: daily per member"] = describe_allowance(tier.daily_per_user_cents)
-            values[f"{name}: monthly per member"] = describe_allowance(tier.monthly_per_user_cents)
-            values[f"{name}: videos at once"] = (
-                "server default" if tier.videos_at_once is None else str(tier.videos_at_once)
-            )
-            values[f"{name}: models"] = describe_models(tier.models)
+        values.update(_policy_values(config.policy))
         return values
 
-    async def record_changes(
-        self, guild_id: int, user_id: int, before: dict[str, str], *, via: str = "discord"
+    @contextlib.asynccontextmanager
+    async def changing(
+        self, guild_id: int, actor: Actor, *, check: SettingsCheck | None = None
+    ) -> AsyncIterator[Changes]:
+        """Audit the changes made in the block as one, by ``actor``.
+
+        Snapshots every setting before; ``check`` may refuse the change then (it raises,
+        nothing is changed). After the block, one audit row per setting that changed (who,
+        what, old, new, ``actor.via``), written before this returns; the rows are then posted
+        in one message in the admin channel (as it is after the change), in the background.
+        The calls of this service made inside the block are audited with it, not apart. A block
+        that raises audits nothing (what it wrote stays, as it did before this was here).
+
+        Yields:
+            The change: its ``entries`` are filled in once the block ended.
+        """
+        outer = _CHANGING.get()
+        if outer is not None and outer.guild_id == guild_id:
+            yield outer  # part of a larger change: audited with it
+            return
+        changes = Changes(guild_id, actor)
+        if is_personal(guild_id):
+            yield changes  # a member's own wallet: not a server's setting
+            return
+        before = await self.snapshot(guild_id)
+        if check is not None:
+            check(before)
+        token = _CHANGING.set(changes)
+        try:
+            yield changes
+        finally:
+            _CHANGING.reset(token)
+        changes.entries = await self._record_changes(guild_id, actor, before)
+        await self._announce(guild_id, changes.entries)
+
+    async def _record_changes(
+        self, guild_id: int, actor: Actor, before: dict[str, str]
     ) -> list[AuditEntry]:
         """Compare the settings with ``before`` (a :meth:`snapshot`) and log each change.
-
-        Every changed, added or removed setting becomes one audit row (who, what, old, new,
-        and ``via``: ``"discord"`` for ``/config``, ``"web"`` for the dashboard).
 
         Returns:
             The entries written, in the snapshot's order; empty if nothing changed.
@@ -642,12 +743,12 @@ class GuildConfigService:
         entries = [
             AuditEntry(
                 guild_id,
-                user_id,
+                actor.user_id,
                 what,
                 before.get(what, NO_VALUE),
                 after.get(what, NO_VALUE),
                 now,
-                via,
+                actor.via,
             )
             for what in [*after, *(w for w in before if w not in after)]
             if before.get(what) != after.get(what)
@@ -656,9 +757,85 @@ class GuildConfigService:
             await self._db.policy.add_audit(entry)
         return entries
 
+    async def record(
+        self, guild_id: int, actor: Actor, what: str, old: str, new: str, *, announce: bool = True
+    ) -> AuditEntry:
+        """Audit one change that is not a setting of the snapshot, made by another service.
+
+        The dashboard's access roles (announced) and a showcase entry an admin removed (not
+        announced, as before).
+
+        Returns:
+            The entry written.
+        """
+        entry = AuditEntry(guild_id, actor.user_id, what, old, new, self._clock.time(), actor.via)
+        await self._db.policy.add_audit(entry)
+        if announce:
+            await self._announce(guild_id, [entry])
+        return entry
+
+    async def _announce(self, guild_id: int, entries: list[AuditEntry]) -> None:
+        """Post ``entries`` in the admin channel, if set, without holding up the answer.
+
+        Discord fails an interaction not answered within 3 s and a post can wait much longer
+        (a channel's rate limit): the change is saved and audited by then, so the answer goes
+        first and the post follows.
+        """
+        if not entries or self._outlet is None:
+            return
+        channel_id = await self.admin_channel(guild_id)
+        if channel_id is None:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._outlet(guild_id, channel_id, entries), name=f"audit-post-{guild_id}"
+        )
+        self._posting.add(task)
+        task.add_done_callback(self._posted)
+
+    def _posted(self, task: asyncio.Task[None]) -> None:
+        self._posting.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("posting a change in the admin channel failed: %r", error)
+
     async def audit(self, guild_id: int, limit: int = 10) -> list[AuditEntry]:
         """Return the guild's latest audit entries, newest first."""
         return await self._db.policy.audit(guild_id, limit)
+
+
+def _config_values(config: GuildConfig) -> dict[str, str]:
+    """The key, limits, channels and model lists as the audit log records them (in order)."""
+    limits = config.limits
+    if config.key_source == "guild":
+        key = f"this server's own, ending in {config.key_last4}"
+    else:
+        key = "not set"
+    return {
+        "API key": key,
+        "monthly budget": _dollars(limits.monthly_budget_cents),
+        "daily budget per member": _dollars(limits.user_daily_budget_cents),
+        "videos in progress per member": str(limits.max_pending_videos_per_user),
+        "videos in progress per server": str(limits.max_pending_videos_per_guild),
+        "channels": " ".join(f"<#{c}>" for c in sorted(config.allowed_channel_ids)) or "all",
+        "admin channel": f"<#{config.admin_channel_id}>" if config.admin_channel_id else "off",
+        "allowed models": describe_models(config.policy.models.allowed or ("*",)),
+        "blocked models": describe_models(config.policy.models.blocked),
+    }
+
+
+def _policy_values(policy: ServerPolicy) -> dict[str, str]:
+    """Blocked terms, cooldowns and tiers as the audit log records them (in order)."""
+    values = {f"blocked term `{term}`": "blocked" for term in policy.blocked_terms}
+    for kind, seconds in policy.cooldowns.items():
+        values[f"cooldown /{kind.value}"] = f"{seconds} s"
+    for tier in policy.tiers:
+        name = f"tier {tier.role_name} (<@&{tier.role_id}>)"
+        values[f"{name}: daily per member"] = describe_allowance(tier.daily_per_user_cents)
+        values[f"{name}: monthly per member"] = describe_allowance(tier.monthly_per_user_cents)
+        values[f"{name}: videos at once"] = (
+            "server default" if tier.videos_at_once is None else str(tier.videos_at_once)
+        )
+        values[f"{name}: models"] = describe_models(tier.models)
+    return values
 
 
 def _kept(update: LimitUpdate, old: int | None) -> int | None:

@@ -13,6 +13,9 @@ What is kept, and for how long (settings, in days; 0 keeps for ever):
   nothing.
 * ``RETENTION_METADATA_DAYS`` (1): personal jobs' interaction tokens, dead 15 minutes after
   their interaction, counted from when they expired; forgotten (blank) ones at once.
+* ``RETENTION_THUMBNAILS_DAYS`` (0): the dashboard's thumbnails of results
+  (``thumbnails``, ``bot.services.thumbnails``). Whatever the period, a result's thumbnails
+  go with its job; 0 keeps them as long as the job.
 
 A sweep runs at start-up and every ``RETENTION_SWEEP_SECONDS`` (3600) as a supervised
 background task of the gateway process (``bot/discord/bot.py``); several processes sweeping
@@ -33,6 +36,7 @@ from bot.config import Settings
 from bot.ops.metrics import Metrics
 from bot.storage import Database
 from bot.storage.repos.retention import RetentionStore
+from bot.storage.repos.thumbnails import ThumbnailStore
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +57,14 @@ class RetentionPeriods:
         rate_rows_days: rate-window requests and ended blocks (``rate_requests``,
             ``rate_blocks``).
         metadata_days: expired interaction tokens of personal jobs (``meta``).
+        thumbnails_days: results' thumbnails (``thumbnails``); 0: as long as their job.
     """
 
     result_requests_days: float = 90.0
     audit_days: float = 365.0
     rate_rows_days: float = 1.0
     metadata_days: float = 1.0
+    thumbnails_days: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionPeriods:
@@ -68,6 +74,7 @@ class RetentionPeriods:
             audit_days=settings.retention_audit_days,
             rate_rows_days=settings.retention_rate_rows_days,
             metadata_days=settings.retention_metadata_days,
+            thumbnails_days=settings.retention_thumbnails_days,
         )
 
 
@@ -125,6 +132,10 @@ class Retention:
             )
         if periods.metadata_days > 0:
             swept["meta"] = await retention.sweep_response_tokens(now - periods.metadata_days * DAY)
+        made_before = now - periods.thumbnails_days * DAY if periods.thumbnails_days > 0 else None
+        swept["thumbnails"] = await self._db.of(ThumbnailStore).sweep(
+            made_before, limit=SWEEP_LIMIT
+        )
         if self._metrics is not None:
             self._metrics.swept(swept, self._clock.time())
         if any(swept.values()):

@@ -173,6 +173,20 @@ class ShowcaseService:
             since = max(since, self._clock.time() - days * 86_400)
         return [echoed(e) for e in await self._store.ranked(guild_id, since, SHOWN)]
 
+    async def public_entry(self, entry_id: int) -> ShowcaseEntry | None:
+        """An entry anyone may see, else None.
+
+        On a public showcase, shared since it became public, and not removed (a removal
+        hides it at once).
+        """
+        entry = await self._store.entry(entry_id)
+        if entry is None or entry.removed_at is not None:
+            return None
+        public_since = await self._store.public_since(entry.guild_id)
+        if public_since is None or entry.shared_at < public_since:
+            return None
+        return echoed(entry)
+
     async def settings(self, guild_id: int) -> tuple[int | None, bool]:
         """The server's ``(showcase channel id, public)``."""
         return await self._store.settings(guild_id)

@@ -373,6 +373,9 @@ ledger = Table(
     Column("cost_micro", BigInteger, nullable=False),
     Column("remaining_credits_micro", BigInteger),
     Column("tier_role_id", BigInteger),
+    # The prompt's summary of a charge without a job (/text, a conversation's turn), as a
+    # job's prompt_summary; NULL for a job's charge (its job holds it) and before 0013.
+    Column("prompt_summary", Text),
 )
 Index(
     "ledger_task",
@@ -703,4 +706,104 @@ guard_hourly = Table(
     Column("scope", Text, primary_key=True),
     Column("hour", BigInteger, primary_key=True),
     Column("micro", BigInteger, nullable=False),
+)
+
+
+# Safety checking of results (revision 0012_safety; docs/safety.md).
+safety_settings = Table(
+    "safety_settings",
+    metadata,
+    # One row per server that changed a /config safety setting; NULL = the default in code
+    # (bot.services.safety.SafetyPolicy).
+    Column("guild_id", BigInteger, primary_key=True),
+    # "off", "review" or "block".
+    Column("mode", Text),
+    Column("review_above", Double),
+    Column("block_above", Double),
+    # Where review cards go; NULL = the admin channel.
+    Column("review_channel_id", BigInteger),
+    Column("reports_to_hide", Integer),
+    # Age-restricted channels: "spoiler" (results at or above review-above shown there as
+    # spoilers) or "policy" (the policy applies there as anywhere).
+    Column("nsfw_channels", Text),
+)
+
+
+safety_results = Table(
+    "safety_results",
+    metadata,
+    # A result ("j<job id>" or "r<result request id>") whose score did more than show it, or
+    # that members reported: its state (shown, spoiler, held, withheld, approved, rejected),
+    # why (score, failed, reports), its score (NULL: the scorer failed).
+    Column("ref", Text, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("prompt", Text, nullable=False),
+    Column("score", Double),
+    Column("state", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("at", Double, nullable=False),
+    # The member's card (a synchronous result's response) and the review channel's card.
+    Column("card_channel_id", BigInteger),
+    Column("card_message_id", BigInteger),
+    Column("review_channel_id", BigInteger),
+    Column("review_message_id", BigInteger),
+    Column("decided_by", BigInteger),
+    Column("decided_at", Double),
+)
+Index(
+    "safety_results_guild_state",
+    safety_results.c.guild_id,
+    safety_results.c.state,
+    safety_results.c.at,
+)
+
+
+safety_reports = Table(
+    "safety_reports",
+    metadata,
+    # One report per member and result: its key.
+    Column("ref", Text, primary_key=True),
+    Column("user_id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("at", Double, nullable=False),
+)
+
+
+safety_decisions = Table(
+    "safety_decisions",
+    metadata,
+    # Every Approve and Reject: who, how ("discord" or "web"), when.
+    Column("id", BigInteger, primary_key=True),
+    Column("ref", Text, nullable=False),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("user_id", BigInteger, nullable=False),
+    Column("decision", Text, nullable=False),
+    Column("via", Text, nullable=False),
+    Column("at", Double, nullable=False),
+)
+Index("safety_decisions_ref", safety_decisions.c.ref)
+
+
+# Thumbnails of delivered results (revision 0013_thumbnails; docs/storage.md): small WebP
+# pictures the dashboard serves itself, so a gallery asks Discord for nothing and outlives
+# Discord's attachment URLs. Swept with their job (bot/services/retention.py).
+thumbnails = Table(
+    "thumbnails",
+    metadata,
+    Column("job_id", BigInteger, primary_key=True),
+    # The result file's place among the job's outputs (0 first).
+    Column("file_index", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    # The first 32 hex characters of the data's SHA-256: its ETag and its URL's ?v=.
+    Column("digest", Text, nullable=False),
+    Column("mime", Text, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    # A clip's duration, seconds; NULL for an image.
+    Column("duration", Double),
+    Column("made_at", Double, nullable=False),
 )

@@ -138,7 +138,8 @@ async def test_a_member_sees_their_results_and_no_server_page(site: Site) -> Non
     assert f"/servers/{site.guild_id}" not in servers
     me = await browser.text("/me")
     assert "my kite" in me and "the owner's kite" not in me
-    assert f'href="/media/{mine}/0"' in me
+    assert f'href="/results/{mine}"' in me
+    assert f'href="/media/{mine}/0"' in await browser.text(f"/results/{mine}")
     assert "$0.02" in me  # this month's spend in the server
     for path in ("", "/spend", "/ledger", "/ledger.csv", "/audit", "/audit.csv", "/gallery"):
         assert (await browser.get(f"/servers/{site.guild_id}{path}")).status == 404, path
@@ -156,8 +157,9 @@ async def test_gallery_and_media_links_fetch_a_fresh_discord_url(site: Site) -> 
     browser = site.browser()
     await browser.sign_in(site.owner_id)
     gallery = await browser.text(f"/servers/{site.guild_id}/gallery")
-    assert "kite at dusk" in gallery
-    assert f"https://discord.com/channels/{site.guild_id}/{site.channel_id}/{posted}" in gallery
+    assert "kite at dusk" in gallery and f'href="/results/{job}"' in gallery
+    view = await browser.text(f"/results/{job}")
+    assert f"https://discord.com/channels/{site.guild_id}/{site.channel_id}/{posted}" in view
     response = await browser.get(f"/media/{job}/0")
     assert response.status == 302
     assert response.headers["Location"].startswith(site.emulator.base_url + "/attachments/")

@@ -14,7 +14,7 @@ from bot.dashboard.rights import (
     URLS_SECONDS,
 )
 from tests.support.dashboard_site import Site, open_site
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 pytestmark = pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 
@@ -206,10 +206,10 @@ async def test_users_me_without_an_id_asks_to_sign_in_again(
 
 
 async def test_the_public_showcase_is_kept_half_a_minute(site: Site) -> None:
-    await site.services.guild_config.set_showcase_public(site.guild_id, True)
+    await site.services.guild_config.set_showcase_public(site.guild_id, True, actor=ADMIN_ACTOR)
     visitor = site.browser()
     assert (await visitor.get(f"/showcase/{site.guild_id}")).status == 200
-    await site.services.guild_config.set_showcase_public(site.guild_id, False)
+    await site.services.guild_config.set_showcase_public(site.guild_id, False, actor=ADMIN_ACTOR)
     assert (await visitor.get(f"/showcase/{site.guild_id}")).status == 200  # kept
     site.clock.advance(31)
     assert (await visitor.get(f"/showcase/{site.guild_id}")).status == 404

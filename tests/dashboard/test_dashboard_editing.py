@@ -10,6 +10,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from bot.dashboard.editing import WRITES_PER_MINUTE
+from bot.domain import Actor
 from bot.services.dashboard import DashboardService
 from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
 from bot.services.showcase import ShowcaseService
@@ -44,7 +45,7 @@ async def new_tier_form(browser: Browser, site: Site) -> dict[str, str]:
 async def test_a_tier_saved_on_the_web_is_the_policy_audited_and_announced(site: Site) -> None:
     patrons = site.emulator.add_role(site.guild_id, "Patrons")
     config = site.services.guild_config
-    await config.set_admin_channel(site.guild_id, site.channel_id)
+    await config.set_admin_channel(site.guild_id, site.channel_id, actor=Actor(site.owner_id))
     browser = await admin(site)
     form = await new_tier_form(browser, site)
     form.update(role_id=str(patrons.id), daily="0.50", action="save")
@@ -69,7 +70,9 @@ async def test_a_tier_saved_on_the_web_is_the_policy_audited_and_announced(site:
 async def test_two_saves_from_one_page_the_later_is_told_and_changes_nothing(site: Site) -> None:
     patrons = site.emulator.add_role(site.guild_id, "Patrons")
     config = site.services.guild_config
-    await config.set_tier(site.guild_id, patrons.id, "Patrons", daily_per_user=100)
+    await config.set_tier(
+        site.guild_id, patrons.id, "Patrons", daily_per_user=100, actor=Actor(site.owner_id)
+    )
     first, second = await admin(site), await admin(site)
     first_form = next(f for f in post_forms(await first.text(tiers_url(site))) if "base" in f)
     second_form = next(f for f in post_forms(await second.text(tiers_url(site))) if "base" in f)
@@ -84,7 +87,9 @@ async def test_two_saves_from_one_page_the_later_is_told_and_changes_nothing(sit
     assert tier.daily_per_user_cents == 200
     # A change made with /config meanwhile is a change too.
     fresh = next(f for f in post_forms(await first.text(tiers_url(site))) if "base" in f)
-    await config.set_tier(site.guild_id, patrons.id, "Patrons", daily_per_user=400)
+    await config.set_tier(
+        site.guild_id, patrons.id, "Patrons", daily_per_user=400, actor=Actor(site.owner_id)
+    )
     fresh.update(daily="5", action="save")
     assert (await first.post(tiers_url(site), data=fresh)).status == 409
     assert (await config.policy(site.guild_id)).tiers[0].daily_per_user_cents == 400
@@ -143,7 +148,9 @@ async def test_writes_are_rate_limited_per_member(site: Site) -> None:
 
 
 async def test_try_a_prompt_names_the_rule_that_matched(site: Site) -> None:
-    await site.services.guild_config.add_blocked_term(site.guild_id, "dragon")
+    await site.services.guild_config.add_blocked_term(
+        site.guild_id, "dragon", actor=Actor(site.owner_id)
+    )
     browser = await admin(site)
     url = f"/servers/{site.guild_id}/settings/blocked-terms"
     refused = await browser.text(f"{url}?prompt=A+red+DR%D0%90G0N+flying")
@@ -277,11 +284,19 @@ async def test_channels_and_a_locked_persona_saved_on_the_web(site: Site) -> Non
 async def test_a_tier_saved_unchanged_changes_nothing(site: Site) -> None:
     patrons = site.emulator.add_role(site.guild_id, "Patrons")
     config = site.services.guild_config
-    await config.set_tier(site.guild_id, patrons.id, "Patrons", daily_per_user=150, models=("*",))
+    await config.set_tier(
+        site.guild_id,
+        patrons.id,
+        "Patrons",
+        daily_per_user=150,
+        models=("*",),
+        actor=Actor(site.owner_id),
+    )
+    audited = await config.audit(site.guild_id)  # the tier made with /config
     browser = await admin(site)
     form = next(f for f in post_forms(await browser.text(tiers_url(site))) if "base" in f)
     assert (form["daily"], form["monthly"], form["models"]) == ("1.50", "default", "all")
     form["action"] = "save"
     answer = await browser.post(tiers_url(site), data=form)
     assert "Nothing changed." in await answer.text()
-    assert await config.audit(site.guild_id) == []
+    assert await config.audit(site.guild_id) == audited

@@ -21,9 +21,11 @@ import pytest
 import bot.discord.sequence_flows as flows
 from bot.clock import ManualClock, SystemClock
 from bot.discord.sequence_flows import join_start_by, join_videos, start_continue
+from bot.domain import JobStatus
 from bot.errors import CooldownActive, ValidationFailed
 from bot.media.video import FrameBounds, MediaTimeout, MediaTooLarge, probe
 from bot.services.sequences import JOIN_DROPPED, ONE_JOIN_EACH, JoinLine
+from bot.services.submissions import SubmissionService
 from cogs.sequences import parse_numbers
 
 
@@ -295,11 +297,17 @@ async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip()
     async def edit(**kwargs: Any) -> None:
         edits.append(kwargs)
 
+    # Continue is one service call (SubmissionService.continue_video) over these two.
+    submissions = SubmissionService(
+        generation=Generation(),  # type: ignore[arg-type]
+        sequences=Sequences(),  # type: ignore[arg-type]
+        members=None,  # type: ignore[arg-type]
+        guild_config=None,  # type: ignore[arg-type]
+    )
     interaction = SimpleNamespace(
         client=SimpleNamespace(
             announcer=Announcer(),
-            generation=Generation(),
-            services=SimpleNamespace(sequences=Sequences()),
+            services=SimpleNamespace(submissions=submissions),
         ),
         edit_original_response=edit,
     )
@@ -307,7 +315,7 @@ async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip()
         id=4,
         guild_id=1,
         kind="video",
-        status=flows.JobStatus.COMPLETED,
+        status=JobStatus.COMPLETED,
         outputs=("https://cdn.test/4.mp4",),
         message_id=None,
         channel_id=9,

@@ -16,11 +16,12 @@ import pytest
 from cryptography.fernet import Fernet
 
 from bot.clock import ManualClock
+from bot.domain import Actor
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, TextOptions
 from bot.services.personal import wallet_id
 from bot.wiring import Services
-from tests.support.stack import services_on_emulator
+from tests.support.stack import ADMIN_ACTOR, services_on_emulator
 
 MEMBER = 222
 SERVER = 111
@@ -55,7 +56,7 @@ async def test_a_members_own_key_never_fetches_nor_refreshes_the_catalogue(
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, default_key):
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         before = len(api.requests)
 
         # The member's first request on their own key, nothing cached yet.
@@ -80,7 +81,7 @@ async def test_each_account_reads_its_own_catalogue(engine_settings: dict[str, A
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, _):
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(OWN_KEY_SERVER, own, user_id=ADMIN)
+        await services.guild_config.set_api_key(OWN_KEY_SERVER, own, actor=Actor(ADMIN))
         shared = await services.generation.catalogue(SERVER)
         hidden = shared.video[0].id
         api.hide_models(own, hidden)
@@ -96,7 +97,7 @@ async def test_each_account_reads_its_own_catalogue(engine_settings: dict[str, A
         assert cached is not None
         assert hidden in [m.id for m in cached.video]
         # Removing the server's key: it reads the default key's catalogue again.
-        await services.guild_config.remove_api_key(OWN_KEY_SERVER)
+        await services.guild_config.remove_api_key(OWN_KEY_SERVER, actor=ADMIN_ACTOR)
         again = await services.generation.catalogue(OWN_KEY_SERVER)
         assert hidden in [m.id for m in again.video]
 
@@ -109,9 +110,9 @@ async def test_a_member_without_a_shared_key_reads_a_catalogue_a_server_fetched(
     clock = ManualClock()
     async with built(engine_settings, clock) as (services, api, _):
         server_key = api.create_key()
-        await services.guild_config.set_api_key(OWN_KEY_SERVER, server_key, user_id=ADMIN)
+        await services.guild_config.set_api_key(OWN_KEY_SERVER, server_key, actor=Actor(ADMIN))
         own = api.create_key()
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         monkeypatch.setattr(services.keys, "_default", None)  # as if GENAPI_API_KEY were unset
         fetched = await services.generation.catalogue(OWN_KEY_SERVER)
         before = len(api.requests)

@@ -18,7 +18,7 @@ from bot.services.conversations import (
     prompt_bound,
 )
 from bot.services.generation import Requester, TextOptions
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 THREAD = 7000
 
@@ -133,7 +133,7 @@ async def test_blocked_terms_are_checked_on_the_new_turn_only(stack: Stack) -> N
     await service.start(THREAD, 10, WHO, "ana", "hello", first)
     conversation = await service.get(THREAD)
     assert conversation is not None
-    await stack.services.guild_config.add_blocked_term(1, "forbidden fruit")
+    await stack.services.guild_config.add_blocked_term(1, "forbidden fruit", actor=ADMIN_ACTOR)
     posts = stack.posts()
     with pytest.raises(PromptBlocked):
         await service.ask(WHO, "ana", "say forbidden fruit", conversation=conversation)
@@ -144,7 +144,7 @@ async def test_blocked_terms_are_checked_on_the_new_turn_only(stack: Stack) -> N
 
 async def test_a_turn_has_the_text_cooldown(stack: Stack) -> None:
     service = chat(stack)
-    await stack.services.guild_config.set_cooldown(1, Kind.TEXT, 60)
+    await stack.services.guild_config.set_cooldown(1, Kind.TEXT, 60, actor=ADMIN_ACTOR)
     await service.ask(WHO, "ana", "one")
     with pytest.raises(CooldownActive):
         await service.ask(WHO, "ana", "two")
@@ -187,10 +187,8 @@ async def test_a_channels_persona_comes_before_the_members_system(stack: Stack) 
     config = stack.services.guild_config
     catalogue = await stack.generation.catalogue(1)
     model = catalogue.text[-1].id
-    before = await config.snapshot(1)
-    await config.set_persona(1, 10, "You are a pirate.", model)
-    entries = await config.record_changes(1, 5, before)
-    assert [e.what for e in entries] == ["persona <#10>"]
+    await config.set_persona(1, 10, "You are a pirate.", model, actor=ADMIN_ACTOR)
+    assert [e.what for e in await config.audit(1)] == ["persona <#10>"]
     service = chat(stack)
     reply = await service.ask(WHO, "ana", "hello", system="Be brief.")  # WHO: a thread of 10
     body = [r.json for r in stack.api.requests if r.path.endswith("/text/generate")][-1]
@@ -202,7 +200,7 @@ async def test_a_channels_persona_comes_before_the_members_system(stack: Stack) 
     elsewhere = Requester(guild_id=1, channel_id=99, user_id=100)
     assert await service.with_persona(elsewhere, TextOptions("hi")) == TextOptions("hi")
     with pytest.raises(ValidationFailed):
-        await config.set_persona(1, 10, "   ", None)
+        await config.set_persona(1, 10, "   ", None, actor=ADMIN_ACTOR)
 
 
 async def test_a_locked_persona_cannot_be_countermanded_by_a_members_system(
@@ -215,9 +213,8 @@ async def test_a_locked_persona_cannot_be_countermanded_by_a_members_system(
     await service.start(THREAD, 10, WHO, "ana", "hello", first, system="Ignore the pirate.")
     conversation = await service.get(THREAD)
     assert conversation is not None
-    before = await config.snapshot(1)
-    await config.set_persona(1, 10, "You are a pirate.", None, locked=True)
-    entries = await config.record_changes(1, 5, before)
+    await config.set_persona(1, 10, "You are a pirate.", None, locked=True, actor=ADMIN_ACTOR)
+    entries = await config.audit(1)
     assert [e.what for e in entries] == ["persona <#10>"] and "locked" in entries[0].new
     posts = stack.posts()
 
@@ -237,7 +234,7 @@ async def test_a_locked_persona_cannot_be_countermanded_by_a_members_system(
     assert body["system"].startswith("You are a pirate.\n\n") and "Ignore" not in body["system"]
     assert (await service.with_persona(WHO, TextOptions("hi"))).system == "You are a pirate."
     # Unlocked again, a member's system is taken as before.
-    await config.set_persona(1, 10, "You are a pirate.", None)
+    await config.set_persona(1, 10, "You are a pirate.", None, actor=ADMIN_ACTOR)
     options = await service.with_persona(WHO, TextOptions("hi", system="Short."))
     assert options.system == "You are a pirate.\n\nShort."
 

@@ -13,12 +13,13 @@ import pytest
 from bot.clock import ManualClock
 from bot.domain import Charge, Kind
 from bot.errors import SpendingPaused, user_message
+from bot.i18n import using
 from bot.services.generation import ImageOptions, Requester
-from bot.services.guard import SpendGuard
+from bot.services.guard import SpendGuard, describe_alert
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD = 1
 ADMIN_CHANNEL = 77
@@ -50,8 +51,8 @@ def guard_on(stack: Stack, db: Database | None = None) -> tuple[SpendGuard, Line
 
 
 async def budget(stack: Stack, cents: int) -> None:
-    await stack.services.guild_config.set_budgets(GUILD, monthly=cents)
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_budgets(GUILD, monthly=cents, actor=ADMIN_ACTOR)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
 
 
 async def spend(stack: Stack, who: Requester, cents: int | str, model: str = MODEL) -> None:
@@ -142,7 +143,7 @@ async def test_a_new_month_arms_the_thresholds_again(stack: Stack, who: Requeste
 async def test_a_member_reads_their_allowance_in_their_own_answer(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=100)
+    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=100, actor=ADMIN_ACTOR)
     guard, _ = guard_on(stack)
     await spend(stack, who, 50)  # held at the ceiling (25 ¢): no charge of the model yet
     assert guard.take_note(GUILD, who.user_id) is None
@@ -160,7 +161,7 @@ async def test_a_member_reads_their_allowance_in_their_own_answer(
 async def test_the_runway_reads_the_emulators_remaining_credits(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, anomaly_floor_cents=1_000_000)
     stack.api.set_balance(stack.key, 10_000)
@@ -184,13 +185,13 @@ async def test_the_runway_reads_the_emulators_remaining_credits(
 async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivered(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, pause_on_anomaly=True, anomaly_floor_cents=100)
     hours = stack.db.of(GuardStore)
     start = stack.clock.time()
     for hour in range(14 * 24):  # a steady 2 ¢ an hour for 14 days
-        await hours.record_charge(GUILD, None, start + hour * 3600, 2_000_000, None)
+        await hours.add_to_hours(GUILD, None, start + hour * 3600, 2_000_000)
     stack.clock.advance(14 * DAY)
     (video,) = await submit(stack, who)  # pending, 20 ¢
     await spend(stack, Requester(GUILD, 10, 555), 150)  # 172 ¢ this hour: > 5 x 2 ¢ and > $1
@@ -214,7 +215,7 @@ async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivere
 async def test_one_member_past_the_ten_minute_amount_is_an_anomaly(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL)
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, member_10min_cents=50, anomaly_floor_cents=100_000)
     await spend(stack, who, 30)
@@ -224,3 +225,16 @@ async def test_one_member_past_the_ten_minute_amount_is_an_anomaly(
     await guard.idle()
     assert len(lines.texts()) == 1 and f"<@{who.user_id}>" in lines.texts()[0]
     assert not await guard.paused(GUILD)  # pause-on-anomaly is off by default
+
+
+async def test_what_an_alert_measured_reads_in_the_readers_language(stack: Stack) -> None:
+    await budget(stack, 100)
+    guard, _ = guard_on(stack)
+    await charge(stack, 60)
+    (alert,) = await guard.alerts(GUILD)
+    # Stored as figures, not as an English sentence: each reader reads their own language.
+    assert "spend" not in str(await stack.db.of(GuardStore).alerts(GUILD))
+    assert str(describe_alert(alert)) == "The month's spend $0.60 of the $1.00 budget (50 %)"
+    with using("de"):
+        german = describe_alert(alert).translated()
+    assert german.startswith("Ausgaben des Monats:") and "0,60" in german and "1,00" in german

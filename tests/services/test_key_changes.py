@@ -13,14 +13,14 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.discord.render.admin import missing_key_notice, old_key_note
-from bot.domain import Job, JobStatus, Kind
+from bot.domain import Actor, Job, JobStatus, Kind
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import VideoRequest
 from bot.services.generation import Requester, VideoOptions
 from bot.services.guild_config import GuildConfigService
 from bot.services.keys import KeyResolver, KeyVault, fingerprint
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
-from tests.support.stack import Stack, on_keys
+from tests.support.stack import ADMIN_ACTOR, Stack, on_keys
 
 SECRET = SecretStr(Fernet.generate_key().decode())
 ADMIN, OTHER_ADMIN = 900, 901
@@ -56,14 +56,16 @@ async def test_a_pending_video_survives_a_key_change(
     on_keys(stack, resolver(stack))
     old_key = stack.api.create_key(balance_cents=10_000)
     config = config_service(stack)
-    await config.set_api_key(who.guild_id, old_key, user_id=ADMIN)
+    await config.set_api_key(who.guild_id, old_key, actor=Actor(ADMIN))
     (job,) = await submit(stack, who)
     assert job.key_fingerprint == fingerprint(old_key)
 
     if change == "replace":
-        result = await config.set_api_key(who.guild_id, stack.api.create_key(), user_id=OTHER_ADMIN)
+        result = await config.set_api_key(
+            who.guild_id, stack.api.create_key(), actor=Actor(OTHER_ADMIN)
+        )
     else:
-        result = await config.remove_api_key(who.guild_id)
+        result = await config.remove_api_key(who.guild_id, actor=ADMIN_ACTOR)
     # The admin is told, with the count.
     note = old_key_note(result)
     assert "1 video is still being made with the old key" in note, note
@@ -85,17 +87,19 @@ async def test_the_admin_is_told_how_many_jobs_keep_the_old_key(
     on_keys(stack, resolver(stack))
     old_key = stack.api.create_key(balance_cents=10_000)
     config = config_service(stack)
-    first = await config.set_api_key(who.guild_id, old_key, user_id=ADMIN)
+    first = await config.set_api_key(who.guild_id, old_key, actor=Actor(ADMIN))
     assert old_key_note(first) == ""  # the server had no key of its own
     await stack.db.guilds.update_limits(who.guild_id, max_pending_videos_per_user=5)
     await submit(stack, who, count=3)
-    change = await config.set_api_key(who.guild_id, stack.api.create_key(), user_id=OTHER_ADMIN)
+    change = await config.set_api_key(
+        who.guild_id, stack.api.create_key(), actor=Actor(OTHER_ADMIN)
+    )
     assert (
         old_key_note(change)
         == " 3 videos are still being made with the old key; it is kept until they finish."
     )
     # The next key replaced has no job: it is not kept.
-    again = await config.remove_api_key(who.guild_id)
+    again = await config.remove_api_key(who.guild_id, actor=ADMIN_ACTOR)
     assert "No job was using the old key" in old_key_note(again)
     retired = await stack.db.guilds.retired_keys(who.guild_id)
     assert [r.fingerprint for r in retired] == [fingerprint(old_key)]
@@ -107,7 +111,7 @@ async def test_a_start_without_key_encryption_key_delays_jobs_and_never_fails_th
 ) -> None:
     on_keys(stack, resolver(stack))
     guild_key = stack.api.create_key(balance_cents=10_000)
-    await config_service(stack).set_api_key(who.guild_id, guild_key, user_id=ADMIN)
+    await config_service(stack).set_api_key(who.guild_id, guild_key, actor=Actor(ADMIN))
     (job,) = await submit(stack, who)
 
     # Restarted once without KEY_ENCRYPTION_KEY: the job is due, its key cannot be read.
@@ -140,7 +144,9 @@ async def test_a_key_unreadable_with_the_configured_keys_is_retried_not_failed(
     stack: Stack, who: Requester
 ) -> None:
     on_keys(stack, resolver(stack))
-    await config_service(stack).set_api_key(who.guild_id, stack.api.create_key(), user_id=ADMIN)
+    await config_service(stack).set_api_key(
+        who.guild_id, stack.api.create_key(), actor=Actor(ADMIN)
+    )
     (job,) = await submit(stack, who)
     # KEY_ENCRYPTION_KEY replaced by a new key without the old one after it.
     on_keys(stack, resolver(stack, SecretStr(Fernet.generate_key().decode())))
@@ -162,7 +168,7 @@ async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
     on_keys(stack, resolver(stack))
     guild_key = stack.api.create_key()
     config = config_service(stack)
-    await config.set_api_key(who.guild_id, guild_key, user_id=ADMIN)
+    await config.set_api_key(who.guild_id, guild_key, actor=Actor(ADMIN))
     # The catalogue was first fetched for this guild, with its key.
     cache = CatalogueCache(stack.client, stack.clock, ttl=10.0)
     config = GuildConfigService(
@@ -175,7 +181,7 @@ async def test_removing_a_key_stops_the_catalogue_refresh_using_it(
         catalogue=cache,
     )
     await cache.get((await stack.keys.resolve(who.guild_id)).key)
-    await config.remove_api_key(who.guild_id)
+    await config.remove_api_key(who.guild_id, actor=ADMIN_ACTOR)
     stack.api.revoke_key(guild_key)
 
     refresher = asyncio.create_task(cache.run())
@@ -206,7 +212,7 @@ async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_vide
     on_keys(stack, resolver(stack))
     old_key = stack.api.create_key(balance_cents=10_000)
     config = config_service(stack)
-    await config.set_api_key(who.guild_id, old_key, user_id=ADMIN)
+    await config.set_api_key(who.guild_id, old_key, actor=Actor(ADMIN))
     answered, go_on = asyncio.Event(), asyncio.Event()
     real = stack.client.generate_video
 
@@ -221,7 +227,9 @@ async def test_a_key_replaced_while_its_video_is_submitted_still_brings_the_vide
     model = next(m for m in catalogue.video if not m.needs_image)
     submitting = asyncio.create_task(stack.generation.video(who, VideoOptions("a fox", model.id)))
     await answered.wait()
-    change = await config.set_api_key(who.guild_id, stack.api.create_key(), user_id=OTHER_ADMIN)
+    change = await config.set_api_key(
+        who.guild_id, stack.api.create_key(), actor=Actor(OTHER_ADMIN)
+    )
     # The admin is told the key stays for the request in flight, not that nothing used it.
     assert old_key_note(change) == (
         " A request made with the old key is still in flight; the key is kept until it ends."
@@ -244,13 +252,15 @@ async def test_a_key_replaced_before_the_reservation_is_chosen_again_before_send
     on_keys(stack, resolver(stack))
     old_key, new_key = stack.api.create_key(balance_cents=10_000), stack.api.create_key()
     config = config_service(stack)
-    await config.set_api_key(who.guild_id, old_key, user_id=ADMIN)
+    await config.set_api_key(who.guild_id, old_key, actor=Actor(ADMIN))
     real = stack.billing.reserve
     changes = []
 
     async def reserve_after_a_change(**kwargs: object) -> object:
         if not changes:
-            changes.append(await config.set_api_key(who.guild_id, new_key, user_id=OTHER_ADMIN))
+            changes.append(
+                await config.set_api_key(who.guild_id, new_key, actor=Actor(OTHER_ADMIN))
+            )
         return await real(**kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stack.billing, "reserve", reserve_after_a_change)

@@ -19,7 +19,6 @@ from pydantic import SecretStr
 
 from bot.clock import ManualClock
 from bot.discord.render.buttons import confirm_label, confirm_text
-from bot.discord.request_flows import needs_confirmation
 from bot.domain import Charge, ConstraintError, JobStatus, Kind
 from bot.errors import BudgetExceeded, format_cents, user_message
 from bot.genapi import errors as api_errors
@@ -28,6 +27,7 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.genapi.wire import TextRequest
 from bot.sandbox import catalogue as sandbox_catalogue
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
+from bot.services.submissions import needs_confirmation
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.migrations.legacy import load, split_statements
 from bot.storage.money import from_micro, to_micro

@@ -13,6 +13,7 @@ from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.domain import Actor
 from bot.errors import BotError, BudgetExceeded, CooldownActive, ValidationFailed, user_message
 from bot.genapi import errors as api_errors
 from bot.sandbox import GenApiEmulator
@@ -32,7 +33,7 @@ from bot.services.personal import (
 )
 from bot.wiring import Services
 from tests.support.settings import make_settings
-from tests.support.stack import services_on_emulator
+from tests.support.stack import ADMIN_ACTOR, services_on_emulator
 
 GUILD = 111
 MEMBER = 222
@@ -152,7 +153,9 @@ async def test_a_personal_key_pays_and_the_charge_is_the_members_not_a_servers(
 ) -> None:
     async with personal_stack() as (services, api):
         own = api.create_key(balance_cents=5_000)
-        change = await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        change = await services.guild_config.set_api_key(
+            wallet_id(MEMBER), own, actor=Actor(MEMBER)
+        )
         assert change.last4 == own[-4:]
         stored = await services.db.guilds.settings(wallet_id(MEMBER))
         assert stored.api_key_ciphertext is not None
@@ -172,7 +175,7 @@ async def test_a_personal_key_pays_and_the_charge_is_the_members_not_a_servers(
         assert await services.db.ledger.total(GUILD) == 0
 
         # Removing it leaves the member without a key again: refused, not billed to the owner.
-        await services.guild_config.remove_api_key(wallet_id(MEMBER))
+        await services.guild_config.remove_api_key(wallet_id(MEMBER), actor=ADMIN_ACTOR)
         with pytest.raises(PersonalKeyNeeded):
             await services.generation.text(personal(), TextOptions("again"))
 
@@ -202,7 +205,7 @@ async def test_the_personal_allowance_is_per_member_per_day_on_the_default_key(
         await services.generation.text(personal(), TextOptions("hi", max_tokens=1))
         # On their own key, the owner's allowance does not limit the member.
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         await services.generation.text(personal(), TextOptions("mine"))
         await services.generation.text(personal(), TextOptions("still mine"))
         assert api.requests[-1].key == own
@@ -214,7 +217,7 @@ async def test_a_personal_keys_problem_is_the_members_to_fix(
 ) -> None:
     async with personal_stack() as (services, api):
         empty = api.create_key(balance_cents=0)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), empty, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), empty, actor=Actor(MEMBER))
         with pytest.raises(api_errors.InsufficientCreditsError) as refused:
             await services.generation.text(personal(), TextOptions("hello"))
         assert user_message(refused.value) == (
@@ -314,7 +317,7 @@ async def test_all_members_together_are_bounded_per_day_on_the_shared_key(
         assert 0 < spent <= 3
         # A member's own key is theirs: the total does not apply.
         own = api.create_key(balance_cents=5_000)
-        await services.guild_config.set_api_key(wallet_id(444), own, user_id=444)
+        await services.guild_config.set_api_key(wallet_id(444), own, actor=Actor(444))
         await services.generation.text(personal(444), TextOptions("mine", max_tokens=1))
         # A new UTC day, a new total.
         services.clock.advance(86_400)  # type: ignore[attr-defined]
@@ -332,7 +335,7 @@ async def test_a_rejected_key_leaves_no_limiter_behind(personal_stack: StackFact
     async with personal_stack() as (services, api):
         typed = "not-a-key-the-service-knows"
         with pytest.raises(ValidationFailed, match="rejected that key"):
-            await services.guild_config.set_api_key(wallet_id(MEMBER), typed, user_id=MEMBER)
+            await services.guild_config.set_api_key(wallet_id(MEMBER), typed, actor=Actor(MEMBER))
         assert [r.key for r in api.requests] == [typed]  # it was checked with the service
         assert fingerprint(typed) not in services.client.limiter._keys  # type: ignore[attr-defined]
 
@@ -341,23 +344,25 @@ async def test_key_checks_have_a_per_member_cooldown(personal_stack: StackFactor
     async with personal_stack() as (services, api):
         first = "first-typo-of-a-key"
         with pytest.raises(ValidationFailed):
-            await services.guild_config.set_api_key(wallet_id(MEMBER), first, user_id=MEMBER)
+            await services.guild_config.set_api_key(wallet_id(MEMBER), first, actor=Actor(MEMBER))
         checks = len(api.requests)
         # At once again: refused before anything is sent, saying when to come back.
         own = api.create_key(balance_cents=1_000)
         with pytest.raises(CooldownActive) as refused:
-            await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+            await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         assert "/settings api-key set has a cooldown" in user_message(refused.value)
         assert len(api.requests) == checks
         assert (await services.db.guilds.settings(wallet_id(MEMBER))).api_key_ciphertext is None
         # Another member is not held by it; a malformed key is refused without using it.
-        await services.guild_config.set_api_key(wallet_id(OTHER), own, user_id=OTHER)
+        await services.guild_config.set_api_key(wallet_id(OTHER), own, actor=Actor(OTHER))
         with pytest.raises(ValidationFailed, match="does not look like"):
-            await services.guild_config.set_api_key(wallet_id(444), "short", user_id=444)
-        await services.guild_config.set_api_key(wallet_id(444), own, user_id=444)
+            await services.guild_config.set_api_key(wallet_id(444), "short", actor=Actor(444))
+        await services.guild_config.set_api_key(wallet_id(444), own, actor=Actor(444))
         # Once the cooldown passed, the member's check goes to the service.
         services.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)  # type: ignore[attr-defined]
-        change = await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        change = await services.guild_config.set_api_key(
+            wallet_id(MEMBER), own, actor=Actor(MEMBER)
+        )
         assert change.last4 == own[-4:]
 
 
@@ -367,21 +372,21 @@ async def test_one_key_check_cooldown_per_member_across_settings_and_config(
     """/settings api-key set, /config api-key set and the dashboard share one cooldown."""
     async with personal_stack() as (services, api):
         own = api.create_key(balance_cents=1_000)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         checks = len(api.requests)
         # The same member, as a server's admin, at once: refused before anything is sent.
         server_key = api.create_key(balance_cents=1_000)
         with pytest.raises(CooldownActive) as refused:
-            await services.guild_config.set_api_key(GUILD, server_key, user_id=MEMBER)
+            await services.guild_config.set_api_key(GUILD, server_key, actor=Actor(MEMBER))
         assert "/config api-key set has a cooldown" in user_message(refused.value)
         with pytest.raises(CooldownActive):
-            await services.guild_config.set_api_key(GUILD + 1, server_key, user_id=MEMBER)
+            await services.guild_config.set_api_key(GUILD + 1, server_key, actor=Actor(MEMBER))
         assert len(api.requests) == checks
         assert (await services.db.guilds.settings(GUILD)).api_key_ciphertext is None
         # Another admin of the server is not held by it; the member is, once it passed, not.
-        await services.guild_config.set_api_key(GUILD, server_key, user_id=OTHER)
+        await services.guild_config.set_api_key(GUILD, server_key, actor=Actor(OTHER))
         services.clock.advance(KEY_CHECK_COOLDOWN_SECONDS)  # type: ignore[attr-defined]
-        await services.guild_config.set_api_key(GUILD + 1, server_key, user_id=MEMBER)
+        await services.guild_config.set_api_key(GUILD + 1, server_key, actor=Actor(MEMBER))
 
 
 # -- personal-mode errors speak of the member's key, never a server's ---------------------------
@@ -392,7 +397,7 @@ async def test_a_personal_key_that_cannot_be_read_says_to_set_it_again(
 ) -> None:
     async with personal_stack() as (services, api):
         own = api.create_key(balance_cents=1_000)
-        await services.guild_config.set_api_key(wallet_id(MEMBER), own, user_id=MEMBER)
+        await services.guild_config.set_api_key(wallet_id(MEMBER), own, actor=Actor(MEMBER))
         # The owner changed KEY_ENCRYPTION_KEY since: the stored key cannot be decrypted.
         services.keys._vault = KeyVault(SecretStr(Fernet.generate_key().decode()))  # type: ignore[attr-defined]
         with pytest.raises(BotError) as refused:

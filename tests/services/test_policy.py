@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bot.clock import ManualClock
-from bot.domain import UNLIMITED, AuditEntry, ConstraintError, Kind, ModelLists, Tier
+from bot.domain import UNLIMITED, Actor, AuditEntry, ConstraintError, Kind, ModelLists, Tier
 from bot.errors import BudgetExceeded, CooldownActive, PromptBlocked, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
@@ -28,7 +28,7 @@ from bot.services.policy import (
 )
 from bot.storage.copy_db import copy_sqlite_to_postgres
 from bot.storage.database import Database as SqlDatabase
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD = 1
 PATRON, STAFF, OTHER = 501, 502, 503
@@ -135,8 +135,10 @@ def test_the_most_generous_tier_wins_for_each_limit() -> None:
 
 
 async def test_a_tier_refusal_names_the_allowance_and_what_is_left(stack: Stack) -> None:
-    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=30)
-    await stack.services.guild_config.set_tier(GUILD, PATRON, "Patron", daily_per_user=50)
+    await stack.services.guild_config.set_budgets(GUILD, daily_per_user=30, actor=ADMIN_ACTOR)
+    await stack.services.guild_config.set_tier(
+        GUILD, PATRON, "Patron", daily_per_user=50, actor=ADMIN_ACTOR
+    )
     patron, plain = member(100, PATRON), member(200, OTHER)
     for _ in range(2):
         await stack.generation.video(patron, VideoOptions("a fox", CHEAP, duration=5))
@@ -155,7 +157,9 @@ async def test_a_tier_refusal_names_the_allowance_and_what_is_left(stack: Stack)
 
 
 async def test_a_monthly_allowance_refuses_across_days(stack: Stack) -> None:
-    await stack.services.guild_config.set_tier(GUILD, PATRON, "Patron", monthly_per_user=40)
+    await stack.services.guild_config.set_tier(
+        GUILD, PATRON, "Patron", monthly_per_user=40, actor=ADMIN_ACTOR
+    )
     patron = member(100, PATRON)
     await stack.generation.video(patron, VideoOptions("a fox", CHEAP, duration=5))
     stack.clock.advance(86_400)
@@ -172,21 +176,21 @@ async def test_a_model_outside_the_members_tiers_is_refused_before_any_call(
     stack: Stack,
 ) -> None:
     config = stack.services.guild_config
-    await config.set_models(GUILD, allowed=parse_models("aurora-lite/"))
-    await config.set_tier(GUILD, STAFF, "Staff", models=("*",))
+    await config.set_models(GUILD, allowed=parse_models("aurora-lite/"), actor=ADMIN_ACTOR)
+    await config.set_tier(GUILD, STAFF, "Staff", models=("*",), actor=ADMIN_ACTOR)
     posts = stack.posts()
     with pytest.raises(ValidationFailed, match="not available to your roles"):
         await stack.generation.video(member(100, OTHER), VideoOptions("a fox", DEAR))
     assert stack.posts() == posts
     await stack.generation.video(member(100, OTHER), VideoOptions("a fox", CHEAP))
     await stack.generation.video(member(200, STAFF), VideoOptions("a fox", DEAR))
-    await config.set_models(GUILD, blocked=("aurora-lite/",))
+    await config.set_models(GUILD, blocked=("aurora-lite/",), actor=ADMIN_ACTOR)
     with pytest.raises(ValidationFailed, match="not available"):
         await stack.generation.video(member(100, OTHER), VideoOptions("a fox", CHEAP))
 
 
 async def test_an_image_without_a_model_uses_the_first_the_member_may_use(stack: Stack) -> None:
-    await stack.services.guild_config.set_models(GUILD, allowed=("stability/",))
+    await stack.services.guild_config.set_models(GUILD, allowed=("stability/",), actor=ADMIN_ACTOR)
     outcome = await stack.generation.image(member(), ImageOptions("a fox"))
     assert outcome.model == "stability/sdxl"
 
@@ -198,8 +202,8 @@ async def test_a_blocked_term_costs_nothing_and_is_logged_for_the_admins(stack: 
         logged.append((guild_id, channel_id, text))
 
     stack.generation.set_admin_log(admin_log)
-    await stack.services.guild_config.add_blocked_term(GUILD, "Forbidden Fruit")
-    await stack.services.guild_config.set_admin_channel(GUILD, 77)
+    await stack.services.guild_config.add_blocked_term(GUILD, "Forbidden Fruit", actor=ADMIN_ACTOR)
+    await stack.services.guild_config.set_admin_channel(GUILD, 77, actor=ADMIN_ACTOR)
     posts = stack.posts()
     with pytest.raises(PromptBlocked) as refused:
         await stack.generation.text(member(), TextOptions("draw the FORBIDDEN\u200b fruit"))
@@ -214,7 +218,7 @@ async def test_a_blocked_term_costs_nothing_and_is_logged_for_the_admins(stack: 
 
 
 async def test_a_cooldown_refuses_the_second_command_until_it_passes(stack: Stack) -> None:
-    await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 60)
+    await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 60, actor=ADMIN_ACTOR)
     await stack.generation.catalogue(GUILD)  # /text reads it first (the rate limiter may wait)
     started = stack.clock.time()
     await stack.generation.text(member(), TextOptions("one"))
@@ -234,7 +238,7 @@ async def test_a_cooldown_refuses_the_second_command_until_it_passes(stack: Stac
 
 async def test_a_request_refused_for_free_leaves_no_cooldown(stack: Stack) -> None:
     # The use is a charged request, not a reserved one.
-    await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 600)
+    await stack.services.guild_config.set_cooldown(GUILD, Kind.TEXT, 600, actor=ADMIN_ACTOR)
     with pytest.raises(GenAPIError):  # 500 GENERATION_FAILED: nothing charged
         await stack.generation.text(member(), TextOptions("[fail] one"))
     with pytest.raises(GenAPIError):  # 400 INVALID_PARAMS (above the service's 8,192)
@@ -246,11 +250,11 @@ async def test_a_request_refused_for_free_leaves_no_cooldown(stack: Stack) -> No
 
 async def test_text_without_a_model_uses_the_first_the_member_may_use(stack: Stack) -> None:
     # The service's default model is not the server's choice.
-    await stack.services.guild_config.set_models(GUILD, allowed=("anthropic/",))
+    await stack.services.guild_config.set_models(GUILD, allowed=("anthropic/",), actor=ADMIN_ACTOR)
     for prompt in ("one", "two"):
         result = await stack.generation.text(member(), TextOptions(prompt))
         assert result.model == "anthropic/claude-3-haiku"
-    await stack.services.guild_config.set_models(GUILD, allowed=("nobody/",))
+    await stack.services.guild_config.set_models(GUILD, allowed=("nobody/",), actor=ADMIN_ACTOR)
     posts = stack.posts()
     with pytest.raises(ValidationFailed, match="No text model is available to your roles"):
         await stack.generation.text(member(), TextOptions("three"))
@@ -258,7 +262,9 @@ async def test_text_without_a_model_uses_the_first_the_member_may_use(stack: Sta
 
 
 async def test_usage_shows_spend_by_tier(stack: Stack) -> None:
-    await stack.services.guild_config.set_tier(GUILD, PATRON, "Patron", daily_per_user=UNLIMITED)
+    await stack.services.guild_config.set_tier(
+        GUILD, PATRON, "Patron", daily_per_user=UNLIMITED, actor=ADMIN_ACTOR
+    )
     await stack.generation.video(member(100, PATRON), VideoOptions("a fox", CHEAP, duration=10))
     await stack.generation.video(member(200), VideoOptions("a fox", CHEAP, duration=5))
     report = await stack.billing.report(GUILD)
@@ -268,18 +274,26 @@ async def test_usage_shows_spend_by_tier(stack: Stack) -> None:
 
 async def test_every_config_change_is_audited_and_kept(stack: Stack) -> None:
     config = stack.services.guild_config
-    before = await config.snapshot(GUILD)
-    await config.set_tier(GUILD, PATRON, "Patron", daily_per_user=50, models=("aurora-lite/",))
-    await config.set_budgets(GUILD, monthly=2500)
-    entries = await config.record_changes(GUILD, 9, before)
+    async with config.changing(GUILD, ADMIN_ACTOR) as change:  # one change, in two calls
+        await config.set_tier(
+            GUILD, PATRON, "Patron", daily_per_user=50, models=("aurora-lite/",), actor=ADMIN_ACTOR
+        )
+        await config.set_budgets(GUILD, monthly=2500, actor=ADMIN_ACTOR)
+    entries = change.entries
     changes = {e.what: (e.old, e.new) for e in entries}
     assert changes["monthly budget"] == ("unlimited", "$25.00")
     assert changes[f"tier Patron (<@&{PATRON}>): daily per member"] == ("—", "$0.50")
     assert changes[f"tier Patron (<@&{PATRON}>): models"] == ("—", "`aurora-lite/`")
     kept = await config.audit(GUILD)
     assert {e.what for e in kept} == set(changes)
-    assert all(e.user_id == 9 for e in kept)
-    assert await config.record_changes(GUILD, 9, await config.snapshot(GUILD)) == []
+    assert all(e.user_id == 9 and e.via == "discord" for e in kept)
+    await config.set_budgets(GUILD, monthly=2500, actor=Actor(7, "web"))  # the same value
+    assert await config.audit(GUILD) == kept  # nothing changed: nothing audited
+    await config.remove_tier(GUILD, PATRON, actor=Actor(7, "web"))  # each call audits itself
+    removed = await config.audit(GUILD, 20)
+    assert {(e.user_id, e.via, e.new) for e in removed[: len(removed) - len(kept)]} == {
+        (7, "web", "—")
+    }
 
 
 # -- storage (every engine) --------------------------------------------------------------------

@@ -93,6 +93,7 @@ async def test_rows_past_their_period_are_swept_and_newer_ones_kept(
         "rate_requests": 600,
         "rate_blocks": 1,
         "meta": 2,
+        "thumbnails": 0,
     }
     assert await count(store, result_requests) == 2
     assert await count(store, config_audit) == 1
@@ -122,7 +123,8 @@ async def test_a_period_of_zero_keeps_rows_for_ever(
     forever = RetentionPeriods(
         result_requests_days=0, audit_days=0, rate_rows_days=0, metadata_days=0
     )
-    assert await Retention(store, clock, forever).sweep() == {}
+    # Thumbnails are kept as long as their job (their own period is 0 by default).
+    assert await Retention(store, clock, forever).sweep() == {"thumbnails": 0}
     assert await count(store, result_requests) == 5
     assert await count(store, rate_requests) == 602
 
@@ -134,8 +136,8 @@ async def test_the_periods_come_from_the_settings() -> None:
         retention_rate_rows_days=0.5,
         retention_metadata_days=2,
     )
-    assert RetentionPeriods.from_settings(settings) == RetentionPeriods(30, 0, 0.5, 2)
-    assert RetentionPeriods.from_settings(make_settings()) == RetentionPeriods(90, 365, 1, 1)
+    assert RetentionPeriods.from_settings(settings) == RetentionPeriods(30, 0, 0.5, 2, 0)
+    assert RetentionPeriods.from_settings(make_settings()) == RetentionPeriods(90, 365, 1, 1, 0)
     assert make_settings().retention_sweep_seconds == 3600
 
 

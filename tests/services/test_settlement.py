@@ -22,9 +22,11 @@ from bot.clock import ManualClock
 from bot.domain import Charge, Kind, NewJob
 from bot.errors import SettlementDeferred, user_message
 from bot.services.billing import Billing
+from bot.services.guard import SpendGuard
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Repositories
 from bot.storage.database import Database as SqlDatabase
+from bot.storage.repos.guard import GuardStore
 from bot.storage.transient import is_transient
 from tests.support.billing import GUILD, charge_for, settings
 
@@ -437,3 +439,36 @@ def test_the_first_append_fsyncs_the_spools_folder(
     synced.clear()
     spool.append(entry(clock))
     assert synced == [False]
+
+
+async def hours_of(store: SqlDatabase) -> int:
+    """The server's spend in the spend guard's hourly table, micro-cents."""
+    return sum((await store.of(GuardStore).hourly(f"g{GUILD}", 0, 10**10)).values())
+
+
+async def test_a_charge_settled_again_is_counted_once_in_the_guards_hours(
+    store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(store, clock, spool)
+    billing.set_watcher(SpendGuard(store, clock, billing).after_charge)
+    reservation = await reserve_text(billing)
+    charge = charge_for(reservation, 2, clock, task_id="task-9")
+    await billing.record_charge(charge)
+    await billing.record_charge(charge)  # the same task settled again: already recorded
+    assert await ledger_rows(store) == [2]
+    assert await hours_of(store) == 2_000_000  # 2 cents, once
+
+
+async def test_a_spooled_charge_replayed_is_counted_once_in_the_guards_hours(
+    failing: FailingDatabase, store: SqlDatabase, clock: ManualClock, spool: SettlementSpool
+) -> None:
+    billing = billing_on(failing, clock, spool)
+    billing.set_watcher(SpendGuard(store, clock, billing).after_charge)
+    reservation = await reserve_text(billing)
+    failing.failures = 100  # every try fails: spooled, recorded by the next replays
+    await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert spool.pending()
+    await billing_on(store, clock, spool).replay_spool()
+    await billing_on(store, clock, spool).replay_spool()
+    assert await ledger_rows(store) == [2]
+    assert await hours_of(store) == 2_000_000

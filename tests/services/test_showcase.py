@@ -10,7 +10,7 @@ from bot.discord.render.showcase import showcase_post
 from bot.domain import Charge, JobStatus, Kind, NewJob
 from bot.errors import ValidationFailed
 from bot.services.showcase import ShowcaseService
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD, OWNER, OTHER = 7, 70, 71
 
@@ -74,7 +74,7 @@ async def test_share_vote_remove_and_the_public_list(stack: Stack) -> None:
     assert [(e.result.prompt, e.votes) for e in ranked] == [("an owl", 2), ("a fox", 0)]
     assert await showcase.public(GUILD, None) is None  # off by default
     stack.clock.advance(1)
-    await stack.services.guild_config.set_showcase_public(GUILD, True)
+    await stack.services.guild_config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
     assert await showcase.public(GUILD, None) == []  # shared before the switch: in-server only
     stack.clock.advance(1)
     hen, _ = await showcase.share(await finished(stack, "a hen"), OWNER)
@@ -100,17 +100,19 @@ async def test_public_shows_only_what_was_shared_after_the_switch(stack: Stack) 
     config = stack.services.guild_config
     await showcase.share(await finished(stack, "before"), OWNER)
     stack.clock.advance(60)
-    await config.set_showcase_public(GUILD, True)
+    await config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
     stack.clock.advance(60)
     await showcase.share(await finished(stack, "after"), OWNER)
-    await config.set_showcase_public(GUILD, True)  # saved again: still public since the switch
+    await config.set_showcase_public(
+        GUILD, True, actor=ADMIN_ACTOR
+    )  # saved again: still public since the switch
     public = await showcase.public(GUILD, None)
     assert public is not None and [e.result.prompt for e in public] == ["after"]
     # Off, then on again: public from the new switch on.
-    await config.set_showcase_public(GUILD, False)
+    await config.set_showcase_public(GUILD, False, actor=ADMIN_ACTOR)
     assert await showcase.public(GUILD, None) is None
     stack.clock.advance(60)
-    await config.set_showcase_public(GUILD, True)
+    await config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
     assert await showcase.public(GUILD, None) == []
     ranked = await showcase.ranked(GUILD, None)  # the server's own page keeps every entry
     assert sorted(e.result.prompt for e in ranked) == ["after", "before"]
@@ -118,7 +120,7 @@ async def test_public_shows_only_what_was_shared_after_the_switch(stack: Stack) 
 
 async def test_echoed_prompts_lose_their_markdown_links(stack: Stack) -> None:
     showcase = stack.services.service(ShowcaseService)
-    await stack.services.guild_config.set_showcase_public(GUILD, True)
+    await stack.services.guild_config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
     stack.clock.advance(1)
     prompt = (
         "a [cute cat](https://evil.example/x) and [https://good.example](<https://evil.example>)"

@@ -73,6 +73,7 @@ CONFIG = frozenset(
         "limits",
         "models",
         "persona",
+        "safety",
         "sequence-length",
         "show",
         "showcase",
@@ -87,5 +88,13 @@ LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
 SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
+    ("config", "safety"): [
+        "mode",
+        "review-above",
+        "block-above",
+        "review-channel",
+        "reports-to-hide",
+        "nsfw-channels",
+    ],
 }
 """The options of some subcommands, in Discord's order (``/config showcase channel:``)."""

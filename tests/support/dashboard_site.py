@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -25,7 +26,10 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.dashboard.app import Dashboard
 from bot.dashboard.editing import add_all_pages
+from bot.dashboard.forms import FORMS, SettingsForm
+from bot.discord.bot import change_outlet
 from bot.discord.dashboard_directory import RestDirectory
+from bot.discord.locales import GuildLocales
 from bot.domain import Charge, Kind, NewJob
 from bot.wiring import Services
 from tests.support.discord_emulator import DiscordEmulator
@@ -243,12 +247,17 @@ class Site:
 
 @contextlib.asynccontextmanager
 async def open_site(
-    services: Services, clock: ManualClock, monkeypatch: Any, *, public_url: str | None = None
+    services: Services,
+    clock: ManualClock,
+    monkeypatch: Any,
+    *,
+    public_url: str | None = None,
+    forms: Iterable[type[SettingsForm]] = FORMS,
 ) -> AsyncIterator[Site]:
     """Serve the dashboard over ``services`` on the Discord emulator, with two servers.
 
     ``public_url`` is ``DASHBOARD_PUBLIC_URL`` as written (``{port}`` in it: the port served
-    on), else ``http://127.0.0.1:<port>``.
+    on), else ``http://127.0.0.1:<port>``. ``forms``: the settings pages served.
     """
     async with DiscordEmulator(bot_token=TOKEN) as emulator:
         emulator.oauth.client_secret = SECRET
@@ -275,13 +284,16 @@ async def open_site(
                 "discord_api_base_url": emulator.api_base_url,
             }
         )
+        # Saves are posted in the admin channel as a worker serving the dashboard posts them.
+        locales = GuildLocales(client, services.guild_config, clock, rest=True)
+        services.guild_config.set_change_outlet(change_outlet(client, locales))
         dashboard = Dashboard(
             settings,
             services,
             RestDirectory(client),
             application_id=emulator.application_id,
             clock=clock,
-            pages=add_all_pages,
+            pages=functools.partial(add_all_pages, forms=forms),
         )
         await dashboard.start()
         site = Site(

@@ -14,6 +14,7 @@ import httpx2 as httpx
 from pydantic import SecretStr
 
 from bot.clock import ManualClock
+from bot.domain import Actor
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
@@ -22,9 +23,13 @@ from bot.services.billing import Billing
 from bot.services.generation import GenerationService, KeyProblem
 from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
+from bot.services.submissions import SubmissionService
 from bot.storage import Database
 from bot.wiring import Services, assemble_services, open_database
 from tests.support.settings import make_settings
+
+ADMIN_ACTOR = Actor(9, "discord")
+"""An admin changing settings with ``/config``, for tests that set a server up (audited)."""
 
 GENERATION_TIMEOUT = httpx.Timeout(5.0, read=1.0)
 """The emulator answers in milliseconds; a short read timeout lets tests provoke one."""
@@ -109,5 +114,13 @@ def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
         schedule=stack.schedule,
         clock=stack.clock,
     )
-    stack.services = replace(stack.services, keys=keys, generation=generation)
+    submissions = SubmissionService(
+        generation=generation,
+        sequences=stack.services.sequences,
+        members=stack.services.members,
+        guild_config=stack.services.guild_config,
+    )
+    stack.services = replace(
+        stack.services, keys=keys, generation=generation, submissions=submissions
+    )
     return stack

@@ -42,6 +42,7 @@ from bot.discord.dm_notice import MemberSettingsReader
 from bot.discord.locales import GuildLocales
 from bot.discord.render import job_placeholder, job_unwatched
 from bot.discord.render.parts import MessageParts
+from bot.discord.safety_gate import SafetyGate
 from bot.discord.shown_files import ShownFiles
 from bot.domain import DeliveryRoute, Job
 from bot.i18n import using
@@ -52,6 +53,7 @@ from bot.services.private_cards import CardPlace, PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.schedule import PollSchedule
 from bot.services.sequences import SequenceService
+from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,16 @@ class DiscordAnnouncer:
             (:meth:`~bot.services.sequences.SequenceService.claim_final_delivery`), so two
             workers finishing its last takes together make one; None: this process's lock only.
         locales: the language of each server's public messages; None: English.
+        safety: scores results before they are shown and applies the server's policy
+            (:mod:`bot.discord.safety_gate`, applied in :meth:`.Presenter.prepare`); None:
+            every result is shown unchecked.
+        thumbnails: keeps a thumbnail of each result file downloaded for a delivery, for the
+            dashboard (:mod:`bot.services.thumbnails`, in :meth:`.Presenter.prepare`); None:
+            none kept.
+
+    Attributes:
+        safety: the ``safety`` given (the synchronous image path and the Report select's
+            withholding use it to screen and to post review cards).
     """
 
     def __init__(
@@ -121,7 +133,10 @@ class DiscordAnnouncer:
         takes: Callable[[Job], Awaitable[tuple[Job, ...]]] | None = None,
         locales: GuildLocales | None = None,
         final: SequenceService | None = None,
+        safety: SafetyGate | None = None,
+        thumbnails: ThumbnailService | None = None,
     ) -> None:
+        self.safety = safety
         self._locales = locales
         self._schedule = schedule
         self._sandbox = sandbox
@@ -130,7 +145,9 @@ class DiscordAnnouncer:
             clock=clock,
             places=CardPlaces(client, tokens=tokens, cards=cards),
             reach=Reach(client, clock),
-            presenter=Presenter(Downloads(http), sandbox=sandbox),
+            presenter=Presenter(
+                Downloads(http), sandbox=sandbox, safety=safety, thumbnails=thumbnails
+            ),
             memory=ByteBudget(memory, clock),
             replied=RepliedJobs(),
         )
@@ -231,11 +248,12 @@ class DiscordAnnouncer:
         """Reply to the edited placeholder, pinging only the requester (an edit pings nobody).
 
         Other routes carried their own notice, and ``/jobs`` needs none; a reply that carried
-        the files (a card that could not take them by an edit) was part of the delivery.
+        the files (a card that could not take them by an edit) was part of the delivery. A
+        result the safety check held or withheld pings nobody (Approve's delivery does).
         """
         if self._context.replied.take(job.id):
             return
-        if route is not DeliveryRoute.PLACEHOLDER:
+        if route is not DeliveryRoute.PLACEHOLDER or (self.safety and self.safety.quiet(job)):
             return
         places = self._context.places
         try:

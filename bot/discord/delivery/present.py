@@ -4,9 +4,16 @@ Every route that shows a result (the channel card, a new channel message, the DM
 private response, the takes' shared card, a re-show) gets it from :class:`Presenter`, and from
 nowhere else: the files through :meth:`Presenter.prepare`, the message through
 :meth:`Presenter.finished`, :meth:`Presenter.takes` or :meth:`Presenter.late_notice`. A rule
-deciding how a result may be shown before it is shown (held, withheld, shown behind a
-spoiler) therefore belongs in :meth:`Presenter.prepare`, which sees each result once per
-showing and whose :class:`Shown` every card is rendered from.
+deciding how a result may be shown before it is shown therefore belongs in
+:meth:`Presenter.prepare`, which sees each result once per showing and whose :class:`Shown`
+every card is rendered from. Two such steps live there:
+
+- the safety check (:mod:`bot.discord.safety_gate`, docs/safety.md): the downloaded files are
+  scored, and a result held or withheld loses its files and note, one shown behind a spoiler
+  has them renamed; the decision travels in :attr:`Shown.visibility`, and
+  :meth:`Presenter.finished` renders the card by it;
+- thumbnails for the dashboard (:class:`bot.services.thumbnails.ThumbnailService`): each
+  downloaded file's is kept, before the check (reviewers see held results' too).
 
 A completed video or image is downloaded (:mod:`bot.discord.delivery.downloads`) and attached
 under the provider's file name, so the result outlives the provider's URL, which stays as a link
@@ -32,10 +39,12 @@ from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import takes_card
-from bot.domain import Job, JobStatus
+from bot.discord.safety_gate import SafetyGate
+from bot.domain import Job, JobStatus, Visibility
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _
 from bot.jobs.announcer import Renew
+from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +66,15 @@ class Shown:
 
     Attributes:
         files: the attachments, (file name, bytes), in the order of the job's outputs.
-        note: the sentence saying what is attached, or why not; None when nothing was to be.
+        note: the sentence saying what is attached, or why not; None when nothing was to be,
+            or when the result is hidden (its card says why).
+        visibility: the safety check's decision (:class:`bot.domain.Visibility`); None: not
+            checked (no check configured, the job not an image or video, or not completed).
     """
 
     files: Files = ()
     note: str | None = None
+    visibility: Visibility | None = None
 
     @property
     def size(self) -> int:
@@ -70,7 +83,7 @@ class Shown:
 
     def refused_as_too_large(self) -> Shown:
         """The same result without its files, Discord having refused them (413, 40005)."""
-        return Shown((), _(TOO_LARGE_NOTE))
+        return Shown((), _(TOO_LARGE_NOTE), self.visibility)
 
 
 class Presenter:
@@ -79,11 +92,24 @@ class Presenter:
     Args:
         downloads: how outputs are downloaded (the process's pooled client).
         sandbox: mark every result as made by the sandbox emulator.
+        safety: scores results before they are shown and applies the server's policy
+            (:mod:`bot.discord.safety_gate`); None: every result is shown unchecked.
+        thumbnails: keeps a thumbnail of each result file downloaded, for the dashboard
+            (:mod:`bot.services.thumbnails`); None: none kept.
     """
 
-    def __init__(self, downloads: Downloads, *, sandbox: bool) -> None:
+    def __init__(
+        self,
+        downloads: Downloads,
+        *,
+        sandbox: bool,
+        safety: SafetyGate | None = None,
+        thumbnails: ThumbnailService | None = None,
+    ) -> None:
         self.downloads = downloads
         self._sandbox = sandbox
+        self.safety = safety
+        self._thumbnails = thumbnails
 
     async def prepare(
         self,
@@ -101,6 +127,10 @@ class Presenter:
         that ten slow downloads do not outlast the lease. ``limit_name`` names the limit in
         the note (an interaction's response: :data:`HERE`). A job that did not complete, or
         has no output, shows nothing more than its card.
+
+        The files downloaded have their thumbnails kept (never failing the delivery), then are
+        scored by the safety check, which may hold or withhold them (no files, no note) or
+        rename them as spoilers; :attr:`Shown.visibility` carries its decision.
         """
         urls = [url for url in job.outputs if is_web_url(url)][: discord_limits.FILES_PER_MESSAGE]
         if job.status is not JobStatus.COMPLETED or not urls:
@@ -127,11 +157,23 @@ class Presenter:
                 why = _("the download from the service failed")
                 break
             files.append((file_name(job.task_id, url, index, job.kind), data))
-        return Shown(tuple(files), _note(job, files, why))
+        if self._thumbnails is not None:  # for the dashboard; never fails a delivery
+            await self._thumbnails.keep(job.id, job.kind, [data for _, data in files])
+        note = _note(job, files, why)
+        if self.safety is None:
+            return Shown(tuple(files), note)
+        # Scored before anyone sees it (docs/safety.md).
+        return Shown(*await self.safety.screen(job, tuple(files), note))
 
     def finished(self, job: Job, shown: Shown) -> tuple[MessageParts, MessageParts]:
-        """The finished card of ``job``, and the same card carrying ``shown``'s files and note."""
+        """The finished card of ``job``, and the same card carrying ``shown``'s files and note.
+
+        Both as the safety check's decision (:attr:`Shown.visibility`) allows: a held result's
+        card says why and carries nothing of it, a spoiler's is blurred.
+        """
         finished = job_finished(job, sandbox=self._sandbox, ref=f"j{job.id}")
+        if self.safety is not None:
+            finished = self.safety.card(job, finished, shown.visibility)
         names = [name for name, _ in shown.files]
         parts = with_files(finished, names, shown.note)
         return finished, dataclasses.replace(parts, files=shown.files)

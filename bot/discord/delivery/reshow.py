@@ -74,5 +74,5 @@ class ReShow:
             shown = await presenter.prepare(job, limit, limit_name=HERE)
             held.shrink(shown.size)
             if shown.files:
-                self.files.keep(job.id, limit, shown.files, shown.note)
+                self.files.keep(job.id, limit, shown.files, shown.note, shown.visibility)
             await send(presenter.finished(job, shown)[1])

@@ -38,16 +38,19 @@ class Select:
         custom_id: its custom id (at most 100 characters).
         options: ``(label, value)`` pairs, at most 25.
         chosen: the value shown as chosen; None for none.
+        placeholder: the text shown while nothing is chosen; None for Discord's.
     """
 
     custom_id: str
     options: tuple[tuple[str, str], ...]
     chosen: str | None = None
+    placeholder: str | None = None
 
     def item(self) -> discord.ui.Select[Any]:
         """The select as a discord.py item, built on each call."""
         return discord.ui.Select(
             custom_id=self.custom_id,
+            placeholder=None if self.placeholder is None else truncate(self.placeholder, 150),
             options=[
                 discord.SelectOption(
                     label=truncate(label, 100), value=value, default=value == self.chosen
@@ -199,12 +202,14 @@ class Card:
         texts: the text displays above the media, markdown.
         media: ``(url, description)`` items of the media gallery, at most 10; none for none.
         notes: the text displays below the media (file names, notes).
+        spoiler: the media are blurred until clicked (safety checking's spoilers).
     """
 
     accent: int
     texts: tuple[str, ...]
     media: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    spoiler: bool = False
 
     def layout(
         self,
@@ -225,7 +230,9 @@ class Card:
             container.add_item(
                 discord.ui.MediaGallery(
                     *(
-                        discord.MediaGalleryItem(url, description=truncate(about, 256) or None)
+                        discord.MediaGalleryItem(
+                            url, description=truncate(about, 256) or None, spoiler=self.spoiler
+                        )
                         for url, about in self.media[: limits.FILES_PER_MESSAGE]
                     )
                 )

@@ -307,7 +307,8 @@ _LINE_COLUMNS: Final = (
     ledger.c.task_id,
     ledger.c.cost_micro,
     _STATUS.label("status"),
-    jobs.c.prompt_summary,
+    # A job's charge: its job's summary; a text charge: its own (0013_thumbnails).
+    func.coalesce(jobs.c.prompt_summary, ledger.c.prompt_summary).label("prompt_summary"),
 )
 
 

@@ -1,9 +1,11 @@
 """The spend guard's tables, both engines: :class:`GuardStore`.
 
 ``guard_settings`` (a server's guard settings and its pause), ``guard_alerts`` (each alert
-fired; its unique key makes "once per threshold and period" one ``INSERT`` that wins once),
-``guard_key_credits`` (a key's last reported balance) and ``guard_hourly`` (spend per UTC hour
-of a server or a key). Money in integer micro-cents (:mod:`bot.storage.money`).
+fired; its unique key makes "once per threshold and period" one ``INSERT`` that wins once) and
+``guard_hourly`` (spend per UTC hour of a server or a key, written by :func:`add_to_hours` in
+the charge's own transaction). A key's last reported balance is read from the ledger's rows
+(``ledger_key_at``); ``guard_key_credits`` is no longer written. Money in integer micro-cents
+(:mod:`bot.storage.money`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from bot.storage.repos.dialect import upsert
 from bot.storage.schema import (
     guard_alerts,
     guard_hourly,
-    guard_key_credits,
     guard_settings,
     ledger,
     ledger_daily,
@@ -50,30 +51,11 @@ def _hourly_upsert(insert: sqlite.Insert | postgresql.Insert) -> Any:
     )
 
 
-def _credits_upsert(insert: sqlite.Insert | postgresql.Insert) -> Any:
-    return insert.on_conflict_do_update(
-        index_elements=[guard_key_credits.c.key_fingerprint],
-        set_={"remaining_micro": insert.excluded.remaining_micro, "at": insert.excluded.at},
-        # A balance reported earlier, recorded late, is older news.
-        where=guard_key_credits.c.at <= insert.excluded.at,
-    )
-
-
 # Built once per engine (the hot path of every charge: a statement built per call costs about
 # 0.1 ms of CPU more, docs/benchmarks.md).
 _HOURLY = {
     "sqlite": _hourly_upsert(sqlite.insert(guard_hourly)),
     "postgresql": _hourly_upsert(postgresql.insert(guard_hourly)),
-}
-_HOURLY_TOTAL = {
-    name: stmt.values(
-        scope=bindparam("scope"), hour=bindparam("hour"), micro=bindparam("micro")
-    ).returning(guard_hourly.c.micro)
-    for name, stmt in _HOURLY.items()
-}
-_CREDITS = {
-    "sqlite": _credits_upsert(sqlite.insert(guard_key_credits)),
-    "postgresql": _credits_upsert(postgresql.insert(guard_key_credits)),
 }
 _MONTH_SUMS = select(ledger_daily.c.day, ledger_daily.c.dimension, ledger_daily.c.micro).where(
     ledger_daily.c.guild_id == bindparam("guild_id"),
@@ -84,12 +66,44 @@ _MONTH_SUMS = select(ledger_daily.c.day, ledger_daily.c.dimension, ledger_daily.
         and_(ledger_daily.c.dimension == "tier", ledger_daily.c.bucket == bindparam("tier")),
     ),
 )
+_MONTH_TOTAL = select(func.coalesce(func.sum(ledger_daily.c.micro), 0)).where(
+    ledger_daily.c.guild_id == bindparam("guild_id"),
+    ledger_daily.c.day >= bindparam("since"),
+    ledger_daily.c.dimension == "total",
+    ledger_daily.c.bucket == "",
+)
+_CREDITS = (
+    select(ledger.c.remaining_credits_micro, ledger.c.at)
+    .where(
+        ledger.c.key_fingerprint == bindparam("key_fingerprint"),
+        ledger.c.remaining_credits_micro.is_not(None),
+    )
+    .order_by(ledger.c.at.desc(), ledger.c.id.desc())
+    .limit(1)
+)
 _SETTINGS = select(guard_settings).where(guard_settings.c.guild_id == bindparam("guild_id"))
 
 
 def hour_of(at: float) -> int:
     """The UTC hour ``at`` falls in, epoch seconds of its start."""
     return int(at // HOUR) * HOUR
+
+
+async def add_to_hours(
+    sql: Sql, *, guild_id: int, key_fingerprint: str | None, at: float, micro: int
+) -> None:
+    """Add one charge to its server's (and key's) UTC hour in ``guard_hourly``: one statement.
+
+    Called by :meth:`bot.storage.repos.ledger.LedgerStore.insert_charge` in the charge's own
+    transaction, only when the charge was appended (beside ``add_to_daily``): a settlement
+    retried or replayed after it committed finds the charge recorded and adds nothing, so the
+    hours stay exactly the ledger's (issue 38).
+    """
+    hour = hour_of(at)
+    rows = [{"scope": f"g{guild_id}", "hour": hour, "micro": micro}]
+    if key_fingerprint is not None:
+        rows.append({"scope": f"k{key_fingerprint}", "hour": hour, "micro": micro})
+    await sql.run(_HOURLY[sql.dialect], rows)
 
 
 class GuardStore:
@@ -207,47 +221,23 @@ class GuardStore:
 
     # -- keys' balances and hourly spend ----------------------------------------------------
 
-    async def record_charge(
-        self,
-        guild_id: int,
-        key_fingerprint: str | None,
-        at: float,
-        micro: int,
-        remaining_micro: int | None,
-    ) -> int:
-        """Add a charge to its server's (and key's) hour; keep the key's reported balance.
-
-        Returns:
-            The server's spend in the charge's hour, micro-cents, this charge included.
-        """
-        hour = hour_of(at)
-        dialect = self._sql.dialect
+    async def add_to_hours(
+        self, guild_id: int, key_fingerprint: str | None, at: float, micro: int
+    ) -> None:
+        """:func:`add_to_hours` in a transaction of its own (a test's or a backfill's hours)."""
         async with self._sql.write() as tx:
-            if key_fingerprint is not None:
-                await tx.run(
-                    _HOURLY[dialect],
-                    [{"scope": f"k{key_fingerprint}", "hour": hour, "micro": micro}],
-                )
-                if remaining_micro is not None:
-                    row = {
-                        "key_fingerprint": key_fingerprint,
-                        "remaining_micro": remaining_micro,
-                        "at": at,
-                    }
-                    await tx.run(_CREDITS[dialect], [row])
-            total = await tx.scalar(
-                _HOURLY_TOTAL[dialect], {"scope": f"g{guild_id}", "hour": hour, "micro": micro}
+            await add_to_hours(
+                tx, guild_id=guild_id, key_fingerprint=key_fingerprint, at=at, micro=micro
             )
-        return int(total)
 
     async def credits(self, key_fingerprint: str) -> tuple[int, float] | None:
-        """Return the key's last reported balance, ``(micro-cents, at)``; None if never."""
-        row = await self._sql.one(
-            select(guard_key_credits.c.remaining_micro, guard_key_credits.c.at).where(
-                guard_key_credits.c.key_fingerprint == key_fingerprint
-            )
-        )
-        return None if row is None else (int(row["remaining_micro"]), float(row["at"]))
+        """Return the key's last reported balance, ``(micro-cents, at)``; None if never.
+
+        The latest charge of the key whose balance was usable, through ``ledger_key_at``: a
+        balance reported earlier but recorded late is older news.
+        """
+        row = await self._sql.one(_CREDITS, {"key_fingerprint": key_fingerprint})
+        return None if row is None else (int(row["remaining_credits_micro"]), float(row["at"]))
 
     async def hourly(self, scope: str, since_hour: int, until_hour: int) -> dict[int, int]:
         """Return ``{hour: micro}`` of a scope's hours in ``[since_hour, until_hour)``.
@@ -274,6 +264,12 @@ class GuardStore:
         )
 
     # -- the sums the thresholds read (the dashboard's daily table) --------------------------
+
+    async def month_total(self, guild_id: int, month_start: float) -> int:
+        """Return the server's spend since ``month_start`` from ``ledger_daily``, micro-cents."""
+        return int(
+            await self._sql.scalar(_MONTH_TOTAL, {"guild_id": guild_id, "since": int(month_start)})
+        )
 
     async def month_sums(
         self, guild_id: int, month_start: float, day_start: float, user_id: int, tier: str
@@ -345,4 +341,4 @@ class GuardStore:
         )
 
 
-__all__ = ["DAY", "HOUR", "SETTING_COLUMNS", "GuardStore", "hour_of"]
+__all__ = ["DAY", "HOUR", "SETTING_COLUMNS", "GuardStore", "add_to_hours", "hour_of"]

@@ -839,6 +839,29 @@ class JobStore:
         row = {"p_at": at, "p_route": route.value, "p_id": job_id, "p_token": token}
         return await self._sql.run(_MARK_ANNOUNCED, [row]) > 0
 
+    async def redeliver(self, job_id: int, at: float) -> bool:
+        """Make a delivered, completed job due for delivery again at ``at``, by its card.
+
+        A held result's Approve (``bot.services.safety``): the poller then delivers it as an
+        ordinary completion (files, buttons, the requester's ping). A pending or failed job
+        is left alone.
+
+        Returns:
+            Whether the job was found and made due.
+        """
+        done = await self._sql.run(
+            update(jobs)
+            .where(jobs.c.id == job_id, jobs.c.status == JobStatus.COMPLETED.value)
+            .values(
+                announced_at=null(),
+                next_delivery_at=at,
+                delivery_route=DeliveryRoute.PLACEHOLDER.value,
+                delivery_attempts=0,
+                delivery_error=null(),
+            )
+        )
+        return done > 0
+
     async def release_leases(
         self, polls: Mapping[int, int], deliveries: Mapping[int, int], at: float
     ) -> int:

@@ -22,6 +22,7 @@ from bot.storage import schema
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dashboard import add_to_daily
 from bot.storage.repos.dialect import upsert
+from bot.storage.repos.guard import add_to_hours
 from bot.storage.sql import Row, Sql
 
 _ledger = schema.ledger
@@ -126,6 +127,7 @@ class LedgerStore:
             "key_fingerprint": charge.key_fingerprint,
             "at": charge.at,
             "tier_role_id": charge.tier_role_id,
+            "prompt_summary": charge.prompt_summary,
         }
         stmt = (
             upsert(self._sql, _ledger)
@@ -153,6 +155,14 @@ class LedgerStore:
                 kind=charge.kind.value,
                 model=charge.model,
                 tier_role_id=charge.tier_role_id,
+                micro=micro,
+            )
+            # The spend guard's hours, likewise: a retried settlement adds nothing twice.
+            await add_to_hours(
+                tx,
+                guild_id=charge.guild_id,
+                key_fingerprint=charge.key_fingerprint,
+                at=charge.at,
                 micro=micro,
             )
             return True

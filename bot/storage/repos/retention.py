@@ -37,7 +37,7 @@ _BY_AGE: Final[dict[str, tuple[Table, Column[float]]]] = {
 }
 """The tables swept in id order, with the column that dates a row (UTC epoch seconds)."""
 
-TABLES: Final = (*_BY_AGE, "rate_blocks", "meta")
+TABLES: Final = (*_BY_AGE, "rate_blocks", "meta", "thumbnails")
 """Every table a sweep deletes from (the ``table`` label of the swept-rows metric)."""
 
 _OLDEST: Final = {

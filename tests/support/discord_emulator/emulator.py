@@ -297,9 +297,13 @@ class DiscordEmulator(UserActions):
         payload.pop("unavailable", None)
         self.hub.dispatch("GUILD_CREATE", payload, intent=1)
 
-    def add_channel(self, guild_id: int, name: str) -> Channel:
-        """Create a text channel (announced to the bot only where it is a member)."""
+    def add_channel(self, guild_id: int, name: str, *, nsfw: bool = False) -> Channel:
+        """Create a text channel (announced to the bot only where it is a member).
+
+        ``nsfw``: age-restricted (Discord's ``nsfw`` flag).
+        """
         channel = self.world.add_channel(guild_id, name)
+        channel.nsfw = nsfw
         if self.world.bot_in_guild(guild_id):
             self.hub.dispatch("CHANNEL_CREATE", channel_payload(channel), intent=1)
         return channel

@@ -94,6 +94,8 @@ class Channel:
     overwrites: dict[int, Overwrite] = field(default_factory=dict)
     last_message_id: int | None = None
     parent_id: int | None = None
+    nsfw: bool = False
+    """Age-restricted (Discord's ``nsfw`` flag); a thread follows its parent's."""
     archived: bool = False
     """A thread only: archived (Discord: ``thread_metadata.archived``); a member's message
     unarchives it."""

@@ -85,7 +85,7 @@ def channel_payload(channel: Channel, permissions: int | None = None) -> dict[st
             for o in channel.overwrites.values()
         ],
         "parent_id": str(channel.parent_id) if channel.parent_id else None,
-        "nsfw": False,
+        "nsfw": channel.nsfw,
         "topic": channel.topic,
         "last_message_id": str(channel.last_message_id) if channel.last_message_id else None,
         "rate_limit_per_user": 0,

@@ -1,0 +1,599 @@
+"""The server's settings pages, one :class:`~bot.dashboard.forms.SettingsForm` each.
+
+Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels and Dashboard access,
+in the order of the server's tabs. Every save calls the same
+:class:`~bot.services.guild_config.GuildConfigService` methods as ``/config``, so the very next
+slash command is judged by it, and the service audits it (marked ``via="web"``) and posts it in
+the admin channel as ``/config``'s changes are. Each form's ``base`` is the digest of the
+audited settings it shows (its scope): a save whose base no longer matches changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from bot.dashboard.forms import (
+    CHANGED_MEANWHILE,
+    Posted,
+    Refused,
+    SettingsForm,
+    digest,
+    scoped,
+    settings_form,
+    web_actor,
+)
+from bot.domain import UNLIMITED, UNSET, Actor, AuditEntry, Kind, LimitUpdate
+from bot.errors import BotError, ValidationFailed
+from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
+from bot.services.policy import describe_models, find_blocked_term, parse_models
+from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
+
+ACCESS_LEVELS: Final = ("view", "edit")
+"""Dashboard access a role may be granted below Manage Server."""
+
+UNKNOWN_ROLE: Final = "Pick one of the server's roles."
+NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
+UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
+BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
+
+BUDGET_SETTINGS: Final = (
+    "monthly budget",
+    "daily budget per member",
+    "videos in progress per member",
+    "videos in progress per server",
+)
+
+NONE_WORDS: Final = ("none", "nothing", "off")
+"""What an admin types for an empty block list."""
+
+
+# -- scopes: the audited settings each form shows ------------------------------------------
+
+
+def budgets_scope(what: str) -> bool:
+    """The settings of the Budgets and limits form: budgets, caps and cooldowns."""
+    return what in BUDGET_SETTINGS or what.startswith("cooldown /")
+
+
+def tier_scope(role_id: int) -> Callable[[str], bool]:
+    """The audited settings of one role's tier (the snapshot's ``tier <name> (<@&id>): ...``)."""
+    marker = f"(<@&{role_id}>):"
+    return lambda what: what.startswith("tier ") and marker in what
+
+
+def terms_scope(what: str) -> bool:
+    """The settings of the Blocked terms form."""
+    return what.startswith("blocked term ")
+
+
+def key_scope(what: str) -> bool:
+    """The setting of the Key form."""
+    return what == "API key"
+
+
+def models_scope(what: str) -> bool:
+    """The settings of the Models form: the server-wide lists."""
+    return what in ("allowed models", "blocked models")
+
+
+def channels_scope(what: str) -> bool:
+    """The settings of the Channels form: where the bot answers and posts."""
+    return what in ("channels", "admin channel", "showcase channel")
+
+
+def persona_scope(channel_id: int) -> Callable[[str], bool]:
+    """The setting of one channel's persona."""
+    return lambda what: what == f"persona <#{channel_id}>"
+
+
+def public_scope(what: str) -> bool:
+    """The setting of the Showcase page's form: whether it is public."""
+    return what == "public showcase page"
+
+
+# -- fields ---------------------------------------------------------------------------------
+
+
+def _number(raw: str, what: str, low: int, high: int) -> int | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValidationFailed(BAD_NUMBER.format(what=what, low=low, high=high))
+    return int(raw)
+
+
+def _money_field(cents: int | None) -> str:
+    """A budget as its form field shows it: dollars, empty for unlimited."""
+    return "" if cents is None else f"{cents // 100}.{cents % 100:02d}"
+
+
+def _allowance_text(cents: int | None) -> str:
+    """A tier's allowance as its form field shows it (what ``parse_allowance`` reads back)."""
+    if cents is None:
+        return "default"
+    if cents == UNLIMITED:
+        return "unlimited"
+    return _money_field(cents)
+
+
+def _models_field(models: tuple[str, ...] | None) -> str:
+    """A tier's models as its form field shows them (what ``parse_models`` reads back)."""
+    if models is None:
+        return "default"
+    return "all" if models == ("*",) else ", ".join(models)
+
+
+def _id_in(raw: str, known: Mapping[int, str], refusal: str) -> int | None:
+    """An id picked in a form: None for none; refused unless it is one of ``known``."""
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) not in known:
+        raise ValidationFailed(refusal)
+    return int(raw)
+
+
+def _channel_id(raw: str, known: Mapping[int, str]) -> int | None:
+    """A channel picked in a form: None for none; refused unless it is the server's."""
+    return _id_in(raw, known, UNKNOWN_CHANNEL)
+
+
+def _role_id(raw: str, known: Mapping[int, str]) -> int:
+    """A role picked in a form: refused unless it is the server's."""
+    role_id = _id_in(raw, known, UNKNOWN_ROLE)
+    if role_id is None:
+        raise ValidationFailed(UNKNOWN_ROLE)
+    return role_id
+
+
+def period_of(query: Mapping[str, str]) -> tuple[str, int | None]:
+    """A showcase page's ``?period=``: its key, and its days (None: all time)."""
+    raw = query.get("period", "30")
+    raw = raw if raw in SHOWCASE_PERIODS else "30"
+    return raw, SHOWCASE_PERIODS[raw]
+
+
+# -- the pages, in the order of the tabs ----------------------------------------------------
+
+
+@settings_form
+class ShowcaseForm(SettingsForm):
+    """``/servers/<id>/showcase?period=7|30|365|all``: shared results, most votes first.
+
+    Its form makes the showcase public or not (audited); an admin's removal of an entry is
+    audited (not announced) and its post leaves the showcase channel too.
+    """
+
+    name = "showcase"
+    path = "/servers/{guild_id}/showcase"
+    template = "showcase.html"
+    label = "Showcase"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        showcases = self.pages.showcases
+        period, days = period_of(self.request.query)
+        entries = await showcases.ranked(self.guild_id, days)
+        channel_id, public = await showcases.settings(self.guild_id)
+        return {
+            "entries": entries,
+            "thumbs": await self.pages.thumbs([e.result for e in entries]),
+            "names": await self.pages.names(self.guild_id, [e.user_id for e in entries]),
+            "period": period,
+            "periods": list(SHOWCASE_PERIODS),
+            "public": public,
+            "channel_id": channel_id,
+            "base": await self.base(public_scope),
+            "public_url": f"{self.pages.app.public_url}/showcase/{self.guild_id}",
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        if posted.get("action") == "remove":
+            return await self._remove(posted.get("entry"))
+        public = posted.get("public") == "on"
+
+        async def apply(actor: Actor) -> None:
+            await self.config.set_showcase_public(self.guild_id, public, actor=actor)
+
+        return await self.commit(posted, public_scope, apply)
+
+    async def _remove(self, raw: str) -> list[AuditEntry]:
+        showcases = self.pages.showcases
+        if not raw.isdigit():
+            raise ValidationFailed(NO_SUCH_ENTRY)
+        entry = await showcases.entry(int(raw))
+        if entry is None or not await showcases.remove(
+            self.guild_id, int(raw), self.signed.user_id
+        ):
+            raise ValidationFailed(NO_SUCH_ENTRY)
+        removal = await self.config.record(
+            self.guild_id,
+            web_actor(self.signed.user_id),
+            f"showcase: result {entry.result.job_id} shared by <@{entry.user_id}>",
+            "shown",
+            "removed",
+            announce=False,
+        )
+        if entry.post is not None:  # its post leaves the showcase channel too
+            self.pages.later(self.pages.app.directory.delete_message(*entry.post), self.guild_id)
+        return [removal]
+
+
+@settings_form
+class KeyForm(SettingsForm):
+    """``/servers/<id>/settings/key``: whose key, its fingerprint, credits left; set/rotate.
+
+    The key itself is never shown nor sent back: the field is write-only (a password field,
+    never filled in). Saved as ``/config api-key set|remove``.
+    """
+
+    name = "key"
+    path = "/servers/{guild_id}/settings/key"
+    template = "settings_key.html"
+    label = "Key"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        fingerprint, source = None, None
+        with contextlib.suppress(BotError):
+            resolved = await self.pages.services.keys.resolve(self.guild_id)
+            fingerprint, source = resolved.fingerprint, resolved.source
+        money = await self.pages.dashboard.overview(
+            self.guild_id, fingerprint if source == "guild" else None
+        )
+        config = await self.config.show(self.guild_id)
+        return {
+            "fingerprint": fingerprint,
+            "source": source,
+            "last4": config.key_last4,
+            "balance_micro": money.balance_micro,
+            "encryption": config.encryption_available,
+            "base": await self.base(key_scope),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+
+        async def apply(actor: Actor) -> None:
+            if posted.get("action") == "remove":
+                await self.config.remove_api_key(self.guild_id, actor=actor)
+            else:
+                await self.config.set_api_key(self.guild_id, posted.get("api_key"), actor=actor)
+
+        return await self.commit(posted, key_scope, apply)
+
+
+@settings_form
+class BudgetsForm(SettingsForm):
+    """``/servers/<id>/settings/budgets``: budgets, caps and cooldowns.
+
+    Saved as ``/config budget``, ``/config limits`` and ``/config cooldown``.
+    """
+
+    name = "budgets"
+    path = "/servers/{guild_id}/settings/budgets"
+    template = "settings_budgets.html"
+    label = "Budgets and limits"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        config = await self.config.show(self.guild_id)
+        limits = config.limits
+        return {
+            "base": await self.base(budgets_scope),
+            "monthly": _money_field(limits.monthly_budget_cents),
+            "daily": _money_field(limits.user_daily_budget_cents),
+            "per_user": limits.max_pending_videos_per_user,
+            "per_guild": limits.max_pending_videos_per_guild,
+            "cooldowns": {k.value: config.policy.cooldowns.get(k, 0) for k in Kind},
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        monthly: LimitUpdate = parse_budget(posted.get("monthly") or "unlimited")
+        daily: LimitUpdate = parse_budget(posted.get("daily") or "unlimited")
+        per_user = _number(posted.get("per_user"), "Videos per member", 1, 100)
+        per_guild = _number(posted.get("per_guild"), "Videos per server", 1, 1000)
+        cooldowns = {
+            kind: _number(posted.get(f"cooldown_{kind.value}"), "A cooldown", 0, 86400)
+            for kind in Kind
+        }
+        config, guild_id = self.config, self.guild_id
+
+        async def apply(actor: Actor) -> None:
+            await config.set_budgets(guild_id, monthly=monthly, daily_per_user=daily, actor=actor)
+            await config.set_caps(
+                guild_id,
+                per_user=UNSET if per_user is None else per_user,
+                per_guild=UNSET if per_guild is None else per_guild,
+                actor=actor,
+            )
+            for kind, seconds in cooldowns.items():
+                await config.set_cooldown(guild_id, kind, seconds or 0, actor=actor)
+
+        return await self.commit(posted, budgets_scope, apply)
+
+
+@settings_form
+class TiersForm(SettingsForm):
+    """``/servers/<id>/settings/tiers``: each role tier's allowances, cap and models.
+
+    Each tier is a form of its own (its own ``base``); saved as ``/config tier set|remove``.
+    """
+
+    name = "tiers"
+    path = "/servers/{guild_id}/settings/tiers"
+    template = "settings_tiers.html"
+    label = "Tiers"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        policy = await self.config.policy(self.guild_id)
+        snapshot = await self.config.snapshot(self.guild_id)
+        roles = await self.pages.roles(self.guild_id)
+        rows = [
+            {
+                "tier": tier,
+                "base": scoped(snapshot, tier_scope(tier.role_id)),
+                "daily": _allowance_text(tier.daily_per_user_cents),
+                "monthly": _allowance_text(tier.monthly_per_user_cents),
+                "videos": "" if tier.videos_at_once is None else str(tier.videos_at_once),
+                "models": _models_field(tier.models),
+                "models_text": describe_models(tier.models),
+            }
+            for tier in policy.tiers
+        ]
+        tiered = {t.role_id for t in policy.tiers}
+        return {
+            "rows": rows,
+            "free_roles": [(i, n) for i, n in roles if i not in tiered],
+            "new_base": digest({}),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        roles = dict(await self.pages.roles(self.guild_id))
+        role_id = _role_id(posted.get("role_id"), roles)
+        config, guild_id = self.config, self.guild_id
+        if posted.get("action") == "remove":
+
+            async def remove(actor: Actor) -> None:
+                await config.remove_tier(guild_id, role_id, actor=actor)
+
+            return await self.commit(posted, tier_scope(role_id), remove)
+        daily = parse_allowance(posted.get("daily") or "default")
+        monthly = parse_allowance(posted.get("monthly") or "default")
+        videos = _number(posted.get("videos"), "Videos at once", 1, 100)
+        raw_models = posted.get("models").strip()
+        models: ModelsUpdate = (
+            None
+            if not raw_models or raw_models.casefold() in DEFAULT_WORDS
+            else parse_models(raw_models)
+        )
+
+        async def apply(actor: Actor) -> None:
+            await config.set_tier(
+                guild_id,
+                role_id,
+                roles[role_id],
+                daily_per_user=daily,
+                monthly_per_user=monthly,
+                videos_at_once=videos,
+                models=models,
+                actor=actor,
+            )
+
+        return await self.commit(posted, tier_scope(role_id), apply)
+
+
+@settings_form
+class ModelsForm(SettingsForm):
+    """``/servers/<id>/settings/models``: the server's model lists; each tier's, shown.
+
+    Saved as ``/config models allow|block``.
+    """
+
+    name = "models"
+    path = "/servers/{guild_id}/settings/models"
+    template = "settings_models.html"
+    label = "Models"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        policy = await self.config.policy(self.guild_id)
+        return {
+            "allowed": ", ".join(policy.models.allowed) or "all",
+            "blocked": ", ".join(policy.models.blocked) or "none",
+            "tiers": [(t.role_name, describe_models(t.models)) for t in policy.tiers],
+            "base": await self.base(models_scope),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        allowed = parse_models(posted.get("allowed") or "all")
+        raw_blocked = posted.get("blocked").strip()
+        blocked = (
+            ()
+            if not raw_blocked or raw_blocked.casefold() in NONE_WORDS
+            else parse_models(raw_blocked)
+        )
+
+        async def apply(actor: Actor) -> None:
+            await self.config.set_models(
+                self.guild_id, allowed=allowed, blocked=blocked, actor=actor
+            )
+
+        return await self.commit(posted, models_scope, apply)
+
+
+@settings_form
+class TermsForm(SettingsForm):
+    """``/servers/<id>/settings/blocked-terms``: the terms, and "try a prompt" (``?prompt=``).
+
+    The try box uses :func:`bot.services.policy.find_blocked_term` over the stored terms, the
+    very check a command makes before any reservation. Saved as
+    ``/config blocked-terms add|remove``.
+    """
+
+    name = "terms"
+    path = "/servers/{guild_id}/settings/blocked-terms"
+    template = "settings_terms.html"
+    label = "Blocked terms"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        terms = (await self.config.policy(self.guild_id)).blocked_terms
+        query = self.request.query
+        prompt = query.get("prompt", "")[:4000] if self.request.method == "GET" else ""
+        return {
+            "terms": terms,
+            "base": await self.base(terms_scope),
+            "prompt": prompt,
+            "matched": find_blocked_term(prompt, terms) if prompt else None,
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        term = posted.get("term")
+
+        async def apply(actor: Actor) -> None:
+            if posted.get("action") == "remove":
+                await self.config.remove_blocked_term(self.guild_id, term, actor=actor)
+            else:
+                await self.config.add_blocked_term(self.guild_id, term, actor=actor)
+
+        return await self.commit(posted, terms_scope, apply)
+
+
+@settings_form
+class ChannelsForm(SettingsForm):
+    """``/servers/<id>/settings/channels``: channels, the admin and showcase ones, personas.
+
+    Where the commands may be used, where notices and shared results go, and each channel's
+    persona with its lock. Saved as ``/config channels``, ``admin-channel`` and ``showcase``,
+    or ``/config persona set|remove`` (each persona a form of its own).
+    """
+
+    name = "channels"
+    path = "/servers/{guild_id}/settings/channels"
+    template = "settings_channels.html"
+    label = "Channels"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        config = await self.config.show(self.guild_id)
+        showcase_channel, _ = await self.pages.showcases.settings(self.guild_id)
+        snapshot = await self.config.snapshot(self.guild_id)
+        personas = [
+            (p, scoped(snapshot, persona_scope(p.channel_id)))
+            for p in await self.config.personas(self.guild_id)
+        ]
+        return {
+            "channels": await self.pages.channels(self.guild_id),
+            "allowed": config.allowed_channel_ids,
+            "admin_channel": config.admin_channel_id,
+            "showcase_channel": showcase_channel,
+            "personas": personas,
+            "base": scoped(snapshot, channels_scope),
+            "new_persona_base": digest({}),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        known = dict(await self.pages.channels(self.guild_id))
+        if posted.get("action") in ("persona", "remove-persona"):
+            return await self._persona(posted, known)
+        # Allowed channels are checkboxes: one field name, many values.
+        picked = (_channel_id(raw, known) for raw in posted.getall("allowed"))
+        allowed = {c for c in picked if c is not None}
+        admin = _channel_id(posted.get("admin_channel"), known)
+        showcase = _channel_id(posted.get("showcase_channel"), known)
+        config, guild_id = self.config, self.guild_id
+
+        async def apply(actor: Actor) -> None:
+            current = (await config.show(guild_id)).allowed_channel_ids
+            if not allowed:
+                await config.allow_everywhere(guild_id, actor=actor)
+            for channel_id in allowed - current:
+                await config.allow_channel(guild_id, channel_id, allowed=True, actor=actor)
+            for channel_id in current - allowed if allowed else ():
+                await config.allow_channel(guild_id, channel_id, allowed=False, actor=actor)
+            await config.set_admin_channel(guild_id, admin, actor=actor)
+            await config.set_showcase_channel(guild_id, showcase, actor=actor)
+
+        return await self.commit(posted, channels_scope, apply)
+
+    async def _persona(self, posted: Posted, known: Mapping[int, str]) -> list[AuditEntry]:
+        channel_id = _channel_id(posted.get("channel_id"), known)
+        if channel_id is None:
+            raise ValidationFailed(UNKNOWN_CHANNEL)
+        config, guild_id = self.config, self.guild_id
+
+        async def persona(actor: Actor) -> None:
+            if posted.get("action") == "remove-persona":
+                await config.remove_persona(guild_id, channel_id, actor=actor)
+            else:
+                await config.set_persona(
+                    guild_id,
+                    channel_id,
+                    posted.get("system"),
+                    posted.get("model").strip() or None,
+                    locked=posted.get("locked") == "on",
+                    actor=actor,
+                )
+
+        return await self.commit(posted, persona_scope(channel_id), persona)
+
+
+@settings_form
+class AccessForm(SettingsForm):
+    """``/servers/<id>/settings/access``: roles that may view or edit below Manage Server.
+
+    A role is granted ``view`` or ``edit`` (or nothing), audited like a setting. Only Manage
+    Server may change who else may edit (a role with ``edit`` could otherwise hand the
+    dashboard to anyone).
+    """
+
+    name = "access"
+    path = "/servers/{guild_id}/settings/access"
+    template = "settings_access.html"
+    label = "Dashboard access"
+    admin_only = True
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        granted = await self.pages.dashboard.access_roles(self.guild_id)
+        roles = await self.pages.roles(self.guild_id)
+        return {
+            "roles": [(i, n, granted.get(i, "")) for i, n in roles],
+            "base": digest({str(k): v for k, v in granted.items()}),
+            "levels": ACCESS_LEVELS,
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        roles = dict(await self.pages.roles(self.guild_id))
+        role_id = _role_id(posted.get("role_id"), roles)
+        level = posted.get("access")
+        new = level if level in ACCESS_LEVELS else None
+        dashboard, guild_id = self.pages.dashboard, self.guild_id
+        async with self.pages.lock(guild_id):
+            granted = await dashboard.access_roles(guild_id)
+            if digest({str(k): v for k, v in granted.items()}) != posted.get("base"):
+                raise Refused(CHANGED_MEANWHILE, 409)
+            old = granted.get(role_id)
+            if old == new:
+                return []
+            await dashboard.set_access_role(guild_id, role_id, new)
+            entry = await self.config.record(
+                guild_id,
+                web_actor(self.signed.user_id),
+                f"dashboard access of {roles[role_id]} (<@&{role_id}>)",
+                old or "none",
+                new or "none",
+            )
+        self.pages.app.rights.forget_guild(guild_id)
+        return [entry]

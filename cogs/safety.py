@@ -1,0 +1,292 @@
+"""Safety reviews and reports: Approve / Reject under a review card, Report under a result.
+
+Both are ``discord.ui.DynamicItem`` instances whose custom ids carry the result
+(:mod:`bot.discord.render.safety`), so they work after any restart. Approve and Reject need
+Manage Server or Manage Messages; Approve shows the result on its own card as an ordinary
+completion (an asynchronous job is delivered again by the poller: files, buttons, the
+requester's ping; a synchronous image is posted as a reply to its card, pinging the member);
+Reject keeps it withheld and tells the member. A report is one per member and result; at the
+server's ``reports-to-hide`` the card loses its files and the review channel gets the card.
+docs/safety.md.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from typing import Any
+
+import discord
+from discord.ext import commands
+
+from bot.discord.bot import GenBot
+from bot.discord.interactions import loaded_cog
+from bot.discord.render.parts import ping_only
+from bot.discord.render.results import is_web_url
+from bot.discord.render.safety import (
+    REPORT_CUSTOM_ID,
+    REVIEW_CUSTOM_ID,
+    hidden_card,
+    review_decided,
+)
+from bot.discord.request_flows import fetch_result
+from bot.discord.tree import ActionButton, admit, answer_error, send_ephemeral
+from bot.domain import Job, SafetyRecord, Visibility
+from bot.errors import ValidationFailed
+from bot.i18n import N_, _, using
+from bot.services.generation import GenerationService
+from bot.services.safety import SafetyService, Screening
+
+log = logging.getLogger(__name__)
+
+Interaction = discord.Interaction[GenBot]
+
+REVIEWERS_ONLY = N_("Only members with Manage Server or Manage Messages review results.")
+REPORTED = N_("Thank you: your report reached the server's moderators.")
+REPORTED_BEFORE = N_("You reported this result already.")
+
+
+def _require_reviewer(interaction: Interaction) -> None:
+    permissions = interaction.permissions
+    if interaction.guild_id is None or not (
+        permissions.manage_guild or permissions.manage_messages
+    ):
+        raise ValidationFailed(REVIEWERS_ONLY)
+
+
+class ReviewAction(ActionButton, template=REVIEW_CUSTOM_ID):
+    """Approve or Reject under a review card (``gb:approve:j12``); restart-safe."""
+
+    async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Decide the result; any refusal is one ephemeral sentence."""
+        try:
+            _require_reviewer(interaction)
+            await interaction.response.defer()
+            cog = loaded_cog(interaction, SafetyCog)
+            assert interaction.guild_id is not None
+            decide = cog.safety.approve if self.action == "approve" else cog.safety.reject
+            record = await decide(
+                self.ref, guild_id=interaction.guild_id, user_id=interaction.user.id, via="discord"
+            )
+            await _decided(interaction, cog, record)
+        except Exception as exc:
+            await answer_error(interaction, exc)
+
+
+async def _decided(interaction: Interaction, cog: SafetyCog, record: SafetyRecord) -> None:
+    """Tell the review card, then show the result (Approve) or tell the member (Reject)."""
+    bot = interaction.client
+    member = interaction.user.mention
+    if record.state is Visibility.APPROVED:
+        line = _("Approved by {member}: shown on its card.", member=member)
+    else:
+        line = _("Rejected by {member}: it stays withheld.", member=member)
+    decided = review_decided(record.ref, record.kind, record.prompt, line)
+    try:
+        await interaction.edit_original_response(**decided.edit_kwargs())
+    except discord.HTTPException as exc:
+        log.info("review card of %s not updated (%s)", record.ref, exc)
+    with using(await bot.locales.of(record.guild_id)):
+        if record.ref.startswith("j"):
+            job = await cog.generation.job(int(record.ref[1:]))
+            # Approved: the poller delivers it again within its next pass (at most 5 s), as an
+            # ordinary completion.
+            if record.state is Visibility.REJECTED and job is not None:
+                await _tell_rejected(bot, job)
+        elif record.state is Visibility.APPROVED:
+            await _show_approved_request(bot, cog, record)
+        else:
+            await _reply_on_card(bot, record, _rejected_line(record.user_id, record.kind), ())
+
+
+def _rejected_line(user_id: int, kind: str) -> str:
+    what = _("video") if kind == "video" else _("image")
+    return _(
+        "<@{user}> the server's moderators rejected your {what}; it stays withheld.",
+        user=user_id,
+        what=what,
+    )
+
+
+async def _tell_rejected(bot: GenBot, job: Job) -> None:
+    """Edit the job's card into its rejected form and reply pinging the member."""
+    if job.message_id is None:
+        return
+    channel = bot.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
+    message = channel.get_partial_message(job.message_id)
+    try:
+        await message.edit(**hidden_card(job, Visibility.REJECTED).edit_kwargs())
+        await channel.send(
+            _rejected_line(job.user_id, job.kind),
+            reference=message.to_reference(fail_if_not_exists=False),
+            mention_author=False,
+            allowed_mentions=ping_only(job.user_id),
+        )
+    except discord.HTTPException as exc:
+        log.info("job %s: the member was not told of the rejection (%s)", job.id, exc)
+
+
+async def _reply_on_card(
+    bot: GenBot, record: SafetyRecord, text: str, files: tuple[tuple[str, bytes], ...]
+) -> None:
+    """Reply to a synchronous result's card (or post in its channel), pinging the member."""
+    channel_id, message_id = record.card or (record.channel_id, None)
+    channel = bot.get_partial_messageable(channel_id, guild_id=record.guild_id)
+    reference = (
+        None
+        if message_id is None
+        else channel.get_partial_message(message_id).to_reference(fail_if_not_exists=False)
+    )
+    try:
+        await channel.send(
+            text,
+            files=[discord.File(io.BytesIO(data), name) for name, data in files],
+            reference=reference,  # type: ignore[arg-type]
+            mention_author=False,
+            allowed_mentions=ping_only(record.user_id),
+        )
+    except discord.HTTPException as exc:
+        log.info("result %s: the member was not told (%s)", record.ref, exc)
+
+
+async def _show_approved_request(bot: GenBot, cog: SafetyCog, record: SafetyRecord) -> None:
+    """Post an approved synchronous image on its card's channel, with its files and a ping."""
+    request = await cog.generation.result_request(record.ref)
+    urls = [] if request is None else [u for u in request.outputs if is_web_url(u)]
+    files: list[tuple[str, bytes]] = []
+    for index, url in enumerate(urls[:10]):
+        try:
+            files.append((f"{record.ref}-{index + 1}.png", await fetch_result(bot, url)))
+        except Exception as exc:
+            log.info("approved result %s: file %d not attached (%s)", record.ref, index, exc)
+    text = _("<@{user}> your image is ready.", user=record.user_id)
+    if len(files) < len(urls):
+        text += "\n" + "\n".join(urls)
+    await _reply_on_card(bot, record, text, tuple(files))
+
+
+class ReportSelect(
+    discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], template=REPORT_CUSTOM_ID
+):
+    """The Report select under a shown result (``gb:report:j12``); restart-safe.
+
+    Args:
+        ref: the result.
+    """
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(discord.ui.Select(custom_id=f"gb:report:{ref}"))
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: Interaction,
+        item: discord.ui.Select[discord.ui.View],
+        match: re.Match[str],
+    ) -> ReportSelect:
+        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
+        return cls(match["ref"])
+
+    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
+        """Admit the choice as every entry point is (:func:`bot.discord.tree.admit`)."""
+        return await admit(interaction)
+
+    async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
+        """Record the report; enough of them withhold the result pending review."""
+        try:
+            data: Any = interaction.data or {}
+            values = list(data.get("values") or [])
+            await _report(interaction, self.ref, str(values[0]) if values else "")
+        except Exception as exc:
+            await answer_error(interaction, exc)
+
+
+async def _report(interaction: Interaction, ref: str, reason: str) -> None:
+    cog = loaded_cog(interaction, SafetyCog)
+    job: Job | None = None
+    if ref.startswith("j"):
+        job = await cog.generation.job(int(ref[1:]))
+        if job is None:
+            raise ValidationFailed(N_("That result is not known here."))
+        about = (job.guild_id, job.channel_id, job.user_id, str(job.kind), job.prompt_summary)
+    else:
+        request = await cog.generation.result_request(ref)
+        if request is None:
+            raise ValidationFailed(N_("That result is not known here."))
+        prompt = str(request.options.get("prompt") or "")
+        channel_id = interaction.channel_id or 0
+        about = (request.guild_id, channel_id, request.user_id, request.kind, prompt)
+    message = interaction.message
+    card = None if message is None else (message.channel.id, message.id)
+    outcome = await cog.safety.report(
+        ref,
+        reporter_id=interaction.user.id,
+        reason=reason,
+        guild_id=about[0],
+        channel_id=about[1],
+        user_id=about[2],
+        kind=about[3],
+        prompt=about[4],
+        card=card,
+    )
+    await send_ephemeral(interaction, _(REPORTED) if outcome.counted else _(REPORTED_BEFORE))
+    if not outcome.hidden_now or message is None:
+        return
+    files = []
+    for attachment in message.attachments[:10]:
+        try:
+            files.append((attachment.filename, await attachment.read()))
+        except Exception as exc:  # the review card goes without it
+            log.info("result %s: a reported file was not read (%s)", ref, exc)
+    with using(await interaction.client.locales.of(about[0])):
+        if job is not None:
+            parts = hidden_card(job, Visibility.WITHHELD)
+            kwargs = parts.edit_kwargs()
+        else:
+            kwargs = {
+                "content": _("This result is withheld by the server's safety policy."),
+                "embeds": [],
+                "attachments": [],
+                "view": None,
+            }
+        try:
+            await message.edit(**kwargs)
+        except discord.HTTPException as exc:
+            log.warning("result %s: its card kept its files (%s)", ref, exc)
+        gate = interaction.client.announcer.safety
+        if gate is not None and outcome.review_channel_id is not None:
+            await gate.post_review(
+                about[0],
+                outcome.review_channel_id,
+                ref=ref,
+                kind=about[3],
+                prompt=about[4],
+                user_id=about[2],
+                screening=Screening(Visibility.WITHHELD),
+                reason="reports",
+                files=tuple(files),
+            )
+
+
+class SafetyCog(commands.Cog):
+    """Registers Approve, Reject and the Report select."""
+
+    def __init__(self, bot: GenBot, safety: SafetyService, generation: GenerationService) -> None:
+        self.bot = bot
+        self.safety = safety
+        self.generation = generation
+
+    async def cog_load(self) -> None:
+        """Add the dynamic items."""
+        self.bot.add_dynamic_items(ReviewAction, ReportSelect)
+
+    async def cog_unload(self) -> None:
+        """Remove them again."""
+        self.bot.remove_dynamic_items(ReviewAction, ReportSelect)
+
+
+async def setup(bot: GenBot) -> None:
+    """Load the extension."""
+    await bot.add_cog(SafetyCog(bot, bot.services.moderation, bot.services.generation))
