@@ -112,6 +112,7 @@ class JobsCog(commands.Cog):
             whose=whose,
             show_requester=user_id is None,
             message_links=await self._private_links(jobs, who.user_id),
+            withheld=await self._withheld(jobs),
         )
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0], allowed_mentions=NO_PINGS)
@@ -120,6 +121,15 @@ class JobsCog(commands.Cog):
             await interaction.edit_original_response(
                 embed=pages[0], view=pager.view(), allowed_mentions=NO_PINGS
             )
+
+    async def _withheld(self, jobs: list[Job]) -> set[int]:
+        """The listed finished jobs the server's safety policy holds, withholds or rejected.
+
+        Listed without their files' links (docs/safety.md); one read for the listing.
+        """
+        refs = {f"j{job.id}": job.id for job in jobs if job.status == "completed"}
+        hidden = await self.bot.services.moderation.hidden(refs)
+        return {refs[ref] for ref in hidden}
 
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
         """The links to the listed private results' cards, which are not channel messages.

@@ -12,7 +12,19 @@ import builtins
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Exists,
+    Text,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from bot.domain import SafetyRecord, Visibility
 from bot.storage.repos.dialect import upsert
@@ -28,6 +40,21 @@ SETTING_COLUMNS = (
     "nsfw_channels",
 )
 """The columns of ``safety_settings`` an admin sets."""
+
+HIDDEN_STATES = tuple(s.value for s in Visibility if s.hidden)
+"""The states whose result members other than reviewers may not see."""
+
+
+def job_hidden(job_id: ColumnElement[Any]) -> Exists:
+    """SQL: the job ``job_id`` (a column of the outer query) is held, withheld or rejected.
+
+    For the lists that leave such results out in the query itself (the gallery, My results,
+    the showcase), so that a page holds as many results as it says: ``~job_hidden(jobs.c.id)``.
+    The result's ``ref`` is ``'j' || id`` (``safety_results``' key), found by its index.
+    """
+    ref = literal("j", type_=Text) + cast(job_id, Text)
+    return exists().where(safety_results.c.ref == ref, safety_results.c.state.in_(HIDDEN_STATES))
+
 
 _reports = (
     select(func.count())
