@@ -19,6 +19,7 @@ from bot.discord.render.job_list import job_list_pages
 from bot.discord.render.safety import review_card, review_decided
 from bot.discord.result_clicks import WITHHELD, require_visible
 from bot.domain import DeliveryRoute, MemberSettings, SafetyRecord, Visibility
+from bot.errors import ValidationFailed
 from bot.services.private_cards import PrivateCards
 from cogs.safety import REVIEWERS_ONLY, ReviewAction, SafetyCog
 from tests.discord.test_dm_notice import USER, Client, Inner, job
@@ -186,9 +187,9 @@ async def test_actions_on_a_held_result_are_refused_and_others_pass() -> None:
     interaction = SimpleNamespace(client=client)
     await require_visible(interaction, "j4")  # type: ignore[arg-type]
     await require_visible(interaction)  # type: ignore[arg-type]
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(ValidationFailed) as refused:
         await require_visible(interaction, "j4", "j5")  # type: ignore[arg-type]
-    assert getattr(refused.value, "sentence", "") == WITHHELD
+    assert refused.value.sentence == WITHHELD
 
 
 def test_jobs_lists_a_held_result_without_its_files_links() -> None:
