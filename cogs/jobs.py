@@ -24,6 +24,7 @@ from bot.services.generation import GenerationService
 from bot.services.member_settings import MemberSettingsService
 from bot.services.personal import is_personal
 from bot.services.private_cards import PrivateCards
+from bot.services.safety import SafetyService
 from bot.services.schedule import PollSchedule
 
 JOBS_LISTED: Final = 50
@@ -52,8 +53,10 @@ class JobsCog(commands.Cog):
         *,
         clock: Clock,
         recheck_seconds: float,
+        moderation: SafetyService | None = None,
     ) -> None:
         self.bot = bot
+        self.moderation = moderation
         self.generation = generation
         self.members = members
         self.private_cards = private_cards
@@ -128,7 +131,9 @@ class JobsCog(commands.Cog):
         Listed without their files' links (docs/safety.md); one read for the listing.
         """
         refs = {f"j{job.id}": job.id for job in jobs if job.status == "completed"}
-        hidden = await self.bot.services.moderation.hidden(refs)
+        if self.moderation is None:
+            return set()
+        hidden = await self.moderation.hidden(refs)
         return {refs[ref] for ref in hidden}
 
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
@@ -227,5 +232,6 @@ async def setup(bot: GenBot) -> None:
             bot.poller,
             clock=services.clock,
             recheck_seconds=services.settings.jobs_recheck_seconds,
+            moderation=services.moderation,
         )
     )

@@ -257,7 +257,7 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
         except discord.HTTPException as exc:
             log.warning("result %s: its card kept its files (%s)", ref, exc)
         if job is not None:  # shared before: its showcase post leaves the channel too
-            await _unpost_showcase(interaction.client, job)
+            await _unpost_showcase(interaction.client, cog.showcase, job)
         gate = interaction.client.announcer.safety
         if gate is not None and outcome.review_channel_id is not None:
             await gate.post_review(
@@ -273,9 +273,10 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
             )
 
 
-async def _unpost_showcase(bot: GenBot, job: Job) -> None:
+async def _unpost_showcase(bot: GenBot, showcase: ShowcaseService | None, job: Job) -> None:
     """Delete the showcase channel's post of a result withheld now; failures logged."""
-    showcase = bot.services.service(ShowcaseService)
+    if showcase is None:
+        return
     for channel_id, message_id in await showcase.posts_of(job.guild_id, job.id):
         channel = bot.get_partial_messageable(channel_id, guild_id=job.guild_id)
         try:
@@ -287,10 +288,17 @@ async def _unpost_showcase(bot: GenBot, job: Job) -> None:
 class SafetyCog(commands.Cog):
     """Registers Approve, Reject and the Report select."""
 
-    def __init__(self, bot: GenBot, safety: SafetyService, generation: GenerationService) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        safety: SafetyService,
+        generation: GenerationService,
+        showcase: ShowcaseService | None = None,
+    ) -> None:
         self.bot = bot
         self.safety = safety
         self.generation = generation
+        self.showcase = showcase
 
     async def cog_load(self) -> None:
         """Add the dynamic items."""
@@ -303,4 +311,7 @@ class SafetyCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(SafetyCog(bot, bot.services.moderation, bot.services.generation))
+    services = bot.services
+    await bot.add_cog(
+        SafetyCog(bot, services.moderation, services.generation, services.service(ShowcaseService))
+    )

@@ -10,17 +10,19 @@ Messages). docs/safety.md.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from bot.dashboard.rights import MANAGE_MESSAGES
 from bot.domain import SafetyMode, SafetyRecord, Visibility
 from bot.media.safety import SafetyScorer, load_model
 from bot.services.dashboard import DashboardService
+from bot.services.thumbnails import ThumbnailService
 from bot.storage.repos.safety import SafetyStore
-from tests.dashboard.test_dashboard_thumbs import result_with_thumbnail
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.safety_model import write_classifier
 from tests.support.stack import Stack
@@ -37,6 +39,17 @@ async def site(
     async with open_site(services, stack.clock, monkeypatch) as opened:
         yield opened
     scorer.close()
+
+
+async def result_with_thumbnail(site: Site, prompt: str, rgb: tuple[int, int, int]) -> int:
+    """A finished image of the member's with its kept thumbnail."""
+    job = await site.charge("2", prompt=prompt, outputs=("https://files.example/a",))
+    assert job is not None
+    picture = io.BytesIO()
+    Image.new("RGB", (256, 256), rgb).save(picture, "PNG")
+    thumbnails = site.services.service(ThumbnailService)
+    assert await thumbnails.keep(job, "image", [picture.getvalue()]) == 1
+    return job
 
 
 async def hold(site: Site, job_id: int, state: Visibility = Visibility.HELD) -> str:
@@ -105,8 +118,8 @@ async def test_without_a_model_the_safety_page_says_checking_is_unavailable(
 async def test_held_results_are_for_reviewers_only_and_the_review_page_decides(
     site: Site,
 ) -> None:
-    held, _digest = await result_with_thumbnail(site, "a held kite", (220, 20, 20))
-    shown, _ = await result_with_thumbnail(site, "a blue kite", (20, 20, 220))
+    held = await result_with_thumbnail(site, "a held kite", (220, 20, 20))
+    shown = await result_with_thumbnail(site, "a blue kite", (20, 20, 220))
     ref = await hold(site, held)
     # The member who asked for it sees it nowhere: not in their results, nor by its address.
     member = site.browser()
@@ -149,7 +162,7 @@ async def test_held_results_are_for_reviewers_only_and_the_review_page_decides(
 
 
 async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: Site) -> None:
-    held, _ = await result_with_thumbnail(site, "a withheld kite", (220, 20, 20))
+    held = await result_with_thumbnail(site, "a withheld kite", (220, 20, 20))
     ref = await hold(site, held, Visibility.WITHHELD)
     viewers = site.emulator.add_role(site.guild_id, "Viewers")
     await site.services.service(DashboardService).set_access_role(site.guild_id, viewers.id, "view")

@@ -18,15 +18,55 @@ from bot.discord.dm_notice import DmNoticeAnnouncer
 from bot.discord.render.job_list import job_list_pages
 from bot.discord.render.safety import review_card, review_decided
 from bot.discord.result_clicks import WITHHELD, require_visible
-from bot.domain import DeliveryRoute, MemberSettings, SafetyRecord, Visibility
+from bot.domain import DeliveryRoute, JobStatus, Kind, MemberSettings, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
 from bot.services.private_cards import PrivateCards
 from cogs.safety import REVIEWERS_ONLY, ReviewAction, SafetyCog
-from tests.discord.test_dm_notice import USER, Client, Inner, job
 from tests.support.jobs import SAMPLE_JOB
 from tests.support.stack import Stack
 
 GUILD, MEMBER, REVIEWER = 1, 100, 200
+USER = MEMBER
+
+
+def job(**changes: Any) -> Any:
+    """A finished video of ``USER``'s in server 1 (as ``tests/discord/test_dm_notice.py``'s)."""
+    values: dict[str, Any] = {
+        "id": 7,
+        "kind": Kind.VIDEO,
+        "guild_id": 1,
+        "channel_id": 10,
+        "message_id": 99,
+        "user_id": USER,
+        "prompt_summary": "a heron at dawn",
+        "status": JobStatus.COMPLETED,
+        "outputs": ("https://api.example/files/v.mp4",),
+    }
+    values.update(changes)
+    return dataclasses.replace(SAMPLE_JOB, **values)
+
+
+class Inner:
+    """The announcer the DM notice wraps: notices only."""
+
+    async def notify(self, job: Any, route: DeliveryRoute) -> None:
+        return None
+
+
+class Client:
+    """Opens DMs and keeps what is sent there."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def create_dm(self, user: Any) -> Any:
+        sent = self.sent
+
+        class Dm:
+            async def send(self, content: str, **_: Any) -> None:
+                sent.append(content)
+
+        return Dm()
 
 
 def test_the_review_card_shows_the_result_as_a_spoiler_with_approve_and_reject() -> None:
