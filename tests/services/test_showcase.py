@@ -9,6 +9,7 @@ import pytest
 from bot.discord.render.showcase import showcase_post
 from bot.domain import Charge, JobStatus, Kind, NewJob, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
+from bot.services.generation import Requester
 from bot.services.showcase import ShowcaseService
 from bot.storage.repos.dashboard import DashboardViews
 from bot.storage.repos.safety import SafetyStore
@@ -188,3 +189,34 @@ async def test_held_and_withheld_results_never_reach_the_showcase_or_the_gallery
     with pytest.raises(ValidationFailed, match="no longer in the showcase"):
         await showcase.vote(entry.id, OTHER)
     assert await gallery() == ["approved"]
+
+
+async def test_a_held_synchronous_image_kept_as_a_job_is_hidden_by_its_request(
+    stack: Stack,
+) -> None:
+    """A synchronous image is screened as its request (``r<id>``) and kept as a finished job
+    (Share, the galleries): the job is hidden with its request."""
+    showcase = stack.services.service(ShowcaseService)
+    job_id = await finished(stack, "a sync image")
+    who = Requester(GUILD, 1, OWNER)
+    request_id = await stack.services.generation.remember_request(
+        "image", who, {"prompt": "a sync image"}, job_id=job_id, outputs=("https://x/a.png",)
+    )
+    record = SafetyRecord(
+        f"r{request_id}", GUILD, 1, OWNER, "image", "p", None, Visibility.HELD, "failed", 0.0
+    )
+    assert await stack.db.of(SafetyStore).add(record)
+    assert await stack.services.moderation.hidden([f"j{job_id}"]) == {f"j{job_id}"}
+    with pytest.raises(ValidationFailed, match="withheld by the server's safety policy"):
+        await showcase.share(job_id, OWNER)
+    items = await stack.db.of(DashboardViews).results(
+        guild_id=GUILD,
+        user_id=None,
+        kind=None,
+        model=None,
+        since=None,
+        until=None,
+        before=None,
+        limit=10,
+    )
+    assert items == []
