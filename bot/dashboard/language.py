@@ -157,6 +157,30 @@ def access_name(level: str) -> str:
     return _(ACCESS_NAMES[level]) if level in ACCESS_NAMES else level
 
 
+SAFETY_MODES: Final = {"off": N_("off"), "review": N_("review"), "block": N_("block")}
+"""A server's safety mode, as the Safety page names it (``bot.domain.SafetyMode``)."""
+
+REVIEW_STATES: Final = {
+    "shown": N_("shown"),
+    "spoiler": N_("spoiler"),
+    "held": N_("held"),
+    "withheld": N_("withheld"),
+    "approved": N_("approved"),
+    "rejected": N_("rejected"),
+}
+"""A result's safety state, as the Review page names it (``bot.domain.Visibility``)."""
+
+
+def safety_mode(mode: str) -> str:
+    """A safety mode in the current locale; another as stored."""
+    return _(SAFETY_MODES[mode]) if mode in SAFETY_MODES else mode
+
+
+def review_state(state: str) -> str:
+    """A result's safety state in the current locale; another as stored."""
+    return _(REVIEW_STATES[state]) if state in REVIEW_STATES else state
+
+
 def kind_name(kind: str) -> str:
     """A kind (``video``, ``image``, ``text``) in the current locale; another as stored."""
     return _(KIND_NAMES[kind]) if kind in KIND_NAMES else kind
@@ -185,7 +209,8 @@ def install(environment: jinja2.Environment) -> None:
     Templates mark text with ``{% trans %}…{% endtrans %}`` (whitespace trimmed) or
     ``_("…")``; placeholders are ``%(name)s`` (Jinja2's newstyle gettext), a literal ``%`` is
     ``%%``; ``N_("…")`` marks a constant shown later with ``_(name)``. Filters: ``usd``
-    (micro-cents), ``num``; functions: ``when``, ``day``, ``kind_name``, ``status_name``;
+    (micro-cents), ``num``; functions: ``when``, ``day``, ``kind_name``, ``status_name``,
+    ``access_name``, ``safety_mode``, ``review_state``;
     ``lang()`` is the page's locale and ``languages`` the language menu.
     """
     environment.add_extension("jinja2.ext.i18n")
@@ -201,6 +226,8 @@ def install(environment: jinja2.Environment) -> None:
     environment.globals["lang"] = current
     environment.globals["kind_name"] = kind_name
     environment.globals["access_name"] = access_name
+    environment.globals["safety_mode"] = safety_mode
+    environment.globals["review_state"] = review_state
     environment.globals["status_name"] = status_name
     environment.globals["N_"] = _identity  # marks a constant translated where shown: _(label)
 
@@ -217,6 +244,8 @@ __all__ = [
     "negotiate",
     "number_text",
     "preferred",
+    "review_state",
+    "safety_mode",
     "short_day_text",
     "status_name",
     "usd_text",
