@@ -623,8 +623,19 @@ KEYBOARD = """() => {
     return !e.disabled && box.width > 0 && box.height > 0 &&
       getComputedStyle(e).visibility !== 'hidden';
   });
-  controls.forEach((e, i) => e.dataset.kbd = String(i));
-  return controls.length;
+  // A group of radio buttons is one stop of the Tab key (the arrow keys move within it).
+  const groups = new Map();
+  let count = 0;
+  for (const e of controls) {
+    if (e.type === 'radio') {
+      const group = [...document.forms].indexOf(e.form) + ':' + e.name;
+      if (!groups.has(group)) groups.set(group, String(count++));
+      e.dataset.kbd = groups.get(group);
+    } else {
+      e.dataset.kbd = String(count++);
+    }
+  }
+  return count;
 }""".replace("FOCUSABLE", FOCUSABLE)
 
 
