@@ -726,7 +726,7 @@ class Billing:
             await _check_guild_budget(tx, limits, guild_id, needed, now)
             await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
 
-        # Who pays: the server (its budgets), or the member's credit balance (issue 41).
+        # Who pays: the server (its budgets), or the member's credit balance (docs/credits.md).
         balance_pays = await self._credits.admit(
             tx,
             guild_id=guild_id,

@@ -27,7 +27,7 @@ import logging
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 from typing import Protocol
 
 from bot.clock import Clock
@@ -44,6 +44,7 @@ from bot.domain import (
 from bot.errors import BudgetExceeded, CreditsNeeded
 from bot.services.personal import is_personal
 from bot.storage import Database, Repositories
+from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.credits import CreditStore
 
 log = logging.getLogger(__name__)
@@ -97,13 +98,12 @@ class CreditsView:
     month_paid_cents: Decimal
 
 
-def with_markup(cost_cents: Decimal, markup_percent: int) -> Decimal:
+def with_markup(cost_cents: Decimal | int, markup_percent: int) -> Decimal:
     """What a balance pays for ``cost_cents``: the price plus ``markup_percent``, exact cents.
 
     Rounded up to a micro-cent (the ledger's unit) when finer: never less than the price.
     """
-    paid = cost_cents * (100 + markup_percent) / 100
-    return paid.quantize(Decimal("0.000001"), rounding=ROUND_CEILING).normalize()
+    return from_micro(to_micro(Decimal(cost_cents) * (100 + markup_percent) / 100))
 
 
 class MemberCredits:
@@ -118,7 +118,7 @@ class MemberCredits:
         self._packs = tuple(packs.items())
         self._markup = markup_percent
 
-    def paid(self, cost_cents: Decimal) -> Decimal:
+    def paid(self, cost_cents: Decimal | int) -> Decimal:
         """What the balance pays for a price of ``cost_cents`` (:func:`with_markup`)."""
         return with_markup(cost_cents, self._markup)
 

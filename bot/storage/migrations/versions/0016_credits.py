@@ -19,6 +19,9 @@ down_revision = "0014_drop_guard_key_credits"
 branch_labels = None
 depends_on = None
 
+# The ids SQLite assigns itself: its INTEGER PRIMARY KEY (a BIGINT one gets no rowid alias).
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 
 def upgrade() -> None:
     """Create the four tables and their indexes."""
@@ -30,7 +33,7 @@ def upgrade() -> None:
     )
     op.create_table(
         "credit_entries",
-        sa.Column("id", sa.BigInteger, primary_key=True),
+        sa.Column("id", _ID, primary_key=True, autoincrement=True),
         sa.Column("user_id", sa.BigInteger, nullable=False),
         sa.Column("kind", sa.Text, nullable=False),
         sa.Column("entry_key", sa.Text, unique=True),
