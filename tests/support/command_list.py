@@ -18,6 +18,7 @@ SLASH_COMMANDS = frozenset(
         "jobs",
         "settings",
         "chat",
+        "credits",
     }
 )
 """Slash commands (type 1)."""
@@ -63,6 +64,7 @@ CONFIG = frozenset(
     {
         "admin-channel",
         "api-key",
+        "billing",
         "blocked-terms",
         "budget",
         "channels",
@@ -88,6 +90,7 @@ LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
 SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
+    ("config", "billing"): ["mode"],
     ("config", "safety"): [
         "mode",
         "review-above",
