@@ -78,7 +78,7 @@ def premium_skus(components: list[dict[str, Any]]) -> list[int]:
 
 async def test_buy_spend_and_refund_agree_to_the_micro_cent(world: World) -> None:
     billing = await world.answer(
-        await world.command("config", {"billing": {"mode": "members"}}, admin=True)
+        await world.command("config", {"mode": "members"}, admin=True, subcommand="billing")
     )
     assert "Who pays for commands updated." in billing.text
 
