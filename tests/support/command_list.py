@@ -90,7 +90,6 @@ LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
 SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
-    ("config", "billing"): ["mode"],
     ("config", "safety"): [
         "mode",
         "review-above",
