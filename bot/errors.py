@@ -77,6 +77,43 @@ class KeyEncryptionUnavailable(BotError):
         )
 
 
+class CreditsNeeded(BotError):
+    """A member's credit balance cannot cover a request in a server where members pay.
+
+    Attributes:
+        available_cents: the balance less what requests in flight hold (may be below 0).
+        needed_cents: what the request holds, the markup included, cents.
+        packs: the packs on offer, ``(SKU id, cents credited)``, for the premium buttons
+            the answer carries (:mod:`bot.services.credits`).
+    """
+
+    def __init__(
+        self, available_cents: Decimal, needed_cents: Decimal, packs: tuple[tuple[int, int], ...]
+    ) -> None:
+        super().__init__(f"credit balance: {available_cents} available, {needed_cents} needed")
+        self.available_cents = available_cents
+        self.needed_cents = needed_cents
+        self.packs = packs
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """What the balance has and the request needs, and the way forward (the packs)."""
+        left = format_cents(max(Decimal(0), self.available_cents))
+        needed = format_cents(self.needed_cents)
+        if not self.packs:
+            return _(
+                "Members pay for commands here, and your credit balance has {left}; this "
+                "request needs about {needed}. No credit packs are offered on this bot yet.",
+                left=left,
+                needed=needed,
+            )
+        return _(
+            "Members pay for commands here, and your credit balance has {left}; this request "
+            "needs about {needed}. Buy a credit pack below to go on.",
+            left=left,
+            needed=needed,
+        )
+
+
 class BudgetExceeded(BotError):
     """A budget would be exceeded by the request.
 

@@ -32,6 +32,7 @@ from bot.domain import (
     UNSET,
     Actor,
     AuditEntry,
+    BillingMode,
     Kind,
     LimitUpdate,
     ModelLists,
@@ -57,6 +58,7 @@ from bot.services.policy import (
 from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
 from bot.storage import Database
+from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.guard import GuardStore
 from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
@@ -222,6 +224,8 @@ class GuildConfigService:
         catalogue: the catalogue cache, told to stop refreshing with a key that is replaced or
             removed (it then uses the default key).
         clock: stamps the audit log (UTC epoch seconds).
+        credit_packs_offered: whether ``CREDIT_PACKS`` offers packs, without which members
+            cannot pay (``/config billing`` keeps ``server``).
     """
 
     def __init__(
@@ -235,8 +239,10 @@ class GuildConfigService:
         default_key_set: bool,
         catalogue: CatalogueCache | None = None,
         clock: Clock | None = None,
+        credit_packs_offered: bool = False,
     ) -> None:
         self._clock = clock or SystemClock()
+        self._packs_offered = credit_packs_offered
         self._db = db
         self._keys = keys
         self._vault = vault
@@ -427,6 +433,26 @@ class GuildConfigService:
         async with self.changing(guild_id, actor):
             await self._db.guilds.set_locale(guild_id, locale)
             self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
+
+    async def set_billing_mode(self, guild_id: int, mode: BillingMode, *, actor: Actor) -> None:
+        """Set who pays the server's paid commands (``/config billing``; docs/credits.md).
+
+        Only who pays changes: tiers' models, cooldowns, caps and blocked terms apply as before.
+
+        Raises:
+            ValidationFailed: a mode where members pay, while the bot offers no credit packs
+                (``CREDIT_PACKS``), or in a member's own wallet.
+        """
+        if mode is not BillingMode.SERVER and (not self._packs_offered or is_personal(guild_id)):
+            raise ValidationFailed(
+                N_("This bot offers no credit packs, so members cannot pay for commands here.")
+            )
+        async with self.changing(guild_id, actor):
+            await self._db.of(CreditStore).set_mode(guild_id, mode)
+
+    async def billing_mode(self, guild_id: int) -> BillingMode:
+        """Who pays the server's paid commands."""
+        return await self._db.of(CreditStore).mode(guild_id)
 
     async def locale(self, guild_id: int) -> str | None:
         """The language an admin chose for the server's public messages; None when unset.
@@ -683,6 +709,7 @@ class GuildConfigService:
         values = _config_values(config)
         values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
         values["language"] = await self.locale(guild_id) or "server default"
+        values["billing"] = (await self.billing_mode(guild_id)).value
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
