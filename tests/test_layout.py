@@ -14,6 +14,8 @@ same rules by being there:
 - the cogs and the Discord adapter reach storage only through services: they import nothing
   of ``bot.storage`` (the typed rows and the store's errors are the domain's) and never touch
   a ``db`` attribute;
+- the two adapters, ``bot.discord`` and ``bot.dashboard``, never import each other: the entry
+  module (``bot.__main__``) starts both, and the dashboard reaches Discord through its port;
 - no cog imports another cog (what two cogs share lives in ``bot.discord``), and a cog module
   reaches the services one way: its cog is given them in ``setup``; nowhere else does it read
   ``bot.services`` or a service off the bot (``self.bot.generation``,
@@ -228,6 +230,21 @@ def service_names() -> set[str]:
         if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
     }
     return fields - {"_concerns"} | {"services", "poller", "cached_catalogue"}
+
+
+def test_the_discord_and_web_adapters_do_not_import_each_other() -> None:
+    def inside(module: str, package: str) -> bool:
+        return module == package or module.startswith(f"{package}.")
+
+    crossing = [
+        f"{module}:{line} imports {target}"
+        for module in SOURCES
+        for here, there in (("bot.discord", "bot.dashboard"), ("bot.dashboard", "bot.discord"))
+        if inside(module, here)
+        for target, _, line in imports(module)
+        if inside(target, there)
+    ]
+    assert crossing == []
 
 
 def test_no_cog_imports_another_cog() -> None:
