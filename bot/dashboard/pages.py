@@ -404,7 +404,7 @@ class Pages:
                 Bar(
                     day_text(float(b.key or 0))[5:],
                     b.micro,
-                    f"{day_text(float(b.key or 0))}: ${usd(b.micro)}",
+                    f"{day_text(float(b.key or 0))}: {usd(b.micro)}",
                 )
                 for b in report.by_day
             ],

@@ -39,11 +39,11 @@ from bot.domain import (
     Tier,
     Unset,
 )
-from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed, format_cents
+from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
-from bot.i18n import N_, SHIPPED, SOURCE, using
+from bot.i18n import N_, SHIPPED, SOURCE, money, using
 from bot.services.billing import Billing, Limits
 from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
@@ -843,7 +843,7 @@ def _kept(update: LimitUpdate, old: int | None) -> int | None:
 
 
 def _dollars(cents: int | None) -> str:
-    return "unlimited" if cents is None else format_cents(cents)
+    return "unlimited" if cents is None else money(cents)
 
 
 def _checked_term(text: str) -> str:
@@ -858,4 +858,4 @@ def _checked_term(text: str) -> str:
 
 
 def _confirm_above(cents: Decimal | None) -> str:
-    return "off" if cents is None else format_cents(cents)
+    return "off" if cents is None else money(cents)
