@@ -58,6 +58,7 @@ from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
@@ -483,14 +484,14 @@ class GuildConfigService:
 
         ``/config confirm-above``; off by default.
         """
-        return await self._db.cards.confirm_above(guild_id)
+        return await self._db.of(ResultRequestStore).confirm_above(guild_id)
 
     async def set_confirm_above(
         self, guild_id: int, cents: Decimal | None, *, actor: Actor
     ) -> None:
         """Set (None: turn off) the price above which a video asks to confirm first, cents."""
         async with self.changing(guild_id, actor):
-            await self._db.cards.set_confirm_above(guild_id, cents)
+            await self._db.of(ResultRequestStore).set_confirm_above(guild_id, cents)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
@@ -681,7 +682,9 @@ class GuildConfigService:
     async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
         values = _config_values(config)
-        values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
+        values["confirm above"] = _confirm_above(
+            await self._db.of(ResultRequestStore).confirm_above(guild_id)
+        )
         values["language"] = await self.locale(guild_id) or "server default"
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"

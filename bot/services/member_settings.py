@@ -40,6 +40,7 @@ from bot.services.generation import (
 )
 from bot.services.policy import MemberPolicy
 from bot.storage import Database
+from bot.storage.repos.members import MemberStore
 
 MAX_SUFFIX_LENGTH = 200
 
@@ -102,7 +103,7 @@ class MemberSettingsService:
     """Reads, changes and applies members' own defaults.
 
     Args:
-        db: the database (``db.members``).
+        db: the database (``db.of(MemberStore)``).
         billing: the member's effective policy here (:meth:`Billing.member_policy`).
         catalogue: the cached catalogue, to check a default model still exists; never fetched
             here (a command fetches it itself when none is cached).
@@ -119,7 +120,7 @@ class MemberSettingsService:
 
     async def get(self, user_id: int) -> MemberSettings:
         """Return the member's settings (the defaults when they set none)."""
-        return await self._db.members.get(user_id)
+        return await self._db.of(MemberStore).get(user_id)
 
     async def update(self, user_id: int, changes: Mapping[str, object]) -> MemberSettings:
         """Validate and store changes to the member's settings; return the new settings.
@@ -137,9 +138,9 @@ class MemberSettingsService:
         if unknown:
             raise ValueError(f"not member settings: {sorted(unknown)}")
         checked = {name: self._check(name, value) for name, value in changes.items()}
-        current = await self._db.members.get(user_id)
+        current = await self._db.of(MemberStore).get(user_id)
         updated = dataclasses.replace(current, **checked)  # type: ignore[arg-type]
-        await self._db.members.save(updated, self._clock.time())
+        await self._db.of(MemberStore).save(updated, self._clock.time())
         return updated
 
     def _check(self, name: str, value: object) -> object:

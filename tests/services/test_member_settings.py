@@ -12,6 +12,7 @@ from bot.errors import ValidationFailed
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.member_settings import CHOOSE_VIDEO_MODEL
 from bot.storage import Database
+from bot.storage.repos.members import MemberStore
 from tests.support.stack import Stack
 
 USER = 100
@@ -20,7 +21,7 @@ DEAR = "zenith-ultra/text-to-video"  # 6 or 10 s
 
 
 async def test_a_member_without_settings_gets_the_defaults(store: Database) -> None:
-    assert await store.members.get(USER) == MemberSettings.default(USER)
+    assert await store.of(MemberStore).get(USER) == MemberSettings.default(USER)
 
 
 async def test_settings_are_kept_across_a_reopen_and_replaced_whole(
@@ -38,16 +39,16 @@ async def test_settings_are_kept_across_a_reopen_and_replaced_whole(
         remix=True,
         notify_dm=True,
     )
-    await store.members.save(mine, at=1000.0)
-    await store.members.save(MemberSettings(USER + 1, private=True), at=1000.0)
+    await store.of(MemberStore).save(mine, at=1000.0)
+    await store.of(MemberStore).save(MemberSettings(USER + 1, private=True), at=1000.0)
     await store.close()
     store = await open_db(ManualClock())
     try:
-        assert await store.members.get(USER) == mine
+        assert await store.of(MemberStore).get(USER) == mine
         cleared = MemberSettings(USER, video_model=DEAR)
-        await store.members.save(cleared, at=1001.0)
-        assert await store.members.get(USER) == cleared
-        assert await store.members.get(USER + 1) == MemberSettings(USER + 1, private=True)
+        await store.of(MemberStore).save(cleared, at=1001.0)
+        assert await store.of(MemberStore).get(USER) == cleared
+        assert await store.of(MemberStore).get(USER + 1) == MemberSettings(USER + 1, private=True)
     finally:
         await store.close()
 
