@@ -30,6 +30,9 @@ MANAGE_GUILD: Final = 1 << 5
 ADMINISTRATOR: Final = 1 << 3
 """Discord's ADMINISTRATOR permission bit."""
 
+MANAGE_MESSAGES: Final = 1 << 13
+"""Discord's MANAGE_MESSAGES permission bit: with Manage Server, who reviews held results."""
+
 RIGHTS_SECONDS: Final = 60.0
 """How long a member's rights in a server are reused before the bot is asked again."""
 
@@ -85,6 +88,10 @@ class Directory(Protocol):
         """
         ...
 
+    async def coloured_roles(self, guild_id: int) -> list[tuple[int, str, int]]:
+        """:meth:`roles` with each role's colour: (id, name, 0xRRGGBB; 0 for none)."""
+        ...
+
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's text channels: (id, name), in the server's order."""
         ...
@@ -102,11 +109,21 @@ class Rights:
         guild_name: the server's name (as the bot reads it).
         admin: Manage Server, Administrator or owner.
         role_access: the highest access a dashboard role gives (``view``, ``edit``), or None.
+        moderator: Manage Messages (with :attr:`admin`, a reviewer of held results).
     """
 
     guild_name: str
     admin: bool
     role_access: str | None = None
+    moderator: bool = False
+
+    @property
+    def may_review(self) -> bool:
+        """Whether the member reviews held and withheld results (Manage Server or Messages).
+
+        As the review channel's Approve and Reject (``cogs/safety.py``); docs/safety.md.
+        """
+        return self.admin or self.moderator
 
     @property
     def may_view(self) -> bool:
@@ -178,7 +195,8 @@ class RightsCache:
         granted = await self._access_roles(guild_id)
         levels = {granted[r] for r in access.role_ids if r in granted}
         role_access = "edit" if "edit" in levels else ("view" if levels else None)
-        rights = Rights(access.guild_name, admin, role_access)
+        moderator = bool(access.permissions & MANAGE_MESSAGES)
+        rights = Rights(access.guild_name, admin, role_access, moderator)
         return rights if rights.may_view else None
 
     async def name(self, guild_id: int, user_id: int) -> str | None:
@@ -256,7 +274,9 @@ class CachingDirectory:
         self._unreachable: Bounded[tuple[int, int], bool] = Bounded(
             KEPT, UNREACHABLE_SECONDS, monotonic
         )
-        self._roles: Bounded[int, list[tuple[int, str]]] = Bounded(KEPT, LISTS_SECONDS, monotonic)
+        self._roles: Bounded[int, list[tuple[int, str, int]]] = Bounded(
+            KEPT, LISTS_SECONDS, monotonic
+        )
         self._channels: Bounded[int, list[tuple[int, str]]] = Bounded(
             KEPT, LISTS_SECONDS, monotonic
         )
@@ -329,7 +349,17 @@ class CachingDirectory:
 
     async def roles(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's roles, kept :data:`LISTS_SECONDS`."""
-        return await self._kept(self._roles, guild_id, lambda: self._directory.roles(guild_id))
+        return [(i, n) for i, n, _ in await self.coloured_roles(guild_id)]
+
+    async def coloured_roles(self, guild_id: int) -> list[tuple[int, str, int]]:
+        """The server's roles with their colours, kept :data:`LISTS_SECONDS` (one question)."""
+        return await self._kept(
+            self._roles, guild_id, lambda: self._directory.coloured_roles(guild_id)
+        )
+
+    async def role_colours(self, guild_id: int) -> dict[int, int]:
+        """The server's roles' colours (``0xRRGGBB``, 0: none), from :meth:`coloured_roles`."""
+        return {i: c for i, _, c in await self.coloured_roles(guild_id)}
 
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's text channels, kept :data:`LISTS_SECONDS`."""

@@ -1,7 +1,7 @@
 """The server's settings pages, one :class:`~bot.dashboard.forms.SettingsForm` each.
 
-Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels and Dashboard access,
-in the order of the server's tabs. Every save calls the same
+Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels, Dashboard access,
+Safety and Review, in the order of the server's tabs. Every save calls the same
 :class:`~bot.services.guild_config.GuildConfigService` methods as ``/config``, so the very next
 slash command is judged by it, and the service audits it (marked ``via="web"``) and posts it in
 the admin channel as ``/config``'s changes are. Each form's ``base`` is the digest of the
@@ -24,10 +24,21 @@ from bot.dashboard.forms import (
     settings_form,
     web_actor,
 )
-from bot.domain import UNLIMITED, UNSET, Actor, AuditEntry, Kind, LimitUpdate
+from bot.dashboard.rights import Rights
+from bot.domain import (
+    UNLIMITED,
+    UNSET,
+    Actor,
+    AuditEntry,
+    Kind,
+    LimitUpdate,
+    SafetyMode,
+    SafetyRecord,
+)
+from bot.domain.safety import DEFAULT_REPORTS_TO_HIDE
 from bot.errors import BotError, ValidationFailed
 from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
-from bot.services.policy import describe_models, find_blocked_term, parse_models
+from bot.services.policy import describe_models, find_blocked_term, model_matches, parse_models
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 
 ACCESS_LEVELS: Final = ("view", "edit")
@@ -36,6 +47,11 @@ ACCESS_LEVELS: Final = ("view", "edit")
 UNKNOWN_ROLE: Final = "Pick one of the server's roles."
 NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
 UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
+UNKNOWN_MODEL: Final = "Pick models of the catalogue."
+NO_MODEL_PICKED: Final = "Pick at least one model, or all of them, or the server's list."
+
+MODEL_MODES: Final = ("default", "all", "picked")
+"""A tier's models on its form: the server's list, every model, or the ones ticked."""
 BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
 
 BUDGET_SETTINGS: Final = (
@@ -124,6 +140,70 @@ def _models_field(models: tuple[str, ...] | None) -> str:
     if models is None:
         return "default"
     return "all" if models == ("*",) else ", ".join(models)
+
+
+def _model_mode(models: tuple[str, ...] | None) -> str:
+    """Which of :data:`MODEL_MODES` a tier's models are."""
+    if models is None:
+        return "default"
+    return "all" if models == ("*",) else "picked"
+
+
+def _model_groups(catalogue: Any, models: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The catalogue's models as a tier's checkboxes, grouped by kind, with their prices.
+
+    Each group: ``{"kind", "models": [{"id", "label", "price", "checked"}]}``; a model is
+    ticked when one of the tier's patterns covers it. Videos carry the catalogue's price per
+    5 seconds; text and images are priced by the service per request (no catalogue price).
+    """
+    patterns = () if models is None or models == ("*",) else models
+    groups = []
+    for kind, entries in (
+        ("text", catalogue.text),
+        ("image", catalogue.image),
+        ("video", catalogue.video),
+    ):
+        shown = []
+        for model in entries:
+            per_5s = getattr(model, "cost_cents_per_5s", None)
+            shown.append(
+                {
+                    "id": model.id,
+                    "label": model.label,
+                    "price": "" if per_5s is None else f"${per_5s / 100:.2f} per 5 s",
+                    "checked": any(model_matches(p, model.id) for p in patterns),
+                }
+            )
+        if shown:
+            groups.append({"kind": kind, "models": shown})
+    return groups
+
+
+def _picked_models(posted: Posted, known: set[str] | None) -> ModelsUpdate:
+    """A tier's models as its form posted them (the mode and the ticked models).
+
+    Without the catalogue (``known`` None) the form has the typed field ``models`` instead.
+
+    Raises:
+        ValidationFailed: a model not of the catalogue, none ticked, or what ``/config``
+            refuses (:func:`parse_models`).
+    """
+    if known is None or not posted.get("models_mode"):
+        raw = posted.get("models").strip()
+        if not raw or raw.casefold() in DEFAULT_WORDS:
+            return None
+        return parse_models(raw)
+    mode = posted.get("models_mode")
+    if mode == "default":
+        return None
+    if mode == "all":
+        return parse_models("all")
+    picked = posted.getall("model")
+    if any(m not in known for m in picked):
+        raise ValidationFailed(UNKNOWN_MODEL)
+    if not picked:
+        raise ValidationFailed(NO_MODEL_PICKED)
+    return parse_models(", ".join(picked))
 
 
 def _id_in(raw: str, known: Mapping[int, str], refusal: str) -> int | None:
@@ -334,6 +414,8 @@ class TiersForm(SettingsForm):
         policy = await self.config.policy(self.guild_id)
         snapshot = await self.config.snapshot(self.guild_id)
         roles = await self.pages.roles(self.guild_id)
+        colours = await self.pages.role_colours(self.guild_id)
+        catalogue = await self._catalogue()
         rows = [
             {
                 "tier": tier,
@@ -343,15 +425,33 @@ class TiersForm(SettingsForm):
                 "videos": "" if tier.videos_at_once is None else str(tier.videos_at_once),
                 "models": _models_field(tier.models),
                 "models_text": describe_models(tier.models),
+                "models_mode": _model_mode(tier.models),
+                "groups": [] if catalogue is None else _model_groups(catalogue, tier.models),
+                "colour": colours.get(tier.role_id, 0),
             }
             for tier in policy.tiers
         ]
         tiered = {t.role_id for t in policy.tiers}
         return {
             "rows": rows,
-            "free_roles": [(i, n) for i, n in roles if i not in tiered],
+            "free_roles": [(i, n, colours.get(i, 0)) for i, n in roles if i not in tiered],
             "new_base": digest({}),
+            "new_groups": [] if catalogue is None else _model_groups(catalogue, None),
+            "modes": MODEL_MODES,
         }
+
+    async def _catalogue(self) -> Any:
+        """The server's catalogue, None when it cannot be read (the typed field then)."""
+        try:
+            return await self.pages.services.generation.catalogue(self.guild_id)
+        except Exception:  # no key, the service down: the form falls back to text
+            return None
+
+    async def _known_models(self) -> set[str] | None:
+        catalogue = await self._catalogue()
+        if catalogue is None:
+            return None
+        return {m.id for m in (*catalogue.text, *catalogue.image, *catalogue.video)}
 
     async def save(self, posted: Posted) -> list[AuditEntry]:
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
@@ -367,12 +467,7 @@ class TiersForm(SettingsForm):
         daily = parse_allowance(posted.get("daily") or "default")
         monthly = parse_allowance(posted.get("monthly") or "default")
         videos = _number(posted.get("videos"), "Videos at once", 1, 100)
-        raw_models = posted.get("models").strip()
-        models: ModelsUpdate = (
-            None
-            if not raw_models or raw_models.casefold() in DEFAULT_WORDS
-            else parse_models(raw_models)
-        )
+        models = _picked_models(posted, await self._known_models())
 
         async def apply(actor: Actor) -> None:
             await config.set_tier(
@@ -597,3 +692,173 @@ class AccessForm(SettingsForm):
             )
         self.pages.app.rights.forget_guild(guild_id)
         return [entry]
+
+
+# -- safety checking of results (docs/safety.md) ----------------------------------------------
+
+SAFETY_UNAVAILABLE: Final = "Safety checking is unavailable on this bot: no model is configured."
+"""The Safety page without ``SAFETY_MODEL`` (as ``/config safety`` says)."""
+
+BAD_SCORE: Final = "{what} is a number from 0 to 1."
+REVIEWERS_ONLY: Final = "Only members with Manage Server or Manage Messages review results."
+REVIEW_CHANGED: Final = (
+    "That result was decided since you opened the page (by another moderator, here or on "
+    "Discord); nothing was done. The page now shows what still waits."
+)
+UNKNOWN_RESULT: Final = "That result is not in this server's review queue."
+
+
+def safety_scope(what: str) -> bool:
+    """The settings of the Safety form: the server's policy (``audit_values``' keys)."""
+    return what.startswith("safety ")
+
+
+def _score(raw: str, what: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValidationFailed(BAD_SCORE.format(what=what)) from None
+    if not 0.0 <= value <= 1.0:
+        raise ValidationFailed(BAD_SCORE.format(what=what))
+    return value
+
+
+@settings_form
+class SafetyForm(SettingsForm):
+    """``/servers/<id>/settings/safety``: the server's safety policy, as ``/config safety``.
+
+    Mode, the two thresholds, the review channel, the reports that withhold a result and what
+    age-restricted channels get; saved through :meth:`bot.services.safety.SafetyService.update`
+    and audited like every setting (``via="web"``). Without ``SAFETY_MODEL`` it says that
+    checking is unavailable on this bot, and has no form.
+    """
+
+    name = "safety"
+    path = "/servers/{guild_id}/settings/safety"
+    template = "settings_safety.html"
+    label = "Safety"
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        safety = self.pages.services.moderation
+        if not safety.available:
+            return {"available": False, "unavailable": SAFETY_UNAVAILABLE}
+        return {
+            "available": True,
+            "policy": await safety.policy(self.guild_id),
+            "modes": [m.value for m in SafetyMode],
+            "channels": await self.pages.channels(self.guild_id),
+            "base": await self.base(safety_scope),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        safety = self.pages.services.moderation
+        if not safety.available:
+            raise ValidationFailed(SAFETY_UNAVAILABLE)
+        known = dict(await self.pages.channels(self.guild_id))
+        channel = _channel_id(posted.get("review_channel"), known)
+        reports = _number(posted.get("reports_to_hide"), "Reports that withhold a result", 1, 100)
+        values: dict[str, Any] = {
+            "mode": posted.get("mode"),
+            "review_above": _score(posted.get("review_above"), "Held from"),
+            "block_above": _score(posted.get("block_above"), "Withheld from"),
+            "review_channel_id": channel or 0,  # 0: the admin channel
+            "reports_to_hide": reports or DEFAULT_REPORTS_TO_HIDE,
+            "nsfw_channels": posted.get("nsfw_channels"),
+        }
+        guild_id = self.guild_id
+
+        async def apply(actor: Actor) -> None:
+            await safety.update(guild_id, **values)
+
+        return await self.commit(posted, safety_scope, apply)
+
+
+def review_base(record: SafetyRecord) -> str:
+    """The version of one queued result a Review row was rendered from (its state)."""
+    return digest({"ref": record.ref, "state": record.state.value})
+
+
+@settings_form
+class ReviewForm(SettingsForm):
+    """``/servers/<id>/review``: held, withheld and reported results, with Approve / Reject.
+
+    For reviewers (Manage Server or Manage Messages, as the review channel's buttons); others
+    see one sentence and no result. Each row shows the result's thumbnail when one is kept
+    (served to reviewers only: ``Pages._seen_result``), its score, prompt, member and state.
+    A decision goes through the one write path (the form's token and origin, the write limit,
+    the page lock) and an optimistic check: the row carries the state it was rendered from,
+    and a result decided meanwhile (here or on Discord) changes nothing (409). The service
+    audits it (``safety review j12: held → approved``, ``via="web"``); Approve delivers a job
+    again to its card, and the review channel's card of the result is removed.
+    """
+
+    name = "review"
+    path = "/servers/{guild_id}/review"
+    template = "review.html"
+    label = "Review"
+    refusal = REVIEWERS_ONLY
+
+    @classmethod
+    def may_save(cls, rights: Rights) -> bool:
+        """Reviewers: Manage Server or Manage Messages."""
+        return rights.may_review
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        safety = self.pages.services.moderation
+        if not self.rights.may_review:
+            return {"reviewer": False, "rows": [], "refusal": REVIEWERS_ONLY}
+        records = await safety.queue(self.guild_id)
+        results = {}
+        for record in records:
+            if record.ref.startswith("j"):
+                item = await self.pages.dashboard.result(int(record.ref[1:]))
+                if item is not None and item.guild_id == self.guild_id:
+                    results[record.ref] = item
+        thumbs = await self.pages.thumbs(results.values())
+        names = await self.pages.names(self.guild_id, [r.user_id for r in records])
+        rows = [
+            {
+                "record": record,
+                "item": results.get(record.ref),
+                "thumb": thumbs.get(results[record.ref].job_id) if record.ref in results else None,
+                "name": names.get(record.user_id, ""),
+                "base": review_base(record),
+            }
+            for record in records
+        ]
+        return {"reviewer": True, "rows": rows, "available": safety.available}
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Approve or Reject one result; the audit entry written (the service's)."""
+        safety = self.pages.services.moderation
+        action, ref = posted.get("action"), posted.get("ref")
+        if action not in ("approve", "reject"):
+            raise ValidationFailed(UNKNOWN_RESULT)
+        user_id = self.signed.user_id
+        async with self.pages.lock(self.guild_id):
+            record = await safety.record(ref) if ref else None
+            if record is None or record.guild_id != self.guild_id:
+                raise ValidationFailed(UNKNOWN_RESULT)
+            if review_base(record) != posted.get("base") or not record.state.pending:
+                raise Refused(REVIEW_CHANGED, 409)
+            decide = safety.approve if action == "approve" else safety.reject
+            try:
+                decided = await decide(ref, guild_id=self.guild_id, user_id=user_id, via="web")
+            except ValidationFailed:  # decided on Discord in between
+                raise Refused(REVIEW_CHANGED, 409) from None
+        if record.review is not None:  # its buttons there would only refuse now
+            self.pages.later(self.pages.app.directory.delete_message(*record.review), self.guild_id)
+        return [
+            AuditEntry(
+                self.guild_id,
+                user_id,
+                f"safety review {ref}",
+                record.state.value,
+                decided.state.value,
+                decided.decided_at or 0.0,
+                "web",
+            )
+        ]
