@@ -185,7 +185,7 @@ async def test_a_process_alone_reads_a_members_settings_once_and_follows_their_c
     assert members.reads == 1
     await service.update(USER, {"private": True})
     assert (await service.get(USER)).private is True
-    assert await store.members.get(USER) == await service.get(USER)
+    assert await store.of(MemberStore).get(USER) == await service.get(USER)
 
 
 async def test_a_read_that_overlapped_a_change_is_not_kept(store: Database) -> None:
