@@ -18,8 +18,7 @@ from bot.discord.bot import GenBot
 from bot.discord.credits import premium_buttons, settle_reported
 from bot.discord.interactions import requester
 from bot.domain import CreditEntryKind
-from bot.errors import format_cents
-from bot.i18n import _, relative_time
+from bot.i18n import _, money, relative_time
 from bot.services.billing import month_start
 from bot.services.credits import CreditService
 
@@ -56,31 +55,27 @@ class CreditsCog(commands.Cog):
         view_of = await self.credits.view(
             who.user_id, month_start(interaction.created_at.timestamp())
         )
-        lines = [
-            _("Your credit balance: {balance}", balance=format_cents(view_of.balance.balance_cents))
-        ]
+        lines = [_("Your credit balance: {balance}", balance=money(view_of.balance.balance_cents))]
         if view_of.balance.held_cents:
             lines.append(
                 _(
                     "Held by requests in progress: {held}",
-                    held=format_cents(view_of.balance.held_cents),
+                    held=money(view_of.balance.held_cents),
                 )
             )
         if view_of.month_paid_cents:
             lines.append(
-                _("Spent from it this month: {paid}", paid=format_cents(view_of.month_paid_cents))
+                _("Spent from it this month: {paid}", paid=money(view_of.month_paid_cents))
             )
         for sku_id, cents in view_of.packs:
-            lines.append(
-                _("Pack: {amount} of credits", amount=format_cents(cents)) + f" (`{sku_id}`)"
-            )
+            lines.append(_("Pack: {amount} of credits", amount=money(cents)) + f" (`{sku_id}`)")
         if view_of.history:
             lines.append(_("Your latest purchases and refunds:"))
             for entry in view_of.history:
                 what = (
-                    _("bought {amount}", amount=format_cents(entry.amount_cents))
+                    _("bought {amount}", amount=money(entry.amount_cents))
                     if entry.kind is CreditEntryKind.PURCHASE
-                    else _("refunded {amount}", amount=format_cents(-entry.amount_cents))
+                    else _("refunded {amount}", amount=money(-entry.amount_cents))
                 )
                 lines.append(f"- {what}, {relative_time(entry.at)}")
         view = premium_buttons(view_of.packs) or discord.utils.MISSING

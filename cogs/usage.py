@@ -12,8 +12,8 @@ from bot.discord.bot import GenBot
 from bot.discord.interactions import requester
 from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import thread_lines
-from bot.errors import BotError, ValidationFailed, format_cents
-from bot.i18n import N_, _, number
+from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _, money, number
 from bot.services.billing import Billing, month_start
 from bot.services.conversations import ConversationService
 from bot.services.credits import CreditService
@@ -100,7 +100,7 @@ class UsageCog(commands.Cog):
         if paid:
             embed.add_field(
                 name=_("Paid from the credit balance this month"),
-                value=format_cents(paid),
+                value=money(paid),
                 inline=False,
             )
 

@@ -15,7 +15,7 @@ import pytest
 from bot.discord.bot import EXTENSIONS, GenBot
 from bot.discord.render.text import format_duration
 from bot.discord.translator import CatalogueTranslator, translated_payload
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached, format_cents, user_message
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached, user_message
 from bot.genapi import errors as api
 from bot.i18n import (
     SHIPPED,
@@ -148,13 +148,13 @@ def test_amounts_keep_their_digits_in_each_locales_format(
 ) -> None:
     assert money(cents, locale) == shown
     with using(locale):
-        assert format_cents(cents) == shown
+        assert money(cents) == shown
 
 
 def test_tiny_and_unreadable_amounts_are_worded_in_the_locale() -> None:
     with using("de"):
-        assert format_cents(Decimal("0.0000001")) == "weniger als 0,000001\xa0$"
-        assert format_cents(Decimal("NaN")) == "ein unlesbarer Betrag"
+        assert money(Decimal("0.0000001")) == "weniger als 0,000001\xa0$"
+        assert money(Decimal("NaN")) == "ein unlesbarer Betrag"
 
 
 def test_durations_use_the_locales_units_and_english_keeps_its_own() -> None:

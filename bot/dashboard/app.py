@@ -41,7 +41,7 @@ from bot.dashboard.limits import (
     SESSION_BUDGET,
     THUMB_BUDGET,
     Bounded,
-    Buckets,
+    RequestBuckets,
     retry_after,
 )
 from bot.dashboard.oauth import DiscordOAuth, LoginCookie, OAuthFailed, snowflake
@@ -176,10 +176,10 @@ class Dashboard:
         self.dashboard = services.service(DashboardService)
         self.rights = RightsCache(self.directory, self.dashboard.access_roles, clock)
         self.logins = LoginCookie(settings.discord_client_secret.get_secret_value(), clock)
-        self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
-        self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
-        self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
-        self.thumbs: Buckets[str] = Buckets(THUMB_BUDGET, clock.monotonic)
+        self.by_address: RequestBuckets[str] = RequestBuckets(ADDRESS_BUDGET, clock.monotonic)
+        self.by_member: RequestBuckets[int] = RequestBuckets(SESSION_BUDGET, clock.monotonic)
+        self.signed_out: RequestBuckets[str] = RequestBuckets(ANONYMOUS_BUDGET, clock.monotonic)
+        self.thumbs: RequestBuckets[str] = RequestBuckets(THUMB_BUDGET, clock.monotonic)
         self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
             KEPT, SHOWCASE_SECONDS, clock.monotonic
         )

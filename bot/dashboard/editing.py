@@ -76,14 +76,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 __all__ = [
     "WRITES_PER_MINUTE",
+    "SaveThrottle",
     "SettingsPages",
-    "WriteLimiter",
     "add_all_pages",
     "settings_forms",
 ]
 
 
-class WriteLimiter:
+class SaveThrottle:
     """At most :data:`WRITES_PER_MINUTE` saves per member in any 60 seconds (in memory).
 
     Args:
@@ -139,7 +139,7 @@ class SettingsPages(Pages):
     def __init__(self, app: Dashboard) -> None:
         super().__init__(app)
         self.config: GuildConfigService = app.services.guild_config
-        self.limiter = WriteLimiter(app.clock)
+        self.limiter = SaveThrottle(app.clock)
         # One save at a time per server in this process: the base check and the write are
         # one step, so two saves racing here cannot both pass the check.
         # A lock lives while a save holds or waits on it, no longer (weak values).

@@ -28,8 +28,8 @@ from bot.i18n import N_, _
 from bot.services.guard import SpendGuard
 
 
-class WriteLimiter(Protocol):
-    """The settings pages' write limit: ``bot.dashboard.editing.WriteLimiter``.
+class SaveThrottle(Protocol):
+    """The settings pages' write limit: ``bot.dashboard.editing.SaveThrottle``.
 
     editing.py adds this page, so it is not imported from there.
     """
@@ -65,7 +65,7 @@ class GuardPages(Pages):
         limiter: the settings pages' write limiter (one budget of saves per member).
     """
 
-    def __init__(self, app: Dashboard, limiter: WriteLimiter) -> None:
+    def __init__(self, app: Dashboard, limiter: SaveThrottle) -> None:
         super().__init__(app)
         self.guard: SpendGuard = app.services.guard
         self.limiter = limiter
@@ -115,7 +115,7 @@ class GuardPages(Pages):
         return await self.page(request, notice=_(RESUMED if resumed else NOT_PAUSED))
 
 
-def add_guard_pages(app: Dashboard, routes: web.UrlDispatcher, limiter: WriteLimiter) -> GuardPages:
+def add_guard_pages(app: Dashboard, routes: web.UrlDispatcher, limiter: SaveThrottle) -> GuardPages:
     """Add ``/servers/<id>/guard`` (GET, POST) and return the pages (the Overview's panel)."""
     pages = GuardPages(app, limiter)
     resource = routes.add_resource("/servers/{guild_id}/guard", name="guard")

@@ -25,7 +25,6 @@ import jinja2
 from babel import Locale
 from babel.core import negotiate_locale
 from babel.dates import format_date, format_skeleton, format_time
-from babel.numbers import format_currency
 
 from bot.i18n import (
     LANGUAGE_NAMES,
@@ -34,6 +33,7 @@ from bot.i18n import (
     SOURCE,
     _,
     current,
+    money,
     number,
     resolve,
     translations,
@@ -114,10 +114,7 @@ def usd_text(micro: int) -> str:
     decimals: the pages' figures equal the ledger's exactly. Babel's CLDR data place the
     symbol and choose the separators.
     """
-    dollars = (Decimal(micro) / (MICRO_PER_CENT * 100)).normalize()
-    if dollars == 0:
-        dollars = Decimal(0)
-    return format_currency(dollars, "USD", locale=_babel(), decimal_quantization=False)
+    return money(Decimal(micro) / MICRO_PER_CENT, current(), exact=True)  # the one formatter
 
 
 def number_text(value: int | float | Decimal) -> str:

@@ -40,11 +40,11 @@ from bot.domain import (
     Tier,
     Unset,
 )
-from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed, format_cents
+from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
-from bot.i18n import N_, SHIPPED, SOURCE, using
+from bot.i18n import N_, SHIPPED, SOURCE, money, using
 from bot.services.billing import Billing, Limits
 from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
@@ -60,6 +60,7 @@ from bot.services.safety import policy_of
 from bot.storage import Database
 from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
@@ -509,14 +510,14 @@ class GuildConfigService:
 
         ``/config confirm-above``; off by default.
         """
-        return await self._db.cards.confirm_above(guild_id)
+        return await self._db.of(ResultRequestStore).confirm_above(guild_id)
 
     async def set_confirm_above(
         self, guild_id: int, cents: Decimal | None, *, actor: Actor
     ) -> None:
         """Set (None: turn off) the price above which a video asks to confirm first, cents."""
         async with self.changing(guild_id, actor):
-            await self._db.cards.set_confirm_above(guild_id, cents)
+            await self._db.of(ResultRequestStore).set_confirm_above(guild_id, cents)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
@@ -707,7 +708,9 @@ class GuildConfigService:
     async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
         values = _config_values(config)
-        values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
+        values["confirm above"] = _confirm_above(
+            await self._db.of(ResultRequestStore).confirm_above(guild_id)
+        )
         values["language"] = await self.locale(guild_id) or "server default"
         values["billing"] = (await self.billing_mode(guild_id)).value
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
@@ -870,7 +873,7 @@ def _kept(update: LimitUpdate, old: int | None) -> int | None:
 
 
 def _dollars(cents: int | None) -> str:
-    return "unlimited" if cents is None else format_cents(cents)
+    return "unlimited" if cents is None else money(cents)
 
 
 def _checked_term(text: str) -> str:
@@ -885,4 +888,4 @@ def _checked_term(text: str) -> str:
 
 
 def _confirm_above(cents: Decimal | None) -> str:
-    return "off" if cents is None else format_cents(cents)
+    return "off" if cents is None else money(cents)

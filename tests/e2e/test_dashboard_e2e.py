@@ -26,7 +26,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.errors import format_cents
+from bot.i18n import money
 from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
@@ -138,7 +138,7 @@ async def test_the_csv_export_adds_up_to_usage(world: World) -> None:
         exported = await http.get(f"{base}/servers/{world.guild.id}/ledger.csv")
         rows = list(csv.DictReader(io.StringIO(await exported.text())))
     total = sum((Decimal(r["amount_usd"]) for r in rows), Decimal(0))
-    assert format_cents(total * 100) == usage
+    assert money(total * 100) == usage
     assert [r["prompt"] for r in rows if r["kind"] == "video"] == ["'" + FORMULA]
 
 
@@ -221,10 +221,10 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     await sign_in(world, tab, world.admin.id)
     await tab.shoot("servers")
     await page.click(f'a[href="/servers/{world.guild.id}"]')
-    assert format_cents(dollars(await page.inner_text("#month-spend")) * 100) == usage
+    assert money(dollars(await page.inner_text("#month-spend")) * 100) == usage
     await tab.shoot("overview")
     await page.click("nav.tabs >> text=Spend")
-    assert format_cents(dollars(await page.inner_text("#usage-month")) * 100) == usage
+    assert money(dollars(await page.inner_text("#usage-month")) * 100) == usage
     await page.click("text=90 days")
     assert await page.locator("svg.chart rect.bar").count() == 90
     await tab.shoot("spend")
@@ -244,7 +244,7 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     download = await waiting.value
     text = Path(await download.path()).read_text(encoding="utf-8")
     total = sum((Decimal(r["amount_usd"]) for r in csv.DictReader(io.StringIO(text))), Decimal(0))
-    assert format_cents(total * 100) == usage
+    assert money(total * 100) == usage
     await page.click("nav.tabs >> text=Gallery")
     await tab.shoot("gallery")
     await page.click("nav.tabs >> text=Audit log")
