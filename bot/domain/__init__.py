@@ -13,6 +13,7 @@ snowflakes.
 
 from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
 from bot.domain.conversations import Conversation, ConversationTurn, Persona
+from bot.domain.creative import Character, CreativeSettings, ImageRef, Style
 from bot.domain.dashboard import (
     DashboardSession,
     GuildRef,
@@ -53,17 +54,20 @@ __all__ = [
     "UNSET",
     "Actor",
     "AuditEntry",
+    "Character",
     "Charge",
     "ChargeAnomaly",
     "ConstraintError",
     "Conversation",
     "ConversationTurn",
+    "CreativeSettings",
     "DashboardSession",
     "DeliveryRoute",
     "GuardAlert",
     "GuardSettings",
     "GuildRef",
     "GuildSettings",
+    "ImageRef",
     "Job",
     "JobCounts",
     "JobStatus",
@@ -91,6 +95,7 @@ __all__ = [
     "SpendBucket",
     "StorageError",
     "StorageUnavailableError",
+    "Style",
     "Thumbnail",
     "Tier",
     "Unset",
