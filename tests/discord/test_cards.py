@@ -29,7 +29,7 @@ def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:
 
 def test_image_results_get_every_action_in_one_row_beside_25_links() -> None:
     actions = result_buttons("image", "r3")
-    assert [label for label, _ in actions] == ["Again", "Animate", "Edit", "✨ Enhance", "Delete"]
+    assert [label for label, _ in actions] == ["Again", "Animate", "Edit", "Enhance", "Delete"]
     links = tuple((f"Open image {n}", f"https://x.test/{n}.png") for n in range(25))
     view = MessageParts(link_buttons=links, action_buttons=actions).view()
     assert view is not None

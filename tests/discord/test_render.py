@@ -378,7 +378,7 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
         ("Remix · $1.20", "gb:remix:j42"),
         ("Share", "gb:share:j42"),  # to the server's showcase (the requester only)
         ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
-        ("✨ Enhance", "gb:enhance:j42"),  # the prompt rewritten first; a row of its own
+        ("Enhance", "gb:enhance:j42"),  # the prompt rewritten first; a row of its own
     )
     view = parts.view()
     assert view is not None

@@ -62,7 +62,7 @@ _LABELS: Final[dict[Action, str]] = {
     "remix": N_("Remix"),
     "join": N_("Join"),
     "share": N_("Share"),
-    "enhance": N_("✨ Enhance"),
+    "enhance": N_("Enhance"),
 }
 """English labels, shown through the catalogue (:func:`bot.i18n._`) in the message's locale."""
 
