@@ -31,7 +31,7 @@ from bot.domain import UNSET, Actor, Kind, LimitUpdate
 from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
-from bot.services.creative import MAX_SYSTEM_LENGTH
+from bot.services.creative import MAX_SYSTEM_LENGTH, CreativeService
 from bot.services.generation import GenerationService
 from bot.services.guard import (
     SpendGuard,
@@ -270,6 +270,7 @@ class ConfigCog(
         *,
         shared_key: bool,
         dashboard_url: str | None = None,
+        creative: CreativeService | None = None,
     ) -> None:
         self.service = service
         self.generation = generation
@@ -278,6 +279,14 @@ class ConfigCog(
         self.moderation = moderation
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
+        self._creative = creative
+
+    @property
+    def creative(self) -> CreativeService:
+        """Enhance's settings (given in setup)."""
+        if self._creative is None:
+            raise RuntimeError("ConfigCog was built without the creative service")
+        return self._creative
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -478,8 +487,7 @@ class ConfigCog(
         """
         who = requester(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        creative = interaction.client.services.creative
-        chosen = await creative.set_enhance(
+        chosen = await self.creative.set_enhance(
             who.guild_id,
             actor=actor(interaction),
             model=model,
@@ -959,6 +967,7 @@ async def setup(bot: GenBot) -> None:
             services.guard,
             services.moderation,
             shared_key=services.default_key is not None,
+            creative=services.creative,
             dashboard_url=(
                 services.settings.dashboard_public_url
                 if services.settings.dashboard_enabled

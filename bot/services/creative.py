@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Final, Literal
+from typing import Final, Literal, Protocol
 
 from bot.clock import Clock
 from bot.domain import Actor, Character, CreativeSettings, ImageRef, Style
@@ -43,9 +44,26 @@ from bot.services.generation import (
 from bot.storage import Database
 from bot.storage.repos.creative import CreativeStore
 
-if TYPE_CHECKING:
-    from bot.services.guild_config import GuildConfigService
-    from bot.services.submissions import Desk
+
+class Desk(Protocol):
+    """The adapter's side of the rewrite's request (as ``bot.services.submissions.Desk``)."""
+
+    def waiting(self) -> AbstractAsyncContextManager[object]:
+        """The block in which the request may wait in its key's queue, its place shown."""
+        ...
+
+    def charged(self) -> None:
+        """The request was charged: never say it failed now."""
+        ...
+
+
+class Audited(Protocol):
+    """Audits a block of changes to a server's settings (``GuildConfigService.changing``)."""
+
+    def changing(self, guild_id: int, actor: Actor) -> AbstractAsyncContextManager[object]:
+        """The block whose changes are audited as one, by ``actor``."""
+        ...
+
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +222,7 @@ class CreativeService:
         db: Database,
         clock: Clock,
         generation: GenerationService,
-        guild_config: GuildConfigService,
+        guild_config: Audited,
     ) -> None:
         self._db = db
         self._clock = clock
