@@ -159,8 +159,8 @@ class SettingsPages(Pages):
 
         async def handler(request: web.Request) -> web.StreamResponse:
             signed, guild_id, rights = await self._server(request)
-            if not rights.may_edit:
-                raise web.HTTPForbidden(text=NOT_AN_EDITOR)
+            if not form.may_save(rights):
+                raise web.HTTPForbidden(text=form.refusal or NOT_AN_EDITOR)
             fields = await self.app.check_form(request, signed)
             if not self.limiter.allow(signed.user_id):
                 raise web.HTTPTooManyRequests(text=TOO_MANY_WRITES)

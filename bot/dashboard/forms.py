@@ -157,6 +157,8 @@ class SettingsForm:
         template: the page's Jinja template (it extends ``base.html``).
         label: the tab's text.
         admin_only: saving needs Manage Server (a dashboard role with ``edit`` is not enough).
+        refusal: the 403's sentence for a member who may not save (None: the settings
+            pages' own, "You may view this server's settings but not change them.").
         pages: the handlers' helpers (the service, the page lock, Discord's roles...).
         request: the request being answered.
         signed: the signed-in member.
@@ -169,6 +171,16 @@ class SettingsForm:
     template: ClassVar[str]
     label: ClassVar[str]
     admin_only: ClassVar[bool] = False
+    refusal: ClassVar[str | None] = None
+
+    @classmethod
+    def may_save(cls, rights: Rights) -> bool:
+        """Whether a member with ``rights`` may post this form (before its token is read).
+
+        Editors by default (Manage Server, or a dashboard role with ``edit``); a page of
+        another duty says whose (the Review page: Manage Server or Manage Messages).
+        """
+        return rights.may_edit
 
     def __init__(
         self,

@@ -284,6 +284,7 @@ class Pages:
         self.dashboard = app.dashboard
         self.thumbnails = app.services.service(ThumbnailService)
         self.showcases = app.services.service(ShowcaseService)
+        self.safety = app.services.moderation
 
     async def _server(self, request: web.Request) -> tuple[Signed, int, Rights]:
         """The member, the server and their rights there; 404 when they may not see it."""
@@ -668,6 +669,13 @@ class Pages:
             raise web.HTTPNotFound()
         # Discord is asked nothing about a server the member is not in (OAuth2's list).
         member_of = item.guild_id < 0 or item.guild_id in {g.id for g in signed.session.guilds}
+        if await self.safety.is_hidden(f"j{item.job_id}"):
+            if item.guild_id < 0 or not member_of:
+                raise web.HTTPNotFound()
+            rights = await self.app.rights.of(item.guild_id, signed.user_id)
+            if rights is None or not rights.may_review:
+                raise web.HTTPNotFound()  # the same 404 as no such result: no oracle
+            return item, member_of
         if item.user_id != signed.user_id:
             if item.guild_id < 0 or not member_of:
                 raise web.HTTPNotFound()  # a member's own wallet: theirs alone

@@ -26,7 +26,8 @@ import discord
 
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
-from bot.discord.delivery import DEFAULT_UPLOAD_LIMIT, INVALID_FORM_BODY, download, send_card
+from bot.discord.delivery import INVALID_FORM_BODY, download, send_card
+from bot.discord.delivery.reach import DEFAULT_UPLOAD_LIMIT
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
