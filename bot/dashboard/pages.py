@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from bot.dashboard.app import Dashboard, Signed
-from bot.dashboard.charts import Bar, bar_chart, meter
+from bot.dashboard.charts import Stack, meter, stacked_chart
 from bot.dashboard.csv_export import (
     AUDIT_COLUMNS,
     LEDGER_COLUMNS,
@@ -40,7 +40,7 @@ from bot.dashboard.csv_export import (
     ledger_rows,
 )
 from bot.dashboard.guard_panel import guard_panel
-from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
+from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Person, Rights
 from bot.domain import (
     Kind,
     LedgerFilter,
@@ -323,10 +323,9 @@ class Pages:
         found = await self.thumbnails.described([(i.job_id, 0) for i in items if i.outputs])
         return {job_id: thumb for (job_id, _), thumb in found.items()}
 
-    async def _names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
-        ids = sorted(set(user_ids))
-        names = await asyncio.gather(*(self.app.rights.name(guild_id, u) for u in ids))
-        return {u: n or "" for u, n in zip(ids, names, strict=True)}
+    async def _people(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, Person]:
+        """The page's members as the ``member`` macro shows them (each asked once, cached)."""
+        return await self.app.rights.people(guild_id, user_ids)
 
     # -- the server picker -----------------------------------------------------------------
 
@@ -399,17 +398,20 @@ class Pages:
         days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
         report = await self.dashboard.spend(guild_id, days)
         money = await self.dashboard.overview(guild_id, None)
-        names = await self._names(guild_id, [int(b.key or 0) for b, _ in report.by_member])
-        chart = bar_chart(
+        people = await self._people(guild_id, [int(b.key or 0) for b, _ in report.by_member])
+        kinds = [k.value for k in Kind]
+        chart = stacked_chart(
             [
-                Bar(
+                Stack(
                     day_text(float(b.key or 0))[5:],
-                    b.micro,
-                    f"{day_text(float(b.key or 0))}: ${usd(b.micro)}",
+                    report.by_day_kind.get(int(b.key or 0), {}),
+                    day_text(float(b.key or 0)),
                 )
                 for b in report.by_day
             ],
-            label=f"Spend per day, last {days} days",
+            kinds=kinds,
+            label=f"Spend per day by kind, last {days} days",
+            value_text=lambda micro: f"${usd(micro)}",
         )
         return self._render(
             request,
@@ -420,7 +422,8 @@ class Pages:
             report=report,
             periods=PERIODS,
             chart=chart,
-            names=names,
+            kinds=kinds,
+            people=people,
             month_micro=money.month_micro,
         )
 
@@ -448,7 +451,7 @@ class Pages:
             lines = lines[:PAGE_SIZE]
             last = lines[-1]
             following = filters.query(before=f"{last.at!r}_{last.id}")
-        names = await self._names(guild_id, [line.user_id for line in lines])
+        people = await self._people(guild_id, [line.user_id for line in lines])
         return self._render(
             request,
             "ledger.html",
@@ -460,7 +463,7 @@ class Pages:
             filters=filters,
             lines=lines,
             total=total,
-            names=names,
+            people=people,
             following=following,
             csv_query=filters.query(),
             models=await self.dashboard.models(guild_id),
@@ -525,7 +528,7 @@ class Pages:
         if len(entries) > PAGE_SIZE:
             entries = entries[:PAGE_SIZE]
             following = filters.query(before=str(entries[-1][0]))
-        names = await self._names(guild_id, [e.user_id for _, e in entries])
+        people = await self._people(guild_id, [e.user_id for _, e in entries])
         return self._render(
             request,
             "audit.html",
@@ -536,7 +539,7 @@ class Pages:
             error=error,
             filters=filters,
             entries=entries,
-            names=names,
+            people=people,
             following=following,
             csv_query=filters.query(),
         )
@@ -601,7 +604,7 @@ class Pages:
         filters, items, following, error = await self._results(
             request, guild_id, None, _unless_admin(signed, rights)
         )
-        names = await self._names(guild_id, [i.user_id for i in items])
+        people = await self._people(guild_id, [i.user_id for i in items])
         return self._render(
             request,
             "gallery.html",
@@ -613,7 +616,7 @@ class Pages:
             filters=filters,
             items=items,
             thumbs=await self._thumbs(items),
-            names=names,
+            people=people,
             following=following,
             models=await self.dashboard.models(guild_id),
         )
@@ -637,7 +640,7 @@ class Pages:
             filters=filters,
             items=items,
             thumbs=await self._thumbs(items),
-            names={},
+            people={},
             following=following,
             models=[],
             spend=spend,
@@ -715,11 +718,11 @@ class Pages:
         item, member_of = await self._seen_result(request)
         signed = self.app.signed(request)
         rights = None
-        name = ""
+        person = None
         if item.guild_id > 0 and member_of:
             rights = await self.app.rights.of(item.guild_id, signed.user_id)
             if rights is not None:
-                name = await self.app.rights.name(item.guild_id, item.user_id) or ""
+                person = await self.app.rights.person(item.guild_id, item.user_id)
         found = await self.thumbnails.described(
             [(item.job_id, index) for index in range(len(item.outputs))]
         )
@@ -731,7 +734,7 @@ class Pages:
             "gallery" if rights is not None else "me",
             item=item,
             thumbs={index: thumb for (_, index), thumb in found.items()},
-            name=name,
+            person=person,
         )
 
     async def media(self, request: web.Request) -> web.StreamResponse:
