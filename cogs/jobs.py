@@ -24,6 +24,7 @@ from bot.services.generation import GenerationService
 from bot.services.member_settings import MemberSettingsService
 from bot.services.personal import is_personal
 from bot.services.private_cards import PrivateCards
+from bot.services.safety import SafetyService
 from bot.services.schedule import PollSchedule
 
 JOBS_LISTED: Final = 50
@@ -52,8 +53,10 @@ class JobsCog(commands.Cog):
         *,
         clock: Clock,
         recheck_seconds: float,
+        moderation: SafetyService | None = None,
     ) -> None:
         self.bot = bot
+        self.moderation = moderation
         self.generation = generation
         self.members = members
         self.private_cards = private_cards
@@ -112,6 +115,7 @@ class JobsCog(commands.Cog):
             whose=whose,
             show_requester=user_id is None,
             message_links=await self._private_links(jobs, who.user_id),
+            withheld=await self._withheld(jobs),
         )
         if len(pages) == 1:
             await interaction.edit_original_response(embed=pages[0], allowed_mentions=NO_PINGS)
@@ -120,6 +124,17 @@ class JobsCog(commands.Cog):
             await interaction.edit_original_response(
                 embed=pages[0], view=pager.view(), allowed_mentions=NO_PINGS
             )
+
+    async def _withheld(self, jobs: list[Job]) -> set[int]:
+        """The listed finished jobs the server's safety policy holds, withholds or rejected.
+
+        Listed without their files' links (docs/safety.md); one read for the listing.
+        """
+        refs = {f"j{job.id}": job.id for job in jobs if job.status == "completed"}
+        if self.moderation is None:
+            return set()
+        hidden = await self.moderation.hidden(refs)
+        return {refs[ref] for ref in hidden}
 
     async def _private_links(self, jobs: list[Job], viewer_id: int) -> dict[int, str | None]:
         """The links to the listed private results' cards, which are not channel messages.
@@ -217,5 +232,6 @@ async def setup(bot: GenBot) -> None:
             bot.poller,
             clock=services.clock,
             recheck_seconds=services.settings.jobs_recheck_seconds,
+            moderation=services.moderation,
         )
     )

@@ -54,6 +54,7 @@ from bot.discord.result_clicks import (
     acting,
     refuse_if_known_barred,
     require_command,
+    require_visible,
     result_click,
 )
 from bot.discord.result_clicks import resolve as resolve_click
@@ -221,6 +222,7 @@ async def _source(interaction: Interaction, request: ResultRequest) -> SourceIma
 
 
 async def _animate(interaction: Interaction, ref: str) -> None:
+    await require_visible(interaction, ref)
     click = await _request(interaction, ref)
     source = await _source(interaction, click.request)
     prompt = str(click.request.options.get("prompt") or "")
@@ -228,6 +230,7 @@ async def _animate(interaction: Interaction, ref: str) -> None:
 
 
 async def _edit(interaction: Interaction, ref: str) -> None:
+    await require_visible(interaction, ref)
     click = await _request(interaction, ref)
     source = await _source(interaction, click.request)
     await open_edit(interaction, source, click.request.options.get("model"), click)

@@ -37,6 +37,7 @@ from bot.errors import ValidationFailed
 from bot.i18n import N_, _, using
 from bot.services.generation import GenerationService
 from bot.services.safety import SafetyService, Screening
+from bot.services.showcase import ShowcaseService
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +256,8 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
             await message.edit(**kwargs)
         except discord.HTTPException as exc:
             log.warning("result %s: its card kept its files (%s)", ref, exc)
+        if job is not None:  # shared before: its showcase post leaves the channel too
+            await _unpost_showcase(interaction.client, cog.showcase, job)
         gate = interaction.client.announcer.safety
         if gate is not None and outcome.review_channel_id is not None:
             await gate.post_review(
@@ -270,13 +273,32 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
             )
 
 
+async def _unpost_showcase(bot: GenBot, showcase: ShowcaseService | None, job: Job) -> None:
+    """Delete the showcase channel's post of a result withheld now; failures logged."""
+    if showcase is None:
+        return
+    for channel_id, message_id in await showcase.posts_of(job.guild_id, job.id):
+        channel = bot.get_partial_messageable(channel_id, guild_id=job.guild_id)
+        try:
+            await channel.get_partial_message(message_id).delete()
+        except discord.HTTPException as exc:
+            log.info("job %s: its showcase post stays (%s)", job.id, exc)
+
+
 class SafetyCog(commands.Cog):
     """Registers Approve, Reject and the Report select."""
 
-    def __init__(self, bot: GenBot, safety: SafetyService, generation: GenerationService) -> None:
+    def __init__(
+        self,
+        bot: GenBot,
+        safety: SafetyService,
+        generation: GenerationService,
+        showcase: ShowcaseService | None = None,
+    ) -> None:
         self.bot = bot
         self.safety = safety
         self.generation = generation
+        self.showcase = showcase
 
     async def cog_load(self) -> None:
         """Add the dynamic items."""
@@ -289,4 +311,7 @@ class SafetyCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(SafetyCog(bot, bot.services.moderation, bot.services.generation))
+    services = bot.services
+    await bot.add_cog(
+        SafetyCog(bot, services.moderation, services.generation, services.service(ShowcaseService))
+    )

@@ -45,6 +45,7 @@ from bot.discord.result_clicks import (
     acting,
     refuse_if_known_barred,
     require_command,
+    require_visible,
     result_click,
 )
 from bot.discord.result_clicks import submitted as submitted_as
@@ -183,6 +184,7 @@ async def _job_of(interaction: Interaction, ref: str) -> Job:
 
 
 async def _continue(interaction: Interaction, ref: str) -> None:
+    await require_visible(interaction, ref)
     click = await _request(interaction, ref)
     job = await _job_of(interaction, ref)
     prompt = str(click.request.options.get("prompt") or job.prompt_summary)
@@ -306,6 +308,7 @@ class ContinueModal(AdmittedModal, title=N_("Continue video")):
 
 async def _remix(interaction: Interaction, ref: str) -> None:
     """Remix: the video's request, its prompt changed in a form first."""
+    await require_visible(interaction, ref)
     click = await _request(interaction, ref)
     if click.request.kind != "video":
         raise ValidationFailed(N_("Remix works on videos."))
@@ -364,6 +367,7 @@ async def _join(interaction: Interaction, ref: str) -> None:
         raise ValidationFailed(N_("This video was not continued from another; nothing to join."))
     clips = clips[-MAX_JOINED:]
     jobs = [require_clip(await cog.generation.job(job_id), who) for job_id in clips]
+    await require_visible(interaction, *(f"j{job_id}" for job_id in clips))
     cog.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before the deferral
     await _defer_join(interaction)
     await require_command(interaction, "video-join")
@@ -433,6 +437,7 @@ async def continue_video(interaction: Interaction, message: discord.Message) -> 
     job_id = _video_job_id(message) if message.author.id == bot.user.id else None
     if job_id is None:
         raise ValidationFailed(NO_VIDEO_CARD)
+    await require_visible(interaction, f"j{job_id}")
     click = await _request(interaction, f"j{job_id}")
     job = await _job_of(interaction, f"j{job_id}")
     prompt = str(click.request.options.get("prompt") or job.prompt_summary)
@@ -494,6 +499,7 @@ class SequencesCog(commands.Cog):
         who = requester(interaction)
         numbers = parse_numbers(videos)
         jobs = own_videos([await self.generation.job(n) for n in numbers], numbers, who)
+        await require_visible(interaction, *(f"j{job.id}" for job in jobs))
         self.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before deferring
         await _defer_join(interaction)
         await join_videos(interaction, jobs, self.sequences.joins)

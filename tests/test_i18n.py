@@ -243,3 +243,23 @@ async def test_a_changed_translation_changes_what_is_synced(
         )
         after = await translated_payload(bot.tree, None)
     assert before != after
+
+
+def test_the_check_covers_the_dashboards_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    pot = {m.id if isinstance(m.id, str) else m.id[0] for m in tool.template() if m.id}
+    assert "Sign in with Discord" in pot  # _("…") in index.html
+    assert "Refused: it contains the blocked term <code>%(matched)s</code>." in pot  # trans
+    assert "%(count)s vote" in pot  # {% pluralize %}
+    original = tool.read_catalogue
+
+    def broken(locale: str) -> Any:
+        catalogue = original(locale)
+        if locale == "ja":
+            catalogue.get("Sign in with Discord").string = ""
+            catalogue.get("File %(n)s").string = "ファイル %(number)s"
+        return catalogue
+
+    monkeypatch.setattr(tool, "read_catalogue", broken)
+    found = tool.problems()
+    assert "ja: not translated: 'Sign in with Discord'" in found
+    assert any(p.startswith("ja: placeholders ['number'] for ['n']") for p in found)

@@ -97,6 +97,7 @@ def stacked_chart(
     kinds: Sequence[str],
     label: str,
     value_text: Callable[[int], str],
+    names: Mapping[str, str] | None = None,
     width: int = 720,
     height: int = 200,
 ) -> str:
@@ -111,6 +112,7 @@ def stacked_chart(
         kinds: the kinds in stacking order (the first at the bottom) and legend order.
         label: what the chart shows, for assistive technology (``aria-label``).
         value_text: a value as the titles show it (``$0.35``).
+        names: each kind as the legend and the titles name it (the kind itself without one).
         width: the drawing's width in its own units.
         height: the drawing's height in its own units (the legend included).
     """
@@ -126,15 +128,16 @@ def stacked_chart(
         *(_pattern(kind) for kind in kinds),
         "</defs>",
     ]
+    named = {kind: (names or {}).get(kind, kind) for kind in kinds}
     x = 0
     for kind in kinds:
         k = escape(kind)
         parts.append(
             f'<rect class="legend-swatch kind-{k}" x="{x}" y="2" width="14" height="14" '
             f'fill="url(#kind-{k})"/>'
-            f'<text class="legend" x="{x + 18}" y="14">{k}</text>'
+            f'<text class="legend" x="{x + 18}" y="14">{escape(named[kind])}</text>'
         )
-        x += 30 + 8 * len(kind)
+        x += 30 + 8 * len(named[kind])
     parts.append(f'<line class="axis" x1="0" y1="{plot}" x2="{width}" y2="{plot}"/>')
     step = max(1, len(stacks) // 8)
     for i, stack in enumerate(stacks):
@@ -150,7 +153,8 @@ def stacked_chart(
             parts.append(
                 f'<rect class="segment kind-{k}" fill="url(#kind-{k})" x="{left:.1f}" '
                 f'y="{base:.1f}" width="{max(slot - gap, 1):.1f}" height="{h:.1f}">'
-                f"<title>{escape(stack.title)} · {k}: {escape(value_text(value))}</title></rect>"
+                f"<title>{escape(stack.title)} · {escape(named[kind])}: "
+                f"{escape(value_text(value))}</title></rect>"
             )
         if i % step == 0:
             parts.append(

@@ -28,14 +28,15 @@ from aiohttp import web
 from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.rights import Person, Rights
 from bot.domain import Actor, AuditEntry, ResultItem, Thumbnail
+from bot.i18n import N_
 from bot.services.dashboard import DashboardService
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import ShowcaseService
 from bot.wiring import Services
 
-SAVED: Final = "Saved."
-NOTHING_CHANGED: Final = "Nothing changed."
-CHANGED_MEANWHILE: Final = (
+SAVED: Final = N_("Saved.")
+NOTHING_CHANGED: Final = N_("Nothing changed.")
+CHANGED_MEANWHILE: Final = N_(
     "Someone changed this setting since you opened the page; nothing was saved. "
     "The page now shows the current values: make your change again."
 )
@@ -48,7 +49,7 @@ Apply = Callable[[Actor], Awaitable[None]]
 
 
 class Refused(Exception):
-    """A save refused with a sentence and a status, the page shown again."""
+    """A save refused with a sentence (marked ``N_``, English) and a status; the page again."""
 
     def __init__(self, sentence: str, status: int) -> None:
         super().__init__(sentence)
@@ -157,6 +158,8 @@ class SettingsForm:
         template: the page's Jinja template (it extends ``base.html``).
         label: the tab's text.
         admin_only: saving needs Manage Server (a dashboard role with ``edit`` is not enough).
+        refusal: the 403's sentence for a member who may not save (None: the settings
+            pages' own, "You may view this server's settings but not change them.").
         pages: the handlers' helpers (the service, the page lock, Discord's roles...).
         request: the request being answered.
         signed: the signed-in member.
@@ -169,6 +172,16 @@ class SettingsForm:
     template: ClassVar[str]
     label: ClassVar[str]
     admin_only: ClassVar[bool] = False
+    refusal: ClassVar[str | None] = None
+
+    @classmethod
+    def may_save(cls, rights: Rights) -> bool:
+        """Whether a member with ``rights`` may post this form (before its token is read).
+
+        Editors by default (Manage Server, or a dashboard role with ``edit``); a page of
+        another duty says whose (the Review page: Manage Server or Manage Messages).
+        """
+        return rights.may_edit
 
     def __init__(
         self,

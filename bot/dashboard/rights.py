@@ -30,6 +30,9 @@ MANAGE_GUILD: Final = 1 << 5
 ADMINISTRATOR: Final = 1 << 3
 """Discord's ADMINISTRATOR permission bit."""
 
+MANAGE_MESSAGES: Final = 1 << 13
+"""Discord's MANAGE_MESSAGES permission bit: with Manage Server, who reviews held results."""
+
 RIGHTS_SECONDS: Final = 60.0
 """How long a member's rights in a server are reused before the bot is asked again."""
 
@@ -134,11 +137,21 @@ class Rights:
         guild_name: the server's name (as the bot reads it).
         admin: Manage Server, Administrator or owner.
         role_access: the highest access a dashboard role gives (``view``, ``edit``), or None.
+        moderator: Manage Messages (with :attr:`admin`, a reviewer of held results).
     """
 
     guild_name: str
     admin: bool
     role_access: str | None = None
+    moderator: bool = False
+
+    @property
+    def may_review(self) -> bool:
+        """Whether the member reviews held and withheld results (Manage Server or Messages).
+
+        As the review channel's Approve and Reject (``cogs/safety.py``); docs/safety.md.
+        """
+        return self.admin or self.moderator
 
     @property
     def may_view(self) -> bool:
@@ -211,7 +224,8 @@ class RightsCache:
         granted = await self._access_roles(guild_id)
         levels = {granted[r] for r in access.role_ids if r in granted}
         role_access = "edit" if "edit" in levels else ("view" if levels else None)
-        rights = Rights(access.guild_name, admin, role_access)
+        moderator = bool(access.permissions & MANAGE_MESSAGES)
+        rights = Rights(access.guild_name, admin, role_access, moderator)
         return rights if rights.may_view else None
 
     async def person(self, guild_id: int, user_id: int) -> Person:

@@ -1,7 +1,7 @@
 """The server's settings pages, one :class:`~bot.dashboard.forms.SettingsForm` each.
 
-Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels and Dashboard access,
-in the order of the server's tabs. Every save calls the same
+Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels, Dashboard access,
+Safety and Review, in the order of the server's tabs. Every save calls the same
 :class:`~bot.services.guild_config.GuildConfigService` methods as ``/config``, so the very next
 slash command is judged by it, and the service audits it (marked ``via="web"``) and posts it in
 the admin channel as ``/config``'s changes are. Each form's ``base`` is the digest of the
@@ -24,8 +24,20 @@ from bot.dashboard.forms import (
     settings_form,
     web_actor,
 )
-from bot.domain import UNLIMITED, UNSET, Actor, AuditEntry, Kind, LimitUpdate
+from bot.dashboard.rights import Rights
+from bot.domain import (
+    UNLIMITED,
+    UNSET,
+    Actor,
+    AuditEntry,
+    Kind,
+    LimitUpdate,
+    SafetyMode,
+    SafetyRecord,
+)
+from bot.domain.safety import DEFAULT_REPORTS_TO_HIDE
 from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _, money, number
 from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
 from bot.services.policy import describe_models, find_blocked_term, model_matches, parse_models
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
@@ -33,15 +45,15 @@ from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 ACCESS_LEVELS: Final = ("view", "edit")
 """Dashboard access a role may be granted below Manage Server."""
 
-UNKNOWN_ROLE: Final = "Pick one of the server's roles."
-NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
-UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
-UNKNOWN_MODEL: Final = "Pick models of the catalogue."
-NO_MODEL_PICKED: Final = "Pick at least one model, or all of them, or the server's list."
+UNKNOWN_ROLE: Final = N_("Pick one of the server's roles.")
+NO_SUCH_ENTRY: Final = N_("That entry is not in this server's showcase (removed already?).")
+UNKNOWN_CHANNEL: Final = N_("Pick one of the server's text channels.")
+UNKNOWN_MODEL: Final = N_("Pick models of the catalogue.")
+NO_MODEL_PICKED: Final = N_("Pick at least one model, or all of them, or the server's list.")
 
 MODEL_MODES: Final = ("default", "all", "picked")
 """A tier's models on its form: the server's list, every model, or the ones ticked."""
-BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
+BAD_NUMBER: Final = N_("{what} is a whole number from {low} to {high}, or empty for the default.")
 
 BUDGET_SETTINGS: Final = (
     "monthly budget",
@@ -106,7 +118,7 @@ def _number(raw: str, what: str, low: int, high: int) -> int | None:
     if not raw:
         return None
     if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValidationFailed(BAD_NUMBER.format(what=what, low=low, high=high))
+        raise ValidationFailed(BAD_NUMBER, what=_(what), low=number(low), high=number(high))
     return int(raw)
 
 
@@ -159,7 +171,7 @@ def _model_groups(catalogue: Any, models: tuple[str, ...] | None) -> list[dict[s
                 {
                     "id": model.id,
                     "label": model.label,
-                    "price": "" if per_5s is None else f"${per_5s / 100:.2f} per 5 s",
+                    "price": "" if per_5s is None else _("{amount} per 5 s", amount=money(per_5s)),
                     "checked": any(model_matches(p, model.id) for p in patterns),
                 }
             )
@@ -260,7 +272,7 @@ class ShowcaseForm(SettingsForm):
     name = "showcase"
     path = "/servers/{guild_id}/showcase"
     template = "showcase.html"
-    label = "Showcase"
+    label = N_("Showcase")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -324,7 +336,7 @@ class KeyForm(SettingsForm):
     name = "key"
     path = "/servers/{guild_id}/settings/key"
     template = "settings_key.html"
-    label = "Key"
+    label = N_("Key")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -367,7 +379,7 @@ class BudgetsForm(SettingsForm):
     name = "budgets"
     path = "/servers/{guild_id}/settings/budgets"
     template = "settings_budgets.html"
-    label = "Budgets and limits"
+    label = N_("Budgets and limits")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -386,10 +398,10 @@ class BudgetsForm(SettingsForm):
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
         monthly: LimitUpdate = parse_budget(posted.get("monthly") or "unlimited")
         daily: LimitUpdate = parse_budget(posted.get("daily") or "unlimited")
-        per_user = _number(posted.get("per_user"), "Videos per member", 1, 100)
-        per_guild = _number(posted.get("per_guild"), "Videos per server", 1, 1000)
+        per_user = _number(posted.get("per_user"), N_("Videos per member"), 1, 100)
+        per_guild = _number(posted.get("per_guild"), N_("Videos per server"), 1, 1000)
         cooldowns = {
-            kind: _number(posted.get(f"cooldown_{kind.value}"), "A cooldown", 0, 86400)
+            kind: _number(posted.get(f"cooldown_{kind.value}"), N_("A cooldown"), 0, 86400)
             for kind in Kind
         }
         config, guild_id = self.config, self.guild_id
@@ -418,7 +430,7 @@ class TiersForm(SettingsForm):
     name = "tiers"
     path = "/servers/{guild_id}/settings/tiers"
     template = "settings_tiers.html"
-    label = "Tiers"
+    label = N_("Tiers")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -470,7 +482,7 @@ class TiersForm(SettingsForm):
             return await self.commit(posted, tier_scope(role_id), remove)
         daily = parse_allowance(posted.get("daily") or "default")
         monthly = parse_allowance(posted.get("monthly") or "default")
-        videos = _number(posted.get("videos"), "Videos at once", 1, 100)
+        videos = _number(posted.get("videos"), N_("Videos at once"), 1, 100)
         models = _picked_models(posted, await self._known_models())
 
         async def apply(actor: Actor) -> None:
@@ -498,7 +510,7 @@ class ModelsForm(SettingsForm):
     name = "models"
     path = "/servers/{guild_id}/settings/models"
     template = "settings_models.html"
-    label = "Models"
+    label = N_("Models")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -573,7 +585,7 @@ class TermsForm(SettingsForm):
     name = "terms"
     path = "/servers/{guild_id}/settings/blocked-terms"
     template = "settings_terms.html"
-    label = "Blocked terms"
+    label = N_("Blocked terms")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -612,12 +624,12 @@ class ChannelsForm(SettingsForm):
     name = "channels"
     path = "/servers/{guild_id}/settings/channels"
     template = "settings_channels.html"
-    label = "Channels"
+    label = N_("Channels")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
         config = await self.config.show(self.guild_id)
-        showcase_channel, _ = await self.pages.showcases.settings(self.guild_id)
+        showcase_channel, _public = await self.pages.showcases.settings(self.guild_id)
         snapshot = await self.config.snapshot(self.guild_id)
         personas = [
             (p, scoped(snapshot, persona_scope(p.channel_id)))
@@ -694,7 +706,7 @@ class AccessForm(SettingsForm):
     name = "access"
     path = "/servers/{guild_id}/settings/access"
     template = "settings_access.html"
-    label = "Dashboard access"
+    label = N_("Dashboard access")
     admin_only = True
 
     async def values(self) -> dict[str, Any]:
@@ -732,3 +744,177 @@ class AccessForm(SettingsForm):
             )
         self.pages.app.rights.forget_guild(guild_id)
         return [entry]
+
+
+# -- safety checking of results (docs/safety.md) ----------------------------------------------
+
+SAFETY_UNAVAILABLE: Final = N_(
+    "Safety checking is unavailable on this bot: no model is configured."
+)
+"""The Safety page without ``SAFETY_MODEL`` (as ``/config safety`` says)."""
+
+BAD_SCORE: Final = N_("{what} is a number from 0 to 1.")
+REVIEWERS_ONLY: Final = N_("Only members with Manage Server or Manage Messages review results.")
+REVIEW_CHANGED: Final = N_(
+    "That result was decided since you opened the page (by another moderator, here or on "
+    "Discord); nothing was done. The page now shows what still waits."
+)
+UNKNOWN_RESULT: Final = N_("That result is not in this server's review queue.")
+
+
+def safety_scope(what: str) -> bool:
+    """The settings of the Safety form: the server's policy (``audit_values``' keys)."""
+    return what.startswith("safety ")
+
+
+def _score(raw: str, what: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValidationFailed(BAD_SCORE, what=_(what)) from None
+    if not 0.0 <= value <= 1.0:
+        raise ValidationFailed(BAD_SCORE, what=_(what))
+    return value
+
+
+@settings_form
+class SafetyForm(SettingsForm):
+    """``/servers/<id>/settings/safety``: the server's safety policy, as ``/config safety``.
+
+    Mode, the two thresholds, the review channel, the reports that withhold a result and what
+    age-restricted channels get; saved through :meth:`bot.services.safety.SafetyService.update`
+    and audited like every setting (``via="web"``). Without ``SAFETY_MODEL`` it says that
+    checking is unavailable on this bot, and has no form.
+    """
+
+    name = "safety"
+    path = "/servers/{guild_id}/settings/safety"
+    template = "settings_safety.html"
+    label = N_("Safety")
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        safety = self.pages.services.moderation
+        if not safety.available:
+            return {"available": False, "unavailable": _(SAFETY_UNAVAILABLE)}
+        return {
+            "available": True,
+            "policy": await safety.policy(self.guild_id),
+            "modes": [m.value for m in SafetyMode],
+            "channels": await self.pages.channels(self.guild_id),
+            "base": await self.base(safety_scope),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
+        safety = self.pages.services.moderation
+        if not safety.available:
+            raise ValidationFailed(SAFETY_UNAVAILABLE)
+        known = dict(await self.pages.channels(self.guild_id))
+        channel = _channel_id(posted.get("review_channel"), known)
+        reports = _number(
+            posted.get("reports_to_hide"), N_("Reports that withhold a result"), 1, 100
+        )
+        values: dict[str, Any] = {
+            "mode": posted.get("mode"),
+            "review_above": _score(posted.get("review_above"), N_("Held from")),
+            "block_above": _score(posted.get("block_above"), N_("Withheld from")),
+            "review_channel_id": channel or 0,  # 0: the admin channel
+            "reports_to_hide": reports or DEFAULT_REPORTS_TO_HIDE,
+            "nsfw_channels": posted.get("nsfw_channels"),
+        }
+        guild_id = self.guild_id
+
+        async def apply(actor: Actor) -> None:
+            await safety.update(guild_id, **values)
+
+        return await self.commit(posted, safety_scope, apply)
+
+
+def review_base(record: SafetyRecord) -> str:
+    """The version of one queued result a Review row was rendered from (its state)."""
+    return digest({"ref": record.ref, "state": record.state.value})
+
+
+@settings_form
+class ReviewForm(SettingsForm):
+    """``/servers/<id>/review``: held, withheld and reported results, with Approve / Reject.
+
+    For reviewers (Manage Server or Manage Messages, as the review channel's buttons); others
+    see one sentence and no result. Each row shows the result's thumbnail when one is kept
+    (served to reviewers only: ``Pages._seen_result``), its score, prompt, member and state.
+    A decision goes through the one write path (the form's token and origin, the write limit,
+    the page lock) and an optimistic check: the row carries the state it was rendered from,
+    and a result decided meanwhile (here or on Discord) changes nothing (409). The service
+    audits it (``safety review j12: held → approved``, ``via="web"``); Approve delivers a job
+    again to its card, and the review channel's card of the result is removed.
+    """
+
+    name = "review"
+    path = "/servers/{guild_id}/review"
+    template = "review.html"
+    label = N_("Review")
+    refusal = REVIEWERS_ONLY
+
+    @classmethod
+    def may_save(cls, rights: Rights) -> bool:
+        """Reviewers: Manage Server or Manage Messages."""
+        return rights.may_review
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        safety = self.pages.services.moderation
+        if not self.rights.may_review:
+            return {"reviewer": False, "rows": [], "refusal": _(REVIEWERS_ONLY)}
+        records = await safety.queue(self.guild_id)
+        results = {}
+        for record in records:
+            if record.ref.startswith("j"):
+                item = await self.pages.dashboard.result(int(record.ref[1:]))
+                if item is not None and item.guild_id == self.guild_id:
+                    results[record.ref] = item
+        thumbs = await self.pages.thumbs(results.values())
+        people = await self.pages.people(self.guild_id, [r.user_id for r in records])
+        rows = [
+            {
+                "record": record,
+                "item": results.get(record.ref),
+                "thumb": thumbs.get(results[record.ref].job_id) if record.ref in results else None,
+                "person": people.get(record.user_id),
+                "base": review_base(record),
+            }
+            for record in records
+        ]
+        return {"reviewer": True, "rows": rows, "available": safety.available}
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Approve or Reject one result; the audit entry written (the service's)."""
+        safety = self.pages.services.moderation
+        action, ref = posted.get("action"), posted.get("ref")
+        if action not in ("approve", "reject"):
+            raise ValidationFailed(UNKNOWN_RESULT)
+        user_id = self.signed.user_id
+        async with self.pages.lock(self.guild_id):
+            record = await safety.record(ref) if ref else None
+            if record is None or record.guild_id != self.guild_id:
+                raise ValidationFailed(UNKNOWN_RESULT)
+            if review_base(record) != posted.get("base") or not record.state.pending:
+                raise Refused(REVIEW_CHANGED, 409)
+            decide = safety.approve if action == "approve" else safety.reject
+            try:
+                decided = await decide(ref, guild_id=self.guild_id, user_id=user_id, via="web")
+            except ValidationFailed:  # decided on Discord in between
+                raise Refused(REVIEW_CHANGED, 409) from None
+        if record.review is not None:  # its buttons there would only refuse now
+            self.pages.later(self.pages.app.directory.delete_message(*record.review), self.guild_id)
+        return [
+            AuditEntry(
+                self.guild_id,
+                user_id,
+                f"safety review {ref}",
+                record.state.value,
+                decided.state.value,
+                decided.decided_at or 0.0,
+                "web",
+            )
+        ]

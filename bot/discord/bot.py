@@ -195,7 +195,12 @@ def build_announcer(
         thumbnails=services.service(ThumbnailService),
     )
     return shows, DmNoticeAnnouncer(
-        shows, client, services.members, services.private_cards, locales=locales
+        shows,
+        client,
+        services.members,
+        services.private_cards,
+        locales=locales,
+        safety=services.moderation,
     )
 
 

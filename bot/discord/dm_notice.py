@@ -15,6 +15,7 @@ never announces a result that is not there; a crash in between costs at most the
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Protocol
 
 import discord
@@ -54,6 +55,17 @@ def dm_notice_text(job: Job) -> str:
     if job.outputs:
         lines.append(_("Result: <{url}>", url=job.outputs[0]))
     return "\n".join(lines)
+
+
+def held_notice_text(job: Job) -> str:
+    """The DM for a finished ``job`` the server's safety policy holds for its moderators.
+
+    No file and no link: only that it waits for them (issue 37, docs/safety.md).
+    """
+    prompt = truncate(job.prompt_summary, 100)
+    if job.kind is Kind.VIDEO:
+        return _("Your video “{prompt}” is waiting for the server's moderators.", prompt=prompt)
+    return _("Your image “{prompt}” is waiting for the server's moderators.", prompt=prompt)
 
 
 def late_result_text(job: Job) -> str:
@@ -109,6 +121,18 @@ class MemberSettingsReader(Protocol):
         ...
 
 
+class HiddenResults(Protocol):
+    """What the DM notice reads of the safety policy (``SafetyService.record``)."""
+
+    async def hidden(self, refs: Collection[str]) -> set[str]:
+        """Those of ``refs`` members may not see (held, withheld or rejected)."""
+        ...
+
+    async def is_held(self, ref: str) -> bool:
+        """Whether the result waits for a moderator's Approve or Reject."""
+        ...
+
+
 class DmNoticeAnnouncer:
     """A :class:`bot.jobs.poller.JobAnnouncer` that also DMs members who asked for it.
 
@@ -120,6 +144,8 @@ class DmNoticeAnnouncer:
         cards: where private results' cards are (no notice for a card in the DM already).
         locales: the language of each server (the DM is written in the job's server's, as its
             card is; a DM carries no member locale); None: English.
+        safety: the safety policy (``SafetyService``): a held result's DM says it waits for
+            the moderators (no link); a withheld or rejected one sends none. None: no check.
     """
 
     def __init__(
@@ -129,8 +155,10 @@ class DmNoticeAnnouncer:
         members: MemberSettingsReader,
         cards: PrivateCards,
         locales: GuildLocales | None = None,
+        safety: HiddenResults | None = None,
     ) -> None:
         self._inner = inner
+        self._safety = safety
         self._client = client
         self._members = members
         self._cards = cards
@@ -158,7 +186,9 @@ class DmNoticeAnnouncer:
 
         No DM when the result itself went to the member's DM (``route`` DM, or a private
         result's card, which lives there: :mod:`bot.services.private_cards`), or for a job that
-        did not complete (nothing to show).
+        did not complete (nothing to show). A result the server's safety policy holds gets
+        a DM saying it waits for the moderators, without its link; a withheld or rejected one
+        gets none (its card says so).
         """
         await self._inner.notify(job, route)
         if route is DeliveryRoute.DM or job.status is not JobStatus.COMPLETED:
@@ -172,8 +202,13 @@ class DmNoticeAnnouncer:
             locale = None
             if self._locales is not None and job.guild_id > 0:
                 locale = await self._locales.of(job.guild_id)
+            held = False
+            if self._safety is not None and await self._safety.hidden((f"j{job.id}",)):
+                held = await self._safety.is_held(f"j{job.id}")
+                if not held:
+                    return  # withheld or rejected: its card says so, and nothing to see
             with using(locale):
-                text = dm_notice_text(job)
+                text = held_notice_text(job) if held else dm_notice_text(job)
             dm = await self._client.create_dm(discord.Object(job.user_id))
             await dm.send(text, allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:

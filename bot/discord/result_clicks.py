@@ -26,6 +26,9 @@ Interaction = discord.Interaction[GenBot]
 
 FORGOTTEN = N_("This result's request is no longer known; use the command again.")
 
+WITHHELD = N_("That result is withheld by the server's safety policy; it cannot be used.")
+"""An action on a held, withheld or rejected result (:func:`require_visible`)."""
+
 IN_DM = N_("This button works in the server the result came from; use the command there.")
 
 NOT_THERE = N_(
@@ -228,3 +231,18 @@ async def submitted(
     who, invoker = acting(interaction, click)
     await require_command(interaction, command, invoker)
     return who
+
+
+async def require_visible(interaction: Interaction, *refs: str) -> None:
+    """Refuse an action on a result the server's safety policy holds, withholds or rejected.
+
+    Animate, Edit, Continue, Remix, Join and ``/video-join`` use the result itself (its file,
+    its request), so they are refused on such a result before anything is asked or charged
+    (issue 37, docs/safety.md). One database read for all of ``refs``.
+
+    Raises:
+        ValidationFailed: one of ``refs`` is held, withheld or rejected.
+    """
+    safety = interaction.client.services.moderation
+    if refs and await safety.hidden(refs):
+        raise ValidationFailed(WITHHELD)

@@ -370,6 +370,11 @@ class SafetyService:
         """Whether members may not see the result ``ref``."""
         return bool(await self._store.hidden((ref,)))
 
+    async def is_held(self, ref: str) -> bool:
+        """Whether the result ``ref`` is held for the server's moderators (Approve may show it)."""
+        record = await self._store.result(ref)
+        return record is not None and record.state is Visibility.HELD
+
     async def check_visible(self, ref: str) -> None:
         """Refuse an action on a result members may not see.
 

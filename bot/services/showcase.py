@@ -26,6 +26,7 @@ from bot.i18n import N_
 from bot.services.personal import is_personal
 from bot.storage import Database
 from bot.storage.repos.dashboard import DashboardViews
+from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
 SHOWN: Final = 60
@@ -38,6 +39,8 @@ NOT_FINISHED: Final = N_("Only a finished image or video can be shared.")
 NOT_YOURS: Final = N_("Only the member who asked for this result can share it.")
 NO_SERVER: Final = N_("A result made with your own key belongs to no server's showcase.")
 GONE: Final = N_("This result is no longer in the showcase.")
+WITHHELD: Final = N_("That result is withheld by the server's safety policy; it cannot be used.")
+"""Share of a held, withheld or rejected result (``bot.services.safety``'s refusal)."""
 
 _LINK_TARGET: Final = re.compile(
     r"""\]\(\s*(?:<[^<>\n]*>|[^\s()<>]*(?:\([^\s()]*\)[^\s()<>]*)*)"""
@@ -101,6 +104,7 @@ class ShowcaseService:
     def __init__(self, db: Database, clock: Clock) -> None:
         self._store = db.of(ShowcaseStore)
         self._results = db.of(DashboardViews)
+        self._safety = db.of(SafetyStore)
         self._clock = clock
 
     async def share(self, job_id: int, user_id: int) -> tuple[ShowcaseEntry, bool]:
@@ -111,8 +115,9 @@ class ShowcaseService:
             admin, which sharing again does not undo).
 
         Raises:
-            ValidationFailed: not a finished result, not the member's own, or made with a
-                member's own key (no server).
+            ValidationFailed: not a finished result, not the member's own, made with a
+                member's own key (no server), or held, withheld or rejected by the server's
+                safety policy (docs/safety.md).
         """
         item = await self._results.result(job_id)
         if item is None:
@@ -121,6 +126,8 @@ class ShowcaseService:
             raise ValidationFailed(NOT_YOURS)
         if is_personal(item.guild_id):
             raise ValidationFailed(NO_SERVER)
+        if await self._safety.hidden((f"j{job_id}",)):
+            raise ValidationFailed(WITHHELD)
         entry_id, added = await self._store.share(
             item.guild_id, job_id, user_id, self._clock.time()
         )
@@ -136,14 +143,24 @@ class ShowcaseService:
         """Count a member's vote; return ``(counted now, votes)`` (a second vote counts once).
 
         Raises:
-            ValidationFailed: the entry is gone or was removed.
+            ValidationFailed: the entry is gone, was removed, or its result is now withheld
+                by the server's safety policy (members reported it).
         """
         entry = await self._store.entry(entry_id)
         if entry is None or entry.removed_at is not None:
             raise ValidationFailed(GONE)
+        if await self._safety.hidden((f"j{entry.result.job_id}",)):
+            raise ValidationFailed(GONE)
         counted = await self._store.vote(entry_id, user_id, self._clock.time())
         again = await self._store.entry(entry_id)
         return counted, 0 if again is None else again.votes
+
+    async def posts_of(self, guild_id: int, job_id: int) -> list[tuple[int, int]]:
+        """The showcase channel posts ``(channel id, message id)`` of the job's entries.
+
+        A shown result withheld later (members reported it) loses them (``cogs/safety.py``).
+        """
+        return await self._store.posts_of(guild_id, job_id)
 
     async def entry(self, entry_id: int) -> ShowcaseEntry | None:
         """Return an entry (removed or not), or None."""
@@ -155,7 +172,10 @@ class ShowcaseService:
         return await self._store.remove(guild_id, entry_id, by, self._clock.time())
 
     async def ranked(self, guild_id: int, days: int | None) -> list[ShowcaseEntry]:
-        """The server's entries shared in the last ``days`` (None: all), most votes first."""
+        """The server's entries shared in the last ``days`` (None: all), most votes first.
+
+        Held, withheld and rejected results are left out (as on the public page).
+        """
         since = None if days is None else self._clock.time() - days * 86_400
         return [echoed(e) for e in await self._store.ranked(guild_id, since, SHOWN)]
 
@@ -176,11 +196,13 @@ class ShowcaseService:
     async def public_entry(self, entry_id: int) -> ShowcaseEntry | None:
         """An entry anyone may see, else None.
 
-        On a public showcase, shared since it became public, and not removed (a removal
-        hides it at once).
+        On a public showcase, shared since it became public, not removed (a removal hides it
+        at once), and not held, withheld or rejected by the server's safety policy.
         """
         entry = await self._store.entry(entry_id)
         if entry is None or entry.removed_at is not None:
+            return None
+        if await self._safety.hidden((f"j{entry.result.job_id}",)):
             return None
         public_since = await self._store.public_since(entry.guild_id)
         if public_since is None or entry.shared_at < public_since:

@@ -7,9 +7,12 @@ from decimal import Decimal
 import pytest
 
 from bot.discord.render.showcase import showcase_post
-from bot.domain import Charge, JobStatus, Kind, NewJob
+from bot.domain import Charge, JobStatus, Kind, NewJob, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
+from bot.services.generation import Requester
 from bot.services.showcase import ShowcaseService
+from bot.storage.repos.dashboard import DashboardViews
+from bot.storage.repos.safety import SafetyStore
 from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD, OWNER, OTHER = 7, 70, 71
@@ -137,3 +140,83 @@ async def test_echoed_prompts_lose_their_markdown_links(stack: Stack) -> None:
     assert again is not None and again.result.prompt == plain
     post = showcase_post(entry).content or ""
     assert "](" not in post and "evil.example" not in post and "a cute cat" in post
+
+
+async def withhold(stack: Stack, job_id: int, state: Visibility) -> None:
+    """Record the safety policy's decision on the job's result (as screening does)."""
+    record = SafetyRecord(
+        f"j{job_id}", GUILD, 1, OWNER, "video", "p", 0.9, state, "score", stack.clock.time()
+    )
+    assert await stack.db.of(SafetyStore).add(record)
+
+
+async def test_held_and_withheld_results_never_reach_the_showcase_or_the_gallery(
+    stack: Stack,
+) -> None:
+    showcase = stack.services.service(ShowcaseService)
+    views = stack.db.of(DashboardViews)
+    held, withheld, approved, shown = [
+        await finished(stack, name) for name in ("held", "withheld", "approved", "shown")
+    ]
+    await withhold(stack, held, Visibility.HELD)
+    await withhold(stack, withheld, Visibility.WITHHELD)
+    await withhold(stack, approved, Visibility.APPROVED)
+    for job_id in (held, withheld):
+        with pytest.raises(ValidationFailed, match="withheld by the server's safety policy"):
+            await showcase.share(job_id, OWNER)
+    await showcase.share(approved, OWNER)
+    entry, _ = await showcase.share(shown, OWNER)
+    await stack.services.guild_config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
+
+    async def gallery(user_id: int | None = None) -> list[str]:
+        items = await views.results(
+            guild_id=None if user_id else GUILD,
+            user_id=user_id,
+            kind=None,
+            model=None,
+            since=None,
+            until=None,
+            before=None,
+            limit=10,
+        )
+        return sorted(item.prompt for item in items)
+
+    assert await gallery() == await gallery(OWNER) == ["approved", "shown"]  # Gallery, My results
+    # A shared result withheld later (members reported it) leaves every showcase page.
+    await withhold(stack, shown, Visibility.WITHHELD)
+    assert [e.result.prompt for e in await showcase.ranked(GUILD, None)] == ["approved"]
+    assert await showcase.public_entry(entry.id) is None
+    with pytest.raises(ValidationFailed, match="no longer in the showcase"):
+        await showcase.vote(entry.id, OTHER)
+    assert await gallery() == ["approved"]
+
+
+async def test_a_held_synchronous_image_kept_as_a_job_is_hidden_by_its_request(
+    stack: Stack,
+) -> None:
+    """A synchronous image is screened as its request (``r<id>``) and kept as a finished job
+    (Share, the galleries): the job is hidden with its request."""
+    showcase = stack.services.service(ShowcaseService)
+    job_id = await finished(stack, "a sync image")
+    who = Requester(GUILD, 1, OWNER)
+    request_id = await stack.services.generation.remember_request(
+        "image", who, {"prompt": "a sync image"}, job_id=job_id, outputs=("https://x/a.png",)
+    )
+    record = SafetyRecord(
+        f"r{request_id}", GUILD, 1, OWNER, "image", "p", None, Visibility.HELD, "failed", 0.0
+    )
+    assert await stack.db.of(SafetyStore).add(record)
+    assert await stack.services.moderation.hidden([f"j{job_id}"]) == {f"j{job_id}"}
+    with pytest.raises(ValidationFailed, match="withheld by the server's safety policy"):
+        await showcase.share(job_id, OWNER)
+    items = await stack.db.of(DashboardViews).results(
+        guild_id=GUILD,
+        user_id=None,
+        kind=None,
+        model=None,
+        since=None,
+        until=None,
+        before=None,
+        limit=10,
+    )
+    assert items == []

@@ -9,7 +9,7 @@ message the job has, so no job is ever hidden.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final, Protocol
 
 import discord
@@ -75,6 +75,7 @@ def job_list_pages(
     whose: str,
     show_requester: bool,
     message_links: Mapping[int, str | None] | None = None,
+    withheld: Collection[int] = (),
 ) -> list[discord.Embed]:
     """Render recent jobs as embeds, one per page of at most :data:`JOBS_PER_PAGE`.
 
@@ -94,6 +95,8 @@ def job_list_pages(
             (a private result's card in the member's DM), None for no link (an
             ephemeral card, or a DM card listed to someone else); jobs absent link to
             ``guild_id/channel_id/message_id``.
+        withheld: ids of finished jobs the server's safety policy holds, withholds or rejected
+            (``SafetyService.hidden``): listed without links to their files, saying so.
 
     Returns:
         At least one embed; a single "no jobs" page when ``jobs`` is empty. They ping nobody
@@ -105,7 +108,14 @@ def job_list_pages(
     page: discord.Embed | None = None
     for job in jobs:
         link = _message_link(job, message_links or {})
-        name, value = _entry(job, now, estimates.get(job.id), link, show_requester=show_requester)
+        name, value = _entry(
+            job,
+            now,
+            estimates.get(job.id),
+            link,
+            show_requester=show_requester,
+            withheld=job.id in withheld,
+        )
         full = page is not None and (
             len(page.fields) >= min(JOBS_PER_PAGE, limits.EMBED_FIELDS)
             or len(page) + len(name) + len(value) > limits.EMBED_TOTAL - _FOOTER_ROOM
@@ -154,12 +164,15 @@ def _entry(
     message: str | None,
     *,
     show_requester: bool,
+    withheld: bool = False,
 ) -> tuple[str, str]:
     status = str(job.status)
     noun = _("Video") if job.kind == "video" else _("Image")
     icon = _ICONS.get(status, "•")
     name = truncate(f"{icon} {noun} #{job.id} · {job.model}", limits.FIELD_NAME)
     state = _status_line(job, status, now, estimate)
+    if withheld:
+        state += " · " + _("not shown: held or withheld by the server's safety policy")
     tail = _("Cost {amount}", amount=format_cents(job.cost_cents))
     if show_requester:
         member = f"<@{job.user_id}>"
@@ -168,7 +181,7 @@ def _entry(
     # provider's signed URL can be long. Each is shown whole or not at all.
     room = limits.FIELD_VALUE - len(state) - len(tail) - _MIN_PROMPT_CHARS - 3
     shown: list[str] = []
-    every = _links(job, message)
+    every = _links(job, message, files=not withheld)
     for link in every:
         if sum(len(item) + 3 for item in shown) + len(link) > room:
             break
@@ -242,9 +255,9 @@ def _message_link(job: ListedJob, overrides: Mapping[int, str | None]) -> str | 
     return message_link(job.guild_id, job.channel_id, job.message_id)
 
 
-def _links(job: ListedJob, message: str | None) -> list[str]:
+def _links(job: ListedJob, message: str | None, *, files: bool = True) -> list[str]:
     noun = _("Video") if job.kind == "video" else _("Image")
-    urls = [url for url in job.outputs if is_web_url(url)]
+    urls = [url for url in job.outputs if is_web_url(url)] if files else []
     links = [
         f"[{noun}{'' if len(urls) == 1 else f' {index}'}]({url})"
         for index, url in enumerate(urls, start=1)

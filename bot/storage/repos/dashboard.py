@@ -42,6 +42,7 @@ from bot.domain import (
     SpendBucket,
 )
 from bot.storage.repos.dialect import upsert
+from bot.storage.repos.safety import job_hidden
 from bot.storage.schema import (
     config_audit,
     dashboard_roles,
@@ -617,8 +618,12 @@ class DashboardViews:
         before: tuple[float, int] | None,
         limit: int,
         private_hidden_from: int | None = None,
+        safety_hidden: bool = False,
     ) -> list[ResultItem]:
         """Return finished results with outputs, newest first (a server's, or a member's).
+
+        Results the server's safety policy holds, withholds or rejected
+        (:func:`bot.storage.repos.safety.job_hidden`) are left out unless ``safety_hidden``.
 
         Args:
             guild_id: one server's results; None for the member's in every server.
@@ -632,8 +637,11 @@ class DashboardViews:
             private_hidden_from: a viewer from whom the results of members with private
                 results on (``member_settings.private``) are left out, but their own; None:
                 none left out.
+            safety_hidden: keep held and withheld results (never for a page members see).
         """
         stmt = select(jobs).where(jobs.c.status == "completed")
+        if not safety_hidden:
+            stmt = stmt.where(~job_hidden(jobs.c.id))
         if private_hidden_from is not None:
             stmt = stmt.where(or_(jobs.c.user_id == private_hidden_from, ~_PRIVATE_MEMBER.exists()))
         if guild_id is not None:

@@ -12,11 +12,28 @@ import builtins
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    cast,
+    exists,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
 
 from bot.domain import SafetyRecord, Visibility
 from bot.storage.repos.dialect import upsert
-from bot.storage.schema import safety_decisions, safety_reports, safety_results, safety_settings
+from bot.storage.schema import (
+    result_requests,
+    safety_decisions,
+    safety_reports,
+    safety_results,
+    safety_settings,
+)
 from bot.storage.sql import Row, Sql
 
 SETTING_COLUMNS = (
@@ -28,6 +45,30 @@ SETTING_COLUMNS = (
     "nsfw_channels",
 )
 """The columns of ``safety_settings`` an admin sets."""
+
+HIDDEN_STATES = tuple(s.value for s in Visibility if s.hidden)
+"""The states whose result members other than reviewers may not see."""
+
+
+def job_hidden(job_id: ColumnElement[Any]) -> ColumnElement[bool]:
+    """SQL: the job ``job_id`` (a column of the outer query) is held, withheld or rejected.
+
+    For the lists that leave such results out in the query itself (the gallery, My results,
+    the showcase), so that a page holds as many results as it says: ``~job_hidden(jobs.c.id)``.
+    A job's result is ``'j' || id`` (``safety_results``' key, found by its index); a
+    synchronous image kept as a finished job was screened as its request, ``'r' || id`` of the
+    ``result_requests`` row whose ``job_id`` it is (unique, indexed).
+    """
+    ref = literal("j", type_=Text) + cast(job_id, Text)
+    own = exists().where(safety_results.c.ref == ref, safety_results.c.state.in_(HIDDEN_STATES))
+    request_ref = literal("r", type_=Text) + cast(result_requests.c.id, Text)
+    as_request = exists().where(
+        result_requests.c.job_id == job_id,
+        safety_results.c.ref == request_ref,
+        safety_results.c.state.in_(HIDDEN_STATES),
+    )
+    return or_(own, as_request)
+
 
 _reports = (
     select(func.count())
@@ -164,16 +205,32 @@ class SafetyStore:
         )
 
     async def hidden(self, refs: Collection[str]) -> builtins.set[str]:
-        """Those of ``refs`` members may not see (held, withheld or rejected)."""
+        """Those of ``refs`` members may not see (held, withheld or rejected).
+
+        ``j<id>`` of a synchronous image kept as a finished job is hidden when its request
+        (``r<id>``, as it was screened) is (:func:`job_hidden`).
+        """
         if not refs:
             return set()
-        states = [s.value for s in Visibility if s.hidden]
         rows = await self._sql.all(
             select(safety_results.c.ref).where(
-                safety_results.c.ref.in_(list(refs)), safety_results.c.state.in_(states)
+                safety_results.c.ref.in_(list(refs)), safety_results.c.state.in_(HIDDEN_STATES)
             )
         )
-        return {row["ref"] for row in rows}
+        found = {row["ref"] for row in rows}
+        job_ids = [int(r[1:]) for r in refs if r.startswith("j") and r[1:].isdigit()]
+        if job_ids:
+            request_ref = literal("r", type_=Text) + cast(result_requests.c.id, Text)
+            kept = await self._sql.all(
+                select(result_requests.c.job_id)
+                .join(safety_results, safety_results.c.ref == request_ref)
+                .where(
+                    result_requests.c.job_id.in_(job_ids),
+                    safety_results.c.state.in_(HIDDEN_STATES),
+                )
+            )
+            found |= {f"j{row['job_id']}" for row in kept}
+        return found
 
     async def queue(self, guild_id: int, limit: int) -> list[SafetyRecord]:
         """The server's results awaiting review or reported, newest first."""

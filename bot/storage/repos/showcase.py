@@ -14,6 +14,7 @@ from sqlalchemy import Select, delete, func, select, update
 from bot.domain import ShowcaseEntry
 from bot.storage.repos.dashboard import _result
 from bot.storage.repos.dialect import upsert
+from bot.storage.repos.safety import job_hidden
 from bot.storage.schema import jobs, showcase_entries, showcase_settings, showcase_votes
 from bot.storage.sql import Row, Sql
 
@@ -111,6 +112,17 @@ class ShowcaseStore:
             await self._sql.run(delete(showcase_votes).where(showcase_votes.c.entry_id == entry_id))
         return done > 0
 
+    async def posts_of(self, guild_id: int, job_id: int) -> list[tuple[int, int]]:
+        """Return the showcase channel post ``(channel id, message id)`` of a job's entry."""
+        rows = await self._sql.all(
+            select(showcase_entries.c.channel_id, showcase_entries.c.message_id).where(
+                showcase_entries.c.guild_id == guild_id,
+                showcase_entries.c.job_id == job_id,
+                showcase_entries.c.message_id.is_not(None),
+            )
+        )
+        return [(int(r["channel_id"]), int(r["message_id"])) for r in rows]
+
     async def entry(self, entry_id: int) -> ShowcaseEntry | None:
         """Return an entry (removed or not), or None."""
         row = await self._sql.one(_entries().where(showcase_entries.c.id == entry_id))
@@ -119,12 +131,14 @@ class ShowcaseStore:
     async def ranked(self, guild_id: int, since: float | None, limit: int) -> list[ShowcaseEntry]:
         """Return the server's shown entries shared since ``since``, most votes first.
 
-        Ties: the most recently shared first. Removed entries are never returned.
+        Ties: the most recently shared first. Removed entries are never returned, nor the
+        results the server's safety policy holds, withholds or rejected (docs/safety.md).
         """
         stmt = _entries().where(
             showcase_entries.c.guild_id == guild_id,
             showcase_entries.c.removed_at.is_(None),
             jobs.c.status == "completed",
+            ~job_hidden(jobs.c.id),
         )
         if since is not None:
             stmt = stmt.where(showcase_entries.c.shared_at >= since)
