@@ -35,7 +35,7 @@ from bot.clock import ManualClock
 from bot.config import Settings
 from bot.dashboard.app import Dashboard
 from bot.dashboard.editing import add_all_pages
-from bot.domain import GuildRef, MemberAccess
+from bot.domain import GuildRef, MemberAccess, MemberProfile
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.services.dashboard import DashboardService
@@ -63,7 +63,7 @@ class AdminDirectory:
     async def member_access(self, guild_id: int, user_id: int) -> MemberAccess | None:
         return MemberAccess("Big Server", 1 << 5, frozenset())
 
-    async def member_name(self, guild_id: int, user_id: int) -> str | None:
+    async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
         return None
 
     async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:

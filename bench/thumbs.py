@@ -37,7 +37,7 @@ from bot.config import Settings
 from bot.dashboard.app import Dashboard
 from bot.dashboard.editing import add_all_pages
 from bot.dashboard.limits import ADDRESS_BUDGET, SESSION_BUDGET, THUMB_BUDGET, RequestBuckets
-from bot.domain import GuildRef, MemberAccess
+from bot.domain import GuildRef, MemberAccess, MemberProfile
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.media.thumbnails import image_thumbnail, video_thumbnail
@@ -62,7 +62,7 @@ class CountingDirectory:
         self.asked += 1
         return MemberAccess("Big Server", 1 << 5, frozenset())
 
-    async def member_name(self, guild_id: int, user_id: int) -> str | None:
+    async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
         self.asked += 1
         return None
 

@@ -53,7 +53,7 @@ from bot.dashboard.forms import (
 from bot.dashboard.guard_page import add_guard_pages
 from bot.dashboard.limits import Bounded
 from bot.dashboard.pages import Pages, add_pages, open_graph
-from bot.dashboard.rights import KEPT
+from bot.dashboard.rights import KEPT, Person
 from bot.domain import AuditEntry, ResultItem, Thumbnail
 from bot.errors import BotError, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
@@ -274,9 +274,9 @@ class SettingsPages(Pages):
             log.warning("dashboard: channels of %s not read: %s", guild_id, exc)
             raise web.HTTPServiceUnavailable(text=_(NO_ANSWER)) from None
 
-    async def names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
-        """Members' names in the server (empty when unknown)."""
-        return await self._names(guild_id, user_ids)
+    async def people(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, Person]:
+        """The members as the pages show them (each asked of Discord once, cached)."""
+        return await self._people(guild_id, user_ids)
 
     async def thumbs(self, items: Iterable[ResultItem]) -> dict[int, Thumbnail]:
         """The first file's thumbnail of each result that has one: job id -> thumbnail."""

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Final, Protocol, TypeVar
 from aiohttp import web
 
 from bot.dashboard.app import Dashboard, Signed
-from bot.dashboard.rights import Rights
+from bot.dashboard.rights import Person, Rights
 from bot.domain import Actor, AuditEntry, ResultItem, Thumbnail
 from bot.i18n import N_
 from bot.services.dashboard import DashboardService
@@ -137,8 +137,8 @@ class FormHost(Protocol):
         """The server's text channels, ``(id, name)``."""
         ...
 
-    async def names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
-        """Members' names in the server."""
+    async def people(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, Person]:
+        """The members as the pages show them (``_member.html``)."""
         ...
 
     async def thumbs(self, items: Iterable[ResultItem]) -> dict[int, Thumbnail]:

@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 from bot.dashboard.app import Dashboard, Signed
-from bot.dashboard.charts import Bar, bar_chart, meter
+from bot.dashboard.charts import Stack, meter, stacked_chart
 from bot.dashboard.csv_export import (
     AUDIT_COLUMNS,
     LEDGER_COLUMNS,
@@ -40,8 +40,8 @@ from bot.dashboard.csv_export import (
     ledger_rows,
 )
 from bot.dashboard.guard_panel import guard_panel
-from bot.dashboard.language import day_text, short_day_text, usd_text
-from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
+from bot.dashboard.language import day_text, kind_name, short_day_text, usd_text
+from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Person, Rights
 from bot.domain import (
     Kind,
     LedgerFilter,
@@ -321,10 +321,9 @@ class Pages:
         found = await self.thumbnails.described([(i.job_id, 0) for i in items if i.outputs])
         return {job_id: thumb for (job_id, _), thumb in found.items()}
 
-    async def _names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
-        ids = sorted(set(user_ids))
-        names = await asyncio.gather(*(self.app.rights.name(guild_id, u) for u in ids))
-        return {u: n or "" for u, n in zip(ids, names, strict=True)}
+    async def _people(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, Person]:
+        """The page's members as the ``member`` macro shows them (each asked once, cached)."""
+        return await self.app.rights.people(guild_id, user_ids)
 
     # -- the server picker -----------------------------------------------------------------
 
@@ -397,17 +396,21 @@ class Pages:
         days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
         report = await self.dashboard.spend(guild_id, days)
         money = await self.dashboard.overview(guild_id, None)
-        names = await self._names(guild_id, [int(b.key or 0) for b, _ in report.by_member])
-        chart = bar_chart(
+        people = await self._people(guild_id, [int(b.key or 0) for b, _ in report.by_member])
+        kinds = [k.value for k in Kind]
+        chart = stacked_chart(
             [
-                Bar(
+                Stack(
                     short_day_text(float(b.key or 0)),
-                    b.micro,
-                    f"{day_text(float(b.key or 0))}: {usd_text(b.micro)}",
+                    report.by_day_kind.get(int(b.key or 0), {}),
+                    day_text(float(b.key or 0)),
                 )
                 for b in report.by_day
             ],
-            label=_("Spend per day, last {days} days", days=days),
+            kinds=kinds,
+            label=_("Spend per day by kind, last {days} days", days=days),
+            value_text=usd_text,
+            names={k: kind_name(k) for k in kinds},
         )
         return self._render(
             request,
@@ -418,7 +421,8 @@ class Pages:
             report=report,
             periods=PERIODS,
             chart=chart,
-            names=names,
+            kinds=kinds,
+            people=people,
             month_micro=money.month_micro,
         )
 
@@ -446,7 +450,7 @@ class Pages:
             lines = lines[:PAGE_SIZE]
             last = lines[-1]
             following = filters.query(before=f"{last.at!r}_{last.id}")
-        names = await self._names(guild_id, [line.user_id for line in lines])
+        people = await self._people(guild_id, [line.user_id for line in lines])
         return self._render(
             request,
             "ledger.html",
@@ -458,7 +462,7 @@ class Pages:
             filters=filters,
             lines=lines,
             total=total,
-            names=names,
+            people=people,
             following=following,
             csv_query=filters.query(),
             models=await self.dashboard.models(guild_id),
@@ -523,7 +527,7 @@ class Pages:
         if len(entries) > PAGE_SIZE:
             entries = entries[:PAGE_SIZE]
             following = filters.query(before=str(entries[-1][0]))
-        names = await self._names(guild_id, [e.user_id for _, e in entries])
+        people = await self._people(guild_id, [e.user_id for _, e in entries])
         return self._render(
             request,
             "audit.html",
@@ -534,7 +538,7 @@ class Pages:
             error=error,
             filters=filters,
             entries=entries,
-            names=names,
+            people=people,
             following=following,
             csv_query=filters.query(),
         )
@@ -599,7 +603,7 @@ class Pages:
         filters, items, following, error = await self._results(
             request, guild_id, None, _unless_admin(signed, rights)
         )
-        names = await self._names(guild_id, [i.user_id for i in items])
+        people = await self._people(guild_id, [i.user_id for i in items])
         return self._render(
             request,
             "gallery.html",
@@ -611,7 +615,7 @@ class Pages:
             filters=filters,
             items=items,
             thumbs=await self._thumbs(items),
-            names=names,
+            people=people,
             following=following,
             models=await self.dashboard.models(guild_id),
         )
@@ -635,7 +639,7 @@ class Pages:
             filters=filters,
             items=items,
             thumbs=await self._thumbs(items),
-            names={},
+            people={},
             following=following,
             models=[],
             spend=spend,
@@ -720,11 +724,11 @@ class Pages:
         item, member_of = await self._seen_result(request)
         signed = self.app.signed(request)
         rights = None
-        name = ""
+        person = None
         if item.guild_id > 0 and member_of:
             rights = await self.app.rights.of(item.guild_id, signed.user_id)
             if rights is not None:
-                name = await self.app.rights.name(item.guild_id, item.user_id) or ""
+                person = await self.app.rights.person(item.guild_id, item.user_id)
         found = await self.thumbnails.described(
             [(item.job_id, index) for index in range(len(item.outputs))]
         )
@@ -736,7 +740,7 @@ class Pages:
             "gallery" if rights is not None else "me",
             item=item,
             thumbs={index: thumb for (_, index), thumb in found.items()},
-            name=name,
+            person=person,
         )
 
     async def media(self, request: web.Request) -> web.StreamResponse:

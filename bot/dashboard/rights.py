@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from bot.clock import Clock
 from bot.dashboard.limits import Bounded
-from bot.domain import MemberAccess, MessageUnreachable
+from bot.domain import MemberAccess, MemberProfile, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,13 @@ RIGHTS_SECONDS: Final = 60.0
 """How long a member's rights in a server are reused before the bot is asked again."""
 
 NAME_SECONDS: Final = 600.0
-"""How long a member's name is reused (the ledger's ``member`` column)."""
+"""How long a member's name and avatar are reused (every page that shows a member)."""
+
+NAME_FAILED_SECONDS: Final = 30.0
+"""How long Discord's failure to tell a member's name is remembered (the id is shown)."""
+
+NAME_QUESTIONS: Final = 8
+"""The most members' names one page asks Discord for at once (the rest wait their turn)."""
 
 KEPT: Final = 10_000
 """The most (server, member) rights, or names, or messages' files a cache keeps (least recently
@@ -69,8 +75,12 @@ class Directory(Protocol):
         """The member's permissions and roles; None if the bot or the member is not there."""
         ...
 
-    async def member_name(self, guild_id: int, user_id: int) -> str | None:
-        """The member's name in the server; None if unknown."""
+    async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
+        """The member's name and avatar in the server; None if they are not a member.
+
+        Raises:
+            Exception: Discord failed (not a refusal).
+        """
         ...
 
     async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
@@ -99,6 +109,24 @@ class Directory(Protocol):
     async def delete_message(self, channel_id: int, message_id: int) -> None:
         """Delete one of the bot's messages (a removed showcase entry's post); never raises."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    """A member as the pages show them (the ``member`` macro of ``_member.html``).
+
+    Attributes:
+        user_id: their Discord id (shown on hover).
+        name: their server nickname or name; empty when unknown (Discord failed) or gone.
+        avatar_url: their avatar on Discord's CDN; empty when unknown or gone.
+        gone: they are no member of the server any more (left, or their account deleted):
+            shown as "former member".
+    """
+
+    user_id: int
+    name: str = ""
+    avatar_url: str = ""
+    gone: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,11 +188,12 @@ class RightsCache:
         self._rights: Bounded[tuple[int, int], tuple[Rights | None]] = Bounded(
             KEPT, RIGHTS_SECONDS, monotonic
         )
-        self._names: Bounded[tuple[int, int], tuple[str | None]] = Bounded(
-            KEPT, NAME_SECONDS, monotonic
-        )
+        self._people: Bounded[tuple[int, int], Person] = Bounded(KEPT, NAME_SECONDS, monotonic)
         # A lock lives while someone holds or waits on it, no longer.
         self._locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+        self._person_locks: weakref.WeakValueDictionary[tuple[int, int], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
 
@@ -199,22 +228,53 @@ class RightsCache:
         rights = Rights(access.guild_name, admin, role_access, moderator)
         return rights if rights.may_view else None
 
-    async def name(self, guild_id: int, user_id: int) -> str | None:
-        """Return the member's name in the server, cached :data:`NAME_SECONDS`.
+    async def person(self, guild_id: int, user_id: int) -> Person:
+        """Return the member as the pages show them, cached :data:`NAME_SECONDS`.
 
-        None if unknown or if Discord failed (the id is always shown beside it).
+        One question to Discord per member at most (then the cache); a failure is remembered
+        :data:`NAME_FAILED_SECONDS` and shows the id alone.
         """
         key = (guild_id, user_id)
-        cached = self._names.get(key)
+        cached = self._people.get(key)
         if cached is not None:
-            return cached[0]
-        try:
-            name = await self._directory.member_name(guild_id, user_id)
-        except Exception as exc:  # a name is a nicety: the id is always beside it
-            log.debug("member name of %s in %s not read: %s", user_id, guild_id, exc)
-            name = None
-        self._names.put(key, (name,))
-        return name
+            return cached
+        lock = self._person_locks.setdefault(key, asyncio.Lock())
+        async with lock:  # the same member twice on a page, or two pages: one question
+            cached = self._people.get(key)
+            if cached is not None:
+                return cached
+            try:
+                profile = await self._directory.member_profile(guild_id, user_id)
+            except Exception as exc:  # a name is a nicety: the id is always shown
+                log.debug("member %s in %s not read: %s", user_id, guild_id, exc)
+                self._people.put(key, Person(user_id), NAME_FAILED_SECONDS)
+                return Person(user_id)
+            if profile is None:
+                person = Person(user_id, gone=True)
+            else:
+                person = Person(user_id, profile.name, profile.avatar_url)
+            self._people.put(key, person)
+            return person
+
+    async def people(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, Person]:
+        """Return the members of a page, each asked of Discord once (then cached).
+
+        At most :data:`NAME_QUESTIONS` questions at once: only the distinct members of the
+        page are asked about, never one question per row.
+        """
+        ids = sorted(set(user_ids))
+        gate = asyncio.Semaphore(NAME_QUESTIONS)
+
+        async def one(user_id: int) -> Person:
+            async with gate:
+                return await self.person(guild_id, user_id)
+
+        found = await asyncio.gather(*(one(u) for u in ids))
+        return dict(zip(ids, found, strict=True))
+
+    async def name(self, guild_id: int, user_id: int) -> str | None:
+        """Return the member's name in the server (:meth:`person`); None if unknown or gone."""
+        return (await self.person(guild_id, user_id)).name or None
 
     def forget_guild(self, guild_id: int) -> None:
         """Drop every member's cached rights in a server (its dashboard roles changed)."""
@@ -288,9 +348,9 @@ class CachingDirectory:
         """Passed through (the :class:`RightsCache` keeps the answer)."""
         return await self._directory.member_access(guild_id, user_id)
 
-    async def member_name(self, guild_id: int, user_id: int) -> str | None:
+    async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
         """Passed through (the :class:`RightsCache` keeps the answer)."""
-        return await self._directory.member_name(guild_id, user_id)
+        return await self._directory.member_profile(guild_id, user_id)
 
     async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
         """The message's attachment URLs, from the cache while they are valid.

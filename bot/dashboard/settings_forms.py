@@ -180,6 +180,28 @@ def _model_groups(catalogue: Any, models: tuple[str, ...] | None) -> list[dict[s
     return groups
 
 
+async def _catalogue(form: SettingsForm) -> Any:
+    """The server's catalogue, None when it cannot be read (the form's typed fields then)."""
+    try:
+        return await form.pages.services.generation.catalogue(form.guild_id)
+    except Exception:  # no key, the service down: the form falls back to text
+        return None
+
+
+def _with_other(groups: list[dict[str, Any]], patterns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``groups`` and, as a group ``other`` (ticked), the patterns no catalogue model is.
+
+    A prefix (``motion-pro/``) or a model gone from the catalogue stays on the list as long as
+    it is ticked: saving the picker never drops what ``/config`` set.
+    """
+    ids = {m["id"] for g in groups for m in g["models"]}
+    other = [p for p in patterns if p not in ids and p != "*"]
+    if not other:
+        return groups
+    shown = [{"id": p, "label": p, "price": "", "checked": True} for p in other]
+    return [*groups, {"kind": "other", "models": shown}]
+
+
 def _picked_models(posted: Posted, known: set[str] | None) -> ModelsUpdate:
     """A tier's models as its form posted them (the mode and the ticked models).
 
@@ -261,7 +283,7 @@ class ShowcaseForm(SettingsForm):
         return {
             "entries": entries,
             "thumbs": await self.pages.thumbs([e.result for e in entries]),
-            "names": await self.pages.names(self.guild_id, [e.user_id for e in entries]),
+            "people": await self.pages.people(self.guild_id, [e.user_id for e in entries]),
             "period": period,
             "periods": list(SHOWCASE_PERIODS),
             "public": public,
@@ -416,7 +438,7 @@ class TiersForm(SettingsForm):
         snapshot = await self.config.snapshot(self.guild_id)
         roles = await self.pages.roles(self.guild_id)
         colours = await self.pages.role_colours(self.guild_id)
-        catalogue = await self._catalogue()
+        catalogue = await _catalogue(self)
         rows = [
             {
                 "tier": tier,
@@ -441,15 +463,8 @@ class TiersForm(SettingsForm):
             "modes": MODEL_MODES,
         }
 
-    async def _catalogue(self) -> Any:
-        """The server's catalogue, None when it cannot be read (the typed field then)."""
-        try:
-            return await self.pages.services.generation.catalogue(self.guild_id)
-        except Exception:  # no key, the service down: the form falls back to text
-            return None
-
     async def _known_models(self) -> set[str] | None:
-        catalogue = await self._catalogue()
+        catalogue = await _catalogue(self)
         if catalogue is None:
             return None
         return {m.id for m in (*catalogue.text, *catalogue.image, *catalogue.video)}
@@ -500,22 +515,33 @@ class ModelsForm(SettingsForm):
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
         policy = await self.config.policy(self.guild_id)
+        lists = policy.models
+        catalogue = await _catalogue(self)
+        allowed_groups, blocked_groups = [], []
+        if catalogue is not None:
+            allowed_groups = _with_other(_model_groups(catalogue, lists.allowed), lists.allowed)
+            blocked_groups = _with_other(_model_groups(catalogue, lists.blocked), lists.blocked)
         return {
-            "allowed": ", ".join(policy.models.allowed) or "all",
-            "blocked": ", ".join(policy.models.blocked) or "none",
+            "allowed": ", ".join(lists.allowed) or "all",
+            "blocked": ", ".join(lists.blocked) or "none",
+            "allowed_mode": "picked" if lists.allowed else "all",
+            "allowed_groups": allowed_groups,
+            "blocked_groups": blocked_groups,
             "tiers": [(t.role_name, describe_models(t.models)) for t in policy.tiers],
             "base": await self.base(models_scope),
         }
 
     async def save(self, posted: Posted) -> list[AuditEntry]:
-        """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
-        allowed = parse_models(posted.get("allowed") or "all")
-        raw_blocked = posted.get("blocked").strip()
-        blocked = (
-            ()
-            if not raw_blocked or raw_blocked.casefold() in NONE_WORDS
-            else parse_models(raw_blocked)
-        )
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed).
+
+        The picker posts ``allowed_mode`` (``all`` or ``picked``) and the ticked ``allow`` and
+        ``block`` models; without the catalogue the form has the typed lists instead.
+
+        Raises:
+            ValidationFailed: a model neither of the catalogue nor already listed, none ticked
+                for "only the models ticked", or what ``/config`` refuses.
+        """
+        allowed, blocked = await self._posted_lists(posted)
 
         async def apply(actor: Actor) -> None:
             await self.config.set_models(
@@ -523,6 +549,28 @@ class ModelsForm(SettingsForm):
             )
 
         return await self.commit(posted, models_scope, apply)
+
+    async def _posted_lists(self, posted: Posted) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        catalogue = await _catalogue(self)
+        if catalogue is None or not posted.get("allowed_mode"):
+            allowed = parse_models(posted.get("allowed") or "all")
+            raw_blocked = posted.get("blocked").strip()
+            if not raw_blocked or raw_blocked.casefold() in NONE_WORDS:
+                return allowed, ()
+            return allowed, parse_models(raw_blocked)
+        lists = (await self.config.policy(self.guild_id)).models
+        known = {m.id for m in (*catalogue.text, *catalogue.image, *catalogue.video)}
+        known |= {*lists.allowed, *lists.blocked}  # prefixes already listed stay pickable
+        allow, block = posted.getall("allow"), posted.getall("block")
+        if any(m not in known for m in (*allow, *block)):
+            raise ValidationFailed(UNKNOWN_MODEL)
+        if posted.get("allowed_mode") == "all":
+            allowed = parse_models("all")
+        elif not allow:
+            raise ValidationFailed(NO_MODEL_PICKED)
+        else:
+            allowed = parse_models(", ".join(allow))
+        return allowed, parse_models(", ".join(block)) if block else ()
 
 
 @settings_form
@@ -587,7 +635,9 @@ class ChannelsForm(SettingsForm):
             (p, scoped(snapshot, persona_scope(p.channel_id)))
             for p in await self.config.personas(self.guild_id)
         ]
+        catalogue = await _catalogue(self)
         return {
+            "text_models": [] if catalogue is None else [(m.id, m.label) for m in catalogue.text],
             "channels": await self.pages.channels(self.guild_id),
             "allowed": config.allowed_channel_ids,
             "admin_channel": config.admin_channel_id,
@@ -663,8 +713,9 @@ class AccessForm(SettingsForm):
         """What the page's template shows."""
         granted = await self.pages.dashboard.access_roles(self.guild_id)
         roles = await self.pages.roles(self.guild_id)
+        colours = await self.pages.role_colours(self.guild_id)
         return {
-            "roles": [(i, n, granted.get(i, "")) for i, n in roles],
+            "roles": [(i, n, granted.get(i, ""), colours.get(i, 0)) for i, n in roles],
             "base": digest({str(k): v for k, v in granted.items()}),
             "levels": ACCESS_LEVELS,
         }
@@ -823,13 +874,13 @@ class ReviewForm(SettingsForm):
                 if item is not None and item.guild_id == self.guild_id:
                     results[record.ref] = item
         thumbs = await self.pages.thumbs(results.values())
-        names = await self.pages.names(self.guild_id, [r.user_id for r in records])
+        people = await self.pages.people(self.guild_id, [r.user_id for r in records])
         rows = [
             {
                 "record": record,
                 "item": results.get(record.ref),
                 "thumb": thumbs.get(results[record.ref].job_id) if record.ref in results else None,
-                "name": names.get(record.user_id, ""),
+                "person": people.get(record.user_id),
                 "base": review_base(record),
             }
             for record in records

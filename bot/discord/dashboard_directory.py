@@ -9,11 +9,11 @@ cache) answer alike; the dashboard caches the answers (about a minute).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 import discord
 
-from bot.domain import MemberAccess, MessageUnreachable
+from bot.domain import MemberAccess, MemberProfile, MessageUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,36 @@ ALL_PERMISSIONS = (1 << 53) - 1
 """Every permission bit, for the server's owner (who has them all, whatever their roles)."""
 
 
+CDN: Final = "https://cdn.discordapp.com"
+"""Discord's CDN, where avatars live (developer docs, "Image Formatting")."""
+
+AVATAR_SIZE: Final = 64
+"""The avatar's pixels asked of the CDN (a power of two; shown at 24 px, sharp at 2x)."""
+
+
 def _display_name(member: dict[str, Any]) -> str:
     user = member.get("user") or {}
     return str(member.get("nick") or user.get("global_name") or user.get("username") or "")
+
+
+def avatar_url(guild_id: int, member: dict[str, Any]) -> str:
+    """The member's avatar on Discord's CDN (developer docs, "Image Formatting").
+
+    The server's own avatar of the member first, else the account's, else Discord's default
+    avatar: ``(user id >> 22) % 6`` for the new usernames, ``discriminator % 5`` for legacy.
+    """
+    user = member.get("user") or {}
+    user_id = int(user.get("id", 0))
+    if member.get("avatar"):
+        return (
+            f"{CDN}/guilds/{guild_id}/users/{user_id}/avatars/{member['avatar']}.png"
+            f"?size={AVATAR_SIZE}"
+        )
+    if user.get("avatar"):
+        return f"{CDN}/avatars/{user_id}/{user['avatar']}.png?size={AVATAR_SIZE}"
+    discriminator = str(user.get("discriminator") or "0")
+    index = (user_id >> 22) % 6 if discriminator in ("0", "0000") else int(discriminator) % 5
+    return f"{CDN}/embed/avatars/{index}.png"
 
 
 class RestDirectory:
@@ -73,16 +100,20 @@ class RestDirectory:
             permissions = ALL_PERMISSIONS
         return MemberAccess(str(guild.get("name", "")), permissions, role_ids)
 
-    async def member_name(self, guild_id: int, user_id: int) -> str | None:
-        """Return the member's name in the server (nickname, else display name).
+    async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
+        """Return the member's name in the server (nickname, else display name) and avatar.
 
-        None when they are not a member or the bot cannot see the server.
+        One ``GET /guilds/{id}/members/{user}``. None when they are not a member (left, or
+        their account was deleted) or the bot cannot see the server.
+
+        Raises:
+            discord.HTTPException: Discord failed otherwise (5xx, 429 after retries).
         """
         try:
-            member = await self._client.http.get_member(guild_id, user_id)
+            member = dict(await self._client.http.get_member(guild_id, user_id))
         except (discord.NotFound, discord.Forbidden):
             return None
-        return _display_name(dict(member)) or None
+        return MemberProfile(_display_name(member), avatar_url(guild_id, member))
 
     async def attachment_urls(self, channel_id: int, message_id: int) -> list[str]:
         """Return the message's attachment URLs, freshly signed by Discord.

@@ -234,6 +234,20 @@ class MemberAccess:
     role_ids: frozenset[int]
 
 
+@dataclass(frozen=True, slots=True)
+class MemberProfile:
+    """How a member of a server looks there: their name and their avatar.
+
+    Attributes:
+        name: the server nickname, else the global display name, else the username.
+        avatar_url: their avatar on Discord's CDN (the server's own avatar first, else the
+            account's, else Discord's default avatar); an absolute ``https://`` URL.
+    """
+
+    name: str
+    avatar_url: str
+
+
 class MessageUnreachable(Exception):
     """Discord will not show the bot a message: 403 (no access) or 404 (gone).
 

@@ -20,7 +20,7 @@ import hmac
 import secrets
 from base64 import urlsafe_b64encode
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Final
 
@@ -104,6 +104,8 @@ class SpendReport:
         total: ``(charges, micro-cents)`` of the period.
         previous: the same for the period before it.
         by_day: every day of the period (zero days included), oldest first.
+        by_day_kind: each day's micro-cents by kind (day's UTC midnight -> kind -> micro);
+            days and kinds without charges left out.
         by_model, by_kind, by_tier, by_member: ``(bucket, micro-cents the period before)``.
         tier_names: tier role id -> name (current tiers).
     """
@@ -118,6 +120,7 @@ class SpendReport:
     by_tier: list[tuple[SpendBucket, int]]
     by_member: list[tuple[SpendBucket, int]]
     tier_names: dict[int, str]
+    by_day_kind: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +273,7 @@ class DashboardService:
             by_tier=await compared("tier"),
             by_member=await compared("member"),
             tier_names=tiers,
+            by_day_kind=await views.daily_kinds(guild_id, since, until),
         )
 
     async def overview(self, guild_id: int, key_fingerprint: str | None) -> Overview:

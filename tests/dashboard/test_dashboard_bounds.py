@@ -9,7 +9,7 @@ from bot.config import load_settings
 from bot.dashboard import editing, rights
 from bot.dashboard.limits import ANONYMOUS_BUDGET, Bounded, RequestBuckets
 from bot.dashboard.rights import URLS_MARGIN, CachingDirectory, RightsCache
-from bot.domain import MemberAccess
+from bot.domain import MemberAccess, MemberProfile
 
 
 async def test_a_signed_url_is_kept_until_a_minute_before_its_ex() -> None:
@@ -56,8 +56,8 @@ async def test_rights_names_and_locks_are_bounded(monkeypatch: pytest.MonkeyPatc
         async def member_access(self, guild_id: int, user_id: int) -> MemberAccess | None:
             return MemberAccess("server", 1 << 5, frozenset())
 
-        async def member_name(self, guild_id: int, user_id: int) -> str | None:
-            return "name"
+        async def member_profile(self, guild_id: int, user_id: int) -> MemberProfile | None:
+            return MemberProfile("name", "https://cdn.discordapp.com/embed/avatars/0.png")
 
     async def no_roles(guild_id: int) -> dict[int, str]:
         return {}
@@ -66,8 +66,8 @@ async def test_rights_names_and_locks_are_bounded(monkeypatch: pytest.MonkeyPatc
     for guild_id in range(1, 200):
         assert await cache.of(guild_id, 7) is not None
         assert await cache.name(guild_id, 7) == "name"
-    assert len(cache._rights) == 10 and len(cache._names) == 10
-    assert len(cache._locks) == 0
+    assert len(cache._rights) == 10 and len(cache._people) == 10
+    assert len(cache._locks) == 0 and len(cache._person_locks) == 0
 
 
 def test_the_write_limiter_forgets_members(monkeypatch: pytest.MonkeyPatch) -> None:

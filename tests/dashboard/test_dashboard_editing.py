@@ -177,10 +177,13 @@ async def test_budgets_saved_on_the_web_are_the_limits(site: Site) -> None:
 
 async def test_dashboard_access_granted_on_the_web_lets_a_role_edit(site: Site) -> None:
     editors = site.emulator.add_role(site.guild_id, "Editors")
+    editors.colour = 0x1ABC9C
     site.emulator.give_role(site.guild_id, site.member_id, editors.id)
     owner = await admin(site)
     url = f"/servers/{site.guild_id}/settings/access"
-    form = next(f for f in post_forms(await owner.text(url)) if f["role_id"] == str(editors.id))
+    page = await owner.text(url)
+    assert 'fill="#1abc9c"' in page  # the role's colour beside its name
+    form = next(f for f in post_forms(page) if f["role_id"] == str(editors.id))
     form.update(access="edit")
     assert (await owner.post(url, data=form)).status == 200
     entries = await site.services.guild_config.audit(site.guild_id)
@@ -235,15 +238,41 @@ async def test_a_key_set_on_the_web_is_checked_stored_and_never_shown(
 
 
 async def test_models_saved_on_the_web_are_the_server_list(site: Site) -> None:
+    """The Models page's pickers: the catalogue's models ticked, by kind, with their prices."""
+    config = site.services.guild_config
+    await config.set_models(site.guild_id, allowed=("aurora-lite/",), actor=Actor(site.owner_id))
     browser = await admin(site)
     url = f"/servers/{site.guild_id}/settings/models"
-    form = post_forms(await browser.text(url))[0]
-    assert (form["allowed"], form["blocked"]) == ("all", "none")
-    form.update(allowed="aurora-lite/, black-forest-labs/", blocked="aurora-lite/text-to-video")
-    assert (await browser.post(url, data=form)).status == 200
-    lists = (await site.services.guild_config.policy(site.guild_id)).models
-    assert lists.allowed == ("aurora-lite/", "black-forest-labs/")
+    page = await browser.text(url)
+    assert 'name="allow" value="black-forest-labs/flux-schnell"' in page
+    assert 'name="block" value="aurora-lite/text-to-video"' in page
+    assert "<legend>Videos</legend>" in page and "per 5 s" in page
+    # /config's prefix stays on the list, ticked, under its own group.
+    assert 'name="allow" value="aurora-lite/" checked' in page
+    assert 'name="allowed"' not in page  # no typed list beside the catalogue
+    form = post_forms(page)[0]
+    assert form["allowed_mode"] == "picked"
+    data = [(k, v) for k, v in form.items() if k not in ("allow", "block")]
+    data += [
+        ("allow", "aurora-lite/"),
+        ("allow", "black-forest-labs/flux-schnell"),
+        ("block", "aurora-lite/text-to-video"),
+    ]
+    assert (await browser.post(url, data=data)).status == 200
+    lists = (await config.policy(site.guild_id)).models
+    assert lists.allowed == ("aurora-lite/", "black-forest-labs/flux-schnell")
     assert lists.blocked == ("aurora-lite/text-to-video",)
+    # The same validation as /config: none ticked, or a model of no catalogue, changes nothing.
+    again = post_forms(await browser.text(url))[0]
+    none = [(k, v) for k, v in again.items() if k not in ("allow", "block")]
+    refused = await browser.post(url, data=none)
+    assert refused.status == 400 and "Pick at least one model" in await refused.text()
+    refused = await browser.post(url, data=[*none, ("allow", "evil/model")])
+    assert refused.status == 400 and "Pick models of the catalogue." in await refused.text()
+    everything = [(k, "all" if k == "allowed_mode" else v) for k, v in none]
+    assert (await browser.post(url, data=everything)).status == 200
+    lists = (await config.policy(site.guild_id)).models
+    assert (lists.allowed, lists.blocked) == ((), ())
 
 
 async def test_channels_and_a_locked_persona_saved_on_the_web(site: Site) -> None:

@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 import aiohttp
 import pytest
 import pytest_asyncio
+from PIL import Image
 
 from bot.i18n import money
 from tests.support.e2e.harness import (
@@ -197,8 +198,20 @@ class Tab:
         await self.page.set_viewport_size({"width": 1280, "height": 900})
 
 
+def avatar_png() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (64, 64), (88, 101, 242)).save(out, "PNG")
+    return out.getvalue()
+
+
 async def open_tab(chromium: Any, name: str) -> Tab:
+    """A tab of its own; Discord's CDN (members' avatars) answered locally, offline."""
     context = await chromium.new_context(accept_downloads=True)
+    image = avatar_png()
+    await context.route(
+        "https://cdn.discordapp.com/**",
+        lambda route: route.fulfill(status=200, content_type="image/png", body=image),
+    )
     return Tab(await context.new_page(), name)
 
 
@@ -226,7 +239,11 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     await page.click("nav.tabs >> text=Spend")
     assert money(dollars(await page.inner_text("#usage-month")) * 100) == usage
     await page.click("text=90 days")
-    assert await page.locator("svg.chart rect.bar").count() == 90
+    # Stacked by kind, each kind named in the legend; the figures in the table beside.
+    legend = await page.locator("svg.chart text.legend").all_text_contents()
+    assert legend == ["text", "image", "video"]
+    assert await page.locator("svg.chart rect.segment.kind-image").count() >= 1
+    assert await page.locator("#by-day tbody tr").count() == 90
     await tab.shoot("spend")
     await page.click("nav.tabs >> text=Ledger")
     await page.wait_for_selector("#ledger-total")
@@ -314,7 +331,10 @@ async def test_in_a_browser_a_tier_allowance_set_on_the_web_judges_the_next_vide
     await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}")
     await page.click("nav.tabs >> text=Tiers")
     form = page.locator("#new-tier")
-    await form.locator("select[name=role_id]").select_option(str(role.id))
+    await form.locator(f"input[name=role_id][value='{role.id}']").check()
+    await form.locator("input[name=models_mode][value=picked]").check()
+    await form.locator(f"input[name=model][value='{CHEAP_VIDEO}']").check()
+    await form.locator(f"input[name=model][value='{IMAGE_MODEL}']").check()
     await form.locator("input[name=daily]").fill("0.10")
     await page.wait_for_selector("#new-tier .unsaved-note")  # shown before leaving the page
     await tab.shoot("tiers-unsaved")
@@ -325,6 +345,10 @@ async def test_in_a_browser_a_tier_allowance_set_on_the_web_judges_the_next_vide
     video = {"prompt": "a fox at dawn", "model": CHEAP_VIDEO, "duration": 5}
     refused = await as_member(world, patron.id, "video", video)
     assert "Your daily allowance ($0.10, role Patron)" in refused
+    # What the pickers saved is what /config show reports.
+    shown = await world.answer(await world.command("config", {}, admin=True, subcommand="show"))
+    tier_line = next(line for line in shown.text.splitlines() if f"<@&{role.id}>" in line)
+    assert f"`{IMAGE_MODEL}`" in tier_line and f"`{CHEAP_VIDEO}`" in tier_line, shown.text
     # Raised on the web: the very next /video is accepted.
     tier = page.locator(f"#tier-{role.id}")
     await tier.locator("input[name=daily]").fill("5")
@@ -491,18 +515,18 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
         "Shared to this server's showcase."
     )
     await page.goto(f"{base}/servers/{world.guild.id}/showcase?period=all")
-    ranked = await page.locator("#showcase li.result .prompt").all_inner_texts()
+    ranked = await page.locator("#showcase li.thumb .prompt").all_inner_texts()
     assert ranked[:2] == ["a lighthouse in fog", "a harbour at night"]  # most votes first
     status, text = await public_page(base, world.guild.id)
     assert status == 200
-    assert re.findall(r'<p class="prompt">([^<]*)</p>', text) == ["a harbour at night"]
+    assert re.findall(r'<span class="prompt">([^<]*)</span>', text) == ["a harbour at night"]
     # An admin removes one: gone from the public page at once.
-    harbour_entry = page.locator("#showcase li.result", has_text="a harbour at night")
+    harbour_entry = page.locator("#showcase li.thumb", has_text="a harbour at night")
     await harbour_entry.locator("button[value=remove]").click()
     await page.wait_for_selector("#form-notice")
     await tab.shoot("showcase")
     status, text = await public_page(base, world.guild.id)
-    prompts = re.findall(r'<p class="prompt">([^<]*)</p>', text)
+    prompts = re.findall(r'<span class="prompt">([^<]*)</span>', text)
     assert status == 200 and prompts == []
     await world.discord.signal.wait_for(  # its post leaves the showcase channel too
         lambda: (
@@ -532,6 +556,104 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
     await page.goto(f"{base}/servers/{world.guild.id}/audit?what=showcase")
     audit = await page.inner_text("#results")
     assert f"<#{channel.id}>" in audit and "public showcase page" in audit
+
+
+# -- pictures and players ----------------------------------------------------------------------
+
+
+def centre_colour(data: bytes) -> tuple[int, int, int]:
+    """The middle pixel of a served thumbnail (WebP), decoded by Pillow."""
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    r, g, b = image.getpixel((image.width // 2, image.height // 2))  # type: ignore[misc]
+    return r, g, b
+
+
+def is_red(rgb: tuple[int, int, int]) -> bool:
+    r, g, b = rgb
+    return r > 200 and g < 60 and b < 60
+
+
+async def shown_thumbnails(page: Any, url: str, prompts: tuple[str, ...]) -> dict[str, str]:
+    """The page's thumbnails, alt text (the prompt) -> source, once it shows one for each of
+    ``prompts`` (kept at delivery, maybe a moment after the answer)."""
+    shown: dict[str, str] = {}
+    for _ in range(50):
+        await page.goto(url)
+        found = await page.locator("a.tile img").evaluate_all(
+            "images => images.map(i => [i.alt, i.getAttribute('src')])"
+        )
+        shown = {str(alt): str(src) for alt, src in found}
+        if all(p in shown for p in prompts):
+            return shown
+        await page.wait_for_timeout(100)
+    raise AssertionError(f"{url} shows {sorted(shown)}, not all of {prompts}")
+
+
+async def test_in_a_browser_the_gallery_and_the_public_showcase_show_the_results_pictures(
+    world: World, chromium: Any
+) -> None:
+    """Red results (``color:red``, docs/testing.md) are red thumbnails in the Gallery and on
+    the public Showcase; a video opens in a player; once the cards' files are out of reach
+    (expired), the gallery and its thumbnails ask Discord nothing and still show every one."""
+    base = dashboard_url(world)
+    channel = world.discord.add_channel(world.guild.id, "proud-work")
+    await world.answer(
+        await world.command("config", {"channel": channel}, admin=True, subcommand="showcase")
+    )
+    tab = await open_tab(chromium, "pictures")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    await page.goto(f"{base}/servers/{world.guild.id}/showcase?period=all")
+    await page.select_option("#public select[name=public]", "on")
+    await page.click("#public button[type=submit]")
+    await page.wait_for_selector("#public-link")
+    red = await world.answer(
+        await world.command("image", {"prompt": "a red kite color:red", "model": IMAGE_MODEL})
+    )
+    await world.answer(
+        await world.command("image", {"prompt": "a red barn color:red", "model": IMAGE_MODEL})
+    )
+    video = await finished_video(world, "a red sunset color:red")
+    assert await press(world, red, "Share", world.member.id) == "Shared to this server's showcase."
+
+    kite, barn, sunset = "a red kite color:red", "a red barn color:red", "a red sunset color:red"
+    gallery_url = f"{base}/servers/{world.guild.id}/gallery"
+    shown = await shown_thumbnails(page, gallery_url, (kite, barn, sunset))
+    for prompt in (kite, barn, sunset):  # the video's poster frame too
+        served = await page.request.get(base + shown[prompt])  # with the page's cookies
+        assert served.status == 200 and is_red(centre_colour(await served.body())), prompt
+    await tab.shoot("gallery-pictures")
+
+    # The public showcase, signed out: the shared red kite, as a picture.
+    public = await open_tab(chromium, "public")
+    shared = await shown_thumbnails(public.page, f"{base}/showcase/{world.guild.id}", (kite,))
+    assert list(shared) == [kite]
+    served = await public.page.request.get(base + shared[kite])
+    assert served.status == 200 and is_red(centre_colour(await served.body()))
+    await public.shoot("showcase-public")
+
+    # A video opens in a player.
+    await page.goto(f"{base}/servers/{world.guild.id}/gallery?kind=video")
+    await page.locator("ul.thumbs li", has_text="a red sunset").locator("a").first.click()
+    await page.wait_for_selector("video[controls]")
+    assert "/media/" in str(await page.locator("video").get_attribute("src"))
+    await tab.shoot("result-video")
+
+    # The cards' files out of reach (Discord's URLs expired, or the cards gone): the gallery
+    # still shows every thumbnail, and neither it nor its thumbnails ask Discord anything.
+    for message in (red, video):
+        world.discord.delete_message(message.channel_id, message.id)
+    await page.goto(gallery_url)  # the viewer's rights and the members' names, cached
+    asked = len(world.discord.requests)
+    every = await shown_thumbnails(page, gallery_url, (kite, barn, sunset))
+    for source in every.values():
+        served = await page.request.get(base + source)
+        assert served.status == 200 and (await served.body())[:4] == b"RIFF", source
+    assert [(r.method, r.path) for r in world.discord.requests[asked:]] == []
+    # The player's file is the emulator's http:// attachment, which the CSP (https: media, as
+    # Discord's CDN is) rightly refuses to play here: the only console error allowed.
+    errors = [e for e in tab.errors if not ("/attachments/" in e and "media-src" in e)]
+    assert (errors, tab.failed, public.errors, public.failed) == ([], [], [], [])
 
 
 # -- the dashboard under abuse ------------------------------------------------------------------

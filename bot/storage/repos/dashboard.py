@@ -425,6 +425,34 @@ class DashboardViews:
             buckets.append(SpendBucket(found, int(r["n"]), int(r["micro"])))
         return buckets
 
+    async def daily_kinds(
+        self, guild_id: int, since: float, until: float
+    ) -> dict[int, dict[str, int]]:
+        """Return the server's micro-cents in the UTC days ``[since, until)`` by day and kind.
+
+        Read from ``ledger_daily``'s ``kind`` rows (the Spend chart's stacks).
+
+        Returns:
+            day's UTC midnight (epoch seconds) -> kind -> micro-cents; days and kinds without
+            charges left out.
+        """
+        micro = _sum_micro(ledger_daily.c.micro).label("micro")
+        stmt = (
+            select(ledger_daily.c.day.label("d"), ledger_daily.c.bucket.label("k"), micro)
+            .where(
+                ledger_daily.c.guild_id == guild_id,
+                ledger_daily.c.dimension == "kind",
+                ledger_daily.c.day >= since,
+                ledger_daily.c.day < until,
+            )
+            .group_by(ledger_daily.c.day, ledger_daily.c.bucket)
+        )
+        found: dict[int, dict[str, int]] = {}
+        for r in await self._sql.all(stmt):
+            if int(r["micro"]):
+                found.setdefault(int(r["d"]), {})[str(r["k"])] = int(r["micro"])
+        return found
+
     async def total(self, guild_id: int, where: LedgerFilter) -> tuple[int, int]:
         """Return ``(charges, micro-cents)`` of the server's ledger lines that ``where`` keeps.
 

@@ -52,6 +52,8 @@ class User:
     bot: bool = False
     locale: str = "en-US"
     """The client language, sent as every interaction's ``locale`` (Discord's Locales)."""
+    avatar: str | None = None
+    """The account's avatar hash (None: Discord's default avatar)."""
 
     @property
     def name(self) -> str:
@@ -69,6 +71,8 @@ class Role:
     managed: bool = False
     mentionable: bool = False
     bot_id: int | None = None
+    colour: int = 0
+    """0xRRGGBB; 0 for none."""
 
 
 @dataclass
@@ -114,6 +118,8 @@ class Member:
     role_ids: list[int] = field(default_factory=list)
     joined_at: str = field(default_factory=iso_now)
     nick: str | None = None
+    avatar: str | None = None
+    """The member's own avatar hash in this guild (None: the account's)."""
     communication_disabled_until: str | None = None
     """While in the future, the member is timed out (ISO-8601, UTC)."""
 

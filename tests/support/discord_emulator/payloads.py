@@ -25,7 +25,7 @@ def user_payload(user: User) -> dict[str, Any]:
         "username": user.username,
         "discriminator": "0",
         "global_name": user.global_name,
-        "avatar": None,
+        "avatar": user.avatar,
         "avatar_decoration_data": None,
         "public_flags": 0,
         "banner": None,
@@ -56,8 +56,8 @@ def role_payload(role: Role) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": str(role.id),
         "name": role.name,
-        "color": 0,
-        "colors": {"primary_color": 0, "secondary_color": None, "tertiary_color": None},
+        "color": role.colour,
+        "colors": {"primary_color": role.colour, "secondary_color": None, "tertiary_color": None},
         "hoist": False,
         "icon": None,
         "unicode_emoji": None,
@@ -118,7 +118,7 @@ def member_payload(
     """A guild member object (``permissions`` only inside interactions)."""
     data: dict[str, Any] = {
         "nick": member.nick,
-        "avatar": None,
+        "avatar": member.avatar,
         "banner": None,
         "roles": [str(r) for r in member.role_ids],
         "joined_at": member.joined_at,
