@@ -49,6 +49,7 @@ from bot.discord.result_clicks import (
     result_click,
 )
 from bot.discord.result_clicks import submitted as submitted_as
+from bot.discord.safety_gate import hidden_takes
 from bot.discord.sequence_flows import (
     MAX_JOINED,
     join_videos,
@@ -152,6 +153,7 @@ class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], tem
                 sandbox=cog.sandbox,
                 chosen=int(chosen[1:]),
                 attached=attached,
+                hidden=await hidden_takes(interaction.client.services.moderation, found),
                 locale=locale,
             )
             kwargs = parts.edit_kwargs()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import discord
@@ -39,7 +40,7 @@ from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import takes_card
-from bot.discord.safety_gate import SafetyGate
+from bot.discord.safety_gate import SafetyGate, hidden_takes
 from bot.domain import Job, JobStatus, Visibility
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _
@@ -178,11 +179,26 @@ class Presenter:
         parts = with_files(finished, names, shown.note)
         return finished, dataclasses.replace(parts, files=shown.files)
 
-    def takes(self, group: tuple[Job, ...], attached: dict[int, str] | None = None) -> MessageParts:
-        """The shared card of a request's takes as they stand; ``attached``: take id -> file."""
-        if attached is None:
-            return takes_card(group, sandbox=self._sandbox)
-        return takes_card(group, sandbox=self._sandbox, attached=attached)
+    def takes(
+        self,
+        group: tuple[Job, ...],
+        attached: dict[int, str] | None = None,
+        hidden: Mapping[int, Visibility] | None = None,
+    ) -> MessageParts:
+        """The shared card of a request's takes as they stand; ``attached``: take id -> file.
+
+        ``hidden`` (:meth:`hidden_takes`): the takes the safety check held or withheld, shown
+        without their file or link.
+        """
+        return takes_card(group, sandbox=self._sandbox, attached=attached, hidden=hidden)
+
+    async def hidden_takes(self, group: tuple[Job, ...]) -> dict[int, Visibility]:
+        """The finished takes of ``group`` members may not see (:func:`hidden_takes`).
+
+        Each take is screened by its own delivery (:meth:`prepare`) before the shared card
+        shows it, and only decisions other than "shown" are recorded, so the records say all.
+        """
+        return await hidden_takes(None if self.safety is None else self.safety.service, group)
 
     @staticmethod
     def late_notice(job: Job) -> MessageParts:
