@@ -470,3 +470,36 @@ async def test_a_held_take_on_a_shared_card_shows_neither_its_file_nor_its_link(
     assert "waiting for the server's moderators" in shared.text
     for message in rest_bot.emulator.messages.values():
         assert held_url not in message.text
+
+
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("state", [Visibility.HELD, Visibility.WITHHELD])
+async def test_the_late_dm_of_a_held_or_withheld_personal_result_carries_no_link(
+    stack: Stack, rest_bot: RestBot, tmp_path: Path, state: Visibility
+) -> None:
+    """A personal result whose card's token died is announced in the member's DM: its link
+    only when members may see the result."""
+    scorer = SafetyScorer(load_model(str(write_classifier(tmp_path / "model")), ["nsfw"]))
+    services = dataclasses.replace(stack.services, safety=scorer)  # SAFETY_MODEL set
+    user_id = rest_bot.who.user_id
+    dm = rest_bot.emulator.dm_channel(user_id)
+    url = "https://cdn.example/personal.mp4"
+    job = dataclasses.replace(
+        SAMPLE_JOB, id=41, guild_id=-user_id, channel_id=dm.id, user_id=user_id, outputs=(url,)
+    )
+    record = SafetyRecord(
+        "j41", -user_id, dm.id, user_id, "video", "a fox", 0.9, state, "score", 0.0
+    )
+    assert await services.db.of(SafetyStore).add(record)
+    try:
+        announcer = build_announcer(rest_bot.client, services)[0]
+        attempt = await announcer.deliver(job, DeliveryRoute.DM)
+    finally:
+        scorer.close()
+    assert attempt.shown
+    (sent,) = rest_bot.dms()
+    assert url not in sent.text
+    if state is Visibility.HELD:
+        assert "waiting for the server's moderators" in sent.text
+    else:
+        assert "withheld" in sent.text

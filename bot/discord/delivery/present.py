@@ -200,15 +200,26 @@ class Presenter:
         """
         return await hidden_takes(None if self.safety is None else self.safety.service, group)
 
+    async def decided(self, job: Job) -> Visibility | None:
+        """The safety decision recorded on ``job``'s result when members may not see it.
+
+        Held, withheld or rejected; None when it was shown, is not checked, or not decided yet.
+        """
+        if self.safety is None or not self.safety.active:
+            return None
+        record = await self.safety.service.record(f"j{job.id}")
+        return record.state if record is not None and record.state.hidden else None
+
     @staticmethod
-    def late_notice(job: Job) -> MessageParts:
+    def late_notice(job: Job, visibility: Visibility | None = None) -> MessageParts:
         """The DM naming a personal result whose card can no longer be edited.
 
         It names the result, carries the card's Show result button (a click updates the
-        message into the card) and says ``/jobs show``; its link too.
+        message into the card) and says ``/jobs show``; its link too, unless the safety
+        check holds or withholds it (``visibility``, from :meth:`decided`).
         """
         return MessageParts(
-            content=late_result_text(job),
+            content=late_result_text(job, visibility),
             action_buttons=show_buttons(job.id),
             allowed_mentions=discord.AllowedMentions.none(),
         )
