@@ -801,6 +801,11 @@ class ReviewForm(SettingsForm):
     refusal = REVIEWERS_ONLY
 
     @classmethod
+    def shown_to(cls, rights: Rights) -> bool:
+        """Its tab: reviewers only (Manage Server, or Manage Messages with dashboard access)."""
+        return rights.may_review
+
+    @classmethod
     def may_save(cls, rights: Rights) -> bool:
         """Reviewers: Manage Server or Manage Messages."""
         return rights.may_review

@@ -175,6 +175,8 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
 
     member = site.browser()
     await member.sign_in(site.member_id)
+    tab = f'href="{review_url}"'
+    assert tab not in await member.text(f"/servers/{site.guild_id}")  # no Review tab
     page = await member.text(review_url)
     assert "Only members with Manage Server or Manage Messages review results." in page
     assert f"/thumbs/{held}" not in page and post_forms(page) == []
@@ -187,6 +189,7 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
 
     mod = site.browser()
     await mod.sign_in(moderator.id)
+    assert tab in await mod.text(f"/servers/{site.guild_id}")  # a reviewer's tab
     (form,) = post_forms(await mod.text(review_url))
     answer = await mod.post(review_url, data=dict(form, action="reject"))
     assert answer.status == 200
