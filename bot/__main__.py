@@ -236,7 +236,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                 await serve_dashboard(
                     settings,
                     services,
-                    RestDirectory(bot),
+                    RestDirectory.over(bot, services, bot.locales),
                     application_id=bot.application_id or application_id_from_token(token),
                     clock=clock,
                     stack=stack,

@@ -75,7 +75,7 @@ async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = 
         await serve_dashboard(
             settings,
             services,
-            RestDirectory(client),
+            RestDirectory.over(client, services),
             application_id=client.application_id or 0,
             clock=clock,
             stack=stack,
