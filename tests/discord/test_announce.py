@@ -462,14 +462,26 @@ async def test_a_held_take_on_a_shared_card_shows_neither_its_file_nor_its_link(
                 assert attempt.shown, attempt
                 # Neither while the other take runs, nor once both are done.
                 assert held_url not in rest_bot.emulator.messages[card.id].text
+            shared = rest_bot.emulator.messages[card.id]
+            assert shown_url in shared.text
+            assert len(shared.attachments) == 1  # the shown take's file only
+            assert "waiting for the server's moderators" in shared.text
+            for message in rest_bot.emulator.messages.values():
+                assert held_url not in message.text
+            # Approved: delivered again to the shared card, as an ordinary completion.
+            await services.moderation.approve(
+                f"j{second.id}", guild_id=rest_bot.who.guild_id, user_id=1, via="discord"
+            )
+            again = await stack.db.jobs.get(second.id)
+            assert again is not None
+            assert (await announcer.deliver(again, DeliveryRoute.PLACEHOLDER)).shown
     finally:
         scorer.close()
     shared = rest_bot.emulator.messages[card.id]
-    assert shown_url in shared.text
-    assert len(shared.attachments) == 1  # the shown take's file only
-    assert "waiting for the server's moderators" in shared.text
-    for message in rest_bot.emulator.messages.values():
-        assert held_url not in message.text
+    assert held_url in shared.text and len(shared.attachments) == 2
+    assert "waiting for the server's moderators" not in shared.text
+    pings = [m for m in rest_bot.emulator.messages.values() if m.pinged_user_ids()]
+    assert len(pings) == 2  # the takes' ping, and the approved take's
 
 
 @pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)

@@ -3,7 +3,8 @@
 Only a server job's public channel card is shared: a personal or private take has its own card
 (:mod:`bot.discord.render.takes`). Until the last take finishes the card shows the service's
 links; the delivery of the last one attaches every take's result that fits and pings the
-requester, the only ping of the takes. Each take is screened by the safety check
+requester, the only ping of the takes (and a take a reviewer approved afterwards, delivered
+again, makes that final delivery once more). Each take is screened by the safety check
 (:meth:`~bot.discord.delivery.present.Presenter.prepare`) before the card shows it: a held or
 withheld take shows neither its file nor its link there (docs/safety.md).
 """
@@ -29,7 +30,7 @@ from bot.discord.delivery.sending import (
 )
 from bot.discord.render.parts import ping_only
 from bot.discord.render.takes import takes_ready
-from bot.domain import DeliveryRoute, Job, JobStatus
+from bot.domain import DeliveryRoute, Job, JobStatus, Visibility
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.services.personal import is_personal
 from bot.services.sequences import SequenceService
@@ -130,9 +131,12 @@ class TakesRoute:
                     parts = context.presenter.takes(group, hidden=hidden)
                     await edit_card(placeholder, parts, parts)
                     return SHOWN
-                if not await self._claim_final(group[0].id, job.id):
+                if await self._claim_final(group[0].id, job.id):
+                    claimed = True
+                elif not await self._approved(job):
                     return SHOWN  # another take's delivery makes the final one
-                claimed = True
+                # else: a take approved after the final delivery is shown on the card as an
+                # ordinary completion again (its file, the requester's ping).
                 await self._final_card(job, group, placeholder, renew)
         except Exception as exc:
             context.replied.discard(job.id)
@@ -206,6 +210,14 @@ class TakesRoute:
         limit = await context.reach.upload_limit(job.guild_id)
         async with context.memory.hold(limit, renew):
             await context.presenter.prepare(job, limit, renew)
+
+    async def _approved(self, job: Job) -> bool:
+        """Whether ``job`` is a take a reviewer approved (held or withheld before)."""
+        gate = self._context.presenter.safety
+        if gate is None or not gate.active:
+            return False
+        record = await gate.service.record(f"j{job.id}")
+        return record is not None and record.state is Visibility.APPROVED
 
     async def _claim_final(self, group_id: int, job_id: int) -> bool:
         """Whether this take's delivery makes its request's final one (claimed in the database).
