@@ -36,7 +36,7 @@ from bot.clock import ManualClock
 from bot.config import Settings
 from bot.dashboard.app import Dashboard
 from bot.dashboard.editing import add_all_pages
-from bot.dashboard.limits import ADDRESS_BUDGET, SESSION_BUDGET, THUMB_BUDGET, Buckets
+from bot.dashboard.limits import ADDRESS_BUDGET, SESSION_BUDGET, THUMB_BUDGET, RequestBuckets
 from bot.domain import GuildRef, MemberAccess
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
@@ -187,9 +187,9 @@ async def _measure(engine: str, settings: Settings, table: Table) -> None:
                         pages.append(page)
                         grids.append(time.perf_counter() - began)
                     # The bench is one address and one member: their budgets start afresh.
-                    dashboard.by_address = Buckets(ADDRESS_BUDGET, clock.monotonic)
-                    dashboard.by_member = Buckets(SESSION_BUDGET, clock.monotonic)
-                    dashboard.thumbs = Buckets(THUMB_BUDGET, clock.monotonic)
+                    dashboard.by_address = RequestBuckets(ADDRESS_BUDGET, clock.monotonic)
+                    dashboard.by_member = RequestBuckets(SESSION_BUDGET, clock.monotonic)
+                    dashboard.thumbs = RequestBuckets(THUMB_BUDGET, clock.monotonic)
                 table.add(
                     f"{engine}: Gallery page of 60 results",
                     f"p50 {ms(percentile(pages, 50))}, p95 {ms(percentile(pages, 95))}",

@@ -16,13 +16,14 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import importlib.metadata
 import logging
 import signal
 import sqlite3
 import sys
 import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +43,26 @@ from bot.config import (
     redact_database_url,
 )
 from bot.dashboard.serve import serve_dashboard
-from bot.discord.bot import GenBot
+from bot.discord.bot import (
+    GenBot,
+    build_announcer,
+    change_outlet,
+    post_missing_key_notice,
+)
 from bot.discord.dashboard_directory import RestDirectory
+from bot.discord.locales import GuildLocales
 from bot.discord.permissions import install_links, invite_url
-from bot.discord.worker import run_worker
 from bot.domain import SchemaTooNewError
 from bot.errors import KeyEncryptionUnavailable
+from bot.jobs.poller import Poller
+from bot.jobs.supervisor import supervise
 from bot.ops.health import HealthServer, serve_health
 from bot.ops.logs import RedactionFilter, setup_logging
 from bot.ops.metrics import Metrics
 from bot.services.keys import KeyResolver, KeyVault, StoredKeyUnreadable
 from bot.storage.copy_db import CopyError, copy_sqlite_to_postgres
 from bot.storage.engine import DatabaseUnavailable
-from bot.wiring import build_services, open_database, start_safety
+from bot.wiring import Services, build_poller, build_services, open_database, start_safety
 
 log = logging.getLogger("bot")
 
@@ -173,11 +181,11 @@ def known_secrets(settings: Settings) -> list[str]:
     return secrets
 
 
-async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
-    """Build the services, run the bot until it is closed, and release everything."""
-    clock = SystemClock()
-    metrics = Metrics(role="bot" if settings.poller_enabled else "gateway")
-    # In sandbox mode the key is not used (a warning below says so), and nothing costs money.
+def warn_of_an_unbudgeted_key(settings: Settings) -> None:
+    """Warn when the operator's key may be spent by every server without a limit.
+
+    In sandbox mode the key is not used (a warning at start says so), and nothing costs money.
+    """
     if (
         settings.genapi_api_key is not None
         and not settings.sandbox
@@ -189,6 +197,33 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
             "it without limit (set DEFAULT_GUILD_MONTHLY_BUDGET_CENTS or "
             "DEFAULT_USER_DAILY_BUDGET_CENTS)"
         )
+
+
+def say_ready_listener(bot: GenBot) -> Callable[[], Coroutine[Any, Any, None]]:
+    """The bot's ``on_ready`` listener: log where it is, or, in no server, the invite link."""
+
+    async def say_ready() -> None:
+        user, servers = bot.user, len(bot.guilds)
+        url = invite_url(bot.application_id or (user.id if user else 0))
+        if servers:
+            log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
+        else:
+            # A new operator's first start: the token works, and the next step is the invite.
+            log.warning(
+                "ready as %s, but in no server yet: open %s to add it to one "
+                "(python -m bot invite prints this link again)",
+                user,
+                url,
+            )
+
+    return say_ready
+
+
+async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | None = None) -> None:
+    """Build the services, run the bot until it is closed, and release everything."""
+    clock = SystemClock()
+    metrics = Metrics(role="bot" if settings.poller_enabled else "gateway")
+    warn_of_an_unbudgeted_key(settings)
     async with contextlib.AsyncExitStack() as stack:
         services = await build_services(
             settings,
@@ -212,22 +247,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, bot.close_on_signal, signum.name)
-
-        async def say_ready() -> None:
-            user, servers = bot.user, len(bot.guilds)
-            url = invite_url(bot.application_id or (user.id if user else 0))
-            if servers:
-                log.info("ready as %s in %d server(s); invite it with %s", user, servers, url)
-            else:
-                # A new operator's first start: the token works, and the next step is the invite.
-                log.warning(
-                    "ready as %s, but in no server yet: open %s to add it to one "
-                    "(python -m bot invite prints this link again)",
-                    user,
-                    url,
-                )
-
-        bot.add_listener(say_ready, "on_ready")
+        bot.add_listener(say_ready_listener(bot), "on_ready")
         async with bot:
             token = settings.discord_token.get_secret_value()
             await bot.login(token)
@@ -242,6 +262,124 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                     stack=stack,
                 )
                 await bot.connect()
+
+
+async def attach_worker_client(
+    settings: Settings,
+    services: Services,
+    client: discord.Client,
+    *,
+    clock: SystemClock,
+    stack: contextlib.AsyncExitStack,
+) -> Poller:
+    """Hand a worker's REST-only ``client`` to what speaks to Discord; return its poller.
+
+    The dashboard may be served by a worker too: rights are read over REST, cached; its saves
+    are posted in the admin channel as the gateway posts /config's. A job's guild's admins
+    are told of a missing key as the gateway tells them. The poller delivers through the
+    gateway's announcer (its schedule, tokens, private cards), on the worker's client.
+    """
+    services.guild_config.set_change_outlet(
+        change_outlet(client, GuildLocales(client, services.guild_config, clock, rest=True))
+    )
+    await serve_dashboard(
+        settings,
+        services,
+        RestDirectory.over(client, services),
+        application_id=client.application_id or 0,
+        clock=clock,
+        stack=stack,
+    )
+    services.keys.set_missing_key_notice(
+        functools.partial(post_missing_key_notice, client, services.guild_config)
+    )
+    _, announcer = build_announcer(client, services)
+    return build_poller(services, announcer)
+
+
+def stop_worker_on_signals(settings: Settings, poller: Poller, work: asyncio.Task[None]) -> None:
+    """SIGTERM or SIGINT: claim no more jobs and drain; a second one cancels ``work`` at once."""
+
+    def stop(name: str) -> None:
+        if poller.stopping:
+            log.warning("%s received again: stopping at once", name)
+            work.cancel()
+            return
+        log.warning(
+            "%s received: claiming no more jobs; up to %.0f s for the polls and deliveries "
+            "under way",
+            name,
+            settings.shutdown_grace_seconds,
+        )
+        poller.stop()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop, signum.name)
+
+
+async def run_worker(settings: Settings, *, redaction: RedactionFilter | None = None) -> None:
+    """``python -m bot worker``: poll, settle and deliver jobs, with no gateway connection.
+
+    Logs in for REST only (``Client.login``: the bot token, no gateway session, no shard), so
+    any number of workers may run beside the gateway processes (``POLLER_ENABLED=false``
+    there). Jobs are claimed under leases with fencing tokens and each key's rate window is
+    shared through the database, so workers never poll one job at once nor exceed a key's
+    limit together (docs/deployment.md, "Several processes"). SIGTERM or SIGINT stops it
+    gracefully: it claims nothing more, lets the polls and deliveries under way finish within
+    ``SHUTDOWN_GRACE_SECONDS``, cancels the rest and releases their leases, so that another
+    worker takes those jobs at once rather than after their leases run out. A second signal
+    cancels at once (the leases are still released).
+
+    With ``DASHBOARD_PUBLIC_URL`` and ``DISCORD_CLIENT_SECRET`` it serves the web dashboard
+    (``docs/dashboard.md``). Like a gateway it serves ``/metrics``, ``/livez`` and ``/readyz``
+    on ``METRICS_PORT`` (ready: not stopping, the database answers, its lease loop passed
+    within a minute; :func:`bot.ops.health.check_worker_readiness`), and ``redaction`` learns
+    every key it decrypts.
+    """
+    if settings.shared_rate_limit is None:
+        settings = settings.model_copy(update={"shared_rate_limit": True})
+    clock = SystemClock()
+    metrics = Metrics(role="worker")
+    async with contextlib.AsyncExitStack() as stack:
+        services = await build_services(
+            settings,
+            clock,
+            stack,
+            metrics=metrics,
+            on_secret=None if redaction is None else redaction.add,
+        )
+        await start_safety(services)
+        # The guilds intent only silences discord.py's warning: no gateway session is opened.
+        client = discord.Client(
+            intents=discord.Intents(guilds=True), allowed_mentions=discord.AllowedMentions.none()
+        )
+        await client.login(settings.discord_token.get_secret_value())
+        stack.push_async_callback(client.close)
+        poller = await attach_worker_client(settings, services, client, clock=clock, stack=stack)
+        work: asyncio.Task[None] | None = None
+
+        def stopping() -> bool:
+            # Draining after SIGTERM counts as stopping: a balancer should send nothing new.
+            return poller.stopping or (work is not None and (work.done() or work.cancelling() > 0))
+
+        if settings.metrics_port is not None:
+            health = HealthServer.for_worker(
+                poller,
+                metrics,
+                ping=services.ping_database,
+                monotonic=clock.monotonic,
+                stopping=stopping,
+                refresh=services.count_open_jobs,
+            )
+            await serve_health(settings, health)
+            stack.push_async_callback(health.stop)
+        work = asyncio.create_task(supervise("poller", poller.run, clock=clock), name="poller")
+        stop_worker_on_signals(settings, poller, work)
+        log.info("worker started as %s (no gateway): polling and delivering jobs", client.user)
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        log.info("worker stopped")
 
 
 def rotate_keys(settings: Settings) -> int:

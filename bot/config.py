@@ -60,6 +60,27 @@ def web_origin(url: str) -> str:
     return f"{scheme}://{host}{shown}"
 
 
+def parse_credit_packs(text: str | None) -> dict[int, int]:
+    """Return ``CREDIT_PACKS`` as ``{SKU id: cents credited}``, in the order written.
+
+    ``"1234567890123456789=500, 1234567890123456790=1000"`` -> two packs. Empty or None: none.
+
+    Raises:
+        ValueError: a pair is not ``<snowflake>=<whole cents above 0>``, or a SKU repeats.
+    """
+    packs: dict[int, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        sku, sep, cents = (p.strip() for p in part.partition("="))
+        if not sep or not sku.isdigit() or not cents.isdigit() or int(cents) <= 0:
+            raise ValueError("must be <SKU id>=<cents> pairs separated by commas, e.g. 123=500")
+        if int(sku) in packs:
+            raise ValueError("lists a SKU twice")
+        packs[int(sku)] = int(cents)
+    return packs
+
+
 class Settings(BaseSettings):
     """The bot's configuration. Field names are the environment variables, upper-cased."""
 
@@ -149,11 +170,25 @@ class Settings(BaseSettings):
     safety_timeout: Annotated[float, Field(gt=0)] = 20.0
     safety_threads: Annotated[int, Field(ge=1, le=8)] = 1
 
+    # Credit packs members buy in Discord (docs/credits.md): ``<SKU id>=<cents>`` pairs,
+    # comma-separated (None: no packs offered), and the markup a member's balance pays over
+    # the service's price, percent.
+    credit_packs: str | None = None
+    credit_markup_percent: Annotated[int, Field(ge=0, le=1000)] = 0
+
     @field_validator("safety_unsafe_labels")
     @classmethod
     def _some_unsafe_label(cls, value: str) -> str:
         if not any(label.strip() for label in value.split(",")):
             raise ValueError("name at least one label, e.g. nsfw")
+        return value
+
+    @field_validator("credit_packs")
+    @classmethod
+    def _credit_pack_list(cls, value: str | None) -> str | None:
+        if value is None or not value.strip(" ,"):
+            return None
+        parse_credit_packs(value)
         return value
 
     @field_validator("shard_ids")
@@ -326,6 +361,11 @@ class Settings(BaseSettings):
         if self.shared_rate_limit is not None:
             return self.shared_rate_limit
         return self.postgresql or self.shard_ids is not None or not self.poller_enabled
+
+    @property
+    def credit_pack_cents(self) -> dict[int, int]:
+        """``CREDIT_PACKS`` parsed: ``{SKU id: cents credited}`` (empty: no packs offered)."""
+        return parse_credit_packs(self.credit_packs)
 
     @property
     def sandbox(self) -> bool:

@@ -77,6 +77,43 @@ class KeyEncryptionUnavailable(BotError):
         )
 
 
+class CreditsNeeded(BotError):
+    """A member's credit balance cannot cover a request in a server where members pay.
+
+    Attributes:
+        available_cents: the balance less what requests in flight hold (may be below 0).
+        needed_cents: what the request holds, the markup included, cents.
+        packs: the packs on offer, ``(SKU id, cents credited)``, for the premium buttons
+            the answer carries (:mod:`bot.services.credits`).
+    """
+
+    def __init__(
+        self, available_cents: Decimal, needed_cents: Decimal, packs: tuple[tuple[int, int], ...]
+    ) -> None:
+        super().__init__(f"credit balance: {available_cents} available, {needed_cents} needed")
+        self.available_cents = available_cents
+        self.needed_cents = needed_cents
+        self.packs = packs
+
+    def user_sentence(self, now: float | None = None) -> str:
+        """What the balance has and the request needs, and the way forward (the packs)."""
+        left = money(max(Decimal(0), self.available_cents))
+        needed = money(self.needed_cents)
+        if not self.packs:
+            return _(
+                "Members pay for commands here, and your credit balance has {left}; this "
+                "request needs about {needed}. No credit packs are offered on this bot yet.",
+                left=left,
+                needed=needed,
+            )
+        return _(
+            "Members pay for commands here, and your credit balance has {left}; this request "
+            "needs about {needed}. Buy a credit pack below to go on.",
+            left=left,
+            needed=needed,
+        )
+
+
 class BudgetExceeded(BotError):
     """A budget would be exceeded by the request.
 
@@ -109,7 +146,7 @@ class BudgetExceeded(BotError):
 
     def user_sentence(self, now: float | None = None) -> str:
         """Which budget, what is left of it and what the request needs, in dollars."""
-        left, needed = format_cents(self.remaining_cents), format_cents(self.needed_cents)
+        left, needed = money(self.remaining_cents), money(self.needed_cents)
         if self.scope == "guild":
             return _(
                 "This server's monthly budget has {left} left; this request needs about {needed}.",
@@ -125,7 +162,7 @@ class BudgetExceeded(BotError):
                 needed=needed,
             )
         if self.limit_cents is not None and self.source is not None:
-            limit = format_cents(self.limit_cents)
+            limit = money(self.limit_cents)
             if self.scope == "user_month":
                 return _(
                     "Your monthly allowance ({limit}, {source}) has {left} left; this request "
@@ -279,20 +316,6 @@ no server is involved, and the member's own key is billed instead."""
 
 GENERIC_SENTENCE = N_("Something went wrong on our side; it has been logged.")
 """What a member reads for an error that has no sentence of its own (the details are logged)."""
-
-
-def format_cents(cents: Decimal | int, locale: str | None = None) -> str:
-    """Render an amount of cents as dollars for people, e.g. ``1234 -> "$12.34"``.
-
-    For display only, never for the ledger: at least two decimals, more when the amount has
-    them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``), in the locale's
-    conventions (``"12,345 $"`` in German; :func:`bot.i18n.money`, Babel's CLDR data).
-
-    Args:
-        cents: the amount, cents.
-        locale: a Discord locale; the current answer's (:func:`bot.i18n.current`) when None.
-    """
-    return money(cents, locale)
 
 
 def user_message(exc: BaseException, *, now: float | None = None) -> str:

@@ -236,8 +236,11 @@ _LARGEST_EXACT = Decimal(10**15)
 """Dollars from which amounts are shown in scientific notation (only an absurd report is)."""
 
 
-def money(cents: Decimal | int, locale: str | None = None) -> str:
+def money(cents: Decimal | int, locale: str | None = None, *, exact: bool = False) -> str:
     """Render an amount of cents as US dollars for people, in ``locale``'s conventions.
+
+    The one money formatter: Discord's messages, the audit's values and the dashboard's pages
+    all show amounts through it.
 
     For display only, never for the ledger: at least two decimals, more when the amount has
     them (``Decimal("0.35") -> "$0.0035"``, ``1234.5 -> "$12.345"``; in German ``"12,345 $"``),
@@ -249,6 +252,8 @@ def money(cents: Decimal | int, locale: str | None = None) -> str:
     Args:
         cents: the amount, cents.
         locale: a Discord locale; the current one when None.
+        exact: show every decimal the amount has, unrounded (the dashboard's figures, which
+            add up to the micro-cent as its CSV export does).
     """
     where = locale_of(locale)
     dollars = Decimal(cents) / 100
@@ -256,15 +261,15 @@ def money(cents: Decimal | int, locale: str | None = None) -> str:
         return _("an unreadable amount")
     if abs(dollars) >= _LARGEST_EXACT:
         return f"${dollars:.3E}"
-    shown = dollars.quantize(_SMALLEST_SHOWN, rounding=ROUND_HALF_UP)
+    shown = dollars if exact else dollars.quantize(_SMALLEST_SHOWN, rounding=ROUND_HALF_UP)
     if shown == 0 and dollars != 0:
         smallest = format_currency(_SMALLEST_SHOWN, "USD", locale=where, decimal_quantization=False)
         if dollars < 0:
             return _("less than -{amount}", amount=smallest)
         return _("less than {amount}", amount=smallest)
     # normalize(): only the decimals the amount has; the pattern adds up to the two of USD.
-    exact = shown.normalize() if shown != 0 else Decimal(0)
-    return format_currency(exact, "USD", locale=where, decimal_quantization=False)
+    digits = shown.normalize() if shown != 0 else Decimal(0)
+    return format_currency(digits, "USD", locale=where, decimal_quantization=False)
 
 
 def number(value: int | float | Decimal, locale: str | None = None) -> str:

@@ -38,6 +38,7 @@ from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
+from bot.services.credits import CreditService, MemberCredits
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
@@ -137,6 +138,13 @@ class Services:
         if SafetyService not in self._concerns:
             self._concerns[SafetyService] = SafetyService(self.db, self.safety, self.clock)
         return cast(SafetyService, self._concerns[SafetyService])
+
+    @property
+    def credits(self) -> CreditService:
+        """Members' credit packs and balances (docs/credits.md), built once."""
+        if CreditService not in self._concerns:
+            self._concerns[CreditService] = CreditService(self.db, self.clock, self.settings)
+        return cast(CreditService, self._concerns[CreditService])
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""
@@ -298,6 +306,7 @@ def assemble_services(
         clock,
         metrics=metrics,
         spool=SettlementSpool(settlement_spool_file(settings)),
+        credits=MemberCredits(settings.credit_pack_cents, settings.credit_markup_percent),
     )
     keys = KeyResolver(
         db,
@@ -333,6 +342,7 @@ def assemble_services(
         default_key_set=default_key is not None,
         catalogue=catalogue,
         clock=clock,
+        credit_packs_offered=bool(settings.credit_pack_cents),
     )
     members = MemberSettingsService(
         db=db,

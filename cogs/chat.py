@@ -64,9 +64,9 @@ from bot.discord.tree import (
     sentence_for,
 )
 from bot.domain import Conversation
-from bot.errors import ValidationFailed, format_cents
+from bot.errors import ValidationFailed
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
-from bot.i18n import N_, _, n_, using
+from bot.i18n import N_, _, money, n_, using
 from bot.services.conversations import ConversationService
 from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
 from bot.services.member_settings import MemberSettingsService
@@ -732,7 +732,7 @@ class SummariseConfirm:
         price = (
             ""
             if estimate_cents is None
-            else " · " + _("about {amount}", amount=format_cents(estimate_cents))
+            else " · " + _("about {amount}", amount=money(estimate_cents))
         )
         return choice_view(
             token,
@@ -766,7 +766,7 @@ class SummariseConfirm:
             return False
         # Paid: the summary is shown whatever fails (the response, else the thread, else DM).
         charged(interaction)
-        cost = format_cents(made.cost_cents)
+        cost = money(made.cost_cents)
         done = summary_done(made.covered, cost, made.summary, kept=made.kept)
         await show_paid(interaction, who, [MessageParts(content=done)])
         channel = interaction.channel
@@ -794,7 +794,7 @@ def summary_question(covered: int, estimate_cents: Decimal | None) -> str:
     price = (
         _(
             "about {amount} (from this conversation's price per token)",
-            amount=format_cents(estimate_cents),
+            amount=money(estimate_cents),
         )
         if estimate_cents is not None
         else _("a price not known yet (no earlier turn of this conversation was priced)")

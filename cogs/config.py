@@ -27,7 +27,7 @@ from bot.discord.render.policy import (
 )
 from bot.discord.render.text import truncate
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
-from bot.domain import UNSET, Actor, Kind, LimitUpdate
+from bot.domain import UNSET, Actor, BillingMode, Kind, LimitUpdate
 from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
@@ -75,6 +75,23 @@ GUARD_DESTINATIONS = [
     app_commands.Choice(name="DM to the server's owner", value="owner-dm"),
 ]
 """``/config guard set destination``'s choices."""
+
+BILLING_MODES = [
+    app_commands.Choice(name="server (the server's key and budgets)", value="server"),
+    app_commands.Choice(name="members (each member's credit balance)", value="members"),
+    app_commands.Choice(
+        name="server, then members (past the server's budgets)", value="server-then-members"
+    ),
+]
+"""``/config billing``'s choices (docs/credits.md)."""
+
+BILLING_MODE_NAMES = {
+    "server": N_("the server (its key and budgets)"),
+    "members": N_("each member, from their credit balance (`/credits`)"),
+    "server-then-members": N_(
+        "the server within its budgets, then each member from their credit balance"
+    ),
+}
 
 SAFETY_MODES = [
     app_commands.Choice(name="off", value="off"),
@@ -180,6 +197,11 @@ async def config_show_embed(
     embed = add_policy_fields(config_embed(config), config.policy)
     threshold = await service.confirm_above(guild_id)
     embed.add_field(name=_("Confirm above"), value=confirm_above_text(threshold), inline=False)
+    embed.add_field(
+        name=_("Who pays"),
+        value=_(BILLING_MODE_NAMES[(await service.billing_mode(guild_id)).value]),
+        inline=False,
+    )
     clips = await sequences.max_clips(guild_id)
     embed.add_field(
         name=_("Sequence length"),
@@ -423,6 +445,23 @@ class ConfigCog(
         chosen = None if language.value == SERVER_DEFAULT else language.value
         await self.service.set_locale(who.guild_id, chosen, actor=actor(interaction))
         await self._show(interaction, _("Language of public messages updated."))
+
+    @app_commands.command(name="billing")
+    @app_commands.choices(mode=BILLING_MODES)
+    async def billing(
+        self, interaction: discord.Interaction[GenBot], mode: app_commands.Choice[str]
+    ) -> None:
+        """Choose who pays for paid commands here: the server, or members from their credits.
+
+        Args:
+            interaction: the interaction.
+            mode: who pays (members buy credit packs with /credits)
+        """
+        who = requester(interaction)
+        await self.service.set_billing_mode(
+            who.guild_id, BillingMode(mode.value), actor=actor(interaction)
+        )
+        await self._show(interaction, _("Who pays for commands updated."))
 
     @app_commands.command(name="showcase")
     async def showcase(

@@ -67,8 +67,8 @@ from bot.discord.tree import (
     send_ephemeral,
 )
 from bot.domain import ResultRequest
-from bot.errors import BotError, ValidationFailed, format_cents
-from bot.i18n import N_, _, number
+from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _, money, number
 from bot.services.billing import video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
@@ -343,7 +343,7 @@ class AnimateModal(AdmittedModal, title=N_("Animate image")):
         )
         options = []
         for index, (price, duration, model) in enumerate(priced[:MAX_SELECT_OPTIONS]):
-            cost = _("price unknown") if price is None else format_cents(price)
+            cost = _("price unknown") if price is None else money(price)
             options.append(
                 discord.SelectOption(
                     label=truncate(model.label, 100),

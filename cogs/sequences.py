@@ -58,9 +58,9 @@ from bot.discord.sequence_flows import (
 from bot.discord.tree import PUBLIC_DEFER, ActionButton, AdmittedModal, admit, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
 from bot.domain import Job
-from bot.errors import ValidationFailed, format_cents
+from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
-from bot.i18n import N_, _, number
+from bot.i18n import N_, _, money, number
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     GenerationService,
@@ -270,7 +270,7 @@ class ContinueModal(AdmittedModal, title=N_("Continue video")):
                     description=truncate(
                         _(
                             "{price} for {seconds} s",
-                            price=_("price unknown") if price is None else format_cents(price),
+                            price=_("price unknown") if price is None else money(price),
                             seconds=number(default_duration(model)),
                         ),
                         100,

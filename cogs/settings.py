@@ -24,8 +24,7 @@ from bot.discord.interactions import model_autocomplete
 from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
 from bot.domain import Actor, MemberSettings
-from bot.errors import format_cents
-from bot.i18n import N_, _, number
+from bot.i18n import N_, _, money, number
 from bot.services.generation import ASPECT_RATIOS, MAX_DURATION_SECONDS, MAX_TAKES
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MAX_SUFFIX_LENGTH, MemberSettingsService
@@ -282,7 +281,7 @@ def personal_settings_text(last4: str | None, allowance_cents: int, *, shared_ke
         key = _(
             "You have no API key of your own; the bot's owner grants you {amount} a day (UTC) "
             "of personal use. Set your own with `/settings api-key set`.",
-            amount=format_cents(allowance_cents),
+            amount=money(allowance_cents),
         )
     else:
         key = _("You have no API key of your own.") + " " + _(SET_KEY_SENTENCE)

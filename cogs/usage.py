@@ -13,9 +13,10 @@ from bot.discord.interactions import requester
 from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import thread_lines
 from bot.errors import BotError, ValidationFailed
-from bot.i18n import N_, _, number
-from bot.services.billing import Billing
+from bot.i18n import N_, _, money, number
+from bot.services.billing import Billing, month_start
 from bot.services.conversations import ConversationService
+from bot.services.credits import CreditService
 from bot.services.generation import Requester
 from bot.services.guard import SpendGuard
 from bot.services.keys import KeyResolver
@@ -31,7 +32,9 @@ class UsageCog(commands.Cog):
         billing: Billing,
         conversations: ConversationService,
         spend_guard: SpendGuard,
+        credits: CreditService,
     ) -> None:
+        self.credits = credits
         self.keys = keys
         self.billing = billing
         self.conversations = conversations
@@ -80,10 +83,26 @@ class UsageCog(commands.Cog):
                     ),
                     inline=False,
                 )
+        await self._balance_spend(embed, user_id, interaction)
         threads = await self.conversations.spend_by_thread(who.guild_id, user_id)
         if threads:  # conversations' spend this month, by thread
             embed.add_field(name=_("Conversations this month"), value=thread_lines(threads))
         await interaction.response.send_message(embed=embed, ephemeral=True)
+
+    async def _balance_spend(
+        self, embed: discord.Embed, user_id: int | None, interaction: discord.Interaction[GenBot]
+    ) -> None:
+        """Add what the member's credit balance paid this month (the markup included)."""
+        if user_id is None or not self.credits.packs:
+            return
+        since = month_start(interaction.created_at.timestamp())
+        paid, _cost = await self.credits.spent_since(user_id, since)
+        if paid:
+            embed.add_field(
+                name=_("Paid from the credit balance this month"),
+                value=money(paid),
+                inline=False,
+            )
 
     async def _personal(self, interaction: discord.Interaction[GenBot], who: Requester) -> None:
         """Show the member's own spending from their wallet, never a server's.
@@ -106,5 +125,11 @@ async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
     await bot.add_cog(
-        UsageCog(services.keys, services.billing, services.conversations, services.guard)
+        UsageCog(
+            services.keys,
+            services.billing,
+            services.conversations,
+            services.guard,
+            services.credits,
+        )
     )

@@ -24,9 +24,9 @@ from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
-from bot.errors import ValidationFailed, format_cents
+from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
-from bot.i18n import N_, _, number
+from bot.i18n import N_, _, money, number
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
@@ -258,7 +258,7 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
 
 
 def _model_note(price: Decimal | None, model: VideoModel) -> str:
-    cost = _("price unknown") if price is None else format_cents(price)
+    cost = _("price unknown") if price is None else money(price)
     what = _("animates an image") if model.needs_image else _("from text")
     seconds = number(default_duration(model))
     return _("{cost} for {seconds} s", cost=cost, seconds=seconds) + f" · {what}"

@@ -15,7 +15,7 @@ import pytest
 from bot.discord.bot import EXTENSIONS, GenBot
 from bot.discord.render.text import format_duration
 from bot.discord.translator import CatalogueTranslator, translated_payload
-from bot.errors import BudgetExceeded, ConcurrencyLimitReached, format_cents, user_message
+from bot.errors import BudgetExceeded, ConcurrencyLimitReached, user_message
 from bot.genapi import errors as api
 from bot.i18n import (
     SHIPPED,
@@ -148,13 +148,13 @@ def test_amounts_keep_their_digits_in_each_locales_format(
 ) -> None:
     assert money(cents, locale) == shown
     with using(locale):
-        assert format_cents(cents) == shown
+        assert money(cents) == shown
 
 
 def test_tiny_and_unreadable_amounts_are_worded_in_the_locale() -> None:
     with using("de"):
-        assert format_cents(Decimal("0.0000001")) == "weniger als 0,000001\xa0$"
-        assert format_cents(Decimal("NaN")) == "ein unlesbarer Betrag"
+        assert money(Decimal("0.0000001")) == "weniger als 0,000001\xa0$"
+        assert money(Decimal("NaN")) == "ein unlesbarer Betrag"
 
 
 def test_durations_use_the_locales_units_and_english_keeps_its_own() -> None:
@@ -243,3 +243,23 @@ async def test_a_changed_translation_changes_what_is_synced(
         )
         after = await translated_payload(bot.tree, None)
     assert before != after
+
+
+def test_the_check_covers_the_dashboards_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    pot = {m.id if isinstance(m.id, str) else m.id[0] for m in tool.template() if m.id}
+    assert "Sign in with Discord" in pot  # _("…") in index.html
+    assert "Refused: it contains the blocked term <code>%(matched)s</code>." in pot  # trans
+    assert "%(count)s vote" in pot  # {% pluralize %}
+    original = tool.read_catalogue
+
+    def broken(locale: str) -> Any:
+        catalogue = original(locale)
+        if locale == "ja":
+            catalogue.get("Sign in with Discord").string = ""
+            catalogue.get("File %(n)s").string = "ファイル %(number)s"
+        return catalogue
+
+    monkeypatch.setattr(tool, "read_catalogue", broken)
+    found = tool.problems()
+    assert "ja: not translated: 'Sign in with Discord'" in found
+    assert any(p.startswith("ja: placeholders ['number'] for ['n']") for p in found)

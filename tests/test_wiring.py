@@ -26,7 +26,7 @@ async def test_a_concern_s_service_is_built_once_from_the_shared_database(stack:
     assert services.service(NoteService) is notes  # one instance per process, like the others
     assert notes.db is services.db and notes.clock is services.clock
     await notes.remember("hello")
-    assert await services.db.meta.get("note") == f"hello at {stack.clock.time():.0f}"
+    assert await services.db.of(MetaStore).get("note") == f"hello at {stack.clock.time():.0f}"
 
 
 async def test_every_shipped_catalogue_is_compiled_when_the_services_are_built() -> None:

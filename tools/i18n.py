@@ -4,7 +4,9 @@
     python -m tools.i18n check     # every shipped locale complete, placeholders kept, limits met
 
 ``extract`` reads the messages marked in ``bot/`` and ``cogs/`` (``_("…")``, ``N_("…")``,
-``n_("…", "…", n)``, Babel's Python extractor) and the slash commands' own words (group,
+``n_("…", "…", n)``, Babel's Python extractor), the dashboard's templates (``{% trans %}``,
+``_("…")``, ``N_("…")``: Jinja2's Babel extractor, ``bot/dashboard/templates``) and the
+slash commands' own words (group,
 command and option descriptions, choice names: the strings discord.py hands the command tree's
 translator), writes the template and merges it into each catalogue: a new message arrives
 untranslated (empty), a changed one as new, a message gone from the code is dropped. ``check``
@@ -41,7 +43,18 @@ COMMAND_LIMIT = 8000
 """Characters of one command's names, descriptions and choice names together, per locale
 (Discord: Application Commands, "Application Command Naming")."""
 
-PLACEHOLDER = re.compile(r"\{(\w+)\}")
+TEMPLATES = ROOT / "bot" / "dashboard" / "templates"
+"""The dashboard's Jinja2 templates: their messages are extracted with the code's."""
+
+TEMPLATE_KEYWORDS = {"_": None, "N_": None, "gettext": None, "ngettext": (1, 2)}
+"""The templates' keywords: ``_``/``N_`` as written, ``gettext``/``ngettext`` from
+``{% trans %}`` blocks (Jinja2's extractor names them so)."""
+
+TEMPLATE_OPTIONS = {"trimmed": "true", "newstyle_gettext": "true"}
+"""As the dashboard's environment renders them (``bot.dashboard.language.install``)."""
+
+PLACEHOLDER = re.compile(r"\{(\w+)\}|%\((\w+)\)s")
+"""A placeholder: ``{name}`` in the code's messages, ``%(name)s`` in the templates'."""
 
 
 def command_strings() -> Iterator[tuple[str, str]]:
@@ -97,6 +110,18 @@ def template() -> Catalog:
                 locations=[(f"{folder}/{filename}", line)],
                 auto_comments=comments,
             )
+    found = extract_from_dir(
+        TEMPLATES,
+        method_map=[("**.html", "jinja2.ext:babel_extract")],
+        options_map={"**.html": TEMPLATE_OPTIONS},
+        keywords=TEMPLATE_KEYWORDS,
+    )
+    for filename, line, message, comments, _context in found:
+        catalogue.add(
+            message,
+            locations=[(f"bot/dashboard/templates/{filename}", line)],
+            auto_comments=comments,
+        )
     for text, where in command_strings():
         if text and text != "…":
             catalogue.add(text, auto_comments=["command", where])
@@ -122,8 +147,8 @@ def extract() -> None:
 
 
 def placeholders(text: str) -> set[str]:
-    """The ``{name}`` placeholders of a message."""
-    return set(PLACEHOLDER.findall(text))
+    """The ``{name}`` (code) and ``%(name)s`` (templates) placeholders of a message."""
+    return {brace or percent for brace, percent in PLACEHOLDER.findall(text)}
 
 
 def problems() -> list[str]:

@@ -34,13 +34,14 @@ from aiohttp import web
 
 from bot.clock import Clock
 from bot.config import Settings, web_origin
+from bot.dashboard.language import LANG_COOKIE, LANG_SECONDS, install, locale_of_request
 from bot.dashboard.limits import (
     ADDRESS_BUDGET,
     ANONYMOUS_BUDGET,
     SESSION_BUDGET,
     THUMB_BUDGET,
     Bounded,
-    Buckets,
+    RequestBuckets,
     retry_after,
 )
 from bot.dashboard.oauth import DiscordOAuth, LoginCookie, OAuthFailed, snowflake
@@ -53,7 +54,8 @@ from bot.dashboard.rights import (
     RightsCache,
 )
 from bot.domain import DashboardSession
-from bot.services.dashboard import LOGIN_SECONDS, DashboardService, LoginRefused, usd
+from bot.i18n import LANGUAGE_NAMES, N_, _, current, reset_locale, resolve, set_locale
+from bot.services.dashboard import LOGIN_SECONDS, DashboardService, LoginRefused
 from bot.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -77,7 +79,13 @@ one page and up to 60 thumbnails), not a member's or a visitor's page budget."""
 SHOWCASE_SECONDS: Final = 30.0
 """How long the public showcase page (``/showcase/<id>``) is kept for signed-out visitors."""
 
-TOO_MANY: Final = "Too many requests; wait a few seconds and try again."
+TOO_MANY: Final = N_("Too many requests; wait a few seconds and try again.")
+NOT_FOUND: Final = N_("Not found.")
+NOT_ALLOWED: Final = N_("Not allowed.")
+CANCELLED: Final = N_("Sign-in cancelled on Discord.")
+NO_CODE: Final = N_("Discord sent no sign-in code; sign in again.")
+OTHER_SITE: Final = N_("This form was sent from another site.")
+EXPIRED_FORM: Final = N_("This form has expired; reload the page.")
 
 
 def client_address(request: web.Request) -> str:
@@ -168,10 +176,10 @@ class Dashboard:
         self.dashboard = services.service(DashboardService)
         self.rights = RightsCache(self.directory, self.dashboard.access_roles, clock)
         self.logins = LoginCookie(settings.discord_client_secret.get_secret_value(), clock)
-        self.by_address: Buckets[str] = Buckets(ADDRESS_BUDGET, clock.monotonic)
-        self.by_member: Buckets[int] = Buckets(SESSION_BUDGET, clock.monotonic)
-        self.signed_out: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
-        self.thumbs: Buckets[str] = Buckets(THUMB_BUDGET, clock.monotonic)
+        self.by_address: RequestBuckets[str] = RequestBuckets(ADDRESS_BUDGET, clock.monotonic)
+        self.by_member: RequestBuckets[int] = RequestBuckets(SESSION_BUDGET, clock.monotonic)
+        self.signed_out: RequestBuckets[str] = RequestBuckets(ANONYMOUS_BUDGET, clock.monotonic)
+        self.thumbs: RequestBuckets[str] = RequestBuckets(THUMB_BUDGET, clock.monotonic)
         self._showcase: Bounded[tuple[int, str], tuple[int, bytes]] = Bounded(
             KEPT, SHOWCASE_SECONDS, clock.monotonic
         )
@@ -180,7 +188,7 @@ class Dashboard:
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.filters["usd"] = usd
+        install(self.templates)  # {% trans %}, _(), and amounts and times in the locale
         # Templates link by a route's name: url("overview", guild_id=...) (see build()).
         self.templates.globals["url"] = self.url
         # The settings pages' tabs a member sees (their rights -> (name, label)), once added.
@@ -195,7 +203,8 @@ class Dashboard:
     def build(self) -> web.Application:
         """Return the application: headers, sessions, signing in and out, and the pages."""
         app = web.Application(
-            middlewares=[self._headers, self._budget, self._sessions], client_max_size=64_000
+            middlewares=[self._language, self._headers, self._budget, self._sessions],
+            client_max_size=64_000,
         )
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
@@ -204,6 +213,7 @@ class Dashboard:
         routes.add_get("/auth/login", self.login, name="login")
         routes.add_get("/auth/callback", self.callback, name="callback")
         routes.add_post("/auth/logout", self.logout, name="logout")
+        routes.add_get("/language", self.language, name="language")
         routes.add_static("/static/", HERE / "static", append_version=False, name="static")
         self._pages(self, routes)
         return app
@@ -256,13 +266,34 @@ class Dashboard:
     # -- middlewares -----------------------------------------------------------------------
 
     @web.middleware
+    async def _language(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Read the request in its member's language (``bot.dashboard.language``)."""
+        if request.path.startswith("/static/"):
+            response: web.StreamResponse = await handler(request)
+            return response
+        code = locale_of_request(
+            request.cookies.get(LANG_COOKIE), request.headers.get("Accept-Language")
+        )
+        token = set_locale(code)
+        try:
+            response = await handler(request)
+        finally:
+            reset_locale(token)
+        response.headers["Content-Language"] = code
+        # The page differs by language: a shared cache keys it by these.
+        response.headers["Vary"] = "Cookie, Accept-Language"
+        return response
+
+    @web.middleware
     async def _headers(self, request: web.Request, handler: Any) -> web.StreamResponse:
         try:
             response: web.StreamResponse = await handler(request)
         except web.HTTPNotFound:
-            response = self.page(request, "error.html", status=404, message="Not found.")
+            response = self.page(request, "error.html", status=404, message=_(NOT_FOUND), here="/")
         except web.HTTPMethodNotAllowed:
-            response = self.page(request, "error.html", status=405, message="Not allowed.")
+            response = self.page(
+                request, "error.html", status=405, message=_(NOT_ALLOWED), here="/"
+            )
         except web.HTTPException as exc:
             if exc.status >= 400:
                 # A refusal (403 of a forged form, 503...): one sentence, with the headers below.
@@ -286,7 +317,9 @@ class Dashboard:
 
     @staticmethod
     def _too_many(wait: float) -> web.Response:
-        return web.Response(status=429, text=TOO_MANY, headers={"Retry-After": retry_after(wait)})
+        return web.Response(
+            status=429, text=_(TOO_MANY), headers={"Retry-After": retry_after(wait)}
+        )
 
     @web.middleware
     async def _budget(self, request: web.Request, handler: Any) -> web.StreamResponse:
@@ -348,7 +381,8 @@ class Dashboard:
 
     async def _public_showcase(self, request: web.Request, handler: Any) -> web.StreamResponse:
         """The public showcase page for signed-out visitors, kept :data:`SHOWCASE_SECONDS`."""
-        key = (int(request.match_info.get("guild_id", "0")), request.path_qs)
+        # Kept per language: a visitor reads the page in theirs.
+        key = (int(request.match_info.get("guild_id", "0")), f"{current()} {request.path_qs}")
         kept = self._showcase.get(key)
         if kept is None:
             try:
@@ -391,6 +425,7 @@ class Dashboard:
         values.setdefault("nav", None)
         values.setdefault("guild_id", None)
         values.setdefault("rights", None)
+        values.setdefault("here", request.path_qs)
         body = self.templates.get_template(template).render(**values)
         return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
 
@@ -425,11 +460,11 @@ class Dashboard:
             None,
             "same-origin",
         ):
-            raise web.HTTPForbidden(text="This form was sent from another site.")
+            raise web.HTTPForbidden(text=_(OTHER_SITE))
         form = {k: str(v) for k, v in (await request.post()).items()}
         expected = self.dashboard.form_token(signed.token)
         if not hmac.compare_digest(form.get("token", ""), expected):
-            raise web.HTTPForbidden(text="This form has expired; reload the page.")
+            raise web.HTTPForbidden(text=_(EXPIRED_FORM))
         return form
 
     # -- signing in and out ----------------------------------------------------------------
@@ -451,17 +486,15 @@ class Dashboard:
         assert self.oauth is not None
         query = request.query
         if "error" in query:
-            return self.page(
-                request, "error.html", status=400, message="Sign-in cancelled on Discord."
-            )
+            return self.page(request, "error.html", status=400, message=_(CANCELLED))
         code, state = query.get("code", ""), query.get("state", "")
         try:
             if not code:
-                raise LoginRefused("Discord sent no sign-in code; sign in again.")
+                raise LoginRefused(NO_CODE)
             verifier = self.logins.finish(request.cookies.get(self.login_cookie), state)
-            user_id, name, guilds = await self.oauth.sign_in(code, verifier)
+            user_id, name, guilds, locale = await self.oauth.sign_in(code, verifier)
         except (LoginRefused, OAuthFailed) as exc:
-            message = exc.sentence if isinstance(exc, LoginRefused) else str(exc)
+            message = exc.user_sentence()
             response = self.page(request, "error.html", status=400, message=message)
             self.delete_cookie(response, self.login_cookie)
             return response
@@ -476,7 +509,25 @@ class Dashboard:
         found = redirect("/servers")
         self.delete_cookie(found, self.login_cookie)
         self.set_cookie(found, self.session_cookie, token, None)
+        if locale is not None and request.cookies.get(LANG_COOKIE) not in LANGUAGE_NAMES:
+            # The member's Discord language, unless this browser chose one in the menu.
+            self.set_cookie(found, LANG_COOKIE, resolve(locale), LANG_SECONDS)
         return found
+
+    async def language(self, request: web.Request) -> web.StreamResponse:
+        """``GET /language?lang=<code>&next=<path>``: the header's language menu.
+
+        Keeps the choice in the ``lang`` cookie and returns to ``next`` (a path of this site;
+        anything else returns to ``/``). An unknown language changes nothing.
+        """
+        code = request.query.get("lang", "")
+        back = request.query.get("next", "/")
+        if not back.startswith("/") or back.startswith("//") or "\\" in back:
+            back = "/"
+        response = redirect(back, 303)
+        if code in LANGUAGE_NAMES:
+            self.set_cookie(response, LANG_COOKIE, code, LANG_SECONDS)
+        return response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
         """``POST /auth/logout``: end this session, or every session of the member."""

@@ -3,7 +3,7 @@
 Prompts are members' text: a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
 return is read as a formula by Excel, LibreOffice and Google Sheets (OWASP, "CSV Injection"),
 so such a cell is written with a leading ``'``, which those programs show as text. Amounts come
-from integer micro-cents (:func:`bot.services.dashboard.usd`, six decimals at least, more only
+from integer micro-cents (:func:`amount_cell`: a plain number, six decimals at least, more only
 when the amount has them), so the column sums to the ledger's total exactly.
 """
 
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Final
 
 from bot.domain import AuditEntry, LedgerLine
-from bot.services.dashboard import usd
+from bot.services.dashboard import MICRO_PER_DOLLAR
 
 LEDGER_COLUMNS: Final = (
     "time",
@@ -32,6 +32,20 @@ LEDGER_COLUMNS: Final = (
     "prompt",
 )
 """The header row of ``ledger.csv`` (``docs/dashboard.md``)."""
+
+
+def amount_cell(micro: int) -> str:
+    """Micro-cents as the CSV's ``amount_usd`` cell: an exact plain number, six decimals at least.
+
+    A data cell a spreadsheet sums, not a figure for people (those are :func:`bot.i18n.money`'s):
+    no symbol, no grouping, more decimals only when the amount has them (a micro-cent is 10**-8
+    dollars): ``amount_cell(350_000) == "0.003500"``, ``amount_cell(-1) == "-0.00000001"``.
+    """
+    sign = "-" if micro < 0 else ""
+    whole, frac = divmod(abs(micro), MICRO_PER_DOLLAR)
+    digits = f"{frac:08d}".rstrip("0").ljust(6, "0")
+    return f"{sign}{whole}.{digits}"
+
 
 AUDIT_COLUMNS: Final = ("time", "member_id", "member", "setting", "old", "new", "via")
 """The header row of the audit log's CSV."""
@@ -92,7 +106,7 @@ def ledger_rows(lines: Iterable[LedgerLine], names: Mapping[int, str]) -> list[l
             inert(line.model),
             "" if line.job_id is None else str(line.job_id),
             inert(line.task_id or ""),
-            usd(line.cost_micro, places=6),
+            amount_cell(line.cost_micro),
             line.status,
             inert(line.prompt),
         ]

@@ -18,7 +18,8 @@ Each save is guarded four ways, in this order:
   ``/config``) changes nothing and is told so (409), with the current values shown.
 
 Every route is named (``url(name, **parts)`` in the templates); a settings page's name is its
-form's. User-facing sentences are module constants, one place, so they can be translated later.
+form's. User-facing sentences are module constants marked for the catalogue (``N_``), shown
+in the request's language (``bot.dashboard.language``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from bot.dashboard.rights import KEPT
 from bot.domain import AuditEntry, ResultItem, Thumbnail
 from bot.errors import BotError, ValidationFailed, user_message
 from bot.genapi.errors import GenAPIError
+from bot.i18n import N_, _
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 from bot.services.showcase import ShowcaseService
@@ -66,21 +68,22 @@ WRITES_PER_MINUTE: Final = 20
 """Saves one member may make in any 60 seconds, across servers (a script cannot flood the
 audit log and the admin channel)."""
 
-NOT_AN_EDITOR: Final = "You may view this server's settings but not change them."
-TOO_MANY_WRITES: Final = "Too many changes in a minute; wait a little and save again."
+NOT_AN_EDITOR: Final = N_("You may view this server's settings but not change them.")
+TOO_MANY_WRITES: Final = N_("Too many changes in a minute; wait a little and save again.")
+NO_ANSWER: Final = N_("Discord did not answer; try again.")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 __all__ = [
     "WRITES_PER_MINUTE",
+    "SaveThrottle",
     "SettingsPages",
-    "WriteLimiter",
     "add_all_pages",
     "settings_forms",
 ]
 
 
-class WriteLimiter:
+class SaveThrottle:
     """At most :data:`WRITES_PER_MINUTE` saves per member in any 60 seconds (in memory).
 
     Args:
@@ -136,7 +139,7 @@ class SettingsPages(Pages):
     def __init__(self, app: Dashboard) -> None:
         super().__init__(app)
         self.config: GuildConfigService = app.services.guild_config
-        self.limiter = WriteLimiter(app.clock)
+        self.limiter = SaveThrottle(app.clock)
         # One save at a time per server in this process: the base check and the write are
         # one step, so two saves racing here cannot both pass the check.
         # A lock lives while a save holds or waits on it, no longer (weak values).
@@ -160,28 +163,28 @@ class SettingsPages(Pages):
         async def handler(request: web.Request) -> web.StreamResponse:
             signed, guild_id, rights = await self._server(request)
             if not form.may_save(rights):
-                raise web.HTTPForbidden(text=form.refusal or NOT_AN_EDITOR)
+                raise web.HTTPForbidden(text=_(form.refusal or NOT_AN_EDITOR))
             fields = await self.app.check_form(request, signed)
             if not self.limiter.allow(signed.user_id):
-                raise web.HTTPTooManyRequests(text=TOO_MANY_WRITES)
+                raise web.HTTPTooManyRequests(text=_(TOO_MANY_WRITES))
             if form.admin_only and not rights.admin:
-                raise web.HTTPForbidden(text=NOT_AN_EDITOR)
+                raise web.HTTPForbidden(text=_(NOT_AN_EDITOR))
             every = await request.post()
             posted = Posted(fields, {k: [str(v) for v in every.getall(k)] for k in every})
             editor = form(self, request, signed, guild_id, rights)
             try:
                 entries = await editor.save(posted)
             except Refused as exc:
-                return await self._page(form, request, error=exc.sentence, status=exc.status)
+                return await self._page(form, request, error=_(exc.sentence), status=exc.status)
             except ValidationFailed as exc:
-                return await self._page(form, request, error=exc.sentence, status=400)
+                return await self._page(form, request, error=exc.user_sentence(), status=400)
             except BotError as exc:
                 # The one sentence /config would answer (no key storage, a cooldown...).
                 return await self._page(form, request, error=user_message(exc), status=400)
             except GenAPIError as exc:
                 # The key could not be checked (the service is down or rate limited).
                 return await self._page(form, request, error=user_message(exc), status=503)
-            return await self._page(form, request, notice=SAVED if entries else NOTHING_CHANGED)
+            return await self._page(form, request, notice=_(SAVED if entries else NOTHING_CHANGED))
 
         return handler
 
@@ -250,7 +253,7 @@ class SettingsPages(Pages):
             return await self.app.directory.roles(guild_id)
         except Exception as exc:
             log.warning("dashboard: roles of %s not read: %s", guild_id, exc)
-            raise web.HTTPServiceUnavailable(text="Discord did not answer; try again.") from None
+            raise web.HTTPServiceUnavailable(text=_(NO_ANSWER)) from None
 
     async def role_colours(self, guild_id: int) -> dict[int, int]:
         """The server's roles' colours (``0xRRGGBB``, 0: none); empty when not read.
@@ -269,7 +272,7 @@ class SettingsPages(Pages):
             return await self.app.directory.channels(guild_id)
         except Exception as exc:
             log.warning("dashboard: channels of %s not read: %s", guild_id, exc)
-            raise web.HTTPServiceUnavailable(text="Discord did not answer; try again.") from None
+            raise web.HTTPServiceUnavailable(text=_(NO_ANSWER)) from None
 
     async def names(self, guild_id: int, user_ids: Iterable[int]) -> dict[int, str]:
         """Members' names in the server (empty when unknown)."""

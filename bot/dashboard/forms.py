@@ -28,14 +28,15 @@ from aiohttp import web
 from bot.dashboard.app import Dashboard, Signed
 from bot.dashboard.rights import Rights
 from bot.domain import Actor, AuditEntry, ResultItem, Thumbnail
+from bot.i18n import N_
 from bot.services.dashboard import DashboardService
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import ShowcaseService
 from bot.wiring import Services
 
-SAVED: Final = "Saved."
-NOTHING_CHANGED: Final = "Nothing changed."
-CHANGED_MEANWHILE: Final = (
+SAVED: Final = N_("Saved.")
+NOTHING_CHANGED: Final = N_("Nothing changed.")
+CHANGED_MEANWHILE: Final = N_(
     "Someone changed this setting since you opened the page; nothing was saved. "
     "The page now shows the current values: make your change again."
 )
@@ -48,7 +49,7 @@ Apply = Callable[[Actor], Awaitable[None]]
 
 
 class Refused(Exception):
-    """A save refused with a sentence and a status, the page shown again."""
+    """A save refused with a sentence (marked ``N_``, English) and a status; the page again."""
 
     def __init__(self, sentence: str, status: int) -> None:
         super().__init__(sentence)

@@ -24,11 +24,12 @@ from bot.dashboard.forms import web_actor
 from bot.dashboard.guard_panel import alert_view
 from bot.dashboard.pages import Pages
 from bot.domain import GuardSettings
+from bot.i18n import N_, _
 from bot.services.guard import SpendGuard
 
 
-class WriteLimiter(Protocol):
-    """The settings pages' write limit: ``bot.dashboard.editing.WriteLimiter``.
+class SaveThrottle(Protocol):
+    """The settings pages' write limit: ``bot.dashboard.editing.SaveThrottle``.
 
     editing.py adds this page, so it is not imported from there.
     """
@@ -38,14 +39,14 @@ class WriteLimiter(Protocol):
         ...
 
 
-RESUMED: Final = "Paid requests are allowed again."
-NOT_PAUSED: Final = "Paid requests were not paused; nothing changed."
-PAUSE_CHANGED: Final = (
+RESUMED: Final = N_("Paid requests are allowed again.")
+NOT_PAUSED: Final = N_("Paid requests were not paused; nothing changed.")
+PAUSE_CHANGED: Final = N_(
     "The pause changed since you opened the page (another admin resumed or it paused again); "
     "nothing was done. The page now shows the current state."
 )
-NOT_AN_EDITOR: Final = "You may view this server's guard but not resume its spending."
-TOO_MANY_WRITES: Final = "Too many changes in a minute; wait a little and try again."
+NOT_AN_EDITOR: Final = N_("You may view this server's guard but not resume its spending.")
+TOO_MANY_WRITES: Final = N_("Too many changes in a minute; wait a little and try again.")
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class GuardPages(Pages):
         limiter: the settings pages' write limiter (one budget of saves per member).
     """
 
-    def __init__(self, app: Dashboard, limiter: WriteLimiter) -> None:
+    def __init__(self, app: Dashboard, limiter: SaveThrottle) -> None:
         super().__init__(app)
         self.guard: SpendGuard = app.services.guard
         self.limiter = limiter
@@ -79,7 +80,7 @@ class GuardPages(Pages):
         status: int = 200,
     ) -> web.Response:
         """``/servers/<id>/guard``: every alert (newest first), the pause and Resume."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         config = await self.guard.settings(guild_id)
         alerts = [alert_view(a) for a in await self.guard.alerts(guild_id, 500)]
         return self._render(
@@ -100,21 +101,21 @@ class GuardPages(Pages):
         """POST ``/servers/<id>/guard``: resume paid requests, as ``/config guard resume``."""
         signed, guild_id, rights = await self._server(request)
         if not rights.may_edit:
-            raise web.HTTPForbidden(text=NOT_AN_EDITOR)
+            raise web.HTTPForbidden(text=_(NOT_AN_EDITOR))
         form = await self.app.check_form(request, signed)
         if not self.limiter.allow(signed.user_id):
-            raise web.HTTPTooManyRequests(text=TOO_MANY_WRITES)
+            raise web.HTTPTooManyRequests(text=_(TOO_MANY_WRITES))
         async with self._lock:
             config = await self.guard.settings(guild_id)
             if pause_base(config) != form.get("base", ""):
-                return await self.page(request, error=PAUSE_CHANGED, status=409)
+                return await self.page(request, error=_(PAUSE_CHANGED), status=409)
             # Audited and posted in the admin channel by the service (one place for the audit).
             async with self.services.guild_config.changing(guild_id, web_actor(signed.user_id)):
                 resumed = await self.guard.resume(guild_id)
-        return await self.page(request, notice=RESUMED if resumed else NOT_PAUSED)
+        return await self.page(request, notice=_(RESUMED if resumed else NOT_PAUSED))
 
 
-def add_guard_pages(app: Dashboard, routes: web.UrlDispatcher, limiter: WriteLimiter) -> GuardPages:
+def add_guard_pages(app: Dashboard, routes: web.UrlDispatcher, limiter: SaveThrottle) -> GuardPages:
     """Add ``/servers/<id>/guard`` (GET, POST) and return the pages (the Overview's panel)."""
     pages = GuardPages(app, limiter)
     resource = routes.add_resource("/servers/{guild_id}/guard", name="guard")

@@ -15,6 +15,7 @@ from typing import Any, Final
 from bot.dashboard.app import Dashboard
 from bot.domain import GuardAlert, Runway
 from bot.errors import BotError
+from bot.i18n import N_, _
 from bot.services.guard import describe_alert
 
 
@@ -50,7 +51,7 @@ class MeterView:
 
 @dataclass(frozen=True, slots=True)
 class AlertView:
-    """An alert as the pages list it: when, what kind, and what it measured (English)."""
+    """An alert as the pages list it: when, what kind, what it measured (request's language)."""
 
     at: float
     kind: str
@@ -60,26 +61,27 @@ class AlertView:
 
 
 KINDS: Final = {
-    "month": "Monthly budget",
-    "tier": "A tier's spend",
-    "member_day": "A member's daily allowance",
-    "member_month": "A member's monthly allowance",
-    "runway": "The key's runway",
-    "credits": "The key's credits",
-    "anomaly": "Unusual hour",
-    "member_burst": "A member in 10 minutes",
+    "month": N_("Monthly budget"),
+    "tier": N_("A tier's spend"),
+    "member_day": N_("A member's daily allowance"),
+    "member_month": N_("A member's monthly allowance"),
+    "runway": N_("The key's runway"),
+    "credits": N_("The key's credits"),
+    "anomaly": N_("Unusual hour"),
+    "member_burst": N_("A member in 10 minutes"),
 }
 """Each kind of alert, as the pages name it."""
 
 
 def alert_view(alert: GuardAlert) -> AlertView:
-    """An alert for the pages (the dashboard is in English: the description's source)."""
+    """An alert for the pages, in the request's language."""
+    kind = KINDS.get(alert.kind)
     return AlertView(
         alert.at,
-        KINDS.get(alert.kind, alert.kind),
+        _(kind) if kind else alert.kind,
         alert.period,
         alert.threshold,
-        str(describe_alert(alert)),
+        describe_alert(alert).translated(),
     )
 
 
@@ -110,10 +112,10 @@ async def guard_panel(app: Dashboard, guild_id: int, fingerprint: str | None) ->
     budget = (await app.services.billing.limits(guild_id)).monthly_budget_cents
     limit = None if budget is None else budget * 10**6
     meters = [
-        _meter("This month", overview.month_micro, limit, config.thresholds),
+        _meter(_("This month"), overview.month_micro, limit, config.thresholds),
         # The server has a monthly budget only: the day is read against its 30th part.
         _meter(
-            "Today, against a 30th of the monthly budget",
+            _("Today, against a 30th of the monthly budget"),
             overview.today_micro,
             None if limit is None else limit // 30,
             config.thresholds,

@@ -5,8 +5,8 @@ bound or reach Discord or the database without limit (``docs/dashboard.md``, "Un
 
 - :class:`Bounded` is a dictionary with a size (least recently used entries leave first) and a
   time to live, on an injectable clock; every cache of the dashboard is one.
-- :class:`Buckets` are token buckets per caller (an address, a member): ``burst`` requests at
-  once, then ``per_second``; a request over it waits the seconds :meth:`Buckets.take` returns
+- :class:`RequestBuckets` are token buckets per caller (an address, a member): ``burst`` requests at
+  once, then ``per_second``; a request over it waits the seconds :meth:`RequestBuckets.take` returns
   (answered 429 with ``Retry-After``).
 """
 
@@ -72,25 +72,25 @@ class Bounded(Generic[K, V]):
 
 
 @dataclass(frozen=True, slots=True)
-class Budget:
+class RequestBudget:
     """A token bucket's shape: ``burst`` requests at once, refilled ``per_second``."""
 
     burst: float
     per_second: float
 
 
-ADDRESS_BUDGET: Final = Budget(burst=200, per_second=40)
+ADDRESS_BUDGET: Final = RequestBudget(burst=200, per_second=40)
 """Every request but static files, per address, before the session is even read."""
 
-SESSION_BUDGET: Final = Budget(burst=100, per_second=10)
+SESSION_BUDGET: Final = RequestBudget(burst=100, per_second=10)
 """Every request of a signed-in member (all their sessions together) but thumbnails
 (:data:`THUMB_BUDGET`)."""
 
-THUMB_BUDGET: Final = Budget(burst=150, per_second=30)
+THUMB_BUDGET: Final = RequestBudget(burst=150, per_second=30)
 """Thumbnails (``/thumbs/...``, ``/public/thumbs/...``), per address, signed in or not: a
 gallery or showcase page shows up to 60 (a database read each, no Discord question)."""
 
-ANONYMOUS_BUDGET: Final = Budget(burst=30, per_second=2)
+ANONYMOUS_BUDGET: Final = RequestBudget(burst=30, per_second=2)
 """Every request without a session, per address: the front page, signing in, the public
 showcase."""
 
@@ -98,8 +98,8 @@ CALLERS: Final = 10_000
 """Callers whose buckets are kept (least recently seen leave first: a full bucket again)."""
 
 
-class Buckets(Generic[K]):
-    """One token bucket per caller, of one :class:`Budget`.
+class RequestBuckets(Generic[K]):
+    """One token bucket per caller, of one :class:`RequestBudget`.
 
     Args:
         budget: the buckets' shape.
@@ -107,7 +107,9 @@ class Buckets(Generic[K]):
         callers: how many callers' buckets are kept (:data:`CALLERS`).
     """
 
-    def __init__(self, budget: Budget, clock: Callable[[], float], callers: int = CALLERS) -> None:
+    def __init__(
+        self, budget: RequestBudget, clock: Callable[[], float], callers: int = CALLERS
+    ) -> None:
         self._budget = budget
         self._clock = clock
         # A bucket left alone for burst / per_second seconds is full again: forgetting it then

@@ -28,6 +28,7 @@ import aiohttp
 
 from bot.clock import Clock
 from bot.domain import GuildRef
+from bot.i18n import N_, _
 from bot.services.dashboard import LOGIN_SECONDS, LoginRefused, pkce_challenge
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,11 @@ SCOPES: Final = "identify guilds"
 
 TIMEOUT: Final = aiohttp.ClientTimeout(total=15)
 
-WHO_UNKNOWN: Final = "Discord did not say who you are; sign in again."
+WHO_UNKNOWN: Final = N_("Discord did not say who you are; sign in again.")
+NO_TOKEN: Final = N_("Discord gave no access token; sign in again.")
+REFUSED: Final = N_("Discord refused this sign-in; sign in again.")
+UNEXPECTED: Final = N_("Discord answered something unexpected; sign in again.")
+NO_ANSWER: Final = N_("Discord did not answer ({error}); try again.")
 
 MAX_SNOWFLAKE: Final = 2**63 - 1
 """The largest id Discord (and the database's BIGINT) has: a snowflake is a 64-bit integer
@@ -50,12 +55,26 @@ def snowflake(raw: str) -> bool:
 
 
 class OAuthFailed(Exception):
-    """Discord refused the code or did not answer; the message is for the member."""
+    """Discord refused the code or did not answer; the message is for the member.
+
+    Args:
+        sentence: the sentence as marked (``N_``), in English; ``{name}`` placeholders.
+        values: what the placeholders stand for.
+    """
+
+    def __init__(self, sentence: str, /, **values: object) -> None:
+        super().__init__(sentence.format(**values) if values else sentence)
+        self.template = sentence
+        self.values = values
+
+    def user_sentence(self) -> str:
+        """The sentence in the request's locale."""
+        return _(self.template, **self.values)
 
 
-UNKNOWN_STATE: Final = "This sign-in link was used already or is unknown; sign in again."
-OTHER_BROWSER: Final = "This sign-in was begun in another browser; sign in again."
-TOO_LONG: Final = "This sign-in took too long; sign in again."
+UNKNOWN_STATE: Final = N_("This sign-in link was used already or is unknown; sign in again.")
+OTHER_BROWSER: Final = N_("This sign-in was begun in another browser; sign in again.")
+TOO_LONG: Final = N_("This sign-in took too long; sign in again.")
 
 
 def _b64(data: bytes) -> str:
@@ -174,11 +193,14 @@ class DiscordOAuth:
         )
         return f"{authorize_base(self._api)}?{query}"
 
-    async def sign_in(self, code: str, verifier: str) -> tuple[int, str, list[GuildRef]]:
+    async def sign_in(
+        self, code: str, verifier: str
+    ) -> tuple[int, str, list[GuildRef], str | None]:
         """Exchange the code, read the member and their servers, revoke the token.
 
         Returns:
-            ``(user id, name, servers)``.
+            ``(user id, name, servers, locale)``: the locale is the member's Discord language
+            (``users/@me``'s ``locale``, a Discord code such as ``"ja"``), None when absent.
 
         Raises:
             OAuthFailed: Discord refused the code (used, expired, wrong verifier) or failed.
@@ -194,7 +216,7 @@ class DiscordOAuth:
         token_data = await self._post_form("/oauth2/token", form)
         token = token_data.get("access_token")
         if not isinstance(token, str) or not token:
-            raise OAuthFailed("Discord gave no access token; sign in again.")
+            raise OAuthFailed(NO_TOKEN)
         try:
             me = await self._get("/users/@me", token)
             guilds = await self._get("/users/@me/guilds", token)
@@ -217,7 +239,8 @@ class DiscordOAuth:
             refs.append(
                 GuildRef(int(g["id"]), str(g.get("name", "")), permissions, bool(g.get("owner")))
             )
-        return user_id, name, refs
+        locale = me.get("locale")
+        return user_id, name, refs, locale if isinstance(locale, str) and locale else None
 
     async def _post_form(self, path: str, form: dict[str, str]) -> dict[str, Any]:
         try:
@@ -229,14 +252,12 @@ class DiscordOAuth:
             ) as response:
                 if response.status != 200:
                     log.info("Discord refused the sign-in code (HTTP %d)", response.status)
-                    raise OAuthFailed("Discord refused this sign-in; sign in again.")
+                    raise OAuthFailed(REFUSED)
                 data = await response.json()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise OAuthFailed(
-                f"Discord did not answer ({type(exc).__name__}); try again."
-            ) from None
+            raise OAuthFailed(NO_ANSWER, error=type(exc).__name__) from None
         if not isinstance(data, dict):
-            raise OAuthFailed("Discord answered something unexpected; sign in again.")
+            raise OAuthFailed(UNEXPECTED)
         return data
 
     async def _get(self, path: str, token: str) -> Any:
@@ -248,9 +269,7 @@ class DiscordOAuth:
                     raise OAuthFailed(WHO_UNKNOWN)
                 return await response.json()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise OAuthFailed(
-                f"Discord did not answer ({type(exc).__name__}); try again."
-            ) from None
+            raise OAuthFailed(NO_ANSWER, error=type(exc).__name__) from None
 
     async def _revoke(self, token: str) -> None:
         """Revoke the access token (best effort: it expires anyway, and is never stored)."""

@@ -40,6 +40,7 @@ from bot.dashboard.csv_export import (
     ledger_rows,
 )
 from bot.dashboard.guard_panel import guard_panel
+from bot.dashboard.language import day_text, short_day_text, usd_text
 from bot.dashboard.rights import ADMINISTRATOR, MANAGE_GUILD, Rights
 from bot.domain import (
     Kind,
@@ -51,8 +52,9 @@ from bot.domain import (
     Thumbnail,
 )
 from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _
 from bot.services.billing import month_start
-from bot.services.dashboard import PERIODS, usd
+from bot.services.dashboard import PERIODS
 from bot.services.showcase import ShowcaseService
 from bot.services.thumbnails import ThumbnailService
 
@@ -92,29 +94,27 @@ def _guild_id(request: web.Request) -> int:
     return int(raw)
 
 
-def _day(value: str, name: str) -> float | None:
+FROM_DATE: Final = N_("From is a date like 2026-01-31.")
+TO_DATE: Final = N_("To is a date like 2026-01-31.")
+BAD_MEMBER: Final = N_("Member is a member's id (digits).")
+BAD_PAGE: Final = N_("That page link is broken; start from the first page.")
+NO_ANSWER: Final = N_("Discord did not answer; try again.")
+
+
+def _day(value: str, refusal: str) -> float | None:
+    """A filter's ``YYYY-MM-DD`` as UTC midnight; ``refusal`` (marked) when malformed."""
     if not value:
         return None
     try:
         day = date.fromisoformat(value)
     except ValueError:
-        raise ValidationFailed(f"{name} is a date like 2026-01-31.") from None
+        raise ValidationFailed(refusal) from None
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
 def _unless_admin(signed: Signed, rights: Rights) -> int | None:
     """The viewer from whom private members' results are hidden; None for an admin."""
     return None if rights.admin else signed.user_id
-
-
-def day_text(at: float) -> str:
-    """UTC epoch seconds as their UTC date, ``2026-01-31``."""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
-
-
-def when_text(at: float) -> str:
-    """UTC epoch seconds as ``2026-01-31 13:05 UTC``."""
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +141,12 @@ class Filters:
             ValidationFailed: a filter is malformed.
         """
         if self.member and not _ID.match(self.member):
-            raise ValidationFailed("Member is a member's id (digits).")
+            raise ValidationFailed(BAD_MEMBER)
         if self.kind and self.kind not in {k.value for k in Kind}:
-            raise ValidationFailed("Kind is video, image or text.")
+            raise ValidationFailed(N_("Kind is video, image or text."))
         if self.status and self.status not in STATUSES:
-            raise ValidationFailed("Status is pending, completed, failed or charged.")
-        since, until = _day(self.since, "From"), _day(self.until, "To")
+            raise ValidationFailed(N_("Status is pending, completed, failed or charged."))
+        since, until = _day(self.since, FROM_DATE), _day(self.until, TO_DATE)
         return LedgerFilter(
             user_id=int(self.member) if self.member else None,
             model=self.model or None,
@@ -170,7 +170,7 @@ def _cursor(raw: str) -> tuple[float, int] | None:
     try:
         return float(at), int(row_id)
     except ValueError:
-        raise ValidationFailed("That page link is broken; start from the first page.") from None
+        raise ValidationFailed(BAD_PAGE) from None
 
 
 class ExportNames:
@@ -193,7 +193,7 @@ class ExportNames:
         return self._known
 
 
-OG_DESCRIPTION: Final = "The results this server's members are proudest of, most votes first."
+OG_DESCRIPTION: Final = N_("The results this server's members are proudest of, most votes first.")
 """The public showcase's description when it has no entry to describe."""
 
 
@@ -226,17 +226,16 @@ def open_graph(
 ) -> OpenGraph:
     """The public showcase's tags: its top entry (most votes) as the picture of its link."""
     url = f"{public_url}/showcase/{guild_id}"
+    title, description = _("Showcase"), _(OG_DESCRIPTION)
     if not entries:
-        return OpenGraph("Showcase", OG_DESCRIPTION, url)
+        return OpenGraph(title, description, url)
     top = entries[0]
     prompt = top.result.prompt[:200]
     thumb = thumbs.get(top.result.job_id)
     if thumb is None:
-        return OpenGraph("Showcase", prompt or OG_DESCRIPTION, url)
+        return OpenGraph(title, prompt or description, url)
     image = f"{public_url}/public/thumbs/{top.id}?v={thumb.digest}"
-    return OpenGraph(
-        "Showcase", prompt or OG_DESCRIPTION, url, image, prompt, thumb.width, thumb.height
-    )
+    return OpenGraph(title, prompt or description, url, image, prompt, thumb.width, thumb.height)
 
 
 def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
@@ -294,7 +293,7 @@ class Pages:
             rights = await self.app.rights.of(guild_id, signed.user_id)
         except Exception as exc:
             log.warning("dashboard: rights in %s not read: %s", guild_id, exc)
-            raise web.HTTPServiceUnavailable(text="Discord did not answer; try again.") from None
+            raise web.HTTPServiceUnavailable(text=_(NO_ANSWER)) from None
         if rights is None:
             raise web.HTTPNotFound()
         return signed, guild_id, rights
@@ -314,8 +313,6 @@ class Pages:
             guild_id=guild_id,
             rights=rights,
             nav=nav,
-            day=day_text,
-            when=when_text,
             **values,
         )
 
@@ -359,7 +356,7 @@ class Pages:
 
     async def overview(self, request: web.Request) -> web.Response:
         """``/servers/<id>``: this month against the budget, jobs now and today, the key."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         services = self.services
         fingerprint, source = None, None
         with contextlib.suppress(BotError):
@@ -382,7 +379,7 @@ class Pages:
             money=money,
             budget_micro=budget_micro,
             meter=meter(
-                money.month_micro, budget_micro, label="This month's spend against the budget"
+                money.month_micro, budget_micro, label=_("This month's spend against the budget")
             ),
             counts=counts,
             fingerprint=fingerprint,
@@ -395,7 +392,7 @@ class Pages:
 
     async def spend(self, request: web.Request) -> web.Response:
         """``/servers/<id>/spend?days=7|30|90``: by day, model, kind, tier and member."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         raw = request.query.get("days", "30")
         days = int(raw) if raw.isdigit() and int(raw) in PERIODS else 30
         report = await self.dashboard.spend(guild_id, days)
@@ -404,13 +401,13 @@ class Pages:
         chart = bar_chart(
             [
                 Bar(
-                    day_text(float(b.key or 0))[5:],
+                    short_day_text(float(b.key or 0)),
                     b.micro,
-                    f"{day_text(float(b.key or 0))}: ${usd(b.micro)}",
+                    f"{day_text(float(b.key or 0))}: {usd_text(b.micro)}",
                 )
                 for b in report.by_day
             ],
-            label=f"Spend per day, last {days} days",
+            label=_("Spend per day, last {days} days", days=days),
         )
         return self._render(
             request,
@@ -444,7 +441,7 @@ class Pages:
                 private_hidden_from=_unless_admin(signed, rights),
             )
         except ValidationFailed as exc:
-            error = exc.sentence
+            error = exc.user_sentence()
         if len(lines) > PAGE_SIZE:
             lines = lines[:PAGE_SIZE]
             last = lines[-1]
@@ -475,7 +472,7 @@ class Pages:
         try:
             where = Filters.read(request.query).ledger()
         except ValidationFailed as exc:
-            return web.Response(status=400, text=exc.sentence)
+            return web.Response(status=400, text=exc.user_sentence())
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/csv; charset=utf-8",
@@ -497,24 +494,24 @@ class Pages:
 
     def _audit_filters(self, filters: Filters) -> dict[str, Any]:
         if filters.member and not _ID.match(filters.member):
-            raise ValidationFailed("Member is a member's id (digits).")
-        until = _day(filters.until, "To")
+            raise ValidationFailed(BAD_MEMBER)
+        until = _day(filters.until, TO_DATE)
         return {
             "user_id": int(filters.member) if filters.member else None,
             "what": filters.what or None,
-            "since": _day(filters.since, "From"),
+            "since": _day(filters.since, FROM_DATE),
             "until": None if until is None else until + 86_400,
         }
 
     async def audit(self, request: web.Request) -> web.Response:
         """``/servers/<id>/audit``: the configuration changes, filtered, newest first."""
-        _, guild_id, rights = await self._server(request)
+        _signed, guild_id, rights = await self._server(request)
         filters = Filters.read(request.query)
         error, entries, following = None, [], ""
         raw = request.query.get("before", "")
         try:
             if raw and not raw.isdigit():
-                raise ValidationFailed("That page link is broken; start from the first page.")
+                raise ValidationFailed(BAD_PAGE)
             entries = await self.dashboard.audit(
                 guild_id,
                 **self._audit_filters(filters),
@@ -522,7 +519,7 @@ class Pages:
                 limit=PAGE_SIZE + 1,
             )
         except ValidationFailed as exc:
-            error = exc.sentence
+            error = exc.user_sentence()
         if len(entries) > PAGE_SIZE:
             entries = entries[:PAGE_SIZE]
             following = filters.query(before=str(entries[-1][0]))
@@ -544,13 +541,13 @@ class Pages:
 
     async def audit_csv(self, request: web.Request) -> web.StreamResponse:
         """``/servers/<id>/audit.csv``: the filtered audit log as CSV, newest first."""
-        _, guild_id, _ = await self._server(request)
+        _signed, guild_id, _rights = await self._server(request)
         try:
             found = await self.dashboard.audit(
                 guild_id, **self._audit_filters(Filters.read(request.query)), limit=None
             )
         except ValidationFailed as exc:
-            return web.Response(status=400, text=exc.sentence)
+            return web.Response(status=400, text=exc.user_sentence())
         writer = CsvWriter()
         entries = [e for _, e in found]
         known = await ExportNames(self.app, guild_id).of(e.user_id for e in entries)
@@ -576,7 +573,7 @@ class Pages:
         try:
             where = filters.ledger()
             if where.kind == "text":
-                raise ValidationFailed("Kind is video or image.")
+                raise ValidationFailed(N_("Kind is video or image."))
             items = await self.dashboard.results(
                 guild_id=guild_id,
                 user_id=user_id,
@@ -589,7 +586,7 @@ class Pages:
                 private_hidden_from=private_hidden_from,
             )
         except ValidationFailed as exc:
-            return filters, [], "", exc.sentence
+            return filters, [], "", exc.user_sentence()
         following = ""
         if len(items) > GALLERY_SIZE:
             items = items[:GALLERY_SIZE]

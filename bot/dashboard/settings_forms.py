@@ -37,6 +37,7 @@ from bot.domain import (
 )
 from bot.domain.safety import DEFAULT_REPORTS_TO_HIDE
 from bot.errors import BotError, ValidationFailed
+from bot.i18n import N_, _, money, number
 from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
 from bot.services.policy import describe_models, find_blocked_term, model_matches, parse_models
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
@@ -44,15 +45,15 @@ from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 ACCESS_LEVELS: Final = ("view", "edit")
 """Dashboard access a role may be granted below Manage Server."""
 
-UNKNOWN_ROLE: Final = "Pick one of the server's roles."
-NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
-UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
-UNKNOWN_MODEL: Final = "Pick models of the catalogue."
-NO_MODEL_PICKED: Final = "Pick at least one model, or all of them, or the server's list."
+UNKNOWN_ROLE: Final = N_("Pick one of the server's roles.")
+NO_SUCH_ENTRY: Final = N_("That entry is not in this server's showcase (removed already?).")
+UNKNOWN_CHANNEL: Final = N_("Pick one of the server's text channels.")
+UNKNOWN_MODEL: Final = N_("Pick models of the catalogue.")
+NO_MODEL_PICKED: Final = N_("Pick at least one model, or all of them, or the server's list.")
 
 MODEL_MODES: Final = ("default", "all", "picked")
 """A tier's models on its form: the server's list, every model, or the ones ticked."""
-BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
+BAD_NUMBER: Final = N_("{what} is a whole number from {low} to {high}, or empty for the default.")
 
 BUDGET_SETTINGS: Final = (
     "monthly budget",
@@ -117,7 +118,7 @@ def _number(raw: str, what: str, low: int, high: int) -> int | None:
     if not raw:
         return None
     if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValidationFailed(BAD_NUMBER.format(what=what, low=low, high=high))
+        raise ValidationFailed(BAD_NUMBER, what=_(what), low=number(low), high=number(high))
     return int(raw)
 
 
@@ -170,7 +171,7 @@ def _model_groups(catalogue: Any, models: tuple[str, ...] | None) -> list[dict[s
                 {
                     "id": model.id,
                     "label": model.label,
-                    "price": "" if per_5s is None else f"${per_5s / 100:.2f} per 5 s",
+                    "price": "" if per_5s is None else _("{amount} per 5 s", amount=money(per_5s)),
                     "checked": any(model_matches(p, model.id) for p in patterns),
                 }
             )
@@ -249,7 +250,7 @@ class ShowcaseForm(SettingsForm):
     name = "showcase"
     path = "/servers/{guild_id}/showcase"
     template = "showcase.html"
-    label = "Showcase"
+    label = N_("Showcase")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -313,7 +314,7 @@ class KeyForm(SettingsForm):
     name = "key"
     path = "/servers/{guild_id}/settings/key"
     template = "settings_key.html"
-    label = "Key"
+    label = N_("Key")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -356,7 +357,7 @@ class BudgetsForm(SettingsForm):
     name = "budgets"
     path = "/servers/{guild_id}/settings/budgets"
     template = "settings_budgets.html"
-    label = "Budgets and limits"
+    label = N_("Budgets and limits")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -375,10 +376,10 @@ class BudgetsForm(SettingsForm):
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
         monthly: LimitUpdate = parse_budget(posted.get("monthly") or "unlimited")
         daily: LimitUpdate = parse_budget(posted.get("daily") or "unlimited")
-        per_user = _number(posted.get("per_user"), "Videos per member", 1, 100)
-        per_guild = _number(posted.get("per_guild"), "Videos per server", 1, 1000)
+        per_user = _number(posted.get("per_user"), N_("Videos per member"), 1, 100)
+        per_guild = _number(posted.get("per_guild"), N_("Videos per server"), 1, 1000)
         cooldowns = {
-            kind: _number(posted.get(f"cooldown_{kind.value}"), "A cooldown", 0, 86400)
+            kind: _number(posted.get(f"cooldown_{kind.value}"), N_("A cooldown"), 0, 86400)
             for kind in Kind
         }
         config, guild_id = self.config, self.guild_id
@@ -407,7 +408,7 @@ class TiersForm(SettingsForm):
     name = "tiers"
     path = "/servers/{guild_id}/settings/tiers"
     template = "settings_tiers.html"
-    label = "Tiers"
+    label = N_("Tiers")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -466,7 +467,7 @@ class TiersForm(SettingsForm):
             return await self.commit(posted, tier_scope(role_id), remove)
         daily = parse_allowance(posted.get("daily") or "default")
         monthly = parse_allowance(posted.get("monthly") or "default")
-        videos = _number(posted.get("videos"), "Videos at once", 1, 100)
+        videos = _number(posted.get("videos"), N_("Videos at once"), 1, 100)
         models = _picked_models(posted, await self._known_models())
 
         async def apply(actor: Actor) -> None:
@@ -494,7 +495,7 @@ class ModelsForm(SettingsForm):
     name = "models"
     path = "/servers/{guild_id}/settings/models"
     template = "settings_models.html"
-    label = "Models"
+    label = N_("Models")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -536,7 +537,7 @@ class TermsForm(SettingsForm):
     name = "terms"
     path = "/servers/{guild_id}/settings/blocked-terms"
     template = "settings_terms.html"
-    label = "Blocked terms"
+    label = N_("Blocked terms")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
@@ -575,12 +576,12 @@ class ChannelsForm(SettingsForm):
     name = "channels"
     path = "/servers/{guild_id}/settings/channels"
     template = "settings_channels.html"
-    label = "Channels"
+    label = N_("Channels")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
         config = await self.config.show(self.guild_id)
-        showcase_channel, _ = await self.pages.showcases.settings(self.guild_id)
+        showcase_channel, _public = await self.pages.showcases.settings(self.guild_id)
         snapshot = await self.config.snapshot(self.guild_id)
         personas = [
             (p, scoped(snapshot, persona_scope(p.channel_id)))
@@ -655,7 +656,7 @@ class AccessForm(SettingsForm):
     name = "access"
     path = "/servers/{guild_id}/settings/access"
     template = "settings_access.html"
-    label = "Dashboard access"
+    label = N_("Dashboard access")
     admin_only = True
 
     async def values(self) -> dict[str, Any]:
@@ -696,16 +697,18 @@ class AccessForm(SettingsForm):
 
 # -- safety checking of results (docs/safety.md) ----------------------------------------------
 
-SAFETY_UNAVAILABLE: Final = "Safety checking is unavailable on this bot: no model is configured."
+SAFETY_UNAVAILABLE: Final = N_(
+    "Safety checking is unavailable on this bot: no model is configured."
+)
 """The Safety page without ``SAFETY_MODEL`` (as ``/config safety`` says)."""
 
-BAD_SCORE: Final = "{what} is a number from 0 to 1."
-REVIEWERS_ONLY: Final = "Only members with Manage Server or Manage Messages review results."
-REVIEW_CHANGED: Final = (
+BAD_SCORE: Final = N_("{what} is a number from 0 to 1.")
+REVIEWERS_ONLY: Final = N_("Only members with Manage Server or Manage Messages review results.")
+REVIEW_CHANGED: Final = N_(
     "That result was decided since you opened the page (by another moderator, here or on "
     "Discord); nothing was done. The page now shows what still waits."
 )
-UNKNOWN_RESULT: Final = "That result is not in this server's review queue."
+UNKNOWN_RESULT: Final = N_("That result is not in this server's review queue.")
 
 
 def safety_scope(what: str) -> bool:
@@ -717,9 +720,9 @@ def _score(raw: str, what: str) -> float:
     try:
         value = float(raw.strip())
     except ValueError:
-        raise ValidationFailed(BAD_SCORE.format(what=what)) from None
+        raise ValidationFailed(BAD_SCORE, what=_(what)) from None
     if not 0.0 <= value <= 1.0:
-        raise ValidationFailed(BAD_SCORE.format(what=what))
+        raise ValidationFailed(BAD_SCORE, what=_(what))
     return value
 
 
@@ -736,13 +739,13 @@ class SafetyForm(SettingsForm):
     name = "safety"
     path = "/servers/{guild_id}/settings/safety"
     template = "settings_safety.html"
-    label = "Safety"
+    label = N_("Safety")
 
     async def values(self) -> dict[str, Any]:
         """What the page's template shows."""
         safety = self.pages.services.moderation
         if not safety.available:
-            return {"available": False, "unavailable": SAFETY_UNAVAILABLE}
+            return {"available": False, "unavailable": _(SAFETY_UNAVAILABLE)}
         return {
             "available": True,
             "policy": await safety.policy(self.guild_id),
@@ -758,11 +761,13 @@ class SafetyForm(SettingsForm):
             raise ValidationFailed(SAFETY_UNAVAILABLE)
         known = dict(await self.pages.channels(self.guild_id))
         channel = _channel_id(posted.get("review_channel"), known)
-        reports = _number(posted.get("reports_to_hide"), "Reports that withhold a result", 1, 100)
+        reports = _number(
+            posted.get("reports_to_hide"), N_("Reports that withhold a result"), 1, 100
+        )
         values: dict[str, Any] = {
             "mode": posted.get("mode"),
-            "review_above": _score(posted.get("review_above"), "Held from"),
-            "block_above": _score(posted.get("block_above"), "Withheld from"),
+            "review_above": _score(posted.get("review_above"), N_("Held from")),
+            "block_above": _score(posted.get("block_above"), N_("Withheld from")),
             "review_channel_id": channel or 0,  # 0: the admin channel
             "reports_to_hide": reports or DEFAULT_REPORTS_TO_HIDE,
             "nsfw_channels": posted.get("nsfw_channels"),
@@ -800,7 +805,7 @@ class ReviewForm(SettingsForm):
     name = "review"
     path = "/servers/{guild_id}/review"
     template = "review.html"
-    label = "Review"
+    label = N_("Review")
     refusal = REVIEWERS_ONLY
 
     @classmethod
@@ -817,7 +822,7 @@ class ReviewForm(SettingsForm):
         """What the page's template shows."""
         safety = self.pages.services.moderation
         if not self.rights.may_review:
-            return {"reviewer": False, "rows": [], "refusal": REVIEWERS_ONLY}
+            return {"reviewer": False, "rows": [], "refusal": _(REVIEWERS_ONLY)}
         records = await safety.queue(self.guild_id)
         results = {}
         for record in records:

@@ -20,6 +20,7 @@ from bot.config import Settings
 from bot.discord.choices import ChoiceButton, OpenChoices
 from bot.discord.click_debounce import SHOW_DEBOUNCE_SECONDS, ClickDebounce
 from bot.discord.command_access import CommandAccess, Override
+from bot.discord.credits import DiscordEntitlements, reconcile_forever
 from bot.discord.delivery import DiscordAnnouncer, send_card
 from bot.discord.dm_notice import DmNoticeAnnouncer
 from bot.discord.locales import GuildLocales
@@ -455,6 +456,9 @@ class GenBot(commands.AutoShardedBot):
         self._start(self.services.catalogue.run, "catalogue-refresh")
         self._start(self._sweep_reservations, "reservation-sweep")
         self._start(build_retention(self.services).run, "retention-sweep")
+        if self.services.credits.packs:  # CREDIT_PACKS: purchases settled with Discord
+            self.services.credits.set_desk(DiscordEntitlements(self))
+            self._start(self._reconcile_credits, "credit-reconcile")
         await self._prime_catalogue()
 
     async def _prime_catalogue(self) -> None:
@@ -664,6 +668,9 @@ class GenBot(commands.AutoShardedBot):
         self.command_access.forget()
         for guild in self.guilds:
             self.command_access.warm(guild.id)
+
+    async def _reconcile_credits(self) -> None:
+        await reconcile_forever(self.services.credits, self.services.clock)
 
     async def _sweep_reservations(self) -> None:
         while True:

@@ -14,7 +14,8 @@ from discord import app_commands
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.discord.command_access import interaction_refusal
-from bot.errors import BotError, user_message
+from bot.discord.credits import premium_buttons
+from bot.errors import BotError, CreditsNeeded, user_message
 from bot.genapi.errors import GenAPIError
 from bot.i18n import N_, _, set_locale
 from bot.ops.logs import set_context
@@ -368,7 +369,10 @@ async def answer_error(interaction: discord.Interaction[Any], error: Exception) 
     result, is left as it is; the error is logged with an id for the operator.
     """
     if not interaction.extras.get(CHARGED):
-        await send_ephemeral(interaction, sentence_for(error))
+        original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
+        # A balance too small to pay: the packs on Discord's buy buttons, the way forward.
+        view = premium_buttons(original.packs) if isinstance(original, CreditsNeeded) else None
+        await send_ephemeral(interaction, sentence_for(error), view=view)
         return
     original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
     log.error("error after a charge (error id %s)", secrets.token_hex(4), exc_info=original)
@@ -385,22 +389,27 @@ async def answer_error(interaction: discord.Interaction[Any], error: Exception) 
         log.warning("could not deliver a message: %s", exc)
 
 
-async def send_ephemeral(interaction: discord.Interaction[Any], text: str) -> None:
+async def send_ephemeral(
+    interaction: discord.Interaction[Any], text: str, *, view: discord.ui.View | None = None
+) -> None:
     """Answer ``interaction`` with ``text`` visible only to the user, whether or not it deferred.
+
+    ``view``: components shown with it (the premium buttons of credit packs); None: none.
 
     After a public deferral the "thinking…" message is deleted first, so that the error is not
     left for everyone to see (Discord cannot make a deferred response ephemeral afterwards).
     """
     try:
+        extra: dict[str, Any] = {} if view is None else {"view": view}
         if not interaction.response.is_done():
             await interaction.response.send_message(
-                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+                text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none(), **extra
             )
             return
         if interaction.extras.get(PUBLIC_DEFER):
             await interaction.delete_original_response()
         await interaction.followup.send(
-            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none()
+            text, ephemeral=True, allowed_mentions=discord.AllowedMentions.none(), **extra
         )
     except discord.HTTPException as exc:
         log.warning("could not deliver an error message: %s", exc)

@@ -13,6 +13,13 @@ snowflakes.
 
 from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
 from bot.domain.conversations import Conversation, ConversationTurn, Persona
+from bot.domain.credits import (
+    BillingMode,
+    CreditBalance,
+    CreditEntry,
+    CreditEntryKind,
+    Entitlement,
+)
 from bot.domain.dashboard import (
     DashboardSession,
     GuildRef,
@@ -53,13 +60,18 @@ __all__ = [
     "UNSET",
     "Actor",
     "AuditEntry",
+    "BillingMode",
     "Charge",
     "ChargeAnomaly",
     "ConstraintError",
     "Conversation",
     "ConversationTurn",
+    "CreditBalance",
+    "CreditEntry",
+    "CreditEntryKind",
     "DashboardSession",
     "DeliveryRoute",
+    "Entitlement",
     "GuardAlert",
     "GuardSettings",
     "GuildRef",

@@ -428,6 +428,11 @@ class KeyLimiter:
         finally:
             if self._waiting.pop(ticket.seq, None) is not None:
                 self._notify()
+        await self._go(stamp, seat, background)
+        return stamp
+
+    async def _go(self, stamp: float, seat: QueueSeat | None, background: bool) -> None:
+        """A slot taken: tell the member's queue status, and record the request before it goes."""
         if seat is not None and seat.on_go is not None:
             seat.on_go()
         if self._writes and self._record is not None:
@@ -438,7 +443,6 @@ class KeyLimiter:
                 # write was under way may have written the row: counted, which is safe).
                 self.release(stamp, background)
                 raise
-        return stamp
 
     def _limit(
         self, queued_at: float, max_wait: float | None, seat: QueueSeat | None

@@ -24,10 +24,10 @@ from bot.sandbox import catalogue as cat
 from bot.sandbox.state import (
     Account,
     ApiError,
+    EmulatedRateWindow,
     EmulatedTask,
     Fault,
     FaultKind,
-    RateLimiter,
     RecordedRequest,
 )
 
@@ -76,7 +76,7 @@ class EmulatedService:
             raise ValueError("time_scale must be positive")
         self.time_scale = time_scale
         self._clock = clock
-        self._limiter = RateLimiter(rate_limit, rate_window)
+        self._limiter = EmulatedRateWindow(rate_limit, rate_window)
         self._default_balance = default_balance_cents
         self._accounts: dict[str, Account] = {}
         self._faults: deque[Fault] = deque()

@@ -117,7 +117,7 @@ class Fault:
     delay: float
 
 
-class RateLimiter:
+class EmulatedRateWindow:
     """A rolling-window limit per bucket: at most ``limit`` accepted requests per ``window``.
 
     Rejected requests are not recorded, so a client hammering a full window is not punished

@@ -69,12 +69,14 @@ from bot.errors import (
 )
 from bot.i18n import N_, _
 from bot.ops.metrics import Metrics
+from bot.services.credits import MemberCredits
 from bot.services.personal import PERSONAL_ALLOWANCE, PERSONAL_POOL_LOCK, is_personal
 from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.meta import MetaStore
 from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
@@ -95,7 +97,7 @@ ESTIMATE_WINDOW = 20
 price per token)."""
 
 TEXT_PRICE_KEY = "text_rates:"
-"""Meta key prefix (``db.meta``) of a text model's last positive charges on one account:
+"""Meta key prefix (``db.of(MetaStore)``) of a text model's last positive charges on one account:
 ``text_rates:<key fingerprint>:<model>``, a JSON list of ``[cost_cents as text, prompt_tokens,
 completion_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW` (:func:`text_rate_bound`)."""
 
@@ -397,6 +399,8 @@ class Billing:
         spool: where a settlement goes when the database cannot take it
             (:mod:`bot.services.settlement_spool`); None: the error is raised.
         settle_attempts: tries of a settlement whose error is transient.
+        credits: the member's balance as a payer where a server lets members pay
+            (:mod:`bot.services.credits`); None: no packs, every server pays.
     """
 
     def __init__(
@@ -408,8 +412,10 @@ class Billing:
         metrics: Metrics | None = None,
         spool: SettlementSpool | None = None,
         settle_attempts: int = SETTLE_ATTEMPTS,
+        credits: MemberCredits | None = None,
     ) -> None:
         self._db = db
+        self._credits = credits if credits is not None else MemberCredits({}, 0)
         self._spool = spool
         # One replay at a time in this process (appends need no lock of ours: the file's
         # flock, taken in a thread, orders them).
@@ -585,7 +591,7 @@ class Billing:
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             await tx.ledger.expire_reservations(now)
-            policy, seconds, last, each = await self._admit(
+            policy, seconds, last, each, balance_pays = await self._admit(
                 tx,
                 guild_id=guild_id,
                 user_id=user_id,
@@ -615,6 +621,8 @@ class Billing:
                 )
                 for _ in range(count)
             ]
+            if balance_pays:
+                await self._credits.hold(tx, user_id, reservations)
         self._count("reserved", kind, needed)
         # A reservation neither settled nor released (a call that may have been charged) is
         # forgotten one TTL after it expired: no call of ours outlives that.
@@ -688,12 +696,13 @@ class Billing:
         tokens: TextTokens | None,
         count: int,
         now: float,
-    ) -> tuple[MemberPolicy, float | None, float | None, Decimal]:
+    ) -> tuple[MemberPolicy, float | None, float | None, Decimal, bool]:
         """The checks of :meth:`reserve_many`, in ``tx``; what it records with them.
 
         Returns:
             The member's policy, the command's cooldown and the member's last use of it
-            (:func:`_check_cooldown`), and what each request holds, cents.
+            (:func:`_check_cooldown`), what each request holds, cents, and whether the
+            member's credit balance pays (:meth:`MemberCredits.admit`).
         """
         settings = await tx.guilds.settings(guild_id)
         limits = self._limits(settings)
@@ -713,11 +722,23 @@ class Billing:
             else await self._hold(tx, kind, model, tokens, key_fingerprint)
         )
         needed = each * count
-        await _check_guild_budget(tx, limits, guild_id, needed, now)
-        await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
+
+        async def server_checks() -> None:
+            await _check_guild_budget(tx, limits, guild_id, needed, now)
+            await _check_member_allowances(tx, policy, guild_id, user_id, needed, now)
+
+        # Who pays: the server (its budgets), or the member's credit balance (docs/credits.md).
+        balance_pays = await self._credits.admit(
+            tx,
+            guild_id=guild_id,
+            user_id=user_id,
+            needed_cents=needed,
+            now=now,
+            server_checks=server_checks,
+        )
         if is_personal(guild_id) and settings.api_key_ciphertext is None:
             await self._check_personal_total(tx, key_fingerprint, needed, now)
-        return policy, seconds, last, each
+        return policy, seconds, last, each, balance_pays
 
     async def _check_personal_total(
         self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
@@ -912,6 +933,7 @@ class Billing:
         async with self._db.transaction() as tx:
             await tx.guilds.lock(reservation.guild_id)
             await tx.ledger.delete_reservation(reservation.id)
+            await self._credits.release(tx, reservation)
             if use is not None:
                 recorded, previous = use
                 kind = reservation.kind
@@ -1141,6 +1163,8 @@ class Billing:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
                 await tx.ledger.delete_reservation(reservation.id)
+                # A member's balance that held it pays the charge (once: with its hold).
+                await self._credits.settle(tx, reservation, charge, self._clock.time())
             if again and charge is not None and await tx.ledger.has_charge(charge):
                 log.warning("charge of guild %s was recorded before; not again", guild_id)
                 if anomaly is not None:
@@ -1242,7 +1266,7 @@ def _text_key(key_fingerprint: str | None, model: str) -> str:
 async def _text_history(
     tx: Repositories, key_fingerprint: str | None, model: str
 ) -> list[TextCharge]:
-    raw = await tx.meta.get(_text_key(key_fingerprint, model))
+    raw = await tx.of(MetaStore).get(_text_key(key_fingerprint, model))
     if raw is None:
         return []
     try:
@@ -1269,7 +1293,7 @@ async def _learn_text_price(
         log.info("%s charged more than its known rates allow: the price rose", model)
         history = []
     history = [*history, charge][-ESTIMATE_WINDOW:]
-    await tx.meta.set(
+    await tx.of(MetaStore).set(
         _text_key(key_fingerprint, model), json.dumps([[str(c), p, k] for c, p, k in history])
     )
 

@@ -36,6 +36,7 @@ from bot.domain import (
     SpendBucket,
 )
 from bot.errors import ValidationFailed
+from bot.i18n import SOURCE, money
 from bot.services.billing import day_start, month_start
 from bot.storage import Database
 from bot.storage.repos.dashboard import DAY, DashboardStore, DashboardViews
@@ -78,18 +79,14 @@ def pkce_challenge(verifier: str) -> str:
     return urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def usd(micro: int, *, places: int = 2) -> str:
-    """Return micro-cents as exact US dollars, with at least ``places`` decimals.
+def usd(micro: int) -> str:
+    """Micro-cents as the dashboard's pages show them: exact US dollars, in English.
 
-    More decimals appear only when the amount has them (a micro-cent is 10**-8 dollars), so
-    the text is always exact: ``usd(350_000) == "0.0035"``, ``usd(350_000, places=6) ==
-    "0.003500"``, ``usd(-1) == "-0.00000001"``.
+    A thin use of the one money formatter (:func:`bot.i18n.money`, unrounded), so a page's
+    figure is exact to the micro-cent (10**-8 dollars): ``usd(350_000) == "$0.0035"``,
+    ``usd(-1) == "-$0.00000001"``.
     """
-    sign = "-" if micro < 0 else ""
-    whole, frac = divmod(abs(micro), MICRO_PER_DOLLAR)
-    digits = f"{frac:08d}".rstrip("0")
-    digits = digits.ljust(places, "0")
-    return f"{sign}{whole}.{digits}" if digits else f"{sign}{whole}"
+    return money(Decimal(micro).scaleb(-6), SOURCE, exact=True)
 
 
 def cents_to_micro(cents: Decimal) -> int:

@@ -64,6 +64,7 @@ from bot.services.personal import (
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
+from bot.storage.repos.result_requests import ResultRequestStore
 
 log = logging.getLogger(__name__)
 
@@ -1187,7 +1188,7 @@ class GenerationService:
         Raises:
             StorageError: it could not be stored (the caller decides what that costs).
         """
-        return await self._db.cards.add_request(
+        return await self._db.of(ResultRequestStore).add_request(
             kind=kind,
             guild_id=who.guild_id,
             user_id=who.user_id,
@@ -1199,7 +1200,7 @@ class GenerationService:
 
     async def result_request(self, ref: str) -> ResultRequest | None:
         """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
-        return await self._db.cards.request(ref)
+        return await self._db.of(ResultRequestStore).request(ref)
 
     async def _release_unsent(self, reservations: Sequence[Reservation]) -> None:
         """Give back the holds of takes not sent; a failure is logged, never raised.

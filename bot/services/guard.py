@@ -51,6 +51,7 @@ from bot.services.personal import is_personal
 from bot.storage import Database
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.guard import HOUR, SETTING_COLUMNS, GuardStore, hour_of
+from bot.storage.repos.members import MemberStore
 
 log = logging.getLogger(__name__)
 
@@ -551,7 +552,7 @@ class SpendGuard:
         won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
         if not won or self._member_dm is None:
             return
-        if not (await self._db.members.get(charge.user_id)).notify_dm:
+        if not (await self._db.of(MemberStore).get(charge.user_id)).notify_dm:
             return
         for alert in won:
             if alert.line is not None:

@@ -32,6 +32,7 @@ from bot.domain import (
     UNSET,
     Actor,
     AuditEntry,
+    BillingMode,
     Kind,
     LimitUpdate,
     ModelLists,
@@ -39,11 +40,11 @@ from bot.domain import (
     Tier,
     Unset,
 )
-from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed, format_cents
+from bot.errors import CooldownActive, KeyEncryptionUnavailable, ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
-from bot.i18n import N_, SHIPPED, SOURCE, using
+from bot.i18n import N_, SHIPPED, SOURCE, money, using
 from bot.services.billing import Billing, Limits
 from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
@@ -57,7 +58,9 @@ from bot.services.policy import (
 from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
 from bot.storage import Database
+from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.guard import GuardStore
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.safety import SafetyStore
 from bot.storage.repos.showcase import ShowcaseStore
 
@@ -222,6 +225,8 @@ class GuildConfigService:
         catalogue: the catalogue cache, told to stop refreshing with a key that is replaced or
             removed (it then uses the default key).
         clock: stamps the audit log (UTC epoch seconds).
+        credit_packs_offered: whether ``CREDIT_PACKS`` offers packs, without which members
+            cannot pay (``/config billing`` keeps ``server``).
     """
 
     def __init__(
@@ -235,8 +240,10 @@ class GuildConfigService:
         default_key_set: bool,
         catalogue: CatalogueCache | None = None,
         clock: Clock | None = None,
+        credit_packs_offered: bool = False,
     ) -> None:
         self._clock = clock or SystemClock()
+        self._packs_offered = credit_packs_offered
         self._db = db
         self._keys = keys
         self._vault = vault
@@ -428,6 +435,26 @@ class GuildConfigService:
             await self._db.guilds.set_locale(guild_id, locale)
             self._locales[guild_id] = (locale, self._clock.monotonic() + LOCALE_CACHE_SECONDS)
 
+    async def set_billing_mode(self, guild_id: int, mode: BillingMode, *, actor: Actor) -> None:
+        """Set who pays the server's paid commands (``/config billing``; docs/credits.md).
+
+        Only who pays changes: tiers' models, cooldowns, caps and blocked terms apply as before.
+
+        Raises:
+            ValidationFailed: a mode where members pay, while the bot offers no credit packs
+                (``CREDIT_PACKS``), or in a member's own wallet.
+        """
+        if mode is not BillingMode.SERVER and (not self._packs_offered or is_personal(guild_id)):
+            raise ValidationFailed(
+                N_("This bot offers no credit packs, so members cannot pay for commands here.")
+            )
+        async with self.changing(guild_id, actor):
+            await self._db.of(CreditStore).set_mode(guild_id, mode)
+
+    async def billing_mode(self, guild_id: int) -> BillingMode:
+        """Who pays the server's paid commands."""
+        return await self._db.of(CreditStore).mode(guild_id)
+
     async def locale(self, guild_id: int) -> str | None:
         """The language an admin chose for the server's public messages; None when unset.
 
@@ -483,14 +510,14 @@ class GuildConfigService:
 
         ``/config confirm-above``; off by default.
         """
-        return await self._db.cards.confirm_above(guild_id)
+        return await self._db.of(ResultRequestStore).confirm_above(guild_id)
 
     async def set_confirm_above(
         self, guild_id: int, cents: Decimal | None, *, actor: Actor
     ) -> None:
         """Set (None: turn off) the price above which a video asks to confirm first, cents."""
         async with self.changing(guild_id, actor):
-            await self._db.cards.set_confirm_above(guild_id, cents)
+            await self._db.of(ResultRequestStore).set_confirm_above(guild_id, cents)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
@@ -681,8 +708,11 @@ class GuildConfigService:
     async def _snapshot(self, guild_id: int) -> dict[str, str]:
         config = await self.show(guild_id)
         values = _config_values(config)
-        values["confirm above"] = _confirm_above(await self._db.cards.confirm_above(guild_id))
+        values["confirm above"] = _confirm_above(
+            await self._db.of(ResultRequestStore).confirm_above(guild_id)
+        )
         values["language"] = await self.locale(guild_id) or "server default"
+        values["billing"] = (await self.billing_mode(guild_id)).value
         showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
@@ -843,7 +873,7 @@ def _kept(update: LimitUpdate, old: int | None) -> int | None:
 
 
 def _dollars(cents: int | None) -> str:
-    return "unlimited" if cents is None else format_cents(cents)
+    return "unlimited" if cents is None else money(cents)
 
 
 def _checked_term(text: str) -> str:
@@ -858,4 +888,4 @@ def _checked_term(text: str) -> str:
 
 
 def _confirm_above(cents: Decimal | None) -> str:
-    return "off" if cents is None else format_cents(cents)
+    return "off" if cents is None else money(cents)

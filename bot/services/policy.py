@@ -18,8 +18,8 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from bot.domain import UNLIMITED, ModelLists, Tier
-from bot.errors import ValidationFailed, format_cents
-from bot.i18n import N_
+from bot.errors import ValidationFailed
+from bot.i18n import N_, money
 from bot.services import confusables
 
 ALL_MODELS = "*"
@@ -312,7 +312,7 @@ def describe_allowance(cents: int | None, *, unset: str = "server default") -> s
         return unset
     if cents == UNLIMITED:
         return "unlimited"
-    return format_cents(cents)
+    return money(cents)
 
 
 def describe_models(models: tuple[str, ...] | None, *, unset: str = "server list") -> str:

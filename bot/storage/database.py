@@ -56,11 +56,8 @@ from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.guilds import GuildStore
 from bot.storage.repos.jobs import JobStore
 from bot.storage.repos.ledger import LedgerStore
-from bot.storage.repos.members import MemberStore
-from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
-from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.sql import DialectName, Sql, compile_for
 
 R = TypeVar("R")
@@ -73,22 +70,20 @@ class Repositories:
         jobs: jobs: polling, leases, delivery, listing.
         ledger: the ledger, anomalies and reservations.
         guilds: guild settings, limits, channels and keys.
-        meta: small named values (the command-sync hash...).
-        cards: result requests and confirmation thresholds (the buttons under results).
         policy: role tiers, model list, blocked terms, cooldowns and the audit log.
         conversations: ``/chat`` conversations and their turns, by thread.
-        members: members' own defaults (``/settings``).
+
+    A concern with few uses is reached only through :meth:`of` (``db.of(MetaStore)``, small
+    named values; ``db.of(ResultRequestStore)``, what the buttons under results need;
+    ``db.of(MemberStore)``, members' own defaults), the one spelling every new concern uses.
     """
 
     def __init__(self, sql: CoreSql) -> None:
         self._sql = sql
         self.ledger = LedgerStore(sql)
         self.guilds = GuildStore(sql)
-        self.meta = MetaStore(sql)
-        self.cards = ResultRequestStore(sql)
         self.conversations = ConversationStore(sql)
         self.policy = PolicyStore(sql)
-        self.members = MemberStore(sql)
         self.jobs = JobStore(sql)
 
     def of(self, repository: Callable[[Sql], R]) -> R:

@@ -797,3 +797,63 @@ thumbnails = Table(
     Column("duration", Double),
     Column("made_at", Double, nullable=False),
 )
+
+
+# Members' credit balances (revision 0016_credits; docs/credits.md, docs/storage.md): packs
+# bought in Discord credit a member's balance, which pays commands in servers that let members
+# pay (guild_billing). Micro-cents, as the ledger.
+credit_balances = Table(
+    "credit_balances",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    # May be below 0 after a refund of credits already spent.
+    Column("balance_micro", BigInteger, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+# The credit ledger: every change of a balance, one row each. A purchase's entry_key is its
+# entitlement id and a refund's "<entitlement id>:refund" (UNIQUE): a purchase is credited
+# once, and refunded once, by construction. A spend (a command paid from the balance) has none.
+credit_entries = Table(
+    "credit_entries",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("entry_key", Text, unique=True),
+    Column("entitlement_id", BigInteger),
+    Column("sku_id", BigInteger),
+    # The change of the balance, signed: + purchase, - refund, - spend (the price with markup).
+    Column("amount_micro", BigInteger, nullable=False),
+    # A spend's price as the service charged it (the ledger's cost_micro), before the markup.
+    Column("cost_micro", BigInteger),
+    Column("guild_id", BigInteger),
+    Column("model", Text),
+    Column("task_id", Text),
+    # When it was recorded: a purchase's credited_at.
+    Column("at", Double, nullable=False),
+    # A purchase: when Discord confirmed it consumed; NULL until then (repaired at start-up).
+    Column("consumed_at", Double),
+)
+Index("credit_entries_user_at", credit_entries.c.user_id, credit_entries.c.at)
+
+# What requests in flight hold of a member's balance, one row per reservation; a hold that
+# outlives its reservation (a crash) stops counting at expires_at.
+credit_holds = Table(
+    "credit_holds",
+    metadata,
+    Column("reservation_id", BigInteger, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    Column("amount_micro", BigInteger, nullable=False),
+    Column("expires_at", Double, nullable=False),
+)
+Index("credit_holds_user_expires", credit_holds.c.user_id, credit_holds.c.expires_at)
+
+# Who pays a server's paid commands (/config billing): server (no row), members,
+# server-then-members.
+guild_billing = Table(
+    "guild_billing",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    Column("mode", Text, nullable=False),
+)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.dashboard.csv_export import inert, iso
+from bot.dashboard.csv_export import amount_cell, inert, iso
 from bot.services.dashboard import usd
 
 
@@ -28,12 +28,17 @@ def test_a_formula_looking_cell_is_written_as_text(cell: str, written: str) -> N
 
 
 def test_amounts_are_exact_with_six_decimals_at_least() -> None:
-    assert usd(350_000, places=6) == "0.003500"
-    assert usd(1, places=6) == "0.00000001"
-    assert usd(12_345_678_900, places=6) == "123.456789"
-    assert usd(0, places=6) == "0.000000"
-    assert usd(350_000) == "0.0035"
-    assert usd(100_000_000) == "1.00"
+    assert amount_cell(350_000) == "0.003500"
+    assert amount_cell(1) == "0.00000001"
+    assert amount_cell(12_345_678_900) == "123.456789"
+    assert amount_cell(0) == "0.000000"
+    assert amount_cell(-1) == "-0.00000001"
+
+
+def test_the_pages_show_the_same_amounts_exactly_through_the_one_money_formatter() -> None:
+    assert usd(350_000) == "$0.0035"
+    assert usd(100_000_000) == "$1.00"
+    assert usd(1) == "$0.00000001"
 
 
 @pytest.mark.parametrize(

@@ -293,3 +293,33 @@ async def test_private_results_are_hidden_from_viewers_who_are_not_admins(site: 
         else:
             assert "a secret kite" in await browser.text("/me")
         assert (await browser.get(f"/media/{hidden}/0")).status == 302
+
+
+async def test_a_page_reads_the_browsers_language_and_the_menu_keeps_another(site: Site) -> None:
+    browser = site.browser()
+    german = await browser.get("/", headers={"Accept-Language": "de-CH, de;q=0.9, en;q=0.5"})
+    body = await german.text()
+    assert german.headers["Content-Language"] == "de"
+    assert '<html lang="de">' in body and "Mit Discord anmelden" in body
+    unknown = await (await browser.get("/", headers={"Accept-Language": "ko"})).text()
+    assert "Sign in with Discord" in unknown
+    # The menu: kept in the lang cookie; only a path of this site is returned to.
+    chosen = await browser.get("/language?lang=ja&next=//evil.example/x")
+    assert (chosen.status, chosen.headers["Location"]) == (303, "/")
+    assert chosen.cookies["lang"].value == "ja"
+    japanese = await browser.get("/", headers={"Accept-Language": "de"})
+    assert "Discord でサインイン" in await japanese.text()
+    ignored = await browser.get("/language?lang=xx&next=/servers")
+    assert ignored.headers["Location"] == "/servers" and "lang" not in ignored.cookies
+
+
+async def test_a_members_amounts_and_errors_are_in_their_language(site: Site) -> None:
+    await site.charge("1", prompt="kites")
+    browser = site.browser()
+    await browser.sign_in(site.owner_id)
+    await browser.get("/language?lang=de&next=/")
+    ledger = await browser.text(f"/servers/{site.guild_id}/ledger")
+    total = re.search(r'id="ledger-total">([^<]+)<', ledger)
+    assert total is not None and total.group(1).endswith("\xa0$") and "," in total.group(1)
+    bad = await browser.text(f"/servers/{site.guild_id}/ledger?since=31.01.2026", status=400)
+    assert "Von ist ein Datum wie 2026-01-31." in bad

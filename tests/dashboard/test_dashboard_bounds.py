@@ -7,7 +7,7 @@ import pytest
 from bot.clock import ManualClock
 from bot.config import load_settings
 from bot.dashboard import editing, rights
-from bot.dashboard.limits import ANONYMOUS_BUDGET, Bounded, Buckets
+from bot.dashboard.limits import ANONYMOUS_BUDGET, Bounded, RequestBuckets
 from bot.dashboard.rights import URLS_MARGIN, CachingDirectory, RightsCache
 from bot.domain import MemberAccess
 
@@ -72,7 +72,7 @@ async def test_rights_names_and_locks_are_bounded(monkeypatch: pytest.MonkeyPatc
 
 def test_the_write_limiter_forgets_members(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(editing, "KEPT", 10)
-    limiter = editing.WriteLimiter(ManualClock())
+    limiter = editing.SaveThrottle(ManualClock())
     for user_id in range(500):
         assert limiter.allow(user_id)
     assert len(limiter._writes) == 10
@@ -92,7 +92,7 @@ def test_a_bounded_dictionary_drops_the_least_recently_used_and_the_old() -> Non
 
 def test_a_bucket_lets_a_burst_through_then_its_rate() -> None:
     clock = ManualClock()
-    buckets: Buckets[str] = Buckets(ANONYMOUS_BUDGET, clock.monotonic)
+    buckets: RequestBuckets[str] = RequestBuckets(ANONYMOUS_BUDGET, clock.monotonic)
     assert all(buckets.take("a") == 0 for _ in range(int(ANONYMOUS_BUDGET.burst)))
     assert buckets.take("a") == pytest.approx(1 / ANONYMOUS_BUDGET.per_second)
     assert buckets.take("b") == 0  # another caller's own bucket

@@ -23,6 +23,7 @@ from bot.genapi.outputs import output_client
 from bot.media.safety import SafetyScorer, load_model
 from bot.services.dashboard import DashboardService
 from bot.services.thumbnails import ThumbnailService
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.safety import SafetyStore
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.safety_model import write_classifier
@@ -215,7 +216,7 @@ async def test_approve_on_the_web_shows_a_synchronous_image_on_its_card_as_disco
             json={"model": "black-forest-labs/flux-schnell", "prompt": "a kite color:red"},
         )
     url = made.json()["outputs"][0]
-    request_id = await site.services.db.cards.add_request(
+    request_id = await site.services.db.of(ResultRequestStore).add_request(
         kind="image",
         guild_id=site.guild_id,
         user_id=site.member_id,

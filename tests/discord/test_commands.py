@@ -75,6 +75,7 @@ PERSONAL = {
     "jobs",
     "usage",
     "settings",
+    "credits",
 }
 """Installable to members too, usable in servers, the bot's DM and group DMs."""
 

@@ -26,7 +26,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bot.errors import format_cents
+from bot.i18n import money
 from tests.support.e2e.harness import (
     BOT_TOKEN,
     MEMBER_PERMISSIONS,
@@ -138,7 +138,7 @@ async def test_the_csv_export_adds_up_to_usage(world: World) -> None:
         exported = await http.get(f"{base}/servers/{world.guild.id}/ledger.csv")
         rows = list(csv.DictReader(io.StringIO(await exported.text())))
     total = sum((Decimal(r["amount_usd"]) for r in rows), Decimal(0))
-    assert format_cents(total * 100) == usage
+    assert money(total * 100) == usage
     assert [r["prompt"] for r in rows if r["kind"] == "video"] == ["'" + FORMULA]
 
 
@@ -221,10 +221,10 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     await sign_in(world, tab, world.admin.id)
     await tab.shoot("servers")
     await page.click(f'a[href="/servers/{world.guild.id}"]')
-    assert format_cents(dollars(await page.inner_text("#month-spend")) * 100) == usage
+    assert money(dollars(await page.inner_text("#month-spend")) * 100) == usage
     await tab.shoot("overview")
     await page.click("nav.tabs >> text=Spend")
-    assert format_cents(dollars(await page.inner_text("#usage-month")) * 100) == usage
+    assert money(dollars(await page.inner_text("#usage-month")) * 100) == usage
     await page.click("text=90 days")
     assert await page.locator("svg.chart rect.bar").count() == 90
     await tab.shoot("spend")
@@ -244,7 +244,7 @@ async def test_in_a_browser_an_admin_reads_the_money_and_exports_it(
     download = await waiting.value
     text = Path(await download.path()).read_text(encoding="utf-8")
     total = sum((Decimal(r["amount_usd"]) for r in csv.DictReader(io.StringIO(text))), Decimal(0))
-    assert format_cents(total * 100) == usage
+    assert money(total * 100) == usage
     await page.click("nav.tabs >> text=Gallery")
     await tab.shoot("gallery")
     await page.click("nav.tabs >> text=Audit log")
@@ -599,3 +599,152 @@ async def test_visitors_cost_the_bot_no_discord_calls_and_no_database_writes(
     after = dashboard_rows(world)
     assert after["dashboard_logins"] == before["dashboard_logins"]
     assert after["dashboard_sessions"] == before["dashboard_sessions"] + 1  # the member's own
+
+
+# -- languages and accessibility -------------------------------------------------------------
+
+AXE = ROOT / "tests" / "support" / "axe.min.js"
+"""axe-core (Deque, MPL-2.0; docs/testing.md), vendored: injected into each page tested."""
+
+FOCUSABLE = (
+    "a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex='-1'])"
+)
+
+AXE_RUN = """async () => {
+  const found = await axe.run(document, {resultTypes: ['violations']});
+  return found.violations
+    .filter(v => v.impact === 'serious' || v.impact === 'critical')
+    .map(v => v.id + ' (' + v.impact + '): ' + v.nodes.map(n => n.target.join(' ')).join(', '));
+}"""
+
+KEYBOARD = """() => {
+  const controls = [...document.querySelectorAll("FOCUSABLE")].filter(e => {
+    const box = e.getBoundingClientRect();
+    return !e.disabled && box.width > 0 && box.height > 0 &&
+      getComputedStyle(e).visibility !== 'hidden';
+  });
+  // A group of radio buttons is one stop of the Tab key (the arrow keys move within it).
+  const groups = new Map();
+  let count = 0;
+  for (const e of controls) {
+    if (e.type === 'radio') {
+      const group = [...document.forms].indexOf(e.form) + ':' + e.name;
+      if (!groups.has(group)) groups.set(group, String(count++));
+      e.dataset.kbd = groups.get(group);
+    } else {
+      e.dataset.kbd = String(count++);
+    }
+  }
+  return count;
+}""".replace("FOCUSABLE", FOCUSABLE)
+
+
+async def axe_violations(tab: Tab, label: str) -> list[str]:
+    """axe-core's serious and critical violations of the page, at each width."""
+    found: list[str] = []
+    for width in WIDTHS:
+        await tab.page.set_viewport_size({"width": width, "height": 900})
+        if not await tab.page.evaluate("typeof axe !== 'undefined'"):
+            await tab.page.add_script_tag(path=str(AXE))
+        found += [f"{label} at {width}px: {v}" for v in await tab.page.evaluate(AXE_RUN)]
+    await tab.page.set_viewport_size({"width": 1280, "height": 900})
+    return found
+
+
+async def unreached_by_tab(tab: Tab, label: str) -> list[str]:
+    """The visible controls the Tab key does not reach, going once through the page."""
+    page = tab.page
+    count = await page.evaluate(KEYBOARD)
+    await page.evaluate(
+        "window.kbdReached = new Set(); document.addEventListener('focusin', e => "
+        "e.target.dataset && e.target.dataset.kbd && window.kbdReached.add(e.target.dataset.kbd))"
+    )
+    await page.evaluate("document.activeElement && document.activeElement.blur()")
+    # A date field takes a Tab per part (day, month, year); checked every 10 presses.
+    for press in range(3 * count + 10):
+        await page.keyboard.press("Tab")
+        if press % 10 == 9 and await page.evaluate("window.kbdReached.size") >= count:
+            break
+    reached = set(await page.evaluate("[...window.kbdReached]"))
+    missing = sorted(set(map(str, range(count))) - reached, key=int)
+    return [
+        f"{label}: "
+        + await page.evaluate(f"document.querySelector('[data-kbd=\"{m}\"]').outerHTML")
+        for m in missing
+    ]
+
+
+async def test_in_a_browser_every_page_passes_axe_and_the_keyboard_reaches_every_control(
+    world: World, chromium: Any
+) -> None:
+    """axe-core finds no serious or critical violation on any page at 1280 and 390 px, and Tab
+    reaches every control (the CSP is bypassed in this context only, to inject axe)."""
+    await paid_images(world, 1)
+    base = dashboard_url(world)
+    context = await chromium.new_context(bypass_csp=True)
+    tab = Tab(await context.new_page(), "axe")
+    page = tab.page
+    await sign_in(world, tab, world.admin.id)
+    problems = await axe_violations(tab, "servers")
+    problems += await unreached_by_tab(tab, "servers")
+    await page.goto(f"{base}/servers/{world.guild.id}")
+    tabs = await page.eval_on_selector_all("nav.tabs a", "links => links.map(a => a.href)")
+    assert len(tabs) >= 12, tabs  # Overview ... Gallery and every settings page
+    for url in [*tabs, f"{base}/me"]:
+        await page.goto(url)
+        label = urlsplit(url).path.rsplit("/", 1)[-1]
+        problems += await axe_violations(tab, label)
+        problems += await unreached_by_tab(tab, label)
+    # The showcase made public: its public page, signed out.
+    await page.goto(f"{base}/servers/{world.guild.id}/showcase")
+    await page.select_option("#public select[name=public]", "on")
+    await page.click("#public button[type=submit]")
+    public_url = await page.get_attribute("#public-link", "href")
+    assert public_url is not None
+    visitor_context = await chromium.new_context(bypass_csp=True)
+    visitor = Tab(await visitor_context.new_page(), "axe-visitor")
+    await visitor.page.goto(public_url)
+    problems += await axe_violations(visitor, "public showcase")
+    problems += await unreached_by_tab(visitor, "public showcase")
+    await visitor.page.goto(base + "/")
+    problems += await axe_violations(visitor, "front page")
+    assert problems == [], "\n".join(problems)
+    await visitor_context.close()
+    await context.close()
+
+
+async def test_in_a_browser_a_japanese_member_reads_japanese_and_the_menu_changes_it(
+    world: World, chromium: Any
+) -> None:
+    """Discord's locale at sign-in (``users/@me``) chooses the language; the header's menu
+    changes it; amounts follow the language (Babel's CLDR data)."""
+    from bot.i18n import money
+
+    sakura = world.discord.add_user("sakura", locale="ja")
+    made = await world.answer(
+        await world.command("image", {"prompt": "桜の木", "model": IMAGE_MODEL}, user_id=sakura.id)
+    )
+    assert made.attachments or made.urls, made.text
+    tab = await open_tab(chromium, "ja")
+    page = tab.page
+    await page.goto(dashboard_url(world) + "/")
+    world.discord.oauth.browser_user = sakura.id
+    await page.click("a[href='/auth/login']")
+    await page.click("#authorize")
+    await page.wait_for_url(re.compile(r"/servers$"))
+    assert await page.get_attribute("html", "lang") == "ja"
+    assert await page.inner_text("h1") == "あなたのサーバー"
+    await page.click("nav.account >> text=自分の結果")
+    await page.wait_for_selector("h1:has-text('自分の結果')")
+    spent = await page.inner_text("section.panel tbody td.num >> nth=1")
+    assert spent.startswith("$") and spent == money(dollars(spent) * 100, "ja")
+    assert "今月の支出" in await page.inner_text("main")
+    await tab.shoot("me-ja")
+    # The menu: German, kept in the lang cookie, on the same page.
+    await page.select_option("#language-menu", "de")
+    await page.click("#language button[type=submit]")
+    await page.wait_for_selector("h1:has-text('Meine Ergebnisse')")
+    assert page.url.endswith("/me")
+    shown = await page.inner_text("section.panel tbody td.num >> nth=1")
+    assert shown.endswith("\xa0$") and shown == money(dollars(spent) * 100, "de")
+    assert (tab.errors, tab.failed) == ([], [])

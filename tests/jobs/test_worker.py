@@ -16,7 +16,7 @@ import discord
 import pytest
 from pydantic import SecretStr
 
-import bot.discord.worker
+import bot.__main__
 import bot.wiring
 from bot.discord.render.admin import missing_key_notice
 from bot.discord.render.parts import MessageParts
@@ -68,7 +68,7 @@ async def run_worker_with(
 
     monkeypatch.setattr(bot.wiring, "Poller", Poller)
     monkeypatch.setattr(discord.Client, "login", login)
-    await bot.discord.worker.run_worker(settings)
+    await bot.__main__.run_worker(settings)
     if failed:
         raise failed[0]
     assert ran == [True]

@@ -12,7 +12,7 @@ import pytest
 from cryptography.fernet import Fernet
 from pydantic import SecretStr
 
-import bot.discord.worker
+import bot.__main__
 from bot.ops.logs import RedactionFilter, bind, setup_logging
 from bot.services.keys import KeyVault
 from bot.wiring import Services, build_services
@@ -129,9 +129,9 @@ async def test_a_worker_redacts_the_server_keys_it_decrypts(
         built.append(await build_services(*args, **kwargs))
         raise _Built
 
-    monkeypatch.setattr(bot.discord.worker, "build_services", build_then_stop)
+    monkeypatch.setattr(bot.__main__, "build_services", build_then_stop)
     with pytest.raises(_Built):
-        await bot.discord.worker.run_worker(settings, redaction=redaction)
+        await bot.__main__.run_worker(settings, redaction=redaction)
     guild_key = "not key shaped at all"
     (services,) = built
     services.vault.decrypt(KeyVault(secret).encrypt(guild_key))  # as a poll of its job does

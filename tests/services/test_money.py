@@ -20,11 +20,12 @@ from pydantic import SecretStr
 from bot.clock import ManualClock
 from bot.discord.render.buttons import confirm_label, confirm_text
 from bot.domain import Charge, ConstraintError, JobStatus, Kind
-from bot.errors import BudgetExceeded, format_cents, user_message
+from bot.errors import BudgetExceeded, user_message
 from bot.genapi import errors as api_errors
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.genapi.wire import TextRequest
+from bot.i18n import money
 from bot.sandbox import catalogue as sandbox_catalogue
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.submissions import needs_confirmation
@@ -378,7 +379,7 @@ async def test_migrating_a_version_2_database_keeps_every_amount_exact(tmp_path:
     ],
 )
 def test_amounts_are_rounded_for_people(cents: Decimal, shown: str) -> None:
-    assert format_cents(cents) == shown
+    assert money(cents) == shown
 
 
 async def test_a_dropped_connection_after_sending_says_it_may_have_charged(

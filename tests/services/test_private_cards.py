@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+import pytest
+
 from bot.clock import ManualClock
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
 from bot.storage import Database
+from bot.storage.repos.meta import MetaStore
 
 
 async def test_a_cards_place_is_found_by_another_process(
@@ -50,7 +53,7 @@ async def test_a_card_that_cannot_be_recorded_says_so_without_raising(
 
 
 async def test_a_listings_cards_are_read_in_one_query_and_remembered(
-    open_db: Callable[[ManualClock], Awaitable[Database]],
+    open_db: Callable[[ManualClock], Awaitable[Database]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``/jobs`` lists up to 50 jobs: their cards' places are one read, not one per job."""
     db = await open_db(ManualClock())
@@ -59,13 +62,13 @@ async def test_a_listings_cards_are_read_in_one_query_and_remembered(
         assert await writer.keep(1, PrivateCard(CardPlace.DM, 555))
         assert await writer.keep(2, PrivateCard(CardPlace.RESPONSE))
         reads: list[list[str]] = []
-        read_many = db.meta.get_many
+        read_many = MetaStore.get_many
 
-        async def counted(keys: Sequence[str]) -> dict[str, str]:
+        async def counted(store: MetaStore, keys: Sequence[str]) -> dict[str, str]:
             reads.append(list(keys))
-            return await read_many(keys)
+            return await read_many(store, keys)
 
-        db.meta.get_many = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(MetaStore, "get_many", counted)
         cards = PrivateCards(db)
         expected = {1: PrivateCard(CardPlace.DM, 555), 2: PrivateCard(CardPlace.RESPONSE)}
         assert await cards.get_many([1, 2, 3]) == expected

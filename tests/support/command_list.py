@@ -18,6 +18,7 @@ SLASH_COMMANDS = frozenset(
         "jobs",
         "settings",
         "chat",
+        "credits",
     }
 )
 """Slash commands (type 1)."""
@@ -63,6 +64,7 @@ CONFIG = frozenset(
     {
         "admin-channel",
         "api-key",
+        "billing",
         "blocked-terms",
         "budget",
         "channels",

@@ -6,8 +6,7 @@ import discord
 from babel.lists import format_list
 
 from bot.domain import Kind
-from bot.errors import format_cents
-from bot.i18n import LANGUAGE_NAMES, N_, SOURCE, _, current, locale_of, n_, number
+from bot.i18n import LANGUAGE_NAMES, N_, SOURCE, _, current, locale_of, money, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
 from bot.services.keys import KeyChange
@@ -17,7 +16,7 @@ TOP_USERS = 10
 
 
 def _budget(cents: int | None) -> str:
-    return _("unlimited") if cents is None else format_cents(cents)
+    return _("unlimited") if cents is None else money(cents)
 
 
 def dashboard_link(public_url: str, guild_id: int) -> str:
@@ -190,28 +189,26 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
     embed = discord.Embed(title=title, colour=discord.Colour.blurple())
     if user_id is not None:
         embed.description = f"<@{user_id}>"
-    embed.add_field(name=_("This month (UTC)"), value=format_cents(report.month_cents))
-    embed.add_field(name=_("Today (UTC)"), value=format_cents(report.today_cents))
+    embed.add_field(name=_("This month (UTC)"), value=money(report.month_cents))
+    embed.add_field(name=_("Today (UTC)"), value=money(report.today_cents))
     if report.reserved_cents:
-        embed.add_field(name=_("In flight"), value=format_cents(report.reserved_cents))
-    kinds = " · ".join(
-        f"{kind_name(kind.value)}: {format_cents(c)}" for kind, c in report.by_kind.items()
-    )
+        embed.add_field(name=_("In flight"), value=money(report.reserved_cents))
+    kinds = " · ".join(f"{kind_name(kind.value)}: {money(c)}" for kind, c in report.by_kind.items())
     embed.add_field(name=_("By kind, this month"), value=kinds, inline=False)
     if user_id is None and report.by_user:
         top = "\n".join(
-            f"{number(rank)}. <@{member}> {format_cents(cents)}"
+            f"{number(rank)}. <@{member}> {money(cents)}"
             for rank, (member, cents) in enumerate(report.by_user[:TOP_USERS], start=1)
         )
         embed.add_field(name=_("Top members, this month"), value=top, inline=False)
     if report.by_model:
         models = "\n".join(
-            f"`{model}` × {number(count)}: {format_cents(cents)}"
+            f"`{model}` × {number(count)}: {money(cents)}"
             for model, count, cents in report.by_model[:TOP_USERS]
         )
         embed.add_field(name=_("By model, this month"), value=models[:1024], inline=False)
     if user_id is None and report.by_tier:
-        tiers = "\n".join(f"{name}: {format_cents(cents)}" for name, cents in report.by_tier)
+        tiers = "\n".join(f"{name}: {money(cents)}" for name, cents in report.by_tier)
         embed.add_field(name=_("By tier, this month"), value=tiers[:1024], inline=False)
     if user_id is None and report.anomalies:
         embed.add_field(
@@ -242,7 +239,7 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
             inline=False,
         )
     if report.last_remaining_credits_cents is not None:
-        left = format_cents(report.last_remaining_credits_cents)
+        left = money(report.last_remaining_credits_cents)
         embed.set_footer(text=_("Credits left on the key: {amount}", amount=left))
     return embed
 

@@ -11,8 +11,7 @@ import re
 from decimal import Decimal
 from typing import Final, Literal
 
-from bot.errors import format_cents
-from bot.i18n import N_, _
+from bot.i18n import N_, _, money
 
 Action = Literal[
     "again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join", "share"
@@ -110,7 +109,7 @@ def result_buttons(
     shareable = shareable or share_ref is not None
     if shareable and completed and kind in ("image", "video") and len(actions) < 5:
         actions = (*actions[:-1], "share", actions[-1])  # Delete stays last
-    price = "" if price_cents is None else f" · {format_cents(price_cents)}"
+    price = "" if price_cents is None else f" · {money(price_cents)}"
     return tuple(
         (
             _(_LABELS[a]) + (price if a in ("again", "vary", "remix") else ""),
@@ -159,7 +158,7 @@ def confirm_text(price_cents: Decimal | None, threshold_cents: Decimal) -> str:
     ``price_cents`` None: the catalogue's price is unusable (NaN, infinite, negative), so the
     cost is unknown and may be above the threshold: asked too.
     """
-    threshold = format_cents(threshold_cents)
+    threshold = money(threshold_cents)
     if price_cents is None:
         return _(
             "The service lists no usable price for this model, so its cost is unknown; this "
@@ -170,14 +169,14 @@ def confirm_text(price_cents: Decimal | None, threshold_cents: Decimal) -> str:
     return _(
         "This costs {price}, above this server's confirmation threshold of {threshold}. "
         "Generate it? (This question expires in 5 minutes.)",
-        price=format_cents(price_cents),
+        price=money(price_cents),
         threshold=threshold,
     )
 
 
 def confirm_label(price_cents: Decimal | None) -> str:
     """The confirming button's label: ``Generate · $0.50`` (``Generate · price unknown``)."""
-    price = _("price unknown") if price_cents is None else format_cents(price_cents)
+    price = _("price unknown") if price_cents is None else money(price_cents)
     return _("Generate · {price}", price=price)
 
 
@@ -191,7 +190,7 @@ def confirm_above_text(threshold_cents: Decimal | None) -> str:
     if threshold_cents is not None:
         return _(
             "Requests above {amount} ask for confirmation first.",
-            amount=format_cents(threshold_cents),
+            amount=money(threshold_cents),
         )
     command = f"`/config confirm-above {SUGGESTED_CONFIRM_ABOVE_CENTS / 100:.2f}`"
     return _("Off: requests run at once. On a paid key, consider {command}.", command=command)

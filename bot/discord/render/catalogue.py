@@ -9,9 +9,8 @@ import discord
 
 from bot.discord.render import limits
 from bot.discord.render.text import truncate
-from bot.errors import format_cents
 from bot.genapi.wire import Catalogue, ImageModel, TextModel, VideoModel
-from bot.i18n import _, current, number
+from bot.i18n import _, current, money, number
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")
@@ -127,7 +126,7 @@ def _video_entry(model: VideoModel) -> tuple[str, str]:
         _("Tier: {tier} · Mode: {mode}", tier=model.tier, mode=model.mode),
         _("Durations: {durations}", durations=durations),
         _("Audio: {audio} · Camera lock: {lock}", audio=audio, lock=lock),
-        _("{amount} per 5 s", amount=format_cents(model.cost_cents_per_5s)),
+        _("{amount} per 5 s", amount=money(model.cost_cents_per_5s)),
     ]
     return _name(model.label), truncate("\n".join(lines), limits.FIELD_VALUE)
 

@@ -11,8 +11,7 @@ from bot.discord.render import limits
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import answer_messages
 from bot.discord.render.text import one_line, truncate
-from bot.errors import format_cents
-from bot.i18n import _, n_, number, using
+from bot.i18n import _, money, n_, number, using
 from bot.services.conversations import ChatAnswer
 from bot.services.personal import PAID_BY_SERVER
 
@@ -38,7 +37,7 @@ def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
     tokens = reply.prompt_tokens + reply.completion_tokens
     if tokens:
         items.append(n_("{count} token", "{count} tokens", tokens))
-    items.append(format_cents(reply.cost_cents))
+    items.append(money(reply.cost_cents))
     # A conversation lives in a server's channels and threads: the server always pays.
     items.append(_("paid by {payer}", payer=_(PAID_BY_SERVER)))
     if reply.carried == 0:
@@ -102,7 +101,7 @@ def _chat_messages(reply: ChatAnswer, *, sandbox: bool) -> list[MessageParts]:
 def thread_lines(threads: list[tuple[int, int, Decimal]], limit: int = 10) -> str:
     """``/usage``'s conversations field: ``<#thread> · 3 turns · $0.02``, the first ``limit``."""
     lines = [
-        f"<#{thread_id}> · {_turns(calls)} · {format_cents(cents)}"
+        f"<#{thread_id}> · {_turns(calls)} · {money(cents)}"
         for thread_id, calls, cents in threads[:limit]
     ]
     if len(threads) > limit:

@@ -18,8 +18,7 @@ from bot.discord.render import limits
 from bot.discord.render.jobs import NO_REASON, JobView
 from bot.discord.render.results import is_web_url
 from bot.discord.render.text import format_duration, one_line, truncate
-from bot.errors import format_cents
-from bot.i18n import _, number
+from bot.i18n import _, money, number
 from bot.services.personal import is_personal
 
 LIST_COLOUR = discord.Colour.blurple()
@@ -173,7 +172,7 @@ def _entry(
     state = _status_line(job, status, now, estimate)
     if withheld:
         state += " · " + _("not shown: held or withheld by the server's safety policy")
-    tail = _("Cost {amount}", amount=format_cents(job.cost_cents))
+    tail = _("Cost {amount}", amount=money(job.cost_cents))
     if show_requester:
         member = f"<@{job.user_id}>"
         tail += " · " + _("by {member}", member=member)

@@ -19,8 +19,7 @@ from bot.discord.render.buttons import result_buttons
 from bot.discord.render.parts import Card, MessageParts, ping_only
 from bot.discord.render.results import image_buttons, is_web_url
 from bot.discord.render.text import format_duration, one_line, truncate
-from bot.errors import format_cents
-from bot.i18n import N_, _, number, using
+from bot.i18n import N_, _, money, number, using
 
 PENDING_COLOUR = discord.Colour.blurple()
 DONE_COLOUR = discord.Colour.green()
@@ -401,7 +400,7 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
     quoted = "\n".join(f"> {line}" for line in prompt.splitlines() if line.strip())
     shown = [v if inline else f"{n.lower()} {v}" for n, v, inline in _option_fields(job)]
     options = " · ".join([f"`{truncate(job.model, 200)}`", *shown])
-    amount = format_cents(job.cost_cents)
+    amount = money(job.cost_cents)
     if job.status != "pending":
         spent = _("{amount} charged", amount=amount)
     else:
@@ -443,7 +442,7 @@ def _job_embed(
     embed.add_field(name=_("Model"), value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
     for name, value, _inline in _option_fields(job):
         embed.add_field(name=name, value=truncate(value, limits.FIELD_VALUE))
-    cost = _("{amount} charged", amount=format_cents(job.cost_cents))
+    cost = _("{amount} charged", amount=money(job.cost_cents))
     embed.add_field(name=_("Cost"), value=cost)
     embed.add_field(name=_("Requested by"), value=f"<@{job.user_id}>")
     embed.add_field(name=_("Status"), value=status, inline=False)

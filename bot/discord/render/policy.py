@@ -11,8 +11,7 @@ import discord
 
 from bot.discord.render.text import truncate
 from bot.domain import UNLIMITED, AuditEntry, ModelLists, Tier
-from bot.errors import format_cents
-from bot.i18n import _, number
+from bot.i18n import _, money, number
 from bot.services.guild_config import ServerPolicy
 from bot.services.policy import ALL_MODELS, describe_models
 
@@ -31,7 +30,7 @@ def _allowance(cents: int | None) -> str:
         return _("server default")
     if cents == UNLIMITED:
         return _("unlimited")
-    return format_cents(cents)
+    return money(cents)
 
 
 def _models(models: tuple[str, ...] | None) -> str:

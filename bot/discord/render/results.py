@@ -11,9 +11,8 @@ from bot.discord.render import limits
 from bot.discord.render.buttons import result_buttons
 from bot.discord.render.parts import Card, MessageParts
 from bot.discord.render.text import ends_inside_fence, excerpt, one_line, split_message, truncate
-from bot.errors import format_cents
 from bot.genapi.wire import ImageResult, TextResult
-from bot.i18n import N_, _, n_, number, using
+from bot.i18n import N_, _, money, n_, number, using
 
 EMPTY_ANSWER = N_("The model gave an empty answer.")
 """Said (in italics) where the model's answer is empty."""
@@ -172,7 +171,7 @@ def _text_footer(result: TextResult, *, sandbox: bool, paid_by: str | None = Non
     if result.usage.total_tokens:
         tokens = result.usage.total_tokens
         items.append(n_("{count} token", "{count} tokens", tokens))
-    items.append(format_cents(result.cost_cents))
+    items.append(money(result.cost_cents))
     if paid_by:
         items.append(_("paid by {payer}", payer=_(paid_by)))
     if sandbox:
@@ -246,7 +245,7 @@ def _image_result(
     first.description = _("Requested by {member}", member=member)
     if not urls:
         first.description += "\n" + _("The service returned no image.")
-    footer = [model, format_cents(result.cost_cents)]
+    footer = [model, money(result.cost_cents)]
     footer += [_("paid by {payer}", payer=_(paid_by))] if paid_by else []
     footer += [_("sandbox")] if sandbox else []
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
@@ -272,7 +271,7 @@ def _image_card(
     """The job card's look for a synchronous image: done, the gallery, the links."""
     shown = discord.utils.escape_mentions(truncate(prompt, CARD_PROMPT))
     quoted = "\n".join(f"> {line}" for line in shown.splitlines() if line.strip())
-    charged = _("{amount} charged", amount=format_cents(cost_cents))
+    charged = _("{amount} charged", amount=money(cost_cents))
     head = "\n".join(
         (
             f"**{_('Image')}** · {_('done')}",

@@ -24,6 +24,7 @@ from .interactions import (
 )
 from .messages import MessageService
 from .models import Member, Mentions, Message, World
+from .monetization import Shop
 from .payloads import (
     attachment_payload,
     channel_payload,
@@ -44,6 +45,7 @@ class UserActions:
 
     world: World
     hub: GatewayHub
+    shop: Shop
     msgs: MessageService
     signal: ChangeSignal
     clock: Callable[[], float]
@@ -311,7 +313,9 @@ class UserActions:
             "token": token,
             "version": 1,
             "locale": self.world.users[user_id].locale,
-            "entitlements": [],
+            "entitlements": [
+                self.shop.payload(e, self.world.application_id) for e in self.shop.live_for(user_id)
+            ],
             "entitlement_sku_ids": [],
             "authorizing_integration_owners": owners,
             "context": context,

@@ -32,6 +32,7 @@ from .models import (
     User,
     World,
 )
+from .monetization import EntitlementRecord, Shop
 from .oauth import OAuthState
 from .payloads import (
     channel_payload,
@@ -89,6 +90,7 @@ class DiscordEmulator(UserActions):
         self.late_acks: list[tuple[int, float]] = []
         self.clock = clock
         self.signal = ChangeSignal()
+        self.shop = Shop()
         snowflake = SnowflakeGenerator()
         bot = User(snowflake(), bot_name, bot=True)
         self.world = World(bot.id, bot, snowflake)
@@ -207,6 +209,41 @@ class DiscordEmulator(UserActions):
     def gateway_received(self) -> list[RecordedEvent]:
         """Every payload the bot sent on the gateway."""
         return self.hub.received
+
+    # -- monetization (Premium Apps) -------------------------------------------------------
+
+    def add_sku(self, sku_id: int, name: str) -> None:
+        """Create a consumable SKU of the application ("made in the developer portal")."""
+        self.shop.skus[sku_id] = name
+
+    def purchase(self, user_id: int, sku_id: int, *, dispatch: bool = True) -> int:
+        """Play a member buying ``sku_id`` in the client: an entitlement, ENTITLEMENT_CREATE.
+
+        ``dispatch`` False: the event is lost (the bot was stopped, or missed it).
+
+        Returns:
+            The entitlement's id.
+        """
+        if sku_id not in self.shop.skus:
+            raise ValueError(f"unknown SKU {sku_id}; use add_sku()")
+        record = EntitlementRecord(self.world.snowflake(), sku_id, user_id)
+        self.shop.entitlements[record.id] = record
+        if dispatch:
+            payload = self.shop.payload(record, self.world.application_id)
+            self.hub.dispatch("ENTITLEMENT_CREATE", payload)
+        return record.id
+
+    def refund(self, entitlement_id: int, *, dispatch: bool = True) -> None:
+        """Play Discord refunding a purchase: the entitlement deleted, ENTITLEMENT_DELETE."""
+        record = self.shop.entitlements[entitlement_id]
+        record.deleted = True
+        if dispatch:
+            payload = self.shop.payload(record, self.world.application_id)
+            self.hub.dispatch("ENTITLEMENT_DELETE", payload)
+
+    def entitlement(self, entitlement_id: int) -> EntitlementRecord:
+        """A purchase as Discord keeps it (consumed, refunded, consume calls received)."""
+        return self.shop.entitlements[entitlement_id]
 
     # -- world setup -----------------------------------------------------------------------
 

@@ -221,7 +221,8 @@ class OAuthRoutes(RouteBase):
     def me(self, request: web.Request) -> web.Response:
         """``GET /users/@me`` with a Bearer token (scope ``identify``)."""
         user = self.world.users[self.bearer(request, "identify")]
-        return self._json(request, user_payload(user))
+        # With the identify scope Discord adds the user's client language (Users: "locale").
+        return self._json(request, {**user_payload(user), "locale": user.locale})
 
     def my_guilds(self, request: web.Request) -> web.Response:
         """``GET /users/@me/guilds`` (scope ``guilds``): partial guilds with the user's

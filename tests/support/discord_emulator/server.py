@@ -15,6 +15,7 @@ from .errors import DiscordAPIError, FormErrors
 from .interaction_routes import InteractionRoutes
 from .limits import validate_commands
 from .models import EPHEMERAL, PUBLIC_THREAD, Message
+from .monetization import MonetizationRoutes
 from .oauth import OAuthRoutes
 from .payloads import (
     channel_payload,
@@ -30,7 +31,7 @@ from .recorder import RecordedFile, RecordedRequest
 from .routing import API_PREFIX, FILES, PAYLOAD, RESPONSE, ROUTE, _flag, _int
 
 
-class RestApi(InteractionRoutes):
+class RestApi(InteractionRoutes, MonetizationRoutes):
     """Builds the aiohttp application serving REST, attachments and the gateway."""
 
     def build_app(self) -> web.Application:
@@ -57,6 +58,13 @@ class RestApi(InteractionRoutes):
                 "GET",
                 "/applications/{app_id}/guilds/{guild_id}/commands/{command_id}/permissions",
                 self.get_command_permissions,
+            ),
+            ("GET", "/applications/{app_id}/skus", self.list_skus),
+            ("GET", "/applications/{app_id}/entitlements", self.list_entitlements),
+            (
+                "POST",
+                "/applications/{app_id}/entitlements/{entitlement_id}/consume",
+                self.consume_entitlement,
             ),
             ("POST", "/interactions/{interaction_id}/{token}/callback", self.callback),
             ("GET", "/webhooks/{app_id}/{token}/messages/@original", self.get_webhook_message),

@@ -1,0 +1,374 @@
+"""Members' credit packs bought in Discord, their balances, and commands paid from them.
+
+Two parts, no discord import (``docs/credits.md``):
+
+* :class:`CreditService`: purchases and refunds. A purchase (an entitlement of a pack's SKU,
+  reported by ``ENTITLEMENT_CREATE``, an interaction, or a listing) is **credited** in one
+  transaction (the entry keyed by its entitlement id, UNIQUE, and the balance) and then
+  **consumed** through the :class:`EntitlementDesk` the Discord adapter implements. At
+  start-up and every hour :meth:`CreditService.reconcile` lists the unconsumed entitlements of
+  the pack SKUs and settles each the same way: a purchase made while the bot was stopped is
+  credited, and one credited before a crash is consumed without being credited again. A
+  refund (``ENTITLEMENT_DELETE`` of a credited purchase) takes the amount back once; the
+  balance may go below zero, and then pays nothing until topped up.
+* :class:`MemberCredits`: the balance as a payer, called by :class:`bot.services.billing.Billing`
+  inside its own transactions: whether the balance pays a request (the server's billing mode),
+  the hold (checked under the member's row lock, so concurrent commands cannot overdraw), the
+  spend when the charge is settled (the service's price plus ``CREDIT_MARKUP_PERCENT``, both
+  kept), and the hold's release.
+
+Money is exact Decimal cents (micro-cents in storage); times UTC epoch seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Protocol
+
+from bot.clock import Clock
+from bot.config import Settings
+from bot.domain import (
+    BillingMode,
+    Charge,
+    CreditBalance,
+    CreditEntry,
+    CreditEntryKind,
+    Entitlement,
+    Reservation,
+)
+from bot.errors import BudgetExceeded, CreditsNeeded
+from bot.services.personal import is_personal
+from bot.storage import Database, Repositories
+from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.credits import CreditStore
+
+log = logging.getLogger(__name__)
+
+RECONCILE_SECONDS = 3600.0
+"""Seconds between two reconciliations of purchases with Discord (the first at start-up)."""
+
+HISTORY = 10
+"""Purchases and refunds ``/credits`` lists, newest first."""
+
+
+class EntitlementDesk(Protocol):
+    """Discord's side of purchases, implemented by the adapter (``bot/discord/credits.py``)."""
+
+    async def unconsumed(self, sku_ids: Collection[int]) -> list[Entitlement]:
+        """The application's live, unconsumed entitlements of ``sku_ids`` (every page)."""
+
+    async def consume(self, entitlement_id: int) -> None:
+        """Mark an entitlement consumed. Raises: Exception: Discord did not confirm it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What settling one purchase did.
+
+    Attributes:
+        credited: the balance was credited now (False: before, or not a pack).
+        consumed: Discord confirmed it consumed (now or before).
+    """
+
+    credited: bool
+    consumed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CreditsView:
+    """What ``/credits`` shows a member.
+
+    Attributes:
+        offered: whether the bot offers packs at all (``CREDIT_PACKS``).
+        balance: the balance and what requests in flight hold of it.
+        packs: ``(SKU id, cents credited)`` in the order configured.
+        history: the latest purchases and refunds, newest first.
+        month_paid_cents: what the balance paid this UTC month, the markup included.
+    """
+
+    offered: bool
+    balance: CreditBalance
+    packs: tuple[tuple[int, int], ...]
+    history: list[CreditEntry]
+    month_paid_cents: Decimal
+
+
+def with_markup(cost_cents: Decimal | int, markup_percent: int) -> Decimal:
+    """What a balance pays for ``cost_cents``: the price plus ``markup_percent``, exact cents.
+
+    Rounded up to a micro-cent (the ledger's unit) when finer: never less than the price.
+    """
+    return from_micro(to_micro(Decimal(cost_cents) * (100 + markup_percent) / 100))
+
+
+class MemberCredits:
+    """The member's balance as a payer, inside billing's transactions.
+
+    Args:
+        packs: ``{SKU id: cents}`` (``CREDIT_PACKS``), named in a refusal.
+        markup_percent: ``CREDIT_MARKUP_PERCENT``.
+    """
+
+    def __init__(self, packs: dict[int, int], markup_percent: int) -> None:
+        self._packs = tuple(packs.items())
+        self._markup = markup_percent
+
+    def paid(self, cost_cents: Decimal | int) -> Decimal:
+        """What the balance pays for a price of ``cost_cents`` (:func:`with_markup`)."""
+        return with_markup(cost_cents, self._markup)
+
+    async def admit(
+        self,
+        tx: Repositories,
+        *,
+        guild_id: int,
+        user_id: int,
+        needed_cents: Decimal,
+        now: float,
+        server_checks: Callable[[], Awaitable[None]],
+    ) -> bool:
+        """Decide who pays a request: the server (its budgets checked) or the member's balance.
+
+        ``server``: ``server_checks`` (the budgets and allowances) alone. ``members``: the
+        balance, the server's budgets not asked. ``server-then-members``: ``server_checks``,
+        and when they refuse with :class:`~bot.errors.BudgetExceeded`, the balance. A member's
+        personal wallet is always ``server`` (their own key or the owner's allowance).
+
+        Returns:
+            Whether the balance pays (then :meth:`hold` must be called in the same ``tx``).
+
+        Raises:
+            BudgetExceeded: (server) as ``server_checks``.
+            CreditsNeeded: the balance, less live holds, cannot cover ``needed_cents`` plus
+                the markup, or is not above zero.
+        """
+        store = tx.of(CreditStore)
+        mode = BillingMode.SERVER if is_personal(guild_id) else await store.mode(guild_id)
+        if mode is BillingMode.SERVER:
+            await server_checks()
+            return False
+        if mode is BillingMode.SERVER_THEN_MEMBERS:
+            try:
+                await server_checks()
+                return False
+            except BudgetExceeded:
+                pass
+        await self._check(store, user_id, self.paid(needed_cents), now)
+        return True
+
+    async def _check(self, store: CreditStore, user_id: int, needed: Decimal, now: float) -> None:
+        # The member's row lock first: the sum of holds read next cannot change before this
+        # transaction's own hold is written (PostgreSQL; SQLite has one writer anyway).
+        balance = await store.lock_member(user_id, now) or Decimal(0)
+        available = balance - await store.held(user_id, now)
+        if available <= 0 or needed > available:
+            raise CreditsNeeded(available, needed, self._packs)
+
+    async def hold(
+        self, tx: Repositories, user_id: int, reservations: Sequence[Reservation]
+    ) -> None:
+        """Hold each reservation's amount, plus the markup, of the member's balance."""
+        store = tx.of(CreditStore)
+        for reservation in reservations:
+            await store.add_hold(
+                reservation.id, user_id, self.paid(reservation.amount_cents), reservation.expires_at
+            )
+
+    async def settle(
+        self, tx: Repositories, reservation: Reservation, charge: Charge | None, at: float
+    ) -> None:
+        """Replace a reservation's hold by the spend of its charge (none: the hold is dropped).
+
+        Once per hold: a settlement tried again after its hold went (committed before) takes
+        nothing more. The spend may exceed the hold (a charge above its estimate): the balance
+        then goes below zero, as a budget is overrun.
+        """
+        store = tx.of(CreditStore)
+        user_id = await store.take_hold(reservation.id)
+        if user_id is None or charge is None:
+            return
+        await store.spend(
+            user_id=user_id,
+            paid_cents=self.paid(charge.cost_cents),
+            cost_cents=charge.cost_cents,
+            guild_id=charge.guild_id,
+            model=charge.model,
+            task_id=charge.task_id,
+            at=at,
+        )
+
+    async def release(self, tx: Repositories, reservation: Reservation) -> None:
+        """Drop a reservation's hold (its call failed without a charge)."""
+        await tx.of(CreditStore).take_hold(reservation.id)
+
+
+class CreditService:
+    """Purchases, refunds and balances (no discord import: Discord is the desk handed in).
+
+    Args:
+        db: the database.
+        clock: stamps entries (UTC epoch seconds).
+        settings: ``CREDIT_PACKS`` (``credit_pack_cents``) and ``CREDIT_MARKUP_PERCENT``.
+    """
+
+    def __init__(self, db: Database, clock: Clock, settings: Settings) -> None:
+        self._db = db
+        self._clock = clock
+        self._packs = settings.credit_pack_cents
+        self._markup = settings.credit_markup_percent
+        self._desk: EntitlementDesk | None = None
+        # One settlement per entitlement at a time in this process (an event and an
+        # interaction may report the same purchase together): one consume call.
+        self._settling: weakref.WeakValueDictionary[int, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    @property
+    def packs(self) -> dict[int, int]:
+        """``{SKU id: cents credited}``; empty when the bot offers none."""
+        return dict(self._packs)
+
+    @property
+    def markup_percent(self) -> int:
+        """``CREDIT_MARKUP_PERCENT``."""
+        return self._markup
+
+    def set_desk(self, desk: EntitlementDesk | None) -> None:
+        """Set Discord's side (the adapter's); None: purchases are credited, not consumed."""
+        self._desk = desk
+
+    async def settle(self, entitlement: Entitlement) -> Settled:
+        """Credit a purchase once, then consume it.
+
+        The credit is one transaction (the entry keyed by the entitlement id, UNIQUE, and the
+        balance): a second report of the same purchase credits nothing. The consumption comes
+        after, so a crash between the two leaves a credited, unconsumed purchase, which
+        :meth:`reconcile` consumes without crediting it again. A failed consume is logged and
+        left for the next reconciliation. Not a pack's SKU: nothing happens.
+        """
+        cents = self._packs.get(entitlement.sku_id)
+        if cents is None:
+            return Settled(credited=False, consumed=entitlement.consumed)
+        lock = self._settling.get(entitlement.id)
+        if lock is None:  # kept while some settlement of it holds a reference
+            lock = self._settling[entitlement.id] = asyncio.Lock()
+        async with lock:
+            return await self._settle(entitlement, cents)
+
+    async def _settle(self, entitlement: Entitlement, cents: int) -> Settled:
+        now = self._clock.time()
+        async with self._db.transaction() as tx:
+            store = tx.of(CreditStore)
+            credited = await store.credit_purchase(
+                entitlement_id=entitlement.id,
+                sku_id=entitlement.sku_id,
+                user_id=entitlement.user_id,
+                cents=cents,
+                at=now,
+            )
+            entry = await store.purchase(entitlement.id)
+        if credited:
+            log.info(
+                "credit pack bought: entitlement %s, SKU %s, member %s, %s cents credited",
+                entitlement.id,
+                entitlement.sku_id,
+                entitlement.user_id,
+                cents,
+            )
+        if entry is not None and entry.consumed_at is not None:
+            return Settled(credited=credited, consumed=True)
+        if not entitlement.consumed:
+            if self._desk is None:
+                return Settled(credited=credited, consumed=False)
+            try:
+                await self._desk.consume(entitlement.id)
+            except Exception as exc:
+                log.warning(
+                    "entitlement %s credited, not consumed yet (%r); the next reconciliation"
+                    " consumes it",
+                    entitlement.id,
+                    exc,
+                )
+                return Settled(credited=credited, consumed=False)
+        await self._db.of(CreditStore).mark_consumed(entitlement.id, self._clock.time())
+        return Settled(credited=credited, consumed=True)
+
+    async def reconcile(self) -> int:
+        """Settle every purchase Discord still lists unconsumed (start-up, then hourly).
+
+        Each is credited if it never was (by its unique key) and consumed. A purchase credited
+        here whose entitlement Discord no longer lists unconsumed was consumed after all (the
+        process stopped before it wrote so): marked consumed.
+
+        Returns:
+            How many purchases were credited now.
+        """
+        if not self._packs or self._desk is None:
+            return 0
+        listed = await self._desk.unconsumed(list(self._packs))
+        credited = 0
+        for entitlement in listed:
+            if (await self.settle(entitlement)).credited:
+                credited += 1
+        live = {e.id for e in listed}
+        store = self._db.of(CreditStore)
+        for entitlement_id in await store.unconsumed():
+            if entitlement_id not in live:
+                await store.mark_consumed(entitlement_id, self._clock.time())
+        if credited:
+            log.info("reconciliation credited %d purchase(s) made while the bot was away", credited)
+        return credited
+
+    async def refund(self, entitlement_id: int) -> CreditEntry | None:
+        """Take a refunded purchase back from its member's balance, once.
+
+        The balance may go below zero (credits already spent); a member below zero pays
+        nothing more until topped up.
+
+        Returns:
+            The refund's entry; None when the purchase was never credited, or already refunded.
+        """
+        async with self._db.transaction() as tx:
+            entry = await tx.of(CreditStore).refund(entitlement_id, self._clock.time())
+        if entry is not None:
+            log.warning(
+                "credit pack refunded: entitlement %s, %s cents taken back",
+                entitlement_id,
+                -entry.amount_cents,
+            )
+        return entry
+
+    async def balance(self, user_id: int) -> CreditBalance:
+        """The member's balance and what requests in flight hold of it, cents."""
+        store = self._db.of(CreditStore)
+        return CreditBalance(
+            balance_cents=await store.balance(user_id),
+            held_cents=await store.held(user_id, self._clock.time()),
+        )
+
+    async def view(self, user_id: int, month_start: float) -> CreditsView:
+        """What ``/credits`` shows: balance, packs, the latest purchases and refunds."""
+        store = self._db.of(CreditStore)
+        paid, _cost = await store.spent_since(user_id, month_start)
+        return CreditsView(
+            offered=bool(self._packs),
+            balance=await self.balance(user_id),
+            packs=tuple(self._packs.items()),
+            history=await store.entries(
+                user_id, HISTORY, (CreditEntryKind.PURCHASE, CreditEntryKind.REFUND)
+            ),
+            month_paid_cents=paid,
+        )
+
+    async def spent_since(self, user_id: int, since: float) -> tuple[Decimal, Decimal]:
+        """What the member's balance paid since ``since``: (with the markup, service price)."""
+        return await self._db.of(CreditStore).spent_since(user_id, since)
+
+    async def mode(self, guild_id: int) -> BillingMode:
+        """Who pays the server's commands."""
+        return await self._db.of(CreditStore).mode(guild_id)

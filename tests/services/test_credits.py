@@ -1,0 +1,282 @@
+"""Credit packs bought in Discord: credited once, consumed once, refunded once, and spent.
+
+The service runs on each engine (``store``); Discord's side is a desk that records what the
+bot asks of it, as Discord would answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from dataclasses import replace
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from bot.clock import ManualClock
+from bot.domain import BillingMode, CreditEntryKind, Entitlement, Kind, Reservation
+from bot.errors import BudgetExceeded, CreditsNeeded
+from bot.services.billing import Billing
+from bot.services.credits import CreditService, MemberCredits, with_markup
+from bot.storage.database import Database as SqlDatabase
+from bot.storage.repos.credits import CreditStore
+from tests.support.billing import GUILD, charge_for, settings
+
+SKU_SMALL = 1_100_000_000_000_000_001
+SKU_LARGE = 1_100_000_000_000_000_002
+PACKS = f"{SKU_SMALL}=500,{SKU_LARGE}=2000"
+MEMBER = 42
+
+
+class Desk:
+    """Discord's entitlements as the bot sees them: listed, and consumed on request."""
+
+    def __init__(self) -> None:
+        self.live: dict[int, Entitlement] = {}
+        self.consumed: list[int] = []
+        self.fail_consume = False
+
+    def buy(
+        self, entitlement_id: int, sku_id: int = SKU_SMALL, user_id: int = MEMBER
+    ) -> Entitlement:
+        bought = Entitlement(entitlement_id, sku_id, user_id)
+        self.live[entitlement_id] = bought
+        return bought
+
+    async def unconsumed(self, sku_ids: Collection[int]) -> list[Entitlement]:
+        return [e for e in self.live.values() if e.sku_id in sku_ids and not e.consumed]
+
+    async def consume(self, entitlement_id: int) -> None:
+        if self.fail_consume:
+            raise RuntimeError("Discord did not answer")
+        self.consumed.append(entitlement_id)
+        self.live[entitlement_id] = Entitlement(
+            entitlement_id,
+            self.live[entitlement_id].sku_id,
+            self.live[entitlement_id].user_id,
+            consumed=True,
+        )
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_768_478_400.0)  # 2026-01-15 12:00 UTC
+
+
+def credit_service(store: SqlDatabase, clock: ManualClock, desk: Desk | None) -> CreditService:
+    service = CreditService(store, clock, settings(credit_packs=PACKS))
+    service.set_desk(desk)
+    return service
+
+
+async def test_a_purchase_is_credited_once_and_consumed_once(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    bought = desk.buy(9001)
+    settled = await credits.settle(bought)
+    assert settled.credited and settled.consumed
+    assert desk.consumed == [9001]
+    assert (await credits.balance(MEMBER)).balance_cents == 500
+    # The gateway's event and the next interaction report the same purchase again.
+    again = await credits.settle(bought)
+    assert not again.credited
+    assert desk.consumed == [9001]
+    assert (await credits.balance(MEMBER)).balance_cents == 500
+
+
+async def test_the_same_purchase_reported_together_is_credited_once(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    bought = desk.buy(9002, SKU_LARGE)
+    results = await asyncio.gather(*(credits.settle(bought) for _ in range(5)))
+    assert sum(r.credited for r in results) == 1
+    assert desk.consumed == [9002]
+    assert (await credits.balance(MEMBER)).balance_cents == 2000
+    history = (await credits.view(MEMBER, 0)).history
+    assert [e.kind for e in history] == [CreditEntryKind.PURCHASE]
+
+
+async def test_a_purchase_made_while_the_bot_was_stopped_is_settled_at_start_up(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    desk.buy(9003)
+    desk.buy(9004, user_id=7)
+    desk.buy(9005, sku_id=555)  # not a pack of this bot: left alone
+    credits = credit_service(store, clock, desk)
+    assert await credits.reconcile() == 2
+    assert sorted(desk.consumed) == [9003, 9004]
+    assert (await credits.balance(MEMBER)).balance_cents == 500
+    assert (await credits.balance(7)).balance_cents == 500
+    assert await credits.reconcile() == 0
+
+
+async def test_a_crash_between_crediting_and_consuming_consumes_without_crediting_again(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    bought = desk.buy(9006)
+    desk.fail_consume = True  # the process stops before Discord confirms
+    first = credit_service(store, clock, desk)
+    settled = await first.settle(bought)
+    assert settled.credited and not settled.consumed
+    assert await store.of(CreditStore).unconsumed() == [9006]
+    desk.fail_consume = False
+    restarted = credit_service(store, clock, desk)
+    assert await restarted.reconcile() == 0
+    assert desk.consumed == [9006]
+    assert await store.of(CreditStore).unconsumed() == []
+    assert (await restarted.balance(MEMBER)).balance_cents == 500
+
+
+async def test_a_refund_takes_the_amount_back_once_even_below_zero(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    await credits.settle(desk.buy(9007))
+    async with store.transaction() as tx:  # 3 dollars of it spent already
+        await tx.of(CreditStore).spend(
+            user_id=MEMBER,
+            paid_cents=Decimal(300),
+            cost_cents=Decimal(300),
+            guild_id=GUILD,
+            model="m",
+            task_id=None,
+            at=clock.time(),
+        )
+    refund = await credits.refund(9007)
+    assert refund is not None and refund.amount_cents == -500
+    assert await credits.refund(9007) is None
+    assert await credits.refund(123) is None  # never credited: nothing to take back
+    assert (await credits.balance(MEMBER)).balance_cents == -300
+    kinds = [e.kind for e in (await credits.view(MEMBER, 0)).history]
+    assert kinds == [CreditEntryKind.REFUND, CreditEntryKind.PURCHASE]
+
+
+# -- members pay ---------------------------------------------------------------------------------
+
+
+def members_billing(
+    store: SqlDatabase, clock: ManualClock, markup: int = 0, **extra: Any
+) -> Billing:
+    config = settings(credit_packs=PACKS, credit_markup_percent=markup, **extra)
+    return Billing(store, config, clock, credits=MemberCredits(config.credit_pack_cents, markup))
+
+
+async def fund(store: SqlDatabase, clock: ManualClock, cents: int, entitlement_id: int = 1) -> None:
+    async with store.transaction() as tx:
+        await tx.of(CreditStore).credit_purchase(
+            entitlement_id=entitlement_id,
+            sku_id=SKU_SMALL,
+            user_id=MEMBER,
+            cents=cents,
+            at=clock.time(),
+        )
+
+
+async def test_members_billing_charges_the_balance_with_the_markup_exactly(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=0)  # the server pays nothing
+    billing = members_billing(store, clock, markup=15)
+    await fund(store, clock, 500)
+    held = await billing.reserve(
+        guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=Decimal(100)
+    )
+    credits = credit_service(store, clock, None)
+    assert (await credits.balance(MEMBER)).held_cents == 115
+    await billing.settle(held, replace(charge_for(held, 0, clock), cost_cents=Decimal("0.35")))
+    balance = await credits.balance(MEMBER)
+    assert balance.held_cents == 0
+    assert balance.balance_cents == 500 - Decimal("0.4025")
+    paid, cost = await credits.spent_since(MEMBER, 0)
+    assert (paid, cost) == (Decimal("0.4025"), Decimal("0.35"))
+    assert await store.ledger.spent_since(GUILD, 0) == Decimal("0.35")
+
+
+async def test_concurrent_commands_cannot_overdraw_a_balance(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    billing = members_billing(store, clock)
+    await fund(store, clock, 1000)
+
+    async def ask() -> Reservation | CreditsNeeded:
+        try:
+            return await billing.reserve(
+                guild_id=GUILD, user_id=MEMBER, kind=Kind.IMAGE, model="m", cost_cents=100
+            )
+        except CreditsNeeded as refused:
+            return refused
+
+    results = await asyncio.gather(*(ask() for _ in range(25)))
+    granted = [r for r in results if isinstance(r, Reservation)]
+    assert len(granted) == 10
+    refused = [r for r in results if isinstance(r, CreditsNeeded)]
+    assert refused and refused[0].packs == ((SKU_SMALL, 500), (SKU_LARGE, 2000))
+    assert (await credit_service(store, clock, None).balance(MEMBER)).available_cents == 0
+    for reservation in granted[:3]:
+        await billing.release(reservation)
+    assert (await credit_service(store, clock, None).balance(MEMBER)).available_cents == 300
+
+
+async def test_a_member_below_zero_cannot_spend_until_topped_up(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    billing = members_billing(store, clock)
+    await fund(store, clock, 100)
+    await store.of(CreditStore).refund(1, clock.time())
+    with pytest.raises(CreditsNeeded):
+        await billing.reserve(
+            guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=0
+        )
+
+
+async def test_server_then_members_pays_from_the_balance_past_the_servers_budget(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    await store.of(CreditStore).set_mode(GUILD, BillingMode.SERVER_THEN_MEMBERS)
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
+    billing = members_billing(store, clock)
+    first = await billing.reserve(
+        guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=100
+    )
+    assert (await credit_service(store, clock, None).balance(MEMBER)).held_cents == 0
+    with pytest.raises(CreditsNeeded):  # the server's budget is held, the balance is empty
+        await billing.reserve(
+            guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=50
+        )
+    await fund(store, clock, 500)
+    second = await billing.reserve(
+        guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=50
+    )
+    assert (await credit_service(store, clock, None).balance(MEMBER)).held_cents == 50
+    await billing.settle(second, charge_for(second, 40, clock))
+    await billing.settle(first, charge_for(first, 100, clock))
+    assert (await credit_service(store, clock, None).balance(MEMBER)).balance_cents == 460
+
+
+async def test_a_server_that_pays_never_touches_balances(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    await store.guilds.update_limits(GUILD, monthly_budget_cents=10)
+    billing = members_billing(store, clock)
+    await fund(store, clock, 500)
+    with pytest.raises(BudgetExceeded):
+        await billing.reserve(
+            guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=50
+        )
+
+
+def test_the_markup_is_exact_to_the_micro_cent() -> None:
+    assert with_markup(Decimal("0.35"), 15) == Decimal("0.4025")
+    assert with_markup(Decimal("0.000001"), 50) == Decimal("0.000002")  # rounded up
+    assert with_markup(Decimal(100), 0) == 100
