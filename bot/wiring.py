@@ -38,6 +38,7 @@ from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
+from bot.services.creative import CreativeService
 from bot.services.credits import CreditService, MemberCredits
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
@@ -145,6 +146,15 @@ class Services:
         if CreditService not in self._concerns:
             self._concerns[CreditService] = CreditService(self.db, self.clock, self.settings)
         return cast(CreditService, self._concerns[CreditService])
+
+    @property
+    def creative(self) -> CreativeService:
+        """Enhance, styles and characters (:mod:`bot.services.creative`), built once."""
+        if CreativeService not in self._concerns:
+            self._concerns[CreativeService] = CreativeService(
+                self.db, self.clock, self.generation, self.guild_config
+            )
+        return cast(CreativeService, self._concerns[CreativeService])
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""

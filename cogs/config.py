@@ -31,6 +31,7 @@ from bot.domain import UNSET, Actor, BillingMode, Kind, LimitUpdate
 from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
+from bot.services.creative import MAX_SYSTEM_LENGTH, CreativeService
 from bot.services.generation import GenerationService
 from bot.services.guard import (
     SpendGuard,
@@ -291,6 +292,7 @@ class ConfigCog(
         *,
         shared_key: bool,
         dashboard_url: str | None = None,
+        creative: CreativeService | None = None,
     ) -> None:
         self.service = service
         self.generation = generation
@@ -299,6 +301,14 @@ class ConfigCog(
         self.moderation = moderation
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
+        self._creative = creative
+
+    @property
+    def creative(self) -> CreativeService:
+        """Enhance's settings (given in setup)."""
+        if self._creative is None:
+            raise RuntimeError("ConfigCog was built without the creative service")
+        return self._creative
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -493,6 +503,47 @@ class ConfigCog(
             who.guild_id, None if cents is None else Decimal(cents), actor=actor(interaction)
         )
         await self._show(interaction, _("Confirmation threshold updated."))
+
+    @app_commands.command(name="enhance")
+    @app_commands.autocomplete(model=model_autocomplete("text"))
+    @app_commands.rename(image_system="image-system", video_system="video-system")
+    async def enhance(
+        self,
+        interaction: discord.Interaction[GenBot],
+        model: str | None = None,
+        image_system: app_commands.Range[str, 1, MAX_SYSTEM_LENGTH] | None = None,
+        video_system: app_commands.Range[str, 1, MAX_SYSTEM_LENGTH] | None = None,
+        reset: bool | None = None,
+    ) -> None:
+        """Set how ✨ Enhance rewrites prompts: the text model and a system prompt per kind.
+
+        Args:
+            interaction: the interaction.
+            model: the text model that rewrites (default: the cheapest in /models)
+            image_system: the instructions for rewriting image prompts (default: genbot's)
+            video_system: the instructions for rewriting video prompts (default: genbot's)
+            reset: back to the cheapest model and genbot's instructions first
+        """
+        who = requester(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        chosen = await self.creative.set_enhance(
+            who.guild_id,
+            actor=actor(interaction),
+            model=model,
+            image_system=image_system,
+            video_system=video_system,
+            reset=bool(reset),
+        )
+        named = chosen.enhance_model
+        await interaction.edit_original_response(
+            content=_(
+                "✨ Enhance rewrites with {model}; image instructions: {image}; video "
+                "instructions: {video}.",
+                model=f"`{named}`" if named else _("the cheapest text model"),
+                image=_("this server's") if chosen.image_system else _("genbot's"),
+                video=_("this server's") if chosen.video_system else _("genbot's"),
+            )
+        )
 
     @app_commands.command(name="sequence-length")
     async def sequence_length(
@@ -955,6 +1006,7 @@ async def setup(bot: GenBot) -> None:
             services.guard,
             services.moderation,
             shared_key=services.default_key is not None,
+            creative=services.creative,
             dashboard_url=(
                 services.settings.dashboard_public_url
                 if services.settings.dashboard_enabled

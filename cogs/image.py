@@ -7,6 +7,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.discord.request_flows import send_note, start_image
 from bot.discord.tree import PUBLIC_DEFER
@@ -60,6 +61,7 @@ class ImageCog(commands.Cog):
         image3: discord.Attachment | None = None,
         image4: discord.Attachment | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
+        enhance: bool | None = None,
     ) -> None:
         """Generate an image.
 
@@ -76,6 +78,7 @@ class ImageCog(commands.Cog):
             image3: a third reference image to upload (models that take several)
             image4: a fourth reference image to upload (models that take several)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
+            enhance: rewrite the prompt with the server's text model first; you see both prices
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
@@ -101,6 +104,15 @@ class ImageCog(commands.Cog):
                 uploaded_image_urls=tuple(u.url for u in uploads),
             )
         mine = await self.members.get(interaction.user.id)
+        if enhance:
+            # The rewrite and the choice are the member's alone; the image comes after.
+            await interaction.response.defer(thinking=True, ephemeral=True)
+            applied = await self.members.apply_member_defaults(who, options, mine)
+            if takes is None and not is_personal(who.guild_id):
+                takes = await self.sequences.default_takes(who.user_id)
+            await start_enhance(interaction, who, applied.options, takes=takes or 1)
+            await send_note(interaction, applied.note)
+            return
         # Private results: a synchronous image only the member sees (an
         # asynchronous one still gets its card in the channel; the answer links it).
         interaction.extras[PUBLIC_DEFER] = not mine.private

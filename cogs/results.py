@@ -28,6 +28,7 @@ from discord.ext import commands
 from bot.clock import Clock
 from bot.discord.bot import GenBot
 from bot.discord.click_debounce import ALREADY_RUNNING
+from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import (
     allowed_models,
     loaded_cog,
@@ -93,7 +94,7 @@ IMAGE_EDIT_MODES = (
 )
 """The modes of docs/genapi.md §4.4 that take a source image."""
 
-PAID_ACTIONS = frozenset({"again", "vary"})
+PAID_ACTIONS = frozenset({"again", "vary", "enhance"})
 """The buttons that spend at once (Animate and Edit open a form first)."""
 
 NOT_VARIED = N_(
@@ -105,7 +106,7 @@ so it could only repeat Again at the same price; it is no longer shown there."""
 
 
 class ResultAction(ActionButton, template=RESULT_CUSTOM_ID):
-    """Again, Vary, Animate, Edit or Delete under a result; restart-safe.
+    """Again, Vary, Animate, Edit, ✨ Enhance or Delete under a result; restart-safe.
 
     Args:
         action: the action's name.
@@ -254,7 +255,29 @@ async def _show(interaction: Interaction, ref: str) -> None:
         await show_job(interaction, job, update=True)
 
 
+async def _enhance(interaction: Interaction, ref: str) -> None:
+    """✨ Enhance: the result's prompt rewritten (a text charge), then the member's choice.
+
+    Acknowledged ephemerally first; the request is then checked as Again checks it, and the
+    generation, if the member chooses one, runs through its command's path
+    (:mod:`bot.discord.enhance_flow`).
+    """
+    click = await _request(interaction, ref)
+    request = click.request
+    if request.kind not in ("image", "video"):
+        raise ValidationFailed(N_("Enhance rewrites image and video prompts only."))
+    options = request.options
+    check_uploads_fresh(options, _cog(interaction).clock.time())
+    require_placeholder_permissions(interaction)
+    await interaction.response.defer(ephemeral=True, thinking=True)
+    click = await resolve(interaction, click)
+    await require_command(interaction, request.kind, click.invoker)
+    chosen = VideoOptions(**options) if request.kind == "video" else ImageOptions(**options)
+    await start_enhance(interaction, click.who, chosen)
+
+
 _ACTIONS = {
+    "enhance": _enhance,
     "again": _again,
     "vary": _vary,
     "animate": _animate,

@@ -13,6 +13,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import (
     MAX_CHOICES,
     allowed_models,
@@ -21,7 +22,7 @@ from bot.discord.interactions import (
     require_placeholder_permissions,
 )
 from bot.discord.render.text import truncate
-from bot.discord.request_flows import defer_video, start_video
+from bot.discord.request_flows import defer_video, send_note, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
 from bot.errors import ValidationFailed
@@ -80,6 +81,7 @@ class VideoCog(commands.Cog):
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
+        enhance: bool | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -94,12 +96,16 @@ class VideoCog(commands.Cog):
             generate_audio: add synchronised audio (models that support it)
             lock_camera: keep the camera still (models that support it)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
+            enhance: rewrite the prompt with the server's text model first; you see both prices
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
         if image is not None:
             check_attachment(image.content_type, image.size)
-        await defer_video(interaction, who)
+        if enhance:  # the rewrite and the choice are the member's alone
+            await interaction.response.defer(ephemeral=True, thinking=True)
+        else:
+            await defer_video(interaction, who)
         source = image.url if image is not None else image_url
         options = VideoOptions(
             prompt,
@@ -114,6 +120,10 @@ class VideoCog(commands.Cog):
         applied = await self.members.apply_member_defaults(who, options)
         if takes is None and not is_personal(who.guild_id):
             takes = await self.sequences.default_takes(who.user_id)
+        if enhance:
+            await start_enhance(interaction, who, applied.options, takes=takes or 1)
+            await send_note(interaction, applied.note)
+            return
         await start_video(interaction, who, applied.options, note=applied.note, takes=takes or 1)
 
     @app_commands.command(name="video-advanced")

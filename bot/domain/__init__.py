@@ -13,6 +13,7 @@ snowflakes.
 
 from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
 from bot.domain.conversations import Conversation, ConversationTurn, Persona
+from bot.domain.creative import Character, CreativeSettings, ImageRef, Style
 from bot.domain.credits import (
     BillingMode,
     CreditBalance,
@@ -61,11 +62,13 @@ __all__ = [
     "Actor",
     "AuditEntry",
     "BillingMode",
+    "Character",
     "Charge",
     "ChargeAnomaly",
     "ConstraintError",
     "Conversation",
     "ConversationTurn",
+    "CreativeSettings",
     "CreditBalance",
     "CreditEntry",
     "CreditEntryKind",
@@ -76,6 +79,7 @@ __all__ = [
     "GuardSettings",
     "GuildRef",
     "GuildSettings",
+    "ImageRef",
     "Job",
     "JobCounts",
     "JobStatus",
@@ -103,6 +107,7 @@ __all__ = [
     "SpendBucket",
     "StorageError",
     "StorageUnavailableError",
+    "Style",
     "Thumbnail",
     "Tier",
     "Unset",

@@ -770,6 +770,18 @@ class GenerationService:
         """
         await self._check_channel(who)
 
+    async def check_terms(self, who: Requester, *texts: str | None) -> None:
+        """Refuse ``texts`` holding one of the server's blocked terms, as a prompt is refused.
+
+        For text the bot made from a member's request (an Enhance's rewrite) before it is
+        shown or sent; the admin channel is told as for a prompt.
+
+        Raises:
+            PromptBlocked: a text holds a blocked term.
+        """
+        settings = await self._db.guilds.settings(who.guild_id)
+        await self._check_terms(who, settings, *texts)
+
     async def catalogue(self, guild_id: int) -> Catalogue:
         """Return the catalogue the guild's account sees (cached per key; fetched if none is).
 

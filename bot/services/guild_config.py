@@ -46,6 +46,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.errors import UnauthorizedError
 from bot.i18n import N_, SHIPPED, SOURCE, money, using
 from bot.services.billing import Billing, Limits
+from bot.services.creative import audit_values as creative_values
 from bot.services.guard import audit_values, settings_of
 from bot.services.keys import KeyChange, KeyResolver, KeyVault
 from bot.services.personal import is_personal
@@ -58,6 +59,7 @@ from bot.services.policy import (
 from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
 from bot.storage import Database
+from bot.storage.repos.creative import CreativeStore
 from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.guard import GuardStore
 from bot.storage.repos.result_requests import ResultRequestStore
@@ -718,6 +720,9 @@ class GuildConfigService:
         values["public showcase page"] = "on" if public else "off"
         values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
         values.update(safety_values(policy_of(await self._db.of(SafetyStore).settings(guild_id))))
+        values.update(creative_values(await self._db.of(CreativeStore).settings(guild_id)))
+        for style in await self._db.of(CreativeStore).styles(guild_id):
+            values[f"style {style.name}"] = f"{style.suffix} · {len(style.references)} references"
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""

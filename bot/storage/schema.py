@@ -857,3 +857,65 @@ guild_billing = Table(
     Column("guild_id", BigInteger, primary_key=True),
     Column("mode", Text, nullable=False),
 )
+# Creative control (revision 0015_creative; docs/creative.md): a server's Enhance and Draft
+# settings, its styles and their reference images, members' characters. A reference is the
+# Discord message that holds it (channel, message, attachment), asked for a fresh URL when sent:
+# attachment URLs expire, the message does not.
+creative_settings = Table(
+    "creative_settings",
+    metadata,
+    Column("guild_id", BigInteger, primary_key=True),
+    # The text model that rewrites prompts (/config enhance); NULL: the cheapest in the catalogue.
+    Column("enhance_model", Text),
+    # The system prompts of a rewrite, per kind; NULL: the defaults in code.
+    Column("image_system", Text),
+    Column("video_system", Text),
+    # The draft models (/config draft); NULL: the cheapest of the catalogue.
+    Column("draft_image_model", Text),
+    Column("draft_video_model", Text),
+)
+
+
+styles = Table(
+    "styles",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    # Appended to the prompt of a request in this style.
+    Column("suffix", Text, nullable=False),
+    Column("created_by", BigInteger, nullable=False),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("guild_id", "name", name="styles_guild_name"),
+)
+
+
+style_references = Table(
+    "style_references",
+    metadata,
+    Column("style_id", BigInteger, primary_key=True),
+    # The reference's place among the style's (0 first): the first is a video's image_url.
+    Column("position", Integer, primary_key=True),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("message_id", BigInteger, nullable=False),
+    # Which of the message's attachments.
+    Column("attachment", Integer, nullable=False, server_default="0"),
+)
+
+
+characters = Table(
+    "characters",
+    metadata,
+    Column("id", BigInteger, primary_key=True),
+    Column("user_id", BigInteger, nullable=False),
+    # The server it was made in, and shared to when ``shared`` is 1.
+    Column("guild_id", BigInteger, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("channel_id", BigInteger, nullable=False),
+    Column("message_id", BigInteger, nullable=False),
+    Column("attachment", Integer, nullable=False, server_default="0"),
+    Column("shared", Integer, nullable=False, server_default="0"),
+    Column("created_at", Double, nullable=False),
+    UniqueConstraint("user_id", "name", name="characters_user_name"),
+)
+Index("characters_guild", characters.c.guild_id)

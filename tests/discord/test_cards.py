@@ -30,13 +30,13 @@ def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:
 
 def test_image_results_get_every_action_in_one_row_beside_25_links() -> None:
     actions = result_buttons("image", "r3")
-    assert [label for label, _ in actions] == ["Again", "Animate", "Edit", "Delete"]
+    assert [label for label, _ in actions] == ["Again", "Animate", "Edit", "Enhance", "Delete"]
     links = tuple((f"Open image {n}", f"https://x.test/{n}.png") for n in range(25))
     view = MessageParts(link_buttons=links, action_buttons=actions).view()
     assert view is not None
     children = [c for c in view.children if isinstance(c, discord.ui.Button)]
-    assert len(children) == 24  # 5 rows of 5: the actions take the last row, 20 links remain
-    assert [c.custom_id for c in children[-4:]] == [cid for _, cid in actions]
+    assert len(children) == 25  # 5 rows of 5: the actions take the last row, 20 links remain
+    assert [c.custom_id for c in children[-5:]] == [cid for _, cid in actions]
     assert len(view.to_components()) == 5
 
 

@@ -378,6 +378,7 @@ def test_finished_results_carry_restart_safe_buttons() -> None:
         ("Remix · $1.20", "gb:remix:j42"),
         ("Share", "gb:share:j42"),  # to the server's showcase (the requester only)
         ("Delete", "gb:delete:j42"),  # no Vary: a video request takes nothing to vary by
+        ("Enhance", "gb:enhance:j42"),  # the prompt rewritten first; a row of its own
     )
     view = parts.view()
     assert view is not None
@@ -524,7 +525,7 @@ def test_the_card_defuses_pings_and_stays_within_discords_text_limit() -> None:
 def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> None:
     job = FakeJob(status="completed", finished_at=CREATED + 83, outputs=(VIDEO_URL,))
     parts = job_finished(job, sandbox=False, ref="j42")
-    (container, links, actions) = card_json(parts)
+    (container, links, actions, more) = card_json(parts)
     gallery = next(c for c in container["components"] if c["type"] == 12)
     assert [i["media"]["url"] for i in gallery["items"]] == [VIDEO_URL]
     assert VIDEO_URL in card_text(parts)  # findable even where the media cannot show
@@ -536,6 +537,7 @@ def test_a_finished_card_shows_the_result_in_a_gallery_with_its_file_name() -> N
         "gb:share:j42",
         "gb:delete:j42",
     ]
+    assert [b["custom_id"] for b in more["components"]] == ["gb:enhance:j42"]
     attached = with_files(parts, ["task_1.mp4"], "Attached as `task_1.mp4`.")
     gallery = next(c for c in card_json(attached)[0]["components"] if c["type"] == 12)
     assert [i["media"]["url"] for i in gallery["items"]] == ["attachment://task_1.mp4"]
@@ -663,6 +665,13 @@ def test_a_sync_image_kept_as_a_job_gets_share_under_it() -> None:
         result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5", job_id=9
     )
     ids = [custom_id for _, custom_id in kept.action_buttons]
-    assert ids == ["gb:again:r5", "gb:animate:r5", "gb:edit:r5", "gb:share:j9", "gb:delete:r5"]
+    assert ids == [
+        "gb:again:r5",
+        "gb:animate:r5",
+        "gb:edit:r5",
+        "gb:share:j9",
+        "gb:delete:r5",
+        "gb:enhance:r5",  # the first row is full: Enhance in a row of its own
+    ]
     plain = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5")
     assert "gb:share:j9" not in [custom_id for _, custom_id in plain.action_buttons]

@@ -75,7 +75,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     image = await world.answer(
         await world.command("image", {"prompt": "a red kite", "model": IMAGE_MODEL})
     )
-    assert set(buttons(image)) == {"Again", "Animate", "Edit", "Delete"}  # nothing to vary
+    assert set(buttons(image)) == {"Again", "Animate", "Edit", "Share", "Delete", "Enhance"}
     text = await world.answer(await world.command("text", {"prompt": "say hi"}))
     assert set(buttons(text)) == {"Again", "Vary", "Delete"}
     await world.answer(
@@ -87,7 +87,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
     card = await world.discord.wait_for_edit(card.id, lambda m: "/files/" in m.text, 30)
     labels = [item["label"] for item in action_buttons(card)]
     # The known video price; nothing to vary; a clip of its own has nothing to join.
-    assert labels == ["Again · $0.20", "Continue", "Remix · $0.20", "Share", "Delete"]
+    assert labels == ["Again · $0.20", "Continue", "Remix · $0.20", "Share", "Delete", "Enhance"]
     await world.answer(
         await world.command("image", {"prompt": "an owl at night", "model": ASYNC_IMAGE_MODEL})
     )
@@ -95,7 +95,7 @@ async def test_results_carry_buttons_that_survive_a_restart(world: World) -> Non
         lambda m: "an owl at night" in m.text, include_existing=True
     )
     owl = await world.discord.wait_for_edit(owl.id, lambda m: bool(m.attachments), 30)
-    assert set(buttons(owl)) == {"Again", "Animate", "Edit", "Share", "Delete"}
+    assert set(buttons(owl)) == {"Again", "Animate", "Edit", "Share", "Delete", "Enhance"}
     results.update(image=image, text=text, video=card, owl=owl)
 
     identifies = sum(1 for e in world.discord.gateway_received if e.op == 2)
@@ -110,7 +110,7 @@ async def test_again_is_charged_to_whoever_clicks(world: World) -> None:
     again = await press(world, results["image"], "Again", other.id)
     answer = await world.answer(again)
     assert not answer.ephemeral and answer.is_v2 and "> a red kite" in answer.text
-    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Delete"}
+    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Share", "Delete", "Enhance"}
     assert ledger(world)[before:] == [(other.id, "image", IMAGE_MODEL)]
 
     video = await world.answer(await press(world, results["video"], "Again", other.id))
@@ -222,7 +222,7 @@ async def test_edit_applies_a_new_prompt_to_the_image(world: World) -> None:
         modal["custom_id"], {prompt_id: "make it blue", mode_id: ["i2i_text"]}
     )
     answer = await world.answer(submitted)
-    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Delete"}
+    assert set(buttons(answer)) == {"Again", "Animate", "Edit", "Share", "Delete", "Enhance"}
     sent = last_request(world, "image")
     assert (sent["prompt"], sent["mode"]) == ("make it blue", "i2i_text")
     assert sent["image_url"] == results["image"].media_urls[0]

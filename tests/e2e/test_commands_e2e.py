@@ -5,7 +5,7 @@ import time
 import pytest
 
 from tests.support.command_list import MESSAGE_MENUS, OPTIONS, SLASH_COMMANDS
-from tests.support.e2e.harness import ADMIN_PERMISSIONS, World, result_url
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World, result_url
 from tests.support.e2e.videos import catalogue, submit_video, video_model
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -98,6 +98,42 @@ async def test_image_sync_and_async(world: World) -> None:
         timeout=10,
     )
     assert reply.pinged_user_ids() == {world.member.id}
+
+
+async def test_enhance_shows_both_prices_and_spends_only_the_rewrite_until_a_choice(
+    world: World,
+) -> None:
+    model = next(m for m in catalogue("image") if not m.get("async"))
+    price = f"${model['cost_cents_per_request'] / 100:.2f}"
+    world.api.set_next_text("a red fox curled in fresh snow at dawn, soft golden light")
+    images, texts = world.posts_to("/image/generate"), world.posts_to("/text/generate")
+
+    handle = await world.command(
+        "image", {"prompt": "a fox", "model": model["id"], "enhance": True}
+    )
+    shown = await world.answer(handle)
+
+    assert shown.ephemeral
+    assert "a red fox curled in fresh snow at dawn" in shown.content
+    assert (
+        "The rewrite cost $0.01" in shown.content and f"Generating costs {price}" in shown.content
+    )
+    labels = {i["label"]: i["custom_id"] for row in shown.components for i in row["components"]}
+    assert set(labels) == {f"Use it · {price}", "Edit", f"Keep mine · {price}", "Cancel"}
+    assert world.posts_to("/text/generate") == texts + 1  # the rewrite, charged
+    assert world.posts_to("/image/generate") == images  # nothing else until the member chooses
+
+    keep = await world.discord.press_button(
+        shown.id,
+        labels[f"Keep mine · {price}"],
+        user_id=world.member.id,
+        permissions=MEMBER_PERMISSIONS,
+    )
+    image = await world.answer(keep)
+    assert image.media_urls  # the image, made with the member's own prompt
+    sent = [r.json for r in world.api.requests if r.path.endswith("/image/generate")][-1]
+    assert isinstance(sent, dict) and sent["prompt"] == "a fox"
+    assert world.posts_to("/image/generate") == images + 1
 
 
 async def test_video_from_submission_to_the_edited_placeholder(world: World) -> None:

@@ -140,7 +140,7 @@ async def test_a_clip_continued_twice_then_joined_is_one_film_of_the_three(world
         )
     )
     first = await finished_card(world, "a red kite over the dunes")
-    assert {"Again", "Continue", "Remix", "Share", "Delete"} == set(buttons(first))  # no Join alone
+    assert {"Again", "Continue", "Remix", "Share", "Delete", "Enhance"} == set(buttons(first))
 
     # The form: what happens next prefilled, only image-to-video models, priced.
     pressed = await press(world, first, "Continue")

@@ -40,6 +40,7 @@ OPTIONS = {
         "image3",
         "image4",
         "takes",
+        "enhance",
     ],
     "video": [
         "prompt",
@@ -51,6 +52,7 @@ OPTIONS = {
         "generate_audio",
         "lock_camera",
         "takes",
+        "enhance",
     ],
     "video-advanced": [],  # a form: a modal
     "video-join": ["videos"],
@@ -70,6 +72,7 @@ CONFIG = frozenset(
         "channels",
         "confirm-above",
         "cooldown",
+        "enhance",
         "guard",
         "language",
         "limits",
@@ -90,6 +93,7 @@ LANGUAGES = ("en-US", "es-ES", "pt-BR", "fr", "de", "ja", "default")
 SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
+    ("config", "enhance"): ["model", "image-system", "video-system", "reset"],
     ("config", "safety"): [
         "mode",
         "review-above",

@@ -14,7 +14,17 @@ from typing import Final, Literal
 from bot.i18n import N_, _, money
 
 Action = Literal[
-    "again", "vary", "animate", "edit", "delete", "show", "continue", "remix", "join", "share"
+    "again",
+    "vary",
+    "animate",
+    "edit",
+    "delete",
+    "show",
+    "continue",
+    "remix",
+    "join",
+    "share",
+    "enhance",
 ]
 ACTIONS: Final[tuple[Action, ...]] = (
     "share",
@@ -27,9 +37,10 @@ ACTIONS: Final[tuple[Action, ...]] = (
     "continue",
     "remix",
     "join",
+    "enhance",
 )
 _REF: Final = r"(?P<ref>[jr][0-9]{1,20})"
-RESULT_CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show):" + _REF
+RESULT_CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show|enhance):" + _REF
 """The custom ids of the buttons ``cogs/results.py`` answers."""
 SEQUENCE_CUSTOM_ID: Final = r"gb:(?P<action>continue|remix|join):" + _REF
 """The custom ids of a video card's Continue, Remix and Join (``cogs/sequences.py``)."""
@@ -50,6 +61,7 @@ _LABELS: Final[dict[Action, str]] = {
     "remix": N_("Remix"),
     "join": N_("Join"),
     "share": N_("Share"),
+    "enhance": N_("Enhance"),
 }
 """English labels, shown through the catalogue (:func:`bot.i18n._`) in the message's locale."""
 
@@ -81,7 +93,9 @@ def result_buttons(
     Text: Again, Vary (a higher temperature), Delete. Image: Again, Animate (a video from
     it), Edit, Delete. Video: Again, Continue (a next clip from its last frame), Remix (the
     prompt changed), Join (a continued clip: its sequence up to it as one film), Delete, with
-    the known price on Again and Remix (``Again · $0.50``). A failed job gets Again and
+    the known price on Again and Remix (``Again · $0.50``); an image and a video also get ✨
+    Enhance (the prompt rewritten, then generated: :mod:`bot.discord.enhance_flow`), before
+    Delete, or in a row of its own when the first is full. A failed job gets Again and
     Delete. Images and videos get no Vary: their requests (docs/genapi.md §4.2, §4.4) take no
     seed or strength, so it would only be Again.
 
@@ -109,6 +123,10 @@ def result_buttons(
     shareable = shareable or share_ref is not None
     if shareable and completed and kind in ("image", "video") and len(actions) < 5:
         actions = (*actions[:-1], "share", actions[-1])  # Delete stays last
+    if completed and kind in ("image", "video"):
+        # Before Delete where the row has room, else a row of its own.
+        full = len(actions) >= 5
+        actions = (*actions, "enhance") if full else (*actions[:-1], "enhance", actions[-1])
     price = "" if price_cents is None else f" · {money(price_cents)}"
     return tuple(
         (

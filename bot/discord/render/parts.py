@@ -14,7 +14,9 @@ from bot.discord.render.text import truncate
 NO_PINGS = discord.AllowedMentions.none()
 """Allowed mentions that ping nobody: for anything echoing a prompt or a model's output."""
 CARD_LINK_ROWS = 3
-"""Rows of link buttons under a card: with the actions, 31 of Discord's 40 components."""
+"""Rows of link buttons under a card: with the actions, 37 of Discord's 40 components."""
+ACTION_ROWS = 2
+"""Rows of action buttons at most (a result's: the first row, then Enhance)."""
 DANGER_PREFIX = "gb:delete:"
 """Custom ids of destructive buttons start so; they are drawn red."""
 
@@ -78,7 +80,7 @@ class MessageParts:
         files: ``(filename, data)`` pairs sent as attachments, at most 10.
         action_buttons: ``(label, custom_id)`` pairs of restart-safe buttons, answered by the
             ``discord.ui.DynamicItem`` registered for their custom id (``cogs/results.py``);
-            at most 5, in the last row.
+            at most 10, five to a row, in the last rows.
         allowed_mentions: who the message may ping; nobody unless stated.
         card: the Components V2 form of the message; None sends content and embeds.
         select: a select menu above the action buttons; None for none.
@@ -108,9 +110,10 @@ class MessageParts:
         if not self.link_buttons and not self.action_buttons and self.select is None:
             return None
         view = _SentView(timeout=None)
-        actions = self.action_buttons[: limits.BUTTONS_PER_ROW]
-        # The actions take the last row when there are any, the select the row above.
-        reserved = (1 if actions else 0) + (1 if self.select is not None else 0)
+        actions = self.action_buttons[: ACTION_ROWS * limits.BUTTONS_PER_ROW]
+        action_rows = -(-len(actions) // limits.BUTTONS_PER_ROW)
+        # The actions take the last rows when there are any, the select the row above.
+        reserved = action_rows + (1 if self.select is not None else 0)
         room = limits.BUTTONS - limits.BUTTONS_PER_ROW * reserved
         links = self.link_buttons[:room]
         for index, (label, url) in enumerate(links):
@@ -127,14 +130,14 @@ class MessageParts:
             select.row = row
             view.add_item(select)
             row += 1
-        for label, custom_id in actions:
+        for index, (label, custom_id) in enumerate(actions):
             danger = custom_id.startswith(DANGER_PREFIX)
             view.add_item(
                 discord.ui.Button(
                     label=truncate(label, limits.BUTTON_LABEL),
                     custom_id=custom_id,
                     style=discord.ButtonStyle.danger if danger else discord.ButtonStyle.secondary,
-                    row=row,
+                    row=row + index // limits.BUTTONS_PER_ROW,
                 )
             )
         return view
@@ -251,7 +254,7 @@ class Card:
             link_buttons[start : start + limits.BUTTONS_PER_ROW]
             for start in range(0, len(link_buttons), limits.BUTTONS_PER_ROW)
         ]
-        action_row = [
+        action_buttons = [
             discord.ui.Button[discord.ui.LayoutView](
                 label=truncate(label, limits.BUTTON_LABEL),
                 custom_id=custom_id,
@@ -259,14 +262,16 @@ class Card:
                 if custom_id.startswith(DANGER_PREFIX)
                 else discord.ButtonStyle.secondary,
             )
-            for label, custom_id in actions[: limits.BUTTONS_PER_ROW]
+            for label, custom_id in actions[: ACTION_ROWS * limits.BUTTONS_PER_ROW]
         ]
         for buttons in link_rows:
             view.add_item(discord.ui.ActionRow(*buttons))
         if select is not None:
             view.add_item(discord.ui.ActionRow(select.item()))
-        if action_row:
-            view.add_item(discord.ui.ActionRow(*action_row))
+        for start in range(0, len(action_buttons), limits.BUTTONS_PER_ROW):
+            view.add_item(
+                discord.ui.ActionRow(*action_buttons[start : start + limits.BUTTONS_PER_ROW])
+            )
         return view
 
     def text(self) -> str:

@@ -6,7 +6,7 @@ a purchase keyed by its entitlement id, a refund by ``<id>:refund``, both UNIQUE
 server's commands). New tables: nothing to fill.
 
 Revision ID: 0016_credits
-Revises: 0014_drop_guard_key_credits (re-chained by the lead after 0015_creative)
+Revises: 0015_creative (re-chained by the lead after 0015_creative)
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016_credits"
-down_revision = "0014_drop_guard_key_credits"
+down_revision = "0015_creative"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,80 @@
+"""Creative control's records: a server's Enhance and Draft settings, styles, characters.
+
+A reference image is never a URL: Discord's attachment URLs expire, so a reference is the
+message that holds it (:class:`ImageRef`), asked for a fresh URL each time it is sent.
+docs/creative.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class CreativeSettings:
+    """A server's ``/config enhance`` and ``/config draft``; None everywhere is the default.
+
+    Attributes:
+        enhance_model: the text model that rewrites prompts; None: the cheapest text model.
+        image_system: the system prompt of an image prompt's rewrite; None: the default.
+        video_system: the same for a video prompt.
+        draft_image_model: the image model of ``/image draft:true``; None: the cheapest.
+        draft_video_model: the video model of ``/video draft:true``; None: the cheapest.
+    """
+
+    enhance_model: str | None = None
+    image_system: str | None = None
+    video_system: str | None = None
+    draft_image_model: str | None = None
+    draft_video_model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """A reference image: attachment ``attachment`` (0 first) of a Discord message."""
+
+    channel_id: int
+    message_id: int
+    attachment: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Style:
+    """A server's style: a prompt suffix and up to four reference images, in order.
+
+    Attributes:
+        id: its row.
+        guild_id: the server.
+        name: what members pick it by (unique in the server).
+        suffix: appended to the prompt.
+        references: the images; the first is a video's ``image_url``.
+        created_by: the admin who added it.
+    """
+
+    id: int
+    guild_id: int
+    name: str
+    suffix: str
+    references: tuple[ImageRef, ...] = ()
+    created_by: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Character:
+    """A member's character: a named reference image, private unless shared to its server.
+
+    Attributes:
+        id: its row.
+        user_id: its owner.
+        guild_id: the server it was made in (and shared to).
+        name: what its owner picks it by (unique per owner).
+        image: the reference image.
+        shared: others of ``guild_id`` may use it too.
+    """
+
+    id: int
+    user_id: int
+    guild_id: int
+    name: str
+    image: ImageRef
+    shared: bool = False

@@ -1,0 +1,516 @@
+"""Creative control: ✨ Enhance, a server's styles, members' characters (docs/creative.md).
+
+**Enhance** (:meth:`CreativeService.enhance`) is a member action like ``/text``: the
+server's text model (``/config enhance``; default the catalogue's cheapest) rewrites an image
+or video prompt under a system prompt per kind (:data:`DEFAULT_IMAGE_SYSTEM`,
+:data:`DEFAULT_VIDEO_SYSTEM`), through :meth:`GenerationService.text`, so the rewrite is a text
+charge in the ledger like any other (reserved, settled, budgets and tiers). Before the rewrite
+the generation's own options are checked as its command would (nothing is spent on a rewrite
+of a request that would be refused); after it the rewrite is screened for the server's blocked
+terms, and nothing else is spent: the member sees the rewrite, its price and the generation's
+price (:class:`Enhanced`) and chooses.
+
+**Styles** and **characters** keep their reference images as the Discord messages that hold
+them (:class:`bot.domain.ImageRef`): attachment URLs expire, the message does not, and the
+adapter asks it for a fresh URL each time a reference is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+from typing import Final, Literal, Protocol
+
+from bot.clock import Clock
+from bot.domain import Actor, Character, CreativeSettings, ImageRef, Style
+from bot.errors import PromptBlocked, ValidationFailed
+from bot.genapi.wire import Catalogue
+from bot.i18n import N_
+from bot.services.billing import ESTIMATE_WINDOW, video_cost_cents
+from bot.services.generation import (
+    MAX_PROMPT_LENGTH,
+    GenerationService,
+    ImageOptions,
+    Requester,
+    TextOptions,
+    VideoOptions,
+    check_image,
+    check_video,
+)
+from bot.storage import Database
+from bot.storage.repos.creative import CreativeStore
+
+
+class Desk(Protocol):
+    """The adapter's side of the rewrite's request (as ``bot.services.submissions.Desk``)."""
+
+    def waiting(self) -> AbstractAsyncContextManager[object]:
+        """The block in which the request may wait in its key's queue, its place shown."""
+        ...
+
+    def charged(self) -> None:
+        """The request was charged: never say it failed now."""
+        ...
+
+
+class Audited(Protocol):
+    """Audits a block of changes to a server's settings (``GuildConfigService.changing``)."""
+
+    def changing(self, guild_id: int, actor: Actor) -> AbstractAsyncContextManager[object]:
+        """The block whose changes are audited as one, by ``actor``."""
+        ...
+
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["image", "video"]
+
+DEFAULT_IMAGE_SYSTEM: Final = (
+    "You rewrite prompts for an image generation model. Make the member's prompt vivid and "
+    "specific: the subject, the setting, the composition, the lighting, the colours, the style "
+    "and the medium, in one paragraph of at most 80 words. Keep everything the member asked "
+    "for and add nothing that contradicts it; never add text to the picture unless asked. "
+    "Answer in the language of the member's prompt. Reply with the rewritten prompt only: no "
+    "preamble, no quotation marks, no notes."
+)
+"""The system prompt of an image prompt's rewrite unless the server set its own."""
+
+DEFAULT_VIDEO_SYSTEM: Final = (
+    "You rewrite prompts for a video generation model that makes one shot of 4 to 12 seconds. "
+    "Make the member's prompt vivid and specific: the subject and what it does, the setting, "
+    "the camera's movement, the lighting and the mood, in one paragraph of at most 80 words, "
+    "with one clear action from start to end. Keep everything the member asked for and add "
+    "nothing that contradicts it. Answer in the language of the member's prompt. Reply with "
+    "the rewritten prompt only: no preamble, no quotation marks, no notes."
+)
+"""The system prompt of a video prompt's rewrite unless the server set its own."""
+
+REWRITE_MAX_TOKENS: Final = 400
+"""The longest rewrite, tokens: 80 words in any language, with room to spare."""
+
+REWRITE_TEMPERATURE: Final = 0.7
+
+MAX_SYSTEM_LENGTH: Final = 2000
+"""The longest system prompt ``/config enhance`` takes, characters."""
+
+_QUOTES: Final = "\"'“”«»„`"
+
+
+@dataclass(frozen=True, slots=True)
+class Enhanced:
+    """A rewritten prompt, paid; the generation not yet asked.
+
+    Attributes:
+        kind: ``"image"`` or ``"video"``.
+        original: the member's prompt.
+        prompt: the rewrite (the original when the model answered nothing usable).
+        rewrite_cents: what the rewrite was charged (the ledger's row), cents.
+        generation_cents: the generation's price with either prompt (all its takes), cents;
+            None when it is not known before the call (an image model whose price the
+            catalogue does not list and nobody paid yet).
+        model: the text model that rewrote it.
+    """
+
+    kind: Kind
+    original: str
+    prompt: str
+    rewrite_cents: Decimal
+    generation_cents: Decimal | None
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteRefused:
+    """The rewrite, paid, held a term the server blocks: it is not shown; the prompt stands.
+
+    Attributes:
+        original: the member's prompt.
+        rewrite_cents: what the rewrite was charged, cents.
+        generation_cents: the generation's price with the member's prompt, cents (or None).
+    """
+
+    original: str
+    rewrite_cents: Decimal
+    generation_cents: Decimal | None
+
+
+EnhanceOutcome = Enhanced | RewriteRefused
+"""What asking for a rewrite came to."""
+
+
+def _extra_cents(entry: object, field: str) -> Decimal | None:
+    """A price the catalogue lists beyond the spec (``cost_cents_per_request``...), or None."""
+    extra = getattr(entry, "model_extra", None) or {}
+    value = extra.get(field) if isinstance(extra, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        cents = Decimal(str(value))
+    except InvalidOperation:
+        return None
+    return cents if cents.is_finite() and cents >= 0 else None
+
+
+def cheapest_text_model(catalogue: Catalogue) -> str | None:
+    """The catalogue's cheapest text model (``cost_cents_per_1k_tokens``), else its first."""
+    return _cheapest(catalogue.text, "cost_cents_per_1k_tokens")
+
+
+def cheapest_image_model(catalogue: Catalogue) -> str | None:
+    """The catalogue's cheapest image model (``cost_cents_per_request``), else its first."""
+    return _cheapest(catalogue.image, "cost_cents_per_request")
+
+
+def cheapest_video_model(catalogue: Catalogue) -> str | None:
+    """The catalogue's cheapest text-to-video model per 5 s, else its first video model."""
+    usable = [
+        m for m in catalogue.video if not m.needs_image and math.isfinite(m.cost_cents_per_5s)
+    ]
+    if not usable:
+        return catalogue.video[0].id if catalogue.video else None
+    return min(usable, key=lambda m: m.cost_cents_per_5s).id
+
+
+def _cheapest(models: tuple[object, ...], field: str) -> str | None:
+    if not models:
+        return None
+    priced = [(_extra_cents(m, field), index) for index, m in enumerate(models)]
+    known = [(cents, index) for cents, index in priced if cents is not None]
+    chosen = min(known)[1] if known else 0
+    return str(getattr(models[chosen], "id"))  # noqa: B009 - the catalogue's entries
+
+
+def clean_rewrite(content: str, original: str) -> str:
+    """The model's answer as a prompt: trimmed, unquoted, at most ``MAX_PROMPT_LENGTH``.
+
+    The original prompt when nothing usable is left.
+    """
+    text = content.strip()
+    if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
+        text = text[1:-1].strip()
+    text = text[:MAX_PROMPT_LENGTH].strip()
+    return text or original
+
+
+def audit_values(settings: CreativeSettings) -> dict[str, str]:
+    """The creative settings as the audit log shows them (``GuildConfigService.snapshot``)."""
+    return {
+        "enhance model": settings.enhance_model or "cheapest text model",
+        "enhance image system": settings.image_system or "default",
+        "enhance video system": settings.video_system or "default",
+        "draft image model": settings.draft_image_model or "cheapest image model",
+        "draft video model": settings.draft_video_model or "cheapest video model",
+    }
+
+
+class CreativeService:
+    """Enhance, styles and characters (see the module).
+
+    Args:
+        db: the database.
+        clock: wall time for new rows.
+        generation: the checks and charges of each request (the rewrite is a ``/text``).
+        guild_config: audits the server's settings (``changing``).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        generation: GenerationService,
+        guild_config: Audited,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._generation = generation
+        self._guild_config = guild_config
+
+    @property
+    def _store(self) -> CreativeStore:
+        return self._db.of(CreativeStore)
+
+    async def settings(self, guild_id: int) -> CreativeSettings:
+        """The server's Enhance and Draft settings (None fields: the defaults)."""
+        return await self._store.settings(guild_id)
+
+    async def set_enhance(
+        self,
+        guild_id: int,
+        *,
+        actor: Actor,
+        model: str | None = None,
+        image_system: str | None = None,
+        video_system: str | None = None,
+        reset: bool = False,
+    ) -> CreativeSettings:
+        """Set ``/config enhance``: the text model and the system prompts (those given).
+
+        Args:
+            guild_id: the server.
+            actor: who changes it (audited).
+            model: a text model of the catalogue.
+            image_system: the image rewrite's system prompt.
+            video_system: the video rewrite's system prompt.
+            reset: back to the defaults first (the cheapest model, the default prompts).
+
+        Returns:
+            The settings after the change.
+
+        Raises:
+            ValidationFailed: not a text model, or a system prompt too long (nothing changed).
+        """
+        if model is not None:
+            catalogue = await self._generation.catalogue(guild_id)
+            if catalogue.text_model(model) is None:
+                raise ValidationFailed(
+                    N_("`{model}` is not a text model; pick one from the list."), model=model
+                )
+        for system in (image_system, video_system):
+            if system is not None and len(system) > MAX_SYSTEM_LENGTH:
+                raise ValidationFailed(
+                    N_("The system prompt is too long (at most {system_limit})."),
+                    system_limit=MAX_SYSTEM_LENGTH,
+                )
+        values: dict[str, str | None] = {}
+        if reset:
+            values = {"enhance_model": None, "image_system": None, "video_system": None}
+        given = {"enhance_model": model, "image_system": image_system, "video_system": video_system}
+        values.update({name: value for name, value in given.items() if value is not None})
+        async with self._guild_config.changing(guild_id, actor):
+            await self._store.update_settings(guild_id, **values)
+        return await self.settings(guild_id)
+
+    async def enhance_model(self, guild_id: int) -> str | None:
+        """The text model that rewrites prompts here: the server's, else the cheapest listed.
+
+        Raises:
+            NoApiKeyConfigured, GenAPIError: the catalogue could not be had.
+        """
+        chosen = (await self.settings(guild_id)).enhance_model
+        if chosen is not None:
+            return chosen
+        return cheapest_text_model(await self._generation.catalogue(guild_id))
+
+    async def generation_price(
+        self, who: Requester, options: ImageOptions | VideoOptions, takes: int = 1
+    ) -> Decimal | None:
+        """Check ``options`` as their command would and return the price of ``takes``, cents.
+
+        A video's price is the catalogue's (``cost_cents_per_5s`` × duration / 5); an image's
+        the catalogue's ``cost_cents_per_request`` when it lists one, else the highest of the
+        model's recent charges (what billing holds for it), else None (unknown).
+
+        Raises:
+            ValidationFailed: the channel or the options are refused (nothing spent).
+            NoApiKeyConfigured, GenAPIError: the catalogue could not be had.
+        """
+        await self._generation.check_channel(who)
+        catalogue = await self._generation.catalogue(who.guild_id)
+        if isinstance(options, VideoOptions):
+            model, request = check_video(catalogue, options)
+            assert request.duration is not None  # check_video always sets it
+            each = video_cost_cents(model.cost_cents_per_5s, request.duration)
+        else:
+            request_model = check_image(catalogue, options).model
+            entry = catalogue.image_model(request_model)
+            each = _extra_cents(entry, "cost_cents_per_request")
+            if each is None:
+                recent = await self._db.ledger.recent_costs(request_model, ESTIMATE_WINDOW)
+                each = max(recent) if recent else None
+        return None if each is None else each * takes
+
+    async def enhance(
+        self,
+        who: Requester,
+        options: ImageOptions | VideoOptions,
+        *,
+        desk: Desk,
+        takes: int = 1,
+    ) -> EnhanceOutcome:
+        """Rewrite ``options.prompt`` with the server's text model; spend nothing else.
+
+        The generation's options are checked first (as :meth:`generation_price`), then the
+        rewrite is asked as a ``/text`` (its charge in the ledger when this returns), then
+        screened for the server's blocked terms.
+
+        Args:
+            who: the requester.
+            options: the image's or video's options, as the member gave them.
+            desk: the adapter's side of the rewrite's request.
+            takes: how many takes the generation would make (its price is of all of them).
+
+        Returns:
+            :class:`Enhanced`, or :class:`RewriteRefused` when the rewrite held a blocked term
+            (paid; not shown).
+
+        Raises:
+            ValidationFailed, PromptBlocked, NoApiKeyConfigured, BudgetExceeded: before any
+                call (the member's own prompt is screened by the rewrite's request).
+            GenAPIError: the rewrite's call failed.
+        """
+        kind: Kind = "video" if isinstance(options, VideoOptions) else "image"
+        price = await self.generation_price(who, options, takes)
+        settings = await self.settings(who.guild_id)
+        model = await self.enhance_model(who.guild_id)
+        if model is None:
+            raise ValidationFailed(N_("The service offers no text model right now."))
+        default = DEFAULT_VIDEO_SYSTEM if kind == "video" else DEFAULT_IMAGE_SYSTEM
+        system = (settings.video_system if kind == "video" else settings.image_system) or default
+        text = TextOptions(
+            options.prompt,
+            model,
+            system,
+            max_tokens=REWRITE_MAX_TOKENS,
+            temperature=REWRITE_TEMPERATURE,
+        )
+        async with desk.waiting():
+            result = await self._generation.text(
+                who,
+                text,
+                screened=(options.prompt,),
+                system_limit=MAX_SYSTEM_LENGTH,
+                summary=f"Enhance: {options.prompt}",
+            )
+        desk.charged()
+        cost = Decimal(result.cost_cents) if result.cost_cents.is_finite() else Decimal(0)
+        rewrite = clean_rewrite(result.content, options.prompt)
+        try:
+            await self._generation.check_terms(who, rewrite)
+        except PromptBlocked:
+            return RewriteRefused(options.prompt, cost, price)
+        return Enhanced(kind, options.prompt, rewrite, cost, price, result.model)
+
+    # -- styles ----------------------------------------------------------------------------
+
+    async def styles(self, guild_id: int) -> list[Style]:
+        """The server's styles, by name."""
+        return await self._store.styles(guild_id)
+
+    async def style(self, guild_id: int, name: str) -> Style:
+        """The server's style ``name``.
+
+        Raises:
+            ValidationFailed: there is none of that name.
+        """
+        for style in await self.styles(guild_id):
+            if style.name == name:
+                return style
+        raise ValidationFailed(N_("This server has no style named `{name}`."), name=name)
+
+    async def add_style(
+        self,
+        guild_id: int,
+        name: str,
+        suffix: str,
+        references: list[ImageRef],
+        *,
+        actor: Actor,
+    ) -> Style:
+        """Add a style (audited).
+
+        Raises:
+            ValidationFailed: the name is taken, or more than four references.
+        """
+        if len(references) > 4:
+            raise ValidationFailed(N_("A style takes at most 4 reference images."))
+        async with self._guild_config.changing(guild_id, actor):
+            style = await self._store.add_style(
+                guild_id,
+                name,
+                suffix,
+                references,
+                created_by=actor.user_id,
+                at=self._clock.time(),
+            )
+        if style is None:
+            raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
+        return style
+
+    async def remove_style(self, guild_id: int, name: str, *, actor: Actor) -> None:
+        """Remove a style (audited).
+
+        Raises:
+            ValidationFailed: there is none of that name.
+        """
+        async with self._guild_config.changing(guild_id, actor):
+            removed = await self._store.remove_style(guild_id, name)
+        if not removed:
+            raise ValidationFailed(N_("This server has no style named `{name}`."), name=name)
+
+    # -- characters ------------------------------------------------------------------------
+
+    async def characters(self, user_id: int, guild_id: int | None) -> list[Character]:
+        """The characters ``user_id`` may use here: their own, then those shared here."""
+        return await self._store.characters(user_id, guild_id)
+
+    async def character(self, who: Requester, name: str) -> Character:
+        """The character ``name`` that ``who`` may use (their own first).
+
+        Raises:
+            ValidationFailed: none of that name is theirs or shared here.
+        """
+        for character in await self.characters(who.user_id, who.guild_id):
+            if character.name == name:
+                return character
+        raise ValidationFailed(N_("You have no character named `{name}`."), name=name)
+
+    async def add_character(
+        self, who: Requester, name: str, image: ImageRef, *, shared: bool = False
+    ) -> Character:
+        """Add a member's character.
+
+        Raises:
+            ValidationFailed: they have :data:`MAX_CHARACTERS` already, or one of that name.
+        """
+        if await self._store.count_characters(who.user_id) >= MAX_CHARACTERS:
+            raise ValidationFailed(
+                N_("You have {most} characters already; remove one first."), most=MAX_CHARACTERS
+            )
+        character = await self._store.add_character(
+            who.user_id, who.guild_id, name, image, shared=shared, at=self._clock.time()
+        )
+        if character is None:
+            raise ValidationFailed(N_("You have a character named `{name}` already."), name=name)
+        return character
+
+    async def remove_character(self, user_id: int, name: str) -> None:
+        """Remove a member's own character.
+
+        Raises:
+            ValidationFailed: they have none of that name.
+        """
+        if not await self._store.remove_character(user_id, name):
+            raise ValidationFailed(N_("You have no character named `{name}`."), name=name)
+
+
+MAX_CHARACTERS: Final = 5
+"""Characters a member may keep."""
+
+
+def with_suffix(options: ImageOptions | VideoOptions, suffix: str) -> ImageOptions | VideoOptions:
+    """``options`` with ``suffix`` appended to its prompt (a style's), within the prompt's bound."""
+    if not suffix.strip():
+        return options
+    prompt = f"{options.prompt.rstrip()}, {suffix.strip()}"[:MAX_PROMPT_LENGTH]
+    return replace(options, prompt=prompt)
+
+
+__all__ = [
+    "DEFAULT_IMAGE_SYSTEM",
+    "DEFAULT_VIDEO_SYSTEM",
+    "MAX_CHARACTERS",
+    "CreativeService",
+    "EnhanceOutcome",
+    "Enhanced",
+    "RewriteRefused",
+    "audit_values",
+    "cheapest_image_model",
+    "cheapest_text_model",
+    "cheapest_video_model",
+    "clean_rewrite",
+    "with_suffix",
+]
