@@ -229,6 +229,7 @@ async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the
         "remix",
         "share",
         "delete",
+        "enhance",
     ]  # its owner may share it
     shown = await stack.db.jobs.get(job.id)
     assert shown is not None and shown.delivery_route is DeliveryRoute.DM
