@@ -13,7 +13,7 @@ from bot.domain import Charge, Kind
 from bot.services.dashboard import DashboardService
 from bot.services.guard import GUARD_ACTOR
 from tests.support.dashboard_site import Browser, Site, open_site, post_forms
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 pytestmark = pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
 
@@ -50,7 +50,7 @@ async def charge(site: Site, cents: int, remaining: int | None = None, fp: str =
 async def test_the_overview_shows_the_month_meter_with_its_thresholds_and_the_alerts(
     site: Site,
 ) -> None:
-    await site.services.guild_config.set_budgets(site.guild_id, monthly=100)
+    await site.services.guild_config.set_budgets(site.guild_id, monthly=100, actor=ADMIN_ACTOR)
     await charge(site, 60)  # 60 % of $1.00: the 50 % threshold fires
     await site.services.guard.idle()
     page = await (await admin(site)).text(f"/servers/{site.guild_id}")
@@ -66,8 +66,10 @@ async def test_the_guard_page_lists_every_alert_and_resumes_through_the_write_pa
     site: Site,
 ) -> None:
     guard = site.services.guard
-    await site.services.guild_config.set_budgets(site.guild_id, monthly=100)
-    await site.services.guild_config.set_admin_channel(site.guild_id, site.channel_id)
+    await site.services.guild_config.set_budgets(site.guild_id, monthly=100, actor=ADMIN_ACTOR)
+    await site.services.guild_config.set_admin_channel(
+        site.guild_id, site.channel_id, actor=ADMIN_ACTOR
+    )
     await charge(site, 55)
     await charge(site, 50)  # 105 %: 80 and 100 % recorded, one line
     await guard.pause(site.guild_id, GUARD_ACTOR, "an unusual hour")
