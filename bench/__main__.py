@@ -33,7 +33,7 @@ from bench import (
 )
 from bench.report import Table, machine
 
-Scenario = Callable[..., Awaitable[Table]]
+Scenario = Callable[..., Awaitable[Table | list[Table]]]
 SCENARIOS: dict[str, Scenario] = {
     "burst": burst.run,
     "rate": rate.run,
@@ -61,9 +61,10 @@ async def _main(
             began = time.monotonic()
             print(f"\nrunning {name}{' (quick)' if quick else ''}...", flush=True)
             extra = scale_options if name == "scale" else {}
-            table = await SCENARIOS[name](workdir, quick=quick, **extra)
-            table.notes.append(f"scenario wall time {time.monotonic() - began:.0f} s")
-            print(table.render(), flush=True)
+            result = await SCENARIOS[name](workdir, quick=quick, **extra)
+            tables = result if isinstance(result, list) else [result]
+            tables[-1].notes.append(f"scenario wall time {time.monotonic() - began:.0f} s")
+            print("\n\n".join(t.render() for t in tables), flush=True)
 
 
 def _counts(text: str) -> list[int]:

@@ -1,5 +1,13 @@
 """Scenario 1: a burst of slash commands and autocompletes; how fast is each acknowledged?
 
+Two parts, on one bot process each:
+
+- **ack burst**: 20 ``/models`` and 20 ``/text`` from 10 members of one
+  server, in their own languages, dispatched at once; the figure is the p50 and p99 of their
+  acknowledgement. Several rounds (the first on a freshly started bot), a few seconds apart.
+- **mix**: 200 interactions (commands and autocompletes) from 50 users in 10 servers, spread
+  over 2 s.
+
 The acknowledgement latency is the Discord emulator's :attr:`CallbackRecord.latency`: from its
 dispatch of INTERACTION_CREATE on the gateway to the bot's first callback POST arriving.
 """
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.report import Table, ms, percentile
+from bench.report import Table, load_average, ms, percentile
 from bench.world import new_discord, running_bot
 from bot.sandbox import GenApiEmulator
 from bot.sandbox.catalogue import catalogue_json
@@ -149,8 +157,135 @@ async def _wait_answered(discord: DiscordEmulator, timeout: float) -> int:
     return answered()
 
 
-async def run(workdir: Path, *, quick: bool) -> Table:
+ACK_LOCALES = ("en-US", "fr", "de", "ja", "es-ES", "pt-BR", "en-GB", "es-419", "fr", "ja")
+"""The ack burst's members' client languages: every shipped catalogue, English and regional
+variants, as a server's members have them."""
+
+
+@dataclass(frozen=True)
+class AckBurst:
+    """The acknowledgement burst (docs/benchmarks.md, "The acknowledgement first"), each round
+    dispatched at once."""
+
+    members: int = 10
+    models: int = 20
+    texts: int = 20
+    rounds: int = 5
+    pause: float = 3.0
+    """Seconds between rounds (the previous round's answers may still be under way)."""
+    rate_limit: int = 300
+    """Requests a key may make a minute, on the API emulator and in the bot
+    (``GENAPI_RATE_LIMIT``): every round as the first, whose 20 ``/text`` fit the real 30,
+    rather than later rounds' ``/text`` waiting in the key's queue (its status edits are
+    another benchmark's: ``rate``, ``batch``)."""
+
+
+async def _ack_round(
+    discord: DiscordEmulator,
+    size: AckBurst,
+    where: tuple[int, int],
+    members: list[int],
+    text_model: str,
+) -> list[float]:
+    """Dispatch one round (``/models`` and ``/text`` interleaved, members in turn) at once, in
+    ``where`` (guild id, channel id); return each interaction's acknowledgement latency
+    (seconds), once every one is acknowledged (or 10 s passed)."""
+    guild, channel = where
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for i in range(max(size.models, size.texts)):
+        if i < size.models:
+            calls.append(("models", {"type": ("text", "image", "video")[i % 3]}))
+        if i < size.texts:
+            calls.append(("text", {"prompt": f"a haiku about queues, {i}", "model": text_model}))
+    handles = await asyncio.gather(
+        *(
+            discord.invoke(
+                name,
+                options,
+                guild_id=guild,
+                channel_id=channel,
+                user_id=members[i % len(members)],
+                permissions=MEMBER_PERMISSIONS,
+            )
+            for i, (name, options) in enumerate(calls)
+        )
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(h.state.callbacks for h in handles):
+        await asyncio.sleep(0.05)
+    return [h.state.callbacks[0].latency for h in handles if h.state.callbacks]
+
+
+async def run_ack(workdir: Path, *, quick: bool) -> Table:
+    """The ack burst: p50 and p99 of each round's acknowledgements, and of all rounds."""
+    size = AckBurst(rounds=1) if quick else AckBurst()
+    workdir.mkdir(parents=True, exist_ok=True)
+    api = GenApiEmulator(rate_limit=size.rate_limit)
+    await api.start()
+    rows: list[tuple[str, list[float], str]] = []
+    try:
+        key = api.create_key(balance_cents=10_000_000)
+        text_model = catalogue_json()["models"]["text"][0]["id"]
+        async with new_discord() as discord:
+            guild = discord.add_guild("Ack burst")
+            channel = discord.add_channel(guild.id, "generate")
+            members = [
+                discord.add_user(f"member{u}", locale=ACK_LOCALES[u % len(ACK_LOCALES)]).id
+                for u in range(size.members)
+            ]
+            env = {"GENAPI_RATE_LIMIT": str(size.rate_limit)}
+            async with running_bot(workdir, discord, api, key, env):
+                await asyncio.sleep(1.0)  # the start-up's own work settles
+                for r in range(size.rounds):
+                    load = load_average()
+                    latencies = await _ack_round(
+                        discord, size, (guild.id, channel.id), members, text_model
+                    )
+                    rows.append((f"round {r + 1}", latencies, load))
+                    await asyncio.sleep(size.pause)
+    finally:
+        with contextlib.suppress(Exception):
+            await api.stop()
+    table = Table(
+        f"ack burst: {size.models} /models + {size.texts} /text from {size.members} members "
+        f"at once, {size.rounds} round(s)",
+        header=("round", "acknowledged", "p50", "p99", "max", "load average at its start"),
+    )
+    expected = size.models + size.texts
+    everything: list[float] = []
+    for label, latencies, load in rows:
+        everything += latencies
+        table.add(
+            label,
+            f"{len(latencies)} / {expected}",
+            ms(percentile(latencies, 50)),
+            ms(percentile(latencies, 99)),
+            ms(max(latencies, default=float("nan"))),
+            load,
+        )
+    if len(rows) > 1:
+        table.add(
+            "all rounds",
+            f"{len(everything)} / {expected * len(rows)}",
+            ms(percentile(everything, 50)),
+            ms(percentile(everything, 99)),
+            ms(max(everything, default=float("nan"))),
+        )
+    table.notes.append("goal: p99 <= 50 ms on a quiet 2-core machine")
+    return table
+
+
+async def run(workdir: Path, *, quick: bool) -> list[Table]:
+    """The ack burst (:func:`run_ack`), then the mix (:func:`run_mix`), each on its own bot."""
+    ack = await run_ack(workdir / "ack", quick=quick)
+    mix = await run_mix(workdir / "mix", quick=quick)
+    return [ack, mix]
+
+
+async def run_mix(workdir: Path, *, quick: bool) -> Table:
+    """200 interactions (100 with ``quick``) of every kind, spread over 2 s."""
     size = BurstSize(interactions=100, users=25) if quick else BurstSize()
+    workdir.mkdir(parents=True, exist_ok=True)
     api = GenApiEmulator()
     await api.start()
     try:

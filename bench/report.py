@@ -84,6 +84,15 @@ def _ram_gib() -> str:
     return "unknown"
 
 
+def load_average() -> str:
+    """The machine's load average over 1, 5 and 15 minutes (``os.getloadavg``), as text."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min)"
+
+
 def machine() -> Table:
     """Describe where the figures were measured."""
     table = Table("machine")
@@ -93,4 +102,5 @@ def machine() -> Table:
     table.add("os", platform.platform())
     table.add("python", sys.version.split()[0])
     table.add("date (UTC)", datetime.now(UTC).strftime("%Y-%m-%d %H:%M"))
+    table.add("load average", load_average())
     return table

@@ -144,15 +144,19 @@ def translations(locale: str) -> gettext.NullTranslations:
     return gettext.GNUTranslations(compiled)
 
 
-def load_catalogues() -> None:
-    """Compile every shipped locale's catalogue now (each once per process: :func:`translations`).
+def warm() -> None:
+    """Load now what an answer's first use of a language would otherwise load then.
 
-    Called when the bot starts (``bot.wiring.assemble_services``): compiling a catalogue reads
-    and parses its ``.po`` file (about 12 ms each), which must not happen on the event loop at
-    a locale's first answer, while other members wait.
+    Compiles every shipped catalogue (:func:`translations`) and loads Babel's number and
+    currency data of every language, a few to a few tens of milliseconds each the first time:
+    a process calls this once at start-up, so a member's first command in their language does
+    not hold the event loop, and every acknowledgement queued behind it, while it loads
+    (docs/benchmarks.md, "The acknowledgement first").
     """
-    for locale in SHIPPED:
-        translations(locale)
+    for code in (SOURCE, *SHIPPED):
+        translations(code)
+        number(1234.5, code)
+        money(Decimal("1.5"), code)
 
 
 def fill(text: str, values: dict[str, object]) -> str:

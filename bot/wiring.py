@@ -28,7 +28,7 @@ from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
 from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
-from bot.i18n import load_catalogues
+from bot.i18n import warm as warm_languages
 from bot.jobs.announcer import JobAnnouncer
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
 from bot.media.safety import SafetyModelError, SafetyScorer, load_model
@@ -275,7 +275,7 @@ def assemble_services(
     """Build the services over an open database and API client (no network I/O).
 
     The shipped message catalogues are compiled here, once per process
-    (:func:`bot.i18n.load_catalogues`).
+    (:func:`bot.i18n.warm`).
 
     Args:
         settings: the bot's settings (defaults of limits, job timeout...).
@@ -289,7 +289,7 @@ def assemble_services(
         safety: the safety scorer (:func:`build_safety`); None: checking unavailable.
     """
     metrics = Metrics() if metrics is None else metrics
-    load_catalogues()  # at start-up, never on the event loop at a locale's first answer
+    warm_languages()  # at start-up, never on the event loop at a locale's first answer
     vault = KeyVault(settings.key_encryption_key, on_key=on_secret)
     catalogue = CatalogueCache(client, clock)
     billing = Billing(
@@ -334,7 +334,14 @@ def assemble_services(
         catalogue=catalogue,
         clock=clock,
     )
-    members = MemberSettingsService(db=db, billing=billing, catalogue=catalogue, clock=clock)
+    members = MemberSettingsService(
+        db=db,
+        billing=billing,
+        catalogue=catalogue,
+        clock=clock,
+        # Kept in memory where this process is the only one (it alone changes them).
+        cache=not settings.rate_limit_shared,
+    )
     sequences = SequenceService(db, clock)
     guard = SpendGuard(db, clock, billing, settings)
     billing.set_watcher(guard.after_charge)

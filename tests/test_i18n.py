@@ -17,7 +17,18 @@ from bot.discord.render.text import format_duration
 from bot.discord.translator import CatalogueTranslator, translated_payload
 from bot.errors import BudgetExceeded, ConcurrencyLimitReached, format_cents, user_message
 from bot.genapi import errors as api
-from bot.i18n import SHIPPED, SOURCE, _, current, money, n_, resolve, translations, using
+from bot.i18n import (
+    SHIPPED,
+    SOURCE,
+    _,
+    current,
+    money,
+    n_,
+    resolve,
+    translations,
+    using,
+    warm,
+)
 from tests.support.stack import Stack
 from tools import i18n as tool
 
@@ -74,6 +85,17 @@ def test_a_discord_locale_reads_its_languages_catalogue(
     discord_locale: str | None, shipped: str
 ) -> None:
     assert resolve(discord_locale) == shipped
+
+
+def test_every_language_is_compiled_at_start_up_not_at_a_members_first_command() -> None:
+    # A catalogue compiled on a member's first command held the event loop tens of ms, and
+    # every acknowledgement queued behind it; the bot warms them in setup_hook.
+    translations.cache_clear()
+    warm()
+    compiled = translations.cache_info().misses
+    for code in (SOURCE, *SHIPPED):
+        translations(code)
+    assert translations.cache_info().misses == compiled
 
 
 def test_an_answer_is_written_in_its_locale_and_english_outside_any() -> None:

@@ -128,6 +128,10 @@ class FormHost(Protocol):
         """The server's roles, ``(id, name)``."""
         ...
 
+    async def role_colours(self, guild_id: int) -> dict[int, int]:
+        """The server's roles' colours, ``id -> 0xRRGGBB`` (0: none)."""
+        ...
+
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's text channels, ``(id, name)``."""
         ...

@@ -96,7 +96,8 @@ async def guard_panel(app: Dashboard, guild_id: int, fingerprint: str | None) ->
     Args:
         app: the dashboard.
         guild_id: the server.
-        fingerprint: the key the server charges on; None: no key.
+        fingerprint: the server's own key; None: no key, or the shared key (``GENAPI_API_KEY``,
+            whose balance no server reads).
 
     Returns:
         Template values: ``guard_meters`` (:class:`MeterView`), ``guard_runway``

@@ -370,7 +370,8 @@ class Pages:
             None if limits.monthly_budget_cents is None else limits.monthly_budget_cents * 10**6
         )
         counts = await self.dashboard.job_counts(guild_id)
-        guard = await guard_panel(self.app, guild_id, fingerprint)
+        # The shared key's credits and runway are the bot owner's, not the server's.
+        guard = await guard_panel(self.app, guild_id, fingerprint if source == "guild" else None)
         return self._render(
             request,
             "overview.html",

@@ -85,6 +85,10 @@ class Directory(Protocol):
         """
         ...
 
+    async def coloured_roles(self, guild_id: int) -> list[tuple[int, str, int]]:
+        """:meth:`roles` with each role's colour: (id, name, 0xRRGGBB; 0 for none)."""
+        ...
+
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's text channels: (id, name), in the server's order."""
         ...
@@ -256,7 +260,9 @@ class CachingDirectory:
         self._unreachable: Bounded[tuple[int, int], bool] = Bounded(
             KEPT, UNREACHABLE_SECONDS, monotonic
         )
-        self._roles: Bounded[int, list[tuple[int, str]]] = Bounded(KEPT, LISTS_SECONDS, monotonic)
+        self._roles: Bounded[int, list[tuple[int, str, int]]] = Bounded(
+            KEPT, LISTS_SECONDS, monotonic
+        )
         self._channels: Bounded[int, list[tuple[int, str]]] = Bounded(
             KEPT, LISTS_SECONDS, monotonic
         )
@@ -329,7 +335,17 @@ class CachingDirectory:
 
     async def roles(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's roles, kept :data:`LISTS_SECONDS`."""
-        return await self._kept(self._roles, guild_id, lambda: self._directory.roles(guild_id))
+        return [(i, n) for i, n, _ in await self.coloured_roles(guild_id)]
+
+    async def coloured_roles(self, guild_id: int) -> list[tuple[int, str, int]]:
+        """The server's roles with their colours, kept :data:`LISTS_SECONDS` (one question)."""
+        return await self._kept(
+            self._roles, guild_id, lambda: self._directory.coloured_roles(guild_id)
+        )
+
+    async def role_colours(self, guild_id: int) -> dict[int, int]:
+        """The server's roles' colours (``0xRRGGBB``, 0: none), from :meth:`coloured_roles`."""
+        return {i: c for i, _, c in await self.coloured_roles(guild_id)}
 
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """The server's text channels, kept :data:`LISTS_SECONDS`."""

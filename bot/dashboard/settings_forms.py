@@ -27,7 +27,7 @@ from bot.dashboard.forms import (
 from bot.domain import UNLIMITED, UNSET, Actor, AuditEntry, Kind, LimitUpdate
 from bot.errors import BotError, ValidationFailed
 from bot.services.guild_config import DEFAULT_WORDS, ModelsUpdate, parse_allowance, parse_budget
-from bot.services.policy import describe_models, find_blocked_term, parse_models
+from bot.services.policy import describe_models, find_blocked_term, model_matches, parse_models
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
 
 ACCESS_LEVELS: Final = ("view", "edit")
@@ -36,6 +36,11 @@ ACCESS_LEVELS: Final = ("view", "edit")
 UNKNOWN_ROLE: Final = "Pick one of the server's roles."
 NO_SUCH_ENTRY: Final = "That entry is not in this server's showcase (removed already?)."
 UNKNOWN_CHANNEL: Final = "Pick one of the server's text channels."
+UNKNOWN_MODEL: Final = "Pick models of the catalogue."
+NO_MODEL_PICKED: Final = "Pick at least one model, or all of them, or the server's list."
+
+MODEL_MODES: Final = ("default", "all", "picked")
+"""A tier's models on its form: the server's list, every model, or the ones ticked."""
 BAD_NUMBER: Final = "{what} is a whole number from {low} to {high}, or empty for the default."
 
 BUDGET_SETTINGS: Final = (
@@ -124,6 +129,70 @@ def _models_field(models: tuple[str, ...] | None) -> str:
     if models is None:
         return "default"
     return "all" if models == ("*",) else ", ".join(models)
+
+
+def _model_mode(models: tuple[str, ...] | None) -> str:
+    """Which of :data:`MODEL_MODES` a tier's models are."""
+    if models is None:
+        return "default"
+    return "all" if models == ("*",) else "picked"
+
+
+def _model_groups(catalogue: Any, models: tuple[str, ...] | None) -> list[dict[str, Any]]:
+    """The catalogue's models as a tier's checkboxes, grouped by kind, with their prices.
+
+    Each group: ``{"kind", "models": [{"id", "label", "price", "checked"}]}``; a model is
+    ticked when one of the tier's patterns covers it. Videos carry the catalogue's price per
+    5 seconds; text and images are priced by the service per request (no catalogue price).
+    """
+    patterns = () if models is None or models == ("*",) else models
+    groups = []
+    for kind, entries in (
+        ("text", catalogue.text),
+        ("image", catalogue.image),
+        ("video", catalogue.video),
+    ):
+        shown = []
+        for model in entries:
+            per_5s = getattr(model, "cost_cents_per_5s", None)
+            shown.append(
+                {
+                    "id": model.id,
+                    "label": model.label,
+                    "price": "" if per_5s is None else f"${per_5s / 100:.2f} per 5 s",
+                    "checked": any(model_matches(p, model.id) for p in patterns),
+                }
+            )
+        if shown:
+            groups.append({"kind": kind, "models": shown})
+    return groups
+
+
+def _picked_models(posted: Posted, known: set[str] | None) -> ModelsUpdate:
+    """A tier's models as its form posted them (the mode and the ticked models).
+
+    Without the catalogue (``known`` None) the form has the typed field ``models`` instead.
+
+    Raises:
+        ValidationFailed: a model not of the catalogue, none ticked, or what ``/config``
+            refuses (:func:`parse_models`).
+    """
+    if known is None or not posted.get("models_mode"):
+        raw = posted.get("models").strip()
+        if not raw or raw.casefold() in DEFAULT_WORDS:
+            return None
+        return parse_models(raw)
+    mode = posted.get("models_mode")
+    if mode == "default":
+        return None
+    if mode == "all":
+        return parse_models("all")
+    picked = posted.getall("model")
+    if any(m not in known for m in picked):
+        raise ValidationFailed(UNKNOWN_MODEL)
+    if not picked:
+        raise ValidationFailed(NO_MODEL_PICKED)
+    return parse_models(", ".join(picked))
 
 
 def _id_in(raw: str, known: Mapping[int, str], refusal: str) -> int | None:
@@ -334,6 +403,8 @@ class TiersForm(SettingsForm):
         policy = await self.config.policy(self.guild_id)
         snapshot = await self.config.snapshot(self.guild_id)
         roles = await self.pages.roles(self.guild_id)
+        colours = await self.pages.role_colours(self.guild_id)
+        catalogue = await self._catalogue()
         rows = [
             {
                 "tier": tier,
@@ -343,15 +414,33 @@ class TiersForm(SettingsForm):
                 "videos": "" if tier.videos_at_once is None else str(tier.videos_at_once),
                 "models": _models_field(tier.models),
                 "models_text": describe_models(tier.models),
+                "models_mode": _model_mode(tier.models),
+                "groups": [] if catalogue is None else _model_groups(catalogue, tier.models),
+                "colour": colours.get(tier.role_id, 0),
             }
             for tier in policy.tiers
         ]
         tiered = {t.role_id for t in policy.tiers}
         return {
             "rows": rows,
-            "free_roles": [(i, n) for i, n in roles if i not in tiered],
+            "free_roles": [(i, n, colours.get(i, 0)) for i, n in roles if i not in tiered],
             "new_base": digest({}),
+            "new_groups": [] if catalogue is None else _model_groups(catalogue, None),
+            "modes": MODEL_MODES,
         }
+
+    async def _catalogue(self) -> Any:
+        """The server's catalogue, None when it cannot be read (the typed field then)."""
+        try:
+            return await self.pages.services.generation.catalogue(self.guild_id)
+        except Exception:  # no key, the service down: the form falls back to text
+            return None
+
+    async def _known_models(self) -> set[str] | None:
+        catalogue = await self._catalogue()
+        if catalogue is None:
+            return None
+        return {m.id for m in (*catalogue.text, *catalogue.image, *catalogue.video)}
 
     async def save(self, posted: Posted) -> list[AuditEntry]:
         """Validate ``posted`` and save it; the entries audited (empty: nothing changed)."""
@@ -367,12 +456,7 @@ class TiersForm(SettingsForm):
         daily = parse_allowance(posted.get("daily") or "default")
         monthly = parse_allowance(posted.get("monthly") or "default")
         videos = _number(posted.get("videos"), "Videos at once", 1, 100)
-        raw_models = posted.get("models").strip()
-        models: ModelsUpdate = (
-            None
-            if not raw_models or raw_models.casefold() in DEFAULT_WORDS
-            else parse_models(raw_models)
-        )
+        models = _picked_models(posted, await self._known_models())
 
         async def apply(actor: Actor) -> None:
             await config.set_tier(

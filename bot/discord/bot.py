@@ -304,7 +304,8 @@ class GenBot(commands.AutoShardedBot):
         self._no_key_told: set[int] = set()
         self.add_listener(self._tell_admin_no_key_yet, "on_app_command_completion")
         # The spend guard's alerts (admin channel or the owner's DM) and members' notes.
-        services.guard.set_outlets(self.post_admin_line, self._dm_owner)
+        # A personal key's alerts: a DM to its owner (who turned DM notices on).
+        services.guard.set_outlets(self.post_admin_line, self._dm_owner, self._dm_member)
         self.add_listener(self._guard_note, "on_app_command_completion")
 
     async def _guard_note(
@@ -345,6 +346,21 @@ class GenBot(commands.AutoShardedBot):
             await dm.send(text[:2000], allowed_mentions=discord.AllowedMentions.none())
         except discord.HTTPException as exc:
             log.warning("could not DM the owner of guild %s: %s", guild_id, exc)
+
+    async def _dm_member(self, user_id: int, text: str) -> None:
+        """DM a member a spend guard alert about their personal key (never raises).
+
+        Written in the current locale: the member's, when their own command's charge raised it
+        (the guard sends it from that command's context); English from the poller. A member
+        whose DMs are closed (50007) is skipped, as a result's DM notice is.
+        """
+        try:
+            if isinstance(text, Later):
+                text = text.translated()
+            dm = await self.create_dm(discord.Object(user_id))
+            await dm.send(text[:2000], allowed_mentions=discord.AllowedMentions.none())
+        except discord.HTTPException as exc:
+            log.info("no spend guard DM to a member (%s %s)", exc.status, exc.code)
 
     async def _tell_admin_no_key_yet(
         self,

@@ -112,10 +112,18 @@ class RestDirectory:
         Raises:
             discord.HTTPException: Discord failed.
         """
+        return [(i, n) for i, n, _ in await self.coloured_roles(guild_id)]
+
+    async def coloured_roles(self, guild_id: int) -> list[tuple[int, str, int]]:
+        """:meth:`roles` with each role's colour: (id, name, 0xRRGGBB; 0 for none).
+
+        Raises:
+            discord.HTTPException: Discord failed.
+        """
         found = await self._client.http.get_roles(guild_id)
         kept = [r for r in found if int(r["id"]) != guild_id and not r.get("managed", False)]
         kept.sort(key=lambda r: -int(r.get("position", 0)))
-        return [(int(r["id"]), str(r.get("name", ""))) for r in kept]
+        return [(int(r["id"]), str(r.get("name", "")), int(r.get("color", 0))) for r in kept]
 
     async def channels(self, guild_id: int) -> list[tuple[int, str]]:
         """Return the server's text and announcement channels, in its order: (id, name).

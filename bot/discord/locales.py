@@ -11,6 +11,7 @@ An answer only the member sees is written in the member's own locale instead
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 import discord
 
@@ -21,6 +22,10 @@ log = logging.getLogger(__name__)
 
 PREFERRED_SECONDS = 3600.0
 """Seconds a server's preferred locale fetched by REST is kept (a worker has no guild cache)."""
+
+FETCHED_REMEMBERED = 1024
+"""Servers whose language read by REST is remembered at once, the least recently used dropped
+first: a worker delivers to any server, and would otherwise keep every one it ever met."""
 
 
 class GuildLocales:
@@ -47,7 +52,13 @@ class GuildLocales:
         self._clock = clock
         self._rest = rest
         # Guild id -> (its preferred locale, or None where it could not be read; until when).
-        self._fetched: dict[int, tuple[str | None, float]] = {}
+        # Least recently used first, at most FETCHED_REMEMBERED.
+        self._fetched: OrderedDict[int, tuple[str | None, float]] = OrderedDict()
+
+    @property
+    def held(self) -> int:
+        """How many servers' languages read by REST are remembered."""
+        return len(self._fetched)
 
     async def of(self, guild_id: int | None) -> str | None:
         """The Discord locale code of ``guild_id``'s public messages; None outside a server.
@@ -76,9 +87,16 @@ class GuildLocales:
         now = self._clock.monotonic()
         cached = self._fetched.get(guild_id)
         if cached is not None and cached[1] > now:
+            self._fetched.move_to_end(guild_id)
             return cached[0]
         # Remembered either way: a server that removed the bot answers 403 every time.
-        self._fetched[guild_id] = (None, now + PREFERRED_SECONDS)
+        self._remember(guild_id, None, now + PREFERRED_SECONDS)
         fetched = await self._client.fetch_guild(guild_id, with_counts=False)
-        self._fetched[guild_id] = (fetched.preferred_locale.value, now + PREFERRED_SECONDS)
+        self._remember(guild_id, fetched.preferred_locale.value, now + PREFERRED_SECONDS)
         return fetched.preferred_locale.value
+
+    def _remember(self, guild_id: int, locale: str | None, until: float) -> None:
+        self._fetched[guild_id] = (locale, until)
+        self._fetched.move_to_end(guild_id)
+        while len(self._fetched) > FETCHED_REMEMBERED:
+            self._fetched.popitem(last=False)

@@ -26,7 +26,8 @@ import discord
 
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
-from bot.discord.delivery import DEFAULT_UPLOAD_LIMIT, INVALID_FORM_BODY, download, send_card
+from bot.discord.delivery import INVALID_FORM_BODY, download, send_card
+from bot.discord.delivery.reach import DEFAULT_UPLOAD_LIMIT
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
@@ -50,6 +51,7 @@ from bot.services.personal import is_personal
 from bot.services.private_cards import CardPlace, PrivateCard
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.services.submissions import ImagesMade, VideoOutcome, VideosSubmitted
+from bot.services.thumbnails import ThumbnailService
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -472,10 +474,12 @@ async def _show_images(
             sandbox=bot.services.sandbox,
             ref=answer.ref,
             paid_by=made.payer,
+            job_id=answer.job_id,
         )
         shown.append(await safety_checked(bot, who, answer.ref, options.prompt, parts, locale))
     if shown:
-        await show_paid(interaction, who, shown)
+        first = await show_paid(interaction, who, shown)
+        await _keep_answered(bot, made, first)
     if made.error is not None:
         await send_note(
             interaction,
@@ -486,6 +490,28 @@ async def _show_images(
                 reason=sentence_for(made.error),
             ),
         )
+
+
+async def _keep_answered(bot: GenBot, made: ImagesMade, first: discord.Message | None) -> None:
+    """After the answer: each synchronous image's job gets its message and thumbnails.
+
+    The message (the first shown: the response, else its post in the channel; none by DM)
+    lets the dashboard fetch fresh attachment URLs; the thumbnails let its galleries show the
+    image without asking Discord. Never raises: the result is shown and paid for.
+    """
+    for answer in made.answers:
+        if answer.job_id is None:
+            continue
+        try:
+            if first is not None and len(made.answers) == 1:
+                await bot.generation.answered_at(answer.job_id, first.id)
+            urls = [u for u in answer.result.outputs if is_web_url(u)]
+            files = [await fetch_result(bot, url) for url in urls]
+            await bot.services.service(ThumbnailService).keep(answer.job_id, "image", files)
+        except Exception as exc:
+            log.warning(
+                "job %s: answered image not kept for the dashboard (%s)", answer.job_id, exc
+            )
 
 
 async def fetch_result(bot: GenBot, url: str) -> bytes:

@@ -1,9 +1,11 @@
 """Safety checking at delivery: a result's files are scored before anyone sees them.
 
-The delivery hands every finished image or video's downloaded files to :meth:`SafetyGate.screen`
-(one call, in ``DiscordAnnouncer.attachments``) and renders the card through
-:meth:`SafetyGate.card`. The decision is :class:`bot.services.safety.SafetyService`'s; this
-module only applies it to Discord:
+Every delivery route hands a finished image or video's downloaded files to
+:meth:`SafetyGate.screen` (one call, in :meth:`bot.discord.delivery.present.Presenter.prepare`,
+whose :class:`~bot.discord.delivery.present.Shown` carries the decision) and renders the card
+through :meth:`SafetyGate.card` (:meth:`~bot.discord.delivery.present.Presenter.finished`).
+The decision is :class:`bot.services.safety.SafetyService`'s; this module only applies it to
+Discord:
 
 * shown: unchanged, with the Report select under it;
 * spoiler: the files renamed ``SPOILER_…`` (Discord blurs them until clicked) and the card's
@@ -36,7 +38,9 @@ from bot.services.safety import SafetyService, Screening, spoiler_name
 log = logging.getLogger(__name__)
 
 REMEMBERED = 4096
-"""Jobs whose decision the gate keeps in memory between scoring and rendering."""
+"""Jobs whose decision the gate keeps in memory between scoring and the completion ping
+(:meth:`SafetyGate.quiet`); the card itself is rendered from the decision :meth:`SafetyGate.screen`
+returned."""
 
 Files = tuple[tuple[str, bytes], ...]
 
@@ -81,15 +85,18 @@ class SafetyGate:
         """Whether results are checked at all (a model is configured)."""
         return self.service.available
 
-    async def screen(self, job: Job, files: Files, note: str | None) -> tuple[Files, str | None]:
+    async def screen(
+        self, job: Job, files: Files, note: str | None
+    ) -> tuple[Files, str | None, Visibility | None]:
         """Score a finished job's downloaded files and apply the decision to them.
 
         Returns:
-            The files to attach (renamed for a spoiler; none when held or withheld) and the
-            note (None when hidden: the card says why).
+            The files to attach (renamed for a spoiler; none when held or withheld), the note
+            (None when hidden: the card says why) and the decision (None: not checked, the
+            check being off or the job neither an image nor a video).
         """
         if not self.active or job.kind not in ("image", "video"):
-            return files, note
+            return files, note, None
         ref = f"j{job.id}"
         screening = await self.service.screen(
             ref,
@@ -101,11 +108,12 @@ class SafetyGate:
             files=[data for _name, data in files],
             nsfw_channel=await channel_nsfw(self._client, job.channel_id),
         )
-        self._remember(job.id, screening.visibility)
+        visibility = screening.visibility
+        self._remember(job.id, visibility)
         if screening.spoiler:
-            return tuple((spoiler_name(name), data) for name, data in files), note
+            return tuple((spoiler_name(name), data) for name, data in files), note, visibility
         if not screening.hidden:
-            return files, note
+            return files, note, visibility
         if screening.new and screening.review_channel_id is not None:
             await self.post_review(
                 job.guild_id,
@@ -118,7 +126,7 @@ class SafetyGate:
                 reason="failed" if screening.score is None else "score",
                 files=files,
             )
-        return (), None
+        return (), None, visibility
 
     def _remember(self, job_id: int, visibility: Visibility) -> None:
         self._decided[job_id] = visibility
@@ -126,9 +134,13 @@ class SafetyGate:
         while len(self._decided) > REMEMBERED:
             self._decided.popitem(last=False)
 
-    def card(self, job: Job, parts: MessageParts) -> MessageParts:
-        """The finished card of ``job`` as its decision allows (see the module's docstring)."""
-        visibility = self._decided.get(job.id)
+    def card(self, job: Job, parts: MessageParts, visibility: Visibility | None) -> MessageParts:
+        """The finished card of ``job`` as ``visibility`` allows (see the module's docstring).
+
+        ``visibility`` is the decision :meth:`screen` returned with the files the card carries
+        (:attr:`bot.discord.delivery.present.Shown.visibility`); None: not checked, the card
+        unchanged.
+        """
         if visibility is None or job.status != "completed":
             return parts
         if visibility.hidden:

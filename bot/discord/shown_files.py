@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from bot.clock import Clock
+from bot.domain import Visibility
 
 SHOW_MEMORY_BYTES: Final = 32 * 1024 * 1024
 """Bytes the re-shows of one process may hold while downloading at once (32 MiB: three at a
@@ -36,12 +37,13 @@ class _Kept:
     limit: int
     files: Files
     note: str | None
+    visibility: Visibility | None
     until: float
     size: int
 
 
 class ShownFiles:
-    """The files (and note) last downloaded to show a job again, kept for a short while.
+    """The files (note, safety decision) last downloaded to show a job again, kept a short while.
 
     Keyed by job and the upload limit they were fetched within (an interaction's
     ``attachment_size_limit``): a re-show within another limit downloads afresh.
@@ -70,16 +72,31 @@ class ShownFiles:
         """Bytes kept now."""
         return self._bytes
 
-    def get(self, job_id: int, limit: int) -> tuple[Files, str | None] | None:
-        """The files and note kept for ``job_id`` within ``limit`` bytes, or None."""
+    def get(self, job_id: int, limit: int) -> tuple[Files, str | None, Visibility | None] | None:
+        """The files, note and safety decision kept for ``job_id`` within ``limit`` bytes, or None.
+
+        In the order of :class:`bot.discord.delivery.present.Shown`'s fields.
+        """
         self._expire()
         kept = self._kept.get(job_id)
         if kept is None or kept.limit != limit:
             return None
-        return kept.files, kept.note
+        return kept.files, kept.note, kept.visibility
 
-    def keep(self, job_id: int, limit: int, files: Files, note: str | None) -> None:
-        """Keep what was downloaded to show ``job_id`` within ``limit`` bytes."""
+    def keep(
+        self,
+        job_id: int,
+        limit: int,
+        files: Files,
+        note: str | None,
+        visibility: Visibility | None = None,
+    ) -> None:
+        """Keep what was downloaded to show ``job_id`` within ``limit`` bytes.
+
+        ``visibility``: the safety check's decision the files were prepared under
+        (:mod:`bot.discord.safety_gate`), so that the card shown from them is rendered by it;
+        None: not checked.
+        """
         self._drop(job_id)
         size = sum(len(data) for _, data in files)
         if size > self._max_bytes:
@@ -88,7 +105,7 @@ class ShownFiles:
         while self._kept and self._bytes + size > self._max_bytes:
             self._drop(next(iter(self._kept)))
         until = self._clock.monotonic() + self._seconds
-        self._kept[job_id] = _Kept(limit, files, note, until, size)
+        self._kept[job_id] = _Kept(limit, files, note, visibility, until, size)
         self._bytes += size
 
     def _expire(self) -> None:

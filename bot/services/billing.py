@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
+from functools import lru_cache
 from typing import TypeVar
 
 from tenacity import (
@@ -193,30 +194,69 @@ def text_rate_bound(charges: Sequence[TextCharge], tokens: TextTokens) -> Fracti
         Cents (not rounded); None when no charge bounds a rate the call needs (e.g. no
         charge with answer tokens, for a call that may answer).
     """
-    rows = [(Fraction(c), p, k) for c, p, k in charges if c > 0 and (p > 0 or k > 0)]
+    rows = tuple((Fraction(c), p, k) for c, p, k in charges if c > 0 and (p > 0 or k > 0))
     if (tokens.prompt > 0 and not any(p > 0 for _, p, _ in rows)) or (
         tokens.completion > 0 and not any(k > 0 for _, _, k in rows)
     ):
         return None
+    return max(a * tokens.prompt + b * tokens.completion for a, b in _rate_corners(rows))
+
+
+_SLACK = 1e-9
+"""Relative slack of the float pre-check of a corner (float arithmetic errs by ~1e-15)."""
+
+
+@lru_cache(maxsize=256)
+def _rate_corners(
+    rows: tuple[tuple[Fraction, int, int], ...],
+) -> tuple[tuple[Fraction, Fraction], ...]:
+    """The corners ``(a, b)`` of the rates ``rows`` allow (:func:`text_rate_bound`), exact.
+
+    A corner is ``(0, 0)``, one on an axis, or where two charges' lines cross, kept when
+    ``a, b >= 0`` and every charge allows it. Every candidate is first checked in floats,
+    which rejects only those that break a charge by far more than a float's error; the few
+    left (about the region's corners) are checked again in exact fractions: a hold rounded
+    from a float could be a cent short, or a cent too many on an exact price. Cached by the
+    history: every hold of a burst reads the same one (checking all ~230 corners
+    of a full history in fractions held the event loop ~16 ms a ``/text``).
+    """
+    loose = [(float(c), p, k) for c, p, k in rows]
+
+    def allowed(a: float, b: float) -> bool:
+        return all(a * p + b * k - c <= _SLACK * (a * p + b * k + c) for c, p, k in loose)
+
     zero = Fraction(0)
-    corners: list[tuple[Fraction, Fraction]] = [(zero, zero)]
-    corners += [(c / p, zero) for c, p, _ in rows if p > 0]
-    corners += [(zero, c / k) for c, _, k in rows if k > 0]
-    for i, (c1, p1, k1) in enumerate(rows):
-        for c2, p2, k2 in rows[i + 1 :]:
+    found: list[tuple[Fraction, Fraction]] = [(zero, zero)]
+    found += [
+        (c / p, zero)
+        for (c, p, _), (f, _, _) in zip(rows, loose, strict=True)
+        if p > 0 and allowed(f / p, 0.0)
+    ]
+    found += [
+        (zero, c / k)
+        for (c, _, k), (f, _, _) in zip(rows, loose, strict=True)
+        if k > 0 and allowed(0.0, f / k)
+    ]
+    for i, (c1, p1, k1) in enumerate(loose):
+        for j in range(i + 1, len(loose)):
+            c2, p2, k2 = loose[j]
             det = p1 * k2 - p2 * k1
-            if det:
-                a = (c1 * k2 - c2 * k1) / det
-                b = (p1 * c2 - p2 * c1) / det
-                if a >= 0 and b >= 0:
-                    corners.append((a, b))
-    # Exact fractions (a few ms for 20 charges): a hold rounded up from a float could be a
-    # cent short, or a cent too many on an exact price.
-    return max(
-        a * tokens.prompt + b * tokens.completion
-        for a, b in corners
-        if all(a * p + b * k <= c for c, p, k in rows)
-    )
+            if not det:
+                continue
+            a_num, b_num = c1 * k2 - c2 * k1, p1 * c2 - p2 * c1
+            a_slack = _SLACK * (abs(c1 * k2) + abs(c2 * k1))
+            b_slack = _SLACK * (abs(p1 * c2) + abs(p2 * c1))
+            if det < 0:
+                a_num, b_num, det = -a_num, -b_num, -det
+            if a_num < -a_slack or b_num < -b_slack or not allowed(a_num / det, b_num / det):
+                continue
+            (e1, q1, l1), (e2, q2, l2) = rows[i], rows[j]
+            exact_det = q1 * l2 - q2 * l1
+            a = (e1 * l2 - e2 * l1) / exact_det
+            b = (q1 * e2 - q2 * e1) / exact_det
+            if a >= 0 and b >= 0:
+                found.append((a, b))
+    return tuple((a, b) for a, b in found if all(a * p + b * k <= c for c, p, k in rows))
 
 
 def charge_anomaly(charge: Charge) -> tuple[Charge | None, ChargeAnomaly | None]:

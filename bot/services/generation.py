@@ -20,7 +20,16 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 
 from bot.clock import Clock
-from bot.domain import Charge, GuildSettings, Job, Kind, NewJob, Reservation, ResultRequest
+from bot.domain import (
+    Charge,
+    DeliveryRoute,
+    GuildSettings,
+    Job,
+    Kind,
+    NewJob,
+    Reservation,
+    ResultRequest,
+)
 from bot.errors import BotError, NoApiKeyConfigured, PromptBlocked, ValidationFailed
 from bot.genapi import errors as api
 from bot.genapi.catalogue import CatalogueCache
@@ -214,11 +223,15 @@ class ImageOutcome:
 
     Attributes:
         model: the model used (the default one when none was asked for).
+        answered: a synchronous image's finished job row (:meth:`GenerationService.
+            record_answered`), for what goes by job id (Share, the galleries); None when
+            asynchronous or not recorded.
     """
 
     model: str
     result: ImageResult | None = None
     job: Job | None = None
+    answered: Job | None = None
 
 
 def may_have_charged(exc: api.GenAPIError) -> bool:
@@ -940,7 +953,10 @@ class GenerationService:
             charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
             if isinstance(result, ImageResult):
                 await self._billing.settle(reservation, charge)
-                return ImageOutcome(request.model, result=result)
+                answered = await self.record_answered(
+                    who, key, request.model, request.prompt, result
+                )
+                return ImageOutcome(request.model, result=result, answered=answered)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
@@ -1201,6 +1217,57 @@ class GenerationService:
                     reservation.id,
                     exc,
                 )
+
+    async def record_answered(
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        model: str,
+        prompt: str,
+        result: ImageResult,
+    ) -> Job | None:
+        """Record a synchronous image, already settled, as a finished job; never raises.
+
+        What goes by job id then holds it as it holds an asynchronous image: Share and the
+        showcase, the galleries and their thumbnails, ``/jobs``. The row is finished and
+        delivered from the start (``JobStore.record_answered``): no poll, no delivery. It
+        records no money: the charge was settled in the ledger before this (docs/results.md,
+        "Synchronous images").
+
+        Returns:
+            The job; None when it could not be stored (logged: the result is paid for and
+            shown anyway, without Share).
+        """
+        now = self._clock.time()
+        try:
+            return await self._db.jobs.record_answered(
+                NewJob(
+                    task_id=result.task_id,
+                    provider="",
+                    poll_url="",
+                    kind=Kind.IMAGE,
+                    model=model,
+                    guild_id=who.guild_id,
+                    channel_id=who.channel_id,
+                    message_id=None,
+                    user_id=who.user_id,
+                    prompt_summary=summarize(prompt),
+                    details={"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")},
+                    cost_cents=result.cost_cents,
+                    key_fingerprint=key.fingerprint,
+                    created_at=now,
+                    next_poll_at=now,
+                ),
+                result.outputs,
+                DeliveryRoute.PLACEHOLDER,
+            )
+        except Exception as exc:  # after a charge: logged, never raised
+            log.error("synchronous image of guild %s not kept as a job (%s)", who.guild_id, exc)
+            return None
+
+    async def answered_at(self, job_id: int, message_id: int) -> None:
+        """Record the message showing a synchronous image's job (its files' fresh URLs)."""
+        await self._db.jobs.set_message(job_id, message_id)
 
     async def _settle_job(
         self,

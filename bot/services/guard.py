@@ -10,7 +10,9 @@ After each committed charge (:meth:`SpendGuard.after_charge`, Billing's watcher)
 * **the key's runway** — the balance each charge reports (``remaining_credits_cents``) is kept
   per key; with the key's charges over the last 7 days (every server), the days until it runs
   dry. Below ``runway-days``, or credits below ``credits-floor``: the admins of each server
-  charging on the key are told, once per key and day.
+  charging on its own key are told, once per key and day; a member's personal key tells its
+  owner by DM when they turned DM notices on (``/settings notify dm``). The bot's shared key
+  (``GENAPI_API_KEY``) is its owner's: its balance is told to no server and no member.
 * **anomalies** — the last hour's spend above ``anomaly-factor`` × the median hourly spend of
   the 14 days before and above ``anomaly-floor``; or one member spending more than
   ``member-10min`` in 10 minutes. Told with the members and models that drove it; with
@@ -41,6 +43,7 @@ from bot.config import Settings
 from bot.domain import AuditEntry, Charge, GuardAlert, GuardSettings, Runway
 from bot.domain.guard import DESTINATIONS, OWNER_DM
 from bot.errors import ValidationFailed
+from bot.genapi.client import key_fingerprint
 from bot.i18n import N_, SOURCE, Later, _, money
 from bot.services.billing import Allowances, Billing, day_start, month_start
 from bot.services.guard_tally import BURST_SECONDS, BurstTally, GuildTally, MemberTally
@@ -81,6 +84,10 @@ AdminLog = Callable[[int, int, str], Awaitable[None]]
 
 OwnerDm = Callable[[int, str], Awaitable[None]]
 """Sends a DM to a server's owner: ``(guild id, text)``."""
+
+MemberDm = Callable[[int, str], Awaitable[None]]
+"""Sends a DM to a member: ``(user id, text)``; the text a :class:`~bot.i18n.Later`, translated
+by the outlet."""
 
 
 class GuardLine(Later):
@@ -316,7 +323,8 @@ class SpendGuard:
         db: the database.
         clock: UTC epoch seconds (periods, the runway, anomalies' hours).
         billing: the servers' effective budgets (:meth:`Billing.limits`).
-        settings: ``DASHBOARD_PUBLIC_URL`` for the Spend page's link; None: no link.
+        settings: ``DASHBOARD_PUBLIC_URL`` for the Spend page's link, and ``GENAPI_API_KEY``
+            (the shared key, whose balance no server or member is told); None: neither.
     """
 
     def __init__(
@@ -327,8 +335,15 @@ class SpendGuard:
         self._clock = clock
         self._billing = billing
         self._dashboard = None if settings is None else settings.dashboard_public_url
+        shared = None if settings is None else settings.genapi_api_key
+        # Per key fingerprint: whether it is the shared key (the current GENAPI_API_KEY, or a
+        # previous one kept while its jobs end).
+        self._shared: dict[str, bool] = {}
+        if shared is not None and shared.get_secret_value():
+            self._shared[key_fingerprint(shared)] = True
         self._admin_log: AdminLog | None = None
         self._owner_dm: OwnerDm | None = None
+        self._member_dm: MemberDm | None = None
         # Per server: (read at, guard settings, monthly budget cents or None).
         self._config: dict[int, tuple[float, GuardSettings, int | None]] = {}
         # Per server and hour: (median hourly micro of the 14 days before, the hour before's).
@@ -343,10 +358,20 @@ class SpendGuard:
         self._notes: dict[tuple[int, int], tuple[Later, float]] = {}
         self._posting: set[asyncio.Task[None]] = set()
 
-    def set_outlets(self, admin_log: AdminLog | None, owner_dm: OwnerDm | None) -> None:
-        """Set where alerts go: the admin channel's poster and the owner's DM (the bot's)."""
+    def set_outlets(
+        self,
+        admin_log: AdminLog | None,
+        owner_dm: OwnerDm | None,
+        member_dm: MemberDm | None = None,
+    ) -> None:
+        """Set where alerts go (the bot's outlets; None: that outlet is silent).
+
+        ``admin_log`` the admin channel's poster, ``owner_dm`` the server owner's DM,
+        ``member_dm`` a member's DM (their personal key's alerts).
+        """
         self._admin_log = admin_log
         self._owner_dm = owner_dm
+        self._member_dm = member_dm
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -481,7 +506,8 @@ class SpendGuard:
         case a charge costs the guard no statement. Alerts are posted in the background.
         """
         if is_personal(charge.guild_id):
-            return  # a member's wallet: no server's budget, alerts or pause
+            await self._personal_key(charge)  # no server's budget, anomalies or pause
+            return
         now = self._clock.time()
         micro = to_micro(charge.cost_cents)
         remaining = charge.remaining_credits_cents
@@ -492,7 +518,7 @@ class SpendGuard:
         _count(tally, charge, micro)
         fired: list[_Fired] = []
         fired += await self._thresholds(charge, config, budget, allowances, tally, micro, now)
-        if remaining is not None and charge.key_fingerprint is not None:
+        if remaining is not None and not await self._is_shared(charge.key_fingerprint):
             fired += await self._key(charge, config, to_micro(remaining), now)
         anomalies = await self._anomalies(charge, config, tally, micro, now)
         fired += anomalies
@@ -508,6 +534,54 @@ class SpendGuard:
                 self._post(charge.guild_id, config, alert.line)
         if len(self._notes) > 10_000:  # notes no answer took (a button's charge, a crash)
             self._notes = {k: v for k, v in self._notes.items() if now - v[1] < 900}
+
+    async def _personal_key(self, charge: Charge) -> None:
+        """A personal key's runway and floor, told to its owner by DM if their notices are on.
+
+        Once per key and day, as a server's (``guard_alerts`` under the wallet's id); recorded
+        whether or not the DM is sent. A charge on the shared key (the owner's personal
+        allowance) tells nothing: that balance is not the member's.
+        """
+        remaining = charge.remaining_credits_cents
+        if remaining is None or await self._is_shared(charge.key_fingerprint):
+            return
+        now = self._clock.time()
+        config, _budget = await self._config_of(charge.guild_id)
+        fired = await self._key(charge, config, to_micro(remaining), now)
+        won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
+        if not won or self._member_dm is None:
+            return
+        if not (await self._db.members.get(charge.user_id)).notify_dm:
+            return
+        for alert in won:
+            if alert.line is not None:
+                line = GuardLine(
+                    N_("About your own API key (personal use): {alert}"), alert=alert.line
+                )
+                self._spawn(self._dm_member(charge.user_id, line))
+
+    async def _dm_member(self, user_id: int, line: Later) -> None:
+        try:
+            assert self._member_dm is not None
+            await self._member_dm(user_id, line)
+        except Exception:
+            log.exception("could not DM a spend guard alert to a member")
+
+    async def _is_shared(self, fingerprint: str | None) -> bool:
+        """Whether a charge's key is the shared key (``GENAPI_API_KEY``, current or kept).
+
+        A previous shared key is known by its stored copy (``GuildStore.default_key``, kept
+        while its jobs end); the answer is kept per fingerprint.
+        """
+        if fingerprint is None:
+            return True  # no key to speak of
+        shared = self._shared.get(fingerprint)
+        if shared is None:
+            shared = await self._db.guilds.default_key(fingerprint) is not None
+            if len(self._shared) > 10_000:
+                self._shared = {k: v for k, v in self._shared.items() if v}
+            self._shared[fingerprint] = shared
+        return shared
 
     async def _tally_of(self, guild_id: int, now: float) -> tuple[GuildTally, bool]:
         """The server's tally, its month total read again when stale; True: read just now."""
@@ -537,7 +611,7 @@ class SpendGuard:
         return config, budget
 
     def _link(self, guild_id: int) -> str:
-        if self._dashboard is None:
+        if self._dashboard is None or is_personal(guild_id):
             return ""
         return f" <{self._dashboard}/servers/{guild_id}/spend>"
 

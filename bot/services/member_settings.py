@@ -17,6 +17,7 @@ the member typed, so a default can never spend more than the same option typed w
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -98,6 +99,10 @@ class Applied(Generic[OptionsT]):
         return " ".join(self.notes) or None
 
 
+CACHED_MEMBERS = 10_000
+"""Members whose settings a process keeps (the most recently used), when it keeps any."""
+
+
 class MemberSettingsService:
     """Reads, changes and applies members' own defaults.
 
@@ -107,19 +112,54 @@ class MemberSettingsService:
         catalogue: the cached catalogue, to check a default model still exists; never fetched
             here (a command fetches it itself when none is cached).
         clock: stamps changes (UTC epoch seconds).
+        cache: keep the :data:`CACHED_MEMBERS` most recently read members' settings in
+            memory. Only for the one process that runs every command (:meth:`update` is the
+            only writer of the table), so that what it keeps is never stale: the wiring
+            turns it on where ``Settings.rate_limit_shared`` is off (SQLite, no
+            ``SHARD_IDS``, the poller in-process). Several commands read these settings before
+            their acknowledgement (whether the answer is private), where a database read
+            waited 30-80 ms in a burst behind the other commands' work
+            (docs/benchmarks.md, "The acknowledgement first").
     """
 
     def __init__(
-        self, *, db: Database, billing: Billing, catalogue: CatalogueCache, clock: Clock
+        self,
+        *,
+        db: Database,
+        billing: Billing,
+        catalogue: CatalogueCache,
+        clock: Clock,
+        cache: bool = False,
     ) -> None:
         self._db = db
         self._billing = billing
         self._catalogue = catalogue
         self._clock = clock
+        self._cache: OrderedDict[int, MemberSettings] | None = OrderedDict() if cache else None
+        self._writes = 0  # counts the starts and ends of updates: an overlapping read is not kept
 
     async def get(self, user_id: int) -> MemberSettings:
         """Return the member's settings (the defaults when they set none)."""
-        return await self._db.members.get(user_id)
+        cache = self._cache
+        if cache is None:
+            return await self._db.members.get(user_id)
+        found = cache.get(user_id)
+        if found is not None:
+            cache.move_to_end(user_id)
+            return found
+        writes = self._writes
+        found = await self._db.members.get(user_id)
+        if writes == self._writes:  # no update began or ended during the read: it is current
+            self._keep(found)
+        return found
+
+    def _keep(self, settings: MemberSettings) -> None:
+        if self._cache is None:
+            return
+        self._cache[settings.user_id] = settings
+        self._cache.move_to_end(settings.user_id)
+        while len(self._cache) > CACHED_MEMBERS:
+            self._cache.popitem(last=False)
 
     async def update(self, user_id: int, changes: Mapping[str, object]) -> MemberSettings:
         """Validate and store changes to the member's settings; return the new settings.
@@ -139,7 +179,14 @@ class MemberSettingsService:
         checked = {name: self._check(name, value) for name, value in changes.items()}
         current = await self._db.members.get(user_id)
         updated = dataclasses.replace(current, **checked)  # type: ignore[arg-type]
-        await self._db.members.save(updated, self._clock.time())
+        self._writes += 1
+        if self._cache is not None:
+            self._cache.pop(user_id, None)
+        try:
+            await self._db.members.save(updated, self._clock.time())
+        finally:
+            self._writes += 1  # a read that began while the row was written is not kept
+        self._keep(updated)
         return updated
 
     def _check(self, name: str, value: object) -> object:

@@ -125,11 +125,14 @@ class ImageAnswer:
         result: the service's answer.
         model: the model that made it.
         ref: its buttons' request (``r<id>``); None when it could not be remembered.
+        job_id: its finished job's id (Share, the galleries; docs/results.md); None when it
+            could not be recorded.
     """
 
     result: ImageResult
     model: str
     ref: str | None
+    job_id: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -396,11 +399,12 @@ class SubmissionService:
             if outcome.result is None:
                 continue
             saved = dataclasses.replace(options, model=outcome.model)
+            job_id = None if outcome.answered is None else outcome.answered.id
             ref = await self._remember(
-                "image", who, stored_options(saved), outputs=outcome.result.outputs
+                "image", who, stored_options(saved), outputs=outcome.result.outputs, job_id=job_id
             )
             tag = None if ref is None else f"r{ref}"
-            answers.append(ImageAnswer(outcome.result, outcome.model, tag))
+            answers.append(ImageAnswer(outcome.result, outcome.model, tag, job_id))
         return ImagesMade(payer, jobs, tuple(answers), grouped, takes, len(outcomes), error)
 
     async def text(self, who: Requester, options: TextOptions, *, desk: Desk) -> TextAnswered:

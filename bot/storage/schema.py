@@ -688,16 +688,6 @@ guard_alerts = Table(
 Index("guard_alerts_guild_at", guard_alerts.c.guild_id, guard_alerts.c.at)
 
 
-guard_key_credits = Table(
-    "guard_key_credits",
-    metadata,
-    # The balance the service last reported for a key (remaining_credits_cents), and when.
-    Column("key_fingerprint", Text, primary_key=True),
-    Column("remaining_micro", BigInteger, nullable=False),
-    Column("at", Double, nullable=False),
-)
-
-
 guard_hourly = Table(
     "guard_hourly",
     metadata,

@@ -295,8 +295,32 @@ async def test_a_tier_saved_unchanged_changes_nothing(site: Site) -> None:
     audited = await config.audit(site.guild_id)  # the tier made with /config
     browser = await admin(site)
     form = next(f for f in post_forms(await browser.text(tiers_url(site))) if "base" in f)
-    assert (form["daily"], form["monthly"], form["models"]) == ("1.50", "default", "all")
+    assert (form["daily"], form["monthly"], form["models_mode"]) == ("1.50", "default", "all")
     form["action"] = "save"
     answer = await browser.post(tiers_url(site), data=form)
     assert "Nothing changed." in await answer.text()
     assert await config.audit(site.guild_id) == audited
+
+
+async def test_a_tier_s_models_are_picked_from_the_catalogue_by_kind(site: Site) -> None:
+    patrons = site.emulator.add_role(site.guild_id, "Patrons")
+    config = site.services.guild_config
+    browser = await admin(site)
+    page = await browser.text(tiers_url(site))
+    # Checkboxes grouped by kind, videos with their catalogue price; the role with a swatch.
+    assert 'name="models_mode"' in page and 'name="model" value="aurora-lite/text-to-video"' in page
+    assert "per 5 s" in page and "<legend>Videos</legend>" in page
+    assert 'class="swatch"' in page
+    form = await new_tier_form(browser, site)
+    form.update(role_id=str(patrons.id), models_mode="picked", action="save")
+    picked = {**form, "model": ["black-forest-labs/flux-schnell", "aurora-lite/text-to-video"]}
+    data = [(k, v) for k, vs in picked.items() for v in (vs if isinstance(vs, list) else [vs])]
+    assert (await browser.post(tiers_url(site), data=data)).status == 200
+    (tier,) = (await config.policy(site.guild_id)).tiers
+    assert tier.models == ("black-forest-labs/flux-schnell", "aurora-lite/text-to-video")
+    # The same validation as /config: a model not in the catalogue changes nothing.
+    again = next(f for f in post_forms(await browser.text(tiers_url(site))) if "base" in f)
+    again.update(models_mode="picked", model="evil/model", action="save")
+    refused = await browser.post(tiers_url(site), data=again)
+    assert refused.status == 400 and "Pick models of the catalogue." in await refused.text()
+    assert (await config.policy(site.guild_id)).tiers[0].models == tier.models

@@ -126,3 +126,14 @@ async def test_a_viewer_sees_the_alerts_but_no_resume_and_their_post_is_refused(
     forged.update(token=token)
     assert (await viewer.post(url, data=forged)).status == 403
     assert await site.services.guard.paused(site.guild_id)
+
+
+async def test_a_server_on_the_shared_key_sees_neither_its_credits_nor_its_runway(
+    site: Site,
+) -> None:
+    # GENAPI_API_KEY's balance is the bot owner's (the rule of /usage, test_keys_e2e).
+    shared = (await site.services.keys.resolve(site.guild_id)).fingerprint
+    await charge(site, 60, remaining=5_000, fp=shared)
+    page = await (await admin(site)).text(f"/servers/{site.guild_id}")
+    assert "Latest alerts" in page  # the guard's panel is there
+    assert 'id="runway"' not in page and "$50.00" not in page

@@ -21,7 +21,7 @@ from bot.services.dashboard import DashboardService
 from bot.services.showcase import ShowcaseService
 from bot.services.thumbnails import ThumbnailService
 from tests.support.dashboard_site import Site, open_site
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ async def test_a_results_page_shows_its_image_or_plays_its_video(site: Site) -> 
 
 async def test_the_public_showcase_unfurls_with_its_top_entrys_thumbnail(site: Site) -> None:
     showcase = site.services.service(ShowcaseService)
-    await site.services.guild_config.set_showcase_public(site.guild_id, True)
+    await site.services.guild_config.set_showcase_public(site.guild_id, True, actor=ADMIN_ACTOR)
     site.clock.advance(1)
     job, digest = await result_with_thumbnail(site, "the best kite", (30, 30, 220))
     entry, _ = await showcase.share(job, site.member_id)

@@ -95,6 +95,7 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
         allowed = confirm._chosen is not None
     else:
         from cogs.chat import SummariseButton
+        from cogs.safety import ReportSelect, ReviewAction
         from cogs.sequences import SequenceAction, TakeSelect
         from cogs.showcase import ShowcaseAction
 
@@ -105,6 +106,8 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
             SequenceAction("join", "j1"),
             TakeSelect("j1"),
             ShowcaseAction("vote", "s1"),
+            ReviewAction("approve", "j1"),
+            ReportSelect("j1"),
         ]
         # ActionButton is the base the result, sequence and showcase buttons share (never
         # registered itself); its admission is theirs, checked through them here.

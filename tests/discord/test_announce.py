@@ -20,10 +20,14 @@ from bot.discord.delivery import (
     DiscordAnnouncer,
     TooLarge,
     classify,
+    context,
     delivery_nonce,
     download,
     file_name,
+    reach,
 )
+from bot.discord.delivery.context import RepliedJobs
+from bot.discord.delivery.reach import Reach
 from bot.domain import DeliveryRoute, JobStatus
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
@@ -372,3 +376,37 @@ async def test_two_workers_finishing_the_last_takes_together_make_one_final_deli
         if rest_bot.who.user_id in m.pinged_user_ids()
     ]
     assert len(pings) == 1  # one "your takes are ready", not one per worker
+
+
+def test_channels_out_of_reach_are_remembered_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A channel that answered 403 50001 (or 404 10003) was remembered until a delivery
+    # looked it up again: the marks of channels never tried again stayed for good.
+    monkeypatch.setattr(reach, "GONE_CHANNELS_REMEMBERED", 50, raising=False)
+    clock = ManualClock()
+    seen = Reach(None, clock)  # type: ignore[arg-type]  # no request is made here
+    jobs = [dataclasses.replace(SAMPLE_JOB, channel_id=c) for c in range(1000, 1200)]
+    for job in jobs:
+        seen.note_failure(job, http_error(403, 50001))
+    assert seen.held == (0, 50)
+    assert seen.unreachable(jobs[-1]) is not None  # the newest still skipped
+    assert seen.unreachable(jobs[0]) is None  # the oldest forgotten: tried once more
+    clock.advance(reach.UNREACHABLE_TTL + 1)
+    seen.note_failure(dataclasses.replace(SAMPLE_JOB, channel_id=5), http_error(404, 10003))
+    assert seen.held == (0, 1)  # expired marks go though nobody looked them up
+
+
+def test_replies_sent_with_a_delivery_are_remembered_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A delivery whose reply carried the files keeps the job until notify; a notify that
+    # never ran (a crash between the two, a lost lease) left the id for good.
+    monkeypatch.setattr(context, "REPLIED_REMEMBERED", 50, raising=False)
+    replied = RepliedJobs()
+    for job_id in range(200):
+        replied.add(job_id)
+    assert len(replied) == 50
+    assert replied.take(199)  # the newest: notify pings nobody a second time
+    assert not replied.take(0)  # the oldest forgotten
+    assert len(replied) == 49

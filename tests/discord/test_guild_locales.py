@@ -4,7 +4,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import discord
+import pytest
 
+import bot.discord.locales
 from bot.clock import ManualClock
 from bot.discord.locales import GuildLocales
 
@@ -70,3 +72,18 @@ async def test_a_server_that_removed_the_bot_is_asked_once_and_the_gateway_never
     gateway = Client(fetched="de")
     assert await locales(gateway, Config(), rest=False).of(1) is None
     assert gateway.fetches == 0  # not in the gateway's cache: not in that server
+
+
+async def test_a_worker_remembers_a_bounded_number_of_servers_least_recent_out_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker reads the language of any server it delivers to by REST, and kept every one.
+    monkeypatch.setattr(bot.discord.locales, "FETCHED_REMEMBERED", 3, raising=False)
+    client = Client(fetched="ja")
+    found = locales(client, Config())
+    for guild in (1, 2, 3, 1, 4):  # 1 is used again before 4 comes: 2 is the least recent
+        assert await found.of(guild) == "ja"
+    assert client.fetches == 4
+    assert await found.of(1) == "ja" and client.fetches == 4  # kept
+    assert await found.of(2) == "ja" and client.fetches == 5  # dropped, read again
+    assert found.held == 3

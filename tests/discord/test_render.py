@@ -323,6 +323,25 @@ def test_catalogue_pages_all_kinds_and_async_images() -> None:
     assert "No text models" in (empty[0].description or "")
 
 
+def test_a_catalogue_rendered_again_reads_in_each_readers_language() -> None:
+    # Entries are rendered once per catalogue and language (a burst of /models): a
+    # reader in another language still reads theirs, a new catalogue its own models.
+    catalogue = Catalogue(video=(video_model(1),))
+    with using("fr"):
+        french = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    with using("de"):
+        german = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    with using("fr"):
+        again = [f.value for f in catalogue_pages(catalogue, "video")[0].fields]
+    assert again == french != german
+    assert "Durées : 4 s, 8 s" in (french[0] or "")
+    assert "Dauern: 4 s, 8 s" in (german[0] or "")
+    renewed = Catalogue(video=(video_model(2),))
+    with using("fr"):
+        (field,) = catalogue_pages(renewed, "video")[0].fields
+    assert "video-model-2" in (field.value or "")
+
+
 # -- jobs ------------------------------------------------------------------------------------
 
 
@@ -636,3 +655,14 @@ def test_the_policy_in_config_show_is_written_in_the_answers_language() -> None:
     assert shown["ロールのティア"].startswith("<@&5>: 1日 $0.50 · 1か月 無制限")
     assert shown["ブロックされた語句"] == "なし"
     assert audit.startswith("<@7> がボットの設定を変更しました:\n• confirm above: off → $1.00")
+
+
+def test_a_sync_image_kept_as_a_job_gets_share_under_it() -> None:
+    result = ImageResult(task_id="t", outputs=IMAGE_URLS, cost_cents=3, remaining_credits_cents=1)
+    kept = image_result(
+        result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5", job_id=9
+    )
+    ids = [custom_id for _, custom_id in kept.action_buttons]
+    assert ids == ["gb:again:r5", "gb:animate:r5", "gb:edit:r5", "gb:share:j9", "gb:delete:r5"]
+    plain = image_result(result, prompt="p", model="m", requester_id=1, sandbox=False, ref="r5")
+    assert "gb:share:j9" not in [custom_id for _, custom_id in plain.action_buttons]

@@ -111,3 +111,14 @@ def test_kept_files_stay_within_their_bound_dropping_the_oldest() -> None:
     assert kept.get(4, 10) is None and kept.size == 200
     clock.advance(61)
     assert kept.get(2, 10) is None and kept.size == 0
+
+
+def test_kept_files_keep_the_safety_decision_their_card_is_rendered_by() -> None:
+    from bot.discord.shown_files import ShownFiles
+    from bot.domain import Visibility
+
+    kept = ShownFiles(ManualClock())
+    kept.keep(1, 10, (("SPOILER_a.png", bytes(10)),), "note", Visibility.SPOILER)
+    kept.keep(3, 10, (("c.png", bytes(10)),), "note")  # not checked
+    assert kept.get(1, 10) == ((("SPOILER_a.png", bytes(10)),), "note", Visibility.SPOILER)
+    assert kept.get(3, 10) == ((("c.png", bytes(10)),), "note", None)

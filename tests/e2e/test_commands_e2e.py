@@ -256,6 +256,30 @@ async def test_upstream_errors_become_a_clear_sentence(world: World) -> None:
     assert "<t:" in answer.content  # a Discord timestamp: "in 7 minutes", in the user's locale
 
 
+async def test_a_command_is_acknowledged_before_the_bot_asks_discord_anything_about_it(
+    world: World,
+) -> None:
+    """The acknowledgement first: a member new to the bot, in their own language,
+    gets /models' and /text's defer before the bot reads anything of the server or of them
+    from Discord (order, not time: the emulator records both)."""
+    newcomer = world.discord.add_user("newcomer", locale="ja")
+    handles = [
+        await world.command("models", {"type": "text"}, user_id=newcomer.id),
+        await world.command("text", {"prompt": "a haiku"}, user_id=newcomer.id),
+    ]
+    for handle in handles:
+        await world.answer(handle)
+        first = handle.callbacks[0]
+        assert first.type == 5  # deferred: "thinking…"
+        asked = [
+            r.path
+            for r in world.discord.requests
+            if handle.state.dispatched_at <= r.at <= first.at
+            and (str(world.guild.id) in r.path or str(newcomer.id) in r.path)
+        ]
+        assert asked == [], handle.payload["data"]["name"]
+
+
 async def test_every_interaction_was_acknowledged_within_3_seconds(world: World) -> None:
     assert world.handles
     for handle in world.handles:

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
+from tests.support.discord_emulator.interactions import InteractionHandle
 from tests.support.e2e.harness import ADMIN_PERMISSIONS, MEMBER_PERMISSIONS, World
 from tests.support.e2e.videos import video_for
 
@@ -115,3 +116,55 @@ async def test_a_one_dollar_budget_crossed_at_half_and_whole_gives_two_admin_lin
     assert len(lines) == 2, lines
     assert "$0.60 of its $1.00 monthly budget (60 %); $0.40 remains" in lines[0]
     assert "$1.00 of its $1.00 monthly budget (100 %); $0.00 remains" in lines[1]
+
+
+async def test_a_key_whose_credits_run_low_gives_the_runway_alert_once(world: World) -> None:
+    # A server of its own, on a key of its own with $1.00 left: the shared key's balance is the
+    # bot owner's and is told to no server.
+    guild = world.discord.add_guild("Runway", owner_id=world.admin.id)
+    generate = world.discord.add_channel(guild.id, "generate")
+    admin_log = world.discord.add_channel(guild.id, "admin-log")
+
+    async def invoke(
+        name: str, options: dict[str, object], *, admin: bool = False, **sub: str
+    ) -> InteractionHandle:
+        handle = await world.discord.invoke(
+            name,
+            options,
+            guild_id=guild.id,
+            channel_id=generate.id,
+            user_id=world.admin.id if admin else world.member.id,
+            permissions=ADMIN_PERMISSIONS if admin else MEMBER_PERMISSIONS,
+            **sub,
+        )
+        world.handles.append(handle)
+        return handle
+
+    await world.answer(
+        await invoke("config", {"channel": admin_log}, admin=True, subcommand="admin-channel")
+    )
+    key = world.api.create_key(balance_cents=100)
+    opened = await invoke("config", {}, admin=True, group="api-key", subcommand="set")
+    await opened.wait_callback()
+    assert opened.modal is not None
+    field_id = opened.modal["components"][0]["components"][0]["custom_id"]
+    stored = await world.discord.submit_modal(
+        opened.modal["custom_id"], {field_id: key}, permissions=ADMIN_PERMISSIONS
+    )
+    assert key[-4:] in (await stored.wait_original(timeout=15)).content
+
+    for cents, prompt in ((60, "a fox spending most of the key"), (10, "and a little more")):
+        world.api.report_next_costs(Decimal(cents))
+        await world.answer(await invoke("text", {"prompt": prompt}))
+    assert world.api.balance(key) == 30
+    # $0.40 left after a first day's pace of $0.60: under the 3 days of runway-days' default.
+    alert = await world.discord.wait_for_message(
+        lambda m: m.channel_id == admin_log.id and "runs dry in about" in m.content,
+        include_existing=True,
+        timeout=10,
+    )
+    assert "$0.40 left" in alert.content
+    lines = [
+        m.content for m in world.discord.channel_messages(admin_log.id) if "runs dry" in m.content
+    ]
+    assert len(lines) == 1, lines  # once per key and day

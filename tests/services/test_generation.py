@@ -453,3 +453,28 @@ async def test_takes_keep_what_was_charged_when_releasing_the_unsent_holds_fails
         made, error = list(taken.jobs), taken.error
     assert len(made) == 1 and error is not None  # take 1 is kept; takes 2 and 3 not made
     assert await stack.db.ledger.total(who.guild_id) > 0
+
+
+async def test_a_sync_image_is_kept_as_a_finished_job_charged_once(
+    stack: Stack, who: Requester
+) -> None:
+    from bot.services.showcase import ShowcaseService
+
+    catalogue = await stack.generation.catalogue(who.guild_id)
+    model = next(m for m in catalogue.image if m.id == "black-forest-labs/flux-schnell")
+    outcome = await stack.generation.image(who, ImageOptions("a kite", model.id))
+    assert outcome.result is not None and outcome.job is None
+    job = outcome.answered
+    assert job is not None
+    assert job.status is JobStatus.COMPLETED
+    assert list(job.outputs) == list(outcome.result.outputs)
+    db = stack.db
+    now = stack.clock.time() + 3600
+    assert await db.jobs.due(now, 10) == []  # never polled
+    assert await db.jobs.due_deliveries(now, 10) == []  # never delivered again
+    # The money is the ledger's, once: the month is the one charge.
+    report = await stack.billing.report(who.guild_id)
+    assert report.month_cents == outcome.result.cost_cents
+    # Share goes by job id: the member may share it.
+    entry, added = await ShowcaseService(db, stack.clock).share(job.id, who.user_id)
+    assert added and entry.result.prompt == "a kite"

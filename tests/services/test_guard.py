@@ -9,13 +9,15 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 import pytest
+from cryptography.fernet import Fernet
 
 from bot.clock import ManualClock
-from bot.domain import Charge, Kind
+from bot.domain import Actor, Charge, Kind
 from bot.errors import SpendingPaused, user_message
 from bot.i18n import using
 from bot.services.generation import ImageOptions, Requester
 from bot.services.guard import SpendGuard, describe_alert
+from bot.services.personal import wallet_id
 from bot.storage import Database
 from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
@@ -25,6 +27,11 @@ GUILD = 1
 ADMIN_CHANNEL = 77
 MODEL = "black-forest-labs/flux-schnell"
 DAY = 86_400.0
+
+OWN_KEYS = pytest.mark.parametrize(
+    "stack_overrides", [{"key_encryption_key": Fernet.generate_key().decode()}]
+)
+"""Keys of a server's or a member's own can be stored (``KEY_ENCRYPTION_KEY`` set)."""
 
 
 class Lines:
@@ -39,6 +46,16 @@ class Lines:
 
     def texts(self) -> list[str]:
         return [text for _, text in self.posted]
+
+
+class DMs:
+    """Members' DMs: what the guard sent each member."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, str]] = []
+
+    async def send(self, user_id: int, text: str) -> None:
+        self.sent.append((user_id, str(text)))
 
 
 def guard_on(stack: Stack, db: Database | None = None) -> tuple[SpendGuard, Lines]:
@@ -158,20 +175,28 @@ async def test_a_member_reads_their_allowance_in_their_own_answer(
     assert guard.take_note(GUILD, who.user_id) is None  # 100 %, but notes are off
 
 
+async def own_key(stack: Stack, guild_id: int, cents: int, actor: Actor = ADMIN_ACTOR) -> str:
+    """Give the server (or a member's wallet) a key of its own with ``cents`` of credit."""
+    key = stack.api.create_key(balance_cents=cents)
+    await stack.services.guild_config.set_api_key(guild_id, key, actor=actor)
+    return key
+
+
+@OWN_KEYS
 async def test_the_runway_reads_the_emulators_remaining_credits(
     stack: Stack, who: Requester
 ) -> None:
     await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, anomaly_floor_cents=1_000_000)
-    stack.api.set_balance(stack.key, 10_000)
+    key = await own_key(stack, GUILD, 10_000)
     fingerprint = (await stack.keys.resolve(GUILD)).fingerprint
     await spend(stack, who, 1000)
     stack.clock.advance(DAY)
     await spend(stack, who, 1000)  # 2,000 ¢ over a day: 8,000 ¢ left last about 4 days
     runway = await guard.runway(fingerprint)
     assert runway is not None
-    assert runway.remaining_cents == stack.api.balance(stack.key) == 8000
+    assert runway.remaining_cents == stack.api.balance(key) == 8000
     assert runway.days_left is not None and 3.9 < runway.days_left < 4.1
     await guard.idle()
     assert lines.texts() == []  # 4 days: above the default 3
@@ -180,6 +205,52 @@ async def test_the_runway_reads_the_emulators_remaining_credits(
     await spend(stack, who, 100)  # once per key and day
     await guard.idle()
     assert len(lines.texts()) == 1 and "runs dry in about" in lines.texts()[0]
+
+
+async def test_a_server_on_the_shared_key_is_never_told_its_balance(
+    stack: Stack, who: Requester
+) -> None:
+    # GENAPI_API_KEY is the bot owner's: its balance is not the server's to read (the rule of
+    # /usage, test_keys_e2e), so neither its runway nor a floor speaks to the server.
+    await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
+    guard, lines = guard_on(stack)
+    await guard.update(GUILD, anomaly_floor_cents=1_000_000, credits_floor_cents=1_000_000)
+    stack.api.set_balance(stack.key, 3000)
+    await spend(stack, who, 1000)
+    stack.clock.advance(DAY)
+    await spend(stack, who, 1000)  # 1,000 ¢ left at 1,000 ¢ a day, below the floor
+    await guard.idle()
+    assert lines.texts() == []
+
+
+@OWN_KEYS
+async def test_a_personal_keys_owner_hears_of_its_runway_by_dm_with_dm_notices_on(
+    stack: Stack,
+) -> None:
+    member = 555
+    mine = Requester(wallet_id(member), 10, member)
+    guard, lines = guard_on(stack)
+    dms = DMs()
+    guard.set_outlets(lines.post, None, dms.send)
+    await own_key(stack, mine.guild_id, 10_000, actor=Actor(member))
+    await guard.update(mine.guild_id, credits_floor_cents=2_000)
+    await spend(stack, mine, 1000)
+    stack.clock.advance(DAY)
+    await spend(stack, mine, 5000)  # 4,000 ¢ left at 6,000 ¢ a day: within 3 days
+    await guard.idle()
+    assert dms.sent == []  # DM notices are off: the member is not written to
+    stack.clock.advance(DAY)
+    await stack.services.members.update(member, {"notify_dm": True})
+    await spend(stack, mine, 1000)  # a new day: 3,000 ¢ left, under a day at this pace
+    await spend(stack, mine, 1500)  # 1,500 ¢ left: below the floor too
+    await spend(stack, mine, 100)  # once per key and day, each
+    await guard.idle()
+    assert [user for user, _ in dms.sent] == [member, member]
+    runway, floor = (text for _, text in dms.sent)
+    assert "runs dry in about" in runway and "$30.00 left" in runway
+    assert "below the floor of $20.00" in floor and "$15.00" in floor
+    assert "/servers/" not in runway + floor  # no server's dashboard page
+    assert lines.texts() == []  # a wallet has no admin channel
 
 
 async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivered(

@@ -2,7 +2,10 @@
 member gave no option, with the server's policy winning (a forbidden default is left out with a
 note)."""
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -10,7 +13,7 @@ from bot.clock import ManualClock
 from bot.domain import MemberSettings, ModelLists
 from bot.errors import ValidationFailed
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
-from bot.services.member_settings import CHOOSE_VIDEO_MODEL
+from bot.services.member_settings import CHOOSE_VIDEO_MODEL, MemberSettingsService
 from bot.storage import Database
 from tests.support.stack import Stack
 
@@ -135,3 +138,64 @@ async def test_a_video_without_model_nor_default_is_refused_before_any_call(
     with pytest.raises(ValidationFailed, match="Choose a video model"):
         await stack.services.members.apply_member_defaults(who, VideoOptions("a fox", ""))
     assert stack.posts() == 0
+
+
+class _GatedMembers:
+    """``db.members`` counting its reads; a read may be held after it read the row."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.reads = 0
+        self.gate: asyncio.Event | None = None
+
+    async def get(self, user_id: int) -> MemberSettings:
+        self.reads += 1
+        gate = self.gate
+        found = await self.real.get(user_id)
+        if gate is not None:
+            await gate.wait()
+        return found
+
+    async def save(self, settings: MemberSettings, at: float) -> None:
+        await self.real.save(settings, at)
+
+
+def _kept(store: Database) -> tuple[MemberSettingsService, _GatedMembers]:
+    members = _GatedMembers(store.members)
+    db = SimpleNamespace(members=members)
+    service = MemberSettingsService(
+        db=db,  # type: ignore[arg-type]
+        billing=None,  # type: ignore[arg-type]
+        catalogue=SimpleNamespace(current=None),  # type: ignore[arg-type]
+        clock=ManualClock(),
+        cache=True,
+    )
+    return service, members
+
+
+async def test_a_process_alone_reads_a_members_settings_once_and_follows_their_changes(
+    store: Database,
+) -> None:
+    # Read before a command's acknowledgement (is the answer private?), a database read waited
+    # behind a burst's other work: the one process that changes them keeps them.
+    service, members = _kept(store)
+    assert (await service.get(USER)).private is False
+    assert (await service.get(USER)).private is False
+    assert members.reads == 1
+    await service.update(USER, {"private": True})
+    assert (await service.get(USER)).private is True
+    assert await store.members.get(USER) == await service.get(USER)
+
+
+async def test_a_read_that_overlapped_a_change_is_not_kept(store: Database) -> None:
+    service, members = _kept(store)
+    held = asyncio.Event()
+    members.gate = held
+    early = asyncio.create_task(service.get(USER))  # reads "public", then is held
+    while members.reads == 0:
+        await asyncio.sleep(0)
+    members.gate = None
+    await service.update(USER, {"private": True})
+    held.set()
+    assert (await early).private is False  # begun before the change: what it read
+    assert (await service.get(USER)).private is True  # never the overlapping read's copy

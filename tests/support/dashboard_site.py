@@ -66,6 +66,8 @@ class _Forms(HTMLParser):
                 {"@method": found.get("method", "get"), "@action": found.get("action", "")}
             )
         elif self.forms and tag == "input" and "name" in found:
+            if found.get("type") in ("radio", "checkbox") and "checked" not in found:
+                return  # as a browser posts them: only when ticked
             self.forms[-1].setdefault(found["name"], found.get("value", ""))
         elif self.forms and tag == "textarea" and "name" in found:
             self.forms[-1].setdefault(found["name"], "")
@@ -83,7 +85,7 @@ class _Forms(HTMLParser):
 
 def post_forms(html: str) -> list[dict[str, str]]:
     """The page's POST forms but sign-out: each its fields' values as rendered (a select's
-    chosen option, else its first)."""
+    chosen option, else its first; a radio button's or a checkbox's first ticked one)."""
     parser = _Forms()
     parser.feed(html)
     return [

@@ -75,6 +75,7 @@ def result_buttons(
     price_cents: Decimal | None = None,
     joinable: bool = False,
     shareable: bool = False,
+    share_ref: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """The ``(label, custom_id)`` action buttons under a finished result.
 
@@ -93,6 +94,9 @@ def result_buttons(
         joinable: a video continued from another (clip 2 or later of a sequence): adds Join.
         shareable: a finished image or video job (``j`` reference): adds Share (to the
             server's showcase) when the row has room (five buttons at most).
+        share_ref: the job (``j<job id>``) Share offers when ``ref`` is not it: a
+            synchronous image's buttons carry its request (``r<id>``), its Share the finished
+            job recorded for it (docs/results.md); implies ``shareable``.
     """
     if not completed:
         actions: tuple[Action, ...] = ("again", "delete")
@@ -103,11 +107,15 @@ def result_buttons(
         actions = ("again", "continue", "remix", *joined, "delete")
     else:
         actions = ("again", "vary", "delete")
+    shareable = shareable or share_ref is not None
     if shareable and completed and kind in ("image", "video") and len(actions) < 5:
         actions = (*actions[:-1], "share", actions[-1])  # Delete stays last
     price = "" if price_cents is None else f" · {format_cents(price_cents)}"
     return tuple(
-        (_(_LABELS[a]) + (price if a in ("again", "vary", "remix") else ""), custom_id(a, ref))
+        (
+            _(_LABELS[a]) + (price if a in ("again", "vary", "remix") else ""),
+            custom_id(a, share_ref if a == "share" and share_ref is not None else ref),
+        )
         for a in actions
     )
 

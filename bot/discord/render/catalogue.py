@@ -11,7 +11,7 @@ from bot.discord.render import limits
 from bot.discord.render.text import truncate
 from bot.errors import format_cents
 from bot.genapi.wire import Catalogue, ImageModel, TextModel, VideoModel
-from bot.i18n import _, number
+from bot.i18n import _, current, number
 
 CATALOGUE_COLOUR = discord.Colour.blurple()
 KINDS: Final = ("video", "image", "text")
@@ -75,12 +75,30 @@ def _models(catalogue: Catalogue, kind: str) -> Sequence[TextModel | ImageModel 
     return catalogue.image if kind == "image" else catalogue.text
 
 
+_RENDERED_KEPT: Final = 64
+"""Rendered entry lists kept (a kind in a language, for the catalogue of the moment)."""
+
+_rendered: dict[tuple[int, str, str], tuple[Catalogue, list[tuple[str, str]]]] = {}
+"""``(id of the catalogue, kind, locale)`` -> the catalogue (so that its id is not reused while
+kept) and its entries: every ``/models`` of a burst renders the same ones."""
+
+
 def _entries(catalogue: Catalogue, kind: str) -> list[tuple[str, str]]:
+    """The kind's entries in the current locale, rendered once per catalogue and locale."""
+    key = (id(catalogue), kind, current())
+    kept = _rendered.get(key)
+    if kept is not None and kept[0] is catalogue:
+        return list(kept[1])
     if kind == "video":
-        return [_video_entry(model) for model in catalogue.video]
-    if kind == "image":
-        return [_plain_entry(model) for model in catalogue.image]
-    return [_plain_entry(model) for model in catalogue.text]
+        entries = [_video_entry(model) for model in catalogue.video]
+    elif kind == "image":
+        entries = [_plain_entry(model) for model in catalogue.image]
+    else:
+        entries = [_plain_entry(model) for model in catalogue.text]
+    if len(_rendered) >= _RENDERED_KEPT:
+        _rendered.clear()  # a refreshed catalogue: the old renderings are no longer asked for
+    _rendered[key] = (catalogue, entries)
+    return list(entries)
 
 
 def _kind_pages(kind: str, entries: list[tuple[str, str]]) -> list[discord.Embed]:

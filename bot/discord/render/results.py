@@ -191,6 +191,7 @@ def image_result(
     ref: str | None = None,
     paid_by: str | None = None,
     locale: str | None = None,
+    job_id: int | None = None,
 ) -> MessageParts:
     """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
@@ -212,12 +213,14 @@ def image_result(
             Delete; None adds none.
         paid_by: who paid, named in the footer (``"this server"``, ``"your key"``...).
         locale: the server's, for a public answer; None: the current answer's.
+        job_id: the finished job recorded for it: adds Share (``gb:share:j<job id>``)
+            beside ``ref``'s buttons.
 
     Returns:
         The message; it pings nobody, as the requester is waiting on the reply anyway.
     """
     with using(locale):
-        return _image_result(result, prompt, model, requester_id, sandbox, ref, paid_by)
+        return _image_result(result, prompt, model, requester_id, sandbox, ref, paid_by, job_id)
 
 
 def _image_result(
@@ -228,6 +231,7 @@ def _image_result(
     sandbox: bool,
     ref: str | None,
     paid_by: str | None,
+    job_id: int | None = None,
 ) -> MessageParts:
     urls = [url for url in result.outputs if is_web_url(url)]
     embeds = [
@@ -246,7 +250,8 @@ def _image_result(
     footer += [_("paid by {payer}", payer=_(paid_by))] if paid_by else []
     footer += [_("sandbox")] if sandbox else []
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
-    actions = () if ref is None or not urls else result_buttons("image", ref)
+    share = None if job_id is None else f"j{job_id}"
+    actions = () if ref is None or not urls else result_buttons("image", ref, share_ref=share)
     return MessageParts(
         embeds=tuple(embeds),
         link_buttons=image_buttons(urls),

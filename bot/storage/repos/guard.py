@@ -4,7 +4,7 @@
 fired; its unique key makes "once per threshold and period" one ``INSERT`` that wins once) and
 ``guard_hourly`` (spend per UTC hour of a server or a key, written by :func:`add_to_hours` in
 the charge's own transaction). A key's last reported balance is read from the ledger's rows
-(``ledger_key_at``); ``guard_key_credits`` is no longer written. Money in integer micro-cents
+(``ledger_key_at``). Money in integer micro-cents
 (:mod:`bot.storage.money`).
 """
 
@@ -252,16 +252,6 @@ class GuardStore:
             )
         )
         return {int(r["hour"]): int(r["micro"]) for r in rows}
-
-    async def spent_in_hours(self, scope: str, since_hour: int) -> int:
-        """Return a scope's spend in its hours from ``since_hour`` on, micro-cents."""
-        return int(
-            await self._sql.scalar(
-                select(func.coalesce(func.sum(guard_hourly.c.micro), 0)).where(
-                    guard_hourly.c.scope == scope, guard_hourly.c.hour >= since_hour
-                )
-            )
-        )
 
     # -- the sums the thresholds read (the dashboard's daily table) --------------------------
 

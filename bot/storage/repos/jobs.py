@@ -463,6 +463,43 @@ def job_from_row(row: Row) -> Job:
     )
 
 
+async def _insert_in(tx: Sql, job: NewJob) -> Row:
+    """Insert ``job`` (pending) in the transaction ``tx`` under its guild's lock; its row.
+
+    The very same job stored before (its identity) is not stored twice: its row is returned.
+    """
+    await tx.lock_guild(job.guild_id)
+    row = {
+        "p_task": job.task_id,
+        "p_provider": job.provider,
+        "p_poll_url": job.poll_url,
+        "p_kind": job.kind.value,
+        "p_model": job.model,
+        "p_guild": job.guild_id,
+        "p_channel": job.channel_id,
+        "p_message": job.message_id,
+        "p_user": job.user_id,
+        "p_summary": job.prompt_summary,
+        "p_details": json.dumps(dict(job.details), sort_keys=True),
+        "p_cost": to_micro(job.cost_cents),
+        "p_key": job.key_fingerprint,
+        "p_created": job.created_at,
+        "p_next": job.next_poll_at,
+    }
+    await tx.run(_insert(tx), [row])
+    found = await tx.one(
+        _BY_IDENTITY,
+        {
+            "p_key": job.key_fingerprint,
+            "p_kind": job.kind.value,
+            "p_task": job.task_id,
+            "p_created": job.created_at,
+        },
+    )
+    assert found is not None
+    return found
+
+
 class JobStore:
     """Asynchronous jobs: storing, polling (with leases), delivery and listing.
 
@@ -506,34 +543,42 @@ class JobStore:
             ConstraintError: the job breaks a constraint (e.g. a negative cost).
         """
         async with self._sql.write() as tx:
-            await tx.lock_guild(job.guild_id)
-            row = {
-                "p_task": job.task_id,
-                "p_provider": job.provider,
-                "p_poll_url": job.poll_url,
-                "p_kind": job.kind.value,
-                "p_model": job.model,
-                "p_guild": job.guild_id,
-                "p_channel": job.channel_id,
-                "p_message": job.message_id,
-                "p_user": job.user_id,
-                "p_summary": job.prompt_summary,
-                "p_details": json.dumps(dict(job.details), sort_keys=True),
-                "p_cost": to_micro(job.cost_cents),
-                "p_key": job.key_fingerprint,
-                "p_created": job.created_at,
-                "p_next": job.next_poll_at,
-            }
-            await tx.run(_insert(tx), [row])
-            found = await tx.one(
-                _BY_IDENTITY,
-                {
-                    "p_key": job.key_fingerprint,
-                    "p_kind": job.kind.value,
-                    "p_task": job.task_id,
-                    "p_created": job.created_at,
-                },
+            found = await _insert_in(tx, job)
+        assert found is not None
+        return job_from_row(found)
+
+    async def record_answered(
+        self, job: NewJob, outputs: Sequence[str], route: DeliveryRoute
+    ) -> Job:
+        """Store a result the service answered at once (a synchronous image) as a finished job.
+
+        The row is COMPLETED and announced from the start (at ``job.created_at``): the poller
+        never polls it and the delivery loop never delivers it. It exists so that what goes
+        by job id (the dashboard's galleries and thumbnails, Share and the showcase, ``/jobs``)
+        holds synchronous images too. It records no money: the charge is the ledger's,
+        settled before (``jobs.cost_micro`` is what the result cost, for display only).
+        Stored twice (the same identity), the row of the first is returned.
+
+        Raises:
+            ConstraintError: the job breaks a constraint (e.g. a negative cost).
+        """
+        at = job.created_at
+        async with self._sql.write() as tx:  # one transaction: never seen pending
+            stored = await _insert_in(tx, job)
+            await tx.run(
+                update(jobs)
+                .where(jobs.c.id == stored["id"], jobs.c.status == _PENDING)
+                .values(
+                    status=JobStatus.COMPLETED.value,
+                    outputs=_json("p_outputs"),
+                    finished_at=at,
+                    announced_at=at,
+                    delivery_route=route.value,
+                    next_delivery_at=null(),
+                ),
+                [{"p_outputs": json.dumps(list(outputs))}],
             )
+            found = await tx.one(select(jobs).where(jobs.c.id == stored["id"]))
         assert found is not None
         return job_from_row(found)
 
