@@ -23,7 +23,7 @@ from bot.services.safety import SafetyService, decide, spoiler_name
 from bot.storage import Database
 from bot.storage.repos.safety import SafetyStore
 from tests.support.safety_model import BLUE, RED, solid_png, write_classifier
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD, CHANNEL, MEMBER, ADMIN = 7, 70, 700, 701
 
@@ -253,9 +253,9 @@ async def test_a_policy_change_is_audited_through_the_config_snapshot(stack: Sta
     config = stack.services.guild_config
     before = await config.snapshot(GUILD)
     assert before["safety mode"] == "review"
-    await stack.services.db.of(SafetyStore).set(GUILD, {"mode": "block", "review_above": 0.4})
-    entries = await config.record_changes(GUILD, ADMIN, before)
-    assert [(e.what, e.old, e.new) for e in entries] == [
+    async with config.changing(GUILD, ADMIN_ACTOR) as change:
+        await stack.services.db.of(SafetyStore).set(GUILD, {"mode": "block", "review_above": 0.4})
+    assert [(e.what, e.old, e.new) for e in change.entries] == [
         ("safety mode", "review", "block"),
         ("safety review above", "0.5", "0.4"),
     ]
