@@ -314,7 +314,7 @@ async def test_in_a_browser_a_tier_allowance_set_on_the_web_judges_the_next_vide
     await page.goto(f"{dashboard_url(world)}/servers/{world.guild.id}")
     await page.click("nav.tabs >> text=Tiers")
     form = page.locator("#new-tier")
-    await form.locator("select[name=role_id]").select_option(str(role.id))
+    await form.locator(f"input[name=role_id][value='{role.id}']").check()
     await form.locator("input[name=daily]").fill("0.10")
     await page.wait_for_selector("#new-tier .unsaved-note")  # shown before leaving the page
     await tab.shoot("tiers-unsaved")
@@ -491,18 +491,18 @@ async def test_share_vote_remove_and_the_public_showcase(world: World, chromium:
         "Shared to this server's showcase."
     )
     await page.goto(f"{base}/servers/{world.guild.id}/showcase?period=all")
-    ranked = await page.locator("#showcase li.result .prompt").all_inner_texts()
+    ranked = await page.locator("#showcase li.thumb .prompt").all_inner_texts()
     assert ranked[:2] == ["a lighthouse in fog", "a harbour at night"]  # most votes first
     status, text = await public_page(base, world.guild.id)
     assert status == 200
-    assert re.findall(r'<p class="prompt">([^<]*)</p>', text) == ["a harbour at night"]
+    assert re.findall(r'<span class="prompt">([^<]*)</span>', text) == ["a harbour at night"]
     # An admin removes one: gone from the public page at once.
-    harbour_entry = page.locator("#showcase li.result", has_text="a harbour at night")
+    harbour_entry = page.locator("#showcase li.thumb", has_text="a harbour at night")
     await harbour_entry.locator("button[value=remove]").click()
     await page.wait_for_selector("#form-notice")
     await tab.shoot("showcase")
     status, text = await public_page(base, world.guild.id)
-    prompts = re.findall(r'<p class="prompt">([^<]*)</p>', text)
+    prompts = re.findall(r'<span class="prompt">([^<]*)</span>', text)
     assert status == 200 and prompts == []
     await world.discord.signal.wait_for(  # its post leaves the showcase channel too
         lambda: (
