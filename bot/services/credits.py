@@ -197,6 +197,7 @@ class MemberCredits:
         as a budget is overrun.
 
         Args:
+            tx: billing's transaction.
             reservation_id: the reservation settled.
             charge: its charge; None (a protocol anomaly): nothing is spent.
             at: UTC epoch seconds.

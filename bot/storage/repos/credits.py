@@ -258,6 +258,13 @@ class CreditStore:
         Call inside the transaction that removes the hold (:meth:`take_hold`).
 
         Args:
+            user_id: the member whose balance pays.
+            paid_cents: what the balance pays (the price with the markup).
+            cost_cents: the service's price.
+            guild_id: the server the command ran in.
+            model: the model charged.
+            task_id: the service's task id; None for text.
+            at: UTC epoch seconds.
             settlement_id: the settlement it belongs to: the spend is keyed by it
                 (:func:`spend_key`), once; None: not keyed.
 
