@@ -927,6 +927,19 @@ class Billing:
             await self._watch(ledger, allowances)
         return stored
 
+    def balance_price(self, reservation: Reservation, cost_cents: Decimal) -> Decimal | None:
+        """What the member's credit balance pays for ``reservation`` at ``cost_cents``.
+
+        Read before :meth:`settle` (which forgets who held it), to show the member what they
+        paid: the price plus ``CREDIT_MARKUP_PERCENT`` (:meth:`MemberCredits.paid`).
+
+        Returns:
+            Exact cents; None when the server (or the member's wallet) pays.
+        """
+        if reservation.id not in self._payers:
+            return None
+        return self._credits.paid(cost_cents)
+
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge.
 
