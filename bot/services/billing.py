@@ -448,8 +448,17 @@ class Billing:
             return
         try:
             await self._watcher(charge, allowances)
-        except Exception:
-            log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+                return
+            # A locked database (an operator's session, a shutdown's last seconds) or a dropped
+            # connection: the charge is recorded; one line, with the driver's own error.
+            log.warning(
+                "the spend guard skipped a charge in guild %s: the database did not answer (%r)",
+                charge.guild_id,
+                getattr(exc, "orig", None) or exc,
+            )
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults

@@ -476,6 +476,32 @@ async def test_a_spooled_charge_replayed_is_counted_once_in_the_guards_hours(
     assert await hours_of(store) == 2_000_000
 
 
+async def test_a_guard_meeting_a_locked_database_after_a_charge_logs_one_line(
+    store: SqlDatabase,
+    clock: ManualClock,
+    spool: SettlementSpool,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The charge is committed; the spend guard's own statements then find the database locked
+    # (an operator's session, a shutdown's last seconds): one clean line, no traceback.
+    busy = database_is_locked(tmp_path)
+
+    async def guard(charge: Charge, allowances: Any) -> None:
+        raise busy
+
+    billing = billing_on(store, clock, spool)
+    billing.set_watcher(guard)
+    reservation = await reserve_text(billing)
+    with caplog.at_level("WARNING", logger="bot.services.billing"):
+        await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert await ledger_rows(store) == [2]
+    (record,) = [r for r in caplog.records if "spend guard" in r.getMessage()]
+    assert record.exc_info is None
+    assert "database is locked" in record.getMessage()
+    assert "\n" not in record.getMessage()
+
+
 # -- a member's balance pays: taken once, also through the spool ---------------------------------
 
 
