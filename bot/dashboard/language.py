@@ -211,8 +211,8 @@ def install(environment: jinja2.Environment) -> None:
     Templates mark text with ``{% trans %}…{% endtrans %}`` (whitespace trimmed) or
     ``_("…")``; placeholders are ``%(name)s`` (Jinja2's newstyle gettext), a literal ``%`` is
     ``%%``; ``N_("…")`` marks a constant shown later with ``_(name)``. Filters: ``usd``
-    (micro-cents), ``cents`` (exact cents), ``num``; functions: ``when``, ``day``, ``kind_name``, ``status_name``,
-    ``access_name``, ``safety_mode``, ``review_state``;
+    (micro-cents), ``cents`` (exact cents), ``num``; functions: ``when``, ``day``,
+    ``kind_name``, ``status_name``, ``access_name``, ``safety_mode``, ``review_state``;
     ``lang()`` is the page's locale and ``languages`` the language menu.
     """
     environment.add_extension("jinja2.ext.i18n")
