@@ -25,6 +25,7 @@ from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, send_note, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
+from bot.domain import CAMERA_PRESETS
 from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, money, number
@@ -45,6 +46,8 @@ from bot.services.personal import is_personal
 from bot.services.sequences import SequenceService
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
+CAMERAS = [app_commands.Choice(name=preset.label, value=preset.value) for preset in CAMERA_PRESETS]
+"""``/video camera:``'s choices (:data:`bot.domain.CAMERA_PRESETS`; Discord: at most 25)."""
 
 
 """Options in a select menu (Discord: at most 25)."""
@@ -67,7 +70,7 @@ class VideoCog(commands.Cog):
     @app_commands.allowed_installs(guilds=True, users=True)
     @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
     @app_commands.autocomplete(model=model_autocomplete("video"))
-    @app_commands.choices(aspect_ratio=RATIOS)
+    @app_commands.choices(aspect_ratio=RATIOS, camera=CAMERAS)
     async def video(
         self,
         interaction: discord.Interaction[GenBot],
@@ -80,6 +83,7 @@ class VideoCog(commands.Cog):
         image: discord.Attachment | None = None,
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
+        camera: str | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
         enhance: bool | None = None,
     ) -> None:
@@ -95,6 +99,7 @@ class VideoCog(commands.Cog):
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
             lock_camera: keep the camera still (models that support it)
+            camera: a camera movement added to the prompt (static also locks it where possible)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
             enhance: rewrite the prompt with the server's text model first; you see both prices
         """
@@ -116,6 +121,7 @@ class VideoCog(commands.Cog):
             generate_audio,
             lock_camera,
             image_uploaded=image is not None,
+            camera=camera,
         )
         applied = await self.members.apply_member_defaults(who, options)
         if takes is None and not is_personal(who.guild_id):

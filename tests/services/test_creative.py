@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import pytest
 
-from bot.domain import Actor, ImageRef
+from bot.domain import CAMERA_PRESETS, Actor, ImageRef
 from bot.errors import ValidationFailed
 from bot.services.creative import (
     DEFAULT_IMAGE_SYSTEM,
@@ -20,7 +20,7 @@ from bot.services.creative import (
     RewriteRefused,
     clean_rewrite,
 )
-from bot.services.generation import ImageOptions, Requester, VideoOptions
+from bot.services.generation import ImageOptions, Requester, VideoOptions, check_video
 from tests.support.stack import Stack
 
 SYNC_IMAGE = "black-forest-labs/flux-schnell"  # 3 cents a request
@@ -161,3 +161,30 @@ async def test_a_character_is_its_owners_unless_shared_and_five_at_most(
         await service.add_character(who, name, ImageRef(50, 503))
     with pytest.raises(ValidationFailed):
         await service.add_character(who, "six", ImageRef(50, 504))
+
+
+@pytest.mark.parametrize(
+    ("model", "locked"),
+    [("nimbus-pro/text-to-video", True), ("aurora-lite/text-to-video", None)],
+)
+async def test_the_static_camera_adds_its_phrase_and_locks_where_the_model_can(
+    stack: Stack, who: Requester, model: str, locked: bool | None
+) -> None:
+    await stack.generation.video(who, VideoOptions("a fox.", model, camera="static"))
+
+    (sent,) = posted(stack)
+    assert sent["prompt"] == "a fox, static shot, locked-off camera, no camera movement"
+    assert sent.get("lock_camera") is locked
+
+
+async def test_every_camera_preset_is_a_phrase_and_an_unknown_one_spends_nothing(
+    stack: Stack, who: Requester
+) -> None:
+    catalogue = await stack.generation.catalogue(who.guild_id)
+    for preset in CAMERA_PRESETS:
+        options = VideoOptions("a fox", TEXT_TO_VIDEO, camera=preset.value)
+        assert check_video(catalogue, options)[1].prompt == f"a fox, {preset.phrase}"
+    assert {p.value for p in CAMERA_PRESETS} >= {"dolly-in", "orbit", "crane-up", "handheld"}
+    with pytest.raises(ValidationFailed):
+        await stack.generation.video(who, VideoOptions("a fox", TEXT_TO_VIDEO, camera="spin"))
+    assert posted(stack) == []

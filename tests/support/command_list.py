@@ -51,6 +51,7 @@ OPTIONS = {
         "image",
         "generate_audio",
         "lock_camera",
+        "camera",
         "takes",
         "enhance",
     ],
