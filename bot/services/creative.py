@@ -454,9 +454,7 @@ class CreativeService:
         if not removed:
             raise ValidationFailed(N_("This server has no style named `{name}`."), name=name)
 
-    async def style_report(
-        self, guild_id: int, references: References
-    ) -> list[tuple[Style, int]]:
+    async def style_report(self, guild_id: int, references: References) -> list[tuple[Style, int]]:
         """The server's styles by name, each with how many of its references are gone.
 
         A reference is gone when the message holding it (or its attachment) no longer is:
@@ -602,9 +600,9 @@ __all__ = [
     "MAX_CHARACTERS",
     "MAX_STYLES",
     "CreativeService",
-    "References",
     "EnhanceOutcome",
     "Enhanced",
+    "References",
     "RewriteRefused",
     "audit_values",
     "cheapest_image_model",

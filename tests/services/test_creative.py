@@ -234,7 +234,7 @@ async def test_a_style_sends_its_suffix_and_fresh_references_to_an_image_model(
     ]
 
 
-async def test_a_style_gives_an_image_to_video_model_its_first_reference_and_text_to_video_the_suffix(
+async def test_a_style_gives_image_to_video_its_first_reference_and_text_to_video_the_suffix(
     stack: Stack, who: Requester
 ) -> None:
     store = MessageStore()
