@@ -13,6 +13,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.creative_commands import (
+    MAX_NAME_LENGTH,
+    apply_creative,
+    character_autocomplete,
+    style_autocomplete,
+)
 from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import (
     MAX_CHOICES,
@@ -69,7 +75,11 @@ class VideoCog(commands.Cog):
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
     @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
-    @app_commands.autocomplete(model=model_autocomplete("video"))
+    @app_commands.autocomplete(
+        model=model_autocomplete("video"),
+        style=style_autocomplete,
+        character=character_autocomplete,
+    )
     @app_commands.choices(aspect_ratio=RATIOS, camera=CAMERAS)
     async def video(
         self,
@@ -86,6 +96,8 @@ class VideoCog(commands.Cog):
         camera: str | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
         enhance: bool | None = None,
+        style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -102,6 +114,8 @@ class VideoCog(commands.Cog):
             camera: a camera movement added to the prompt (static also locks it where possible)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
             enhance: rewrite the prompt with the server's text model first; you see both prices
+            style: one of the server's styles (/config style): its words and reference images
+            character: one of your characters (/settings character), or one shared here
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -124,13 +138,16 @@ class VideoCog(commands.Cog):
             camera=camera,
         )
         applied = await self.members.apply_member_defaults(who, options)
+        chosen = await apply_creative(
+            interaction, who, applied.options, style=style, character=character
+        )
         if takes is None and not is_personal(who.guild_id):
             takes = await self.sequences.default_takes(who.user_id)
         if enhance:
-            await start_enhance(interaction, who, applied.options, takes=takes or 1)
+            await start_enhance(interaction, who, chosen, takes=takes or 1)
             await send_note(interaction, applied.note)
             return
-        await start_video(interaction, who, applied.options, note=applied.note, takes=takes or 1)
+        await start_video(interaction, who, chosen, note=applied.note, takes=takes or 1)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)

@@ -443,6 +443,20 @@ class CreativeService:
             raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
         return style
 
+    async def check_style_name(self, guild_id: int, name: str) -> None:
+        """Refuse now a name ``add_style`` would refuse (before the images are kept anywhere).
+
+        Raises:
+            ValidationFailed: the name is taken, or the server has :data:`MAX_STYLES`.
+        """
+        styles = await self.styles(guild_id)
+        if any(style.name == name for style in styles):
+            raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
+        if len(styles) >= MAX_STYLES:
+            raise ValidationFailed(
+                N_("This server has {most} styles already; remove one first."), most=MAX_STYLES
+            )
+
     async def remove_style(self, guild_id: int, name: str, *, actor: Actor) -> None:
         """Remove a style (audited).
 
@@ -556,6 +570,22 @@ class CreativeService:
         if character is None:
             raise ValidationFailed(N_("You have a character named `{name}` already."), name=name)
         return character
+
+    async def check_character_name(self, who: Requester, name: str) -> None:
+        """Refuse now what ``add_character`` would refuse (before the image is kept anywhere).
+
+        Raises:
+            ValidationFailed: they have :data:`MAX_CHARACTERS`, or one named ``name``.
+        """
+        if await self._store.count_characters(who.user_id) >= MAX_CHARACTERS:
+            raise ValidationFailed(
+                N_("You have {most} characters already; remove one first."), most=MAX_CHARACTERS
+            )
+        if any(
+            c.name == name and c.user_id == who.user_id
+            for c in await self.characters(who.user_id, None)
+        ):
+            raise ValidationFailed(N_("You have a character named `{name}` already."), name=name)
 
     async def remove_character(self, user_id: int, name: str) -> None:
         """Remove a member's own character.
