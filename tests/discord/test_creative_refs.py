@@ -21,7 +21,7 @@ class Channel(discord.abc.Messageable):
     async def _get_channel(self) -> Any:
         return self
 
-    async def fetch_message(self, id: int, /) -> Any:  # noqa: A002 - discord.py's name
+    async def fetch_message(self, id: int, /) -> Any:
         self.fetches += 1
         if id not in self.messages:
             response = SimpleNamespace(status=404, reason="Not Found")
