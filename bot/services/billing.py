@@ -434,6 +434,8 @@ class Billing:
         self._uses: dict[int, tuple[float, float | None]] = {}
         # The member's allowances each reservation was checked against, for the spend guard.
         self._allowances: dict[int, Allowances] = {}
+        # Reservation id -> the member whose credit balance holds it (docs/credits.md).
+        self._payers: dict[int, int] = {}
         self._watcher: ChargeWatcher | None = None
 
     def set_watcher(self, watcher: ChargeWatcher | None) -> None:
@@ -446,8 +448,17 @@ class Billing:
             return
         try:
             await self._watcher(charge, allowances)
-        except Exception:
-            log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+                return
+            # A locked database (an operator's session, a shutdown's last seconds) or a dropped
+            # connection: the charge is recorded; one line, with the driver's own error.
+            log.warning(
+                "the spend guard skipped a charge in guild %s: the database did not answer (%r)",
+                charge.guild_id,
+                getattr(exc, "orig", None) or exc,
+            )
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -623,6 +634,9 @@ class Billing:
             ]
             if balance_pays:
                 await self._credits.hold(tx, user_id, reservations)
+        if balance_pays:  # kept for the settlement spool: a replay must know who pays
+            for reservation in reservations:
+                self._payers[reservation.id] = user_id
         self._count("reserved", kind, needed)
         # A reservation neither settled nor released (a call that may have been charged) is
         # forgotten one TTL after it expired: no call of ours outlives that.
@@ -631,6 +645,7 @@ class Billing:
             del self._tiers[rid]
             self._uses.pop(rid, None)
             self._allowances.pop(rid, None)
+            self._payers.pop(rid, None)
         for reservation in reservations:
             self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
             self._allowances[reservation.id] = (policy.daily.value, policy.monthly.value)
@@ -872,6 +887,7 @@ class Billing:
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
         self._uses.pop(reservation.id, None)
         allowances = self._allowances.pop(reservation.id, None)
+        payer = self._payers.pop(reservation.id, None)
         charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
         if anomaly is not None:
@@ -909,7 +925,7 @@ class Billing:
         )
         try:
             stored = await self._settle_durably(
-                reservation, charge.guild_id, ledger, job, anomaly, learned
+                reservation, charge.guild_id, ledger, job, anomaly, learned, payer=payer
             )
         except SettlementDeferred:
             if ledger is not None:  # charged all the same: counted once, here
@@ -920,6 +936,19 @@ class Billing:
             await self._watch(ledger, allowances)
         return stored
 
+    def balance_price(self, reservation: Reservation, cost_cents: Decimal) -> Decimal | None:
+        """What the member's credit balance pays for ``reservation`` at ``cost_cents``.
+
+        Read before :meth:`settle` (which forgets who held it), to show the member what they
+        paid: the price plus ``CREDIT_MARKUP_PERCENT`` (:meth:`MemberCredits.paid`).
+
+        Returns:
+            Exact cents; None when the server (or the member's wallet) pays.
+        """
+        if reservation.id not in self._payers:
+            return None
+        return self._credits.paid(cost_cents)
+
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge.
 
@@ -929,6 +958,7 @@ class Billing:
         """
         self._tiers.pop(reservation.id, None)
         self._allowances.pop(reservation.id, None)
+        self._payers.pop(reservation.id, None)
         use = self._uses.pop(reservation.id, None)
         async with self._db.transaction() as tx:
             await tx.guilds.lock(reservation.guild_id)
@@ -972,15 +1002,28 @@ class Billing:
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
         learned: tuple[str | None, str, TextCharge] | None = None,
+        *,
+        payer: int | None = None,
     ) -> Job | None:
         """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`).
+
+        ``payer``: the member whose credit balance held ``reservation`` (None: the server
+        pays); the spooled entry keeps it with the reservation, so a replay takes the charge
+        from that balance, once.
 
         The entry is spooled when the first try fails, before the retry waits, and when this
         task is cancelled before the settlement is known committed (then the
         :class:`asyncio.CancelledError` goes on): a process stopped during the retries keeps
         the charge and the job for the next start. A retry that succeeds removes the entry.
         """
-        entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
+        entry = SpooledSettlement.new(
+            guild_id,
+            charge,
+            anomaly,
+            job,
+            reservation_id=None if reservation is None else reservation.id,
+            payer_user_id=payer,
+        )
         spooled = False
         tries = 0
 
@@ -1000,7 +1043,15 @@ class Billing:
             nonlocal tries
             tries += 1
             return await self._settle(
-                reservation, guild_id, charge, job, anomaly, learned, again=tries > 1
+                reservation,
+                guild_id,
+                charge,
+                job,
+                anomaly,
+                learned,
+                again=tries > 1,
+                payer=payer,
+                settlement_id=entry.id,
             )
 
         retrying = AsyncRetrying(
@@ -1131,6 +1182,17 @@ class Billing:
             if entry.anomaly is not None:
                 # For the admins' count only; after a lost commit it may be counted twice.
                 await tx.ledger.insert_anomaly(entry.anomaly)
+            if entry.reservation_id is not None:
+                # The hold goes, and a balance that held it pays: keyed by the settlement,
+                # so once, even if the settlement itself committed before it was spooled.
+                await self._credits.settle(
+                    tx,
+                    entry.reservation_id,
+                    charge,
+                    self._clock.time(),
+                    entry.payer_user_id,
+                    entry.id,
+                )
             if entry.job is not None:
                 await tx.jobs.insert(entry.job)
 
@@ -1144,6 +1206,8 @@ class Billing:
         learned: tuple[str | None, str, TextCharge] | None = None,
         *,
         again: bool = False,
+        payer: int | None = None,
+        settlement_id: str | None = None,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
 
@@ -1158,13 +1222,19 @@ class Billing:
         this very charge (:meth:`~bot.storage.repos.ledger.LedgerStore.has_charge`), never
         from the reservation, which a sweep may have removed while nothing was recorded. The
         charge is then not recorded twice, nor its price learnt twice.
+
+        ``payer`` and ``settlement_id``: the member whose credit balance held the reservation
+        (None: the server pays) and the settlement's id, which keys the balance's spend, so
+        a retry or a replay of the spool takes it once (:meth:`MemberCredits.settle`).
         """
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
                 await tx.ledger.delete_reservation(reservation.id)
                 # A member's balance that held it pays the charge (once: with its hold).
-                await self._credits.settle(tx, reservation, charge, self._clock.time())
+                await self._credits.settle(
+                    tx, reservation.id, charge, self._clock.time(), payer, settlement_id
+                )
             if again and charge is not None and await tx.ledger.has_charge(charge):
                 log.warning("charge of guild %s was recorded before; not again", guild_id)
                 if anomaly is not None:

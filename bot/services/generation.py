@@ -22,6 +22,7 @@ from pydantic import SecretStr
 from bot.clock import Clock
 from bot.domain import (
     CAMERA_BY_VALUE,
+    BillingMode,
     Charge,
     DeliveryRoute,
     GuildSettings,
@@ -59,12 +60,14 @@ from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import (
     KEY_CHANGING_PERSONAL,
     KEY_CHANGING_SERVER,
+    PAID_BY_CREDITS,
     is_personal,
     paid_by,
 )
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
+from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.result_requests import ResultRequestStore
 
 log = logging.getLogger(__name__)
@@ -774,9 +777,12 @@ class GenerationService:
 
         Read before the request (a failure here charges nothing): ``"this server"``, or for a
         member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
-        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``).
+        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
+        server whose billing mode is ``members`` (docs/credits.md).
         """
         if not is_personal(who.guild_id):
+            if await self._db.of(CreditStore).mode(who.guild_id) is BillingMode.MEMBERS:
+                return PAID_BY_CREDITS
             return paid_by(who.guild_id, own_key=True)
         settings = await self._db.guilds.settings(who.guild_id)
         return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
@@ -927,8 +933,11 @@ class GenerationService:
             self._charge(who, key, Kind.TEXT, request.model, None, result),
             prompt_summary=summarize(options.prompt if summary is None else summary),
         )
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
         await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._key_works(settings)
+        if paid is not None:  # the member is shown what their balance paid (docs/credits.md)
+            result = result.model_copy(update={"cost_cents": paid})
         return result
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
@@ -987,7 +996,10 @@ class GenerationService:
         ) -> ImageOutcome:
             charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
             if isinstance(result, ImageResult):
+                paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
+                if paid is not None:  # what the member's balance paid (docs/credits.md)
+                    result = result.model_copy(update={"cost_cents": paid})
                 answered = await self.record_answered(
                     who, key, request.model, request.prompt, result
                 )
@@ -1320,6 +1332,9 @@ class GenerationService:
         now = self._clock.time()
         # Whose money it spent, for its card's footer (delivered later, without the requester).
         details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
+        if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
+            details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
         new_job = NewJob(
             task_id=task.task_id,
             provider=task.provider or "",
