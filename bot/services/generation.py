@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from bot.clock import Clock
 from bot.domain import (
+    CAMERA_BY_VALUE,
     BillingMode,
     Charge,
     DeliveryRoute,
@@ -201,6 +202,7 @@ class VideoOptions:
     continues: int | None = None
     clip: int | None = None
     continues_link: str | None = None
+    camera: str | None = None
 
 
 MAX_TAKES: Final = 4
@@ -454,6 +456,7 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
         raise ValidationFailed(N_("{label} cannot generate audio."), label=model.label)
     if options.lock_camera and not model.supports_lock_camera:
         raise ValidationFailed(N_("{label} cannot lock the camera."), label=model.label)
+    prompt, lock_camera = _with_camera(prompt, options, model)
     image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
     if model.needs_image and image_url is None:
         raise ValidationFailed(
@@ -471,9 +474,28 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
         aspect_ratio=options.aspect_ratio,
         image_url=image_url,
         generate_audio=options.generate_audio,
-        lock_camera=options.lock_camera,
+        lock_camera=lock_camera,
     )
     return model, request
+
+
+def _with_camera(prompt: str, options: VideoOptions, model: VideoModel) -> tuple[str, bool | None]:
+    """The prompt with the camera preset's phrase, and ``lock_camera`` to send.
+
+    A preset that locks the camera (static) sends ``lock_camera: true`` only to a model with
+    ``supports_lock_camera`` (docs/genapi.md §2.1); the phrase is sent to every model.
+
+    Raises:
+        ValidationFailed: an unknown preset, or the prompt too long with the phrase.
+    """
+    if options.camera is None:
+        return prompt, options.lock_camera
+    preset = CAMERA_BY_VALUE.get(options.camera)
+    if preset is None:
+        raise ValidationFailed(N_("`{camera}` is not a camera preset."), camera=options.camera)
+    combined = _check_prompt(f"{prompt.rstrip().rstrip('.,')}, {preset.phrase}")
+    lock = options.lock_camera or (preset.lock and model.supports_lock_camera) or None
+    return combined, lock
 
 
 def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
