@@ -117,6 +117,11 @@ def usd_text(micro: int) -> str:
     return money(Decimal(micro) / MICRO_PER_CENT, current(), exact=True)  # the one formatter
 
 
+def cents_text(cents: Decimal | int) -> str:
+    """Exact cents (a credit balance, a credit entry) as :func:`usd_text` writes micro-cents."""
+    return money(Decimal(cents), current(), exact=True)
+
+
 def number_text(value: int | float | Decimal) -> str:
     """A count in the current locale's digits (``1,234``, ``1.234``)."""
     return number(value)
@@ -206,8 +211,8 @@ def install(environment: jinja2.Environment) -> None:
     Templates mark text with ``{% trans %}…{% endtrans %}`` (whitespace trimmed) or
     ``_("…")``; placeholders are ``%(name)s`` (Jinja2's newstyle gettext), a literal ``%`` is
     ``%%``; ``N_("…")`` marks a constant shown later with ``_(name)``. Filters: ``usd``
-    (micro-cents), ``num``; functions: ``when``, ``day``, ``kind_name``, ``status_name``,
-    ``access_name``, ``safety_mode``, ``review_state``;
+    (micro-cents), ``cents`` (exact cents), ``num``; functions: ``when``, ``day``,
+    ``kind_name``, ``status_name``, ``access_name``, ``safety_mode``, ``review_state``;
     ``lang()`` is the page's locale and ``languages`` the language menu.
     """
     environment.add_extension("jinja2.ext.i18n")
@@ -216,6 +221,7 @@ def install(environment: jinja2.Environment) -> None:
         _gettext, _ngettext, newstyle=True
     )
     environment.filters["usd"] = usd_text
+    environment.filters["cents"] = cents_text
     environment.filters["num"] = number_text
     environment.globals["when"] = when_text
     environment.globals["day"] = day_text

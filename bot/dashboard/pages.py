@@ -621,13 +621,19 @@ class Pages:
         )
 
     async def me(self, request: web.Request) -> web.Response:
-        """``/me``: the member's own results, spend this month, and ``/settings`` defaults."""
+        """``/me``: the member's own results, spend this month, and ``/settings`` defaults.
+
+        With ``CREDIT_PACKS``, also their credit balance (what requests in flight hold of it)
+        and its latest purchases, refunds and spends (docs/credits.md).
+        """
         signed = self.app.signed(request)
         filters, items, following, error = await self._results(request, None, signed.user_id)
         now = self.app.clock.time()
         spend = await self.dashboard.member_spend(signed.user_id, month_start(now))
         server_names = {g.id: g.name for g in signed.session.guilds}
         defaults = await self.services.members.get(signed.user_id)
+        credits = self.services.credits
+        offered = bool(credits.packs)
         return self._render(
             request,
             "me.html",
@@ -645,6 +651,9 @@ class Pages:
             spend=spend,
             server_names=server_names,
             defaults=defaults,
+            credits_offered=offered,
+            balance=await credits.balance(signed.user_id) if offered else None,
+            credit_history=await credits.history(signed.user_id) if offered else [],
         )
 
     async def _seen_result(self, request: web.Request) -> tuple[ResultItem, bool]:

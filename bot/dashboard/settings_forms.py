@@ -1,7 +1,7 @@
 """The server's settings pages, one :class:`~bot.dashboard.forms.SettingsForm` each.
 
-Showcase, Key, Budgets and limits, Tiers, Models, Blocked terms, Channels, Dashboard access,
-Safety and Review, in the order of the server's tabs. Every save calls the same
+Showcase, Key, Budgets and limits, Who pays, Tiers, Models, Blocked terms, Channels, Dashboard
+access, Safety and Review, in the order of the server's tabs. Every save calls the same
 :class:`~bot.services.guild_config.GuildConfigService` methods as ``/config``, so the very next
 slash command is judged by it, and the service audits it (marked ``via="web"``) and posts it in
 the admin channel as ``/config``'s changes are. Each form's ``base`` is the digest of the
@@ -30,6 +30,7 @@ from bot.domain import (
     UNSET,
     Actor,
     AuditEntry,
+    BillingMode,
     Kind,
     LimitUpdate,
     SafetyMode,
@@ -103,6 +104,11 @@ def channels_scope(what: str) -> bool:
 def persona_scope(channel_id: int) -> Callable[[str], bool]:
     """The setting of one channel's persona."""
     return lambda what: what == f"persona <#{channel_id}>"
+
+
+def billing_scope(what: str) -> bool:
+    """The setting of the Billing form: who pays (``/config billing``)."""
+    return what == "billing"
 
 
 def public_scope(what: str) -> bool:
@@ -418,6 +424,52 @@ class BudgetsForm(SettingsForm):
                 await config.set_cooldown(guild_id, kind, seconds or 0, actor=actor)
 
         return await self.commit(posted, budgets_scope, apply)
+
+
+UNKNOWN_BILLING_MODE: Final = N_("Choose who pays: the server, members, or both in turn.")
+
+
+@settings_form
+class BillingForm(SettingsForm):
+    """``/servers/<id>/settings/billing``: who pays the server's paid commands.
+
+    ``server``, ``members`` or ``server-then-members`` (docs/credits.md), saved as
+    ``/config billing`` (:meth:`~bot.services.guild_config.GuildConfigService.set_billing_mode`)
+    and audited like it (``billing``, ``via="web"``). Without ``CREDIT_PACKS`` the page says
+    that members cannot pay here, and a mode where they pay is refused with the service's
+    sentence.
+    """
+
+    name = "billing"
+    path = "/servers/{guild_id}/settings/billing"
+    template = "settings_billing.html"
+    label = N_("Who pays")
+
+    async def values(self) -> dict[str, Any]:
+        """What the page's template shows."""
+        return {
+            "mode": (await self.config.billing_mode(self.guild_id)).value,
+            "modes": [m.value for m in BillingMode],
+            "offered": bool(self.pages.services.credits.packs),
+            "base": await self.base(billing_scope),
+        }
+
+    async def save(self, posted: Posted) -> list[AuditEntry]:
+        """Validate ``posted`` and save it; the entries audited (empty: nothing changed).
+
+        Raises:
+            ValidationFailed: no such mode; or one where members pay without credit packs.
+        """
+        try:
+            mode = BillingMode(posted.get("mode"))
+        except ValueError:
+            raise ValidationFailed(UNKNOWN_BILLING_MODE) from None
+        config, guild_id = self.config, self.guild_id
+
+        async def apply(actor: Actor) -> None:
+            await config.set_billing_mode(guild_id, mode, actor=actor)
+
+        return await self.commit(posted, billing_scope, apply)
 
 
 @settings_form

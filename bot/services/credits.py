@@ -387,6 +387,10 @@ class CreditService:
             month_paid_cents=paid,
         )
 
+    async def history(self, user_id: int, limit: int = 20) -> list[CreditEntry]:
+        """The member's latest purchases, refunds and spends, newest first (the dashboard's)."""
+        return await self._db.of(CreditStore).entries(user_id, limit)
+
     async def spent_since(self, user_id: int, since: float) -> tuple[Decimal, Decimal]:
         """What the member's balance paid since ``since``: (with the markup, service price)."""
         return await self._db.of(CreditStore).spent_since(user_id, since)

@@ -56,6 +56,7 @@ def test_every_registered_page_has_its_template_and_a_name_of_its_own() -> None:
         "showcase",
         "key",
         "budgets",
+        "billing",
         "tiers",
         "models",
         "terms",
