@@ -332,8 +332,6 @@ EXEMPT = {
 
 TO_SPLIT = {
     "bot/services/generation.py::GenerationService": "to split: submissions move out",
-    "bot/services/billing.py::Billing": "to split (reservations, settlement, reports)",
-    "bot/services/billing.py::Billing._settle_durably": "to split",
     "bot/services/guard.py::SpendGuard": "to split (thresholds, runway, anomalies)",
     "bot/services/guard.py::SpendGuard._thresholds": "to split",
     "bot/services/conversations.py::ConversationService.ask": "to split",

@@ -416,11 +416,8 @@ class Billing:
     ) -> None:
         self._db = db
         self._credits = credits if credits is not None else MemberCredits({}, 0)
-        self._spool = spool
-        # One replay at a time in this process (appends need no lock of ours: the file's
-        # flock, taken in a thread, orders them).
-        self._replay_lock = asyncio.Lock()
-        self._settle_attempts = settle_attempts
+        self._writer = SettlementWriter(db, self._credits, clock, spool, settle_attempts)
+        self._reports = UsageReports(db, clock)
         self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
@@ -908,7 +905,7 @@ class Billing:
             else None
         )
         try:
-            stored = await self._settle_durably(
+            stored = await self._writer.write(
                 reservation, charge.guild_id, ledger, job, anomaly, learned
             )
         except SettlementDeferred:
@@ -959,12 +956,63 @@ class Billing:
         Screened by :func:`charge_anomaly` like :meth:`settle`.
         """
         ledger, anomaly = charge_anomaly(charge)
-        await self._settle_durably(None, charge.guild_id, ledger, None, anomaly)
+        await self._writer.write(None, charge.guild_id, ledger, None, anomaly)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
             await self._watch(ledger, None)
 
-    async def _settle_durably(
+    async def replay_spool(self) -> int:
+        """Record the settlements waiting in the spool (:meth:`SettlementWriter.replay`).
+
+        Returns:
+            How many entries were settled.
+        """
+        return await self._writer.replay()
+
+    async def expire_stale(self) -> int:
+        """Delete the reservations expired by now; return how many (for a periodic sweep)."""
+        return await self._db.ledger.expire_reservations(self._clock.time())
+
+    async def report(
+        self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
+    ) -> UsageReport:
+        """Summarise the guild's (or one user's) spending this UTC month and day.
+
+        See :meth:`UsageReports.report`.
+        """
+        return await self._reports.report(guild_id, user_id, key_fingerprint=key_fingerprint)
+
+
+class SettlementWriter:
+    """Writes settlements durably for :class:`Billing`: retried, else spooled, then replayed.
+
+    Args:
+        db: the database.
+        credits: the member's balance that pays a charge its hold covered.
+        clock: the wall clock (UTC epoch seconds); its ``sleep`` paces the retries.
+        spool: where a settlement goes when the database cannot take it
+            (:mod:`bot.services.settlement_spool`); None: the error is raised.
+        settle_attempts: tries of a settlement whose error is transient.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        credits: MemberCredits,
+        clock: Clock,
+        spool: SettlementSpool | None,
+        settle_attempts: int,
+    ) -> None:
+        self._db = db
+        self._credits = credits
+        self._clock = clock
+        self._spool = spool
+        self._settle_attempts = settle_attempts
+        # One replay at a time in this process (appends need no lock of ours: the file's
+        # flock, taken in a thread, orders them).
+        self._replay_lock = asyncio.Lock()
+
+    async def write(
         self,
         reservation: Reservation | None,
         guild_id: int,
@@ -973,7 +1021,7 @@ class Billing:
         anomaly: ChargeAnomaly | None,
         learned: tuple[str | None, str, TextCharge] | None = None,
     ) -> Job | None:
-        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`).
+        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`Billing.settle`).
 
         The entry is spooled when the first try fails, before the retry waits, and when this
         task is cancelled before the settlement is known committed (then the
@@ -1035,13 +1083,21 @@ class Billing:
             if job is not None:
                 raise SettlementDeferred(job.kind.value) from exc
             return None
-        if spooled and self._spool is not None:
-            log.info("settlement %s in guild %s recorded after %d tries", entry.id, guild_id, tries)
-            try:
-                await asyncio.to_thread(self._spool.remove, (entry.id,))
-            except OSError as exc:  # replaying it again records nothing twice
-                log.warning("settlement %s left in the spool (%s)", entry.id, exc)
+        if spooled:
+            await self._unspool(entry, tries)
         return stored
+
+    async def _unspool(self, entry: SpooledSettlement, tries: int) -> None:
+        """Remove from the spool an entry whose settlement a retry recorded after all."""
+        if self._spool is None:
+            return
+        log.info(
+            "settlement %s in guild %s recorded after %d tries", entry.id, entry.guild_id, tries
+        )
+        try:
+            await asyncio.to_thread(self._spool.remove, (entry.id,))
+        except OSError as exc:  # replaying it again records nothing twice
+            log.warning("settlement %s left in the spool (%s)", entry.id, exc)
 
     async def _spool_entry(self, entry: SpooledSettlement, error: BaseException) -> bool:
         """Append ``entry`` to the spool, in a thread (its lock may be held by another process).
@@ -1083,7 +1139,7 @@ class Billing:
         )
         return True
 
-    async def replay_spool(self) -> int:
+    async def replay(self) -> int:
         """Record the settlements waiting in the spool (at start-up, then every minute).
 
         The entries are read under the spool's lock, replayed without it (each one
@@ -1183,9 +1239,18 @@ class Billing:
                 await _learn_text_price(tx, *learned)
             return None if job is None else await tx.jobs.insert(job)
 
-    async def expire_stale(self) -> int:
-        """Delete the reservations expired by now; return how many (for a periodic sweep)."""
-        return await self._db.ledger.expire_reservations(self._clock.time())
+
+class UsageReports:
+    """The spending summaries of ``/usage`` (:meth:`Billing.report`).
+
+    Args:
+        db: the database.
+        clock: the wall clock (UTC epoch seconds) that defines the month and the day.
+    """
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
 
     async def report(
         self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
