@@ -332,7 +332,6 @@ EXEMPT = {
 
 TO_SPLIT = {
     "bot/services/conversations.py::ConversationService.ask": "to split",
-    "bot/discord/render/takes.py::_takes_card": "to split",
     "cogs/config.py::ConfigCog": "to split (GroupCog per subgroup)",
     "cogs/chat.py::ChatCog.chat": "to split",
     "cogs/safety.py::_report": "to split",

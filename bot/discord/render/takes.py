@@ -104,35 +104,7 @@ def _takes_card(
     )
     base = base_card(takes[0], state, colour, "", sandbox=sandbox)
     video = takes[0].kind == "video"
-    media: list[tuple[str, str]] = []
-    lines: list[str] = []
-    for index, take in enumerate(takes, start=1):
-        at = number(index)
-        urls = [url for url in take.outputs if is_web_url(url)]
-        if take.status == "completed" and urls:
-            name = (attached or {}).get(take.id)
-            shown = urls[0] if name is None else f"attachment://{name}"
-            if video:
-                media.append((shown, _("video take {number}", number=at)))
-                lines.append(_("Take {number} · done · [video]({url})", number=at, url=urls[0]))
-            else:
-                media.append((shown, _("image take {number}", number=at)))
-                lines.append(_("Take {number} · done · [image]({url})", number=at, url=urls[0]))
-        elif take.status == "completed":
-            if video:
-                lines.append(
-                    _("Take {number} · done, but the service returned no video", number=at)
-                )
-            else:
-                lines.append(
-                    _("Take {number} · done, but the service returned no image", number=at)
-                )
-        elif take.status == "pending":
-            lines.append(_("Take {number} · running", number=at))
-        else:
-            reason = truncate(one_line(take.error or "") or _(NO_REASON), _REASON)
-            reason = discord.utils.escape_mentions(reason)
-            lines.append(_("Take {number} · failed: {reason}", number=at, reason=reason))
+    media, lines = _take_lines(takes, attached, video=video)
     notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
     card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
     actions: tuple[tuple[str, str], ...] = ()
@@ -163,6 +135,46 @@ def _takes_card(
         name=_("Takes"), value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
     )
     return MessageParts(embeds=(embed,), card=card, action_buttons=actions, select=select)
+
+
+def _take_lines(
+    takes: Sequence[TakeView], attached: Mapping[int, str] | None, *, video: bool
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Each take's line on the card, and the media shown: ``(url, description)``, in order.
+
+    ``attached``: job id -> the file name a take's result is attached under (shown from the
+    message's attachment rather than its URL).
+    """
+    media: list[tuple[str, str]] = []
+    lines: list[str] = []
+    for index, take in enumerate(takes, start=1):
+        at = number(index)
+        urls = [url for url in take.outputs if is_web_url(url)]
+        if take.status == "completed" and urls:
+            name = (attached or {}).get(take.id)
+            shown = urls[0] if name is None else f"attachment://{name}"
+            if video:
+                media.append((shown, _("video take {number}", number=at)))
+                lines.append(_("Take {number} · done · [video]({url})", number=at, url=urls[0]))
+            else:
+                media.append((shown, _("image take {number}", number=at)))
+                lines.append(_("Take {number} · done · [image]({url})", number=at, url=urls[0]))
+        elif take.status == "completed":
+            if video:
+                lines.append(
+                    _("Take {number} · done, but the service returned no video", number=at)
+                )
+            else:
+                lines.append(
+                    _("Take {number} · done, but the service returned no image", number=at)
+                )
+        elif take.status == "pending":
+            lines.append(_("Take {number} · running", number=at))
+        else:
+            reason = truncate(one_line(take.error or "") or _(NO_REASON), _REASON)
+            reason = discord.utils.escape_mentions(reason)
+            lines.append(_("Take {number} · failed: {reason}", number=at, reason=reason))
+    return media, lines
 
 
 def takes_ready(takes: Sequence[TakeView], *, locale: str | None = None) -> str:
