@@ -332,7 +332,6 @@ EXEMPT = {
 
 TO_SPLIT = {
     "cogs/config.py::ConfigCog": "to split (GroupCog per subgroup)",
-    "cogs/safety.py::_report": "to split",
 }
 """Bodies over the rule today, each to be split; the list only shrinks (a fixed one leaves it)."""
 
