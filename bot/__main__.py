@@ -256,7 +256,7 @@ async def run(settings: Settings, *, sync: str, redaction: RedactionFilter | Non
                 await serve_dashboard(
                     settings,
                     services,
-                    RestDirectory(bot),
+                    RestDirectory.over(bot, services, bot.locales),
                     application_id=bot.application_id or application_id_from_token(token),
                     clock=clock,
                     stack=stack,
@@ -285,7 +285,7 @@ async def attach_worker_client(
     await serve_dashboard(
         settings,
         services,
-        RestDirectory(client),
+        RestDirectory.over(client, services),
         application_id=client.application_id or 0,
         clock=clock,
         stack=stack,

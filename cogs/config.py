@@ -16,6 +16,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.creative_commands import StyleGroup
 from bot.discord.interactions import model_autocomplete, requester
 from bot.discord.render.admin import config_embed, dashboard_link, old_key_note
 from bot.discord.render.buttons import confirm_above_text
@@ -281,6 +282,7 @@ class ConfigCog(
     guard = app_commands.Group(
         name="guard", description="Spend alerts, the key's runway and the automatic pause"
     )
+    style = StyleGroup()
 
     def __init__(
         self,

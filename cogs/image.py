@@ -7,6 +7,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.creative_commands import (
+    MAX_NAME_LENGTH,
+    apply_creative,
+    character_autocomplete,
+    style_autocomplete,
+)
 from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.discord.request_flows import send_note, start_image
@@ -45,7 +51,11 @@ class ImageCog(commands.Cog):
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
     @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
-    @app_commands.autocomplete(model=model_autocomplete("image"))
+    @app_commands.autocomplete(
+        model=model_autocomplete("image"),
+        style=style_autocomplete,
+        character=character_autocomplete,
+    )
     @app_commands.choices(mode=MODES, aspect_ratio=RATIOS)
     async def image(
         self,
@@ -62,6 +72,8 @@ class ImageCog(commands.Cog):
         image4: discord.Attachment | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
         enhance: bool | None = None,
+        style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
     ) -> None:
         """Generate an image.
 
@@ -79,6 +91,8 @@ class ImageCog(commands.Cog):
             image4: a fourth reference image to upload (models that take several)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
             enhance: rewrite the prompt with the server's text model first; you see both prices
+            style: one of the server's styles (/config style): its words and reference images
+            character: one of your characters (/settings character), or one shared here
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
@@ -107,20 +121,21 @@ class ImageCog(commands.Cog):
         if enhance:
             # The rewrite and the choice are the member's alone; the image comes after.
             await interaction.response.defer(thinking=True, ephemeral=True)
-            applied = await self.members.apply_member_defaults(who, options, mine)
-            if takes is None and not is_personal(who.guild_id):
-                takes = await self.sequences.default_takes(who.user_id)
-            await start_enhance(interaction, who, applied.options, takes=takes or 1)
-            await send_note(interaction, applied.note)
-            return
-        # Private results: a synchronous image only the member sees (an
-        # asynchronous one still gets its card in the channel; the answer links it).
-        interaction.extras[PUBLIC_DEFER] = not mine.private
-        await interaction.response.defer(thinking=True, ephemeral=mine.private)
+        else:
+            # Private results: a synchronous image only the member sees (an
+            # asynchronous one still gets its card in the channel; the answer links it).
+            interaction.extras[PUBLIC_DEFER] = not mine.private
+            await interaction.response.defer(thinking=True, ephemeral=mine.private)
         applied = await self.members.apply_member_defaults(who, options, mine)
+        chosen = await apply_creative(
+            interaction, who, applied.options, style=style, character=character
+        )
         if takes is None and not is_personal(who.guild_id):
             takes = await self.sequences.default_takes(who.user_id)
-        await start_image(interaction, who, applied.options, takes=takes or 1)
+        if enhance:
+            await start_enhance(interaction, who, chosen, takes=takes or 1)
+        else:
+            await start_image(interaction, who, chosen, takes=takes or 1)
         await send_note(interaction, applied.note)
 
 

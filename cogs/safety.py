@@ -12,7 +12,6 @@ docs/safety.md.
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 from typing import Any
@@ -22,8 +21,6 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.interactions import loaded_cog
-from bot.discord.render.parts import ping_only
-from bot.discord.render.results import is_web_url
 from bot.discord.render.safety import (
     REPORT_CUSTOM_ID,
     REVIEW_CUSTOM_ID,
@@ -31,6 +28,7 @@ from bot.discord.render.safety import (
     review_decided,
 )
 from bot.discord.request_flows import fetch_result
+from bot.discord.safety_review import ReviewSettler
 from bot.discord.tree import ActionButton, admit, answer_error, send_ephemeral
 from bot.domain import Job, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
@@ -76,8 +74,11 @@ class ReviewAction(ActionButton, template=REVIEW_CUSTOM_ID):
 
 
 async def _decided(interaction: Interaction, cog: SafetyCog, record: SafetyRecord) -> None:
-    """Tell the review card, then show the result (Approve) or tell the member (Reject)."""
-    bot = interaction.client
+    """Tell the review card, then show the result (Approve) or tell the member (Reject).
+
+    The member's side is :class:`bot.discord.safety_review.ReviewSettler`'s, as the
+    dashboard's Review page does it.
+    """
     member = interaction.user.mention
     if record.state is Visibility.APPROVED:
         line = _("Approved by {member}: shown on its card.", member=member)
@@ -88,83 +89,7 @@ async def _decided(interaction: Interaction, cog: SafetyCog, record: SafetyRecor
         await interaction.edit_original_response(**decided.edit_kwargs())
     except discord.HTTPException as exc:
         log.info("review card of %s not updated (%s)", record.ref, exc)
-    with using(await bot.locales.of(record.guild_id)):
-        if record.ref.startswith("j"):
-            job = await cog.generation.job(int(record.ref[1:]))
-            # Approved: the poller delivers it again within its next pass (at most 5 s), as an
-            # ordinary completion.
-            if record.state is Visibility.REJECTED and job is not None:
-                await _tell_rejected(bot, job)
-        elif record.state is Visibility.APPROVED:
-            await _show_approved_request(bot, cog, record)
-        else:
-            await _reply_on_card(bot, record, _rejected_line(record.user_id, record.kind), ())
-
-
-def _rejected_line(user_id: int, kind: str) -> str:
-    what = _("video") if kind == "video" else _("image")
-    return _(
-        "<@{user}> the server's moderators rejected your {what}; it stays withheld.",
-        user=user_id,
-        what=what,
-    )
-
-
-async def _tell_rejected(bot: GenBot, job: Job) -> None:
-    """Edit the job's card into its rejected form and reply pinging the member."""
-    if job.message_id is None:
-        return
-    channel = bot.get_partial_messageable(job.channel_id, guild_id=job.guild_id)
-    message = channel.get_partial_message(job.message_id)
-    try:
-        await message.edit(**hidden_card(job, Visibility.REJECTED).edit_kwargs())
-        await channel.send(
-            _rejected_line(job.user_id, job.kind),
-            reference=message.to_reference(fail_if_not_exists=False),
-            mention_author=False,
-            allowed_mentions=ping_only(job.user_id),
-        )
-    except discord.HTTPException as exc:
-        log.info("job %s: the member was not told of the rejection (%s)", job.id, exc)
-
-
-async def _reply_on_card(
-    bot: GenBot, record: SafetyRecord, text: str, files: tuple[tuple[str, bytes], ...]
-) -> None:
-    """Reply to a synchronous result's card (or post in its channel), pinging the member."""
-    channel_id, message_id = record.card or (record.channel_id, None)
-    channel = bot.get_partial_messageable(channel_id, guild_id=record.guild_id)
-    reference = (
-        None
-        if message_id is None
-        else channel.get_partial_message(message_id).to_reference(fail_if_not_exists=False)
-    )
-    try:
-        await channel.send(
-            text,
-            files=[discord.File(io.BytesIO(data), name) for name, data in files],
-            reference=reference,  # type: ignore[arg-type]
-            mention_author=False,
-            allowed_mentions=ping_only(record.user_id),
-        )
-    except discord.HTTPException as exc:
-        log.info("result %s: the member was not told (%s)", record.ref, exc)
-
-
-async def _show_approved_request(bot: GenBot, cog: SafetyCog, record: SafetyRecord) -> None:
-    """Post an approved synchronous image on its card's channel, with its files and a ping."""
-    request = await cog.generation.result_request(record.ref)
-    urls = [] if request is None else [u for u in request.outputs if is_web_url(u)]
-    files: list[tuple[str, bytes]] = []
-    for index, url in enumerate(urls[:10]):
-        try:
-            files.append((f"{record.ref}-{index + 1}.png", await fetch_result(bot, url)))
-        except Exception as exc:
-            log.info("approved result %s: file %d not attached (%s)", record.ref, index, exc)
-    text = _("<@{user}> your image is ready.", user=record.user_id)
-    if len(files) < len(urls):
-        text += "\n" + "\n".join(urls)
-    await _reply_on_card(bot, record, text, tuple(files))
+    await cog.settler.settle(record)
 
 
 class ReportSelect(
@@ -312,6 +237,9 @@ class SafetyCog(commands.Cog):
         self.safety = safety
         self.generation = generation
         self.showcase = showcase
+        self.settler = ReviewSettler(
+            bot, generation, bot.locales, lambda url: fetch_result(bot, url)
+        )
 
     async def cog_load(self) -> None:
         """Add the dynamic items."""

@@ -49,6 +49,7 @@ from bot.discord.result_clicks import (
     result_click,
 )
 from bot.discord.result_clicks import submitted as submitted_as
+from bot.discord.safety_gate import hidden_takes
 from bot.discord.sequence_flows import (
     MAX_JOINED,
     join_videos,
@@ -68,6 +69,7 @@ from bot.services.generation import (
     default_duration,
 )
 from bot.services.member_settings import MemberSettingsService
+from bot.services.safety import SafetyService
 from bot.services.sequences import SequenceService
 from bot.services.submissions import require_clip
 
@@ -152,6 +154,7 @@ class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], tem
                 sandbox=cog.sandbox,
                 chosen=int(chosen[1:]),
                 attached=attached,
+                hidden=await hidden_takes(cog.safety, found),
                 locale=locale,
             )
             kwargs = parts.edit_kwargs()
@@ -454,6 +457,7 @@ class SequencesCog(commands.Cog):
         members: members' defaults (the model Continue preselects).
         clock: the time (uploads' freshness).
         sandbox: results come from the built-in emulator.
+        safety: the safety policy (held takes stay off the takes card); None: not checked.
     """
 
     def __init__(
@@ -465,9 +469,11 @@ class SequencesCog(commands.Cog):
         clock: Clock,
         *,
         sandbox: bool,
+        safety: SafetyService | None = None,
     ) -> None:
         self.bot = bot
         self.generation = generation
+        self.safety = safety
         self.sequences = sequences
         self.members = members
         self.clock = clock
@@ -516,5 +522,6 @@ async def setup(bot: GenBot) -> None:
             services.members,
             services.clock,
             sandbox=services.sandbox,
+            safety=services.moderation,
         )
     )

@@ -20,6 +20,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.creative_commands import CharacterGroup
 from bot.discord.interactions import model_autocomplete
 from bot.discord.render.admin import old_key_note
 from bot.discord.tree import AdmittedModal, send_ephemeral, sentence_for
@@ -87,6 +88,7 @@ class SettingsCog(commands.GroupCog, group_name="settings", group_description="Y
     )
 
     notify = app_commands.Group(name="notify", description="How you hear of finished results")
+    character = CharacterGroup()
 
     def __init__(
         self,

@@ -13,6 +13,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.creative_commands import (
+    MAX_NAME_LENGTH,
+    apply_creative,
+    character_autocomplete,
+    style_autocomplete,
+)
 from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import (
     MAX_CHOICES,
@@ -25,6 +31,7 @@ from bot.discord.render.text import truncate
 from bot.discord.request_flows import defer_video, send_note, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
+from bot.domain import CAMERA_PRESETS
 from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, money, number
@@ -45,6 +52,8 @@ from bot.services.personal import is_personal
 from bot.services.sequences import SequenceService
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
+CAMERAS = [app_commands.Choice(name=preset.label, value=preset.value) for preset in CAMERA_PRESETS]
+"""``/video camera:``'s choices (:data:`bot.domain.CAMERA_PRESETS`; Discord: at most 25)."""
 
 
 """Options in a select menu (Discord: at most 25)."""
@@ -66,8 +75,12 @@ class VideoCog(commands.Cog):
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
     @app_commands.allowed_contexts(guilds=True, dms=True, private_channels=True)
-    @app_commands.autocomplete(model=model_autocomplete("video"))
-    @app_commands.choices(aspect_ratio=RATIOS)
+    @app_commands.autocomplete(
+        model=model_autocomplete("video"),
+        style=style_autocomplete,
+        character=character_autocomplete,
+    )
+    @app_commands.choices(aspect_ratio=RATIOS, camera=CAMERAS)
     async def video(
         self,
         interaction: discord.Interaction[GenBot],
@@ -80,8 +93,11 @@ class VideoCog(commands.Cog):
         image: discord.Attachment | None = None,
         generate_audio: bool | None = None,
         lock_camera: bool | None = None,
+        camera: str | None = None,
         takes: app_commands.Range[int, 1, MAX_TAKES] | None = None,
         enhance: bool | None = None,
+        style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -95,8 +111,11 @@ class VideoCog(commands.Cog):
             image: a source image to upload, for image-to-video models
             generate_audio: add synchronised audio (models that support it)
             lock_camera: keep the camera still (models that support it)
+            camera: a camera movement added to the prompt (static also locks it where possible)
             takes: how many versions to make at once, 1 to 4, each charged (default: yours, else 1)
             enhance: rewrite the prompt with the server's text model first; you see both prices
+            style: one of the server's styles (/config style): its words and reference images
+            character: one of your characters (/settings character), or one shared here
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -116,15 +135,19 @@ class VideoCog(commands.Cog):
             generate_audio,
             lock_camera,
             image_uploaded=image is not None,
+            camera=camera,
         )
         applied = await self.members.apply_member_defaults(who, options)
+        chosen = await apply_creative(
+            interaction, who, applied.options, style=style, character=character
+        )
         if takes is None and not is_personal(who.guild_id):
             takes = await self.sequences.default_takes(who.user_id)
         if enhance:
-            await start_enhance(interaction, who, applied.options, takes=takes or 1)
+            await start_enhance(interaction, who, chosen, takes=takes or 1)
             await send_note(interaction, applied.note)
             return
-        await start_video(interaction, who, applied.options, note=applied.note, takes=takes or 1)
+        await start_video(interaction, who, chosen, note=applied.note, takes=takes or 1)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)

@@ -18,8 +18,12 @@ def section(title: str) -> str:
 
 
 def links(text: str) -> list[str]:
-    """The relative targets of the Markdown links in ``text`` (anchors dropped)."""
-    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    """The relative targets of the Markdown links in ``text`` (anchors dropped).
+
+    Code (fenced blocks, inline spans) holds no links: a page may show link syntax there.
+    """
+    prose = re.sub(r"`[^`]*`", "", re.sub(r"^```.*?^```", "", text, flags=re.M | re.S))
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose)
     return [t.split("#")[0] for t in targets if not re.match(r"[a-z]+:", t) and t[0] != "#"]
 
 

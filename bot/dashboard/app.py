@@ -191,7 +191,8 @@ class Dashboard:
         install(self.templates)  # {% trans %}, _(), and amounts and times in the locale
         # Templates link by a route's name: url("overview", guild_id=...) (see build()).
         self.templates.globals["url"] = self.url
-        self.templates.globals["settings_tabs"] = []  # the settings pages' tabs, once added
+        # The settings pages' tabs a member sees (their rights -> (name, label)), once added.
+        self.templates.globals["settings_tabs"] = lambda rights: []
         self._router: web.UrlDispatcher | None = None
         self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None

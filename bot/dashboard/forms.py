@@ -175,6 +175,14 @@ class SettingsForm:
     refusal: ClassVar[str | None] = None
 
     @classmethod
+    def shown_to(cls, rights: Rights) -> bool:
+        """Whether a member with ``rights`` (who may view the server's pages) has its tab.
+
+        Everyone by default; a page of another duty says whose (the Review page: reviewers).
+        """
+        return True
+
+    @classmethod
     def may_save(cls, rights: Rights) -> bool:
         """Whether a member with ``rights`` may post this form (before its token is read).
 
@@ -247,6 +255,15 @@ def settings_form(form: FormType) -> FormType:
     return form
 
 
-def tabs(forms: list[type[SettingsForm]]) -> list[tuple[str, str]]:
-    """The settings pages' tabs: ``(route name, label)``, in order."""
-    return [(form.name, form.label) for form in forms]
+def tabs(forms: list[type[SettingsForm]]) -> Callable[[Rights], list[tuple[str, str]]]:
+    """The settings pages' tabs a member sees: ``(route name, label)``, in order.
+
+    Returns:
+        ``settings_tabs(rights)`` for the templates: the tabs of the pages
+        :meth:`SettingsForm.shown_to` a member with ``rights``.
+    """
+
+    def settings_tabs(rights: Rights) -> list[tuple[str, str]]:
+        return [(form.name, form.label) for form in forms if form.shown_to(rights)]
+
+    return settings_tabs

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.clock import Clock
 from bot.dashboard.limits import Bounded
-from bot.domain import MemberAccess, MemberProfile, MessageUnreachable
+from bot.domain import MemberAccess, MemberProfile, MessageUnreachable, SafetyRecord
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,15 @@ class Directory(Protocol):
 
     async def delete_message(self, channel_id: int, message_id: int) -> None:
         """Delete one of the bot's messages (a removed showcase entry's post); never raises."""
+        ...
+
+    async def settle_review(self, decision: SafetyRecord) -> None:
+        """Act on the member's side of a review decided on the dashboard; never raises.
+
+        Exactly as the review channel's Approve and Reject: an approved synchronous image is
+        posted on its card, pinging the member; a rejected result's card says so and the
+        member is told (docs/safety.md, "Reviews").
+        """
         ...
 
 
@@ -436,3 +445,7 @@ class CachingDirectory:
         """Passed through (an admin's removal of a showcase entry); forgets its files."""
         self._urls.pop((channel_id, message_id))
         await self._directory.delete_message(channel_id, message_id)
+
+    async def settle_review(self, decision: SafetyRecord) -> None:
+        """Passed through (a review decided on the Review page)."""
+        await self._directory.settle_review(decision)

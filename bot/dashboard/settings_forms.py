@@ -846,8 +846,11 @@ class ReviewForm(SettingsForm):
     A decision goes through the one write path (the form's token and origin, the write limit,
     the page lock) and an optimistic check: the row carries the state it was rendered from,
     and a result decided meanwhile (here or on Discord) changes nothing (409). The service
-    audits it (``safety review j12: held → approved``, ``via="web"``); Approve delivers a job
-    again to its card, and the review channel's card of the result is removed.
+    audits it (``safety review j12: held → approved``, ``via="web"``) and the review channel's
+    card of the result is removed. Then the member's side is done exactly as the review
+    channel's buttons do it, through the dashboard's Discord port (``settle_review``): Approve
+    shows the result on its card with the member's ping (a job delivered again by the poller,
+    a synchronous image posted as a reply to its card), Reject edits the card and tells them.
     """
 
     name = "review"
@@ -855,6 +858,11 @@ class ReviewForm(SettingsForm):
     template = "review.html"
     label = N_("Review")
     refusal = REVIEWERS_ONLY
+
+    @classmethod
+    def shown_to(cls, rights: Rights) -> bool:
+        """Its tab: reviewers only (Manage Server, or Manage Messages with dashboard access)."""
+        return rights.may_review
 
     @classmethod
     def may_save(cls, rights: Rights) -> bool:
@@ -905,8 +913,12 @@ class ReviewForm(SettingsForm):
                 decided = await decide(ref, guild_id=self.guild_id, user_id=user_id, via="web")
             except ValidationFailed:  # decided on Discord in between
                 raise Refused(REVIEW_CHANGED, 409) from None
+        directory = self.pages.app.directory
         if record.review is not None:  # its buttons there would only refuse now
-            self.pages.later(self.pages.app.directory.delete_message(*record.review), self.guild_id)
+            self.pages.later(directory.delete_message(*record.review), self.guild_id)
+        # The member's side, as the review channel's buttons: Approve shows it on its card
+        # with the ping (a job by the poller), Reject tells the member.
+        self.pages.later(directory.settle_review(decided), self.guild_id)
         return [
             AuditEntry(
                 self.guild_id,

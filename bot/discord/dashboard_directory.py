@@ -4,6 +4,10 @@ The dashboard decides who may see a server from what the bot reads there now (th
 member; the member's roles and permissions), never from what the member's own OAuth2 token said
 at sign-in. REST only, so that a gateway process and ``python -m bot worker`` (no gateway
 cache) answer alike; the dashboard caches the answers (about a minute).
+
+It is also how a decision on the dashboard's Review page reaches the member
+(:meth:`RestDirectory.settle_review`): by the same code as the review channel's buttons
+(:mod:`bot.discord.safety_review`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from typing import Any, Final
 
 import discord
 
-from bot.domain import MemberAccess, MemberProfile, MessageUnreachable
+from bot.discord.locales import GuildLocales
+from bot.discord.safety_review import ReviewSettler, downloader
+from bot.domain import MemberAccess, MemberProfile, MessageUnreachable, SafetyRecord
+from bot.wiring import Services
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +76,30 @@ class RestDirectory:
 
     Args:
         client: a discord.py client that logged in (``login``), with or without a gateway.
+        reviews: what follows a review's decision on the member's side (:meth:`settle_review`).
     """
 
-    def __init__(self, client: discord.Client) -> None:
+    def __init__(self, client: discord.Client, *, reviews: ReviewSettler) -> None:
         self._client = client
+        self._reviews = reviews
+
+    @classmethod
+    def over(
+        cls, client: discord.Client, services: Services, locales: GuildLocales | None = None
+    ) -> RestDirectory:
+        """The directory of a process's ``services`` on ``client`` (the gateway's or a worker's).
+
+        Args:
+            client: the logged-in client.
+            services: the process's services (results' jobs and requests, downloads).
+            locales: the servers' languages (the gateway's bot's own); None: read by REST.
+        """
+        if locales is None:
+            locales = GuildLocales(client, services.guild_config, services.clock, rest=True)
+        reviews = ReviewSettler(
+            client, services.generation, locales, downloader(services.downloads)
+        )
+        return cls(client, reviews=reviews)
 
     async def member_access(self, guild_id: int, user_id: int) -> MemberAccess | None:
         """Return the member's permissions and roles in the server, as the bot reads them.
@@ -177,3 +204,13 @@ class RestDirectory:
             await self._client.http.delete_message(channel_id, message_id)
         except discord.HTTPException as exc:
             log.info("could not delete message %s in %s: %s", message_id, channel_id, exc)
+
+    async def settle_review(self, decision: SafetyRecord) -> None:
+        """Act on the member's side of a decision made on the Review page; never raises.
+
+        As the review channel's Approve and Reject do (:mod:`bot.discord.safety_review`): an
+        approved synchronous image is posted as a reply to its card with its files, pinging
+        the member (an approved job is delivered again by the poller); a rejected result's
+        card says so and the member is pinged in a reply. Failures are logged.
+        """
+        await self._reviews.settle(decision)

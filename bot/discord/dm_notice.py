@@ -23,7 +23,7 @@ import discord
 from bot.discord.locales import GuildLocales
 from bot.discord.render.job_list import message_link
 from bot.discord.render.text import truncate
-from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
+from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings, Visibility
 from bot.i18n import _, using
 from bot.jobs.announcer import Attempt, JobAnnouncer, Renew
 from bot.services.private_cards import PrivateCards
@@ -68,16 +68,37 @@ def held_notice_text(job: Job) -> str:
     return _("Your image “{prompt}” is waiting for the server's moderators.", prompt=prompt)
 
 
-def late_result_text(job: Job) -> str:
+def late_result_text(job: Job, visibility: Visibility | None = None) -> str:
     """The DM announcing a personal result whose card's interaction token died.
 
     Names the result (what, its prompt, its job number) and how to see it: the Show result
     button under the message, or ``/jobs show:<number>`` anywhere; the result's link too.
     Written in the current locale; the service's failure reason stays as the service wrote it.
+
+    Args:
+        job: the finished job.
+        visibility: its safety decision (``SafetyService.record``), None when it was shown
+            or not checked. Held: the DM says it waits for the server's moderators; withheld
+            or rejected: that it is withheld. Either way without its link (docs/safety.md).
     """
     video = job.kind is Kind.VIDEO
     prompt = truncate(job.prompt_summary, 100)
-    if job.status is JobStatus.COMPLETED:
+    hidden = job.status is JobStatus.COMPLETED and visibility is not None and visibility.hidden
+    if hidden and visibility is Visibility.HELD:
+        head = held_notice_text(job)
+    elif hidden and video:
+        head = _(
+            "Your video “{prompt}” (job #{number}) is withheld by the server's safety policy.",
+            prompt=prompt,
+            number=job.id,
+        )
+    elif hidden:
+        head = _(
+            "Your image “{prompt}” (job #{number}) is withheld by the server's safety policy.",
+            prompt=prompt,
+            number=job.id,
+        )
+    elif job.status is JobStatus.COMPLETED:
         if video:
             head = _(
                 "Your video “{prompt}” (job #{number}) is ready.", prompt=prompt, number=job.id
@@ -108,7 +129,7 @@ def late_result_text(job: Job) -> str:
         + _("Its card could no longer be updated (Discord lets me edit it for 15 minutes)."),
         _("See it with **Show result** below, or `/jobs show:{number}` anywhere.", number=job.id),
     ]
-    if job.status is JobStatus.COMPLETED and job.outputs:
+    if job.status is JobStatus.COMPLETED and job.outputs and not hidden:
         lines.append(_("Result: <{url}>", url=job.outputs[0]))
     return "\n".join(lines)
 

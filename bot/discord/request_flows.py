@@ -26,8 +26,7 @@ import discord
 
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
-from bot.discord.delivery import INVALID_FORM_BODY, download, send_card
-from bot.discord.delivery.reach import DEFAULT_UPLOAD_LIMIT
+from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
 from bot.discord.queue_status import queue_status
 from bot.discord.render import image_result, job_placeholder, posted_later, text_answer
@@ -36,9 +35,9 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import is_web_url, text_card
 from bot.discord.render.safety import safety_answer
 from bot.discord.safety_gate import screen_urls
+from bot.discord.safety_review import downloader
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
 from bot.errors import ValidationFailed
-from bot.genapi.outputs import output_client
 from bot.i18n import N_, _, number, using
 from bot.services.generation import (
     ImageOptions,
@@ -520,10 +519,7 @@ async def fetch_result(bot: GenBot, url: str) -> bytes:
     Raises:
         TooLarge, DownloadRefused, httpx.HTTPError: as :func:`bot.discord.delivery.download`.
     """
-    if bot.services.downloads is not None:
-        return await download(bot.services.downloads, url, DEFAULT_UPLOAD_LIMIT)
-    async with output_client(None) as http:
-        return await download(http, url, DEFAULT_UPLOAD_LIMIT)
+    return await downloader(bot.services.downloads)(url)
 
 
 async def safety_checked(

@@ -219,6 +219,24 @@ async def _send(channel: discord.abc.Messageable, parts: MessageParts) -> discor
     return await channel.send(**parts.legacy().kwargs())
 
 
+async def hidden_takes(
+    service: SafetyService | None, takes: Sequence[Job]
+) -> dict[int, Visibility]:
+    """The finished ones of ``takes`` members may not see: job id -> held, withheld or rejected.
+
+    Read from the decisions recorded (only those other than "shown" are), for the takes'
+    shared card (:mod:`bot.discord.render.takes`). Empty without a safety check.
+    """
+    done = [t for t in takes if t.status == "completed"]
+    if service is None or not service.available or not done:
+        return {}
+    found: dict[int, Visibility] = {}
+    for ref in await service.hidden([f"j{t.id}" for t in done]):
+        record = await service.record(ref)
+        found[int(ref[1:])] = Visibility.WITHHELD if record is None else record.state
+    return found
+
+
 async def screen_urls(
     gate: SafetyGate | None,
     *,

@@ -13,7 +13,15 @@ snowflakes.
 
 from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
 from bot.domain.conversations import Conversation, ConversationTurn, Persona
-from bot.domain.creative import Character, CreativeSettings, ImageRef, Style
+from bot.domain.creative import (
+    CAMERA_BY_VALUE,
+    CAMERA_PRESETS,
+    CameraPreset,
+    Character,
+    CreativeSettings,
+    ImageRef,
+    Style,
+)
 from bot.domain.credits import (
     BillingMode,
     CreditBalance,
@@ -57,12 +65,15 @@ from bot.domain.policy import UNLIMITED, Actor, AuditEntry, ModelLists, Tier
 from bot.domain.safety import SafetyMode, SafetyPolicy, SafetyRecord, Visibility
 
 __all__ = [
+    "CAMERA_BY_VALUE",
+    "CAMERA_PRESETS",
     "TASK_ID_REUSED",
     "UNLIMITED",
     "UNSET",
     "Actor",
     "AuditEntry",
     "BillingMode",
+    "CameraPreset",
     "Character",
     "Charge",
     "ChargeAnomaly",

@@ -78,3 +78,37 @@ class Character:
     name: str
     image: ImageRef
     shared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CameraPreset:
+    """A video camera movement members pick by name (``/video camera:``).
+
+    Attributes:
+        value: its key (the command's choice value).
+        label: its name in the command's list (English; translated by the command tree).
+        phrase: what is appended to the prompt, as video models read camera directions.
+        lock: also send ``lock_camera: true`` when the model supports it (docs/genapi.md §4.2).
+    """
+
+    value: str
+    label: str
+    phrase: str
+    lock: bool = False
+
+
+CAMERA_PRESETS: tuple[CameraPreset, ...] = (
+    CameraPreset("static", "Static", "static shot, locked-off camera, no camera movement", True),
+    CameraPreset("dolly-in", "Dolly in", "slow dolly in toward the subject"),
+    CameraPreset("dolly-out", "Dolly out", "slow dolly out, revealing the surroundings"),
+    CameraPreset("orbit", "Orbit", "the camera slowly orbits around the subject"),
+    CameraPreset("crane-up", "Crane up", "crane shot rising upward to reveal the scene"),
+    CameraPreset("pan", "Pan", "slow horizontal pan across the scene"),
+    CameraPreset("tracking", "Tracking", "tracking shot, the camera follows the subject"),
+    CameraPreset("handheld", "Handheld", "handheld camera with a subtle natural shake"),
+    CameraPreset("drone", "Aerial", "aerial drone shot gliding over the scene"),
+    CameraPreset("zoom-in", "Zoom in", "slow zoom in on the subject"),
+)
+"""The camera presets, in the order ``/video`` lists them (docs/creative.md)."""
+
+CAMERA_BY_VALUE: dict[str, CameraPreset] = {preset.value: preset for preset in CAMERA_PRESETS}

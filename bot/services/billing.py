@@ -431,6 +431,8 @@ class Billing:
         self._uses: dict[int, tuple[float, float | None]] = {}
         # The member's allowances each reservation was checked against, for the spend guard.
         self._allowances: dict[int, Allowances] = {}
+        # Reservation id -> the member whose credit balance holds it (docs/credits.md).
+        self._payers: dict[int, int] = {}
         self._watcher: ChargeWatcher | None = None
 
     def set_watcher(self, watcher: ChargeWatcher | None) -> None:
@@ -443,8 +445,17 @@ class Billing:
             return
         try:
             await self._watcher(charge, allowances)
-        except Exception:
-            log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("the spend guard failed on a charge in guild %s", charge.guild_id)
+                return
+            # A locked database (an operator's session, a shutdown's last seconds) or a dropped
+            # connection: the charge is recorded; one line, with the driver's own error.
+            log.warning(
+                "the spend guard skipped a charge in guild %s: the database did not answer (%r)",
+                charge.guild_id,
+                getattr(exc, "orig", None) or exc,
+            )
 
     def _limits(self, settings: GuildSettings) -> Limits:
         d = self._defaults
@@ -620,6 +631,9 @@ class Billing:
             ]
             if balance_pays:
                 await self._credits.hold(tx, user_id, reservations)
+        if balance_pays:  # kept for the settlement spool: a replay must know who pays
+            for reservation in reservations:
+                self._payers[reservation.id] = user_id
         self._count("reserved", kind, needed)
         # A reservation neither settled nor released (a call that may have been charged) is
         # forgotten one TTL after it expired: no call of ours outlives that.
@@ -628,6 +642,7 @@ class Billing:
             del self._tiers[rid]
             self._uses.pop(rid, None)
             self._allowances.pop(rid, None)
+            self._payers.pop(rid, None)
         for reservation in reservations:
             self._tiers[reservation.id] = (policy.tier_role_id, reservation.expires_at)
             self._allowances[reservation.id] = (policy.daily.value, policy.monthly.value)
@@ -869,44 +884,16 @@ class Billing:
         tier, _ = self._tiers.pop(reservation.id, (None, 0.0))
         self._uses.pop(reservation.id, None)
         allowances = self._allowances.pop(reservation.id, None)
+        payer = self._payers.pop(reservation.id, None)
         charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
-        if anomaly is not None:
-            log.error(
-                "protocol anomaly in a charge of %s (task %s, guild %s): %s; reported"
-                " cost_cents=%s remaining_credits_cents=%s",
-                charge.model,
-                charge.task_id,
-                charge.guild_id,
-                anomaly.reason,
-                anomaly.reported_cost,
-                anomaly.reported_remaining,
-            )
-        if ledger is not None and ledger.cost_cents > reservation.amount_cents:
-            log.debug(
-                "%s charged %s cents, %s were reserved",
-                charge.model,
-                ledger.cost_cents,
-                reservation.amount_cents,
-            )
+        _log_screening(charge, ledger, anomaly, reservation)
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
-        learned = (
-            (
-                charge.key_fingerprint,
-                charge.model,
-                (ledger.cost_cents, tokens.prompt, tokens.completion),
-            )
-            if ledger is not None
-            and tokens is not None
-            and tokens.prompt + tokens.completion > 0
-            and ledger.cost_cents > 0
-            and charge.model
-            else None
-        )
+        learned = _learned(charge, ledger, tokens)
         try:
             stored = await self._writer.write(
-                reservation, charge.guild_id, ledger, job, anomaly, learned
+                reservation, charge.guild_id, ledger, job, anomaly, learned, payer=payer
             )
         except SettlementDeferred:
             if ledger is not None:  # charged all the same: counted once, here
@@ -917,6 +904,19 @@ class Billing:
             await self._watch(ledger, allowances)
         return stored
 
+    def balance_price(self, reservation: Reservation, cost_cents: Decimal) -> Decimal | None:
+        """What the member's credit balance pays for ``reservation`` at ``cost_cents``.
+
+        Read before :meth:`settle` (which forgets who held it), to show the member what they
+        paid: the price plus ``CREDIT_MARKUP_PERCENT`` (:meth:`MemberCredits.paid`).
+
+        Returns:
+            Exact cents; None when the server (or the member's wallet) pays.
+        """
+        if reservation.id not in self._payers:
+            return None
+        return self._credits.paid(cost_cents)
+
     async def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call failed without a charge.
 
@@ -926,6 +926,7 @@ class Billing:
         """
         self._tiers.pop(reservation.id, None)
         self._allowances.pop(reservation.id, None)
+        self._payers.pop(reservation.id, None)
         use = self._uses.pop(reservation.id, None)
         async with self._db.transaction() as tx:
             await tx.guilds.lock(reservation.guild_id)
@@ -1020,15 +1021,28 @@ class SettlementWriter:
         job: NewJob | None,
         anomaly: ChargeAnomaly | None,
         learned: tuple[str | None, str, TextCharge] | None = None,
+        *,
+        payer: int | None = None,
     ) -> Job | None:
         """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`Billing.settle`).
+
+        ``payer``: the member whose credit balance held ``reservation`` (None: the server
+        pays); the spooled entry keeps it with the reservation, so a replay takes the charge
+        from that balance, once.
 
         The entry is spooled when the first try fails, before the retry waits, and when this
         task is cancelled before the settlement is known committed (then the
         :class:`asyncio.CancelledError` goes on): a process stopped during the retries keeps
         the charge and the job for the next start. A retry that succeeds removes the entry.
         """
-        entry = SpooledSettlement.new(guild_id, charge, anomaly, job)
+        entry = SpooledSettlement.new(
+            guild_id,
+            charge,
+            anomaly,
+            job,
+            reservation_id=None if reservation is None else reservation.id,
+            payer_user_id=payer,
+        )
         spooled = False
         tries = 0
 
@@ -1048,19 +1062,19 @@ class SettlementWriter:
             nonlocal tries
             tries += 1
             return await self._settle(
-                reservation, guild_id, charge, job, anomaly, learned, again=tries > 1
+                reservation,
+                guild_id,
+                charge,
+                job,
+                anomaly,
+                learned,
+                again=tries > 1,
+                payer=payer,
+                settlement_id=entry.id,
             )
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._settle_attempts),
-            wait=SETTLE_BACKOFF,
-            retry=retry_if_exception(is_transient),
-            sleep=self._clock.sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
         try:
-            stored: Job | None = await retrying(once)
+            stored: Job | None = await self._retrying(before_sleep)(once)
         except asyncio.CancelledError as cancelled:
             # A shutdown (or a lost interaction) cut the settlement short: the try under way
             # may or may not have committed; the replay records it once either way.
@@ -1071,21 +1085,36 @@ class SettlementWriter:
         except Exception as exc:
             if not await spool(exc):
                 raise
-            log.error(
-                "settlement %s in guild %s left in the spool %s after %d tries (%r); replayed"
-                " when the database answers",
-                entry.id,
-                guild_id,
-                self._spool.path if self._spool else None,
-                tries,
-                exc,
-            )
+            self._log_spooled(entry, tries, exc)
             if job is not None:
                 raise SettlementDeferred(job.kind.value) from exc
             return None
         if spooled:
             await self._unspool(entry, tries)
         return stored
+
+    def _retrying(self, before_sleep: Callable[[RetryCallState], Awaitable[None]]) -> AsyncRetrying:
+        """The retry policy of a settlement: transient errors, :data:`SETTLE_BACKOFF` apart."""
+        return AsyncRetrying(
+            stop=stop_after_attempt(self._settle_attempts),
+            wait=SETTLE_BACKOFF,
+            retry=retry_if_exception(is_transient),
+            sleep=self._clock.sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
+    def _log_spooled(self, entry: SpooledSettlement, tries: int, exc: Exception) -> None:
+        """Log a settlement the database did not take after ``tries``, left in the spool."""
+        log.error(
+            "settlement %s in guild %s left in the spool %s after %d tries (%r); replayed"
+            " when the database answers",
+            entry.id,
+            entry.guild_id,
+            self._spool.path if self._spool else None,
+            tries,
+            exc,
+        )
 
     async def _unspool(self, entry: SpooledSettlement, tries: int) -> None:
         """Remove from the spool an entry whose settlement a retry recorded after all."""
@@ -1187,6 +1216,17 @@ class SettlementWriter:
             if entry.anomaly is not None:
                 # For the admins' count only; after a lost commit it may be counted twice.
                 await tx.ledger.insert_anomaly(entry.anomaly)
+            if entry.reservation_id is not None:
+                # The hold goes, and a balance that held it pays: keyed by the settlement,
+                # so once, even if the settlement itself committed before it was spooled.
+                await self._credits.settle(
+                    tx,
+                    entry.reservation_id,
+                    charge,
+                    self._clock.time(),
+                    entry.payer_user_id,
+                    entry.id,
+                )
             if entry.job is not None:
                 await tx.jobs.insert(entry.job)
 
@@ -1200,6 +1240,8 @@ class SettlementWriter:
         learned: tuple[str | None, str, TextCharge] | None = None,
         *,
         again: bool = False,
+        payer: int | None = None,
+        settlement_id: str | None = None,
     ) -> Job | None:
         """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
 
@@ -1214,13 +1256,19 @@ class SettlementWriter:
         this very charge (:meth:`~bot.storage.repos.ledger.LedgerStore.has_charge`), never
         from the reservation, which a sweep may have removed while nothing was recorded. The
         charge is then not recorded twice, nor its price learnt twice.
+
+        ``payer`` and ``settlement_id``: the member whose credit balance held the reservation
+        (None: the server pays) and the settlement's id, which keys the balance's spend, so
+        a retry or a replay of the spool takes it once (:meth:`MemberCredits.settle`).
         """
         async with self._db.transaction() as tx:
             await tx.guilds.lock(guild_id)
             if reservation is not None:
                 await tx.ledger.delete_reservation(reservation.id)
                 # A member's balance that held it pays the charge (once: with its hold).
-                await self._credits.settle(tx, reservation, charge, self._clock.time())
+                await self._credits.settle(
+                    tx, reservation.id, charge, self._clock.time(), payer, settlement_id
+                )
             if again and charge is not None and await tx.ledger.has_charge(charge):
                 log.warning("charge of guild %s was recorded before; not again", guild_id)
                 if anomaly is not None:
@@ -1312,6 +1360,54 @@ class UsageReports:
             (self._tier_name(names, role), cents)
             for role, cents in await self._db.policy.spent_by_tier(guild_id, since)
         ]
+
+
+def _log_screening(
+    charge: Charge, ledger: Charge | None, anomaly: ChargeAnomaly | None, reservation: Reservation
+) -> None:
+    """Log a charge that broke the protocol (an error) or went past its hold (for debugging)."""
+    if anomaly is not None:
+        log.error(
+            "protocol anomaly in a charge of %s (task %s, guild %s): %s; reported"
+            " cost_cents=%s remaining_credits_cents=%s",
+            charge.model,
+            charge.task_id,
+            charge.guild_id,
+            anomaly.reason,
+            anomaly.reported_cost,
+            anomaly.reported_remaining,
+        )
+    if ledger is not None and ledger.cost_cents > reservation.amount_cents:
+        log.debug(
+            "%s charged %s cents, %s were reserved",
+            charge.model,
+            ledger.cost_cents,
+            reservation.amount_cents,
+        )
+
+
+def _learned(
+    charge: Charge, ledger: Charge | None, tokens: TextTokens | None
+) -> tuple[str | None, str, TextCharge] | None:
+    """What a text charge teaches of its model's rates on its account (:data:`TEXT_PRICE_KEY`).
+
+    Returns:
+        ``(key fingerprint, model, (cents, prompt tokens, completion tokens))`` of a positive
+        charge with tokens reported; None otherwise (nothing learnt).
+    """
+    return (
+        (
+            charge.key_fingerprint,
+            charge.model,
+            (ledger.cost_cents, tokens.prompt, tokens.completion),
+        )
+        if ledger is not None
+        and tokens is not None
+        and tokens.prompt + tokens.completion > 0
+        and ledger.cost_cents > 0
+        and charge.model
+        else None
+    )
 
 
 def _log_late_spool_error(writing: asyncio.Future[None]) -> None:

@@ -33,6 +33,7 @@ from bot.i18n import N_
 from bot.services.billing import ESTIMATE_WINDOW, video_cost_cents
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
+    MAX_REFERENCE_IMAGES,
     GenerationService,
     ImageOptions,
     Requester,
@@ -54,6 +55,14 @@ class Desk(Protocol):
 
     def charged(self) -> None:
         """The request was charged: never say it failed now."""
+        ...
+
+
+class References(Protocol):
+    """The adapter that reads a reference image's current URL from the message holding it."""
+
+    async def url(self, ref: ImageRef) -> str | None:
+        """A fresh URL of ``ref``'s attachment; None when the message or attachment is gone."""
         ...
 
 
@@ -417,6 +426,10 @@ class CreativeService:
         """
         if len(references) > 4:
             raise ValidationFailed(N_("A style takes at most 4 reference images."))
+        if len(await self.styles(guild_id)) >= MAX_STYLES:
+            raise ValidationFailed(
+                N_("This server has {most} styles already; remove one first."), most=MAX_STYLES
+            )
         async with self._guild_config.changing(guild_id, actor):
             style = await self._store.add_style(
                 guild_id,
@@ -430,6 +443,20 @@ class CreativeService:
             raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
         return style
 
+    async def check_style_name(self, guild_id: int, name: str) -> None:
+        """Refuse now a name ``add_style`` would refuse (before the images are kept anywhere).
+
+        Raises:
+            ValidationFailed: the name is taken, or the server has :data:`MAX_STYLES`.
+        """
+        styles = await self.styles(guild_id)
+        if any(style.name == name for style in styles):
+            raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
+        if len(styles) >= MAX_STYLES:
+            raise ValidationFailed(
+                N_("This server has {most} styles already; remove one first."), most=MAX_STYLES
+            )
+
     async def remove_style(self, guild_id: int, name: str, *, actor: Actor) -> None:
         """Remove a style (audited).
 
@@ -440,6 +467,73 @@ class CreativeService:
             removed = await self._store.remove_style(guild_id, name)
         if not removed:
             raise ValidationFailed(N_("This server has no style named `{name}`."), name=name)
+
+    async def style_report(self, guild_id: int, references: References) -> list[tuple[Style, int]]:
+        """The server's styles by name, each with how many of its references are gone.
+
+        A reference is gone when the message holding it (or its attachment) no longer is:
+        ``/config style list`` says so, and applying the style sends the others only.
+        """
+        report = []
+        for style in await self.styles(guild_id):
+            urls = [await references.url(ref) for ref in style.references]
+            report.append((style, sum(1 for url in urls if url is None)))
+        return report
+
+    async def apply(
+        self,
+        who: Requester,
+        options: ImageOptions | VideoOptions,
+        references: References,
+        *,
+        style: str | None = None,
+        character: str | None = None,
+    ) -> ImageOptions | VideoOptions:
+        """``options`` with a style and a character applied (docs/creative.md).
+
+        The style's suffix is appended to the prompt. Reference images (the character's first,
+        then the style's), each asked for a fresh URL now, go to the model as image input: an
+        image's ``image_urls`` (after the member's own, up to :data:`MAX_REFERENCE_IMAGES`);
+        the first as a video's ``image_url`` when its model animates an image and the member
+        gave none. A text-to-video model gets the suffix only. A reference whose message is
+        gone is left out.
+
+        Raises:
+            ValidationFailed: no style of that name here, or no character of that name this
+                member may use (theirs, or shared to this server).
+            NoApiKeyConfigured, GenAPIError: a video's catalogue could not be had.
+        """
+        refs: list[ImageRef] = []
+        if character is not None:
+            refs.append((await self.character(who, character)).image)
+        if style is not None:
+            chosen = await self.style(who.guild_id, style)
+            options = with_suffix(options, chosen.suffix)
+            refs.extend(chosen.references)
+        if not refs:
+            return options
+        if isinstance(options, VideoOptions):
+            return await self._video_reference(who, options, refs, references)
+        held = len(options.image_urls) + len(options.uploaded_image_urls)
+        urls = await _fresh(refs, references, MAX_REFERENCE_IMAGES - held)
+        return replace(options, uploaded_image_urls=options.uploaded_image_urls + tuple(urls))
+
+    async def _video_reference(
+        self,
+        who: Requester,
+        options: VideoOptions,
+        refs: list[ImageRef],
+        references: References,
+    ) -> VideoOptions:
+        if options.image_url is not None:
+            return options
+        model = (await self._generation.catalogue(who.guild_id)).video_model(options.model)
+        if model is None or not model.needs_image:
+            return options
+        urls = await _fresh(refs, references, 1)
+        if not urls:
+            return options
+        return replace(options, image_url=urls[0], image_uploaded=True)
 
     # -- characters ------------------------------------------------------------------------
 
@@ -477,6 +571,22 @@ class CreativeService:
             raise ValidationFailed(N_("You have a character named `{name}` already."), name=name)
         return character
 
+    async def check_character_name(self, who: Requester, name: str) -> None:
+        """Refuse now what ``add_character`` would refuse (before the image is kept anywhere).
+
+        Raises:
+            ValidationFailed: they have :data:`MAX_CHARACTERS`, or one named ``name``.
+        """
+        if await self._store.count_characters(who.user_id) >= MAX_CHARACTERS:
+            raise ValidationFailed(
+                N_("You have {most} characters already; remove one first."), most=MAX_CHARACTERS
+            )
+        if any(
+            c.name == name and c.user_id == who.user_id
+            for c in await self.characters(who.user_id, None)
+        ):
+            raise ValidationFailed(N_("You have a character named `{name}` already."), name=name)
+
     async def remove_character(self, user_id: int, name: str) -> None:
         """Remove a member's own character.
 
@@ -489,6 +599,21 @@ class CreativeService:
 
 MAX_CHARACTERS: Final = 5
 """Characters a member may keep."""
+
+MAX_STYLES: Final = 25
+"""Styles a server may keep: what ``style:``'s autocomplete can list (Discord: 25 choices)."""
+
+
+async def _fresh(refs: list[ImageRef], references: References, most: int) -> list[str]:
+    """Fresh URLs of the first ``most`` references still there, in order."""
+    urls: list[str] = []
+    for ref in refs:
+        if len(urls) >= most:
+            break
+        url = await references.url(ref)
+        if url is not None:
+            urls.append(url)
+    return urls
 
 
 def with_suffix(options: ImageOptions | VideoOptions, suffix: str) -> ImageOptions | VideoOptions:
@@ -503,9 +628,11 @@ __all__ = [
     "DEFAULT_IMAGE_SYSTEM",
     "DEFAULT_VIDEO_SYSTEM",
     "MAX_CHARACTERS",
+    "MAX_STYLES",
     "CreativeService",
     "EnhanceOutcome",
     "Enhanced",
+    "References",
     "RewriteRefused",
     "audit_values",
     "cheapest_image_model",

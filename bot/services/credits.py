@@ -180,16 +180,37 @@ class MemberCredits:
             )
 
     async def settle(
-        self, tx: Repositories, reservation: Reservation, charge: Charge | None, at: float
+        self,
+        tx: Repositories,
+        reservation_id: int,
+        charge: Charge | None,
+        at: float,
+        payer: int | None = None,
+        settlement_id: str | None = None,
     ) -> None:
         """Replace a reservation's hold by the spend of its charge (none: the hold is dropped).
 
-        Once per hold: a settlement tried again after its hold went (committed before) takes
-        nothing more. The spend may exceed the hold (a charge above its estimate): the balance
-        then goes below zero, as a budget is overrun.
+        Once per settlement: the spend is keyed by ``settlement_id``
+        (:func:`~bot.storage.repos.credits.spend_key`), so a settlement tried again, or
+        replayed from the settlement spool after it committed, takes nothing more. The spend
+        may exceed the hold (a charge above its estimate): the balance then goes below zero,
+        as a budget is overrun.
+
+        Args:
+            tx: billing's transaction.
+            reservation_id: the reservation settled.
+            charge: its charge; None (a protocol anomaly): nothing is spent.
+            at: UTC epoch seconds.
+            payer: the member whose balance held it, as billing remembered at the hold; used
+                when the hold is gone (expired and swept before a spool replay). None: the
+                hold alone tells (no hold: the server paid).
+            settlement_id: the settlement's id (its spool entry's); None: the spend is not
+                keyed (once per hold only).
         """
         store = tx.of(CreditStore)
-        user_id = await store.take_hold(reservation.id)
+        user_id = await store.take_hold(reservation_id)
+        if user_id is None:
+            user_id = payer
         if user_id is None or charge is None:
             return
         await store.spend(
@@ -200,6 +221,7 @@ class MemberCredits:
             model=charge.model,
             task_id=charge.task_id,
             at=at,
+            settlement_id=settlement_id,
         )
 
     async def release(self, tx: Repositories, reservation: Reservation) -> None:

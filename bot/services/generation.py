@@ -21,6 +21,8 @@ from pydantic import SecretStr
 
 from bot.clock import Clock
 from bot.domain import (
+    CAMERA_BY_VALUE,
+    BillingMode,
     Charge,
     DeliveryRoute,
     GuildSettings,
@@ -58,12 +60,14 @@ from bot.services.keys import KeyResolver, ResolvedKey
 from bot.services.personal import (
     KEY_CHANGING_PERSONAL,
     KEY_CHANGING_SERVER,
+    PAID_BY_CREDITS,
     is_personal,
     paid_by,
 )
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
+from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.result_requests import ResultRequestStore
 
 log = logging.getLogger(__name__)
@@ -198,6 +202,7 @@ class VideoOptions:
     continues: int | None = None
     clip: int | None = None
     continues_link: str | None = None
+    camera: str | None = None
 
 
 MAX_TAKES: Final = 4
@@ -451,6 +456,7 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
         raise ValidationFailed(N_("{label} cannot generate audio."), label=model.label)
     if options.lock_camera and not model.supports_lock_camera:
         raise ValidationFailed(N_("{label} cannot lock the camera."), label=model.label)
+    prompt, lock_camera = _with_camera(prompt, options, model)
     image_url = _check_url(options.image_url, uploaded=options.image_uploaded)
     if model.needs_image and image_url is None:
         raise ValidationFailed(
@@ -468,9 +474,28 @@ def check_video(catalogue: Catalogue, options: VideoOptions) -> tuple[VideoModel
         aspect_ratio=options.aspect_ratio,
         image_url=image_url,
         generate_audio=options.generate_audio,
-        lock_camera=options.lock_camera,
+        lock_camera=lock_camera,
     )
     return model, request
+
+
+def _with_camera(prompt: str, options: VideoOptions, model: VideoModel) -> tuple[str, bool | None]:
+    """The prompt with the camera preset's phrase, and ``lock_camera`` to send.
+
+    A preset that locks the camera (static) sends ``lock_camera: true`` only to a model with
+    ``supports_lock_camera`` (docs/genapi.md §2.1); the phrase is sent to every model.
+
+    Raises:
+        ValidationFailed: an unknown preset, or the prompt too long with the phrase.
+    """
+    if options.camera is None:
+        return prompt, options.lock_camera
+    preset = CAMERA_BY_VALUE.get(options.camera)
+    if preset is None:
+        raise ValidationFailed(N_("`{camera}` is not a camera preset."), camera=options.camera)
+    combined = _check_prompt(f"{prompt.rstrip().rstrip('.,')}, {preset.phrase}")
+    lock = options.lock_camera or (preset.lock and model.supports_lock_camera) or None
+    return combined, lock
 
 
 def check_image(catalogue: Catalogue, options: ImageOptions) -> ImageRequest:
@@ -700,9 +725,12 @@ class GenerationService:
 
         Read before the request (a failure here charges nothing): ``"this server"``, or for a
         member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
-        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``).
+        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
+        server whose billing mode is ``members`` (docs/credits.md).
         """
         if not is_personal(who.guild_id):
+            if await self._db.of(CreditStore).mode(who.guild_id) is BillingMode.MEMBERS:
+                return PAID_BY_CREDITS
             return paid_by(who.guild_id, own_key=True)
         settings = await self._db.guilds.settings(who.guild_id)
         return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
@@ -795,8 +823,11 @@ class GenerationService:
             self._charge(who, key, Kind.TEXT, request.model, None, result),
             prompt_summary=summarize(options.prompt if summary is None else summary),
         )
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
         await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._health.works(settings)
+        if paid is not None:  # the member is shown what their balance paid (docs/credits.md)
+            result = result.model_copy(update={"cost_cents": paid})
         return result
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
@@ -855,7 +886,10 @@ class GenerationService:
         ) -> ImageOutcome:
             charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
             if isinstance(result, ImageResult):
+                paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
+                if paid is not None:  # what the member's balance paid (docs/credits.md)
+                    result = result.model_copy(update={"cost_cents": paid})
                 answered = await self._records.record_answered(
                     who, key, request.model, request.prompt, result
                 )
@@ -1075,6 +1109,9 @@ class GenerationService:
         now = self._clock.time()
         # Whose money it spent, for its card's footer (delivered later, without the requester).
         details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
+        if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
+            details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
         new_job = NewJob(
             task_id=task.task_id,
             provider=task.provider or "",

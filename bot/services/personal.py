@@ -70,8 +70,10 @@ NOT_YOUR_INSTALL_SENTENCE = N_(
 PAID_BY_SERVER = N_("this server")
 PAID_BY_KEY = N_("your key")
 PAID_BY_ALLOWANCE = N_("your allowance")
+PAID_BY_CREDITS = N_("your credits")
 """How an answer's footer names who paid (``paid by this server``, ``paid by your key``,
-``paid by your allowance``: the owner's shared key within ``PERSONAL_DAILY_BUDGET_CENTS``)."""
+``paid by your allowance``: the owner's shared key within ``PERSONAL_DAILY_BUDGET_CENTS``;
+``paid by your credits``: the member's credit balance, docs/credits.md)."""
 
 PERSONAL_SEAT = 0
 """The fair queue's seat of every personal request (:class:`bot.genapi.ratelimit.QueueSeat`).

@@ -15,7 +15,10 @@ Replaying is idempotent: an entry may be replayed after a crash between its comm
 file's rewrite, or after an attempt whose commit was lost with its connection. A charge already
 in the ledger (the same task, or for text the very same charge:
 :meth:`~bot.storage.repos.ledger.LedgerStore.has_charge`) is not recorded again, and a job
-already stored is kept (``jobs.insert`` is idempotent on its task).
+already stored is kept (``jobs.insert`` is idempotent on its task). A charge a member's credit
+balance pays (``docs/credits.md``) carries its reservation and its payer: the replay takes the
+hold and the spend from the balance, keyed by the reservation (UNIQUE), so once whatever the
+number of replays, and even when the hold expired meanwhile.
 
 A settlement is spooled as soon as its first try fails, before the retry waits, and also when
 its task is cancelled (a SIGTERM ends the commands still running after the shutdown grace):
@@ -59,6 +62,10 @@ class SpooledSettlement:
         charge: the charge for the ledger; None when it broke the protocol.
         anomaly: the protocol anomaly to record; None when the charge is sound.
         job: the job to store (asynchronous results); None for text and synchronous images.
+        reservation_id: the reservation the settlement replaces; None without one (or an
+            entry written before it was kept).
+        payer_user_id: the member whose credit balance held the reservation and pays the
+            charge (``docs/credits.md``); None when the server pays.
     """
 
     id: str
@@ -66,6 +73,8 @@ class SpooledSettlement:
     charge: Charge | None
     anomaly: ChargeAnomaly | None
     job: NewJob | None
+    reservation_id: int | None = None
+    payer_user_id: int | None = None
 
     @classmethod
     def new(
@@ -74,9 +83,12 @@ class SpooledSettlement:
         charge: Charge | None,
         anomaly: ChargeAnomaly | None,
         job: NewJob | None,
+        *,
+        reservation_id: int | None = None,
+        payer_user_id: int | None = None,
     ) -> SpooledSettlement:
         """Build an entry with a fresh id."""
-        return cls(uuid.uuid4().hex, guild_id, charge, anomaly, job)
+        return cls(uuid.uuid4().hex, guild_id, charge, anomaly, job, reservation_id, payer_user_id)
 
     def to_json(self) -> str:
         """One line of the spool (no newline)."""
@@ -87,6 +99,8 @@ class SpooledSettlement:
                 "charge": _encode(self.charge),
                 "anomaly": _encode(self.anomaly),
                 "job": _encode(self.job),
+                "reservation_id": self.reservation_id,
+                "payer_user_id": self.payer_user_id,
             },
             separators=(",", ":"),
         )
@@ -106,9 +120,15 @@ class SpooledSettlement:
                 charge=_decode(Charge, raw["charge"]),
                 anomaly=_decode(ChargeAnomaly, raw["anomaly"]),
                 job=_decode(NewJob, raw["job"]),
+                reservation_id=_optional_int(raw.get("reservation_id")),
+                payer_user_id=_optional_int(raw.get("payer_user_id")),
             )
         except (KeyError, TypeError, ArithmeticError, json.JSONDecodeError) as exc:
             raise ValueError(f"not a spooled settlement: {exc}") from exc
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 _DECIMALS = frozenset({"cost_cents", "remaining_credits_cents"})

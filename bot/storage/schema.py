@@ -813,7 +813,8 @@ credit_balances = Table(
 
 # The credit ledger: every change of a balance, one row each. A purchase's entry_key is its
 # entitlement id and a refund's "<entitlement id>:refund" (UNIQUE): a purchase is credited
-# once, and refunded once, by construction. A spend (a command paid from the balance) has none.
+# once, and refunded once, by construction. A spend (a command paid from the balance) is keyed
+# "spend:<settlement id>": taken once, also when the settlement spool replays it.
 credit_entries = Table(
     "credit_entries",
     metadata,

@@ -89,8 +89,10 @@ async def saved_through_the_pattern(site: Site) -> None:
     url = f"/servers/{site.guild_id}/settings/text-cooldown"
     # Its tab is on every server page, after the pages shipped, linked by the route's name.
     overview = await browser.text(f"/servers/{site.guild_id}")
-    tabs = re.findall(r'<a href="(/servers/\d+[^"]*)"[^>]*>([^<]+)</a>', overview)
-    at = tabs.index((url, "Text cooldown"))  # the Overview's own links come after the tabs
+    nav = re.search(r'<nav class="tabs".*?</nav>', overview, re.S)  # not the page's own links
+    assert nav is not None
+    tabs = re.findall(r'<a href="(/servers/\d+[^"]*)"[^>]*>([^<]+)</a>', nav[0])
+    at = tabs.index((url, "Text cooldown"))
     assert tabs[at - 1 : at + 1] == [
         (f"/servers/{site.guild_id}/review", "Review"),
         (url, "Text cooldown"),

@@ -19,9 +19,11 @@ from PIL import Image
 
 from bot.dashboard.rights import MANAGE_MESSAGES
 from bot.domain import SafetyMode, SafetyRecord, Visibility
+from bot.genapi.outputs import output_client
 from bot.media.safety import SafetyScorer, load_model
 from bot.services.dashboard import DashboardService
 from bot.services.thumbnails import ThumbnailService
+from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.repos.safety import SafetyStore
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.safety_model import write_classifier
@@ -35,9 +37,11 @@ async def site(
     stack: Stack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> AsyncIterator[Site]:
     scorer = SafetyScorer(load_model(str(write_classifier(tmp_path / "model")), ["nsfw"]))
-    services = dataclasses.replace(stack.services, safety=scorer)  # SAFETY_MODEL set
-    async with open_site(services, stack.clock, monkeypatch) as opened:
-        yield opened
+    async with output_client(stack.api.base_url) as downloads:
+        # SAFETY_MODEL set; results downloaded from the API emulator.
+        services = dataclasses.replace(stack.services, safety=scorer, downloads=downloads)
+        async with open_site(services, stack.clock, monkeypatch) as opened:
+            yield opened
     scorer.close()
 
 
@@ -175,6 +179,8 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
 
     member = site.browser()
     await member.sign_in(site.member_id)
+    tab = f'href="{review_url}"'
+    assert tab not in await member.text(f"/servers/{site.guild_id}")  # no Review tab
     page = await member.text(review_url)
     assert "Only members with Manage Server or Manage Messages review results." in page
     assert f"/thumbs/{held}" not in page and post_forms(page) == []
@@ -187,6 +193,7 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
 
     mod = site.browser()
     await mod.sign_in(moderator.id)
+    assert tab in await mod.text(f"/servers/{site.guild_id}")  # a reviewer's tab
     (form,) = post_forms(await mod.text(review_url))
     answer = await mod.post(review_url, data=dict(form, action="reject"))
     assert answer.status == 200
@@ -194,3 +201,78 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
     assert record is not None and record.state is Visibility.REJECTED
     assert "Nothing waits for a review" in await mod.text(review_url)
     assert (await member.get(f"/thumbs/{held}/0")).status == 404  # rejected: still withheld
+
+
+async def test_approve_on_the_web_shows_a_synchronous_image_on_its_card_as_discord_does(
+    site: Site, stack: Stack
+) -> None:
+    """The review channel's Approve posts it as a reply to its card, pinging the member, with
+    its file; the Review page's Approve does the same (through the dashboard's port)."""
+    key = stack.api.create_key()
+    async with output_client(stack.api.base_url) as http:
+        made = await http.post(
+            f"{stack.api.base_url}/image/generate",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"model": "black-forest-labs/flux-schnell", "prompt": "a kite color:red"},
+        )
+    url = made.json()["outputs"][0]
+    request_id = await site.services.db.of(ResultRequestStore).add_request(
+        kind="image",
+        guild_id=site.guild_id,
+        user_id=site.member_id,
+        options={"prompt": "a kite color:red"},
+        outputs=[url],
+        at=site.clock.time(),
+    )
+    ref = f"r{request_id}"
+    card = await site.client.get_partial_messageable(site.channel_id).send("held answer")
+    record = SafetyRecord(
+        ref,
+        site.guild_id,
+        site.channel_id,
+        site.member_id,
+        "image",
+        "a kite",
+        0.9,
+        Visibility.HELD,
+        "score",
+        0.0,
+        card=(site.channel_id, card.id),
+    )
+    assert await site.services.db.of(SafetyStore).add(record)
+    owner = site.browser()
+    await owner.sign_in(site.owner_id)
+    review_url = f"/servers/{site.guild_id}/review"
+    (form,) = post_forms(await owner.text(review_url))
+    assert form["ref"] == ref
+    answer = await owner.post(review_url, data=dict(form, action="approve"))
+    assert answer.status == 200
+    await site.posted(site.channel_id, "your image is ready")
+    (shown,) = [m for m in site.emulator.channel_messages(site.channel_id) if "ready" in m.content]
+    assert shown.pinged_user_ids() == {site.member_id}
+    assert shown.message_reference is not None
+    assert int(shown.message_reference["message_id"]) == card.id
+    assert len(shown.attachments) == 1  # its file, not only the service's link
+
+
+async def test_reject_on_the_web_tells_the_member_and_their_card(site: Site) -> None:
+    card = await site.client.get_partial_messageable(site.channel_id).send("held card")
+    held = await site.charge(
+        "2", prompt="a held kite", outputs=("https://files.example/a",), message_id=card.id
+    )
+    assert held is not None
+    await hold(site, held)
+    owner = site.browser()
+    await owner.sign_in(site.owner_id)
+    review_url = f"/servers/{site.guild_id}/review"
+    (form,) = post_forms(await owner.text(review_url))
+    answer = await owner.post(review_url, data=dict(form, action="reject"))
+    assert answer.status == 200
+    told = await site.posted(site.channel_id, "rejected your image")
+    assert f"<@{site.member_id}>" in told
+    (reply,) = [
+        m for m in site.emulator.channel_messages(site.channel_id) if "rejected your" in m.content
+    ]
+    assert reply.pinged_user_ids() == {site.member_id}
+    edited = site.emulator.messages[card.id]
+    assert "rejected this result" in edited.text  # no longer "waiting for the moderators"

@@ -7,6 +7,7 @@ import dataclasses
 import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 import discord
@@ -28,17 +29,20 @@ from bot.discord.delivery import (
 )
 from bot.discord.delivery.context import RepliedJobs
 from bot.discord.delivery.reach import Reach
-from bot.domain import DeliveryRoute, JobStatus
+from bot.domain import DeliveryRoute, JobStatus, SafetyRecord, Visibility
 from bot.genapi.outputs import output_client
 from bot.jobs.byte_budget import ByteBudget
+from bot.media.safety import SafetyScorer, load_model
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, VideoOptions
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
+from bot.storage.repos.safety import SafetyStore
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.discord_emulator.models import Message
 from tests.support.e2e.harness import action_buttons
 from tests.support.jobs import SAMPLE_JOB
 from tests.support.poller import make_poller, run_until, submit
+from tests.support.safety_model import write_classifier
 from tests.support.stack import Stack
 
 
@@ -225,6 +229,7 @@ async def test_a_private_job_whose_dm_card_was_never_recorded_goes_by_dm_not_the
         "remix",
         "share",
         "delete",
+        "enhance",
     ]  # its owner may share it
     shown = await stack.db.jobs.get(job.id)
     assert shown is not None and shown.delivery_route is DeliveryRoute.DM
@@ -410,3 +415,104 @@ def test_replies_sent_with_a_delivery_are_remembered_within_a_bound(
     assert replied.take(199)  # the newest: notify pings nobody a second time
     assert not replied.take(0)  # the oldest forgotten
     assert len(replied) == 49
+
+
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+async def test_a_held_take_on_a_shared_card_shows_neither_its_file_nor_its_link(
+    stack: Stack, rest_bot: RestBot, tmp_path: Path
+) -> None:
+    scorer = SafetyScorer(load_model(str(write_classifier(tmp_path / "model")), ["nsfw"]))
+    services = dataclasses.replace(stack.services, safety=scorer)  # SAFETY_MODEL set
+    catalogue = await stack.generation.catalogue(rest_bot.who.guild_id)
+    model = next(m for m in catalogue.video if not m.needs_image)
+    options = VideoOptions("two gulls color:blue", model.id)  # scored low: shown
+    made = await stack.generation.video_takes(rest_bot.who, options, 2)
+    await services.sequences.record_takes([job.id for job in made.jobs])
+    channel = rest_bot.client.get_partial_messageable(rest_bot.who.channel_id)
+    card = await channel.send("two takes")
+    first, second = made.jobs
+    for job in made.jobs:
+        await stack.generation.attach_message(job, card.id)
+    shown_url, held_url = (f"{stack.api.origin}/files/{job.task_id}.mp4" for job in made.jobs)
+    # The second take was held for the moderators when it was screened.
+    held = SafetyRecord(
+        f"j{second.id}",
+        rest_bot.who.guild_id,
+        rest_bot.who.channel_id,
+        rest_bot.who.user_id,
+        "video",
+        "two gulls",
+        0.7,
+        Visibility.HELD,
+        "score",
+        0.0,
+    )
+    assert await services.db.of(SafetyStore).add(held)
+    try:
+        async with output_client(stack.api.base_url) as http:
+            announcer = build_announcer(
+                rest_bot.client, dataclasses.replace(services, downloads=http)
+            )[0]
+            for job, url in ((second, held_url), (first, shown_url)):
+                stack.api.complete_task_now(job.task_id)  # its file is served
+                now = stack.clock.time()
+                await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, [url], None, now)
+                finished = await stack.db.jobs.get(job.id)
+                assert finished is not None
+                attempt = await announcer.deliver(finished, DeliveryRoute.PLACEHOLDER)
+                assert attempt.shown, attempt
+                # Neither while the other take runs, nor once both are done.
+                assert held_url not in rest_bot.emulator.messages[card.id].text
+            shared = rest_bot.emulator.messages[card.id]
+            assert shown_url in shared.text
+            assert len(shared.attachments) == 1  # the shown take's file only
+            assert "waiting for the server's moderators" in shared.text
+            for message in rest_bot.emulator.messages.values():
+                assert held_url not in message.text
+            # Approved: delivered again to the shared card, as an ordinary completion.
+            await services.moderation.approve(
+                f"j{second.id}", guild_id=rest_bot.who.guild_id, user_id=1, via="discord"
+            )
+            again = await stack.db.jobs.get(second.id)
+            assert again is not None
+            assert (await announcer.deliver(again, DeliveryRoute.PLACEHOLDER)).shown
+    finally:
+        scorer.close()
+    shared = rest_bot.emulator.messages[card.id]
+    assert held_url in shared.text and len(shared.attachments) == 2
+    assert "waiting for the server's moderators" not in shared.text
+    pings = [m for m in rest_bot.emulator.messages.values() if m.pinged_user_ids()]
+    assert len(pings) == 2  # the takes' ping, and the approved take's
+
+
+@pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("state", [Visibility.HELD, Visibility.WITHHELD])
+async def test_the_late_dm_of_a_held_or_withheld_personal_result_carries_no_link(
+    stack: Stack, rest_bot: RestBot, tmp_path: Path, state: Visibility
+) -> None:
+    """A personal result whose card's token died is announced in the member's DM: its link
+    only when members may see the result."""
+    scorer = SafetyScorer(load_model(str(write_classifier(tmp_path / "model")), ["nsfw"]))
+    services = dataclasses.replace(stack.services, safety=scorer)  # SAFETY_MODEL set
+    user_id = rest_bot.who.user_id
+    dm = rest_bot.emulator.dm_channel(user_id)
+    url = "https://cdn.example/personal.mp4"
+    job = dataclasses.replace(
+        SAMPLE_JOB, id=41, guild_id=-user_id, channel_id=dm.id, user_id=user_id, outputs=(url,)
+    )
+    record = SafetyRecord(
+        "j41", -user_id, dm.id, user_id, "video", "a fox", 0.9, state, "score", 0.0
+    )
+    assert await services.db.of(SafetyStore).add(record)
+    try:
+        announcer = build_announcer(rest_bot.client, services)[0]
+        attempt = await announcer.deliver(job, DeliveryRoute.DM)
+    finally:
+        scorer.close()
+    assert attempt.shown
+    (sent,) = rest_bot.dms()
+    assert url not in sent.text
+    if state is Visibility.HELD:
+        assert "waiting for the server's moderators" in sent.text
+    else:
+        assert "withheld" in sent.text

@@ -12,6 +12,7 @@ from tests.support.command_list import (
     CONFIG,
     LANGUAGES,
     MESSAGE_MENUS,
+    NAMED_SUBCOMMANDS,
     OPTIONS,
     SLASH_COMMANDS,
     SUBCOMMAND_OPTIONS,
@@ -119,6 +120,24 @@ async def test_subcommands_take_the_listed_options(tree: list[dict[str, Any]]) -
         found = options_of(command, *path)
         assert list(found) == options, (name, path)
         assert not any(o.get("required") for o in found.values())
+
+
+async def test_styles_and_characters_take_their_named_options(
+    tree: list[dict[str, Any]],
+) -> None:
+    """``/config style add name: suffix: [image1..4]``, ``/settings character add ...``."""
+    for (name, *path), (required, optional) in NAMED_SUBCOMMANDS.items():
+        command = next(c for c in tree if c["name"] == name)
+        found = options_of(command, *path)
+        assert list(found) == required + optional, (name, path)
+        assert [o for o, v in found.items() if v.get("required")] == required, (name, path)
+    video = options_of(next(c for c in tree if c["name"] == "video"))
+    assert [c["value"] for c in video["camera"]["choices"]][:3] == [
+        "static",
+        "dolly-in",
+        "dolly-out",
+    ]
+    assert video["style"]["autocomplete"] and video["character"]["autocomplete"]
 
 
 async def test_every_command_and_option_is_described(tree: list[dict[str, Any]]) -> None:

@@ -187,3 +187,32 @@ async def test_a_plain_http_url_is_refused_with_the_rule(world: World) -> None:
         {"prompt": "make it blue", "mode": "i2i", "image_url": "http://example.com/fox.png"},
     )
     assert "must start with https://" in sentence
+
+
+async def test_a_styles_references_are_read_from_the_message_the_bot_kept(world: World) -> None:
+    handle = await world.command(
+        "config",
+        {"name": "ink", "suffix": "ink wash painting"},
+        admin=True,
+        group="style",
+        subcommand="add",
+        attachments={"image1": ("ink.png", b"\x89PNG fake", "image/png")},
+    )
+    added = await world.answer(handle)
+    assert "Style `ink` added" in added.content, added.content
+    kept = await world.discord.wait_for_message(
+        lambda m: "`ink`" in m.text and bool(m.attachments), include_existing=True
+    )
+
+    handle = await world.command("image", {"prompt": "a crane", "style": "ink"})
+    assert (await world.answer(handle)).media_urls
+    (call,) = [r for r in world.api.requests if r.path.endswith("/image/generate")][-1:]
+    assert call.json["prompt"] == "a crane, ink wash painting"
+    # The kept message's attachment, asked for when sent: not the interaction's upload.
+    assert call.json["image_urls"] == [kept.attachments[0].url]
+
+    world.discord.delete_message(kept.channel_id, kept.id)
+    listed = await world.answer(
+        await world.command("config", {}, admin=True, group="style", subcommand="list")
+    )
+    assert "1 of them is gone" in listed.content

@@ -19,9 +19,12 @@ from bot.domain import BillingMode, CreditEntryKind, Entitlement, Kind, Reservat
 from bot.errors import BudgetExceeded, CreditsNeeded
 from bot.services.billing import Billing
 from bot.services.credits import CreditService, MemberCredits, with_markup
+from bot.services.generation import Requester, TextOptions
+from bot.services.personal import PAID_BY_CREDITS
 from bot.storage.database import Database as SqlDatabase
 from bot.storage.repos.credits import CreditStore
 from tests.support.billing import GUILD, charge_for, settings
+from tests.support.stack import services_on_emulator
 
 SKU_SMALL = 1_100_000_000_000_000_001
 SKU_LARGE = 1_100_000_000_000_000_002
@@ -280,3 +283,21 @@ def test_the_markup_is_exact_to_the_micro_cent() -> None:
     assert with_markup(Decimal("0.35"), 15) == Decimal("0.4025")
     assert with_markup(Decimal("0.000001"), 50) == Decimal("0.000002")  # rounded up
     assert with_markup(Decimal(100), 0) == 100
+
+
+async def test_the_answer_shows_what_the_balance_paid_with_the_markup(
+    engine_settings: dict[str, Any],
+) -> None:
+    clock = ManualClock(1_768_478_400.0)
+    async with services_on_emulator(
+        clock, credit_packs=PACKS, credit_markup_percent=50, **engine_settings
+    ) as (services, _api, _key):
+        await services.db.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+        await fund(services.db, clock, 500)
+        who = Requester(GUILD, 10, MEMBER)
+        assert await services.generation.paid_by(who) == PAID_BY_CREDITS
+        result = await services.generation.text(who, TextOptions("hello"))
+        charged = await services.db.ledger.total(GUILD)
+        assert charged > 0
+        assert result.cost_cents == with_markup(charged, 50)  # what the member paid
+        assert await services.db.of(CreditStore).balance(MEMBER) == 500 - result.cost_cents

@@ -19,13 +19,15 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from bot.clock import ManualClock
-from bot.domain import Charge, Kind, NewJob
+from bot.domain import BillingMode, Charge, Kind, NewJob
 from bot.errors import SettlementDeferred, user_message
 from bot.services.billing import Billing
+from bot.services.credits import MemberCredits
 from bot.services.guard import SpendGuard
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Repositories
 from bot.storage.database import Database as SqlDatabase
+from bot.storage.repos.credits import CreditStore
 from bot.storage.repos.guard import GuardStore
 from bot.storage.transient import is_transient
 from tests.support.billing import GUILD, charge_for, settings
@@ -472,3 +474,74 @@ async def test_a_spooled_charge_replayed_is_counted_once_in_the_guards_hours(
     await billing_on(store, clock, spool).replay_spool()
     assert await ledger_rows(store) == [2]
     assert await hours_of(store) == 2_000_000
+
+
+async def test_a_guard_meeting_a_locked_database_after_a_charge_logs_one_line(
+    store: SqlDatabase,
+    clock: ManualClock,
+    spool: SettlementSpool,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The charge is committed; the spend guard's own statements then find the database locked
+    # (an operator's session, a shutdown's last seconds): one clean line, no traceback.
+    busy = database_is_locked(tmp_path)
+
+    async def guard(charge: Charge, allowances: Any) -> None:
+        raise busy
+
+    billing = billing_on(store, clock, spool)
+    billing.set_watcher(guard)
+    reservation = await reserve_text(billing)
+    with caplog.at_level("WARNING", logger="bot.services.billing"):
+        await billing.settle(reservation, charge_for(reservation, 2, clock))
+    assert await ledger_rows(store) == [2]
+    (record,) = [r for r in caplog.records if "spend guard" in r.getMessage()]
+    assert record.exc_info is None
+    assert "database is locked" in record.getMessage()
+    assert "\n" not in record.getMessage()
+
+
+# -- a member's balance pays: taken once, also through the spool ---------------------------------
+
+
+@pytest.mark.parametrize("hold_swept", [False, True])
+async def test_a_spooled_settlement_paid_by_a_balance_takes_it_from_the_balance_once(
+    failing: FailingDatabase,
+    store: SqlDatabase,
+    clock: ManualClock,
+    spool: SettlementSpool,
+    hold_swept: bool,
+) -> None:
+    config = settings(credit_packs="1100000000000000001=500")
+
+    def members(db: Any) -> Billing:
+        return Billing(
+            db, config, clock, spool=spool, credits=MemberCredits(config.credit_pack_cents, 0)
+        )
+
+    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    async with store.transaction() as tx:
+        await tx.of(CreditStore).credit_purchase(
+            entitlement_id=1, sku_id=1100000000000000001, user_id=1, cents=500, at=clock.time()
+        )
+    billing = members(failing)
+    reservation = await reserve_text(billing)
+    failing.failures = 100
+    assert await billing.settle(reservation, charge_for(reservation, 2, clock)) is None
+    assert spool.pending()
+    assert await store.of(CreditStore).balance(1) == 500  # nothing recorded yet
+    if hold_swept:  # the next start comes after the hold expired and was swept
+        clock.advance(3600)
+        await store.of(CreditStore).expire_holds(clock.time())
+    saved = spool.path.read_text()
+    assert await members(store).replay_spool() == 1
+    assert await ledger_rows(store) == [2]
+    assert await store.of(CreditStore).balance(1) == 498
+    assert await store.of(CreditStore).held(1, 0.0) == 0
+    spool.path.write_text(saved)  # as if killed after the commit, before the rewrite
+    assert await members(store).replay_spool() == 1
+    assert await ledger_rows(store) == [2]
+    assert await store.of(CreditStore).balance(1) == 498
+    paid, cost = await store.of(CreditStore).spent_since(1, 0.0)
+    assert (paid, cost) == (2, 2)

@@ -25,7 +25,7 @@ from bot.services.submissions import (
     TextAnswered,
     VideosSubmitted,
 )
-from tests.support.stack import Stack
+from tests.support.stack import ADMIN_ACTOR, Stack
 
 TEXT_TO_VIDEO = "aurora-lite/text-to-video"  # 20 cents per 5 s
 IMAGE_TO_VIDEO = "aurora-lite/image-to-video"
@@ -56,7 +56,9 @@ def submissions(stack: Stack) -> SubmissionService:
 async def test_a_video_above_the_threshold_asks_first_and_sends_nothing(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_confirm_above(who.guild_id, Decimal(10))
+    await stack.services.guild_config.set_confirm_above(
+        who.guild_id, Decimal(10), actor=ADMIN_ACTOR
+    )
     desk = RecordingDesk()
     options = VideoOptions("a fox", TEXT_TO_VIDEO, 5)
 
@@ -70,7 +72,9 @@ async def test_a_video_above_the_threshold_asks_first_and_sends_nothing(
 async def test_a_confirmed_video_is_charged_and_its_request_remembered_for_its_buttons(
     stack: Stack, who: Requester
 ) -> None:
-    await stack.services.guild_config.set_confirm_above(who.guild_id, Decimal(10))
+    await stack.services.guild_config.set_confirm_above(
+        who.guild_id, Decimal(10), actor=ADMIN_ACTOR
+    )
     desk = RecordingDesk()
     options = VideoOptions("a fox", TEXT_TO_VIDEO, 5)
 

@@ -41,6 +41,8 @@ OPTIONS = {
         "image4",
         "takes",
         "enhance",
+        "style",
+        "character",
     ],
     "video": [
         "prompt",
@@ -51,8 +53,11 @@ OPTIONS = {
         "image",
         "generate_audio",
         "lock_camera",
+        "camera",
         "takes",
         "enhance",
+        "style",
+        "character",
     ],
     "video-advanced": [],  # a form: a modal
     "video-join": ["videos"],
@@ -82,6 +87,7 @@ CONFIG = frozenset(
         "sequence-length",
         "show",
         "showcase",
+        "style",
         "tier",
     }
 )
@@ -104,3 +110,13 @@ SUBCOMMAND_OPTIONS = {
     ],
 }
 """The options of some subcommands, in Discord's order (``/config showcase channel:``)."""
+
+NAMED_SUBCOMMANDS = {
+    ("config", "style", "add"): (["name", "suffix"], ["image1", "image2", "image3", "image4"]),
+    ("config", "style", "remove"): (["name"], []),
+    ("config", "style", "list"): ([], []),
+    ("settings", "character", "add"): (["name", "image"], ["shared"]),
+    ("settings", "character", "remove"): (["name"], []),
+    ("settings", "character", "list"): ([], []),
+}
+"""Subcommands with required options: (the required ones, then the optional ones), in order."""

@@ -161,6 +161,7 @@ class Site:
     member_id: int
     other_guild_id: int
     other_owner_id: int
+    client: discord.Client
     _sessions: list[aiohttp.ClientSession] = field(default_factory=list)
     _task_ids: int = 0
 
@@ -292,7 +293,7 @@ async def open_site(
         dashboard = Dashboard(
             settings,
             services,
-            RestDirectory(client),
+            RestDirectory.over(client, services, locales),
             application_id=emulator.application_id,
             clock=clock,
             pages=functools.partial(add_all_pages, forms=forms),
@@ -310,6 +311,7 @@ async def open_site(
             member_id=member.id,
             other_guild_id=other.id,
             other_owner_id=other_owner.id,
+            client=client,
         )
         try:
             yield site

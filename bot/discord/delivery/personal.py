@@ -5,7 +5,8 @@ channel message: its only route is its card, edited through the interaction's we
 token lives. When the token is gone, the result is announced where the bot can still write: the
 member's DM with the bot (route ``dm``), for a job asked there and, for one asked elsewhere,
 when the member turned DM notices on (``/settings notify dm``). The DM names the result and how
-to see it (its Show result button, ``/jobs show``); its link too. Where neither applies (or the
+to see it (its Show result button, ``/jobs show``); its link too, unless the server's safety
+policy holds or withholds it (then it says so, without the link). Where neither applies (or the
 DM is refused), the result waits for the card's Show result button and ``/jobs show`` (route
 ``jobs``), without a request.
 
@@ -92,7 +93,8 @@ class PersonalRoute:
                         error="asked outside the bot's DM, and DM notices are off",
                         code="personal",
                     )
-            parts = context.presenter.late_notice(job)
+            presenter = context.presenter
+            parts = presenter.late_notice(job, await presenter.decided(job))
             await send_card(dm, parts, nonce=delivery_nonce(job, DeliveryRoute.DM))
         except Exception as exc:
             outcome = classify(exc)

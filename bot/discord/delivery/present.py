@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import discord
@@ -39,7 +40,7 @@ from bot.discord.render.jobs import with_files
 from bot.discord.render.parts import MessageParts
 from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import takes_card
-from bot.discord.safety_gate import SafetyGate
+from bot.discord.safety_gate import SafetyGate, hidden_takes
 from bot.domain import Job, JobStatus, Visibility
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _
@@ -178,21 +179,47 @@ class Presenter:
         parts = with_files(finished, names, shown.note)
         return finished, dataclasses.replace(parts, files=shown.files)
 
-    def takes(self, group: tuple[Job, ...], attached: dict[int, str] | None = None) -> MessageParts:
-        """The shared card of a request's takes as they stand; ``attached``: take id -> file."""
-        if attached is None:
-            return takes_card(group, sandbox=self._sandbox)
-        return takes_card(group, sandbox=self._sandbox, attached=attached)
+    def takes(
+        self,
+        group: tuple[Job, ...],
+        attached: dict[int, str] | None = None,
+        hidden: Mapping[int, Visibility] | None = None,
+    ) -> MessageParts:
+        """The shared card of a request's takes as they stand; ``attached``: take id -> file.
+
+        ``hidden`` (:meth:`hidden_takes`): the takes the safety check held or withheld, shown
+        without their file or link.
+        """
+        return takes_card(group, sandbox=self._sandbox, attached=attached, hidden=hidden)
+
+    async def hidden_takes(self, group: tuple[Job, ...]) -> dict[int, Visibility]:
+        """The finished takes of ``group`` members may not see (:func:`hidden_takes`).
+
+        Each take is screened by its own delivery (:meth:`prepare`) before the shared card
+        shows it, and only decisions other than "shown" are recorded, so the records say all.
+        """
+        return await hidden_takes(None if self.safety is None else self.safety.service, group)
+
+    async def decided(self, job: Job) -> Visibility | None:
+        """The safety decision recorded on ``job``'s result when members may not see it.
+
+        Held, withheld or rejected; None when it was shown, is not checked, or not decided yet.
+        """
+        if self.safety is None or not self.safety.active:
+            return None
+        record = await self.safety.service.record(f"j{job.id}")
+        return record.state if record is not None and record.state.hidden else None
 
     @staticmethod
-    def late_notice(job: Job) -> MessageParts:
+    def late_notice(job: Job, visibility: Visibility | None = None) -> MessageParts:
         """The DM naming a personal result whose card can no longer be edited.
 
         It names the result, carries the card's Show result button (a click updates the
-        message into the card) and says ``/jobs show``; its link too.
+        message into the card) and says ``/jobs show``; its link too, unless the safety
+        check holds or withholds it (``visibility``, from :meth:`decided`).
         """
         return MessageParts(
-            content=late_result_text(job),
+            content=late_result_text(job, visibility),
             action_buttons=show_buttons(job.id),
             allowed_mentions=discord.AllowedMentions.none(),
         )

@@ -3,7 +3,10 @@
 Only a server job's public channel card is shared: a personal or private take has its own card
 (:mod:`bot.discord.render.takes`). Until the last take finishes the card shows the service's
 links; the delivery of the last one attaches every take's result that fits and pings the
-requester, the only ping of the takes.
+requester, the only ping of the takes (and a take a reviewer approved afterwards, delivered
+again, makes that final delivery once more). Each take is screened by the safety check
+(:meth:`~bot.discord.delivery.present.Presenter.prepare`) before the card shows it: a held or
+withheld take shows neither its file nor its link there (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from bot.discord.delivery.sending import (
 )
 from bot.discord.render.parts import ping_only
 from bot.discord.render.takes import takes_ready
-from bot.domain import DeliveryRoute, Job, JobStatus
+from bot.domain import DeliveryRoute, Job, JobStatus, Visibility
 from bot.jobs.announcer import SHOWN, Attempt, Renew
 from bot.services.personal import is_personal
 from bot.services.sequences import SequenceService
@@ -93,7 +96,9 @@ class TakesRoute:
         """Refresh the shared card from the takes' latest state (a pending take's progress)."""
         async with self._lock(group):
             group = await self.siblings(job)
-            await edit_quietly(self._context, job, self._context.presenter.takes(group))
+            presenter = self._context.presenter
+            hidden = await presenter.hidden_takes(group)
+            await edit_quietly(self._context, job, presenter.takes(group, hidden=hidden))
 
     async def deliver(
         self,
@@ -121,12 +126,17 @@ class TakesRoute:
                         shown=False, permanent=True, error="takes unreadable", code="takes"
                     )
                 if any(t.status is JobStatus.PENDING for t in group):
-                    parts = context.presenter.takes(group)
+                    await self._screen(job, renew)  # before the card shows its link
+                    hidden = await context.presenter.hidden_takes(group)
+                    parts = context.presenter.takes(group, hidden=hidden)
                     await edit_card(placeholder, parts, parts)
                     return SHOWN
-                if not await self._claim_final(group[0].id, job.id):
+                if await self._claim_final(group[0].id, job.id):
+                    claimed = True
+                elif not await self._approved(job):
                     return SHOWN  # another take's delivery makes the final one
-                claimed = True
+                # else: a take approved after the final delivery is shown on the card as an
+                # ordinary completion again (its file, the requester's ping).
                 await self._final_card(job, group, placeholder, renew)
         except Exception as exc:
             context.replied.discard(job.id)
@@ -165,8 +175,11 @@ class TakesRoute:
                     files.append(shown.files[0])
                     attached[take.id] = shown.files[0][0]
             held.shrink(sum(len(data) for _, data in files))
-            plain = presenter.takes(group)
-            parts = dataclasses.replace(presenter.takes(group, attached), files=tuple(files))
+            hidden = await presenter.hidden_takes(group)
+            plain = presenter.takes(group, hidden=hidden)
+            parts = dataclasses.replace(
+                presenter.takes(group, attached, hidden), files=tuple(files)
+            )
             for_reply: Files
             try:
                 for_reply = await edit_card(placeholder, parts, plain)
@@ -183,6 +196,28 @@ class TakesRoute:
                 mention_author=False,
                 nonce=delivery_nonce(job, DeliveryRoute.PLACEHOLDER),
             )
+
+    async def _screen(self, job: Job, renew: Renew | None) -> None:
+        """Screen a finished take before the shared card shows it (its decision recorded).
+
+        Its files are downloaded to be scored, then let go: the final delivery attaches them.
+        Nothing to do without a safety check, or for a take that did not complete.
+        """
+        context = self._context
+        gate = context.presenter.safety
+        if gate is None or not gate.active or job.status is not JobStatus.COMPLETED:
+            return
+        limit = await context.reach.upload_limit(job.guild_id)
+        async with context.memory.hold(limit, renew):
+            await context.presenter.prepare(job, limit, renew)
+
+    async def _approved(self, job: Job) -> bool:
+        """Whether ``job`` is a take a reviewer approved (held or withheld before)."""
+        gate = self._context.presenter.safety
+        if gate is None or not gate.active:
+            return False
+        record = await gate.service.record(f"j{job.id}")
+        return record is not None and record.state is Visibility.APPROVED
 
     async def _claim_final(self, group_id: int, job_id: int) -> bool:
         """Whether this take's delivery makes its request's final one (claimed in the database).

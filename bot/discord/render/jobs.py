@@ -400,7 +400,7 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
     quoted = "\n".join(f"> {line}" for line in prompt.splitlines() if line.strip())
     shown = [v if inline else f"{n.lower()} {v}" for n, v, inline in _option_fields(job)]
     options = " · ".join([f"`{truncate(job.model, 200)}`", *shown])
-    amount = money(job.cost_cents)
+    amount = money(_shown_cost(job))
     if job.status != "pending":
         spent = _("{amount} charged", amount=amount)
     else:
@@ -416,6 +416,21 @@ def _card(job: JobView, state: str, colour: discord.Colour, timing: str, *, sand
     if sandbox:
         footer += " · " + _("sandbox")
     return Card(accent=colour.value, texts=("\n".join(lines),), notes=(f"-# {footer}",))
+
+
+def _shown_cost(job: JobView) -> Decimal:
+    """The cost a card shows: what the member's balance paid, else the service's price.
+
+    What the credit balance paid (the markup included) is kept with the job when it was
+    submitted (``details["paid_cents"]``, docs/credits.md).
+    """
+    paid = job.details.get("paid_cents")
+    if isinstance(paid, str):
+        try:
+            return Decimal(paid)
+        except ArithmeticError:
+            pass
+    return job.cost_cents
 
 
 def _paid_by(job: JobView) -> str | None:
@@ -442,7 +457,7 @@ def _job_embed(
     embed.add_field(name=_("Model"), value=truncate(f"`{job.model}`", limits.FIELD_VALUE))
     for name, value, _inline in _option_fields(job):
         embed.add_field(name=name, value=truncate(value, limits.FIELD_VALUE))
-    cost = _("{amount} charged", amount=money(job.cost_cents))
+    cost = _("{amount} charged", amount=money(_shown_cost(job)))
     embed.add_field(name=_("Cost"), value=cost)
     embed.add_field(name=_("Requested by"), value=f"<@{job.user_id}>")
     embed.add_field(name=_("Status"), value=status, inline=False)

@@ -3,7 +3,8 @@
 Each take is its own job (and ledger row); their card is one message, edited as each take
 progresses or finishes: the finished takes in a media gallery, a line per take (done, running,
 or failed with the service's reason), and a select choosing which take the action buttons
-(Again, Continue, Remix...) act on.
+(Again, Continue, Remix...) act on. A take the server's safety policy holds or withholds shows
+neither its file nor its link there, only why (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from bot.discord.render.jobs import (
 from bot.discord.render.parts import MessageParts, Select
 from bot.discord.render.results import is_web_url
 from bot.discord.render.text import one_line, truncate
+from bot.domain import Visibility
 from bot.i18n import _, n_, number, using
 
 TAKE_SELECT: Final = r"gb:take:(?P<ref>j[0-9]{1,20})"
@@ -45,9 +47,16 @@ class TakeView(JobView, Protocol):
         """The job's id."""
 
 
-def chosen_take(takes: Sequence[TakeView]) -> TakeView:
-    """The take the buttons act on by default: the first finished with a result, else the first."""
+def chosen_take(
+    takes: Sequence[TakeView], hidden: Mapping[int, Visibility] | None = None
+) -> TakeView:
+    """The take the buttons act on by default: the first finished one members may see.
+
+    A take with a result and none of ``hidden``'s job ids; else the first take.
+    """
     for take in takes:
+        if take.id in (hidden or {}):
+            continue
         if take.status == "completed" and any(is_web_url(url) for url in take.outputs):
             return take
     return takes[0]
@@ -59,6 +68,7 @@ def takes_card(
     sandbox: bool,
     chosen: int | None = None,
     attached: Mapping[int, str] | None = None,
+    hidden: Mapping[int, Visibility] | None = None,
     locale: str | None = None,
 ) -> MessageParts:
     """The card of ``takes`` (two or more jobs of one request) as they stand.
@@ -70,13 +80,17 @@ def takes_card(
         attached: job id -> the name of its result attached to the message: the gallery
             shows ``attachment://<name>`` (the file outlives the service's link, which stays
             in the take's line).
+        hidden: job id -> the safety decision of a take members may not see (held, withheld
+            or rejected): its line says why, without its link, and the gallery leaves it out.
         locale: the server's locale (a public card); None: the current one.
 
     Returns:
         The message (a Components V2 card, with its old form); it pings nobody.
     """
     with using(locale):
-        return _takes_card(takes, sandbox=sandbox, chosen=chosen, attached=attached)
+        return _takes_card(
+            takes, sandbox=sandbox, chosen=chosen, attached=attached, hidden=hidden or {}
+        )
 
 
 def _takes_card(
@@ -85,8 +99,9 @@ def _takes_card(
     sandbox: bool,
     chosen: int | None,
     attached: Mapping[int, str] | None,
+    hidden: Mapping[int, Visibility],
 ) -> MessageParts:
-    pick = next((t for t in takes if t.id == chosen), None) or chosen_take(takes)
+    pick = next((t for t in takes if t.id == chosen), None) or chosen_take(takes, hidden)
     done = [t for t in takes if t.status == "completed"]
     failed = [t for t in takes if t.status not in ("completed", "pending")]
     pending = len(takes) - len(done) - len(failed)
@@ -104,7 +119,7 @@ def _takes_card(
     )
     base = base_card(takes[0], state, colour, "", sandbox=sandbox)
     video = takes[0].kind == "video"
-    media, lines = _take_lines(takes, attached, video=video)
+    media, lines = _take_lines(takes, attached, hidden, video=video)
     notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
     card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
     actions: tuple[tuple[str, str], ...] = ()
@@ -138,19 +153,29 @@ def _takes_card(
 
 
 def _take_lines(
-    takes: Sequence[TakeView], attached: Mapping[int, str] | None, *, video: bool
+    takes: Sequence[TakeView],
+    attached: Mapping[int, str] | None,
+    hidden: Mapping[int, Visibility],
+    *,
+    video: bool,
 ) -> tuple[list[tuple[str, str]], list[str]]:
     """Each take's line on the card, and the media shown: ``(url, description)``, in order.
 
     ``attached``: job id -> the file name a take's result is attached under (shown from the
-    message's attachment rather than its URL).
+    message's attachment rather than its URL); ``hidden``: job id -> the safety decision of
+    a take members may not see (its line says so, and shows nothing of it).
     """
     media: list[tuple[str, str]] = []
     lines: list[str] = []
     for index, take in enumerate(takes, start=1):
         at = number(index)
         urls = [url for url in take.outputs if is_web_url(url)]
-        if take.status == "completed" and urls:
+        withheld = hidden.get(take.id)
+        if take.status == "completed" and withheld is Visibility.HELD:
+            lines.append(_("Take {number} · waiting for the server's moderators", number=at))
+        elif take.status == "completed" and withheld is not None:
+            lines.append(_("Take {number} · withheld by the server's safety policy", number=at))
+        elif take.status == "completed" and urls:
             name = (attached or {}).get(take.id)
             shown = urls[0] if name is None else f"attachment://{name}"
             if video:

@@ -4,7 +4,8 @@ A purchase is a row of ``credit_entries`` keyed by its entitlement id (``entry_k
 and written in the transaction that adds it to the balance: crediting it twice is impossible
 by construction, whatever the order events, interactions and listings report it in. A refund
 is keyed ``<entitlement id>:refund`` the same way. A spend (a command paid from the balance)
-is written with the hold's removal, so it happens once per hold. Amounts are micro-cents in
+is keyed by its settlement (``spend:<settlement id>``): it happens once, whether the
+settlement, a retry of it or a replay of the settlement spool writes it. Amounts are micro-cents in
 the columns, Decimal cents here (:mod:`bot.storage.money`); times UTC epoch seconds.
 """
 
@@ -25,6 +26,16 @@ from bot.storage.sql import Row, Sql
 def refund_key(entitlement_id: int) -> str:
     """The ``entry_key`` of a purchase's refund: ``"<entitlement id>:refund"``."""
     return f"{entitlement_id}:refund"
+
+
+def spend_key(settlement_id: str) -> str:
+    """The ``entry_key`` of a settlement's spend: ``"spend:<settlement id>"``.
+
+    The settlement's id is the random one its spool entry carries
+    (:class:`bot.services.settlement_spool.SpooledSettlement`), made before its first try:
+    unique, where a reservation id may be used again once its row is gone.
+    """
+    return f"spend:{settlement_id}"
 
 
 def _entry(row: Row) -> CreditEntry:
@@ -240,25 +251,42 @@ class CreditStore:
         model: str,
         task_id: str | None,
         at: float,
-    ) -> None:
+        settlement_id: str | None = None,
+    ) -> bool:
         """Take a command's price (with the markup) from the balance, recorded as a spend.
 
         Call inside the transaction that removes the hold (:meth:`take_hold`).
+
+        Args:
+            user_id: the member whose balance pays.
+            paid_cents: what the balance pays (the price with the markup).
+            cost_cents: the service's price.
+            guild_id: the server the command ran in.
+            model: the model charged.
+            task_id: the service's task id; None for text.
+            at: UTC epoch seconds.
+            settlement_id: the settlement it belongs to: the spend is keyed by it
+                (:func:`spend_key`), once; None: not keyed.
+
+        Returns:
+            True when taken now; False when this settlement's spend was taken before.
         """
         micro = to_micro(paid_cents)
-        await self._sql.run(
-            credit_entries.insert().values(
-                user_id=user_id,
-                kind=CreditEntryKind.SPEND.value,
-                amount_micro=-micro,
-                cost_micro=to_micro(cost_cents),
-                guild_id=guild_id,
-                model=model,
-                task_id=task_id,
-                at=at,
-            )
+        stmt = upsert(self._sql, credit_entries).values(
+            user_id=user_id,
+            entry_key=None if settlement_id is None else spend_key(settlement_id),
+            kind=CreditEntryKind.SPEND.value,
+            amount_micro=-micro,
+            cost_micro=to_micro(cost_cents),
+            guild_id=guild_id,
+            model=model,
+            task_id=task_id,
+            at=at,
         )
+        if not await self._sql.run(stmt.on_conflict_do_nothing(index_elements=["entry_key"])):
+            return False
         await self._add_to_balance(user_id, -micro, at)
+        return True
 
     async def entries(
         self, user_id: int, limit: int, kinds: Sequence[CreditEntryKind] | None = None
