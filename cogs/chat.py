@@ -192,26 +192,7 @@ class ChatCog(commands.Cog):
         who = requester(interaction)
         channel = interaction.channel
         if isinstance(channel, discord.Thread):
-            conversation = await self.conversations.get(channel.id)
-            if conversation is None:
-                raise ValidationFailed(
-                    N_(
-                        "This thread is not a conversation; use /chat in a text channel to "
-                        "start one."
-                    )
-                )
-            interaction.extras[PUBLIC_DEFER] = True
-            await interaction.response.defer(thinking=True)
-            await continue_conversation(
-                self.conversations,
-                interaction,
-                who,
-                conversation,
-                prompt,
-                sandbox=self.sandbox,
-                model=model,
-                system=system,
-            )
+            await self._chat_in_thread(interaction, who, channel, prompt, model, system)
             return
         require_chat_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
@@ -253,6 +234,38 @@ class ChatCog(commands.Cog):
             if created:
                 await keep(self.conversations.end(message.id, "deleted"))
             await send_ephemeral_followup(interaction, _(NO_THREAD))
+
+    async def _chat_in_thread(
+        self,
+        interaction: discord.Interaction[GenBot],
+        who: Requester,
+        thread: discord.Thread,
+        prompt: str,
+        model: str | None,
+        system: str | None,
+    ) -> None:
+        """``/chat`` in a thread: the conversation's next turn, or a refusal if it is none.
+
+        Raises:
+            ValidationFailed: the thread is not a conversation's.
+        """
+        conversation = await self.conversations.get(thread.id)
+        if conversation is None:
+            raise ValidationFailed(
+                N_("This thread is not a conversation; use /chat in a text channel to start one.")
+            )
+        interaction.extras[PUBLIC_DEFER] = True
+        await interaction.response.defer(thinking=True)
+        await continue_conversation(
+            self.conversations,
+            interaction,
+            who,
+            conversation,
+            prompt,
+            sandbox=self.sandbox,
+            model=model,
+            system=system,
+        )
 
     @commands.Cog.listener()
     async def on_message(self, message: discord.Message) -> None:

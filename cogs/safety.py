@@ -131,19 +131,7 @@ class ReportSelect(
 
 async def _report(interaction: Interaction, ref: str, reason: str) -> None:
     cog = loaded_cog(interaction, SafetyCog)
-    job: Job | None = None
-    if ref.startswith("j"):
-        job = await cog.generation.job(int(ref[1:]))
-        if job is None:
-            raise ValidationFailed(N_("That result is not known here."))
-        about = (job.guild_id, job.channel_id, job.user_id, str(job.kind), job.prompt_summary)
-    else:
-        request = await cog.generation.result_request(ref)
-        if request is None:
-            raise ValidationFailed(N_("That result is not known here."))
-        prompt = str(request.options.get("prompt") or "")
-        channel_id = interaction.channel_id or 0
-        about = (request.guild_id, channel_id, request.user_id, request.kind, prompt)
+    job, about = await _reported(interaction, cog.generation, ref)
     message = interaction.message
     card = None if message is None else (message.channel.id, message.id)
     outcome = await cog.safety.report(
@@ -196,6 +184,31 @@ async def _report(interaction: Interaction, ref: str, reason: str) -> None:
                 reason="reports",
                 files=tuple(files),
             )
+
+
+async def _reported(
+    interaction: Interaction, generation: GenerationService, ref: str
+) -> tuple[Job | None, tuple[int, int, int, str, str]]:
+    """The result ``ref`` names: its job, and what the report records of it.
+
+    Returns:
+        The job (None for a request's answer) and ``(guild id, channel id, author id, kind,
+        prompt)``.
+
+    Raises:
+        ValidationFailed: no result is known by ``ref``.
+    """
+    if ref.startswith("j"):
+        job = await generation.job(int(ref[1:]))
+        if job is None:
+            raise ValidationFailed(N_("That result is not known here."))
+        return job, (job.guild_id, job.channel_id, job.user_id, str(job.kind), job.prompt_summary)
+    request = await generation.result_request(ref)
+    if request is None:
+        raise ValidationFailed(N_("That result is not known here."))
+    prompt = str(request.options.get("prompt") or "")
+    channel_id = interaction.channel_id or 0
+    return None, (request.guild_id, channel_id, request.user_id, request.kind, prompt)
 
 
 async def _unpost_showcase(bot: GenBot, showcase: ShowcaseService | None, job: Job) -> None:

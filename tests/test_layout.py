@@ -313,7 +313,7 @@ def test_the_rules_see_the_code() -> None:
     assert any(t.startswith("bot.storage") for t in edges["bot.services.billing"])
 
 
-# -- Size where it hides work (issue 36, item 7)
+# -- Size where it hides work: no long body nor large class outside the allowed ones
 
 FUNCTION_LINES = 60
 """The most lines a function's body may take, its docstring aside."""
@@ -331,17 +331,7 @@ EXEMPT = {
 """Bodies the size rule allows: declarations, documented tables and the composition root."""
 
 TO_SPLIT = {
-    "bot/services/generation.py::GenerationService": "to split: submissions move out (item 1)",
-    "bot/services/billing.py::Billing": "to split (reservations, settlement, reports)",
-    "bot/services/billing.py::Billing._settle_durably": "to split",
-    "bot/services/guard.py::SpendGuard": "to split (thresholds, runway, anomalies)",
-    "bot/services/guard.py::SpendGuard._thresholds": "to split",
-    "bot/services/conversations.py::ConversationService.ask": "to split",
-    "bot/discord/sequence_flows.py::_join": "to split: Join becomes a service call (item 1)",
-    "bot/discord/render/takes.py::_takes_card": "to split",
     "cogs/config.py::ConfigCog": "to split (GroupCog per subgroup)",
-    "cogs/chat.py::ChatCog.chat": "to split",
-    "cogs/safety.py::_report": "to split",
 }
 """Bodies over the rule today, each to be split; the list only shrinks (a fixed one leaves it)."""
 

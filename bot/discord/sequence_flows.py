@@ -50,6 +50,7 @@ from bot.errors import ValidationFailed
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _, locale_of, n_, number, using
 from bot.media.video import (
+    JoinResult,
     MediaError,
     MediaTimeout,
     MediaTooLarge,
@@ -277,21 +278,7 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
     async with line.turn(interaction.user.id, told, start_by=start_by):
         await say(_("Fetching the clips…"))
         with tempfile.TemporaryDirectory(prefix="genbot-join-") as folder:
-            paths = []
-            try:
-                async with asyncio.timeout(JOIN_FETCH_SECONDS):
-                    for index, job in enumerate(jobs, start=1):
-                        path = Path(folder) / f"clip{index}.mp4"
-                        await fetch_clip(bot, job, path)
-                        paths.append(path)
-            except TimeoutError:
-                raise ValidationFailed(
-                    N_(
-                        "Fetching the clips took longer than {seconds} seconds and was "
-                        "stopped; try again later, or join fewer videos."
-                    ),
-                    seconds=f"{JOIN_FETCH_SECONDS:g}",
-                ) from None
+            paths = await _fetch_clips(bot, jobs, Path(folder))
             progress = _Progress()
             loop = asyncio.get_running_loop()
 
@@ -308,31 +295,7 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
                 film, size = result.path, result.size
                 if size > limit:
                     progress.stage, progress.share = N_("Making it fit the upload limit"), 0.0
-                    fitted = Path(folder) / "fitted.mp4"
-                    try:
-                        await in_media_thread(fit_to_size, output, fitted, limit, deadline=deadline)
-                    except MediaTimeout:
-                        raise
-                    except MediaError:
-                        raise ValidationFailed(
-                            N_(
-                                "The joined film is {size}, over the upload limit here "
-                                "({limit}), and cannot be made to fit; join fewer or shorter "
-                                "videos."
-                            ),
-                            size=format_bytes(size),
-                            limit=format_bytes(limit),
-                        ) from None
-                    film, size = fitted, fitted.stat().st_size
-                    if size > limit:
-                        raise ValidationFailed(
-                            N_(
-                                "The joined film is {size}, over the upload limit here "
-                                "({limit}); join fewer or shorter videos."
-                            ),
-                            size=format_bytes(size),
-                            limit=format_bytes(limit),
-                        )
+                    film, size = await _fit(output, Path(folder), size, limit, deadline)
             except MediaTimeout:
                 raise ValidationFailed(
                     N_(
@@ -345,22 +308,93 @@ async def _join(interaction: Interaction, jobs: Sequence[Job], line: JoinLine) -
                 raise _refusal(exc) from None
             finally:
                 shown.cancel()
-            how = _("stream copy") if result.copied else _("re-encoded to the first clip's size")
-            text = _(
-                "**Joined film** · {count} videos ({names}) · {seconds} s · {how} · {size}\n"
-                "-# Joined by <@{user}>; joining costs no credits.",
-                count=number(len(jobs)),
-                names=names,
-                seconds=format_decimal(result.duration, "0.0", locale=locale_of()),
-                how=how,
-                size=format_bytes(size),
-                user=interaction.user.id,
-            )
-            await interaction.edit_original_response(
-                content=text,
-                attachments=[discord.File(film, "joined.mp4")],
-                allowed_mentions=discord.AllowedMentions.none(),
-            )
+            await _show_film(interaction, jobs, result, film, size)
+
+
+async def _show_film(
+    interaction: Interaction, jobs: Sequence[Job], result: JoinResult, film: Path, size: int
+) -> None:
+    """Replace the Join's progress with the joined ``film`` (``size`` bytes) and its card."""
+    how = _("stream copy") if result.copied else _("re-encoded to the first clip's size")
+    text = _(
+        "**Joined film** · {count} videos ({names}) · {seconds} s · {how} · {size}\n"
+        "-# Joined by <@{user}>; joining costs no credits.",
+        count=number(len(jobs)),
+        names=", ".join(f"#{job.id}" for job in jobs),
+        seconds=format_decimal(result.duration, "0.0", locale=locale_of()),
+        how=how,
+        size=format_bytes(size),
+        user=interaction.user.id,
+    )
+    await interaction.edit_original_response(
+        content=text,
+        attachments=[discord.File(film, "joined.mp4")],
+        allowed_mentions=discord.AllowedMentions.none(),
+    )
+
+
+async def _fetch_clips(bot: GenBot, jobs: Sequence[Job], folder: Path) -> list[Path]:
+    """Download the jobs' clips into ``folder``, in order, within :data:`JOIN_FETCH_SECONDS`.
+
+    Raises:
+        ValidationFailed: the downloads took longer than that.
+    """
+    paths = []
+    try:
+        async with asyncio.timeout(JOIN_FETCH_SECONDS):
+            for index, job in enumerate(jobs, start=1):
+                path = folder / f"clip{index}.mp4"
+                await fetch_clip(bot, job, path)
+                paths.append(path)
+    except TimeoutError:
+        raise ValidationFailed(
+            N_(
+                "Fetching the clips took longer than {seconds} seconds and was "
+                "stopped; try again later, or join fewer videos."
+            ),
+            seconds=f"{JOIN_FETCH_SECONDS:g}",
+        ) from None
+    return paths
+
+
+async def _fit(
+    output: Path, folder: Path, size: int, limit: int, deadline: float
+) -> tuple[Path, int]:
+    """Re-encode the joined film ``output`` (``size`` bytes) to fit ``limit`` bytes.
+
+    Returns:
+        The fitted film and its size in bytes.
+
+    Raises:
+        MediaTimeout: the ``deadline`` (monotonic clock) passed.
+        ValidationFailed: it cannot be made to fit.
+    """
+    fitted = folder / "fitted.mp4"
+    try:
+        await in_media_thread(fit_to_size, output, fitted, limit, deadline=deadline)
+    except MediaTimeout:
+        raise
+    except MediaError:
+        raise ValidationFailed(
+            N_(
+                "The joined film is {size}, over the upload limit here "
+                "({limit}), and cannot be made to fit; join fewer or shorter "
+                "videos."
+            ),
+            size=format_bytes(size),
+            limit=format_bytes(limit),
+        ) from None
+    size = fitted.stat().st_size
+    if size > limit:
+        raise ValidationFailed(
+            N_(
+                "The joined film is {size}, over the upload limit here "
+                "({limit}); join fewer or shorter videos."
+            ),
+            size=format_bytes(size),
+            limit=format_bytes(limit),
+        )
+    return fitted, size
 
 
 def _show_progress(

@@ -416,11 +416,8 @@ class Billing:
     ) -> None:
         self._db = db
         self._credits = credits if credits is not None else MemberCredits({}, 0)
-        self._spool = spool
-        # One replay at a time in this process (appends need no lock of ours: the file's
-        # flock, taken in a thread, orders them).
-        self._replay_lock = asyncio.Lock()
-        self._settle_attempts = settle_attempts
+        self._writer = SettlementWriter(db, self._credits, clock, spool, settle_attempts)
+        self._reports = UsageReports(db, clock)
         self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
@@ -890,41 +887,12 @@ class Billing:
         payer = self._payers.pop(reservation.id, None)
         charge = replace(charge, tier_role_id=tier)
         ledger, anomaly = charge_anomaly(charge)
-        if anomaly is not None:
-            log.error(
-                "protocol anomaly in a charge of %s (task %s, guild %s): %s; reported"
-                " cost_cents=%s remaining_credits_cents=%s",
-                charge.model,
-                charge.task_id,
-                charge.guild_id,
-                anomaly.reason,
-                anomaly.reported_cost,
-                anomaly.reported_remaining,
-            )
-        if ledger is not None and ledger.cost_cents > reservation.amount_cents:
-            log.debug(
-                "%s charged %s cents, %s were reserved",
-                charge.model,
-                ledger.cost_cents,
-                reservation.amount_cents,
-            )
+        _log_screening(charge, ledger, anomaly, reservation)
         if job is not None and ledger is None:
             job = replace(job, cost_cents=Decimal(0))  # what the ledger counts for it
-        learned = (
-            (
-                charge.key_fingerprint,
-                charge.model,
-                (ledger.cost_cents, tokens.prompt, tokens.completion),
-            )
-            if ledger is not None
-            and tokens is not None
-            and tokens.prompt + tokens.completion > 0
-            and ledger.cost_cents > 0
-            and charge.model
-            else None
-        )
+        learned = _learned(charge, ledger, tokens)
         try:
-            stored = await self._settle_durably(
+            stored = await self._writer.write(
                 reservation, charge.guild_id, ledger, job, anomaly, learned, payer=payer
             )
         except SettlementDeferred:
@@ -989,12 +957,63 @@ class Billing:
         Screened by :func:`charge_anomaly` like :meth:`settle`.
         """
         ledger, anomaly = charge_anomaly(charge)
-        await self._settle_durably(None, charge.guild_id, ledger, None, anomaly)
+        await self._writer.write(None, charge.guild_id, ledger, None, anomaly)
         if ledger is not None:
             self._count("charged", charge.kind, ledger.cost_cents)
             await self._watch(ledger, None)
 
-    async def _settle_durably(
+    async def replay_spool(self) -> int:
+        """Record the settlements waiting in the spool (:meth:`SettlementWriter.replay`).
+
+        Returns:
+            How many entries were settled.
+        """
+        return await self._writer.replay()
+
+    async def expire_stale(self) -> int:
+        """Delete the reservations expired by now; return how many (for a periodic sweep)."""
+        return await self._db.ledger.expire_reservations(self._clock.time())
+
+    async def report(
+        self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
+    ) -> UsageReport:
+        """Summarise the guild's (or one user's) spending this UTC month and day.
+
+        See :meth:`UsageReports.report`.
+        """
+        return await self._reports.report(guild_id, user_id, key_fingerprint=key_fingerprint)
+
+
+class SettlementWriter:
+    """Writes settlements durably for :class:`Billing`: retried, else spooled, then replayed.
+
+    Args:
+        db: the database.
+        credits: the member's balance that pays a charge its hold covered.
+        clock: the wall clock (UTC epoch seconds); its ``sleep`` paces the retries.
+        spool: where a settlement goes when the database cannot take it
+            (:mod:`bot.services.settlement_spool`); None: the error is raised.
+        settle_attempts: tries of a settlement whose error is transient.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        credits: MemberCredits,
+        clock: Clock,
+        spool: SettlementSpool | None,
+        settle_attempts: int,
+    ) -> None:
+        self._db = db
+        self._credits = credits
+        self._clock = clock
+        self._spool = spool
+        self._settle_attempts = settle_attempts
+        # One replay at a time in this process (appends need no lock of ours: the file's
+        # flock, taken in a thread, orders them).
+        self._replay_lock = asyncio.Lock()
+
+    async def write(
         self,
         reservation: Reservation | None,
         guild_id: int,
@@ -1005,7 +1024,7 @@ class Billing:
         *,
         payer: int | None = None,
     ) -> Job | None:
-        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`settle`).
+        """:meth:`_settle`, tried again on a transient error, else spooled (:meth:`Billing.settle`).
 
         ``payer``: the member whose credit balance held ``reservation`` (None: the server
         pays); the spooled entry keeps it with the reservation, so a replay takes the charge
@@ -1054,16 +1073,8 @@ class Billing:
                 settlement_id=entry.id,
             )
 
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._settle_attempts),
-            wait=SETTLE_BACKOFF,
-            retry=retry_if_exception(is_transient),
-            sleep=self._clock.sleep,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
         try:
-            stored: Job | None = await retrying(once)
+            stored: Job | None = await self._retrying(before_sleep)(once)
         except asyncio.CancelledError as cancelled:
             # A shutdown (or a lost interaction) cut the settlement short: the try under way
             # may or may not have committed; the replay records it once either way.
@@ -1074,25 +1085,48 @@ class Billing:
         except Exception as exc:
             if not await spool(exc):
                 raise
-            log.error(
-                "settlement %s in guild %s left in the spool %s after %d tries (%r); replayed"
-                " when the database answers",
-                entry.id,
-                guild_id,
-                self._spool.path if self._spool else None,
-                tries,
-                exc,
-            )
+            self._log_spooled(entry, tries, exc)
             if job is not None:
                 raise SettlementDeferred(job.kind.value) from exc
             return None
-        if spooled and self._spool is not None:
-            log.info("settlement %s in guild %s recorded after %d tries", entry.id, guild_id, tries)
-            try:
-                await asyncio.to_thread(self._spool.remove, (entry.id,))
-            except OSError as exc:  # replaying it again records nothing twice
-                log.warning("settlement %s left in the spool (%s)", entry.id, exc)
+        if spooled:
+            await self._unspool(entry, tries)
         return stored
+
+    def _retrying(self, before_sleep: Callable[[RetryCallState], Awaitable[None]]) -> AsyncRetrying:
+        """The retry policy of a settlement: transient errors, :data:`SETTLE_BACKOFF` apart."""
+        return AsyncRetrying(
+            stop=stop_after_attempt(self._settle_attempts),
+            wait=SETTLE_BACKOFF,
+            retry=retry_if_exception(is_transient),
+            sleep=self._clock.sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+
+    def _log_spooled(self, entry: SpooledSettlement, tries: int, exc: Exception) -> None:
+        """Log a settlement the database did not take after ``tries``, left in the spool."""
+        log.error(
+            "settlement %s in guild %s left in the spool %s after %d tries (%r); replayed"
+            " when the database answers",
+            entry.id,
+            entry.guild_id,
+            self._spool.path if self._spool else None,
+            tries,
+            exc,
+        )
+
+    async def _unspool(self, entry: SpooledSettlement, tries: int) -> None:
+        """Remove from the spool an entry whose settlement a retry recorded after all."""
+        if self._spool is None:
+            return
+        log.info(
+            "settlement %s in guild %s recorded after %d tries", entry.id, entry.guild_id, tries
+        )
+        try:
+            await asyncio.to_thread(self._spool.remove, (entry.id,))
+        except OSError as exc:  # replaying it again records nothing twice
+            log.warning("settlement %s left in the spool (%s)", entry.id, exc)
 
     async def _spool_entry(self, entry: SpooledSettlement, error: BaseException) -> bool:
         """Append ``entry`` to the spool, in a thread (its lock may be held by another process).
@@ -1134,7 +1168,7 @@ class Billing:
         )
         return True
 
-    async def replay_spool(self) -> int:
+    async def replay(self) -> int:
         """Record the settlements waiting in the spool (at start-up, then every minute).
 
         The entries are read under the spool's lock, replayed without it (each one
@@ -1253,9 +1287,18 @@ class Billing:
                 await _learn_text_price(tx, *learned)
             return None if job is None else await tx.jobs.insert(job)
 
-    async def expire_stale(self) -> int:
-        """Delete the reservations expired by now; return how many (for a periodic sweep)."""
-        return await self._db.ledger.expire_reservations(self._clock.time())
+
+class UsageReports:
+    """The spending summaries of ``/usage`` (:meth:`Billing.report`).
+
+    Args:
+        db: the database.
+        clock: the wall clock (UTC epoch seconds) that defines the month and the day.
+    """
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
 
     async def report(
         self, guild_id: int, user_id: int | None = None, *, key_fingerprint: str | None = None
@@ -1317,6 +1360,54 @@ class Billing:
             (self._tier_name(names, role), cents)
             for role, cents in await self._db.policy.spent_by_tier(guild_id, since)
         ]
+
+
+def _log_screening(
+    charge: Charge, ledger: Charge | None, anomaly: ChargeAnomaly | None, reservation: Reservation
+) -> None:
+    """Log a charge that broke the protocol (an error) or went past its hold (for debugging)."""
+    if anomaly is not None:
+        log.error(
+            "protocol anomaly in a charge of %s (task %s, guild %s): %s; reported"
+            " cost_cents=%s remaining_credits_cents=%s",
+            charge.model,
+            charge.task_id,
+            charge.guild_id,
+            anomaly.reason,
+            anomaly.reported_cost,
+            anomaly.reported_remaining,
+        )
+    if ledger is not None and ledger.cost_cents > reservation.amount_cents:
+        log.debug(
+            "%s charged %s cents, %s were reserved",
+            charge.model,
+            ledger.cost_cents,
+            reservation.amount_cents,
+        )
+
+
+def _learned(
+    charge: Charge, ledger: Charge | None, tokens: TextTokens | None
+) -> tuple[str | None, str, TextCharge] | None:
+    """What a text charge teaches of its model's rates on its account (:data:`TEXT_PRICE_KEY`).
+
+    Returns:
+        ``(key fingerprint, model, (cents, prompt tokens, completion tokens))`` of a positive
+        charge with tokens reported; None otherwise (nothing learnt).
+    """
+    return (
+        (
+            charge.key_fingerprint,
+            charge.model,
+            (ledger.cost_cents, tokens.prompt, tokens.completion),
+        )
+        if ledger is not None
+        and tokens is not None
+        and tokens.prompt + tokens.completion > 0
+        and ledger.cost_cents > 0
+        and charge.model
+        else None
+    )
 
 
 def _log_late_spool_error(writing: asyncio.Future[None]) -> None:

@@ -382,16 +382,7 @@ class ConversationService:
             NoApiKeyConfigured, BudgetExceeded, PromptBlocked: before any call, as ``/text``.
             GenAPIError: the call failed.
         """
-        text = text.strip()
-        if not text:
-            raise ValidationFailed(
-                N_("There was nothing to answer: write your message after the mention.")
-            )
-        if len(text) > MAX_PROMPT_LENGTH:
-            raise ValidationFailed(
-                N_("That message is too long (at most {max_prompt_length} characters)."),
-                max_prompt_length=MAX_PROMPT_LENGTH,
-            )
+        text = _checked_turn(text)
         history: list[ConversationTurn] = list(seed)
         persona = await self.persona_for(who)
         locked = persona is not None and persona.locked
@@ -778,3 +769,22 @@ class ConversationService:
                 at=self._clock.time(),
             )
         )
+
+
+def _checked_turn(text: str) -> str:
+    """A member's turn without its outer blanks.
+
+    Raises:
+        ValidationFailed: it is empty, or longer than :data:`MAX_PROMPT_LENGTH` characters.
+    """
+    text = text.strip()
+    if not text:
+        raise ValidationFailed(
+            N_("There was nothing to answer: write your message after the mention.")
+        )
+    if len(text) > MAX_PROMPT_LENGTH:
+        raise ValidationFailed(
+            N_("That message is too long (at most {max_prompt_length} characters)."),
+            max_prompt_length=MAX_PROMPT_LENGTH,
+        )
+    return text

@@ -643,8 +643,11 @@ class GenerationService:
         self._db = db
         self._schedule = schedule
         self._clock = clock
-        self._notify_admins = notify_admins
         self._admin_log: AdminLog | None = None
+        self._health = KeyHealth(db, billing, notify_admins)
+        self._holds = KeyedHolds(billing, keys)
+        self._records = JobRecords(db, schedule, clock)
+        self._catalogues = CatalogueAccess(catalogue, keys, db, self._health)
 
     def set_admin_log(self, admin_log: AdminLog | None) -> None:
         """Set where policy refusals worth an admin's eye (blocked terms) are posted.
@@ -689,61 +692,6 @@ class GenerationService:
                 )
             raise PromptBlocked(term)
 
-    async def _reserve(
-        self,
-        who: Requester,
-        kind: Kind,
-        model: str,
-        cost_cents: Decimal | None,
-        key: ResolvedKey,
-        tokens: TextTokens | None = None,
-    ) -> tuple[Reservation, ResolvedKey]:
-        """Reserve the request's cost on ``key``; return the reservation and the key to send with.
-
-        The reservation carries the key's fingerprint, which keeps the key while the request is
-        in flight. An admin may have replaced the key since it was chosen: then
-        the reservation is released and the key chosen again, before anything is sent.
-        """
-        reservations, key = await self._reserve_many(who, kind, model, cost_cents, key, tokens)
-        return reservations[0], key
-
-    async def _reserve_many(
-        self,
-        who: Requester,
-        kind: Kind,
-        model: str,
-        cost_cents: Decimal | None,
-        key: ResolvedKey,
-        tokens: TextTokens | None = None,
-        count: int = 1,
-    ) -> tuple[list[Reservation], ResolvedKey]:
-        """:meth:`_reserve` for ``count`` requests held together (takes), all or none."""
-        for _ in range(KEY_CHANGE_RETRIES):
-            asked: dict[str, Any] = {
-                "guild_id": who.guild_id,
-                "user_id": who.user_id,
-                "kind": kind,
-                "model": model,
-                "cost_cents": cost_cents,
-                "role_ids": who.role_ids,
-                # A released attempt took its cooldown use back, so each attempt is checked.
-                "cooldown_exempt": who.manage_guild,
-                "key_fingerprint": key.fingerprint,
-                "tokens": tokens,
-            }
-            if count == 1:
-                reservations = [await self._billing.reserve(**asked)]
-            else:
-                reservations = await self._billing.reserve_many(**asked, count=count)
-            if await self._keys.still_held(who.guild_id, key):
-                return reservations, key
-            for reservation in reservations:
-                await self._billing.release(reservation)
-            log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
-            key = await self._keys.resolve(who.guild_id)
-        personal = is_personal(who.guild_id)
-        raise ValidationFailed(KEY_CHANGING_PERSONAL if personal else KEY_CHANGING_SERVER)
-
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
 
@@ -751,7 +699,7 @@ class GenerationService:
             notify_admins: called once per key problem per guild that has an admin channel;
                 None reports nothing.
         """
-        self._notify_admins = notify_admins
+        self._health.set_notifier(notify_admins)
 
     async def _check_channel(self, who: Requester) -> GuildSettings:
         """Refuse when the guild limits the commands to other channels.
@@ -810,66 +758,6 @@ class GenerationService:
         settings = await self._db.guilds.settings(who.guild_id)
         await self._check_terms(who, settings, *texts)
 
-    async def catalogue(self, guild_id: int) -> Catalogue:
-        """Return the catalogue the guild's account sees (cached per key; fetched if none is).
-
-        A server reads the catalogue of the key its requests use (its own, else the bot's
-        default): accounts may see different models. A member's wallet reads the shared one,
-        fetched with the bot's default key, never with the member's own key: the catalogue is
-        work shared by everyone, done with shared keys only (``bot.genapi.catalogue``).
-
-        Raises:
-            NoApiKeyConfigured: no shared key to fetch it with, and none cached.
-            GenAPIError: the first fetch failed (with the default key for a wallet:
-                ``on_shared_key``).
-        """
-        key = await self._catalogue_key(guild_id)
-        if key is None:
-            shared = self._catalogue.current
-            if shared is None:
-                raise NoApiKeyConfigured
-            return shared
-        if self._catalogue.cached(key) is not None:
-            # At once, no I/O of our own (a stale one is refreshed in the background): a
-            # command's checks must not write before its paid call.
-            return await self._catalogue.get(key)
-        if is_personal(guild_id):
-            try:
-                return await self._catalogue.get(key)
-            except api.GenAPIError as exc:
-                # The bot's key failed for a member, not a server: the owner's to fix, and
-                # never the member's own key's problem.
-                exc.on_shared_key = exc.on_personal_allowance = True
-                raise
-        settings = await self._db.guilds.settings(guild_id)
-        return await self._call(settings, self._catalogue.get(key))
-
-    async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
-        """Return the catalogue the guild's account sees without waiting on the network.
-
-        For autocomplete, which Discord allows no deferral: a missing or stale catalogue is
-        fetched in the background, and None is returned while there is none yet. Outside a
-        guild, or when the guild's key cannot be read, the shared catalogue is returned.
-        """
-        key = None
-        if guild_id is not None:
-            with contextlib.suppress(BotError):
-                key = await self._catalogue_key(guild_id)
-        return self._catalogue.current if key is None else self._catalogue.peek(key)
-
-    async def _catalogue_key(self, guild_id: int) -> SecretStr | None:
-        """The shared key whose account's catalogue serves ``guild_id``; None if there is none.
-
-        A server's own key, else the bot's default; for a member's wallet the bot's default
-        key whatever key the member set.
-
-        Raises:
-            BotError: the server's key cannot be resolved (``KeyResolver.resolve``).
-        """
-        if is_personal(guild_id):
-            return self._keys.default_key
-        return (await self._keys.resolve(guild_id)).key
-
     async def text(
         self,
         who: Requester,
@@ -909,7 +797,7 @@ class GenerationService:
         texts = (options.prompt, options.system) if screened is None else screened
         await self._check_terms(who, settings, *texts)
         key = await self._keys.resolve(who.guild_id)
-        catalogue = await self.catalogue(who.guild_id)
+        catalogue = await self._catalogues.get(who.guild_id)
         if options.model is None:
             policy = await self._billing.member_policy(who.guild_id, who.role_ids)
             usable = [m.id for m in catalogue.text if policy.allows(m.id)]
@@ -925,8 +813,10 @@ class GenerationService:
         )
         assert request.model is not None  # chosen above when the member gave none
         tokens = text_tokens_bound(request.prompt, request.system, request.max_tokens)
-        reservation, key = await self._reserve(who, Kind.TEXT, request.model, None, key, tokens)
-        result = await self._charged(
+        reservation, key = await self._holds.reserve(
+            who, Kind.TEXT, request.model, None, key, tokens
+        )
+        result = await self._health.charged(
             reservation, settings, self._client.generate_text(key.key, request)
         )
         charge = replace(
@@ -935,7 +825,7 @@ class GenerationService:
         )
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         await self._billing.settle(reservation, charge, tokens=_usage(result))
-        await self._key_works(settings)
+        await self._health.works(settings)
         if paid is not None:  # the member is shown what their balance paid (docs/credits.md)
             result = result.model_copy(update={"cost_cents": paid})
         return result
@@ -974,7 +864,7 @@ class GenerationService:
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
-        catalogue = await self.catalogue(who.guild_id)
+        catalogue = await self._catalogues.get(who.guild_id)
         if options.model is None:
             # The default is the first image model the member's roles allow.
             policy = await self._billing.member_policy(who.guild_id, who.role_ids)
@@ -984,7 +874,7 @@ class GenerationService:
         request = check_image(catalogue, options)
         typed = None if options.image_uploaded else options.image_url
         await check_typed_names([typed, *options.image_urls], self._resolve_host)
-        reservations, key = await self._reserve_many(
+        reservations, key = await self._holds.reserve_many(
             who, Kind.IMAGE, request.model, None, key, count=takes
         )
         # Read before the call: nothing but the settlement comes between the answer and the
@@ -1000,7 +890,7 @@ class GenerationService:
                 await self._billing.settle(reservation, charge)
                 if paid is not None:  # what the member's balance paid (docs/credits.md)
                     result = result.model_copy(update={"cost_cents": paid})
-                answered = await self.record_answered(
+                answered = await self._records.record_answered(
                     who, key, request.model, request.prompt, result
                 )
                 return ImageOutcome(request.model, result=result, answered=answered)
@@ -1058,7 +948,7 @@ class GenerationService:
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
-        model, request = check_video(await self.catalogue(who.guild_id), options)
+        model, request = check_video(await self._catalogues.get(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
         await self._billing.check(
             guild_id=who.guild_id,
@@ -1098,11 +988,11 @@ class GenerationService:
         settings = await self._check_channel(who)
         await self._check_terms(who, settings, options.prompt)
         key = await self._keys.resolve(who.guild_id)
-        model, request = check_video(await self.catalogue(who.guild_id), options)
+        model, request = check_video(await self._catalogues.get(who.guild_id), options)
         assert request.duration is not None  # check_video always sets it
         typed = None if options.image_uploaded else options.image_url
         await check_typed_names([typed], self._resolve_host)
-        reservations, key = await self._reserve_many(
+        reservations, key = await self._holds.reserve_many(
             who,
             Kind.VIDEO,
             model.id,
@@ -1175,7 +1065,7 @@ class GenerationService:
         made: list[Made] = []
         for index, reservation in enumerate(reservations):
             try:
-                result = await self._charged(reservation, settings, send())
+                result = await self._health.charged(reservation, settings, send())
             except Exception as exc:
                 await self._release_unsent(reservations[index + 1 :])
                 if not made:
@@ -1183,8 +1073,315 @@ class GenerationService:
                 log.warning("take %d of %d was not made (%s)", index + 1, len(reservations), exc)
                 return made, exc
             made.append(await settle(index, reservation, result))
-        await self._key_works(settings)
+        await self._health.works(settings)
         return made, None
+
+    async def _release_unsent(self, reservations: Sequence[Reservation]) -> None:
+        """Give back the holds of takes not sent; a failure is logged, never raised.
+
+        The takes sent before are charged and their results must reach the member: a
+        database that cannot take the releases (each reservation then holds its budget until
+        it expires, 15 minutes, on the safe side) must not turn them into an error.
+        """
+        for reservation in reservations:
+            try:
+                await self._billing.release(reservation)
+            except Exception as exc:
+                log.error(
+                    "hold %s of a take not made was not given back (%r); it expires by itself",
+                    reservation.id,
+                    exc,
+                )
+
+    async def _settle_job(
+        self,
+        reservation: Reservation,
+        who: Requester,
+        key: ResolvedKey,
+        kind: Kind,
+        model: str,
+        prompt: str,
+        details: dict[str, Any],
+        charge: Charge,
+        task: PendingTask,
+        first_poll: float,
+    ) -> Job:
+        now = self._clock.time()
+        # Whose money it spent, for its card's footer (delivered later, without the requester).
+        details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
+        if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
+            details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
+        new_job = NewJob(
+            task_id=task.task_id,
+            provider=task.provider or "",
+            poll_url=task.poll_url,
+            kind=kind,
+            model=model,
+            guild_id=who.guild_id,
+            channel_id=who.channel_id,
+            message_id=None,
+            user_id=who.user_id,
+            prompt_summary=summarize(prompt),
+            details=details,
+            cost_cents=task.cost_cents,
+            key_fingerprint=key.fingerprint,
+            created_at=now,
+            # Due once attach_message records its placeholder; this grace is the safety net
+            # when none gets posted (a Discord failure, a crash): shown as a new message then.
+            next_poll_at=now + max(first_poll, self._placeholder_grace),
+        )
+        job = await self._billing.settle(reservation, charge, new_job)
+        assert job is not None  # settle returns the job it was given
+        return job
+
+    async def _first_poll_delay(self, model: str, kind: Kind) -> float:
+        """Seconds from submission to a new job's first poll (the poll schedule's prior)."""
+        now = self._clock.time()
+        return await self._schedule.first_poll_at(model, kind, now) - now
+
+    def _charge(
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        kind: Kind,
+        model: str,
+        task_id: str | None,
+        reported: TextResult | ImageResult | PendingTask,
+    ) -> Charge:
+        return Charge(
+            guild_id=who.guild_id,
+            channel_id=who.channel_id,
+            user_id=who.user_id,
+            kind=kind,
+            model=model,
+            task_id=task_id,
+            cost_cents=reported.cost_cents,
+            remaining_credits_cents=reported.remaining_credits_cents,
+            key_fingerprint=key.fingerprint,
+            at=self._clock.time(),
+        )
+
+    async def catalogue(self, guild_id: int) -> Catalogue:
+        """Return the catalogue the guild's account sees (:meth:`CatalogueAccess.get`)."""
+        return await self._catalogues.get(guild_id)
+
+    async def cached_catalogue(self, guild_id: int | None) -> Catalogue | None:
+        """Return it without waiting on the network (:meth:`CatalogueAccess.cached`)."""
+        return await self._catalogues.cached(guild_id)
+
+    async def attach_message(self, job: Job, message_id: int) -> None:
+        """Record a job's placeholder message (:meth:`JobRecords.attach_message`)."""
+        await self._records.attach_message(job, message_id)
+
+    async def job(self, job_id: int) -> Job | None:
+        """Return the job ``job_id``, or None if unknown (:meth:`JobRecords.job`)."""
+        return await self._records.job(job_id)
+
+    async def recent_jobs(self, guild_id: int, *, user_id: int | None, limit: int) -> list[Job]:
+        """Return a guild's most recent jobs, newest first (:meth:`JobRecords.recent_jobs`)."""
+        return await self._records.recent_jobs(guild_id, user_id=user_id, limit=limit)
+
+    async def remember_request(
+        self,
+        kind: str,
+        who: Requester,
+        options: Mapping[str, Any],
+        *,
+        job_id: int | None = None,
+        outputs: Sequence[str] = (),
+    ) -> int:
+        """Store the request behind a paid result (:meth:`JobRecords.remember_request`)."""
+        return await self._records.remember_request(
+            kind, who, options, job_id=job_id, outputs=outputs
+        )
+
+    async def result_request(self, ref: str) -> ResultRequest | None:
+        """Return the request behind a result's ``ref`` (:meth:`JobRecords.result_request`)."""
+        return await self._records.result_request(ref)
+
+    async def record_answered(
+        self, who: Requester, key: ResolvedKey, model: str, prompt: str, result: ImageResult
+    ) -> Job | None:
+        """Record a synchronous image as a finished job (:meth:`JobRecords.record_answered`)."""
+        return await self._records.record_answered(who, key, model, prompt, result)
+
+    async def answered_at(self, job_id: int, message_id: int) -> None:
+        """Record the message showing a synchronous image (:meth:`JobRecords.answered_at`)."""
+        await self._records.answered_at(job_id, message_id)
+
+
+class KeyHealth:
+    """The calls of a guild's key, and its problems told to its admins once.
+
+    Args:
+        db: the database (the problem told, kept across restarts).
+        billing: releases a reservation whose call charged nothing.
+        notify_admins: called once per key problem per guild that has an admin channel.
+    """
+
+    def __init__(self, db: Database, billing: Billing, notify_admins: NotifyAdmins | None) -> None:
+        self._db = db
+        self._billing = billing
+        self._notify_admins = notify_admins
+
+    def set_notifier(self, notify_admins: NotifyAdmins | None) -> None:
+        """Set where key problems are reported; None reports nothing."""
+        self._notify_admins = notify_admins
+
+    async def works(self, settings: GuildSettings) -> None:
+        """Clear the guild's key problem after a call that worked; after the settlement.
+
+        The charge is recorded by then and the member's result is waiting: a failure here is
+        logged, never raised (after a charge, never say it failed).
+        """
+        try:
+            await self.problem(settings, None)
+        except Exception as exc:
+            log.warning("guild %s: key problem state not cleared (%s)", settings.guild_id, exc)
+
+    async def charged(
+        self, reservation: Reservation, settings: GuildSettings, call: Awaitable[T]
+    ) -> T:
+        """Await a charging call; release the reservation only if nothing can have been charged.
+
+        A refusal (4xx, ``GENERATION_FAILED``, a queue that could not send it in time) charged
+        nothing. A timeout, a dropped connection,
+        a body we could not read, another 5xx, or a cancellation may still have been charged: that
+        reservation is kept until it expires, holding the budget conservatively.
+        """
+        # A request still queued for its key's rate window is not sent once the hold could
+        # end before its charge is settled (bot.genapi.ratelimit: judged on every wake).
+        hold = HOLD_EXPIRES_AT.set(reservation.expires_at)
+        try:
+            result = await call
+        except api.GenAPIError as exc:
+            if not may_have_charged(exc):
+                await self._billing.release(reservation)
+            await self.problem(settings, exc)
+            raise
+        finally:
+            HOLD_EXPIRES_AT.reset(hold)
+        # No I/O here: the answer goes straight to the settlement (``works`` comes after).
+        return result
+
+    async def call(self, settings: GuildSettings, call: Awaitable[T]) -> T:
+        """Await a free call with the guild's key; its key problem told, or cleared."""
+        try:
+            result = await call
+        except api.GenAPIError as exc:
+            await self.problem(settings, exc)
+            raise
+        await self.problem(settings, None)
+        return result
+
+    async def problem(self, settings: GuildSettings, exc: api.GenAPIError | None) -> None:
+        """Tell the guild's admins once when its key is rejected or out of credits.
+
+        The state is in the database, so "once" holds across restarts; it is cleared by the
+        next call that succeeds.
+        """
+        if exc is not None and settings.api_key_ciphertext is None:
+            exc.on_shared_key = True  # no key of its own: the call used the bot's default key
+            exc.on_personal_allowance = is_personal(settings.guild_id)  # a member's, no server
+        elif exc is not None and is_personal(settings.guild_id):
+            exc.on_personal_key = True  # a member's own key: theirs to fix
+        problem: KeyProblem | None = None
+        if isinstance(exc, api.UnauthorizedError):
+            problem = "unauthorized"
+        elif isinstance(exc, api.InsufficientCreditsError):
+            problem = "insufficient_credits"
+        elif exc is not None:
+            return
+        if problem == settings.notified_problem:
+            return
+        if not await self._db.guilds.set_notified_problem(settings.guild_id, problem):
+            return
+        if problem and settings.admin_channel_id is not None and self._notify_admins is not None:
+            await self._notify_admins(settings.guild_id, settings.admin_channel_id, problem)
+
+
+class KeyedHolds:
+    """Reservations made on the key a request will be sent with (:class:`GenerationService`).
+
+    Args:
+        billing: budgets and reservations.
+        keys: which key a guild's requests use.
+    """
+
+    def __init__(self, billing: Billing, keys: KeyResolver) -> None:
+        self._billing = billing
+        self._keys = keys
+
+    async def reserve(
+        self,
+        who: Requester,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | None,
+        key: ResolvedKey,
+        tokens: TextTokens | None = None,
+    ) -> tuple[Reservation, ResolvedKey]:
+        """Reserve the request's cost on ``key``; return the reservation and the key to send with.
+
+        The reservation carries the key's fingerprint, which keeps the key while the request is
+        in flight. An admin may have replaced the key since it was chosen: then
+        the reservation is released and the key chosen again, before anything is sent.
+        """
+        reservations, key = await self.reserve_many(who, kind, model, cost_cents, key, tokens)
+        return reservations[0], key
+
+    async def reserve_many(
+        self,
+        who: Requester,
+        kind: Kind,
+        model: str,
+        cost_cents: Decimal | None,
+        key: ResolvedKey,
+        tokens: TextTokens | None = None,
+        count: int = 1,
+    ) -> tuple[list[Reservation], ResolvedKey]:
+        """:meth:`reserve` for ``count`` requests held together (takes), all or none."""
+        for _ in range(KEY_CHANGE_RETRIES):
+            asked: dict[str, Any] = {
+                "guild_id": who.guild_id,
+                "user_id": who.user_id,
+                "kind": kind,
+                "model": model,
+                "cost_cents": cost_cents,
+                "role_ids": who.role_ids,
+                # A released attempt took its cooldown use back, so each attempt is checked.
+                "cooldown_exempt": who.manage_guild,
+                "key_fingerprint": key.fingerprint,
+                "tokens": tokens,
+            }
+            if count == 1:
+                reservations = [await self._billing.reserve(**asked)]
+            else:
+                reservations = await self._billing.reserve_many(**asked, count=count)
+            if await self._keys.still_held(who.guild_id, key):
+                return reservations, key
+            for reservation in reservations:
+                await self._billing.release(reservation)
+            log.info("guild %d: its API key changed during a request; choosing again", who.guild_id)
+            key = await self._keys.resolve(who.guild_id)
+        personal = is_personal(who.guild_id)
+        raise ValidationFailed(KEY_CHANGING_PERSONAL if personal else KEY_CHANGING_SERVER)
+
+
+class JobRecords:
+    """The jobs and the requests behind paid results, as the Discord side reads and marks them.
+
+    Args:
+        db: the database.
+        schedule: first poll times of new jobs.
+        clock: wall time (UTC epoch seconds).
+    """
+
+    def __init__(self, db: Database, schedule: PollSchedule, clock: Clock) -> None:
+        self._db = db
+        self._schedule = schedule
+        self._clock = clock
 
     async def attach_message(self, job: Job, message_id: int) -> None:
         """Record the placeholder message that the poller will edit when ``job`` finishes.
@@ -1248,23 +1445,6 @@ class GenerationService:
         """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
         return await self._db.of(ResultRequestStore).request(ref)
 
-    async def _release_unsent(self, reservations: Sequence[Reservation]) -> None:
-        """Give back the holds of takes not sent; a failure is logged, never raised.
-
-        The takes sent before are charged and their results must reach the member: a
-        database that cannot take the releases (each reservation then holds its budget until
-        it expires, 15 minutes, on the safe side) must not turn them into an error.
-        """
-        for reservation in reservations:
-            try:
-                await self._billing.release(reservation)
-            except Exception as exc:
-                log.error(
-                    "hold %s of a take not made was not given back (%r); it expires by itself",
-                    reservation.id,
-                    exc,
-                )
-
     async def record_answered(
         self,
         who: Requester,
@@ -1316,141 +1496,81 @@ class GenerationService:
         """Record the message showing a synchronous image's job (its files' fresh URLs)."""
         await self._db.jobs.set_message(job_id, message_id)
 
-    async def _settle_job(
-        self,
-        reservation: Reservation,
-        who: Requester,
-        key: ResolvedKey,
-        kind: Kind,
-        model: str,
-        prompt: str,
-        details: dict[str, Any],
-        charge: Charge,
-        task: PendingTask,
-        first_poll: float,
-    ) -> Job:
-        now = self._clock.time()
-        # Whose money it spent, for its card's footer (delivered later, without the requester).
-        details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
-        paid = self._billing.balance_price(reservation, charge.cost_cents)
-        if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
-            details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
-        new_job = NewJob(
-            task_id=task.task_id,
-            provider=task.provider or "",
-            poll_url=task.poll_url,
-            kind=kind,
-            model=model,
-            guild_id=who.guild_id,
-            channel_id=who.channel_id,
-            message_id=None,
-            user_id=who.user_id,
-            prompt_summary=summarize(prompt),
-            details=details,
-            cost_cents=task.cost_cents,
-            key_fingerprint=key.fingerprint,
-            created_at=now,
-            # Due once attach_message records its placeholder; this grace is the safety net
-            # when none gets posted (a Discord failure, a crash): shown as a new message then.
-            next_poll_at=now + max(first_poll, self._placeholder_grace),
-        )
-        job = await self._billing.settle(reservation, charge, new_job)
-        assert job is not None  # settle returns the job it was given
-        return job
 
-    async def _first_poll_delay(self, model: str, kind: Kind) -> float:
-        """Seconds from submission to a new job's first poll (the poll schedule's prior)."""
-        now = self._clock.time()
-        return await self._schedule.first_poll_at(model, kind, now) - now
+class CatalogueAccess:
+    """The catalogue each guild's account sees, read with the right key.
 
-    async def _key_works(self, settings: GuildSettings) -> None:
-        """Clear the guild's key problem after a call that worked; after the settlement.
+    Args:
+        catalogue: the cached catalogue.
+        keys: which key a guild's requests use.
+        db: the database (a guild's settings, for its key problems).
+        health: tells a guild's admins of its key's problems.
+    """
 
-        The charge is recorded by then and the member's result is waiting: a failure here is
-        logged, never raised (after a charge, never say it failed).
+    def __init__(
+        self, catalogue: CatalogueCache, keys: KeyResolver, db: Database, health: KeyHealth
+    ) -> None:
+        self._catalogue = catalogue
+        self._keys = keys
+        self._db = db
+        self._health = health
+
+    async def get(self, guild_id: int) -> Catalogue:
+        """Return the catalogue the guild's account sees (cached per key; fetched if none is).
+
+        A server reads the catalogue of the key its requests use (its own, else the bot's
+        default): accounts may see different models. A member's wallet reads the shared one,
+        fetched with the bot's default key, never with the member's own key: the catalogue is
+        work shared by everyone, done with shared keys only (``bot.genapi.catalogue``).
+
+        Raises:
+            NoApiKeyConfigured: no shared key to fetch it with, and none cached.
+            GenAPIError: the first fetch failed (with the default key for a wallet:
+                ``on_shared_key``).
         """
-        try:
-            await self._key_problem(settings, None)
-        except Exception as exc:
-            log.warning("guild %s: key problem state not cleared (%s)", settings.guild_id, exc)
+        key = await self._key(guild_id)
+        if key is None:
+            shared = self._catalogue.current
+            if shared is None:
+                raise NoApiKeyConfigured
+            return shared
+        if self._catalogue.cached(key) is not None:
+            # At once, no I/O of our own (a stale one is refreshed in the background): a
+            # command's checks must not write before its paid call.
+            return await self._catalogue.get(key)
+        if is_personal(guild_id):
+            try:
+                return await self._catalogue.get(key)
+            except api.GenAPIError as exc:
+                # The bot's key failed for a member, not a server: the owner's to fix, and
+                # never the member's own key's problem.
+                exc.on_shared_key = exc.on_personal_allowance = True
+                raise
+        settings = await self._db.guilds.settings(guild_id)
+        return await self._health.call(settings, self._catalogue.get(key))
 
-    def _charge(
-        self,
-        who: Requester,
-        key: ResolvedKey,
-        kind: Kind,
-        model: str,
-        task_id: str | None,
-        reported: TextResult | ImageResult | PendingTask,
-    ) -> Charge:
-        return Charge(
-            guild_id=who.guild_id,
-            channel_id=who.channel_id,
-            user_id=who.user_id,
-            kind=kind,
-            model=model,
-            task_id=task_id,
-            cost_cents=reported.cost_cents,
-            remaining_credits_cents=reported.remaining_credits_cents,
-            key_fingerprint=key.fingerprint,
-            at=self._clock.time(),
-        )
+    async def cached(self, guild_id: int | None) -> Catalogue | None:
+        """Return the catalogue the guild's account sees without waiting on the network.
 
-    async def _charged(
-        self, reservation: Reservation, settings: GuildSettings, call: Awaitable[T]
-    ) -> T:
-        """Await a charging call; release the reservation only if nothing can have been charged.
-
-        A refusal (4xx, ``GENERATION_FAILED``, a queue that could not send it in time) charged
-        nothing. A timeout, a dropped connection,
-        a body we could not read, another 5xx, or a cancellation may still have been charged: that
-        reservation is kept until it expires, holding the budget conservatively.
+        For autocomplete, which Discord allows no deferral: a missing or stale catalogue is
+        fetched in the background, and None is returned while there is none yet. Outside a
+        guild, or when the guild's key cannot be read, the shared catalogue is returned.
         """
-        # A request still queued for its key's rate window is not sent once the hold could
-        # end before its charge is settled (bot.genapi.ratelimit: judged on every wake).
-        hold = HOLD_EXPIRES_AT.set(reservation.expires_at)
-        try:
-            result = await call
-        except api.GenAPIError as exc:
-            if not may_have_charged(exc):
-                await self._billing.release(reservation)
-            await self._key_problem(settings, exc)
-            raise
-        finally:
-            HOLD_EXPIRES_AT.reset(hold)
-        # No I/O here: the answer goes straight to the settlement (``_key_works`` comes after).
-        return result
+        key = None
+        if guild_id is not None:
+            with contextlib.suppress(BotError):
+                key = await self._key(guild_id)
+        return self._catalogue.current if key is None else self._catalogue.peek(key)
 
-    async def _call(self, settings: GuildSettings, call: Awaitable[T]) -> T:
-        try:
-            result = await call
-        except api.GenAPIError as exc:
-            await self._key_problem(settings, exc)
-            raise
-        await self._key_problem(settings, None)
-        return result
+    async def _key(self, guild_id: int) -> SecretStr | None:
+        """The shared key whose account's catalogue serves ``guild_id``; None if there is none.
 
-    async def _key_problem(self, settings: GuildSettings, exc: api.GenAPIError | None) -> None:
-        """Tell the guild's admins once when its key is rejected or out of credits.
+        A server's own key, else the bot's default; for a member's wallet the bot's default
+        key whatever key the member set.
 
-        The state is in the database, so "once" holds across restarts; it is cleared by the
-        next call that succeeds.
+        Raises:
+            BotError: the server's key cannot be resolved (``KeyResolver.resolve``).
         """
-        if exc is not None and settings.api_key_ciphertext is None:
-            exc.on_shared_key = True  # no key of its own: the call used the bot's default key
-            exc.on_personal_allowance = is_personal(settings.guild_id)  # a member's, no server
-        elif exc is not None and is_personal(settings.guild_id):
-            exc.on_personal_key = True  # a member's own key: theirs to fix
-        problem: KeyProblem | None = None
-        if isinstance(exc, api.UnauthorizedError):
-            problem = "unauthorized"
-        elif isinstance(exc, api.InsufficientCreditsError):
-            problem = "insufficient_credits"
-        elif exc is not None:
-            return
-        if problem == settings.notified_problem:
-            return
-        if not await self._db.guilds.set_notified_problem(settings.guild_id, problem):
-            return
-        if problem and settings.admin_channel_id is not None and self._notify_admins is not None:
-            await self._notify_admins(settings.guild_id, settings.admin_channel_id, problem)
+        if is_personal(guild_id):
+            return self._keys.default_key
+        return (await self._keys.resolve(guild_id)).key

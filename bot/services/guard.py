@@ -342,9 +342,7 @@ class SpendGuard:
         self._shared: dict[str, bool] = {}
         if shared is not None and shared.get_secret_value():
             self._shared[key_fingerprint(shared)] = True
-        self._admin_log: AdminLog | None = None
-        self._owner_dm: OwnerDm | None = None
-        self._member_dm: MemberDm | None = None
+        self._outlets = AlertOutlets(db)
         # Per server: (read at, guard settings, monthly budget cents or None).
         self._config: dict[int, tuple[float, GuardSettings, int | None]] = {}
         # Per server and hour: (median hourly micro of the 14 days before, the hour before's).
@@ -357,7 +355,6 @@ class SpendGuard:
         self._known: set[tuple[int, str, str, str]] = set()
         # Notes waiting for the member's answer: (guild, user) -> (line, at).
         self._notes: dict[tuple[int, int], tuple[Later, float]] = {}
-        self._posting: set[asyncio.Task[None]] = set()
 
     def set_outlets(
         self,
@@ -370,9 +367,7 @@ class SpendGuard:
         ``admin_log`` the admin channel's poster, ``owner_dm`` the server owner's DM,
         ``member_dm`` a member's DM (their personal key's alerts).
         """
-        self._admin_log = admin_log
-        self._owner_dm = owner_dm
-        self._member_dm = member_dm
+        self._outlets.set(admin_log, owner_dm, member_dm)
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -532,7 +527,7 @@ class SpendGuard:
                 if config.member_notes:
                     self._notes[(charge.guild_id, charge.user_id)] = (alert.line, now)
             elif alert.line is not None:
-                self._post(charge.guild_id, config, alert.line)
+                self._outlets.post(charge.guild_id, config, alert.line)
         if len(self._notes) > 10_000:  # notes no answer took (a button's charge, a crash)
             self._notes = {k: v for k, v in self._notes.items() if now - v[1] < 900}
 
@@ -550,7 +545,7 @@ class SpendGuard:
         config, _budget = await self._config_of(charge.guild_id)
         fired = await self._key(charge, config, to_micro(remaining), now)
         won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
-        if not won or self._member_dm is None:
+        if not won or not self._outlets.dm_members:
             return
         if not (await self._db.of(MemberStore).get(charge.user_id)).notify_dm:
             return
@@ -559,14 +554,7 @@ class SpendGuard:
                 line = GuardLine(
                     N_("About your own API key (personal use): {alert}"), alert=alert.line
                 )
-                self._spawn(self._dm_member(charge.user_id, line))
-
-    async def _dm_member(self, user_id: int, line: Later) -> None:
-        try:
-            assert self._member_dm is not None
-            await self._member_dm(user_id, line)
-        except Exception:
-            log.exception("could not DM a spend guard alert to a member")
+                self._outlets.dm_member(charge.user_id, line)
 
     async def _is_shared(self, fingerprint: str | None) -> bool:
         """Whether a charge's key is the shared key (``GENAPI_API_KEY``, current or kept).
@@ -645,99 +633,11 @@ class SpendGuard:
             sums.get(("member", str(charge.user_id), True), 0),
             tally.others,
         )
-        fired: list[_Fired] = []
-        month, day = _month(now), _day(now)
-        if budget is not None and budget > 0:
-            spent = sums.get(("total", "", False), 0)
-            crossed = [t for t in config.thresholds if spent * 100 >= t * to_micro(budget)]
-            if crossed:
-                left = max(Decimal(0), Decimal(budget) - from_micro(spent))
-                line = GuardLine(
-                    N_(
-                        "This server has spent {amount} of its {budget} monthly budget "
-                        "({percent} %); {left} remains.{link}"
-                    ),
-                    amount=from_micro(spent),
-                    budget=Decimal(budget),
-                    percent=_pct(spent, to_micro(budget)),
-                    left=left,
-                    link=self._link(charge.guild_id),
-                )
-                # Every threshold crossed is recorded; one line, of the highest, is posted.
-                for t in crossed:
-                    fired.append(
-                        _Fired(
-                            "month",
-                            month,
-                            str(t),
-                            spent,
-                            to_micro(budget),
-                            {},
-                            line if t == crossed[-1] else None,
-                        )
-                    )
-            tier_spent = sums.get(("tier", tier, False), 0)
-            if tier and tier_spent * 100 >= TIER_THRESHOLD * to_micro(budget):
-                fired.append(
-                    _Fired(
-                        "tier",
-                        f"{month} r{tier}",
-                        str(TIER_THRESHOLD),
-                        tier_spent,
-                        to_micro(budget),
-                        {"role": int(tier)},
-                        GuardLine(
-                            N_(
-                                "Members of <@&{role}> have spent {amount} this month, "
-                                "{percent} % of the server's {budget} budget.{link}"
-                            ),
-                            role=tier,
-                            amount=from_micro(tier_spent),
-                            percent=_pct(tier_spent, to_micro(budget)),
-                            budget=Decimal(budget),
-                            link=self._link(charge.guild_id),
-                        ),
-                    )
-                )
-        for kind, allowance, period, today in (
-            ("member_day", daily, day, True),
-            ("member_month", monthly, month, False),
-        ):
-            if allowance is None or allowance <= 0:
-                continue
-            spent = sums.get(("member", str(charge.user_id), today), 0)
-            crossed = [t for t in MEMBER_THRESHOLDS if spent * 100 >= t * to_micro(allowance)]
-            for t in crossed:
-                template = (
-                    N_(
-                        "You have used {percent} % of your daily allowance here "
-                        "({amount} of {limit})."
-                    )
-                    if today
-                    else N_(
-                        "You have used {percent} % of your monthly allowance here "
-                        "({amount} of {limit})."
-                    )
-                )
-                fired.append(
-                    _Fired(
-                        kind,
-                        f"{period} u{charge.user_id}",
-                        str(t),
-                        spent,
-                        to_micro(allowance),
-                        {"user": charge.user_id},
-                        GuardLine(
-                            template,
-                            percent=t,
-                            amount=from_micro(spent),
-                            limit=Decimal(allowance),
-                        )
-                        if t == crossed[-1]
-                        else None,
-                    )
-                )
-        return fired
+        link = self._link(charge.guild_id)
+        return [
+            *_budget_alerts(config, budget, sums, tier, _month(now), link),
+            *_member_alerts(charge.user_id, daily, monthly, sums, now),
+        ]
 
     def _near(
         self,
@@ -804,23 +704,7 @@ class SpendGuard:
         floor = config.credits_floor_cents
         if floor is not None and remaining < to_micro(floor):
             fired.append(
-                _Fired(
-                    "credits",
-                    f"{day} k{fp}",
-                    "",
-                    remaining,
-                    to_micro(floor),
-                    {"key": fp[:8]},
-                    GuardLine(
-                        N_(
-                            "The API key's credits are down to {left}, below the floor of "
-                            "{floor}.{link}"
-                        ),
-                        left=from_micro(remaining),
-                        floor=Decimal(floor),
-                        link=self._link(charge.guild_id),
-                    ),
-                )
+                _floor_alert(f"{day} k{fp}", fp, remaining, floor, self._link(charge.guild_id))
             )
         if (charge.guild_id, "runway", f"{day} k{fp}", "") in self._known:
             return fired
@@ -883,24 +767,8 @@ class SpendGuard:
             spent = await self._burst_of(charge, tally, micro, to_micro(limit), now)
             if spent > to_micro(limit):
                 fired.append(
-                    _Fired(
-                        "member_burst",
-                        burst_period,
-                        "",
-                        spent,
-                        to_micro(limit),
-                        {"user": charge.user_id},
-                        GuardLine(
-                            N_(
-                                "Unusual spending: <@{user}> spent {amount} in 10 minutes "
-                                "(more than {limit}).{paused}{link}"
-                            ),
-                            user=charge.user_id,
-                            amount=from_micro(spent),
-                            limit=Decimal(limit),
-                            paused=_paused_note(config),
-                            link=self._link(guild_id),
-                        ),
+                    _burst_alert(
+                        burst_period, charge.user_id, spent, limit, config, self._link(guild_id)
                     )
                 )
         return fired
@@ -1016,9 +884,58 @@ class SpendGuard:
         if await self.pause(guild_id, GUARD_ACTOR, reason):
             log.warning("spend guard paused paid requests in guild %s: %s", guild_id, reason)
 
-    # -- posting -----------------------------------------------------------------------------
+    async def idle(self) -> None:
+        """Wait until the alerts being sent are sent (tests, shutdown)."""
+        await self._outlets.idle()
 
-    def _post(self, guild_id: int, config: GuardSettings, line: Later) -> None:
+    def forget(self) -> None:
+        """Drop what this process keeps in memory (a test's "restart" of the process)."""
+        self._config.clear()
+        self._baseline.clear()
+        self._burn.clear()
+        self._known.clear()
+        self._tallies.clear()
+
+
+class AlertOutlets:
+    """Where the spend guard's alerts go, sent in the background (never raising).
+
+    Args:
+        db: the database (a server's admin channel).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._admin_log: AdminLog | None = None
+        self._owner_dm: OwnerDm | None = None
+        self._member_dm: MemberDm | None = None
+        self._posting: set[asyncio.Task[None]] = set()
+
+    def set(
+        self, admin_log: AdminLog | None, owner_dm: OwnerDm | None, member_dm: MemberDm | None
+    ) -> None:
+        """Set the outlets (:meth:`SpendGuard.set_outlets`); None: that outlet is silent."""
+        self._admin_log = admin_log
+        self._owner_dm = owner_dm
+        self._member_dm = member_dm
+
+    @property
+    def dm_members(self) -> bool:
+        """Whether a member's DM is an outlet (their personal key's alerts)."""
+        return self._member_dm is not None
+
+    def dm_member(self, user_id: int, line: Later) -> None:
+        """DM ``line`` to a member, in the background (never raises)."""
+        self._spawn(self._dm(user_id, line))
+
+    async def _dm(self, user_id: int, line: Later) -> None:
+        try:
+            assert self._member_dm is not None
+            await self._member_dm(user_id, line)
+        except Exception:
+            log.exception("could not DM a spend guard alert to a member")
+
+    def post(self, guild_id: int, config: GuardSettings, line: Later) -> None:
         """Send ``line`` where the server's alerts go, in the background (never raises)."""
         self._spawn(self._send(guild_id, config, line))
 
@@ -1040,17 +957,9 @@ class SpendGuard:
             log.exception("could not send a spend guard alert of guild %s", guild_id)
 
     async def idle(self) -> None:
-        """Wait until the alerts being sent are sent (tests, shutdown)."""
+        """Wait until the alerts being sent are sent."""
         while self._posting:
             await asyncio.gather(*list(self._posting), return_exceptions=True)
-
-    def forget(self) -> None:
-        """Drop what this process keeps in memory (a test's "restart" of the process)."""
-        self._config.clear()
-        self._baseline.clear()
-        self._burn.clear()
-        self._known.clear()
-        self._tallies.clear()
 
 
 def _count(tally: GuildTally, charge: Charge, micro: int) -> None:
@@ -1065,6 +974,170 @@ def _count(tally: GuildTally, charge: Charge, micro: int) -> None:
             member.month_micro += micro
         if member.day == _day(charge.at):
             member.day_micro += micro
+
+
+def _budget_alerts(
+    config: GuardSettings,
+    budget: int | None,
+    sums: dict[tuple[str, str, bool], int],
+    tier: str,
+    month: str,
+    link: str,
+) -> list[_Fired]:
+    """The monthly budget thresholds crossed, and the tier's share (:data:`TIER_THRESHOLD`).
+
+    Every threshold crossed is an alert recorded; only the highest carries a line to post.
+    ``sums`` are micro-cents as read (``GuardStore.month_sums``); ``budget`` whole cents.
+    """
+    fired: list[_Fired] = []
+    if budget is None or budget <= 0:
+        return fired
+    spent = sums.get(("total", "", False), 0)
+    crossed = [t for t in config.thresholds if spent * 100 >= t * to_micro(budget)]
+    if crossed:
+        left = max(Decimal(0), Decimal(budget) - from_micro(spent))
+        line = GuardLine(
+            N_(
+                "This server has spent {amount} of its {budget} monthly budget "
+                "({percent} %); {left} remains.{link}"
+            ),
+            amount=from_micro(spent),
+            budget=Decimal(budget),
+            percent=_pct(spent, to_micro(budget)),
+            left=left,
+            link=link,
+        )
+        # Every threshold crossed is recorded; one line, of the highest, is posted.
+        for t in crossed:
+            fired.append(
+                _Fired(
+                    "month",
+                    month,
+                    str(t),
+                    spent,
+                    to_micro(budget),
+                    {},
+                    line if t == crossed[-1] else None,
+                )
+            )
+    tier_spent = sums.get(("tier", tier, False), 0)
+    if tier and tier_spent * 100 >= TIER_THRESHOLD * to_micro(budget):
+        fired.append(
+            _Fired(
+                "tier",
+                f"{month} r{tier}",
+                str(TIER_THRESHOLD),
+                tier_spent,
+                to_micro(budget),
+                {"role": int(tier)},
+                GuardLine(
+                    N_(
+                        "Members of <@&{role}> have spent {amount} this month, "
+                        "{percent} % of the server's {budget} budget.{link}"
+                    ),
+                    role=tier,
+                    amount=from_micro(tier_spent),
+                    percent=_pct(tier_spent, to_micro(budget)),
+                    budget=Decimal(budget),
+                    link=link,
+                ),
+            )
+        )
+    return fired
+
+
+def _member_alerts(
+    user_id: int,
+    daily: int | None,
+    monthly: int | None,
+    sums: dict[tuple[str, str, bool], int],
+    now: float,
+) -> list[_Fired]:
+    """A member's daily and monthly allowance thresholds crossed (:data:`MEMBER_THRESHOLDS`).
+
+    ``daily`` and ``monthly`` whole cents (None or 0: none); ``sums`` micro-cents as read.
+    """
+    fired: list[_Fired] = []
+    month, day = _month(now), _day(now)
+    for kind, allowance, period, today in (
+        ("member_day", daily, day, True),
+        ("member_month", monthly, month, False),
+    ):
+        if allowance is None or allowance <= 0:
+            continue
+        spent = sums.get(("member", str(user_id), today), 0)
+        crossed = [t for t in MEMBER_THRESHOLDS if spent * 100 >= t * to_micro(allowance)]
+        for t in crossed:
+            template = (
+                N_("You have used {percent} % of your daily allowance here ({amount} of {limit}).")
+                if today
+                else N_(
+                    "You have used {percent} % of your monthly allowance here "
+                    "({amount} of {limit})."
+                )
+            )
+            fired.append(
+                _Fired(
+                    kind,
+                    f"{period} u{user_id}",
+                    str(t),
+                    spent,
+                    to_micro(allowance),
+                    {"user": user_id},
+                    GuardLine(
+                        template,
+                        percent=t,
+                        amount=from_micro(spent),
+                        limit=Decimal(allowance),
+                    )
+                    if t == crossed[-1]
+                    else None,
+                )
+            )
+    return fired
+
+
+def _floor_alert(period: str, fp: str, remaining: int, floor: int, link: str) -> _Fired:
+    """The key's credits below the server's floor: ``remaining`` micro-cents, ``floor`` cents."""
+    return _Fired(
+        "credits",
+        period,
+        "",
+        remaining,
+        to_micro(floor),
+        {"key": fp[:8]},
+        GuardLine(
+            N_("The API key's credits are down to {left}, below the floor of {floor}.{link}"),
+            left=from_micro(remaining),
+            floor=Decimal(floor),
+            link=link,
+        ),
+    )
+
+
+def _burst_alert(
+    period: str, user_id: int, spent: int, limit: int, config: GuardSettings, link: str
+) -> _Fired:
+    """A member's spend over 10 minutes past the limit: ``spent`` micro-cents, ``limit`` cents."""
+    return _Fired(
+        "member_burst",
+        period,
+        "",
+        spent,
+        to_micro(limit),
+        {"user": user_id},
+        GuardLine(
+            N_(
+                "Unusual spending: <@{user}> spent {amount} in 10 minutes "
+                "(more than {limit}).{paused}{link}"
+            ),
+            user=user_id,
+            amount=from_micro(spent),
+            limit=Decimal(limit),
+            paused=_paused_note(config),
+            link=link,
+        ),
+    )
 
 
 def _paused_note(config: GuardSettings) -> str:

@@ -214,6 +214,46 @@ LOCALE_CACHE_SIZE = 10_000
 """Servers' languages kept at most before the expired ones are dropped."""
 
 
+class KeyCheckCooldown:
+    """Each member's key-check cooldown (:data:`KEY_CHECK_COOLDOWN_SECONDS`), in memory.
+
+    One cooldown per member for ``/settings api-key set``, ``/config api-key set`` and the
+    dashboard's Key form together: Manage Server bounds who may check a server's key, not
+    how often, and a member may manage many servers.
+
+    Args:
+        clock: times the checks (seconds).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        # Members whose cooldown runs: user id -> when their last check started (clock time),
+        # oldest first; at most KEY_CHECKS_REMEMBERED.
+        self._checks: OrderedDict[int, float] = OrderedDict()
+
+    def start(self, user_id: int, *, personal: bool) -> None:
+        """Start a member's key-check cooldown, or refuse while it runs.
+
+        Args:
+            user_id: the member checking a key.
+            personal: the key is their own (the refusal names ``/settings``, else ``/config``).
+
+        Raises:
+            CooldownActive: the member checked a key less than the cooldown ago.
+        """
+        now = self._clock.time()
+        checks = self._checks
+        while checks and next(iter(checks.values())) + KEY_CHECK_COOLDOWN_SECONDS <= now:
+            checks.popitem(last=False)  # oldest first: only the running cooldowns are kept
+        last = checks.get(user_id)
+        if last is not None:
+            command = "settings api-key set" if personal else "config api-key set"
+            raise CooldownActive(command, last + KEY_CHECK_COOLDOWN_SECONDS)
+        if len(checks) >= KEY_CHECKS_REMEMBERED:
+            checks.popitem(last=False)
+        checks[user_id] = now
+
+
 class GuildConfigService:
     """Applies admins' configuration changes; every method is for a guild's admins only.
 
@@ -253,9 +293,7 @@ class GuildConfigService:
         self._client = client
         self._default_key_set = default_key_set
         self._catalogue = catalogue
-        # Members whose key-check cooldown runs: user id -> when their last check started
-        # (clock time), oldest first.
-        self._key_checks: OrderedDict[int, float] = OrderedDict()
+        self._key_checks = KeyCheckCooldown(self._clock)
         # Servers' chosen languages, read for every public card the poller edits: guild id ->
         # (locale or None, until (monotonic clock)). Another process's change is seen within
         # LOCALE_CACHE_SECONDS; this one's at once.
@@ -296,7 +334,7 @@ class GuildConfigService:
             raise KeyEncryptionUnavailable
         if not _KEY_SHAPE.match(api_key):
             raise ValidationFailed(N_("That does not look like an API key; nothing was stored."))
-        self._key_check_allowed(actor.user_id, personal=is_personal(guild_id))
+        self._key_checks.start(actor.user_id, personal=is_personal(guild_id))
         try:
             await self._client.list_models(SecretStr(api_key))
         except UnauthorizedError:
@@ -309,32 +347,6 @@ class GuildConfigService:
             await self._db.guilds.set_notified_problem(guild_id, None)
         self._forget(change)
         return change
-
-    def _key_check_allowed(self, user_id: int, *, personal: bool) -> None:
-        """Start a member's key-check cooldown, or refuse while it runs.
-
-        One cooldown per member for ``/settings api-key set``, ``/config api-key set`` and the
-        dashboard's Key form together: Manage Server bounds who may check a server's key, not
-        how often, and a member may manage many servers.
-
-        Args:
-            user_id: the member checking a key.
-            personal: the key is their own (the refusal names ``/settings``, else ``/config``).
-
-        Raises:
-            CooldownActive: the member checked a key less than the cooldown ago.
-        """
-        now = self._clock.time()
-        checks = self._key_checks
-        while checks and next(iter(checks.values())) + KEY_CHECK_COOLDOWN_SECONDS <= now:
-            checks.popitem(last=False)  # oldest first: only the running cooldowns are kept
-        last = checks.get(user_id)
-        if last is not None:
-            command = "settings api-key set" if personal else "config api-key set"
-            raise CooldownActive(command, last + KEY_CHECK_COOLDOWN_SECONDS)
-        if len(checks) >= KEY_CHECKS_REMEMBERED:
-            checks.popitem(last=False)
-        checks[user_id] = now
 
     async def _forget_rejected(self, key: SecretStr) -> None:
         """Drop what the limiter made for a key the service rejected; failures only logged."""

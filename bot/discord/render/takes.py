@@ -119,6 +119,52 @@ def _takes_card(
     )
     base = base_card(takes[0], state, colour, "", sandbox=sandbox)
     video = takes[0].kind == "video"
+    media, lines = _take_lines(takes, attached, hidden, video=video)
+    notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
+    card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
+    actions: tuple[tuple[str, str], ...] = ()
+    select: Select | None = None
+    if pending < len(takes):
+        price = pick.cost_cents if pick.kind == "video" else None
+        actions = result_buttons(
+            pick.kind,
+            f"j{pick.id}",
+            completed=pick.status == "completed",
+            price_cents=price,
+            joinable=clip_number(pick) >= 2,
+        )
+        select = Select(
+            custom_id=f"gb:take:j{takes[0].id}",
+            options=tuple(
+                (_("Buttons act on take {number}", number=number(n)), f"j{t.id}")
+                for n, t in enumerate(takes, 1)
+            ),
+            chosen=f"j{pick.id}",
+        )
+    embed = discord.Embed(
+        title=_("Video · {state}", state=state) if video else _("Image · {state}", state=state),
+        description=truncate(takes[0].prompt_summary, limits.EMBED_DESCRIPTION) or None,
+        colour=colour,
+    )
+    embed.add_field(
+        name=_("Takes"), value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
+    )
+    return MessageParts(embeds=(embed,), card=card, action_buttons=actions, select=select)
+
+
+def _take_lines(
+    takes: Sequence[TakeView],
+    attached: Mapping[int, str] | None,
+    hidden: Mapping[int, Visibility],
+    *,
+    video: bool,
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Each take's line on the card, and the media shown: ``(url, description)``, in order.
+
+    ``attached``: job id -> the file name a take's result is attached under (shown from the
+    message's attachment rather than its URL); ``hidden``: job id -> the safety decision of
+    a take members may not see (its line says so, and shows nothing of it).
+    """
     media: list[tuple[str, str]] = []
     lines: list[str] = []
     for index, take in enumerate(takes, start=1):
@@ -153,36 +199,7 @@ def _takes_card(
             reason = truncate(one_line(take.error or "") or _(NO_REASON), _REASON)
             reason = discord.utils.escape_mentions(reason)
             lines.append(_("Take {number} · failed: {reason}", number=at, reason=reason))
-    notes = (truncate("\n".join(lines), limits.FIELD_VALUE * 2), *base.notes)
-    card = dataclasses.replace(base, media=tuple(media[: limits.FILES_PER_MESSAGE]), notes=notes)
-    actions: tuple[tuple[str, str], ...] = ()
-    select: Select | None = None
-    if pending < len(takes):
-        price = pick.cost_cents if pick.kind == "video" else None
-        actions = result_buttons(
-            pick.kind,
-            f"j{pick.id}",
-            completed=pick.status == "completed",
-            price_cents=price,
-            joinable=clip_number(pick) >= 2,
-        )
-        select = Select(
-            custom_id=f"gb:take:j{takes[0].id}",
-            options=tuple(
-                (_("Buttons act on take {number}", number=number(n)), f"j{t.id}")
-                for n, t in enumerate(takes, 1)
-            ),
-            chosen=f"j{pick.id}",
-        )
-    embed = discord.Embed(
-        title=_("Video · {state}", state=state) if video else _("Image · {state}", state=state),
-        description=truncate(takes[0].prompt_summary, limits.EMBED_DESCRIPTION) or None,
-        colour=colour,
-    )
-    embed.add_field(
-        name=_("Takes"), value=truncate("\n".join(lines), limits.FIELD_VALUE), inline=False
-    )
-    return MessageParts(embeds=(embed,), card=card, action_buttons=actions, select=select)
+    return media, lines
 
 
 def takes_ready(takes: Sequence[TakeView], *, locale: str | None = None) -> str:
