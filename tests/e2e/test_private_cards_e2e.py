@@ -212,7 +212,7 @@ async def test_a_result_resent_by_dm_keeps_the_cards_working_buttons(world: Worl
         world.api.set_task_duration(lambda model, body: 4.0)
     assert "copper kettle" in resent.text
     kept = {b["custom_id"].split(":")[1] for b in action_buttons(resent)}
-    assert kept == {"again", "continue", "remix", "share", "delete"}, kept  # its owner may share it
+    assert kept == {"again", "continue", "remix", "share", "enhance", "delete"}, kept  # its owner may share it
     again = next(b for b in action_buttons(resent) if b["custom_id"].startswith("gb:again:"))
     charges, posts = len(list(ledger(world))), world.posts_to("/video/generate")
     clicked = await world.discord.press_button(
