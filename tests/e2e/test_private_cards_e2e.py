@@ -212,7 +212,8 @@ async def test_a_result_resent_by_dm_keeps_the_cards_working_buttons(world: Worl
         world.api.set_task_duration(lambda model, body: 4.0)
     assert "copper kettle" in resent.text
     kept = {b["custom_id"].split(":")[1] for b in action_buttons(resent)}
-    assert kept == {"again", "continue", "remix", "share", "enhance", "delete"}, kept  # its owner may share it
+    # Its owner may share it (and enhance its prompt).
+    assert kept == {"again", "continue", "remix", "share", "enhance", "delete"}, kept
     again = next(b for b in action_buttons(resent) if b["custom_id"].startswith("gb:again:"))
     charges, posts = len(list(ledger(world))), world.posts_to("/video/generate")
     clicked = await world.discord.press_button(
