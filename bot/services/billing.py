@@ -416,7 +416,9 @@ class Billing:
     ) -> None:
         self._db = db
         self._credits = credits if credits is not None else MemberCredits({}, 0)
-        self._writer = SettlementWriter(db, self._credits, clock, spool, settle_attempts)
+        self._writer: SettlementWriter = SettlementWriter(
+            db, self._credits, clock, spool, settle_attempts
+        )
         self._reports = UsageReports(db, clock)
         self._metrics = metrics
         self._defaults = defaults
