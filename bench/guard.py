@@ -34,7 +34,6 @@ from bench.dashboard import (
     DAYS,
     GUILD,
     NOW,
-    _Executor,
     _seed_postgresql,
     _seed_sqlite,
     _settings,
@@ -79,7 +78,7 @@ async def _measure(
 ) -> None:
     clock = ManualClock(NOW + 3600)
     db = await open_database(settings, clock)
-    await rebuild_daily(db.of(_Executor))
+    await rebuild_daily(db.sql)
     await _backfill_hours(db)
     async with httpx.AsyncClient() as http_client:
         client = GenAPIClient(
@@ -149,7 +148,7 @@ async def _no_hours(sql: Any, **_: Any) -> None:
 
 async def _backfill_hours(db: Any) -> None:
     """Sum the seeded ledger into ``guard_hourly`` (as the charges' own writes would have)."""
-    executor = db.of(_Executor)
+    executor = db.sql
     if executor.dialect == "postgresql":
         hour = "CAST(floor(at / 3600) AS BIGINT) * 3600"
     else:

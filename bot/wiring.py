@@ -40,6 +40,7 @@ from bot.services.command_sync import CommandSync
 from bot.services.conversations import ConversationService
 from bot.services.creative import CreativeService
 from bot.services.credits import CreditService, MemberCredits
+from bot.services.dashboard import DashboardService
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
@@ -52,7 +53,9 @@ from bot.services.safety import SafetyService
 from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
 from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
+from bot.services.showcase import ShowcaseService
 from bot.services.submissions import SubmissionService
+from bot.services.thumbnails import ThumbnailService
 from bot.storage import Database
 from bot.storage.engine import DatabaseUnavailable
 
@@ -118,43 +121,44 @@ class Services:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def service(self, build: Callable[[Database, Clock], S]) -> S:
-        """Return the process's one service ``build`` makes from the database and the clock.
-
-        How a new stored concern's cog reaches its service without a line in this module: a
-        service whose constructor takes ``(db, clock)`` is built on first use and shared by
-        every later caller (``bot.services.service(WidgetService)``). A service that needs
-        more (billing, the API client) is built in :func:`assemble_services` as the others.
-
-        Args:
-            build: the service's class (any callable taking the database and the clock).
-        """
-        if build not in self._concerns:
-            self._concerns[build] = build(self.db, self.clock)
-        return cast(S, self._concerns[build])
+    def _once(self, kind: type[S], build: Callable[[], S]) -> S:
+        """The process's one ``kind`` of service, made by ``build`` on first use, then shared."""
+        if kind not in self._concerns:
+            self._concerns[kind] = build()
+        return cast(S, self._concerns[kind])
 
     @property
     def moderation(self) -> SafetyService:
         """The safety policy over :attr:`safety` (held results, reports, reviews), built once."""
-        if SafetyService not in self._concerns:
-            self._concerns[SafetyService] = SafetyService(self.db, self.safety, self.clock)
-        return cast(SafetyService, self._concerns[SafetyService])
+        return self._once(SafetyService, lambda: SafetyService(self.db, self.safety, self.clock))
 
     @property
     def credits(self) -> CreditService:
         """Members' credit packs and balances (docs/credits.md), built once."""
-        if CreditService not in self._concerns:
-            self._concerns[CreditService] = CreditService(self.db, self.clock, self.settings)
-        return cast(CreditService, self._concerns[CreditService])
+        return self._once(CreditService, lambda: CreditService(self.db, self.clock, self.settings))
 
     @property
     def creative(self) -> CreativeService:
         """Enhance, styles and characters (:mod:`bot.services.creative`), built once."""
-        if CreativeService not in self._concerns:
-            self._concerns[CreativeService] = CreativeService(
-                self.db, self.clock, self.generation, self.guild_config
-            )
-        return cast(CreativeService, self._concerns[CreativeService])
+        return self._once(
+            CreativeService,
+            lambda: CreativeService(self.db, self.clock, self.generation, self.guild_config),
+        )
+
+    @property
+    def thumbnails(self) -> ThumbnailService:
+        """The dashboard's small pictures of results (docs/dashboard.md), built once."""
+        return self._once(ThumbnailService, lambda: ThumbnailService(self.db, self.clock))
+
+    @property
+    def showcases(self) -> ShowcaseService:
+        """Servers' public showcases, built once."""
+        return self._once(ShowcaseService, lambda: ShowcaseService(self.db, self.clock))
+
+    @property
+    def dashboard(self) -> DashboardService:
+        """The dashboard's reads (lists, totals, spend), built once."""
+        return self._once(DashboardService, lambda: DashboardService(self.db, self.clock))
 
     async def ping_database(self) -> None:
         """Return when the database answers (``/readyz``); raise its error when it does not."""

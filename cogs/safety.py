@@ -253,6 +253,4 @@ class SafetyCog(commands.Cog):
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
-    await bot.add_cog(
-        SafetyCog(bot, services.moderation, services.generation, services.service(ShowcaseService))
-    )
+    await bot.add_cog(SafetyCog(bot, services.moderation, services.generation, services.showcases))

@@ -98,4 +98,4 @@ class ShowcaseCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ShowcaseCog(bot, bot.services.service(ShowcaseService)))
+    await bot.add_cog(ShowcaseCog(bot, bot.services.showcases))

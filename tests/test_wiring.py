@@ -1,32 +1,17 @@
-"""The services' wiring: a stored concern's service is reached without a line in the wiring."""
+"""The services' wiring: each service is reached one way, and built once."""
 
 from __future__ import annotations
 
-from bot.clock import Clock, ManualClock
+from bot.clock import ManualClock
 from bot.i18n import SHIPPED, translations
-from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 from tests.support.stack import Stack, services_on_emulator
 
 
-class NoteService:
-    """A stand-in for a new concern's service: built from the database and the clock only."""
-
-    def __init__(self, db: Database, clock: Clock) -> None:
-        self.db = db
-        self.clock = clock
-
-    async def remember(self, text: str) -> None:
-        await self.db.of(MetaStore).set("note", f"{text} at {self.clock.time():.0f}")
-
-
-async def test_a_concern_s_service_is_built_once_from_the_shared_database(stack: Stack) -> None:
+async def test_a_service_built_on_first_use_is_the_process_s_one(stack: Stack) -> None:
     services = stack.services
-    notes = services.service(NoteService)
-    assert services.service(NoteService) is notes  # one instance per process, like the others
-    assert notes.db is services.db and notes.clock is services.clock
-    await notes.remember("hello")
-    assert await services.db.of(MetaStore).get("note") == f"hello at {stack.clock.time():.0f}"
+    showcases = services.showcases
+    assert services.showcases is showcases  # one instance per process, like the others
+    assert services.thumbnails is services.thumbnails
 
 
 async def test_every_shipped_catalogue_is_compiled_when_the_services_are_built() -> None:

@@ -24,8 +24,9 @@ clock, redaction, i18n) is neither entered nor counted, since every layer uses i
 
 How calls are resolved (an approximation, read with ``ast``; nothing is imported or run): by
 the names a module imports, the annotations of parameters and return values, the attributes a
-class declares or sets in ``__init__`` (``self.generation = services.generation``),
-``db.of(Store)`` and ``Interaction[GenBot].client``; a method call on a receiver of unknown
+class declares, sets in ``__init__`` (``self.generation = services.generation``) or returns
+from a property (``db.jobs``) and
+``Interaction[GenBot].client``; a method call on a receiver of unknown
 type is resolved when exactly one class of ours, at the caller's layer or below, defines a
 method of that name. Decorators are not calls of the function. Missed: calls through a
 variable holding a function, ``getattr``, a method name two classes share on an untyped
@@ -314,12 +315,6 @@ class Resolver:
             return (next(iter(held)), None) if len(held) == 1 else None
         if isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, ast.Attribute) and func.attr == "of" and node.args:
-                arg = node.args[0]
-                if isinstance(arg, ast.Name):
-                    found = self.index.lookup(self.module, arg.id)
-                    if found and self.index.is_class(found):
-                        return (found, None)
             for target in self.resolve(func):
                 if self.index.is_class(target):
                     return (target, None)

@@ -55,7 +55,7 @@ from bot.dashboard.rights import (
 )
 from bot.domain import DashboardSession
 from bot.i18n import LANGUAGE_NAMES, N_, _, current, reset_locale, resolve, set_locale
-from bot.services.dashboard import LOGIN_SECONDS, DashboardService, LoginRefused
+from bot.services.dashboard import LOGIN_SECONDS, LoginRefused
 from bot.wiring import Services
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,7 @@ class Dashboard:
         prefix = "__Host-" if self.secure else ""
         self.session_cookie = f"{prefix}genbot_session"
         self.login_cookie = f"{prefix}genbot_login"
-        self.dashboard = services.service(DashboardService)
+        self.dashboard = services.dashboard
         self.rights = RightsCache(self.directory, self.dashboard.access_roles, clock)
         self.logins = LoginCookie(settings.discord_client_secret.get_secret_value(), clock)
         self.by_address: RequestBuckets[str] = RequestBuckets(ADDRESS_BUDGET, clock.monotonic)

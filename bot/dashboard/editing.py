@@ -60,7 +60,6 @@ from bot.genapi.errors import GenAPIError
 from bot.i18n import N_, _
 from bot.services.guild_config import GuildConfigService
 from bot.services.showcase import PERIODS as SHOWCASE_PERIODS
-from bot.services.showcase import ShowcaseService
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +144,7 @@ class SettingsPages(Pages):
         # A lock lives while a save holds or waits on it, no longer (weak values).
         self._locks: weakref.WeakValueDictionary[int, asyncio.Lock] = weakref.WeakValueDictionary()
         self._posting: set[asyncio.Task[None]] = set()
-        self.showcases = app.services.service(ShowcaseService)
+        self.showcases = app.services.showcases
 
     # -- the handlers every form shares ---------------------------------------------------
 

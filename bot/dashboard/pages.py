@@ -55,8 +55,6 @@ from bot.errors import BotError, ValidationFailed
 from bot.i18n import N_, _
 from bot.services.billing import month_start
 from bot.services.dashboard import PERIODS
-from bot.services.showcase import ShowcaseService
-from bot.services.thumbnails import ThumbnailService
 
 log = logging.getLogger(__name__)
 
@@ -281,8 +279,8 @@ class Pages:
         self.app = app
         self.services = app.services
         self.dashboard = app.dashboard
-        self.thumbnails = app.services.service(ThumbnailService)
-        self.showcases = app.services.service(ShowcaseService)
+        self.thumbnails = app.services.thumbnails
+        self.showcases = app.services.showcases
         self.safety = app.services.moderation
 
     async def _server(self, request: web.Request) -> tuple[Signed, int, Rights]:

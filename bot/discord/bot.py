@@ -53,7 +53,6 @@ from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
 from bot.services.guild_config import ChangeOutlet, GuildConfigService
-from bot.services.thumbnails import ThumbnailService
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)
@@ -193,7 +192,7 @@ def build_announcer(
         locales=locales,
         final=services.sequences,
         safety=SafetyGate(client, services.moderation, locales),
-        thumbnails=services.service(ThumbnailService),
+        thumbnails=services.thumbnails,
     )
     return shows, DmNoticeAnnouncer(
         shows,

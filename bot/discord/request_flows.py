@@ -50,7 +50,6 @@ from bot.services.personal import is_personal
 from bot.services.private_cards import CardPlace, PrivateCard
 from bot.services.response_tokens import TOKEN_LIFETIME_SECONDS, TOKEN_MARGIN_SECONDS, ResponseToken
 from bot.services.submissions import ImagesMade, VideoOutcome, VideosSubmitted
-from bot.services.thumbnails import ThumbnailService
 
 if TYPE_CHECKING:
     from bot.discord.bot import GenBot
@@ -506,7 +505,7 @@ async def _keep_answered(bot: GenBot, made: ImagesMade, first: discord.Message |
                 await bot.generation.answered_at(answer.job_id, first.id)
             urls = [u for u in answer.result.outputs if is_web_url(u)]
             files = [await fetch_result(bot, url) for url in urls]
-            await bot.services.service(ThumbnailService).keep(answer.job_id, "image", files)
+            await bot.services.thumbnails.keep(answer.job_id, "image", files)
         except Exception as exc:
             log.warning(
                 "job %s: answered image not kept for the dashboard (%s)", answer.job_id, exc

@@ -75,8 +75,6 @@ from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
-from bot.storage.repos.guard import GuardStore
-from bot.storage.repos.meta import MetaStore
 from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
@@ -97,7 +95,7 @@ ESTIMATE_WINDOW = 20
 price per token)."""
 
 TEXT_PRICE_KEY = "text_rates:"
-"""Meta key prefix (``db.of(MetaStore)``) of a text model's last positive charges on one account:
+"""Meta key prefix (``db.meta``) of a text model's last positive charges on one account:
 ``text_rates:<key fingerprint>:<model>``, a JSON list of ``[cost_cents as text, prompt_tokens,
 completion_tokens]``, newest last, at most :data:`ESTIMATE_WINDOW` (:func:`text_rate_bound`)."""
 
@@ -722,7 +720,7 @@ class Billing:
         limits = self._limits(settings)
         policy = await self.member_policy(guild_id, role_ids, tx)
         _check_model_access(policy, model)
-        if not is_personal(guild_id) and await tx.of(GuardStore).pause(guild_id) is not None:
+        if not is_personal(guild_id) and await tx.guard.pause(guild_id) is not None:
             raise SpendingPaused
         seconds, last = await _check_cooldown(
             tx, guild_id, user_id, kind, now, exempt=cooldown_exempt
@@ -1429,7 +1427,7 @@ def _text_key(key_fingerprint: str | None, model: str) -> str:
 async def _text_history(
     tx: Repositories, key_fingerprint: str | None, model: str
 ) -> list[TextCharge]:
-    raw = await tx.of(MetaStore).get(_text_key(key_fingerprint, model))
+    raw = await tx.meta.get(_text_key(key_fingerprint, model))
     if raw is None:
         return []
     try:
@@ -1456,7 +1454,7 @@ async def _learn_text_price(
         log.info("%s charged more than its known rates allow: the price rose", model)
         history = []
     history = [*history, charge][-ESTIMATE_WINDOW:]
-    await tx.of(MetaStore).set(
+    await tx.meta.set(
         _text_key(key_fingerprint, model), json.dumps([[str(c), p, k] for c, p, k in history])
     )
 

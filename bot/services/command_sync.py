@@ -2,20 +2,19 @@
 
 Syncing on every start burns Discord's daily command-create limit (200 a day per guild), so the
 bot syncs only when the definitions' hash changed (``GenBot.sync_commands``); the hash of each
-scope (an application and a guild, or ``global``) is kept in ``db.of(MetaStore)``.
+scope (an application and a guild, or ``global``) is kept in ``db.meta``.
 """
 
 from __future__ import annotations
 
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 
 
 class CommandSync:
     """The stored hash of the command definitions last synced, per scope.
 
     Args:
-        db: the database (``db.of(MetaStore)``, key ``command_hash:<scope>``).
+        db: the database (``db.meta``, key ``command_hash:<scope>``).
     """
 
     def __init__(self, db: Database) -> None:
@@ -28,8 +27,8 @@ class CommandSync:
             scope: ``<application id>:<guild id or "global">``.
             digest: the hash of the definitions about to be synced.
         """
-        return await self._db.of(MetaStore).get(f"command_hash:{scope}") == digest
+        return await self._db.meta.get(f"command_hash:{scope}") == digest
 
     async def record(self, scope: str, digest: str) -> None:
         """Remember that ``scope`` was synced with the definitions hashed ``digest``."""
-        await self._db.of(MetaStore).set(f"command_hash:{scope}", digest)
+        await self._db.meta.set(f"command_hash:{scope}", digest)

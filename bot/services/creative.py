@@ -240,7 +240,7 @@ class CreativeService:
 
     @property
     def _store(self) -> CreativeStore:
-        return self._db.of(CreativeStore)
+        return self._db.creative
 
     async def settings(self, guild_id: int) -> CreativeSettings:
         """The server's Enhance and Draft settings (None fields: the defaults)."""

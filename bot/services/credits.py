@@ -147,7 +147,7 @@ class MemberCredits:
             CreditsNeeded: the balance, less live holds, cannot cover ``needed_cents`` plus
                 the markup, or is not above zero.
         """
-        store = tx.of(CreditStore)
+        store = tx.credits
         mode = BillingMode.SERVER if is_personal(guild_id) else await store.mode(guild_id)
         if mode is BillingMode.SERVER:
             await server_checks()
@@ -173,7 +173,7 @@ class MemberCredits:
         self, tx: Repositories, user_id: int, reservations: Sequence[Reservation]
     ) -> None:
         """Hold each reservation's amount, plus the markup, of the member's balance."""
-        store = tx.of(CreditStore)
+        store = tx.credits
         for reservation in reservations:
             await store.add_hold(
                 reservation.id, user_id, self.paid(reservation.amount_cents), reservation.expires_at
@@ -207,7 +207,7 @@ class MemberCredits:
             settlement_id: the settlement's id (its spool entry's); None: the spend is not
                 keyed (once per hold only).
         """
-        store = tx.of(CreditStore)
+        store = tx.credits
         user_id = await store.take_hold(reservation_id)
         if user_id is None:
             user_id = payer
@@ -226,7 +226,7 @@ class MemberCredits:
 
     async def release(self, tx: Repositories, reservation: Reservation) -> None:
         """Drop a reservation's hold (its call failed without a charge)."""
-        await tx.of(CreditStore).take_hold(reservation.id)
+        await tx.credits.take_hold(reservation.id)
 
 
 class CreditService:
@@ -285,7 +285,7 @@ class CreditService:
     async def _settle(self, entitlement: Entitlement, cents: int) -> Settled:
         now = self._clock.time()
         async with self._db.transaction() as tx:
-            store = tx.of(CreditStore)
+            store = tx.credits
             credited = await store.credit_purchase(
                 entitlement_id=entitlement.id,
                 sku_id=entitlement.sku_id,
@@ -317,7 +317,7 @@ class CreditService:
                     exc,
                 )
                 return Settled(credited=credited, consumed=False)
-        await self._db.of(CreditStore).mark_consumed(entitlement.id, self._clock.time())
+        await self._db.credits.mark_consumed(entitlement.id, self._clock.time())
         return Settled(credited=credited, consumed=True)
 
     async def reconcile(self) -> int:
@@ -338,7 +338,7 @@ class CreditService:
             if (await self.settle(entitlement)).credited:
                 credited += 1
         live = {e.id for e in listed}
-        store = self._db.of(CreditStore)
+        store = self._db.credits
         for entitlement_id in await store.unconsumed():
             if entitlement_id not in live:
                 await store.mark_consumed(entitlement_id, self._clock.time())
@@ -356,7 +356,7 @@ class CreditService:
             The refund's entry; None when the purchase was never credited, or already refunded.
         """
         async with self._db.transaction() as tx:
-            entry = await tx.of(CreditStore).refund(entitlement_id, self._clock.time())
+            entry = await tx.credits.refund(entitlement_id, self._clock.time())
         if entry is not None:
             log.warning(
                 "credit pack refunded: entitlement %s, %s cents taken back",
@@ -367,7 +367,7 @@ class CreditService:
 
     async def balance(self, user_id: int) -> CreditBalance:
         """The member's balance and what requests in flight hold of it, cents."""
-        store = self._db.of(CreditStore)
+        store = self._db.credits
         return CreditBalance(
             balance_cents=await store.balance(user_id),
             held_cents=await store.held(user_id, self._clock.time()),
@@ -375,7 +375,7 @@ class CreditService:
 
     async def view(self, user_id: int, month_start: float) -> CreditsView:
         """What ``/credits`` shows: balance, packs, the latest purchases and refunds."""
-        store = self._db.of(CreditStore)
+        store = self._db.credits
         paid, _cost = await store.spent_since(user_id, month_start)
         return CreditsView(
             offered=bool(self._packs),
@@ -389,12 +389,12 @@ class CreditService:
 
     async def history(self, user_id: int, limit: int = 20) -> list[CreditEntry]:
         """The member's latest purchases, refunds and spends, newest first (the dashboard's)."""
-        return await self._db.of(CreditStore).entries(user_id, limit)
+        return await self._db.credits.entries(user_id, limit)
 
     async def spent_since(self, user_id: int, since: float) -> tuple[Decimal, Decimal]:
         """What the member's balance paid since ``since``: (with the markup, service price)."""
-        return await self._db.of(CreditStore).spent_since(user_id, since)
+        return await self._db.credits.spent_since(user_id, since)
 
     async def mode(self, guild_id: int) -> BillingMode:
         """Who pays the server's commands."""
-        return await self._db.of(CreditStore).mode(guild_id)
+        return await self._db.credits.mode(guild_id)

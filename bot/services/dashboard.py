@@ -39,7 +39,7 @@ from bot.errors import ValidationFailed
 from bot.i18n import SOURCE, money
 from bot.services.billing import day_start, month_start
 from bot.storage import Database
-from bot.storage.repos.dashboard import DAY, DashboardStore, DashboardViews
+from bot.storage.repos.dashboard import DAY
 
 LOGIN_SECONDS: Final = 600.0
 """How long a sign-in may take between ``/auth/login`` and the callback (10 minutes, as long as
@@ -153,9 +153,9 @@ class DashboardService:
 
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
-        self._store = db.of(DashboardStore)
+        self._store = db.dashboard
         # Its reads are reports: they never make the bot's own reads wait (issue 35).
-        self._views = db.reports(DashboardViews)
+        self._views = db.reports.dashboard_views
         self._clock = clock
 
     # -- signing in ------------------------------------------------------------------------

@@ -67,8 +67,6 @@ from bot.services.personal import (
 from bot.services.policy import find_blocked_term
 from bot.services.schedule import PollSchedule
 from bot.storage import Database
-from bot.storage.repos.credits import CreditStore
-from bot.storage.repos.result_requests import ResultRequestStore
 
 log = logging.getLogger(__name__)
 
@@ -729,7 +727,7 @@ class GenerationService:
         server whose billing mode is ``members`` (docs/credits.md).
         """
         if not is_personal(who.guild_id):
-            if await self._db.of(CreditStore).mode(who.guild_id) is BillingMode.MEMBERS:
+            if await self._db.credits.mode(who.guild_id) is BillingMode.MEMBERS:
                 return PAID_BY_CREDITS
             return paid_by(who.guild_id, own_key=True)
         settings = await self._db.guilds.settings(who.guild_id)
@@ -1431,7 +1429,7 @@ class JobRecords:
         Raises:
             StorageError: it could not be stored (the caller decides what that costs).
         """
-        return await self._db.of(ResultRequestStore).add_request(
+        return await self._db.result_requests.add_request(
             kind=kind,
             guild_id=who.guild_id,
             user_id=who.user_id,
@@ -1443,7 +1441,7 @@ class JobRecords:
 
     async def result_request(self, ref: str) -> ResultRequest | None:
         """Return the request behind a result's ``ref`` (``j<job id>`` or ``r<id>``), or None."""
-        return await self._db.of(ResultRequestStore).request(ref)
+        return await self._db.result_requests.request(ref)
 
     async def record_answered(
         self,

@@ -50,8 +50,7 @@ from bot.services.guard_tally import BURST_SECONDS, BurstTally, GuildTally, Memb
 from bot.services.personal import is_personal
 from bot.storage import Database
 from bot.storage.money import from_micro, to_micro
-from bot.storage.repos.guard import HOUR, SETTING_COLUMNS, GuardStore, hour_of
-from bot.storage.repos.members import MemberStore
+from bot.storage.repos.guard import HOUR, SETTING_COLUMNS, hour_of
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +331,7 @@ class SpendGuard:
         self, db: Database, clock: Clock, billing: Billing, settings: Settings | None = None
     ) -> None:
         self._db = db
-        self._store = db.of(GuardStore)
+        self._store = db.guard
         self._clock = clock
         self._billing = billing
         self._dashboard = None if settings is None else settings.dashboard_public_url
@@ -547,7 +546,7 @@ class SpendGuard:
         won = [alert for alert in fired if await self._fire(charge.guild_id, alert, now)]
         if not won or not self._outlets.dm_members:
             return
-        if not (await self._db.of(MemberStore).get(charge.user_id)).notify_dm:
+        if not (await self._db.members.get(charge.user_id)).notify_dm:
             return
         for alert in won:
             if alert.line is not None:

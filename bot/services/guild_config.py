@@ -59,12 +59,6 @@ from bot.services.policy import (
 from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
 from bot.storage import Database
-from bot.storage.repos.creative import CreativeStore
-from bot.storage.repos.credits import CreditStore
-from bot.storage.repos.guard import GuardStore
-from bot.storage.repos.result_requests import ResultRequestStore
-from bot.storage.repos.safety import SafetyStore
-from bot.storage.repos.showcase import ShowcaseStore
 
 log = logging.getLogger(__name__)
 
@@ -463,11 +457,11 @@ class GuildConfigService:
                 N_("This bot offers no credit packs, so members cannot pay for commands here.")
             )
         async with self.changing(guild_id, actor):
-            await self._db.of(CreditStore).set_mode(guild_id, mode)
+            await self._db.credits.set_mode(guild_id, mode)
 
     async def billing_mode(self, guild_id: int) -> BillingMode:
         """Who pays the server's paid commands."""
-        return await self._db.of(CreditStore).mode(guild_id)
+        return await self._db.credits.mode(guild_id)
 
     async def locale(self, guild_id: int) -> str | None:
         """The language an admin chose for the server's public messages; None when unset.
@@ -493,7 +487,7 @@ class GuildConfigService:
     ) -> None:
         """Set (None: clear) the channel shared results are posted in (``/config showcase``)."""
         async with self.changing(guild_id, actor):
-            await self._db.of(ShowcaseStore).set_channel(guild_id, channel_id)
+            await self._db.showcase.set_channel(guild_id, channel_id)
 
     async def set_showcase_public(self, guild_id: int, public: bool, *, actor: Actor) -> None:
         """Make the server's showcase page readable without signing in (off by default).
@@ -501,7 +495,7 @@ class GuildConfigService:
         Made public now, it lists the entries shared from now on (not those shared before).
         """
         async with self.changing(guild_id, actor):
-            await self._db.of(ShowcaseStore).set_public(guild_id, public, self._clock.time())
+            await self._db.showcase.set_public(guild_id, public, self._clock.time())
 
     async def has_own_key(self, guild_id: int) -> bool:
         """True when the guild (or a member's wallet id) stored an API key of its own."""
@@ -524,14 +518,14 @@ class GuildConfigService:
 
         ``/config confirm-above``; off by default.
         """
-        return await self._db.of(ResultRequestStore).confirm_above(guild_id)
+        return await self._db.result_requests.confirm_above(guild_id)
 
     async def set_confirm_above(
         self, guild_id: int, cents: Decimal | None, *, actor: Actor
     ) -> None:
         """Set (None: turn off) the price above which a video asks to confirm first, cents."""
         async with self.changing(guild_id, actor):
-            await self._db.of(ResultRequestStore).set_confirm_above(guild_id, cents)
+            await self._db.result_requests.set_confirm_above(guild_id, cents)
 
     async def show(self, guild_id: int) -> GuildConfig:
         """Return the guild's effective configuration (never the key itself)."""
@@ -723,17 +717,17 @@ class GuildConfigService:
         config = await self.show(guild_id)
         values = _config_values(config)
         values["confirm above"] = _confirm_above(
-            await self._db.of(ResultRequestStore).confirm_above(guild_id)
+            await self._db.result_requests.confirm_above(guild_id)
         )
         values["language"] = await self.locale(guild_id) or "server default"
         values["billing"] = (await self.billing_mode(guild_id)).value
-        showcase_channel, public = await self._db.of(ShowcaseStore).settings(guild_id)
+        showcase_channel, public = await self._db.showcase.settings(guild_id)
         values["showcase channel"] = f"<#{showcase_channel}>" if showcase_channel else "off"
         values["public showcase page"] = "on" if public else "off"
-        values.update(audit_values(settings_of(await self._db.of(GuardStore).settings(guild_id))))
-        values.update(safety_values(policy_of(await self._db.of(SafetyStore).settings(guild_id))))
-        values.update(creative_values(await self._db.of(CreativeStore).settings(guild_id)))
-        for style in await self._db.of(CreativeStore).styles(guild_id):
+        values.update(audit_values(settings_of(await self._db.guard.settings(guild_id))))
+        values.update(safety_values(policy_of(await self._db.safety.settings(guild_id))))
+        values.update(creative_values(await self._db.creative.settings(guild_id)))
+        for style in await self._db.creative.styles(guild_id):
             values[f"style {style.name}"] = f"{style.suffix} · {len(style.references)} references"
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"

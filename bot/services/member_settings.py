@@ -41,7 +41,6 @@ from bot.services.generation import (
 )
 from bot.services.policy import MemberPolicy
 from bot.storage import Database
-from bot.storage.repos.members import MemberStore
 
 MAX_SUFFIX_LENGTH = 200
 
@@ -108,7 +107,7 @@ class MemberSettingsService:
     """Reads, changes and applies members' own defaults.
 
     Args:
-        db: the database (``db.of(MemberStore)``).
+        db: the database (``db.members``).
         billing: the member's effective policy here (:meth:`Billing.member_policy`).
         catalogue: the cached catalogue, to check a default model still exists; never fetched
             here (a command fetches it itself when none is cached).
@@ -143,13 +142,13 @@ class MemberSettingsService:
         """Return the member's settings (the defaults when they set none)."""
         cache = self._cache
         if cache is None:
-            return await self._db.of(MemberStore).get(user_id)
+            return await self._db.members.get(user_id)
         found = cache.get(user_id)
         if found is not None:
             cache.move_to_end(user_id)
             return found
         writes = self._writes
-        found = await self._db.of(MemberStore).get(user_id)
+        found = await self._db.members.get(user_id)
         if writes == self._writes:  # no update began or ended during the read: it is current
             self._keep(found)
         return found
@@ -178,13 +177,13 @@ class MemberSettingsService:
         if unknown:
             raise ValueError(f"not member settings: {sorted(unknown)}")
         checked = {name: self._check(name, value) for name, value in changes.items()}
-        current = await self._db.of(MemberStore).get(user_id)
+        current = await self._db.members.get(user_id)
         updated = dataclasses.replace(current, **checked)  # type: ignore[arg-type]
         self._writes += 1
         if self._cache is not None:
             self._cache.pop(user_id, None)
         try:
-            await self._db.of(MemberStore).save(updated, self._clock.time())
+            await self._db.members.save(updated, self._clock.time())
         finally:
             self._writes += 1  # a read that began while the row was written is not kept
         self._keep(updated)

@@ -9,7 +9,7 @@ response instead, edited through the interaction webhook while its token lives
 (:mod:`bot.services.response_tokens`); after that the poller falls back to the channel, saying why.
 
 The job's row keeps the server and channel it was asked in (its charge, its buttons' checks,
-the fallback); where its card is goes to ``db.of(MetaStore)`` under ``card:<job id>`` (``dm:<channel
+the fallback); where its card is goes to ``db.meta`` under ``card:<job id>`` (``dm:<channel
 id>`` or ``response``), so no migration is needed and every process (gateway or worker) finds
 it. A job without such a row is an ordinary channel card.
 """
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ def _decode(raw: str) -> PrivateCard | None:
 
 
 class PrivateCards:
-    """The cards of private server jobs, by job id (``db.of(MetaStore)``, with a small cache).
+    """The cards of private server jobs, by job id (``db.meta``, with a small cache).
 
     Args:
         db: the database.
@@ -107,7 +106,7 @@ class PrivateCards:
         then shows the card in the channel as for anyone else, so the poller finds it.
         """
         try:
-            await self._db.of(MetaStore).set(_meta_key(job_id), _encode(card))
+            await self._db.meta.set(_meta_key(job_id), _encode(card))
         except Exception as exc:
             log.warning("job %s: its private card was not recorded (%s)", job_id, type(exc))
             return False
@@ -123,7 +122,7 @@ class PrivateCards:
         if job_id in self._cache:
             self._cache.move_to_end(job_id)
             return self._cache[job_id]
-        raw = await self._db.of(MetaStore).get(_meta_key(job_id))
+        raw = await self._db.meta.get(_meta_key(job_id))
         card = _decode(raw) if raw else None
         self._remember(job_id, card)
         return card
@@ -149,7 +148,7 @@ class PrivateCards:
             else:
                 missing.append(job_id)
         if missing:
-            raw = await self._db.of(MetaStore).get_many([_meta_key(job_id) for job_id in missing])
+            raw = await self._db.meta.get_many([_meta_key(job_id) for job_id in missing])
             for job_id in missing:
                 value = raw.get(_meta_key(job_id))
                 card = _decode(value) if value else None

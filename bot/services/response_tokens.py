@@ -10,7 +10,7 @@ which works only while the token lives: 15 minutes after the interaction (Discor
 closed (:mod:`bot.services.private_cards`): its card is the command's ephemeral response.
 
 A token is a secret (anyone holding it can edit the card and post as the bot there): it is
-stored encrypted with ``KEY_ENCRYPTION_KEY`` like API keys, under ``db.of(MetaStore)`` key
+stored encrypted with ``KEY_ENCRYPTION_KEY`` like API keys, under ``db.meta`` key
 ``response:<job id>``, never logged and never in a ``repr``. Without ``KEY_ENCRYPTION_KEY`` it
 is kept in memory only (a restart then leaves the card to its Show result button). It is
 forgotten (the stored row blanked) once it expired or Discord refused it: a dead token is never
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from bot.clock import Clock
 from bot.services.keys import KeyVault
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +83,7 @@ class ResponseTokens:
     """The live interaction tokens of personal jobs, by job id.
 
     Args:
-        db: where tokens are kept across restarts (``db.of(MetaStore)``).
+        db: where tokens are kept across restarts (``db.meta``).
         vault: encrypts them (``KEY_ENCRYPTION_KEY``); without it they stay in memory.
         clock: wall time, UTC epoch seconds.
     """
@@ -115,7 +114,7 @@ class ResponseTokens:
                 "l": token.filesize_limit,
                 "p": token.private,
             }
-            await self._db.of(MetaStore).set(_meta_key(job_id), json.dumps(value))
+            await self._db.meta.set(_meta_key(job_id), json.dumps(value))
         except Exception as exc:
             log.warning("job %s: its response token was not stored (%s)", job_id, type(exc))
 
@@ -163,7 +162,7 @@ class ResponseTokens:
         if not self._vault.available:
             return
         try:
-            await self._db.of(MetaStore).set(_meta_key(job_id), "")
+            await self._db.meta.set(_meta_key(job_id), "")
         except Exception as exc:
             log.warning("job %s: its dead response token was not cleared (%s)", job_id, type(exc))
 
@@ -171,7 +170,7 @@ class ResponseTokens:
         if not self._vault.available:
             return None
         try:
-            raw = await self._db.of(MetaStore).get(_meta_key(job_id))
+            raw = await self._db.meta.get(_meta_key(job_id))
             if not raw:
                 return None
             value = json.loads(raw)

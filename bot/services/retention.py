@@ -35,8 +35,6 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.ops.metrics import Metrics
 from bot.storage import Database
-from bot.storage.repos.retention import RetentionStore
-from bot.storage.repos.thumbnails import ThumbnailStore
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +112,7 @@ class Retention:
             Exception: the database failed (the supervisor logs it and starts again).
         """
         now = self._clock.time()
-        retention = self._db.of(RetentionStore)
+        retention = self._db.retention
         periods = self._periods
         swept: dict[str, int] = {}
         for table, days in (
@@ -133,9 +131,7 @@ class Retention:
         if periods.metadata_days > 0:
             swept["meta"] = await retention.sweep_response_tokens(now - periods.metadata_days * DAY)
         made_before = now - periods.thumbnails_days * DAY if periods.thumbnails_days > 0 else None
-        swept["thumbnails"] = await self._db.of(ThumbnailStore).sweep(
-            made_before, limit=SWEEP_LIMIT
-        )
+        swept["thumbnails"] = await self._db.thumbnails.sweep(made_before, limit=SWEEP_LIMIT)
         if self._metrics is not None:
             self._metrics.swept(swept, self._clock.time())
         if any(swept.values()):

@@ -39,8 +39,6 @@ from bot.i18n import N_
 from bot.media.safety import Outcome, SafetyScorer, Verdict
 from bot.services.personal import is_personal
 from bot.storage import Database
-from bot.storage.repos.jobs import JobStore
-from bot.storage.repos.safety import SafetyStore
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +188,7 @@ class SafetyService:
         self._db = db
         self._scorer = scorer
         self._clock = clock or SystemClock()
-        self._store = db.of(SafetyStore)
+        self._store = db.safety
 
     @property
     def available(self) -> bool:
@@ -487,7 +485,7 @@ class SafetyService:
         """
         record = await self._decide(ref, guild_id, user_id, via, Visibility.APPROVED)
         if ref.startswith("j"):
-            await self._db.of(JobStore).redeliver(int(ref[1:]), self._clock.time())
+            await self._db.jobs.redeliver(int(ref[1:]), self._clock.time())
         return record
 
     async def reject(self, ref: str, *, guild_id: int, user_id: int, via: Via) -> SafetyRecord:

@@ -25,7 +25,7 @@ from bot.errors import ValidationFailed
 from bot.i18n import N_
 from bot.services.generation import MAX_TAKES
 from bot.storage import Database
-from bot.storage.repos.sequences import Sequence, SequenceStore
+from bot.storage.repos.sequences import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class SequenceService:
 
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db = db
-        self._store = db.of(SequenceStore)
+        self._store = db.sequences
         self._clock = clock
         self.joins = JoinLine(clock)
 
@@ -244,7 +244,7 @@ class SequenceService:
             StorageError: it could not be stored (the caller logs it: the clip is paid).
         """
         async with self._db.transaction() as tx:
-            return await tx.of(SequenceStore).add_clip(
+            return await tx.sequences.add_clip(
                 previous_job_id=previous_job_id,
                 job_id=job_id,
                 guild_id=guild_id,

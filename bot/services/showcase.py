@@ -25,9 +25,6 @@ from bot.errors import ValidationFailed
 from bot.i18n import N_
 from bot.services.personal import is_personal
 from bot.storage import Database
-from bot.storage.repos.dashboard import DashboardViews
-from bot.storage.repos.safety import SafetyStore
-from bot.storage.repos.showcase import ShowcaseStore
 
 SHOWN: Final = 60
 """Entries one showcase page shows."""
@@ -102,9 +99,9 @@ class ShowcaseService:
     """
 
     def __init__(self, db: Database, clock: Clock) -> None:
-        self._store = db.of(ShowcaseStore)
-        self._results = db.of(DashboardViews)
-        self._safety = db.of(SafetyStore)
+        self._store = db.showcase
+        self._results = db.dashboard_views
+        self._safety = db.safety
         self._clock = clock
 
     async def share(self, job_id: int, user_id: int) -> tuple[ShowcaseEntry, bool]:

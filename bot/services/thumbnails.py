@@ -23,7 +23,6 @@ from bot.domain import Thumbnail
 from bot.media.thumbnails import Made, image_thumbnail, video_thumbnail
 from bot.media.video import in_media_thread
 from bot.storage import Database
-from bot.storage.repos.thumbnails import ThumbnailStore
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +53,8 @@ class ThumbnailService:
     """
 
     def __init__(self, db: Database, clock: Clock) -> None:
-        self._store = db.of(ThumbnailStore)
-        self._reads = db.reports(ThumbnailStore)
+        self._store = db.thumbnails
+        self._reads = db.reports.thumbnails
         self._clock = clock
 
     async def keep(self, job_id: int, kind: str, files: Sequence[bytes]) -> int:

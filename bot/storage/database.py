@@ -40,10 +40,11 @@ driver's error is the ``__cause__``):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import cached_property
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.sql import ClauseElement, Executable
@@ -53,51 +54,131 @@ from bot.genapi.rate_window import RateWindowRepository
 from bot.storage.engine import POOL_MAX_SIZE, CoreSql, Engines
 from bot.storage.migrations import migrate
 from bot.storage.repos.conversations import ConversationStore
+from bot.storage.repos.creative import CreativeStore
+from bot.storage.repos.credits import CreditStore
+from bot.storage.repos.dashboard import DashboardStore, DashboardViews
+from bot.storage.repos.guard import GuardStore
 from bot.storage.repos.guilds import GuildStore
 from bot.storage.repos.jobs import JobStore
 from bot.storage.repos.ledger import LedgerStore
+from bot.storage.repos.members import MemberStore
+from bot.storage.repos.meta import MetaStore
 from bot.storage.repos.policy import PolicyStore
 from bot.storage.repos.rates import RateWindowStore
+from bot.storage.repos.result_requests import ResultRequestStore
+from bot.storage.repos.retention import RetentionStore
+from bot.storage.repos.safety import SafetyStore
+from bot.storage.repos.sequences import SequenceStore
+from bot.storage.repos.showcase import ShowcaseStore
+from bot.storage.repos.thumbnails import ThumbnailStore
 from bot.storage.sql import DialectName, Sql, compile_for
-
-R = TypeVar("R")
 
 
 class Repositories:
     """The repositories of one scope over one :class:`CoreSql`: the database, or a transaction.
 
-    Attributes:
-        jobs: jobs: polling, leases, delivery, listing.
-        ledger: the ledger, anomalies and reservations.
-        guilds: guild settings, limits, channels and keys.
-        policy: role tiers, model list, blocked terms, cooldowns and the audit log.
-        conversations: ``/chat`` conversations and their turns, by thread.
-
-    A concern with few uses is reached only through :meth:`of` (``db.of(MetaStore)``, small
-    named values; ``db.of(ResultRequestStore)``, what the buttons under results need;
-    ``db.of(MemberStore)``, members' own defaults), the one spelling every new concern uses.
+    Every repository is reached one way, by its attribute here: ``db.jobs`` runs each write in
+    its own transaction and, inside ``async with db.transaction() as tx:``, ``tx.jobs`` runs in
+    that one. Each is built on first use (a transaction touches two or three of them).
     """
 
     def __init__(self, sql: CoreSql) -> None:
         self._sql = sql
-        self.ledger = LedgerStore(sql)
-        self.guilds = GuildStore(sql)
-        self.conversations = ConversationStore(sql)
-        self.policy = PolicyStore(sql)
-        self.jobs = JobStore(sql)
 
-    def of(self, repository: Callable[[Sql], R]) -> R:
-        """Return ``repository`` bound to this scope (the database, or one transaction).
+    @cached_property
+    def jobs(self) -> JobStore:
+        """Jobs: polling, leases, delivery, listing."""
+        return JobStore(self._sql)
 
-        How a concern's service reaches its repository without a line in this module: a
-        repository is a class of ``bot/storage/repos`` built from the executor it runs on, so
-        ``db.of(WidgetStore)`` runs each write in its own transaction and, inside
-        ``async with db.transaction() as tx:``, ``tx.of(WidgetStore)`` runs in that one.
+    @cached_property
+    def ledger(self) -> LedgerStore:
+        """The ledger, anomalies and reservations."""
+        return LedgerStore(self._sql)
 
-        Args:
-            repository: the repository's class (any callable taking a :class:`Sql`).
-        """
-        return repository(self._sql)
+    @cached_property
+    def guilds(self) -> GuildStore:
+        """Guild settings, limits, channels and keys."""
+        return GuildStore(self._sql)
+
+    @cached_property
+    def policy(self) -> PolicyStore:
+        """Role tiers, model list, blocked terms, cooldowns and the audit log."""
+        return PolicyStore(self._sql)
+
+    @cached_property
+    def conversations(self) -> ConversationStore:
+        """``/chat`` conversations and their turns, by thread."""
+        return ConversationStore(self._sql)
+
+    @cached_property
+    def meta(self) -> MetaStore:
+        """Small named values (the command-tree hash, migration records)."""
+        return MetaStore(self._sql)
+
+    @cached_property
+    def members(self) -> MemberStore:
+        """Members' own defaults (``/settings``)."""
+        return MemberStore(self._sql)
+
+    @cached_property
+    def result_requests(self) -> ResultRequestStore:
+        """The request behind each result, and each server's confirmation threshold."""
+        return ResultRequestStore(self._sql)
+
+    @cached_property
+    def credits(self) -> CreditStore:
+        """Members' credit balances, purchases and holds (docs/credits.md)."""
+        return CreditStore(self._sql)
+
+    @cached_property
+    def guard(self) -> GuardStore:
+        """The spend guard's thresholds, sums and notes."""
+        return GuardStore(self._sql)
+
+    @cached_property
+    def safety(self) -> SafetyStore:
+        """Output checks' verdicts, reviews and reports."""
+        return SafetyStore(self._sql)
+
+    @cached_property
+    def sequences(self) -> SequenceStore:
+        """Takes and clips of sequences."""
+        return SequenceStore(self._sql)
+
+    @cached_property
+    def creative(self) -> CreativeStore:
+        """Styles, characters and Enhance settings (docs/creative.md)."""
+        return CreativeStore(self._sql)
+
+    @cached_property
+    def showcase(self) -> ShowcaseStore:
+        """The public showcase's choices."""
+        return ShowcaseStore(self._sql)
+
+    @cached_property
+    def thumbnails(self) -> ThumbnailStore:
+        """The dashboard's small pictures of results."""
+        return ThumbnailStore(self._sql)
+
+    @cached_property
+    def dashboard(self) -> DashboardStore:
+        """The dashboard's own rows (sign-ins, daily sums)."""
+        return DashboardStore(self._sql)
+
+    @cached_property
+    def dashboard_views(self) -> DashboardViews:
+        """The dashboard's read models (lists, totals)."""
+        return DashboardViews(self._sql)
+
+    @cached_property
+    def retention(self) -> RetentionStore:
+        """Deletes rows past their retention period (never inside a transaction)."""
+        return RetentionStore(self._sql)
+
+    @property
+    def sql(self) -> Sql:
+        """The raw executor of this scope (``rebuild_daily(db.sql)``, a benchmark's bulk load)."""
+        return self._sql
 
 
 class Database(Repositories):
@@ -157,15 +238,16 @@ class Database(Repositories):
             raise
         return cls(engines, version)
 
-    def reports(self, repository: Callable[[Sql], R]) -> R:
-        """Return ``repository`` with its reads on the reports' lane.
+    @cached_property
+    def reports(self) -> Repositories:
+        """The repositories with their reads on the reports' lane (``db.reports.dashboard_views``).
 
         For heavy reads made for people rather than for the bot (the dashboard's ledger,
         exports, spend): at most ``REPORT_READS`` at once, on a connection of their own
         (SQLite) or a bounded share of the pool (PostgreSQL), so the poller's and the
-        commands' reads never wait behind them. Writes run as :meth:`of`'s.
+        commands' reads never wait behind them. Writes run as the database's own.
         """
-        return repository(self._engines.reports)
+        return Repositories(self._engines.reports)
 
     @property
     def engine(self) -> DialectName:

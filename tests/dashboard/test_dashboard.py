@@ -193,7 +193,6 @@ async def test_each_take_of_one_card_opens_its_own_file(site: Site) -> None:
     """Four takes share one card: its files are the finished takes' in order. A take that
     failed has none, so the third file is the fourth take's."""
     from bot.domain import JobStatus
-    from bot.storage.repos.sequences import SequenceStore
 
     card = await message_with_file(site, site.channel_id, files=3)
     takes = []
@@ -203,7 +202,7 @@ async def test_each_take_of_one_card_opens_its_own_file(site: Site) -> None:
         assert job is not None
         takes.append(job)
     db = site.services.db
-    await db.of(SequenceStore).add_takes(takes)
+    await db.sequences.add_takes(takes)
     await db.jobs.finish(takes[2], JobStatus.FAILED, (), "refused", site.clock.time())
     browser = site.browser()
     await browser.sign_in(site.owner_id)
@@ -223,7 +222,7 @@ async def test_each_take_of_one_card_opens_its_own_file(site: Site) -> None:
         )
         assert job is not None
         pair.append(job)
-    await db.of(SequenceStore).add_takes(pair)
+    await db.sequences.add_takes(pair)
     second = await browser.get(f"/media/{pair[1]}/0")
     assert second.headers["Location"] == "https://files.example/6.png"
 
@@ -259,7 +258,7 @@ async def test_private_results_are_hidden_from_viewers_who_are_not_admins(site: 
     site.emulator.world.ensure_member(site.guild_id, viewer_id)
     role = site.emulator.add_role(site.guild_id, "Treasurers")
     site.emulator.give_role(site.guild_id, viewer_id, role.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, role.id, "view")
     await site.services.members.update(site.member_id, {"private": True})
     hidden = await site.charge(
         "2", prompt="a secret kite", outputs=("https://files.example/secret.png",)

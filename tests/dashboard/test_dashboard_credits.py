@@ -10,7 +10,6 @@ from decimal import Decimal
 import pytest
 
 from bot.domain import BillingMode, Entitlement
-from bot.storage.repos.credits import CreditStore
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.stack import Stack
 
@@ -79,7 +78,7 @@ async def test_my_results_shows_the_balance_and_its_purchases_refunds_and_spends
     await credits.settle(Entitlement(id=9002, sku_id=PACK, user_id=member))
     await credits.refund(9002)
     async with site.services.db.transaction() as tx:
-        await tx.of(CreditStore).spend(
+        await tx.credits.spend(
             user_id=member,
             paid_cents=Decimal("37.5"),
             cost_cents=Decimal("37.5"),

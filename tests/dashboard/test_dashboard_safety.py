@@ -23,8 +23,6 @@ from bot.genapi.outputs import output_client
 from bot.media.safety import SafetyScorer, load_model
 from bot.services.dashboard import DashboardService
 from bot.services.thumbnails import ThumbnailService
-from bot.storage.repos.result_requests import ResultRequestStore
-from bot.storage.repos.safety import SafetyStore
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.safety_model import write_classifier
 from tests.support.stack import Stack
@@ -61,7 +59,7 @@ async def hold(site: Site, job_id: int, state: Visibility = Visibility.HELD) -> 
     record = SafetyRecord(
         ref, site.guild_id, site.channel_id, site.member_id, "image", "p", 0.7, state, "score", 0.0
     )
-    assert await site.services.db.of(SafetyStore).add(record)
+    assert await site.services.db.safety.add(record)
     return ref
 
 
@@ -216,7 +214,7 @@ async def test_approve_on_the_web_shows_a_synchronous_image_on_its_card_as_disco
             json={"model": "black-forest-labs/flux-schnell", "prompt": "a kite color:red"},
         )
     url = made.json()["outputs"][0]
-    request_id = await site.services.db.of(ResultRequestStore).add_request(
+    request_id = await site.services.db.result_requests.add_request(
         kind="image",
         guild_id=site.guild_id,
         user_id=site.member_id,
@@ -239,7 +237,7 @@ async def test_approve_on_the_web_shows_a_synchronous_image_on_its_card_as_disco
         0.0,
         card=(site.channel_id, card.id),
     )
-    assert await site.services.db.of(SafetyStore).add(record)
+    assert await site.services.db.safety.add(record)
     owner = site.browser()
     await owner.sign_in(site.owner_id)
     review_url = f"/servers/{site.guild_id}/review"

@@ -36,7 +36,6 @@ from bot.media.safety import SafetyScorer, load_model
 from bot.sandbox import GenApiEmulator
 from bot.services.generation import Requester, VideoOptions
 from bot.services.private_cards import CardPlace, PrivateCard, PrivateCards
-from bot.storage.repos.safety import SafetyStore
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.discord_emulator.models import Message
 from tests.support.e2e.harness import action_buttons
@@ -447,7 +446,7 @@ async def test_a_held_take_on_a_shared_card_shows_neither_its_file_nor_its_link(
         "score",
         0.0,
     )
-    assert await services.db.of(SafetyStore).add(held)
+    assert await services.db.safety.add(held)
     try:
         async with output_client(stack.api.base_url) as http:
             announcer = build_announcer(
@@ -503,7 +502,7 @@ async def test_the_late_dm_of_a_held_or_withheld_personal_result_carries_no_link
     record = SafetyRecord(
         "j41", -user_id, dm.id, user_id, "video", "a fox", 0.9, state, "score", 0.0
     )
-    assert await services.db.of(SafetyStore).add(record)
+    assert await services.db.safety.add(record)
     try:
         announcer = build_announcer(rest_bot.client, services)[0]
         attempt = await announcer.deliver(job, DeliveryRoute.DM)

@@ -18,7 +18,6 @@ from bot.discord.render.buttons import (
 from bot.discord.request_flows import upload_expired, varied
 from bot.services.generation import TextOptions
 from bot.storage import Database
-from bot.storage.repos.result_requests import ResultRequestStore
 
 
 def test_custom_ids_fit_discord_and_refuse_anything_but_a_reference() -> None:
@@ -52,7 +51,7 @@ def test_confirmation_texts() -> None:
 
 
 async def test_result_requests_are_found_by_job_or_by_id(store: Database) -> None:
-    synchronous = await store.of(ResultRequestStore).add_request(
+    synchronous = await store.result_requests.add_request(
         kind="image",
         guild_id=1,
         user_id=2,
@@ -60,25 +59,25 @@ async def test_result_requests_are_found_by_job_or_by_id(store: Database) -> Non
         outputs=["https://x.test/1.png"],
         at=10.0,
     )
-    await store.of(ResultRequestStore).add_request(
+    await store.result_requests.add_request(
         kind="video", guild_id=1, user_id=3, options={"prompt": "p"}, job_id=77, at=11.0
     )
-    found = await store.of(ResultRequestStore).request(f"r{synchronous}")
+    found = await store.result_requests.request(f"r{synchronous}")
     assert found is not None
     assert (found.kind, found.user_id, found.outputs) == ("image", 2, ("https://x.test/1.png",))
     assert found.options == {"prompt": "a kite", "model": "m"}
-    by_job = await store.of(ResultRequestStore).request("j77")
+    by_job = await store.result_requests.request("j77")
     assert by_job is not None and (by_job.user_id, by_job.job_id) == (3, 77)
-    assert await store.of(ResultRequestStore).request("j78") is None
-    assert await store.of(ResultRequestStore).request("rx") is None
+    assert await store.result_requests.request("j78") is None
+    assert await store.result_requests.request("rx") is None
 
 
 async def test_the_confirmation_threshold_is_off_until_set(store: Database) -> None:
-    assert await store.of(ResultRequestStore).confirm_above(5) is None
-    await store.of(ResultRequestStore).set_confirm_above(5, Decimal("150.5"))
-    assert await store.of(ResultRequestStore).confirm_above(5) == Decimal("150.5")
-    await store.of(ResultRequestStore).set_confirm_above(5, None)
-    assert await store.of(ResultRequestStore).confirm_above(5) is None
+    assert await store.result_requests.confirm_above(5) is None
+    await store.result_requests.set_confirm_above(5, Decimal("150.5"))
+    assert await store.result_requests.confirm_above(5) == Decimal("150.5")
+    await store.result_requests.set_confirm_above(5, None)
+    assert await store.result_requests.confirm_above(5) is None
 
 
 def test_an_expired_discord_upload_link_is_recognised() -> None:

@@ -14,7 +14,6 @@ from bot.domain import DeliveryRoute, Job, JobStatus, Kind, MemberSettings
 from bot.jobs.announcer import Attempt
 from bot.services.private_cards import PrivateCards
 from bot.storage import Database
-from bot.storage.repos.members import MemberStore
 from tests.support.stack import Stack
 
 USER = 100
@@ -101,18 +100,18 @@ def refused() -> discord.HTTPException:
 async def test_only_members_who_asked_get_it_and_a_refusal_is_silent(stack: Stack) -> None:
     db: Database = stack.db
     inner, client = Inner(), Client()
-    announcer = DmNoticeAnnouncer(inner, client, db.of(MemberStore), PrivateCards(db))  # type: ignore[arg-type]
+    announcer = DmNoticeAnnouncer(inner, client, db.members, PrivateCards(db))  # type: ignore[arg-type]
     await announcer.notify(job(), DeliveryRoute.PLACEHOLDER)
     assert client.sent == [] and inner.notified == [(7, DeliveryRoute.PLACEHOLDER)]
 
-    await db.of(MemberStore).save(MemberSettings(USER, notify_dm=True), ManualClock().time())
+    await db.members.save(MemberSettings(USER, notify_dm=True), ManualClock().time())
     await announcer.notify(job(), DeliveryRoute.PLACEHOLDER)
     assert len(client.sent) == 1
     await announcer.notify(job(), DeliveryRoute.DM)  # the result itself went by DM
     await announcer.notify(job(status=JobStatus.FAILED, outputs=()), DeliveryRoute.CHANNEL)
     assert len(client.sent) == 1
 
-    closed = DmNoticeAnnouncer(inner, Client(refused()), db.of(MemberStore), PrivateCards(db))  # type: ignore[arg-type]
+    closed = DmNoticeAnnouncer(inner, Client(refused()), db.members, PrivateCards(db))  # type: ignore[arg-type]
     await closed.notify(job(), DeliveryRoute.PLACEHOLDER)  # no exception: dropped
     assert inner.notified[-1] == (7, DeliveryRoute.PLACEHOLDER)
 
@@ -126,11 +125,11 @@ class Locales:
 async def test_the_notice_is_written_in_the_language_of_the_results_server(stack: Stack) -> None:
     db: Database = stack.db
     client = Client()
-    await db.of(MemberStore).save(MemberSettings(USER, notify_dm=True), ManualClock().time())
+    await db.members.save(MemberSettings(USER, notify_dm=True), ManualClock().time())
     announcer = DmNoticeAnnouncer(
         Inner(),  # type: ignore[arg-type]
         client,  # type: ignore[arg-type]
-        db.of(MemberStore),
+        db.members,
         PrivateCards(db),
         locales=Locales(),  # type: ignore[arg-type]
     )

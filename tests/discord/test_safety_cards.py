@@ -21,7 +21,6 @@ from bot.discord.result_clicks import WITHHELD, require_visible
 from bot.domain import DeliveryRoute, JobStatus, Kind, MemberSettings, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
 from bot.services.private_cards import PrivateCards
-from bot.storage.repos.members import MemberStore
 from cogs.safety import REVIEWERS_ONLY, ReviewAction, SafetyCog
 from tests.support.jobs import SAMPLE_JOB
 from tests.support.stack import Stack
@@ -259,13 +258,13 @@ async def test_the_dm_of_a_held_result_says_it_waits_and_a_withheld_one_sends_no
     stack: Stack,
 ) -> None:
     db = stack.db
-    await db.of(MemberStore).save(MemberSettings(USER, notify_dm=True), ManualClock().time())
+    await db.members.save(MemberSettings(USER, notify_dm=True), ManualClock().time())
     client = Client()
     safety = Hidden({"j7", "j8"}, held={"j7"})
     announcer = DmNoticeAnnouncer(
         Inner(),  # type: ignore[arg-type]
         client,  # type: ignore[arg-type]
-        db.of(MemberStore),
+        db.members,
         PrivateCards(db),
         safety=safety,
     )

@@ -22,7 +22,6 @@ from bot.services.credits import CreditService, MemberCredits, with_markup
 from bot.services.generation import Requester, TextOptions
 from bot.services.personal import PAID_BY_CREDITS
 from bot.storage.database import Database as SqlDatabase
-from bot.storage.repos.credits import CreditStore
 from tests.support.billing import GUILD, charge_for, settings
 from tests.support.stack import services_on_emulator
 
@@ -128,12 +127,12 @@ async def test_a_crash_between_crediting_and_consuming_consumes_without_creditin
     first = credit_service(store, clock, desk)
     settled = await first.settle(bought)
     assert settled.credited and not settled.consumed
-    assert await store.of(CreditStore).unconsumed() == [9006]
+    assert await store.credits.unconsumed() == [9006]
     desk.fail_consume = False
     restarted = credit_service(store, clock, desk)
     assert await restarted.reconcile() == 0
     assert desk.consumed == [9006]
-    assert await store.of(CreditStore).unconsumed() == []
+    assert await store.credits.unconsumed() == []
     assert (await restarted.balance(MEMBER)).balance_cents == 500
 
 
@@ -144,7 +143,7 @@ async def test_a_refund_takes_the_amount_back_once_even_below_zero(
     credits = credit_service(store, clock, desk)
     await credits.settle(desk.buy(9007))
     async with store.transaction() as tx:  # 3 dollars of it spent already
-        await tx.of(CreditStore).spend(
+        await tx.credits.spend(
             user_id=MEMBER,
             paid_cents=Decimal(300),
             cost_cents=Decimal(300),
@@ -174,7 +173,7 @@ def members_billing(
 
 async def fund(store: SqlDatabase, clock: ManualClock, cents: int, entitlement_id: int = 1) -> None:
     async with store.transaction() as tx:
-        await tx.of(CreditStore).credit_purchase(
+        await tx.credits.credit_purchase(
             entitlement_id=entitlement_id,
             sku_id=SKU_SMALL,
             user_id=MEMBER,
@@ -186,7 +185,7 @@ async def fund(store: SqlDatabase, clock: ManualClock, cents: int, entitlement_i
 async def test_members_billing_charges_the_balance_with_the_markup_exactly(
     store: SqlDatabase, clock: ManualClock
 ) -> None:
-    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    await store.credits.set_mode(GUILD, BillingMode.MEMBERS)
     await store.guilds.update_limits(GUILD, monthly_budget_cents=0)  # the server pays nothing
     billing = members_billing(store, clock, markup=15)
     await fund(store, clock, 500)
@@ -207,7 +206,7 @@ async def test_members_billing_charges_the_balance_with_the_markup_exactly(
 async def test_concurrent_commands_cannot_overdraw_a_balance(
     store: SqlDatabase, clock: ManualClock
 ) -> None:
-    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    await store.credits.set_mode(GUILD, BillingMode.MEMBERS)
     billing = members_billing(store, clock)
     await fund(store, clock, 1000)
 
@@ -233,10 +232,10 @@ async def test_concurrent_commands_cannot_overdraw_a_balance(
 async def test_a_member_below_zero_cannot_spend_until_topped_up(
     store: SqlDatabase, clock: ManualClock
 ) -> None:
-    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    await store.credits.set_mode(GUILD, BillingMode.MEMBERS)
     billing = members_billing(store, clock)
     await fund(store, clock, 100)
-    await store.of(CreditStore).refund(1, clock.time())
+    await store.credits.refund(1, clock.time())
     with pytest.raises(CreditsNeeded):
         await billing.reserve(
             guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=0
@@ -246,7 +245,7 @@ async def test_a_member_below_zero_cannot_spend_until_topped_up(
 async def test_server_then_members_pays_from_the_balance_past_the_servers_budget(
     store: SqlDatabase, clock: ManualClock
 ) -> None:
-    await store.of(CreditStore).set_mode(GUILD, BillingMode.SERVER_THEN_MEMBERS)
+    await store.credits.set_mode(GUILD, BillingMode.SERVER_THEN_MEMBERS)
     await store.guilds.update_limits(GUILD, monthly_budget_cents=100)
     billing = members_billing(store, clock)
     first = await billing.reserve(
@@ -292,7 +291,7 @@ async def test_the_answer_shows_what_the_balance_paid_with_the_markup(
     async with services_on_emulator(
         clock, credit_packs=PACKS, credit_markup_percent=50, **engine_settings
     ) as (services, _api, _key):
-        await services.db.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+        await services.db.credits.set_mode(GUILD, BillingMode.MEMBERS)
         await fund(services.db, clock, 500)
         who = Requester(GUILD, 10, MEMBER)
         assert await services.generation.paid_by(who) == PAID_BY_CREDITS
@@ -300,4 +299,4 @@ async def test_the_answer_shows_what_the_balance_paid_with_the_markup(
         charged = await services.db.ledger.total(GUILD)
         assert charged > 0
         assert result.cost_cents == with_markup(charged, 50)  # what the member paid
-        assert await services.db.of(CreditStore).balance(MEMBER) == 500 - result.cost_cents
+        assert await services.db.credits.balance(MEMBER) == 500 - result.cost_cents

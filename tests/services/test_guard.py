@@ -19,7 +19,6 @@ from bot.services.generation import ImageOptions, Requester
 from bot.services.guard import SpendGuard, describe_alert
 from bot.services.personal import wallet_id
 from bot.storage import Database
-from bot.storage.repos.guard import GuardStore
 from tests.support.poller import RecordingAnnouncer, make_poller, run_until, submit
 from tests.support.stack import ADMIN_ACTOR, Stack
 
@@ -259,7 +258,7 @@ async def test_an_anomaly_pauses_paid_requests_while_a_pending_video_is_delivere
     await stack.services.guild_config.set_admin_channel(GUILD, ADMIN_CHANNEL, actor=ADMIN_ACTOR)
     guard, lines = guard_on(stack)
     await guard.update(GUILD, pause_on_anomaly=True, anomaly_floor_cents=100)
-    hours = stack.db.of(GuardStore)
+    hours = stack.db.guard
     start = stack.clock.time()
     for hour in range(14 * 24):  # a steady 2 ¢ an hour for 14 days
         await hours.add_to_hours(GUILD, None, start + hour * 3600, 2_000_000)
@@ -304,7 +303,7 @@ async def test_what_an_alert_measured_reads_in_the_readers_language(stack: Stack
     await charge(stack, 60)
     (alert,) = await guard.alerts(GUILD)
     # Stored as figures, not as an English sentence: each reader reads their own language.
-    assert "spend" not in str(await stack.db.of(GuardStore).alerts(GUILD))
+    assert "spend" not in str(await stack.db.guard.alerts(GUILD))
     assert str(describe_alert(alert)) == "The month's spend $0.60 of the $1.00 budget (50 %)"
     with using("de"):
         german = describe_alert(alert).translated()

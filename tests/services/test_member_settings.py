@@ -15,7 +15,6 @@ from bot.errors import ValidationFailed
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.member_settings import CHOOSE_VIDEO_MODEL, MemberSettingsService
 from bot.storage import Database
-from bot.storage.repos.members import MemberStore
 from tests.support.stack import Stack
 
 USER = 100
@@ -24,7 +23,7 @@ DEAR = "zenith-ultra/text-to-video"  # 6 or 10 s
 
 
 async def test_a_member_without_settings_gets_the_defaults(store: Database) -> None:
-    assert await store.of(MemberStore).get(USER) == MemberSettings.default(USER)
+    assert await store.members.get(USER) == MemberSettings.default(USER)
 
 
 async def test_settings_are_kept_across_a_reopen_and_replaced_whole(
@@ -42,16 +41,16 @@ async def test_settings_are_kept_across_a_reopen_and_replaced_whole(
         remix=True,
         notify_dm=True,
     )
-    await store.of(MemberStore).save(mine, at=1000.0)
-    await store.of(MemberStore).save(MemberSettings(USER + 1, private=True), at=1000.0)
+    await store.members.save(mine, at=1000.0)
+    await store.members.save(MemberSettings(USER + 1, private=True), at=1000.0)
     await store.close()
     store = await open_db(ManualClock())
     try:
-        assert await store.of(MemberStore).get(USER) == mine
+        assert await store.members.get(USER) == mine
         cleared = MemberSettings(USER, video_model=DEAR)
-        await store.of(MemberStore).save(cleared, at=1001.0)
-        assert await store.of(MemberStore).get(USER) == cleared
-        assert await store.of(MemberStore).get(USER + 1) == MemberSettings(USER + 1, private=True)
+        await store.members.save(cleared, at=1001.0)
+        assert await store.members.get(USER) == cleared
+        assert await store.members.get(USER + 1) == MemberSettings(USER + 1, private=True)
     finally:
         await store.close()
 
@@ -142,7 +141,7 @@ async def test_a_video_without_model_nor_default_is_refused_before_any_call(
 
 
 class _GatedMembers:
-    """``db.of(MemberStore)`` counting its reads; a read may be held after it read the row."""
+    """``db.members`` counting its reads; a read may be held after it read the row."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
@@ -162,7 +161,7 @@ class _GatedMembers:
 
 
 def _kept(store: Database) -> tuple[MemberSettingsService, _GatedMembers]:
-    members = _GatedMembers(store.of(MemberStore))
+    members = _GatedMembers(store.members)
     db = SimpleNamespace(of=lambda repository: members)
     service = MemberSettingsService(
         db=db,  # type: ignore[arg-type]
@@ -185,7 +184,7 @@ async def test_a_process_alone_reads_a_members_settings_once_and_follows_their_c
     assert members.reads == 1
     await service.update(USER, {"private": True})
     assert (await service.get(USER)).private is True
-    assert await store.of(MemberStore).get(USER) == await service.get(USER)
+    assert await store.members.get(USER) == await service.get(USER)
 
 
 async def test_a_read_that_overlapped_a_change_is_not_kept(store: Database) -> None:

@@ -11,7 +11,6 @@ from bot.services import response_tokens
 from bot.services.keys import KeyVault
 from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 
 TOKEN = "aW50ZXJhY3Rpb246" + "x" * 60
 """An interaction token's shape (Discord's are long url-safe strings)."""
@@ -29,7 +28,7 @@ async def test_a_token_is_stored_encrypted_and_survives_a_restart_until_it_expir
     tokens = ResponseTokens(store, vault, clock)
     await tokens.keep(7, ResponseToken(TOKEN, clock.time() + 870, 25 * 1024 * 1024))
     assert TOKEN not in repr(await tokens.get(7))
-    stored = await store.of(MetaStore).get("response:7")
+    stored = await store.meta.get("response:7")
     assert stored and TOKEN not in stored  # a secret at rest: encrypted like keys
 
     # Another process (or the bot after a restart) reads it back, with its upload limit.
@@ -41,7 +40,7 @@ async def test_a_token_is_stored_encrypted_and_survives_a_restart_until_it_expir
     # Past its 15 minutes it is never handed out again, and no longer stored.
     clock.advance(871)
     assert await again.get(7) is None
-    assert await store.of(MetaStore).get("response:7") == ""
+    assert await store.meta.get("response:7") == ""
     assert await ResponseTokens(store, vault, clock).get(7) is None
 
 
@@ -61,7 +60,7 @@ async def test_without_an_encryption_key_a_token_stays_in_memory_only(
     tokens = ResponseTokens(store, KeyVault(None), clock)
     await tokens.keep(9, ResponseToken(TOKEN, clock.time() + 870))
     assert (await tokens.get(9)) is not None
-    assert await store.of(MetaStore).get("response:9") is None  # never stored in clear
+    assert await store.meta.get("response:9") is None  # never stored in clear
     assert await ResponseTokens(store, KeyVault(None), clock).get(9) is None
 
 

@@ -17,8 +17,6 @@ from bot.services.keys import KeyVault
 from bot.services.response_tokens import ResponseToken, ResponseTokens
 from bot.services.retention import DAY, Retention, RetentionPeriods
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
-from bot.storage.repos.result_requests import ResultRequestStore
 from bot.storage.schema import config_audit, meta, rate_blocks, rate_requests, result_requests
 from tests.support.settings import make_settings
 
@@ -36,7 +34,7 @@ async def count(db: Database, table: object) -> int:
 
 
 async def add_request(db: Database, at: float) -> int:
-    return await db.of(ResultRequestStore).add_request(
+    return await db.result_requests.add_request(
         kind="image", guild_id=1, user_id=2, options={"prompt": "a fox"}, at=at
     )
 
@@ -72,7 +70,7 @@ async def seed(db: Database, clock: ManualClock, tokens: ResponseTokens) -> None
     await tokens.keep(2, ResponseToken("aW50ZXJhY3Rpb246two", now + 600))
     await tokens.forget(2)
     await tokens.keep(3, ResponseToken("aW50ZXJhY3Rpb246three", now + 600))
-    await db.of(MetaStore).set("command_hash:global", "abc")  # not a token: never swept
+    await db.meta.set("command_hash:global", "abc")  # not a token: never swept
 
 
 @pytest.fixture
@@ -108,8 +106,8 @@ async def test_rows_past_their_period_are_swept_and_newer_ones_kept(
     assert "command_hash:global" in keys
     assert (await tokens.get(3)) is not None  # a live token is still used
     # What a member sees: the newest requests still answer their buttons, the oldest do not.
-    assert await store.of(ResultRequestStore).request("r1") is None
-    assert await store.of(ResultRequestStore).request("r4") is not None
+    assert await store.result_requests.request("r1") is None
+    assert await store.result_requests.request("r4") is not None
     text = metrics.render().decode()
     assert 'genbot_retention_swept_rows_total{table="rate_requests"} 600.0' in text
     assert 'genbot_retention_swept_rows_total{table="meta"} 2.0' in text

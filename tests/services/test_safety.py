@@ -21,7 +21,6 @@ from bot.media.safety import Outcome, SafetyScorer, Verdict, load_model
 from bot.services.personal import wallet_id
 from bot.services.safety import SafetyService, decide, spoiler_name
 from bot.storage import Database
-from bot.storage.repos.safety import SafetyStore
 from tests.support.safety_model import BLUE, RED, solid_png, write_classifier
 from tests.support.stack import ADMIN_ACTOR, Stack
 
@@ -254,7 +253,7 @@ async def test_a_policy_change_is_audited_through_the_config_snapshot(stack: Sta
     before = await config.snapshot(GUILD)
     assert before["safety mode"] == "review"
     async with config.changing(GUILD, ADMIN_ACTOR) as change:
-        await stack.services.db.of(SafetyStore).set(GUILD, {"mode": "block", "review_above": 0.4})
+        await stack.services.db.safety.set(GUILD, {"mode": "block", "review_above": 0.4})
     assert [(e.what, e.old, e.new) for e in change.entries] == [
         ("safety mode", "review", "block"),
         ("safety review above", "0.5", "0.4"),

@@ -27,8 +27,6 @@ from bot.services.guard import SpendGuard
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Repositories
 from bot.storage.database import Database as SqlDatabase
-from bot.storage.repos.credits import CreditStore
-from bot.storage.repos.guard import GuardStore
 from bot.storage.transient import is_transient
 from tests.support.billing import GUILD, charge_for, settings
 
@@ -445,7 +443,7 @@ def test_the_first_append_fsyncs_the_spools_folder(
 
 async def hours_of(store: SqlDatabase) -> int:
     """The server's spend in the spend guard's hourly table, micro-cents."""
-    return sum((await store.of(GuardStore).hourly(f"g{GUILD}", 0, 10**10)).values())
+    return sum((await store.guard.hourly(f"g{GUILD}", 0, 10**10)).values())
 
 
 async def test_a_charge_settled_again_is_counted_once_in_the_guards_hours(
@@ -520,9 +518,9 @@ async def test_a_spooled_settlement_paid_by_a_balance_takes_it_from_the_balance_
             db, config, clock, spool=spool, credits=MemberCredits(config.credit_pack_cents, 0)
         )
 
-    await store.of(CreditStore).set_mode(GUILD, BillingMode.MEMBERS)
+    await store.credits.set_mode(GUILD, BillingMode.MEMBERS)
     async with store.transaction() as tx:
-        await tx.of(CreditStore).credit_purchase(
+        await tx.credits.credit_purchase(
             entitlement_id=1, sku_id=1100000000000000001, user_id=1, cents=500, at=clock.time()
         )
     billing = members(failing)
@@ -530,18 +528,18 @@ async def test_a_spooled_settlement_paid_by_a_balance_takes_it_from_the_balance_
     failing.failures = 100
     assert await billing.settle(reservation, charge_for(reservation, 2, clock)) is None
     assert spool.pending()
-    assert await store.of(CreditStore).balance(1) == 500  # nothing recorded yet
+    assert await store.credits.balance(1) == 500  # nothing recorded yet
     if hold_swept:  # the next start comes after the hold expired and was swept
         clock.advance(3600)
-        await store.of(CreditStore).expire_holds(clock.time())
+        await store.credits.expire_holds(clock.time())
     saved = spool.path.read_text()
     assert await members(store).replay_spool() == 1
     assert await ledger_rows(store) == [2]
-    assert await store.of(CreditStore).balance(1) == 498
-    assert await store.of(CreditStore).held(1, 0.0) == 0
+    assert await store.credits.balance(1) == 498
+    assert await store.credits.held(1, 0.0) == 0
     spool.path.write_text(saved)  # as if killed after the commit, before the rewrite
     assert await members(store).replay_spool() == 1
     assert await ledger_rows(store) == [2]
-    assert await store.of(CreditStore).balance(1) == 498
-    paid, cost = await store.of(CreditStore).spent_since(1, 0.0)
+    assert await store.credits.balance(1) == 498
+    paid, cost = await store.credits.spent_since(1, 0.0)
     assert (paid, cost) == (2, 2)

@@ -11,8 +11,6 @@ from bot.domain import Charge, JobStatus, Kind, NewJob, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
 from bot.services.generation import Requester
 from bot.services.showcase import ShowcaseService
-from bot.storage.repos.dashboard import DashboardViews
-from bot.storage.repos.safety import SafetyStore
 from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD, OWNER, OTHER = 7, 70, 71
@@ -62,7 +60,7 @@ async def finished(
 
 
 async def test_share_vote_remove_and_the_public_list(stack: Stack) -> None:
-    showcase = stack.services.service(ShowcaseService)
+    showcase = stack.services.showcases
     fox, owl = await finished(stack, "a fox"), await finished(stack, "an owl")
     with pytest.raises(ValidationFailed, match="Only the member who asked"):
         await showcase.share(fox, OTHER)
@@ -95,11 +93,11 @@ async def test_share_vote_remove_and_the_public_list(stack: Stack) -> None:
 async def test_a_result_of_a_members_own_wallet_has_no_showcase(stack: Stack) -> None:
     job = await finished(stack, "mine", guild_id=-OWNER)
     with pytest.raises(ValidationFailed, match="no server's showcase"):
-        await stack.services.service(ShowcaseService).share(job, OWNER)
+        await stack.services.showcases.share(job, OWNER)
 
 
 async def test_public_shows_only_what_was_shared_after_the_switch(stack: Stack) -> None:
-    showcase = stack.services.service(ShowcaseService)
+    showcase = stack.services.showcases
     config = stack.services.guild_config
     await showcase.share(await finished(stack, "before"), OWNER)
     stack.clock.advance(60)
@@ -122,7 +120,7 @@ async def test_public_shows_only_what_was_shared_after_the_switch(stack: Stack) 
 
 
 async def test_echoed_prompts_lose_their_markdown_links(stack: Stack) -> None:
-    showcase = stack.services.service(ShowcaseService)
+    showcase = stack.services.showcases
     await stack.services.guild_config.set_showcase_public(GUILD, True, actor=ADMIN_ACTOR)
     stack.clock.advance(1)
     prompt = (
@@ -147,14 +145,14 @@ async def withhold(stack: Stack, job_id: int, state: Visibility) -> None:
     record = SafetyRecord(
         f"j{job_id}", GUILD, 1, OWNER, "video", "p", 0.9, state, "score", stack.clock.time()
     )
-    assert await stack.db.of(SafetyStore).add(record)
+    assert await stack.db.safety.add(record)
 
 
 async def test_held_and_withheld_results_never_reach_the_showcase_or_the_gallery(
     stack: Stack,
 ) -> None:
-    showcase = stack.services.service(ShowcaseService)
-    views = stack.db.of(DashboardViews)
+    showcase = stack.services.showcases
+    views = stack.db.dashboard_views
     held, withheld, approved, shown = [
         await finished(stack, name) for name in ("held", "withheld", "approved", "shown")
     ]
@@ -196,7 +194,7 @@ async def test_a_held_synchronous_image_kept_as_a_job_is_hidden_by_its_request(
 ) -> None:
     """A synchronous image is screened as its request (``r<id>``) and kept as a finished job
     (Share, the galleries): the job is hidden with its request."""
-    showcase = stack.services.service(ShowcaseService)
+    showcase = stack.services.showcases
     job_id = await finished(stack, "a sync image")
     who = Requester(GUILD, 1, OWNER)
     request_id = await stack.services.generation.remember_request(
@@ -205,11 +203,11 @@ async def test_a_held_synchronous_image_kept_as_a_job_is_hidden_by_its_request(
     record = SafetyRecord(
         f"r{request_id}", GUILD, 1, OWNER, "image", "p", None, Visibility.HELD, "failed", 0.0
     )
-    assert await stack.db.of(SafetyStore).add(record)
+    assert await stack.db.safety.add(record)
     assert await stack.services.moderation.hidden([f"j{job_id}"]) == {f"j{job_id}"}
     with pytest.raises(ValidationFailed, match="withheld by the server's safety policy"):
         await showcase.share(job_id, OWNER)
-    items = await stack.db.of(DashboardViews).results(
+    items = await stack.db.dashboard_views.results(
         guild_id=GUILD,
         user_id=None,
         kind=None,

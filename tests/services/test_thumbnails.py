@@ -115,7 +115,7 @@ async def test_thumbnails_are_swept_with_their_job_and_after_their_period(
 async def test_a_text_charge_keeps_its_prompt_for_the_ledger(stack: Stack) -> None:
     who = Requester(guild_id=1, channel_id=10, user_id=100)
     await stack.services.generation.text(who, TextOptions(prompt="a   haiku about\nkites"))
-    dashboard = stack.services.service(DashboardService)
+    dashboard = stack.services.dashboard
     lines, _ = await dashboard.ledger(1, LedgerFilter(kind="text"), None, 10)
     assert [line.prompt for line in lines] == ["a haiku about kites"]
     # Hidden from a viewer who is not an admin, when the member keeps results private.

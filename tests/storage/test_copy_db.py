@@ -19,7 +19,6 @@ from bot.clock import ManualClock
 from bot.domain import DeliveryRoute, JobStatus, Kind
 from bot.storage.copy_db import NOT_COPIED, TABLES
 from bot.storage.database import Database
-from bot.storage.repos.meta import MetaStore
 from bot.storage.schema import metadata
 from tests.support.jobs import exact_job
 
@@ -130,7 +129,7 @@ async def test_copy_db_moves_everything_and_prints_the_verified_totals(
         assert [(k.fingerprint, k.ciphertext) for k in await db.guilds.retired_keys(1)] == [
             ("old", b"old-ciphertext")
         ]
-        assert await db.of(MetaStore).get("commands.hash") == "abc"
+        assert await db.meta.get("commands.hash") == "abc"
         pending = await db.jobs.get(7)
         assert pending is not None
         assert (pending.status, pending.details, pending.message_id) == (

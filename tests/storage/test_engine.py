@@ -13,7 +13,6 @@ import pytest
 from bot.__main__ import quiet_library_loggers
 from bot.domain import StorageUnavailableError
 from bot.storage import Database
-from bot.storage.repos.meta import MetaStore
 
 
 async def test_no_statement_or_parameter_reaches_the_log_even_at_debug(
@@ -24,7 +23,7 @@ async def test_no_statement_or_parameter_reaches_the_log_even_at_debug(
     caplog.set_level(logging.DEBUG)
     await store.guilds.set_api_key(1, b"ciphertext-of-the-key", "WXYZ")
     async with store.transaction() as tx:
-        await tx.of(MetaStore).set("k", "v")
+        await tx.meta.set("k", "v")
     assert (await store.guilds.settings(1)).api_key_last4 == "WXYZ"
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ciphertext-of-the-key" not in logged
@@ -37,9 +36,9 @@ async def test_a_closed_database_answers_nothing(store: Database) -> None:
     with pytest.raises(StorageUnavailableError):
         await store.ping()
     with pytest.raises(StorageUnavailableError):
-        await store.of(MetaStore).get("k")
+        await store.meta.get("k")
     with pytest.raises(StorageUnavailableError):
-        await store.of(MetaStore).set("k", "v")
+        await store.meta.set("k", "v")
     await store.close()  # twice is harmless
 
 
@@ -53,13 +52,13 @@ async def test_a_transaction_cancelled_while_waiting_for_the_writer_leaves_it_us
 
     async def hold() -> None:
         async with store.transaction() as tx:
-            await tx.of(MetaStore).set("a", "1")
+            await tx.meta.set("a", "1")
             holding.set()
             await release.wait()
 
     async def wait_then_write() -> None:
         async with store.transaction() as tx:
-            await tx.of(MetaStore).set("b", "2")
+            await tx.meta.set("b", "2")
 
     holder = asyncio.create_task(hold())
     await holding.wait()
@@ -70,9 +69,9 @@ async def test_a_transaction_cancelled_while_waiting_for_the_writer_leaves_it_us
     await holder
     with pytest.raises(asyncio.CancelledError):
         await waiter
-    assert (await store.of(MetaStore).get("a"), await store.of(MetaStore).get("b")) == ("1", None)
-    await store.of(MetaStore).set("c", "3")
-    assert await store.of(MetaStore).get("c") == "3"
+    assert (await store.meta.get("a"), await store.meta.get("b")) == ("1", None)
+    await store.meta.set("c", "3")
+    assert await store.meta.get("c") == "3"
 
 
 class _HeldReports:

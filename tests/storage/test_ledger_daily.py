@@ -19,7 +19,7 @@ from sqlalchemy import select
 from bot.clock import ManualClock
 from bot.domain import Charge, Kind, LedgerFilter
 from bot.storage import Database
-from bot.storage.repos.dashboard import DashboardViews, rebuild_daily
+from bot.storage.repos.dashboard import rebuild_daily
 from bot.storage.schema import ledger_daily
 from bot.storage.sql import Sql
 from tests.support.legacy_db import (
@@ -39,7 +39,7 @@ def executor(sql: Sql) -> Sql:
 
 
 async def daily(db: Database) -> dict[tuple[Any, ...], tuple[int, int]]:
-    rows = await db.of(executor).all(select(ledger_daily))
+    rows = await db.sql.all(select(ledger_daily))
     return {
         (r["guild_id"], r["day"], r["dimension"], r["bucket"]): (int(r["charges"]), int(r["micro"]))
         for r in rows
@@ -78,14 +78,14 @@ async def test_each_charge_adds_to_its_day_exactly_once(store: Database) -> None
     assert incremental[(5, int(start + DAY), "member", "2")] == (1, 1)
     assert incremental[(5, int(start), "tier", "77")] == (1, 1_000_001)
     assert incremental[(5, int(start), "tier", "")] == (1, 350_000)
-    views = store.of(DashboardViews)
+    views = store.dashboard_views
     assert await views.total(5, LedgerFilter()) == (4, 13_850_002)
     assert await views.total(5, LedgerFilter(since=start + DAY)) == (2, 12_500_001)
     assert await views.total(5, LedgerFilter(user_id=2)) == (2, 1_000_002)
     # The same figures by a scan of the ledger (two filters: the daily sums cannot answer).
     assert await views.total(5, LedgerFilter(user_id=2, model="flux")) == (2, 1_000_002)
     assert await views.total(5, LedgerFilter(user_id=1, model="kling")) == (1, 12_500_000)
-    await rebuild_daily(store.of(executor))
+    await rebuild_daily(store.sql)
     assert await daily(store) == incremental
 
 
@@ -115,7 +115,7 @@ async def test_the_upgrade_sums_the_ledger_kept_before(
         assert sums[(GUILD, 0, "total", "")] == (2, 12_850_001)
         assert sums[(GUILD, 0, "kind", "video")] == (1, 12_500_001)
         assert sums[(GUILD, 0, "member", "2")] == (1, 350_000)
-        assert await db.of(DashboardViews).total(GUILD, LedgerFilter()) == (2, 12_850_001)
+        assert await db.dashboard_views.total(GUILD, LedgerFilter()) == (2, 12_850_001)
     finally:
         await db.close()
 
@@ -136,7 +136,7 @@ async def test_a_filtered_total_never_scans_the_servers_ledger(tmp_path: Path) -
         start = 1_767_225_600.0
         for n in range(1, 7):
             assert await db.ledger.insert_charge(charge(n, "1", at=start + n, user=n % 2 + 1))
-        views = db.reports(DashboardViews)
+        views = db.reports.dashboard_views
         for where in (
             LedgerFilter(user_id=2, model="flux"),
             LedgerFilter(model="flux", kind="image"),

@@ -27,7 +27,6 @@ from bot.domain import (
 from bot.storage.database import Database as PostgresDatabase
 from bot.storage.engine import DatabaseUnavailable
 from bot.storage.migrations import legacy, revisions
-from bot.storage.repos.meta import MetaStore
 from tests.support.jobs import exact_job
 from tests.support.legacy_db import build_postgres_at
 
@@ -68,7 +67,7 @@ async def test_a_new_database_gets_the_whole_schema_once_even_when_processes_sta
         legacy_head = len(legacy.load("postgresql"))
         assert [r["version"] for r in versions] == list(range(1, legacy_head + len(revisions())))
         assert [r["version_num"] for r in heads] == [revisions()[-1]]
-        assert await first.of(MetaStore).get("migration.0001") is not None
+        assert await first.meta.get("migration.0001") is not None
     finally:
         for db in (first, second, third):
             await db.close()

@@ -25,8 +25,6 @@ from bot.domain import Charge, JobStatus, Kind, NewJob, Persona, SchemaTooNewErr
 from bot.storage import migrations
 from bot.storage.database import Database
 from bot.storage.migrations import revisions
-from bot.storage.repos.members import MemberStore
-from bot.storage.repos.meta import MetaStore
 from bot.storage.schema import metadata
 from tests.support.legacy_db import (
     GUILD,
@@ -58,9 +56,9 @@ async def assert_intact(db: Database, *, members: bool) -> None:
     )
     assert done.cost_cents == Decimal("12.500001")
     assert [j.task_id for j in await db.jobs.due(1000.0, 10)] == ["busy"]
-    assert await db.of(MetaStore).get("operator.note") == "kept"
+    assert await db.meta.get("operator.note") == "kept"
     if members:
-        member = await db.of(MemberStore).get(1)
+        member = await db.members.get(1)
         assert (member.video_model, member.prompt_suffix, member.private) == (
             "vid/t2v",
             "in watercolour",
@@ -140,7 +138,7 @@ async def test_a_second_opening_applies_nothing(tmp_path: Path) -> None:
     try:
         assert again.schema_version == HEAD
         # Applied once, at the first opening's time.
-        assert await again.of(MetaStore).get("migration.0006") == (
+        assert await again.meta.get("migration.0006") == (
             "delivery applied 2026-01-01T00:00:00+00:00"
         )
     finally:
@@ -265,7 +263,7 @@ async def test_a_revision_after_the_head_runs_on_both_engines_and_fences_older_r
         assert await db.engines.run_read(
             lambda c: inspect(c).has_table("probe")
         )  # the revision ran
-        await db.of(MetaStore).set("k", "v")
+        await db.meta.set("k", "v")
     finally:
         await db.close()
     if engine == "sqlite":

@@ -13,7 +13,6 @@ from bot.clock import ManualClock
 from bot.errors import ValidationFailed
 from bot.services.sequences import DEFAULT_MAX_CLIPS, SequenceService
 from bot.storage.database import Database
-from bot.storage.repos.sequences import SequenceStore
 
 GUILD, ALICE, BOB = 1, 10, 20
 
@@ -37,7 +36,7 @@ async def test_clips_continued_in_a_row_form_one_sequence_in_order(tmp_path: Pat
         )
         assert branch.id != first.id and branch.job_ids == (7, 8, 10)
         assert await service.clips_upto(9) == (7, 8, 9)
-        assert (await db.of(SequenceStore).get(first.id)) is not None
+        assert (await db.sequences.get(first.id)) is not None
     finally:
         await db.close()
 

@@ -42,7 +42,6 @@ from bot.storage.repos.jobs import (
     NEXT_DUE,
     PENDING_VIDEOS,
 )
-from bot.storage.repos.meta import MetaStore
 from bot.storage.sql import compile_for
 from tests.support.jobs import new_job
 
@@ -147,13 +146,8 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
                 )
                 == value
             )
-        assert (
-            await store.of(MetaStore).get("migration.0001")
-            == "initial applied 2026-01-01T00:00:00+00:00"
-        )
-        assert (await store.of(MetaStore).get("migration.0002") or "").startswith(
-            "job_schedule applied"
-        )
+        assert await store.meta.get("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
+        assert (await store.meta.get("migration.0002") or "").startswith("job_schedule applied")
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
@@ -168,18 +162,15 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
 async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "bot.db"
     first = await SqliteDatabase.open_sqlite(path, clock=clock)
-    await first.of(MetaStore).set("k", "v")
+    await first.meta.set("k", "v")
     await first.close()
     clock.advance(3600)
     again = await SqliteDatabase.open_sqlite(path, clock=clock)
     try:
         assert again.schema_version == LATEST
-        assert await again.of(MetaStore).get("k") == "v"
+        assert await again.meta.get("k") == "v"
         # The stamp is from the first open: the migration did not run again.
-        assert (
-            await again.of(MetaStore).get("migration.0001")
-            == "initial applied 2026-01-01T00:00:00+00:00"
-        )
+        assert await again.meta.get("migration.0001") == "initial applied 2026-01-01T00:00:00+00:00"
     finally:
         await again.close()
 
@@ -337,16 +328,16 @@ def test_split_statements_respects_strings_and_trigger_bodies() -> None:
 async def test_a_failing_write_block_leaves_nothing(store: SqliteDatabase) -> None:
     async def crash_midway() -> None:
         async with store.transaction() as tx:
-            await tx.of(MetaStore).set("a", "1")
+            await tx.meta.set("a", "1")
             await tx.guilds.set_api_key(GUILD, b"cipher", "abcd")
             raise RuntimeError("crash in the middle")
 
     with pytest.raises(RuntimeError, match="crash"):
         await crash_midway()
-    assert await store.of(MetaStore).get("a") is None
+    assert await store.meta.get("a") is None
     assert await store.guilds.settings(GUILD) == GuildSettings.default(GUILD)
-    await store.of(MetaStore).set("a", "2")  # the store is still usable
-    assert await store.of(MetaStore).get("a") == "2"
+    await store.meta.set("a", "2")  # the store is still usable
+    assert await store.meta.get("a") == "2"
 
 
 async def test_a_cancelled_write_block_is_rolled_back(store: SqliteDatabase) -> None:
@@ -354,7 +345,7 @@ async def test_a_cancelled_write_block_is_rolled_back(store: SqliteDatabase) -> 
 
     async def slow_writer() -> None:
         async with store.transaction() as tx:
-            await tx.of(MetaStore).set("a", "1")
+            await tx.meta.set("a", "1")
             entered.set()
             await asyncio.Event().wait()  # never returns: cancelled here
 
@@ -363,36 +354,36 @@ async def test_a_cancelled_write_block_is_rolled_back(store: SqliteDatabase) -> 
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await store.of(MetaStore).get("a") is None
-    await store.of(MetaStore).set("b", "2")
-    assert await store.of(MetaStore).get("b") == "2"
+    assert await store.meta.get("a") is None
+    await store.meta.set("b", "2")
+    assert await store.meta.get("b") == "2"
 
 
 async def test_readers_see_only_committed_writes(store: SqliteDatabase) -> None:
     async with store.transaction() as tx:
-        await tx.of(MetaStore).set("k", "new")
-        assert await tx.of(MetaStore).get("k") == "new"  # the transaction sees its own write
-        assert await store.of(MetaStore).get("k") is None  # the reader does not, yet
-    assert await store.of(MetaStore).get("k") == "new"
+        await tx.meta.set("k", "new")
+        assert await tx.meta.get("k") == "new"  # the transaction sees its own write
+        assert await store.meta.get("k") is None  # the reader does not, yet
+    assert await store.meta.get("k") == "new"
 
 
 async def test_a_repository_is_reached_by_its_class_in_either_scope(store: Database) -> None:
     # A new concern's service reaches its repository by class, on the database or in one
     # transaction, with no attribute added to the database for it.
-    await store.of(MetaStore).set("k", "one")
+    await store.meta.set("k", "one")
 
     async def crash_midway() -> None:
         async with store.transaction() as tx:
-            await tx.of(MetaStore).set("k", "two")
-            assert await tx.of(MetaStore).get("k") == "two"
+            await tx.meta.set("k", "two")
+            assert await tx.meta.get("k") == "two"
             raise RuntimeError("crash in the middle")
 
     with pytest.raises(RuntimeError, match="crash"):
         await crash_midway()
-    assert await store.of(MetaStore).get("k") == "one"
+    assert await store.meta.get("k") == "one"
     async with store.transaction() as tx:
-        await tx.of(MetaStore).set("k", "three")
-    assert await store.of(MetaStore).get("k") == "three"
+        await tx.meta.set("k", "three")
+    assert await store.meta.get("k") == "three"
 
 
 async def test_the_reader_connection_cannot_write(sqlite_store: SqliteDatabase) -> None:
@@ -494,10 +485,10 @@ async def test_notified_problem_reports_a_change_once(store: SqliteDatabase) -> 
 
 
 async def test_meta_round_trip(store: SqliteDatabase) -> None:
-    assert await store.of(MetaStore).get("tree_hash") is None
-    await store.of(MetaStore).set("tree_hash", "abc")
-    await store.of(MetaStore).set("tree_hash", "def")
-    assert await store.of(MetaStore).get("tree_hash") == "def"
+    assert await store.meta.get("tree_hash") is None
+    await store.meta.set("tree_hash", "abc")
+    await store.meta.set("tree_hash", "def")
+    assert await store.meta.get("tree_hash") == "def"
 
 
 # -- ledger ------------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class CreditStore:
 
     Args:
         sql: the database's executor, or a transaction's (the writes that must go together,
-            an entry and its balance, are made in one: ``tx.of(CreditStore)``).
+            an entry and its balance, are made in one: ``tx.credits``).
     """
 
     def __init__(self, sql: Sql) -> None:
