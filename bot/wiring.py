@@ -80,6 +80,8 @@ class Services:
         sequences: video sequences (Continue) and each server's bound on them.
         submissions: the member actions that charge (a video, its takes, Continue, an image,
             a text), one method each.
+        creative: ✨ Enhance, styles and characters (:mod:`bot.services.creative`); the
+            submissions' own.
         guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
             of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
@@ -111,6 +113,7 @@ class Services:
     command_sync: CommandSync
     sequences: SequenceService
     submissions: SubmissionService
+    creative: CreativeService
     guard: SpendGuard
     sandbox: bool
     default_key: SecretStr | None = None
@@ -136,14 +139,6 @@ class Services:
     def credits(self) -> CreditService:
         """Members' credit packs and balances (docs/credits.md), built once."""
         return self._once(CreditService, lambda: CreditService(self.db, self.clock, self.settings))
-
-    @property
-    def creative(self) -> CreativeService:
-        """Enhance, styles and characters (:mod:`bot.services.creative`), built once."""
-        return self._once(
-            CreativeService,
-            lambda: CreativeService(self.db, self.clock, self.generation, self.guild_config),
-        )
 
     @property
     def thumbnails(self) -> ThumbnailService:
@@ -367,6 +362,7 @@ def assemble_services(
         cache=not settings.rate_limit_shared,
     )
     sequences = SequenceService(db, clock)
+    creative = CreativeService(db, clock, generation, guild_config)
     guard = SpendGuard(db, clock, billing, settings)
     billing.set_watcher(guard.after_charge)
     return Services(
@@ -394,8 +390,13 @@ def assemble_services(
         private_cards=PrivateCards(db),
         sequences=sequences,
         submissions=SubmissionService(
-            generation=generation, sequences=sequences, members=members, guild_config=guild_config
+            generation=generation,
+            sequences=sequences,
+            members=members,
+            guild_config=guild_config,
+            creative=creative,
         ),
+        creative=creative,
         guard=guard,
         command_sync=CommandSync(db),
         sandbox=settings.sandbox,

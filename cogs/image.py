@@ -7,28 +7,21 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.command_flows import image_command
 from bot.discord.creative_commands import (
     MAX_NAME_LENGTH,
-    apply_creative,
     character_autocomplete,
     style_autocomplete,
 )
-from bot.discord.enhance_flow import start_enhance
-from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
-from bot.discord.request_flows import send_note, start_image
-from bot.discord.tree import PUBLIC_DEFER
+from bot.discord.interactions import model_autocomplete
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
     MAX_REFERENCE_IMAGES,
     MAX_TAKES,
     MAX_URL_LENGTH,
-    ImageOptions,
-    check_attachment,
 )
-from bot.services.member_settings import MemberSettingsService
-from bot.services.personal import is_personal
-from bot.services.sequences import SequenceService
+from bot.services.submissions import ImageRequest, Upload
 
 MODES = [
     app_commands.Choice(name="Text to image", value="t2i"),
@@ -43,10 +36,6 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 
 class ImageCog(commands.Cog):
     """Make images."""
-
-    def __init__(self, members: MemberSettingsService, sequences: SequenceService) -> None:
-        self.members = members
-        self.sequences = sequences
 
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -94,51 +83,27 @@ class ImageCog(commands.Cog):
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
         """
-        who = requester(interaction)
-        # Checked up front: an asynchronous model's result comes as a channel message.
-        require_placeholder_permissions(interaction)
-        uploads = [a for a in (image, image2, image3, image4) if a is not None]
-        for upload in uploads:
-            check_attachment(upload.content_type, upload.size)
-        typed = ([image_url] if image_url else []) + (image_urls or "").split()
-        if len(uploads) + len(typed) <= 1:
-            # One source image: image_url, as before (every image model reads it).
-            source = uploads[0].url if uploads else image_url
-            options = ImageOptions(
-                prompt, model, aspect_ratio, mode, source, image_uploaded=bool(uploads)
-            )
-        else:
-            # Several: all of them as the spec's image_urls (docs/genapi.md §4.4).
-            options = ImageOptions(
-                prompt,
-                model,
-                aspect_ratio,
-                mode,
-                image_urls=tuple(typed),
-                uploaded_image_urls=tuple(u.url for u in uploads),
-            )
-        mine = await self.members.get(interaction.user.id)
-        if enhance:
-            # The rewrite and the choice are the member's alone; the image comes after.
-            await interaction.response.defer(thinking=True, ephemeral=True)
-        else:
-            # Private results: a synchronous image only the member sees (an
-            # asynchronous one still gets its card in the channel; the answer links it).
-            interaction.extras[PUBLIC_DEFER] = not mine.private
-            await interaction.response.defer(thinking=True, ephemeral=mine.private)
-        applied = await self.members.apply_member_defaults(who, options, mine)
-        chosen = await apply_creative(
-            interaction, who, applied.options, style=style, character=character
+        uploads = tuple(
+            Upload(a.url, a.content_type, a.size)
+            for a in (image, image2, image3, image4)
+            if a is not None
         )
-        if takes is None and not is_personal(who.guild_id):
-            takes = await self.sequences.default_takes(who.user_id)
-        if enhance:
-            await start_enhance(interaction, who, chosen, takes=takes or 1)
-        else:
-            await start_image(interaction, who, chosen, takes=takes or 1)
-        await send_note(interaction, applied.note)
+        request = ImageRequest(
+            prompt,
+            model=model,
+            aspect_ratio=aspect_ratio,
+            mode=mode,
+            image_url=image_url,
+            image_urls=image_urls,
+            uploads=uploads,
+            takes=takes,
+            enhance=bool(enhance),
+            style=style,
+            character=character,
+        )
+        await image_command(interaction, request)
 
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ImageCog(bot.services.members, bot.services.sequences))
+    await bot.add_cog(ImageCog())

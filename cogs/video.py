@@ -13,13 +13,12 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
+from bot.discord.command_flows import video_command
 from bot.discord.creative_commands import (
     MAX_NAME_LENGTH,
-    apply_creative,
     character_autocomplete,
     style_autocomplete,
 )
-from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import (
     MAX_CHOICES,
     allowed_models,
@@ -28,7 +27,6 @@ from bot.discord.interactions import (
     require_placeholder_permissions,
 )
 from bot.discord.render.text import truncate
-from bot.discord.request_flows import defer_video, send_note, start_video
 from bot.discord.tree import AdmittedModal, answer_error
 from bot.discord.video_form import add_duration_select, priced_models
 from bot.domain import CAMERA_PRESETS
@@ -43,13 +41,10 @@ from bot.services.generation import (
     MAX_URL_LENGTH,
     MIN_DURATION_SECONDS,
     GenerationService,
-    VideoOptions,
-    check_attachment,
     default_duration,
 )
 from bot.services.member_settings import MemberSettingsService
-from bot.services.personal import is_personal
-from bot.services.sequences import SequenceService
+from bot.services.submissions import Upload, VideoRequest
 
 RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIOS]
 CAMERAS = [app_commands.Choice(name=preset.label, value=preset.value) for preset in CAMERA_PRESETS]
@@ -66,11 +61,9 @@ class VideoCog(commands.Cog):
         self,
         generation: GenerationService,
         members: MemberSettingsService,
-        sequences: SequenceService,
     ) -> None:
         self.generation = generation
         self.members = members
-        self.sequences = sequences
 
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -117,37 +110,23 @@ class VideoCog(commands.Cog):
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
         """
-        who = requester(interaction)
-        require_placeholder_permissions(interaction)
-        if image is not None:
-            check_attachment(image.content_type, image.size)
-        if enhance:  # the rewrite and the choice are the member's alone
-            await interaction.response.defer(ephemeral=True, thinking=True)
-        else:
-            await defer_video(interaction, who)
-        source = image.url if image is not None else image_url
-        options = VideoOptions(
+        upload = None if image is None else Upload(image.url, image.content_type, image.size)
+        request = VideoRequest(
             prompt,
-            model or "",  # none given: the member's default (apply_member_defaults)
-            duration,
-            aspect_ratio,
-            source,
-            generate_audio,
-            lock_camera,
-            image_uploaded=image is not None,
+            model=model,
+            duration=duration,
+            aspect_ratio=aspect_ratio,
+            image_url=image_url,
+            image=upload,
+            generate_audio=generate_audio,
+            lock_camera=lock_camera,
             camera=camera,
+            takes=takes,
+            enhance=bool(enhance),
+            style=style,
+            character=character,
         )
-        applied = await self.members.apply_member_defaults(who, options)
-        chosen = await apply_creative(
-            interaction, who, applied.options, style=style, character=character
-        )
-        if takes is None and not is_personal(who.guild_id):
-            takes = await self.sequences.default_takes(who.user_id)
-        if enhance:
-            await start_enhance(interaction, who, chosen, takes=takes or 1)
-            await send_note(interaction, applied.note)
-            return
-        await start_video(interaction, who, chosen, note=applied.note, takes=takes or 1)
+        await video_command(interaction, request)
 
     @app_commands.command(name="video-advanced")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -171,7 +150,7 @@ class VideoCog(commands.Cog):
         if not models:
             raise ValidationFailed(N_("No video model is available to you here."))
         mine = await self.members.get(interaction.user.id)
-        await VideoModal(self.members, models, preferred=mine.video_model).show(interaction)
+        await VideoModal(models, preferred=mine.video_model).show(interaction)
 
     @video.autocomplete("duration")
     async def _duration(
@@ -206,7 +185,6 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
     its attachment in the submission's resolved data (components reference, "File Upload").
 
     Args:
-        members: members' own defaults, applied to what the form leaves out.
         models: the video models the member may use; the cheapest (at its default duration)
             is listed first, at most :data:`~bot.discord.video_form.MAX_SELECT_OPTIONS` of them.
         preferred: the member's default video model (``/settings``), preselected when it is
@@ -215,13 +193,11 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
 
     def __init__(
         self,
-        members: MemberSettingsService,
         models: tuple[VideoModel, ...],
         *,
         preferred: str | None = None,
     ) -> None:
         super().__init__()
-        self._members = members
         priced = priced_models(models)
         ids = [model.id for _, model in priced]
         self.default_model = preferred if preferred in ids else ids[0]
@@ -265,23 +241,17 @@ class VideoModal(AdmittedModal, title=N_("Advanced video")):
                 ``/video``'s checks (e.g. an image-to-video model without an image); no
                 upstream call is made and nothing is charged.
         """
-        who = requester(interaction)
-        require_placeholder_permissions(interaction)
         upload = self.reference.values[0] if self.reference.values else None
-        if upload is not None:
-            check_attachment(upload.content_type, upload.size)
-        await defer_video(interaction, who)
         chosen = self.duration.values if self.duration is not None else []
-        options = VideoOptions(
+        request = VideoRequest(
             self.prompt.value,
             self.model.values[0] if self.model.values else self.default_model,
             float(chosen[0]) if chosen else None,
-            image_url=upload.url if upload is not None else None,
-            image_uploaded=upload is not None,
+            image=None if upload is None else Upload(upload.url, upload.content_type, upload.size),
+            takes=1,  # the form asks for one video
         )
         # The member's defaults for what the form left out: duration, shape, suffix.
-        applied = await self._members.apply_member_defaults(who, options)
-        await start_video(interaction, who, applied.options, note=applied.note)
+        await video_command(interaction, request)
 
     async def on_error(  # type: ignore[override]
         self, interaction: discord.Interaction[GenBot], error: Exception
@@ -300,4 +270,4 @@ def _model_note(price: Decimal | None, model: VideoModel) -> str:
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
-    await bot.add_cog(VideoCog(services.generation, services.members, services.sequences))
+    await bot.add_cog(VideoCog(services.generation, services.members))

@@ -29,6 +29,7 @@ import discord
 
 from bot.discord.tree import admit, answer_error, send_ephemeral
 from bot.i18n import N_, _
+from bot.services.generation import Requester
 
 CHOICE_TEMPLATE = r"choice:(?P<token>[0-9a-f]{16}):(?P<option>[a-z]{1,16})"
 """A choice button's custom id: the choice's token and the option the button stands for."""
@@ -57,6 +58,57 @@ class PendingChoice(Protocol):
         Returns:
             Whether the choice stays open for more presses (a pager's); else it is closed.
         """
+
+
+class OneChoice:
+    """A :class:`PendingChoice` the first press closes, shown to the member who asked.
+
+    A price to confirm (``ConfirmVideo``), Enhance's choice (``EnhanceChoice``): only
+    ``who`` may press; every option but :attr:`CANCEL` starts work, so is admitted only while
+    the bot is not shutting down; the first press wins, and a later one (a double click, a
+    second tab) is told :meth:`already` and changes nothing.
+
+    Subclasses give :meth:`chosen` (the first press's work) and :meth:`already`.
+
+    Args:
+        who: the member who asked, and where.
+    """
+
+    CANCEL = "cancel"
+
+    def __init__(self, who: Requester) -> None:
+        self.who = who
+        self._chosen: str | None = None
+
+    @property
+    def owner_id(self) -> int:
+        """The member who asked."""
+        return self.who.user_id
+
+    def admits(self, option: str) -> bool:
+        """Every option but Cancel starts work: not during a shutdown; Cancel always."""
+        return option != self.CANCEL
+
+    async def choose(self, interaction: discord.Interaction[Any], option: str) -> bool:
+        """Act on the first press (:meth:`chosen`); tell a later one :meth:`already`.
+
+        Returns:
+            False: the choice closes with its first press.
+        """
+        if self._chosen is not None:
+            await send_ephemeral(interaction, self.already(self._chosen))
+            return False
+        self._chosen = option
+        await self.chosen(interaction, option)
+        return False
+
+    async def chosen(self, interaction: discord.Interaction[Any], option: str) -> None:
+        """Do what the first press of ``option`` asks."""
+        raise NotImplementedError
+
+    def already(self, option: str) -> str:
+        """The sentence for a press after the first, which chose ``option``."""
+        raise NotImplementedError
 
 
 class OpenChoices:

@@ -20,7 +20,7 @@ from decimal import Decimal
 
 import discord
 
-from bot.discord.choices import ChoiceOption, choice_view
+from bot.discord.choices import ChoiceOption, OneChoice, choice_view
 from bot.discord.render.text import truncate
 from bot.discord.request_flows import (
     Interaction,
@@ -29,10 +29,11 @@ from bot.discord.request_flows import (
     start_image,
     start_video,
 )
-from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, answer_error, send_ephemeral
+from bot.discord.tree import PUBLIC_DEFER, AdmittedModal, answer_error
 from bot.i18n import N_, _, money, number
 from bot.services.creative import Enhanced, EnhanceOutcome
 from bot.services.generation import MAX_PROMPT_LENGTH, ImageOptions, Requester, VideoOptions
+from bot.services.submissions import Rewritten
 
 ENHANCE_SECONDS = 600.0
 """How long the choice after a rewrite stays open."""
@@ -72,8 +73,8 @@ def enhance_text(outcome: EnhanceOutcome, takes: int = 1) -> str:
     )
 
 
-class EnhanceChoice:
-    """Use it / Edit / Keep mine / Cancel after a rewrite (a :class:`PendingChoice`).
+class EnhanceChoice(OneChoice):
+    """Use it / Edit / Keep mine / Cancel after a rewrite (a :class:`OneChoice`).
 
     Args:
         who: the member who asked, and where.
@@ -85,7 +86,6 @@ class EnhanceChoice:
     USE = "use"
     EDIT = "edit"
     KEEP = "keep"
-    CANCEL = "cancel"
 
     def __init__(
         self,
@@ -95,20 +95,10 @@ class EnhanceChoice:
         *,
         takes: int = 1,
     ) -> None:
-        self.who = who
+        super().__init__(who)
         self.options = options
         self.outcome = outcome
         self.takes = takes
-        self._chosen: str | None = None
-
-    @property
-    def owner_id(self) -> int:
-        """The member who asked."""
-        return self.who.user_id
-
-    def admits(self, option: str) -> bool:
-        """Every option but Cancel starts a paid request: not during a shutdown."""
-        return option != self.CANCEL
 
     def buttons(self) -> list[ChoiceOption]:
         """The buttons: Use it and Keep mine show the generation's price."""
@@ -124,26 +114,24 @@ class EnhanceChoice:
             cancel,
         ]
 
-    async def choose(self, interaction: Interaction, option: str) -> bool:
-        """Generate with the chosen prompt, open the form, or stop; the first press wins."""
-        if self._chosen is not None:
-            await send_ephemeral(interaction, _(ALREADY_CHOSEN))
-            return False
+    def already(self, option: str) -> str:
+        """Whatever was chosen first, the request is on its way."""
+        return _(ALREADY_CHOSEN)
+
+    async def chosen(self, interaction: Interaction, option: str) -> None:
+        """Generate with the chosen prompt, open the form, or stop."""
         if option == self.EDIT and isinstance(self.outcome, Enhanced):
-            self._chosen = option
             await EnhanceEditModal(self, self.outcome.prompt).show(interaction)
-            return False
-        self._chosen = option
+            return
         if option == self.CANCEL:
             await interaction.response.edit_message(
                 content=_("Cancelled; nothing more was charged."), view=None
             )
-            return False
+            return
         prompt = self.options.prompt
         if option == self.USE and isinstance(self.outcome, Enhanced):
             prompt = self.outcome.prompt
         await generate(interaction, self.who, self.options, prompt, takes=self.takes)
-        return False
 
 
 class EnhanceEditModal(AdmittedModal, title=N_("Edit the prompt")):
@@ -221,9 +209,19 @@ async def start_enhance(
     outcome = await bot.services.creative.enhance(
         who, options, desk=InteractionDesk(interaction, who), takes=takes
     )
-    choice = EnhanceChoice(who, options, outcome, takes=takes)
-    view = choice_view(bot.choices.open(choice, ENHANCE_SECONDS), choice.buttons())
-    await interaction.edit_original_response(content=enhance_text(outcome, takes), view=view)
+    await show_rewrite(interaction, who, Rewritten(outcome, options, takes))
 
 
-__all__ = ["EnhanceChoice", "enhance_text", "generate", "start_enhance"]
+async def show_rewrite(interaction: Interaction, who: Requester, rewritten: Rewritten) -> None:
+    """Show a paid rewrite with both prices, and the member's choice (:class:`EnhanceChoice`).
+
+    ``interaction`` must be deferred ephemerally: the choice replaces its response.
+    """
+    takes = rewritten.takes
+    choice = EnhanceChoice(who, rewritten.options, rewritten.outcome, takes=takes)
+    view = choice_view(interaction.client.choices.open(choice, ENHANCE_SECONDS), choice.buttons())
+    text = enhance_text(rewritten.outcome, takes)
+    await interaction.edit_original_response(content=text, view=view)
+
+
+__all__ = ["EnhanceChoice", "enhance_text", "generate", "show_rewrite", "start_enhance"]

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import discord
 
-from bot.discord.choices import ChoiceOption, choice_view
+from bot.discord.choices import ChoiceOption, OneChoice, choice_view
 from bot.discord.click_debounce import JUST_SHOWN
 from bot.discord.delivery import INVALID_FORM_BODY, send_card
 from bot.discord.dm_notice import CANNOT_DM
@@ -36,7 +36,7 @@ from bot.discord.render.results import is_web_url, text_card
 from bot.discord.render.safety import safety_answer
 from bot.discord.safety_gate import screen_urls
 from bot.discord.safety_review import downloader
-from bot.discord.tree import CHARGED, PUBLIC_DEFER, send_ephemeral, sentence_for
+from bot.discord.tree import CHARGED, PUBLIC_DEFER, sentence_for
 from bot.errors import ValidationFailed
 from bot.i18n import N_, _, number, using
 from bot.services.generation import (
@@ -428,11 +428,22 @@ async def start_image(
         ValidationFailed: among the checks (takes out of range, several in a personal
             context), before anything is sent.
     """
-    bot = interaction.client
     private = interaction.extras.get(PUBLIC_DEFER) is False
-    made = await bot.services.submissions.image(
+    made = await interaction.client.services.submissions.image(
         who, options, desk=InteractionDesk(interaction, who), public=not private, takes=takes
     )
+    await show_images(interaction, who, options, made)
+
+
+async def show_images(
+    interaction: Interaction, who: Requester, options: ImageOptions, made: ImagesMade
+) -> None:
+    """Render paid images (:func:`start_image`'s answer): cards, answers, takes not made.
+
+    ``options``: what they were made with (their answers show its prompt).
+    """
+    bot = interaction.client
+    private = interaction.extras.get(PUBLIC_DEFER) is False
     jobs = list(made.jobs)
     if made.grouped:
         try:
@@ -840,17 +851,16 @@ ALREADY_GENERATING = N_("This video is already on its way.")
 ALREADY_CANCELLED = N_("This video was cancelled; nothing was charged.")
 
 
-class ConfirmVideo:
+class ConfirmVideo(OneChoice):
     """Generate · $x.xx / Cancel, before a video above the server's threshold (ephemeral).
 
-    A :class:`~bot.discord.choices.PendingChoice`, open for :data:`CONFIRM_SECONDS`; only the member
+    A :class:`~bot.discord.choices.OneChoice`, open for :data:`CONFIRM_SECONDS`; only the member
     who asked can answer (the message is ephemeral anyway). Generate runs the whole request
     again through the service's checks; a second press of it (a double click) is told the
     first one is on its way and pays nothing.
     """
 
     GENERATE = "generate"
-    CANCEL = "cancel"
 
     def __init__(
         self,
@@ -860,20 +870,10 @@ class ConfirmVideo:
         note: str | None = None,
         takes: int = 1,
     ) -> None:
-        self.who = who
+        super().__init__(who)
         self.options = options
         self.note = note
         self.takes = takes
-        self._chosen: str | None = None
-
-    @property
-    def owner_id(self) -> int:
-        """The member who asked."""
-        return self.who.user_id
-
-    def admits(self, option: str) -> bool:
-        """Generate starts a paid request: not during a shutdown; Cancel always."""
-        return option == self.GENERATE
 
     def buttons(self, price_cents: Decimal | None) -> list[ChoiceOption]:
         """The two buttons, Generate showing the price."""
@@ -882,15 +882,12 @@ class ConfirmVideo:
             ChoiceOption(self.CANCEL, _("Cancel")),
         ]
 
-    async def choose(self, interaction: Interaction, option: str) -> bool:
-        """Submit the video, or cancel; the choice closes with the first press."""
-        if self._chosen is not None:
-            done = self._chosen == self.GENERATE
-            await send_ephemeral(
-                interaction, _(ALREADY_GENERATING) if done else _(ALREADY_CANCELLED)
-            )
-            return False
-        self._chosen = option
+    def already(self, option: str) -> str:
+        """The first press's fate: on its way, or cancelled."""
+        return _(ALREADY_GENERATING) if option == self.GENERATE else _(ALREADY_CANCELLED)
+
+    async def chosen(self, interaction: Interaction, option: str) -> None:
+        """Submit the video, or cancel."""
         if option == self.GENERATE:
             await interaction.response.defer()
             await submit_video(
@@ -900,7 +897,6 @@ class ConfirmVideo:
             await interaction.response.edit_message(
                 content=_("Cancelled; nothing was charged."), view=None
             )
-        return False
 
 
 def require_source(message: discord.Message, bot_user_id: int) -> SourceImage:

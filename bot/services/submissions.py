@@ -25,13 +25,14 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from bot.domain import Job, JobStatus
 from bot.errors import ValidationFailed
 from bot.genapi.wire import ImageResult, TextResult
 from bot.i18n import N_
 from bot.services.billing import video_cost_cents
+from bot.services.creative import CreativeService, EnhanceOutcome, References
 from bot.services.generation import (
     MAX_TAKES,
     GenerationService,
@@ -39,6 +40,7 @@ from bot.services.generation import (
     Requester,
     TextOptions,
     VideoOptions,
+    check_attachment,
     check_video,
 )
 from bot.services.guild_config import GuildConfigService
@@ -49,6 +51,7 @@ from bot.services.sequences import SequenceService
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+OptionsT = TypeVar("OptionsT", ImageOptions, VideoOptions)
 
 FRAME_CHECK_URL: Final = "https://cdn.discordapp.com/attachments/0/0/last-frame.png"
 """Stands for a Continue's frame URL while its options are checked, before the clip is fetched."""
@@ -173,6 +176,190 @@ class TextAnswered:
     payer: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Upload:
+    """A file a member attached to a command (``discord.Attachment``'s fields).
+
+    Attributes:
+        url: its Discord CDN URL, which the service fetches.
+        content_type: the MIME type Discord reports; None if unknown.
+        size: bytes.
+    """
+
+    url: str
+    content_type: str | None
+    size: int
+
+
+def check_uploads(uploads: Sequence[Upload]) -> None:
+    """Refuse an attached file that is no usable image (``check_attachment``), first to last.
+
+    The adapter calls it before it acknowledges the command, so a bad file is answered at
+    once and nothing is deferred, read or charged.
+
+    Raises:
+        ValidationFailed: not an image, empty, or too large.
+    """
+    for upload in uploads:
+        check_attachment(upload.content_type, upload.size)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VideoRequest:
+    """``/video`` (or its form) as the member filled it in: nothing applied yet.
+
+    Attributes:
+        prompt: what happens in the video.
+        model: the video model; None: the member's default (``/settings``).
+        duration: seconds; None: the member's default, else the model's.
+        aspect_ratio: e.g. ``"16:9"``; None: the member's default.
+        image_url: a source image's URL the member typed.
+        image: a source image the member attached (used instead of ``image_url``).
+        generate_audio: synchronised audio, where the model makes it.
+        lock_camera: a still camera, where the model offers it.
+        camera: a camera preset (:data:`bot.domain.CAMERA_PRESETS`).
+        takes: 1 to :data:`MAX_TAKES`; None: the member's default in a server, else 1.
+        enhance: rewrite the prompt first (✨ Enhance) and let the member choose.
+        style: one of the server's styles, by name.
+        character: one of the member's (or the server's shared) characters, by name.
+    """
+
+    prompt: str
+    model: str | None = None
+    duration: float | None = None
+    aspect_ratio: str | None = None
+    image_url: str | None = None
+    image: Upload | None = None
+    generate_audio: bool | None = None
+    lock_camera: bool | None = None
+    camera: str | None = None
+    takes: int | None = None
+    enhance: bool = False
+    style: str | None = None
+    character: str | None = None
+
+    @property
+    def uploads(self) -> tuple[Upload, ...]:
+        """The attached files, to check before anything else (:func:`check_uploads`)."""
+        return () if self.image is None else (self.image,)
+
+    def options(self) -> VideoOptions:
+        """The video's options as given; the member's defaults are applied by the service."""
+        return VideoOptions(
+            self.prompt,
+            self.model or "",  # none given: the member's default (apply_member_defaults)
+            self.duration,
+            self.aspect_ratio,
+            self.image.url if self.image is not None else self.image_url,
+            self.generate_audio,
+            self.lock_camera,
+            image_uploaded=self.image is not None,
+            camera=self.camera,
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImageRequest:
+    """``/image`` as the member filled it in: nothing applied yet.
+
+    Attributes:
+        prompt: what the image shows.
+        model: the image model; None: the member's default, else the first listed.
+        aspect_ratio: the image's shape; None: the member's default.
+        mode: ``t2i``, ``i2i`` or ``i2i_text``; None: text to image.
+        image_url: a source image's URL the member typed.
+        image_urls: more source images' URLs, separated by blanks, as typed.
+        uploads: the attached images, in the order of the command's options.
+        takes: 1 to :data:`MAX_TAKES`; None: the member's default in a server, else 1.
+        enhance: rewrite the prompt first (✨ Enhance) and let the member choose.
+        style: one of the server's styles, by name.
+        character: one of the member's (or the server's shared) characters, by name.
+    """
+
+    prompt: str
+    model: str | None = None
+    aspect_ratio: str | None = None
+    mode: str | None = None
+    image_url: str | None = None
+    image_urls: str | None = None
+    uploads: tuple[Upload, ...] = ()
+    takes: int | None = None
+    enhance: bool = False
+    style: str | None = None
+    character: str | None = None
+
+    def options(self) -> ImageOptions:
+        """The image's options as given; the member's defaults are applied by the service.
+
+        One source image is ``image_url``; several are ``image_urls`` (docs/genapi.md §4.4).
+        """
+        uploads = self.uploads
+        typed = ([self.image_url] if self.image_url else []) + (self.image_urls or "").split()
+        if len(uploads) + len(typed) <= 1:
+            # One source image: image_url, as before (every image model reads it).
+            source = uploads[0].url if uploads else self.image_url
+            return ImageOptions(
+                self.prompt,
+                self.model,
+                self.aspect_ratio,
+                self.mode,
+                source,
+                image_uploaded=bool(uploads),
+            )
+        return ImageOptions(
+            self.prompt,
+            self.model,
+            self.aspect_ratio,
+            self.mode,
+            image_urls=tuple(typed),
+            uploaded_image_urls=tuple(u.url for u in uploads),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rewritten:
+    """✨ Enhance's rewrite, paid; the member now chooses what is generated.
+
+    Attributes:
+        outcome: the rewrite (or its refusal).
+        options: the generation's options with the member's own prompt, defaults, style
+            and character applied.
+        takes: how many takes the generation makes.
+    """
+
+    outcome: EnhanceOutcome
+    options: ImageOptions | VideoOptions
+    takes: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VideoAsked:
+    """What ``/video`` (or its form) came to, for the adapter to render.
+
+    Attributes:
+        outcome: a price to confirm, the paid videos, or Enhance's rewrite to choose from.
+        note: which of the member's defaults was left out (said with the answer); None.
+    """
+
+    outcome: VideoOutcome | Rewritten
+    note: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ImagesAsked:
+    """What ``/image`` came to, for the adapter to render.
+
+    Attributes:
+        outcome: the paid images, or Enhance's rewrite to choose from.
+        options: the options the images were made with (their answers show the prompt).
+        note: which of the member's defaults was left out (said after the answer); None.
+    """
+
+    outcome: ImagesMade | Rewritten
+    options: ImageOptions
+    note: str | None = None
+
+
 def stored_options(options: TextOptions | ImageOptions | VideoOptions) -> dict[str, Any]:
     """The options as stored with the result (a JSON object)."""
     return dataclasses.asdict(options)
@@ -231,8 +418,9 @@ class SubmissionService:
     Args:
         generation: the checks, holds and charges of each request.
         sequences: takes and continued clips.
-        members: members' settings (private results).
+        members: members' settings (private results, the defaults a command leaves out).
         guild_config: the server's price confirmation threshold.
+        creative: styles, characters and ✨ Enhance.
     """
 
     def __init__(
@@ -242,11 +430,106 @@ class SubmissionService:
         sequences: SequenceService,
         members: MemberSettingsService,
         guild_config: GuildConfigService,
+        creative: CreativeService,
     ) -> None:
         self._generation = generation
         self._sequences = sequences
         self._members = members
         self._guild_config = guild_config
+        self._creative = creative
+
+    async def video_command(
+        self, who: Requester, request: VideoRequest, *, desk: Desk, references: References
+    ) -> VideoAsked:
+        """``/video`` (or ``/video-advanced``'s form), from the options as given to the outcome.
+
+        The member's defaults, the style and the character are applied, then the video is
+        submitted (:meth:`video`), or, with ``request.enhance``, its prompt is rewritten first
+        (``CreativeService.enhance``: the rewrite's charge only) for the member to choose.
+
+        Args:
+            who: the requester.
+            request: the command's options as given (its uploads checked already:
+                :func:`check_uploads`).
+            desk: the adapter's side of the request.
+            references: reads the style's and character's reference images' fresh URLs.
+
+        Returns:
+            The outcome to render and the note about the member's defaults.
+
+        Raises:
+            ValidationFailed: no such style or character, no usable model, or as :meth:`video`
+                and ``CreativeService.enhance``, before any call.
+            NoApiKeyConfigured, BudgetExceeded, GenAPIError...: as :meth:`video`.
+        """
+        applied = await self._members.apply_member_defaults(who, request.options())
+        chosen = await self._creative_applied(
+            who, applied.options, references, request.style, request.character
+        )
+        takes = await self._takes(who, request.takes)
+        if not request.enhance:
+            return VideoAsked(await self.video(who, chosen, desk=desk, takes=takes), applied.note)
+        rewrite = await self._creative.enhance(who, chosen, desk=desk, takes=takes)
+        return VideoAsked(Rewritten(rewrite, chosen, takes), applied.note)
+
+    async def image_command(
+        self,
+        who: Requester,
+        request: ImageRequest,
+        *,
+        desk: Desk,
+        references: References,
+        public: bool,
+    ) -> ImagesAsked:
+        """``/image``, from the options as given to the outcome.
+
+        The member's defaults, the style and the character are applied, then the images are
+        made (:meth:`image`), or, with ``request.enhance``, the prompt is rewritten first.
+
+        Args:
+            who: the requester.
+            request: the command's options as given (its uploads checked already).
+            desk: the adapter's side of the request.
+            references: reads the style's and character's reference images' fresh URLs.
+            public: the answer is public (the member's results are not private).
+
+        Raises:
+            ValidationFailed: no such style or character, or as :meth:`image` and
+                ``CreativeService.enhance``, before any call.
+            NoApiKeyConfigured, BudgetExceeded, GenAPIError...: as :meth:`image`.
+        """
+        applied = await self._members.apply_member_defaults(who, request.options())
+        chosen = await self._creative_applied(
+            who, applied.options, references, request.style, request.character
+        )
+        takes = await self._takes(who, request.takes)
+        if not request.enhance:
+            made = await self.image(who, chosen, desk=desk, public=public, takes=takes)
+            return ImagesAsked(made, chosen, applied.note)
+        rewrite = await self._creative.enhance(who, chosen, desk=desk, takes=takes)
+        return ImagesAsked(Rewritten(rewrite, chosen, takes), chosen, applied.note)
+
+    async def _creative_applied(
+        self,
+        who: Requester,
+        options: OptionsT,
+        references: References,
+        style: str | None,
+        character: str | None,
+    ) -> OptionsT:
+        """``options`` with the chosen style and character (``CreativeService.apply``)."""
+        if style is None and character is None:
+            return options
+        applied = await self._creative.apply(
+            who, options, references, style=style, character=character
+        )
+        return cast(OptionsT, applied)  # apply keeps the kind of its options
+
+    async def _takes(self, who: Requester, takes: int | None) -> int:
+        """The takes asked, else the member's default in a server (``/settings``), else 1."""
+        if takes is None and not is_personal(who.guild_id):
+            takes = await self._sequences.default_takes(who.user_id)
+        return takes or 1
 
     async def video_price(self, who: Requester, options: VideoOptions) -> Decimal | None:
         """Validate ``options`` as ``/video`` does and return its known price, cents (rounded up).

@@ -303,6 +303,7 @@ async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip()
         sequences=Sequences(),  # type: ignore[arg-type]
         members=None,  # type: ignore[arg-type]
         guild_config=None,  # type: ignore[arg-type]
+        creative=None,  # type: ignore[arg-type]
     )
     interaction = SimpleNamespace(
         client=SimpleNamespace(

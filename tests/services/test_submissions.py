@@ -14,16 +14,24 @@ from typing import Any
 
 import pytest
 
-from bot.domain import Job, JobStatus, StorageError
+from bot.domain import ImageRef, Job, JobStatus, StorageError
 from bot.errors import ValidationFailed
 from bot.genapi import errors as api_errors
 from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
+from bot.services.creative import Enhanced
 from bot.services.submissions import (
     ConfirmFirst,
+    ImageRequest,
+    ImagesAsked,
     ImagesMade,
+    Rewritten,
     SubmissionService,
     TextAnswered,
+    Upload,
+    VideoAsked,
+    VideoRequest,
     VideosSubmitted,
+    check_uploads,
 )
 from tests.support.stack import ADMIN_ACTOR, Stack
 
@@ -246,3 +254,93 @@ async def test_a_chat_turn_is_kept_and_a_turn_that_cannot_be_is_logged(
         again = await conversations.turn(who, "bob", "more?", conversation, desk=RecordingDesk())
     assert again.answer and "could not keep a conversation turn" in caplog.text
     assert len(await stack.db.conversations.turns(7000)) == len(turns)
+
+
+class FreshReferences:
+    """The reference images' port (``bot.services.creative.References``): a fresh URL each."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def url(self, ref: ImageRef) -> str | None:
+        self.asked += 1
+        return f"https://cdn.discordapp.com/attachments/{ref.channel_id}/{ref.message_id}/r.png?ex={self.asked}"
+
+
+def posted(stack: Stack) -> list[dict[str, object]]:
+    return [r.json or {} for r in stack.api.requests if r.method == "POST"]
+
+
+async def test_video_command_applies_the_members_defaults_and_takes_then_submits(
+    stack: Stack, who: Requester
+) -> None:
+    await stack.services.members.update(who.user_id, {"video_model": TEXT_TO_VIDEO})
+    await stack.services.sequences.set_default_takes(who.user_id, 2)
+    desk = RecordingDesk()
+
+    asked = await submissions(stack).video_command(
+        who, VideoRequest("a fox", duration=5), desk=desk, references=FreshReferences()
+    )
+
+    assert isinstance(asked, VideoAsked) and asked.note is None
+    assert isinstance(asked.outcome, VideosSubmitted)
+    assert len(asked.outcome.jobs) == 2 and asked.outcome.takes == 2
+    assert [sent["model"] for sent in posted(stack)] == [TEXT_TO_VIDEO, TEXT_TO_VIDEO]
+    assert await stack.db.ledger.total(who.guild_id) == Decimal(40)
+
+
+async def test_video_command_with_enhance_pays_the_rewrite_only_and_returns_the_choice(
+    stack: Stack, who: Requester
+) -> None:
+    stack.api.set_next_text("a red fox running through fresh snow")
+    references = FreshReferences()
+    refs = [ImageRef(60, 600, 0)]
+    await stack.services.creative.add_style(
+        who.guild_id, "noir", "film noir", refs, actor=ADMIN_ACTOR
+    )
+    request = VideoRequest(
+        "a fox", model=IMAGE_TO_VIDEO, duration=5, takes=1, enhance=True, style="noir"
+    )
+
+    asked = await submissions(stack).video_command(
+        who, request, desk=RecordingDesk(), references=references
+    )
+
+    rewritten = asked.outcome
+    assert isinstance(rewritten, Rewritten) and rewritten.takes == 1
+    assert isinstance(rewritten.outcome, Enhanced)
+    assert isinstance(rewritten.options, VideoOptions)
+    assert rewritten.options.prompt == "a fox, film noir"  # the style applied before the rewrite
+    assert rewritten.options.image_url == "https://cdn.discordapp.com/attachments/60/600/r.png?ex=1"
+    (sent,) = posted(stack)  # the rewrite only: no video was asked
+    assert "video" not in str(sent["model"])
+    assert await stack.db.ledger.total(who.guild_id) == rewritten.outcome.rewrite_cents
+
+
+async def test_image_command_sends_the_uploads_and_the_characters_fresh_reference(
+    stack: Stack, who: Requester
+) -> None:
+    await stack.services.creative.add_character(who, "rex", ImageRef(61, 610, 0), shared=False)
+    upload = Upload("https://cdn.discordapp.com/attachments/1/2/mine.png", "image/png", 10)
+    request = ImageRequest("a fox", model=SYNC_IMAGE, uploads=(upload, upload), character="rex")
+
+    asked = await submissions(stack).image_command(
+        who, request, desk=RecordingDesk(), references=FreshReferences(), public=True
+    )
+
+    assert isinstance(asked, ImagesAsked) and isinstance(asked.outcome, ImagesMade)
+    assert len(asked.outcome.answers) == 1 and asked.options.model == SYNC_IMAGE
+    (sent,) = posted(stack)
+    assert sent["image_urls"] == [
+        upload.url,
+        upload.url,
+        "https://cdn.discordapp.com/attachments/61/610/r.png?ex=1",
+    ]
+
+
+def test_an_upload_that_is_no_image_is_refused_before_anything() -> None:
+    check_uploads([Upload("https://cdn.discordapp.com/a.png", "image/png", 10)])
+    with pytest.raises(ValidationFailed, match="not an image"):
+        check_uploads([Upload("https://cdn.discordapp.com/a.txt", "text/plain", 10)])
+    with pytest.raises(ValidationFailed, match="empty"):
+        check_uploads([Upload("https://cdn.discordapp.com/a.png", "image/png", 0)])

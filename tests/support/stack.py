@@ -20,6 +20,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
+from bot.services.creative import CreativeService
 from bot.services.generation import GenerationService, KeyProblem
 from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
@@ -114,13 +115,19 @@ def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
         schedule=stack.schedule,
         clock=stack.clock,
     )
+    creative = CreativeService(stack.db, stack.clock, generation, stack.services.guild_config)
     submissions = SubmissionService(
         generation=generation,
         sequences=stack.services.sequences,
         members=stack.services.members,
         guild_config=stack.services.guild_config,
+        creative=creative,
     )
     stack.services = replace(
-        stack.services, keys=keys, generation=generation, submissions=submissions
+        stack.services,
+        keys=keys,
+        generation=generation,
+        submissions=submissions,
+        creative=creative,
     )
     return stack
