@@ -383,6 +383,7 @@ def assemble_services(
             clock=clock,
             max_prompt_chars=settings.chat_max_prompt_chars,
             max_turns=settings.chat_max_turns,
+            members=members,
             catalogue=catalogue,
         ),
         members=members,

@@ -27,11 +27,7 @@ from discord.ext import commands
 from bot.discord.bot import GenBot
 from bot.discord.choices import ChoiceOption, choice_view
 from bot.discord.command_access import Invoker, member_refusal
-from bot.discord.conversation_turns import (
-    continue_conversation,
-    display_name,
-    keep,
-)
+from bot.discord.conversation_turns import continue_conversation, display_name
 from bot.discord.delivery import send_card
 from bot.discord.interactions import (
     loaded_cog,
@@ -39,7 +35,6 @@ from bot.discord.interactions import (
     requester,
     require_chat_permissions,
 )
-from bot.discord.queue_status import queue_status
 from bot.discord.render.buttons import CUSTOM_ID
 from bot.discord.render.chat import (
     SUMMARISE_TEMPLATE,
@@ -51,6 +46,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.render.text import one_line, truncate
 from bot.discord.request_flows import (
     CONFIRM_SECONDS,
+    InteractionDesk,
     answer_locale,
     charged,
     send_note,
@@ -68,8 +64,7 @@ from bot.errors import ValidationFailed
 from bot.genapi.ratelimit import QUEUE_SEAT, QueueSeat
 from bot.i18n import N_, _, money, n_, using
 from bot.services.conversations import ConversationService
-from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester, TextOptions
-from bot.services.member_settings import MemberSettingsService
+from bot.services.generation import MAX_PROMPT_LENGTH, GenerationService, Requester
 
 log = logging.getLogger(__name__)
 
@@ -158,14 +153,12 @@ class ChatCog(commands.Cog):
         self,
         bot: GenBot,
         conversations: ConversationService,
-        members: MemberSettingsService,
         generation: GenerationService,
         *,
         sandbox: bool,
     ) -> None:
         self.bot = bot
         self.conversations = conversations
-        self.members = members
         self.generation = generation
         self.sandbox = sandbox
         # Replies to one answer, one at a time (one conversation per answer).
@@ -197,22 +190,24 @@ class ChatCog(commands.Cog):
         require_chat_permissions(interaction)
         interaction.extras[PUBLIC_DEFER] = True
         await interaction.response.defer(thinking=True)
-        note = None
-        persona = await self.conversations.persona_for(who)
-        if model is None and (persona is None or persona.model is None):
-            # The member's default text model, after the channel persona's, as /text.
-            applied = await self.members.apply_member_defaults(who, TextOptions(prompt))
-            model, note = applied.options.model, applied.note
         author = display_name(interaction.user)
-        async with queue_status(interaction, who.user_id, who.guild_id):
-            reply = await self.conversations.ask(who, author, prompt, model=model, system=system)
-        # Paid from here: whatever fails below, the member is never told that it failed.
-        charged(interaction)
+        # One service call (the model: the member's, the persona's, else their default as
+        # /text); paid once it returns: whatever fails below, the member is never told that
+        # it failed.
+        first = await self.conversations.first_turn(
+            who,
+            author,
+            prompt,
+            desk=InteractionDesk(interaction, who),
+            model=model,
+            system=system,
+        )
+        reply = first.reply
         # The answer starts a public thread: the server's language.
         locale = await answer_locale(interaction, who)
         answer = chat_answer(reply, sandbox=self.sandbox, locale=locale)
         message = await show_paid(interaction, who, answer)
-        await send_note(interaction, note)
+        await send_note(interaction, first.note)
         if message is None:  # by DM (or lost): no message in the channel to start a thread from
             await send_ephemeral_followup(interaction, _(ANSWER_BY_DM))
             return
@@ -220,10 +215,8 @@ class ChatCog(commands.Cog):
         # from Message"): the conversation is kept before the thread exists, so a member who
         # writes there at once already finds it. The message is the response, or the answer's
         # post in the channel when the response could not be edited.
-        created = await keep(
-            self.conversations.start(
-                message.id, who.channel_id, who, author, prompt, reply, system=system
-            )
+        created = await self.conversations.start(
+            message.id, who.channel_id, who, author, prompt, reply, system=system
         )
         try:
             await message.create_thread(
@@ -232,7 +225,7 @@ class ChatCog(commands.Cog):
         except (discord.HTTPException, ValueError) as exc:
             log.warning("could not start a conversation thread: %s", exc)
             if created:
-                await keep(self.conversations.end(message.id, "deleted"))
+                await self.conversations.abandon(message.id)
             await send_ephemeral_followup(interaction, _(NO_THREAD))
 
     async def _chat_in_thread(
@@ -415,8 +408,8 @@ class ChatCog(commands.Cog):
         except Exception as exc:  # every refusal gets its one sentence
             await self._reply(message, MessageParts(content=sentence_for(exc)))
             return
-        created = await keep(
-            self.conversations.start(resolved.id, channel.id, who, author, text, reply, seed=[seed])
+        created = await self.conversations.start(
+            resolved.id, channel.id, who, author, text, reply, seed=[seed]
         )
         locale = await self.bot.locales.of(who.guild_id)  # the thread is public
         parts = chat_answer(reply, sandbox=self.sandbox, locale=locale)
@@ -429,7 +422,7 @@ class ChatCog(commands.Cog):
             # this reply did not create (another process's) is not ended here.
             log.warning("could not start a conversation thread: %s", exc)
             if created:
-                await keep(self.conversations.end(resolved.id, "deleted"))
+                await self.conversations.abandon(resolved.id)
             await deliver_paid(message, parts)
             return
         await deliver_paid(message, parts, thread=thread, header=continuing(who.user_id, text))
@@ -845,7 +838,6 @@ async def setup(bot: GenBot) -> None:
         ChatCog(
             bot,
             services.conversations,
-            services.members,
             services.generation,
             sandbox=services.sandbox,
         )

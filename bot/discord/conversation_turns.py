@@ -8,43 +8,19 @@ whatever fails.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable
-from typing import TypeVar
-
 import discord
 
 from bot.discord.bot import GenBot
 from bot.discord.render.chat import chat_answer
 from bot.discord.request_flows import InteractionDesk, answer_locale, show_paid
-from bot.domain import Conversation, StorageError
+from bot.domain import Conversation
 from bot.services.conversations import ConversationService
 from bot.services.generation import Requester
-
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 def display_name(user: discord.abc.User) -> str:
     """The name a turn is labelled with: the member's display name in the server."""
     return user.display_name
-
-
-async def keep(stored: Awaitable[T]) -> T | None:
-    """Await the storing of a paid turn; a failure is logged, never shown as a failure.
-
-    The charge is in the ledger already; the member gets the answer they paid for even if its
-    history could not be kept.
-
-    Returns:
-        What the store returned; None when it failed.
-    """
-    try:
-        return await stored
-    except StorageError:
-        log.exception("could not keep a conversation turn")
-        return None
 
 
 async def conversation_of(

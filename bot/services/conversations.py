@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 
 from bot.clock import Clock
-from bot.domain import Conversation, ConversationTurn, Persona, ResultRequest
+from bot.domain import Conversation, ConversationTurn, Persona, ResultRequest, StorageError
 from bot.errors import ValidationFailed
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.wire import Catalogue
@@ -33,6 +33,7 @@ from bot.services.generation import (
     Requester,
     TextOptions,
 )
+from bot.services.member_settings import MemberSettingsService
 from bot.services.submissions import Desk
 from bot.storage import Database
 
@@ -306,6 +307,19 @@ PERSONA_LOCKED = N_(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class FirstTurn:
+    """A new conversation's first turn, answered and paid; the conversation not kept yet.
+
+    Attributes:
+        reply: the answer (its charge is in the ledger).
+        note: which of the member's defaults was left out (said after the answer); None.
+    """
+
+    reply: ChatAnswer
+    note: str | None = None
+
+
 class ConversationEnded(ValidationFailed):
     """A turn in a conversation that has ended; the sentence says why and what to do."""
 
@@ -320,6 +334,7 @@ class ConversationService:
         clock: UTC wall time for the stored turns.
         max_prompt_chars: the bound on a folded prompt, characters (``CHAT_MAX_PROMPT_CHARS``).
         max_turns: turns per conversation (``CHAT_MAX_TURNS``); past it, it ends.
+        members: members' own defaults (a first turn's text model, as ``/text``).
     """
 
     def __init__(
@@ -330,11 +345,13 @@ class ConversationService:
         clock: Clock,
         max_prompt_chars: int,
         max_turns: int,
+        members: MemberSettingsService,
         catalogue: CatalogueCache | None = None,
     ) -> None:
         self._catalogue = catalogue
         self._db = db
         self._generation = generation
+        self._members = members
         self._clock = clock
         self.max_prompt_chars = max_prompt_chars
         self.max_turns = max_turns
@@ -438,6 +455,46 @@ class ConversationService:
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
         )
+
+    async def first_turn(
+        self,
+        who: Requester,
+        author: str,
+        text: str,
+        *,
+        desk: Desk,
+        model: str | None = None,
+        system: str | None = None,
+    ) -> FirstTurn:
+        """Answer ``/chat``'s first turn, outside a thread: a new conversation's first answer.
+
+        The model is the member's choice, else the channel persona's, else the member's default
+        text model (as ``/text``: ``apply_member_defaults``, with its note), else the
+        service's. Then :meth:`ask` while the desk shows the request's place, and the desk is
+        told once it is charged. The conversation is kept with :meth:`start` once the adapter
+        knows its thread (the answer's message).
+
+        Args:
+            who: who asked, and where.
+            author: their display name, the label the model sees.
+            text: the turn.
+            desk: the adapter's side of the request.
+            model: the model the member chose; None: as above.
+            system: the member's system prompt.
+
+        Raises:
+            ValidationFailed, BudgetExceeded, GenAPIError...: as :meth:`ask`, before any charge.
+        """
+        note = None
+        if model is None:
+            persona = await self.persona_for(who)
+            if persona is None or persona.model is None:
+                applied = await self._members.apply_member_defaults(who, TextOptions(text))
+                model, note = applied.options.model, applied.note
+        async with desk.waiting():
+            reply = await self.ask(who, author, text, model=model, system=system)
+        desk.charged()
+        return FirstTurn(reply, note)
 
     async def turn(
         self,
@@ -597,11 +654,33 @@ class ConversationService:
         Its model is the one that answered, so later turns keep it. ``seed``: the history the
         first turn was asked with (a replied-to ``/text`` answer), kept before it.
 
+        The turn is paid already: a failure to store it is logged, never raised (the rule of
+        every bookkeeping after a charge, :mod:`bot.services.submissions`); the answer is
+        shown, and the thread has no conversation to continue.
+
         Returns:
             True when this call created the conversation; False when the thread had one
             already (a reply to the same answer a moment earlier): the turn is then kept as
-            that conversation's next, without ``seed`` (kept by its creator).
+            that conversation's next, without ``seed`` (kept by its creator); False too when
+            it could not be stored (logged).
         """
+        try:
+            return await self._start(thread_id, channel_id, who, author, text, reply, system, seed)
+        except StorageError:
+            log.exception("could not keep a conversation turn")
+            return False
+
+    async def _start(
+        self,
+        thread_id: int,
+        channel_id: int,
+        who: Requester,
+        author: str,
+        text: str,
+        reply: ChatAnswer,
+        system: str | None,
+        seed: Sequence[ConversationTurn],
+    ) -> bool:
         created = await self._db.conversations.start(
             Conversation(
                 thread_id=thread_id,
@@ -706,6 +785,16 @@ class ConversationService:
     async def end(self, thread_id: int, reason: str) -> bool:
         """End a thread's conversation (``"archived"``, ``"deleted"``); False if none or ended."""
         return await self._db.conversations.end(thread_id, reason, self._clock.time())
+
+    async def abandon(self, thread_id: int) -> None:
+        """End the conversation just kept for a thread that could not be started.
+
+        After a paid first turn (:meth:`start`): a failure is logged, never raised.
+        """
+        try:
+            await self.end(thread_id, "deleted")
+        except StorageError:
+            log.exception("could not end a conversation whose thread was not started")
 
     async def purge(self, thread_id: int) -> bool:
         """Forget a deleted thread's conversation: its turns, system prompt and summary.

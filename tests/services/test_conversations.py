@@ -93,6 +93,7 @@ def chat(stack: Stack, **kw: int) -> ConversationService:
         clock=stack.clock,
         max_prompt_chars=kw.get("chars", 16_000),
         max_turns=kw.get("turns", 50),
+        members=stack.services.members,
     )
 
 

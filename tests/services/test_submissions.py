@@ -17,8 +17,8 @@ import pytest
 from bot.domain import ImageRef, Job, JobStatus, StorageError
 from bot.errors import ValidationFailed
 from bot.genapi import errors as api_errors
-from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.creative import Enhanced
+from bot.services.generation import ImageOptions, Requester, TextOptions, VideoOptions
 from bot.services.submissions import (
     ConfirmFirst,
     ImageRequest,
@@ -344,3 +344,31 @@ def test_an_upload_that_is_no_image_is_refused_before_anything() -> None:
         check_uploads([Upload("https://cdn.discordapp.com/a.txt", "text/plain", 10)])
     with pytest.raises(ValidationFailed, match="empty"):
         check_uploads([Upload("https://cdn.discordapp.com/a.png", "image/png", 0)])
+
+
+async def test_a_chat_first_turn_is_one_call_and_a_conversation_not_kept_is_logged(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    conversations = stack.services.conversations
+    who = Requester(guild_id=1, channel_id=10, user_id=100)
+    await stack.services.members.update(who.user_id, {"text_model": "openai/gpt-4o-mini"})
+    desk = RecordingDesk()
+
+    first = await conversations.first_turn(who, "ana", "hello", desk=desk)
+
+    assert desk.events == ["waiting", "sent", "charged"] and first.note is None
+    assert first.reply.model == "openai/gpt-4o-mini"  # the member's default, as /text
+    assert await stack.db.ledger.total(who.guild_id) == first.reply.cost_cents > 0
+
+    async def broken(*args: Any) -> bool:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(stack.db.conversations, "start", broken)
+    with caplog.at_level(logging.ERROR):
+        created = await conversations.start(7001, 10, who, "ana", "hello", first.reply)
+    assert created is False and "could not keep a conversation turn" in caplog.text
+    assert await conversations.get(7001) is None
+
+    monkeypatch.setattr(stack.db.conversations, "end", broken)
+    await conversations.abandon(7001)  # logged, never raised
+    assert "could not end a conversation" in caplog.text
