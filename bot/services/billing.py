@@ -75,6 +75,7 @@ from bot.services.policy import Allowance, MemberPolicy, member_policy
 from bot.services.settlement_spool import SettlementSpool, SpooledSettlement
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.ledger import Settlement
 from bot.storage.transient import is_transient
 
 log = logging.getLogger(__name__)
@@ -353,32 +354,19 @@ class UsageReport:
     reused_task_ids: int = 0
 
 
-async def _task_given_before(
-    tx: Repositories, charge: Charge | None, anomaly: ChargeAnomaly | None
-) -> ChargeAnomaly | None:
-    """The anomaly to record when a charged task's id is already stored for another task.
+def _reused_anomaly(charge: Charge | None, anomaly: ChargeAnomaly | None) -> ChargeAnomaly | None:
+    """The anomaly to record if a charged task's id is already stored for another task.
 
     A task id is known to be unique only within the key that made it, and a service that lost
     its id sequence may give one again even there. The new task is charged and stored on its
     own either way (the ledger and the jobs identify a task by key, kind, task id and time,
     never by the id alone, so it is never merged with another guild's, wallet's or key's);
-    this anomaly tells the admins of the clash. None for a new id, a charge without a task
-    id, or this very charge recorded again.
+    this anomaly tells the admins of the clash, kept by ``LedgerStore.settle`` when the id
+    was given before. None for a request without a task id.
     """
     reported = charge if charge is not None else anomaly
     if reported is None or reported.task_id is None:
         return None
-    if not await tx.ledger.task_given_before(
-        reported.key_fingerprint, reported.kind, reported.task_id, reported.at
-    ):
-        return None
-    log.warning(
-        "task id %s (key %s, guild %s) is already stored for another task; charged and kept"
-        " as a task of its own",
-        reported.task_id,
-        reported.key_fingerprint,
-        reported.guild_id,
-    )
     if charge is not None:
         return ChargeAnomaly.of(charge, charge.remaining_credits_cents, TASK_ID_REUSED)
     assert anomaly is not None
@@ -1243,13 +1231,17 @@ class SettlementWriter:
         payer: int | None = None,
         settlement_id: str | None = None,
     ) -> Job | None:
-        """Drop the reservation, record the charge (or anomaly) and store the job: one transaction.
+        """Drop the reservation, record the charge (or anomaly) and store the job: one unit.
+
+        The settlement is one repository call (:meth:`bot.storage.repos.ledger.LedgerStore.settle`:
+        one transaction under the guild's lock, so a budget check of the guild sees both the
+        reservation and the charge, or neither, never one without the other); this method
+        prepares it (the balance's part, the anomaly for a task id given before) and logs
+        what it found.
 
         ``learned``: ``(key fingerprint, model, charge)`` of a positive text charge, added to
-        the model's history on that account (:data:`TEXT_PRICE_KEY`).
-
-        Holds the guild's lock: a budget check of the guild sees both the reservation and the
-        charge, or neither, never one without the other.
+        the model's history on that account (:data:`TEXT_PRICE_KEY`) once the settlement is
+        written (not when an earlier try had written it).
 
         ``again``: an earlier try failed. Whether it (or a replay of the spool) recorded the
         charge after all (its connection dropped as it committed) is read from the ledger:
@@ -1261,31 +1253,47 @@ class SettlementWriter:
         (None: the server pays) and the settlement's id, which keys the balance's spend, so
         a retry or a replay of the spool takes it once (:meth:`MemberCredits.settle`).
         """
-        async with self._db.transaction() as tx:
-            await tx.guilds.lock(guild_id)
-            if reservation is not None:
-                await tx.ledger.delete_reservation(reservation.id)
-                # A member's balance that held it pays the charge (once: with its hold).
-                await self._credits.settle(
-                    tx, reservation.id, charge, self._clock.time(), payer, settlement_id
-                )
-            if again and charge is not None and await tx.ledger.has_charge(charge):
-                log.warning("charge of guild %s was recorded before; not again", guild_id)
-                if anomaly is not None:
-                    await tx.ledger.insert_anomaly(anomaly)
-                return None if job is None else await tx.jobs.insert(job)
-            reused = await _task_given_before(tx, charge, anomaly)
-            if charge is not None and not await tx.ledger.insert_charge(charge):
-                log.info(
-                    "charge of task %s already in the ledger; not counted again", charge.task_id
-                )
-            if anomaly is not None:
-                await tx.ledger.insert_anomaly(anomaly)
-            if reused is not None:
-                await tx.ledger.insert_anomaly(reused)
-            if learned is not None:
-                await _learn_text_price(tx, *learned)
-            return None if job is None else await tx.jobs.insert(job)
+        settled = await self._db.ledger.settle(
+            Settlement(
+                guild_id,
+                None if reservation is None else reservation.id,
+                charge,
+                job,
+                anomaly,
+                reused=_reused_anomaly(charge, anomaly),
+                spend=self._credits.balance_spend(charge, self._clock.time(), payer, settlement_id),
+                again=again,
+            )
+        )
+        if settled.earlier:
+            log.warning("charge of guild %s was recorded before; not again", guild_id)
+            return settled.job
+        if settled.reused:
+            reported = charge if charge is not None else anomaly
+            assert reported is not None
+            log.warning(
+                "task id %s (key %s, guild %s) is already stored for another task; charged and"
+                " kept as a task of its own",
+                reported.task_id,
+                reported.key_fingerprint,
+                reported.guild_id,
+            )
+        if settled.duplicate and charge is not None:
+            log.info("charge of task %s already in the ledger; not counted again", charge.task_id)
+        if learned is not None:
+            await self._learn(*learned)
+        return settled.job
+
+    async def _learn(self, key_fingerprint: str | None, model: str, charge: TextCharge) -> None:
+        """Learn a text charge's price once its settlement is written; a failure is logged.
+
+        After the settlement's own transaction: a price history that could not be updated
+        loses one observation, never the charge (:func:`_learn_text_price`).
+        """
+        try:
+            await _learn_text_price(self._db, key_fingerprint, model, charge)
+        except Exception as exc:
+            log.warning("the price of %s was not learnt from a charge (%r)", model, exc)
 
 
 class UsageReports:

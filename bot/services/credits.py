@@ -45,7 +45,7 @@ from bot.errors import BudgetExceeded, CreditsNeeded
 from bot.services.personal import is_personal
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
-from bot.storage.repos.credits import CreditStore
+from bot.storage.repos.credits import BalanceSpend, CreditStore
 
 log = logging.getLogger(__name__)
 
@@ -207,22 +207,22 @@ class MemberCredits:
             settlement_id: the settlement's id (its spool entry's); None: the spend is not
                 keyed (once per hold only).
         """
-        store = tx.credits
-        user_id = await store.take_hold(reservation_id)
-        if user_id is None:
-            user_id = payer
-        if user_id is None or charge is None:
-            return
-        await store.spend(
-            user_id=user_id,
-            paid_cents=self.paid(charge.cost_cents),
-            cost_cents=charge.cost_cents,
-            guild_id=charge.guild_id,
-            model=charge.model,
-            task_id=charge.task_id,
-            at=at,
-            settlement_id=settlement_id,
-        )
+        spend = self.balance_spend(charge, at, payer, settlement_id)
+        await tx.credits.settle_hold(reservation_id, charge, spend)
+
+    def balance_spend(
+        self,
+        charge: Charge | None,
+        at: float,
+        payer: int | None = None,
+        settlement_id: str | None = None,
+    ) -> BalanceSpend:
+        """A settlement's part for a member's balance: the charge's price with the markup.
+
+        Args: as :meth:`settle` (``charge`` None: nothing is spent).
+        """
+        paid = None if charge is None else self.paid(charge.cost_cents)
+        return BalanceSpend(paid, at, payer, settlement_id)
 
     async def release(self, tx: Repositories, reservation: Reservation) -> None:
         """Drop a reservation's hold (its call failed without a charge)."""

@@ -74,7 +74,8 @@ class FailingDatabase:
         return getattr(self._db, name)
 
     @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Repositories]:
+    async def _faulty(self) -> AsyncIterator[None]:
+        """One write transaction, as the faults set say: hung, failed, or its commit lost."""
         self.transactions += 1
         if self.hang is not None:
             hang, self.hang = self.hang, None
@@ -83,11 +84,35 @@ class FailingDatabase:
         if self.failures > 0:
             self.failures -= 1
             raise self._error()
-        async with self._db.transaction() as tx:
-            yield tx
+        yield
         if self.lose_commit:
             self.lose_commit = False
             raise self._error()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Repositories]:
+        async with self._faulty(), self._db.transaction() as tx:
+            yield tx
+
+    @property
+    def ledger(self) -> Any:
+        """The ledger, whose settlement (one transaction of its own) meets the same faults."""
+        return FailingLedger(self, self._db.ledger)
+
+
+class FailingLedger:
+    """:class:`FailingDatabase`'s ledger: ``settle`` is one of its write transactions."""
+
+    def __init__(self, failing: FailingDatabase, ledger: Any) -> None:
+        self._failing = failing
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+    async def settle(self, settlement: Any) -> Any:
+        async with self._failing._faulty():
+            return await self._ledger.settle(settlement)
 
 
 @pytest.fixture(params=["sqlite_busy", "pg_dropped"])

@@ -33,6 +33,7 @@ from bot.storage import Database, engine
 from bot.storage.database import Database as SqliteDatabase
 from bot.storage.migrations import legacy, revisions
 from bot.storage.migrations.legacy import LegacyMigration, split_statements
+from bot.storage.repos.credits import BalanceSpend
 from bot.storage.repos.jobs import (
     CLAIM_CANDIDATES,
     DUE_DELIVERIES,
@@ -42,6 +43,7 @@ from bot.storage.repos.jobs import (
     NEXT_DUE,
     PENDING_VIDEOS,
 )
+from bot.storage.repos.ledger import Settlement
 from bot.storage.sql import compile_for
 from tests.support.jobs import new_job
 
@@ -902,3 +904,43 @@ async def test_upgrade_to_key_holds_keeps_reservations_and_the_keys_they_may_use
         assert await store.guilds.default_key("fp") == b"ct"
     finally:
         await store.close()
+
+
+async def test_a_settlement_is_written_as_one_unit_once(store: SqliteDatabase) -> None:
+    at = 1_767_225_600.0
+
+    async def reserve() -> int:
+        held = await store.ledger.add_reservation(
+            guild_id=GUILD,
+            user_id=1,
+            kind=Kind.VIDEO,
+            model="vid/t2v",
+            amount_cents=Decimal(50),
+            created_at=at,
+            expires_at=at + 600,
+        )
+        return held.id
+
+    paid = charge(task_id="t-1", cost=40, kind=Kind.VIDEO, model="vid/t2v")
+    unit = Settlement(
+        GUILD, await reserve(), paid, new_job("t-1"), None, None, BalanceSpend(None, at)
+    )
+
+    settled = await store.ledger.settle(unit)
+
+    assert settled.job is not None and settled.job.task_id == "t-1"
+    assert not (settled.earlier or settled.duplicate or settled.reused)
+    assert await store.ledger.reserved_cents(GUILD, at) == 0
+    assert await store.ledger.total(GUILD) == Decimal(40)
+
+    again = await store.ledger.settle(replace(unit, again=True))  # its commit was lost
+    assert again.earlier and again.job is not None and again.job.id == settled.job.id
+    assert await store.ledger.total(GUILD) == Decimal(40)  # charged once
+
+    broken = replace(
+        unit, reservation_id=await reserve(), charge=charge(task_id="t-2", cost=-1), job=None
+    )
+    with pytest.raises((ConstraintError, ValueError)):
+        await store.ledger.settle(broken)
+    assert await store.ledger.reserved_cents(GUILD, at) == Decimal(50)  # nothing kept
+    assert await store.ledger.total(GUILD) == Decimal(40)

@@ -12,11 +12,12 @@ the columns, Decimal cents here (:mod:`bot.storage.money`); times UTC epoch seco
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 from sqlalchemy import delete, func, select, update
 
-from bot.domain import BillingMode, CreditEntry, CreditEntryKind
+from bot.domain import BillingMode, Charge, CreditEntry, CreditEntryKind
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
 from bot.storage.schema import credit_balances, credit_entries, credit_holds, guild_billing
@@ -51,6 +52,27 @@ def _entry(row: Row) -> CreditEntry:
         model=row["model"],
         consumed_at=row["consumed_at"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceSpend:
+    """A member balance's part of one settlement (:meth:`CreditStore.settle_hold`).
+
+    Attributes:
+        paid_cents: what the balance pays for the charge: its price with the markup
+            (``MemberCredits.paid``); None when there is no charge (nothing is spent).
+        at: UTC epoch seconds.
+        payer: the member whose balance held the reservation, as billing remembered at the
+            hold; used when the hold is gone (expired and swept before a spool replay). None:
+            the hold alone tells (no hold: the server paid).
+        settlement_id: the settlement's id (its spool entry's), which keys the spend so a
+            retry or a replay takes it once; None: not keyed (once per hold only).
+    """
+
+    paid_cents: Decimal | None
+    at: float
+    payer: int | None = None
+    settlement_id: str | None = None
 
 
 class CreditStore:
@@ -236,6 +258,32 @@ class CreditStore:
             delete(credit_holds).where(credit_holds.c.reservation_id == reservation_id)
         )
         return int(user) if deleted else None
+
+    async def settle_hold(
+        self, reservation_id: int, charge: Charge | None, spend: BalanceSpend
+    ) -> None:
+        """Replace a reservation's hold by the spend of its charge (none: the hold is dropped).
+
+        Once per settlement: the spend is keyed by ``spend.settlement_id``
+        (:func:`spend_key`). The spend may exceed the hold (a charge above its estimate): the
+        balance then goes below zero, as a budget is overrun. Call inside the settlement's
+        transaction.
+        """
+        user_id = await self.take_hold(reservation_id)
+        if user_id is None:
+            user_id = spend.payer
+        if user_id is None or charge is None or spend.paid_cents is None:
+            return
+        await self.spend(
+            user_id=user_id,
+            paid_cents=spend.paid_cents,
+            cost_cents=charge.cost_cents,
+            guild_id=charge.guild_id,
+            model=charge.model,
+            task_id=charge.task_id,
+            at=spend.at,
+            settlement_id=spend.settlement_id,
+        )
 
     async def expire_holds(self, now: float) -> int:
         """Delete the holds expired by ``now``; return how many."""

@@ -12,17 +12,29 @@ the guild's lock first, so that a check in another transaction sees them all or 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Select, delete, exists, func, insert, or_, select
 
-from bot.domain import TASK_ID_REUSED, Charge, ChargeAnomaly, Kind, Reservation, UsageRow
+from bot.domain import (
+    TASK_ID_REUSED,
+    Charge,
+    ChargeAnomaly,
+    Job,
+    Kind,
+    NewJob,
+    Reservation,
+    UsageRow,
+)
 from bot.storage import schema
 from bot.storage.money import from_micro, to_micro
+from bot.storage.repos.credits import BalanceSpend, CreditStore
 from bot.storage.repos.dashboard import add_to_daily
 from bot.storage.repos.dialect import upsert
 from bot.storage.repos.guard import add_to_hours
+from bot.storage.repos.jobs import JobStore
 from bot.storage.sql import Row, Sql
 
 _ledger = schema.ledger
@@ -59,6 +71,52 @@ def anomaly_from_row(row: Row) -> ChargeAnomaly:
         key_fingerprint=row["key_fingerprint"],
         at=row["at"],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What one settled request writes, as one unit (:meth:`LedgerStore.settle`).
+
+    Attributes:
+        guild_id: the guild (or wallet) whose lock the settlement holds.
+        reservation_id: the reservation it settles (dropped); None: none was made.
+        charge: the charge the service reported; None: a protocol anomaly, no charge.
+        job: the job to store (an asynchronous request's); None: none.
+        anomaly: a protocol anomaly to keep for the admins; None.
+        reused: the anomaly to keep when the charged task's id is already stored for another
+            task (``TASK_ID_REUSED``); None when the request has no task id.
+        spend: the member balance's part (its hold replaced by the spend).
+        again: an earlier try failed: whether it recorded the charge after all is read from
+            the ledger (:meth:`LedgerStore.has_charge`), never from the reservation.
+    """
+
+    guild_id: int
+    reservation_id: int | None
+    charge: Charge | None
+    job: NewJob | None
+    anomaly: ChargeAnomaly | None
+    reused: ChargeAnomaly | None
+    spend: BalanceSpend
+    again: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What :meth:`LedgerStore.settle` wrote.
+
+    Attributes:
+        job: the stored job; None when the settlement had none.
+        earlier: an earlier try (or a replay of the spool) had recorded the charge: only the
+            anomaly, the hold and the job were written now.
+        duplicate: the charge's task was in the ledger already (this very charge): not
+            counted again.
+        reused: the charged task's id was already stored for another task (its anomaly kept).
+    """
+
+    job: Job | None
+    earlier: bool = False
+    duplicate: bool = False
+    reused: bool = False
 
 
 class LedgerStore:
@@ -166,6 +224,45 @@ class LedgerStore:
                 micro=micro,
             )
             return True
+
+    async def settle(self, settlement: Settlement) -> Settled:
+        """Write a settlement as one unit: one transaction under the guild's lock.
+
+        The reservation is dropped and a member balance that held it pays the charge (once:
+        keyed by the settlement); the charge is appended to the ledger (with the dashboard's
+        and the guard's sums), the anomalies kept, the job stored. A budget check of the guild
+        sees the reservation or the charge, never both nor neither.
+
+        Raises:
+            ConstraintError: a row breaks a constraint (nothing is kept).
+            ValueError: an amount is not a finite number.
+        """
+        s = settlement
+        async with self._sql.write() as tx:
+            await tx.lock_guild(s.guild_id)
+            ledger = LedgerStore(tx)
+            if s.reservation_id is not None:
+                await ledger.delete_reservation(s.reservation_id)
+                await CreditStore(tx).settle_hold(s.reservation_id, s.charge, s.spend)
+            if s.again and s.charge is not None and await ledger.has_charge(s.charge):
+                if s.anomaly is not None:
+                    await ledger.insert_anomaly(s.anomaly)
+                return Settled(await _stored(tx, s.job), earlier=True)
+            reported = s.charge if s.charge is not None else s.anomaly
+            reused = (
+                s.reused is not None
+                and reported is not None
+                and reported.task_id is not None
+                and await ledger.task_given_before(
+                    reported.key_fingerprint, reported.kind, reported.task_id, reported.at
+                )
+            )
+            duplicate = s.charge is not None and not await ledger.insert_charge(s.charge)
+            if s.anomaly is not None:
+                await ledger.insert_anomaly(s.anomaly)
+            if reused and s.reused is not None:
+                await ledger.insert_anomaly(s.reused)
+            return Settled(await _stored(tx, s.job), duplicate=duplicate, reused=reused)
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
         """Record a reported charge that breaks the protocol (not summed into budgets).
@@ -416,3 +513,8 @@ class LedgerStore:
             _reservations.c.kind == kind.value,
         )
         return int(await self._sql.scalar(_for_user(stmt, _reservations.c.user_id, user_id)))
+
+
+async def _stored(sql: Sql, job: NewJob | None) -> Job | None:
+    """``job`` stored in the settlement's transaction; None for none."""
+    return None if job is None else await JobStore(sql).insert(job)
