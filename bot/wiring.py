@@ -23,6 +23,7 @@ from bot.clock import Clock
 from bot.config import Settings, SettingsError, redact_database_url, settlement_spool_file
 from bot.genapi.catalogue import CatalogueCache
 from bot.genapi.client import GenAPIClient
+from bot.genapi.downloads import Downloads
 from bot.genapi.outputs import output_client
 from bot.genapi.ratelimit import Limiter, RateLimiter
 from bot.genapi.shared_ratelimit import SharedRateLimiter
@@ -44,6 +45,7 @@ from bot.services.dashboard import DashboardService
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
+from bot.services.joins import JoinService
 from bot.services.keys import KeyResolver, KeyVault
 from bot.services.member_settings import MemberSettingsService
 from bot.services.private_cards import PrivateCards
@@ -139,6 +141,14 @@ class Services:
     def credits(self) -> CreditService:
         """Members' credit packs and balances (docs/credits.md), built once."""
         return self._once(CreditService, lambda: CreditService(self.db, self.clock, self.settings))
+
+    @property
+    def joins(self) -> JoinService:
+        """Join (several videos as one film) and Continue's frame, over :attr:`downloads`."""
+        return self._once(
+            JoinService,
+            lambda: JoinService(self.sequences.joins, Downloads(self.downloads).to_file),
+        )
 
     @property
     def thumbnails(self) -> ThumbnailService:

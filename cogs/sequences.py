@@ -68,6 +68,7 @@ from bot.services.generation import (
     VideoOptions,
     default_duration,
 )
+from bot.services.joins import JoinService
 from bot.services.member_settings import MemberSettingsService
 from bot.services.safety import SafetyService
 from bot.services.sequences import SequenceService
@@ -371,10 +372,10 @@ async def _join(interaction: Interaction, ref: str) -> None:
     clips = clips[-MAX_JOINED:]
     jobs = [require_clip(await cog.generation.job(job_id), who) for job_id in clips]
     await require_visible(interaction, *(f"j{job_id}" for job_id in clips))
-    cog.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before the deferral
+    cog.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before the deferral
     await _defer_join(interaction)
     await require_command(interaction, "video-join")
-    await join_videos(interaction, jobs, cog.sequences.joins)
+    await join_videos(interaction, jobs, cog.joins)
 
 
 async def _defer_join(interaction: Interaction) -> None:
@@ -457,6 +458,7 @@ class SequencesCog(commands.Cog):
         members: members' defaults (the model Continue preselects).
         clock: the time (uploads' freshness).
         sandbox: results come from the built-in emulator.
+        joins: Join (several videos as one film).
         safety: the safety policy (held takes stay off the takes card); None: not checked.
     """
 
@@ -469,12 +471,14 @@ class SequencesCog(commands.Cog):
         clock: Clock,
         *,
         sandbox: bool,
+        joins: JoinService,
         safety: SafetyService | None = None,
     ) -> None:
         self.bot = bot
         self.generation = generation
         self.safety = safety
         self.sequences = sequences
+        self.joins = joins
         self.members = members
         self.clock = clock
         self.sandbox = sandbox
@@ -506,9 +510,9 @@ class SequencesCog(commands.Cog):
         numbers = parse_numbers(videos)
         jobs = own_videos([await self.generation.job(n) for n in numbers], numbers, who)
         await require_visible(interaction, *(f"j{job.id}" for job in jobs))
-        self.sequences.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before deferring
+        self.joins.refuse_if_queued(interaction.user.id)  # ephemeral, before deferring
         await _defer_join(interaction)
-        await join_videos(interaction, jobs, self.sequences.joins)
+        await join_videos(interaction, jobs, self.joins)
 
 
 async def setup(bot: GenBot) -> None:
@@ -522,6 +526,7 @@ async def setup(bot: GenBot) -> None:
             services.members,
             services.clock,
             sandbox=services.sandbox,
+            joins=services.joins,
             safety=services.moderation,
         )
     )

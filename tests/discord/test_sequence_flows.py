@@ -18,12 +18,13 @@ from typing import Any
 import av
 import pytest
 
-import bot.discord.sequence_flows as flows
+import bot.services.joins as joins_module
 from bot.clock import ManualClock, SystemClock
 from bot.discord.sequence_flows import join_start_by, join_videos, start_continue
 from bot.domain import JobStatus
 from bot.errors import CooldownActive, ValidationFailed
 from bot.media.video import FrameBounds, MediaTimeout, MediaTooLarge, probe
+from bot.services.joins import JoinService
 from bot.services.sequences import JOIN_DROPPED, ONE_JOIN_EACH, JoinLine
 from bot.services.submissions import SubmissionService
 from cogs.sequences import parse_numbers
@@ -109,13 +110,14 @@ def _noisy_clip(seconds: float = 2.0, fps: int = 12) -> bytes:
     return out.getvalue()
 
 
-class _Announcer:
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
+def _joins(files: dict[str, bytes]) -> JoinService:
+    """The join service over a download that writes ``files`` (by URL)."""
 
-    async def download_file(self, url: str, path: Path, limit: int) -> int:
-        path.write_bytes(self.files[url])
-        return len(self.files[url])
+    async def download(url: str, path: Path, limit: int) -> int:
+        path.write_bytes(files[url])
+        return len(files[url])
+
+    return JoinService(JoinLine(SystemClock()), download)
 
 
 class _Locales:
@@ -128,7 +130,8 @@ class _Locales:
 
 class _Interaction:
     def __init__(self, files: dict[str, bytes], limit: int, *, locale: str | None = None) -> None:
-        self.client = SimpleNamespace(announcer=_Announcer(files), locales=_Locales(locale))
+        self.client = SimpleNamespace(locales=_Locales(locale))
+        self.joins = _joins(files)
         self.created_at = datetime.now(UTC)
         self.guild_id = 1
         self.filesize_limit = limit
@@ -150,7 +153,7 @@ async def test_a_film_over_the_upload_limit_is_re_encoded_to_fit() -> None:
     whole = sum(len(data) for data in files.values())
     limit = whole // 3  # well over what 100 kbit/s takes for 4 s
     interaction = _Interaction(files, limit)
-    await join_videos(interaction, jobs, JoinLine(SystemClock()))  # type: ignore[arg-type]
+    await join_videos(interaction, jobs, interaction.joins)  # type: ignore[arg-type]
     assert interaction.film is not None and len(interaction.film) <= limit
     assert "Joined film" in interaction.edits[-1]["content"]
     with tempfile.TemporaryDirectory() as folder:
@@ -165,7 +168,7 @@ async def test_the_join_card_is_in_the_servers_language() -> None:
         SimpleNamespace(id=n, outputs=(f"https://cdn.test/{n}.mp4",), kind="video") for n in (1, 2)
     ]
     interaction = _Interaction(files, 10_000_000, locale="de")
-    await join_videos(interaction, jobs, JoinLine(SystemClock()))  # type: ignore[arg-type]
+    await join_videos(interaction, jobs, interaction.joins)  # type: ignore[arg-type]
     said = [edit["content"] for edit in interaction.edits]
     assert said[0].startswith("**2 Videos werden verbunden** (#1, #2)")
     assert "Verbundener Film" in said[-1] and "Joined" not in said[-1]
@@ -178,7 +181,7 @@ async def test_a_film_that_cannot_fit_is_refused_with_its_size_and_the_limit() -
     ]
     interaction = _Interaction(files, 20_000)  # under what 100 kbit/s takes for 4 s
     with pytest.raises(ValidationFailed, match=r"over the upload limit here \(20,000 bytes\)"):
-        await join_videos(interaction, jobs, JoinLine(SystemClock()))  # type: ignore[arg-type]
+        await join_videos(interaction, jobs, interaction.joins)  # type: ignore[arg-type]
     assert interaction.film is None
 
 
@@ -255,11 +258,11 @@ async def test_the_joins_deadline_covers_fitting_to_the_upload_limit(
         deadlines.append(deadline)
         raise MediaTimeout("Fitting took too long and was stopped.")
 
-    monkeypatch.setattr(flows, "fit_to_size", slow_fit)
+    monkeypatch.setattr(joins_module, "fit_to_size", slow_fit)
     files, jobs = _two_clips()
     interaction = _Interaction(files, sum(len(data) for data in files.values()) // 3)
     with pytest.raises(ValidationFailed, match="took longer than 300 seconds and was stopped"):
-        await join_videos(interaction, jobs, JoinLine(SystemClock()))  # type: ignore[arg-type]
+        await join_videos(interaction, jobs, interaction.joins)  # type: ignore[arg-type]
     assert deadlines and deadlines[0] is not None
     assert interaction.film is None
 
@@ -270,19 +273,19 @@ async def test_a_clip_over_the_media_bounds_is_refused_with_the_figures(
     def too_large(*args: object, **kwargs: object) -> object:
         raise MediaTooLarge(FrameBounds(max_pixels=8_294_400, max_frames=3600))
 
-    monkeypatch.setattr(flows, "join_clips", too_large)
+    monkeypatch.setattr(joins_module, "join_clips", too_large)
     files, jobs = _two_clips()
+    interaction = _Interaction(files, 10_000_000)
     with pytest.raises(ValidationFailed, match=r"at most 8,294,400 pixels a frame and 3,600"):
-        await join_videos(_Interaction(files, 10_000_000), jobs, JoinLine(SystemClock()))  # type: ignore[arg-type]
+        await join_videos(interaction, jobs, interaction.joins)  # type: ignore[arg-type]
 
 
 async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip() -> None:
     downloads: list[str] = []
 
-    class Announcer:
-        async def download_file(self, url: str, path: Path, limit: int) -> int:
-            downloads.append(url)
-            raise AssertionError("downloaded before the checks")
+    async def download(url: str, path: Path, limit: int) -> int:
+        downloads.append(url)
+        raise AssertionError("downloaded before the checks")
 
     class Generation:
         async def check_video(self, who: object, options: object) -> None:
@@ -307,8 +310,9 @@ async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip()
     )
     interaction = SimpleNamespace(
         client=SimpleNamespace(
-            announcer=Announcer(),
-            services=SimpleNamespace(submissions=submissions),
+            services=SimpleNamespace(
+                submissions=submissions, joins=JoinService(JoinLine(SystemClock()), download)
+            ),
         ),
         edit_original_response=edit,
     )

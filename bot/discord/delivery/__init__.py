@@ -12,26 +12,27 @@ dispatcher over the routes a result can take, each in a module of its own:
 - :mod:`~.reshow`: a card shown again (Show result, ``/jobs show``).
 
 What they share: :mod:`~.present` (what any route shows of a result: its files, their note,
-its card; the one place a result becomes visible), :mod:`~.downloads` (the files, streamed and
-bounded), :mod:`~.sending` (nonces, the card's old form, Discord's answers classified),
-:mod:`~.places` (where a job's card is), :mod:`~.reach` (servers and channels that cannot be
-reached, upload limits), :mod:`~.progress` (a pending card's edits) and :mod:`~.context`.
+its card; the one place a result becomes visible), :mod:`bot.genapi.downloads` (the files,
+streamed and bounded), :mod:`~.sending` (nonces, the card's old form, Discord's answers
+classified), :mod:`~.places` (where a job's card is), :mod:`~.reach` (servers and channels that
+cannot be reached, upload limits), :mod:`~.progress` (a pending card's edits) and
+:mod:`~.context`.
 """
 
 from bot.discord.delivery.dispatch import DiscordAnnouncer
-from bot.discord.delivery.downloads import (
-    TooLarge,
-    download,
-    download_to,
-    file_name,
-    format_bytes,
-)
 from bot.discord.delivery.sending import (
     INVALID_FORM_BODY,
     NONCE_ROUTES,
     classify,
     delivery_nonce,
     send_card,
+)
+from bot.genapi.downloads import (
+    TooLarge,
+    download,
+    download_to,
+    file_name,
+    format_bytes,
 )
 
 __all__ = [

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import discord
@@ -29,7 +28,6 @@ from bot.clock import Clock
 from bot.discord.delivery.channel_card import ChannelCardRoute
 from bot.discord.delivery.context import DeliveryContext, RepliedJobs
 from bot.discord.delivery.dm import DmRoute
-from bot.discord.delivery.downloads import Downloads
 from bot.discord.delivery.personal import PersonalRoute
 from bot.discord.delivery.places import CardPlaces
 from bot.discord.delivery.present import Presenter
@@ -45,6 +43,7 @@ from bot.discord.render.parts import MessageParts
 from bot.discord.safety_gate import SafetyGate
 from bot.discord.shown_files import ShownFiles
 from bot.domain import DeliveryRoute, Job
+from bot.genapi.downloads import Downloads
 from bot.i18n import using
 from bot.jobs.announcer import Attempt, Renew
 from bot.jobs.byte_budget import DELIVERY_MEMORY_BYTES, ByteBudget
@@ -299,10 +298,6 @@ class DiscordAnnouncer:
     async def upload_limit(self, guild_id: int) -> int:
         """Bytes the bot may attach to a message in ``guild_id`` (:meth:`.Reach.upload_limit`)."""
         return await self._context.reach.upload_limit(guild_id)
-
-    async def download_file(self, url: str, path: Path, limit: int) -> int:
-        """Stream an output into ``path`` under the download rule (:func:`.download_to`)."""
-        return await self._context.presenter.downloads.to_file(url, path, limit)
 
     async def show_card(
         self, job: Job, limit: int, send: Callable[[MessageParts], Awaitable[None]]

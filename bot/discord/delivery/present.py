@@ -15,7 +15,7 @@ every card is rendered from. Two such steps live there:
 - thumbnails for the dashboard (:class:`bot.services.thumbnails.ThumbnailService`): each
   downloaded file's is kept, before the check (reviewers see held results' too).
 
-A completed video or image is downloaded (:mod:`bot.discord.delivery.downloads`) and attached
+A completed video or image is downloaded (:mod:`bot.genapi.downloads`) and attached
 under the provider's file name, so the result outlives the provider's URL, which stays as a link
 too. Too large, not downloadable, or refused by the download rule: the link alone, and why.
 """
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import discord
 import httpx2 as httpx
 
-from bot.discord.delivery.downloads import Downloads, TooLarge, file_name, format_bytes
 from bot.discord.delivery.sending import Files
 from bot.discord.dm_notice import late_result_text
 from bot.discord.render import job_finished
@@ -42,6 +41,7 @@ from bot.discord.render.results import is_web_url
 from bot.discord.render.takes import takes_card
 from bot.discord.safety_gate import SafetyGate, hidden_takes
 from bot.domain import Job, JobStatus, Visibility
+from bot.genapi.downloads import Downloads, TooLarge, file_name, format_bytes
 from bot.genapi.outputs import DownloadRefused
 from bot.i18n import N_, _
 from bot.jobs.announcer import Renew

@@ -1,9 +1,10 @@
 """Downloading a result's files: streamed, bounded, under the download rule.
 
 A completed video or image is downloaded (streamed, at most the upload limit held in memory)
-and attached under the provider's file name, so the result outlives the provider's URL.
-Refused by the download rule (``bot.genapi.outputs``: no private addresses, no redirect to
-another site): the link alone, and why (:mod:`bot.discord.delivery.present`).
+and attached under the provider's file name, so the result outlives the provider's URL; a clip
+to work on (Continue's last frame, a Join) is streamed to a file. Refused by the download rule
+(``bot.genapi.outputs``: no private addresses, no redirect to another site): the delivery then
+shows the link alone, and why.
 """
 
 from __future__ import annotations
