@@ -11,8 +11,6 @@ time the image is sent, so an expired attachment URL is never stored or sent.
 
 from __future__ import annotations
 
-from typing import TypeVar, cast
-
 import discord
 from discord import app_commands
 
@@ -22,7 +20,7 @@ from bot.domain import Actor, ImageRef, Style
 from bot.errors import ValidationFailed
 from bot.i18n import N_, _, n_
 from bot.services.creative import CreativeService
-from bot.services.generation import ImageOptions, Requester, VideoOptions, check_attachment
+from bot.services.generation import check_attachment
 from bot.services.personal import is_personal
 
 MAX_NAME_LENGTH = 32
@@ -95,30 +93,6 @@ async def _keeping_channel(
             return channel
     here = interaction.channel
     return here if isinstance(here, discord.abc.Messageable) else None
-
-
-Options = TypeVar("Options", ImageOptions, VideoOptions)
-
-
-async def apply_creative(
-    interaction: discord.Interaction[GenBot],
-    who: Requester,
-    options: Options,
-    *,
-    style: str | None,
-    character: str | None,
-) -> Options:
-    """``options`` with the chosen style and character (``CreativeService.apply``).
-
-    Raises:
-        ValidationFailed: no such style here, or no such character for this member.
-    """
-    if style is None and character is None:
-        return options
-    creative = interaction.client.services.creative
-    references = MessageReferences(interaction.client)
-    applied = await creative.apply(who, options, references, style=style, character=character)
-    return cast(Options, applied)  # apply keeps the kind of its options
 
 
 async def style_autocomplete(

@@ -3,9 +3,9 @@
 **Continue**: one call, :meth:`bot.services.submissions.SubmissionService.continue_video`.
 The request is checked first as ``/video`` would check it (channel, options, cooldown, budgets,
 caps: :meth:`bot.services.generation.GenerationService.check_video`), so a refused request
-downloads nothing; then the clip is streamed to a temporary file (at most
-:data:`MAX_CLIP_BYTES`, never held in memory), its last frame decoded with PyAV
-(:func:`bot.media.video.last_frame_png`, in the media thread), posted with the member's
+downloads nothing; then the clip's last frame comes from
+:meth:`bot.services.joins.JoinService.last_frame` (the clip streamed to a temporary file, at
+most :data:`~bot.services.joins.MAX_CLIP_BYTES`, decoded with PyAV), posted with the member's
 response so that it has a Discord CDN URL the service can fetch (the service's
 :data:`~bot.services.submissions.FrameUrl`), and that URL is the new video's ``image_url``. The
 rest is ``/video``'s path: its confirmation, holds, budgets, caps, cooldowns and one ledger
