@@ -28,3 +28,22 @@ def test_the_route_runs_from_the_cog_down_to_storage() -> None:
     assert layer("bot.storage.repos.ledger") == next(
         i for i, names in enumerate(LAYERS) if "bot.storage" in names
     )
+
+
+def test_the_default_route_is_the_plain_video_one_call_per_layer() -> None:
+    """The trace describes ``/video`` without Enhance: the service puts the common path first.
+
+    The cog makes one call (the flow's), the flow one service call, and the settlement is one
+    repository call: the route enters each layer once, by one call.
+    """
+    result = trace(Index(), DEFAULT_ENTRY, DEFAULT_TARGET)
+    assert "bot.services.creative:CreativeService.enhance" not in result.reached
+    assert result.reached[:4] == [
+        DEFAULT_ENTRY,
+        "bot.discord.command_flows:video_command",
+        "bot.services.submissions:SubmissionService.video_command",
+        "bot.services.submissions:SubmissionService.video",
+    ]
+    assert result.reached[-2] == "bot.storage.repos.ledger:LedgerStore.settle"
+    cog_calls = [callee for caller, callee in result.steps if caller == DEFAULT_ENTRY]
+    assert cog_calls == ["bot.discord.command_flows:video_command"]
