@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -168,3 +169,39 @@ def test_every_form_is_shown_through_admitted_modal_show() -> None:
         if ".send_modal(" in path.read_text(encoding="utf-8")
     ]
     assert senders == ["bot/discord/tree.py"]
+
+
+async def test_a_price_to_confirm_and_enhances_choice_close_with_their_first_press(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bot.discord import choices
+    from bot.discord.enhance_flow import ALREADY_CHOSEN, EnhanceChoice
+    from bot.discord.request_flows import ALREADY_GENERATING
+    from bot.services.creative import RewriteRefused
+    from bot.services.generation import ImageOptions, Requester
+
+    told: list[str] = []
+
+    async def send_ephemeral(interaction: Any, text: str) -> None:
+        told.append(text)
+
+    monkeypatch.setattr(choices, "send_ephemeral", send_ephemeral)
+    who = Requester(1, 2, 5)
+    enhance = EnhanceChoice(
+        who, ImageOptions("a fox"), RewriteRefused("a fox", Decimal(1), None), takes=1
+    )
+    for choice, first, again in (
+        (confirm_video(), "generate", ALREADY_GENERATING),
+        (enhance, "keep", ALREADY_CHOSEN),
+    ):
+        assert isinstance(choice, choices.OneChoice) and choice.owner_id == 5
+        assert choice.admits(first) and not choice.admits(choice.CANCEL)
+        pressed: list[str] = []
+
+        async def chosen(interaction: Any, option: str, pressed: list[str] = pressed) -> None:
+            pressed.append(option)
+
+        monkeypatch.setattr(choice, "chosen", chosen)
+        assert await choice.choose(SimpleNamespace(), first) is False
+        assert await choice.choose(SimpleNamespace(), choice.CANCEL) is False  # a double click
+        assert pressed == [first] and told[-1] == again
