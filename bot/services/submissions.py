@@ -1,13 +1,18 @@
 """A member's paid action, one method each: the checks, the charge, the bookkeeping after it.
 
-Submitting a video (``/video``, its form, Again, Animate, Remix, a confirmed price), its takes,
-Continue, an image (``/image``, Again, Edit) or a text (``/text``, Again, Vary, its remix) is
-one call of :class:`SubmissionService` that returns an outcome the Discord adapter renders
-(:mod:`bot.discord.request_flows`); a conversation's turn is
-:meth:`bot.services.conversations.ConversationService.turn`. No Discord here: what only the
-adapter can do while a request runs is asked of it through a :class:`Desk` (show the member's
-place in the key's queue, mark the interaction charged) and, for Continue, a
-:data:`FrameUrl` (the last frame, posted where the service can fetch it).
+``/video`` (or its form) and ``/image`` as the member filled them in (:class:`VideoRequest`,
+:class:`ImageRequest`: the member's defaults, the style and character, the default takes, then
+the paid request or ✨ Enhance's rewrite) are :meth:`SubmissionService.video_command` and
+:meth:`SubmissionService.image_command`. Submitting a video (Again, Animate, Remix, a confirmed
+price), its takes, Continue, an image (Again, Edit) or a text (``/text``, Again, Vary, its
+remix) is one call of :class:`SubmissionService` too; each returns an outcome the Discord
+adapter renders (:mod:`bot.discord.command_flows`, :mod:`bot.discord.request_flows`). A
+conversation's turn is :meth:`bot.services.conversations.ConversationService.first_turn` or
+``turn``, a join :meth:`bot.services.joins.JoinService.join`. No Discord here: what only the
+adapter can do while a request runs is asked of it through ports: a :class:`Desk` (show the
+member's place in the key's queue, mark the interaction charged), the reference images' fresh
+URLs (:class:`bot.services.creative.References`) and, for Continue, a :data:`FrameUrl` (the
+last frame, posted where the service can fetch it).
 
 **After a charge** (the ledger row is written when the generation service returns) the
 bookkeeping is best-effort, with one rule, kept in :meth:`SubmissionService._after_charge`: a
