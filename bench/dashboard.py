@@ -38,7 +38,6 @@ from bot.dashboard.editing import add_all_pages
 from bot.domain import GuildRef, MemberAccess, MemberProfile
 from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
-from bot.services.dashboard import DashboardService
 from bot.storage.repos.dashboard import rebuild_daily
 from bot.storage.sql import Sql
 from bot.wiring import assemble_services, open_database
@@ -195,7 +194,7 @@ async def _measure(engine: str, settings: Settings, charges: int, table: Table) 
         )
         try:
             await dashboard.start()
-            token = await services.service(DashboardService).open_session(
+            token = await services.dashboard.open_session(
                 ADMIN, "admin", [GuildRef(GUILD, "Big Server", 1 << 5)]
             )
             base = f"http://127.0.0.1:{settings.dashboard_listen_port}"

@@ -42,7 +42,6 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.media.thumbnails import image_thumbnail, video_thumbnail
 from bot.sandbox.clips import make_clip
-from bot.services.dashboard import DashboardService
 from bot.wiring import assemble_services, open_database
 from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
@@ -158,7 +157,7 @@ async def _measure(engine: str, settings: Settings, table: Table) -> None:
         )
         try:
             await dashboard.start()
-            token = await services.service(DashboardService).open_session(
+            token = await services.dashboard.open_session(
                 ADMIN, "admin", [GuildRef(GUILD, "Big Server", 1 << 5)]
             )
             base = f"http://127.0.0.1:{settings.dashboard_listen_port}"
