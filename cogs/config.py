@@ -17,6 +17,7 @@ from discord.ext import commands
 
 from bot.discord.bot import GenBot
 from bot.discord.creative_commands import StyleGroup
+from bot.discord.draft_flow import draft_text
 from bot.discord.interactions import model_autocomplete, requester
 from bot.discord.render.admin import config_embed, dashboard_link, old_key_note
 from bot.discord.render.buttons import confirm_above_text
@@ -546,6 +547,39 @@ class ConfigCog(
                 video=_("this server's") if chosen.video_system else _("genbot's"),
             )
         )
+
+    @app_commands.command(name="draft")
+    @app_commands.autocomplete(
+        image_model=model_autocomplete("image"), video_model=model_autocomplete("video")
+    )
+    @app_commands.rename(image_model="image-model", video_model="video-model")
+    async def draft(
+        self,
+        interaction: discord.Interaction[GenBot],
+        image_model: str | None = None,
+        video_model: str | None = None,
+        reset: bool | None = None,
+    ) -> None:
+        """Set the models draft:true uses: cheap takes to choose from before the Final.
+
+        Args:
+            interaction: the interaction.
+            image_model: the image model of drafts (default: the cheapest in /models)
+            video_model: the text-to-video model of drafts (default: the cheapest in /models)
+            reset: back to the cheapest models first
+        """
+        who = requester(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        drafts = interaction.client.services.drafts
+        settings = await drafts.set_models(
+            who.guild_id,
+            actor=actor(interaction),
+            image_model=image_model,
+            video_model=video_model,
+            reset=bool(reset),
+        )
+        models = await drafts.models(who.guild_id)
+        await interaction.edit_original_response(content=draft_text(settings, models))
 
     @app_commands.command(name="sequence-length")
     async def sequence_length(

@@ -74,6 +74,7 @@ class ImageCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate an image.
 
@@ -93,6 +94,7 @@ class ImageCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: 4 cheap takes on the server's draft model; Final makes the one you pick on yours
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
@@ -126,6 +128,10 @@ class ImageCog(commands.Cog):
             # asynchronous one still gets its card in the channel; the answer links it).
             interaction.extras[PUBLIC_DEFER] = not mine.private
             await interaction.response.defer(thinking=True, ephemeral=mine.private)
+        if draft:  # the draft model, before the member's own (docs/creative.md)
+            drafts = interaction.client.services.drafts
+            options = await drafts.image_draft(who, options)
+            takes = takes or drafts.takes(who)
         applied = await self.members.apply_member_defaults(who, options, mine)
         chosen = await apply_creative(
             interaction, who, applied.options, style=style, character=character

@@ -98,6 +98,7 @@ class VideoCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -116,6 +117,7 @@ class VideoCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: a short cheap clip on the server's draft model; Final makes it on yours
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -137,6 +139,9 @@ class VideoCog(commands.Cog):
             image_uploaded=image is not None,
             camera=camera,
         )
+        if draft:  # the draft model and duration, before the member's own (docs/creative.md)
+            options = await interaction.client.services.drafts.video_draft(who, options)
+            takes = takes or 1
         applied = await self.members.apply_member_defaults(who, options)
         chosen = await apply_creative(
             interaction, who, applied.options, style=style, character=character

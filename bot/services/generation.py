@@ -162,6 +162,9 @@ class ImageOptions:
     ``image_urls`` are reference images the member typed, ``uploaded_image_urls`` those of
     Discord attachments (already checked by :func:`check_attachment`); both are sent as the
     spec's ``image_urls``, for models that take several references.
+
+    ``stage``: ``"draft"`` or ``"final"`` (Draft → Final, :mod:`bot.services.drafts`): kept
+    with its charges (``ledger.stage``) and its jobs' ``details``; None for any other request.
     """
 
     prompt: str
@@ -172,6 +175,7 @@ class ImageOptions:
     image_uploaded: bool = False
     image_urls: tuple[str, ...] = ()
     uploaded_image_urls: tuple[str, ...] = ()
+    stage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ class VideoOptions:
     A continued clip (Continue: ``image_url`` is the previous clip's last frame) names it:
     ``continues`` (its job id), ``clip`` (this clip's number in the sequence) and
     ``continues_link`` (the previous card's jump link, if it has one); shown on the card,
-    never sent to the service.
+    never sent to the service. ``stage``: as :class:`ImageOptions`'.
     """
 
     prompt: str
@@ -201,6 +205,7 @@ class VideoOptions:
     clip: int | None = None
     continues_link: str | None = None
     camera: str | None = None
+    stage: str | None = None
 
 
 MAX_TAKES: Final = 4
@@ -883,18 +888,21 @@ class GenerationService:
             index: int, reservation: Reservation, result: ImageResult | PendingTask
         ) -> ImageOutcome:
             charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+            charge = replace(charge, stage=options.stage)
             if isinstance(result, ImageResult):
                 paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
                 if paid is not None:  # what the member's balance paid (docs/credits.md)
                     result = result.model_copy(update={"cost_cents": paid})
                 answered = await self._records.record_answered(
-                    who, key, request.model, request.prompt, result
+                    who, key, request.model, request.prompt, result, stage=options.stage
                 )
                 return ImageOutcome(request.model, result=result, answered=answered)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
+            if options.stage is not None:
+                details["stage"] = options.stage
             job = await self._settle_job(
                 reservation,
                 who,
@@ -1009,9 +1017,12 @@ class GenerationService:
             details["continues"] = options.continues
             details["clip"] = options.clip
             details["continues_link"] = options.continues_link
+        if options.stage is not None:
+            details["stage"] = options.stage
 
         async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
             charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+            charge = replace(charge, stage=options.stage)
             take_details = details if takes == 1 else {**details, "take": index + 1}
             return await self._settle_job(
                 reservation,
@@ -1199,10 +1210,17 @@ class GenerationService:
         return await self._records.result_request(ref)
 
     async def record_answered(
-        self, who: Requester, key: ResolvedKey, model: str, prompt: str, result: ImageResult
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        model: str,
+        prompt: str,
+        result: ImageResult,
+        *,
+        stage: str | None = None,
     ) -> Job | None:
         """Record a synchronous image as a finished job (:meth:`JobRecords.record_answered`)."""
-        return await self._records.record_answered(who, key, model, prompt, result)
+        return await self._records.record_answered(who, key, model, prompt, result, stage=stage)
 
     async def answered_at(self, job_id: int, message_id: int) -> None:
         """Record the message showing a synchronous image (:meth:`JobRecords.answered_at`)."""
@@ -1450,8 +1468,12 @@ class JobRecords:
         model: str,
         prompt: str,
         result: ImageResult,
+        *,
+        stage: str | None = None,
     ) -> Job | None:
         """Record a synchronous image, already settled, as a finished job; never raises.
+
+        ``stage``: a draft's or a Final's (kept in its ``details``, for its buttons).
 
         What goes by job id then holds it as it holds an asynchronous image: Share and the
         showcase, the galleries and their thumbnails, ``/jobs``. The row is finished and
@@ -1477,7 +1499,10 @@ class JobRecords:
                     message_id=None,
                     user_id=who.user_id,
                     prompt_summary=summarize(prompt),
-                    details={"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")},
+                    details={
+                        "paid_by": paid_by(who.guild_id, own_key=key.source == "guild"),
+                        **({} if stage is None else {"stage": stage}),
+                    },
                     cost_cents=result.cost_cents,
                     key_fingerprint=key.fingerprint,
                     created_at=now,
