@@ -34,6 +34,7 @@ from bot.domain.guard import GuardAlert, GuardSettings
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, money, number, relative_time
 from bot.services.creative import MAX_SYSTEM_LENGTH, CreativeService
+from bot.services.drafts import DraftService
 from bot.services.generation import GenerationService
 from bot.services.guard import (
     SpendGuard,
@@ -296,6 +297,7 @@ class ConfigCog(
         shared_key: bool,
         dashboard_url: str | None = None,
         creative: CreativeService | None = None,
+        drafts: DraftService | None = None,
     ) -> None:
         self.service = service
         self.generation = generation
@@ -305,6 +307,7 @@ class ConfigCog(
         self.shared_key = shared_key
         self.dashboard_url = dashboard_url
         self._creative = creative
+        self._drafts = drafts
 
     @property
     def creative(self) -> CreativeService:
@@ -312,6 +315,13 @@ class ConfigCog(
         if self._creative is None:
             raise RuntimeError("ConfigCog was built without the creative service")
         return self._creative
+
+    @property
+    def drafts(self) -> DraftService:
+        """Draft → Final's settings (given in setup)."""
+        if self._drafts is None:
+            raise RuntimeError("ConfigCog was built without the draft service")
+        return self._drafts
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -570,15 +580,14 @@ class ConfigCog(
         """
         who = requester(interaction)
         await interaction.response.defer(ephemeral=True, thinking=True)
-        drafts = interaction.client.services.drafts
-        settings = await drafts.set_models(
+        settings = await self.drafts.set_models(
             who.guild_id,
             actor=actor(interaction),
             image_model=image_model,
             video_model=video_model,
             reset=bool(reset),
         )
-        models = await drafts.models(who.guild_id)
+        models = await self.drafts.models(who.guild_id)
         await interaction.edit_original_response(content=draft_text(settings, models))
 
     @app_commands.command(name="sequence-length")
@@ -1043,6 +1052,7 @@ async def setup(bot: GenBot) -> None:
             services.moderation,
             shared_key=services.default_key is not None,
             creative=services.creative,
+            drafts=services.drafts,
             dashboard_url=(
                 services.settings.dashboard_public_url
                 if services.settings.dashboard_enabled

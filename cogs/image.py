@@ -17,6 +17,7 @@ from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.discord.request_flows import send_note, start_image
 from bot.discord.tree import PUBLIC_DEFER
+from bot.services.drafts import DraftService
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
@@ -44,9 +45,12 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 class ImageCog(commands.Cog):
     """Make images."""
 
-    def __init__(self, members: MemberSettingsService, sequences: SequenceService) -> None:
+    def __init__(
+        self, members: MemberSettingsService, sequences: SequenceService, drafts: DraftService
+    ) -> None:
         self.members = members
         self.sequences = sequences
+        self.drafts = drafts
 
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -129,9 +133,8 @@ class ImageCog(commands.Cog):
             interaction.extras[PUBLIC_DEFER] = not mine.private
             await interaction.response.defer(thinking=True, ephemeral=mine.private)
         if draft:  # the draft model, before the member's own (docs/creative.md)
-            drafts = interaction.client.services.drafts
-            options = await drafts.image_draft(who, options)
-            takes = takes or drafts.takes(who)
+            options = await self.drafts.image_draft(who, options)
+            takes = takes or self.drafts.takes(who)
         applied = await self.members.apply_member_defaults(who, options, mine)
         chosen = await apply_creative(
             interaction, who, applied.options, style=style, character=character
@@ -147,4 +150,5 @@ class ImageCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ImageCog(bot.services.members, bot.services.sequences))
+    services = bot.services
+    await bot.add_cog(ImageCog(services.members, services.sequences, services.drafts))

@@ -35,6 +35,7 @@ from bot.domain import CAMERA_PRESETS
 from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, money, number
+from bot.services.drafts import DraftService
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
@@ -67,10 +68,12 @@ class VideoCog(commands.Cog):
         generation: GenerationService,
         members: MemberSettingsService,
         sequences: SequenceService,
+        drafts: DraftService,
     ) -> None:
         self.generation = generation
         self.members = members
         self.sequences = sequences
+        self.drafts = drafts
 
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -140,7 +143,7 @@ class VideoCog(commands.Cog):
             camera=camera,
         )
         if draft:  # the draft model and duration, before the member's own (docs/creative.md)
-            options = await interaction.client.services.drafts.video_draft(who, options)
+            options = await self.drafts.video_draft(who, options)
             takes = takes or 1
         applied = await self.members.apply_member_defaults(who, options)
         chosen = await apply_creative(
@@ -305,4 +308,6 @@ def _model_note(price: Decimal | None, model: VideoModel) -> str:
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
-    await bot.add_cog(VideoCog(services.generation, services.members, services.sequences))
+    await bot.add_cog(
+        VideoCog(services.generation, services.members, services.sequences, services.drafts)
+    )

@@ -887,8 +887,9 @@ class GenerationService:
         async def settle(
             index: int, reservation: Reservation, result: ImageResult | PendingTask
         ) -> ImageOutcome:
-            charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
-            charge = replace(charge, stage=options.stage)
+            charge = self._charge(
+                who, key, Kind.IMAGE, request.model, result.task_id, result, options.stage
+            )
             if isinstance(result, ImageResult):
                 paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
@@ -901,8 +902,6 @@ class GenerationService:
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
-            if options.stage is not None:
-                details["stage"] = options.stage
             job = await self._settle_job(
                 reservation,
                 who,
@@ -1017,12 +1016,11 @@ class GenerationService:
             details["continues"] = options.continues
             details["clip"] = options.clip
             details["continues_link"] = options.continues_link
-        if options.stage is not None:
-            details["stage"] = options.stage
 
         async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
-            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
-            charge = replace(charge, stage=options.stage)
+            charge = self._charge(
+                who, key, Kind.VIDEO, model.id, task.task_id, task, options.stage
+            )
             take_details = details if takes == 1 else {**details, "take": index + 1}
             return await self._settle_job(
                 reservation,
@@ -1118,6 +1116,8 @@ class GenerationService:
         now = self._clock.time()
         # Whose money it spent, for its card's footer (delivered later, without the requester).
         details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        if charge.stage is not None:  # a draft's, or its Final's: its buttons (Final)
+            details["stage"] = charge.stage
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
             details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
@@ -1157,6 +1157,7 @@ class GenerationService:
         model: str,
         task_id: str | None,
         reported: TextResult | ImageResult | PendingTask,
+        stage: str | None = None,
     ) -> Charge:
         return Charge(
             guild_id=who.guild_id,
@@ -1169,6 +1170,7 @@ class GenerationService:
             remaining_credits_cents=reported.remaining_credits_cents,
             key_fingerprint=key.fingerprint,
             at=self._clock.time(),
+            stage=stage,
         )
 
     async def catalogue(self, guild_id: int) -> Catalogue:
@@ -1210,17 +1212,10 @@ class GenerationService:
         return await self._records.result_request(ref)
 
     async def record_answered(
-        self,
-        who: Requester,
-        key: ResolvedKey,
-        model: str,
-        prompt: str,
-        result: ImageResult,
-        *,
-        stage: str | None = None,
+        self, who: Requester, key: ResolvedKey, model: str, prompt: str, result: ImageResult
     ) -> Job | None:
         """Record a synchronous image as a finished job (:meth:`JobRecords.record_answered`)."""
-        return await self._records.record_answered(who, key, model, prompt, result, stage=stage)
+        return await self._records.record_answered(who, key, model, prompt, result)
 
     async def answered_at(self, job_id: int, message_id: int) -> None:
         """Record the message showing a synchronous image (:meth:`JobRecords.answered_at`)."""
