@@ -1018,9 +1018,7 @@ class GenerationService:
             details["continues_link"] = options.continues_link
 
         async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
-            charge = self._charge(
-                who, key, Kind.VIDEO, model.id, task.task_id, task, options.stage
-            )
+            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task, options.stage)
             take_details = details if takes == 1 else {**details, "take": index + 1}
             return await self._settle_job(
                 reservation,

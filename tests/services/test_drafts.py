@@ -108,9 +108,7 @@ async def test_final_sends_the_chosen_take_as_the_reference_on_the_members_model
     assert request is not None
 
     options = await drafts(stack).final_image(who, request)
-    final = await stack.services.submissions.image(
-        who, options, desk=RecordingDesk(), public=True
-    )
+    final = await stack.services.submissions.image(who, options, desk=RecordingDesk(), public=True)
 
     assert final.made == 1
     body = posted(stack, "/image")[-1]
@@ -178,9 +176,7 @@ async def test_a_video_draft_is_the_draft_tier_at_its_shortest_and_its_final_sta
         return "https://cdn.discordapp.com/attachments/1/2/first-frame.png"
 
     with pytest.raises(ValidationFailed, match="has not finished"):
-        await drafts(stack).final_video(
-            who, draft, request, frame=frame, desk=RecordingDesk()
-        )
+        await drafts(stack).final_video(who, draft, request, frame=frame, desk=RecordingDesk())
     assert asked == []
 
     final = await drafts(stack).final_video(
