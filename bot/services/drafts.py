@@ -55,8 +55,8 @@ DRAFT_TAKES: Final = MAX_TAKES
 NOT_A_DRAFT: Final = N_("Final works on a draft's result only (`draft:true`).")
 
 DRAFT_MODEL_GIVEN: Final = N_(
-    "A draft uses the server's draft model (`/config draft`); leave `model:` out. "
-    "**Final** then uses your model from `/settings`."
+    "A draft uses the server's draft model (`/config draft`); leave `model:` (and a video's "
+    "`duration:`) out. **Final** then uses yours from `/settings`."
 )
 
 DRAFT_IMAGE_GIVEN: Final = N_(
