@@ -631,6 +631,35 @@ def test_a_takes_card_fills_in_shows_a_failed_take_and_acts_on_the_chosen_one() 
     assert waiting.select is None and waiting.action_buttons == ()  # nothing to act on yet
 
 
+def test_a_drafts_results_start_with_final_and_a_final_has_none() -> None:
+    """Draft → Final (docs/creative.md): each take of a draft acts on itself with Final."""
+    draft = {"aspect_ratio": "1:1", "stage": "draft", "take": 2}
+    first = FakeTake(id=21, kind="image", status="completed", outputs=IMAGE_URLS[:1], details=draft)
+    second = dataclasses.replace(first, id=22)
+    card = takes_card([first, second], sandbox=False, chosen=22)
+    assert card.action_buttons[0] == ("Final", "gb:final:j22")
+    job = job_finished(first, sandbox=False, ref="j21")
+    assert job.action_buttons[0] == ("Final", "gb:final:j21")
+    final = dataclasses.replace(first, details={**draft, "stage": "final"})
+    assert all(a != "Final" for a, _ in job_finished(final, sandbox=False, ref="j9").action_buttons)
+    answer = image_result(
+        ImageResult(
+            task_id="t",
+            status="completed",
+            outputs=list(IMAGE_URLS[:1]),
+            cost_cents=3,
+            remaining_credits_cents=9,
+        ),
+        prompt="a fox",
+        model="flux",
+        requester_id=1,
+        sandbox=False,
+        ref="r5",
+        draft=True,
+    )
+    assert answer.action_buttons[0] == ("Final", "gb:final:r5")
+
+
 def test_a_takes_card_is_written_in_the_servers_language() -> None:
     done = FakeTake(id=11, status="completed", finished_at=CREATED + 9, outputs=(VIDEO_URL,))
     failed = FakeTake(id=12, status="failed", finished_at=CREATED + 9, error="no luck")
