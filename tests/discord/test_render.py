@@ -24,6 +24,7 @@ from bot.discord.render import (
     text_answer,
     truncate,
 )
+from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.policy import add_policy_fields, audit_lines
@@ -32,6 +33,7 @@ from bot.discord.render.takes import takes_card
 from bot.domain import UNLIMITED, AuditEntry, Kind, Tier
 from bot.genapi.wire import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 from bot.i18n import using
+from bot.services.billing import UsageReport
 from bot.services.conversations import ChatAnswer
 from bot.services.guild_config import ServerPolicy
 
@@ -658,6 +660,23 @@ def test_a_drafts_results_start_with_final_and_a_final_has_none() -> None:
         draft=True,
     )
     assert answer.action_buttons[0] == ("Final", "gb:final:r5")
+
+
+def test_usage_shows_drafts_and_finals_apart() -> None:
+    report = UsageReport(
+        month_cents=Decimal(19),
+        today_cents=Decimal(19),
+        reserved_cents=Decimal(0),
+        by_user=[],
+        by_kind={},
+        by_model=[],
+        last_remaining_credits_cents=None,
+        by_stage={"draft": (4, Decimal(12)), "final": (1, Decimal(4))},
+    )
+    shown = fields(usage_embed(report, user_id=5))
+    assert shown["Draft → Final, this month"] == "Drafts: 4 for $0.12 · Finals: 1 for $0.04"
+    plain = dataclasses.replace(report, by_stage={})
+    assert "Draft → Final, this month" not in fields(usage_embed(plain, user_id=5))
 
 
 def test_a_takes_card_is_written_in_the_servers_language() -> None:
