@@ -41,6 +41,7 @@ from bot.services.conversations import ConversationService
 from bot.services.creative import CreativeService
 from bot.services.credits import CreditService, MemberCredits
 from bot.services.dashboard import DashboardService
+from bot.services.drafts import DraftService
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
@@ -143,6 +144,21 @@ class Services:
         return self._once(
             CreativeService,
             lambda: CreativeService(self.db, self.clock, self.generation, self.guild_config),
+        )
+
+    @property
+    def drafts(self) -> DraftService:
+        """Draft → Final (:mod:`bot.services.drafts`), built once."""
+        return self._once(
+            DraftService,
+            lambda: DraftService(
+                db=self.db,
+                generation=self.generation,
+                billing=self.billing,
+                members=self.members,
+                submissions=self.submissions,
+                guild_config=self.guild_config,
+            ),
         )
 
     @property

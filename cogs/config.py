@@ -26,11 +26,13 @@ from bot.discord.config_groups.models import ModelsGroup
 from bot.discord.config_groups.persona import PersonaGroup
 from bot.discord.config_groups.tier import TierGroup
 from bot.discord.creative_commands import StyleGroup
+from bot.discord.draft_flow import draft_text
 from bot.discord.interactions import model_autocomplete, requester
 from bot.domain import UNSET, BillingMode, Kind, LimitUpdate
 from bot.errors import ValidationFailed
 from bot.i18n import LANGUAGE_NAMES, N_, _, number
 from bot.services.creative import MAX_SYSTEM_LENGTH, CreativeService
+from bot.services.drafts import DraftService
 from bot.services.guild_config import GuildConfigService, parse_budget
 from bot.services.safety import UNAVAILABLE as SAFETY_UNAVAILABLE
 from bot.services.safety import SafetyService
@@ -113,11 +115,13 @@ class ConfigCog(
         moderation: SafetyService,
         *,
         creative: CreativeService | None = None,
+        drafts: DraftService | None = None,
     ) -> None:
         self.service = service
         self.sequences = sequences
         self.moderation = moderation
         self._creative = creative
+        self._drafts = drafts
 
     @property
     def creative(self) -> CreativeService:
@@ -125,6 +129,13 @@ class ConfigCog(
         if self._creative is None:
             raise RuntimeError("ConfigCog was built without the creative service")
         return self._creative
+
+    @property
+    def drafts(self) -> DraftService:
+        """Draft → Final's settings (given in setup)."""
+        if self._drafts is None:
+            raise RuntimeError("ConfigCog was built without the draft service")
+        return self._drafts
 
     async def interaction_check(self, interaction: discord.Interaction[GenBot]) -> bool:  # type: ignore[override]
         """Every subcommand needs Manage Server, whatever the server's overrides say."""
@@ -299,6 +310,38 @@ class ConfigCog(
             )
         )
 
+    @app_commands.command(name="draft")
+    @app_commands.autocomplete(
+        image_model=model_autocomplete("image"), video_model=model_autocomplete("video")
+    )
+    @app_commands.rename(image_model="image-model", video_model="video-model")
+    async def draft(
+        self,
+        interaction: discord.Interaction[GenBot],
+        image_model: str | None = None,
+        video_model: str | None = None,
+        reset: bool | None = None,
+    ) -> None:
+        """Set the models draft:true uses: cheap takes to choose from before the Final.
+
+        Args:
+            interaction: the interaction.
+            image_model: the image model of drafts (default: the cheapest in /models)
+            video_model: the text-to-video model of drafts (default: the cheapest in /models)
+            reset: back to the cheapest models first
+        """
+        who = requester(interaction)
+        await interaction.response.defer(ephemeral=True, thinking=True)
+        settings = await self.drafts.set_models(
+            who.guild_id,
+            actor=actor(interaction),
+            image_model=image_model,
+            video_model=video_model,
+            reset=bool(reset),
+        )
+        models = await self.drafts.models(who.guild_id)
+        await interaction.edit_original_response(content=draft_text(settings, models))
+
     @app_commands.command(name="sequence-length")
     async def sequence_length(
         self,
@@ -435,5 +478,6 @@ async def setup(bot: GenBot) -> None:
             services.sequences,
             services.moderation,
             creative=services.creative,
+            drafts=services.drafts,
         )
     )

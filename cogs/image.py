@@ -17,6 +17,7 @@ from bot.discord.enhance_flow import start_enhance
 from bot.discord.interactions import model_autocomplete, requester, require_placeholder_permissions
 from bot.discord.request_flows import send_note, start_image
 from bot.discord.tree import PUBLIC_DEFER
+from bot.services.drafts import DraftService
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_PROMPT_LENGTH,
@@ -44,9 +45,12 @@ RATIOS = [app_commands.Choice(name=ratio, value=ratio) for ratio in ASPECT_RATIO
 class ImageCog(commands.Cog):
     """Make images."""
 
-    def __init__(self, members: MemberSettingsService, sequences: SequenceService) -> None:
+    def __init__(
+        self, members: MemberSettingsService, sequences: SequenceService, drafts: DraftService
+    ) -> None:
         self.members = members
         self.sequences = sequences
+        self.drafts = drafts
 
     @app_commands.command(name="image")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -74,6 +78,7 @@ class ImageCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate an image.
 
@@ -93,6 +98,7 @@ class ImageCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: 4 cheap takes on the server's draft model; Final makes the one you pick on yours
         """
         who = requester(interaction)
         # Checked up front: an asynchronous model's result comes as a channel message.
@@ -126,6 +132,9 @@ class ImageCog(commands.Cog):
             # asynchronous one still gets its card in the channel; the answer links it).
             interaction.extras[PUBLIC_DEFER] = not mine.private
             await interaction.response.defer(thinking=True, ephemeral=mine.private)
+        if draft:  # the draft model, before the member's own (docs/creative.md)
+            options = await self.drafts.image_draft(who, options)
+            takes = takes or self.drafts.takes(who)
         applied = await self.members.apply_member_defaults(who, options, mine)
         chosen = await apply_creative(
             interaction, who, applied.options, style=style, character=character
@@ -141,4 +150,5 @@ class ImageCog(commands.Cog):
 
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
-    await bot.add_cog(ImageCog(bot.services.members, bot.services.sequences))
+    services = bot.services
+    await bot.add_cog(ImageCog(services.members, services.sequences, services.drafts))

@@ -35,6 +35,7 @@ from bot.domain import CAMERA_PRESETS
 from bot.errors import ValidationFailed
 from bot.genapi.wire import VideoModel
 from bot.i18n import N_, _, money, number
+from bot.services.drafts import DraftService
 from bot.services.generation import (
     ASPECT_RATIOS,
     MAX_DURATION_SECONDS,
@@ -67,10 +68,12 @@ class VideoCog(commands.Cog):
         generation: GenerationService,
         members: MemberSettingsService,
         sequences: SequenceService,
+        drafts: DraftService,
     ) -> None:
         self.generation = generation
         self.members = members
         self.sequences = sequences
+        self.drafts = drafts
 
     @app_commands.command(name="video")
     @app_commands.allowed_installs(guilds=True, users=True)
@@ -98,6 +101,7 @@ class VideoCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -116,6 +120,7 @@ class VideoCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: a short cheap clip on the server's draft model; Final makes it on yours
         """
         who = requester(interaction)
         require_placeholder_permissions(interaction)
@@ -137,6 +142,9 @@ class VideoCog(commands.Cog):
             image_uploaded=image is not None,
             camera=camera,
         )
+        if draft:  # the draft model and duration, before the member's own (docs/creative.md)
+            options = await self.drafts.video_draft(who, options)
+            takes = takes or 1
         applied = await self.members.apply_member_defaults(who, options)
         chosen = await apply_creative(
             interaction, who, applied.options, style=style, character=character
@@ -300,4 +308,6 @@ def _model_note(price: Decimal | None, model: VideoModel) -> str:
 async def setup(bot: GenBot) -> None:
     """Load the extension."""
     services = bot.services
-    await bot.add_cog(VideoCog(services.generation, services.members, services.sequences))
+    await bot.add_cog(
+        VideoCog(services.generation, services.members, services.sequences, services.drafts)
+    )

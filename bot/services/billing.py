@@ -337,6 +337,8 @@ class UsageReport:
             any key (:data:`~bot.storage.TASK_ID_REUSED`): each was charged and kept on its own.
         by_tier: ``(tier name, cents)`` this month, largest first (whole-server reports only;
             ``"no tier"`` for members without a tier role).
+        by_stage: Draft → Final this month: ``"draft"`` / ``"final"`` -> ``(charges, cents)``
+            (docs/creative.md); only the stages charged.
 
     Amounts are exact Decimal cents.
     """
@@ -351,6 +353,7 @@ class UsageReport:
     anomalies: int = 0
     by_tier: list[tuple[str, Decimal]] = field(default_factory=list)
     reused_task_ids: int = 0
+    by_stage: dict[str, tuple[int, Decimal]] = field(default_factory=dict)
 
 
 async def _task_given_before(
@@ -1333,6 +1336,7 @@ class UsageReports:
             anomalies=await self._db.ledger.anomaly_count(guild_id, month_start(now)),
             by_tier=[] if user_id is not None else await self._by_tier(guild_id, month_start(now)),
             reused_task_ids=await self._db.ledger.reused_task_count(guild_id, month_start(now)),
+            by_stage=await self._db.ledger.spent_by_stage(guild_id, month_start(now), user_id),
         )
 
     @staticmethod

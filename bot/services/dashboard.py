@@ -108,6 +108,8 @@ class SpendReport:
             days and kinds without charges left out.
         by_model, by_kind, by_tier, by_member: ``(bucket, micro-cents the period before)``.
         tier_names: tier role id -> name (current tiers).
+        by_stage: Draft → Final (docs/creative.md): the ``draft`` and ``final`` buckets,
+            as ``by_model``; charges of neither are left out.
     """
 
     days: int
@@ -121,6 +123,7 @@ class SpendReport:
     by_member: list[tuple[SpendBucket, int]]
     tier_names: dict[int, str]
     by_day_kind: dict[int, dict[str, int]] = field(default_factory=dict)
+    by_stage: list[tuple[SpendBucket, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +277,7 @@ class DashboardService:
             by_member=await compared("member"),
             tier_names=tiers,
             by_day_kind=await views.daily_kinds(guild_id, since, until),
+            by_stage=[(b, before) for b, before in await compared("stage") if b.key],
         )
 
     async def overview(self, guild_id: int, key_fingerprint: str | None) -> Overview:

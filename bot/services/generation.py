@@ -162,6 +162,9 @@ class ImageOptions:
     ``image_urls`` are reference images the member typed, ``uploaded_image_urls`` those of
     Discord attachments (already checked by :func:`check_attachment`); both are sent as the
     spec's ``image_urls``, for models that take several references.
+
+    ``stage``: ``"draft"`` or ``"final"`` (Draft → Final, :mod:`bot.services.drafts`): kept
+    with its charges (``ledger.stage``) and its jobs' ``details``; None for any other request.
     """
 
     prompt: str
@@ -172,6 +175,7 @@ class ImageOptions:
     image_uploaded: bool = False
     image_urls: tuple[str, ...] = ()
     uploaded_image_urls: tuple[str, ...] = ()
+    stage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ class VideoOptions:
     A continued clip (Continue: ``image_url`` is the previous clip's last frame) names it:
     ``continues`` (its job id), ``clip`` (this clip's number in the sequence) and
     ``continues_link`` (the previous card's jump link, if it has one); shown on the card,
-    never sent to the service.
+    never sent to the service. ``stage``: as :class:`ImageOptions`'.
     """
 
     prompt: str
@@ -201,6 +205,7 @@ class VideoOptions:
     clip: int | None = None
     continues_link: str | None = None
     camera: str | None = None
+    stage: str | None = None
 
 
 MAX_TAKES: Final = 4
@@ -806,14 +811,16 @@ class GenerationService:
         async def settle(
             index: int, reservation: Reservation, result: ImageResult | PendingTask
         ) -> ImageOutcome:
-            charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+            charge = self._charge(
+                who, key, Kind.IMAGE, request.model, result.task_id, result, options.stage
+            )
             if isinstance(result, ImageResult):
                 paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
                 if paid is not None:  # what the member's balance paid (docs/credits.md)
                     result = result.model_copy(update={"cost_cents": paid})
                 answered = await self._records.record_answered(
-                    who, key, request.model, request.prompt, result
+                    who, key, request.model, request.prompt, result, stage=options.stage
                 )
                 return ImageOutcome(request.model, result=result, answered=answered)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
@@ -935,7 +942,7 @@ class GenerationService:
             details["continues_link"] = options.continues_link
 
         async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
-            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task, options.stage)
             take_details = details if takes == 1 else {**details, "take": index + 1}
             return await self._settle_job(
                 reservation,
@@ -1031,6 +1038,8 @@ class GenerationService:
         now = self._clock.time()
         # Whose money it spent, for its card's footer (delivered later, without the requester).
         details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        if charge.stage is not None:  # a draft's, or its Final's: its buttons (Final)
+            details["stage"] = charge.stage
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
             details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
@@ -1070,6 +1079,7 @@ class GenerationService:
         model: str,
         task_id: str | None,
         reported: TextResult | ImageResult | PendingTask,
+        stage: str | None = None,
     ) -> Charge:
         return Charge(
             guild_id=who.guild_id,
@@ -1082,6 +1092,7 @@ class GenerationService:
             remaining_credits_cents=reported.remaining_credits_cents,
             key_fingerprint=key.fingerprint,
             at=self._clock.time(),
+            stage=stage,
         )
 
     async def catalogue(self, guild_id: int) -> Catalogue:
@@ -1476,8 +1487,12 @@ class JobRecords:
         model: str,
         prompt: str,
         result: ImageResult,
+        *,
+        stage: str | None = None,
     ) -> Job | None:
         """Record a synchronous image, already settled, as a finished job; never raises.
+
+        ``stage``: a draft's or a Final's (kept in its ``details``, for its buttons).
 
         What goes by job id then holds it as it holds an asynchronous image: Share and the
         showcase, the galleries and their thumbnails, ``/jobs``. The row is finished and
@@ -1503,7 +1518,10 @@ class JobRecords:
                     message_id=None,
                     user_id=who.user_id,
                     prompt_summary=summarize(prompt),
-                    details={"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")},
+                    details={
+                        "paid_by": paid_by(who.guild_id, own_key=key.source == "guild"),
+                        **({} if stage is None else {"stage": stage}),
+                    },
                     cost_cents=result.cost_cents,
                     key_fingerprint=key.fingerprint,
                     created_at=now,

@@ -376,6 +376,9 @@ ledger = Table(
     # The prompt's summary of a charge without a job (/text, a conversation's turn), as a
     # job's prompt_summary; NULL for a job's charge (its job holds it) and before 0013.
     Column("prompt_summary", Text),
+    # Draft → Final (docs/creative.md): "draft" for a draft's charge, "final" for its Final's;
+    # NULL for every other charge (and every charge before 0017).
+    Column("stage", Text),
 )
 Index(
     "ledger_task",
@@ -410,9 +413,10 @@ ledger_daily = Table(
     metadata,
     # The ledger summed per server, UTC day and one dimension: written with each charge, in its
     # transaction (LedgerStore.insert_charge), so the dashboard's periods read a few hundred
-    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member;
+    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member, stage;
     # ``bucket``: "" for total, the model, the kind, the tier's role id ("" without one), the
-    # member's id. ``day``: the UTC midnight, epoch seconds.
+    # member's id, the stage ("draft", "final", "" for any other). ``day``: the UTC midnight,
+    # epoch seconds.
     Column("guild_id", BigInteger, primary_key=True),
     Column("day", BigInteger, primary_key=True),
     Column("dimension", Text, primary_key=True),

@@ -43,6 +43,7 @@ OPTIONS = {
         "enhance",
         "style",
         "character",
+        "draft",
     ],
     "video": [
         "prompt",
@@ -58,6 +59,7 @@ OPTIONS = {
         "enhance",
         "style",
         "character",
+        "draft",
     ],
     "video-advanced": [],  # a form: a modal
     "video-join": ["videos"],
@@ -77,6 +79,7 @@ CONFIG = frozenset(
         "channels",
         "confirm-above",
         "cooldown",
+        "draft",
         "enhance",
         "guard",
         "language",
@@ -100,6 +103,7 @@ SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
     ("config", "enhance"): ["model", "image-system", "video-system", "reset"],
+    ("config", "draft"): ["image-model", "video-model", "reset"],
     ("config", "safety"): [
         "mode",
         "review-above",

@@ -198,8 +198,12 @@ class Site:
         outputs: tuple[str, ...] = (),
         message_id: int | None = None,
         at: float | None = None,
+        stage: str | None = None,
     ) -> int | None:
-        """Record a charge as billing does; with a prompt, its job too (return the job id)."""
+        """Record a charge as billing does; with a prompt, its job too (return the job id).
+
+        ``stage``: a draft's or a Final's charge (``"draft"``, ``"final"``; docs/creative.md).
+        """
         self._task_ids += 1
         task_id = f"task-{self._task_ids}"
         when = self.clock.time() if at is None else at
@@ -218,6 +222,7 @@ class Site:
                 remaining_credits_cents=None,
                 key_fingerprint="fp-test",
                 at=when,
+                stage=stage,
             )
         )
         if prompt is None:

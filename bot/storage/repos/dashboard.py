@@ -72,7 +72,7 @@ def _sum_micro(column: ColumnElement[Any]) -> ColumnElement[int]:
     return cast(func.coalesce(func.sum(column), 0), BigInteger)
 
 
-DIMENSIONS: Final = ("total", "model", "kind", "tier", "member")
+DIMENSIONS: Final = ("total", "model", "kind", "tier", "member", "stage")
 """The dimensions of ``ledger_daily``: each charge adds to one bucket of each."""
 
 
@@ -91,8 +91,12 @@ async def add_to_daily(
     model: str,
     tier_role_id: int | None,
     micro: int,
+    stage: str | None = None,
 ) -> None:
     """Add one charge to its server's day in ``ledger_daily`` (one bucket per dimension).
+
+    ``stage``: the charge's Draft → Final stage (``"draft"``, ``"final"``), None for any other
+    (the ``stage`` dimension's bucket ``""``).
 
     Called by :meth:`bot.storage.repos.ledger.LedgerStore.insert_charge` in the charge's own
     transaction, only when the charge was appended: the daily sums stay exactly the ledger's.
@@ -104,6 +108,7 @@ async def add_to_daily(
         "kind": kind,
         "tier": "" if tier_role_id is None else str(tier_role_id),
         "member": str(user_id),
+        "stage": stage or "",
     }
     stmt = upsert(sql, ledger_daily)
     stmt = stmt.on_conflict_do_update(
@@ -149,6 +154,7 @@ async def rebuild_daily(sql: Sql) -> None:
         "kind": ledger.c.kind,
         "tier": func.coalesce(cast(ledger.c.tier_role_id, Text), ""),
         "member": cast(ledger.c.user_id, Text),
+        "stage": func.coalesce(ledger.c.stage, ""),
     }
     columns = ["guild_id", "day", "dimension", "bucket", "charges", "micro"]
     async with sql.write() as tx:
@@ -393,8 +399,9 @@ class DashboardViews:
             since: the first day's UTC midnight, epoch seconds.
             until: the UTC midnight after the last day, epoch seconds.
             dimension: ``day`` (key: the day's UTC midnight; days without charges left out),
-                ``model``, ``kind``, ``tier`` (key: the role id, None without a tier) or
-                ``member`` (key: the user id).
+                ``model``, ``kind``, ``tier`` (key: the role id, None without a tier),
+                ``member`` (key: the user id) or ``stage`` (key: ``draft``, ``final``, or ``""``
+                for every other charge).
 
         Returns:
             Days in order; the other groups by micro-cents, largest first.
