@@ -21,6 +21,7 @@ from bot.domain.creative import (
     CreativeSettings,
     ImageRef,
     Style,
+    StyleThumbnail,
 )
 from bot.domain.credits import (
     BillingMode,
@@ -121,6 +122,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "Style",
+    "StyleThumbnail",
     "Thumbnail",
     "Tier",
     "Unset",
