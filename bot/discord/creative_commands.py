@@ -18,12 +18,24 @@ import discord
 from discord import app_commands
 
 from bot.discord.bot import GenBot
+from bot.discord.delivery.downloads import Downloads
 from bot.discord.interactions import MAX_CHOICES, requester
 from bot.domain import Actor, ImageRef, Style
 from bot.errors import ValidationFailed
 from bot.i18n import N_, _, n_
-from bot.services.creative import MAX_RESULT_NUMBERS, CreativeService, parse_result_numbers
-from bot.services.generation import ImageOptions, Requester, VideoOptions, check_attachment
+from bot.services.creative import (
+    MAX_RESULT_NUMBERS,
+    CreativeService,
+    PickedResult,
+    parse_result_numbers,
+)
+from bot.services.generation import (
+    MAX_ATTACHMENT_BYTES,
+    ImageOptions,
+    Requester,
+    VideoOptions,
+    check_attachment,
+)
 from bot.services.personal import is_personal
 
 MAX_NAME_LENGTH = 32
@@ -74,34 +86,54 @@ async def keep_uploads(
     Raises:
         ValidationFailed: an upload is not an image or too large; no channel to keep them in.
     """
-    return [ref for ref, _ in await keep_upload_pictures(interaction, uploads, heading)]
-
-
-async def keep_upload_pictures(
-    interaction: discord.Interaction[GenBot], uploads: list[discord.Attachment], heading: str
-) -> list[tuple[ImageRef, bytes]]:
-    """:func:`keep_uploads`, with each upload's bytes (read once: its thumbnail's source).
-
-    Raises:
-        ValidationFailed: an upload is not an image or too large; no channel to keep them in.
-    """
     for upload in uploads:
         check_attachment(upload.content_type, upload.size)
-    if not uploads:
+    files = [(upload.filename, await upload.read()) for upload in uploads]
+    return await keep_files(interaction, files, heading)
+
+
+async def keep_files(
+    interaction: discord.Interaction[GenBot], files: list[tuple[str, bytes]], heading: str
+) -> list[ImageRef]:
+    """Post ``(filename, bytes)`` files in one message (as :func:`keep_uploads`); their refs.
+
+    Raises:
+        ValidationFailed: no channel to keep them in.
+    """
+    if not files:
         return []
     channel = await _keeping_channel(interaction)
     if channel is None:
         raise ValidationFailed(N_("There is no channel here the bot can keep the images in."))
-    pictures = [await upload.read() for upload in uploads]
-    files = [
-        discord.File(io.BytesIO(data), filename=upload.filename)
-        for upload, data in zip(uploads, pictures, strict=True)
-    ]
-    message = await channel.send(content=heading, files=files)
-    return [
-        (ImageRef(message.channel.id, message.id, index), data)
-        for index, data in enumerate(pictures)
-    ]
+    sent = [discord.File(io.BytesIO(data), filename=name) for name, data in files]
+    message = await channel.send(content=heading, files=sent)
+    return [ImageRef(message.channel.id, message.id, index) for index in range(len(files))]
+
+
+async def _result_file(interaction: discord.Interaction[GenBot], pick: PickedResult) -> bytes:
+    """The file of a result whose card holds none, downloaded from the service's URL once.
+
+    Raises:
+        ValidationFailed: it could not be downloaded (expired, too large, refused).
+    """
+    assert pick.url is not None
+    try:
+        return await Downloads(interaction.client.services.downloads).fetch(
+            pick.url, MAX_ATTACHMENT_BYTES
+        )
+    except Exception:
+        raise ValidationFailed(
+            N_("The message holding j{job}'s image is gone; pick another result."),
+            job=pick.job_id,
+        ) from None
+
+
+def _result_filename(pick: PickedResult) -> str:
+    """A kept result's filename: its URL's, when that names an image, else ``j<id>.png``."""
+    name = (pick.url or "").split("?", 1)[0].rsplit("/", 1)[-1]
+    if name.lower().endswith((".png", ".jpg", ".jpeg", ".webp", ".gif")):
+        return name
+    return f"j{pick.job_id}.png"
 
 
 async def _keeping_channel(
@@ -263,10 +295,19 @@ class StyleGroup(app_commands.Group):
         picked = await creative.result_references(who.guild_id, from_results or "", references)
         if len(uploads) + len(picked) > MAX_RESULT_NUMBERS:
             raise ValidationFailed(N_("A style takes at most 4 reference images."))
+        for upload in uploads:
+            check_attachment(upload.content_type, upload.size)
+        files = [(upload.filename, await upload.read()) for upload in uploads]
+        pictures: list[bytes | None] = [data for _, data in files]
+        for pick in picked:
+            if pick.ref is None:  # a card showing the service's URL: its file kept here
+                files.append((_result_filename(pick), await _result_file(interaction, pick)))
         heading = _("References of the style `{name}` (kept while this message is).", name=name)
-        kept = await keep_upload_pictures(interaction, uploads, heading)
-        refs = [ref for ref, _ in kept] + [ref for ref, _ in picked]
-        pictures = [data for _, data in kept] + [data for _, data in picked]
+        kept = iter(await keep_files(interaction, files, heading))
+        refs = [next(kept) for _ in uploads]
+        for pick in picked:
+            refs.append(pick.ref or next(kept))
+            pictures.append(pick.picture)
         actor = Actor(interaction.user.id, "discord")
         style = await creative.add_style(
             who.guild_id, name, suffix, refs, actor=actor, pictures=pictures

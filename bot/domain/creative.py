@@ -62,8 +62,10 @@ class Style:
     roles: tuple[int, ...] = ()
 
     def allows(self, role_ids: frozenset[int], manage_guild: bool = False) -> bool:
-        """Whether a member with ``role_ids`` may use it: every member when it names no
-        tier, else a member holding one of its tiers' roles; an admin (Manage Server) always.
+        """Whether a member with ``role_ids`` (and Manage Server or not) may use it.
+
+        Every member when it names no tier, else a member holding one of its tiers' roles;
+        an admin (Manage Server) always.
         """
         return not self.roles or manage_guild or not role_ids.isdisjoint(self.roles)
 

@@ -222,6 +222,26 @@ def audit_values(settings: CreativeSettings) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class PickedResult:
+    """A result picked as a style's reference (:meth:`CreativeService.result_references`).
+
+    Attributes:
+        job_id: the result's job.
+        ref: the card's message and the file's place on it; None when the card holds no
+            file (a synchronous image's card shows the service's URL).
+        url: then, the service's URL of the file, for the adapter to download and keep in a
+            message (its ``ImageRef`` is that message's); None with a ``ref``.
+        picture: the bytes of the result's kept thumbnail (the reference's thumbnail's
+            source); None without one.
+    """
+
+    job_id: int
+    ref: ImageRef | None
+    url: str | None
+    picture: bytes | None
+
+
 class CreativeService:
     """Enhance, styles and characters (see the module).
 
@@ -464,20 +484,22 @@ class CreativeService:
 
     async def result_references(
         self, guild_id: int, text: str, references: References
-    ) -> list[tuple[ImageRef, bytes | None]]:
+    ) -> list[PickedResult]:
         """The references picked from results made in the server (``from-results:``).
 
         ``text`` names image results by their number (``j12``, ``#12``, ``12`` or a dashboard
-        link ending in ``/results/12``), separated by spaces or commas. Each becomes the
-        result card's message and the file's place on it (never its URL), with the bytes of
-        its kept thumbnail (None without one) for the style's own.
+        link ending in ``/results/12``), separated by spaces or commas. A result whose card
+        holds its file becomes that message and the file's place on it (never its URL); one
+        whose card shows the service's URL instead (a synchronous image) carries that URL, for
+        the adapter to download once and keep in a message of its own. Each comes with the
+        bytes of its kept thumbnail (None without one), the source of the style's own.
 
         Raises:
             ValidationFailed: a token that is no result number; a result not of this server,
-                not an image, held or withheld by the safety policy, or whose card's message
-                is gone (nothing is kept).
+                not an image, held or withheld by the safety policy, or whose file is on no
+                message and has no URL (nothing is kept).
         """
-        picked: list[tuple[ImageRef, bytes | None]] = []
+        picked: list[PickedResult] = []
         for job_id in parse_result_numbers(text):
             item = await self._results.result(job_id)
             if item is None or item.guild_id != guild_id or item.kind != "image":
@@ -489,17 +511,21 @@ class CreativeService:
                     N_("j{job} is withheld by the server's safety policy; it cannot be used."),
                     job=job_id,
                 )
+            thumb = await self._db.reports.thumbnails.get(job_id, 0)
+            picture = None if thumb is None else thumb.data
             place = await self._results.card_file(item, 0)
-            ref = (
-                None if place is None else ImageRef(item.channel_id, item.message_id or 0, place[0])
-            )
-            if ref is None or item.message_id is None or await references.url(ref) is None:
+            if place is not None and item.message_id is not None:
+                ref = ImageRef(item.channel_id, item.message_id, place[0])
+                if await references.url(ref) is not None:
+                    picked.append(PickedResult(job_id, ref, None, picture))
+                    continue
+            url = item.outputs[0] if item.outputs else ""
+            if not url.startswith(("https://", "http://")):
                 raise ValidationFailed(
                     N_("The message holding j{job}'s image is gone; pick another result."),
                     job=job_id,
                 )
-            thumb = await self._db.reports.thumbnails.get(job_id, 0)
-            picked.append((ref, None if thumb is None else thumb.data))
+            picked.append(PickedResult(job_id, None, url, picture))
         return picked
 
     async def add_style(
@@ -797,6 +823,7 @@ __all__ = [
     "CreativeService",
     "EnhanceOutcome",
     "Enhanced",
+    "PickedResult",
     "References",
     "RewriteRefused",
     "audit_values",

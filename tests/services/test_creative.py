@@ -334,7 +334,9 @@ def png(rgb: tuple[int, int, int]) -> bytes:
     return picture.getvalue()
 
 
-async def image_result(stack: Stack, who: Requester, *, message_id: int | None = 900) -> int:
+async def image_result(
+    stack: Stack, who: Requester, *, message_id: int | None, output: str = "https://x/a.png"
+) -> int:
     """A finished image of the server's, on its card ``message_id`` in channel 80."""
     job = await stack.db.jobs.insert(
         dataclasses.replace(
@@ -343,7 +345,7 @@ async def image_result(stack: Stack, who: Requester, *, message_id: int | None =
             message_id=message_id,
         )
     )
-    await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, ("https://x/a.png",), None, 1.0)
+    await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, (output,), None, 1.0)
     assert await stack.services.thumbnails.keep(job.id, "image", [png((200, 10, 10))]) == 1
     return job.id
 
@@ -354,29 +356,33 @@ async def test_references_picked_from_results_are_their_cards_files_never_held_o
     store = MessageStore()
     store.post(80, 900, "result.png")
     store.post(80, 901, "held.png")
-    shown = await image_result(stack, who, message_id=900)
+    on_card = await image_result(stack, who, message_id=900)
     held = await image_result(stack, who, message_id=901)
-    gone = await image_result(stack, who, message_id=902)  # its card was deleted
+    by_url = await image_result(stack, who, message_id=902)  # its card shows the URL only
+    lost = await image_result(stack, who, message_id=None, output="")
     record = SafetyRecord(
         f"j{held}", who.guild_id, 80, who.user_id, "image", "p", 0.7, Visibility.HELD, "s", 0.0
     )
     assert await stack.db.safety.add(record)
     service = creative(stack)
 
-    ((ref, picture),) = await service.result_references(who.guild_id, f"j{shown}", store)
-    assert ref == ImageRef(80, 900, 0) and picture
+    card, url = await service.result_references(who.guild_id, f"j{on_card} {by_url}", store)
+
+    assert (card.job_id, card.ref, card.url) == (on_card, ImageRef(80, 900, 0), None)
+    assert (url.job_id, url.ref, url.url) == (by_url, None, "https://x/a.png")
+    assert card.picture and url.picture  # the results' thumbnails: the style's own
     for text, refusal in (
         (f"#{held}", "withheld by the server's safety policy"),
-        (str(gone), "is gone"),
+        (str(lost), "is gone"),
         ("j999999", "not an image result made in this server"),
         ("a fox", "is not a result"),
+        ("1 2 3 4 5", "at most 4"),
     ):
         with pytest.raises(ValidationFailed, match=refusal):
             await service.result_references(who.guild_id, text, store)
-    elsewhere = Requester(guild_id=2, channel_id=10, user_id=100)
     with pytest.raises(ValidationFailed, match="not an image result made in this server"):
-        await service.result_references(elsewhere.guild_id, f"j{shown}", store)
-    assert parse_result_numbers(f"j{shown}, #7 https://dash/results/8 7") == [shown, 7, 8]
+        await service.result_references(2, f"j{on_card}", store)  # another server's
+    assert parse_result_numbers(f"j{on_card}, #7 https://dash/results/8 7") == [on_card, 7, 8]
 
 
 async def test_a_styles_references_get_thumbnails_removed_with_it(
