@@ -52,7 +52,8 @@ from bot.i18n import Later, _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
-from bot.services.guild_config import ChangeOutlet, GuildConfigService
+from bot.services.guild_config import GuildConfigService
+from bot.services.settings_audit import ChangeOutlet
 from bot.wiring import Services, build_poller, build_retention
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ import discord
 from discord import app_commands
 
 from bot.discord.bot import GenBot
+from bot.discord.config_groups.common import ConfigGroup
 from bot.discord.delivery.downloads import Downloads
 from bot.discord.interactions import MAX_CHOICES, requester
 from bot.domain import Actor, ImageRef, Style
@@ -253,8 +254,11 @@ def _creative(interaction: discord.Interaction[GenBot]) -> CreativeService:
     return interaction.client.services.creative
 
 
-class StyleGroup(app_commands.Group):
-    """``/config style``: the server's styles (a prompt suffix and up to 4 reference images)."""
+class StyleGroup(ConfigGroup):
+    """``/config style``: the server's styles (a prompt suffix and up to 4 reference images).
+
+    A :class:`~bot.discord.config_groups.common.ConfigGroup`: Manage Server, as all of ``/config``.
+    """
 
     def __init__(self) -> None:
         super().__init__(name="style", description="Looks members can apply with style:")

@@ -7,7 +7,7 @@ import re
 import secrets
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 import discord
 from discord import app_commands
@@ -215,6 +215,52 @@ class ActionButton(
     async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
         """Admit the click as every entry point is (:func:`admit`)."""
         return await admit(interaction)
+
+
+class ActionSelect(
+    discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]],
+    template=r"gb:(?P<action>[a-z]+):(?P<ref>[a-z][0-9]+)",
+):
+    """A restart-safe select ``gb:<action>:<ref>`` whose choice passes :func:`admit` first.
+
+    The select :class:`ActionButton` is for buttons: the base of the Report select under a
+    result and of a takes card's select. Each subclass names its :attr:`action` (the custom
+    id's middle part), its own custom-id ``template`` (with the group ``ref``) and its
+    ``callback``, and is the one registered (``add_dynamic_items``). This class's own template
+    only satisfies discord.py, which requires one of every ``DynamicItem``; it is never
+    registered.
+
+    Args:
+        ref: what it acts on (``j<job id>``, ``r<result request id>``).
+    """
+
+    action: ClassVar[str] = "select"
+    """The custom id's action: ``gb:<action>:<ref>`` (``report``, ``take``)."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(discord.ui.Select(custom_id=f"gb:{self.action}:{ref}"))
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Select[discord.ui.View],
+        match: re.Match[str],
+    ) -> Self:
+        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
+        return cls(match["ref"])
+
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
+        """Admit the choice as every entry point is (:func:`admit`)."""
+        return await admit(interaction)
+
+    @staticmethod
+    def chosen(interaction: discord.Interaction[Any]) -> str:
+        """The value the member chose, as the interaction carries it; "" when none."""
+        data: Any = interaction.data or {}
+        values = list(data.get("values") or [])
+        return str(values[0]) if values else ""
 
 
 class AdmittedModal(discord.ui.Modal):

@@ -641,54 +641,11 @@ class GenerationService:
         self._db = db
         self._schedule = schedule
         self._clock = clock
-        self._admin_log: AdminLog | None = None
+        self._checks = RequestChecks(db)
         self._health = KeyHealth(db, billing, notify_admins)
         self._holds = KeyedHolds(billing, keys)
         self._records = JobRecords(db, schedule, clock)
         self._catalogues = CatalogueAccess(catalogue, keys, db, self._health)
-
-    def set_admin_log(self, admin_log: AdminLog | None) -> None:
-        """Set where policy refusals worth an admin's eye (blocked terms) are posted.
-
-        Args:
-            admin_log: called with a guild's admin channel when it has one; None posts nothing.
-        """
-        self._admin_log = admin_log
-
-    async def _check_terms(
-        self, who: Requester, settings: GuildSettings, *texts: str | None
-    ) -> None:
-        """Refuse a prompt with a blocked term, before any reservation or upstream call.
-
-        The member gets one neutral sentence; the admin channel (if set) gets who, where and
-        which term.
-
-        Raises:
-            PromptBlocked: a text contains one of the guild's blocked terms.
-        """
-        terms = await self._db.policy.blocked_terms(who.guild_id)
-        if not terms:
-            return
-        for text in texts:
-            term = None if text is None else find_blocked_term(text, terms)
-            if term is None:
-                continue
-            log.info("refused a prompt in guild %s: blocked term", who.guild_id)
-            if settings.admin_channel_id is not None and self._admin_log is not None:
-                await self._admin_log(
-                    who.guild_id,
-                    settings.admin_channel_id,
-                    Later(
-                        N_(
-                            "Refused a prompt from <@{user}> in <#{channel}>: "
-                            "blocked term `{term}`."
-                        ),
-                        user=who.user_id,
-                        channel=who.channel_id,
-                        term=term,
-                    ),
-                )
-            raise PromptBlocked(term)
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
@@ -699,62 +656,29 @@ class GenerationService:
         """
         self._health.set_notifier(notify_admins)
 
+    def set_admin_log(self, admin_log: AdminLog | None) -> None:
+        """Set where blocked-term refusals are posted (:meth:`RequestChecks.set_admin_log`)."""
+        self._checks.set_admin_log(admin_log)
+
+    async def _check_terms(
+        self, who: Requester, settings: GuildSettings, *texts: str | None
+    ) -> None:
+        await self._checks.terms(who, settings, *texts)
+
     async def _check_channel(self, who: Requester) -> GuildSettings:
-        """Refuse when the guild limits the commands to other channels.
-
-        A thread (or forum post) is allowed when it or its parent is: threads inherit their
-        parent's setting, and a forum's posts are threads of the forum.
-
-        Returns:
-            The guild's settings, for the rest of the request.
-
-        Raises:
-            ValidationFailed: naming the allowed channels.
-        """
-        settings = await self._db.guilds.settings(who.guild_id)
-        allowed = settings.allowed_channel_ids
-        if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
-            where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
-            raise ValidationFailed(N_("Generation commands are available in {where}."), where=where)
-        return settings
+        return await self._checks.channel(who)
 
     async def paid_by(self, who: Requester) -> str:
-        """Name who will pay for ``who``'s next request, for its answer's footer.
-
-        Read before the request (a failure here charges nothing): ``"this server"``, or for a
-        member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
-        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
-        server whose billing mode is ``members`` (docs/credits.md).
-        """
-        if not is_personal(who.guild_id):
-            if await self._db.credits.mode(who.guild_id) is BillingMode.MEMBERS:
-                return PAID_BY_CREDITS
-            return paid_by(who.guild_id, own_key=True)
-        settings = await self._db.guilds.settings(who.guild_id)
-        return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
+        """Name who will pay for ``who``'s next request (:meth:`RequestChecks.paid_by`)."""
+        return await self._checks.paid_by(who)
 
     async def check_channel(self, who: Requester) -> None:
-        """Refuse as the commands do when ``who`` may not generate in this channel.
-
-        For entry points that ask something before the request (a modal, a price
-        confirmation): the member hears the command's refusal first, not after answering.
-
-        Raises:
-            ValidationFailed: naming the allowed channels.
-        """
-        await self._check_channel(who)
+        """Refuse as the commands do outside their channels (:meth:`RequestChecks.channel`)."""
+        await self._checks.channel(who)
 
     async def check_terms(self, who: Requester, *texts: str | None) -> None:
-        """Refuse ``texts`` holding one of the server's blocked terms, as a prompt is refused.
-
-        For text the bot made from a member's request (an Enhance's rewrite) before it is
-        shown or sent; the admin channel is told as for a prompt.
-
-        Raises:
-            PromptBlocked: a text holds a blocked term.
-        """
-        settings = await self._db.guilds.settings(who.guild_id)
-        await self._check_terms(who, settings, *texts)
+        """Refuse ``texts`` holding a blocked term (:meth:`RequestChecks.check_terms`)."""
+        await self._checks.check_terms(who, *texts)
 
     async def text(
         self,
@@ -1207,6 +1131,108 @@ class GenerationService:
     async def answered_at(self, job_id: int, message_id: int) -> None:
         """Record the message showing a synchronous image (:meth:`JobRecords.answered_at`)."""
         await self._records.answered_at(job_id, message_id)
+
+
+class RequestChecks:
+    """A request's checks before its reservation (its channel, blocked terms), and its payer.
+
+    Args:
+        db: the database.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._admin_log: AdminLog | None = None
+
+    def set_admin_log(self, admin_log: AdminLog | None) -> None:
+        """Set where policy refusals worth an admin's eye (blocked terms) are posted.
+
+        Args:
+            admin_log: called with a guild's admin channel when it has one; None posts nothing.
+        """
+        self._admin_log = admin_log
+
+    async def terms(self, who: Requester, settings: GuildSettings, *texts: str | None) -> None:
+        """Refuse a prompt with a blocked term, before any reservation or upstream call.
+
+        The member gets one neutral sentence; the admin channel (if set) gets who, where and
+        which term.
+
+        Raises:
+            PromptBlocked: a text contains one of the guild's blocked terms.
+        """
+        terms = await self._db.policy.blocked_terms(who.guild_id)
+        if not terms:
+            return
+        for text in texts:
+            term = None if text is None else find_blocked_term(text, terms)
+            if term is None:
+                continue
+            log.info("refused a prompt in guild %s: blocked term", who.guild_id)
+            if settings.admin_channel_id is not None and self._admin_log is not None:
+                await self._admin_log(
+                    who.guild_id,
+                    settings.admin_channel_id,
+                    Later(
+                        N_(
+                            "Refused a prompt from <@{user}> in <#{channel}>: "
+                            "blocked term `{term}`."
+                        ),
+                        user=who.user_id,
+                        channel=who.channel_id,
+                        term=term,
+                    ),
+                )
+            raise PromptBlocked(term)
+
+    async def channel(self, who: Requester) -> GuildSettings:
+        """Refuse when the guild limits the commands to other channels.
+
+        Also for entry points that ask something before the request (a modal, a price
+        confirmation): the member hears the command's refusal first, not after answering.
+
+        A thread (or forum post) is allowed when it or its parent is: threads inherit their
+        parent's setting, and a forum's posts are threads of the forum.
+
+        Returns:
+            The guild's settings, for the rest of the request.
+
+        Raises:
+            ValidationFailed: naming the allowed channels.
+        """
+        settings = await self._db.guilds.settings(who.guild_id)
+        allowed = settings.allowed_channel_ids
+        if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
+            where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
+            raise ValidationFailed(N_("Generation commands are available in {where}."), where=where)
+        return settings
+
+    async def check_terms(self, who: Requester, *texts: str | None) -> None:
+        """Refuse ``texts`` holding one of the server's blocked terms, as a prompt is refused.
+
+        For text the bot made from a member's request (an Enhance's rewrite) before it is
+        shown or sent; the admin channel is told as for a prompt.
+
+        Raises:
+            PromptBlocked: a text holds a blocked term.
+        """
+        settings = await self._db.guilds.settings(who.guild_id)
+        await self.terms(who, settings, *texts)
+
+    async def paid_by(self, who: Requester) -> str:
+        """Name who will pay for ``who``'s next request, for its answer's footer.
+
+        Read before the request (a failure here charges nothing): ``"this server"``, or for a
+        member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
+        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
+        server whose billing mode is ``members`` (docs/credits.md).
+        """
+        if not is_personal(who.guild_id):
+            if await self._db.credits.mode(who.guild_id) is BillingMode.MEMBERS:
+                return PAID_BY_CREDITS
+            return paid_by(who.guild_id, own_key=True)
+        settings = await self._db.guilds.settings(who.guild_id)
+        return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
 
 
 class KeyHealth:
