@@ -30,6 +30,7 @@ from bot.domain.creative import (
     CreativeSettings,
     ImageRef,
     Style,
+    StyleThumbnail,
 )
 from bot.domain.credits import (
     BillingMode,
@@ -133,6 +134,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "Style",
+    "StyleThumbnail",
     "Thumbnail",
     "Tier",
     "Unset",

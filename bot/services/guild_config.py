@@ -694,7 +694,10 @@ class GuildConfigService:
         values.update(safety_values(policy_of(await self._db.safety.settings(guild_id))))
         values.update(creative_values(await self._db.creative.settings(guild_id)))
         for style in await self._db.creative.styles(guild_id):
-            values[f"style {style.name}"] = f"{style.suffix} · {len(style.references)} references"
+            tiers = "".join(f" · <@&{role}>" for role in style.roles)
+            values[f"style {style.name}"] = (
+                f"{style.suffix} · {len(style.references)} references{tiers}"
+            )
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""

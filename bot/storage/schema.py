@@ -891,6 +891,9 @@ styles = Table(
     Column("suffix", Text, nullable=False),
     Column("created_by", BigInteger, nullable=False),
     Column("created_at", Double, nullable=False),
+    # The tiers' role ids that may use it, space-separated (revision 0018_style_tiers);
+    # NULL: every member.
+    Column("roles", Text),
     UniqueConstraint("guild_id", "name", name="styles_guild_name"),
 )
 
@@ -905,6 +908,23 @@ style_references = Table(
     Column("message_id", BigInteger, nullable=False),
     # Which of the message's attachments.
     Column("attachment", Integer, nullable=False, server_default="0"),
+)
+
+
+# A style reference's thumbnail (revision 0018_style_tiers): made once when the style is
+# added, so that the dashboard's Styles page asks Discord for no picture. Deleted with its style.
+style_thumbnails = Table(
+    "style_thumbnails",
+    metadata,
+    Column("style_id", BigInteger, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    # The first 32 hex characters of the data's SHA-256: its ETag and its URL's ?v=.
+    Column("digest", Text, nullable=False),
+    Column("mime", Text, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    Column("made_at", Double, nullable=False),
 )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.discord_emulator.errors import InvocationError
-from tests.support.discord_emulator.models import Message
+from tests.support.discord_emulator.models import Message, unsigned
 from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -195,7 +195,7 @@ async def test_an_asynchronous_image_is_animated_from_its_attachment(world: Worl
     answer = await world.answer(await world.discord.submit_modal(pressed.modal["custom_id"], {}))
     assert "on its way" in answer.content
     sent = last_request(world, "video")
-    assert sent["image_url"] == owl.attachments[0].url  # the result as Discord keeps it
+    assert unsigned(sent["image_url"]) == owl.attachments[0].url  # the result as Discord keeps it
     assert sent["prompt"] == "an owl at night"
 
 
@@ -301,7 +301,7 @@ async def test_context_menus_animate_and_edit_a_members_image(world: World) -> N
         await world.discord.submit_modal(menu.modal["custom_id"], {prompt_id: "the cat blinks"})
     )
     assert "on its way" in answer.content
-    assert last_request(world, "video")["image_url"] == posted.attachments[0].url
+    assert unsigned(last_request(world, "video")["image_url"]) == posted.attachments[0].url
 
     menu = await world.discord.invoke_message_command(
         "Edit image", posted.id, user_id=world.member.id, permissions=MEMBER_PERMISSIONS
@@ -313,7 +313,7 @@ async def test_context_menus_animate_and_edit_a_members_image(world: World) -> N
         await world.discord.submit_modal(menu.modal["custom_id"], {prompt_id: "a hat"})
     )
     assert answer.media_urls and buttons(answer)
-    assert last_request(world, "image")["image_url"] == posted.attachments[0].url
+    assert unsigned(last_request(world, "image")["image_url"]) == posted.attachments[0].url
     assert [kind for _, kind, _ in ledger(world)[before:]] == ["video", "image"]
 
     plain = world.discord.post_user_message(world.channel.id, world.member.id, "no picture")

@@ -116,8 +116,12 @@ SUBCOMMAND_OPTIONS = {
 """The options of some subcommands, in Discord's order (``/config showcase channel:``)."""
 
 NAMED_SUBCOMMANDS = {
-    ("config", "style", "add"): (["name", "suffix"], ["image1", "image2", "image3", "image4"]),
+    ("config", "style", "add"): (
+        ["name", "suffix"],
+        ["image1", "image2", "image3", "image4", "from-results"],
+    ),
     ("config", "style", "remove"): (["name"], []),
+    ("config", "style", "tiers"): (["name"], ["tier1", "tier2", "tier3"]),
     ("config", "style", "list"): ([], []),
     ("settings", "character", "add"): (["name", "image"], ["shared"]),
     ("settings", "character", "remove"): (["name"], []),

@@ -267,7 +267,8 @@ async def open_site(
     ``public_url`` is ``DASHBOARD_PUBLIC_URL`` as written (``{port}`` in it: the port served
     on), else ``http://127.0.0.1:<port>``. ``forms``: the settings pages served.
     """
-    async with DiscordEmulator(bot_token=TOKEN) as emulator:
+    # Attachment URLs signed on the site's clock: they expire as the dashboard reads them.
+    async with DiscordEmulator(bot_token=TOKEN, wall_clock=clock.time) as emulator:
         emulator.oauth.client_secret = SECRET
         monkeypatch.setattr(discord.http.Route, "BASE", emulator.api_base_url)
         client = discord.Client(
