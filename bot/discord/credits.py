@@ -58,7 +58,7 @@ class DiscordEntitlements:
         application_id = self._client.application_id
         assert application_id is not None  # known once logged in
         found: list[Entitlement] = []
-        after: int | None = None
+        after = 0  # from the oldest: without it a page may be the newest
         while True:
             page = await self._client.http.get_entitlements(
                 application_id,
