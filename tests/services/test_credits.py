@@ -20,12 +20,12 @@ from bot.clock import ManualClock
 from bot.discord.credits import DiscordEntitlements
 from bot.domain import BillingMode, CreditEntryKind, Entitlement, Kind, Reservation
 from bot.errors import BudgetExceeded, CreditsNeeded
-from bot.services.billing import Billing
+from bot.services.billing import DEFAULT_RESERVATION_TTL, Billing
 from bot.services.credits import CreditService, MemberCredits, Reconciled, with_markup
 from bot.services.generation import Requester, TextOptions
 from bot.services.personal import PAID_BY_CREDITS
 from bot.storage.database import Database as SqlDatabase
-from bot.wiring import sweep_stale
+from bot.wiring import RESERVATION_SWEEP_SECONDS, sweep_stale
 from tests.support.billing import GUILD, charge_for, settings
 from tests.support.discord_emulator import DiscordEmulator
 from tests.support.stack import services_on_emulator
@@ -266,7 +266,7 @@ async def test_a_purchase_is_recorded_in_the_server_where_it_was_made(
 
 
 async def test_stale_credit_holds_are_swept_while_the_bot_runs(
-    engine_settings: dict[str, Any],
+    engine_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     clock = ManualClock(1_768_478_400.0)
     async with services_on_emulator(clock, credit_packs=PACKS, **engine_settings) as (
@@ -281,14 +281,18 @@ async def test_stale_credit_holds_are_swept_while_the_bot_runs(
             guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=100
         )
         assert await services.db.credits.held(MEMBER, 0) == 100
-        sweep = asyncio.create_task(sweep_stale(services))
-        try:
-            for _ in range(1000):  # each sweep sleeps RESERVATION_SWEEP_SECONDS on the clock
-                if not await services.db.credits.held(MEMBER, 0):
-                    break
-                await asyncio.sleep(0)
-        finally:
-            sweep.cancel()
+        sweeps = 0
+
+        async def sleep(seconds: float) -> None:  # the sweep's wait, on the manual clock
+            nonlocal sweeps
+            sweeps += 1
+            clock.advance(seconds)
+            if sweeps * RESERVATION_SWEEP_SECONDS > 2 * DEFAULT_RESERVATION_TTL:
+                raise asyncio.CancelledError  # the bot stops
+
+        monkeypatch.setattr(clock, "sleep", sleep)
+        with pytest.raises(asyncio.CancelledError):
+            await sweep_stale(services)
         assert await services.db.credits.held(MEMBER, 0) == 0  # the row itself is gone
         assert (await services.credits.balance(MEMBER)).available_cents == 500
 
