@@ -7,6 +7,7 @@ bot asks of it, as Discord would answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Collection
 from dataclasses import replace
 from decimal import Decimal
@@ -18,12 +19,13 @@ from discord import Client
 
 from bot.clock import ManualClock
 from bot.discord.credits import DiscordEntitlements
+from bot.discord.render.chat import chat_footer
 from bot.domain import BillingMode, CreditEntryKind, Entitlement, Kind, Reservation
 from bot.errors import BudgetExceeded, CreditsNeeded
 from bot.services.billing import DEFAULT_RESERVATION_TTL, Billing
 from bot.services.credits import CreditService, MemberCredits, Reconciled, with_markup
-from bot.services.generation import Requester, TextOptions
-from bot.services.personal import PAID_BY_CREDITS
+from bot.services.generation import ImageOptions, Requester, TextOptions
+from bot.services.personal import PAID_BY_CREDITS, PAID_BY_SERVER
 from bot.storage.database import Database as SqlDatabase
 from bot.wiring import RESERVATION_SWEEP_SECONDS, sweep_stale
 from tests.support.billing import GUILD, charge_for, settings
@@ -34,6 +36,7 @@ SKU_SMALL = 1_100_000_000_000_000_001
 SKU_LARGE = 1_100_000_000_000_000_002
 PACKS = f"{SKU_SMALL}=500,{SKU_LARGE}=2000"
 MEMBER = 42
+SYNC_IMAGE = "black-forest-labs/flux-schnell"
 
 
 class Desk:
@@ -436,3 +439,46 @@ async def test_the_answer_shows_what_the_balance_paid_with_the_markup(
         assert charged > 0
         assert result.cost_cents == with_markup(charged, 50)  # what the member paid
         assert await services.db.credits.balance(MEMBER) == 500 - result.cost_cents
+
+
+class QuietDesk:
+    """The adapter's side of a request, doing nothing (the answer's payer is what is read)."""
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        yield
+
+    def charged(self) -> None:
+        pass
+
+
+async def test_server_then_members_answers_name_the_balance_when_it_paid(
+    engine_settings: dict[str, Any],
+) -> None:
+    clock = ManualClock(1_768_478_400.0)
+    async with services_on_emulator(clock, credit_packs=PACKS, **engine_settings) as (
+        services,
+        _api,
+        _key,
+    ):
+        await services.db.credits.set_mode(GUILD, BillingMode.SERVER_THEN_MEMBERS)
+        who = Requester(GUILD, 10, MEMBER)
+        submissions = services.submissions
+        within = await submissions.text(who, TextOptions("hello"), desk=QuietDesk())
+        assert within.payer == PAID_BY_SERVER
+        # The server's budget is spent: the member's balance pays, and their answers say so.
+        await services.db.guilds.update_limits(GUILD, monthly_budget_cents=0)
+        await fund(services.db, clock, 500)
+        past = await submissions.text(who, TextOptions("again"), desk=QuietDesk())
+        assert past.payer == PAID_BY_CREDITS
+        image = ImageOptions("a fox in the snow", model=SYNC_IMAGE)
+        made = await submissions.image(who, image, desk=QuietDesk(), public=True)
+        assert made.answers and made.payer == PAID_BY_CREDITS
+        job_id = made.answers[0].job_id
+        job = None if job_id is None else await services.db.jobs.get(job_id)
+        assert job is not None and job.details["paid_by"] == PAID_BY_CREDITS  # its card's
+        assert Decimal(job.details["paid_cents"]) == made.answers[0].result.cost_cents
+        turn = await services.conversations.ask(who, "Ann", "hello there")
+        assert PAID_BY_CREDITS in chat_footer(turn, sandbox=False)
+        spent = await services.credits.spent_since(MEMBER, 0)
+        assert spent[0] > 0
