@@ -774,26 +774,9 @@ class GenerationService:
         settings = await self._db.guilds.settings(who.guild_id)
         await self._check_terms(who, settings, *texts)
 
-    async def text(
-        self,
-        who: Requester,
-        options: TextOptions,
-        *,
-        screened: tuple[str | None, ...] | None = None,
-        prompt_limit: int = MAX_PROMPT_LENGTH,
-        system_limit: int = MAX_PROMPT_LENGTH,
-        summary: str | None = None,
-    ) -> TextResult:
-        """Generate text: :meth:`paid_text`'s result, for callers that do not name the payer."""
-        paid = await self.paid_text(
-            who,
-            options,
-            screened=screened,
-            prompt_limit=prompt_limit,
-            system_limit=system_limit,
-            summary=summary,
-        )
-        return paid.result
+    async def text(self, who: Requester, options: TextOptions, **how: Any) -> TextResult:
+        """Generate text: :meth:`paid_text`'s result (``how``: its keywords), the payer unsaid."""
+        return (await self.paid_text(who, options, **how)).result
 
     async def paid_text(
         self,
@@ -807,9 +790,8 @@ class GenerationService:
     ) -> PaidText:
         """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
 
-        Returns the result with who paid it: whether the member's balance did is decided at
-        the hold (``server-then-members``), so an answer's footer is named from this, not
-        from :meth:`paid_by` read before the request.
+        Returns it with whether the member's balance paid, decided at the hold (an answer's
+        footer names that, not :meth:`paid_by` read before the request).
 
         Without a model, the first text model the member's role tiers allow is used, as for
         ``/image``: the service's own default (docs/genapi.md §4.5) is a model the
