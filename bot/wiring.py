@@ -447,6 +447,30 @@ def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
     )
 
 
+RESERVATION_SWEEP_SECONDS = 300.0
+"""Seconds between two sweeps of :func:`sweep_stale`."""
+
+
+async def sweep_stale(services: Services) -> None:
+    """Release what unsettled requests left, every :data:`RESERVATION_SWEEP_SECONDS`.
+
+    Run for ever by each gateway process as a supervised background task (``GenBot``): the
+    budget reservations and the credit holds expired by now (docs/credits.md: an expired hold
+    stops counting at once, and its row goes here), the keys kept for a request that ended
+    without a job, and the settlements spooled while the database failed, once it answers.
+    """
+    while True:
+        expired = await services.billing.expire_stale()
+        if expired:
+            log.info("released %d stale budget reservations", expired)
+        held = await services.credits.expire_holds()
+        if held:
+            log.info("released %d stale credit holds", held)
+        await services.keys.sweep_retired()
+        await services.billing.replay_spool()
+        await services.clock.sleep(RESERVATION_SWEEP_SECONDS)
+
+
 def build_retention(services: Services) -> Retention:
     """The retention sweep over ``services``: its periods and interval from the settings.
 

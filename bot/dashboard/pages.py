@@ -438,6 +438,7 @@ class Pages:
         filters = Filters.read(request.query)
         error, total, following = None, (0, 0), ""
         lines: list[LedgerLine] = []
+        where: LedgerFilter | None = None
         try:
             where = filters.ledger()
             before = _cursor(request.query.get("before", ""))
@@ -454,7 +455,13 @@ class Pages:
             lines = lines[:PAGE_SIZE]
             last = lines[-1]
             following = filters.query(before=f"{last.at!r}_{last.id}")
-        people = await self._people(guild_id, [line.user_id for line in lines])
+        # Members' credit packs bought here, and refunds: for the server's admins only.
+        credits: list[LedgerLine] = []
+        if rights.admin and where is not None:
+            credits = await self.dashboard.credit_lines(guild_id, where, PAGE_SIZE)
+        people = await self._people(
+            guild_id, [line.user_id for line in lines] + [line.user_id for line in credits]
+        )
         return self._render(
             request,
             "ledger.html",
@@ -465,6 +472,7 @@ class Pages:
             error=error,
             filters=filters,
             lines=lines,
+            credits=credits,
             total=total,
             people=people,
             following=following,
@@ -492,7 +500,13 @@ class Pages:
         await response.write(writer.rows([LEDGER_COLUMNS]))
         names = ExportNames(self.app, guild_id)
         hidden_from = _unless_admin(signed, rights)
-        async for batch in self.dashboard.export(guild_id, where, private_hidden_from=hidden_from):
+        # An admin's export holds the members' credit packs bought here, and refunds.
+        batches = (
+            self.dashboard.export_with_credits(guild_id, where)
+            if rights.admin
+            else self.dashboard.export(guild_id, where, private_hidden_from=hidden_from)
+        )
+        async for batch in batches:
             known = await names.of(line.user_id for line in batch)
             await response.write(writer.rows(ledger_rows(batch, known)))
         await response.write_eof()

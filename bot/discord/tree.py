@@ -14,7 +14,7 @@ from discord import app_commands
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.discord.command_access import interaction_refusal
-from bot.discord.credits import premium_buttons
+from bot.discord.credits import note_offer, premium_buttons
 from bot.errors import BotError, CreditsNeeded, user_message
 from bot.genapi.errors import GenAPIError
 from bot.i18n import N_, _, set_locale
@@ -417,7 +417,10 @@ async def answer_error(interaction: discord.Interaction[Any], error: Exception) 
     if not interaction.extras.get(CHARGED):
         original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
         # A balance too small to pay: the packs on Discord's buy buttons, the way forward.
-        view = premium_buttons(original.packs) if isinstance(original, CreditsNeeded) else None
+        view = None
+        if isinstance(original, CreditsNeeded):
+            view = premium_buttons(original.packs)
+            await note_offer(interaction)  # a purchase from here shows in this server's Ledger
         await send_ephemeral(interaction, sentence_for(error), view=view)
         return
     original = error.original if isinstance(error, app_commands.CommandInvokeError) else error

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import secrets
 from base64 import urlsafe_b64encode
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -344,6 +345,39 @@ class DashboardService:
         """
         async for batch in self._views.export(guild_id, where):
             yield await self._hide_prompts(batch, private_hidden_from)
+
+    async def credit_lines(
+        self, guild_id: int, where: LedgerFilter, limit: int | None = None
+    ) -> list[LedgerLine]:
+        """Members' credit packs bought and refunded in the server, newest first (its admins').
+
+        ``kind`` ``credit_purchase`` or ``credit_refund``, the SKU as ``model``, the
+        entitlement as ``task_id``, the change of the balance as ``cost_micro``
+        (:meth:`~bot.storage.repos.dashboard.DashboardViews.credit_lines`). Not charges of the
+        server: its totals leave them out. ``limit``: at most this many; None: all.
+        """
+        return await self._views.credit_lines(guild_id, where, limit=limit, newest_first=True)
+
+    async def export_with_credits(
+        self, guild_id: int, where: LedgerFilter
+    ) -> AsyncIterator[list[LedgerLine]]:
+        """:meth:`export` (an admin's) with the server's credit purchases and refunds.
+
+        Each purchase or refund comes in time order among the charges (oldest first); there
+        are few (one per pack bought), so they are read at once.
+        """
+        pending = deque(
+            await self._views.credit_lines(guild_id, where, limit=None, newest_first=False)
+        )
+        async for batch in self.export(guild_id, where):
+            merged: list[LedgerLine] = []
+            for line in batch:
+                while pending and pending[0].at <= line.at:
+                    merged.append(pending.popleft())
+                merged.append(line)
+            yield merged
+        if pending:
+            yield list(pending)
 
     async def _hide_prompts(
         self, lines: list[LedgerLine], viewer_id: int | None

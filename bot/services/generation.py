@@ -235,12 +235,30 @@ class ImageOutcome:
         answered: a synchronous image's finished job row (:meth:`GenerationService.
             record_answered`), for what goes by job id (Share, the galleries); None when
             asynchronous or not recorded.
+        by_credits: (a synchronous image) the member's credit balance paid it, decided at
+            its hold (``server-then-members``: past the server's budgets; docs/credits.md).
     """
 
     model: str
     result: ImageResult | None = None
     job: Job | None = None
     answered: Job | None = None
+    by_credits: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PaidText:
+    """A text result and who paid it (:meth:`GenerationService.paid_text`).
+
+    Attributes:
+        result: the service's answer; its ``cost_cents`` is what the member's balance paid
+            (the markup included) when ``by_credits``, else the charge.
+        by_credits: the member's credit balance paid it, decided at its hold
+            (``server-then-members``: past the server's budgets; docs/credits.md).
+    """
+
+    result: TextResult
+    by_credits: bool = False
 
 
 def may_have_charged(exc: api.GenAPIError) -> bool:
@@ -695,7 +713,31 @@ class GenerationService:
         system_limit: int = MAX_PROMPT_LENGTH,
         summary: str | None = None,
     ) -> TextResult:
+        """Generate text: :meth:`paid_text`'s result without who paid (same errors)."""
+        paid = await self.paid_text(
+            who,
+            options,
+            screened=screened,
+            prompt_limit=prompt_limit,
+            system_limit=system_limit,
+            summary=summary,
+        )
+        return paid.result
+
+    async def paid_text(
+        self,
+        who: Requester,
+        options: TextOptions,
+        *,
+        screened: tuple[str | None, ...] | None = None,
+        prompt_limit: int = MAX_PROMPT_LENGTH,
+        system_limit: int = MAX_PROMPT_LENGTH,
+        summary: str | None = None,
+    ) -> PaidText:
         """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
+
+        Returns it with whether the member's balance paid, decided at the hold (an answer's
+        footer names that, not :meth:`paid_by` read before the request).
 
         Without a model, the first text model the member's role tiers allow is used, as for
         ``/image``: the service's own default (docs/genapi.md §4.5) is a model the
@@ -753,9 +795,10 @@ class GenerationService:
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._health.works(settings)
-        if paid is not None:  # the member is shown what their balance paid (docs/credits.md)
-            result = result.model_copy(update={"cost_cents": paid})
-        return result
+        if paid is None:
+            return PaidText(result)
+        # The member is shown what their balance paid (docs/credits.md).
+        return PaidText(result.model_copy(update={"cost_cents": paid}), by_credits=True)
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
         """Generate an image (docs/genapi.md §4.4): a result, or a job for an asynchronous model.
@@ -817,12 +860,20 @@ class GenerationService:
             if isinstance(result, ImageResult):
                 paid = self._billing.balance_price(reservation, charge.cost_cents)
                 await self._billing.settle(reservation, charge)
+                answered = await self._records.record_answered(
+                    who,
+                    key,
+                    request.model,
+                    request.prompt,
+                    result,
+                    paid_cents=paid,
+                    stage=options.stage,
+                )
                 if paid is not None:  # what the member's balance paid (docs/credits.md)
                     result = result.model_copy(update={"cost_cents": paid})
-                answered = await self._records.record_answered(
-                    who, key, request.model, request.prompt, result, stage=options.stage
+                return ImageOutcome(
+                    request.model, result=result, answered=answered, by_credits=paid is not None
                 )
-                return ImageOutcome(request.model, result=result, answered=answered)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
@@ -1488,10 +1539,14 @@ class JobRecords:
         prompt: str,
         result: ImageResult,
         *,
+        paid_cents: Decimal | None = None,
         stage: str | None = None,
     ) -> Job | None:
         """Record a synchronous image, already settled, as a finished job; never raises.
 
+        ``paid_cents``: what the member's credit balance paid for it (the markup included),
+        kept in its details as an asynchronous job's (its card names the balance); None:
+        the server or the member's wallet paid. Its ``cost_cents`` is the charge's.
         ``stage``: a draft's or a Final's (kept in its ``details``, for its buttons).
 
         What goes by job id then holds it as it holds an asynchronous image: Share and the
@@ -1519,7 +1574,11 @@ class JobRecords:
                     user_id=who.user_id,
                     prompt_summary=summarize(prompt),
                     details={
-                        "paid_by": paid_by(who.guild_id, own_key=key.source == "guild"),
+                        **(
+                            {"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+                            if paid_cents is None
+                            else {"paid_by": PAID_BY_CREDITS, "paid_cents": str(paid_cents)}
+                        ),
                         **({} if stage is None else {"stage": stage}),
                     },
                     cost_cents=result.cost_cents,

@@ -43,7 +43,7 @@ from bot.services.generation import (
 )
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MemberSettingsService
-from bot.services.personal import is_personal
+from bot.services.personal import PAID_BY_CREDITS, is_personal
 from bot.services.sequences import SequenceService
 
 log = logging.getLogger(__name__)
@@ -389,6 +389,8 @@ class SubmissionService:
         async with desk.waiting():
             outcomes, error = await self._generation.image_takes(who, options, takes)
         desk.charged()
+        if any(outcome.by_credits for outcome in outcomes):  # held past the server's budgets
+            payer = PAID_BY_CREDITS
         jobs = tuple(outcome.job for outcome in outcomes if outcome.job is not None)
         shared = public and not is_personal(who.guild_id) and len(jobs) > 1
         grouped = shared and await self._record_takes(jobs)
@@ -416,10 +418,12 @@ class SubmissionService:
         """
         payer = await self._generation.paid_by(who)
         async with desk.waiting():
-            result = await self._generation.text(who, options)
+            paid = await self._generation.paid_text(who, options)
         desk.charged()
+        if paid.by_credits:  # held past the server's budgets (server-then-members)
+            payer = PAID_BY_CREDITS
         ref = await self._remember("text", who, stored_options(options))
-        return TextAnswered(result, None if ref is None else f"r{ref}", payer)
+        return TextAnswered(paid.result, None if ref is None else f"r{ref}", payer)
 
     async def _after_charge(self, step: Awaitable[T], failure: str, *args: object) -> T | None:
         """Await bookkeeping after a charge: a failure is logged as an error, never raised.

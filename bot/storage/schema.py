@@ -841,6 +841,18 @@ credit_entries = Table(
     Column("consumed_at", Double),
 )
 Index("credit_entries_user_at", credit_entries.c.user_id, credit_entries.c.at)
+# A server's purchases and refunds, for its Ledger and CSV (revision 0019_credits_refunds).
+Index("credit_entries_guild_at", credit_entries.c.guild_id, credit_entries.c.at)
+
+# Where a member was last shown the premium buttons (revision 0019_credits_refunds): a purchase
+# Discord reports without a server is recorded in that one (docs/credits.md).
+credit_offers = Table(
+    "credit_offers",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("at", Double, nullable=False),
+)
 
 # What requests in flight hold of a member's balance, one row per reservation; a hold that
 # outlives its reservation (a crash) stops counting at expires_at.
