@@ -858,21 +858,8 @@ class GenerationService:
                 who, key, Kind.IMAGE, request.model, result.task_id, result, options.stage
             )
             if isinstance(result, ImageResult):
-                paid = self._billing.balance_price(reservation, charge.cost_cents)
-                await self._billing.settle(reservation, charge)
-                answered = await self._records.record_answered(
-                    who,
-                    key,
-                    request.model,
-                    request.prompt,
-                    result,
-                    paid_cents=paid,
-                    stage=options.stage,
-                )
-                if paid is not None:  # what the member's balance paid (docs/credits.md)
-                    result = result.model_copy(update={"cost_cents": paid})
-                return ImageOutcome(
-                    request.model, result=result, answered=answered, by_credits=paid is not None
+                return await self._settle_answered(
+                    who, key, request, reservation, charge, result, options.stage
                 )
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
@@ -896,6 +883,31 @@ class GenerationService:
             settings,
             lambda: self._client.generate_image(key.key, request),
             settle,
+        )
+
+    async def _settle_answered(
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        request: ImageRequest,
+        reservation: Reservation,
+        charge: Charge,
+        result: ImageResult,
+        stage: str | None,
+    ) -> ImageOutcome:
+        """Settle a synchronous image's charge, then record it as a finished job.
+
+        The member sees what their credit balance paid, when it paid (docs/credits.md).
+        """
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
+        await self._billing.settle(reservation, charge)
+        answered = await self._records.record_answered(
+            who, key, request.model, request.prompt, result, paid_cents=paid, stage=stage
+        )
+        if paid is not None:
+            result = result.model_copy(update={"cost_cents": paid})
+        return ImageOutcome(
+            request.model, result=result, answered=answered, by_credits=paid is not None
         )
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
