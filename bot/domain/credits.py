@@ -69,6 +69,7 @@ class CreditEntry:
             purchase was made in (its Ledger shows both), None when not known.
         model: (spend) the model charged.
         consumed_at: (purchase) when Discord confirmed it consumed; None until then.
+        user_id: the member whose balance changed (given where the reader does not know it).
     """
 
     kind: CreditEntryKind
@@ -80,6 +81,7 @@ class CreditEntry:
     guild_id: int | None = None
     model: str | None = None
     consumed_at: float | None = None
+    user_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

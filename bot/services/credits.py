@@ -36,6 +36,7 @@ from typing import Protocol
 from bot.clock import Clock
 from bot.config import Settings
 from bot.domain import (
+    AuditEntry,
     BillingMode,
     Charge,
     CreditBalance,
@@ -45,6 +46,7 @@ from bot.domain import (
     Reservation,
 )
 from bot.errors import BudgetExceeded, CreditsNeeded
+from bot.i18n import SOURCE, money
 from bot.services.personal import is_personal
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
@@ -245,6 +247,24 @@ class MemberCredits:
         await tx.credits.take_hold(reservation.id)
 
 
+def refund_audit(entry: CreditEntry, guild_id: int, user_id: int) -> AuditEntry:
+    """The audit log's line of a refund: the pack, what it credited and what was taken back.
+
+    Written in English for people, as every audit value is (``bot.i18n.money`` in the source
+    locale); ``via`` is ``"discord"``, where the refund came from.
+    """
+    amount = money(-entry.amount_cents, SOURCE)
+    return AuditEntry(
+        guild_id=guild_id,
+        user_id=user_id,
+        what=f"credit pack {entry.sku_id} refunded",
+        old=f"{amount} credited",
+        new=f"{amount} taken back",
+        at=entry.at,
+        via="discord",
+    )
+
+
 class CreditService:
     """Purchases, refunds and balances (no discord import: Discord is the desk handed in).
 
@@ -412,13 +432,17 @@ class CreditService:
         """Take a refunded purchase back from its member's balance, once.
 
         The balance may go below zero (credits already spent); a member below zero pays
-        nothing more until topped up.
+        nothing more until topped up. The refund is in the ledger of credits and, when the
+        purchase's server is known, in that server's audit log (in the same transaction), where
+        its admins read it beside the purchase on the dashboard's Ledger (docs/credits.md).
 
         Returns:
             The refund's entry; None when the purchase was never credited, or already refunded.
         """
         async with self._db.transaction() as tx:
             entry = await tx.credits.refund(entitlement_id, self._clock.time())
+            if entry is not None and entry.guild_id is not None and entry.user_id is not None:
+                await tx.policy.add_audit(refund_audit(entry, entry.guild_id, entry.user_id))
         if entry is not None:
             log.warning(
                 "credit pack refunded: entitlement %s, %s cents taken back",

@@ -482,3 +482,19 @@ async def test_server_then_members_answers_name_the_balance_when_it_paid(
         assert PAID_BY_CREDITS in chat_footer(turn, sandbox=False)
         spent = await services.credits.spent_since(MEMBER, 0)
         assert spent[0] > 0
+
+
+async def test_a_refund_is_in_the_audit_log_of_the_server_the_purchase_was_made_in(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    await credits.settle(desk.buy(9030), guild_id=GUILD)
+    await credits.settle(desk.buy(9031))  # no server known: no server's log to write in
+    await credits.refund(9030)
+    await credits.refund(9031)
+    await credits.refund(9030)  # a second report of the same refund writes nothing more
+    entries = await store.policy.audit(GUILD)
+    assert [(e.user_id, e.what, e.old, e.new) for e in entries] == [
+        (MEMBER, f"credit pack {SKU_SMALL} refunded", "$5.00 credited", "$5.00 taken back")
+    ]

@@ -233,6 +233,7 @@ class CreditStore:
             entitlement_id=entitlement_id,
             sku_id=purchase["sku_id"],
             guild_id=purchase["guild_id"],
+            user_id=purchase["user_id"],
         )
 
     async def lock_member(self, user_id: int, at: float) -> Decimal | None:
