@@ -254,3 +254,30 @@ async def test_a_styles_references_are_read_from_the_kept_message_after_urls_exp
         await world.command("config", {}, admin=True, group="style", subcommand="list")
     )
     assert "1 of them is gone" in listed.content
+
+
+async def test_a_character_applies_for_its_owner_only(world: World) -> None:
+    handle = await world.command(
+        "settings",
+        {"name": "kit"},
+        group="character",
+        subcommand="add",
+        attachments={"image": ("kit.png", b"\x89PNG fake", "image/png")},
+    )
+    assert "kit" in (await world.answer(handle)).content
+    kept = await world.discord.wait_for_message(
+        lambda m: "`kit`" in m.text and bool(m.attachments), include_existing=True
+    )
+
+    await world.answer(await world.command("image", {"prompt": "a fox", "character": "kit"}))
+    (call,) = [r for r in world.api.requests if r.path.endswith("/image/generate")][-1:]
+    assert [unsigned(url) for url in call.json["image_urls"]] == [kept.attachments[0].url]
+
+    def generations() -> int:
+        return sum(r.path.endswith("/generate") for r in world.api.requests)
+
+    made = generations()
+    handle = await world.command("image", {"prompt": "a fox", "character": "kit"}, admin=True)
+    refused = await world.answer(handle)
+    assert "You have no character named `kit`" in refused.content, refused.content
+    assert generations() == made  # nothing asked of the service, nothing charged
