@@ -1,8 +1,9 @@
 """``python -m bench guard``: the spend guard's CPU per charge over a big ledger.
 
-One server with 1,000,000 charges over 120 days (``--quick``: a tenth), seeded as ``python -m
-bench dashboard`` seeds it, on SQLite and on PostgreSQL (``tests/support/pg_server.py``'s
-Debian binaries; skipped without them), its hours summed into ``guard_hourly``. Then charges
+One server with 1,000,000 charges over 120 days (``--quick``: a tenth), seeded by
+:mod:`bench.ledger` (as ``python -m bench dashboard`` is) on SQLite and on PostgreSQL
+(``tests/support/pg_server.py``'s Debian binaries; skipped without them), its hours summed into
+``guard_hourly``. Then charges
 are recorded one after another as billing records them (``LedgerStore.insert_charge``) and the
 guard's checks run on each (``SpendGuard.after_charge``). The guard's hourly write is part of
 the charge's own transaction (``add_to_hours``), so its cost is measured as a difference:
@@ -19,7 +20,6 @@ of the ledger.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -30,14 +30,7 @@ import psutil
 from pydantic import SecretStr
 from sqlalchemy import text
 
-from bench.dashboard import (
-    DAYS,
-    GUILD,
-    NOW,
-    _seed_postgresql,
-    _seed_sqlite,
-    _settings,
-)
+from bench.ledger import DAYS, GUILD, NOW, Seeded, seed_each_engine
 from bench.report import Table
 from bot.clock import ManualClock
 from bot.config import Settings
@@ -48,7 +41,6 @@ from bot.storage.repos import ledger as ledger_module
 from bot.storage.repos.dashboard import rebuild_daily
 from bot.storage.repos.guard import add_to_hours
 from bot.wiring import assemble_services, open_database
-from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 CHARGES = 4_000
 """Charges timed per engine, half guarded, half the baseline (``--quick``: 1,000)."""
@@ -168,25 +160,9 @@ async def run(workdir: Path, *, quick: bool = False, **_: Any) -> Table:
     charges = 100_000 if quick else 1_000_000
     count = 1_000 if quick else CHARGES
     table = Table(f"guard: one server, {charges:,} charges over {DAYS} days; {count} timed")
-    path = workdir / "guard.db"
-    path.unlink(missing_ok=True)
-    settings = _settings(database_path=path)
-    db = await open_database(settings, ManualClock())
-    await db.close()
-    await asyncio.to_thread(_seed_sqlite, path, charges, charges // 5)
-    await _measure("SQLite", settings, count, table)
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        table.notes.append(SKIP_REASON.replace("tests", "PostgreSQL runs"))
-        return table
-    server = PgServer.start(bin_dir)
-    try:
-        url = server.create_database()
-        settings = _settings(database_url=SecretStr(url))
-        db = await open_database(settings, ManualClock())
-        await db.close()
-        await _seed_postgresql(url, charges, charges // 5)
-        await _measure("PostgreSQL", settings, count, table, server.data)
-    finally:
-        server.stop()
+
+    async def measure(seeded: Seeded) -> None:
+        await _measure(seeded.engine, seeded.settings, count, table, seeded.data)
+
+    await seed_each_engine(workdir, "guard", table, measure, charges=charges, jobs=charges // 5)
     return table

@@ -30,7 +30,7 @@ import httpx2 as httpx
 from PIL import Image
 from pydantic import SecretStr
 
-from bench.dashboard import GUILD, NOW, _seed_postgresql, _seed_sqlite, _settings
+from bench.ledger import GUILD, NOW, Seeded, seed_each_engine
 from bench.report import Table, ms, percentile
 from bot.clock import ManualClock
 from bot.config import Settings
@@ -42,9 +42,7 @@ from bot.genapi.client import GenAPIClient
 from bot.genapi.ratelimit import RateLimiter
 from bot.media.thumbnails import image_thumbnail, video_thumbnail
 from bot.sandbox.clips import make_clip
-from bot.services.dashboard import DashboardService
 from bot.wiring import assemble_services, open_database
-from tests.support.pg_server import SKIP_REASON, PgServer, find_bin_dir
 
 ADMIN = 222_222_222_222_222_222
 REQUESTS = 30
@@ -158,7 +156,7 @@ async def _measure(engine: str, settings: Settings, table: Table) -> None:
         )
         try:
             await dashboard.start()
-            token = await services.service(DashboardService).open_session(
+            token = await services.dashboard.open_session(
                 ADMIN, "admin", [GuildRef(GUILD, "Big Server", 1 << 5)]
             )
             base = f"http://127.0.0.1:{settings.dashboard_listen_port}"
@@ -215,27 +213,18 @@ async def run(workdir: Path, *, quick: bool = False, **_: Any) -> Table:
     jobs = 20_000 if quick else 200_000
     table = Table(f"thumbs: making thumbnails; a Gallery page over {jobs:,} finished jobs")
     made = await asyncio.to_thread(_making, table, quick)
-    path = workdir / "thumbs.db"
-    path.unlink(missing_ok=True)
-    settings = _settings(database_path=path, dashboard_port=18_091)
-    db = await open_database(settings, ManualClock())
-    await db.close()
-    await asyncio.to_thread(_seed_sqlite, path, jobs, jobs)
-    await asyncio.to_thread(_thumbs_sqlite, path, made)
-    await _measure("SQLite", settings, table)
-    bin_dir = find_bin_dir()
-    if bin_dir is None:
-        table.notes.append(SKIP_REASON.replace("tests", "PostgreSQL runs"))
-        return table
-    server = PgServer.start(bin_dir)
-    try:
-        url = server.create_database()
-        settings = _settings(database_url=SecretStr(url), dashboard_port=18_092)
-        db = await open_database(settings, ManualClock())
-        await db.close()
-        await _seed_postgresql(url, jobs, jobs)
-        await _thumbs_postgresql(url, made)
-        await _measure("PostgreSQL", settings, table)
-    finally:
-        server.stop()
+
+    async def measure(seeded: Seeded) -> None:
+        if seeded.path is not None:
+            await asyncio.to_thread(_thumbs_sqlite, seeded.path, made)
+        else:
+            assert seeded.url is not None
+            await _thumbs_postgresql(seeded.url, made)
+        await _measure(seeded.engine, seeded.settings, table)
+
+    # Each engine's dashboard on a port of its own.
+    ports = {"SQLite": {"dashboard_port": 18_091}, "PostgreSQL": {"dashboard_port": 18_092}}
+    await seed_each_engine(
+        workdir, "thumbs", table, measure, charges=jobs, jobs=jobs, settings=ports
+    )
     return table

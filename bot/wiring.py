@@ -42,6 +42,7 @@ from bot.services.conversations import ConversationService
 from bot.services.creative import CreativeService
 from bot.services.credits import CreditService, MemberCredits
 from bot.services.dashboard import DashboardService
+from bot.services.drafts import DraftService
 from bot.services.generation import GenerationService
 from bot.services.guard import SpendGuard
 from bot.services.guild_config import GuildConfigService
@@ -115,6 +116,7 @@ class Services:
     command_sync: CommandSync
     sequences: SequenceService
     submissions: SubmissionService
+    drafts: DraftService
     creative: CreativeService
     guard: SpendGuard
     sandbox: bool
@@ -375,6 +377,9 @@ def assemble_services(
     creative = CreativeService(db, clock, generation, guild_config)
     guard = SpendGuard(db, clock, billing, settings)
     billing.set_watcher(guard.after_charge)
+    drafts = DraftService(
+        db=db, generation=generation, billing=billing, members=members, guild_config=guild_config
+    )
     return Services(
         settings=settings,
         clock=clock,
@@ -406,7 +411,9 @@ def assemble_services(
             members=members,
             guild_config=guild_config,
             creative=creative,
+            drafts=drafts,
         ),
+        drafts=drafts,
         creative=creative,
         guard=guard,
         command_sync=CommandSync(db),
@@ -441,6 +448,30 @@ def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
         delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
         metrics=services.metrics,
     )
+
+
+RESERVATION_SWEEP_SECONDS = 300.0
+"""Seconds between two sweeps of :func:`sweep_stale`."""
+
+
+async def sweep_stale(services: Services) -> None:
+    """Release what unsettled requests left, every :data:`RESERVATION_SWEEP_SECONDS`.
+
+    Run for ever by each gateway process as a supervised background task (``GenBot``): the
+    budget reservations and the credit holds expired by now (docs/credits.md: an expired hold
+    stops counting at once, and its row goes here), the keys kept for a request that ended
+    without a job, and the settlements spooled while the database failed, once it answers.
+    """
+    while True:
+        expired = await services.billing.expire_stale()
+        if expired:
+            log.info("released %d stale budget reservations", expired)
+        held = await services.credits.expire_holds()
+        if held:
+            log.info("released %d stale credit holds", held)
+        await services.keys.sweep_retired()
+        await services.billing.replay_spool()
+        await services.clock.sleep(RESERVATION_SWEEP_SECONDS)
 
 
 def build_retention(services: Services) -> Retention:

@@ -15,7 +15,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from bot.discord.bot import GenBot
-from bot.discord.credits import premium_buttons, settle_reported
+from bot.discord.credits import note_offer, premium_buttons, settle_reported
 from bot.discord.interactions import requester
 from bot.domain import CreditEntryKind
 from bot.i18n import _, money, relative_time
@@ -80,6 +80,7 @@ class CreditsCog(commands.Cog):
                 lines.append(f"- {what}, {relative_time(entry.at)}")
         view = premium_buttons(view_of.packs) or discord.utils.MISSING
         await interaction.response.send_message("\n".join(lines), ephemeral=True, view=view)
+        await note_offer(interaction)  # a purchase from here shows in this server's Ledger
 
     @commands.Cog.listener()
     async def on_entitlement_create(self, entitlement: discord.Entitlement) -> None:
@@ -104,7 +105,9 @@ class CreditsCog(commands.Cog):
         """Settle any unconsumed pack an interaction carries (a purchase the event missed)."""
         if not self.credits.packs or not interaction.entitlements:
             return
-        task = asyncio.create_task(settle_reported(self.credits, interaction.entitlements))
+        task = asyncio.create_task(
+            settle_reported(self.credits, interaction.entitlements, interaction.guild_id)
+        )
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
 

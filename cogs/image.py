@@ -63,6 +63,7 @@ class ImageCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate an image.
 
@@ -82,6 +83,7 @@ class ImageCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: 4 cheap takes on the server's draft model; Final makes the one you pick on yours
         """
         uploads = tuple(
             Upload(a.url, a.content_type, a.size)
@@ -100,6 +102,7 @@ class ImageCog(commands.Cog):
             enhance=bool(enhance),
             style=style,
             character=character,
+            draft=bool(draft),
         )
         await image_command(interaction, request)
 

@@ -13,8 +13,6 @@ docs/safety.md.
 from __future__ import annotations
 
 import logging
-import re
-from typing import Any
 
 import discord
 from discord.ext import commands
@@ -29,7 +27,7 @@ from bot.discord.render.safety import (
 )
 from bot.discord.request_flows import fetch_result
 from bot.discord.safety_review import ReviewSettler
-from bot.discord.tree import ActionButton, admit, answer_error, send_ephemeral
+from bot.discord.tree import ActionButton, ActionSelect, answer_error, send_ephemeral
 from bot.domain import Job, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
 from bot.i18n import N_, _, using
@@ -92,39 +90,19 @@ async def _decided(interaction: Interaction, cog: SafetyCog, record: SafetyRecor
     await cog.settler.settle(record)
 
 
-class ReportSelect(
-    discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], template=REPORT_CUSTOM_ID
-):
+class ReportSelect(ActionSelect, template=REPORT_CUSTOM_ID):
     """The Report select under a shown result (``gb:report:j12``); restart-safe.
 
     Args:
         ref: the result.
     """
 
-    def __init__(self, ref: str) -> None:
-        super().__init__(discord.ui.Select(custom_id=f"gb:report:{ref}"))
-        self.ref = ref
-
-    @classmethod
-    async def from_custom_id(  # type: ignore[override]
-        cls,
-        interaction: Interaction,
-        item: discord.ui.Select[discord.ui.View],
-        match: re.Match[str],
-    ) -> ReportSelect:
-        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
-        return cls(match["ref"])
-
-    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the choice as every entry point is (:func:`bot.discord.tree.admit`)."""
-        return await admit(interaction)
+    action = "report"
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Record the report; enough of them withhold the result pending review."""
         try:
-            data: Any = interaction.data or {}
-            values = list(data.get("values") or [])
-            await _report(interaction, self.ref, str(values[0]) if values else "")
+            await _report(interaction, self.ref, self.chosen(interaction))
         except Exception as exc:
             await answer_error(interaction, exc)
 

@@ -55,7 +55,13 @@ from bot.discord.sequence_flows import (
     join_videos,
     start_continue,
 )
-from bot.discord.tree import PUBLIC_DEFER, ActionButton, AdmittedModal, admit, answer_error
+from bot.discord.tree import (
+    PUBLIC_DEFER,
+    ActionButton,
+    ActionSelect,
+    AdmittedModal,
+    answer_error,
+)
 from bot.discord.video_form import add_duration_select, priced_models
 from bot.domain import Job
 from bot.errors import ValidationFailed
@@ -71,8 +77,7 @@ from bot.services.generation import (
 from bot.services.joins import JoinService
 from bot.services.member_settings import MemberSettingsService
 from bot.services.safety import SafetyService
-from bot.services.sequences import SequenceService
-from bot.services.submissions import require_clip
+from bot.services.sequences import SequenceService, require_clip
 
 Interaction = discord.Interaction[GenBot]
 
@@ -100,37 +105,19 @@ class SequenceAction(ActionButton, template=SEQUENCE_CUSTOM_ID):
             await answer_error(interaction, exc)
 
 
-class TakeSelect(discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]], template=TAKE_SELECT):
+class TakeSelect(ActionSelect, template=TAKE_SELECT):
     """The select of a takes card: which take its action buttons act on; restart-safe.
 
     Args:
         ref: ``j<the first take's job id>``.
     """
 
-    def __init__(self, ref: str) -> None:
-        super().__init__(discord.ui.Select(custom_id=f"gb:take:{ref}"))
-        self.ref = ref
-
-    @classmethod
-    async def from_custom_id(  # type: ignore[override]
-        cls,
-        interaction: Interaction,
-        item: discord.ui.Select[discord.ui.View],
-        match: re.Match[str],
-    ) -> TakeSelect:
-        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
-        return cls(match["ref"])
-
-    async def interaction_check(self, interaction: Interaction, /) -> bool:  # type: ignore[override]
-        """Admit the choice as every entry point is (:func:`bot.discord.tree.admit`)."""
-        return await admit(interaction)
+    action = "take"
 
     async def callback(self, interaction: Interaction) -> None:  # type: ignore[override]
         """Redraw the card with the buttons acting on the chosen take (nothing is charged)."""
         try:
-            data: Any = interaction.data or {}
-            values = list(data.get("values") or [])
-            chosen = str(values[0]) if values else ""
+            chosen = self.chosen(interaction)
             cog = _cog(interaction)
             takes = await cog.sequences.takes_of(int(self.ref[1:]))
             jobs = [await cog.generation.job(job_id) for job_id in takes]

@@ -91,6 +91,7 @@ class VideoCog(commands.Cog):
         enhance: bool | None = None,
         style: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
         character: app_commands.Range[str, 1, MAX_NAME_LENGTH] | None = None,
+        draft: bool | None = None,
     ) -> None:
         """Generate a video; it is posted here when ready.
 
@@ -109,6 +110,7 @@ class VideoCog(commands.Cog):
             enhance: rewrite the prompt with the server's text model first; you see both prices
             style: one of the server's styles (/config style): its words and reference images
             character: one of your characters (/settings character), or one shared here
+            draft: a short cheap clip on the server's draft model; Final makes it on yours
         """
         upload = None if image is None else Upload(image.url, image.content_type, image.size)
         request = VideoRequest(
@@ -125,6 +127,7 @@ class VideoCog(commands.Cog):
             enhance=bool(enhance),
             style=style,
             character=character,
+            draft=bool(draft),
         )
         await video_command(interaction, request)
 

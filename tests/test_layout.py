@@ -330,9 +330,7 @@ EXEMPT = {
 }
 """Bodies the size rule allows: declarations, documented tables and the composition root."""
 
-TO_SPLIT = {
-    "cogs/config.py::ConfigCog": "to split (GroupCog per subgroup)",
-}
+TO_SPLIT: dict[str, str] = {}
 """Bodies over the rule today, each to be split; the list only shrinks (a fixed one leaves it)."""
 
 

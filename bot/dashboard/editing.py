@@ -34,7 +34,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from bot.clock import Clock
-from bot.dashboard import settings_forms
+from bot.dashboard import settings_forms, styles_page
 from bot.dashboard.app import Dashboard
 from bot.dashboard.forms import (
     CHANGED_MEANWHILE,
@@ -79,6 +79,7 @@ __all__ = [
     "SettingsPages",
     "add_all_pages",
     "settings_forms",
+    "styles_page",
 ]
 
 

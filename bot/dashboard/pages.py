@@ -49,6 +49,7 @@ from bot.domain import (
     MessageUnreachable,
     ResultItem,
     ShowcaseEntry,
+    StyleThumbnail,
     Thumbnail,
 )
 from bot.errors import BotError, ValidationFailed
@@ -252,9 +253,14 @@ def add_pages(app: Dashboard, routes: web.UrlDispatcher) -> None:
     routes.add_get("/results/{job_id}", pages.result, name="result")
     routes.add_get("/thumbs/{job_id}/{index}", pages.thumb, name="thumb")
     routes.add_get("/public/thumbs/{entry_id}", pages.public_thumb, name="public-thumb")
+    routes.add_get(
+        "/thumbs/styles/{guild_id}/{style_id}/{position}", pages.style_thumb, name="style-thumb"
+    )
 
 
-def thumbnail_response(request: web.Request, thumb: Thumbnail, *, public: bool) -> web.Response:
+def thumbnail_response(
+    request: web.Request, thumb: Thumbnail | StyleThumbnail, *, public: bool
+) -> web.Response:
     """A thumbnail's bytes, or 304 when the browser holds them (``If-None-Match``).
 
     ETag: the digest. ``Cache-Control``: :data:`PUBLIC_THUMB` for a public one; else
@@ -432,6 +438,7 @@ class Pages:
         filters = Filters.read(request.query)
         error, total, following = None, (0, 0), ""
         lines: list[LedgerLine] = []
+        where: LedgerFilter | None = None
         try:
             where = filters.ledger()
             before = _cursor(request.query.get("before", ""))
@@ -448,7 +455,13 @@ class Pages:
             lines = lines[:PAGE_SIZE]
             last = lines[-1]
             following = filters.query(before=f"{last.at!r}_{last.id}")
-        people = await self._people(guild_id, [line.user_id for line in lines])
+        # Members' credit packs bought here, and refunds: for the server's admins only.
+        credits: list[LedgerLine] = []
+        if rights.admin and where is not None:
+            credits = await self.dashboard.credit_lines(guild_id, where, PAGE_SIZE)
+        people = await self._people(
+            guild_id, [line.user_id for line in lines] + [line.user_id for line in credits]
+        )
         return self._render(
             request,
             "ledger.html",
@@ -459,6 +472,7 @@ class Pages:
             error=error,
             filters=filters,
             lines=lines,
+            credits=credits,
             total=total,
             people=people,
             following=following,
@@ -486,7 +500,13 @@ class Pages:
         await response.write(writer.rows([LEDGER_COLUMNS]))
         names = ExportNames(self.app, guild_id)
         hidden_from = _unless_admin(signed, rights)
-        async for batch in self.dashboard.export(guild_id, where, private_hidden_from=hidden_from):
+        # An admin's export holds the members' credit packs bought here, and refunds.
+        batches = (
+            self.dashboard.export_with_credits(guild_id, where)
+            if rights.admin
+            else self.dashboard.export(guild_id, where, private_hidden_from=hidden_from)
+        )
+        async for batch in batches:
             known = await names.of(line.user_id for line in batch)
             await response.write(writer.rows(ledger_rows(batch, known)))
         await response.write_eof()
@@ -721,6 +741,25 @@ class Pages:
         if thumb is None:
             raise web.HTTPNotFound()
         return thumbnail_response(request, thumb, public=True)
+
+    async def style_thumb(self, request: web.Request) -> web.Response:
+        """``/thumbs/styles/<guild id>/<style id>/<n>``: a style reference's thumbnail.
+
+        For those who may see the server's pages (rights through the bot, cached; a server not
+        in the member's OAuth2 list is a 404 before any question). From the bot's own store.
+        """
+        raw_position = request.match_info["position"]
+        if not raw_position.isdigit() or len(raw_position) > 1:
+            raise web.HTTPNotFound()
+        signed = self.app.signed(request)
+        if _guild_id(request) not in {g.id for g in signed.session.guilds}:
+            raise web.HTTPNotFound()
+        _signed, guild_id, _rights = await self._server(request)
+        style_id = int(request.match_info["style_id"])
+        thumb = await self.services.creative.style_thumbnail(guild_id, style_id, int(raw_position))
+        if thumb is None:
+            raise web.HTTPNotFound()
+        return thumbnail_response(request, thumb, public=False)
 
     async def result(self, request: web.Request) -> web.Response:
         """``/results/<job id>``: one result, as its thumbnail's link opens it.

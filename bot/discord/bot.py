@@ -52,8 +52,9 @@ from bot.i18n import Later, _, using
 from bot.jobs.supervisor import supervise
 from bot.ops.metrics import Metrics
 from bot.services.generation import KeyProblem
-from bot.services.guild_config import ChangeOutlet, GuildConfigService
-from bot.wiring import Services, build_poller, build_retention
+from bot.services.guild_config import GuildConfigService
+from bot.services.settings_audit import ChangeOutlet
+from bot.wiring import Services, build_poller, build_retention, sweep_stale
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,6 @@ def discover_extensions(package: str = EXTENSION_PACKAGE) -> tuple[str, ...]:
 
 
 EXTENSIONS = discover_extensions()
-
-RESERVATION_SWEEP_SECONDS = 300.0
 
 SHUTDOWN_GRACE_SECONDS = 20.0
 """How long a shutdown waits for commands already running (their charges to be recorded)."""
@@ -672,15 +671,7 @@ class GenBot(commands.AutoShardedBot):
         await reconcile_forever(self.services.credits, self.services.clock)
 
     async def _sweep_reservations(self) -> None:
-        while True:
-            expired = await self.services.billing.expire_stale()
-            if expired:
-                log.info("released %d stale budget reservations", expired)
-            # Keys kept for a request that ended without a job.
-            await self.services.keys.sweep_retired()
-            # Settlements spooled while the database failed, once it answers again.
-            await self.services.billing.replay_spool()
-            await self.services.clock.sleep(RESERVATION_SWEEP_SECONDS)
+        await sweep_stale(self.services)
 
     async def _notify_admins(self, guild_id: int, channel_id: int, problem: KeyProblem) -> None:
         shared = not await self.guild_config.has_own_key(guild_id)

@@ -37,6 +37,7 @@ from bot.discord.render.safety import safety_answer
 from bot.discord.safety_gate import screen_urls
 from bot.discord.safety_review import downloader
 from bot.discord.tree import CHARGED, PUBLIC_DEFER, sentence_for
+from bot.domain import DRAFT
 from bot.errors import ValidationFailed
 from bot.i18n import N_, _, number, using
 from bot.services.generation import (
@@ -484,6 +485,7 @@ async def _show_images(
             ref=answer.ref,
             paid_by=made.payer,
             job_id=answer.job_id,
+            draft=options.stage == DRAFT,
         )
         shown.append(await safety_checked(bot, who, answer.ref, options.prompt, parts, locale))
     if shown:

@@ -7,14 +7,14 @@ import re
 import secrets
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 import discord
 from discord import app_commands
 from discord.webhook.async_ import AsyncWebhookAdapter, async_context
 
 from bot.discord.command_access import interaction_refusal
-from bot.discord.credits import premium_buttons
+from bot.discord.credits import note_offer, premium_buttons
 from bot.errors import BotError, CreditsNeeded, user_message
 from bot.genapi.errors import GenAPIError
 from bot.i18n import N_, _, set_locale
@@ -217,6 +217,52 @@ class ActionButton(
         return await admit(interaction)
 
 
+class ActionSelect(
+    discord.ui.DynamicItem[discord.ui.Select[discord.ui.View]],
+    template=r"gb:(?P<action>[a-z]+):(?P<ref>[a-z][0-9]+)",
+):
+    """A restart-safe select ``gb:<action>:<ref>`` whose choice passes :func:`admit` first.
+
+    The select :class:`ActionButton` is for buttons: the base of the Report select under a
+    result and of a takes card's select. Each subclass names its :attr:`action` (the custom
+    id's middle part), its own custom-id ``template`` (with the group ``ref``) and its
+    ``callback``, and is the one registered (``add_dynamic_items``). This class's own template
+    only satisfies discord.py, which requires one of every ``DynamicItem``; it is never
+    registered.
+
+    Args:
+        ref: what it acts on (``j<job id>``, ``r<result request id>``).
+    """
+
+    action: ClassVar[str] = "select"
+    """The custom id's action: ``gb:<action>:<ref>`` (``report``, ``take``)."""
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(discord.ui.Select(custom_id=f"gb:{self.action}:{ref}"))
+        self.ref = ref
+
+    @classmethod
+    async def from_custom_id(  # type: ignore[override]
+        cls,
+        interaction: discord.Interaction[Any],
+        item: discord.ui.Select[discord.ui.View],
+        match: re.Match[str],
+    ) -> Self:
+        """Rebuild the select from its custom id (discord.py calls this on every choice)."""
+        return cls(match["ref"])
+
+    async def interaction_check(self, interaction: discord.Interaction[Any], /) -> bool:
+        """Admit the choice as every entry point is (:func:`admit`)."""
+        return await admit(interaction)
+
+    @staticmethod
+    def chosen(interaction: discord.Interaction[Any]) -> str:
+        """The value the member chose, as the interaction carries it; "" when none."""
+        data: Any = interaction.data or {}
+        values = list(data.get("values") or [])
+        return str(values[0]) if values else ""
+
+
 class AdmittedModal(discord.ui.Modal):
     """A modal whose submission passes :func:`admit` first.
 
@@ -371,7 +417,10 @@ async def answer_error(interaction: discord.Interaction[Any], error: Exception) 
     if not interaction.extras.get(CHARGED):
         original = error.original if isinstance(error, app_commands.CommandInvokeError) else error
         # A balance too small to pay: the packs on Discord's buy buttons, the way forward.
-        view = premium_buttons(original.packs) if isinstance(original, CreditsNeeded) else None
+        view = None
+        if isinstance(original, CreditsNeeded):
+            view = premium_buttons(original.packs)
+            await note_offer(interaction)  # a purchase from here shows in this server's Ledger
         await send_ephemeral(interaction, sentence_for(error), view=view)
         return
     original = error.original if isinstance(error, app_commands.CommandInvokeError) else error

@@ -11,7 +11,16 @@ Money is :class:`~decimal.Decimal` cents, exact, except the budgets admins set, 
 snowflakes.
 """
 
-from bot.domain.charges import TASK_ID_REUSED, Charge, ChargeAnomaly, Reservation, UsageRow
+from bot.domain.charges import (
+    DRAFT,
+    FINAL,
+    STAGES,
+    TASK_ID_REUSED,
+    Charge,
+    ChargeAnomaly,
+    Reservation,
+    UsageRow,
+)
 from bot.domain.conversations import Conversation, ConversationTurn, Persona
 from bot.domain.creative import (
     CAMERA_BY_VALUE,
@@ -21,6 +30,7 @@ from bot.domain.creative import (
     CreativeSettings,
     ImageRef,
     Style,
+    StyleThumbnail,
 )
 from bot.domain.credits import (
     BillingMode,
@@ -67,6 +77,9 @@ from bot.domain.safety import SafetyMode, SafetyPolicy, SafetyRecord, Visibility
 __all__ = [
     "CAMERA_BY_VALUE",
     "CAMERA_PRESETS",
+    "DRAFT",
+    "FINAL",
+    "STAGES",
     "TASK_ID_REUSED",
     "UNLIMITED",
     "UNSET",
@@ -121,6 +134,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "Style",
+    "StyleThumbnail",
     "Thumbnail",
     "Tier",
     "Unset",

@@ -30,6 +30,8 @@ class Charge:
         prompt_summary: the prompt's summary of a charge without a job (``/text``, a
             conversation's turn), for the dashboard's Ledger; None for a job's charge (its
             job keeps it).
+        stage: :data:`DRAFT` for a draft's charge, :data:`FINAL` for its Final's (Draft →
+            Final, docs/creative.md); None for any other charge.
     """
 
     guild_id: int
@@ -44,6 +46,17 @@ class Charge:
     at: float
     tier_role_id: int | None = None
     prompt_summary: str | None = None
+    stage: str | None = None
+
+
+DRAFT: Final = "draft"
+"""The stage of a draft's charge (``/image draft:true``, ``/video draft:true``)."""
+
+FINAL: Final = "final"
+"""The stage of a Final's charge: a draft's take made again on the member's model."""
+
+STAGES: Final = (DRAFT, FINAL)
+"""The stages a charge may have besides none (``ledger.stage``)."""
 
 
 TASK_ID_REUSED: Final = "task id given again by the service"

@@ -49,6 +49,8 @@ class Style:
         suffix: appended to the prompt.
         references: the images; the first is a video's ``image_url``.
         created_by: the admin who added it.
+        roles: the role ids of the tiers whose members may use it (``/config style tiers``);
+            empty: every member.
     """
 
     id: int
@@ -57,6 +59,40 @@ class Style:
     suffix: str
     references: tuple[ImageRef, ...] = ()
     created_by: int = 0
+    roles: tuple[int, ...] = ()
+
+    def allows(self, role_ids: frozenset[int], manage_guild: bool = False) -> bool:
+        """Whether a member with ``role_ids`` (and Manage Server or not) may use it.
+
+        Every member when it names no tier, else a member holding one of its tiers' roles;
+        an admin (Manage Server) always.
+        """
+        return not self.roles or manage_guild or not role_ids.isdisjoint(self.roles)
+
+
+@dataclass(frozen=True, slots=True)
+class StyleThumbnail:
+    """The small picture of a style's reference (``style_thumbnails``), for the dashboard.
+
+    Attributes:
+        style_id: the style.
+        position: the reference's place among the style's (0 first).
+        digest: hex, the first 32 characters of the picture's SHA-256 (its ETag).
+        mime: ``image/webp``.
+        width: pixels.
+        height: pixels.
+        data: the picture's bytes (empty when only described).
+        duration: always None (a reference is a picture; as ``Thumbnail``'s for templates).
+    """
+
+    style_id: int
+    position: int
+    digest: str
+    mime: str
+    width: int
+    height: int
+    data: bytes = b""
+    duration: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,12 +42,15 @@ class Entitlement:
         sku_id: the SKU bought.
         user_id: the member who bought it.
         consumed: whether Discord already marks it consumed.
+        deleted: whether Discord deleted it (a refund: listed only with
+            ``exclude_deleted=false``).
     """
 
     id: int
     sku_id: int
     user_id: int
     consumed: bool = False
+    deleted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +65,11 @@ class CreditEntry:
         at: when it was recorded (a purchase: when it was credited).
         entitlement_id: (purchase, refund) the entitlement; None for a spend.
         sku_id: (purchase, refund) the pack's SKU.
-        guild_id: (spend) the server the command ran in.
+        guild_id: (spend) the server the command ran in; (purchase, refund) the server the
+            purchase was made in (its Ledger shows both), None when not known.
         model: (spend) the model charged.
         consumed_at: (purchase) when Discord confirmed it consumed; None until then.
+        user_id: the member whose balance changed (given where the reader does not know it).
     """
 
     kind: CreditEntryKind
@@ -76,6 +81,7 @@ class CreditEntry:
     guild_id: int | None = None
     model: str | None = None
     consumed_at: float | None = None
+    user_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ lie); a clip over them is refused with :class:`MediaTooLarge`.
 
 - :func:`last_frame_png`: the last decoded frame of a clip, as a PNG, found from the last
   keyframe rather than by decoding the whole clip.
+- :func:`first_frame_png`: the first frame of a clip, as a PNG (a video draft's Final).
 - :func:`join_clips`: one MP4 of several clips in order: by stream copy when they share codec,
   size, frame rate and codec set-up (nothing re-encoded, no quality lost), else re-encoded to
   the first clip's size and frame rate, letterboxed (never stretched), with audio when every
@@ -277,6 +278,31 @@ def last_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> bytes
             if last is None:
                 raise MediaError("That video has no frame the bot can read.")
             return _png(last)
+    except av.FFmpegError as exc:
+        raise MediaError("That file is not a video the bot can read.") from exc
+
+
+def first_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> bytes:
+    """The clip's first frame as a PNG (lossless: what a draft's Final starts from).
+
+    Decodes from the start until the first frame, so the cost is one frame whatever the clip's
+    length.
+
+    Raises:
+        MediaTooLarge: the clip is over ``bounds`` (its header, or the frame decoded).
+        MediaError: the file has no video or no decodable frame.
+    """
+    probe(path).check(bounds)
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise MediaError("That file has no video in it.")
+            video = container.streams.video[0]
+            counter = _Counter(bounds)
+            for frame in container.decode(video):
+                counter.frame(frame.width, frame.height)
+                return _png(frame)
+            raise MediaError("That video has no frame the bot can read.")
     except av.FFmpegError as exc:
         raise MediaError("That file is not a video the bot can read.") from exc
 

@@ -338,6 +338,8 @@ class UsageReport:
             any key (:data:`~bot.storage.TASK_ID_REUSED`): each was charged and kept on its own.
         by_tier: ``(tier name, cents)`` this month, largest first (whole-server reports only;
             ``"no tier"`` for members without a tier role).
+        by_stage: Draft → Final this month: ``"draft"`` / ``"final"`` -> ``(charges, cents)``
+            (docs/creative.md); only the stages charged.
 
     Amounts are exact Decimal cents.
     """
@@ -352,6 +354,7 @@ class UsageReport:
     anomalies: int = 0
     by_tier: list[tuple[str, Decimal]] = field(default_factory=list)
     reused_task_ids: int = 0
+    by_stage: dict[str, tuple[int, Decimal]] = field(default_factory=dict)
 
 
 def _reused_anomaly(charge: Charge | None, anomaly: ChargeAnomaly | None) -> ChargeAnomaly | None:
@@ -371,6 +374,76 @@ def _reused_anomaly(charge: Charge | None, anomaly: ChargeAnomaly | None) -> Cha
         return ChargeAnomaly.of(charge, charge.remaining_credits_cents, TASK_ID_REUSED)
     assert anomaly is not None
     return replace(anomaly, reason=TASK_ID_REUSED)
+
+
+class EffectiveLimits:
+    """A guild's limits and a member's policy as they apply: its settings, else the defaults.
+
+    Read by :class:`Billing` when it admits a request, and by whoever shows them.
+
+    Args:
+        db: the database.
+        defaults: the Settings whose ``default_*`` fields apply where a guild set nothing.
+    """
+
+    def __init__(self, db: Database, defaults: Settings) -> None:
+        self._db = db
+        self._defaults = defaults
+
+    def of(self, settings: GuildSettings) -> Limits:
+        """The limits of the guild whose settings are ``settings``."""
+        d = self._defaults
+        if is_personal(settings.guild_id):
+            # A member's wallet: on their own key, their money, no bot budget; on the
+            # bot's default key, the owner's personal allowance per member per UTC day.
+            own_key = settings.api_key_ciphertext is not None
+            return Limits(
+                monthly_budget_cents=None,
+                user_daily_budget_cents=None if own_key else d.personal_daily_budget_cents,
+                max_pending_videos_per_user=d.default_max_pending_videos_per_user,
+                max_pending_videos_per_guild=d.default_max_pending_videos_per_user,
+            )
+        return Limits(
+            monthly_budget_cents=_first(
+                settings.monthly_budget_cents, d.default_guild_monthly_budget_cents
+            ),
+            user_daily_budget_cents=_first(
+                settings.user_daily_budget_cents, d.default_user_daily_budget_cents
+            ),
+            max_pending_videos_per_user=_first(
+                settings.max_pending_videos_per_user, d.default_max_pending_videos_per_user
+            ),
+            max_pending_videos_per_guild=_first(
+                settings.max_pending_videos_per_guild, d.default_max_pending_videos_per_guild
+            ),
+        )
+
+    async def limits(self, guild_id: int) -> Limits:
+        """Return the guild's effective limits."""
+        return self.of(await self._db.guilds.settings(guild_id))
+
+    async def member_policy(
+        self, guild_id: int, role_ids: Collection[int], repos: Repositories | None = None
+    ) -> MemberPolicy:
+        """Return a member's effective policy: the most generous of their role tiers per limit.
+
+        Args:
+            guild_id: the guild.
+            role_ids: the member's role ids (Discord's interaction member object).
+            repos: read within this transaction; None reads committed data.
+        """
+        db = repos if repos is not None else self._db
+        limits = self.of(await db.guilds.settings(guild_id))
+        policy = member_policy(
+            await db.policy.tiers(guild_id),
+            role_ids,
+            daily_default=limits.user_daily_budget_cents,
+            videos_default=limits.max_pending_videos_per_user,
+            lists=await db.policy.model_lists(guild_id),
+        )
+        if is_personal(guild_id):  # no server's default: the owner's personal allowance
+            policy = replace(policy, daily=Allowance(policy.daily.value, PERSONAL_ALLOWANCE))
+        return policy
 
 
 class Billing:
@@ -406,6 +479,7 @@ class Billing:
             db, self._credits, clock, spool, settle_attempts
         )
         self._reports = UsageReports(db, clock)
+        self._effective = EffectiveLimits(db, defaults)
         self._metrics = metrics
         self._defaults = defaults
         self._clock = clock
@@ -445,59 +519,15 @@ class Billing:
                 getattr(exc, "orig", None) or exc,
             )
 
-    def _limits(self, settings: GuildSettings) -> Limits:
-        d = self._defaults
-        if is_personal(settings.guild_id):
-            # A member's wallet: on their own key, their money, no bot budget; on the
-            # bot's default key, the owner's personal allowance per member per UTC day.
-            own_key = settings.api_key_ciphertext is not None
-            return Limits(
-                monthly_budget_cents=None,
-                user_daily_budget_cents=None if own_key else d.personal_daily_budget_cents,
-                max_pending_videos_per_user=d.default_max_pending_videos_per_user,
-                max_pending_videos_per_guild=d.default_max_pending_videos_per_user,
-            )
-        return Limits(
-            monthly_budget_cents=_first(
-                settings.monthly_budget_cents, d.default_guild_monthly_budget_cents
-            ),
-            user_daily_budget_cents=_first(
-                settings.user_daily_budget_cents, d.default_user_daily_budget_cents
-            ),
-            max_pending_videos_per_user=_first(
-                settings.max_pending_videos_per_user, d.default_max_pending_videos_per_user
-            ),
-            max_pending_videos_per_guild=_first(
-                settings.max_pending_videos_per_guild, d.default_max_pending_videos_per_guild
-            ),
-        )
-
     async def limits(self, guild_id: int) -> Limits:
-        """Return the guild's effective limits."""
-        return self._limits(await self._db.guilds.settings(guild_id))
+        """Return the guild's effective limits (:meth:`EffectiveLimits.limits`)."""
+        return await self._effective.limits(guild_id)
 
     async def member_policy(
         self, guild_id: int, role_ids: Collection[int], repos: Repositories | None = None
     ) -> MemberPolicy:
-        """Return a member's effective policy: the most generous of their role tiers per limit.
-
-        Args:
-            guild_id: the guild.
-            role_ids: the member's role ids (Discord's interaction member object).
-            repos: read within this transaction; None reads committed data.
-        """
-        db = repos if repos is not None else self._db
-        limits = self._limits(await db.guilds.settings(guild_id))
-        policy = member_policy(
-            await db.policy.tiers(guild_id),
-            role_ids,
-            daily_default=limits.user_daily_budget_cents,
-            videos_default=limits.max_pending_videos_per_user,
-            lists=await db.policy.model_lists(guild_id),
-        )
-        if is_personal(guild_id):  # no server's default: the owner's personal allowance
-            policy = replace(policy, daily=Allowance(policy.daily.value, PERSONAL_ALLOWANCE))
-        return policy
+        """Return a member's effective policy (:meth:`EffectiveLimits.member_policy`)."""
+        return await self._effective.member_policy(guild_id, role_ids, repos)
 
     async def reserve(
         self,
@@ -705,7 +735,7 @@ class Billing:
             member's credit balance pays (:meth:`MemberCredits.admit`).
         """
         settings = await tx.guilds.settings(guild_id)
-        limits = self._limits(settings)
+        limits = self._effective.of(settings)
         policy = await self.member_policy(guild_id, role_ids, tx)
         _check_model_access(policy, model)
         if not is_personal(guild_id) and await tx.guard.pause(guild_id) is not None:
@@ -715,7 +745,7 @@ class Billing:
         )
         if kind is Kind.VIDEO:
             caps = replace(limits, max_pending_videos_per_user=policy.videos_at_once.value or 0)
-            await self._check_video_caps(tx, caps, guild_id, user_id, now, count)
+            await _check_video_caps(tx, caps, guild_id, user_id, now, count)
         each = (
             Decimal(cost_cents)
             if cost_cents is not None
@@ -737,28 +767,9 @@ class Billing:
             server_checks=server_checks,
         )
         if is_personal(guild_id) and settings.api_key_ciphertext is None:
-            await self._check_personal_total(tx, key_fingerprint, needed, now)
+            total = self._defaults.personal_total_budget_cents
+            await _check_personal_total(tx, key_fingerprint, needed, now, total)
         return policy, seconds, last, each, balance_pays
-
-    async def _check_personal_total(
-        self, tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float
-    ) -> None:
-        """Refuse a member's request on the shared key past all members' daily total.
-
-        ``PERSONAL_TOTAL_DAILY_BUDGET_CENTS`` bounds every member's personal use of the key
-        together, per UTC day (charges and live holds), besides each member's own allowance.
-        Members' wallets each have their own lock, so this check takes the personal pool's
-        too (:data:`bot.services.personal.PERSONAL_POOL_LOCK`, always after the wallet's, so
-        no two transactions wait on each other): two members cannot both pass it together.
-
-        Raises:
-            BudgetExceeded: scope ``"personal_total"``.
-        """
-        await tx.guilds.lock(PERSONAL_POOL_LOCK)
-        total = self._defaults.personal_total_budget_cents
-        spent = await tx.ledger.personal_spent_since(key_fingerprint, day_start(now))
-        held = await tx.ledger.personal_reserved_cents(key_fingerprint, now)
-        _check_budget("personal_total", total - spent - held, needed, limit=total)
 
     def video_hold(self, cost_cents_per_5s: Decimal | float, duration_seconds: float) -> Decimal:
         """Return what a video holds: its catalogue price, else the configured ceiling.
@@ -809,24 +820,6 @@ class Billing:
         if kind is Kind.IMAGE:
             return Decimal(d.image_hold_ceiling_cents)
         return Decimal(d.video_hold_ceiling_cents_per_5s)
-
-    @staticmethod
-    async def _check_video_caps(
-        tx: Repositories, limits: Limits, guild_id: int, user_id: int, now: float, count: int = 1
-    ) -> None:
-        # A reserved video is one being submitted right now: it counts as pending, or two
-        # concurrent requests could both pass a cap that has room for one. A job the poller
-        # stopped watching is no longer progressing: it does not count (jobs.pending_videos).
-        user_pending = await tx.jobs.pending_videos(
-            guild_id, user_id=user_id
-        ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
-        if user_pending + count > limits.max_pending_videos_per_user:
-            raise ConcurrencyLimitReached("user", limits.max_pending_videos_per_user)
-        guild_pending = await tx.jobs.pending_videos(
-            guild_id
-        ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO)
-        if guild_pending + count > limits.max_pending_videos_per_guild:
-            raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
 
     async def settle(
         self,
@@ -1351,6 +1344,7 @@ class UsageReports:
             anomalies=await self._db.ledger.anomaly_count(guild_id, month_start(now)),
             by_tier=[] if user_id is not None else await self._by_tier(guild_id, month_start(now)),
             reused_task_ids=await self._db.ledger.reused_task_count(guild_id, month_start(now)),
+            by_stage=await self._db.ledger.spent_by_stage(guild_id, month_start(now), user_id),
         )
 
     @staticmethod
@@ -1421,6 +1415,44 @@ def _learned(
 def _log_late_spool_error(writing: asyncio.Future[None]) -> None:
     if not writing.cancelled() and (error := writing.exception()) is not None:
         log.critical("a settlement cancelled while spooled was not written: %s", error)
+
+
+async def _check_video_caps(
+    tx: Repositories, limits: Limits, guild_id: int, user_id: int, now: float, count: int = 1
+) -> None:
+    # A reserved video is one being submitted right now: it counts as pending, or two
+    # concurrent requests could both pass a cap that has room for one. A job the poller
+    # stopped watching is no longer progressing: it does not count (jobs.pending_videos).
+    user_pending = await tx.jobs.pending_videos(
+        guild_id, user_id=user_id
+    ) + await tx.ledger.active_reservations(guild_id, now, kind=Kind.VIDEO, user_id=user_id)
+    if user_pending + count > limits.max_pending_videos_per_user:
+        raise ConcurrencyLimitReached("user", limits.max_pending_videos_per_user)
+    guild_pending = await tx.jobs.pending_videos(guild_id) + await tx.ledger.active_reservations(
+        guild_id, now, kind=Kind.VIDEO
+    )
+    if guild_pending + count > limits.max_pending_videos_per_guild:
+        raise ConcurrencyLimitReached("guild", limits.max_pending_videos_per_guild)
+
+
+async def _check_personal_total(
+    tx: Repositories, key_fingerprint: str | None, needed: Decimal, now: float, total: int
+) -> None:
+    """Refuse a member's request on the shared key past all members' daily total.
+
+    ``total`` (``PERSONAL_TOTAL_DAILY_BUDGET_CENTS``) bounds every member's personal use of the key
+    together, per UTC day (charges and live holds), besides each member's own allowance.
+    Members' wallets each have their own lock, so this check takes the personal pool's
+    too (:data:`bot.services.personal.PERSONAL_POOL_LOCK`, always after the wallet's, so
+    no two transactions wait on each other): two members cannot both pass it together.
+
+    Raises:
+        BudgetExceeded: scope ``"personal_total"``.
+    """
+    await tx.guilds.lock(PERSONAL_POOL_LOCK)
+    spent = await tx.ledger.personal_spent_since(key_fingerprint, day_start(now))
+    held = await tx.ledger.personal_reserved_cents(key_fingerprint, now)
+    _check_budget("personal_total", total - spent - held, needed, limit=total)
 
 
 def _first(value: _T | None, default: _T) -> _T:

@@ -247,6 +247,9 @@ class ChatAnswer:
         prompt_chars: the length of the prompt sent, characters.
         prompt_tokens: ``usage.prompt_tokens`` (docs/genapi.md §2.5).
         completion_tokens: ``usage.completion_tokens``.
+        by_credits: the member's credit balance paid it (``members``, or
+            ``server-then-members`` past the server's budgets; docs/credits.md); then
+            ``cost_cents`` is what the balance paid, the markup included.
     """
 
     answer: str
@@ -257,6 +260,7 @@ class ChatAnswer:
     prompt_chars: int
     prompt_tokens: int
     completion_tokens: int
+    by_credits: bool = False
 
     @property
     def history(self) -> int:
@@ -431,7 +435,7 @@ class ConversationService:
             persona=None if persona is None else persona.system,
             summary=None if conversation is None else conversation.summary,
         )
-        result = await self._generation.text(
+        paid = await self._generation.paid_text(
             who,
             TextOptions(
                 prompt=folded.prompt,
@@ -445,6 +449,7 @@ class ConversationService:
             system_limit=SYSTEM_LIMIT,
             summary=text,
         )
+        result = paid.result
         return ChatAnswer(
             answer=cut_answer(result.content),
             model=result.model,
@@ -454,6 +459,7 @@ class ConversationService:
             prompt_chars=len(folded.prompt),
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
+            by_credits=paid.by_credits,
         )
 
     async def first_turn(

@@ -12,25 +12,30 @@ price (:class:`Enhanced`) and chooses.
 
 **Styles** and **characters** keep their reference images as the Discord messages that hold
 them (:class:`bot.domain.ImageRef`): attachment URLs expire, the message does not, and the
-adapter asks it for a fresh URL each time a reference is sent.
+adapter asks it for a fresh URL each time a reference is sent. A style's references are
+uploaded images or results made in the server (:meth:`CreativeService.result_references`:
+the result card's message and file); each gets a thumbnail when the style is added, for the
+dashboard's Styles page. A style may be limited to some role tiers (:meth:`Style.allows`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from typing import Final, Literal, Protocol
 
 from bot.clock import Clock
-from bot.domain import Actor, Character, CreativeSettings, ImageRef, Style
+from bot.domain import Actor, Character, CreativeSettings, ImageRef, Style, StyleThumbnail
 from bot.errors import PromptBlocked, ValidationFailed
 from bot.genapi.wire import Catalogue
 from bot.i18n import N_
 from bot.services.billing import ESTIMATE_WINDOW, video_cost_cents
+from bot.services.dashboard import DashboardService
 from bot.services.generation import (
     MAX_PROMPT_LENGTH,
     MAX_REFERENCE_IMAGES,
@@ -42,6 +47,7 @@ from bot.services.generation import (
     check_image,
     check_video,
 )
+from bot.services.thumbnails import make_thumbnail
 from bot.storage import Database
 from bot.storage.repos.creative import CreativeStore
 
@@ -216,6 +222,26 @@ def audit_values(settings: CreativeSettings) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class PickedResult:
+    """A result picked as a style's reference (:meth:`CreativeService.result_references`).
+
+    Attributes:
+        job_id: the result's job.
+        ref: the card's message and the file's place on it; None when the card holds no
+            file (a synchronous image's card shows the service's URL).
+        url: then, the service's URL of the file, for the adapter to download and keep in a
+            message (its ``ImageRef`` is that message's); None with a ``ref``.
+        picture: the bytes of the result's kept thumbnail (the reference's thumbnail's
+            source); None without one.
+    """
+
+    job_id: int
+    ref: ImageRef | None
+    url: str | None
+    picture: bytes | None
+
+
 class CreativeService:
     """Enhance, styles and characters (see the module).
 
@@ -237,6 +263,7 @@ class CreativeService:
         self._clock = clock
         self._generation = generation
         self._guild_config = guild_config
+        self._results = DashboardService(db, clock)
 
     @property
     def _store(self) -> CreativeStore:
@@ -410,6 +437,97 @@ class CreativeService:
                 return style
         raise ValidationFailed(N_("This server has no style named `{name}`."), name=name)
 
+    async def usable_styles(self, who: Requester) -> list[Style]:
+        """The server's styles ``who`` may use, by name (:meth:`Style.allows`: their tiers)."""
+        return [
+            style
+            for style in await self.styles(who.guild_id)
+            if style.allows(who.role_ids, who.manage_guild)
+        ]
+
+    async def usable_style(self, who: Requester, name: str) -> Style:
+        """The style ``name``, if ``who``'s tiers may use it.
+
+        Raises:
+            ValidationFailed: no style of that name here, or it is for other tiers.
+        """
+        style = await self.style(who.guild_id, name)
+        if not style.allows(who.role_ids, who.manage_guild):
+            raise ValidationFailed(
+                N_("The style `{name}` is for other tiers than yours."), name=name
+            )
+        return style
+
+    async def set_style_tiers(
+        self, guild_id: int, name: str, role_ids: Collection[int], *, actor: Actor
+    ) -> Style:
+        """Limit a style to the members of some tiers (empty: every member); audited.
+
+        Args:
+            guild_id: the server.
+            name: the style.
+            role_ids: roles of the server's tiers (``/config tier``).
+            actor: who changes it.
+
+        Raises:
+            ValidationFailed: no style of that name, or a role that is no tier here.
+        """
+        tiers = {tier.role_id for tier in await self._db.policy.tiers(guild_id)}
+        if any(role_id not in tiers for role_id in role_ids):
+            raise ValidationFailed(
+                N_("A style is limited to tiers: pick roles that have one (/config tier set).")
+            )
+        await self.style(guild_id, name)
+        async with self._guild_config.changing(guild_id, actor):
+            await self._store.set_style_roles(guild_id, name, sorted(set(role_ids)))
+        return await self.style(guild_id, name)
+
+    async def result_references(
+        self, guild_id: int, text: str, references: References
+    ) -> list[PickedResult]:
+        """The references picked from results made in the server (``from-results:``).
+
+        ``text`` names image results by their number (``j12``, ``#12``, ``12`` or a dashboard
+        link ending in ``/results/12``), separated by spaces or commas. A result whose card
+        holds its file becomes that message and the file's place on it (never its URL); one
+        whose card shows the service's URL instead (a synchronous image) carries that URL, for
+        the adapter to download once and keep in a message of its own. Each comes with the
+        bytes of its kept thumbnail (None without one), the source of the style's own.
+
+        Raises:
+            ValidationFailed: a token that is no result number; a result not of this server,
+                not an image, held or withheld by the safety policy, or whose file is on no
+                message and has no URL (nothing is kept).
+        """
+        picked: list[PickedResult] = []
+        for job_id in parse_result_numbers(text):
+            item = await self._results.result(job_id)
+            if item is None or item.guild_id != guild_id or item.kind != "image":
+                raise ValidationFailed(
+                    N_("j{job} is not an image result made in this server."), job=job_id
+                )
+            if await self._db.safety.hidden((f"j{job_id}",)):
+                raise ValidationFailed(
+                    N_("j{job} is withheld by the server's safety policy; it cannot be used."),
+                    job=job_id,
+                )
+            thumb = await self._db.reports.thumbnails.get(job_id, 0)
+            picture = None if thumb is None else thumb.data
+            place = await self._results.card_file(item, 0)
+            if place is not None and item.message_id is not None:
+                ref = ImageRef(item.channel_id, item.message_id, place[0])
+                if await references.url(ref) is not None:
+                    picked.append(PickedResult(job_id, ref, None, picture))
+                    continue
+            url = item.outputs[0] if item.outputs else ""
+            if not url.startswith(("https://", "http://")):
+                raise ValidationFailed(
+                    N_("The message holding j{job}'s image is gone; pick another result."),
+                    job=job_id,
+                )
+            picked.append(PickedResult(job_id, None, url, picture))
+        return picked
+
     async def add_style(
         self,
         guild_id: int,
@@ -418,8 +536,18 @@ class CreativeService:
         references: list[ImageRef],
         *,
         actor: Actor,
+        pictures: Sequence[bytes | None] = (),
     ) -> Style:
-        """Add a style (audited).
+        """Add a style (audited), and its references' thumbnails.
+
+        Args:
+            guild_id: the server.
+            name: unique in the server.
+            suffix: appended to prompts.
+            references: the messages holding its images, in order.
+            actor: who adds it.
+            pictures: each reference's image (or a picture of it), in the same order, whose
+                thumbnail the dashboard shows; None or missing: no thumbnail.
 
         Raises:
             ValidationFailed: the name is taken, or more than four references.
@@ -441,7 +569,36 @@ class CreativeService:
             )
         if style is None:
             raise ValidationFailed(N_("This server has a style named `{name}` already."), name=name)
+        await self._keep_thumbnails(style, pictures)
         return style
+
+    async def _keep_thumbnails(self, style: Style, pictures: Sequence[bytes | None]) -> None:
+        """Make and store the references' thumbnails; never raises (a thumbnail is a courtesy)."""
+        for position, data in enumerate(pictures[: len(style.references)]):
+            if not data:
+                continue
+            try:
+                made = await make_thumbnail("image", data)
+                thumbnail = StyleThumbnail(
+                    style.id, position, made.digest, made.mime, made.width, made.height, made.data
+                )
+                await self._store.put_style_thumbnail(thumbnail, at=self._clock.time())
+            except Exception as exc:
+                log.info("style %s: no thumbnail of reference %d (%r)", style.id, position, exc)
+
+    async def style_thumbnails(
+        self, style_ids: Sequence[int]
+    ) -> dict[tuple[int, int], StyleThumbnail]:
+        """The kept thumbnails of the styles' references, without their bytes."""
+        return await self._store.style_thumbnails(style_ids)
+
+    async def style_thumbnail(
+        self, guild_id: int, style_id: int, position: int
+    ) -> StyleThumbnail | None:
+        """One reference's thumbnail with its bytes, if the style is the server's; else None."""
+        if not any(style.id == style_id for style in await self.styles(guild_id)):
+            return None
+        return await self._store.style_thumbnail(style_id, position)
 
     async def check_style_name(self, guild_id: int, name: str) -> None:
         """Refuse now a name ``add_style`` would refuse (before the images are kept anywhere).
@@ -499,15 +656,16 @@ class CreativeService:
         gone is left out.
 
         Raises:
-            ValidationFailed: no style of that name here, or no character of that name this
-                member may use (theirs, or shared to this server).
+            ValidationFailed: no style of that name here (or one for other tiers than the
+                member's), or no character of that name this member may use (theirs, or
+                shared to this server).
             NoApiKeyConfigured, GenAPIError: a video's catalogue could not be had.
         """
         refs: list[ImageRef] = []
         if character is not None:
             refs.append((await self.character(who, character)).image)
         if style is not None:
-            chosen = await self.style(who.guild_id, style)
+            chosen = await self.usable_style(who, style)
             options = with_suffix(options, chosen.suffix)
             refs.extend(chosen.references)
         if not refs:
@@ -604,6 +762,39 @@ MAX_STYLES: Final = 25
 """Styles a server may keep: what ``style:``'s autocomplete can list (Discord: 25 choices)."""
 
 
+MAX_RESULT_NUMBERS: Final = 4
+"""Results ``from-results:`` takes (a style holds at most 4 references)."""
+
+_RESULT_NUMBER: Final = re.compile(r"^(?:j|#)?([0-9]{1,18})$|/results/([0-9]{1,18})/?$")
+
+
+def parse_result_numbers(text: str) -> list[int]:
+    """The job ids of ``from-results:``: ``j12``, ``#12``, ``12`` or ``.../results/12``.
+
+    Separated by spaces or commas; each once, in order.
+
+    Raises:
+        ValidationFailed: a token that is none of these, or more than
+            :data:`MAX_RESULT_NUMBERS`.
+    """
+    numbers: list[int] = []
+    for token in re.split(r"[\s,]+", text.strip()):
+        if not token:
+            continue
+        found = _RESULT_NUMBER.search(token.casefold())
+        if found is None:
+            raise ValidationFailed(
+                N_("`{token}` is not a result: name results by their number, like j12."),
+                token=token[:40],
+            )
+        number = int(found.group(1) or found.group(2))
+        if number not in numbers:
+            numbers.append(number)
+    if len(numbers) > MAX_RESULT_NUMBERS:
+        raise ValidationFailed(N_("A style takes at most 4 reference images."))
+    return numbers
+
+
 async def _fresh(refs: list[ImageRef], references: References, most: int) -> list[str]:
     """Fresh URLs of the first ``most`` references still there, in order."""
     urls: list[str] = []
@@ -632,6 +823,7 @@ __all__ = [
     "CreativeService",
     "EnhanceOutcome",
     "Enhanced",
+    "PickedResult",
     "References",
     "RewriteRefused",
     "audit_values",
@@ -639,5 +831,6 @@ __all__ = [
     "cheapest_text_model",
     "cheapest_video_model",
     "clean_rewrite",
+    "parse_result_numbers",
     "with_suffix",
 ]

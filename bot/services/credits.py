@@ -6,11 +6,14 @@ Two parts, no discord import (``docs/credits.md``):
   reported by ``ENTITLEMENT_CREATE``, an interaction, or a listing) is **credited** in one
   transaction (the entry keyed by its entitlement id, UNIQUE, and the balance) and then
   **consumed** through the :class:`EntitlementDesk` the Discord adapter implements. At
-  start-up and every hour :meth:`CreditService.reconcile` lists the unconsumed entitlements of
-  the pack SKUs and settles each the same way: a purchase made while the bot was stopped is
-  credited, and one credited before a crash is consumed without being credited again. A
-  refund (``ENTITLEMENT_DELETE`` of a credited purchase) takes the amount back once; the
-  balance may go below zero, and then pays nothing until topped up.
+  start-up and every hour :meth:`CreditService.reconcile` lists the entitlements of the pack
+  SKUs, deleted ones included, and settles each unconsumed one the same way: a purchase made
+  while the bot was stopped is credited, and one credited before a crash is consumed without
+  being credited again. A refund (``ENTITLEMENT_DELETE`` of a credited purchase, or a credited
+  purchase the listing shows deleted: refunded while the bot was stopped) takes the amount
+  back once; the balance may go below zero, and then pays nothing until topped up. A purchase
+  is recorded in the server it was made in: the interaction's, else the one where the member
+  was last shown the packs (:meth:`CreditService.offered`), else none.
 * :class:`MemberCredits`: the balance as a payer, called by :class:`bot.services.billing.Billing`
   inside its own transactions: whether the balance pays a request (the server's billing mode),
   the hold (checked under the member's row lock, so concurrent commands cannot overdraw), the
@@ -33,6 +36,7 @@ from typing import Protocol
 from bot.clock import Clock
 from bot.config import Settings
 from bot.domain import (
+    AuditEntry,
     BillingMode,
     Charge,
     CreditBalance,
@@ -42,6 +46,7 @@ from bot.domain import (
     Reservation,
 )
 from bot.errors import BudgetExceeded, CreditsNeeded
+from bot.i18n import SOURCE, money
 from bot.services.personal import is_personal
 from bot.storage import Database, Repositories
 from bot.storage.money import from_micro, to_micro
@@ -59,8 +64,8 @@ HISTORY = 10
 class EntitlementDesk(Protocol):
     """Discord's side of purchases, implemented by the adapter (``bot/discord/credits.py``)."""
 
-    async def unconsumed(self, sku_ids: Collection[int]) -> list[Entitlement]:
-        """The application's live, unconsumed entitlements of ``sku_ids`` (every page)."""
+    async def listed(self, sku_ids: Collection[int]) -> list[Entitlement]:
+        """The application's entitlements of ``sku_ids``, deleted ones too (every page)."""
 
     async def consume(self, entitlement_id: int) -> None:
         """Mark an entitlement consumed. Raises: Exception: Discord did not confirm it."""
@@ -77,6 +82,19 @@ class Settled:
 
     credited: bool
     consumed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What one reconciliation with Discord did.
+
+    Attributes:
+        credited: purchases credited now (made while the bot was stopped).
+        refunded: purchases taken back now (refunded while the bot was stopped).
+    """
+
+    credited: int = 0
+    refunded: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +247,24 @@ class MemberCredits:
         await tx.credits.take_hold(reservation.id)
 
 
+def refund_audit(entry: CreditEntry, guild_id: int, user_id: int) -> AuditEntry:
+    """The audit log's line of a refund: the pack, what it credited and what was taken back.
+
+    Written in English for people, as every audit value is (``bot.i18n.money`` in the source
+    locale); ``via`` is ``"discord"``, where the refund came from.
+    """
+    amount = money(-entry.amount_cents, SOURCE)
+    return AuditEntry(
+        guild_id=guild_id,
+        user_id=user_id,
+        what=f"credit pack {entry.sku_id} refunded",
+        old=f"{amount} credited",
+        new=f"{amount} taken back",
+        at=entry.at,
+        via="discord",
+    )
+
+
 class CreditService:
     """Purchases, refunds and balances (no discord import: Discord is the desk handed in).
 
@@ -264,34 +300,44 @@ class CreditService:
         """Set Discord's side (the adapter's); None: purchases are credited, not consumed."""
         self._desk = desk
 
-    async def settle(self, entitlement: Entitlement) -> Settled:
+    async def settle(self, entitlement: Entitlement, guild_id: int | None = None) -> Settled:
         """Credit a purchase once, then consume it.
 
         The credit is one transaction (the entry keyed by the entitlement id, UNIQUE, and the
         balance): a second report of the same purchase credits nothing. The consumption comes
         after, so a crash between the two leaves a credited, unconsumed purchase, which
         :meth:`reconcile` consumes without crediting it again. A failed consume is logged and
-        left for the next reconciliation. Not a pack's SKU: nothing happens.
+        left for the next reconciliation. Not a pack's SKU, or deleted (refunded before it was
+        ever credited): nothing happens.
+
+        Args:
+            entitlement: the purchase.
+            guild_id: the server of the interaction that carried it; None (an event, the
+                listing, a DM): the server where the member was last shown the packs, if any.
+                Its Ledger shows the purchase (docs/credits.md).
         """
         cents = self._packs.get(entitlement.sku_id)
-        if cents is None:
+        if cents is None or entitlement.deleted:
             return Settled(credited=False, consumed=entitlement.consumed)
         lock = self._settling.get(entitlement.id)
         if lock is None:  # kept while some settlement of it holds a reference
             lock = self._settling[entitlement.id] = asyncio.Lock()
         async with lock:
-            return await self._settle(entitlement, cents)
+            return await self._settle(entitlement, cents, guild_id)
 
-    async def _settle(self, entitlement: Entitlement, cents: int) -> Settled:
+    async def _settle(self, entitlement: Entitlement, cents: int, guild_id: int | None) -> Settled:
         now = self._clock.time()
         async with self._db.transaction() as tx:
             store = tx.credits
+            if guild_id is None or is_personal(guild_id):
+                guild_id = await store.offered_in(entitlement.user_id)
             credited = await store.credit_purchase(
                 entitlement_id=entitlement.id,
                 sku_id=entitlement.sku_id,
                 user_id=entitlement.user_id,
                 cents=cents,
                 at=now,
+                guild_id=guild_id,
             )
             entry = await store.purchase(entitlement.id)
         if credited:
@@ -320,43 +366,83 @@ class CreditService:
         await self._db.credits.mark_consumed(entitlement.id, self._clock.time())
         return Settled(credited=credited, consumed=True)
 
-    async def reconcile(self) -> int:
-        """Settle every purchase Discord still lists unconsumed (start-up, then hourly).
+    async def reconcile(self) -> Reconciled:
+        """Settle purchases and refunds with what Discord lists (start-up, then hourly).
 
-        Each is credited if it never was (by its unique key) and consumed. A purchase credited
-        here whose entitlement Discord no longer lists unconsumed was consumed after all (the
-        process stopped before it wrote so): marked consumed.
+        The pack SKUs' entitlements are listed, deleted ones included. Each live, unconsumed
+        one is credited if it never was (by its unique key) and consumed. Each deleted one
+        credited here and not refunded yet (a refund while the bot was stopped, its
+        ``ENTITLEMENT_DELETE`` never seen) is taken back, once (the refund's unique key). A
+        purchase credited here that Discord no longer lists unconsumed was consumed after all
+        (the process stopped before it wrote so), or refunded: nothing is left to consume, so
+        it is marked consumed.
 
         Returns:
-            How many purchases were credited now.
+            How many purchases were credited, and refunded, now.
         """
         if not self._packs or self._desk is None:
-            return 0
-        listed = await self._desk.unconsumed(list(self._packs))
+            return Reconciled()
+        listed = await self._desk.listed(list(self._packs))
         credited = 0
         for entitlement in listed:
+            if entitlement.deleted or entitlement.consumed:
+                continue
             if (await self.settle(entitlement)).credited:
                 credited += 1
-        live = {e.id for e in listed}
         store = self._db.credits
+        refunded = 0
+        for entitlement_id in await store.unrefunded([e.id for e in listed if e.deleted]):
+            if await self.refund(entitlement_id) is not None:
+                refunded += 1
+        open_ids = {e.id for e in listed if not e.deleted and not e.consumed}
         for entitlement_id in await store.unconsumed():
-            if entitlement_id not in live:
+            if entitlement_id not in open_ids:
                 await store.mark_consumed(entitlement_id, self._clock.time())
         if credited:
             log.info("reconciliation credited %d purchase(s) made while the bot was away", credited)
-        return credited
+        if refunded:
+            log.warning(
+                "reconciliation took back %d purchase(s) refunded while the bot was away", refunded
+            )
+        return Reconciled(credited=credited, refunded=refunded)
+
+    async def offered(self, user_id: int, guild_id: int | None) -> None:
+        """Remember where the member was shown the packs (premium buttons), for their purchase.
+
+        A purchase Discord reports without a server (``ENTITLEMENT_CREATE``, the listing) is
+        recorded in the server where its member last saw the packs. None or a member's own
+        wallet (a DM, a user install): nothing is remembered.
+        """
+        if guild_id is None or is_personal(guild_id) or not self._packs:
+            return
+        await self._db.credits.offer(user_id, guild_id, self._clock.time())
+
+    async def expire_holds(self) -> int:
+        """Delete the holds whose reservation expired (they stopped counting then).
+
+        Run by the bot's periodic sweep with the reservations' (``bot.wiring``): a request
+        that never settled (a crash, a lost task) leaves no row behind.
+
+        Returns:
+            How many holds were deleted.
+        """
+        return await self._db.credits.expire_holds(self._clock.time())
 
     async def refund(self, entitlement_id: int) -> CreditEntry | None:
         """Take a refunded purchase back from its member's balance, once.
 
         The balance may go below zero (credits already spent); a member below zero pays
-        nothing more until topped up.
+        nothing more until topped up. The refund is in the ledger of credits and, when the
+        purchase's server is known, in that server's audit log (in the same transaction), where
+        its admins read it beside the purchase on the dashboard's Ledger (docs/credits.md).
 
         Returns:
             The refund's entry; None when the purchase was never credited, or already refunded.
         """
         async with self._db.transaction() as tx:
             entry = await tx.credits.refund(entitlement_id, self._clock.time())
+            if entry is not None and entry.guild_id is not None and entry.user_id is not None:
+                await tx.policy.add_audit(refund_audit(entry, entry.guild_id, entry.user_id))
         if entry is not None:
             log.warning(
                 "credit pack refunded: entitlement %s, %s cents taken back",

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import secrets
 from base64 import urlsafe_b64encode
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -108,6 +109,8 @@ class SpendReport:
             days and kinds without charges left out.
         by_model, by_kind, by_tier, by_member: ``(bucket, micro-cents the period before)``.
         tier_names: tier role id -> name (current tiers).
+        by_stage: Draft → Final (docs/creative.md): the ``draft`` and ``final`` buckets,
+            as ``by_model``; charges of neither are left out.
     """
 
     days: int
@@ -121,6 +124,7 @@ class SpendReport:
     by_member: list[tuple[SpendBucket, int]]
     tier_names: dict[int, str]
     by_day_kind: dict[int, dict[str, int]] = field(default_factory=dict)
+    by_stage: list[tuple[SpendBucket, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +278,7 @@ class DashboardService:
             by_member=await compared("member"),
             tier_names=tiers,
             by_day_kind=await views.daily_kinds(guild_id, since, until),
+            by_stage=[(b, before) for b, before in await compared("stage") if b.key],
         )
 
     async def overview(self, guild_id: int, key_fingerprint: str | None) -> Overview:
@@ -340,6 +345,39 @@ class DashboardService:
         """
         async for batch in self._views.export(guild_id, where):
             yield await self._hide_prompts(batch, private_hidden_from)
+
+    async def credit_lines(
+        self, guild_id: int, where: LedgerFilter, limit: int | None = None
+    ) -> list[LedgerLine]:
+        """Members' credit packs bought and refunded in the server, newest first (its admins').
+
+        ``kind`` ``credit_purchase`` or ``credit_refund``, the SKU as ``model``, the
+        entitlement as ``task_id``, the change of the balance as ``cost_micro``
+        (:meth:`~bot.storage.repos.dashboard.DashboardViews.credit_lines`). Not charges of the
+        server: its totals leave them out. ``limit``: at most this many; None: all.
+        """
+        return await self._views.credit_lines(guild_id, where, limit=limit, newest_first=True)
+
+    async def export_with_credits(
+        self, guild_id: int, where: LedgerFilter
+    ) -> AsyncIterator[list[LedgerLine]]:
+        """:meth:`export` (an admin's) with the server's credit purchases and refunds.
+
+        Each purchase or refund comes in time order among the charges (oldest first); there
+        are few (one per pack bought), so they are read at once.
+        """
+        pending = deque(
+            await self._views.credit_lines(guild_id, where, limit=None, newest_first=False)
+        )
+        async for batch in self.export(guild_id, where):
+            merged: list[LedgerLine] = []
+            for line in batch:
+                while pending and pending[0].at <= line.at:
+                    merged.append(pending.popleft())
+                merged.append(line)
+            yield merged
+        if pending:
+            yield list(pending)
 
     async def _hide_prompts(
         self, lines: list[LedgerLine], viewer_id: int | None

@@ -162,6 +162,9 @@ class ImageOptions:
     ``image_urls`` are reference images the member typed, ``uploaded_image_urls`` those of
     Discord attachments (already checked by :func:`check_attachment`); both are sent as the
     spec's ``image_urls``, for models that take several references.
+
+    ``stage``: ``"draft"`` or ``"final"`` (Draft → Final, :mod:`bot.services.drafts`): kept
+    with its charges (``ledger.stage``) and its jobs' ``details``; None for any other request.
     """
 
     prompt: str
@@ -172,6 +175,7 @@ class ImageOptions:
     image_uploaded: bool = False
     image_urls: tuple[str, ...] = ()
     uploaded_image_urls: tuple[str, ...] = ()
+    stage: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ class VideoOptions:
     A continued clip (Continue: ``image_url`` is the previous clip's last frame) names it:
     ``continues`` (its job id), ``clip`` (this clip's number in the sequence) and
     ``continues_link`` (the previous card's jump link, if it has one); shown on the card,
-    never sent to the service.
+    never sent to the service. ``stage``: as :class:`ImageOptions`'.
     """
 
     prompt: str
@@ -201,6 +205,7 @@ class VideoOptions:
     clip: int | None = None
     continues_link: str | None = None
     camera: str | None = None
+    stage: str | None = None
 
 
 MAX_TAKES: Final = 4
@@ -230,12 +235,30 @@ class ImageOutcome:
         answered: a synchronous image's finished job row (:meth:`GenerationService.
             record_answered`), for what goes by job id (Share, the galleries); None when
             asynchronous or not recorded.
+        by_credits: (a synchronous image) the member's credit balance paid it, decided at
+            its hold (``server-then-members``: past the server's budgets; docs/credits.md).
     """
 
     model: str
     result: ImageResult | None = None
     job: Job | None = None
     answered: Job | None = None
+    by_credits: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PaidText:
+    """A text result and who paid it (:meth:`GenerationService.paid_text`).
+
+    Attributes:
+        result: the service's answer; its ``cost_cents`` is what the member's balance paid
+            (the markup included) when ``by_credits``, else the charge.
+        by_credits: the member's credit balance paid it, decided at its hold
+            (``server-then-members``: past the server's budgets; docs/credits.md).
+    """
+
+    result: TextResult
+    by_credits: bool = False
 
 
 def may_have_charged(exc: api.GenAPIError) -> bool:
@@ -641,54 +664,11 @@ class GenerationService:
         self._db = db
         self._schedule = schedule
         self._clock = clock
-        self._admin_log: AdminLog | None = None
+        self._checks = RequestChecks(db)
         self._health = KeyHealth(db, billing, notify_admins)
         self._holds = KeyedHolds(billing, keys)
         self._records = JobRecords(db, schedule, clock)
         self._catalogues = CatalogueAccess(catalogue, keys, db, self._health)
-
-    def set_admin_log(self, admin_log: AdminLog | None) -> None:
-        """Set where policy refusals worth an admin's eye (blocked terms) are posted.
-
-        Args:
-            admin_log: called with a guild's admin channel when it has one; None posts nothing.
-        """
-        self._admin_log = admin_log
-
-    async def _check_terms(
-        self, who: Requester, settings: GuildSettings, *texts: str | None
-    ) -> None:
-        """Refuse a prompt with a blocked term, before any reservation or upstream call.
-
-        The member gets one neutral sentence; the admin channel (if set) gets who, where and
-        which term.
-
-        Raises:
-            PromptBlocked: a text contains one of the guild's blocked terms.
-        """
-        terms = await self._db.policy.blocked_terms(who.guild_id)
-        if not terms:
-            return
-        for text in texts:
-            term = None if text is None else find_blocked_term(text, terms)
-            if term is None:
-                continue
-            log.info("refused a prompt in guild %s: blocked term", who.guild_id)
-            if settings.admin_channel_id is not None and self._admin_log is not None:
-                await self._admin_log(
-                    who.guild_id,
-                    settings.admin_channel_id,
-                    Later(
-                        N_(
-                            "Refused a prompt from <@{user}> in <#{channel}>: "
-                            "blocked term `{term}`."
-                        ),
-                        user=who.user_id,
-                        channel=who.channel_id,
-                        term=term,
-                    ),
-                )
-            raise PromptBlocked(term)
 
     def set_admin_notifier(self, notify_admins: NotifyAdmins | None) -> None:
         """Set where key problems are reported (the bot's, once it exists; see ``bot.wiring``).
@@ -699,62 +679,29 @@ class GenerationService:
         """
         self._health.set_notifier(notify_admins)
 
+    def set_admin_log(self, admin_log: AdminLog | None) -> None:
+        """Set where blocked-term refusals are posted (:meth:`RequestChecks.set_admin_log`)."""
+        self._checks.set_admin_log(admin_log)
+
+    async def _check_terms(
+        self, who: Requester, settings: GuildSettings, *texts: str | None
+    ) -> None:
+        await self._checks.terms(who, settings, *texts)
+
     async def _check_channel(self, who: Requester) -> GuildSettings:
-        """Refuse when the guild limits the commands to other channels.
-
-        A thread (or forum post) is allowed when it or its parent is: threads inherit their
-        parent's setting, and a forum's posts are threads of the forum.
-
-        Returns:
-            The guild's settings, for the rest of the request.
-
-        Raises:
-            ValidationFailed: naming the allowed channels.
-        """
-        settings = await self._db.guilds.settings(who.guild_id)
-        allowed = settings.allowed_channel_ids
-        if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
-            where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
-            raise ValidationFailed(N_("Generation commands are available in {where}."), where=where)
-        return settings
+        return await self._checks.channel(who)
 
     async def paid_by(self, who: Requester) -> str:
-        """Name who will pay for ``who``'s next request, for its answer's footer.
-
-        Read before the request (a failure here charges nothing): ``"this server"``, or for a
-        member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
-        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
-        server whose billing mode is ``members`` (docs/credits.md).
-        """
-        if not is_personal(who.guild_id):
-            if await self._db.credits.mode(who.guild_id) is BillingMode.MEMBERS:
-                return PAID_BY_CREDITS
-            return paid_by(who.guild_id, own_key=True)
-        settings = await self._db.guilds.settings(who.guild_id)
-        return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
+        """Name who will pay for ``who``'s next request (:meth:`RequestChecks.paid_by`)."""
+        return await self._checks.paid_by(who)
 
     async def check_channel(self, who: Requester) -> None:
-        """Refuse as the commands do when ``who`` may not generate in this channel.
-
-        For entry points that ask something before the request (a modal, a price
-        confirmation): the member hears the command's refusal first, not after answering.
-
-        Raises:
-            ValidationFailed: naming the allowed channels.
-        """
-        await self._check_channel(who)
+        """Refuse as the commands do outside their channels (:meth:`RequestChecks.channel`)."""
+        await self._checks.channel(who)
 
     async def check_terms(self, who: Requester, *texts: str | None) -> None:
-        """Refuse ``texts`` holding one of the server's blocked terms, as a prompt is refused.
-
-        For text the bot made from a member's request (an Enhance's rewrite) before it is
-        shown or sent; the admin channel is told as for a prompt.
-
-        Raises:
-            PromptBlocked: a text holds a blocked term.
-        """
-        settings = await self._db.guilds.settings(who.guild_id)
-        await self._check_terms(who, settings, *texts)
+        """Refuse ``texts`` holding a blocked term (:meth:`RequestChecks.check_terms`)."""
+        await self._checks.check_terms(who, *texts)
 
     async def text(
         self,
@@ -766,7 +713,31 @@ class GenerationService:
         system_limit: int = MAX_PROMPT_LENGTH,
         summary: str | None = None,
     ) -> TextResult:
+        """Generate text: :meth:`paid_text`'s result without who paid (same errors)."""
+        paid = await self.paid_text(
+            who,
+            options,
+            screened=screened,
+            prompt_limit=prompt_limit,
+            system_limit=system_limit,
+            summary=summary,
+        )
+        return paid.result
+
+    async def paid_text(
+        self,
+        who: Requester,
+        options: TextOptions,
+        *,
+        screened: tuple[str | None, ...] | None = None,
+        prompt_limit: int = MAX_PROMPT_LENGTH,
+        system_limit: int = MAX_PROMPT_LENGTH,
+        summary: str | None = None,
+    ) -> PaidText:
         """Generate text (docs/genapi.md §4.5); the charge is in the ledger when this returns.
+
+        Returns it with whether the member's balance paid, decided at the hold (an answer's
+        footer names that, not :meth:`paid_by` read before the request).
 
         Without a model, the first text model the member's role tiers allow is used, as for
         ``/image``: the service's own default (docs/genapi.md §4.5) is a model the
@@ -824,9 +795,10 @@ class GenerationService:
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         await self._billing.settle(reservation, charge, tokens=_usage(result))
         await self._health.works(settings)
-        if paid is not None:  # the member is shown what their balance paid (docs/credits.md)
-            result = result.model_copy(update={"cost_cents": paid})
-        return result
+        if paid is None:
+            return PaidText(result)
+        # The member is shown what their balance paid (docs/credits.md).
+        return PaidText(result.model_copy(update={"cost_cents": paid}), by_credits=True)
 
     async def image(self, who: Requester, options: ImageOptions) -> ImageOutcome:
         """Generate an image (docs/genapi.md §4.4): a result, or a job for an asynchronous model.
@@ -882,16 +854,13 @@ class GenerationService:
         async def settle(
             index: int, reservation: Reservation, result: ImageResult | PendingTask
         ) -> ImageOutcome:
-            charge = self._charge(who, key, Kind.IMAGE, request.model, result.task_id, result)
+            charge = self._charge(
+                who, key, Kind.IMAGE, request.model, result.task_id, result, options.stage
+            )
             if isinstance(result, ImageResult):
-                paid = self._billing.balance_price(reservation, charge.cost_cents)
-                await self._billing.settle(reservation, charge)
-                if paid is not None:  # what the member's balance paid (docs/credits.md)
-                    result = result.model_copy(update={"cost_cents": paid})
-                answered = await self._records.record_answered(
-                    who, key, request.model, request.prompt, result
+                return await self._settle_answered(
+                    who, key, request, reservation, charge, result, options.stage
                 )
-                return ImageOutcome(request.model, result=result, answered=answered)
             details: dict[str, Any] = {"aspect_ratio": request.aspect_ratio, "mode": request.mode}
             if takes > 1:
                 details["take"] = index + 1
@@ -914,6 +883,31 @@ class GenerationService:
             settings,
             lambda: self._client.generate_image(key.key, request),
             settle,
+        )
+
+    async def _settle_answered(
+        self,
+        who: Requester,
+        key: ResolvedKey,
+        request: ImageRequest,
+        reservation: Reservation,
+        charge: Charge,
+        result: ImageResult,
+        stage: str | None,
+    ) -> ImageOutcome:
+        """Settle a synchronous image's charge, then record it as a finished job.
+
+        The member sees what their credit balance paid, when it paid (docs/credits.md).
+        """
+        paid = self._billing.balance_price(reservation, charge.cost_cents)
+        await self._billing.settle(reservation, charge)
+        answered = await self._records.record_answered(
+            who, key, request.model, request.prompt, result, paid_cents=paid, stage=stage
+        )
+        if paid is not None:
+            result = result.model_copy(update={"cost_cents": paid})
+        return ImageOutcome(
+            request.model, result=result, answered=answered, by_credits=paid is not None
         )
 
     async def video(self, who: Requester, options: VideoOptions) -> Job:
@@ -1011,7 +1005,7 @@ class GenerationService:
             details["continues_link"] = options.continues_link
 
         async def settle(index: int, reservation: Reservation, task: PendingTask) -> Job:
-            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task)
+            charge = self._charge(who, key, Kind.VIDEO, model.id, task.task_id, task, options.stage)
             take_details = details if takes == 1 else {**details, "take": index + 1}
             return await self._settle_job(
                 reservation,
@@ -1107,6 +1101,8 @@ class GenerationService:
         now = self._clock.time()
         # Whose money it spent, for its card's footer (delivered later, without the requester).
         details = {**details, "paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+        if charge.stage is not None:  # a draft's, or its Final's: its buttons (Final)
+            details["stage"] = charge.stage
         paid = self._billing.balance_price(reservation, charge.cost_cents)
         if paid is not None:  # the card shows what the member's balance paid (docs/credits.md)
             details = {**details, "paid_by": PAID_BY_CREDITS, "paid_cents": str(paid)}
@@ -1146,6 +1142,7 @@ class GenerationService:
         model: str,
         task_id: str | None,
         reported: TextResult | ImageResult | PendingTask,
+        stage: str | None = None,
     ) -> Charge:
         return Charge(
             guild_id=who.guild_id,
@@ -1158,6 +1155,7 @@ class GenerationService:
             remaining_credits_cents=reported.remaining_credits_cents,
             key_fingerprint=key.fingerprint,
             at=self._clock.time(),
+            stage=stage,
         )
 
     async def catalogue(self, guild_id: int) -> Catalogue:
@@ -1207,6 +1205,108 @@ class GenerationService:
     async def answered_at(self, job_id: int, message_id: int) -> None:
         """Record the message showing a synchronous image (:meth:`JobRecords.answered_at`)."""
         await self._records.answered_at(job_id, message_id)
+
+
+class RequestChecks:
+    """A request's checks before its reservation (its channel, blocked terms), and its payer.
+
+    Args:
+        db: the database.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._admin_log: AdminLog | None = None
+
+    def set_admin_log(self, admin_log: AdminLog | None) -> None:
+        """Set where policy refusals worth an admin's eye (blocked terms) are posted.
+
+        Args:
+            admin_log: called with a guild's admin channel when it has one; None posts nothing.
+        """
+        self._admin_log = admin_log
+
+    async def terms(self, who: Requester, settings: GuildSettings, *texts: str | None) -> None:
+        """Refuse a prompt with a blocked term, before any reservation or upstream call.
+
+        The member gets one neutral sentence; the admin channel (if set) gets who, where and
+        which term.
+
+        Raises:
+            PromptBlocked: a text contains one of the guild's blocked terms.
+        """
+        terms = await self._db.policy.blocked_terms(who.guild_id)
+        if not terms:
+            return
+        for text in texts:
+            term = None if text is None else find_blocked_term(text, terms)
+            if term is None:
+                continue
+            log.info("refused a prompt in guild %s: blocked term", who.guild_id)
+            if settings.admin_channel_id is not None and self._admin_log is not None:
+                await self._admin_log(
+                    who.guild_id,
+                    settings.admin_channel_id,
+                    Later(
+                        N_(
+                            "Refused a prompt from <@{user}> in <#{channel}>: "
+                            "blocked term `{term}`."
+                        ),
+                        user=who.user_id,
+                        channel=who.channel_id,
+                        term=term,
+                    ),
+                )
+            raise PromptBlocked(term)
+
+    async def channel(self, who: Requester) -> GuildSettings:
+        """Refuse when the guild limits the commands to other channels.
+
+        Also for entry points that ask something before the request (a modal, a price
+        confirmation): the member hears the command's refusal first, not after answering.
+
+        A thread (or forum post) is allowed when it or its parent is: threads inherit their
+        parent's setting, and a forum's posts are threads of the forum.
+
+        Returns:
+            The guild's settings, for the rest of the request.
+
+        Raises:
+            ValidationFailed: naming the allowed channels.
+        """
+        settings = await self._db.guilds.settings(who.guild_id)
+        allowed = settings.allowed_channel_ids
+        if allowed and who.channel_id not in allowed and who.parent_channel_id not in allowed:
+            where = ", ".join(f"<#{channel}>" for channel in sorted(allowed))
+            raise ValidationFailed(N_("Generation commands are available in {where}."), where=where)
+        return settings
+
+    async def check_terms(self, who: Requester, *texts: str | None) -> None:
+        """Refuse ``texts`` holding one of the server's blocked terms, as a prompt is refused.
+
+        For text the bot made from a member's request (an Enhance's rewrite) before it is
+        shown or sent; the admin channel is told as for a prompt.
+
+        Raises:
+            PromptBlocked: a text holds a blocked term.
+        """
+        settings = await self._db.guilds.settings(who.guild_id)
+        await self.terms(who, settings, *texts)
+
+    async def paid_by(self, who: Requester) -> str:
+        """Name who will pay for ``who``'s next request, for its answer's footer.
+
+        Read before the request (a failure here charges nothing): ``"this server"``, or for a
+        member's wallet ``"your key"`` (their own key is stored) or ``"your allowance"`` (the
+        owner's shared key, ``PERSONAL_DAILY_BUDGET_CENTS``), or ``"your credits"`` in a
+        server whose billing mode is ``members`` (docs/credits.md).
+        """
+        if not is_personal(who.guild_id):
+            if await self._db.credits.mode(who.guild_id) is BillingMode.MEMBERS:
+                return PAID_BY_CREDITS
+            return paid_by(who.guild_id, own_key=True)
+        settings = await self._db.guilds.settings(who.guild_id)
+        return paid_by(who.guild_id, own_key=settings.api_key_ciphertext is not None)
 
 
 class KeyHealth:
@@ -1450,8 +1550,16 @@ class JobRecords:
         model: str,
         prompt: str,
         result: ImageResult,
+        *,
+        paid_cents: Decimal | None = None,
+        stage: str | None = None,
     ) -> Job | None:
         """Record a synchronous image, already settled, as a finished job; never raises.
+
+        ``paid_cents``: what the member's credit balance paid for it (the markup included),
+        kept in its details as an asynchronous job's (its card names the balance); None:
+        the server or the member's wallet paid. Its ``cost_cents`` is the charge's.
+        ``stage``: a draft's or a Final's (kept in its ``details``, for its buttons).
 
         What goes by job id then holds it as it holds an asynchronous image: Share and the
         showcase, the galleries and their thumbnails, ``/jobs``. The row is finished and
@@ -1477,7 +1585,14 @@ class JobRecords:
                     message_id=None,
                     user_id=who.user_id,
                     prompt_summary=summarize(prompt),
-                    details={"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")},
+                    details={
+                        **(
+                            {"paid_by": paid_by(who.guild_id, own_key=key.source == "guild")}
+                            if paid_cents is None
+                            else {"paid_by": PAID_BY_CREDITS, "paid_cents": str(paid_cents)}
+                        ),
+                        **({} if stage is None else {"stage": stage}),
+                    },
                     cost_cents=result.cost_cents,
                     key_fingerprint=key.fingerprint,
                     created_at=now,

@@ -6,23 +6,21 @@ Every change is audited here, whichever surface made it (``/config``, the dashbo
 mutating method takes the :class:`~bot.domain.Actor` who makes it, snapshots the settings
 before, and after the change writes one audit row per setting that changed and posts them in
 the server's admin channel (if one is set) through the outlet the Discord side set
-(:meth:`GuildConfigService.set_change_outlet`). Several calls that make one change (a
+(:meth:`GuildConfigService.set_change_outlet`); :class:`~bot.services.settings_audit.SettingsAudit`
+does it, with the snapshot this service takes. Several calls that make one change (a
 dashboard form's save) are audited as one inside :meth:`GuildConfigService.changing`.
 A member's own wallet (``bot.services.personal``) is no server: its key is not audited.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from pydantic import SecretStr
 
@@ -58,6 +56,7 @@ from bot.services.policy import (
 )
 from bot.services.safety import audit_values as safety_values
 from bot.services.safety import policy_of
+from bot.services.settings_audit import ChangeOutlet, Changes, SettingsAudit, SettingsCheck
 from bot.storage import Database
 
 log = logging.getLogger(__name__)
@@ -83,36 +82,6 @@ DEFAULT_WORDS = frozenset({"default", "server", "inherit"})
 
 ModelsUpdate: TypeAlias = tuple[str, ...] | Unset | None
 """A tier's new models: patterns, None (the server's list), or UNSET (kept)."""
-
-NO_VALUE = "—"
-"""An audited setting that had (or has) no value."""
-
-ChangeOutlet: TypeAlias = Callable[[int, int, list[AuditEntry]], Coroutine[Any, Any, None]]
-"""Posts audited changes in a server's admin channel: ``(guild id, channel id, entries)``;
-never raises (the Discord side's ``post_changes``)."""
-
-SettingsCheck: TypeAlias = Callable[[Mapping[str, str]], None]
-"""Looks at the settings before a change (a :meth:`GuildConfigService.snapshot`) and raises to
-refuse it: the dashboard's optimistic check."""
-
-
-@dataclass(slots=True)
-class Changes:
-    """One audited change under way (:meth:`GuildConfigService.changing`).
-
-    Attributes:
-        guild_id: the server.
-        actor: who makes it.
-        entries: the audit rows written, once the change ended; empty if nothing changed.
-    """
-
-    guild_id: int
-    actor: Actor
-    entries: list[AuditEntry] = field(default_factory=list)
-
-
-_CHANGING: ContextVar[Changes | None] = ContextVar("guild_config_changing", default=None)
-"""The change the running task is making: the calls inside it are audited with it, as one."""
 
 _KEY_SHAPE = re.compile(r"^\S{8,256}$")
 """An API key: one word of 8 to 256 characters (the spec shows only that it has a prefix)."""
@@ -292,14 +261,11 @@ class GuildConfigService:
         # (locale or None, until (monotonic clock)). Another process's change is seen within
         # LOCALE_CACHE_SECONDS; this one's at once.
         self._locales: dict[int, tuple[str | None, float]] = {}
-        self._outlet: ChangeOutlet | None = None
-        # Admin-channel posts under way, referenced until they end (asyncio keeps only weak
-        # references to tasks).
-        self._posting: set[asyncio.Task[None]] = set()
+        self._audit = SettingsAudit(db, self._clock, self.snapshot, self.admin_channel)
 
     def set_change_outlet(self, outlet: ChangeOutlet | None) -> None:
         """Set where audited changes are posted (the process's Discord side); None: nowhere."""
-        self._outlet = outlet
+        self._audit.set_outlet(outlet)
 
     async def set_api_key(self, guild_id: int, api_key: str, *, actor: Actor) -> KeyChange:
         """Check ``api_key`` with a free ``GET /models`` call, then store it encrypted.
@@ -728,7 +694,10 @@ class GuildConfigService:
         values.update(safety_values(policy_of(await self._db.safety.settings(guild_id))))
         values.update(creative_values(await self._db.creative.settings(guild_id)))
         for style in await self._db.creative.styles(guild_id):
-            values[f"style {style.name}"] = f"{style.suffix} · {len(style.references)} references"
+            tiers = "".join(f" · <@&{role}>" for role in style.roles)
+            values[f"style {style.name}"] = (
+                f"{style.suffix} · {len(style.references)} references{tiers}"
+            )
         for persona in await self.personas(guild_id):
             model = persona.model or "default model"
             lock = " · locked" if persona.locked else ""
@@ -736,111 +705,21 @@ class GuildConfigService:
         values.update(_policy_values(config.policy))
         return values
 
-    @contextlib.asynccontextmanager
-    async def changing(
+    def changing(
         self, guild_id: int, actor: Actor, *, check: SettingsCheck | None = None
-    ) -> AsyncIterator[Changes]:
-        """Audit the changes made in the block as one, by ``actor``.
-
-        Snapshots every setting before; ``check`` may refuse the change then (it raises,
-        nothing is changed). After the block, one audit row per setting that changed (who,
-        what, old, new, ``actor.via``), written before this returns; the rows are then posted
-        in one message in the admin channel (as it is after the change), in the background.
-        The calls of this service made inside the block are audited with it, not apart. A block
-        that raises audits nothing (what it wrote stays, as it did before this was here).
-
-        Yields:
-            The change: its ``entries`` are filled in once the block ended.
-        """
-        outer = _CHANGING.get()
-        if outer is not None and outer.guild_id == guild_id:
-            yield outer  # part of a larger change: audited with it
-            return
-        changes = Changes(guild_id, actor)
-        if is_personal(guild_id):
-            yield changes  # a member's own wallet: not a server's setting
-            return
-        before = await self.snapshot(guild_id)
-        if check is not None:
-            check(before)
-        token = _CHANGING.set(changes)
-        try:
-            yield changes
-        finally:
-            _CHANGING.reset(token)
-        changes.entries = await self._record_changes(guild_id, actor, before)
-        await self._announce(guild_id, changes.entries)
-
-    async def _record_changes(
-        self, guild_id: int, actor: Actor, before: dict[str, str]
-    ) -> list[AuditEntry]:
-        """Compare the settings with ``before`` (a :meth:`snapshot`) and log each change.
-
-        Returns:
-            The entries written, in the snapshot's order; empty if nothing changed.
-        """
-        after = await self.snapshot(guild_id)
-        now = self._clock.time()
-        entries = [
-            AuditEntry(
-                guild_id,
-                actor.user_id,
-                what,
-                before.get(what, NO_VALUE),
-                after.get(what, NO_VALUE),
-                now,
-                actor.via,
-            )
-            for what in [*after, *(w for w in before if w not in after)]
-            if before.get(what) != after.get(what)
-        ]
-        for entry in entries:
-            await self._db.policy.add_audit(entry)
-        return entries
+    ) -> contextlib.AbstractAsyncContextManager[Changes]:
+        """Audit the changes made in the block as one (:meth:`SettingsAudit.changing`)."""
+        return self._audit.changing(guild_id, actor, check=check)
 
     async def record(
         self, guild_id: int, actor: Actor, what: str, old: str, new: str, *, announce: bool = True
     ) -> AuditEntry:
-        """Audit one change that is not a setting of the snapshot, made by another service.
-
-        The dashboard's access roles (announced) and a showcase entry an admin removed (not
-        announced, as before).
-
-        Returns:
-            The entry written.
-        """
-        entry = AuditEntry(guild_id, actor.user_id, what, old, new, self._clock.time(), actor.via)
-        await self._db.policy.add_audit(entry)
-        if announce:
-            await self._announce(guild_id, [entry])
-        return entry
-
-    async def _announce(self, guild_id: int, entries: list[AuditEntry]) -> None:
-        """Post ``entries`` in the admin channel, if set, without holding up the answer.
-
-        Discord fails an interaction not answered within 3 s and a post can wait much longer
-        (a channel's rate limit): the change is saved and audited by then, so the answer goes
-        first and the post follows.
-        """
-        if not entries or self._outlet is None:
-            return
-        channel_id = await self.admin_channel(guild_id)
-        if channel_id is None:
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._outlet(guild_id, channel_id, entries), name=f"audit-post-{guild_id}"
-        )
-        self._posting.add(task)
-        task.add_done_callback(self._posted)
-
-    def _posted(self, task: asyncio.Task[None]) -> None:
-        self._posting.discard(task)
-        if not task.cancelled() and (error := task.exception()) is not None:
-            log.error("posting a change in the admin channel failed: %r", error)
+        """Audit one change made by another service (:meth:`SettingsAudit.record`)."""
+        return await self._audit.record(guild_id, actor, what, old, new, announce=announce)
 
     async def audit(self, guild_id: int, limit: int = 10) -> list[AuditEntry]:
         """Return the guild's latest audit entries, newest first."""
-        return await self._db.policy.audit(guild_id, limit)
+        return await self._audit.latest(guild_id, limit)
 
 
 def _config_values(config: GuildConfig) -> dict[str, str]:

@@ -39,6 +39,7 @@ from bot.media.video import (
     MediaError,
     MediaTimeout,
     MediaTooLarge,
+    first_frame_png,
     fit_to_size,
     in_media_thread,
     join_clips,
@@ -184,11 +185,23 @@ class JoinService:
         Raises:
             ValidationFailed: the clip could not be fetched or read.
         """
+        return await self._frame(job, last_frame_png)
+
+    async def first_frame(self, job: Job) -> bytes:
+        """The first frame of ``job``'s video as a PNG, for a draft's Final (docs/creative.md).
+
+        Raises:
+            ValidationFailed: the clip could not be fetched or read.
+        """
+        return await self._frame(job, first_frame_png)
+
+    async def _frame(self, job: Job, read: Callable[[Path], bytes]) -> bytes:
+        """``read`` (a PyAV frame reader) over ``job``'s clip, fetched to a temporary file."""
         with tempfile.TemporaryDirectory(prefix="genbot-frame-") as folder:
             path = Path(folder) / "clip.mp4"
             await self.fetch_clip(job, path)
             try:
-                return await in_media_thread(last_frame_png, path)
+                return await in_media_thread(read, path)
             except MediaError as exc:
                 raise media_refusal(exc) from None
 

@@ -21,9 +21,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final
 
 from bot.clock import Clock
+from bot.domain import Job, JobStatus
 from bot.errors import ValidationFailed
 from bot.i18n import N_
-from bot.services.generation import MAX_TAKES
+from bot.services.generation import MAX_TAKES, Requester
 from bot.storage import Database
 from bot.storage.repos.sequences import Sequence
 
@@ -47,6 +48,31 @@ JOIN_DROPPED = N_(
     "left the line; nothing was joined. Try again when fewer joins are waiting."
 )
 """A waiting join whose interaction token would expire before it could end."""
+
+
+FRAME_CHECK_URL: Final = "https://cdn.discordapp.com/attachments/0/0/last-frame.png"
+"""Stands for a Continue's frame URL while its options are checked, before the clip is fetched."""
+
+
+def require_clip(job: Job | None, who: Requester) -> Job:
+    """``job`` when it is a finished video of this server (or wallet) with a file to use.
+
+    Raises:
+        ValidationFailed: it is not (nothing is fetched or charged).
+    """
+    if job is None or job.guild_id != who.guild_id:
+        raise ValidationFailed(N_("That video is not known here; `/jobs` lists yours."))
+    if job.kind != "video":
+        raise ValidationFailed(N_("Job #{number} is an image, not a video."), number=job.id)
+    if job.status is not JobStatus.COMPLETED:
+        raise ValidationFailed(
+            N_("Video #{number} has not finished; `/jobs` says where it is."), number=job.id
+        )
+    if not any(url.startswith(("https://", "http://")) for url in job.outputs):
+        raise ValidationFailed(
+            N_("The service returned no file for video #{number}."), number=job.id
+        )
+    return job
 
 
 class JoinLine:

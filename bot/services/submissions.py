@@ -30,14 +30,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
-from bot.domain import Job, JobStatus
+from bot.domain import Job, ResultRequest
 from bot.errors import ValidationFailed
 from bot.genapi.wire import ImageResult, TextResult
 from bot.i18n import N_
 from bot.services.billing import video_cost_cents
 from bot.services.creative import CreativeService, EnhanceOutcome, References
+from bot.services.drafts import DraftService, FirstFrame
 from bot.services.generation import (
     MAX_TAKES,
     GenerationService,
@@ -50,16 +51,13 @@ from bot.services.generation import (
 )
 from bot.services.guild_config import GuildConfigService
 from bot.services.member_settings import MemberSettingsService
-from bot.services.personal import is_personal
-from bot.services.sequences import SequenceService
+from bot.services.personal import PAID_BY_CREDITS, is_personal
+from bot.services.sequences import FRAME_CHECK_URL, SequenceService, require_clip
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 OptionsT = TypeVar("OptionsT", ImageOptions, VideoOptions)
-
-FRAME_CHECK_URL: Final = "https://cdn.discordapp.com/attachments/0/0/last-frame.png"
-"""Stands for a Continue's frame URL while its options are checked, before the clip is fetched."""
 
 
 class Desk(Protocol):
@@ -227,6 +225,8 @@ class VideoRequest:
         enhance: rewrite the prompt first (✨ Enhance) and let the member choose.
         style: one of the server's styles, by name.
         character: one of the member's (or the server's shared) characters, by name.
+        draft: a draft first (``DraftService.video_draft``: the draft model, its shortest
+            duration), before the member's own defaults.
     """
 
     prompt: str
@@ -242,6 +242,7 @@ class VideoRequest:
     enhance: bool = False
     style: str | None = None
     character: str | None = None
+    draft: bool = False
 
     @property
     def uploads(self) -> tuple[Upload, ...]:
@@ -279,6 +280,8 @@ class ImageRequest:
         enhance: rewrite the prompt first (✨ Enhance) and let the member choose.
         style: one of the server's styles, by name.
         character: one of the member's (or the server's shared) characters, by name.
+        draft: drafts first (``DraftService.image_draft``: the draft model, its takes), before
+            the member's own defaults.
     """
 
     prompt: str
@@ -292,6 +295,7 @@ class ImageRequest:
     enhance: bool = False
     style: str | None = None
     character: str | None = None
+    draft: bool = False
 
     def options(self) -> ImageOptions:
         """The image's options as given; the member's defaults are applied by the service.
@@ -396,27 +400,6 @@ def check_takes(who: Requester, takes: int) -> None:
         raise ValidationFailed(N_("Several takes work in servers only; ask for one here."))
 
 
-def require_clip(job: Job | None, who: Requester) -> Job:
-    """``job`` when it is a finished video of this server (or wallet) with a file to use.
-
-    Raises:
-        ValidationFailed: it is not (nothing is fetched or charged).
-    """
-    if job is None or job.guild_id != who.guild_id:
-        raise ValidationFailed(N_("That video is not known here; `/jobs` lists yours."))
-    if job.kind != "video":
-        raise ValidationFailed(N_("Job #{number} is an image, not a video."), number=job.id)
-    if job.status is not JobStatus.COMPLETED:
-        raise ValidationFailed(
-            N_("Video #{number} has not finished; `/jobs` says where it is."), number=job.id
-        )
-    if not any(url.startswith(("https://", "http://")) for url in job.outputs):
-        raise ValidationFailed(
-            N_("The service returned no file for video #{number}."), number=job.id
-        )
-    return job
-
-
 class SubmissionService:
     """The member actions that charge, one method each (see the module).
 
@@ -426,6 +409,7 @@ class SubmissionService:
         members: members' settings (private results, the defaults a command leaves out).
         guild_config: the server's price confirmation threshold.
         creative: styles, characters and ✨ Enhance.
+        drafts: Draft → Final (a draft's options, a Final's).
     """
 
     def __init__(
@@ -436,12 +420,14 @@ class SubmissionService:
         members: MemberSettingsService,
         guild_config: GuildConfigService,
         creative: CreativeService,
+        drafts: DraftService,
     ) -> None:
         self._generation = generation
         self._sequences = sequences
         self._members = members
         self._guild_config = guild_config
         self._creative = creative
+        self._drafts = drafts
 
     async def video_command(
         self, who: Requester, request: VideoRequest, *, desk: Desk, references: References
@@ -467,11 +453,15 @@ class SubmissionService:
                 and ``CreativeService.enhance``, before any call.
             NoApiKeyConfigured, BudgetExceeded, GenAPIError...: as :meth:`video`.
         """
-        applied = await self._members.apply_member_defaults(who, request.options())
+        options, takes_asked = request.options(), request.takes
+        if request.draft:  # the draft model and duration, before the member's own
+            options = await self._drafts.video_draft(who, options)
+            takes_asked = takes_asked or 1
+        applied = await self._members.apply_member_defaults(who, options)
         chosen = await self._creative_applied(
             who, applied.options, references, request.style, request.character
         )
-        takes = await self._takes(who, request.takes)
+        takes = await self._takes(who, takes_asked)
         if not request.enhance:
             return VideoAsked(await self.video(who, chosen, desk=desk, takes=takes), applied.note)
         rewrite = await self._creative.enhance(who, chosen, desk=desk, takes=takes)
@@ -503,11 +493,15 @@ class SubmissionService:
                 ``CreativeService.enhance``, before any call.
             NoApiKeyConfigured, BudgetExceeded, GenAPIError...: as :meth:`image`.
         """
-        applied = await self._members.apply_member_defaults(who, request.options())
+        options, takes_asked = request.options(), request.takes
+        if request.draft:  # the draft model, before the member's own
+            options = await self._drafts.image_draft(who, options)
+            takes_asked = takes_asked or self._drafts.takes(who)
+        applied = await self._members.apply_member_defaults(who, options)
         chosen = await self._creative_applied(
             who, applied.options, references, request.style, request.character
         )
-        takes = await self._takes(who, request.takes)
+        takes = await self._takes(who, takes_asked)
         if not request.enhance:
             made = await self.image(who, chosen, desk=desk, public=public, takes=takes)
             return ImagesAsked(made, chosen, applied.note)
@@ -677,6 +671,8 @@ class SubmissionService:
         async with desk.waiting():
             outcomes, error = await self._generation.image_takes(who, options, takes)
         desk.charged()
+        if any(outcome.by_credits for outcome in outcomes):  # held past the server's budgets
+            payer = PAID_BY_CREDITS
         jobs = tuple(outcome.job for outcome in outcomes if outcome.job is not None)
         shared = public and not is_personal(who.guild_id) and len(jobs) > 1
         grouped = shared and await self._record_takes(jobs)
@@ -704,10 +700,36 @@ class SubmissionService:
         """
         payer = await self._generation.paid_by(who)
         async with desk.waiting():
-            result = await self._generation.text(who, options)
+            paid = await self._generation.paid_text(who, options)
         desk.charged()
+        if paid.by_credits:  # held past the server's budgets (server-then-members)
+            payer = PAID_BY_CREDITS
         ref = await self._remember("text", who, stored_options(options))
-        return TextAnswered(result, None if ref is None else f"r{ref}", payer)
+        return TextAnswered(paid.result, None if ref is None else f"r{ref}", payer)
+
+    async def final_video(
+        self,
+        who: Requester,
+        job: Job | None,
+        request: ResultRequest,
+        *,
+        frame: FirstFrame,
+        desk: Desk,
+    ) -> VideoOutcome:
+        """Submit a video draft's Final (:meth:`video`: confirmed as usual).
+
+        Everything ``/video`` would refuse is refused before the clip is fetched
+        (``GenerationService.check_video``); then ``frame`` makes the first frame's URL, sent
+        as ``image_url``.
+
+        Raises:
+            ValidationFailed: as ``DraftService.final_video_options``, the request's checks, or the
+                frame could not be made (nothing charged); else as :meth:`video`.
+        """
+        clip, options = await self._drafts.final_video_options(who, job, request)
+        await self._generation.check_video(who, options)
+        url = await frame(clip)
+        return await self.video(who, dataclasses.replace(options, image_url=url), desk=desk)
 
     async def _after_charge(self, step: Awaitable[T], failure: str, *args: object) -> T | None:
         """Await bookkeeping after a charge: a failure is logged as an error, never raised.

@@ -376,6 +376,9 @@ ledger = Table(
     # The prompt's summary of a charge without a job (/text, a conversation's turn), as a
     # job's prompt_summary; NULL for a job's charge (its job holds it) and before 0013.
     Column("prompt_summary", Text),
+    # Draft → Final (docs/creative.md): "draft" for a draft's charge, "final" for its Final's;
+    # NULL for every other charge (and every charge before 0017).
+    Column("stage", Text),
 )
 Index(
     "ledger_task",
@@ -410,9 +413,10 @@ ledger_daily = Table(
     metadata,
     # The ledger summed per server, UTC day and one dimension: written with each charge, in its
     # transaction (LedgerStore.insert_charge), so the dashboard's periods read a few hundred
-    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member;
+    # rows a day instead of every charge. ``dimension``: total, model, kind, tier, member, stage;
     # ``bucket``: "" for total, the model, the kind, the tier's role id ("" without one), the
-    # member's id. ``day``: the UTC midnight, epoch seconds.
+    # member's id, the stage ("draft", "final", "" for any other). ``day``: the UTC midnight,
+    # epoch seconds.
     Column("guild_id", BigInteger, primary_key=True),
     Column("day", BigInteger, primary_key=True),
     Column("dimension", Text, primary_key=True),
@@ -837,6 +841,18 @@ credit_entries = Table(
     Column("consumed_at", Double),
 )
 Index("credit_entries_user_at", credit_entries.c.user_id, credit_entries.c.at)
+# A server's purchases and refunds, for its Ledger and CSV (revision 0019_credits_refunds).
+Index("credit_entries_guild_at", credit_entries.c.guild_id, credit_entries.c.at)
+
+# Where a member was last shown the premium buttons (revision 0019_credits_refunds): a purchase
+# Discord reports without a server is recorded in that one (docs/credits.md).
+credit_offers = Table(
+    "credit_offers",
+    metadata,
+    Column("user_id", BigInteger, primary_key=True),
+    Column("guild_id", BigInteger, nullable=False),
+    Column("at", Double, nullable=False),
+)
 
 # What requests in flight hold of a member's balance, one row per reservation; a hold that
 # outlives its reservation (a crash) stops counting at expires_at.
@@ -887,6 +903,9 @@ styles = Table(
     Column("suffix", Text, nullable=False),
     Column("created_by", BigInteger, nullable=False),
     Column("created_at", Double, nullable=False),
+    # The tiers' role ids that may use it, space-separated (revision 0018_style_tiers);
+    # NULL: every member.
+    Column("roles", Text),
     UniqueConstraint("guild_id", "name", name="styles_guild_name"),
 )
 
@@ -901,6 +920,23 @@ style_references = Table(
     Column("message_id", BigInteger, nullable=False),
     # Which of the message's attachments.
     Column("attachment", Integer, nullable=False, server_default="0"),
+)
+
+
+# A style reference's thumbnail (revision 0018_style_tiers): made once when the style is
+# added, so that the dashboard's Styles page asks Discord for no picture. Deleted with its style.
+style_thumbnails = Table(
+    "style_thumbnails",
+    metadata,
+    Column("style_id", BigInteger, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    # The first 32 hex characters of the data's SHA-256: its ETag and its URL's ?v=.
+    Column("digest", Text, nullable=False),
+    Column("mime", Text, nullable=False),
+    Column("width", Integer, nullable=False),
+    Column("height", Integer, nullable=False),
+    Column("made_at", Double, nullable=False),
 )
 
 

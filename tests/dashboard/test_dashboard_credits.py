@@ -1,9 +1,12 @@
 """Credit packs on the dashboard (docs/credits.md): who pays, set on the Who pays page as with
 ``/config billing`` (audited as made on the web, refused without ``CREDIT_PACKS``), and a
-member's balance with its history on My results."""
+member's balance with its history on My results; admins see the packs bought in their
+server in its Ledger and CSV."""
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import AsyncIterator
 from decimal import Decimal
 
@@ -103,3 +106,54 @@ async def test_my_results_says_nothing_of_credits_when_the_bot_offers_none(site:
     browser = site.browser()
     assert (await browser.sign_in(site.member_id)).status == 302
     assert 'id="credits"' not in await browser.text("/me")
+
+
+@pytest.mark.parametrize("stack_overrides", [PACKS])
+async def test_admins_see_the_packs_bought_in_their_server_in_the_ledger_and_its_csv(
+    site: Site,
+) -> None:
+    credits = site.services.credits
+    member = site.member_id
+    await site.charge("2", prompt="a kite")
+    await credits.settle(Entitlement(9101, PACK, member), guild_id=site.guild_id)
+    await credits.settle(Entitlement(9102, PACK, member), guild_id=site.guild_id)
+    await credits.refund(9102)
+    await credits.settle(Entitlement(9103, PACK, member), guild_id=site.guild_id + 1)  # elsewhere
+    ledger_url = f"/servers/{site.guild_id}/ledger"
+
+    admin = site.browser()
+    assert (await admin.sign_in(site.owner_id)).status == 302
+    page = await admin.text(ledger_url)
+    assert page_total(page) == "0.02"  # the server's charges only: purchases are not its spend
+    packs = page[page.index('id="credit-packs"') :]
+    assert packs.count("<td>bought</td>") == 2 and packs.count("<td>refunded</td>") == 1
+    assert "-$5.00" in packs and str(PACK) in packs
+    exported = await (await admin.get(f"{ledger_url}.csv")).text()
+    rows = list(csv.reader(io.StringIO(exported)))
+    lines = [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+    bought = [(x["kind"], x["task_id"], x["amount_usd"]) for x in lines if x["kind"] != "image"]
+    assert bought == [
+        ("credit_purchase", "9101", "5.000000"),
+        ("credit_purchase", "9102", "5.000000"),
+        ("credit_refund", "9102", "-5.000000"),
+    ]
+    assert {x["model"] for x in lines if x["kind"].startswith("credit_")} == {str(PACK)}
+    only_images = await (await admin.get(f"{ledger_url}.csv?kind=image")).text()
+    assert "credit_" not in only_images
+
+    # A viewer who is not an admin sees the charges, not the members' purchases.
+    viewer_id = site.emulator.add_user("treasurer").id
+    site.emulator.world.ensure_member(site.guild_id, viewer_id)
+    role = site.emulator.add_role(site.guild_id, "Treasurers")
+    site.emulator.give_role(site.guild_id, viewer_id, role.id)
+    await site.services.dashboard.set_access_role(site.guild_id, role.id, "view")
+    viewer = site.browser()
+    await viewer.sign_in(viewer_id)
+    assert 'id="credit-packs"' not in await viewer.text(ledger_url)
+    assert "credit_" not in await (await viewer.get(f"{ledger_url}.csv")).text()
+
+
+def page_total(page: str) -> str:
+    """The Ledger's total figure (``id="ledger-total"``), digits only."""
+    start = page.index('id="ledger-total">') + len('id="ledger-total">')
+    return "".join(c for c in page[start : page.index("</span>", start)] if c.isdigit() or c == ".")

@@ -64,6 +64,7 @@ def test_every_registered_page_has_its_template_and_a_name_of_its_own() -> None:
         "access",
         "safety",
         "review",
+        "styles",
     ]
     assert len({f.path for f in FORMS}) == len(FORMS)
     for form in FORMS:
@@ -95,7 +96,7 @@ async def saved_through_the_pattern(site: Site) -> None:
     tabs = re.findall(r'<a href="(/servers/\d+[^"]*)"[^>]*>([^<]+)</a>', nav[0])
     at = tabs.index((url, "Text cooldown"))
     assert tabs[at - 1 : at + 1] == [
-        (f"/servers/{site.guild_id}/review", "Review"),
+        (f"/servers/{site.guild_id}/styles", "Styles"),
         (url, "Text cooldown"),
     ]
     form = post_forms(await browser.text(url))[0]

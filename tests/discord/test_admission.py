@@ -95,6 +95,7 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
         await ChoiceButton(token, ChoiceOption(confirm.GENERATE, "Generate")).callback(interaction)
         allowed = confirm._chosen is not None
     else:
+        from bot.discord.draft_flow import FinalButton
         from cogs.chat import SummariseButton
         from cogs.safety import ReportSelect, ReviewAction
         from cogs.sequences import SequenceAction, TakeSelect
@@ -109,10 +110,12 @@ async def test_an_interaction_during_shutdown_is_refused_politely(kind: str) -> 
             ShowcaseAction("vote", "s1"),
             ReviewAction("approve", "j1"),
             ReportSelect("j1"),
+            FinalButton("final", "j1"),
         ]
-        # ActionButton is the base the result, sequence and showcase buttons share (never
-        # registered itself); its admission is theirs, checked through them here.
-        assert {type(b).__name__ for b in buttons} | {"ChoiceButton", "ActionButton"} == {
+        # ActionButton and ActionSelect are the bases the buttons and selects share (never
+        # registered themselves); their admission is their subclasses', checked through them.
+        bases = {"ChoiceButton", "ActionButton", "ActionSelect"}
+        assert {type(b).__name__ for b in buttons} | bases == {
             d.__name__ for d in ours(discord.ui.DynamicItem)
         }
         for button in buttons[1:]:
@@ -205,3 +208,23 @@ async def test_a_price_to_confirm_and_enhances_choice_close_with_their_first_pre
         assert await choice.choose(SimpleNamespace(), first) is False
         assert await choice.choose(SimpleNamespace(), choice.CANCEL) is False  # a double click
         assert pressed == [first] and told[-1] == again
+
+
+@pytest.mark.parametrize("custom_id", ["gb:report:j12", "gb:report:r345", "gb:take:j67"])
+async def test_the_selects_understand_the_custom_ids_already_sent(custom_id: str) -> None:
+    """A select sent before a restart (or before a release) still reaches its callback."""
+    from cogs.safety import ReportSelect
+    from cogs.sequences import TakeSelect
+
+    [select] = [
+        s
+        for s in (ReportSelect, TakeSelect)
+        if s.__discord_ui_compiled_template__.fullmatch(custom_id)
+    ]
+    match = select.__discord_ui_compiled_template__.fullmatch(custom_id)
+    assert match is not None
+    sent = discord.ui.Select[discord.ui.View](custom_id=custom_id)
+    rebuilt = await select.from_custom_id(SimpleNamespace(), sent, match)
+    assert (rebuilt.custom_id, rebuilt.ref) == (custom_id, custom_id.rsplit(":", 1)[1])
+    chosen = SimpleNamespace(data={"values": ["j68"]})
+    assert (rebuilt.chosen(chosen), rebuilt.chosen(SimpleNamespace(data={}))) == ("j68", "")

@@ -24,6 +24,7 @@ from bot.discord.render import (
     text_answer,
     truncate,
 )
+from bot.discord.render.admin import usage_embed
 from bot.discord.render.chat import chat_footer
 from bot.discord.render.jobs import job_unwatched, posted_later, with_files
 from bot.discord.render.policy import add_policy_fields, audit_lines
@@ -32,6 +33,7 @@ from bot.discord.render.takes import takes_card
 from bot.domain import UNLIMITED, AuditEntry, Kind, Tier
 from bot.genapi.wire import Catalogue, ImageModel, ImageResult, TextResult, Usage, VideoModel
 from bot.i18n import using
+from bot.services.billing import UsageReport
 from bot.services.conversations import ChatAnswer
 from bot.services.guild_config import ServerPolicy
 
@@ -629,6 +631,52 @@ def test_a_takes_card_fills_in_shows_a_failed_take_and_acts_on_the_chosen_one() 
     assert [cid for _, cid in chosen.action_buttons] == ["gb:again:j12", "gb:delete:j12"]
     waiting = takes_card([running, dataclasses.replace(running, id=14)], sandbox=False)
     assert waiting.select is None and waiting.action_buttons == ()  # nothing to act on yet
+
+
+def test_a_drafts_results_start_with_final_and_a_final_has_none() -> None:
+    """Draft → Final (docs/creative.md): each take of a draft acts on itself with Final."""
+    draft = {"aspect_ratio": "1:1", "stage": "draft", "take": 2}
+    first = FakeTake(id=21, kind="image", status="completed", outputs=IMAGE_URLS[:1], details=draft)
+    second = dataclasses.replace(first, id=22)
+    card = takes_card([first, second], sandbox=False, chosen=22)
+    assert card.action_buttons[0] == ("Final", "gb:final:j22")
+    job = job_finished(first, sandbox=False, ref="j21")
+    assert job.action_buttons[0] == ("Final", "gb:final:j21")
+    final = dataclasses.replace(first, details={**draft, "stage": "final"})
+    assert all(a != "Final" for a, _ in job_finished(final, sandbox=False, ref="j9").action_buttons)
+    answer = image_result(
+        ImageResult(
+            task_id="t",
+            status="completed",
+            outputs=list(IMAGE_URLS[:1]),
+            cost_cents=3,
+            remaining_credits_cents=9,
+        ),
+        prompt="a fox",
+        model="flux",
+        requester_id=1,
+        sandbox=False,
+        ref="r5",
+        draft=True,
+    )
+    assert answer.action_buttons[0] == ("Final", "gb:final:r5")
+
+
+def test_usage_shows_drafts_and_finals_apart() -> None:
+    report = UsageReport(
+        month_cents=Decimal(19),
+        today_cents=Decimal(19),
+        reserved_cents=Decimal(0),
+        by_user=[],
+        by_kind={},
+        by_model=[],
+        last_remaining_credits_cents=None,
+        by_stage={"draft": (4, Decimal(12)), "final": (1, Decimal(4))},
+    )
+    shown = fields(usage_embed(report, user_id=5))
+    assert shown["Draft → Final, this month"] == "Drafts: 4 for $0.12 · Finals: 1 for $0.04"
+    plain = dataclasses.replace(report, by_stage={})
+    assert "Draft → Final, this month" not in fields(usage_embed(plain, user_id=5))
 
 
 def test_a_takes_card_is_written_in_the_servers_language() -> None:

@@ -307,6 +307,7 @@ async def test_continue_checks_cooldown_and_budget_before_downloading_the_clip()
         members=None,  # type: ignore[arg-type]
         guild_config=None,  # type: ignore[arg-type]
         creative=None,  # type: ignore[arg-type]
+        drafts=None,  # type: ignore[arg-type]
     )
     interaction = SimpleNamespace(
         client=SimpleNamespace(

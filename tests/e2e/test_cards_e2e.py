@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.discord_emulator.errors import InvocationError
-from tests.support.discord_emulator.models import Message
+from tests.support.discord_emulator.models import Message, unsigned
 from tests.support.e2e.harness import MEMBER_PERMISSIONS, World, action_buttons
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -195,7 +195,7 @@ async def test_an_asynchronous_image_is_animated_from_its_attachment(world: Worl
     answer = await world.answer(await world.discord.submit_modal(pressed.modal["custom_id"], {}))
     assert "on its way" in answer.content
     sent = last_request(world, "video")
-    assert sent["image_url"] == owl.attachments[0].url  # the result as Discord keeps it
+    assert unsigned(sent["image_url"]) == owl.attachments[0].url  # the result as Discord keeps it
     assert sent["prompt"] == "an owl at night"
 
 
@@ -301,7 +301,7 @@ async def test_context_menus_animate_and_edit_a_members_image(world: World) -> N
         await world.discord.submit_modal(menu.modal["custom_id"], {prompt_id: "the cat blinks"})
     )
     assert "on its way" in answer.content
-    assert last_request(world, "video")["image_url"] == posted.attachments[0].url
+    assert unsigned(last_request(world, "video")["image_url"]) == posted.attachments[0].url
 
     menu = await world.discord.invoke_message_command(
         "Edit image", posted.id, user_id=world.member.id, permissions=MEMBER_PERMISSIONS
@@ -313,7 +313,7 @@ async def test_context_menus_animate_and_edit_a_members_image(world: World) -> N
         await world.discord.submit_modal(menu.modal["custom_id"], {prompt_id: "a hat"})
     )
     assert answer.media_urls and buttons(answer)
-    assert last_request(world, "image")["image_url"] == posted.attachments[0].url
+    assert unsigned(last_request(world, "image")["image_url"]) == posted.attachments[0].url
     assert [kind for _, kind, _ in ledger(world)[before:]] == ["video", "image"]
 
     plain = world.discord.post_user_message(world.channel.id, world.member.id, "no picture")
@@ -439,3 +439,36 @@ async def test_a_member_barred_from_video_in_integrations_cannot_click_again(
     again = await world.answer(await press(world, card, "Again", barred.id))
     assert again.ephemeral and "on its way" in again.content
     assert ledger(world)[-1] == (barred.id, "video", VIDEO_MODEL)
+
+
+async def test_a_drafts_final_sends_the_chosen_take_and_charges_the_right_models(
+    world: World,
+) -> None:
+    """Draft → Final: 4 draft takes on the server's draft model, each with Final; Final on the
+    third sends that take as the reference, on the server's default model (docs/creative.md)."""
+    draft_model = "stability/sdxl"
+    await world.answer(
+        await world.command("config", {"image-model": draft_model}, admin=True, subcommand="draft")
+    )
+    handle = await world.command("image", {"prompt": "a fox in snow", "draft": True})
+    first = await world.answer(handle)
+    await world.discord.signal.wait_for(  # the other 3 takes, one message each (synchronous)
+        lambda: True if sum(1 for f in handle.followups if f.media_urls) >= 3 else None,
+        15,
+        "the draft's other takes",
+    )
+    takes = [first] + [f for f in handle.followups if f.media_urls]
+    assert len(takes) == 4
+    assert all(next(iter(buttons(take))) == "Final" for take in takes)  # each take's first
+    assert last_request(world, "image")["model"] == draft_model
+    chosen = takes[2].media_urls[0]
+
+    final = await world.answer(await press(world, takes[2], "Final", world.member.id))
+
+    assert final.media_urls and "Final" not in buttons(final)  # a Final is no draft
+    sent = last_request(world, "image")
+    assert sent["model"] == IMAGE_MODEL  # the server's default: the member set none
+    assert sent["image_urls"] == [chosen] and sent["prompt"] == "a fox in snow"
+    with sqlite3.connect(world.bot.env["DATABASE_PATH"]) as db:
+        rows = db.execute("SELECT model, stage FROM ledger ORDER BY id DESC LIMIT 5").fetchall()
+    assert rows[::-1] == [(draft_model, "draft")] * 4 + [(IMAGE_MODEL, "final")]

@@ -1,14 +1,16 @@
 """What a member gets wrong, and what an admin limits: one ephemeral sentence, no charge."""
 
+import aiohttp
 import pytest
 
 from bot.sandbox.catalogue import catalogue_json
+from tests.support.discord_emulator.models import ATTACHMENT_URL_SECONDS, unsigned
 from tests.support.discord_emulator.permissions import (
     ATTACH_FILES,
     DEFAULT_BOT_PERMISSIONS,
     EMBED_LINKS,
 )
-from tests.support.e2e.harness import World
+from tests.support.e2e.harness import ADMIN_PERMISSIONS, World
 from tests.support.e2e.refusals import generation_posts, refused
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -48,7 +50,7 @@ async def test_an_uploaded_image_becomes_the_source(world: World) -> None:
     assert answer.media_urls, answer.text
     (call,) = [r for r in world.api.requests if r.json and r.json.get("prompt") == "make it blue"]
     assert call.json["image_url"].startswith(world.discord.base_url)
-    assert call.json["image_url"].endswith("fox.png")
+    assert unsigned(call.json["image_url"]).endswith("fox.png")
 
 
 async def test_a_missing_permission_is_named(world: World) -> None:
@@ -189,7 +191,9 @@ async def test_a_plain_http_url_is_refused_with_the_rule(world: World) -> None:
     assert "must start with https://" in sentence
 
 
-async def test_a_styles_references_are_read_from_the_message_the_bot_kept(world: World) -> None:
+async def test_a_styles_references_are_read_from_the_kept_message_after_urls_expired(
+    world: World,
+) -> None:
     handle = await world.command(
         "config",
         {"name": "ink", "suffix": "ink wash painting"},
@@ -203,16 +207,77 @@ async def test_a_styles_references_are_read_from_the_message_the_bot_kept(world:
     kept = await world.discord.wait_for_message(
         lambda m: "`ink`" in m.text and bool(m.attachments), include_existing=True
     )
+    signed_then = world.discord.world.url_signer.sign(kept.attachments[0])
+    world.discord_clock.advance(2 * ATTACHMENT_URL_SECONDS)  # every URL signed so far expired
 
     handle = await world.command("image", {"prompt": "a crane", "style": "ink"})
-    assert (await world.answer(handle)).media_urls
+    card = await world.answer(handle)
+    assert card.media_urls
     (call,) = [r for r in world.api.requests if r.path.endswith("/image/generate")][-1:]
     assert call.json["prompt"] == "a crane, ink wash painting"
-    # The kept message's attachment, asked for when sent: not the interaction's upload.
-    assert call.json["image_urls"] == [kept.attachments[0].url]
+    # The kept message's attachment, asked for when sent: not the interaction's upload, and
+    # signed anew: the service can fetch it although every earlier URL of it has expired.
+    (sent,) = call.json["image_urls"]
+    assert unsigned(sent) == kept.attachments[0].url
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(signed_then) as stale,
+        http.get(sent) as fresh,
+    ):
+        assert (stale.status, fresh.status) == (404, 200)
+
+    # The result just made, picked by its prompt as a reference of another style. Its card
+    # shows the service's URL (a synchronous image): the file is kept in a message too.
+    (choice,) = await world.discord.autocomplete(
+        "config",
+        {"name": "cranes", "suffix": "x", "from-results": "crane"},
+        "from-results",
+        guild_id=world.guild.id,
+        channel_id=world.channel.id,
+        user_id=world.admin.id,
+        permissions=ADMIN_PERMISSIONS,
+        group="style",
+        subcommand="add",
+    )
+    options = {"name": "cranes", "suffix": "x", "from-results": choice["value"]}
+    handle = await world.command("config", options, admin=True, group="style", subcommand="add")
+    assert "with 1 reference image" in (await world.answer(handle)).content
+    await world.answer(await world.command("image", {"prompt": "a heron", "style": "cranes"}))
+    (call,) = [r for r in world.api.requests if r.path.endswith("/image/generate")][-1:]
+    picked = await world.discord.wait_for_message(
+        lambda m: "`cranes`" in m.text and bool(m.attachments), include_existing=True
+    )
+    assert [unsigned(url) for url in call.json["image_urls"]] == [picked.attachments[0].url]
 
     world.discord.delete_message(kept.channel_id, kept.id)
     listed = await world.answer(
         await world.command("config", {}, admin=True, group="style", subcommand="list")
     )
     assert "1 of them is gone" in listed.content
+
+
+async def test_a_character_applies_for_its_owner_only(world: World) -> None:
+    handle = await world.command(
+        "settings",
+        {"name": "kit"},
+        group="character",
+        subcommand="add",
+        attachments={"image": ("kit.png", b"\x89PNG fake", "image/png")},
+    )
+    assert "kit" in (await world.answer(handle)).content
+    kept = await world.discord.wait_for_message(
+        lambda m: "`kit`" in m.text and bool(m.attachments), include_existing=True
+    )
+
+    await world.answer(await world.command("image", {"prompt": "a fox", "character": "kit"}))
+    (call,) = [r for r in world.api.requests if r.path.endswith("/image/generate")][-1:]
+    assert [unsigned(url) for url in call.json["image_urls"]] == [kept.attachments[0].url]
+
+    def generations() -> int:
+        return sum(r.path.endswith("/generate") for r in world.api.requests)
+
+    made = generations()
+    handle = await world.command("image", {"prompt": "a fox", "character": "kit"}, admin=True)
+    refused = await world.answer(handle)
+    assert "You have no character named `kit`" in refused.content, refused.content
+    assert generations() == made  # nothing asked of the service, nothing charged

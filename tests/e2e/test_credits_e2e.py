@@ -125,3 +125,19 @@ async def test_buy_spend_and_refund_agree_to_the_micro_cent(world: World) -> Non
     assert kinds == [("purchase", 2), ("refund", 1), ("spend", 1)]
     usage = await world.answer(await world.command("usage", {}))
     assert "Paid from the credit balance this month" in usage.text
+
+    # Both purchases are in this server's ledger: the first made after its premium buttons
+    # were shown here, the second carried by a command here.
+    assert rows(world, "SELECT DISTINCT guild_id FROM credit_entries WHERE kind <> 'spend'") == [
+        (world.guild.id,)
+    ]
+
+    # A refund made while the bot is stopped (its ENTITLEMENT_DELETE reaches no one) is taken
+    # back at the next start, once.
+    await world.bot.kill()
+    world.discord.refund(missed, dispatch=False)
+    await world.bot.start()
+    await until("the refund made while stopped", lambda: balance_micro(world) == -paid_micro, 60)
+    assert balance_micro(world) == entries_micro(world)
+    kinds = rows(world, "SELECT kind, COUNT(*) FROM credit_entries GROUP BY kind ORDER BY kind")
+    assert kinds == [("purchase", 2), ("refund", 2), ("spend", 1)]

@@ -802,6 +802,18 @@ async def test_in_a_browser_every_page_passes_axe_and_the_keyboard_reaches_every
     """axe-core finds no serious or critical violation on any page at 1280 and 390 px, and Tab
     reaches every control (the CSP is bypassed in this context only, to inject axe)."""
     await paid_images(world, 1)
+    # A style with a reference: the Styles page is checked with its thumbnail and its form.
+    added = await world.answer(
+        await world.command(
+            "config",
+            {"name": "ink", "suffix": "ink wash"},
+            admin=True,
+            group="style",
+            subcommand="add",
+            attachments={"image1": ("ink.png", avatar_png(), "image/png")},
+        )
+    )
+    assert "Style `ink` added" in added.content, added.content
     base = dashboard_url(world)
     context = await chromium.new_context(bypass_csp=True)
     tab = Tab(await context.new_page(), "axe")
@@ -815,6 +827,11 @@ async def test_in_a_browser_every_page_passes_axe_and_the_keyboard_reaches_every
     for url in [*tabs, f"{base}/me"]:
         await page.goto(url)
         label = urlsplit(url).path.rsplit("/", 1)[-1]
+        if label == "styles":  # the kept thumbnail, served by the dashboard, is shown
+            await page.wait_for_function(
+                "(i => i && i.complete && i.naturalWidth > 0)(document.querySelector('#main img'))",
+                timeout=5000,
+            )
         problems += await axe_violations(tab, label)
         problems += await unreached_by_tab(tab, label)
     # The showcase made public: its public page, signed out.

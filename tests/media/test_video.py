@@ -19,6 +19,7 @@ from bot.media.video import (
     MediaError,
     MediaTimeout,
     MediaTooLarge,
+    first_frame_png,
     fit_to_size,
     in_media_thread,
     join_clips,
@@ -60,6 +61,15 @@ def test_the_last_frame_is_the_clips_last_even_past_several_keyframes(tmp_path: 
         (frame,) = image.decode(video=0)
         assert image.streams.video[0].codec_context.name == "png"
     assert centre(frame) == (7, 71 % FRAME_CYCLE)
+    assert (frame.width, frame.height) == (128, 72)
+
+
+def test_the_first_frame_is_the_clips_first(tmp_path: Path) -> None:
+    path = clip(tmp_path, 5, seconds=1.0)
+    with av.open(io.BytesIO(first_frame_png(path))) as image:
+        (frame,) = image.decode(video=0)
+        assert image.streams.video[0].codec_context.name == "png"
+    assert centre(frame) == (5, 0)
     assert (frame.width, frame.height) == (128, 72)
 
 

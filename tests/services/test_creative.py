@@ -6,12 +6,23 @@ characters stored with the messages that hold their references.
 """
 
 import contextlib
+import dataclasses
+import io
 from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import pytest
+from PIL import Image
 
-from bot.domain import CAMERA_PRESETS, Actor, ImageRef
+from bot.domain import (
+    CAMERA_PRESETS,
+    Actor,
+    ImageRef,
+    JobStatus,
+    Kind,
+    SafetyRecord,
+    Visibility,
+)
 from bot.errors import ValidationFailed
 from bot.services.creative import (
     DEFAULT_IMAGE_SYSTEM,
@@ -19,8 +30,10 @@ from bot.services.creative import (
     Enhanced,
     RewriteRefused,
     clean_rewrite,
+    parse_result_numbers,
 )
 from bot.services.generation import ImageOptions, Requester, VideoOptions, check_video
+from tests.support.jobs import new_job
 from tests.support.stack import Stack
 
 SYNC_IMAGE = "black-forest-labs/flux-schnell"  # 3 cents a request
@@ -283,3 +296,113 @@ async def test_a_character_applies_for_its_owner_only_unless_shared(
         await creative(stack).apply(
             other, ImageOptions("a fox", SYNC_IMAGE), store, character="kit"
         )
+
+
+async def test_a_style_limited_to_tiers_is_offered_and_applied_to_their_members_only(
+    stack: Stack, who: Requester
+) -> None:
+    gold = 500
+    await stack.services.guild_config.set_tier(who.guild_id, gold, "Gold", actor=ADMIN)
+    service = creative(stack)
+    await service.add_style(who.guild_id, "noir", "film noir", [], actor=ADMIN)
+    await service.add_style(who.guild_id, "open", "bright", [], actor=ADMIN)
+    with pytest.raises(ValidationFailed, match="pick roles that have one"):
+        await service.set_style_tiers(who.guild_id, "noir", [999], actor=ADMIN)
+    await service.set_style_tiers(who.guild_id, "noir", [gold], actor=ADMIN)
+    member = who
+    patron = Requester(who.guild_id, who.channel_id, 101, role_ids=frozenset({gold}))
+    admin = Requester(who.guild_id, who.channel_id, 102, manage_guild=True)
+
+    assert [s.name for s in await service.usable_styles(member)] == ["open"]
+    assert [s.name for s in await service.usable_styles(patron)] == ["noir", "open"]
+    assert [s.name for s in await service.usable_styles(admin)] == ["noir", "open"]
+    with pytest.raises(ValidationFailed, match="for other tiers than yours"):
+        await service.apply(member, ImageOptions("a fox", SYNC_IMAGE), MessageStore(), style="noir")
+    applied = await service.apply(
+        patron, ImageOptions("a fox", SYNC_IMAGE), MessageStore(), style="noir"
+    )
+    assert applied.prompt == "a fox, film noir"
+    audit = await stack.services.guild_config.audit(who.guild_id, 50)
+    assert any(e.what == "style noir" and f"<@&{gold}>" in e.new for e in audit)
+    await service.set_style_tiers(who.guild_id, "noir", [], actor=ADMIN)
+    assert len(await service.usable_styles(member)) == 2
+
+
+def png(rgb: tuple[int, int, int]) -> bytes:
+    picture = io.BytesIO()
+    Image.new("RGB", (64, 48), rgb).save(picture, "PNG")
+    return picture.getvalue()
+
+
+async def image_result(
+    stack: Stack, who: Requester, *, message_id: int | None, output: str = "https://x/a.png"
+) -> int:
+    """A finished image of the server's, on its card ``message_id`` in channel 80."""
+    job = await stack.db.jobs.insert(
+        dataclasses.replace(
+            new_job(f"img-{message_id}", kind=Kind.IMAGE, guild=who.guild_id, model=SYNC_IMAGE),
+            channel_id=80,
+            message_id=message_id,
+        )
+    )
+    await stack.db.jobs.finish(job.id, JobStatus.COMPLETED, (output,), None, 1.0)
+    assert await stack.services.thumbnails.keep(job.id, "image", [png((200, 10, 10))]) == 1
+    return job.id
+
+
+async def test_references_picked_from_results_are_their_cards_files_never_held_ones(
+    stack: Stack, who: Requester
+) -> None:
+    store = MessageStore()
+    store.post(80, 900, "result.png")
+    store.post(80, 901, "held.png")
+    on_card = await image_result(stack, who, message_id=900)
+    held = await image_result(stack, who, message_id=901)
+    by_url = await image_result(stack, who, message_id=902)  # its card shows the URL only
+    lost = await image_result(stack, who, message_id=None, output="")
+    record = SafetyRecord(
+        f"j{held}", who.guild_id, 80, who.user_id, "image", "p", 0.7, Visibility.HELD, "s", 0.0
+    )
+    assert await stack.db.safety.add(record)
+    service = creative(stack)
+
+    card, url = await service.result_references(who.guild_id, f"j{on_card} {by_url}", store)
+
+    assert (card.job_id, card.ref, card.url) == (on_card, ImageRef(80, 900, 0), None)
+    assert (url.job_id, url.ref, url.url) == (by_url, None, "https://x/a.png")
+    assert card.picture and url.picture  # the results' thumbnails: the style's own
+    for text, refusal in (
+        (f"#{held}", "withheld by the server's safety policy"),
+        (str(lost), "is gone"),
+        ("j999999", "not an image result made in this server"),
+        ("a fox", "is not a result"),
+        ("1 2 3 4 5", "at most 4"),
+    ):
+        with pytest.raises(ValidationFailed, match=refusal):
+            await service.result_references(who.guild_id, text, store)
+    with pytest.raises(ValidationFailed, match="not an image result made in this server"):
+        await service.result_references(2, f"j{on_card}", store)  # another server's
+    assert parse_result_numbers(f"j{on_card}, #7 https://dash/results/8 7") == [on_card, 7, 8]
+
+
+async def test_a_styles_references_get_thumbnails_removed_with_it(
+    stack: Stack, who: Requester
+) -> None:
+    service = creative(stack)
+    refs = [ImageRef(50, 500, 0), ImageRef(50, 500, 1), ImageRef(50, 500, 2)]
+    style = await service.add_style(
+        who.guild_id,
+        "noir",
+        "film noir",
+        refs,
+        actor=ADMIN,
+        pictures=[png((0, 0, 0)), None, b"not a picture"],
+    )
+
+    kept = await service.style_thumbnails([style.id])
+    assert list(kept) == [(style.id, 0)]  # none asked of the second, none made of the third
+    thumb = await service.style_thumbnail(who.guild_id, style.id, 0)
+    assert thumb is not None and thumb.mime == "image/webp" and thumb.data
+    assert await service.style_thumbnail(2, style.id, 0) is None  # another server's page
+    await service.remove_style(who.guild_id, "noir", actor=ADMIN)
+    assert await service.style_thumbnails([style.id]) == {}

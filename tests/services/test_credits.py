@@ -7,28 +7,36 @@ bot asks of it, as Discord would answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+import contextlib
+from collections.abc import AsyncIterator, Collection
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+import discord
 import pytest
+from discord import Client
 
 from bot.clock import ManualClock
+from bot.discord.credits import DiscordEntitlements
+from bot.discord.render.chat import chat_footer
 from bot.domain import BillingMode, CreditEntryKind, Entitlement, Kind, Reservation
 from bot.errors import BudgetExceeded, CreditsNeeded
-from bot.services.billing import Billing
-from bot.services.credits import CreditService, MemberCredits, with_markup
-from bot.services.generation import Requester, TextOptions
-from bot.services.personal import PAID_BY_CREDITS
+from bot.services.billing import DEFAULT_RESERVATION_TTL, Billing
+from bot.services.credits import CreditService, MemberCredits, Reconciled, with_markup
+from bot.services.generation import ImageOptions, Requester, TextOptions
+from bot.services.personal import PAID_BY_CREDITS, PAID_BY_SERVER
 from bot.storage.database import Database as SqlDatabase
+from bot.wiring import RESERVATION_SWEEP_SECONDS, sweep_stale
 from tests.support.billing import GUILD, charge_for, settings
+from tests.support.discord_emulator import DiscordEmulator
 from tests.support.stack import services_on_emulator
 
 SKU_SMALL = 1_100_000_000_000_000_001
 SKU_LARGE = 1_100_000_000_000_000_002
 PACKS = f"{SKU_SMALL}=500,{SKU_LARGE}=2000"
 MEMBER = 42
+SYNC_IMAGE = "black-forest-labs/flux-schnell"
 
 
 class Desk:
@@ -46,8 +54,11 @@ class Desk:
         self.live[entitlement_id] = bought
         return bought
 
-    async def unconsumed(self, sku_ids: Collection[int]) -> list[Entitlement]:
-        return [e for e in self.live.values() if e.sku_id in sku_ids and not e.consumed]
+    async def listed(self, sku_ids: Collection[int]) -> list[Entitlement]:
+        return [e for e in self.live.values() if e.sku_id in sku_ids]
+
+    def refund(self, entitlement_id: int) -> None:
+        self.live[entitlement_id] = replace(self.live[entitlement_id], deleted=True)
 
     async def consume(self, entitlement_id: int) -> None:
         if self.fail_consume:
@@ -111,11 +122,11 @@ async def test_a_purchase_made_while_the_bot_was_stopped_is_settled_at_start_up(
     desk.buy(9004, user_id=7)
     desk.buy(9005, sku_id=555)  # not a pack of this bot: left alone
     credits = credit_service(store, clock, desk)
-    assert await credits.reconcile() == 2
+    assert await credits.reconcile() == Reconciled(credited=2)
     assert sorted(desk.consumed) == [9003, 9004]
     assert (await credits.balance(MEMBER)).balance_cents == 500
     assert (await credits.balance(7)).balance_cents == 500
-    assert await credits.reconcile() == 0
+    assert await credits.reconcile() == Reconciled()
 
 
 async def test_a_crash_between_crediting_and_consuming_consumes_without_crediting_again(
@@ -130,7 +141,7 @@ async def test_a_crash_between_crediting_and_consuming_consumes_without_creditin
     assert await store.credits.unconsumed() == [9006]
     desk.fail_consume = False
     restarted = credit_service(store, clock, desk)
-    assert await restarted.reconcile() == 0
+    assert await restarted.reconcile() == Reconciled()
     assert desk.consumed == [9006]
     assert await store.credits.unconsumed() == []
     assert (await restarted.balance(MEMBER)).balance_cents == 500
@@ -159,6 +170,134 @@ async def test_a_refund_takes_the_amount_back_once_even_below_zero(
     assert (await credits.balance(MEMBER)).balance_cents == -300
     kinds = [e.kind for e in (await credits.view(MEMBER, 0)).history]
     assert kinds == [CreditEntryKind.REFUND, CreditEntryKind.PURCHASE]
+
+
+async def test_a_refund_seen_only_in_the_listing_is_taken_back_once(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    await credits.settle(desk.buy(9010))
+    desk.fail_consume = True
+    await credits.settle(desk.buy(9011))  # credited, not consumed yet
+    desk.refund(9010)
+    desk.refund(9011)
+    desk.buy(9012)
+    desk.refund(9012)  # refunded before the bot ever saw it: never credited
+    assert await credits.reconcile() == Reconciled(refunded=2)
+    assert (await credits.balance(MEMBER)).balance_cents == 0
+    assert await credits.reconcile() == Reconciled()
+    assert await credits.refund(9010) is None  # the late ENTITLEMENT_DELETE takes nothing more
+    assert await store.credits.unconsumed() == []  # nothing left to consume of a refund
+    kinds = [e.kind for e in (await credits.view(MEMBER, 0)).history]
+    assert sorted(kinds) == sorted([CreditEntryKind.PURCHASE] * 2 + [CreditEntryKind.REFUND] * 2)
+
+
+TOKEN = "credits.bot.token"
+
+
+@pytest.fixture
+async def shop(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[DiscordEmulator, Client]]:
+    """The Discord emulator selling the small pack, and a bot logged in to its REST API."""
+    async with DiscordEmulator(bot_token=TOKEN) as emulator:
+        monkeypatch.setattr(discord.http.Route, "BASE", emulator.api_base_url)
+        client = Client(intents=discord.Intents.none())
+        await client.login(TOKEN)
+        emulator.add_sku(SKU_SMALL, "500 credits")
+        try:
+            yield emulator, client
+        finally:
+            await client.close()
+
+
+async def test_a_refund_made_while_the_bot_was_stopped_is_taken_back_at_start_up_once(
+    store: SqlDatabase, clock: ManualClock, shop: tuple[DiscordEmulator, Client]
+) -> None:
+    emulator, client = shop
+    bought = emulator.purchase(MEMBER, SKU_SMALL, dispatch=False)
+    running = credit_service(store, clock, DiscordEntitlements(client))
+    assert await running.reconcile() == Reconciled(credited=1)
+    assert emulator.entitlement(bought).consumed
+    # The bot stops; Discord refunds the purchase; its ENTITLEMENT_DELETE reaches no one.
+    emulator.refund(bought, dispatch=False)
+    restarted = credit_service(store, clock, DiscordEntitlements(client))
+    assert await restarted.reconcile() == Reconciled(refunded=1)
+    assert (await restarted.balance(MEMBER)).balance_cents == 0
+    assert await restarted.reconcile() == Reconciled()  # the next hour: nothing more
+    assert (await restarted.balance(MEMBER)).balance_cents == 0
+    kinds = [e.kind for e in (await restarted.view(MEMBER, 0)).history]
+    assert kinds == [CreditEntryKind.REFUND, CreditEntryKind.PURCHASE]
+    assert emulator.entitlement(bought).consume_calls == 1
+
+
+async def test_the_emulator_lists_deleted_entitlements_only_when_asked(
+    shop: tuple[DiscordEmulator, Client],
+) -> None:
+    emulator, client = shop
+    kept = emulator.purchase(MEMBER, SKU_SMALL, dispatch=False)
+    refunded = emulator.purchase(MEMBER, SKU_SMALL, dispatch=False)
+    emulator.refund(refunded, dispatch=False)
+    app = client.application_id
+    default = await client.http.get_entitlements(app)
+    everything = await client.http.get_entitlements(app, exclude_deleted=False)
+    assert [int(e["id"]) for e in default] == [kept]
+    assert {int(e["id"]): e["deleted"] for e in everything} == {kept: False, refunded: True}
+    assert await DiscordEntitlements(client).listed([SKU_SMALL]) == [
+        Entitlement(kept, SKU_SMALL, MEMBER),
+        Entitlement(refunded, SKU_SMALL, MEMBER, deleted=True),
+    ]
+    more = [emulator.purchase(7, SKU_SMALL, dispatch=False) for _ in range(120)]
+    listed = await DiscordEntitlements(client).listed([SKU_SMALL])  # two pages
+    assert [e.id for e in listed] == [kept, refunded, *more]
+
+
+async def test_a_purchase_is_recorded_in_the_server_where_it_was_made(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    await credits.settle(desk.buy(9020), guild_id=GUILD)  # carried by an interaction there
+    await credits.offered(MEMBER, 777)  # shown the premium buttons in server 777
+    await credits.offered(MEMBER, None)  # then in a DM: 777 stays the last server
+    await credits.settle(desk.buy(9021))  # ENTITLEMENT_CREATE: no server of its own
+    await credits.settle(desk.buy(9022, user_id=8))  # never shown the packs in a server
+    await credits.refund(9021)
+    servers = {e.entitlement_id: e.guild_id for e in await credits.history(MEMBER)}
+    assert servers == {9020: GUILD, 9021: 777}
+    assert [e.guild_id for e in await credits.history(8)] == [None]
+    assert [e.guild_id for e in await credits.history(MEMBER) if e.kind.value == "refund"] == [777]
+
+
+async def test_stale_credit_holds_are_swept_while_the_bot_runs(
+    engine_settings: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = ManualClock(1_768_478_400.0)
+    async with services_on_emulator(clock, credit_packs=PACKS, **engine_settings) as (
+        services,
+        _api,
+        _key,
+    ):
+        await services.db.credits.set_mode(GUILD, BillingMode.MEMBERS)
+        await fund(services.db, clock, 500)
+        # A request held and never settled (its task lost): the hold outlives it.
+        await services.billing.reserve(
+            guild_id=GUILD, user_id=MEMBER, kind=Kind.TEXT, model="m", cost_cents=100
+        )
+        assert await services.db.credits.held(MEMBER, 0) == 100
+        sweeps = 0
+
+        async def sleep(seconds: float) -> None:  # the sweep's wait, on the manual clock
+            nonlocal sweeps
+            sweeps += 1
+            clock.advance(seconds)
+            if sweeps * RESERVATION_SWEEP_SECONDS > 2 * DEFAULT_RESERVATION_TTL:
+                raise asyncio.CancelledError  # the bot stops
+
+        monkeypatch.setattr(clock, "sleep", sleep)
+        with pytest.raises(asyncio.CancelledError):
+            await sweep_stale(services)
+        assert await services.db.credits.held(MEMBER, 0) == 0  # the row itself is gone
+        assert (await services.credits.balance(MEMBER)).available_cents == 500
 
 
 # -- members pay ---------------------------------------------------------------------------------
@@ -300,3 +439,62 @@ async def test_the_answer_shows_what_the_balance_paid_with_the_markup(
         assert charged > 0
         assert result.cost_cents == with_markup(charged, 50)  # what the member paid
         assert await services.db.credits.balance(MEMBER) == 500 - result.cost_cents
+
+
+class QuietDesk:
+    """The adapter's side of a request, doing nothing (the answer's payer is what is read)."""
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        yield
+
+    def charged(self) -> None:
+        pass
+
+
+async def test_server_then_members_answers_name_the_balance_when_it_paid(
+    engine_settings: dict[str, Any],
+) -> None:
+    clock = ManualClock(1_768_478_400.0)
+    async with services_on_emulator(clock, credit_packs=PACKS, **engine_settings) as (
+        services,
+        _api,
+        _key,
+    ):
+        await services.db.credits.set_mode(GUILD, BillingMode.SERVER_THEN_MEMBERS)
+        who = Requester(GUILD, 10, MEMBER)
+        submissions = services.submissions
+        within = await submissions.text(who, TextOptions("hello"), desk=QuietDesk())
+        assert within.payer == PAID_BY_SERVER
+        # The server's budget is spent: the member's balance pays, and their answers say so.
+        await services.db.guilds.update_limits(GUILD, monthly_budget_cents=0)
+        await fund(services.db, clock, 500)
+        past = await submissions.text(who, TextOptions("again"), desk=QuietDesk())
+        assert past.payer == PAID_BY_CREDITS
+        image = ImageOptions("a fox in the snow", model=SYNC_IMAGE)
+        made = await submissions.image(who, image, desk=QuietDesk(), public=True)
+        assert made.answers and made.payer == PAID_BY_CREDITS
+        job_id = made.answers[0].job_id
+        job = None if job_id is None else await services.db.jobs.get(job_id)
+        assert job is not None and job.details["paid_by"] == PAID_BY_CREDITS  # its card's
+        assert Decimal(job.details["paid_cents"]) == made.answers[0].result.cost_cents
+        turn = await services.conversations.ask(who, "Ann", "hello there")
+        assert PAID_BY_CREDITS in chat_footer(turn, sandbox=False)
+        spent = await services.credits.spent_since(MEMBER, 0)
+        assert spent[0] > 0
+
+
+async def test_a_refund_is_in_the_audit_log_of_the_server_the_purchase_was_made_in(
+    store: SqlDatabase, clock: ManualClock
+) -> None:
+    desk = Desk()
+    credits = credit_service(store, clock, desk)
+    await credits.settle(desk.buy(9030), guild_id=GUILD)
+    await credits.settle(desk.buy(9031))  # no server known: no server's log to write in
+    await credits.refund(9030)
+    await credits.refund(9031)
+    await credits.refund(9030)  # a second report of the same refund writes nothing more
+    entries = await store.policy.audit(GUILD)
+    assert [(e.user_id, e.what, e.old, e.new) for e in entries] == [
+        (MEMBER, f"credit pack {SKU_SMALL} refunded", "$5.00 credited", "$5.00 taken back")
+    ]

@@ -115,6 +115,8 @@ async def test_the_upgrade_sums_the_ledger_kept_before(
         assert sums[(GUILD, 0, "total", "")] == (2, 12_850_001)
         assert sums[(GUILD, 0, "kind", "video")] == (1, 12_500_001)
         assert sums[(GUILD, 0, "member", "2")] == (1, 350_000)
+        # 0017_draft: no charge before it was a draft's nor a Final's.
+        assert sums[(GUILD, 0, "stage", "")] == (2, 12_850_001)
         assert await db.dashboard_views.total(GUILD, LedgerFilter()) == (2, 12_850_001)
     finally:
         await db.close()

@@ -43,6 +43,7 @@ OPTIONS = {
         "enhance",
         "style",
         "character",
+        "draft",
     ],
     "video": [
         "prompt",
@@ -58,6 +59,7 @@ OPTIONS = {
         "enhance",
         "style",
         "character",
+        "draft",
     ],
     "video-advanced": [],  # a form: a modal
     "video-join": ["videos"],
@@ -77,6 +79,7 @@ CONFIG = frozenset(
         "channels",
         "confirm-above",
         "cooldown",
+        "draft",
         "enhance",
         "guard",
         "language",
@@ -100,6 +103,7 @@ SUBCOMMAND_OPTIONS = {
     ("config", "admin-channel"): ["channel"],
     ("config", "showcase"): ["channel"],
     ("config", "enhance"): ["model", "image-system", "video-system", "reset"],
+    ("config", "draft"): ["image-model", "video-model", "reset"],
     ("config", "safety"): [
         "mode",
         "review-above",
@@ -112,8 +116,12 @@ SUBCOMMAND_OPTIONS = {
 """The options of some subcommands, in Discord's order (``/config showcase channel:``)."""
 
 NAMED_SUBCOMMANDS = {
-    ("config", "style", "add"): (["name", "suffix"], ["image1", "image2", "image3", "image4"]),
+    ("config", "style", "add"): (
+        ["name", "suffix"],
+        ["image1", "image2", "image3", "image4", "from-results"],
+    ),
     ("config", "style", "remove"): (["name"], []),
+    ("config", "style", "tiers"): (["name"], ["tier1", "tier2", "tier3"]),
     ("config", "style", "list"): ([], []),
     ("settings", "character", "add"): (["name", "image"], ["shared"]),
     ("settings", "character", "remove"): (["name"], []),

@@ -198,8 +198,12 @@ class Site:
         outputs: tuple[str, ...] = (),
         message_id: int | None = None,
         at: float | None = None,
+        stage: str | None = None,
     ) -> int | None:
-        """Record a charge as billing does; with a prompt, its job too (return the job id)."""
+        """Record a charge as billing does; with a prompt, its job too (return the job id).
+
+        ``stage``: a draft's or a Final's charge (``"draft"``, ``"final"``; docs/creative.md).
+        """
         self._task_ids += 1
         task_id = f"task-{self._task_ids}"
         when = self.clock.time() if at is None else at
@@ -218,6 +222,7 @@ class Site:
                 remaining_credits_cents=None,
                 key_fingerprint="fp-test",
                 at=when,
+                stage=stage,
             )
         )
         if prompt is None:
@@ -262,7 +267,8 @@ async def open_site(
     ``public_url`` is ``DASHBOARD_PUBLIC_URL`` as written (``{port}`` in it: the port served
     on), else ``http://127.0.0.1:<port>``. ``forms``: the settings pages served.
     """
-    async with DiscordEmulator(bot_token=TOKEN) as emulator:
+    # Attachment URLs signed on the site's clock: they expire as the dashboard reads them.
+    async with DiscordEmulator(bot_token=TOKEN, wall_clock=clock.time) as emulator:
         emulator.oauth.client_secret = SECRET
         monkeypatch.setattr(discord.http.Route, "BASE", emulator.api_base_url)
         client = discord.Client(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from decimal import Decimal
+
 import discord
 from babel.lists import format_list
 
-from bot.domain import Kind
+from bot.domain import DRAFT, FINAL, Kind
 from bot.i18n import LANGUAGE_NAMES, N_, SOURCE, _, current, locale_of, money, n_, number
 from bot.services.billing import UsageReport
 from bot.services.guild_config import GuildConfig
@@ -207,6 +210,8 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
             for model, count, cents in report.by_model[:TOP_USERS]
         )
         embed.add_field(name=_("By model, this month"), value=models[:1024], inline=False)
+    if report.by_stage:
+        embed.add_field(name=_("Draft → Final, this month"), value=stage_line(report.by_stage))
     if user_id is None and report.by_tier:
         tiers = "\n".join(f"{name}: {money(cents)}" for name, cents in report.by_tier)
         embed.add_field(name=_("By tier, this month"), value=tiers[:1024], inline=False)
@@ -242,6 +247,18 @@ def usage_embed(report: UsageReport, *, user_id: int | None) -> discord.Embed:
         left = money(report.last_remaining_credits_cents)
         embed.set_footer(text=_("Credits left on the key: {amount}", amount=left))
     return embed
+
+
+def stage_line(by_stage: Mapping[str, tuple[int, Decimal]]) -> str:
+    """Drafts' and Finals' spend for ``/usage``: ``Drafts: 4 for $0.12 · Finals: 1 for $0.04``."""
+    drafts = by_stage.get(DRAFT, (0, Decimal(0)))
+    finals = by_stage.get(FINAL, (0, Decimal(0)))
+    return " · ".join(
+        (
+            _("Drafts: {count} for {amount}", count=number(drafts[0]), amount=money(drafts[1])),
+            _("Finals: {count} for {amount}", count=number(finals[0]), amount=money(finals[1])),
+        )
+    )
 
 
 def kind_name(kind: str) -> str:

@@ -25,6 +25,7 @@ Action = Literal[
     "join",
     "share",
     "enhance",
+    "final",
 ]
 ACTIONS: Final[tuple[Action, ...]] = (
     "share",
@@ -38,6 +39,7 @@ ACTIONS: Final[tuple[Action, ...]] = (
     "remix",
     "join",
     "enhance",
+    "final",
 )
 _REF: Final = r"(?P<ref>[jr][0-9]{1,20})"
 RESULT_CUSTOM_ID: Final = r"gb:(?P<action>again|vary|animate|edit|delete|show|enhance):" + _REF
@@ -46,6 +48,8 @@ SEQUENCE_CUSTOM_ID: Final = r"gb:(?P<action>continue|remix|join):" + _REF
 """The custom ids of a video card's Continue, Remix and Join (``cogs/sequences.py``)."""
 CUSTOM_ID: Final = r"gb:(?P<action>" + "|".join(ACTIONS) + "):" + _REF
 """The template every action button's custom id matches."""
+FINAL_CUSTOM_ID: Final = r"gb:(?P<action>final):" + _REF
+"""The custom id of a draft's Final (:mod:`bot.discord.draft_flow`)."""
 SHOWCASE_CUSTOM_ID: Final = r"gb:(?P<action>share|vote):(?P<ref>[js][0-9]{1,20})"
 """Share (``gb:share:j<job id>``, under a result) and Vote (``gb:vote:s<entry id>``, under a
 showcase post), answered by ``cogs/showcase.py``."""
@@ -62,6 +66,7 @@ _LABELS: Final[dict[Action, str]] = {
     "join": N_("Join"),
     "share": N_("Share"),
     "enhance": N_("Enhance"),
+    "final": N_("Final"),
 }
 """English labels, shown through the catalogue (:func:`bot.i18n._`) in the message's locale."""
 
@@ -87,6 +92,7 @@ def result_buttons(
     joinable: bool = False,
     shareable: bool = False,
     share_ref: str | None = None,
+    draft: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The ``(label, custom_id)`` action buttons under a finished result.
 
@@ -110,6 +116,8 @@ def result_buttons(
         share_ref: the job (``j<job id>``) Share offers when ``ref`` is not it: a
             synchronous image's buttons carry its request (``r<id>``), its Share the finished
             job recorded for it (docs/results.md); implies ``shareable``.
+        draft: a draft's result (``draft:true``): **Final** comes first (the draft made
+            again on the member's model: :mod:`bot.discord.draft_flow`).
     """
     if not completed:
         actions: tuple[Action, ...] = ("again", "delete")
@@ -127,6 +135,8 @@ def result_buttons(
         # Before Delete where the row has room, else a row of its own.
         full = len(actions) >= 5
         actions = (*actions, "enhance") if full else (*actions[:-1], "enhance", actions[-1])
+    if draft and completed and kind in ("image", "video"):
+        actions = ("final", *actions)
     price = "" if price_cents is None else f" · {money(price_cents)}"
     return tuple(
         (

@@ -13,7 +13,7 @@ from bot.discord.render.results import answer_messages
 from bot.discord.render.text import one_line, truncate
 from bot.i18n import _, money, n_, number, using
 from bot.services.conversations import ChatAnswer
-from bot.services.personal import PAID_BY_SERVER
+from bot.services.personal import PAID_BY_CREDITS, PAID_BY_SERVER
 
 THREAD_NAME_CHARS = 100
 """Discord's longest thread name (Channel docs: ``name``, 1-100 characters)."""
@@ -38,8 +38,10 @@ def chat_footer(reply: ChatAnswer, *, sandbox: bool) -> str:
     if tokens:
         items.append(n_("{count} token", "{count} tokens", tokens))
     items.append(money(reply.cost_cents))
-    # A conversation lives in a server's channels and threads: the server always pays.
-    items.append(_("paid by {payer}", payer=_(PAID_BY_SERVER)))
+    # A conversation lives in a server's channels and threads: the server pays, or the
+    # member's credit balance where the server lets members pay (docs/credits.md).
+    payer = PAID_BY_CREDITS if reply.by_credits else PAID_BY_SERVER
+    items.append(_("paid by {payer}", payer=_(payer)))
     if reply.carried == 0:
         items.append(_("no earlier turns sent"))
     else:

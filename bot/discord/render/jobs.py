@@ -19,6 +19,7 @@ from bot.discord.render.buttons import result_buttons
 from bot.discord.render.parts import Card, MessageParts, ping_only
 from bot.discord.render.results import image_buttons, is_web_url
 from bot.discord.render.text import format_duration, one_line, truncate
+from bot.domain import DRAFT
 from bot.i18n import N_, _, money, number, using
 
 PENDING_COLOUR = discord.Colour.blurple()
@@ -220,6 +221,7 @@ def job_finished(
             price_cents=price,
             joinable=clip_number(job) >= 2,
             shareable=ref.startswith("j"),
+            draft=job.details.get("stage") == DRAFT,
         )
         return dataclasses.replace(parts, action_buttons=actions)
 

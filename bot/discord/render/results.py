@@ -191,6 +191,7 @@ def image_result(
     paid_by: str | None = None,
     locale: str | None = None,
     job_id: int | None = None,
+    draft: bool = False,
 ) -> MessageParts:
     """Build the reply to ``/image``: a card like a finished job's, with embeds as fallback.
 
@@ -214,12 +215,15 @@ def image_result(
         locale: the server's, for a public answer; None: the current answer's.
         job_id: the finished job recorded for it: adds Share (``gb:share:j<job id>``)
             beside ``ref``'s buttons.
+        draft: a draft's take (``draft:true``): adds **Final** first.
 
     Returns:
         The message; it pings nobody, as the requester is waiting on the reply anyway.
     """
     with using(locale):
-        return _image_result(result, prompt, model, requester_id, sandbox, ref, paid_by, job_id)
+        return _image_result(
+            result, prompt, model, requester_id, sandbox, ref, paid_by, job_id, draft
+        )
 
 
 def _image_result(
@@ -231,6 +235,7 @@ def _image_result(
     ref: str | None,
     paid_by: str | None,
     job_id: int | None = None,
+    draft: bool = False,
 ) -> MessageParts:
     urls = [url for url in result.outputs if is_web_url(url)]
     embeds = [
@@ -250,7 +255,11 @@ def _image_result(
     footer += [_("sandbox")] if sandbox else []
     first.set_footer(text=truncate(" · ".join(footer), limits.EMBED_FOOTER))
     share = None if job_id is None else f"j{job_id}"
-    actions = () if ref is None or not urls else result_buttons("image", ref, share_ref=share)
+    actions = (
+        ()
+        if ref is None or not urls
+        else result_buttons("image", ref, share_ref=share, draft=draft)
+    )
     return MessageParts(
         embeds=tuple(embeds),
         link_buttons=image_buttons(urls),

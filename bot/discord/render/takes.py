@@ -29,7 +29,7 @@ from bot.discord.render.jobs import (
 from bot.discord.render.parts import MessageParts, Select
 from bot.discord.render.results import is_web_url
 from bot.discord.render.text import one_line, truncate
-from bot.domain import Visibility
+from bot.domain import DRAFT, Visibility
 from bot.i18n import _, n_, number, using
 
 TAKE_SELECT: Final = r"gb:take:(?P<ref>j[0-9]{1,20})"
@@ -132,6 +132,7 @@ def _takes_card(
             completed=pick.status == "completed",
             price_cents=price,
             joinable=clip_number(pick) >= 2,
+            draft=pick.details.get("stage") == DRAFT,
         )
         select = Select(
             custom_id=f"gb:take:j{takes[0].id}",

@@ -1,7 +1,8 @@
 """Creative control's tables (revision ``0015_creative``), both engines.
 
 ``creative_settings`` (a server's Enhance and Draft settings: one row once it set one),
-``styles`` with ``style_references`` (their order is ``position``), ``characters``. Rules are
+``styles`` with ``style_references`` (their order is ``position``) and ``style_thumbnails``
+(revision ``0018_style_tiers``, with ``styles.roles``), ``characters``. Rules are
 the service's (:mod:`bot.services.creative`); this module only reads and writes.
 """
 
@@ -10,11 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, or_, select
+from sqlalchemy import and_, delete, insert, or_, select, update
 
-from bot.domain import Character, CreativeSettings, ImageRef, Style
+from bot.domain import Character, CreativeSettings, ImageRef, Style, StyleThumbnail
 from bot.storage.repos.dialect import upsert
-from bot.storage.schema import characters, creative_settings, style_references, styles
+from bot.storage.schema import (
+    characters,
+    creative_settings,
+    style_references,
+    style_thumbnails,
+    styles,
+)
 from bot.storage.sql import Row, Sql
 
 SETTINGS_FIELDS = (
@@ -25,6 +32,15 @@ SETTINGS_FIELDS = (
     "draft_video_model",
 )
 """The columns of ``creative_settings`` beyond its key, as :class:`CreativeSettings` names them."""
+
+
+def _roles_text(roles: Sequence[int]) -> str | None:
+    """``styles.roles`` of a style's tiers: their role ids, space-separated; None: everyone."""
+    return " ".join(str(r) for r in sorted(set(roles))) or None
+
+
+def _roles(text: str | None) -> tuple[int, ...]:
+    return tuple(int(part) for part in (text or "").split() if part.isdigit())
 
 
 def _character(row: Row) -> Character:
@@ -84,8 +100,12 @@ class CreativeStore:
         *,
         created_by: int,
         at: float,
+        roles: Sequence[int] = (),
     ) -> Style | None:
-        """Store a style and its references in one transaction; None when the name is taken."""
+        """Store a style and its references in one transaction; None when the name is taken.
+
+        ``roles``: the role ids of the tiers that may use it (empty: every member).
+        """
         async with self._sql.write() as tx:
             taken = await tx.one(
                 select(styles.c.id).where(styles.c.guild_id == guild_id, styles.c.name == name)
@@ -100,6 +120,7 @@ class CreativeStore:
                     suffix=suffix,
                     created_by=created_by,
                     created_at=at,
+                    roles=_roles_text(roles),
                 )
                 .returning(styles.c.id)
             )
@@ -115,7 +136,85 @@ class CreativeStore:
             ]
             if rows:
                 await tx.run(insert(style_references), rows)
-        return Style(int(style_id), guild_id, name, suffix, tuple(references), created_by)
+        return Style(
+            int(style_id),
+            guild_id,
+            name,
+            suffix,
+            tuple(references),
+            created_by,
+            _roles(_roles_text(roles)),
+        )
+
+    async def set_style_roles(self, guild_id: int, name: str, roles: Sequence[int]) -> bool:
+        """Set the tiers' roles that may use a style (empty: everyone); whether it exists."""
+        changed = await self._sql.run(
+            update(styles)
+            .where(styles.c.guild_id == guild_id, styles.c.name == name)
+            .values(roles=_roles_text(roles))
+        )
+        return changed > 0
+
+    async def put_style_thumbnail(self, thumbnail: StyleThumbnail, *, at: float) -> None:
+        """Store (or replace) the thumbnail of a style's reference."""
+        values = {
+            "data": thumbnail.data,
+            "digest": thumbnail.digest,
+            "mime": thumbnail.mime,
+            "width": thumbnail.width,
+            "height": thumbnail.height,
+            "made_at": at,
+        }
+        stmt = upsert(self._sql, style_thumbnails).values(
+            style_id=thumbnail.style_id, position=thumbnail.position, **values
+        )
+        await self._sql.run(
+            stmt.on_conflict_do_update(
+                index_elements=[style_thumbnails.c.style_id, style_thumbnails.c.position],
+                set_=values,
+            )
+        )
+
+    async def style_thumbnails(
+        self, style_ids: Sequence[int]
+    ) -> dict[tuple[int, int], StyleThumbnail]:
+        """The thumbnails of the styles' references, without their bytes: (style, position)."""
+        if not style_ids:
+            return {}
+        columns = [c for c in style_thumbnails.c if c.name not in ("data", "made_at")]
+        rows = await self._sql.all(
+            select(*columns).where(style_thumbnails.c.style_id.in_(list(style_ids)))
+        )
+        return {
+            (row["style_id"], row["position"]): StyleThumbnail(
+                row["style_id"],
+                row["position"],
+                row["digest"],
+                row["mime"],
+                row["width"],
+                row["height"],
+            )
+            for row in rows
+        }
+
+    async def style_thumbnail(self, style_id: int, position: int) -> StyleThumbnail | None:
+        """One reference's thumbnail with its bytes, or None."""
+        row = await self._sql.one(
+            select(style_thumbnails).where(
+                style_thumbnails.c.style_id == style_id, style_thumbnails.c.position == position
+            )
+        )
+        if row is None:
+            return None
+        return StyleThumbnail(
+            row["style_id"],
+            row["position"],
+            row["digest"],
+            row["mime"],
+            row["width"],
+            row["height"],
+            bytes(row["data"]),
+        )
 
     async def remove_style(self, guild_id: int, name: str) -> bool:
         """Delete a style and its references; whether there was one."""
@@ -126,6 +225,7 @@ class CreativeStore:
             if style_id is None:
                 return False
             await tx.run(delete(style_references).where(style_references.c.style_id == style_id))
+            await tx.run(delete(style_thumbnails).where(style_thumbnails.c.style_id == style_id))
             await tx.run(delete(styles).where(styles.c.id == style_id))
         return True
 
@@ -154,6 +254,7 @@ class CreativeStore:
                 row["suffix"],
                 tuple(by_style.get(row["id"], ())),
                 row["created_by"],
+                _roles(row["roles"]),
             )
             for row in rows
         ]

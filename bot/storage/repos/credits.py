@@ -5,13 +5,15 @@ and written in the transaction that adds it to the balance: crediting it twice i
 by construction, whatever the order events, interactions and listings report it in. A refund
 is keyed ``<entitlement id>:refund`` the same way. A spend (a command paid from the balance)
 is keyed by its settlement (``spend:<settlement id>``): it happens once, whether the
-settlement, a retry of it or a replay of the settlement spool writes it. Amounts are micro-cents in
-the columns, Decimal cents here (:mod:`bot.storage.money`); times UTC epoch seconds.
+settlement, a retry of it or a replay of the settlement spool writes it. A purchase and its
+refund carry the server they were made in (``guild_id``; ``credit_offers`` remembers where a
+member last saw the packs, for a purchase Discord reports without one). Amounts are micro-cents
+in the columns, Decimal cents here (:mod:`bot.storage.money`); times UTC epoch seconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -20,8 +22,17 @@ from sqlalchemy import delete, func, select, update
 from bot.domain import BillingMode, Charge, CreditEntry, CreditEntryKind
 from bot.storage.money import from_micro, to_micro
 from bot.storage.repos.dialect import upsert
-from bot.storage.schema import credit_balances, credit_entries, credit_holds, guild_billing
+from bot.storage.schema import (
+    credit_balances,
+    credit_entries,
+    credit_holds,
+    credit_offers,
+    guild_billing,
+)
 from bot.storage.sql import Row, Sql
+
+IN_CHUNK = 500
+"""Ids one ``IN (...)`` list holds at most (SQLite's and PostgreSQL's limits are far above)."""
 
 
 def refund_key(entitlement_id: int) -> str:
@@ -101,11 +112,19 @@ class CreditStore:
         )
 
     async def credit_purchase(
-        self, *, entitlement_id: int, sku_id: int, user_id: int, cents: int, at: float
+        self,
+        *,
+        entitlement_id: int,
+        sku_id: int,
+        user_id: int,
+        cents: int,
+        at: float,
+        guild_id: int | None = None,
     ) -> bool:
         """Record a purchase and add ``cents`` to the member's balance, once per entitlement.
 
-        Call inside one transaction (the entry and the balance go together).
+        Call inside one transaction (the entry and the balance go together). ``guild_id``:
+        the server it was made in (its Ledger shows it); None: none known.
 
         Returns:
             True when credited now; False when this entitlement was credited before (nothing
@@ -119,12 +138,49 @@ class CreditStore:
             entitlement_id=entitlement_id,
             sku_id=sku_id,
             amount_micro=micro,
+            guild_id=guild_id,
             at=at,
         )
         if not await self._sql.run(stmt.on_conflict_do_nothing(index_elements=["entry_key"])):
             return False
         await self._add_to_balance(user_id, micro, at)
         return True
+
+    async def offer(self, user_id: int, guild_id: int, at: float) -> None:
+        """Remember that the member was shown the packs in ``guild_id`` at ``at`` (the latest)."""
+        stmt = upsert(self._sql, credit_offers).values(user_id=user_id, guild_id=guild_id, at=at)
+        await self._sql.run(
+            stmt.on_conflict_do_update(
+                index_elements=[credit_offers.c.user_id], set_={"guild_id": guild_id, "at": at}
+            )
+        )
+
+    async def offered_in(self, user_id: int) -> int | None:
+        """The server where the member was last shown the packs; None if never (or not known)."""
+        value = await self._sql.scalar(
+            select(credit_offers.c.guild_id).where(credit_offers.c.user_id == user_id)
+        )
+        return None if value is None else int(value)
+
+    async def unrefunded(self, entitlement_ids: Collection[int]) -> list[int]:
+        """Those of ``entitlement_ids`` credited here and not refunded yet, ascending."""
+        ids = sorted(set(entitlement_ids))
+        found: set[int] = set()
+        refunded: set[int] = set()
+        for start in range(0, len(ids), IN_CHUNK):
+            chunk = ids[start : start + IN_CHUNK]
+            rows = await self._sql.all(
+                select(credit_entries.c.entitlement_id, credit_entries.c.kind).where(
+                    credit_entries.c.entitlement_id.in_(chunk),
+                    credit_entries.c.kind.in_(
+                        [CreditEntryKind.PURCHASE.value, CreditEntryKind.REFUND.value]
+                    ),
+                )
+            )
+            for row in rows:
+                purchase = row["kind"] == CreditEntryKind.PURCHASE.value
+                (found if purchase else refunded).add(int(row["entitlement_id"]))
+        return sorted(found - refunded)
 
     async def purchase(self, entitlement_id: int) -> CreditEntry | None:
         """The purchase of ``entitlement_id``; None if it was never credited."""
@@ -185,6 +241,7 @@ class CreditStore:
             entitlement_id=entitlement_id,
             sku_id=purchase["sku_id"],
             amount_micro=micro,
+            guild_id=purchase["guild_id"],
             at=at,
         )
         if not await self._sql.run(stmt.on_conflict_do_nothing(index_elements=["entry_key"])):
@@ -197,6 +254,8 @@ class CreditStore:
             at=at,
             entitlement_id=entitlement_id,
             sku_id=purchase["sku_id"],
+            guild_id=purchase["guild_id"],
+            user_id=purchase["user_id"],
         )
 
     async def lock_member(self, user_id: int, at: float) -> Decimal | None:

@@ -34,6 +34,7 @@ from sqlalchemy import (
 
 from bot.domain import (
     AuditEntry,
+    CreditEntryKind,
     DashboardSession,
     GuildRef,
     LedgerFilter,
@@ -45,6 +46,7 @@ from bot.storage.repos.dialect import upsert
 from bot.storage.repos.safety import job_hidden
 from bot.storage.schema import (
     config_audit,
+    credit_entries,
     dashboard_roles,
     dashboard_sessions,
     jobs,
@@ -72,7 +74,7 @@ def _sum_micro(column: ColumnElement[Any]) -> ColumnElement[int]:
     return cast(func.coalesce(func.sum(column), 0), BigInteger)
 
 
-DIMENSIONS: Final = ("total", "model", "kind", "tier", "member")
+DIMENSIONS: Final = ("total", "model", "kind", "tier", "member", "stage")
 """The dimensions of ``ledger_daily``: each charge adds to one bucket of each."""
 
 
@@ -91,8 +93,12 @@ async def add_to_daily(
     model: str,
     tier_role_id: int | None,
     micro: int,
+    stage: str | None = None,
 ) -> None:
     """Add one charge to its server's day in ``ledger_daily`` (one bucket per dimension).
+
+    ``stage``: the charge's Draft → Final stage (``"draft"``, ``"final"``), None for any other
+    (the ``stage`` dimension's bucket ``""``).
 
     Called by :meth:`bot.storage.repos.ledger.LedgerStore.insert_charge` in the charge's own
     transaction, only when the charge was appended: the daily sums stay exactly the ledger's.
@@ -104,6 +110,7 @@ async def add_to_daily(
         "kind": kind,
         "tier": "" if tier_role_id is None else str(tier_role_id),
         "member": str(user_id),
+        "stage": stage or "",
     }
     stmt = upsert(sql, ledger_daily)
     stmt = stmt.on_conflict_do_update(
@@ -149,6 +156,7 @@ async def rebuild_daily(sql: Sql) -> None:
         "kind": ledger.c.kind,
         "tier": func.coalesce(cast(ledger.c.tier_role_id, Text), ""),
         "member": cast(ledger.c.user_id, Text),
+        "stage": func.coalesce(ledger.c.stage, ""),
     }
     columns = ["guild_id", "day", "dimension", "bucket", "charges", "micro"]
     async with sql.write() as tx:
@@ -393,8 +401,9 @@ class DashboardViews:
             since: the first day's UTC midnight, epoch seconds.
             until: the UTC midnight after the last day, epoch seconds.
             dimension: ``day`` (key: the day's UTC midnight; days without charges left out),
-                ``model``, ``kind``, ``tier`` (key: the role id, None without a tier) or
-                ``member`` (key: the user id).
+                ``model``, ``kind``, ``tier`` (key: the role id, None without a tier),
+                ``member`` (key: the user id) or ``stage`` (key: ``draft``, ``final``, or ``""``
+                for every other charge).
 
         Returns:
             Days in order; the other groups by micro-cents, largest first.
@@ -543,6 +552,55 @@ class DashboardViews:
             if len(rows) < batch:
                 return
             after = (rows[-1].at, rows[-1].id)
+
+    async def credit_lines(
+        self, guild_id: int, where: LedgerFilter, *, limit: int | None, newest_first: bool
+    ) -> list[LedgerLine]:
+        """Members' credit packs bought, and refunded, in the server, as ledger lines.
+
+        A purchase or refund is the server's when it was made there (``credit_entries.
+        guild_id``, docs/credits.md). ``kind`` is ``credit_purchase`` or ``credit_refund``,
+        ``model`` the pack's SKU id, ``task_id`` the entitlement id, ``cost_micro`` the change
+        of the member's balance (a refund's is negative), ``status`` empty. Filters on
+        model, kind or status (a charge's) match none of them.
+
+        Args:
+            guild_id: the server.
+            where: the filters (member, since, until apply).
+            limit: at most this many lines; None: all.
+            newest_first: the page's order (else an export's, oldest first).
+        """
+        if where.model is not None or where.kind is not None or where.status is not None:
+            return []
+        c = credit_entries.c
+        stmt = select(c.id, c.at, c.user_id, c.kind, c.sku_id, c.entitlement_id, c.amount_micro)
+        kinds = (CreditEntryKind.PURCHASE.value, CreditEntryKind.REFUND.value)
+        stmt = stmt.where(c.guild_id == guild_id, c.kind.in_(kinds))
+        if where.user_id is not None:
+            stmt = stmt.where(c.user_id == where.user_id)
+        if where.since is not None:
+            stmt = stmt.where(c.at >= where.since)
+        if where.until is not None:
+            stmt = stmt.where(c.at < where.until)
+        order = (c.at.desc(), c.id.desc()) if newest_first else (c.at, c.id)
+        stmt = stmt.order_by(*order)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return [
+            LedgerLine(
+                id=row["id"],
+                at=row["at"],
+                user_id=row["user_id"],
+                kind=f"credit_{row['kind']}",
+                model="" if row["sku_id"] is None else str(row["sku_id"]),
+                job_id=None,
+                task_id=None if row["entitlement_id"] is None else str(row["entitlement_id"]),
+                cost_micro=int(row["amount_micro"]),
+                status="",
+                prompt="",
+            )
+            for row in await self._sql.all(stmt)
+        ]
 
     async def models(self, guild_id: int, since: float) -> list[str]:
         """Return the models charged in the server since the UTC day of ``since``, by name."""

@@ -186,6 +186,7 @@ class LedgerStore:
             "at": charge.at,
             "tier_role_id": charge.tier_role_id,
             "prompt_summary": charge.prompt_summary,
+            "stage": charge.stage,
         }
         stmt = (
             upsert(self._sql, _ledger)
@@ -214,6 +215,7 @@ class LedgerStore:
                 model=charge.model,
                 tier_role_id=charge.tier_role_id,
                 micro=micro,
+                stage=charge.stage,
             )
             # The spend guard's hours, likewise: a retried settlement adds nothing twice.
             await add_to_hours(
@@ -369,6 +371,23 @@ class LedgerStore:
             UsageRow(r["user_id"], Kind(r["kind"]), r["model"], int(r["n"]), _cents(r["micro"]))
             for r in rows
         ]
+
+    async def spent_by_stage(
+        self, guild_id: int, since: float, user_id: int | None = None
+    ) -> dict[str, tuple[int, Decimal]]:
+        """Return the guild's (or a member's) drafts' and Finals' charges at or after ``since``.
+
+        Returns:
+            ``stage -> (charges, cents)`` for the stages charged (``"draft"``, ``"final"``);
+            charges of no stage are left out.
+        """
+        micro = func.sum(_ledger.c.cost_micro).label("micro")
+        stmt = select(_ledger.c.stage, func.count().label("n"), micro).where(
+            _ledger.c.guild_id == guild_id, _ledger.c.at >= since, _ledger.c.stage.is_not(None)
+        )
+        stmt = _for_user(stmt, _ledger.c.user_id, user_id).group_by(_ledger.c.stage)
+        rows = await self._sql.all(stmt)
+        return {r["stage"]: (int(r["n"]), _cents(r["micro"])) for r in rows}
 
     async def total(self, guild_id: int) -> Decimal:
         """Return all cents ever charged to the guild."""

@@ -480,7 +480,8 @@ class UserActions:
         """
         stored = {
             option: attachment_payload(
-                self.msgs.store_attachment(channel_id, filename, data, ctype, ephemeral=True)
+                self.msgs.store_attachment(channel_id, filename, data, ctype, ephemeral=True),
+                self.world.url_signer,
             )
             for option, (filename, data, ctype) in (attachments or {}).items()
         }
@@ -745,7 +746,7 @@ class UserActions:
 
         def upload(filename: str, data: bytes, content_type: str) -> str:
             stored = self.msgs.store_attachment(where, filename, data, content_type, ephemeral=True)
-            resolved[str(stored.id)] = attachment_payload(stored)
+            resolved[str(stored.id)] = attachment_payload(stored, self.world.url_signer)
             return str(stored.id)
 
         unused = set(values)

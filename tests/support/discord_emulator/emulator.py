@@ -29,6 +29,7 @@ from .models import (
     Overwrite,
     Role,
     SnowflakeGenerator,
+    UrlSigner,
     User,
     World,
 )
@@ -64,6 +65,8 @@ class DiscordEmulator(UserActions):
             test machine (several bots and servers on two cores) reports a slow
             acknowledgement instead of failing the scenario that happened to run late.
         clock: Time source for deadlines and records (inject to control expiry).
+        wall_clock: UTC epoch seconds of attachment URLs' signatures (``ex``; inject to make
+            them expire: :class:`~tests.support.discord_emulator.models.UrlSigner`).
         heartbeat_interval_ms: Sent in HELLO.
         privileged_intents: Privileged intents "enabled in the developer portal"
             (IDENTIFY asking for others is closed with 4014).
@@ -78,6 +81,7 @@ class DiscordEmulator(UserActions):
         ack_deadline: float = 3.0,
         late_ack_grace: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         heartbeat_interval_ms: int = 41250,
         privileged_intents: int = ALL_PRIVILEGED_INTENTS,
         bot_name: str = "genbot",
@@ -94,6 +98,7 @@ class DiscordEmulator(UserActions):
         snowflake = SnowflakeGenerator()
         bot = User(snowflake(), bot_name, bot=True)
         self.world = World(bot.id, bot, snowflake)
+        self.world.url_signer = UrlSigner(wall_clock)
         self.app_owner = self.world.add_user("app-owner")
         self.hub = GatewayHub(
             bot_token=bot_token,

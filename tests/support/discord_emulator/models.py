@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import builtins
 import datetime as dt
+import hashlib
+import hmac
 import itertools
 import re
+import secrets
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,6 +325,56 @@ def _walk(components: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+ATTACHMENT_URL_SECONDS = 86_400
+"""How long a signed attachment URL stays valid (Discord's CDN: 24 hours)."""
+
+
+class UrlSigner:
+    """Signs attachment URLs as Discord's CDN does, and refuses them once expired.
+
+    Every attachment object Discord returns (a message fetched, sent or dispatched; an
+    interaction's resolved upload) carries a URL signed anew: ``?ex=<hex expiry>&is=<hex
+    issue>&hm=<mac>`` (developer docs, "Attachment Object"; signed CDN links since 2024). The
+    CDN answers 404 for one past its ``ex`` or with a wrong ``hm``. A bare URL (the tests' own
+    reads of :attr:`Attachment.url`) is served as before.
+
+    Args:
+        clock: UTC epoch seconds (inject to make URLs expire: the end-to-end ``OffsetClock``).
+        lifetime: seconds a URL is valid.
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = time.time, lifetime: int = ATTACHMENT_URL_SECONDS
+    ) -> None:
+        self.clock = clock
+        self.lifetime = lifetime
+        self._key = secrets.token_bytes(16)
+
+    def _mac(self, attachment_id: int, ex: str, issued: str) -> str:
+        text = f"{attachment_id}|{ex}|{issued}".encode()
+        return hmac.new(self._key, text, hashlib.sha256).hexdigest()
+
+    def sign(self, attachment: Attachment) -> str:
+        """The attachment's URL, signed now."""
+        now = int(self.clock())
+        ex, issued = f"{now + self.lifetime:x}", f"{now:x}"
+        return f"{attachment.url}?ex={ex}&is={issued}&hm={self._mac(attachment.id, ex, issued)}"
+
+    def valid(self, attachment_id: int, query: Mapping[str, str]) -> bool:
+        """Whether a request's query lets the CDN serve the attachment now."""
+        if "ex" not in query and "hm" not in query:
+            return True
+        ex, issued, mac = query.get("ex", ""), query.get("is", ""), query.get("hm", "")
+        if not hmac.compare_digest(mac, self._mac(attachment_id, ex, issued)):
+            return False
+        return int(ex, 16) > self.clock()
+
+
+def unsigned(url: str) -> str:
+    """An attachment URL without its signature (to compare with :attr:`Attachment.url`)."""
+    return url.split("?", 1)[0]
+
+
 class World:
     """All emulated Discord state, shared by the REST server and the gateway."""
 
@@ -335,6 +389,8 @@ class World:
         self.channels: dict[int, Channel] = {}
         self.messages: dict[int, Message] = {}
         self.attachments: dict[int, Attachment] = {}
+        self.url_signer = UrlSigner()
+        """Signs the attachment URLs of payloads (:class:`UrlSigner`)."""
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
         self.command_permissions: dict[int, dict[int, list[dict[str, Any]]]] = {}
         """Guild id -> command id (or the application id, for all its commands) -> the

@@ -109,7 +109,8 @@ class MonetizationRoutes(RouteBase):
         before = int(query["before"]) if "before" in query else None
         after = int(query["after"]) if "after" in query else None
         limit = min(int(query.get("limit", 100)), 100)
-        exclude_deleted = query.get("exclude_deleted", "true").lower() != "false"
+        # Discord's boolean query strings: true/1, false/0; leaving it out means true.
+        exclude_deleted = "exclude_deleted" not in query or _flag(query, "exclude_deleted")
         _flag(query, "exclude_ended")  # purchases of consumables never end
         found = []
         for record in sorted(self._shop().entitlements.values(), key=lambda e: e.id):

@@ -12,6 +12,7 @@ from .models import (
     Member,
     Message,
     Role,
+    UrlSigner,
     User,
     World,
     iso_now,
@@ -210,14 +211,15 @@ def guild_create_payload(world: World, guild: Guild) -> dict[str, Any]:
     }
 
 
-def attachment_payload(attachment: Attachment) -> dict[str, Any]:
-    """An attachment object."""
+def attachment_payload(attachment: Attachment, signer: UrlSigner | None = None) -> dict[str, Any]:
+    """An attachment object; its URL signed by ``signer`` (bare without one)."""
+    url = attachment.url if signer is None else signer.sign(attachment)
     data: dict[str, Any] = {
         "id": str(attachment.id),
         "filename": attachment.filename,
         "size": attachment.size,
-        "url": attachment.url,
-        "proxy_url": attachment.url + "?proxy=1",
+        "url": url,
+        "proxy_url": url + ("&" if "?" in url else "?") + "proxy=1",
         "content_type": attachment.content_type,
     }
     if attachment.description is not None:
@@ -242,7 +244,7 @@ def message_payload(world: World, message: Message) -> dict[str, Any]:
         "mention_everyone": message.mentions.everyone,
         "mentions": [user_payload(world.users[u]) for u in sorted(message.mentions.users)],
         "mention_roles": [str(r) for r in sorted(message.mentions.roles)],
-        "attachments": [attachment_payload(a) for a in message.attachments],
+        "attachments": [attachment_payload(a, world.url_signer) for a in message.attachments],
         "embeds": [{"type": "rich", **e} for e in message.embeds],
         "pinned": message.pinned,
         "flags": message.flags,

@@ -233,8 +233,9 @@ class RestApi(InteractionRoutes, MonetizationRoutes):
 
     async def get_attachment(self, request: web.Request) -> web.Response:
         attachment = self.world.attachments.get(int(request.match_info["attachment_id"]))
-        if attachment is None:
-            raise web.HTTPNotFound()
+        if attachment is None or not self.world.url_signer.valid(attachment.id, request.query):
+            # Discord's CDN: an expired or forged signature is a plain 404.
+            raise web.HTTPNotFound(text="This content is no longer available.")
         ctype = attachment.content_type or "application/octet-stream"
         return web.Response(body=attachment.data, headers={"Content-Type": ctype})
 

@@ -42,6 +42,10 @@ class OffsetClock:
     def advance(self, seconds: float) -> None:
         self.offset += seconds
 
+    def wall(self) -> float:
+        """UTC epoch seconds plus the same offset (attachment URLs' ``ex``)."""
+        return time.time() + self.offset
+
 
 class BotProcess:
     """The unmodified bot as a subprocess, its log in a file."""
@@ -195,7 +199,9 @@ async def open_world(
     ``rate_window`` is the API's rate window for both the emulator and the bot, seconds.
     """
     clock = OffsetClock()
-    discord = DiscordEmulator(bot_token=BOT_TOKEN, clock=clock, late_ack_grace=LATE_ACK_GRACE)
+    discord = DiscordEmulator(
+        bot_token=BOT_TOKEN, clock=clock, wall_clock=clock.wall, late_ack_grace=LATE_ACK_GRACE
+    )
     await discord.start()
     api = GenApiEmulator(rate_window=rate_window)
     await api.start()
