@@ -6,8 +6,10 @@ and budgets' days pass without sleeping.
 """
 
 import contextlib
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -85,9 +87,16 @@ async def services_on_emulator(
     """Services as ``python -m bot`` builds them (``assemble_services``), on the API emulator.
 
     Yields the services, the emulator and the default key (100,000 cents of credit); the
-    database is closed on the way out. ``settings`` are passed to :func:`make_settings`.
+    database is closed on the way out. ``settings`` are passed to :func:`make_settings`;
+    without a database among them, a fresh SQLite file in a temporary folder (never the
+    working tree's ``data/bot.db``, which another run may have left at an older schema).
     """
-    async with GenApiEmulator(clock=clock.monotonic) as api, httpx.AsyncClient() as http:
+    async with contextlib.AsyncExitStack() as stack:
+        if "database_path" not in settings and "database_url" not in settings:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="genbot-stack-"))
+            settings["database_path"] = Path(folder) / "bot.db"
+        api = await stack.enter_async_context(GenApiEmulator(clock=clock.monotonic))
+        http = await stack.enter_async_context(httpx.AsyncClient())
         key = api.create_key(balance_cents=100_000)
         made = make_settings(genapi_api_key=key, genapi_base_url=api.base_url, **settings)
         db = await open_database(made, clock)
