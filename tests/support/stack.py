@@ -23,6 +23,7 @@ from bot.genapi.ratelimit import RateLimiter
 from bot.sandbox import GenApiEmulator
 from bot.services.billing import Billing
 from bot.services.creative import CreativeService
+from bot.services.drafts import DraftService
 from bot.services.generation import GenerationService, KeyProblem
 from bot.services.keys import KeyResolver
 from bot.services.schedule import PollSchedule
@@ -124,19 +125,29 @@ def on_keys(stack: Stack, keys: KeyResolver) -> Stack:
         schedule=stack.schedule,
         clock=stack.clock,
     )
-    creative = CreativeService(stack.db, stack.clock, generation, stack.services.guild_config)
+    services = stack.services
+    creative = CreativeService(stack.db, stack.clock, generation, services.guild_config)
+    drafts = DraftService(
+        db=stack.db,
+        generation=generation,
+        billing=stack.billing,
+        members=services.members,
+        guild_config=services.guild_config,
+    )
     submissions = SubmissionService(
         generation=generation,
-        sequences=stack.services.sequences,
-        members=stack.services.members,
-        guild_config=stack.services.guild_config,
+        sequences=services.sequences,
+        members=services.members,
+        guild_config=services.guild_config,
         creative=creative,
+        drafts=drafts,
     )
     stack.services = replace(
-        stack.services,
+        services,
         keys=keys,
         generation=generation,
         submissions=submissions,
         creative=creative,
+        drafts=drafts,
     )
     return stack
