@@ -252,7 +252,6 @@ async def test_private_results_are_hidden_from_viewers_who_are_not_admins(site: 
     """As ``/jobs show``: a member with private results on keeps them from a dashboard viewer
     (a granted role, not Manage Server): not in the Gallery, not through /media, their
     prompts not in the Ledger nor its CSV. Admins and the member see them."""
-    from bot.services.dashboard import DashboardService
 
     viewer_id = site.emulator.add_user("treasurer").id
     site.emulator.world.ensure_member(site.guild_id, viewer_id)

@@ -11,9 +11,7 @@ from cryptography.fernet import Fernet
 
 from bot.dashboard.editing import WRITES_PER_MINUTE
 from bot.domain import Actor
-from bot.services.dashboard import DashboardService
 from bot.services.guild_config import KEY_CHECK_COOLDOWN_SECONDS
-from bot.services.showcase import ShowcaseService
 from tests.support.dashboard_site import Browser, Site, open_site, post_forms
 from tests.support.stack import Stack
 
@@ -98,7 +96,7 @@ async def test_two_saves_from_one_page_the_later_is_told_and_changes_nothing(sit
 async def test_a_viewer_sees_no_forms_and_their_post_is_refused(site: Site) -> None:
     viewers = site.emulator.add_role(site.guild_id, "Treasurers")
     site.emulator.give_role(site.guild_id, site.member_id, viewers.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, viewers.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, viewers.id, "view")
     owner = await admin(site)
     forged = await new_tier_form(owner, site)  # a well-formed save, as an editor sees it
     viewer = site.browser()
@@ -293,7 +291,7 @@ async def test_channels_and_a_locked_persona_saved_on_the_web(site: Site) -> Non
     config = await site.services.guild_config.show(site.guild_id)
     assert config.allowed_channel_ids == {site.channel_id}
     assert config.admin_channel_id == site.channel_id
-    settings = await site.services.service(ShowcaseService).settings(site.guild_id)
+    settings = await site.services.showcases.settings(site.guild_id)
     assert settings == (extra.id, False)
     new = next(f for f in post_forms(await browser.text(url)) if "system" in f)
     new.update(channel_id=str(site.channel_id), system="You are a pirate.", locked="on")

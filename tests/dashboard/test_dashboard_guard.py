@@ -10,7 +10,6 @@ from decimal import Decimal
 import pytest
 
 from bot.domain import Charge, Kind
-from bot.services.dashboard import DashboardService
 from bot.services.guard import GUARD_ACTOR
 from tests.support.dashboard_site import Browser, Site, open_site, post_forms
 from tests.support.stack import ADMIN_ACTOR, Stack
@@ -113,7 +112,7 @@ async def test_a_viewer_sees_the_alerts_but_no_resume_and_their_post_is_refused(
 ) -> None:
     viewers = site.emulator.add_role(site.guild_id, "Treasurers")
     site.emulator.give_role(site.guild_id, site.member_id, viewers.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, viewers.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, viewers.id, "view")
     await site.services.guard.pause(site.guild_id, GUARD_ACTOR, "an unusual hour")
     owner = await admin(site)
     url = f"/servers/{site.guild_id}/guard"

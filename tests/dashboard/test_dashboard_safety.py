@@ -21,8 +21,6 @@ from bot.dashboard.rights import MANAGE_MESSAGES
 from bot.domain import SafetyMode, SafetyRecord, Visibility
 from bot.genapi.outputs import output_client
 from bot.media.safety import SafetyScorer, load_model
-from bot.services.dashboard import DashboardService
-from bot.services.thumbnails import ThumbnailService
 from tests.support.dashboard_site import Site, open_site, post_forms
 from tests.support.safety_model import write_classifier
 from tests.support.stack import Stack
@@ -49,7 +47,7 @@ async def result_with_thumbnail(site: Site, prompt: str, rgb: tuple[int, int, in
     assert job is not None
     picture = io.BytesIO()
     Image.new("RGB", (256, 256), rgb).save(picture, "PNG")
-    thumbnails = site.services.service(ThumbnailService)
+    thumbnails = site.services.thumbnails
     assert await thumbnails.keep(job, "image", [picture.getvalue()]) == 1
     return job
 
@@ -97,7 +95,7 @@ async def test_the_safety_page_sets_the_policy_as_config_safety_does(site: Site)
     await viewer.sign_in(site.member_id)
     role = site.emulator.add_role(site.guild_id, "Viewers")
     site.emulator.give_role(site.guild_id, site.member_id, role.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, role.id, "view")
     shown = await viewer.text(url)
     assert post_forms(shown) == [] and "block" in shown
 
@@ -167,7 +165,7 @@ async def test_manage_messages_reviews_and_a_member_without_it_is_refused(site: 
     held = await result_with_thumbnail(site, "a withheld kite", (220, 20, 20))
     ref = await hold(site, held, Visibility.WITHHELD)
     viewers = site.emulator.add_role(site.guild_id, "Viewers")
-    await site.services.service(DashboardService).set_access_role(site.guild_id, viewers.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, viewers.id, "view")
     moderators = site.emulator.add_role(site.guild_id, "Moderators", permissions=MANAGE_MESSAGES)
     moderator = site.emulator.add_user("moderator")
     for user_id in (moderator.id, site.member_id):

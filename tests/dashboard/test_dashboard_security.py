@@ -95,11 +95,10 @@ async def test_rights_are_read_again_after_a_minute(site: Site) -> None:
 
 
 async def test_a_dashboard_role_opens_the_pages(site: Site) -> None:
-    from bot.services.dashboard import DashboardService
 
     role = site.emulator.add_role(site.guild_id, "treasurer")
     site.emulator.give_role(site.guild_id, site.member_id, role.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, role.id, "view")
     browser = site.browser()
     await browser.sign_in(site.member_id)
     assert f'href="/servers/{site.guild_id}"' in await browser.text("/servers")

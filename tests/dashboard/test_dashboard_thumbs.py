@@ -17,9 +17,6 @@ from PIL import Image
 from bot.dashboard.pages import IMMUTABLE, PUBLIC_THUMB, REVALIDATE
 from bot.domain import Kind
 from bot.sandbox.clips import make_clip
-from bot.services.dashboard import DashboardService
-from bot.services.showcase import ShowcaseService
-from bot.services.thumbnails import ThumbnailService
 from tests.support.dashboard_site import Site, open_site
 from tests.support.stack import ADMIN_ACTOR, Stack
 
@@ -50,7 +47,7 @@ async def result_with_thumbnail(
     )
     assert job is not None
     data = make_clip(1, width=640, height=360, colour=rgb) if kind is Kind.VIDEO else png(rgb)
-    thumbnails = site.services.service(ThumbnailService)
+    thumbnails = site.services.thumbnails
     assert await thumbnails.keep(job, str(kind.value), [data]) == 1  # type: ignore[attr-defined]
     thumb = await thumbnails.thumbnail(job, 0)
     assert thumb is not None
@@ -97,7 +94,7 @@ async def test_a_private_members_thumbnail_is_hidden_from_a_viewer_who_is_not_an
     site.emulator.world.ensure_member(site.guild_id, viewer_id)
     role = site.emulator.add_role(site.guild_id, "Treasurers")
     site.emulator.give_role(site.guild_id, viewer_id, role.id)
-    await site.services.service(DashboardService).set_access_role(site.guild_id, role.id, "view")
+    await site.services.dashboard.set_access_role(site.guild_id, role.id, "view")
     await site.services.members.update(site.member_id, {"private": True})
     job, digest = await result_with_thumbnail(site, "a secret kite", (10, 10, 10))
     viewer = site.browser()
@@ -153,7 +150,7 @@ async def test_a_results_page_shows_its_image_or_plays_its_video(site: Site) -> 
 
 
 async def test_the_public_showcase_unfurls_with_its_top_entrys_thumbnail(site: Site) -> None:
-    showcase = site.services.service(ShowcaseService)
+    showcase = site.services.showcases
     await site.services.guild_config.set_showcase_public(site.guild_id, True, actor=ADMIN_ACTOR)
     site.clock.advance(1)
     job, digest = await result_with_thumbnail(site, "the best kite", (30, 30, 220))
@@ -178,7 +175,7 @@ async def test_the_public_showcase_unfurls_with_its_top_entrys_thumbnail(site: S
 
 async def test_the_server_showcase_is_a_grid_of_thumbnails(site: Site) -> None:
     job, digest = await result_with_thumbnail(site, "a shared kite", (30, 30, 220))
-    await site.services.service(ShowcaseService).share(job, site.member_id)
+    await site.services.showcases.share(job, site.member_id)
     browser = site.browser()
     await browser.sign_in(site.owner_id)
     page = await browser.text(f"/servers/{site.guild_id}/showcase")

@@ -162,7 +162,7 @@ class _GatedMembers:
 
 def _kept(store: Database) -> tuple[MemberSettingsService, _GatedMembers]:
     members = _GatedMembers(store.members)
-    db = SimpleNamespace(of=lambda repository: members)
+    db = SimpleNamespace(members=members)
     service = MemberSettingsService(
         db=db,  # type: ignore[arg-type]
         billing=None,  # type: ignore[arg-type]
@@ -192,8 +192,9 @@ async def test_a_read_that_overlapped_a_change_is_not_kept(store: Database) -> N
     held = asyncio.Event()
     members.gate = held
     early = asyncio.create_task(service.get(USER))  # reads "public", then is held
-    while members.reads == 0:
-        await asyncio.sleep(0)
+    async with asyncio.timeout(10):  # a read that never starts fails, never hangs the run
+        while members.reads == 0:
+            await asyncio.sleep(0)
     members.gate = None
     await service.update(USER, {"private": True})
     held.set()

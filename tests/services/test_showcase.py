@@ -10,7 +10,6 @@ from bot.discord.render.showcase import showcase_post
 from bot.domain import Charge, JobStatus, Kind, NewJob, SafetyRecord, Visibility
 from bot.errors import ValidationFailed
 from bot.services.generation import Requester
-from bot.services.showcase import ShowcaseService
 from tests.support.stack import ADMIN_ACTOR, Stack
 
 GUILD, OWNER, OTHER = 7, 70, 71
