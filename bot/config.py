@@ -97,6 +97,8 @@ class Settings(BaseSettings):
     genapi_api_key: SecretStr | None = None
     database_path: Path = Path("data/bot.db")
     database_url: SecretStr | None = None
+    # SQLite: how long a write waits for another connection's write lock, seconds.
+    database_busy_timeout_seconds: Annotated[float, Field(gt=0, le=60)] = 5.0
     # Where a settlement the database could not take waits for the next start (None: beside
     # DATABASE_PATH, see settlement_spool_file).
     settlement_spool_path: Path | None = None
@@ -382,10 +384,10 @@ class Settings(BaseSettings):
         """Return one of the bot's own fixed waits (seconds) divided by ``WAIT_SCALE``.
 
         Only the bot's own choices about the service's time are scaled (delivery backoff, the
-        poll priors, the longest gap between polls): never the service's rules (the rate
-        window has its own setting, and two polls of a job stay 3 s apart, docs/genapi.md §3.2), nor
-        waits on Discord (``PLACEHOLDER_GRACE_SECONDS``). 1 in production; the end-to-end
-        tests' bot runs at 10.
+        poll priors, the longest gap between polls, the waits after a 404): never the service's
+        rules (the rate window has its own setting, and two polls of a job stay 3 s apart,
+        docs/genapi.md §3.2), nor waits on Discord (``PLACEHOLDER_GRACE_SECONDS``). 1 in
+        production; the end-to-end tests' bot runs at 10.
         """
         return seconds / self.wait_scale
 

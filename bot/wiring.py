@@ -31,7 +31,12 @@ from bot.genapi.slots import RATE_WINDOW_MARGIN, SlotRules
 from bot.genapi.transport import ApiTransport
 from bot.i18n import warm as warm_languages
 from bot.jobs.announcer import JobAnnouncer
-from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, Poller
+from bot.jobs.poller import (
+    DELIVERY_BACKOFF_FIRST,
+    DELIVERY_BACKOFF_MAX,
+    NOT_FOUND_RETRY,
+    Poller,
+)
 from bot.media.safety import SafetyModelError, SafetyScorer, load_model
 from bot.ops.health import refresh_job_counts
 from bot.ops.metrics import Metrics
@@ -53,7 +58,7 @@ from bot.services.private_cards import PrivateCards
 from bot.services.response_tokens import ResponseTokens
 from bot.services.retention import Retention, RetentionPeriods
 from bot.services.safety import SafetyService
-from bot.services.schedule import MAX_INTERVAL, PollSchedule, scaled_priors
+from bot.services.schedule import MAX_INTERVAL, MIN_INTERVAL, PollSchedule, scaled_priors
 from bot.services.sequences import SequenceService
 from bot.services.settlement_spool import SettlementSpool
 from bot.services.showcase import ShowcaseService
@@ -205,7 +210,11 @@ async def open_database(settings: Settings, clock: Clock) -> Database:
         )
         return db
     try:
-        db = await Database.open_sqlite(settings.database_path, clock=clock)
+        db = await Database.open_sqlite(
+            settings.database_path,
+            clock=clock,
+            busy_timeout_ms=round(settings.database_busy_timeout_seconds * 1000),
+        )
     except (DBAPIError, OSError) as exc:
         # e.g. a read-only disk that os.access could not see (check_database_path).
         reason = exc.orig if isinstance(exc, DBAPIError) else exc  # the driver's one line
@@ -447,6 +456,8 @@ def build_poller(services: Services, announcer: JobAnnouncer) -> Poller:
         delivery_backoff_first=settings.scaled(DELIVERY_BACKOFF_FIRST),
         delivery_backoff_max=settings.scaled(DELIVERY_BACKOFF_MAX),
         metrics=services.metrics,
+        # Never closer than the spec's least interval between two polls of a job.
+        not_found_retry=tuple(max(MIN_INTERVAL, settings.scaled(s)) for s in NOT_FOUND_RETRY),
     )
 
 

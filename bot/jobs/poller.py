@@ -151,6 +151,8 @@ class Poller:
             failure, doubled each time (:func:`delivery_backoff`).
         delivery_backoff_max: the longest wait between two delivery attempts, seconds.
         metrics: observes poll lag, detection delay and delivery outcomes; None counts nothing.
+        not_found_retry: seconds before polling again after the 1st, 2nd, 3rd, ... 404 of a
+            streak, the last repeated (:data:`NOT_FOUND_RETRY`; ``WAIT_SCALE`` divides them).
     """
 
     def __init__(
@@ -174,7 +176,9 @@ class Poller:
         delivery_backoff_first: float = DELIVERY_BACKOFF_FIRST,
         delivery_backoff_max: float = DELIVERY_BACKOFF_MAX,
         metrics: Metrics | None = None,
+        not_found_retry: tuple[float, ...] = NOT_FOUND_RETRY,
     ) -> None:
+        self._not_found_retry = not_found_retry
         self._backoff_first = delivery_backoff_first
         self._backoff_max = delivery_backoff_max
         self._db = db
@@ -529,7 +533,7 @@ class Poller:
             reason = f"The service has not known this task for {minutes} minutes."
             await self._finish(job, JobStatus.FAILED, (), reason)
             return
-        delay = NOT_FOUND_RETRY[min(streak.count, len(NOT_FOUND_RETRY)) - 1]
+        delay = self._not_found_retry[min(streak.count, len(self._not_found_retry)) - 1]
         log.warning(
             "job %s: the service does not know its task (404 #%d); polling again in %.0f s",
             job.id,

@@ -51,7 +51,7 @@ from sqlalchemy.sql import ClauseElement, Executable
 
 from bot.clock import Clock
 from bot.genapi.rate_window import RateWindowRepository
-from bot.storage.engine import POOL_MAX_SIZE, CoreSql, Engines
+from bot.storage.engine import BUSY_TIMEOUT_MS, POOL_MAX_SIZE, CoreSql, Engines
 from bot.storage.migrations import migrate
 from bot.storage.repos.conversations import ConversationStore
 from bot.storage.repos.creative import CreativeStore
@@ -201,12 +201,16 @@ class Database(Repositories):
         self.rates: RateWindowRepository = RateWindowStore(engines.sql)
 
     @classmethod
-    async def open_sqlite(cls, path: Path, *, clock: Clock) -> Database:
+    async def open_sqlite(
+        cls, path: Path, *, clock: Clock, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> Database:
         """Open (creating if needed) the SQLite file at ``path`` and migrate it.
 
         Args:
             path: the database file; its parent directory is created if missing.
             clock: stamps the migration records in ``meta``.
+            busy_timeout_ms: how long a statement waits for another connection's write lock
+                before it fails as "database is locked", ms (``DATABASE_BUSY_TIMEOUT_SECONDS``).
 
         Raises:
             SchemaTooNewError: the database was written by a newer release.
@@ -214,7 +218,8 @@ class Database(Repositories):
             sqlalchemy.exc.DBAPIError: the file cannot be opened, or a migration failed
                 (nothing of it is kept).
         """
-        return await cls._migrated(await Engines.open_sqlite(path), clock)
+        engines = await Engines.open_sqlite(path, busy_timeout_ms=busy_timeout_ms)
+        return await cls._migrated(engines, clock)
 
     @classmethod
     async def open_postgresql(

@@ -60,7 +60,8 @@ from bot.storage.sql import DialectName, Params, Row, Sql
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 5000
-"""How long a SQLite connection waits for another one's write lock before failing, ms."""
+"""How long a SQLite connection waits for another one's write lock before failing, ms (the
+default of ``DATABASE_BUSY_TIMEOUT_SECONDS``)."""
 
 POOL_MAX_SIZE: Final = 10
 """PostgreSQL connections per process: one per transaction or read in flight."""
@@ -92,8 +93,13 @@ def safe_reason(exc: BaseException, url: str) -> str:
 # -- SQLite connections ------------------------------------------------------------------------
 
 
-def _sqlite_pragmas(*, query_only: bool) -> Callable[[Any, ConnectionPoolEntry], None]:
-    """The ``connect`` hook of a SQLite engine: today's pragmas, and no driver transactions."""
+def _sqlite_pragmas(
+    *, query_only: bool, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+) -> Callable[[Any, ConnectionPoolEntry], None]:
+    """The ``connect`` hook of a SQLite engine: today's pragmas, and no driver transactions.
+
+    ``busy_timeout_ms``: how long a statement waits for another connection's write lock, ms.
+    """
 
     def on_connect(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         # SQLAlchemy's recipe: the driver opens no transaction of its own (and commits nothing
@@ -101,7 +107,7 @@ def _sqlite_pragmas(*, query_only: bool) -> Callable[[Any, ConnectionPoolEntry],
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
             cursor.execute("PRAGMA journal_mode = WAL")
             row = cursor.fetchone()
             if row is None or str(row[0]).lower() != "wal":
@@ -133,14 +139,26 @@ class _SqliteSide:
     write: ``docs/benchmarks.md``, "Storage on SQLAlchemy Core".)
     """
 
-    def __init__(self, path: Path, *, query_only: bool, name: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        query_only: bool,
+        name: str | None = None,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ) -> None:
+        self.busy_timeout_ms = busy_timeout_ms
         self.engine = create_engine(
             f"sqlite:///{path}",
             poolclass=StaticPool,  # the one connection, used by the one thread
             # The reader never opens a transaction: nothing to roll back when a read ends.
             skip_autocommit_rollback=query_only,
         )
-        event.listen(self.engine, "connect", _sqlite_pragmas(query_only=query_only))
+        event.listen(
+            self.engine,
+            "connect",
+            _sqlite_pragmas(query_only=query_only, busy_timeout_ms=busy_timeout_ms),
+        )
         if not query_only:
             event.listen(self.engine, "begin", _begin_immediate)
         self._thread = ThreadPoolExecutor(
@@ -233,16 +251,20 @@ class Engines:
         """As :attr:`sql`, but its reads run on the reports' lane (:data:`REPORT_READS`)."""
 
     @classmethod
-    async def open_sqlite(cls, path: Path) -> Engines:
+    async def open_sqlite(cls, path: Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engines:
         """Open (creating if needed) the SQLite file at ``path``; its schema is not touched.
+
+        ``busy_timeout_ms``: how long each of its connections waits for another connection's
+        write lock before a statement fails with "database is locked", ms
+        (``DATABASE_BUSY_TIMEOUT_SECONDS``).
 
         Raises:
             OSError: the parent directory cannot be created.
             sqlalchemy.exc.DBAPIError: the file cannot be opened in WAL mode.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
-        reader = _SqliteSide(path, query_only=True)
-        writer = _SqliteSide(path, query_only=False)
+        reader = _SqliteSide(path, query_only=True, busy_timeout_ms=busy_timeout_ms)
+        writer = _SqliteSide(path, query_only=False, busy_timeout_ms=busy_timeout_ms)
         engines = cls("sqlite", sqlite=(reader, writer))
         try:
             # The writer first: it creates the file and puts it in WAL mode, which a
@@ -378,7 +400,12 @@ class Engines:
         if self._report_side is None:
             assert self._sqlite is not None
             path = Path(self._sqlite[0].engine.url.database or "")
-            self._report_side = _SqliteSide(path, query_only=True, name="sqlite-reports")
+            self._report_side = _SqliteSide(
+                path,
+                query_only=True,
+                name="sqlite-reports",
+                busy_timeout_ms=self._sqlite[0].busy_timeout_ms,
+            )
         return self._report_side
 
     async def pg_report_read(self, sql: str, args: Sequence[Any]) -> Sequence[Row]:

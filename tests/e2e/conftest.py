@@ -11,8 +11,13 @@ from tests.support.e2e.harness import BOT_TOKEN, World, close_world, open_world
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World]:
-    opened = await open_world(Path(tmp_path_factory.mktemp("e2e")))
+async def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[World]:
+    """The module's world; a module's ``BOT_OVERRIDES`` (a dict) replace parts of the bot's
+    environment."""
+    overrides = getattr(request.module, "BOT_OVERRIDES", None)
+    opened = await open_world(Path(tmp_path_factory.mktemp("e2e")), overrides=overrides)
     yield opened
     await close_world(opened)
     if opened.discord.late_acks:

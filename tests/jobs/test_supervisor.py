@@ -18,7 +18,6 @@ from bot.clock import ManualClock
 from bot.domain import JobStatus
 from bot.jobs.supervisor import supervise
 from bot.services.generation import Requester
-from bot.storage import engine
 from tests.support.poller import RecordingAnnouncer, make_poller, submit
 from tests.support.stack import Stack
 
@@ -89,15 +88,16 @@ async def test_cancellation_stops_the_task_at_once() -> None:
     assert starts == 1
 
 
-@pytest.fixture
-def short_busy_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 20)
+SHORT_BUSY_TIMEOUT = pytest.mark.parametrize(
+    "stack_overrides", [{"database_busy_timeout_seconds": 0.02}]
+)
+"""``DATABASE_BUSY_TIMEOUT_SECONDS`` of 20 ms: a locked write fails at once."""
 
 
 # SQLite's own lock (an operator's sqlite3 session on the file).
 @pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+@SHORT_BUSY_TIMEOUT
 async def test_a_locked_database_delays_the_poller_but_never_stops_it(
-    short_busy_timeout: None,
     stack: Stack,
     who: Requester,
     tmp_path: Path,
@@ -134,8 +134,8 @@ async def test_a_locked_database_delays_the_poller_but_never_stops_it(
 
 # SQLite's own lock (an operator's sqlite3 session on the file).
 @pytest.mark.parametrize("engine_settings", ["sqlite"], indirect=True)
+@SHORT_BUSY_TIMEOUT
 async def test_a_poll_that_meets_a_locked_database_ends_cleanly_and_is_retried(
-    short_busy_timeout: None,
     stack: Stack,
     who: Requester,
     tmp_path: Path,

@@ -13,8 +13,9 @@ import pytest
 
 from bot.config import SettingsError, load_settings
 from bot.domain import DeliveryRoute
-from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX
+from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, NOT_FOUND_RETRY
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
+from bot.wiring import build_poller
 from tests.support.poller import RecordingAnnouncer, make_poller, submit
 from tests.support.stack import Stack
 
@@ -116,6 +117,32 @@ async def test_delivery_retries_follow_the_poller_backoff_it_is_given(
         await asyncio.sleep(0.01)
     assert announcer.notified == [job.id]
     assert [route for _, route, _ in announcer.attempts] == [DeliveryRoute.PLACEHOLDER] * 4
+
+
+async def poll_again_after_a_404(stack: Stack, who: Requester) -> float:
+    """Seconds from a poll the service answered 404 to the job's next poll (``build_poller``)."""
+    (job,) = await submit(stack, who)
+    stack.api.inject_fault("404", 1)
+    poller = build_poller(stack.services, RecordingAnnouncer())
+    await poller.recheck(job.id)
+    again = await stack.db.jobs.get(job.id)
+    assert again is not None and again.next_poll_at is not None
+    assert [r.status for r in stack.api.requests if job.task_id in r.path] == [404]
+    return again.next_poll_at - stack.clock.time()
+
+
+async def test_after_a_404_the_poller_polls_again_in_5_seconds(
+    stack: Stack, who: Requester
+) -> None:
+    assert await poll_again_after_a_404(stack, who) == pytest.approx(NOT_FOUND_RETRY[0]) == 5.0
+
+
+@SCALED
+async def test_a_scale_of_10_polls_again_after_a_404_at_the_specs_3_seconds(
+    stack: Stack, who: Requester
+) -> None:
+    # 5 s / 10, but never sooner than 3 s after the last poll (docs/genapi.md §3.2)
+    assert await poll_again_after_a_404(stack, who) == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("value", ["0.5", "0", "fast"])

@@ -45,7 +45,9 @@ from bot.storage.repos.jobs import (
 )
 from bot.storage.repos.ledger import Settlement
 from bot.storage.sql import compile_for
+from bot.wiring import open_database
 from tests.support.jobs import new_job
+from tests.support.settings import make_settings
 
 GUILD = 100
 LATEST = len(revisions())
@@ -159,6 +161,27 @@ async def test_open_creates_directory_and_sets_pragmas(tmp_path: Path, clock: Ma
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
             (revisions()[-1],)
         ]
+
+
+async def test_database_busy_timeout_seconds_is_every_connections_wait_for_a_lock(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    settings = make_settings(database_path=tmp_path / "bot.db", database_busy_timeout_seconds=0.25)
+    store = await open_database(settings, clock)
+    pragma = "PRAGMA busy_timeout"
+    try:
+        assert await store.engines.run_read(lambda c: c.exec_driver_sql(pragma).scalar()) == 250
+        assert (
+            await store.engines.run_read(lambda c: c.exec_driver_sql(pragma).scalar(), report=True)
+            == 250
+        )
+        assert (
+            await store.engines.run_in_transaction(lambda c: c.exec_driver_sql(pragma).scalar())
+            == 250
+        )
+    finally:
+        await store.close()
+    assert make_settings().database_busy_timeout_seconds == engine.BUSY_TIMEOUT_MS / 1000 == 5.0
 
 
 async def test_reopening_applies_nothing_twice(tmp_path: Path, clock: ManualClock) -> None:
