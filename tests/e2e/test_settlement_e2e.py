@@ -112,9 +112,12 @@ async def test_a_video_charged_as_sigterm_meets_a_locked_database_is_kept_and_de
 ) -> None:
     db = Path(world.bot.env["DATABASE_PATH"])
     spool = db.with_name("bot.settlements.jsonl")
-    # A short shutdown grace: the command still settling is cut short (cancelled) by it.
+    # A short shutdown grace: the command still settling is cut short (cancelled) by it. Its
+    # job has no placeholder (the command was cancelled before posting it): the next start
+    # polls it after the placeholder's grace (5 s here, not the default 30 s).
     await world.bot.kill()
     world.bot.env["SHUTDOWN_GRACE_SECONDS"] = "2"
+    world.bot.env["PLACEHOLDER_GRACE_SECONDS"] = "5"
     await restart(world)
     model = next(m for m in catalogue_json()["models"]["video"] if "image" not in m["mode"])
     prompt = "a heron kept through a shutdown"
