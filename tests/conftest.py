@@ -16,7 +16,7 @@ from bot.ops.logs import HANDLER_NAME
 from bot.services.generation import KeyProblem, Requester
 from bot.storage import Database
 from bot.wiring import open_database
-from tests.support.ordering import longest_first
+from tests.support.ordering import longest_first, no_reordering
 from tests.support.pg_server import SKIP_REASON as PG_SKIP_REASON
 from tests.support.pg_server import PgServer, find_bin_dir
 from tests.support.settings import make_settings
@@ -111,6 +111,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if pg_missing and "pg" in found:
             item.add_marker(pytest.mark.skip(reason=PG_SKIP_REASON))
     longest_first(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Hand the modules to xdist's workers in collection order (``longest_first``)."""
+    no_reordering(config)
 
 
 # -- PostgreSQL: one server per session (tests/support/pg_server.py), a fresh database per test

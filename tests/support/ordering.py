@@ -35,3 +35,11 @@ def longest_first(items: list[pytest.Item]) -> None:
         if module in weight:
             weight[module] = 10_000 - rank
     items.sort(key=lambda i: (-weight[i.nodeid.split("::")[0]], first[i.nodeid.split("::")[0]]))
+
+
+def no_reordering(config: pytest.Config) -> None:
+    """Keep pytest-xdist from reordering the modules by their number of tests (its default
+    with ``--dist loadfile``), which would start the end-to-end modules, with few but long
+    tests, after the unit modules and undo :func:`longest_first`."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
