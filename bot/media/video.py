@@ -28,6 +28,7 @@ lie); a clip over them is refused with :class:`MediaTooLarge`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
 import threading
@@ -256,30 +257,23 @@ def last_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> bytes
         MediaTooLarge: the clip is over ``bounds`` (its header, or the frames decoded).
         MediaError: the file has no video or no decodable frame.
     """
-    probe(path).check(bounds)
-    try:
-        with av.open(str(path)) as container:
-            if not container.streams.video:
-                raise MediaError("That file has no video in it.")
-            video = container.streams.video[0]
-            video.thread_type = "AUTO"
-            last = None
-            end = _duration(container, video)
-            if end > 0:
-                try:
-                    # Container-level seek: microseconds, to the keyframe at or before it.
-                    container.seek(max(0, int((end - 0.001) * 1_000_000)), backward=True)
-                    last = _last_of(container.decode(video), _Counter(bounds))
-                except av.FFmpegError:
-                    last = None
-            if last is None:
-                container.seek(0)
+    with _opened_video(path, bounds) as (container, video):
+        video.thread_type = "AUTO"
+        last = None
+        end = _duration(container, video)
+        if end > 0:
+            try:
+                # Container-level seek: microseconds, to the keyframe at or before it.
+                container.seek(max(0, int((end - 0.001) * 1_000_000)), backward=True)
                 last = _last_of(container.decode(video), _Counter(bounds))
-            if last is None:
-                raise MediaError("That video has no frame the bot can read.")
-            return _png(last)
-    except av.FFmpegError as exc:
-        raise MediaError("That file is not a video the bot can read.") from exc
+            except av.FFmpegError:
+                last = None
+        if last is None:
+            container.seek(0)
+            last = _last_of(container.decode(video), _Counter(bounds))
+        if last is None:
+            raise MediaError("That video has no frame the bot can read.")
+        return _png(last)
 
 
 def first_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> bytes:
@@ -292,17 +286,30 @@ def first_frame_png(path: Path, *, bounds: FrameBounds = DEFAULT_BOUNDS) -> byte
         MediaTooLarge: the clip is over ``bounds`` (its header, or the frame decoded).
         MediaError: the file has no video or no decodable frame.
     """
+    with _opened_video(path, bounds) as (container, video):
+        counter = _Counter(bounds)
+        for frame in container.decode(video):
+            counter.frame(frame.width, frame.height)
+            return _png(frame)
+        raise MediaError("That video has no frame the bot can read.")
+
+
+@contextlib.contextmanager
+def _opened_video(
+    path: Path, bounds: FrameBounds
+) -> Iterator[tuple[av.container.InputContainer, av.VideoStream]]:
+    """``path`` checked against ``bounds`` and opened: its container and first video stream.
+
+    Raises:
+        MediaTooLarge: the clip's header is over ``bounds``.
+        MediaError: the file has no video, or PyAV cannot read it (also inside the block).
+    """
     probe(path).check(bounds)
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:
                 raise MediaError("That file has no video in it.")
-            video = container.streams.video[0]
-            counter = _Counter(bounds)
-            for frame in container.decode(video):
-                counter.frame(frame.width, frame.height)
-                return _png(frame)
-            raise MediaError("That video has no frame the bot can read.")
+            yield container, container.streams.video[0]
     except av.FFmpegError as exc:
         raise MediaError("That file is not a video the bot can read.") from exc
 

@@ -54,6 +54,19 @@ def _character(row: Row) -> Character:
     )
 
 
+def _thumbnail(row: Row, data: bytes = b"") -> StyleThumbnail:
+    """A ``style_thumbnails`` row as its record; ``data``: its bytes where they were read."""
+    return StyleThumbnail(
+        row["style_id"],
+        row["position"],
+        row["digest"],
+        row["mime"],
+        row["width"],
+        row["height"],
+        data,
+    )
+
+
 class CreativeStore:
     """A server's Enhance and Draft settings, its styles, and members' characters.
 
@@ -185,17 +198,7 @@ class CreativeStore:
         rows = await self._sql.all(
             select(*columns).where(style_thumbnails.c.style_id.in_(list(style_ids)))
         )
-        return {
-            (row["style_id"], row["position"]): StyleThumbnail(
-                row["style_id"],
-                row["position"],
-                row["digest"],
-                row["mime"],
-                row["width"],
-                row["height"],
-            )
-            for row in rows
-        }
+        return {(row["style_id"], row["position"]): _thumbnail(row) for row in rows}
 
     async def style_thumbnail(self, style_id: int, position: int) -> StyleThumbnail | None:
         """One reference's thumbnail with its bytes, or None."""
@@ -204,17 +207,7 @@ class CreativeStore:
                 style_thumbnails.c.style_id == style_id, style_thumbnails.c.position == position
             )
         )
-        if row is None:
-            return None
-        return StyleThumbnail(
-            row["style_id"],
-            row["position"],
-            row["digest"],
-            row["mime"],
-            row["width"],
-            row["height"],
-            bytes(row["data"]),
-        )
+        return None if row is None else _thumbnail(row, bytes(row["data"]))
 
     async def remove_style(self, guild_id: int, name: str) -> bool:
         """Delete a style and its references; whether there was one."""
