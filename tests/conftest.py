@@ -16,6 +16,7 @@ from bot.ops.logs import HANDLER_NAME
 from bot.services.generation import KeyProblem, Requester
 from bot.storage import Database
 from bot.wiring import open_database
+from tests.support.migrated import copy_sqlite, migrate_postgresql, migrated_sqlite
 from tests.support.ordering import longest_first, no_reordering
 from tests.support.pg_server import SKIP_REASON as PG_SKIP_REASON
 from tests.support.pg_server import PgServer, find_bin_dir
@@ -28,13 +29,22 @@ from tests.support.tiers import tiers
 def engine_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     """The settings that choose each storage engine in turn: every service test runs on both.
 
-    PostgreSQL gets a fresh schema of the session server's shared database (skipped without
-    one): as isolated as a database for these tests, and about four times quicker to make.
+    Each starts at the newest migration, copied from the session's template
+    (``tests/support/migrated.py``): SQLite a copy of its file; PostgreSQL a fresh schema of
+    the session server's shared database (skipped without one), as isolated as a database for
+    these tests and quicker to make.
     """
-    settings: dict[str, Any] = {"database_path": tmp_path / "bot.db"}
+    template = request.getfixturevalue("sqlite_template")
+    settings: dict[str, Any] = {"database_path": copy_sqlite(template, tmp_path / "bot.db")}
     if request.param == "postgresql":
-        settings["database_url"] = request.getfixturevalue("pg_schema_url")
+        settings["database_url"] = request.getfixturevalue("pg_migrated_url")
     return settings
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at the newest migration, copied by ``engine_settings``."""
+    return migrated_sqlite(tmp_path_factory.mktemp("migrated"))
 
 
 @pytest.fixture
@@ -140,9 +150,10 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_schema_url(pg_server: PgServer) -> Iterator[str]:
-    """A URL whose ``search_path`` is a new, empty schema, dropped after the test."""
-    url = pg_server.create_schema()
+def pg_migrated_url(pg_server: PgServer) -> Iterator[str]:
+    """A URL whose ``search_path`` is a new schema at the newest migration, dropped after the
+    test."""
+    url = pg_server.create_migrated_schema(migrate_postgresql)
     yield url
     pg_server.drop_schema(url)
 

@@ -21,11 +21,16 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SHARED_DATABASE = "genbot_tests"
-"""The database whose schemas :meth:`PgServer.create_schema` hands out."""
+"""The database whose schemas :meth:`PgServer.create_migrated_schema` hands out."""
+
+MIGRATED_SCHEMA = "genbot_migrated_template"
+"""The schema migrated once per session whose copy :meth:`PgServer.create_migrated_schema`
+hands out (a name no table, column or value of ours contains)."""
 
 SKIP_REASON = (
     "PostgreSQL tests skipped: no pg_ctl/initdb found; enable them with "
@@ -75,6 +80,7 @@ class PgServer:
     base: Path
     port: int
     user: str | None
+    _migrated_sql: str | None = field(default=None, init=False, repr=False)
 
     @property
     def data(self) -> Path:
@@ -138,18 +144,34 @@ class PgServer:
         self._client("createdb", name)
         return self.url(name)
 
-    def create_schema(self) -> str:
-        """Create a new, empty schema in the shared database; return a URL that uses it.
+    def create_migrated_schema(self, migrate: Callable[[str], None]) -> str:
+        """A new schema of the shared database at the newest migration; a URL that uses it.
 
-        About four times quicker than a database (``CREATE DATABASE`` copies a template): the
-        engine-parametrised tests use it; ``search_path`` in the URL is passed to the server.
+        Quicker than a database (``CREATE DATABASE`` copies a template); ``search_path`` in the
+        URL is passed to the server.
+
+        The first call makes :data:`MIGRATED_SCHEMA` and calls ``migrate(url)`` on it (the
+        bot's own migrations, as ``python -m bot`` runs them); its dump (``pg_dump``: tables,
+        indexes, sequences and the migration records) is kept, and each call replays it under
+        a new name: about a tenth of the migrations' time (0.03 s against 0.27 s).
         """
+        if self._migrated_sql is None:
+            url = f"{self.url(SHARED_DATABASE)}?search_path={MIGRATED_SCHEMA}"
+            self._client("psql", "-d", SHARED_DATABASE, "-qc", f'CREATE SCHEMA "{MIGRATED_SCHEMA}"')
+            migrate(url)
+            self._migrated_sql = self._output(
+                "pg_dump", "--schema", MIGRATED_SCHEMA, "--no-owner", "--no-privileges",
+                SHARED_DATABASE,
+            )  # fmt: skip
         name = f"s_{uuid.uuid4().hex[:16]}"
-        self._client("psql", "-d", SHARED_DATABASE, "-qc", f'CREATE SCHEMA "{name}"')
+        script = self._migrated_sql.replace(MIGRATED_SCHEMA, name)
+        self._client(
+            "psql", "-d", SHARED_DATABASE, "-q", "-v", "ON_ERROR_STOP=1", input=script
+        )  # fmt: skip
         return f"{self.url(SHARED_DATABASE)}?search_path={name}"
 
     def drop_schema(self, url: str) -> None:
-        """Drop a schema made by :meth:`create_schema` (best effort: a leak is harmless)."""
+        """Drop a schema made by :meth:`create_migrated_schema` (a leak is harmless)."""
         name = url.rsplit("=", 1)[1]
         sql = f"SET lock_timeout = '5s'; DROP SCHEMA \"{name}\" CASCADE"
         self._client("psql", "-d", SHARED_DATABASE, "-qc", sql, check=False)
@@ -158,13 +180,25 @@ class PgServer:
         """Drop a database made by :meth:`create_database`, whoever is still connected."""
         self._client("dropdb", "--force", url.rsplit("/", 1)[1])
 
-    def _client(self, tool: str, *args: str, check: bool = True) -> None:
+    def _client(self, tool: str, *args: str, check: bool = True, input: str | None = None) -> None:
         subprocess.run(
             [str(self.bin_dir / tool), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
              *args],
             check=check,
             capture_output=True,
+            input=input,
+            text=input is not None,
         )  # fmt: skip
+
+    def _output(self, tool: str, *args: str) -> str:
+        """What a client tool prints (``pg_dump``)."""
+        return subprocess.run(
+            [str(self.bin_dir / tool), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+             *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout  # fmt: skip
 
     def stop(self) -> None:
         try:

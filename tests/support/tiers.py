@@ -12,7 +12,7 @@ import pytest
 
 E2E_DIR = Path(__file__).parents[1] / "e2e"
 
-PG_FIXTURES = frozenset({"pg_server", "pg_url", "pg_schema_url"})
+PG_FIXTURES = frozenset({"pg_server", "pg_url", "pg_migrated_url"})
 
 SPAWNING_NAMES = frozenset({"subprocess", "create_subprocess_exec", "BotProcess", "open_world"})
 """Names whose use in a test (or in a helper of the tests it calls) mean a process starts."""
