@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     poll_lease_seconds: Annotated[float, Field(gt=0)] = 30.0
     delivery_lease_seconds: Annotated[float, Field(gt=0)] = 300.0
     shutdown_grace_seconds: Annotated[float, Field(ge=0)] = 20.0
+    # After the gateway's READY, how long discord.py waits for one more GUILD_CREATE before
+    # it calls the shard ready (its guild_ready_timeout), seconds.
+    guild_ready_timeout_seconds: Annotated[float, Field(ge=0, le=60)] = 2.0
 
     # Conversations: the bound on a folded prompt, characters (at least one 4,000-
     # character turn with its labels; the emulator takes 32,000, docs/genapi-choices.md), and

@@ -257,6 +257,7 @@ class GenBot(commands.AutoShardedBot):
             allowed_mentions=discord.AllowedMentions.none(),
             # Server installs only: a user install would spend the owner's default key anywhere.
             allowed_installs=app_commands.AppInstallationType(guild=True, user=False),
+            guild_ready_timeout=services.settings.guild_ready_timeout_seconds,
             **shard_options(services.settings),
         )
         self.services = services

@@ -1,9 +1,11 @@
-"""WAIT_SCALE and PLACEHOLDER_GRACE_SECONDS: the bot's fixed waits as settings.
+"""WAIT_SCALE, PLACEHOLDER_GRACE_SECONDS, GUILD_READY_TIMEOUT_SECONDS: the bot's fixed waits as
+settings.
 
 The delivery backoff and the poll priors' medians are the bot's choices about the service's
 time, not the service's rules: a scale divides them, so the tests' bot process (whose emulated
 videos take 4 s) polls a new video after 3 s instead of 24 s. Production keeps 1. The
-placeholder's grace waits on Discord, so it has its own setting and no scale.
+placeholder's grace waits on Discord, so it has its own setting and no scale; so does the wait
+for the last server's GUILD_CREATE before the bot counts itself ready (discord.py's 2 s).
 """
 
 import asyncio
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot.config import SettingsError, load_settings
+from bot.discord.bot import GenBot
 from bot.domain import DeliveryRoute
 from bot.jobs.poller import DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX, NOT_FOUND_RETRY
 from bot.services.generation import PLACEHOLDER_GRACE, Requester
@@ -161,3 +164,10 @@ def test_the_production_waits_are_unchanged(monkeypatch: pytest.MonkeyPatch) -> 
     assert settings.wait_scale == 1.0
     assert settings.placeholder_grace_seconds == PLACEHOLDER_GRACE == 30.0
     assert (DELIVERY_BACKOFF_FIRST, DELIVERY_BACKOFF_MAX) == (30.0, 900.0)
+    assert settings.guild_ready_timeout_seconds == 2.0  # discord.py's own default
+
+
+@pytest.mark.parametrize("stack_overrides", [{"guild_ready_timeout_seconds": 0.2}])
+async def test_the_wait_for_the_last_server_at_start_is_a_setting(stack: Stack) -> None:
+    async with GenBot(stack.services) as bot:
+        assert bot._connection.guild_ready_timeout == 0.2

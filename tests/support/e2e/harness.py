@@ -182,6 +182,8 @@ def bot_env(
         # The bot's own waits scaled like the rate window: a video taking 4 s is polled after
         # 3 s (the spec's least interval), not after the 24 s of the unscaled prior.
         "WAIT_SCALE": str(WAIT_SCALE),
+        # The emulator sends every GUILD_CREATE at once: no need for discord.py's 2 s wait.
+        "GUILD_READY_TIMEOUT_SECONDS": "0.2",
     }
 
 
