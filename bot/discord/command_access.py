@@ -355,6 +355,10 @@ class CommandAccess:
                 await self._overrides(guild_id)
         except discord.HTTPException as exc:
             log.warning("command permissions of guild %s not read ahead: %s", guild_id, exc)
+        except RuntimeError:
+            # aiohttp's "Session is closed": the bot closed while reading ahead, for nobody.
+            if not self._bot.is_closed():
+                raise
         finally:
             self._warm_guilds.discard(guild_id or 0)
 

@@ -163,6 +163,7 @@ class FakeHttp:
         self.reads = 0
         self.gate = asyncio.Event()
         self.gate.set()
+        self.fail: Exception | None = None
 
     async def get_guild_application_command_permissions(
         self, application_id: int, guild_id: int
@@ -170,6 +171,8 @@ class FakeHttp:
         self.reads += 1
         answer = [dict(item) for item in self.data]
         await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
         return answer
 
 
@@ -268,6 +271,25 @@ async def test_warming_reads_ahead_so_that_a_click_reads_nothing() -> None:
     assert access.cached("video", member(PATRON)) is True
     assert not await access.allows("video", member())
     assert http.reads == 1
+
+
+async def test_a_read_ahead_cut_short_by_the_bot_closing_ends_quietly() -> None:
+    """A read ahead still running when the bot closes (its HTTP session with it) is no error:
+    no "Task exception was never retrieved" traceback in the log at shutdown."""
+    http = FakeHttp()
+    http.gate.clear()
+    bot = fake_bot(http)
+    bot.is_closed = lambda: http.fail is not None
+    access = CommandAccess(bot)
+    access.warm(GUILD)
+    [task] = access._warming
+    while http.reads == 0:
+        await asyncio.sleep(0)
+    http.fail = RuntimeError("Session is closed")  # aiohttp's, once the bot closed
+    http.gate.set()
+    await asyncio.wait([task])
+    assert task.exception() is None
+    assert access.cached("video", member()) is None  # nothing was learnt
 
 
 async def test_an_update_for_a_guild_not_known_yet_reads_it_and_an_overtaken_read_is_redone() -> (
