@@ -29,10 +29,7 @@ class ChannelsGroup(ConfigGroup):
             interaction: the interaction.
             channel: the channel to allow
         """
-        who = requester(interaction)
-        await services(interaction).guild_config.allow_channel(
-            who.guild_id, channel.id, allowed=True, actor=actor(interaction)
-        )
+        await _allow(interaction, channel, allowed=True)
         await show_settings(
             interaction, _("Commands allowed in {channel}.", channel=channel.mention)
         )
@@ -49,10 +46,7 @@ class ChannelsGroup(ConfigGroup):
             interaction: the interaction.
             channel: the channel to remove
         """
-        who = requester(interaction)
-        await services(interaction).guild_config.allow_channel(
-            who.guild_id, channel.id, allowed=False, actor=actor(interaction)
-        )
+        await _allow(interaction, channel, allowed=False)
         await show_settings(interaction, _("{channel} removed.", channel=channel.mention))
 
     @app_commands.command(name="everywhere")
@@ -63,3 +57,15 @@ class ChannelsGroup(ConfigGroup):
             who.guild_id, actor=actor(interaction)
         )
         await show_settings(interaction, _("Commands allowed in every channel."))
+
+
+async def _allow(
+    interaction: discord.Interaction[GenBot],
+    channel: discord.TextChannel | discord.ForumChannel,
+    *,
+    allowed: bool,
+) -> None:
+    """Add ``channel`` to the server's allowed channels, or remove it (audited as its actor)."""
+    await services(interaction).guild_config.allow_channel(
+        requester(interaction).guild_id, channel.id, allowed=allowed, actor=actor(interaction)
+    )
