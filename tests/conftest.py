@@ -34,10 +34,11 @@ def engine_settings(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str,
     the session server's shared database (skipped without one), as isolated as a database for
     these tests and quicker to make.
     """
-    template = request.getfixturevalue("sqlite_template")
-    settings: dict[str, Any] = {"database_path": copy_sqlite(template, tmp_path / "bot.db")}
+    settings: dict[str, Any] = {"database_path": tmp_path / "bot.db"}
     if request.param == "postgresql":
         settings["database_url"] = request.getfixturevalue("pg_migrated_url")
+    else:
+        copy_sqlite(request.getfixturevalue("sqlite_template"), settings["database_path"])
     return settings
 
 
