@@ -88,8 +88,10 @@ class Services:
         sequences: video sequences (Continue) and each server's bound on them.
         submissions: the member actions that charge (a video, its takes, Continue, an image,
             a text), one method each.
-        creative: ✨ Enhance, styles and characters (:mod:`bot.services.creative`); the
-            submissions' own.
+        drafts: Draft → Final (:mod:`bot.services.drafts`): the draft models, a draft's and a
+            Final's options; the same the submissions use.
+        creative: ✨ Enhance, styles and characters (:mod:`bot.services.creative`); the same
+            the submissions use.
         guard: the spend guard (thresholds, the key's runway, anomalies and the pause), told
             of every charge by billing; its outlets are set by the bot.
         sandbox: results come from the built-in emulator, and say so.
