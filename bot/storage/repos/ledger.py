@@ -250,20 +250,19 @@ class LedgerStore:
                 if s.anomaly is not None:
                     await ledger.insert_anomaly(s.anomaly)
                 return Settled(await _stored(tx, s.job), earlier=True)
-            reported = s.charge if s.charge is not None else s.anomaly
+            clash = s.reused  # the reported task's own fields, with TASK_ID_REUSED
             reused = (
-                s.reused is not None
-                and reported is not None
-                and reported.task_id is not None
+                clash is not None
+                and clash.task_id is not None
                 and await ledger.task_given_before(
-                    reported.key_fingerprint, reported.kind, reported.task_id, reported.at
+                    clash.key_fingerprint, clash.kind, clash.task_id, clash.at
                 )
             )
             duplicate = s.charge is not None and not await ledger.insert_charge(s.charge)
             if s.anomaly is not None:
                 await ledger.insert_anomaly(s.anomaly)
-            if reused and s.reused is not None:
-                await ledger.insert_anomaly(s.reused)
+            if reused and clash is not None:
+                await ledger.insert_anomaly(clash)
             return Settled(await _stored(tx, s.job), duplicate=duplicate, reused=reused)
 
     async def insert_anomaly(self, anomaly: ChargeAnomaly) -> bool:
